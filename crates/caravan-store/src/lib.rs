@@ -1,0 +1,11 @@
+//! Caravan's state store: the [`Store`] trait over etcd's model (revisions,
+//! transactions, watches, leases, elections), its etcd backend, its embedded
+//! twin, and leadership with fenced writes.
+
+mod error;
+mod store;
+mod types;
+
+pub use error::{Result, StoreError};
+pub use store::{Store, Watch, WatchProgress, WatchStream};
+pub use types::*;
