@@ -1,0 +1,1 @@
+//! Caravan's typed watch cache of cluster state.
