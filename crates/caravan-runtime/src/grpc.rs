@@ -1,0 +1,105 @@
+//! gRPC serving and calling: a server with tracing spans that continue the
+//! caller's trace, graceful stop on shutdown, and a client interceptor that
+//! passes the current trace on.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use opentelemetry::propagation::{Extractor, Injector};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::codegen::http;
+use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
+use tonic::transport::server::{Router, TcpIncoming};
+use tonic::transport::{Channel, Endpoint, Server};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+/// A server builder with Caravan's settings: one span per request named after
+/// the gRPC method, continuing the caller's trace.
+pub fn server() -> Server<tower::layer::util::Identity> {
+    Server::builder()
+        .tcp_nodelay(true)
+        .http2_keepalive_interval(Some(Duration::from_secs(20)))
+        .trace_fn(request_span)
+}
+
+fn request_span(req: &http::Request<()>) -> tracing::Span {
+    let span = tracing::info_span!("grpc", method = %req.uri().path());
+    let parent = opentelemetry::global::get_text_map_propagator(|p| {
+        p.extract(&HeaderExtractor(req.headers()))
+    });
+    // Without an OpenTelemetry layer installed there is nothing to attach to.
+    let _ = span.set_parent(parent);
+    span
+}
+
+/// Binds `addr` (port 0 picks a free port) and returns the listener with its
+/// real address.
+pub async fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    Ok((listener, local))
+}
+
+/// Serves `router` on `listener` until `shutdown` is cancelled, then stops
+/// accepting and lets in-flight requests finish.
+pub async fn serve(
+    router: Router,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), tonic::transport::Error> {
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    router
+        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
+        .await
+}
+
+/// A lazily connecting channel to `addr` (`host:port` or a URL) with
+/// Caravan's timeouts.
+pub fn channel(addr: &str) -> Result<Channel, tonic::transport::Error> {
+    let uri = if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    };
+    Ok(Endpoint::from_shared(uri)?
+        .connect_timeout(Duration::from_secs(3))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(20))
+        .keep_alive_while_idle(true)
+        .connect_lazy())
+}
+
+/// Client interceptor that carries the current span's trace to the callee.
+pub fn propagate_trace(mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+    let context = tracing::Span::current().context();
+    opentelemetry::global::get_text_map_propagator(|p| {
+        p.inject_context(&context, &mut MetadataInjector(req.metadata_mut()))
+    });
+    Ok(req)
+}
+
+struct HeaderExtractor<'a>(&'a http::HeaderMap);
+
+impl Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
+    }
+}
+
+struct MetadataInjector<'a>(&'a mut MetadataMap);
+
+impl Injector for MetadataInjector<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(key), Ok(value)) = (
+            MetadataKey::from_bytes(key.as_bytes()),
+            MetadataValue::try_from(value),
+        ) {
+            self.0.insert(key, value);
+        }
+    }
+}

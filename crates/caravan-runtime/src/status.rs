@@ -1,0 +1,100 @@
+//! Errors to gRPC statuses: leader hints for followers, field-naming invalid
+//! arguments, and the store's errors.
+
+use caravan_store::StoreError;
+use tonic::{Code, Status};
+
+/// Metadata key carrying the current leader's address on an UNAVAILABLE reply.
+pub const LEADER_HINT: &str = "x-caravan-leader";
+
+/// The reply of a follower to a leader-only call: UNAVAILABLE, naming the
+/// leader when one is known so the caller can go there.
+pub fn not_leader(service: &str, leader: Option<&str>) -> Status {
+    let mut status = match leader {
+        Some(addr) => {
+            Status::unavailable(format!("{service}: not the leader; the leader is {addr}"))
+        }
+        None => Status::unavailable(format!("{service}: no leader elected")),
+    };
+    if let Some(addr) = leader
+        && let Ok(value) = addr.parse()
+    {
+        status.metadata_mut().insert(LEADER_HINT, value);
+    }
+    status
+}
+
+/// The leader address a `not_leader` reply carries, if any.
+pub fn leader_hint(status: &Status) -> Option<String> {
+    if status.code() != Code::Unavailable {
+        return None;
+    }
+    status
+        .metadata()
+        .get(LEADER_HINT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// INVALID_ARGUMENT naming the offending field, e.g.
+/// `invalid_field("job.task_groups[0].count", "must not be negative")`.
+pub fn invalid_field(field: &str, problem: &str) -> Status {
+    Status::invalid_argument(format!("{field}: {problem}"))
+}
+
+/// The status a store failure is reported with.
+pub fn from_store(err: &StoreError) -> Status {
+    match err {
+        StoreError::InvalidArgument(m) => Status::invalid_argument(m.clone()),
+        StoreError::Unavailable(m) | StoreError::Closed(m) => {
+            Status::unavailable(format!("store: {m}"))
+        }
+        StoreError::Compacted { .. } | StoreError::FutureRevision { .. } => {
+            Status::out_of_range(err.to_string())
+        }
+        StoreError::LeaseNotFound(_) => Status::not_found(err.to_string()),
+        StoreError::Internal(_) => Status::internal(err.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leader_hint_round_trips() {
+        let status = not_leader("plan-applier", Some("10.0.0.7:4650"));
+        assert_eq!(status.code(), Code::Unavailable);
+        assert_eq!(leader_hint(&status).as_deref(), Some("10.0.0.7:4650"));
+        assert!(status.message().contains("10.0.0.7:4650"));
+        assert_eq!(leader_hint(&not_leader("plan-applier", None)), None);
+        assert_eq!(leader_hint(&Status::internal("x")), None);
+    }
+
+    #[test]
+    fn store_errors_map_to_codes() {
+        assert_eq!(
+            from_store(&StoreError::Unavailable("down".into())).code(),
+            Code::Unavailable
+        );
+        assert_eq!(
+            from_store(&StoreError::InvalidArgument("too many ops".into())).code(),
+            Code::InvalidArgument
+        );
+        let compacted = StoreError::Compacted {
+            requested: 1,
+            compact_revision: 5,
+        };
+        assert_eq!(from_store(&compacted).code(), Code::OutOfRange);
+    }
+
+    #[test]
+    fn invalid_field_names_the_field() {
+        let s = invalid_field("job.task_groups[0].count", "must not be negative");
+        assert_eq!(s.code(), Code::InvalidArgument);
+        assert_eq!(
+            s.message(),
+            "job.task_groups[0].count: must not be negative"
+        );
+    }
+}

@@ -1,0 +1,71 @@
+# Shared shell functions for Caravan's scripts: installing build and test
+# dependencies, and running a throwaway etcd on a free loopback port.
+# Sourced, not run.
+
+# Runs a command as root, through sudo when not root already.
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Installs protoc (etcd-client's build needs it) and etcd when missing.
+ensure_packages() {
+  local missing=()
+  command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
+  command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing ${missing[*]}" >&2
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+# Prints a TCP port nobody listens on, on 127.0.0.1.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Starts etcd in its own temp dir on free loopback ports, with Caravan's raised
+# txn and request limits. Sets ETCD_ENDPOINT, ETCD_PID and ETCD_DIR; stop it with
+# stop_etcd.
+start_etcd() {
+  ETCD_DIR=$(mktemp -d -t caravan-etcd.XXXXXX)
+  local client peer
+  client=$(free_port)
+  peer=$(free_port)
+  ETCD_ENDPOINT="http://127.0.0.1:${client}"
+  etcd --name caravan-test --data-dir "$ETCD_DIR/data" \
+    --listen-client-urls "$ETCD_ENDPOINT" --advertise-client-urls "$ETCD_ENDPOINT" \
+    --listen-peer-urls "http://127.0.0.1:${peer}" \
+    --initial-advertise-peer-urls "http://127.0.0.1:${peer}" \
+    --initial-cluster "caravan-test=http://127.0.0.1:${peer}" \
+    --max-txn-ops 10000 --max-request-bytes 33554432 \
+    --quota-backend-bytes 8589934592 \
+    --logger zap --log-level error >"$ETCD_DIR/etcd.log" 2>&1 &
+  ETCD_PID=$!
+  local i
+  for i in $(seq 1 100); do
+    if curl -fsS "$ETCD_ENDPOINT/health" 2>/dev/null | grep -q '"health":"true"'; then
+      echo "etcd ready at $ETCD_ENDPOINT (pid $ETCD_PID, dir $ETCD_DIR)" >&2
+      return 0
+    fi
+    if ! kill -0 "$ETCD_PID" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  echo "etcd did not start; its log:" >&2
+  cat "$ETCD_DIR/etcd.log" >&2
+  return 1
+}
+
+# Stops the etcd started by start_etcd and removes its directory.
+stop_etcd() {
+  if [ -n "${ETCD_PID:-}" ]; then
+    kill "$ETCD_PID" 2>/dev/null || true
+    wait "$ETCD_PID" 2>/dev/null || true
+    ETCD_PID=
+  fi
+  if [ -n "${ETCD_DIR:-}" ]; then
+    rm -rf "$ETCD_DIR"
+    ETCD_DIR=
+  fi
+}
