@@ -3,9 +3,11 @@
 //! twin, and leadership with fenced writes.
 
 mod error;
+mod mem;
 mod store;
 mod types;
 
 pub use error::{Result, StoreError};
+pub use mem::{MemStore, MemStoreConfig};
 pub use store::{Store, Watch, WatchProgress, WatchStream};
 pub use types::*;

@@ -247,7 +247,11 @@ impl Op {
     }
 
     /// Writes `value` at `key`, attached to `lease`.
-    pub fn put_with_lease(key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>, lease: LeaseId) -> Self {
+    pub fn put_with_lease(
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+        lease: LeaseId,
+    ) -> Self {
         Op::Put {
             key: key.into(),
             value: value.into(),
