@@ -1,1 +1,22 @@
-//! Caravan's typed watch cache of cluster state.
+//! Caravan's typed watch cache of cluster state: the key layout and codec
+//! every service writes with, persistent tables with indexes and per-node
+//! usage, O(1) snapshots, and the informer that keeps them in step with the
+//! store.
+
+mod change;
+mod codec;
+mod error;
+mod index;
+mod keyspace;
+mod snapshot;
+mod tables;
+mod usage;
+
+pub use change::Change;
+pub use codec::{StateObject, decode, encode};
+pub use error::{Result, StateError};
+pub use index::{Id, JobMap};
+pub use keyspace::{Keyspace, Kind, StateKey, encode_segment};
+pub use snapshot::Snapshot;
+pub use tables::Tables;
+pub use usage::{NodeUsage, UsedPort, is_terminal};

@@ -1,0 +1,225 @@
+//! The key types of the cache's tables: shared ids and maps keyed by
+//! (namespace, job id).
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use imbl::OrdMap;
+
+/// An object id shared between a table and its indexes: cloning it is a
+/// reference-count increment, which matters because persistent maps clone
+/// keys whenever they copy a node.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Id(Arc<str>);
+
+impl Id {
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Deref for Id {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Borrow<str> for Id {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Id {
+    fn from(s: &str) -> Self {
+        Id(Arc::from(s))
+    }
+}
+
+impl From<String> for Id {
+    fn from(s: String) -> Self {
+        Id(Arc::from(s))
+    }
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+/// A persistent map keyed by (namespace, job id). Nested rather than keyed
+/// by a pair so lookups borrow `&str`s instead of building a key.
+#[derive(Clone, Debug)]
+pub struct JobMap<V: Clone> {
+    by_ns: OrdMap<Id, OrdMap<Id, V>>,
+    len: usize,
+}
+
+impl<V: Clone> Default for JobMap<V> {
+    fn default() -> Self {
+        JobMap {
+            by_ns: OrdMap::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<V: Clone> JobMap<V> {
+    /// The value of one job.
+    pub fn get(&self, namespace: &str, job_id: &str) -> Option<&V> {
+        self.by_ns.get(namespace)?.get(job_id)
+    }
+
+    /// The value of one job, for in-place change (copying shared nodes).
+    pub fn get_mut(&mut self, namespace: &str, job_id: &str) -> Option<&mut V> {
+        self.by_ns.get_mut(namespace)?.get_mut(job_id)
+    }
+
+    /// Sets the value of one job; returns the previous one.
+    pub fn insert(&mut self, namespace: &str, job_id: &str, value: V) -> Option<V> {
+        if let Some(jobs) = self.by_ns.get_mut(namespace) {
+            if let Some(slot) = jobs.get_mut(job_id) {
+                return Some(std::mem::replace(slot, value));
+            }
+            jobs.insert(Id::from(job_id), value);
+        } else {
+            let mut jobs = OrdMap::new();
+            jobs.insert(Id::from(job_id), value);
+            self.by_ns.insert(Id::from(namespace), jobs);
+        }
+        self.len += 1;
+        None
+    }
+
+    /// Removes one job; returns its value.
+    pub fn remove(&mut self, namespace: &str, job_id: &str) -> Option<V> {
+        let jobs = self.by_ns.get_mut(namespace)?;
+        let old = jobs.remove(job_id)?;
+        if jobs.is_empty() {
+            self.by_ns.remove(namespace);
+        }
+        self.len -= 1;
+        Some(old)
+    }
+
+    /// Number of jobs.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no jobs.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every (namespace, job id, value), ordered by namespace then job id.
+    pub fn iter(&self) -> impl Iterator<Item = (&Id, &Id, &V)> + '_ {
+        self.by_ns
+            .iter()
+            .flat_map(|(ns, jobs)| jobs.iter().map(move |(id, v)| (ns, id, v)))
+    }
+
+    /// Every (job id, value) of one namespace, ordered by job id.
+    pub fn iter_namespace<'a>(
+        &'a self,
+        namespace: &str,
+    ) -> impl Iterator<Item = (&'a Id, &'a V)> + 'a {
+        self.by_ns
+            .get(namespace)
+            .into_iter()
+            .flat_map(|jobs| jobs.iter())
+    }
+}
+
+/// Adds `value` under `member` in the set of one job, creating the set.
+pub(crate) fn job_set_insert<T>(
+    map: &mut JobMap<OrdMap<Id, Arc<T>>>,
+    namespace: &str,
+    job_id: &str,
+    member: Id,
+    value: Arc<T>,
+) {
+    if let Some(set) = map.get_mut(namespace, job_id) {
+        set.insert(member, value);
+    } else {
+        let mut set = OrdMap::new();
+        set.insert(member, value);
+        map.insert(namespace, job_id, set);
+    }
+}
+
+/// Removes `member` from the set of one job, dropping the set once empty so
+/// deleted jobs leave nothing behind.
+pub(crate) fn job_set_remove<T>(
+    map: &mut JobMap<OrdMap<Id, Arc<T>>>,
+    namespace: &str,
+    job_id: &str,
+    member: &str,
+) {
+    let now_empty = match map.get_mut(namespace, job_id) {
+        Some(set) => {
+            set.remove(member);
+            set.is_empty()
+        }
+        None => false,
+    };
+    if now_empty {
+        map.remove(namespace, job_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_map_insert_replace_remove() {
+        let mut m: JobMap<u32> = JobMap::default();
+        assert_eq!(m.insert("default", "web", 1), None);
+        assert_eq!(m.insert("default", "web", 2), Some(1));
+        assert_eq!(m.insert("prod", "web", 3), None);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m.get("default", "web"), Some(&2));
+        assert_eq!(m.get("default", "api"), None);
+        let ns: Vec<_> = m
+            .iter()
+            .map(|(ns, id, v)| (ns.to_string(), id.to_string(), *v))
+            .collect();
+        assert_eq!(
+            ns,
+            vec![
+                ("default".into(), "web".into(), 2),
+                ("prod".into(), "web".into(), 3)
+            ]
+        );
+        assert_eq!(m.remove("default", "web"), Some(2));
+        assert_eq!(m.remove("default", "web"), None);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m.iter_namespace("default").count(), 0);
+        assert_eq!(m.iter_namespace("prod").count(), 1);
+    }
+
+    #[test]
+    fn job_sets_drop_empty_jobs() {
+        let mut m: JobMap<OrdMap<Id, Arc<u8>>> = JobMap::default();
+        job_set_insert(&mut m, "default", "web", Id::from("a"), Arc::new(1));
+        job_set_insert(&mut m, "default", "web", Id::from("b"), Arc::new(2));
+        assert_eq!(m.get("default", "web").map(|s| s.len()), Some(2));
+        job_set_remove(&mut m, "default", "web", "a");
+        job_set_remove(&mut m, "default", "web", "b");
+        assert!(m.is_empty());
+        job_set_remove(&mut m, "default", "web", "b");
+        assert!(m.is_empty());
+    }
+}

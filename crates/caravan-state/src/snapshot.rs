@@ -1,0 +1,201 @@
+//! Reading the tables: an immutable [`Snapshot`] at one revision and the
+//! accessors the services use on it.
+
+use std::ops::Deref;
+use std::sync::{Arc, LazyLock};
+
+use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node, SchedulerConfiguration};
+use caravan_store::Revision;
+
+use crate::index::Id;
+use crate::tables::Tables;
+use crate::usage::NodeUsage;
+
+static NO_USAGE: LazyLock<NodeUsage> = LazyLock::new(NodeUsage::default);
+
+/// A consistent, immutable view of the cache at one revision. Taking one is
+/// O(1) and holding one costs only the nodes the cache has rewritten since.
+#[derive(Clone, Debug)]
+pub struct Snapshot(Arc<Tables>);
+
+impl Snapshot {
+    /// Freezes `tables` (an O(1) clone of the caller's tables).
+    pub fn new(tables: Tables) -> Self {
+        Snapshot(Arc::new(tables))
+    }
+}
+
+impl Deref for Snapshot {
+    type Target = Tables;
+    fn deref(&self) -> &Tables {
+        &self.0
+    }
+}
+
+impl Tables {
+    /// The revision every change up to which is reflected.
+    pub fn revision(&self) -> Revision {
+        self.revision
+    }
+
+    /// The current version of a job.
+    pub fn job(&self, namespace: &str, job_id: &str) -> Option<&Arc<Job>> {
+        self.jobs.get(namespace, job_id)
+    }
+
+    /// Every job, ordered by namespace then id.
+    pub fn jobs(&self) -> impl Iterator<Item = &Arc<Job>> + '_ {
+        self.jobs.iter().map(|(_, _, job)| job)
+    }
+
+    /// The jobs of one namespace, ordered by id.
+    pub fn jobs_in<'a>(&'a self, namespace: &str) -> impl Iterator<Item = &'a Arc<Job>> + 'a {
+        self.jobs.iter_namespace(namespace).map(|(_, job)| job)
+    }
+
+    /// Number of jobs.
+    pub fn job_count(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// One version of a job.
+    pub fn job_version(&self, namespace: &str, job_id: &str, version: u64) -> Option<&Arc<Job>> {
+        self.job_versions.get(namespace, job_id)?.get(&version)
+    }
+
+    /// Every kept version of a job, oldest first.
+    pub fn job_versions<'a>(
+        &'a self,
+        namespace: &str,
+        job_id: &str,
+    ) -> impl DoubleEndedIterator<Item = &'a Arc<Job>> + 'a {
+        self.job_versions
+            .get(namespace, job_id)
+            .into_iter()
+            .flat_map(|versions| versions.values())
+    }
+
+    /// An evaluation.
+    pub fn eval(&self, eval_id: &str) -> Option<&Arc<Evaluation>> {
+        self.evals.get(eval_id)
+    }
+
+    /// Every evaluation, ordered by id.
+    pub fn evals(&self) -> impl Iterator<Item = &Arc<Evaluation>> + '_ {
+        self.evals.values()
+    }
+
+    /// Number of evaluations.
+    pub fn eval_count(&self) -> usize {
+        self.evals.len()
+    }
+
+    /// The evaluations of one job, ordered by id.
+    pub fn evals_by_job<'a>(
+        &'a self,
+        namespace: &str,
+        job_id: &str,
+    ) -> impl Iterator<Item = &'a Arc<Evaluation>> + 'a {
+        self.evals_by_job
+            .get(namespace, job_id)
+            .into_iter()
+            .flat_map(|evals| evals.values())
+    }
+
+    /// An allocation.
+    pub fn alloc(&self, alloc_id: &str) -> Option<&Arc<Allocation>> {
+        self.allocs.get(alloc_id)
+    }
+
+    /// Every allocation, ordered by id.
+    pub fn allocs(&self) -> impl Iterator<Item = &Arc<Allocation>> + '_ {
+        self.allocs.values()
+    }
+
+    /// Number of allocations.
+    pub fn alloc_count(&self) -> usize {
+        self.allocs.len()
+    }
+
+    /// The allocations placed on a node, terminal ones included, ordered by id.
+    pub fn allocs_by_node<'a>(
+        &'a self,
+        node_id: &str,
+    ) -> impl Iterator<Item = &'a Arc<Allocation>> + 'a {
+        self.allocs_by_node
+            .get(node_id)
+            .into_iter()
+            .flat_map(|entry| entry.allocs.values())
+    }
+
+    /// The allocations of a job, terminal ones included, ordered by id.
+    pub fn allocs_by_job<'a>(
+        &'a self,
+        namespace: &str,
+        job_id: &str,
+    ) -> impl Iterator<Item = &'a Arc<Allocation>> + 'a {
+        self.allocs_by_job
+            .get(namespace, job_id)
+            .into_iter()
+            .flat_map(|allocs| allocs.values())
+    }
+
+    /// What the non-terminal allocations of a node hold (empty if none).
+    pub fn node_usage(&self, node_id: &str) -> &NodeUsage {
+        self.allocs_by_node
+            .get(node_id)
+            .map_or(&*NO_USAGE, |entry| &entry.usage)
+    }
+
+    /// A client node.
+    pub fn node(&self, node_id: &str) -> Option<&Arc<Node>> {
+        self.nodes.get(node_id)
+    }
+
+    /// Every node, ordered by id.
+    pub fn nodes(&self) -> impl Iterator<Item = &Arc<Node>> + '_ {
+        self.nodes.values()
+    }
+
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether a node's heartbeat key exists (its lease is alive).
+    pub fn heartbeat_live(&self, node_id: &str) -> bool {
+        self.heartbeats.contains(node_id)
+    }
+
+    /// The ids of the nodes whose heartbeat key exists, ordered.
+    pub fn live_heartbeats(&self) -> impl Iterator<Item = &Id> + '_ {
+        self.heartbeats.iter()
+    }
+
+    /// A deployment.
+    pub fn deployment(&self, deployment_id: &str) -> Option<&Arc<Deployment>> {
+        self.deployments.get(deployment_id)
+    }
+
+    /// Every deployment, ordered by id.
+    pub fn deployments(&self) -> impl Iterator<Item = &Arc<Deployment>> + '_ {
+        self.deployments.values()
+    }
+
+    /// The deployments of a job, ordered by id.
+    pub fn deployments_by_job<'a>(
+        &'a self,
+        namespace: &str,
+        job_id: &str,
+    ) -> impl Iterator<Item = &'a Arc<Deployment>> + 'a {
+        self.deployments_by_job
+            .get(namespace, job_id)
+            .into_iter()
+            .flat_map(|deployments| deployments.values())
+    }
+
+    /// The scheduler configuration, if one was ever written.
+    pub fn scheduler_config(&self) -> Option<&Arc<SchedulerConfiguration>> {
+        self.scheduler_config.as_ref()
+    }
+}

@@ -1,0 +1,648 @@
+//! The cache's tables and their indexes, and the pure logic that applies one
+//! decoded change to them. No I/O: the informer feeds it, tests drive it.
+
+use std::sync::Arc;
+
+use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node, SchedulerConfiguration};
+use caravan_store::Revision;
+use imbl::{OrdMap, OrdSet};
+
+use crate::change::Change;
+use crate::codec::StateObject;
+use crate::index::{Id, JobMap, job_set_insert, job_set_remove};
+use crate::keyspace::StateKey;
+use crate::usage::{AllocUsage, NodeUsage, is_terminal};
+
+/// The allocations placed on one node and what the live ones hold.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NodeAllocs {
+    pub(crate) allocs: OrdMap<Id, Arc<Allocation>>,
+    pub(crate) usage: NodeUsage,
+}
+
+/// Every object under the prefix, decoded, with the indexes the services
+/// read. Persistent maps throughout, so a clone is O(1) and shares structure:
+/// that clone is a [`Snapshot`](crate::Snapshot).
+#[derive(Clone, Debug, Default)]
+pub struct Tables {
+    pub(crate) revision: Revision,
+    pub(crate) jobs: JobMap<Arc<Job>>,
+    pub(crate) job_versions: JobMap<OrdMap<u64, Arc<Job>>>,
+    pub(crate) evals: OrdMap<Id, Arc<Evaluation>>,
+    pub(crate) evals_by_job: JobMap<OrdMap<Id, Arc<Evaluation>>>,
+    pub(crate) allocs: OrdMap<Id, Arc<Allocation>>,
+    pub(crate) allocs_by_node: OrdMap<Id, Arc<NodeAllocs>>,
+    pub(crate) allocs_by_job: JobMap<OrdMap<Id, Arc<Allocation>>>,
+    pub(crate) nodes: OrdMap<Id, Arc<Node>>,
+    pub(crate) heartbeats: OrdSet<Id>,
+    pub(crate) deployments: OrdMap<Id, Arc<Deployment>>,
+    pub(crate) deployments_by_job: JobMap<OrdMap<Id, Arc<Deployment>>>,
+    pub(crate) scheduler_config: Option<Arc<SchedulerConfiguration>>,
+}
+
+impl Tables {
+    /// Empty tables at revision 0.
+    pub fn new() -> Self {
+        Tables::default()
+    }
+
+    /// Records that every change up to `revision` has been applied. The
+    /// revision never moves back.
+    pub fn advance_to(&mut self, revision: Revision) {
+        self.revision = self.revision.max(revision);
+    }
+
+    /// Applies one change, keeping every index and the node usage in step.
+    pub fn apply(&mut self, change: Change) {
+        match change {
+            Change::Job { namespace, id, job } => {
+                match job {
+                    Some(job) => self.jobs.insert(&namespace, &id, job),
+                    None => self.jobs.remove(&namespace, &id),
+                };
+            }
+            Change::JobVersion {
+                namespace,
+                id,
+                version,
+                job,
+            } => self.apply_job_version(&namespace, &id, version, job),
+            Change::Eval { id, eval } => {
+                let old = put_or_remove(&mut self.evals, &id, eval.as_ref());
+                reindex_by_job(&mut self.evals_by_job, &id, old.as_ref(), eval, |e| {
+                    (&e.namespace, &e.job_id)
+                });
+            }
+            Change::Alloc { id, alloc } => self.apply_alloc(id, alloc),
+            Change::Node { id, node } => {
+                put_or_remove(&mut self.nodes, &id, node.as_ref());
+            }
+            Change::Heartbeat { node_id, live } => {
+                if live {
+                    self.heartbeats.insert(node_id);
+                } else {
+                    self.heartbeats.remove(&*node_id);
+                }
+            }
+            Change::Deployment { id, deployment } => {
+                let old = put_or_remove(&mut self.deployments, &id, deployment.as_ref());
+                reindex_by_job(
+                    &mut self.deployments_by_job,
+                    &id,
+                    old.as_ref(),
+                    deployment,
+                    |d| (&d.namespace, &d.job_id),
+                );
+            }
+            Change::SchedulerConfig(config) => self.scheduler_config = config,
+        }
+    }
+
+    fn apply_job_version(&mut self, ns: &str, id: &str, version: u64, job: Option<Arc<Job>>) {
+        match job {
+            Some(job) => {
+                if let Some(versions) = self.job_versions.get_mut(ns, id) {
+                    versions.insert(version, job);
+                } else {
+                    self.job_versions.insert(ns, id, OrdMap::unit(version, job));
+                }
+            }
+            None => {
+                let now_empty = self.job_versions.get_mut(ns, id).is_some_and(|versions| {
+                    versions.remove(&version);
+                    versions.is_empty()
+                });
+                if now_empty {
+                    self.job_versions.remove(ns, id);
+                }
+            }
+        }
+    }
+
+    fn apply_alloc(&mut self, id: Id, alloc: Option<Arc<Allocation>>) {
+        let old = put_or_remove(&mut self.allocs, &id, alloc.as_ref());
+        if old.is_none() && alloc.is_none() {
+            return;
+        }
+        self.reindex_alloc_by_node(&id, old.as_ref(), alloc.as_ref());
+        reindex_by_job(&mut self.allocs_by_job, &id, old.as_ref(), alloc, |a| {
+            (&a.namespace, &a.job_id)
+        });
+    }
+
+    fn reindex_alloc_by_node(
+        &mut self,
+        id: &Id,
+        old: Option<&Arc<Allocation>>,
+        new: Option<&Arc<Allocation>>,
+    ) {
+        let old_node = old.map(|a| a.node_id.as_str()).filter(|n| !n.is_empty());
+        let new_node = new.map(|a| a.node_id.as_str()).filter(|n| !n.is_empty());
+        if let (Some(node), Some(old), Some(new)) = (old_node, old, new)
+            && old_node == new_node
+        {
+            // The common case (a status update in place): one index write,
+            // and usage touched only if what the alloc holds changed.
+            self.update_node(node, |entry| {
+                entry.allocs.insert(id.clone(), Arc::clone(new));
+                let holds_same = is_terminal(old) == is_terminal(new)
+                    && old.allocated_resources == new.allocated_resources;
+                if !holds_same {
+                    if let Some(u) = AllocUsage::of(old) {
+                        entry.usage.sub(&u);
+                    }
+                    if let Some(u) = AllocUsage::of(new) {
+                        entry.usage.add(&u);
+                    }
+                }
+            });
+            return;
+        }
+        if let (Some(node), Some(old)) = (old_node, old) {
+            self.update_node(node, |entry| {
+                entry.allocs.remove(&**id);
+                if let Some(u) = AllocUsage::of(old) {
+                    entry.usage.sub(&u);
+                }
+            });
+        }
+        if let (Some(node), Some(new)) = (new_node, new) {
+            self.update_node(node, |entry| {
+                entry.allocs.insert(id.clone(), Arc::clone(new));
+                if let Some(u) = AllocUsage::of(new) {
+                    entry.usage.add(&u);
+                }
+            });
+        }
+    }
+
+    /// Changes one node's entry in place (copying it only if a snapshot
+    /// shares it), creating it if needed and dropping it once it holds no
+    /// allocs, so deleted nodes leave nothing behind.
+    fn update_node(&mut self, node: &str, f: impl FnOnce(&mut NodeAllocs)) {
+        if let Some(entry) = self.allocs_by_node.get_mut(node) {
+            let entry = Arc::make_mut(entry);
+            f(entry);
+            if entry.allocs.is_empty() {
+                self.allocs_by_node.remove(node);
+            }
+            return;
+        }
+        let mut entry = NodeAllocs::default();
+        f(&mut entry);
+        if !entry.allocs.is_empty() {
+            self.allocs_by_node.insert(Id::from(node), Arc::new(entry));
+        }
+    }
+
+    /// The mod revision of the object `key` names, if the tables hold it.
+    /// A re-list skips decoding values whose revision it already has.
+    pub fn mod_revision_of(&self, key: &StateKey) -> Option<Revision> {
+        match key {
+            StateKey::Job { namespace, id } => {
+                self.jobs.get(namespace, id).map(|j| j.modify_revision())
+            }
+            StateKey::JobVersion {
+                namespace,
+                id,
+                version,
+            } => self
+                .job_versions
+                .get(namespace, id)?
+                .get(version)
+                .map(|j| j.modify_revision()),
+            StateKey::Eval(id) => self.evals.get(id.as_str()).map(|e| e.modify_revision()),
+            StateKey::Alloc(id) => self.allocs.get(id.as_str()).map(|a| a.modify_revision()),
+            StateKey::Node(id) => self.nodes.get(id.as_str()).map(|n| n.modify_revision()),
+            StateKey::Deployment(id) => self
+                .deployments
+                .get(id.as_str())
+                .map(|d| d.modify_revision()),
+            StateKey::SchedulerConfig => {
+                self.scheduler_config.as_ref().map(|c| c.modify_revision())
+            }
+            StateKey::Heartbeat(_) | StateKey::Leader { .. } => None,
+        }
+    }
+
+    /// The key of every object the tables hold; a re-list deletes those it
+    /// no longer finds.
+    pub fn keys(&self) -> Vec<StateKey> {
+        let mut keys = Vec::with_capacity(
+            self.jobs.len() + self.evals.len() + self.allocs.len() + self.nodes.len(),
+        );
+        keys.extend(self.jobs.iter().map(|(ns, id, _)| StateKey::Job {
+            namespace: ns.to_string(),
+            id: id.to_string(),
+        }));
+        for (ns, id, versions) in self.job_versions.iter() {
+            keys.extend(versions.keys().map(|v| StateKey::JobVersion {
+                namespace: ns.to_string(),
+                id: id.to_string(),
+                version: *v,
+            }));
+        }
+        keys.extend(self.evals.keys().map(|id| StateKey::Eval(id.to_string())));
+        keys.extend(self.allocs.keys().map(|id| StateKey::Alloc(id.to_string())));
+        keys.extend(self.nodes.keys().map(|id| StateKey::Node(id.to_string())));
+        keys.extend(
+            self.heartbeats
+                .iter()
+                .map(|id| StateKey::Heartbeat(id.to_string())),
+        );
+        keys.extend(
+            self.deployments
+                .keys()
+                .map(|id| StateKey::Deployment(id.to_string())),
+        );
+        if self.scheduler_config.is_some() {
+            keys.push(StateKey::SchedulerConfig);
+        }
+        keys
+    }
+}
+
+/// Writes or removes `id` in a primary table; returns what was there.
+fn put_or_remove<T>(
+    table: &mut OrdMap<Id, Arc<T>>,
+    id: &Id,
+    value: Option<&Arc<T>>,
+) -> Option<Arc<T>> {
+    match value {
+        Some(v) => table.insert(id.clone(), Arc::clone(v)),
+        None => table.remove(&**id),
+    }
+}
+
+/// Moves `id` in a by-job index from the old value's job to the new one's.
+fn reindex_by_job<T>(
+    index: &mut JobMap<OrdMap<Id, Arc<T>>>,
+    id: &Id,
+    old: Option<&Arc<T>>,
+    new: Option<Arc<T>>,
+    job_of: impl Fn(&T) -> (&String, &String),
+) {
+    let old_job = old.map(|o| job_of(o)).filter(|(_, j)| !j.is_empty());
+    let new_job = new.as_deref().map(&job_of).filter(|(_, j)| !j.is_empty());
+    if let Some((ns, job)) = old_job
+        && old_job != new_job
+    {
+        job_set_remove(index, ns, job, id);
+    }
+    if let (Some((ns, job)), Some(new)) = (new_job, new.as_ref()) {
+        job_set_insert(index, ns, job, id.clone(), Arc::clone(new));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::Snapshot;
+    use caravan_proto::{
+        AllocClientStatus, AllocDesiredStatus, AllocatedPort, AllocatedResources,
+        AllocatedSharedResources, AllocatedTaskResources,
+    };
+    use rand::{Rng, SeedableRng};
+
+    fn alloc(id: &str, node: &str, job: &str, cpu: u32, mem: u32, port: u32) -> Arc<Allocation> {
+        let mut res = AllocatedResources::default();
+        res.tasks.insert(
+            "main".into(),
+            AllocatedTaskResources {
+                cpu_mhz: cpu,
+                memory_mb: mem,
+                ports: vec![AllocatedPort {
+                    label: "http".into(),
+                    value: port,
+                    to: 0,
+                    host_ip: "10.0.0.1".into(),
+                }],
+                ..Default::default()
+            },
+        );
+        res.shared = Some(AllocatedSharedResources {
+            disk_mb: 100,
+            ..Default::default()
+        });
+        Arc::new(Allocation {
+            id: id.into(),
+            namespace: "default".into(),
+            job_id: job.into(),
+            node_id: node.into(),
+            desired_status: AllocDesiredStatus::Run as i32,
+            client_status: AllocClientStatus::Pending as i32,
+            allocated_resources: Some(res),
+            ..Default::default()
+        })
+    }
+
+    fn with(a: &Arc<Allocation>, f: impl FnOnce(&mut Allocation)) -> Arc<Allocation> {
+        let mut a = Allocation::clone(a);
+        f(&mut a);
+        Arc::new(a)
+    }
+
+    fn put(t: &mut Tables, a: &Arc<Allocation>) {
+        t.apply(Change::Alloc {
+            id: Id::from(a.id.as_str()),
+            alloc: Some(Arc::clone(a)),
+        });
+    }
+
+    fn delete(t: &mut Tables, id: &str) {
+        t.apply(Change::Alloc {
+            id: Id::from(id),
+            alloc: None,
+        });
+    }
+
+    fn ids<'a>(it: impl Iterator<Item = &'a Arc<Allocation>>) -> Vec<String> {
+        it.map(|a| a.id.clone()).collect()
+    }
+
+    #[test]
+    fn put_indexes_and_counts_usage() {
+        let mut t = Tables::new();
+        put(&mut t, &alloc("a1", "n1", "web", 500, 256, 8080));
+        put(&mut t, &alloc("a2", "n1", "api", 250, 128, 9090));
+        put(&mut t, &alloc("a3", "n2", "web", 100, 64, 8080));
+        assert_eq!(t.alloc_count(), 3);
+        assert_eq!(ids(t.allocs_by_node("n1")), vec!["a1", "a2"]);
+        assert_eq!(ids(t.allocs_by_job("default", "web")), vec!["a1", "a3"]);
+        assert_eq!(ids(t.allocs_by_job("other", "web")), Vec::<String>::new());
+        let u = t.node_usage("n1");
+        assert_eq!(
+            (u.cpu_mhz, u.memory_mb, u.memory_max_mb, u.disk_mb),
+            (750, 384, 384, 200)
+        );
+        assert_eq!(u.allocs, 2);
+        assert!(u.port_in_use(8080) && u.port_in_use(9090));
+        assert!(t.node_usage("n3").is_empty());
+    }
+
+    #[test]
+    fn moving_an_alloc_moves_its_usage() {
+        let mut t = Tables::new();
+        let a = alloc("a1", "n1", "web", 500, 256, 8080);
+        put(&mut t, &a);
+        put(&mut t, &with(&a, |a| a.node_id = "n2".into()));
+        assert_eq!(ids(t.allocs_by_node("n1")), Vec::<String>::new());
+        assert!(t.node_usage("n1").is_empty());
+        assert!(
+            !t.allocs_by_node.contains_key("n1"),
+            "empty node entries are dropped"
+        );
+        assert_eq!(ids(t.allocs_by_node("n2")), vec!["a1"]);
+        assert_eq!(t.node_usage("n2").cpu_mhz, 500);
+        assert!(t.node_usage("n2").port_in_use_on("10.0.0.1", 8080));
+    }
+
+    #[test]
+    fn terminal_allocs_stay_indexed_but_hold_nothing() {
+        for terminal in [
+            |a: &mut Allocation| a.desired_status = AllocDesiredStatus::Stop as i32,
+            |a: &mut Allocation| a.desired_status = AllocDesiredStatus::Evict as i32,
+            |a: &mut Allocation| a.client_status = AllocClientStatus::Complete as i32,
+            |a: &mut Allocation| a.client_status = AllocClientStatus::Failed as i32,
+            |a: &mut Allocation| a.client_status = AllocClientStatus::Lost as i32,
+        ] {
+            let mut t = Tables::new();
+            let a = alloc("a1", "n1", "web", 500, 256, 8080);
+            put(&mut t, &a);
+            put(&mut t, &alloc("a2", "n1", "web", 100, 10, 8081));
+            put(
+                &mut t,
+                &with(&a, |a| a.client_status = AllocClientStatus::Running as i32),
+            );
+            assert_eq!(t.node_usage("n1").cpu_mhz, 600);
+            let stopped = with(&a, terminal);
+            put(&mut t, &stopped);
+            assert_eq!(ids(t.allocs_by_node("n1")), vec!["a1", "a2"]);
+            let u = t.node_usage("n1");
+            assert_eq!((u.cpu_mhz, u.memory_mb, u.allocs), (100, 10, 1));
+            assert!(!u.port_in_use(8080));
+            // A terminal alloc written again (client reports more) changes nothing.
+            put(
+                &mut t,
+                &with(&stopped, |a| a.client_description = "x".into()),
+            );
+            assert_eq!(t.node_usage("n1").cpu_mhz, 100);
+        }
+    }
+
+    #[test]
+    fn delete_removes_everywhere() {
+        let mut t = Tables::new();
+        put(&mut t, &alloc("a1", "n1", "web", 500, 256, 8080));
+        delete(&mut t, "a1");
+        delete(&mut t, "a1");
+        delete(&mut t, "never-existed");
+        assert_eq!(t.alloc_count(), 0);
+        assert!(t.allocs_by_node.is_empty());
+        assert!(t.allocs_by_job.is_empty());
+        assert!(t.node_usage("n1").is_empty());
+    }
+
+    #[test]
+    fn in_place_resize_and_job_change_reindex() {
+        let mut t = Tables::new();
+        let a = alloc("a1", "n1", "web", 500, 256, 8080);
+        put(&mut t, &a);
+        let bigger = alloc("a1", "n1", "web", 800, 512, 8081);
+        put(&mut t, &bigger);
+        let u = t.node_usage("n1");
+        assert_eq!((u.cpu_mhz, u.memory_mb, u.allocs), (800, 512, 1));
+        assert!(!u.port_in_use(8080) && u.port_in_use(8081));
+        put(&mut t, &with(&bigger, |a| a.job_id = "api".into()));
+        assert_eq!(ids(t.allocs_by_job("default", "web")), Vec::<String>::new());
+        assert_eq!(ids(t.allocs_by_job("default", "api")), vec!["a1"]);
+    }
+
+    #[test]
+    fn unplaced_allocs_are_indexed_by_id_and_job_only() {
+        let mut t = Tables::new();
+        put(&mut t, &alloc("a1", "", "web", 500, 256, 8080));
+        assert_eq!(t.alloc_count(), 1);
+        assert!(t.allocs_by_node.is_empty());
+        assert_eq!(ids(t.allocs_by_job("default", "web")), vec!["a1"]);
+    }
+
+    #[test]
+    fn evals_deployments_versions_heartbeats_config() {
+        let mut t = Tables::new();
+        let eval = |id: &str, job: &str| Change::Eval {
+            id: Id::from(id),
+            eval: Some(Arc::new(Evaluation {
+                id: id.into(),
+                namespace: "default".into(),
+                job_id: job.into(),
+                ..Default::default()
+            })),
+        };
+        t.apply(eval("e1", "web"));
+        t.apply(eval("e2", "web"));
+        t.apply(eval("e1", "api"));
+        let by_job: Vec<_> = t
+            .evals_by_job("default", "web")
+            .map(|e| e.id.clone())
+            .collect();
+        assert_eq!(by_job, vec!["e2"]);
+        t.apply(Change::Eval {
+            id: Id::from("e2"),
+            eval: None,
+        });
+        assert_eq!(t.evals_by_job("default", "web").count(), 0);
+        assert!(t.evals_by_job.get("default", "web").is_none());
+        assert_eq!(t.eval_count(), 1);
+
+        t.apply(Change::Deployment {
+            id: Id::from("d1"),
+            deployment: Some(Arc::new(Deployment {
+                id: "d1".into(),
+                namespace: "default".into(),
+                job_id: "web".into(),
+                ..Default::default()
+            })),
+        });
+        assert_eq!(t.deployments_by_job("default", "web").count(), 1);
+        assert!(t.deployment("d1").is_some());
+
+        for v in [2u64, 0, 1] {
+            t.apply(Change::JobVersion {
+                namespace: Id::from("default"),
+                id: Id::from("web/periodic-1"),
+                version: v,
+                job: Some(Arc::new(Job {
+                    version: v,
+                    ..Default::default()
+                })),
+            });
+        }
+        let versions: Vec<u64> = t
+            .job_versions("default", "web/periodic-1")
+            .map(|j| j.version)
+            .collect();
+        assert_eq!(versions, vec![0, 1, 2]);
+        assert_eq!(
+            t.job_version("default", "web/periodic-1", 1)
+                .map(|j| j.version),
+            Some(1)
+        );
+        for v in 0..3 {
+            t.apply(Change::JobVersion {
+                namespace: Id::from("default"),
+                id: Id::from("web/periodic-1"),
+                version: v,
+                job: None,
+            });
+        }
+        assert!(t.job_versions.is_empty());
+
+        t.apply(Change::Heartbeat {
+            node_id: Id::from("n1"),
+            live: true,
+        });
+        assert!(t.heartbeat_live("n1"));
+        t.apply(Change::Heartbeat {
+            node_id: Id::from("n1"),
+            live: false,
+        });
+        assert!(!t.heartbeat_live("n1"));
+
+        t.apply(Change::SchedulerConfig(Some(Arc::new(
+            SchedulerConfiguration {
+                memory_oversubscription_enabled: true,
+                ..Default::default()
+            },
+        ))));
+        assert!(
+            t.scheduler_config()
+                .is_some_and(|c| c.memory_oversubscription_enabled)
+        );
+        assert_eq!(t.keys().len(), 3, "{:?}", t.keys());
+    }
+
+    #[test]
+    fn a_held_snapshot_does_not_change() {
+        let mut t = Tables::new();
+        put(&mut t, &alloc("a1", "n1", "web", 500, 256, 8080));
+        t.advance_to(5);
+        let snap = Snapshot::new(t.clone());
+        put(&mut t, &alloc("a2", "n1", "web", 500, 256, 8081));
+        delete(&mut t, "a1");
+        t.advance_to(7);
+        t.advance_to(6);
+        assert_eq!(t.revision(), 7);
+        assert_eq!(snap.revision(), 5);
+        assert_eq!(ids(snap.allocs()), vec!["a1"]);
+        assert_eq!(ids(snap.allocs_by_node("n1")), vec!["a1"]);
+        assert!(snap.node_usage("n1").port_in_use(8080));
+        assert!(!snap.node_usage("n1").port_in_use(8081));
+        assert_eq!(ids(t.allocs_by_node("n1")), vec!["a2"]);
+    }
+
+    /// Usage kept incrementally must equal usage summed from scratch, under
+    /// any sequence of puts, moves, terminal transitions and deletes.
+    #[test]
+    fn incremental_usage_matches_a_full_recount() {
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(7);
+        let mut t = Tables::new();
+        for step in 0..5000 {
+            let id = format!("a{}", rng.random_range(0..200));
+            if rng.random_bool(0.1) {
+                delete(&mut t, &id);
+                continue;
+            }
+            let node = format!("n{}", rng.random_range(0..10));
+            let mut a = Allocation::clone(&alloc(
+                &id,
+                &node,
+                &format!("j{}", rng.random_range(0..5)),
+                rng.random_range(1..1000),
+                rng.random_range(1..1000),
+                rng.random_range(20000..20010),
+            ));
+            if rng.random_bool(0.2) {
+                a.client_status = rng.random_range(0..7);
+            }
+            if rng.random_bool(0.1) {
+                a.desired_status = rng.random_range(0..4);
+            }
+            if let Some(task) = a
+                .allocated_resources
+                .as_mut()
+                .and_then(|r| r.tasks.get_mut("main"))
+            {
+                task.reserved_cores = vec![rng.random_range(0..4)];
+                task.memory_max_mb = rng.random_range(0..2) * 2000;
+            }
+            put(&mut t, &Arc::new(a));
+            if step % 500 == 0 {
+                assert_recount(&t);
+            }
+        }
+        assert_recount(&t);
+    }
+
+    fn assert_recount(t: &Tables) {
+        let mut expected: std::collections::BTreeMap<String, NodeUsage> = Default::default();
+        for a in t.allocs() {
+            if let Some(u) = AllocUsage::of(a) {
+                expected.entry(a.node_id.clone()).or_default().add(&u);
+            }
+        }
+        for (node, entry) in t.allocs_by_node.iter() {
+            let want = expected.remove(node.as_str()).unwrap_or_default();
+            assert_eq!(entry.usage, want, "node {node}");
+            assert_eq!(
+                entry.allocs.len(),
+                t.allocs().filter(|a| a.node_id == node.as_str()).count()
+            );
+        }
+        assert!(
+            expected.is_empty(),
+            "usage missing for {:?}",
+            expected.keys()
+        );
+    }
+}

@@ -1,0 +1,315 @@
+//! What the non-terminal allocations of a node hold: kept incrementally by
+//! the cache on every alloc write, never recomputed by a scan.
+
+use caravan_proto::{AllocClientStatus, AllocDesiredStatus, Allocation};
+use imbl::OrdMap;
+
+use crate::index::Id;
+
+/// Whether an allocation no longer holds its resources, as Nomad's
+/// `TerminalStatus`: the servers want it stopped or evicted, or the client
+/// says it completed, failed or was lost.
+pub fn is_terminal(alloc: &Allocation) -> bool {
+    matches!(
+        alloc.desired_status(),
+        AllocDesiredStatus::Stop | AllocDesiredStatus::Evict
+    ) || matches!(
+        alloc.client_status(),
+        AllocClientStatus::Complete | AllocClientStatus::Failed | AllocClientStatus::Lost
+    )
+}
+
+/// A host port held on a node.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UsedPort {
+    /// The port number.
+    pub port: u32,
+    /// The host address it is bound on (empty when the alloc named none).
+    pub host_ip: Id,
+}
+
+/// The sum of what the non-terminal allocations of one node hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeUsage {
+    /// CPU in MHz.
+    pub cpu_mhz: u64,
+    /// Memory in MB.
+    pub memory_mb: u64,
+    /// Memory the tasks may burst to, in MB (a task without a max counts its
+    /// memory, as Nomad adds them).
+    pub memory_max_mb: u64,
+    /// Disk in MB.
+    pub disk_mb: u64,
+    /// Number of non-terminal allocations.
+    pub allocs: u64,
+    /// Reserved core id → number of allocs holding it (more than one only if
+    /// committed state is already over-committed).
+    cores: OrdMap<u32, u32>,
+    /// Port → number of allocs holding it.
+    ports: OrdMap<UsedPort, u32>,
+}
+
+impl NodeUsage {
+    /// The reserved core ids, ascending.
+    pub fn reserved_cores(&self) -> impl Iterator<Item = u32> + '_ {
+        self.cores.keys().copied()
+    }
+
+    /// Whether a core is reserved by some allocation.
+    pub fn core_reserved(&self, core: u32) -> bool {
+        self.cores.contains_key(&core)
+    }
+
+    /// The ports held, ordered by port then address.
+    pub fn used_ports(&self) -> impl Iterator<Item = &UsedPort> + '_ {
+        self.ports.keys()
+    }
+
+    /// Whether `port` is held on any address of the node.
+    pub fn port_in_use(&self, port: u32) -> bool {
+        self.ports
+            .range(
+                UsedPort {
+                    port,
+                    host_ip: Id::from(""),
+                }..,
+            )
+            .next()
+            .is_some_and(|(p, _)| p.port == port)
+    }
+
+    /// Whether `port` is held on the address `host_ip`.
+    pub fn port_in_use_on(&self, host_ip: &str, port: u32) -> bool {
+        self.ports.contains_key(&UsedPort {
+            port,
+            host_ip: Id::from(host_ip),
+        })
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.allocs == 0
+            && self.cpu_mhz == 0
+            && self.memory_mb == 0
+            && self.memory_max_mb == 0
+            && self.disk_mb == 0
+            && self.cores.is_empty()
+            && self.ports.is_empty()
+    }
+
+    pub(crate) fn add(&mut self, u: &AllocUsage<'_>) {
+        self.cpu_mhz = self.cpu_mhz.saturating_add(u.cpu_mhz);
+        self.memory_mb = self.memory_mb.saturating_add(u.memory_mb);
+        self.memory_max_mb = self.memory_max_mb.saturating_add(u.memory_max_mb);
+        self.disk_mb = self.disk_mb.saturating_add(u.disk_mb);
+        self.allocs = self.allocs.saturating_add(1);
+        for core in &u.cores {
+            *self.cores.entry(*core).or_insert(0) += 1;
+        }
+        for (port, ip) in &u.ports {
+            let key = UsedPort {
+                port: *port,
+                host_ip: Id::from(*ip),
+            };
+            *self.ports.entry(key).or_insert(0) += 1;
+        }
+    }
+
+    pub(crate) fn sub(&mut self, u: &AllocUsage<'_>) {
+        // Saturating: a bug elsewhere must not panic every worker; it would
+        // show as usage lower than the allocs' sum, which the tests check.
+        self.cpu_mhz = self.cpu_mhz.saturating_sub(u.cpu_mhz);
+        self.memory_mb = self.memory_mb.saturating_sub(u.memory_mb);
+        self.memory_max_mb = self.memory_max_mb.saturating_sub(u.memory_max_mb);
+        self.disk_mb = self.disk_mb.saturating_sub(u.disk_mb);
+        self.allocs = self.allocs.saturating_sub(1);
+        for core in &u.cores {
+            release(&mut self.cores, core);
+        }
+        for (port, ip) in &u.ports {
+            release(
+                &mut self.ports,
+                &UsedPort {
+                    port: *port,
+                    host_ip: Id::from(*ip),
+                },
+            );
+        }
+    }
+}
+
+fn release<K: Ord + Clone>(counts: &mut OrdMap<K, u32>, key: &K) {
+    let gone = match counts.get_mut(key) {
+        Some(n) if *n > 1 => {
+            *n -= 1;
+            false
+        }
+        Some(_) => true,
+        None => false,
+    };
+    if gone {
+        counts.remove(key);
+    }
+}
+
+/// What one non-terminal allocation holds on its node.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct AllocUsage<'a> {
+    cpu_mhz: u64,
+    memory_mb: u64,
+    memory_max_mb: u64,
+    disk_mb: u64,
+    cores: Vec<u32>,
+    /// (port, host ip), each once.
+    ports: Vec<(u32, &'a str)>,
+}
+
+impl<'a> AllocUsage<'a> {
+    /// What `alloc` holds, or `None` once it is terminal.
+    pub(crate) fn of(alloc: &'a Allocation) -> Option<Self> {
+        if is_terminal(alloc) {
+            return None;
+        }
+        let mut u = AllocUsage::default();
+        let Some(res) = &alloc.allocated_resources else {
+            return Some(u);
+        };
+        for task in res.tasks.values() {
+            u.cpu_mhz += u64::from(task.cpu_mhz);
+            u.memory_mb += u64::from(task.memory_mb);
+            u.memory_max_mb += u64::from(if task.memory_max_mb != 0 {
+                task.memory_max_mb
+            } else {
+                task.memory_mb
+            });
+            u.cores.extend_from_slice(&task.reserved_cores);
+            u.ports
+                .extend(task.ports.iter().map(|p| (p.value, p.host_ip.as_str())));
+        }
+        if let Some(shared) = &res.shared {
+            u.disk_mb = u64::from(shared.disk_mb);
+            u.ports
+                .extend(shared.ports.iter().map(|p| (p.value, p.host_ip.as_str())));
+        }
+        u.cores.sort_unstable();
+        u.cores.dedup();
+        u.ports.retain(|(port, _)| *port != 0);
+        u.ports.sort_unstable();
+        u.ports.dedup();
+        Some(u)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use caravan_proto::{
+        AllocatedPort, AllocatedResources, AllocatedSharedResources, AllocatedTaskResources,
+    };
+
+    fn port(value: u32, ip: &str) -> AllocatedPort {
+        AllocatedPort {
+            label: format!("p{value}"),
+            value,
+            to: 0,
+            host_ip: ip.into(),
+        }
+    }
+
+    fn alloc() -> Allocation {
+        let mut res = AllocatedResources::default();
+        res.tasks.insert(
+            "web".into(),
+            AllocatedTaskResources {
+                cpu_mhz: 500,
+                memory_mb: 256,
+                memory_max_mb: 512,
+                reserved_cores: vec![2, 3],
+                ports: vec![port(8080, "10.0.0.1")],
+                ..Default::default()
+            },
+        );
+        res.tasks.insert(
+            "sidecar".into(),
+            AllocatedTaskResources {
+                cpu_mhz: 100,
+                memory_mb: 64,
+                ports: vec![port(8080, "10.0.0.1")],
+                ..Default::default()
+            },
+        );
+        res.shared = Some(AllocatedSharedResources {
+            disk_mb: 300,
+            ports: vec![port(25000, "10.0.0.1")],
+            networks: vec![],
+        });
+        Allocation {
+            id: "a".into(),
+            desired_status: AllocDesiredStatus::Run as i32,
+            client_status: AllocClientStatus::Running as i32,
+            allocated_resources: Some(res),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn terminal_follows_nomad() {
+        let mut a = alloc();
+        assert!(!is_terminal(&a));
+        for s in [
+            AllocClientStatus::Pending,
+            AllocClientStatus::Running,
+            AllocClientStatus::Unknown,
+        ] {
+            a.client_status = s as i32;
+            assert!(!is_terminal(&a), "{s:?}");
+        }
+        for s in [
+            AllocClientStatus::Complete,
+            AllocClientStatus::Failed,
+            AllocClientStatus::Lost,
+        ] {
+            a.client_status = s as i32;
+            assert!(is_terminal(&a), "{s:?}");
+        }
+        a.client_status = AllocClientStatus::Running as i32;
+        for d in [AllocDesiredStatus::Stop, AllocDesiredStatus::Evict] {
+            a.desired_status = d as i32;
+            assert!(is_terminal(&a), "{d:?}");
+        }
+    }
+
+    #[test]
+    fn an_alloc_holds_the_sum_of_its_tasks() {
+        let a = alloc();
+        let u = AllocUsage::of(&a).unwrap();
+        assert_eq!(u.cpu_mhz, 600);
+        assert_eq!(u.memory_mb, 320);
+        assert_eq!(u.memory_max_mb, 512 + 64);
+        assert_eq!(u.disk_mb, 300);
+        assert_eq!(u.cores, vec![2, 3]);
+        assert_eq!(u.ports, vec![(8080, "10.0.0.1"), (25000, "10.0.0.1")]);
+    }
+
+    #[test]
+    fn add_then_sub_leaves_nothing() {
+        let a = alloc();
+        let u = AllocUsage::of(&a).unwrap();
+        let mut node = NodeUsage::default();
+        node.add(&u);
+        node.add(&u);
+        assert_eq!(node.cpu_mhz, 1200);
+        assert_eq!(node.allocs, 2);
+        assert!(node.core_reserved(2) && !node.core_reserved(1));
+        assert!(node.port_in_use(8080));
+        assert!(node.port_in_use_on("10.0.0.1", 25000));
+        assert!(!node.port_in_use_on("10.0.0.2", 25000));
+        assert!(!node.port_in_use(8081));
+        node.sub(&u);
+        assert!(node.port_in_use(8080), "still held by the second alloc");
+        assert_eq!(node.reserved_cores().collect::<Vec<_>>(), vec![2, 3]);
+        node.sub(&u);
+        assert!(node.is_empty(), "{node:?}");
+        assert_eq!(node, NodeUsage::default());
+    }
+}
