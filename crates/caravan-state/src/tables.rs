@@ -195,6 +195,25 @@ impl Tables {
         }
     }
 
+    /// Applies changes in order; takes an `Option<Change>` as zero or one.
+    pub fn apply_all(&mut self, changes: impl IntoIterator<Item = Change>) {
+        for change in changes {
+            self.apply(change);
+        }
+    }
+
+    /// Whether the tables hold no object at all.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+            && self.job_versions.is_empty()
+            && self.evals.is_empty()
+            && self.allocs.is_empty()
+            && self.nodes.is_empty()
+            && self.heartbeats.is_empty()
+            && self.deployments.is_empty()
+            && self.scheduler_config.is_none()
+    }
+
     /// The mod revision of the object `key` names, if the tables hold it.
     /// A re-list skips decoding values whose revision it already has.
     pub fn mod_revision_of(&self, key: &StateKey) -> Option<Revision> {

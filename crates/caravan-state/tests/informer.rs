@@ -1,0 +1,332 @@
+//! The informer against real backends: the embedded store and etcd
+//! (`CARAVAN_TEST_ETCD`). Every test runs on both, under its own prefix.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use caravan_proto::{AllocClientStatus, Evaluation, SchedulerConfiguration};
+use caravan_state::{Informer, InformerConfig, Keyspace, Kind, StateError, encode};
+use caravan_store::{MemStore, Op, Store, Txn};
+
+use support::{FaultyStore, alloc, delete_key, job, node, put_alloc};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn config() -> InformerConfig {
+    InformerConfig {
+        page_size: 3,
+        retry_min: Duration::from_millis(10),
+        retry_max: Duration::from_millis(100),
+        progress_interval: Duration::from_millis(50),
+    }
+}
+
+async fn start(store: Arc<dyn Store>, ks: &Keyspace) -> Informer {
+    Informer::start(store, ks.clone(), config()).await.unwrap()
+}
+
+fn ids<'a>(it: impl Iterator<Item = &'a Arc<caravan_proto::Allocation>>) -> Vec<String> {
+    it.map(|a| a.id.clone()).collect()
+}
+
+async fn initial_list_then_watch(store: Arc<dyn Store>, ks: Keyspace) {
+    // More objects than a page, of every kind, before the informer starts.
+    for i in 0..7 {
+        put_alloc(
+            &*store,
+            &ks,
+            &alloc(&format!("a{i}"), "n1", "web", 100, 10, 20000 + i),
+        )
+        .await;
+    }
+    store
+        .put(&ks.node("n1"), &encode(&node("n1")), 0)
+        .await
+        .unwrap();
+    let j = job("default", "web/periodic-1", 3);
+    let rev = store
+        .txn(
+            Txn::new()
+                .and_then(Op::put(ks.job("default", &j.id), encode(&j)))
+                .and_then(Op::put(ks.job_version("default", &j.id, 3), encode(&j)))
+                .and_then(Op::put(
+                    ks.eval("e1"),
+                    encode(&Evaluation {
+                        id: "e1".into(),
+                        namespace: "default".into(),
+                        job_id: j.id.clone(),
+                        ..Default::default()
+                    }),
+                )),
+        )
+        .await
+        .unwrap()
+        .revision;
+    store.put(&ks.heartbeat("n1"), b"", 0).await.unwrap();
+    // A leader key shares the prefix; the cache must pass over it.
+    let mut candidate = ks.leader("eval-broker");
+    candidate.extend_from_slice(b"/694d7a0b2c");
+    store.put(&candidate, b"127.0.0.1:1", 0).await.unwrap();
+
+    let informer = start(Arc::clone(&store), &ks).await;
+    let snap = informer.snapshot();
+    assert!(snap.revision() >= rev);
+    assert_eq!(snap.alloc_count(), 7);
+    assert_eq!(snap.allocs_by_node("n1").count(), 7);
+    assert_eq!(snap.node_usage("n1").cpu_mhz, 700);
+    let cached = snap.job("default", "web/periodic-1").unwrap();
+    assert_eq!(cached.job_modify_revision, rev, "resolved from the key");
+    assert_eq!(
+        snap.job_version("default", "web/periodic-1", 3)
+            .unwrap()
+            .version,
+        3
+    );
+    let eval = snap.eval("e1").unwrap();
+    assert_eq!((eval.create_revision, eval.job_modify_revision), (rev, rev));
+    assert_eq!(snap.evals_by_job("default", "web/periodic-1").count(), 1);
+    assert!(snap.heartbeat_live("n1"));
+    assert_eq!(informer.stats().decode_errors, 0);
+
+    // Then the watch: puts, an update moving usage, deletes.
+    let r1 = put_alloc(&*store, &ks, &alloc("b1", "n2", "api", 300, 30, 8080)).await;
+    let mut a0 = alloc("a0", "n1", "web", 100, 10, 20000);
+    a0.client_status = AllocClientStatus::Complete as i32;
+    put_alloc(&*store, &ks, &a0).await;
+    delete_key(&*store, ks.alloc("a1")).await;
+    store
+        .put(
+            &ks.scheduler_config(),
+            &encode(&SchedulerConfiguration::default()),
+            0,
+        )
+        .await
+        .unwrap();
+    let last = delete_key(&*store, ks.heartbeat("n1")).await;
+    let snap = informer.wait_for_revision(last, WAIT).await.unwrap();
+    assert!(snap.revision() >= last);
+    assert_eq!(snap.alloc_count(), 7);
+    assert_eq!(ids(snap.allocs_by_node("n2")), vec!["b1"]);
+    assert_eq!(snap.alloc("b1").unwrap().alloc_modify_revision, r1);
+    assert_eq!(
+        snap.node_usage("n1").cpu_mhz,
+        500,
+        "a0 terminal, a1 deleted"
+    );
+    assert_eq!(snap.node_usage("n1").allocs, 5);
+    assert!(snap.scheduler_config().is_some());
+    assert!(!snap.heartbeat_live("n1"));
+    informer.shutdown().await;
+}
+
+async fn snapshots_are_isolated(store: Arc<dyn Store>, ks: Keyspace) {
+    put_alloc(&*store, &ks, &alloc("a1", "n1", "web", 100, 10, 8080)).await;
+    let informer = start(Arc::clone(&store), &ks).await;
+    let held = informer.snapshot();
+    let held_rev = held.revision();
+    delete_key(&*store, ks.alloc("a1")).await;
+    let rev = put_alloc(&*store, &ks, &alloc("a2", "n1", "web", 200, 10, 8081)).await;
+    let fresh = informer.wait_for_revision(rev, WAIT).await.unwrap();
+    assert_eq!(ids(fresh.allocs()), vec!["a2"]);
+    assert_eq!(held.revision(), held_rev);
+    assert_eq!(ids(held.allocs()), vec!["a1"]);
+    assert_eq!(ids(held.allocs_by_node("n1")), vec!["a1"]);
+    assert_eq!(held.node_usage("n1").cpu_mhz, 100);
+    assert_eq!(fresh.node_usage("n1").cpu_mhz, 200);
+}
+
+async fn waits_for_revisions_made_elsewhere(store: Arc<dyn Store>, ks: Keyspace) {
+    let informer = start(Arc::clone(&store), &ks).await;
+    // A write outside the prefix moves the store's revision with no event
+    // for this cache; only a progress notification can vouch for it.
+    let other = Keyspace::new(&format!("{}-elsewhere", ks.prefix()));
+    let rev = store.put(&other.node("x"), b"", 0).await.unwrap();
+    let snap = informer.wait_for_revision(rev, WAIT).await.unwrap();
+    assert!(snap.revision() >= rev);
+    assert_eq!(snap.node_count(), 0);
+    let mut updates = informer.subscribe();
+    updates.borrow_and_update();
+    let rev = store
+        .put(&ks.node("n1"), &encode(&node("n1")), 0)
+        .await
+        .unwrap();
+    tokio::time::timeout(WAIT, updates.changed())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        informer
+            .wait_for_revision(rev, WAIT)
+            .await
+            .unwrap()
+            .node("n1")
+            .is_some()
+    );
+    let far = informer.revision() + 1_000_000;
+    match informer
+        .wait_for_revision(far, Duration::from_millis(200))
+        .await
+    {
+        Err(StateError::Timeout { wanted, reached }) => {
+            assert_eq!(wanted, far);
+            assert!(reached >= rev);
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+}
+
+async fn reconnects_after_a_cut_without_relisting(store: Arc<dyn Store>, ks: Keyspace) {
+    let faulty = FaultyStore::new(Arc::clone(&store));
+    let informer = start(faulty.clone(), &ks).await;
+    let rev = put_alloc(&*store, &ks, &alloc("a1", "n1", "web", 100, 10, 8080)).await;
+    // Seen through the watch, so the watch is up when it is cut.
+    informer.wait_for_revision(rev, WAIT).await.unwrap();
+    faulty.cut_watches();
+    put_alloc(&*store, &ks, &alloc("a2", "n1", "web", 100, 10, 8081)).await;
+    let rev = delete_key(&*store, ks.alloc("a1")).await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    faulty.restore_watches();
+    let snap = informer.wait_for_revision(rev, WAIT).await.unwrap();
+    assert_eq!(ids(snap.allocs()), vec!["a2"]);
+    assert_eq!(snap.node_usage("n1").cpu_mhz, 100);
+    let stats = informer.stats();
+    assert!(stats.reconnects >= 1, "{stats:?}");
+    assert_eq!(stats.relists, 0, "{stats:?}");
+}
+
+async fn compaction_relists_and_drops_what_vanished(store: Arc<dyn Store>, ks: Keyspace) {
+    let faulty = FaultyStore::new(Arc::clone(&store));
+    for (id, n) in [("a1", "n1"), ("a2", "n1"), ("a3", "n2")] {
+        put_alloc(&*store, &ks, &alloc(id, n, "web", 100, 10, 8080)).await;
+    }
+    let informer = start(faulty.clone(), &ks).await;
+    assert_eq!(informer.snapshot().node_usage("n1").cpu_mhz, 200);
+    faulty.cut_watches();
+    // While the cache is away: a delete it will never see as an event, an
+    // update, a new alloc, then history compacted past all of them.
+    delete_key(&*store, ks.alloc("a1")).await;
+    delete_key(&*store, ks.alloc("a3")).await;
+    let mut moved = alloc("a2", "n2", "web", 400, 10, 8080);
+    moved.client_status = AllocClientStatus::Running as i32;
+    put_alloc(&*store, &ks, &moved).await;
+    let last = put_alloc(&*store, &ks, &alloc("a4", "n3", "api", 50, 10, 9000)).await;
+    // Compaction is global on etcd: compact only up to this test's own write.
+    store.compact(last).await.unwrap();
+    faulty.restore_watches();
+    let snap = informer.wait_for_revision(last, WAIT).await.unwrap();
+    assert_eq!(ids(snap.allocs()), vec!["a2", "a4"]);
+    assert_eq!(snap.allocs_by_node("n1").count(), 0);
+    assert!(snap.node_usage("n1").is_empty());
+    assert_eq!(ids(snap.allocs_by_node("n2")), vec!["a2"]);
+    assert_eq!(snap.node_usage("n2").cpu_mhz, 400);
+    assert_eq!(snap.node_usage("n3").cpu_mhz, 50);
+    assert_eq!(ids(snap.allocs_by_job("default", "web")), vec!["a2"]);
+    assert_eq!(informer.stats().relists, 1);
+    // And the watch resumes after the re-list.
+    let rev = delete_key(&*store, ks.alloc("a4")).await;
+    let snap = informer.wait_for_revision(rev, WAIT).await.unwrap();
+    assert!(snap.node_usage("n3").is_empty());
+}
+
+async fn list_pages_share_one_revision(store: Arc<dyn Store>, ks: Keyspace) {
+    for i in 0..5 {
+        put_alloc(
+            &*store,
+            &ks,
+            &alloc(&format!("a{i}"), "n1", "web", 10, 10, 8000 + i),
+        )
+        .await;
+    }
+    let faulty = FaultyStore::new(Arc::clone(&store));
+    // Keep the watch from running so the snapshot shows the list alone.
+    faulty.cut_watches();
+    let late = alloc("a9", "n1", "web", 10, 10, 8009);
+    faulty.write_after_next_range(ks.alloc("a9"), encode(&late));
+    let informer = start(faulty.clone(), &ks).await;
+    let snap = informer.snapshot();
+    assert_eq!(
+        snap.alloc_count(),
+        5,
+        "a write between pages is not in the list"
+    );
+    faulty.restore_watches();
+    let rev = store.current_revision().await.unwrap();
+    let snap = informer.wait_for_revision(rev, WAIT).await.unwrap();
+    assert_eq!(snap.alloc_count(), 6, "the watch brings it");
+}
+
+async fn bad_values_are_skipped_not_served(store: Arc<dyn Store>, ks: Keyspace) {
+    put_alloc(&*store, &ks, &alloc("a1", "n1", "web", 100, 10, 8080)).await;
+    store
+        .put(&ks.alloc("junk"), &[0xff, 0xff, 0xff], 0)
+        .await
+        .unwrap();
+    let informer = start(Arc::clone(&store), &ks).await;
+    assert_eq!(informer.snapshot().alloc_count(), 1);
+    assert_eq!(informer.stats().decode_errors, 1);
+    store.put(&ks.alloc("a1"), &[0xff, 0xff], 0).await.unwrap();
+    let rev = store
+        .put(&ks.node("n1"), &encode(&node("n1")), 0)
+        .await
+        .unwrap();
+    let snap = informer.wait_for_revision(rev, WAIT).await.unwrap();
+    assert_eq!(
+        snap.alloc_count(),
+        0,
+        "an undecodable value replaces the old one"
+    );
+    assert!(snap.node_usage("n1").is_empty());
+    assert_eq!(informer.stats().decode_errors, 2);
+}
+
+async fn heartbeats_follow_their_lease(store: Arc<dyn Store>, ks: Keyspace) {
+    let informer = start(Arc::clone(&store), &ks).await;
+    let lease = store.lease_grant(30).await.unwrap();
+    let rev = store.put(&ks.heartbeat("n1"), b"", lease.id).await.unwrap();
+    assert!(
+        informer
+            .wait_for_revision(rev, WAIT)
+            .await
+            .unwrap()
+            .heartbeat_live("n1")
+    );
+    store.lease_revoke(lease.id).await.unwrap();
+    let rev = store.current_revision().await.unwrap();
+    let snap = informer.wait_for_revision(rev, WAIT).await.unwrap();
+    assert!(!snap.heartbeat_live("n1"));
+    assert_eq!(snap.live_heartbeats().count(), 0);
+    // Ranging the prefix confirms the store agrees.
+    let left = store.range(ks.range_of(Kind::Heartbeats)).await.unwrap();
+    assert!(left.kvs.is_empty());
+}
+
+macro_rules! on_every_backend {
+    ($($name:ident),* $(,)?) => {
+        mod mem {
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+                    let ks = Keyspace::new(&caravan_testkit::unique_prefix(stringify!($name)));
+                    super::$name(store, ks).await;
+                }
+            )*
+        }
+    };
+}
+
+on_every_backend!(
+    initial_list_then_watch,
+    snapshots_are_isolated,
+    waits_for_revisions_made_elsewhere,
+    reconnects_after_a_cut_without_relisting,
+    compaction_relists_and_drops_what_vanished,
+    list_pages_share_one_revision,
+    bad_values_are_skipped_not_served,
+    heartbeats_follow_their_lease,
+);
