@@ -11,7 +11,8 @@ pub enum StoreError {
     Compacted {
         /// The revision that was asked for.
         requested: Revision,
-        /// The revision of the last compaction.
+        /// The revision of the last compaction; 0 when the store did not
+        /// say (etcd names it for watches only).
         compact_revision: Revision,
     },
     /// The revision asked for is newer than the store's.
@@ -19,7 +20,7 @@ pub enum StoreError {
     FutureRevision {
         /// The revision that was asked for.
         requested: Revision,
-        /// The store's current revision.
+        /// The store's current revision (0 if it could not be learned).
         current: Revision,
     },
     /// The lease does not exist (never granted, revoked or expired).

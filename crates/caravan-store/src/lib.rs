@@ -3,11 +3,13 @@
 //! twin, and leadership with fenced writes.
 
 mod error;
+mod etcd;
 mod mem;
 mod store;
 mod types;
 
 pub use error::{Result, StoreError};
+pub use etcd::{EtcdConfig, EtcdStore};
 pub use mem::{MemStore, MemStoreConfig};
 pub use store::{Store, Watch, WatchProgress, WatchStream};
 pub use types::*;

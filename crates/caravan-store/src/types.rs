@@ -362,7 +362,9 @@ pub struct Event {
 /// up to `revision` has been delivered.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WatchBatch {
-    /// The store's revision when the batch was sent.
+    /// The store's revision when the batch was sent. Every change up to it
+    /// has been delivered once this batch is (it is never ahead of events
+    /// still to come).
     pub revision: Revision,
     /// Changes in revision order.
     pub events: Vec<Event>,

@@ -1,0 +1,18 @@
+//! The conformance suite against the embedded store, on a paused clock so
+//! lease expiry takes no wall time.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod conformance;
+
+use std::sync::Arc;
+
+use caravan_store::{MemStore, Store};
+
+async fn store() -> Arc<dyn Store> {
+    Arc::new(MemStore::new())
+}
+
+conformance::all_cases!(
+    #[tokio::test(start_paused = true)]
+    store
+);
