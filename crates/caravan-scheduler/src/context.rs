@@ -1,0 +1,581 @@
+//! The working state of one scheduling attempt: the node table, the plan being
+//! built, and per-node usage that follows every change made to the plan.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use caravan_proto::{
+    AllocClientStatus, AllocDesiredStatus, AllocList, Allocation, Evaluation, Job, Node, Plan,
+    SchedulerConfiguration,
+};
+
+use crate::feasible::compute_node_class;
+use crate::model;
+use crate::property::PropertyCounts;
+use crate::resources::{Capacity, NodeUsage};
+use crate::rng::Rng;
+use crate::state::State;
+
+/// Which class results are known, for blocked evaluations.
+#[derive(Debug, Clone, Default)]
+pub struct Eligibility {
+    /// Computed class → eligible for the job.
+    pub classes: BTreeMap<String, bool>,
+    /// A constraint defeated class caching.
+    pub escaped: bool,
+}
+
+/// Dense per-node data for every node the attempt looks at.
+pub(crate) struct NodeTable {
+    pub nodes: Vec<Arc<Node>>,
+    /// Nodes sorted by id occupy `0..sorted`; later entries were added on demand.
+    sorted: usize,
+    extra: HashMap<String, u32>,
+    caps: Vec<Option<Capacity>>,
+    class_ids: Vec<u32>,
+    pub classes: Vec<String>,
+    class_index: HashMap<String, u32>,
+    usage: Vec<Option<Arc<NodeUsage>>>,
+    /// Bumped whenever a node's usage changes, to invalidate cached scores.
+    pub generation: Vec<u32>,
+}
+
+impl NodeTable {
+    fn new(mut nodes: Vec<Arc<Node>>) -> Self {
+        if !nodes.is_sorted_by(|a, b| a.id <= b.id) {
+            nodes.sort_by(|a, b| a.id.cmp(&b.id));
+        }
+        let n = nodes.len();
+        Self {
+            nodes,
+            sorted: n,
+            extra: HashMap::new(),
+            caps: vec![None; n],
+            class_ids: vec![u32::MAX; n],
+            classes: Vec::new(),
+            class_index: HashMap::new(),
+            usage: vec![None; n],
+            generation: vec![0; n],
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The table index of a node id, if the node is in the table.
+    pub fn find(&self, id: &str) -> Option<u32> {
+        self.nodes[..self.sorted]
+            .binary_search_by(|n| n.id.as_str().cmp(id))
+            .ok()
+            .map(|i| i as u32)
+            .or_else(|| self.extra.get(id).copied())
+    }
+
+    fn push(&mut self, node: Arc<Node>) -> u32 {
+        let i = self.nodes.len() as u32;
+        self.extra.insert(node.id.clone(), i);
+        self.nodes.push(node);
+        self.caps.push(None);
+        self.class_ids.push(u32::MAX);
+        self.usage.push(None);
+        self.generation.push(0);
+        i
+    }
+
+    pub fn node(&self, i: u32) -> &Arc<Node> {
+        &self.nodes[i as usize]
+    }
+
+    /// Computes a node's capacity on first use.
+    pub fn ensure_capacity(&mut self, i: u32) {
+        let slot = &mut self.caps[i as usize];
+        if slot.is_none() {
+            *slot = Some(Capacity::of(&self.nodes[i as usize]));
+        }
+    }
+
+    /// A node's capacity, once [`Self::ensure_capacity`] ran.
+    pub fn capacity(&self, i: u32) -> Option<&Capacity> {
+        self.caps[i as usize].as_ref()
+    }
+
+    /// The interned computed class of a node.
+    pub fn class_id(&mut self, i: u32) -> u32 {
+        let cur = self.class_ids[i as usize];
+        if cur != u32::MAX {
+            return cur;
+        }
+        let node = &self.nodes[i as usize];
+        let id = if node.computed_class.is_empty() {
+            let c = compute_node_class(node);
+            self.intern_class(c)
+        } else if let Some(&id) = self.class_index.get(&node.computed_class) {
+            id
+        } else {
+            let c = node.computed_class.clone();
+            self.intern_class(c)
+        };
+        self.class_ids[i as usize] = id;
+        id
+    }
+
+    fn intern_class(&mut self, c: String) -> u32 {
+        if let Some(&id) = self.class_index.get(&c) {
+            return id;
+        }
+        let id = self.classes.len() as u32;
+        self.class_index.insert(c.clone(), id);
+        self.classes.push(c);
+        id
+    }
+
+    pub fn loaded_usage(&self, i: u32) -> Option<&NodeUsage> {
+        self.usage[i as usize].as_deref()
+    }
+}
+
+/// One scheduling attempt's context.
+pub(crate) struct EvalContext<'a> {
+    pub state: &'a dyn State,
+    pub eval: &'a Evaluation,
+    pub now: i64,
+    pub rng: Rng,
+    pub job: Option<Arc<Job>>,
+    pub config: SchedulerConfiguration,
+    pub plan: Plan,
+    pub table: NodeTable,
+    /// Table indexes of the nodes placements may go to, in candidate order.
+    pub candidates: Vec<u32>,
+    pub eligibility: Eligibility,
+    /// Full copies of allocations the plan removes, by node id, so lazily loaded
+    /// usage can account for them.
+    removed: HashMap<String, Vec<Arc<Allocation>>>,
+    /// Per table node, per task group index: this job's allocations proposed there.
+    job_counts: Vec<u32>,
+    groups: Vec<String>,
+    pub properties: Vec<PropertyCounts>,
+    /// Priorities of other jobs, looked up for preemption.
+    priorities: HashMap<(String, String), i32>,
+}
+
+impl<'a> EvalContext<'a> {
+    /// Sets up an attempt over `nodes` (the candidates, sorted by id).
+    pub fn new(
+        state: &'a dyn State,
+        eval: &'a Evaluation,
+        job: Option<Arc<Job>>,
+        nodes: Vec<Arc<Node>>,
+        now: i64,
+        attempt: u32,
+    ) -> Self {
+        let rng = Rng::from_seed_parts(&[
+            eval.id.as_bytes(),
+            &state.revision().to_be_bytes(),
+            &attempt.to_be_bytes(),
+        ]);
+        let config = state.scheduler_config().map(|c| *c).unwrap_or_default();
+        let table = NodeTable::new(nodes);
+        let candidates = (0..table.len() as u32).collect();
+        let groups: Vec<String> = job
+            .as_ref()
+            .map(|j| j.task_groups.iter().map(|g| g.name.clone()).collect())
+            .unwrap_or_default();
+        let plan = Plan {
+            eval_id: eval.id.clone(),
+            priority: eval.priority,
+            all_at_once: job.as_ref().is_some_and(|j| j.all_at_once),
+            job: job.as_ref().map(|j| (**j).clone()),
+            snapshot_revision: state.revision(),
+            ..Default::default()
+        };
+        let job_counts = vec![0; table.len() * groups.len().max(1)];
+        Self {
+            state,
+            eval,
+            now,
+            rng,
+            job,
+            config,
+            plan,
+            table,
+            candidates,
+            eligibility: Eligibility::default(),
+            removed: HashMap::new(),
+            job_counts,
+            groups,
+            properties: Vec::new(),
+            priorities: HashMap::new(),
+        }
+    }
+
+    /// Shuffles the candidates with the eval's seed.
+    pub fn shuffle_candidates(&mut self) {
+        let mut c = std::mem::take(&mut self.candidates);
+        self.rng.shuffle(&mut c);
+        self.candidates = c;
+    }
+
+    /// Counts the job's existing non-terminal allocations into the per-node tallies.
+    pub fn count_existing(&mut self, allocs: &[Arc<Allocation>]) {
+        for a in allocs {
+            if !model::terminal(a) {
+                self.tally(a, true);
+            }
+        }
+    }
+
+    fn group_index(&self, name: &str) -> Option<usize> {
+        self.groups.iter().position(|g| g == name)
+    }
+
+    /// This job's allocations of group `g` proposed on table node `i`.
+    pub fn job_count(&self, i: u32, g: usize) -> u32 {
+        let n = self.groups.len().max(1);
+        self.job_counts
+            .get(i as usize * n + g)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// This job's allocations of any group proposed on table node `i`.
+    pub fn job_count_any(&self, i: u32) -> u32 {
+        let n = self.groups.len().max(1);
+        let start = i as usize * n;
+        self.job_counts
+            .get(start..start + n)
+            .map_or(0, |s| s.iter().sum())
+    }
+
+    fn tally(&mut self, a: &Allocation, up: bool) {
+        let Some(job) = &self.job else { return };
+        if a.job_id != job.id || a.namespace != job.namespace {
+            return;
+        }
+        let node = self.table.find(&a.node_id);
+        if let (Some(i), Some(g)) = (node, self.group_index(&a.task_group)) {
+            let n = self.groups.len().max(1);
+            let slot = i as usize * n + g;
+            if slot >= self.job_counts.len() {
+                self.job_counts.resize(slot + 1, 0);
+            }
+            let c = &mut self.job_counts[slot];
+            *c = if up { *c + 1 } else { c.saturating_sub(1) };
+        }
+        for pi in 0..self.properties.len() {
+            if !self.properties[pi].in_scope(&a.task_group) {
+                continue;
+            }
+            let v = self.property_value(pi, &a.node_id, node);
+            self.properties[pi].bump(v, up);
+        }
+    }
+
+    /// The value id of property counter `pi` on a node given by id (and table index).
+    pub fn property_value(&mut self, pi: usize, node_id: &str, idx: Option<u32>) -> u32 {
+        match idx {
+            Some(i) => {
+                let node = self.table.nodes[i as usize].clone();
+                let target = self.properties[pi].target.clone();
+                self.properties[pi].node_value(i, || {
+                    crate::feasible::target::resolve(&target, &node).map(|v| v.into_owned())
+                })
+            }
+            None => {
+                let Some(node) = self.state.node(node_id) else {
+                    return crate::property::MISSING;
+                };
+                let target = &self.properties[pi].target;
+                match crate::feasible::target::resolve(target, &node).map(|v| v.into_owned()) {
+                    Some(v) => self.properties[pi].intern(v),
+                    None => crate::property::MISSING,
+                }
+            }
+        }
+    }
+
+    /// Adds a property counter and fills it from the job's existing allocations.
+    pub fn add_property(
+        &mut self,
+        target: &str,
+        group: Option<&str>,
+        allocs: &[Arc<Allocation>],
+    ) -> usize {
+        if let Some(i) = self
+            .properties
+            .iter()
+            .position(|p| p.target == target && p.group.as_deref() == group)
+        {
+            return i;
+        }
+        self.properties
+            .push(PropertyCounts::new(target, group, self.table.len()));
+        let pi = self.properties.len() - 1;
+        let stopped: Vec<String> = self
+            .removed
+            .values()
+            .flatten()
+            .map(|a| a.id.clone())
+            .collect();
+        for a in allocs {
+            if model::terminal(a)
+                || !self.properties[pi].in_scope(&a.task_group)
+                || stopped.contains(&a.id)
+            {
+                continue;
+            }
+            let idx = self.table.find(&a.node_id);
+            let v = self.property_value(pi, &a.node_id, idx);
+            self.properties[pi].bump(v, true);
+        }
+        let placed: Vec<(String, String)> = self
+            .plan
+            .node_allocation
+            .values()
+            .flat_map(|l| l.allocs.iter())
+            .map(|a| (a.node_id.clone(), a.task_group.clone()))
+            .collect();
+        for (node_id, group) in placed {
+            if self.properties[pi].in_scope(&group) {
+                let idx = self.table.find(&node_id);
+                let v = self.property_value(pi, &node_id, idx);
+                self.properties[pi].bump(v, true);
+            }
+        }
+        pi
+    }
+
+    /// The table index of any node, adding it on demand.
+    pub fn node_index(&mut self, id: &str) -> Option<u32> {
+        if let Some(i) = self.table.find(id) {
+            return Some(i);
+        }
+        let node = self.state.node(id)?;
+        let i = self.table.push(node);
+        let n = self.groups.len().max(1);
+        self.job_counts.resize(self.table.len() * n, 0);
+        Some(i)
+    }
+
+    /// The proposed usage of table node `i`: state plus the plan so far.
+    pub fn usage(&mut self, i: u32) -> &NodeUsage {
+        if self.table.usage[i as usize].is_none() {
+            let node_id = self.table.nodes[i as usize].id.clone();
+            let mut u = match self.state.node_usage(&node_id) {
+                Some(u) => u,
+                None => Arc::new(NodeUsage::from_allocs(
+                    self.state.allocs_by_node(&node_id).iter().map(|a| &**a),
+                )),
+            };
+            let removed = self.removed.get(&node_id);
+            let placed = self.plan.node_allocation.get(&node_id);
+            if removed.is_some() || placed.is_some() {
+                let m = Arc::make_mut(&mut u);
+                for a in removed.into_iter().flatten() {
+                    m.remove(a);
+                }
+                for a in placed.into_iter().flat_map(|l| l.allocs.iter()) {
+                    m.add(a);
+                }
+            }
+            self.table.usage[i as usize] = Some(u);
+        }
+        self.table.usage[i as usize]
+            .as_deref()
+            .unwrap_or_else(|| unreachable_usage())
+    }
+
+    fn adjust_usage(&mut self, node_id: &str, a: &Allocation, add: bool) {
+        if let Some(i) = self.table.find(node_id)
+            && let Some(u) = self.table.usage[i as usize].as_mut()
+        {
+            let m = Arc::make_mut(u);
+            if add {
+                m.add(a);
+            } else {
+                m.remove(a);
+            }
+            self.table.generation[i as usize] = self.table.generation[i as usize].wrapping_add(1);
+        }
+    }
+
+    fn remember_removed(&mut self, a: &Arc<Allocation>) -> bool {
+        let list = self.removed.entry(a.node_id.clone()).or_default();
+        if list.iter().any(|x| x.id == a.id) {
+            return false;
+        }
+        list.push(a.clone());
+        true
+    }
+
+    /// Whether the plan already stops or evicts an allocation.
+    pub fn is_removed(&self, a: &Allocation) -> bool {
+        self.removed
+            .get(&a.node_id)
+            .is_some_and(|l| l.iter().any(|x| x.id == a.id))
+    }
+
+    /// Adds a stop of `a` to the plan.
+    pub fn stop(
+        &mut self,
+        a: &Arc<Allocation>,
+        description: &str,
+        client_status: Option<AllocClientStatus>,
+        followup_eval: Option<&str>,
+    ) {
+        if !self.remember_removed(a) {
+            return;
+        }
+        let mut slim = slim_copy(a, self.now);
+        slim.set_desired_status(AllocDesiredStatus::Stop);
+        slim.desired_description = description.to_string();
+        if let Some(cs) = client_status {
+            slim.set_client_status(cs);
+        }
+        if let Some(f) = followup_eval {
+            slim.followup_eval_id = f.to_string();
+        }
+        self.plan
+            .node_update
+            .entry(a.node_id.clone())
+            .or_default()
+            .allocs
+            .push(slim);
+        if !model::terminal(a) {
+            self.adjust_usage(&a.node_id, a, false);
+            self.tally(a, false);
+        }
+    }
+
+    /// Takes back a stop added earlier (its replacement could not be placed).
+    pub fn pop_stop(&mut self, a: &Arc<Allocation>) {
+        let Some(list) = self.removed.get_mut(&a.node_id) else {
+            return;
+        };
+        let Some(pos) = list.iter().position(|x| x.id == a.id) else {
+            return;
+        };
+        list.remove(pos);
+        if let Some(l) = self.plan.node_update.get_mut(&a.node_id) {
+            l.allocs.retain(|x| x.id != a.id);
+            if l.allocs.is_empty() {
+                self.plan.node_update.remove(&a.node_id);
+            }
+        }
+        if !model::terminal(a) {
+            self.adjust_usage(&a.node_id, a, true);
+            self.tally(a, true);
+        }
+    }
+
+    /// Adds an eviction of `a` (made room for `by`) to the plan.
+    pub fn preempt(&mut self, a: &Arc<Allocation>, by: &str) {
+        if !self.remember_removed(a) {
+            return;
+        }
+        let mut slim = slim_copy(a, self.now);
+        slim.set_desired_status(AllocDesiredStatus::Evict);
+        slim.desired_description = format!("Preempted by alloc ID {by}");
+        slim.preempted_by_allocation = by.to_string();
+        self.plan
+            .node_preemptions
+            .entry(a.node_id.clone())
+            .or_default()
+            .allocs
+            .push(slim);
+        self.adjust_usage(&a.node_id, a, false);
+        self.tally(a, false);
+    }
+
+    /// Adds a new allocation to the plan.
+    pub fn place(&mut self, a: Allocation) {
+        self.adjust_usage(&a.node_id, &a, true);
+        self.tally(&a, true);
+        push_alloc(&mut self.plan.node_allocation, a);
+    }
+
+    /// Adds an in-place update of `old` to the plan.
+    pub fn update_in_place(&mut self, old: &Allocation, new: Allocation) {
+        self.adjust_usage(&old.node_id, old, false);
+        self.adjust_usage(&new.node_id, &new, true);
+        push_alloc(&mut self.plan.node_allocation, new);
+    }
+
+    /// Adds an update that only changes bookkeeping fields (no resources).
+    pub fn update_attributes(&mut self, new: Allocation) {
+        push_alloc(&mut self.plan.node_allocation, new);
+    }
+
+    /// The priority of another job, cached for the attempt.
+    pub fn job_priority(&mut self, namespace: &str, job_id: &str) -> i32 {
+        let key = (namespace.to_string(), job_id.to_string());
+        if let Some(p) = self.priorities.get(&key) {
+            return *p;
+        }
+        let p = self
+            .state
+            .job(namespace, job_id)
+            .map_or(model::DEFAULT_PRIORITY, |j| model::priority(&j));
+        self.priorities.insert(key, p);
+        p
+    }
+
+    /// The non-terminal allocations on a node that the plan keeps.
+    pub fn live_allocs_on(&self, node_id: &str) -> Vec<Arc<Allocation>> {
+        self.state
+            .allocs_by_node(node_id)
+            .into_iter()
+            .filter(|a| !model::terminal(a) && !self.is_removed(a))
+            .collect()
+    }
+
+    /// Whether the plan changes nothing.
+    pub fn plan_is_noop(&self) -> bool {
+        self.plan.node_update.is_empty()
+            && self.plan.node_allocation.is_empty()
+            && self.plan.node_preemptions.is_empty()
+            && self.plan.deployment.is_none()
+            && self.plan.deployment_updates.is_empty()
+    }
+}
+
+fn unreachable_usage() -> &'static NodeUsage {
+    static EMPTY: NodeUsage = NodeUsage {
+        cpu_mhz: 0,
+        memory_mb: 0,
+        memory_max_mb: 0,
+        disk_mb: 0,
+        cores: Vec::new(),
+        ports: Vec::new(),
+    };
+    &EMPTY
+}
+
+fn push_alloc(map: &mut BTreeMap<String, AllocList>, a: Allocation) {
+    map.entry(a.node_id.clone()).or_default().allocs.push(a);
+}
+
+/// The fields of an allocation a stop or eviction needs.
+fn slim_copy(a: &Allocation, now: i64) -> Allocation {
+    Allocation {
+        id: a.id.clone(),
+        name: a.name.clone(),
+        namespace: a.namespace.clone(),
+        job_id: a.job_id.clone(),
+        job_version: a.job_version,
+        task_group: a.task_group.clone(),
+        node_id: a.node_id.clone(),
+        node_name: a.node_name.clone(),
+        eval_id: a.eval_id.clone(),
+        deployment_id: a.deployment_id.clone(),
+        client_status: a.client_status,
+        desired_status: a.desired_status,
+        modify_time_unix_ns: now,
+        ..Default::default()
+    }
+}
+
+/// Counts the allocations a plan (or result) places or updates.
+pub fn count_allocs(map: &BTreeMap<String, AllocList>) -> usize {
+    map.values().map(|l| l.allocs.len()).sum()
+}

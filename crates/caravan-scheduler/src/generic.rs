@@ -1,0 +1,558 @@
+//! The generic scheduler for service and batch jobs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use caravan_proto::{
+    AllocDeploymentStatus, AllocMetric, Allocation, EvalStatus, Evaluation, Job, JobType,
+    NodeStatus, PlanAnnotations, TaskGroup,
+};
+
+use crate::context::{Eligibility, EvalContext, count_allocs};
+use crate::error::SchedulerError;
+use crate::evals::{self, FinalStatus};
+use crate::feasible::node_in_job_scope;
+use crate::planner::Planner;
+use crate::rank::{GroupRules, JobRules};
+use crate::reconcile::{self, ALLOC_UPDATING, Placement, UpdateKind, filter};
+use crate::rng::Rng;
+use crate::select::{SelectOptions, Selector, Source};
+use crate::state::State;
+use crate::{model, placement, reschedule, update, validate};
+
+/// Plan attempts without progress before giving up (service).
+pub const MAX_SERVICE_ATTEMPTS: u32 = 5;
+/// Plan attempts without progress before giving up (batch).
+pub const MAX_BATCH_ATTEMPTS: u32 = 2;
+
+pub(crate) enum Step<S> {
+    Done,
+    Retry {
+        progress: bool,
+        refreshed: Option<S>,
+    },
+    Failed(String),
+}
+
+struct Run<'e> {
+    eval: &'e Evaluation,
+    batch: bool,
+    now: i64,
+    attempt: u32,
+    rng: Rng,
+    queued: BTreeMap<String, i64>,
+    failed: BTreeMap<String, AllocMetric>,
+    blocked: Option<Evaluation>,
+    followups_created: bool,
+    deployment_id: String,
+    eligibility: Eligibility,
+}
+
+/// Processes a service or batch evaluation.
+pub fn process<P: Planner>(
+    eval: &Evaluation,
+    state: P::State,
+    planner: &mut P,
+    now: i64,
+) -> Result<(), SchedulerError> {
+    let batch = eval.r#type == "batch";
+    let mut run = Run {
+        eval,
+        batch,
+        now,
+        attempt: 0,
+        rng: Rng::from_seed_parts(&[
+            eval.id.as_bytes(),
+            b"evals",
+            &state.revision().to_be_bytes(),
+        ]),
+        queued: BTreeMap::new(),
+        failed: BTreeMap::new(),
+        blocked: None,
+        followups_created: false,
+        deployment_id: String::new(),
+        eligibility: Eligibility::default(),
+    };
+    if !evals::KNOWN_TRIGGERS.contains(&eval.triggered_by.as_str()) {
+        let desc = format!(
+            "scheduler cannot handle {:?} evaluation reason",
+            eval.triggered_by
+        );
+        return run.finish(planner, &state, EvalStatus::Failed, desc);
+    }
+    let limit = if batch {
+        MAX_BATCH_ATTEMPTS
+    } else {
+        MAX_SERVICE_ATTEMPTS
+    };
+    let mut state = state;
+    let mut without_progress = 0;
+    loop {
+        if without_progress >= limit {
+            let b =
+                evals::blocked_eval(eval, &mut run.rng, &run.eligibility, &run.failed, true, now);
+            planner.create_eval(b.clone())?;
+            run.blocked = Some(b);
+            let desc = format!("maximum attempts reached ({limit})");
+            return run.finish(planner, &state, EvalStatus::Failed, desc);
+        }
+        match run.attempt(&state, planner)? {
+            Step::Done => break,
+            Step::Failed(desc) => return run.finish(planner, &state, EvalStatus::Failed, desc),
+            Step::Retry {
+                progress,
+                refreshed,
+            } => {
+                if let Some(s) = refreshed {
+                    state = s;
+                }
+                without_progress = if progress { 0 } else { without_progress + 1 };
+            }
+        }
+        run.attempt += 1;
+    }
+    if eval.status() == EvalStatus::Blocked && !run.failed.is_empty() {
+        let mut e = eval.clone();
+        e.escaped_computed_class = run.eligibility.escaped;
+        e.class_eligibility = run.eligibility.classes.clone();
+        e.failed_tg_allocs = run.failed.clone();
+        e.queued_allocations = run.queued.clone();
+        e.snapshot_revision = state.revision();
+        planner.reblock_eval(e)?;
+        return Ok(());
+    }
+    run.finish(planner, &state, EvalStatus::Complete, String::new())
+}
+
+impl Run<'_> {
+    fn finish<P: Planner>(
+        &mut self,
+        planner: &mut P,
+        state: &P::State,
+        status: EvalStatus,
+        description: String,
+    ) -> Result<(), SchedulerError> {
+        let e = evals::finished(
+            self.eval,
+            FinalStatus {
+                status: status as i32,
+                description,
+                next_eval: String::new(),
+                blocked_eval: self
+                    .blocked
+                    .as_ref()
+                    .map(|b| b.id.clone())
+                    .unwrap_or_default(),
+                failed: self.failed.clone(),
+                queued: self.queued.clone(),
+                deployment_id: self.deployment_id.clone(),
+            },
+            state.revision(),
+            self.now,
+        );
+        planner.update_eval(e)?;
+        Ok(())
+    }
+
+    fn attempt<P: Planner>(
+        &mut self,
+        state: &P::State,
+        planner: &mut P,
+    ) -> Result<Step<P::State>, SchedulerError> {
+        let eval = self.eval;
+        let sd: &dyn State = state;
+        let job = sd.job(&eval.namespace, &eval.job_id);
+        if let Some(j) = job.as_ref().filter(|j| !j.stop)
+            && let Err(e) = validate::validate_job(j)
+        {
+            return Ok(Step::Failed(format!("invalid job: {e}")));
+        }
+        let allocs = sd.allocs_by_job(&eval.namespace, &eval.job_id);
+        let tainted = filter::tainted_nodes(sd, &allocs);
+        let runnable: Option<Arc<Job>> = job.clone().filter(|j| !j.stop);
+        let nodes = match &runnable {
+            Some(j) => sd
+                .ready_nodes()
+                .into_iter()
+                .filter(|n| node_in_job_scope(j, n))
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut ctx = EvalContext::new(sd, eval, job.clone(), nodes, self.now, self.attempt);
+        ctx.shuffle_candidates();
+        ctx.count_existing(&allocs);
+        let mut nodes_available: BTreeMap<String, u32> = BTreeMap::new();
+        for &i in &ctx.candidates {
+            *nodes_available
+                .entry(ctx.table.node(i).datacenter.clone())
+                .or_default() += 1;
+        }
+        let mut job_rules = match &runnable {
+            Some(j) => match JobRules::new(&mut ctx, j, &allocs) {
+                Ok(r) => Some(r),
+                Err(e) => return Ok(Step::Failed(format!("invalid job: {e}"))),
+            },
+            None => None,
+        };
+
+        let deployment = if self.batch {
+            None
+        } else {
+            sd.latest_deployment(&eval.namespace, &eval.job_id)
+        };
+        let input = reconcile::Input {
+            job: job.as_deref(),
+            batch: self.batch,
+            deployments: !self.batch,
+            deployment,
+            allocs: &allocs,
+            tainted: &tainted,
+            eval,
+            now: self.now,
+        };
+        let mut rrng = Rng::from_seed_parts(&[
+            eval.id.as_bytes(),
+            b"reconcile",
+            &sd.revision().to_be_bytes(),
+            &self.attempt.to_be_bytes(),
+        ]);
+        let results = {
+            let c = &mut ctx;
+            let mut decide = |a: &Arc<Allocation>, job: &Job, tg: &TaskGroup| {
+                in_place_or_destructive(c, a, job, tg)
+            };
+            reconcile::reconcile(&input, &mut rrng, &mut decide)
+        };
+
+        for s in &results.stop {
+            ctx.stop(&s.alloc, s.description, s.client_status, None);
+        }
+        for a in results.attribute_updates.iter().cloned() {
+            ctx.update_attributes(a);
+        }
+        ctx.plan.deployment = results.deployment.clone();
+        ctx.plan.deployment_updates = results.deployment_updates.clone();
+        let mut deployment = results
+            .active_deployment
+            .clone()
+            .filter(reconcile::deployment_active);
+        self.deployment_id = deployment
+            .as_ref()
+            .map(|d| d.id.clone())
+            .unwrap_or_default();
+
+        self.queued.clear();
+        self.failed.clear();
+        if let Some(j) = &runnable {
+            for tg in &j.task_groups {
+                self.queued.insert(tg.name.clone(), 0);
+            }
+        }
+        let mut placements: Vec<(Placement, bool)> = Vec::new();
+        for a in &results.destructive {
+            ctx.stop(a, ALLOC_UPDATING, None, None);
+            placements.push((
+                Placement {
+                    name: a.name.clone(),
+                    group: a.task_group.clone(),
+                    previous: Some(a.clone()),
+                    canary: false,
+                    reschedule: false,
+                    lost: false,
+                },
+                true,
+            ));
+        }
+        for p in &results.place {
+            let stop_prev = p.previous.is_some() && !p.lost;
+            placements.push((p.clone(), stop_prev));
+        }
+        for (p, _) in &placements {
+            *self.queued.entry(p.group.clone()).or_default() += 1;
+        }
+
+        let mut annotations = eval.annotate_plan.then(|| PlanAnnotations {
+            desired_tg_updates: results.desired.clone(),
+            preempted_allocs: Vec::new(),
+        });
+        let mut new_ids: BTreeSet<String> = BTreeSet::new();
+        if let (Some(j), Some(jr)) = (&runnable, job_rules.as_mut()) {
+            let preempt = match model::job_type(j) {
+                JobType::Batch => ctx
+                    .config
+                    .preemption_config
+                    .as_ref()
+                    .is_some_and(|p| p.batch_scheduler_enabled),
+                _ => ctx
+                    .config
+                    .preemption_config
+                    .as_ref()
+                    .is_some_and(|p| p.service_scheduler_enabled),
+            };
+            let mut rules: Vec<Option<GroupRules>> =
+                (0..j.task_groups.len()).map(|_| None).collect();
+            let mut selector = Selector::default();
+            let mut canaries_placed = false;
+            for (p, stop_prev) in placements {
+                let Some((ti, tg)) = j
+                    .task_groups
+                    .iter()
+                    .enumerate()
+                    .find(|(_, g)| g.name == p.group)
+                else {
+                    continue;
+                };
+                if let Some(m) = self.failed.get_mut(&tg.name) {
+                    m.coalesced_failures += 1;
+                    if stop_prev && let Some(prev) = &p.previous {
+                        ctx.pop_stop(prev);
+                    }
+                    continue;
+                }
+                if rules[ti].is_none() {
+                    match GroupRules::new(&mut ctx, j, ti, tg, self.batch, &allocs) {
+                        Ok(r) => rules[ti] = Some(r),
+                        Err(e) => return Ok(Step::Failed(format!("invalid job: {e}"))),
+                    }
+                }
+                let Some(gr) = rules[ti].as_mut() else {
+                    continue;
+                };
+                let policy = model::reschedule_policy(model::job_type(j), tg);
+                let mut penalty = Vec::new();
+                if p.reschedule
+                    && let Some(prev) = &p.previous
+                {
+                    let mut ids: Vec<&str> = vec![prev.node_id.as_str()];
+                    if let Some(t) = &prev.reschedule_tracker {
+                        ids.extend(t.events.iter().map(|e| e.prev_node_id.as_str()));
+                    }
+                    penalty = ids
+                        .into_iter()
+                        .filter_map(|id| ctx.table.find(id))
+                        .collect();
+                }
+                let opts = SelectOptions {
+                    penalty_nodes: penalty,
+                    preempt,
+                    priority: model::priority(j),
+                };
+                let (choice, mut metric) =
+                    selector.select(&mut ctx, jr, gr, Source::Candidates, &opts);
+                metric.nodes_available = nodes_available.clone();
+                let Some(choice) = choice else {
+                    if stop_prev && let Some(prev) = &p.previous {
+                        ctx.pop_stop(prev);
+                    }
+                    self.failed.insert(tg.name.clone(), metric);
+                    continue;
+                };
+                let mut alloc =
+                    placement::build(&mut ctx, j, tg, gr, &choice, p.name.clone(), metric);
+                if let Some(prev) = &p.previous {
+                    alloc.previous_allocation = prev.id.clone();
+                    if p.reschedule {
+                        alloc.reschedule_tracker =
+                            Some(reschedule::tracker_for_replacement(prev, &policy, self.now));
+                    }
+                }
+                if let Some(d) = deployment.as_mut() {
+                    alloc.deployment_id = d.id.clone();
+                    if p.canary {
+                        alloc.deployment_status = Some(AllocDeploymentStatus {
+                            canary: true,
+                            ..Default::default()
+                        });
+                        d.task_groups
+                            .entry(tg.name.clone())
+                            .or_default()
+                            .placed_canaries
+                            .push(alloc.id.clone());
+                        canaries_placed = true;
+                    }
+                }
+                self.preempt_for(
+                    &mut ctx,
+                    &mut alloc,
+                    &choice.preempted,
+                    annotations.as_mut(),
+                    &tg.name,
+                );
+                new_ids.insert(alloc.id.clone());
+                ctx.place(alloc);
+            }
+            if canaries_placed {
+                ctx.plan.deployment = deployment.clone();
+            }
+        }
+        ctx.plan.annotations = annotations;
+        self.eligibility = ctx.eligibility.clone();
+
+        let delay_instead = !results.followup_evals.is_empty() && eval.wait_until_unix_ns == 0;
+        if eval.status() != EvalStatus::Blocked
+            && !self.failed.is_empty()
+            && self.blocked.is_none()
+            && !delay_instead
+        {
+            let b = evals::blocked_eval(
+                eval,
+                &mut self.rng,
+                &ctx.eligibility,
+                &self.failed,
+                false,
+                self.now,
+            );
+            planner.create_eval(b.clone())?;
+            self.blocked = Some(b);
+        }
+        if ctx.plan_is_noop() && !eval.annotate_plan {
+            return Ok(Step::Done);
+        }
+        if !results.followup_evals.is_empty() && !self.followups_created {
+            for e in results.followup_evals.iter().cloned() {
+                planner.create_eval(e)?;
+            }
+            self.followups_created = true;
+        }
+        let plan = std::mem::take(&mut ctx.plan);
+        drop(ctx);
+        let expected = count_allocs(&plan.node_allocation);
+        let outcome = planner.submit_plan(plan)?;
+        let result = outcome.result;
+        let progress = !result.node_update.is_empty()
+            || !result.node_allocation.is_empty()
+            || result.deployment.is_some()
+            || !result.deployment_updates.is_empty();
+        for list in result.node_allocation.values() {
+            for a in &list.allocs {
+                if new_ids.contains(&a.id)
+                    && let Some(q) = self.queued.get_mut(&a.task_group)
+                {
+                    *q -= 1;
+                }
+            }
+        }
+        if let Some(s) = outcome.refreshed {
+            return Ok(Step::Retry {
+                progress,
+                refreshed: Some(s),
+            });
+        }
+        if count_allocs(&result.node_allocation) < expected {
+            return Err(SchedulerError::MissingRefresh);
+        }
+        Ok(Step::Done)
+    }
+
+    fn preempt_for(
+        &mut self,
+        ctx: &mut EvalContext<'_>,
+        alloc: &mut Allocation,
+        preempted: &[Arc<Allocation>],
+        annotations: Option<&mut PlanAnnotations>,
+        group: &str,
+    ) {
+        preempt_into_plan(ctx, alloc, preempted, annotations, group, self.now);
+    }
+}
+
+/// Records evictions for a placement: plan preemptions, links, evals for the
+/// jobs that lose allocations, annotations.
+pub(crate) fn preempt_into_plan(
+    ctx: &mut EvalContext<'_>,
+    alloc: &mut Allocation,
+    preempted: &[Arc<Allocation>],
+    annotations: Option<&mut PlanAnnotations>,
+    group: &str,
+    now: i64,
+) {
+    if preempted.is_empty() {
+        return;
+    }
+    for e in preempted {
+        ctx.preempt(e, &alloc.id);
+        alloc.preempted_allocations.push(e.id.clone());
+        let has_eval = ctx
+            .plan
+            .evals
+            .iter()
+            .any(|x| x.job_id == e.job_id && x.namespace == e.namespace);
+        if !has_eval {
+            let other = ctx.state.job(&e.namespace, &e.job_id);
+            let id = ctx.rng.uuid();
+            ctx.plan.evals.push(Evaluation {
+                id,
+                namespace: e.namespace.clone(),
+                priority: other
+                    .as_ref()
+                    .map_or(model::DEFAULT_PRIORITY, |j| model::priority(j)),
+                r#type: other.as_ref().map_or("service".to_string(), |j| {
+                    type_name(model::job_type(j)).to_string()
+                }),
+                triggered_by: "preemption".into(),
+                job_id: e.job_id.clone(),
+                status: EvalStatus::Pending as i32,
+                create_time_unix_ns: now,
+                modify_time_unix_ns: now,
+                ..Default::default()
+            });
+        }
+    }
+    if let Some(a) = annotations {
+        a.desired_tg_updates
+            .entry(group.to_string())
+            .or_default()
+            .preemptions += preempted.len() as u64;
+        for e in preempted {
+            let mut stub = (**e).clone();
+            stub.preempted_by_allocation = alloc.id.clone();
+            a.preempted_allocs.push(stub);
+        }
+    }
+}
+
+/// The scheduler type name of a job type.
+pub fn type_name(t: JobType) -> &'static str {
+    match t {
+        JobType::Batch => "batch",
+        JobType::System => "system",
+        JobType::Sysbatch => "sysbatch",
+        _ => "service",
+    }
+}
+
+/// Decides how an allocation of an older job version follows the job; in-place
+/// updates are added to the plan right away so later fits see them.
+fn in_place_or_destructive(
+    ctx: &mut EvalContext<'_>,
+    a: &Arc<Allocation>,
+    job: &Job,
+    tg: &TaskGroup,
+) -> UpdateKind {
+    let Some(old_job) = ctx
+        .state
+        .job_version(&a.namespace, &a.job_id, a.job_version)
+    else {
+        return UpdateKind::Destructive;
+    };
+    let Some(old_tg) = model::group(&old_job, &tg.name) else {
+        return UpdateKind::Destructive;
+    };
+    if update::tasks_updated(&old_job, old_tg, job, tg) {
+        return UpdateKind::Destructive;
+    }
+    let Some(idx) = ctx.node_index(&a.node_id) else {
+        return UpdateKind::Destructive;
+    };
+    if ctx.table.node(idx).status() != NodeStatus::Ready {
+        return UpdateKind::Destructive;
+    }
+    // Resources did not change (that would be destructive), so the fit holds.
+    let mut new = (**a).clone();
+    new.eval_id = ctx.eval.id.clone();
+    new.job_version = job.version;
+    new.job_modify_revision = job.job_modify_revision;
+    new.modify_time_unix_ns = ctx.now;
+    ctx.update_in_place(a, new.clone());
+    UpdateKind::InPlace(Box::new(new))
+}

@@ -1,0 +1,141 @@
+//! Small facts about the data model: terminal states, names, defaults.
+
+use caravan_proto::{
+    AllocClientStatus, AllocDesiredStatus, Allocation, Job, JobType, MigrateStrategy,
+    ReschedulePolicy, TaskGroup, UpdateStrategy,
+};
+
+/// One second in nanoseconds.
+pub const SECOND_NS: i64 = 1_000_000_000;
+
+/// Nomad's default priority.
+pub const DEFAULT_PRIORITY: i32 = 50;
+
+/// Whether the client reports the allocation finished (complete, failed or lost).
+pub fn client_terminal(a: &Allocation) -> bool {
+    matches!(
+        a.client_status(),
+        AllocClientStatus::Complete | AllocClientStatus::Failed | AllocClientStatus::Lost
+    )
+}
+
+/// Whether the servers asked the allocation to stop or be evicted.
+pub fn server_terminal(a: &Allocation) -> bool {
+    matches!(
+        a.desired_status(),
+        AllocDesiredStatus::Stop | AllocDesiredStatus::Evict
+    )
+}
+
+/// Whether the allocation is terminal for either side.
+pub fn terminal(a: &Allocation) -> bool {
+    server_terminal(a) || client_terminal(a)
+}
+
+/// Whether every task of the allocation finished without failing.
+pub fn ran_successfully(a: &Allocation) -> bool {
+    if a.client_status() == AllocClientStatus::Complete {
+        return true;
+    }
+    !a.task_states.is_empty()
+        && a.task_states
+            .values()
+            .all(|t| t.state == "dead" && !t.failed)
+}
+
+/// The scheduler type of a job.
+pub fn job_type(job: &Job) -> JobType {
+    job.r#type()
+}
+
+/// `<job>.<group>[<index>]`.
+pub fn alloc_name(job_id: &str, group: &str, index: u32) -> String {
+    let mut s = String::with_capacity(job_id.len() + group.len() + 8);
+    s.push_str(job_id);
+    s.push('.');
+    s.push_str(group);
+    s.push('[');
+    s.push_str(itoa(index).as_str());
+    s.push(']');
+    s
+}
+
+fn itoa(n: u32) -> String {
+    n.to_string()
+}
+
+/// The index in an allocation name, if it has one.
+pub fn alloc_index(name: &str) -> Option<u32> {
+    let open = name.rfind('[')?;
+    let close = name[open..].find(']')? + open;
+    name[open + 1..close].parse().ok()
+}
+
+/// The job's effective priority.
+pub fn priority(job: &Job) -> i32 {
+    if job.priority == 0 {
+        DEFAULT_PRIORITY
+    } else {
+        job.priority
+    }
+}
+
+/// The group's update strategy, falling back to the job's; `None` when rolling
+/// updates are off (no strategy or `max_parallel` 0).
+pub fn update_strategy<'a>(job: &'a Job, tg: &'a TaskGroup) -> Option<&'a UpdateStrategy> {
+    let s = tg.update.as_ref().or(job.update.as_ref())?;
+    (s.max_parallel > 0).then_some(s)
+}
+
+/// The group's migrate strategy with Nomad's default of one at a time.
+pub fn migrate_max_parallel(tg: &TaskGroup) -> usize {
+    match &tg.migrate {
+        Some(MigrateStrategy { max_parallel, .. }) if *max_parallel > 0 => *max_parallel as usize,
+        _ => 1,
+    }
+}
+
+/// The group's reschedule policy, or the defaults of its job type.
+pub fn reschedule_policy(job_type: JobType, tg: &TaskGroup) -> ReschedulePolicy {
+    if let Some(p) = &tg.reschedule_policy {
+        return p.clone();
+    }
+    match job_type {
+        JobType::Batch => ReschedulePolicy {
+            attempts: 1,
+            interval_ns: 24 * 3600 * SECOND_NS,
+            delay_ns: 5 * SECOND_NS,
+            delay_function: "constant".into(),
+            max_delay_ns: 0,
+            unlimited: false,
+        },
+        JobType::Service => ReschedulePolicy {
+            attempts: 0,
+            interval_ns: 0,
+            delay_ns: 30 * SECOND_NS,
+            delay_function: "exponential".into(),
+            max_delay_ns: 3600 * SECOND_NS,
+            unlimited: true,
+        },
+        _ => ReschedulePolicy::default(),
+    }
+}
+
+/// The task group by name.
+pub fn group<'a>(job: &'a Job, name: &str) -> Option<&'a TaskGroup> {
+    job.task_groups.iter().find(|g| g.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        let n = alloc_name("web", "api", 12);
+        assert_eq!(n, "web.api[12]");
+        assert_eq!(alloc_index(&n), Some(12));
+        assert_eq!(alloc_index("weird"), None);
+        assert_eq!(alloc_index("a.b[x]"), None);
+    }
+}

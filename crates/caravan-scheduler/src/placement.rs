@@ -1,0 +1,116 @@
+//! Turning a chosen node into an allocation: ports, cores and resources.
+
+use std::collections::BTreeMap;
+
+use caravan_proto::{
+    AllocClientStatus, AllocDesiredStatus, AllocMetric, AllocatedPort, AllocatedResources,
+    AllocatedSharedResources, AllocatedTaskResources, Allocation, Job, TaskGroup,
+};
+
+use crate::context::EvalContext;
+use crate::ports;
+use crate::rank::GroupRules;
+use crate::resources::{self, NodeUsage};
+use crate::select::Choice;
+
+/// Builds the allocation for a placement on `choice.node`.
+pub(crate) fn build(
+    ctx: &mut EvalContext<'_>,
+    job: &Job,
+    tg: &TaskGroup,
+    rules: &GroupRules,
+    choice: &Choice,
+    name: String,
+    mut metric: AllocMetric,
+) -> Allocation {
+    let idx = choice.node;
+    ctx.usage(idx);
+    ctx.table.ensure_capacity(idx);
+    let node = ctx.table.node(idx).clone();
+    let mut used: NodeUsage = ctx.table.loaded_usage(idx).cloned().unwrap_or_default();
+    for a in &choice.preempted {
+        used.remove(a);
+    }
+    let cap = ctx.table.capacity(idx).cloned().unwrap_or_default();
+
+    let mut ports_out: Vec<AllocatedPort> = rules
+        .ask
+        .static_ports
+        .iter()
+        .map(|(label, value, to)| AllocatedPort {
+            label: label.clone(),
+            value: *value,
+            to: *to,
+            host_ip: String::new(),
+        })
+        .collect();
+    if !rules.ask.dynamic_ports.is_empty() {
+        let statics: Vec<u32> = ports_out.iter().map(|p| p.value).collect();
+        let (lo, hi) = cap.dynamic_range;
+        let taken = |p: u32| {
+            used.ports.binary_search(&p).is_ok()
+                || cap.reserved_ports.contains(p)
+                || statics.contains(&p)
+        };
+        let picked =
+            ports::pick_dynamic(&mut ctx.rng, lo, hi, rules.ask.dynamic_ports.len(), taken)
+                .unwrap_or_default();
+        for ((label, to), value) in rules.ask.dynamic_ports.iter().zip(picked) {
+            ports_out.push(AllocatedPort {
+                label: label.clone(),
+                value,
+                to: if *to == 0 { value } else { *to },
+                host_ip: String::new(),
+            });
+        }
+    }
+
+    let mut free_cores = resources::pick_cores(&cap, &used, rules.ask.cores).into_iter();
+    let mut tasks = BTreeMap::new();
+    for t in &rules.ask.tasks {
+        let reserved_cores: Vec<u32> = free_cores.by_ref().take(t.cores as usize).collect();
+        let cpu = if t.cores > 0 {
+            u64::from(t.cores) * cap.mhz_per_core
+        } else {
+            t.cpu_mhz
+        };
+        tasks.insert(
+            t.name.clone(),
+            AllocatedTaskResources {
+                cpu_mhz: u32::try_from(cpu).unwrap_or(u32::MAX),
+                reserved_cores,
+                memory_mb: u32::try_from(t.memory_mb).unwrap_or(u32::MAX),
+                memory_max_mb: u32::try_from(t.memory_max_mb).unwrap_or(u32::MAX),
+                ports: Vec::new(),
+                devices: Vec::new(),
+            },
+        );
+    }
+    metric.score_meta = vec![choice.score_meta(&node.id)];
+    Allocation {
+        id: ctx.rng.uuid(),
+        name,
+        namespace: job.namespace.clone(),
+        job_id: job.id.clone(),
+        job_version: job.version,
+        task_group: tg.name.clone(),
+        node_id: node.id.clone(),
+        node_name: node.name.clone(),
+        eval_id: ctx.eval.id.clone(),
+        desired_status: AllocDesiredStatus::Run as i32,
+        client_status: AllocClientStatus::Pending as i32,
+        allocated_resources: Some(AllocatedResources {
+            tasks,
+            shared: Some(AllocatedSharedResources {
+                disk_mb: u32::try_from(rules.ask.disk_mb).unwrap_or(u32::MAX),
+                ports: ports_out,
+                networks: tg.networks.clone(),
+            }),
+        }),
+        metrics: Some(metric),
+        create_time_unix_ns: ctx.now,
+        modify_time_unix_ns: ctx.now,
+        job_modify_revision: job.job_modify_revision,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,125 @@
+//! Preemption: which lower-priority allocations to evict so a placement fits.
+//!
+//! Only allocations of jobs at least [`PRIORITY_DELTA`] below the placing job are
+//! candidates. Candidates are taken lowest priority first, each time the one whose
+//! resources best match what is still missing; then any pick that turned out not
+//! to be needed is put back, highest priority first. The result is the set that
+//! frees enough with the lowest net priority this greedy search finds.
+
+use std::sync::Arc;
+
+use caravan_proto::Allocation;
+
+use crate::context::EvalContext;
+use crate::resources::{self, GroupAsk, NodeUsage};
+
+/// How much lower a job's priority must be for its allocations to be evicted.
+pub const PRIORITY_DELTA: i32 = 10;
+
+/// Finds allocations on table node `idx` whose eviction lets `ask` fit, with
+/// their net priority; `None` when no such set exists.
+pub(crate) fn find(
+    ctx: &mut EvalContext<'_>,
+    idx: u32,
+    ask: &GroupAsk,
+    priority: i32,
+) -> Option<(Vec<Arc<Allocation>>, f64)> {
+    let node_id = ctx.table.node(idx).id.clone();
+    let own_job = ctx
+        .job
+        .as_ref()
+        .map(|j| (j.namespace.clone(), j.id.clone()));
+    let mut candidates: Vec<(i32, Arc<Allocation>)> = Vec::new();
+    for a in ctx.live_allocs_on(&node_id) {
+        if own_job
+            .as_ref()
+            .is_some_and(|(ns, id)| *ns == a.namespace && *id == a.job_id)
+        {
+            continue;
+        }
+        let p = ctx.job_priority(&a.namespace, &a.job_id);
+        if p <= priority - PRIORITY_DELTA {
+            candidates.push((p, a));
+        }
+    }
+    if candidates.is_empty() {
+        return None;
+    }
+    ctx.usage(idx);
+    ctx.table.ensure_capacity(idx);
+    let cap = ctx.table.capacity(idx)?.clone();
+    let mut used: NodeUsage = ctx.table.loaded_usage(idx)?.clone();
+    candidates.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
+
+    let mut picked: Vec<(i32, Arc<Allocation>)> = Vec::new();
+    while resources::fits(&cap, &used, ask).is_err() {
+        if candidates.is_empty() {
+            return None;
+        }
+        let lowest = candidates[0].0;
+        let need = Need::of(&cap, &used, ask);
+        // Among the lowest priority, the allocation closest to what is missing.
+        let (pos, _) = candidates
+            .iter()
+            .enumerate()
+            .take_while(|(_, (p, _))| *p == lowest)
+            .map(|(i, (_, a))| (i, need.distance(a)))
+            .min_by(|x, y| x.1.total_cmp(&y.1))?;
+        let (p, a) = candidates.remove(pos);
+        used.remove(&a);
+        picked.push((p, a));
+    }
+    // Put back what is not needed, highest priority first.
+    picked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)));
+    let mut i = 0;
+    while i < picked.len() {
+        let mut trial = used.clone();
+        trial.add(&picked[i].1);
+        if resources::fits(&cap, &trial, ask).is_ok() {
+            used = trial;
+            picked.remove(i);
+        } else {
+            i += 1;
+        }
+    }
+    let net: i32 = picked.iter().map(|(p, _)| *p).sum();
+    let mut out: Vec<Arc<Allocation>> = picked.into_iter().map(|(_, a)| a).collect();
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    Some((out, f64::from(net)))
+}
+
+/// What is still missing, per dimension, as fractions of the ask.
+struct Need {
+    cpu: f64,
+    memory: f64,
+    disk: f64,
+}
+
+impl Need {
+    fn of(cap: &resources::Capacity, used: &NodeUsage, ask: &GroupAsk) -> Self {
+        let ask_cpu = ask.cpu_mhz + u64::from(ask.cores) * cap.mhz_per_core;
+        let miss = |used: u64, want: u64, have: u64| (used + want).saturating_sub(have) as f64;
+        Self {
+            cpu: miss(used.cpu_mhz, ask_cpu, cap.cpu_mhz),
+            memory: miss(used.memory_mb, ask.memory_mb, cap.memory_mb),
+            disk: miss(used.disk_mb, ask.disk_mb, cap.disk_mb),
+        }
+    }
+
+    /// Euclidean distance between what the allocation frees and what is missing,
+    /// each dimension relative to the need (or 1 when nothing is missing there).
+    fn distance(&self, a: &Allocation) -> f64 {
+        let freed = NodeUsage::from_allocs([a]);
+        let d = |need: f64, got: u64| {
+            let scale = if need > 0.0 { need } else { 1.0 };
+            let missing_after = (need - got as f64).max(0.0);
+            missing_after / scale
+        };
+        let (c, m, k) = (
+            d(self.cpu, freed.cpu_mhz),
+            d(self.memory, freed.memory_mb),
+            d(self.disk, freed.disk_mb),
+        );
+        (c * c + m * m + k * k).sqrt()
+    }
+}
