@@ -362,7 +362,7 @@ impl<'a> EvalContext<'a> {
         if self.table.usage[i as usize].is_none() {
             let node_id = self.table.nodes[i as usize].id.clone();
             let mut u = match self.state.node_usage(&node_id) {
-                Some(u) => u,
+                Some(u) => Arc::new(u),
                 None => Arc::new(NodeUsage::from_allocs(
                     self.state.allocs_by_node(&node_id).iter().map(|a| &**a),
                 )),

@@ -54,7 +54,7 @@ pub trait State {
     fn scheduler_config(&self) -> Option<Arc<SchedulerConfiguration>>;
     /// Resources held on a node by its non-terminal allocations, if the implementor
     /// keeps them incrementally; `None` makes the scheduler sum `allocs_by_node`.
-    fn node_usage(&self, _node_id: &str) -> Option<Arc<NodeUsage>> {
+    fn node_usage(&self, _node_id: &str) -> Option<NodeUsage> {
         None
     }
 }
@@ -103,7 +103,7 @@ impl<T: State + ?Sized> State for Arc<T> {
     fn scheduler_config(&self) -> Option<Arc<SchedulerConfiguration>> {
         (**self).scheduler_config()
     }
-    fn node_usage(&self, node_id: &str) -> Option<Arc<NodeUsage>> {
+    fn node_usage(&self, node_id: &str) -> Option<NodeUsage> {
         (**self).node_usage(node_id)
     }
 }
