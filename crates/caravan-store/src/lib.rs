@@ -4,12 +4,14 @@
 
 mod error;
 mod etcd;
+mod leadership;
 mod mem;
 mod store;
 mod types;
 
 pub use error::{Result, StoreError};
 pub use etcd::{EtcdConfig, EtcdStore};
+pub use leadership::{FencingToken, Leadership, LeadershipError, current_leader, election_name};
 pub use mem::{MemStore, MemStoreConfig};
 pub use store::{Store, Watch, WatchProgress, WatchStream};
 pub use types::*;

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod conformance;
+mod leadership;
 
 use std::sync::Arc;
 
@@ -17,6 +18,10 @@ async fn store() -> Arc<dyn Store> {
 }
 
 conformance::all_cases!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    store
+);
+leadership::leadership_cases!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     store
 );

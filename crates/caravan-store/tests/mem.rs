@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod conformance;
+mod leadership;
 
 use std::sync::Arc;
 
@@ -13,6 +14,10 @@ async fn store() -> Arc<dyn Store> {
 }
 
 conformance::all_cases!(
+    #[tokio::test(start_paused = true)]
+    store
+);
+leadership::leadership_cases!(
     #[tokio::test(start_paused = true)]
     store
 );

@@ -1,0 +1,419 @@
+//! Leadership of a leader-only service: a campaign on a lease renewed in the
+//! background, the leader key's create revision as a fencing token that
+//! every write of the leader compares, and a signal when leadership is lost.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use parking_lot::Mutex;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::StoreError;
+use crate::store::Store;
+use crate::types::{
+    Compare, CompareOp, EventKind, LeaderKey, LeaseId, Op, OpResult, Range, Revision, Txn,
+    TxnResult,
+};
+
+/// How long a dropped handle's background revoke may take.
+const REVOKE_ON_DROP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What can go wrong leading.
+#[derive(Debug, thiserror::Error)]
+pub enum LeadershipError {
+    /// This handle no longer leads: a fenced write was refused because the
+    /// leader key is gone or belongs to a newer leader, or leadership was
+    /// already known to be lost. Nothing was written.
+    #[error("deposed: no longer the leader of {election}")]
+    Deposed {
+        /// The election that was lost.
+        election: String,
+    },
+    /// The campaign was abandoned because its lease was lost before it won.
+    #[error("leadership lost while campaigning: {0}")]
+    Lost(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The proof of leadership a leader's writes compare: its key must still
+/// exist with this create revision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FencingToken {
+    /// The leader key, `<election>/<lease hex>`.
+    pub key: Vec<u8>,
+    /// The leader key's create revision.
+    pub revision: Revision,
+}
+
+impl FencingToken {
+    /// The compare that holds only while this token is current.
+    pub fn compare(&self) -> Compare {
+        Compare::create_revision(self.key.clone(), CompareOp::Equal, self.revision)
+    }
+}
+
+/// The election name of a service under a key prefix:
+/// `<prefix>/leader/<service>`.
+pub fn election_name(prefix: &str, service: &str) -> String {
+    format!("{}/leader/{service}", prefix.trim_end_matches('/'))
+}
+
+/// The address the current leader of `election` campaigned with, if any; a
+/// follower names it in its UNAVAILABLE answers.
+pub async fn current_leader(
+    store: &dyn Store,
+    election: &[u8],
+) -> Result<Option<String>, StoreError> {
+    Ok(store
+        .leader(election)
+        .await?
+        .map(|leader| String::from_utf8_lossy(&leader.value).into_owned()))
+}
+
+/// Why leadership ended, shared by the background tasks and the handle.
+#[derive(Clone, Default)]
+struct LossSignal {
+    token: CancellationToken,
+    reason: Arc<Mutex<Option<String>>>,
+}
+
+impl LossSignal {
+    fn fire(&self, reason: impl Into<String>) {
+        let mut slot = self.reason.lock();
+        if slot.is_none() {
+            *slot = Some(reason.into());
+        }
+        self.token.cancel();
+    }
+
+    fn reason(&self) -> String {
+        self.reason
+            .lock()
+            .clone()
+            .unwrap_or_else(|| "leadership ended".into())
+    }
+}
+
+/// The lease and background tasks of one candidacy. Dropping it stops the
+/// tasks and, unless the lease was already revoked, revokes it in the
+/// background so the next candidate need not wait for the TTL.
+struct Candidacy {
+    store: Arc<dyn Store>,
+    lease: LeaseId,
+    loss: LossSignal,
+    stop: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+    revoke_on_drop: bool,
+}
+
+impl Drop for Candidacy {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        for task in &self.tasks {
+            task.abort();
+        }
+        self.loss.fire("the leadership handle was dropped");
+        if !self.revoke_on_drop {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (store, lease) = (self.store.clone(), self.lease);
+            runtime.spawn(async move {
+                let _ =
+                    tokio::time::timeout(REVOKE_ON_DROP_TIMEOUT, store.lease_revoke(lease)).await;
+            });
+        }
+    }
+}
+
+/// Leadership of one election, held until lost, resigned or dropped.
+pub struct Leadership {
+    store: Arc<dyn Store>,
+    election: String,
+    key: LeaderKey,
+    candidacy: Candidacy,
+}
+
+impl std::fmt::Debug for Leadership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Leadership")
+            .field("election", &self.election)
+            .field("key", &String::from_utf8_lossy(&self.key.key))
+            .field("revision", &self.key.create_revision)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+impl Leadership {
+    /// Campaigns in `election` with `address` as the value followers read,
+    /// on a lease of `ttl` (rounded up to whole seconds, and up to the
+    /// store's minimum) renewed every third of it. Returns once leading.
+    pub async fn campaign(
+        store: Arc<dyn Store>,
+        election: &str,
+        address: &str,
+        ttl: Duration,
+    ) -> Result<Leadership, LeadershipError> {
+        let asked = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+        let lease = store
+            .lease_grant(i64::try_from(asked.max(1)).unwrap_or(i64::MAX))
+            .await?;
+        let ttl = Duration::from_secs(u64::try_from(lease.ttl_secs.max(1)).unwrap_or(1));
+        let mut candidacy = Candidacy {
+            store: store.clone(),
+            lease: lease.id,
+            loss: LossSignal::default(),
+            stop: CancellationToken::new(),
+            tasks: Vec::new(),
+            revoke_on_drop: true,
+        };
+        // Renewing starts before campaigning: waiting in line may outlast
+        // the TTL.
+        candidacy.tasks.push(tokio::spawn(keep_lease_alive(
+            store.clone(),
+            lease.id,
+            ttl,
+            candidacy.loss.clone(),
+            candidacy.stop.clone(),
+        )));
+        let key = tokio::select! {
+            won = store.campaign(election.as_bytes(), address.as_bytes(), lease.id) => won?,
+            _ = candidacy.loss.token.cancelled() => {
+                return Err(LeadershipError::Lost(candidacy.loss.reason()));
+            }
+        };
+        // etcd's campaign can return after the candidate's own key vanished
+        // (its lease ended while waiting); only a live key leads.
+        let held = store.get(&key.key).await?;
+        if held.is_none_or(|kv| kv.create_revision != key.create_revision) {
+            return Err(LeadershipError::Lost(
+                "the candidate key vanished while campaigning".into(),
+            ));
+        }
+        candidacy.tasks.push(tokio::spawn(watch_leader_key(
+            store.clone(),
+            key.key.clone(),
+            key.create_revision,
+            candidacy.loss.clone(),
+            candidacy.stop.clone(),
+        )));
+        tracing::info!(election, revision = key.create_revision, "won leadership");
+        Ok(Leadership {
+            store,
+            election: election.to_string(),
+            key,
+            candidacy,
+        })
+    }
+
+    /// The fencing token: the leader key and its create revision.
+    pub fn token(&self) -> FencingToken {
+        FencingToken {
+            key: self.key.key.clone(),
+            revision: self.key.create_revision,
+        }
+    }
+
+    /// The leader key as the store handed it out.
+    pub fn leader_key(&self) -> &LeaderKey {
+        &self.key
+    }
+
+    /// The election this handle leads.
+    pub fn election(&self) -> &str {
+        &self.election
+    }
+
+    /// Whether leadership is known to be lost.
+    pub fn is_lost(&self) -> bool {
+        self.candidacy.loss.token.is_cancelled()
+    }
+
+    /// Resolves once leadership is lost (the lease is gone, renewals went
+    /// unanswered for half the TTL, or the leader key vanished).
+    pub async fn lost(&self) {
+        self.candidacy.loss.token.cancelled().await;
+    }
+
+    /// A token cancelled when leadership is lost, for leader-only tasks to
+    /// stop on. Cancelling it does not give up leadership.
+    pub fn lost_signal(&self) -> CancellationToken {
+        self.candidacy.loss.token.child_token()
+    }
+
+    /// Why leadership was lost, once it is.
+    pub fn lost_reason(&self) -> Option<String> {
+        self.candidacy.loss.reason.lock().clone()
+    }
+
+    /// Runs `txn` only while this handle leads. A failed fence is
+    /// [`LeadershipError::Deposed`]; a failure of the caller's own compares
+    /// is an ordinary `succeeded == false` answer with the caller's failure
+    /// results. The failure branch must not write: it also runs when the
+    /// fence fails, and a deposed leader writes nothing.
+    pub async fn fenced_txn(&self, mut txn: Txn) -> Result<TxnResult, LeadershipError> {
+        if txn
+            .failure
+            .iter()
+            .any(|op| matches!(op, Op::Put { .. } | Op::Delete(_)))
+        {
+            return Err(StoreError::InvalidArgument(
+                "a fenced transaction's failure branch must not write".into(),
+            )
+            .into());
+        }
+        if self.is_lost() {
+            return Err(self.deposed());
+        }
+        let token = self.token();
+        txn.compares.push(token.compare());
+        txn.failure.push(Op::Get(Range::key(token.key.clone())));
+        let mut res = self.store.txn(txn).await?;
+        if res.succeeded {
+            return Ok(res);
+        }
+        let fence = res.results.pop();
+        let held = matches!(
+            &fence,
+            Some(OpResult::Get(got)) if got.kvs.first().is_some_and(|kv| kv.create_revision == token.revision)
+        );
+        if !held {
+            self.candidacy
+                .loss
+                .fire("a fenced write found the leader key gone or replaced");
+            return Err(self.deposed());
+        }
+        Ok(res)
+    }
+
+    /// Gives up leadership at once: deletes the leader key so the next
+    /// candidate wins without waiting for the TTL, revokes the lease and
+    /// stops renewing it.
+    pub async fn resign(mut self) -> Result<(), LeadershipError> {
+        self.candidacy.stop.cancel();
+        self.candidacy.loss.fire("resigned");
+        let resigned = self.store.resign(&self.key).await;
+        let revoked = match self.store.lease_revoke(self.key.lease).await {
+            Ok(()) | Err(StoreError::LeaseNotFound(_)) => Ok(()),
+            Err(err) => Err(err),
+        };
+        self.candidacy.revoke_on_drop = revoked.is_err();
+        resigned?;
+        revoked?;
+        tracing::info!(election = %self.election, "resigned leadership");
+        Ok(())
+    }
+
+    fn deposed(&self) -> LeadershipError {
+        LeadershipError::Deposed {
+            election: self.election.clone(),
+        }
+    }
+}
+
+/// Renews the lease every third of its TTL (more often after a failure) and
+/// fires `loss` when the lease is gone or went half its TTL unrenewed: past
+/// that point another candidate may win before this one notices.
+async fn keep_lease_alive(
+    store: Arc<dyn Store>,
+    lease: LeaseId,
+    ttl: Duration,
+    loss: LossSignal,
+    stop: CancellationToken,
+) {
+    let mut renewed = Instant::now();
+    let mut failing = false;
+    loop {
+        let pause = if failing { ttl / 10 } else { ttl / 3 };
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(pause) => {}
+        }
+        let deadline = renewed + ttl / 2;
+        let sent = Instant::now();
+        match tokio::time::timeout_at(deadline, store.lease_keep_alive(lease)).await {
+            Ok(Ok(_)) => {
+                renewed = sent;
+                failing = false;
+            }
+            Ok(Err(StoreError::LeaseNotFound(_))) => {
+                loss.fire(format!("lease {lease:x} is gone"));
+                return;
+            }
+            Ok(Err(err)) => {
+                tracing::warn!(%err, lease, "renewing the leadership lease failed");
+                failing = true;
+            }
+            Err(_) => failing = true,
+        }
+        if Instant::now() >= deadline && renewed < sent {
+            loss.fire(format!(
+                "lease {lease:x} went unrenewed for half its TTL ({:?})",
+                ttl / 2
+            ));
+            return;
+        }
+    }
+}
+
+/// Fires `loss` when the leader key is deleted or replaced.
+async fn watch_leader_key(
+    store: Arc<dyn Store>,
+    key: Vec<u8>,
+    token: Revision,
+    loss: LossSignal,
+    stop: CancellationToken,
+) {
+    let mut from = token + 1;
+    loop {
+        let opened = tokio::select! {
+            _ = stop.cancelled() => return,
+            opened = store.watch(&key, from) => opened,
+        };
+        if let Ok(mut watch) = opened {
+            loop {
+                let item = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    item = watch.stream.next() => item,
+                };
+                let Some(Ok(batch)) = item else { break };
+                // The watch is a prefix watch; only the exact key matters.
+                for event in batch.events.iter().filter(|e| e.kv.key == key) {
+                    if event.kind == EventKind::Delete || event.kv.create_revision != token {
+                        loss.fire("the leader key was deleted");
+                        return;
+                    }
+                }
+                from = batch.revision + 1;
+            }
+        }
+        // The watch broke (compaction, a lost connection): look at the key
+        // itself, then watch again from there. Renewals catch a store that
+        // stays unreachable.
+        match store.range(Range::key(key.clone())).await {
+            Ok(res)
+                if res
+                    .kvs
+                    .first()
+                    .is_some_and(|kv| kv.create_revision == token) =>
+            {
+                from = res.revision + 1;
+            }
+            Ok(_) => {
+                loss.fire("the leader key was deleted");
+                return;
+            }
+            Err(err) => tracing::warn!(%err, "checking the leader key failed"),
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+    }
+}
