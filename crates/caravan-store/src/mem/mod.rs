@@ -7,6 +7,9 @@ mod lease;
 mod txn;
 mod watch;
 
+#[cfg(test)]
+mod tests;
+
 use std::sync::{Arc, Weak};
 
 use async_trait::async_trait;
