@@ -25,3 +25,32 @@ leadership::leadership_cases!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     store
 );
+
+/// A wrong endpoint fails within the connect timeout instead of hanging.
+#[tokio::test]
+async fn connecting_to_nothing_fails_fast() {
+    let mut config = caravan_store::EtcdConfig::new(&["http://127.0.0.1:1"]);
+    config.connect_timeout = std::time::Duration::from_millis(500);
+    let started = tokio::time::Instant::now();
+    match EtcdStore::connect_with(config).await {
+        Err(caravan_store::StoreError::Unavailable(_)) => {}
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+}
+
+/// A lease renewed over a kept-open stream and then revoked by another
+/// client is reported gone on the next renewal.
+#[tokio::test]
+async fn renewal_stream_notices_a_revoke_by_another_client() {
+    let ours = store().await;
+    let theirs = store().await;
+    let lease = ours.lease_grant(30).await.unwrap();
+    ours.lease_keep_alive(lease.id).await.unwrap();
+    ours.lease_keep_alive(lease.id).await.unwrap();
+    theirs.lease_revoke(lease.id).await.unwrap();
+    match ours.lease_keep_alive(lease.id).await {
+        Err(caravan_store::StoreError::LeaseNotFound(id)) => assert_eq!(id, lease.id),
+        other => panic!("expected LeaseNotFound, got {other:?}"),
+    }
+}
