@@ -210,3 +210,14 @@ pub async fn empty_key_is_refused(store: Arc<dyn Store>, _prefix: String) {
         Err(StoreError::InvalidArgument(_))
     ));
 }
+
+pub async fn too_large_request_is_refused(store: Arc<dyn Store>, prefix: String) {
+    // Caravan's etcd accepts requests up to 32 MiB (--max-request-bytes).
+    let k = key(&prefix, "huge");
+    let value = vec![b'x'; 33 * 1024 * 1024];
+    match store.put(&k, &value, 0).await {
+        Err(StoreError::InvalidArgument(_)) => {}
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    assert_eq!(store.get(&k).await.unwrap(), None);
+}

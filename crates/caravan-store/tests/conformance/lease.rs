@@ -39,6 +39,10 @@ pub async fn short_ttl_is_raised_not_refused(store: Arc<dyn Store>, _prefix: Str
         assert!(lease.ttl_secs >= 1, "asked {asked}, got {}", lease.ttl_secs);
         store.lease_revoke(lease.id).await.unwrap();
     }
+    assert!(matches!(
+        store.lease_grant(9_000_000_001).await,
+        Err(StoreError::InvalidArgument(_))
+    ));
 }
 
 pub async fn expiry_deletes_attached_keys(store: Arc<dyn Store>, prefix: String) {

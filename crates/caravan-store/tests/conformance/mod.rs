@@ -34,6 +34,7 @@ macro_rules! all_cases {
                 range_at_future_revision,
                 compaction_fails_old_reads,
                 empty_key_is_refused,
+                too_large_request_is_refused,
             }
             txn {
                 writes_share_one_revision,
