@@ -156,8 +156,10 @@ pub struct Harness {
     pub updated_evals: Vec<Evaluation>,
     /// Evaluations put back into the blocked set.
     pub reblocked_evals: Vec<Evaluation>,
-    /// Nodes whose part of any plan is refused.
+    /// Nodes whose part of a plan is refused.
     pub reject_nodes: BTreeSet<String>,
+    /// How many more plans `reject_nodes` applies to; `None` means all.
+    pub reject_for_plans: Option<usize>,
     /// Accept plans without applying them (benchmarks).
     pub no_apply: bool,
 }
@@ -193,7 +195,7 @@ impl Harness {
     }
 
     fn verify_node(&self, plan: &Plan, node_id: &str) -> Result<(), String> {
-        if self.reject_nodes.contains(node_id) {
+        if self.reject_nodes.contains(node_id) && self.reject_for_plans != Some(0) {
             return Err("rejected by the test".into());
         }
         let placing = plan
@@ -373,6 +375,9 @@ impl Planner for Harness {
 
     fn submit_plan(&mut self, plan: Plan) -> Result<PlanOutcome<FixtureState>, PlannerError> {
         let result = self.apply(&plan);
+        if let Some(n) = self.reject_for_plans.as_mut() {
+            *n = n.saturating_sub(1);
+        }
         let partial = !result.rejected_nodes.is_empty();
         self.plans.push(plan);
         self.results.push(result.clone());

@@ -70,7 +70,7 @@ pub(crate) fn build(
     for t in &rules.ask.tasks {
         let reserved_cores: Vec<u32> = free_cores.by_ref().take(t.cores as usize).collect();
         let cpu = if t.cores > 0 {
-            u64::from(t.cores) * cap.mhz_per_core
+            u64::from(t.cores).saturating_mul(cap.mhz_per_core)
         } else {
             t.cpu_mhz
         };

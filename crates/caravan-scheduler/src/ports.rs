@@ -84,6 +84,9 @@ pub fn pick_dynamic(
     n: usize,
     taken: impl Fn(u32) -> bool,
 ) -> Option<Vec<u32>> {
+    if hi < lo {
+        return None;
+    }
     let span = (hi - lo) as usize + 1;
     let mut out: Vec<u32> = Vec::with_capacity(n);
     'next: while out.len() < n {

@@ -38,7 +38,7 @@ pub(crate) fn find(
             continue;
         }
         let p = ctx.job_priority(&a.namespace, &a.job_id);
-        if p <= priority - PRIORITY_DELTA {
+        if p <= priority.saturating_sub(PRIORITY_DELTA) {
             candidates.push((p, a));
         }
     }
@@ -82,10 +82,10 @@ pub(crate) fn find(
             i += 1;
         }
     }
-    let net: i32 = picked.iter().map(|(p, _)| *p).sum();
+    let net: i64 = picked.iter().map(|(p, _)| i64::from(*p)).sum();
     let mut out: Vec<Arc<Allocation>> = picked.into_iter().map(|(_, a)| a).collect();
     out.sort_by(|a, b| a.id.cmp(&b.id));
-    Some((out, f64::from(net)))
+    Some((out, net as f64))
 }
 
 /// What is still missing, per dimension, as fractions of the ask.
@@ -97,8 +97,11 @@ struct Need {
 
 impl Need {
     fn of(cap: &resources::Capacity, used: &NodeUsage, ask: &GroupAsk) -> Self {
-        let ask_cpu = ask.cpu_mhz + u64::from(ask.cores) * cap.mhz_per_core;
-        let miss = |used: u64, want: u64, have: u64| (used + want).saturating_sub(have) as f64;
+        let ask_cpu = ask
+            .cpu_mhz
+            .saturating_add(u64::from(ask.cores).saturating_mul(cap.mhz_per_core));
+        let miss =
+            |used: u64, want: u64, have: u64| used.saturating_add(want).saturating_sub(have) as f64;
         Self {
             cpu: miss(used.cpu_mhz, ask_cpu, cap.cpu_mhz),
             memory: miss(used.memory_mb, ask.memory_mb, cap.memory_mb),

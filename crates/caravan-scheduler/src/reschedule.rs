@@ -61,7 +61,7 @@ pub fn next_delay(a: &Allocation, policy: &ReschedulePolicy) -> i64 {
     if policy.max_delay_ns > 0 && delay > policy.max_delay_ns {
         delay = policy.max_delay_ns;
         // A long healthy stretch since the last reschedule resets the series.
-        if last_event_time(a) - last.reschedule_time_unix_ns > delay {
+        if last_event_time(a).saturating_sub(last.reschedule_time_unix_ns) > delay {
             delay = base;
         }
     }
@@ -83,14 +83,14 @@ pub fn next_time(a: &Allocation, policy: &ReschedulePolicy) -> Option<i64> {
     } else if policy.attempts <= 0 {
         false
     } else {
-        let window_start = fail - policy.interval_ns;
+        let window_start = fail.saturating_sub(policy.interval_ns);
         let attempted = events(a)
             .iter()
             .filter(|e| policy.interval_ns <= 0 || e.reschedule_time_unix_ns > window_start)
             .count();
         attempted < policy.attempts as usize && (events(a).is_empty() || delay < policy.interval_ns)
     };
-    eligible.then_some(fail + delay)
+    eligible.then_some(fail.saturating_add(delay))
 }
 
 /// The tracker a replacement of `prev` carries.
@@ -106,7 +106,8 @@ pub fn tracker_for_replacement(
         events(prev)
             .iter()
             .filter(|e| {
-                policy.interval_ns <= 0 || now - e.reschedule_time_unix_ns <= policy.interval_ns
+                policy.interval_ns <= 0
+                    || now.saturating_sub(e.reschedule_time_unix_ns) <= policy.interval_ns
             })
             .cloned()
             .collect()

@@ -44,9 +44,11 @@ impl NodeUsage {
             return;
         };
         for t in r.tasks.values() {
-            self.cpu_mhz += u64::from(t.cpu_mhz);
-            self.memory_mb += u64::from(t.memory_mb);
-            self.memory_max_mb += u64::from(t.memory_max_mb.max(t.memory_mb));
+            self.cpu_mhz = self.cpu_mhz.saturating_add(u64::from(t.cpu_mhz));
+            self.memory_mb = self.memory_mb.saturating_add(u64::from(t.memory_mb));
+            self.memory_max_mb = self
+                .memory_max_mb
+                .saturating_add(u64::from(t.memory_max_mb.max(t.memory_mb)));
             for c in &t.reserved_cores {
                 insert_sorted(&mut self.cores, *c);
             }
@@ -55,7 +57,7 @@ impl NodeUsage {
             }
         }
         if let Some(s) = &r.shared {
-            self.disk_mb += u64::from(s.disk_mb);
+            self.disk_mb = self.disk_mb.saturating_add(u64::from(s.disk_mb));
             for p in &s.ports {
                 insert_sorted(&mut self.ports, p.value);
             }
@@ -137,7 +139,9 @@ impl Capacity {
         } else {
             res.cpu_mhz / res.core_ids.len() as u64
         };
-        let reserved_cpu = rsv.cpu_mhz + mhz_per_core * rsv.core_ids.len() as u64;
+        let reserved_cpu = rsv
+            .cpu_mhz
+            .saturating_add(mhz_per_core.saturating_mul(rsv.core_ids.len() as u64));
         let (lo, hi) = match (res.min_dynamic_port, res.max_dynamic_port) {
             (0, 0) => (ports::DEFAULT_MIN_DYNAMIC, ports::DEFAULT_MAX_DYNAMIC),
             (lo, 0) => (lo, ports::DEFAULT_MAX_DYNAMIC),
@@ -216,9 +220,9 @@ impl GroupAsk {
             } else {
                 u64::from(r.memory_mb)
             };
-            ask.cpu_mhz += cpu;
-            ask.cores += cores;
-            ask.memory_mb += mem;
+            ask.cpu_mhz = ask.cpu_mhz.saturating_add(cpu);
+            ask.cores = ask.cores.saturating_add(cores);
+            ask.memory_mb = ask.memory_mb.saturating_add(mem);
             ask.tasks.push(TaskAsk {
                 name: t.name.clone(),
                 cpu_mhz: cpu,
@@ -279,14 +283,16 @@ impl Exhausted {
 
 /// Checks whether `ask` fits next to `used`.
 pub fn fits(cap: &Capacity, used: &NodeUsage, ask: &GroupAsk) -> Result<(), Exhausted> {
-    let cpu = ask.cpu_mhz + u64::from(ask.cores) * cap.mhz_per_core;
-    if used.cpu_mhz + cpu > cap.cpu_mhz {
+    let cpu = ask
+        .cpu_mhz
+        .saturating_add(u64::from(ask.cores).saturating_mul(cap.mhz_per_core));
+    if used.cpu_mhz.saturating_add(cpu) > cap.cpu_mhz {
         return Err(Exhausted::Cpu);
     }
-    if used.memory_mb + ask.memory_mb > cap.memory_mb {
+    if used.memory_mb.saturating_add(ask.memory_mb) > cap.memory_mb {
         return Err(Exhausted::Memory);
     }
-    if used.disk_mb + ask.disk_mb > cap.disk_mb {
+    if used.disk_mb.saturating_add(ask.disk_mb) > cap.disk_mb {
         return Err(Exhausted::Disk);
     }
     if ask.cores > 0 {
@@ -340,8 +346,11 @@ pub fn pick_cores(cap: &Capacity, used: &NodeUsage, n: u32) -> Vec<u32> {
 
 /// Binpack fitness in 0..=1 (1 = fullest) of a node once `ask` is added.
 pub fn score_fit(cap: &Capacity, used: &NodeUsage, ask: &GroupAsk, spread: bool) -> f64 {
-    let cpu = (used.cpu_mhz + ask.cpu_mhz + u64::from(ask.cores) * cap.mhz_per_core) as f64;
-    let mem = (used.memory_mb + ask.memory_mb) as f64;
+    let cpu = used
+        .cpu_mhz
+        .saturating_add(ask.cpu_mhz)
+        .saturating_add(u64::from(ask.cores).saturating_mul(cap.mhz_per_core)) as f64;
+    let mem = used.memory_mb.saturating_add(ask.memory_mb) as f64;
     let free_cpu = if cap.cpu_mhz == 0 {
         0.0
     } else {

@@ -277,7 +277,7 @@ impl Run<'_> {
                 next.status = EvalStatus::Pending as i32;
                 next.status_description = String::new();
                 next.previous_eval = eval.id.clone();
-                next.wait_until_unix_ns = self.now + stagger;
+                next.wait_until_unix_ns = self.now.saturating_add(stagger);
                 next.next_eval = String::new();
                 next.blocked_eval = String::new();
                 next.failed_tg_allocs.clear();

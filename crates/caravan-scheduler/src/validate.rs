@@ -192,7 +192,7 @@ fn spreads(list: &[Spread], at: &str) -> Result<(), ValidationError> {
                 "must be between 0 and 100",
             ));
         }
-        let sum: u32 = s.targets.iter().map(|t| t.percent).sum();
+        let sum: u64 = s.targets.iter().map(|t| u64::from(t.percent)).sum();
         if sum > 100 {
             return Err(ValidationError::new(
                 format!("{at}.targets"),

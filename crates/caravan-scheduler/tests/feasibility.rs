@@ -1,5 +1,6 @@
 //! Feasibility scenarios: every operator, class caching and its escape, scope
 //! (datacenters, pools, drivers) and the distinct constraints.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

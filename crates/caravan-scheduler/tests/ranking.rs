@@ -1,5 +1,6 @@
 //! Ranking scenarios: binpack and spread fit, anti-affinity, affinities and
 //! spreads honoured over many placements, ports, determinism.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

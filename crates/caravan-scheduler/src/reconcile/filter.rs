@@ -116,7 +116,9 @@ pub fn by_reschedulable(
         let forced = transition.force_reschedule == Some(true);
         match reschedule::next_time(&a, policy) {
             Some(at)
-                if forced || a.followup_eval_id == eval_id || at - now <= reschedule::WINDOW_NS =>
+                if forced
+                    || a.followup_eval_id == eval_id
+                    || at.saturating_sub(now) <= reschedule::WINDOW_NS =>
             {
                 now_set.insert(id, a);
             }

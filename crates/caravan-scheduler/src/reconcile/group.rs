@@ -91,6 +91,7 @@ impl GroupReconciler<'_, '_> {
 
         let (canaries, mut all) = self.handle_canaries(all, &mut desired);
         let (untainted, migrate, lost) = filter::by_tainted(all.clone(), self.input.tainted);
+        let (untainted, migrate) = limit_drain(tg, untainted, migrate);
         let policy = model::reschedule_policy(model::job_type(self.job), tg);
         let (mut untainted, reschedule_now, reschedule_later) = filter::by_reschedulable(
             untainted,
@@ -406,7 +407,8 @@ impl GroupReconciler<'_, '_> {
         let mut batch_start = i64::MIN;
         let mut eval_id = String::new();
         for d in sorted {
-            if d.at - batch_start > reschedule::BATCH_WINDOW_NS || eval_id.is_empty() {
+            if eval_id.is_empty() || d.at.saturating_sub(batch_start) > reschedule::BATCH_WINDOW_NS
+            {
                 batch_start = d.at;
                 eval_id = self.rng.uuid();
                 let e = self.input.eval;
@@ -569,6 +571,39 @@ impl GroupReconciler<'_, '_> {
         }
         limit.max(0) as usize
     }
+}
+
+/// Allocations on draining nodes move at most `migrate.max_parallel` at a time,
+/// counting replacements that have not started yet; those the drainer flagged
+/// for migration always move.
+fn limit_drain(tg: &TaskGroup, mut untainted: AllocSet, migrate: AllocSet) -> (AllocSet, AllocSet) {
+    let flagged = |a: &Allocation| {
+        a.desired_transition
+            .as_ref()
+            .is_some_and(|t| t.migrate == Some(true))
+    };
+    let in_flight = untainted
+        .values()
+        .filter(|a| {
+            !model::terminal(a)
+                && a.client_status() == AllocClientStatus::Pending
+                && !a.previous_allocation.is_empty()
+        })
+        .count();
+    let already = migrate.values().filter(|a| flagged(a)).count();
+    let mut budget = model::migrate_max_parallel(tg).saturating_sub(in_flight + already);
+    let mut out = AllocSet::new();
+    for a in filter::name_order(&migrate) {
+        if flagged(&a) {
+            out.insert(a.id.clone(), a);
+        } else if budget > 0 {
+            budget -= 1;
+            out.insert(a.id.clone(), a);
+        } else {
+            untainted.insert(a.id.clone(), a);
+        }
+    }
+    (untainted, out)
 }
 
 fn is_canary(a: &Allocation) -> bool {
