@@ -1,6 +1,11 @@
 //! Caravan's state store: the [`Store`] trait over etcd's model (revisions,
 //! transactions, watches, leases, elections), its etcd backend, its embedded
 //! twin, and leadership with fenced writes.
+//!
+//! Both backends pass one conformance suite (`tests/conformance`, with
+//! leadership cases in `tests/leadership`), instantiated by `tests/mem.rs`
+//! and `tests/etcd.rs`; the etcd run needs `CARAVAN_TEST_ETCD` pointing at a
+//! running etcd (`scripts/test` starts one) and fails without it.
 
 mod error;
 mod etcd;
