@@ -1,1 +1,122 @@
 //! Job files (HCL and Nomad JSON) to Caravan's job model, with defaults, validation and diffs.
+//!
+//! The api-gateway and the `caravan` CLI turn what operators send into a [`Job`] here:
+//!
+//! - [`parse_hcl`], [`parse_json`] (or [`parse_job`], which tells them apart) give a
+//!   canonical job, with Nomad's defaults applied, plus warnings for what was ignored;
+//! - [`validate`] checks its shape as Nomad's `Job.Validate` does (placement rules are
+//!   `caravan_scheduler::validate`'s business);
+//! - [`render_json`] and [`hcl_to_nomad_json`] speak Nomad's JSON back;
+//! - [`diff`], [`render_plan`] and [`tasks_updated`] serve `job plan` and the scheduler.
+
+mod canonicalize;
+mod defaults;
+mod duration;
+mod error;
+mod hcl;
+mod nomad_json;
+mod validate;
+
+pub use canonicalize::canonicalize;
+pub use caravan_proto::Job;
+pub use defaults::{
+    DEFAULT_CPU_MHZ, DEFAULT_DISK_MB, DEFAULT_KILL_TIMEOUT_NS, DEFAULT_MEMORY_MB,
+    DEFAULT_NAMESPACE, DEFAULT_NODE_POOL, DEFAULT_PRIORITY, MAX_COUNT, job_type_name,
+    parse_job_type,
+};
+pub use duration::{format_duration, parse_duration};
+pub use error::{FieldError, FieldErrors, JobspecError};
+pub use validate::{validate, warnings};
+
+/// Default cap on a job body: far above any real job, well below Nomad's ~10 MB HTTP limit,
+/// and small enough that a job, its version and its eval fit one etcd transaction.
+pub const DEFAULT_MAX_JOB_BYTES: usize = 4 * 1024 * 1024;
+
+/// Limits applied before a body is parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParseOptions {
+    /// Bodies larger than this many bytes are rejected unread.
+    pub max_bytes: usize,
+}
+
+impl Default for ParseOptions {
+    fn default() -> Self {
+        ParseOptions {
+            max_bytes: DEFAULT_MAX_JOB_BYTES,
+        }
+    }
+}
+
+/// A parsed, canonical job and the warnings about what it contained that Caravan ignored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    /// The job, with Nomad's defaults applied; not yet validated.
+    pub job: Job,
+    /// Human-readable warnings (unsupported blocks, unknown JSON fields, …).
+    pub warnings: Vec<String>,
+}
+
+/// Rejects a body larger than `limit` bytes before any parsing work is spent on it.
+pub fn check_size(size: usize, limit: usize) -> Result<(), JobspecError> {
+    if size > limit {
+        Err(JobspecError::TooLarge { size, limit })
+    } else {
+        Ok(())
+    }
+}
+
+/// Parses a Nomad HCL2 job file into a canonical job.
+pub fn parse_hcl(text: &str, options: &ParseOptions) -> Result<Parsed, JobspecError> {
+    check_size(text.len(), options.max_bytes)?;
+    let (api, mut warnings) = hcl::decode(text)?;
+    let job = nomad_json::api_job_to_job(api, &mut warnings)?;
+    Ok(Parsed { job, warnings })
+}
+
+/// Parses a Nomad JSON job (`{"Job": {...}}` or a bare job object) into a canonical job.
+pub fn parse_json(body: &[u8], options: &ParseOptions) -> Result<Parsed, JobspecError> {
+    check_size(body.len(), options.max_bytes)?;
+    let value = nomad_json::parse_value(body)?;
+    let mut warnings = Vec::new();
+    let api = nomad_json::api_job_from_value(value, &mut warnings)?;
+    let job = nomad_json::api_job_to_job(api, &mut warnings)?;
+    Ok(Parsed { job, warnings })
+}
+
+/// Parses a job file in either format: JSON when it starts with `{`, HCL otherwise.
+pub fn parse_job(body: &[u8], options: &ParseOptions) -> Result<Parsed, JobspecError> {
+    check_size(body.len(), options.max_bytes)?;
+    if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        return parse_json(body, options);
+    }
+    let text = std::str::from_utf8(body).map_err(|e| {
+        JobspecError::Invalid(FieldErrors(vec![FieldError::new(
+            "",
+            format!("job file is not UTF-8: {e}"),
+        )]))
+    })?;
+    parse_hcl(text, options)
+}
+
+/// Renders a job as Nomad's API returns it from `GET /v1/job/:id` (the bare job object;
+/// `job inspect` wraps it as `{"Job": ...}`).
+pub fn render_json(job: &Job) -> serde_json::Value {
+    nomad_json::render(job)
+}
+
+/// `POST /v1/jobs/parse`: HCL in, Nomad JSON job out, canonicalized or as written.
+pub fn hcl_to_nomad_json(
+    text: &str,
+    canonicalize: bool,
+    options: &ParseOptions,
+) -> Result<(serde_json::Value, Vec<String>), JobspecError> {
+    check_size(text.len(), options.max_bytes)?;
+    let (api, mut warnings) = hcl::decode(text)?;
+    if canonicalize {
+        let job = nomad_json::api_job_to_job(api, &mut warnings)?;
+        return Ok((render_json(&job), warnings));
+    }
+    // Plain structs of strings, numbers, maps and lists always serialize.
+    let value = serde_json::to_value(api).unwrap_or(serde_json::Value::Null);
+    Ok((value, warnings))
+}

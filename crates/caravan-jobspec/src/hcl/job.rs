@@ -1,0 +1,389 @@
+//! The `job` and `group` blocks of a Nomad job file, and the blocks both levels share
+//! (placement rules, update, reschedule, migrate, restart).
+
+use super::body::{Body, Diag};
+use super::task::{decode_network, decode_task};
+use crate::nomad_json::model::*;
+use hcl_edit::Span;
+use hcl_edit::structure::Block;
+use std::collections::BTreeMap;
+
+/// Nomad job arguments Caravan does not support yet.
+const JOB_UNSUPPORTED_ATTRS: &[&str] = &["consul_token", "vault_token"];
+/// Nomad job blocks Caravan does not support yet.
+const JOB_UNSUPPORTED_BLOCKS: &[&str] = &["multiregion", "vault", "consul", "ui", "identity"];
+/// Nomad group blocks Caravan does not support yet.
+const GROUP_UNSUPPORTED_BLOCKS: &[&str] = &["volume", "service", "consul", "csi_plugin"];
+
+/// Decodes a `job "id" { ... }` block.
+pub(crate) fn decode_job(block: &Block, parent: &mut Body<'_, '_>, diag: &mut Diag) -> ApiJob {
+    let id = parent.label(block, diag).unwrap_or_default();
+    let mut b = parent.child(block, format!("job {id:?}"));
+    if let Some(other) = b.string("id", diag).filter(|other| *other != id) {
+        diag.warnings.push(format!(
+            "{}: id {other:?} was ignored in favour of the block label {id:?}",
+            b.path()
+        ));
+    }
+    let meta = b.string_map("meta", diag).map(to_map);
+    let job = ApiJob {
+        region: b.string("region", diag),
+        namespace: b.string("namespace", diag),
+        id: Some(id),
+        name: b.string("name", diag),
+        r#type: b.string("type", diag),
+        priority: b.int("priority", diag),
+        all_at_once: b.bool("all_at_once", diag),
+        datacenters: b.string_list("datacenters", diag),
+        node_pool: b.string("node_pool", diag),
+        constraints: decode_constraints(&mut b, diag),
+        affinities: decode_affinities(&mut b, diag),
+        spreads: decode_spreads(&mut b, diag),
+        update: b
+            .single_block("update", diag)
+            .map(|blk| decode_update(blk, &b, diag)),
+        periodic: b
+            .single_block("periodic", diag)
+            .map(|blk| decode_periodic(blk, &b, diag)),
+        parameterized_job: b
+            .single_block("parameterized", diag)
+            .map(|blk| decode_parameterized(blk, &b, diag)),
+        reschedule: b
+            .single_block("reschedule", diag)
+            .map(|blk| decode_reschedule(blk, &b, diag)),
+        migrate: b
+            .single_block("migrate", diag)
+            .map(|blk| decode_migrate(blk, &b, diag)),
+        meta,
+        task_groups: Some(
+            b.blocks("group")
+                .into_iter()
+                .map(|g| decode_group(g, &b, diag))
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    b.finish(JOB_UNSUPPORTED_ATTRS, JOB_UNSUPPORTED_BLOCKS, diag);
+    job
+}
+
+fn decode_group(block: &Block, job: &Body<'_, '_>, diag: &mut Diag) -> ApiTaskGroup {
+    let name = job.label(block, diag).unwrap_or_default();
+    let mut b = job.child(block, format!("{}: group {name:?}", job.path()));
+    let meta = b.string_map("meta", diag).map(to_map);
+    let scaling = b
+        .single_block("scaling", diag)
+        .map(|blk| decode_scaling(blk, &b, diag));
+    let networks: Vec<ApiNetwork> = b
+        .blocks("network")
+        .into_iter()
+        .map(|n| decode_network(n, &b, &b.field_path("network"), diag))
+        .collect();
+    let group = ApiTaskGroup {
+        name: Some(name),
+        count: b.int("count", diag),
+        constraints: decode_constraints(&mut b, diag),
+        affinities: decode_affinities(&mut b, diag),
+        spreads: decode_spreads(&mut b, diag),
+        restart_policy: b
+            .single_block("restart", diag)
+            .map(|blk| decode_restart(blk, &b, diag)),
+        reschedule_policy: b
+            .single_block("reschedule", diag)
+            .map(|blk| decode_reschedule(blk, &b, diag)),
+        migrate: b
+            .single_block("migrate", diag)
+            .map(|blk| decode_migrate(blk, &b, diag)),
+        update: b
+            .single_block("update", diag)
+            .map(|blk| decode_update(blk, &b, diag)),
+        ephemeral_disk: b.single_block("ephemeral_disk", diag).map(|blk| {
+            let mut d = b.child(blk, b.field_path("ephemeral_disk"));
+            let disk = ApiEphemeralDisk {
+                sticky: d.bool("sticky", diag),
+                migrate: d.bool("migrate", diag),
+                size_mb: d.int("size", diag),
+            };
+            d.finish(&[], &[], diag);
+            disk
+        }),
+        disconnect: b.single_block("disconnect", diag).map(|blk| {
+            let mut d = b.child(blk, b.field_path("disconnect"));
+            let disconnect = ApiDisconnect {
+                lost_after: d.duration("lost_after", diag),
+                stop_on_client_after: d.duration("stop_on_client_after", diag),
+                replace: d.bool("replace", diag),
+                reconcile: d.string("reconcile", diag),
+            };
+            d.finish(&[], &[], diag);
+            disconnect
+        }),
+        networks: (!networks.is_empty()).then_some(networks),
+        meta,
+        shutdown_delay: b.duration("shutdown_delay", diag),
+        stop_after_client_disconnect: b.duration("stop_after_client_disconnect", diag),
+        max_client_disconnect: b.duration("max_client_disconnect", diag),
+        prevent_reschedule_on_lost: b.bool("prevent_reschedule_on_lost", diag),
+        scaling,
+        tasks: Some(
+            b.blocks("task")
+                .into_iter()
+                .map(|t| decode_task(t, &b, diag))
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    b.finish(&[], GROUP_UNSUPPORTED_BLOCKS, diag);
+    group
+}
+
+/// Only `min` matters to Caravan: Nomad starts a group without a count at its minimum.
+fn decode_scaling(block: &Block, parent: &Body<'_, '_>, diag: &mut Diag) -> serde_json::Value {
+    let mut b = parent.child(block, parent.field_path("scaling"));
+    let min = b.int("min", diag);
+    // The policy itself is for an autoscaler Caravan does not have; consume it silently,
+    // the group reports the whole scaling block as unsupported.
+    let _ = b.remaining();
+    serde_json::json!({ "Min": min, "Enabled": true })
+}
+
+pub(crate) fn to_map(pairs: Vec<(String, String)>) -> BTreeMap<String, String> {
+    pairs.into_iter().collect()
+}
+
+/// Operators that may be written as their own argument: `regexp = "..."` instead of
+/// `operator = "regexp"` and `value = "..."`.
+const SHORTHAND_OPERATORS: &[&str] = &[
+    "regexp",
+    "version",
+    "semver",
+    "set_contains",
+    "set_contains_any",
+    "set_contains_all",
+];
+
+/// Reads attribute/operator/value of a constraint or affinity, with Nomad's shorthands.
+/// Returns `None` for `distinct_hosts = false`, which Nomad drops.
+fn decode_rule(
+    b: &mut Body<'_, '_>,
+    diag: &mut Diag,
+    allow_distinct: bool,
+) -> Option<(String, String, String)> {
+    let mut l_target = b.string("attribute", diag).unwrap_or_default();
+    let mut r_target = b.string("value", diag).unwrap_or_default();
+    let mut operand = b.string("operator", diag);
+    for op in SHORTHAND_OPERATORS {
+        if let Some(v) = b.string(op, diag) {
+            set_operand(op, b, diag, &mut operand);
+            r_target = v;
+        }
+    }
+    if allow_distinct {
+        if let Some(enabled) = b.bool("distinct_hosts", diag) {
+            if !enabled {
+                return None;
+            }
+            set_operand("distinct_hosts", b, diag, &mut operand);
+        }
+        if let Some(property) = b.string("distinct_property", diag) {
+            set_operand("distinct_property", b, diag, &mut operand);
+            l_target = property;
+        }
+    }
+    Some((
+        l_target,
+        r_target,
+        operand.unwrap_or_else(|| "=".to_string()),
+    ))
+}
+
+fn decode_constraints(parent: &mut Body<'_, '_>, diag: &mut Diag) -> Option<Vec<ApiConstraint>> {
+    let blocks = parent.blocks("constraint");
+    let mut out = Vec::new();
+    for (i, blk) in blocks.into_iter().enumerate() {
+        let mut b = parent.child(blk, parent.field_path(&format!("constraint[{i}]")));
+        if !blk.labels.is_empty() {
+            b.error_at("", "constraint blocks take no labels", blk.span(), diag);
+        }
+        if let Some((l, r, op)) = decode_rule(&mut b, diag, true) {
+            out.push(ApiConstraint {
+                l_target: Some(l),
+                r_target: Some(r),
+                operand: Some(op),
+            });
+        }
+        b.finish(&[], &[], diag);
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+fn decode_affinities(parent: &mut Body<'_, '_>, diag: &mut Diag) -> Option<Vec<ApiAffinity>> {
+    let blocks = parent.blocks("affinity");
+    let mut out = Vec::new();
+    for (i, blk) in blocks.into_iter().enumerate() {
+        let mut b = parent.child(blk, parent.field_path(&format!("affinity[{i}]")));
+        let weight = b.int("weight", diag);
+        if let Some((l, r, op)) = decode_rule(&mut b, diag, false) {
+            out.push(ApiAffinity {
+                l_target: Some(l),
+                r_target: Some(r),
+                operand: Some(op),
+                weight,
+            });
+        }
+        b.finish(&[], &[], diag);
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+fn decode_spreads(parent: &mut Body<'_, '_>, diag: &mut Diag) -> Option<Vec<ApiSpread>> {
+    let blocks = parent.blocks("spread");
+    let mut out = Vec::new();
+    for (i, blk) in blocks.into_iter().enumerate() {
+        let mut b = parent.child(blk, parent.field_path(&format!("spread[{i}]")));
+        let attribute = b.string("attribute", diag);
+        let weight = b.int("weight", diag);
+        let mut targets = Vec::new();
+        for t in b.blocks("target") {
+            let Some(value) = b.label(t, diag) else {
+                continue;
+            };
+            let mut tb = b.child(t, b.field_path(&format!("target {value:?}")));
+            targets.push(ApiSpreadTarget {
+                value: Some(value),
+                percent: tb.int("percent", diag),
+            });
+            tb.finish(&[], &[], diag);
+        }
+        out.push(ApiSpread {
+            attribute,
+            weight,
+            spread_target: (!targets.is_empty()).then_some(targets),
+        });
+        b.finish(&[], &[], diag);
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+fn decode_update(block: &Block, parent: &Body<'_, '_>, diag: &mut Diag) -> ApiUpdateStrategy {
+    let mut b = parent.child(block, parent.field_path("update"));
+    let update = ApiUpdateStrategy {
+        stagger: b.duration("stagger", diag),
+        max_parallel: b.int("max_parallel", diag),
+        health_check: b.string("health_check", diag),
+        min_healthy_time: b.duration("min_healthy_time", diag),
+        healthy_deadline: b.duration("healthy_deadline", diag),
+        progress_deadline: b.duration("progress_deadline", diag),
+        canary: b.int("canary", diag),
+        auto_revert: b.bool("auto_revert", diag),
+        auto_promote: b.bool("auto_promote", diag),
+    };
+    b.finish(&[], &[], diag);
+    update
+}
+
+fn decode_periodic(block: &Block, parent: &Body<'_, '_>, diag: &mut Diag) -> ApiPeriodic {
+    let mut b = parent.child(block, parent.field_path("periodic"));
+    let cron = b.string("cron", diag);
+    let crons = b.string_list("crons", diag);
+    if cron.is_some() && crons.is_some() {
+        b.error_at("crons", "set either cron or crons, not both", None, diag);
+    }
+    let spec = match (cron, crons) {
+        (Some(one), _) => Some(OneOrMany::One(one)),
+        (None, Some(many)) => Some(OneOrMany::Many(many)),
+        (None, None) => None,
+    };
+    let periodic = ApiPeriodic {
+        enabled: b.bool("enabled", diag),
+        spec,
+        specs: None,
+        spec_type: None,
+        prohibit_overlap: b.bool("prohibit_overlap", diag),
+        time_zone: b.string("time_zone", diag),
+    };
+    b.finish(&[], &[], diag);
+    periodic
+}
+
+fn decode_parameterized(block: &Block, parent: &Body<'_, '_>, diag: &mut Diag) -> ApiParameterized {
+    let mut b = parent.child(block, parent.field_path("parameterized"));
+    let p = ApiParameterized {
+        payload: b.string("payload", diag),
+        meta_required: b.string_list("meta_required", diag),
+        meta_optional: b.string_list("meta_optional", diag),
+    };
+    b.finish(&[], &[], diag);
+    p
+}
+
+pub(crate) fn decode_reschedule(
+    block: &Block,
+    parent: &Body<'_, '_>,
+    diag: &mut Diag,
+) -> ApiReschedulePolicy {
+    let mut b = parent.child(block, parent.field_path("reschedule"));
+    let r = ApiReschedulePolicy {
+        attempts: b.int("attempts", diag),
+        interval: b.duration("interval", diag),
+        delay: b.duration("delay", diag),
+        delay_function: b.string("delay_function", diag),
+        max_delay: b.duration("max_delay", diag),
+        unlimited: b.bool("unlimited", diag),
+    };
+    b.finish(&[], &[], diag);
+    r
+}
+
+fn decode_migrate(block: &Block, parent: &Body<'_, '_>, diag: &mut Diag) -> ApiMigrateStrategy {
+    let mut b = parent.child(block, parent.field_path("migrate"));
+    let m = ApiMigrateStrategy {
+        max_parallel: b.int("max_parallel", diag),
+        health_check: b.string("health_check", diag),
+        min_healthy_time: b.duration("min_healthy_time", diag),
+        healthy_deadline: b.duration("healthy_deadline", diag),
+    };
+    b.finish(&[], &[], diag);
+    m
+}
+
+/// Decodes a `restart` block (groups and tasks have one).
+pub(crate) fn decode_restart(
+    block: &Block,
+    parent: &Body<'_, '_>,
+    diag: &mut Diag,
+) -> ApiRestartPolicy {
+    let mut b = parent.child(block, parent.field_path("restart"));
+    let r = ApiRestartPolicy {
+        attempts: b.int("attempts", diag),
+        interval: b.duration("interval", diag),
+        delay: b.duration("delay", diag),
+        mode: b.string("mode", diag),
+        render_templates: b.bool("render_templates", diag),
+        on_success: b.bool("on_success", diag),
+    };
+    b.finish(&[], &[], diag);
+    r
+}
+
+fn set_operand(op: &str, b: &Body<'_, '_>, diag: &mut Diag, operand: &mut Option<String>) {
+    if let Some(existing) = operand.as_deref() {
+        b.error_at(
+            op,
+            &format!("conflicts with operator {existing:?}: set only one"),
+            None,
+            diag,
+        );
+    }
+    *operand = Some(op.to_string());
+}
+
+/// Decodes the constraints of any body (tasks and devices have them too).
+pub(crate) fn constraints_of(b: &mut Body<'_, '_>, diag: &mut Diag) -> Option<Vec<ApiConstraint>> {
+    decode_constraints(b, diag)
+}
+
+/// Decodes the affinities of any body.
+pub(crate) fn affinities_of(b: &mut Body<'_, '_>, diag: &mut Diag) -> Option<Vec<ApiAffinity>> {
+    decode_affinities(b, diag)
+}

@@ -1,0 +1,774 @@
+//! Nomad `api.Job` mirror → Caravan `Job`, applying Nomad's client-side canonicalization.
+//!
+//! Defaults that depend on whether a field was sent (a missing `Count` is 1, an explicit 0
+//! stays 0; a partial `restart` block is merged over the job type's defaults) are applied
+//! here, where presence is still known. The result is canonical: calling
+//! [`crate::canonicalize`] on it changes nothing.
+
+use super::model::*;
+use crate::defaults::{self, parse_job_type};
+use crate::error::{FieldError, join_path as join};
+use base64::Engine as _;
+use caravan_proto::{
+    Affinity, Constraint, EphemeralDisk, Job, JobStatus, JobType, MigrateStrategy, NetworkResource,
+    ParameterizedJobConfig, PeriodicConfig, Port, RequestedDevice, ReschedulePolicy, Resources,
+    RestartPolicy, Spread, SpreadTarget, Task, TaskGroup, TaskLifecycle, UpdateStrategy,
+};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Errors and warnings collected while converting one job.
+#[derive(Debug, Default)]
+pub(crate) struct Conversion {
+    pub errors: Vec<FieldError>,
+    pub warnings: Vec<String>,
+}
+
+impl Conversion {
+    fn err(&mut self, path: String, message: impl Into<String>) {
+        self.errors.push(FieldError::new(path, message));
+    }
+
+    fn unsupported(&mut self, base: &str, what: &str, value: Option<&Value>) {
+        if value.is_some_and(is_meaningful) {
+            self.warnings.push(format!(
+                "{}: {what} is not supported by Caravan yet and was ignored",
+                if base.is_empty() { "job" } else { base }
+            ));
+        }
+    }
+
+    /// Narrows an integer into the proto's type, reporting the field when it does not fit.
+    fn narrow<T: TryFrom<i64> + Default>(&mut self, path: String, value: i64) -> T {
+        T::try_from(value).unwrap_or_else(|_| {
+            let message = if value < 0 {
+                format!("must be >= 0 (got {value})")
+            } else {
+                format!("value {value} is out of range")
+            };
+            self.err(path, message);
+            T::default()
+        })
+    }
+
+    fn revision(&mut self, path: &str, value: Option<u64>) -> i64 {
+        value.map_or(0, |v| {
+            i64::try_from(v).unwrap_or_else(|_| {
+                self.err(path.to_string(), format!("value {v} is out of range"));
+                0
+            })
+        })
+    }
+}
+
+/// Whether a raw JSON value carries something a user meant (not null, empty or zero).
+fn is_meaningful(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => a.iter().any(is_meaningful),
+        Value::Object(o) => o.values().any(is_meaningful),
+    }
+}
+
+fn str_meaningful(s: &Option<String>) -> Option<Value> {
+    s.as_ref()
+        .filter(|s| !s.is_empty())
+        .map(|s| Value::String(s.clone()))
+}
+
+/// Converts a Nomad job into Caravan's model, canonicalizing it as Nomad's API client does.
+pub(crate) fn job_to_proto(api: ApiJob, conv: &mut Conversion) -> Job {
+    let job_type = match api.r#type.as_deref() {
+        None | Some("") => JobType::Service,
+        Some(t) => parse_job_type(t).unwrap_or_else(|| {
+            conv.err(
+                "type".into(),
+                format!("invalid job type {t:?}; must be one of service, batch, system, sysbatch"),
+            );
+            JobType::Service
+        }),
+    };
+    if let Some(region) = api
+        .region
+        .as_deref()
+        .filter(|r| !r.is_empty() && *r != defaults::DEFAULT_REGION)
+    {
+        conv.warnings.push(format!(
+            "job: region {region:?} was ignored: Caravan runs a single region ({:?})",
+            defaults::DEFAULT_REGION
+        ));
+    }
+    conv.unsupported("", "Multiregion", api.multiregion.as_ref());
+    conv.unsupported(
+        "",
+        "ConsulToken",
+        str_meaningful(&api.consul_token).as_ref(),
+    );
+    conv.unsupported("", "VaultToken", str_meaningful(&api.vault_token).as_ref());
+    conv.unsupported(
+        "",
+        "ConsulNamespace",
+        str_meaningful(&api.consul_namespace).as_ref(),
+    );
+    conv.unsupported(
+        "",
+        "VaultNamespace",
+        str_meaningful(&api.vault_namespace).as_ref(),
+    );
+    conv.unsupported("", "UI", api.ui.as_ref());
+
+    let id = api.id.unwrap_or_default();
+    let name = api
+        .name
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| id.clone());
+    let priority = match api.priority {
+        None => defaults::DEFAULT_PRIORITY,
+        Some(p) => conv.narrow("priority".into(), p),
+    };
+    let datacenters = api
+        .datacenters
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| vec![defaults::DEFAULT_DATACENTER.to_string()]);
+
+    // The job-level update is canonicalized before groups inherit it, as Nomad does; a
+    // service job that sets none gets the default strategy (and so deployments).
+    let job_update = match api.update {
+        Some(u) => Some(fill_update(u)),
+        None if job_type == JobType::Service => Some(fill_update(ApiUpdateStrategy::default())),
+        None => None,
+    };
+    let inherited = Inherited {
+        job_type,
+        update: job_update.clone(),
+        reschedule: api.reschedule,
+        migrate: api.migrate,
+    };
+    let task_groups = api
+        .task_groups
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, tg)| group_to_proto(tg, i, &inherited, conv))
+        .collect();
+
+    let payload = match api.payload.as_deref() {
+        None | Some("") => Vec::new(),
+        Some(b64) => base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap_or_else(|e| {
+                conv.err("payload".into(), format!("not valid base64: {e}"));
+                Vec::new()
+            }),
+    };
+    let status = match api.status.as_deref() {
+        None | Some("") => JobStatus::Unspecified,
+        Some("pending") => JobStatus::Pending,
+        Some("running") => JobStatus::Running,
+        Some("dead") => JobStatus::Dead,
+        Some(other) => {
+            conv.warnings
+                .push(format!("job: unknown status {other:?} was ignored"));
+            JobStatus::Unspecified
+        }
+    };
+
+    let mut job = Job {
+        id,
+        namespace: api
+            .namespace
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| defaults::DEFAULT_NAMESPACE.to_string()),
+        name,
+        priority,
+        datacenters,
+        node_pool: api
+            .node_pool
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| defaults::DEFAULT_NODE_POOL.to_string()),
+        all_at_once: api.all_at_once.unwrap_or(false),
+        constraints: constraints(api.constraints),
+        affinities: affinities(api.affinities, "", conv),
+        spreads: spreads(api.spreads, "", conv),
+        task_groups,
+        update: job_update.map(|u| update_to_proto(u, "update", conv)),
+        periodic: api.periodic.map(periodic_to_proto),
+        parameterized: api.parameterized_job.map(|p| ParameterizedJobConfig {
+            payload: p
+                .payload
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| defaults::DEFAULT_PAYLOAD.to_string()),
+            meta_required: p.meta_required.unwrap_or_default(),
+            meta_optional: p.meta_optional.unwrap_or_default(),
+        }),
+        payload,
+        parent_id: api.parent_id.unwrap_or_default(),
+        meta: api.meta.unwrap_or_default(),
+        status_description: api.status_description.unwrap_or_default(),
+        stop: api.stop.unwrap_or(false),
+        stable: api.stable.unwrap_or(false),
+        version: api.version.unwrap_or(0),
+        submit_time_unix_ns: api.submit_time.unwrap_or(0),
+        create_revision: conv.revision("CreateIndex", api.create_index),
+        modify_revision: conv.revision("ModifyIndex", api.modify_index),
+        job_modify_revision: conv.revision("JobModifyIndex", api.job_modify_index),
+        dispatched: api.dispatched.unwrap_or(false),
+        ..Default::default()
+    };
+    job.set_type(job_type);
+    job.set_status(status);
+    job
+}
+
+/// What a group inherits from its job.
+struct Inherited {
+    job_type: JobType,
+    update: Option<ApiUpdateStrategy>,
+    reschedule: Option<ApiReschedulePolicy>,
+    migrate: Option<ApiMigrateStrategy>,
+}
+
+fn group_to_proto(
+    tg: ApiTaskGroup,
+    index: usize,
+    job: &Inherited,
+    conv: &mut Conversion,
+) -> TaskGroup {
+    let base = match tg.name.as_deref() {
+        Some(n) if !n.is_empty() => format!("group {n:?}"),
+        _ => format!("group #{}", index + 1),
+    };
+    conv.unsupported(&base, "Volumes", tg.volumes.as_ref());
+    conv.unsupported(&base, "Services", tg.services.as_ref());
+    conv.unsupported(&base, "Consul", tg.consul.as_ref());
+    conv.unsupported(&base, "Scaling", tg.scaling.as_ref());
+    conv.unsupported(
+        &base,
+        "StopAfterClientDisconnect",
+        tg.stop_after_client_disconnect.map(Value::from).as_ref(),
+    );
+    conv.unsupported(
+        &base,
+        "PreventRescheduleOnLost",
+        tg.prevent_reschedule_on_lost.map(Value::from).as_ref(),
+    );
+
+    // Without a count, Nomad starts a scaled group at its scaling minimum.
+    let scaling_min = tg
+        .scaling
+        .as_ref()
+        .and_then(|s| s.get("Min"))
+        .and_then(Value::as_i64);
+    let count = match tg.count.or(scaling_min) {
+        None => 1,
+        Some(c) => conv.narrow(join(&base, "count"), c),
+    };
+
+    let update = match (&job.update, tg.update) {
+        (Some(ju), Some(gu)) => Some(fill_update(merge_update(ju.clone(), gu))),
+        (Some(ju), None) if !update_is_empty(ju) => Some(ju.clone()),
+        (_, Some(gu)) => Some(fill_update(gu)),
+        _ => None,
+    };
+    let reschedule = match (job.reschedule.clone(), tg.reschedule_policy) {
+        (Some(jr), Some(gr)) => Some(merge_reschedule(jr, gr)),
+        (Some(jr), None) => Some(jr),
+        (None, gr) => gr,
+    };
+    let reschedule = match reschedule {
+        Some(r) => Some(fill_reschedule(r, job.job_type, &base, conv)),
+        None => defaults::default_reschedule(job.job_type),
+    };
+    let migrate = match (job.migrate.clone(), tg.migrate) {
+        (Some(jm), Some(gm)) => Some(merge_migrate(jm, gm)),
+        (Some(jm), None) => Some(jm),
+        (None, gm) => gm,
+    };
+    let migrate = match migrate {
+        Some(m) => Some(fill_migrate(m, &base, conv)),
+        None if job.job_type == JobType::Service => Some(defaults::default_migrate()),
+        None => None,
+    };
+    let restart = merge_restart(
+        defaults::default_restart(job.job_type),
+        tg.restart_policy,
+        &join(&base, "restart"),
+        conv,
+    );
+
+    let max_client_disconnect_ns = match (tg.max_client_disconnect, &tg.disconnect) {
+        (Some(d), _) => d,
+        (None, Some(d)) => d.lost_after.unwrap_or(0),
+        (None, None) => 0,
+    };
+    if let Some(d) = &tg.disconnect
+        && (d.stop_on_client_after.is_some() || d.replace.is_some() || d.reconcile.is_some())
+    {
+        conv.warnings.push(format!(
+                "{base}: Disconnect fields other than LostAfter are not supported by Caravan yet and were ignored"
+            ));
+    }
+
+    let tasks = tg
+        .tasks
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| task_to_proto(t, i, &base, &restart, conv))
+        .collect();
+
+    TaskGroup {
+        name: tg.name.unwrap_or_default(),
+        count,
+        constraints: constraints(tg.constraints),
+        affinities: affinities(tg.affinities, &base, conv),
+        spreads: spreads(tg.spreads, &base, conv),
+        tasks,
+        restart_policy: Some(restart),
+        reschedule_policy: reschedule,
+        migrate,
+        update: update.map(|u| update_to_proto(u, &join(&base, "update"), conv)),
+        ephemeral_disk: Some(ephemeral_disk(tg.ephemeral_disk, &base, conv)),
+        networks: networks(tg.networks, &base, conv),
+        meta: tg.meta.unwrap_or_default(),
+        shutdown_delay_ns: tg.shutdown_delay.unwrap_or(0),
+        max_client_disconnect_ns,
+    }
+}
+
+fn task_to_proto(
+    t: ApiTask,
+    index: usize,
+    group_base: &str,
+    group_restart: &RestartPolicy,
+    conv: &mut Conversion,
+) -> Task {
+    let base = match t.name.as_deref() {
+        Some(n) if !n.is_empty() => join(group_base, &format!("task {n:?}")),
+        _ => join(group_base, &format!("task #{}", index + 1)),
+    };
+    conv.unsupported(&base, "Services", t.services.as_ref());
+    conv.unsupported(&base, "Artifacts", t.artifacts.as_ref());
+    conv.unsupported(&base, "Vault", t.vault.as_ref());
+    conv.unsupported(&base, "Consul", t.consul.as_ref());
+    conv.unsupported(&base, "Templates", t.templates.as_ref());
+    conv.unsupported(&base, "VolumeMounts", t.volume_mounts.as_ref());
+    conv.unsupported(&base, "CSIPluginConfig", t.csi_plugin_config.as_ref());
+    conv.unsupported(&base, "ScalingPolicies", t.scaling_policies.as_ref());
+    conv.unsupported(&base, "Identity", t.identity.as_ref());
+    conv.unsupported(&base, "Identities", t.identities.as_ref());
+    conv.unsupported(&base, "Actions", t.actions.as_ref());
+    conv.unsupported(&base, "Schedule", t.schedule.as_ref());
+    conv.unsupported(&base, "Secrets", t.secrets.as_ref());
+    conv.unsupported(&base, "Kind", str_meaningful(&t.kind).as_ref());
+    conv.unsupported(
+        &base,
+        "ShutdownDelay",
+        t.shutdown_delay.map(Value::from).as_ref(),
+    );
+    // Nomad clients send the default log config with every task; only a change is news.
+    if let Some(lc) = t
+        .log_config
+        .as_ref()
+        .filter(|lc| !is_default_log_config(lc))
+    {
+        conv.unsupported(&base, "LogConfig", Some(lc));
+    }
+
+    let restart_policy = match t.restart_policy {
+        None => group_restart.clone(),
+        Some(r) => merge_restart(
+            group_restart.clone(),
+            Some(r),
+            &join(&base, "restart"),
+            conv,
+        ),
+    };
+    Task {
+        name: t.name.unwrap_or_default(),
+        driver: t.driver.unwrap_or_default(),
+        config: t.config.map(json_map_to_struct),
+        env: t.env.unwrap_or_default(),
+        resources: Some(resources(t.resources.unwrap_or_default(), &base, conv)),
+        constraints: constraints(t.constraints),
+        affinities: affinities(t.affinities, &base, conv),
+        kill_timeout_ns: t.kill_timeout.unwrap_or(defaults::DEFAULT_KILL_TIMEOUT_NS),
+        leader: t.leader.unwrap_or(false),
+        lifecycle: t.lifecycle.map(|l| TaskLifecycle {
+            hook: l.hook.unwrap_or_default(),
+            sidecar: l.sidecar.unwrap_or(false),
+        }),
+        meta: t.meta.unwrap_or_default(),
+        kill_signal: t.kill_signal.unwrap_or_default(),
+        dispatch_payload_file: t.dispatch_payload.and_then(|d| d.file).unwrap_or_default(),
+        restart_policy: Some(restart_policy),
+        user: t.user.unwrap_or_default(),
+    }
+}
+
+fn is_default_log_config(v: &Value) -> bool {
+    let field = |k: &str| v.get(k).filter(|x| !x.is_null());
+    let ten = |k: &str| field(k).is_none_or(|x| x.as_i64() == Some(10));
+    ten("MaxFiles")
+        && ten("MaxFileSizeMB")
+        && field("Disabled").is_none_or(|d| d.as_bool() == Some(false))
+        && field("Enabled").is_none_or(|e| e.as_bool() != Some(false))
+}
+
+fn resources(r: ApiResources, base: &str, conv: &mut Conversion) -> Resources {
+    let path = |f: &str| join(base, &format!("resources.{f}"));
+    // Nomad's rule: the cpu default applies only when neither cpu nor cores was asked for.
+    let cpu = match (r.cpu, r.cores) {
+        (Some(c), _) => c,
+        (None, None) => i64::from(defaults::DEFAULT_CPU_MHZ),
+        (None, Some(_)) => 0,
+    };
+    if r.iops.is_some_and(|v| v != 0) {
+        conv.warnings.push(format!(
+            "{}: IOPS is deprecated and was ignored",
+            path("IOPS")
+        ));
+    }
+    conv.unsupported(
+        base,
+        "resources.SecretsMB",
+        r.secrets_mb.map(Value::from).as_ref(),
+    );
+    conv.unsupported(base, "resources.NUMA", r.numa.as_ref());
+    Resources {
+        cpu_mhz: conv.narrow(path("cpu"), cpu),
+        cores: conv.narrow(path("cores"), r.cores.unwrap_or(0)),
+        memory_mb: conv.narrow(
+            path("memory"),
+            r.memory_mb
+                .unwrap_or(i64::from(defaults::DEFAULT_MEMORY_MB)),
+        ),
+        memory_max_mb: conv.narrow(path("memory_max"), r.memory_max_mb.unwrap_or(0)),
+        disk_mb: conv.narrow(path("disk"), r.disk_mb.unwrap_or(0)),
+        networks: networks(r.networks, &join(base, "resources"), conv),
+        devices: r
+            .devices
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let dbase = join(base, &format!("resources.device[{i}]"));
+                RequestedDevice {
+                    name: d.name.unwrap_or_default(),
+                    count: conv.narrow(join(&dbase, "count"), d.count.unwrap_or(1)),
+                    constraints: constraints(d.constraints),
+                    affinities: affinities(d.affinities, &dbase, conv),
+                }
+            })
+            .collect(),
+    }
+}
+
+fn networks(
+    nets: Option<Vec<ApiNetwork>>,
+    base: &str,
+    conv: &mut Conversion,
+) -> Vec<NetworkResource> {
+    let mut out = Vec::new();
+    for (i, n) in nets.unwrap_or_default().into_iter().enumerate() {
+        let nbase = join(base, &format!("network[{i}]"));
+        conv.unsupported(&nbase, "Device", str_meaningful(&n.device).as_ref());
+        conv.unsupported(&nbase, "CIDR", str_meaningful(&n.cidr).as_ref());
+        conv.unsupported(&nbase, "IP", str_meaningful(&n.ip).as_ref());
+        conv.unsupported(&nbase, "Hostname", str_meaningful(&n.hostname).as_ref());
+        conv.unsupported(&nbase, "DNS", n.dns.as_ref());
+        conv.unsupported(&nbase, "CNI", n.cni.as_ref());
+        let ports =
+            |list: Option<Vec<ApiPort>>, keep_value: bool, conv: &mut Conversion| -> Vec<Port> {
+                list.unwrap_or_default()
+                    .into_iter()
+                    .map(|p| {
+                        let label = p.label.unwrap_or_default();
+                        let pbase = join(&nbase, &format!("port {label:?}"));
+                        if p.ignore_collision == Some(true) {
+                            conv.unsupported(&pbase, "IgnoreCollision", Some(&Value::Bool(true)));
+                        }
+                        // Nomad spells "map to the host port" as To = -1; Caravan as 0.
+                        let to = match p.to {
+                            None | Some(-1) => 0,
+                            Some(t) => conv.narrow(join(&pbase, "to"), t),
+                        };
+                        let value = match p.value {
+                            Some(v) if keep_value => conv.narrow(join(&pbase, "static"), v),
+                            _ => 0,
+                        };
+                        Port {
+                            label,
+                            value,
+                            to,
+                            host_network: p.host_network.unwrap_or_default(),
+                        }
+                    })
+                    .collect()
+            };
+        let reserved_ports = ports(n.reserved_ports, true, conv);
+        let dynamic_ports = ports(n.dynamic_ports, false, conv);
+        out.push(NetworkResource {
+            mode: n.mode.unwrap_or_default(),
+            mbits: conv.narrow(join(&nbase, "mbits"), n.mbits.unwrap_or(0)),
+            reserved_ports,
+            dynamic_ports,
+        });
+    }
+    out
+}
+
+fn ephemeral_disk(d: Option<ApiEphemeralDisk>, base: &str, conv: &mut Conversion) -> EphemeralDisk {
+    let d = d.unwrap_or_default();
+    EphemeralDisk {
+        sticky: d.sticky.unwrap_or(false),
+        migrate: d.migrate.unwrap_or(false),
+        size_mb: conv.narrow(
+            join(base, "ephemeral_disk.size"),
+            d.size_mb.unwrap_or(i64::from(defaults::DEFAULT_DISK_MB)),
+        ),
+    }
+}
+
+fn constraints(list: Option<Vec<ApiConstraint>>) -> Vec<Constraint> {
+    list.unwrap_or_default()
+        .into_iter()
+        .map(|c| Constraint {
+            l_target: c.l_target.unwrap_or_default(),
+            r_target: c.r_target.unwrap_or_default(),
+            operand: c.operand.unwrap_or_default(),
+        })
+        .collect()
+}
+
+fn affinities(list: Option<Vec<ApiAffinity>>, base: &str, conv: &mut Conversion) -> Vec<Affinity> {
+    list.unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| Affinity {
+            l_target: a.l_target.unwrap_or_default(),
+            r_target: a.r_target.unwrap_or_default(),
+            operand: a.operand.unwrap_or_default(),
+            weight: conv.narrow(
+                join(base, &format!("affinity[{i}].weight")),
+                a.weight.unwrap_or(i64::from(defaults::DEFAULT_WEIGHT)),
+            ),
+        })
+        .collect()
+}
+
+fn spreads(list: Option<Vec<ApiSpread>>, base: &str, conv: &mut Conversion) -> Vec<Spread> {
+    list.unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let sbase = join(base, &format!("spread[{i}]"));
+            Spread {
+                attribute: s.attribute.unwrap_or_default(),
+                weight: conv.narrow(
+                    join(&sbase, "weight"),
+                    s.weight.unwrap_or(i64::from(defaults::DEFAULT_WEIGHT)),
+                ),
+                targets: s
+                    .spread_target
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|t| {
+                        let value = t.value.unwrap_or_default();
+                        SpreadTarget {
+                            percent: conv.narrow(
+                                join(&sbase, &format!("target {value:?}: percent")),
+                                t.percent.unwrap_or(0),
+                            ),
+                            value,
+                        }
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+fn periodic_to_proto(p: ApiPeriodic) -> PeriodicConfig {
+    let from_spec = match p.spec {
+        Some(OneOrMany::One(s)) if !s.is_empty() => vec![s],
+        Some(OneOrMany::Many(v)) => v,
+        _ => Vec::new(),
+    };
+    let specs = match p.specs {
+        Some(v) if !v.is_empty() => v,
+        _ => from_spec,
+    };
+    PeriodicConfig {
+        enabled: p.enabled.unwrap_or(true),
+        specs,
+        spec_type: p
+            .spec_type
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| defaults::SPEC_TYPE_CRON.to_string()),
+        prohibit_overlap: p.prohibit_overlap.unwrap_or(false),
+        time_zone: p
+            .time_zone
+            .filter(|z| !z.is_empty())
+            .unwrap_or_else(|| defaults::DEFAULT_TIME_ZONE.to_string()),
+    }
+}
+
+fn fill_update(u: ApiUpdateStrategy) -> ApiUpdateStrategy {
+    let d = defaults::default_update();
+    ApiUpdateStrategy {
+        stagger: u.stagger.or(Some(d.stagger_ns)),
+        max_parallel: u.max_parallel.or(Some(i64::from(d.max_parallel))),
+        health_check: u.health_check.or(Some(d.health_check)),
+        min_healthy_time: u.min_healthy_time.or(Some(d.min_healthy_time_ns)),
+        healthy_deadline: u.healthy_deadline.or(Some(d.healthy_deadline_ns)),
+        progress_deadline: u.progress_deadline.or(Some(d.progress_deadline_ns)),
+        canary: u.canary.or(Some(i64::from(d.canary))),
+        auto_revert: u.auto_revert.or(Some(d.auto_revert)),
+        auto_promote: u.auto_promote.or(Some(d.auto_promote)),
+    }
+}
+
+fn merge_update(base: ApiUpdateStrategy, o: ApiUpdateStrategy) -> ApiUpdateStrategy {
+    ApiUpdateStrategy {
+        stagger: o.stagger.or(base.stagger),
+        max_parallel: o.max_parallel.or(base.max_parallel),
+        health_check: o.health_check.or(base.health_check),
+        min_healthy_time: o.min_healthy_time.or(base.min_healthy_time),
+        healthy_deadline: o.healthy_deadline.or(base.healthy_deadline),
+        progress_deadline: o.progress_deadline.or(base.progress_deadline),
+        canary: o.canary.or(base.canary),
+        auto_revert: o.auto_revert.or(base.auto_revert),
+        auto_promote: o.auto_promote.or(base.auto_promote),
+    }
+}
+
+/// Nomad's `UpdateStrategy.Empty`: nothing but zero values.
+fn update_is_empty(u: &ApiUpdateStrategy) -> bool {
+    u.stagger.unwrap_or(0) == 0
+        && u.max_parallel.unwrap_or(0) == 0
+        && u.health_check.as_deref().unwrap_or("").is_empty()
+        && u.min_healthy_time.unwrap_or(0) == 0
+        && u.healthy_deadline.unwrap_or(0) == 0
+        && u.progress_deadline.unwrap_or(0) == 0
+        && !u.auto_revert.unwrap_or(false)
+        && !u.auto_promote.unwrap_or(false)
+        && u.canary.unwrap_or(0) == 0
+}
+
+fn update_to_proto(u: ApiUpdateStrategy, base: &str, conv: &mut Conversion) -> UpdateStrategy {
+    UpdateStrategy {
+        stagger_ns: u.stagger.unwrap_or(0),
+        max_parallel: conv.narrow(join(base, "max_parallel"), u.max_parallel.unwrap_or(0)),
+        health_check: u.health_check.unwrap_or_default(),
+        min_healthy_time_ns: u.min_healthy_time.unwrap_or(0),
+        healthy_deadline_ns: u.healthy_deadline.unwrap_or(0),
+        progress_deadline_ns: u.progress_deadline.unwrap_or(0),
+        auto_revert: u.auto_revert.unwrap_or(false),
+        auto_promote: u.auto_promote.unwrap_or(false),
+        canary: conv.narrow(join(base, "canary"), u.canary.unwrap_or(0)),
+    }
+}
+
+fn merge_reschedule(base: ApiReschedulePolicy, o: ApiReschedulePolicy) -> ApiReschedulePolicy {
+    ApiReschedulePolicy {
+        attempts: o.attempts.or(base.attempts),
+        interval: o.interval.or(base.interval),
+        delay: o.delay.or(base.delay),
+        delay_function: o.delay_function.or(base.delay_function),
+        max_delay: o.max_delay.or(base.max_delay),
+        unlimited: o.unlimited.or(base.unlimited),
+    }
+}
+
+fn fill_reschedule(
+    r: ApiReschedulePolicy,
+    t: JobType,
+    base: &str,
+    conv: &mut Conversion,
+) -> ReschedulePolicy {
+    // System jobs have no default; Nomad fills their explicit block with zero values
+    // and then rejects it in validation.
+    let d = defaults::default_reschedule(t).unwrap_or_default();
+    let path = join(base, "reschedule.attempts");
+    ReschedulePolicy {
+        attempts: r.attempts.map_or(d.attempts, |a| conv.narrow(path, a)),
+        interval_ns: r.interval.unwrap_or(d.interval_ns),
+        delay_ns: r.delay.unwrap_or(d.delay_ns),
+        delay_function: r.delay_function.unwrap_or(d.delay_function),
+        max_delay_ns: r.max_delay.unwrap_or(d.max_delay_ns),
+        unlimited: r.unlimited.unwrap_or(d.unlimited),
+    }
+}
+
+fn merge_migrate(base: ApiMigrateStrategy, o: ApiMigrateStrategy) -> ApiMigrateStrategy {
+    ApiMigrateStrategy {
+        max_parallel: o.max_parallel.or(base.max_parallel),
+        health_check: o.health_check.or(base.health_check),
+        min_healthy_time: o.min_healthy_time.or(base.min_healthy_time),
+        healthy_deadline: o.healthy_deadline.or(base.healthy_deadline),
+    }
+}
+
+fn fill_migrate(m: ApiMigrateStrategy, base: &str, conv: &mut Conversion) -> MigrateStrategy {
+    let d = defaults::default_migrate();
+    let path = join(base, "migrate.max_parallel");
+    MigrateStrategy {
+        max_parallel: m
+            .max_parallel
+            .map_or(d.max_parallel, |v| conv.narrow(path, v)),
+        health_check: m.health_check.unwrap_or(d.health_check),
+        min_healthy_time_ns: m.min_healthy_time.unwrap_or(d.min_healthy_time_ns),
+        healthy_deadline_ns: m.healthy_deadline.unwrap_or(d.healthy_deadline_ns),
+    }
+}
+
+/// Overlays the fields a restart block set onto `base` (the type's or the group's policy).
+fn merge_restart(
+    base: RestartPolicy,
+    o: Option<ApiRestartPolicy>,
+    path: &str,
+    conv: &mut Conversion,
+) -> RestartPolicy {
+    let Some(o) = o else { return base };
+    if o.render_templates == Some(true) {
+        conv.unsupported(path, "RenderTemplates", Some(&Value::Bool(true)));
+    }
+    RestartPolicy {
+        attempts: o
+            .attempts
+            .map_or(base.attempts, |a| conv.narrow(join(path, "attempts"), a)),
+        interval_ns: o.interval.unwrap_or(base.interval_ns),
+        delay_ns: o.delay.unwrap_or(base.delay_ns),
+        mode: o.mode.unwrap_or(base.mode),
+        on_success: o.on_success.unwrap_or(base.on_success),
+    }
+}
+
+/// A JSON object as a protobuf `Struct`, the form task `config` is stored in.
+pub(crate) fn json_map_to_struct(map: serde_json::Map<String, Value>) -> prost_types::Struct {
+    prost_types::Struct {
+        fields: map
+            .into_iter()
+            .map(|(k, v)| (k, json_to_value(v)))
+            .collect::<BTreeMap<_, _>>(),
+    }
+}
+
+fn json_to_value(v: Value) -> prost_types::Value {
+    use prost_types::value::Kind;
+    let kind = match v {
+        Value::Null => Kind::NullValue(0),
+        Value::Bool(b) => Kind::BoolValue(b),
+        Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(0.0)),
+        Value::String(s) => Kind::StringValue(s),
+        Value::Array(a) => Kind::ListValue(prost_types::ListValue {
+            values: a.into_iter().map(json_to_value).collect(),
+        }),
+        Value::Object(o) => Kind::StructValue(json_map_to_struct(o)),
+    };
+    prost_types::Value { kind: Some(kind) }
+}
