@@ -112,12 +112,7 @@ fn task_to_api(t: &Task) -> ApiTask {
             hook: Some(l.hook.clone()),
             sidecar: Some(l.sidecar),
         }),
-        config: Some(
-            t.config
-                .as_ref()
-                .map(struct_to_json_map)
-                .unwrap_or_default(),
-        ),
+        config: t.config.as_ref().map(struct_to_json_map),
         constraints: Some(constraints(&t.constraints)),
         affinities: Some(affinities(&t.affinities)),
         env: Some(t.env.clone()),

@@ -243,7 +243,9 @@ fn group_to_proto(
     };
     conv.unsupported(&base, "Volumes", tg.volumes.as_ref());
     conv.unsupported(&base, "Services", tg.services.as_ref());
-    conv.unsupported(&base, "Consul", tg.consul.as_ref());
+    if let Some(consul) = tg.consul.as_ref().filter(|c| !is_default_consul(c)) {
+        conv.unsupported(&base, "Consul", Some(consul));
+    }
     conv.unsupported(&base, "Scaling", tg.scaling.as_ref());
     conv.unsupported(
         &base,
@@ -358,7 +360,10 @@ fn task_to_proto(
     conv.unsupported(&base, "VolumeMounts", t.volume_mounts.as_ref());
     conv.unsupported(&base, "CSIPluginConfig", t.csi_plugin_config.as_ref());
     conv.unsupported(&base, "ScalingPolicies", t.scaling_policies.as_ref());
-    conv.unsupported(&base, "Identity", t.identity.as_ref());
+    // Nomad servers give every task its default workload identity; only a custom one is news.
+    if let Some(identity) = t.identity.as_ref().filter(|i| !is_default_identity(i)) {
+        conv.unsupported(&base, "Identity", Some(identity));
+    }
     conv.unsupported(&base, "Identities", t.identities.as_ref());
     conv.unsupported(&base, "Actions", t.actions.as_ref());
     conv.unsupported(&base, "Schedule", t.schedule.as_ref());
@@ -407,6 +412,23 @@ fn task_to_proto(
         restart_policy: Some(restart_policy),
         user: t.user.unwrap_or_default(),
     }
+}
+
+fn is_default_identity(v: &Value) -> bool {
+    matches!(
+        v.get("Name").and_then(Value::as_str),
+        None | Some("" | "default")
+    )
+}
+
+/// Nomad servers fill `Consul { Cluster: "default" }` into every group.
+fn is_default_consul(v: &Value) -> bool {
+    v.as_object().is_some_and(|o| {
+        o.iter().all(|(k, v)| match k.as_str() {
+            "Cluster" => matches!(v.as_str(), Some("" | "default")) || v.is_null(),
+            _ => !is_meaningful(v),
+        })
+    })
 }
 
 fn is_default_log_config(v: &Value) -> bool {
