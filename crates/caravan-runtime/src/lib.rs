@@ -1,10 +1,14 @@
 //! What every Caravan service shares: layered configuration, tracing,
-//! graceful shutdown, gRPC serving and the mapping of errors to gRPC statuses.
+//! graceful shutdown, gRPC serving, leadership loops, the common `main`, and
+//! the mapping of errors to gRPC statuses.
 
 pub mod config;
 pub mod grpc;
+pub mod leader;
+pub mod service;
 pub mod shutdown;
 pub mod status;
+pub mod store;
 pub mod telemetry;
 
 pub use tonic_health;

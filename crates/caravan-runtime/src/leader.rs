@@ -1,0 +1,244 @@
+//! Leadership for leader-only services, and reaching the leader of another.
+//!
+//! [`serve_as_leader`] keeps a replica campaigning: while it leads, the
+//! service's leader work runs with the [`Leadership`] handle (whose fenced
+//! writes a deposed leader cannot commit); when leadership is lost the work is
+//! dropped and the replica campaigns again from scratch. [`LeaderChannel`]
+//! finds and follows the current leader of a service.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use caravan_store::{Leadership, LeadershipError, Store, current_leader, election_name};
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+
+use crate::grpc;
+use crate::status::leader_hint;
+
+/// Pause between campaigns after an error, so a broken store isn't hammered.
+const RETRY_PAUSE: Duration = Duration::from_millis(500);
+
+/// Campaigns for `service` under `prefix` with `address`, runs `lead` for as
+/// long as this replica leads, and campaigns again when leadership is lost.
+/// On `shutdown` a leader stops its work and resigns, so a standby takes over
+/// at once.
+pub async fn serve_as_leader<F, Fut>(
+    store: Arc<dyn Store>,
+    prefix: &str,
+    service: &str,
+    address: &str,
+    ttl: Duration,
+    shutdown: CancellationToken,
+    mut lead: F,
+) where
+    F: FnMut(Arc<Leadership>, CancellationToken) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let election = election_name(prefix, service);
+    while !shutdown.is_cancelled() {
+        let won = tokio::select! {
+            won = Leadership::campaign(store.clone(), &election, address, ttl) => won,
+            _ = shutdown.cancelled() => return,
+        };
+        let leadership = match won {
+            Ok(l) => Arc::new(l),
+            Err(err) => {
+                tracing::warn!(service, error = %err, "campaign failed; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(RETRY_PAUSE) => continue,
+                    _ = shutdown.cancelled() => return,
+                }
+            }
+        };
+        tracing::info!(service, address, "leading");
+        // The work stops when leadership is lost or the service shuts down.
+        let stop = shutdown.child_token();
+        let lost = leadership.lost_signal();
+        let stopper = stop.clone();
+        let relay = tokio::spawn(async move {
+            lost.cancelled().await;
+            stopper.cancel();
+        });
+        lead(leadership.clone(), stop.clone()).await;
+        stop.cancel();
+        relay.abort();
+        if leadership.is_lost() {
+            tracing::warn!(service, reason = ?leadership.lost_reason(), "leadership lost");
+            continue;
+        }
+        // Shutting down: hand over now rather than after the lease TTL.
+        match Arc::try_unwrap(leadership) {
+            Ok(l) => {
+                if let Err(err) = l.resign().await {
+                    tracing::warn!(service, error = %err, "resign failed");
+                }
+            }
+            Err(_) => tracing::warn!(
+                service,
+                "leader work still holds the handle; its lease will lapse"
+            ),
+        }
+    }
+}
+
+/// A gRPC channel to the current leader of a service, re-resolved when the
+/// leader changes.
+#[derive(Clone)]
+pub struct LeaderChannel {
+    store: Arc<dyn Store>,
+    election: String,
+    cached: Arc<Mutex<Option<(String, Channel)>>>,
+}
+
+impl LeaderChannel {
+    /// Follows the leader of `service` under `prefix`.
+    pub fn new(store: Arc<dyn Store>, prefix: &str, service: &str) -> Self {
+        LeaderChannel {
+            store,
+            election: election_name(prefix, service),
+            cached: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// A channel to the leader: the cached one, or a fresh lookup.
+    pub async fn channel(&self) -> Result<Channel, tonic::Status> {
+        if let Some((_, ch)) = self.cached.lock().as_ref() {
+            return Ok(ch.clone());
+        }
+        let addr = current_leader(self.store.as_ref(), self.election.as_bytes())
+            .await
+            .map_err(|e| crate::status::from_store(&e))?
+            .ok_or_else(|| {
+                tonic::Status::unavailable(format!("{}: no leader elected", self.election))
+            })?;
+        self.connect(addr)
+    }
+
+    /// The leader's address, if one is known right now.
+    pub fn cached_address(&self) -> Option<String> {
+        self.cached.lock().as_ref().map(|(a, _)| a.clone())
+    }
+
+    /// Forgets the cached leader after a failed call; follows the leader hint
+    /// of `status` when it carries one.
+    pub fn on_error(&self, status: &tonic::Status) {
+        match leader_hint(status) {
+            Some(addr) => {
+                let _ = self.connect(addr);
+            }
+            None if matches!(
+                status.code(),
+                tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+            ) =>
+            {
+                *self.cached.lock() = None;
+            }
+            None => {}
+        }
+    }
+
+    fn connect(&self, addr: String) -> Result<Channel, tonic::Status> {
+        let ch =
+            grpc::channel(&addr).map_err(|e| tonic::Status::unavailable(format!("{addr}: {e}")))?;
+        *self.cached.lock() = Some((addr, ch.clone()));
+        Ok(ch)
+    }
+}
+
+/// Whether an error from a fenced write means this replica no longer leads.
+pub fn is_deposed(err: &LeadershipError) -> bool {
+    matches!(
+        err,
+        LeadershipError::Deposed { .. } | LeadershipError::Lost(_)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use caravan_store::MemStore;
+
+    use super::*;
+
+    async fn replica(
+        store: Arc<dyn Store>,
+        address: &'static str,
+        shutdown: CancellationToken,
+        terms: Arc<AtomicUsize>,
+    ) {
+        serve_as_leader(
+            store,
+            "/t",
+            "broker",
+            address,
+            Duration::from_secs(5),
+            shutdown,
+            |_l, stop| {
+                let terms = terms.clone();
+                async move {
+                    terms.fetch_add(1, Ordering::SeqCst);
+                    stop.cancelled().await;
+                }
+            },
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn shutdown_hands_leadership_over_at_once() {
+        let store: Arc<dyn Store> = Arc::new(MemStore::new());
+        let (a_stop, b_stop) = (CancellationToken::new(), CancellationToken::new());
+        let (a_terms, b_terms) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let a = tokio::spawn(replica(
+            store.clone(),
+            "a:1",
+            a_stop.clone(),
+            a_terms.clone(),
+        ));
+        let channel = LeaderChannel::new(store.clone(), "/t", "broker");
+        tokio::time::timeout(Duration::from_secs(2), async {
+            while a_terms.load(Ordering::SeqCst) == 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("a leads");
+        let b = tokio::spawn(replica(
+            store.clone(),
+            "b:1",
+            b_stop.clone(),
+            b_terms.clone(),
+        ));
+        channel.channel().await.expect("leader known");
+        assert_eq!(channel.cached_address().as_deref(), Some("a:1"));
+
+        let handed_over = tokio::time::Instant::now();
+        a_stop.cancel();
+        a.await.expect("a stops");
+        tokio::time::timeout(Duration::from_secs(2), async {
+            while b_terms.load(Ordering::SeqCst) == 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("b leads well before the 5 s TTL");
+        assert!(handed_over.elapsed() < Duration::from_secs(2));
+
+        // A refusal naming the new leader moves the channel there.
+        channel.on_error(&crate::status::not_leader("broker", Some("b:1")));
+        assert_eq!(channel.cached_address().as_deref(), Some("b:1"));
+        channel.on_error(&tonic::Status::unavailable("connection reset"));
+        assert_eq!(channel.cached_address(), None);
+        channel.channel().await.expect("re-resolved");
+        assert_eq!(channel.cached_address().as_deref(), Some("b:1"));
+
+        b_stop.cancel();
+        b.await.expect("b stops");
+        assert_eq!(a_terms.load(Ordering::SeqCst), 1);
+        assert_eq!(b_terms.load(Ordering::SeqCst), 1);
+    }
+}
