@@ -11,10 +11,12 @@
 
 mod canonicalize;
 mod defaults;
+mod diff;
 mod duration;
 mod error;
 mod hcl;
 mod nomad_json;
+mod tasks_updated;
 mod validate;
 
 pub use canonicalize::canonicalize;
@@ -24,8 +26,13 @@ pub use defaults::{
     DEFAULT_NAMESPACE, DEFAULT_NODE_POOL, DEFAULT_PRIORITY, MAX_COUNT, job_type_name,
     parse_job_type,
 };
+pub use diff::{
+    DiffType, FORCES_CREATE, FORCES_DESTROY, FORCES_DESTRUCTIVE_UPDATE, FORCES_IN_PLACE_UPDATE,
+    FieldDiff, JobDiff, ObjectDiff, TaskDiff, TaskGroupDiff, diff, render_plan,
+};
 pub use duration::{format_duration, parse_duration};
 pub use error::{FieldError, FieldErrors, JobspecError};
+pub use tasks_updated::tasks_updated;
 pub use validate::{validate, warnings};
 
 /// Default cap on a job body: far above any real job, well below Nomad's ~10 MB HTTP limit,

@@ -2,6 +2,7 @@
 
 mod from_proto;
 pub(crate) mod model;
+mod policies;
 mod to_proto;
 
 use crate::error::{FieldError, FieldErrors, JobspecError};
