@@ -1,0 +1,1 @@
+//! Caravan's api-gateway service.

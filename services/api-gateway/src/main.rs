@@ -1,0 +1,3 @@
+//! The `caravan-api-gateway` binary.
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! Caravan's client-node service.

@@ -1,0 +1,3 @@
+//! The `caravan-client-node` binary.
+
+fn main() {}

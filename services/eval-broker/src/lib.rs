@@ -1,0 +1,1 @@
+//! Caravan's eval-broker service.

@@ -1,0 +1,3 @@
+//! The `caravan-eval-broker` binary.
+
+fn main() {}

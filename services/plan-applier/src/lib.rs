@@ -1,0 +1,1 @@
+//! Caravan's plan-applier service.

@@ -1,0 +1,3 @@
+//! The `caravan-plan-applier` binary.
+
+fn main() {}

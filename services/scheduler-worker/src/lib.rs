@@ -1,0 +1,1 @@
+//! Caravan's scheduler-worker service.

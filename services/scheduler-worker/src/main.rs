@@ -1,0 +1,3 @@
+//! The `caravan-scheduler-worker` binary.
+
+fn main() {}
