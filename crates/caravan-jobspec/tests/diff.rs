@@ -345,3 +345,57 @@ fn plan_annotations_agree_with_tasks_updated() {
         assert_eq!(annotation, &vec![expected.to_string()], "{body}");
     }
 }
+
+#[test]
+fn tasks_updated_agrees_with_the_scheduler() {
+    let base = cache_job(2, "      env {\n        A = \"1\"\n      }");
+    let variants: Vec<Box<dyn Fn(&mut Job)>> = vec![
+        Box::new(|_| {}),
+        Box::new(|j| j.task_groups[0].count = 7),
+        Box::new(|j| j.priority = 90),
+        Box::new(|j| j.task_groups[0].tasks[0].kill_timeout_ns = 1),
+        Box::new(|j| j.task_groups[0].tasks[0].kill_signal = "SIGHUP".into()),
+        Box::new(|j| j.task_groups[0].tasks[0].driver = "exec".into()),
+        Box::new(|j| j.task_groups[0].tasks[0].user = "u".into()),
+        Box::new(|j| j.task_groups[0].tasks[0].leader = true),
+        Box::new(|j| j.task_groups[0].tasks[0].dispatch_payload_file = "in".into()),
+        Box::new(|j| {
+            j.task_groups[0].tasks[0].env.insert("A".into(), "2".into());
+        }),
+        Box::new(|j| {
+            j.meta.insert("m".into(), "v".into());
+        }),
+        Box::new(|j| {
+            j.task_groups[0].meta.insert("m".into(), "v".into());
+        }),
+        Box::new(|j| j.task_groups[0].networks.clear()),
+        Box::new(|j| j.task_groups[0].ephemeral_disk = None),
+        Box::new(|j| j.task_groups[0].update = None),
+        Box::new(|j| j.task_groups[0].restart_policy = None),
+        Box::new(|j| j.task_groups[0].constraints.clear()),
+        Box::new(|j| {
+            if let Some(r) = j.task_groups[0].tasks[0].resources.as_mut() {
+                r.cpu_mhz += 1;
+            }
+        }),
+        Box::new(|j| {
+            let t = j.task_groups[0].tasks[0].clone();
+            j.task_groups[0].tasks.push(caravan_proto::Task {
+                name: "side".into(),
+                ..t
+            });
+        }),
+    ];
+    for (i, change) in variants.iter().enumerate() {
+        let mut new = base.clone();
+        change(&mut new);
+        let ours = tasks_updated(&base, &new, "cache");
+        let theirs = caravan_scheduler::tasks_updated(
+            &base,
+            &base.task_groups[0],
+            &new,
+            &new.task_groups[0],
+        );
+        assert_eq!(ours, theirs, "variant {i}");
+    }
+}
