@@ -349,7 +349,8 @@ fn plan_annotations_agree_with_tasks_updated() {
 #[test]
 fn tasks_updated_agrees_with_the_scheduler() {
     let base = cache_job(2, "      env {\n        A = \"1\"\n      }");
-    let variants: Vec<Box<dyn Fn(&mut Job)>> = vec![
+    type Change = Box<dyn Fn(&mut Job)>;
+    let variants: Vec<Change> = vec![
         Box::new(|_| {}),
         Box::new(|j| j.task_groups[0].count = 7),
         Box::new(|j| j.priority = 90),
