@@ -5,6 +5,7 @@
 
 mod change;
 mod codec;
+mod diff;
 mod error;
 mod index;
 mod informer;
@@ -15,6 +16,7 @@ mod usage;
 
 pub use change::Change;
 pub use codec::{StateObject, decode, encode};
+pub use diff::ObjectChange;
 pub use error::{Result, StateError};
 pub use index::{Id, JobMap};
 pub use informer::{Informer, InformerConfig, InformerStats};

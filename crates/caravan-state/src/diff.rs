@@ -1,0 +1,172 @@
+//! What changed between two snapshots of one cache, for services that react
+//! to changes (the eval-broker's queues, node-down detection). Persistent
+//! maps share the parts both snapshots hold, so a diff skips them and costs
+//! about the size of the change, not of the tables.
+
+use std::sync::Arc;
+
+use caravan_proto::{Allocation, Evaluation, Node};
+use imbl::ordmap::DiffItem;
+use imbl::ordset::DiffItem as SetDiffItem;
+
+use crate::index::Id;
+use crate::tables::Tables;
+
+/// One object that differs between an older and a newer snapshot.
+#[derive(Clone, Copy, Debug)]
+pub enum ObjectChange<'a, T> {
+    /// Only the newer snapshot holds it.
+    Added(&'a Arc<T>),
+    /// Both hold it, with different values.
+    Updated {
+        /// The value in the older snapshot.
+        old: &'a Arc<T>,
+        /// The value in the newer snapshot.
+        new: &'a Arc<T>,
+    },
+    /// Only the older snapshot holds it.
+    Removed(&'a Arc<T>),
+}
+
+impl<'a, T> ObjectChange<'a, T> {
+    /// The value before the change, if the object existed.
+    pub fn old(&self) -> Option<&'a Arc<T>> {
+        match *self {
+            ObjectChange::Added(_) => None,
+            ObjectChange::Updated { old, .. } | ObjectChange::Removed(old) => Some(old),
+        }
+    }
+
+    /// The value after the change, if the object still exists.
+    pub fn new(&self) -> Option<&'a Arc<T>> {
+        match *self {
+            ObjectChange::Removed(_) => None,
+            ObjectChange::Added(new) | ObjectChange::Updated { new, .. } => Some(new),
+        }
+    }
+}
+
+fn object_change<'a, T>(item: DiffItem<'a, 'a, Id, Arc<T>>) -> ObjectChange<'a, T> {
+    match item {
+        DiffItem::Add(_, new) => ObjectChange::Added(new),
+        DiffItem::Update {
+            old: (_, old),
+            new: (_, new),
+        } => ObjectChange::Updated { old, new },
+        DiffItem::Remove(_, old) => ObjectChange::Removed(old),
+    }
+}
+
+impl Tables {
+    /// The evaluations that differ from `older`, ordered by id.
+    pub fn eval_changes_since<'a>(
+        &'a self,
+        older: &'a Tables,
+    ) -> impl Iterator<Item = ObjectChange<'a, Evaluation>> + 'a {
+        older.evals.diff(&self.evals).map(object_change)
+    }
+
+    /// The allocations that differ from `older`, ordered by id.
+    pub fn alloc_changes_since<'a>(
+        &'a self,
+        older: &'a Tables,
+    ) -> impl Iterator<Item = ObjectChange<'a, Allocation>> + 'a {
+        older.allocs.diff(&self.allocs).map(object_change)
+    }
+
+    /// The nodes that differ from `older`, ordered by id.
+    pub fn node_changes_since<'a>(
+        &'a self,
+        older: &'a Tables,
+    ) -> impl Iterator<Item = ObjectChange<'a, Node>> + 'a {
+        older.nodes.diff(&self.nodes).map(object_change)
+    }
+
+    /// The nodes whose heartbeat key appeared (`true`) or went away
+    /// (`false`) since `older`, ordered by node id.
+    pub fn heartbeat_changes_since<'a>(
+        &'a self,
+        older: &'a Tables,
+    ) -> impl Iterator<Item = (&'a Id, bool)> + 'a {
+        older.heartbeats.diff(&self.heartbeats).map(|item| match item {
+            SetDiffItem::Add(id) => (id, true),
+            SetDiffItem::Remove(id) => (id, false),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_store::KeyValue;
+
+    use super::*;
+    use crate::change::Change;
+    use crate::codec::encode;
+    use crate::keyspace::StateKey;
+
+    fn put<T: prost::Message>(tables: &mut Tables, key: StateKey, msg: &T, rev: i64) {
+        let kv = KeyValue {
+            key: Vec::new(),
+            value: encode(msg),
+            create_revision: rev,
+            mod_revision: rev,
+            version: 1,
+            lease: 0,
+        };
+        tables.apply_all(Change::put(&key, &kv).unwrap());
+        tables.advance_to(rev);
+    }
+
+    fn eval(id: &str, status: i32) -> Evaluation {
+        Evaluation {
+            id: id.into(),
+            namespace: "default".into(),
+            job_id: "web".into(),
+            status,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn diffs_name_added_updated_and_removed_objects() {
+        let mut older = Tables::new();
+        put(&mut older, StateKey::Eval("e1".into()), &eval("e1", 1), 1);
+        put(&mut older, StateKey::Eval("e2".into()), &eval("e2", 1), 2);
+        put(&mut older, StateKey::Heartbeat("n1".into()), &Node::default(), 3);
+        let mut newer = older.clone();
+        put(&mut newer, StateKey::Eval("e2".into()), &eval("e2", 3), 4);
+        put(&mut newer, StateKey::Eval("e3".into()), &eval("e3", 1), 5);
+        newer.apply_all(Change::delete(&StateKey::Eval("e1".into())));
+        newer.apply_all(Change::delete(&StateKey::Heartbeat("n1".into())));
+        put(&mut newer, StateKey::Heartbeat("n2".into()), &Node::default(), 6);
+
+        let changes: Vec<_> = newer
+            .eval_changes_since(&older)
+            .map(|c| {
+                (
+                    c.old().map(|e| (e.id.clone(), e.status)),
+                    c.new().map(|e| (e.id.clone(), e.status)),
+                )
+            })
+            .collect();
+        assert_eq!(
+            changes,
+            vec![
+                (Some(("e1".to_string(), 1)), None),
+                (Some(("e2".to_string(), 1)), Some(("e2".to_string(), 3))),
+                (None, Some(("e3".to_string(), 1))),
+            ]
+        );
+        let beats: Vec<_> = newer
+            .heartbeat_changes_since(&older)
+            .map(|(id, live)| (id.to_string(), live))
+            .collect();
+        assert_eq!(
+            beats,
+            vec![("n1".to_string(), false), ("n2".to_string(), true)]
+        );
+        assert_eq!(newer.eval_changes_since(&newer).count(), 0);
+        assert_eq!(newer.node_changes_since(&older).count(), 0);
+        assert_eq!(newer.alloc_changes_since(&older).count(), 0);
+    }
+}
