@@ -88,10 +88,13 @@ impl Tables {
         &'a self,
         older: &'a Tables,
     ) -> impl Iterator<Item = (&'a Id, bool)> + 'a {
-        older.heartbeats.diff(&self.heartbeats).map(|item| match item {
-            SetDiffItem::Add(id) => (id, true),
-            SetDiffItem::Remove(id) => (id, false),
-        })
+        older
+            .heartbeats
+            .diff(&self.heartbeats)
+            .map(|item| match item {
+                SetDiffItem::Add(id) => (id, true),
+                SetDiffItem::Remove(id) => (id, false),
+            })
     }
 }
 
@@ -132,13 +135,23 @@ mod tests {
         let mut older = Tables::new();
         put(&mut older, StateKey::Eval("e1".into()), &eval("e1", 1), 1);
         put(&mut older, StateKey::Eval("e2".into()), &eval("e2", 1), 2);
-        put(&mut older, StateKey::Heartbeat("n1".into()), &Node::default(), 3);
+        put(
+            &mut older,
+            StateKey::Heartbeat("n1".into()),
+            &Node::default(),
+            3,
+        );
         let mut newer = older.clone();
         put(&mut newer, StateKey::Eval("e2".into()), &eval("e2", 3), 4);
         put(&mut newer, StateKey::Eval("e3".into()), &eval("e3", 1), 5);
         newer.apply_all(Change::delete(&StateKey::Eval("e1".into())));
         newer.apply_all(Change::delete(&StateKey::Heartbeat("n1".into())));
-        put(&mut newer, StateKey::Heartbeat("n2".into()), &Node::default(), 6);
+        put(
+            &mut newer,
+            StateKey::Heartbeat("n2".into()),
+            &Node::default(),
+            6,
+        );
 
         let changes: Vec<_> = newer
             .eval_changes_since(&older)
