@@ -8,8 +8,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use caravan_proto::{
-    Constraint, DriverInfo, EvalStatus, Evaluation, Job, JobType, Node, NodeResources,
-    NodeStatus, Plan, PlanResult, Resources, SchedulingEligibility, Spread, Task, TaskGroup,
+    Constraint, DriverInfo, EvalStatus, Evaluation, Job, JobType, Node, NodeResources, NodeStatus,
+    Plan, PlanResult, Resources, SchedulingEligibility, Spread, Task, TaskGroup,
 };
 use caravan_scheduler::harness::FixtureState;
 use caravan_scheduler::{PlanOutcome, Planner, PlannerError, compute_node_class, process};
@@ -154,10 +154,26 @@ fn scenario(node_count: usize, job: Job) -> (Arc<FixtureState>, Evaluation, usiz
 
 fn bench(c: &mut Criterion) {
     let cases = [
-        ("service/5000-nodes/no-spread", 5_000, job(JobType::Service, 1_000, false)),
-        ("service/5000-nodes/rack-spread", 5_000, job(JobType::Service, 1_000, true)),
-        ("service/10000-nodes/no-spread", 10_000, job(JobType::Service, 1_000, false)),
-        ("service/10000-nodes/rack-spread", 10_000, job(JobType::Service, 1_000, true)),
+        (
+            "service/5000-nodes/no-spread",
+            5_000,
+            job(JobType::Service, 1_000, false),
+        ),
+        (
+            "service/5000-nodes/rack-spread",
+            5_000,
+            job(JobType::Service, 1_000, true),
+        ),
+        (
+            "service/10000-nodes/no-spread",
+            10_000,
+            job(JobType::Service, 1_000, false),
+        ),
+        (
+            "service/10000-nodes/rack-spread",
+            10_000,
+            job(JobType::Service, 1_000, true),
+        ),
         ("system/10000-nodes", 10_000, job(JobType::System, 1, false)),
     ];
     let mut g = c.benchmark_group("process");

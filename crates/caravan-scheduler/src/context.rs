@@ -34,7 +34,7 @@ pub(crate) struct NodeTable {
     caps: Vec<Option<Capacity>>,
     class_ids: Vec<u32>,
     pub classes: Vec<String>,
-    class_index: HashMap<String, u32>,
+    class_index: HashMap<String, u32, FnvBuild>,
     usage: Vec<Option<Arc<NodeUsage>>>,
     /// Bumped whenever a node's usage changes, to invalidate cached scores.
     pub generation: Vec<u32>,
@@ -53,7 +53,7 @@ impl NodeTable {
             caps: vec![None; n],
             class_ids: vec![u32::MAX; n],
             classes: Vec::new(),
-            class_index: HashMap::new(),
+            class_index: HashMap::default(),
             usage: vec![None; n],
             generation: vec![0; n],
         }
@@ -134,6 +134,30 @@ impl NodeTable {
         self.usage[i as usize].as_deref()
     }
 }
+
+/// FNV-1a for short keys such as computed classes; SipHash is wasted on them.
+#[derive(Default)]
+pub(crate) struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+pub(crate) type FnvBuild = std::hash::BuildHasherDefault<Fnv>;
 
 /// One scheduling attempt's context.
 pub(crate) struct EvalContext<'a> {
@@ -220,7 +244,8 @@ impl<'a> EvalContext<'a> {
     pub fn count_existing(&mut self, allocs: &[Arc<Allocation>]) {
         for a in allocs {
             if !model::terminal(a) {
-                self.tally(a, true);
+                let node = self.table.find(&a.node_id);
+                self.tally(a, true, node);
             }
         }
     }
@@ -247,12 +272,11 @@ impl<'a> EvalContext<'a> {
             .map_or(0, |s| s.iter().sum())
     }
 
-    fn tally(&mut self, a: &Allocation, up: bool) {
+    fn tally(&mut self, a: &Allocation, up: bool, node: Option<u32>) {
         let Some(job) = &self.job else { return };
         if a.job_id != job.id || a.namespace != job.namespace {
             return;
         }
-        let node = self.table.find(&a.node_id);
         if let (Some(i), Some(g)) = (node, self.group_index(&a.task_group)) {
             let n = self.groups.len().max(1);
             let slot = i as usize * n + g;
@@ -274,13 +298,7 @@ impl<'a> EvalContext<'a> {
     /// The value id of property counter `pi` on a node given by id (and table index).
     pub fn property_value(&mut self, pi: usize, node_id: &str, idx: Option<u32>) -> u32 {
         match idx {
-            Some(i) => {
-                let node = self.table.nodes[i as usize].clone();
-                let target = self.properties[pi].target.clone();
-                self.properties[pi].node_value(i, || {
-                    crate::feasible::target::resolve(&target, &node).map(|v| v.into_owned())
-                })
-            }
+            Some(i) => self.node_property(pi, i),
             None => {
                 let Some(node) = self.state.node(node_id) else {
                     return crate::property::MISSING;
@@ -292,6 +310,20 @@ impl<'a> EvalContext<'a> {
                 }
             }
         }
+    }
+
+    /// The value id of property counter `pi` on table node `i`.
+    #[inline]
+    pub fn node_property(&mut self, pi: usize, i: u32) -> u32 {
+        if let Some(v) = self.properties[pi].cached(i) {
+            return v;
+        }
+        let value = crate::feasible::target::resolve(
+            &self.properties[pi].target,
+            &self.table.nodes[i as usize],
+        )
+        .map(|v| v.into_owned());
+        self.properties[pi].set_node_value(i, value)
     }
 
     /// Adds a property counter and fills it from the job's existing allocations.
@@ -360,15 +392,16 @@ impl<'a> EvalContext<'a> {
     /// The proposed usage of table node `i`: state plus the plan so far.
     pub fn usage(&mut self, i: u32) -> &NodeUsage {
         if self.table.usage[i as usize].is_none() {
-            let node_id = self.table.nodes[i as usize].id.clone();
-            let mut u = match self.state.node_usage(&node_id) {
+            let node = self.table.nodes[i as usize].clone();
+            let node_id = node.id.as_str();
+            let mut u = match self.state.node_usage(node_id) {
                 Some(u) => Arc::new(u),
                 None => Arc::new(NodeUsage::from_allocs(
-                    self.state.allocs_by_node(&node_id).iter().map(|a| &**a),
+                    self.state.allocs_by_node(node_id).iter().map(|a| &**a),
                 )),
             };
-            let removed = self.removed.get(&node_id);
-            let placed = self.plan.node_allocation.get(&node_id);
+            let removed = self.removed.get(node_id);
+            let placed = self.plan.node_allocation.get(node_id);
             if removed.is_some() || placed.is_some() {
                 let m = Arc::make_mut(&mut u);
                 for a in removed.into_iter().flatten() {
@@ -385,8 +418,8 @@ impl<'a> EvalContext<'a> {
             .unwrap_or_else(|| unreachable_usage())
     }
 
-    fn adjust_usage(&mut self, node_id: &str, a: &Allocation, add: bool) {
-        if let Some(i) = self.table.find(node_id)
+    fn adjust_usage(&mut self, node: Option<u32>, a: &Allocation, add: bool) {
+        if let Some(i) = node
             && let Some(u) = self.table.usage[i as usize].as_mut()
         {
             let m = Arc::make_mut(u);
@@ -442,8 +475,9 @@ impl<'a> EvalContext<'a> {
             .allocs
             .push(slim);
         if !model::terminal(a) {
-            self.adjust_usage(&a.node_id, a, false);
-            self.tally(a, false);
+            let node = self.table.find(&a.node_id);
+            self.adjust_usage(node, a, false);
+            self.tally(a, false, node);
         }
     }
 
@@ -463,8 +497,9 @@ impl<'a> EvalContext<'a> {
             }
         }
         if !model::terminal(a) {
-            self.adjust_usage(&a.node_id, a, true);
-            self.tally(a, true);
+            let node = self.table.find(&a.node_id);
+            self.adjust_usage(node, a, true);
+            self.tally(a, true, node);
         }
     }
 
@@ -483,21 +518,23 @@ impl<'a> EvalContext<'a> {
             .or_default()
             .allocs
             .push(slim);
-        self.adjust_usage(&a.node_id, a, false);
-        self.tally(a, false);
+        let node = self.table.find(&a.node_id);
+        self.adjust_usage(node, a, false);
+        self.tally(a, false, node);
     }
 
-    /// Adds a new allocation to the plan.
-    pub fn place(&mut self, a: Allocation) {
-        self.adjust_usage(&a.node_id, &a, true);
-        self.tally(&a, true);
+    /// Adds a new allocation to the plan, on table node `node`.
+    pub fn place(&mut self, node: u32, a: Allocation) {
+        self.adjust_usage(Some(node), &a, true);
+        self.tally(&a, true, Some(node));
         push_alloc(&mut self.plan.node_allocation, a);
     }
 
     /// Adds an in-place update of `old` to the plan.
     pub fn update_in_place(&mut self, old: &Allocation, new: Allocation) {
-        self.adjust_usage(&old.node_id, old, false);
-        self.adjust_usage(&new.node_id, &new, true);
+        let node = self.table.find(&old.node_id);
+        self.adjust_usage(node, old, false);
+        self.adjust_usage(node, &new, true);
         push_alloc(&mut self.plan.node_allocation, new);
     }
 
@@ -552,7 +589,13 @@ fn unreachable_usage() -> &'static NodeUsage {
 }
 
 fn push_alloc(map: &mut BTreeMap<String, AllocList>, a: Allocation) {
-    map.entry(a.node_id.clone()).or_default().allocs.push(a);
+    // Looking up first avoids allocating a key for every placement.
+    match map.get_mut(&a.node_id) {
+        Some(l) => l.allocs.push(a),
+        None => {
+            map.insert(a.node_id.clone(), AllocList { allocs: vec![a] });
+        }
+    }
 }
 
 /// The fields of an allocation a stop or eviction needs.

@@ -1,6 +1,6 @@
 //! The generic scheduler for service and batch jobs.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use caravan_proto::{
@@ -8,7 +8,7 @@ use caravan_proto::{
     NodeStatus, PlanAnnotations, TaskGroup,
 };
 
-use crate::context::{Eligibility, EvalContext, count_allocs};
+use crate::context::{Eligibility, EvalContext, FnvBuild, count_allocs};
 use crate::error::SchedulerError;
 use crate::evals::{self, FinalStatus};
 use crate::feasible::node_in_job_scope;
@@ -275,7 +275,7 @@ impl Run<'_> {
             desired_tg_updates: results.desired.clone(),
             preempted_allocs: Vec::new(),
         });
-        let mut new_ids: BTreeSet<String> = BTreeSet::new();
+        let mut new_ids: HashSet<String, FnvBuild> = HashSet::default();
         if let (Some(j), Some(jr)) = (&runnable, job_rules.as_mut()) {
             let preempt = match model::job_type(j) {
                 JobType::Batch => ctx
@@ -339,8 +339,10 @@ impl Run<'_> {
                 };
                 let (choice, mut metric) =
                     selector.select(&mut ctx, jr, gr, Source::Candidates, &opts);
-                metric.nodes_available = nodes_available.clone();
                 let Some(choice) = choice else {
+                    // Availability per datacenter is reported with failures only, so
+                    // placements do not each carry a copy of the map.
+                    metric.nodes_available = nodes_available.clone();
                     if stop_prev && let Some(prev) = &p.previous {
                         ctx.pop_stop(prev);
                     }
@@ -379,7 +381,7 @@ impl Run<'_> {
                     &tg.name,
                 );
                 new_ids.insert(alloc.id.clone());
-                ctx.place(alloc);
+                ctx.place(choice.node, alloc);
             }
             if canaries_placed {
                 ctx.plan.deployment = deployment.clone();

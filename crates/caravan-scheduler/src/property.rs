@@ -39,19 +39,27 @@ impl PropertyCounts {
         self.group.as_deref().is_none_or(|g| g == group)
     }
 
-    /// The value id of a table node, resolving it with `resolve` on first use.
-    pub fn node_value(&mut self, node: u32, resolve: impl FnOnce() -> Option<String>) -> u32 {
+    /// The value id of a table node, if already looked up.
+    #[inline]
+    pub fn cached(&self, node: u32) -> Option<u32> {
+        self.node_values
+            .get(node as usize)
+            .copied()
+            .filter(|v| *v != UNKNOWN)
+    }
+
+    /// Records the value of a table node and returns its id.
+    pub fn set_node_value(&mut self, node: u32, value: Option<String>) -> u32 {
+        let id = match value {
+            Some(v) => self.intern(v),
+            None => MISSING,
+        };
         let i = node as usize;
         if i >= self.node_values.len() {
             self.node_values.resize(i + 1, UNKNOWN);
         }
-        if self.node_values[i] == UNKNOWN {
-            self.node_values[i] = match resolve() {
-                Some(v) => self.intern(v),
-                None => MISSING,
-            };
-        }
-        self.node_values[i]
+        self.node_values[i] = id;
+        id
     }
 
     /// The id of a value, adding it if new.
@@ -99,10 +107,11 @@ mod tests {
     #[test]
     fn counts_follow_bumps() {
         let mut p = PropertyCounts::new("${meta.rack}", Some("web"), 3);
-        let r1 = p.node_value(0, || Some("r1".into()));
-        let r2 = p.node_value(1, || Some("r2".into()));
-        assert_eq!(p.node_value(2, || None), MISSING);
-        assert_eq!(p.node_value(0, || Some("ignored".into())), r1);
+        let r1 = p.set_node_value(0, Some("r1".into()));
+        let r2 = p.set_node_value(1, Some("r2".into()));
+        assert_eq!(p.set_node_value(2, None), MISSING);
+        assert_eq!(p.cached(0), Some(r1));
+        assert_eq!(p.cached(5), None);
         p.bump(r1, true);
         p.bump(r1, true);
         p.bump(r2, true);

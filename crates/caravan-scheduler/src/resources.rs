@@ -124,8 +124,10 @@ pub struct Capacity {
 impl Capacity {
     /// The capacity of a node.
     pub fn of(node: &Node) -> Self {
-        let res = node.resources.clone().unwrap_or_default();
-        let rsv = node.reserved.clone().unwrap_or_default();
+        let none_res = caravan_proto::NodeResources::default();
+        let none_rsv = caravan_proto::NodeReservedResources::default();
+        let res = node.resources.as_ref().unwrap_or(&none_res);
+        let rsv = node.reserved.as_ref().unwrap_or(&none_rsv);
         let mut cores: Vec<u32> = res
             .core_ids
             .iter()
@@ -154,7 +156,11 @@ impl Capacity {
             disk_mb: res.disk_mb.saturating_sub(rsv.disk_mb),
             cores,
             mhz_per_core,
-            reserved_ports: PortSet::parse_lenient(&rsv.reserved_host_ports),
+            reserved_ports: if rsv.reserved_host_ports.is_empty() {
+                PortSet::default()
+            } else {
+                PortSet::parse_lenient(&rsv.reserved_host_ports)
+            },
             dynamic_range: (lo, hi.max(lo)),
         }
     }

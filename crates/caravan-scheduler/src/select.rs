@@ -16,6 +16,7 @@ use crate::preempt;
 use crate::property::MISSING;
 use crate::rank::spread::{self, EvenState};
 use crate::rank::{self, GroupRules, JobRules, MAX_SKIP, SKIP_THRESHOLD};
+
 use crate::resources::{self, Exhausted, NodeUsage};
 
 const SCORER_NAMES: [&str; 6] = [
@@ -98,7 +99,6 @@ impl Selector {
         source: Source,
         opts: &SelectOptions,
     ) -> (Option<Choice>, AllocMetric) {
-        let mut metric = AllocMetric::default();
         if self.fit_cache.len() < ctx.table.len() {
             self.fit_cache.resize(ctx.table.len(), None);
         }
@@ -109,63 +109,159 @@ impl Selector {
             .collect();
         let spread_algorithm =
             ctx.config.scheduler_algorithm() == caravan_proto::SchedulerAlgorithm::Spread;
-        let mut best: Option<Choice> = None;
-        let mut skipped: Vec<Choice> = Vec::new();
-        let mut seen = 0usize;
-        let limit = match source {
-            Source::One(_) => 1,
-            Source::Candidates => g.limit.max(1),
-        };
-        let total = match source {
-            Source::One(_) => 1,
-            Source::Candidates => ctx.candidates.len(),
-        };
-        let consider = |c: Choice, best: &mut Option<Choice>| {
-            if best.as_ref().is_none_or(|b| c.score > b.score) {
-                *best = Some(c);
+        match source {
+            Source::One(idx) => {
+                let mut metric = AllocMetric {
+                    nodes_evaluated: 1,
+                    ..Default::default()
+                };
+                if self.fit_cache.len() <= idx as usize {
+                    self.fit_cache.resize(idx as usize + 1, None);
+                }
+                let reason = match static_feasible(ctx, job, g, idx) {
+                    Ok(()) => dynamic_feasible(ctx, job, g, idx).err(),
+                    Err(StaticFail::ClassIneligible) => Some(CLASS_INELIGIBLE.to_string()),
+                    Err(StaticFail::Label(l)) => Some(l),
+                };
+                if let Some(reason) = reason {
+                    metric.nodes_filtered = 1;
+                    note_class_filtered(ctx, idx, &mut metric);
+                    bump(&mut metric.constraint_filtered, &reason);
+                    return (None, metric);
+                }
+                let c = self.score(ctx, g, idx, opts, &even, spread_algorithm, &mut metric);
+                (c, metric)
             }
+            Source::Candidates => {
+                self.select_candidates(ctx, job, g, opts, &even, spread_algorithm)
+            }
+        }
+    }
+
+    /// Walks the group's statically feasible candidates from the cursor.
+    fn select_candidates(
+        &mut self,
+        ctx: &mut EvalContext<'_>,
+        job: &mut JobRules,
+        g: &mut GroupRules,
+        opts: &SelectOptions,
+        even: &[EvenState],
+        spread_algorithm: bool,
+    ) -> (Option<Choice>, AllocMetric) {
+        let mut metric = AllocMetric::default();
+        let n_all = ctx.candidates.len();
+        if n_all == 0 {
+            return (None, metric);
+        }
+        let pf = match g.prefilter.take() {
+            Some(pf) => pf,
+            None => Prefilter::build(ctx, job, g),
         };
-        for _ in 0..total {
-            let idx = match source {
-                Source::One(i) => i,
-                Source::Candidates => {
-                    if self.cursor >= ctx.candidates.len() {
-                        self.cursor = 0;
+        let start_cursor = self.cursor % n_all;
+        let len = pf.positions.len();
+        let start = pf
+            .positions
+            .partition_point(|&p| (p as usize) < start_cursor);
+        let mut pick = LimitPick::new(g.limit.max(1));
+        let mut last_pos = None;
+        let mut limited = false;
+        // Rows of nodes whose score parts cannot change until the node does are
+        // scored from cached parts; anything else takes the full path.
+        let fast = g.spreads.len() <= MAX_FAST_SPREADS
+            && opts.penalty_nodes.is_empty()
+            && !job.checks.distinct_hosts
+            && !g.checks.distinct_hosts
+            && job.distinct_properties.is_empty()
+            && g.distinct_properties.is_empty();
+        let mut pf = pf;
+        for k in 0..len {
+            let slot = (start + k) % len;
+            let pos = pf.positions[slot] as usize;
+            let idx = ctx.candidates[pos];
+            last_pos = Some(pos);
+            let row = pf.rows[slot];
+            let current = row.generation == ctx.table.generation[idx as usize];
+            let score = match row.state {
+                RowState::Fits if fast && current => {
+                    let mut sum = row.binpack;
+                    let mut n = 1.0;
+                    if row.affinity != 0.0 {
+                        sum += row.affinity;
+                        n += 1.0;
                     }
-                    let i = ctx.candidates[self.cursor];
-                    self.cursor += 1;
-                    i
+                    if !g.spreads.is_empty() {
+                        let mut total = 0.0;
+                        for (si, spec) in g.spreads.iter().enumerate() {
+                            total += spread::boost(
+                                spec,
+                                &ctx.properties[spec.counter],
+                                even[si],
+                                row.values[si],
+                                g.spread_weight_sum,
+                            );
+                        }
+                        if total != 0.0 {
+                            sum += total;
+                            n += 1.0;
+                        }
+                    }
+                    sum / n
+                }
+                RowState::Exhausted(dim) if fast && current && !opts.preempt => {
+                    record_exhausted(ctx, idx, dim, &mut metric);
+                    continue;
+                }
+                _ => {
+                    if let Err(reason) = dynamic_feasible(ctx, job, g, idx) {
+                        metric.nodes_filtered += 1;
+                        note_class_filtered(ctx, idx, &mut metric);
+                        bump(&mut metric.constraint_filtered, &reason);
+                        continue;
+                    }
+                    let generation = ctx.table.generation[idx as usize];
+                    let outcome =
+                        self.score(ctx, g, idx, opts, even, spread_algorithm, &mut metric);
+                    if fast {
+                        pf.rows[slot] = HotRow::from_outcome(
+                            ctx,
+                            g,
+                            idx,
+                            generation,
+                            &outcome,
+                            &self.fit_cache,
+                        );
+                    }
+                    match outcome {
+                        Some(c) => c.score,
+                        None => continue,
+                    }
                 }
             };
-            if self.fit_cache.len() <= idx as usize {
-                self.fit_cache.resize(idx as usize + 1, None);
-            }
-            metric.nodes_evaluated += 1;
-            if !feasible(ctx, job, g, idx, &mut metric) {
-                continue;
-            }
-            let Some(choice) = self.score(ctx, g, idx, opts, &even, spread_algorithm, &mut metric)
-            else {
-                continue;
-            };
-            if skipped.len() < MAX_SKIP && choice.score <= SKIP_THRESHOLD {
-                skipped.push(choice);
-                continue;
-            }
-            consider(choice, &mut best);
-            seen += 1;
-            if seen >= limit {
+            if pick.offer(Cand { score, idx }) {
+                limited = true;
                 break;
             }
         }
-        for c in skipped {
-            if seen >= limit {
-                break;
+        let traversed = match (limited, last_pos) {
+            (true, Some(p)) => {
+                self.cursor = (p + 1) % n_all;
+                (p + n_all - start_cursor) % n_all + 1
             }
-            consider(c, &mut best);
-            seen += 1;
-        }
-        (best, metric)
+            _ => n_all,
+        };
+        metric.nodes_evaluated = traversed as u32;
+        pf.count_filtered(start_cursor, traversed, &mut metric);
+        g.prefilter = Some(pf);
+        // The winner is scored again in full for its breakdown (and evictions);
+        // scoring is deterministic, so it is the same score.
+        let choice = match pick.finish() {
+            Some(c) => {
+                let mut scratch = AllocMetric::default();
+                self.score(ctx, g, c.idx, opts, even, spread_algorithm, &mut scratch)
+            }
+            None => None,
+        };
+        (choice, metric)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -267,8 +363,7 @@ impl Selector {
         if !g.spreads.is_empty() {
             let mut total = 0.0;
             for (si, spec) in g.spreads.iter().enumerate() {
-                let node_id = ctx.table.node(idx).id.clone();
-                let v = ctx.property_value(spec.counter, &node_id, Some(idx));
+                let v = ctx.node_property(spec.counter, idx);
                 total += spread::boost(
                     spec,
                     &ctx.properties[spec.counter],
@@ -306,15 +401,6 @@ fn record_exhausted(ctx: &EvalContext<'_>, idx: u32, dim: Exhausted, metric: &mu
     bump(&mut metric.dimension_exhausted, dim.dimension());
 }
 
-fn record_filtered(ctx: &EvalContext<'_>, idx: u32, reason: &str, metric: &mut AllocMetric) {
-    metric.nodes_filtered += 1;
-    let class = &ctx.table.node(idx).node_class;
-    if !class.is_empty() {
-        bump(&mut metric.class_filtered, class);
-    }
-    bump(&mut metric.constraint_filtered, reason);
-}
-
 fn bump(map: &mut BTreeMap<String, u32>, key: &str) {
     match map.get_mut(key) {
         Some(v) => *v += 1,
@@ -326,39 +412,37 @@ fn bump(map: &mut BTreeMap<String, u32>, key: &str) {
 
 const CLASS_INELIGIBLE: &str = "computed class ineligible";
 
-/// Runs the job- and group-level checks (cached per class) and the plan-dependent ones.
-fn feasible(
+/// Why a node failed a check that depends only on the node.
+pub(crate) enum StaticFail {
+    /// Its class was already found ineligible.
+    ClassIneligible,
+    /// A check failed; the label names it.
+    Label(String),
+}
+
+/// The job- and group-level checks, cached per computed class unless escaped.
+fn static_feasible(
     ctx: &mut EvalContext<'_>,
     job: &mut JobRules,
     g: &mut GroupRules,
     idx: u32,
-    metric: &mut AllocMetric,
-) -> bool {
+) -> Result<(), StaticFail> {
     let class = ctx.table.class_id(idx) as usize;
-    let escaped = job.checks.escaped || g.checks.escaped;
-    if escaped {
+    if job.checks.escaped || g.checks.escaped {
         ctx.eligibility.escaped = true;
     }
-    // Job level.
     let job_ok = if job.checks.escaped {
-        match job.checks.check_node(ctx.table.node(idx)) {
-            Ok(()) => true,
-            Err(reason) => {
-                let reason = reason.to_string();
-                record_filtered(ctx, idx, &reason, metric);
-                return false;
-            }
-        }
+        job.checks
+            .check_node(ctx.table.node(idx))
+            .map_err(|r| StaticFail::Label(r.to_string()))?;
+        true
     } else {
         if job.class_cache.len() <= class {
             job.class_cache.resize(class + 1, None);
         }
         match job.class_cache[class] {
             Some(true) => true,
-            Some(false) => {
-                record_filtered(ctx, idx, CLASS_INELIGIBLE, metric);
-                return false;
-            }
+            Some(false) => return Err(StaticFail::ClassIneligible),
             None => {
                 let r = job
                     .checks
@@ -367,74 +451,282 @@ fn feasible(
                 job.class_cache[class] = Some(r.is_ok());
                 if let Err(reason) = r {
                     note_class(ctx, class, false);
-                    record_filtered(ctx, idx, &reason, metric);
-                    return false;
+                    return Err(StaticFail::Label(reason));
                 }
                 true
             }
         }
     };
-    // Group level.
-    let group_ok = if g.checks.escaped {
-        match g.checks.check_node(ctx.table.node(idx)) {
-            Ok(()) => true,
-            Err(reason) => {
-                let reason = reason.to_string();
-                record_filtered(ctx, idx, &reason, metric);
-                return false;
-            }
-        }
-    } else {
-        if g.class_cache.len() <= class {
-            g.class_cache.resize(class + 1, None);
-        }
-        match g.class_cache[class] {
-            Some(true) => true,
-            Some(false) => {
-                record_filtered(ctx, idx, CLASS_INELIGIBLE, metric);
-                return false;
-            }
-            None => {
-                let r = g
-                    .checks
-                    .check_node(ctx.table.node(idx))
-                    .map_err(str::to_string);
-                g.class_cache[class] = Some(r.is_ok());
-                note_class(ctx, class, job_ok && r.is_ok());
-                if let Err(reason) = r {
-                    record_filtered(ctx, idx, &reason, metric);
-                    return false;
-                }
-                true
-            }
-        }
-    };
-    if !(job_ok && group_ok) {
-        return false;
+    if g.checks.escaped {
+        g.checks
+            .check_node(ctx.table.node(idx))
+            .map_err(|r| StaticFail::Label(r.to_string()))?;
+        return Ok(());
     }
-    // Plan-dependent checks run on every candidate.
+    if g.class_cache.len() <= class {
+        g.class_cache.resize(class + 1, None);
+    }
+    match g.class_cache[class] {
+        Some(true) => Ok(()),
+        Some(false) => Err(StaticFail::ClassIneligible),
+        None => {
+            let r = g
+                .checks
+                .check_node(ctx.table.node(idx))
+                .map_err(str::to_string);
+            g.class_cache[class] = Some(r.is_ok());
+            note_class(ctx, class, job_ok && r.is_ok());
+            r.map_err(StaticFail::Label)
+        }
+    }
+}
+
+/// The checks that depend on the plan: `distinct_hosts`, `distinct_property`.
+fn dynamic_feasible(
+    ctx: &mut EvalContext<'_>,
+    job: &JobRules,
+    g: &GroupRules,
+    idx: u32,
+) -> Result<(), String> {
     if job.checks.distinct_hosts && ctx.job_count_any(idx) > 0 {
-        record_filtered(ctx, idx, "distinct_hosts", metric);
-        return false;
+        return Err("distinct_hosts".into());
     }
     if g.checks.distinct_hosts && ctx.job_count(idx, g.index) > 0 {
-        record_filtered(ctx, idx, "distinct_hosts", metric);
-        return false;
+        return Err("distinct_hosts".into());
     }
     for &(pi, limit) in job
         .distinct_properties
         .iter()
         .chain(g.distinct_properties.iter())
     {
-        let node_id = ctx.table.node(idx).id.clone();
-        let v = ctx.property_value(pi, &node_id, Some(idx));
+        let v = ctx.node_property(pi, idx);
         if v == MISSING || ctx.properties[pi].count(v) >= limit {
-            let reason = format!("distinct_property: {}", ctx.properties[pi].target);
-            record_filtered(ctx, idx, &reason, metric);
-            return false;
+            return Err(format!("distinct_property: {}", ctx.properties[pi].target));
         }
     }
-    true
+    Ok(())
+}
+
+fn note_class_filtered(ctx: &EvalContext<'_>, idx: u32, metric: &mut AllocMetric) {
+    let class = &ctx.table.node(idx).node_class;
+    if !class.is_empty() {
+        bump(&mut metric.class_filtered, class);
+    }
+}
+
+/// The statically feasible candidates of one group, in candidate order, and why
+/// the others failed; computed once per attempt so selections skip them for free.
+pub(crate) struct Prefilter {
+    positions: Vec<u32>,
+    /// Per candidate position: 0 feasible, else 1 + index into `labels`.
+    reasons: Vec<u16>,
+    labels: Vec<String>,
+    /// Per candidate position: index into `classes` of its node class, or `u16::MAX`.
+    node_classes: Vec<u16>,
+    classes: Vec<String>,
+    /// Cached score parts, aligned with `positions`.
+    rows: Vec<HotRow>,
+}
+
+impl Prefilter {
+    fn build(ctx: &mut EvalContext<'_>, job: &mut JobRules, g: &mut GroupRules) -> Self {
+        let n = ctx.candidates.len();
+        let mut pf = Prefilter {
+            positions: Vec::with_capacity(n),
+            reasons: Vec::with_capacity(n),
+            labels: vec![CLASS_INELIGIBLE.to_string()],
+            node_classes: Vec::with_capacity(n),
+            classes: Vec::new(),
+            rows: Vec::new(),
+        };
+        for pos in 0..n {
+            let idx = ctx.candidates[pos];
+            let reason = match static_feasible(ctx, job, g, idx) {
+                Ok(()) => {
+                    pf.positions.push(pos as u32);
+                    0
+                }
+                Err(StaticFail::ClassIneligible) => 1,
+                Err(StaticFail::Label(l)) => match pf.labels.iter().position(|x| *x == l) {
+                    Some(i) => i as u16 + 1,
+                    None => {
+                        pf.labels.push(l);
+                        pf.labels.len().min(u16::MAX as usize) as u16
+                    }
+                },
+            };
+            pf.reasons.push(reason);
+            let class = &ctx.table.node(idx).node_class;
+            let ci = if reason == 0 || class.is_empty() {
+                u16::MAX
+            } else {
+                match pf.classes.iter().position(|c| c == class) {
+                    Some(i) => i as u16,
+                    None => {
+                        pf.classes.push(class.clone());
+                        (pf.classes.len() - 1).min(u16::MAX as usize - 1) as u16
+                    }
+                }
+            };
+            pf.node_classes.push(ci);
+        }
+        pf.rows = vec![HotRow::default(); pf.positions.len()];
+        pf
+    }
+
+    /// Adds the statically infeasible nodes of a traversed span to the metrics.
+    fn count_filtered(&self, start: usize, traversed: usize, metric: &mut AllocMetric) {
+        let n = self.reasons.len();
+        let mut counts = vec![0u32; self.labels.len() + 1];
+        let mut class_counts = vec![0u32; self.classes.len()];
+        for k in 0..traversed.min(n) {
+            let p = (start + k) % n;
+            let r = self.reasons[p] as usize;
+            if r != 0 {
+                counts[r] += 1;
+                let c = self.node_classes[p];
+                if c != u16::MAX {
+                    class_counts[c as usize] += 1;
+                }
+            }
+        }
+        for (r, c) in counts.iter().enumerate().skip(1) {
+            if *c > 0 {
+                metric.nodes_filtered += c;
+                *metric
+                    .constraint_filtered
+                    .entry(self.labels[r - 1].clone())
+                    .or_default() += c;
+            }
+        }
+        for (i, c) in class_counts.iter().enumerate() {
+            if *c > 0 {
+                *metric
+                    .class_filtered
+                    .entry(self.classes[i].clone())
+                    .or_default() += c;
+            }
+        }
+    }
+}
+
+/// A scored candidate as the limit sees it.
+#[derive(Clone, Copy)]
+struct Cand {
+    score: f64,
+    idx: u32,
+}
+
+/// Spreads a cached row can carry.
+const MAX_FAST_SPREADS: usize = 2;
+
+#[derive(Clone, Copy, Default)]
+enum RowState {
+    /// Not cached: take the full path.
+    #[default]
+    Slow,
+    /// Fits, with cached parts.
+    Fits,
+    /// Does not fit.
+    Exhausted(Exhausted),
+}
+
+/// Cached, node-only score parts of one candidate, valid while the node's
+/// generation is unchanged.
+#[derive(Clone, Copy, Default)]
+struct HotRow {
+    generation: u32,
+    state: RowState,
+    binpack: f64,
+    affinity: f64,
+    values: [u32; MAX_FAST_SPREADS],
+}
+
+impl HotRow {
+    fn from_outcome(
+        ctx: &mut EvalContext<'_>,
+        g: &GroupRules,
+        idx: u32,
+        generation: u32,
+        outcome: &Option<Choice>,
+        fit_cache: &[Option<FitEntry>],
+    ) -> Self {
+        let mut row = HotRow {
+            generation,
+            ..Default::default()
+        };
+        match outcome {
+            Some(c) => {
+                // Rows with anti-affinity or evictions depend on more than the node.
+                if c.mask & !(1 | 1 << 3 | 1 << 4) != 0 {
+                    return row;
+                }
+                row.state = RowState::Fits;
+                row.binpack = c.parts[0];
+                row.affinity = c.parts[3];
+                for (si, spec) in g.spreads.iter().enumerate().take(MAX_FAST_SPREADS) {
+                    row.values[si] = ctx.node_property(spec.counter, idx);
+                }
+            }
+            None => {
+                if let Some(Some(FitEntry {
+                    result: Err(dim), ..
+                })) = fit_cache.get(idx as usize)
+                {
+                    row.state = RowState::Exhausted(*dim);
+                }
+            }
+        }
+        row
+    }
+}
+
+/// The limit: score the first `limit` fitting candidates, skipping up to
+/// [`MAX_SKIP`] that score ≤ 0 unless nothing better comes, and keep the best.
+struct LimitPick {
+    best: Option<Cand>,
+    skipped: Vec<Cand>,
+    seen: usize,
+    limit: usize,
+}
+
+impl LimitPick {
+    fn new(limit: usize) -> Self {
+        Self {
+            best: None,
+            skipped: Vec::new(),
+            seen: 0,
+            limit,
+        }
+    }
+
+    fn consider(&mut self, c: Cand) {
+        if self.best.as_ref().is_none_or(|b| c.score > b.score) {
+            self.best = Some(c);
+        }
+    }
+
+    /// Offers a candidate; true once the limit is reached.
+    fn offer(&mut self, c: Cand) -> bool {
+        if self.skipped.len() < MAX_SKIP && c.score <= SKIP_THRESHOLD {
+            self.skipped.push(c);
+            return false;
+        }
+        self.consider(c);
+        self.seen += 1;
+        self.seen >= self.limit
+    }
+
+    fn finish(mut self) -> Option<Cand> {
+        for c in std::mem::take(&mut self.skipped) {
+            if self.seen >= self.limit {
+                break;
+            }
+            self.consider(c);
+            self.seen += 1;
+        }
+        self.best
+    }
 }
 
 fn note_class(ctx: &mut EvalContext<'_>, class: usize, ok: bool) {

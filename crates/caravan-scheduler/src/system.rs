@@ -1,6 +1,6 @@
 //! The system and sysbatch schedulers: one allocation per feasible node.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use caravan_proto::{
@@ -8,7 +8,7 @@ use caravan_proto::{
     NodeStatus, PlanAnnotations, TaskGroup,
 };
 
-use crate::context::{Eligibility, EvalContext, count_allocs};
+use crate::context::{Eligibility, EvalContext, FnvBuild, count_allocs};
 use crate::error::SchedulerError;
 use crate::evals::{self, FinalStatus};
 use crate::feasible::node_in_job_scope;
@@ -353,7 +353,7 @@ impl Run<'_> {
             desired_tg_updates: desired.clone(),
             preempted_allocs: Vec::new(),
         });
-        let mut new_ids: BTreeSet<String> = BTreeSet::new();
+        let mut new_ids: HashSet<String, FnvBuild> = HashSet::default();
         if let Some(j) = &runnable
             && !place.is_empty()
         {
@@ -394,8 +394,8 @@ impl Run<'_> {
                 };
                 let (choice, mut metric) =
                     selector.select(&mut ctx, &mut jr, gr, Source::One(p.node), &opts);
-                metric.nodes_available = nodes_available.clone();
                 let Some(choice) = choice else {
+                    metric.nodes_available = nodes_available.clone();
                     if p.stop_prev
                         && let Some(prev) = &p.previous
                     {
@@ -435,7 +435,7 @@ impl Run<'_> {
                     self.now,
                 );
                 new_ids.insert(alloc.id.clone());
-                ctx.place(alloc);
+                ctx.place(choice.node, alloc);
             }
         }
         ctx.plan.annotations = annotations;

@@ -64,6 +64,8 @@ pub(crate) struct GroupRules {
     pub spread_weight_sum: f64,
     pub distinct_properties: Vec<(usize, u32)>,
     pub limit: usize,
+    /// Statically feasible candidates, built on the first selection.
+    pub prefilter: Option<crate::select::Prefilter>,
 }
 
 impl GroupRules {
@@ -140,6 +142,7 @@ impl GroupRules {
             spread_weight_sum,
             distinct_properties,
             limit,
+            prefilter: None,
         })
     }
 }
