@@ -1,0 +1,468 @@
+//! The plan applier: the queue the gRPC service feeds while this replica
+//! leads, and the pipeline that verifies plan N+1 while plan N commits.
+//!
+//! Per plan: the eval broker vouches for the delivery token, the cache
+//! catches up with the plan's snapshot, every node is verified against the
+//! cache plus the overlay (including the plan still committing, optimistic
+//! view), then the previous commit is awaited (a commit that fell short means
+//! the plan is verified again), the job's freshness is checked, and the
+//! accepted part is committed in the background. Answers go out only after
+//! the real commit.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use caravan_proto::{Plan, PlanResult};
+use caravan_state::{Informer, InformerConfig, Keyspace};
+use caravan_store::{Leadership, Revision, Store, current_leader, election_name};
+use parking_lot::RwLock;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::commit::{CommitOutcome, Committer, optimistic_layer, plan_changes};
+use crate::config::PlanApplierConfig;
+use crate::error::{ApplierError, SERVICE};
+use crate::overlay::{Overlay, OverlayLayer, View};
+use crate::queue::{PendingPlan, PlanQueue};
+use crate::tokens::TokenCheck;
+use crate::verify::{Verdict, plan_nodes, stale_revision, validate_plan, verify_plan};
+
+/// The knobs of the pipeline, from [`PlanApplierConfig`].
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Most compares plus writes per transaction.
+    pub txn_max_ops: usize,
+    /// Most bytes per transaction.
+    pub txn_max_bytes: usize,
+    /// Threads verifying one plan's nodes.
+    pub verify_threads: usize,
+    /// Retries of a commit after a concurrent write.
+    pub conflict_retries: u32,
+    /// How long a plan waits for the cache to reach its snapshot.
+    pub cache_wait: Duration,
+}
+
+impl From<&PlanApplierConfig> for Settings {
+    fn from(c: &PlanApplierConfig) -> Self {
+        Settings {
+            txn_max_ops: c.txn_max_ops.max(4),
+            txn_max_bytes: c.txn_max_bytes.max(64 * 1024),
+            verify_threads: c.verify_threads(),
+            conflict_retries: c.conflict_retries,
+            cache_wait: Duration::from_millis(c.cache_wait_ms),
+        }
+    }
+}
+
+/// Counters of what the applier has done since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ApplierStats {
+    /// Plans answered with a result (committed wholly, partly or not at all).
+    pub plans: u64,
+    /// Allocations placed or updated by committed plans.
+    pub placements: u64,
+    /// Plans answered with some node refused.
+    pub partial: u64,
+    /// Plans refused because their snapshot was older than the job's last change.
+    pub stale: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    plans: AtomicU64,
+    placements: AtomicU64,
+    partial: AtomicU64,
+    stale: AtomicU64,
+}
+
+/// The plan applier of one replica: serves `SubmitPlan` while leading.
+pub struct PlanApplier {
+    store: Arc<dyn Store>,
+    keyspace: Keyspace,
+    election: String,
+    tokens: Arc<dyn TokenCheck>,
+    settings: Settings,
+    queue: RwLock<Option<Arc<PlanQueue>>>,
+    counters: Counters,
+}
+
+impl std::fmt::Debug for PlanApplier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlanApplier")
+            .field("election", &self.election)
+            .field("leading", &self.is_leading())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PlanApplier {
+    /// An applier over the state under `prefix`, checking tokens with `tokens`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        prefix: &str,
+        tokens: Arc<dyn TokenCheck>,
+        settings: Settings,
+    ) -> Self {
+        PlanApplier {
+            store,
+            keyspace: Keyspace::new(prefix),
+            election: election_name(prefix, SERVICE),
+            tokens,
+            settings,
+            queue: RwLock::new(None),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Whether this replica is leading and taking plans.
+    pub fn is_leading(&self) -> bool {
+        self.queue.read().is_some()
+    }
+
+    /// What the applier has done so far.
+    pub fn stats(&self) -> ApplierStats {
+        let c = &self.counters;
+        ApplierStats {
+            plans: c.plans.load(Ordering::Relaxed),
+            placements: c.placements.load(Ordering::Relaxed),
+            partial: c.partial.load(Ordering::Relaxed),
+            stale: c.stale.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Queues a plan and waits for its answer, given after the real commit.
+    pub async fn submit(&self, plan: Plan) -> Result<PlanResult, ApplierError> {
+        validate_plan(&plan)?;
+        let queue = self.queue.read().clone();
+        let Some(queue) = queue else {
+            let leader = current_leader(self.store.as_ref(), self.election.as_bytes())
+                .await
+                .ok()
+                .flatten();
+            return Err(ApplierError::NotLeader { leader });
+        };
+        let answer = queue.push(plan)?;
+        answer.await.unwrap_or_else(|_| {
+            Err(ApplierError::OutcomeUnknown(
+                "the applier dropped the plan while committing it".into(),
+            ))
+        })
+    }
+
+    /// Applies plans for as long as `stop` is not cancelled (leadership held
+    /// and no shutdown); then fails what is queued and waits for the commit
+    /// in flight, so no clone of `leadership` outlives the term.
+    pub async fn lead(self: &Arc<Self>, leadership: Arc<Leadership>, stop: CancellationToken) {
+        let started = tokio::select! {
+            s = Informer::start(self.store.clone(), self.keyspace.clone(), InformerConfig::default()) => s,
+            _ = stop.cancelled() => return,
+        };
+        let informer = match started {
+            Ok(i) => i,
+            Err(err) => {
+                tracing::warn!(%err, "cannot load the state; giving up this term");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = stop.cancelled() => {}
+                }
+                return;
+            }
+        };
+        let queue = Arc::new(PlanQueue::new());
+        *self.queue.write() = Some(queue.clone());
+        tracing::info!(revision = informer.revision(), "applying plans");
+        let mut pipeline = Pipeline {
+            applier: self.clone(),
+            leadership,
+            informer,
+            overlay: Overlay::default(),
+            in_flight: None,
+            next_seq: 0,
+            resync: false,
+        };
+        loop {
+            let next = tokio::select! {
+                p = queue.pop() => p,
+                _ = stop.cancelled() => None,
+            };
+            let Some(pending) = next else { break };
+            pipeline.handle(pending).await;
+            if stop.is_cancelled() {
+                break;
+            }
+        }
+        *self.queue.write() = None;
+        queue.close(|| ApplierError::NotCommitted);
+        pipeline.finish().await;
+        tracing::info!("stopped applying plans");
+    }
+
+    fn count(&self, result: &PlanResult) {
+        let c = &self.counters;
+        c.plans.fetch_add(1, Ordering::Relaxed);
+        let placed: usize = result
+            .node_allocation
+            .values()
+            .map(|l| l.allocs.len())
+            .sum();
+        c.placements.fetch_add(placed as u64, Ordering::Relaxed);
+        if !result.rejected_nodes.is_empty() {
+            c.partial.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The commit running while the next plan is verified.
+struct InFlight {
+    seq: u64,
+    task: JoinHandle<CommitReport>,
+}
+
+/// What the pipeline learns from a finished commit.
+struct CommitReport {
+    layer: OverlayLayer,
+    /// Something verified was not committed: plans verified on the
+    /// optimistic view must be verified again.
+    fell_short: bool,
+    /// A transaction's outcome is unknown: the cache must catch up with the
+    /// store before the next verification.
+    unknown: bool,
+}
+
+/// One leadership term's pipeline.
+struct Pipeline {
+    applier: Arc<PlanApplier>,
+    leadership: Arc<Leadership>,
+    informer: Informer,
+    overlay: Overlay,
+    in_flight: Option<InFlight>,
+    next_seq: u64,
+    resync: bool,
+}
+
+impl Pipeline {
+    async fn handle(&mut self, pending: PendingPlan) {
+        let plan = pending.plan.clone();
+        let applier = self.applier.clone();
+        if let Err(err) = applier.tokens.check(&plan.eval_id, &plan.eval_token).await {
+            tracing::info!(eval = %plan.eval_id, %err, "plan refused");
+            pending.respond(Err(err));
+            return;
+        }
+        if let Err(err) = self.catch_up(plan.snapshot_revision).await {
+            pending.respond(Err(err));
+            return;
+        }
+        let view = self.overlay.view(self.informer.snapshot());
+        let mut verdict = self.verify(&view, &plan).await;
+        if let Some(previous) = self.in_flight.take() {
+            let fell_short = self.settle(previous).await;
+            if fell_short && view.has_in_flight() {
+                let fresh = self.overlay.view(self.informer.snapshot());
+                verdict = self.verify(&fresh, &plan).await;
+            }
+        }
+        let view = self.overlay.view(self.informer.snapshot());
+        if let Some((job, rev)) = stale_revision(&view, &plan) {
+            applier.counters.stale.fetch_add(1, Ordering::Relaxed);
+            let reason = format!(
+                "plan is stale: job {job} changed at revision {rev}, after the snapshot the plan was computed at ({})",
+                plan.snapshot_revision
+            );
+            tracing::debug!(eval = %plan.eval_id, %reason);
+            let result = refused_result(&plan, &reason, rev.max(view.revision()));
+            applier.count(&result);
+            pending.respond(Ok(result));
+            return;
+        }
+        if plan.all_at_once && !verdict.rejected.is_empty() {
+            let mut rejected = verdict.rejected.clone();
+            for node in &verdict.accepted {
+                rejected.insert(
+                    node.clone(),
+                    "all-at-once plan: another node was refused".into(),
+                );
+            }
+            let result = plan_result(&plan, rejected, &CommitOutcome::default(), view.revision());
+            applier.count(&result);
+            pending.respond(Ok(result));
+            return;
+        }
+        let now = now_unix_ns();
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        let changes = plan_changes(&plan, &verdict.accepted, &view);
+        self.overlay
+            .push_in_flight(optimistic_layer(&changes, &view, seq, now));
+        let leadership = self.leadership.clone();
+        let rejected = verdict.rejected;
+        let task = tokio::spawn(async move {
+            let committer = Committer {
+                store: applier.store.as_ref(),
+                leadership: &leadership,
+                keyspace: &applier.keyspace,
+                max_ops: applier.settings.txn_max_ops,
+                max_bytes: applier.settings.txn_max_bytes,
+                retries: applier.settings.conflict_retries,
+                now,
+            };
+            let mut outcome = committer
+                .commit(&view, changes, plan.all_at_once, seq)
+                .await;
+            let unknown = matches!(
+                outcome.error,
+                Some(ApplierError::OutcomeUnknown(_) | ApplierError::Store(_))
+            );
+            let fell_short = !outcome.refused.is_empty() || outcome.error.is_some();
+            let answer = match outcome.error.take() {
+                Some(err) if outcome.revision == 0 => {
+                    tracing::warn!(eval = %plan.eval_id, %err, "plan not committed");
+                    Err(err)
+                }
+                _ => {
+                    let result = plan_result(&plan, rejected, &outcome, view.revision());
+                    applier.count(&result);
+                    Ok(result)
+                }
+            };
+            pending.respond(answer);
+            CommitReport {
+                layer: std::mem::take(&mut outcome.layer),
+                fell_short,
+                unknown,
+            }
+        });
+        self.in_flight = Some(InFlight { seq, task });
+    }
+
+    /// Brings the cache up to what the plan was computed on (bounded: a
+    /// lagging cache only makes verification stricter) and, after a commit
+    /// of unknown outcome, up to the store's current revision.
+    async fn catch_up(&mut self, snapshot_revision: Revision) -> Result<(), ApplierError> {
+        let wait = self.applier.settings.cache_wait;
+        if self.resync {
+            let current = self.applier.store.current_revision().await?;
+            self.informer.wait_for_revision(current, wait).await?;
+            self.resync = false;
+        }
+        if self.informer.revision() < snapshot_revision
+            && let Err(err) = self
+                .informer
+                .wait_for_revision(snapshot_revision, wait)
+                .await
+        {
+            tracing::debug!(%err, "verifying on a cache older than the plan's snapshot");
+        }
+        Ok(())
+    }
+
+    async fn verify(&self, view: &View, plan: &Arc<Plan>) -> Verdict {
+        let (v, p) = (view.clone(), plan.clone());
+        let threads = self.applier.settings.verify_threads;
+        match tokio::task::spawn_blocking(move || verify_plan(&v, &p, threads)).await {
+            Ok(verdict) => verdict,
+            Err(err) => {
+                tracing::error!(%err, "plan verification failed");
+                Verdict {
+                    accepted: Vec::new(),
+                    rejected: plan_nodes(plan)
+                        .into_iter()
+                        .map(|n| (n, "internal error while verifying".to_string()))
+                        .collect(),
+                }
+            }
+        }
+    }
+
+    /// Waits for the commit in flight and replaces its optimistic layer by
+    /// what it wrote; returns whether it fell short of what was verified.
+    async fn settle(&mut self, in_flight: InFlight) -> bool {
+        match in_flight.task.await {
+            Ok(report) => {
+                self.overlay.settle(in_flight.seq, report.layer);
+                self.resync |= report.unknown;
+                report.fell_short
+            }
+            Err(err) => {
+                tracing::error!(%err, "a commit task failed");
+                self.overlay
+                    .settle(in_flight.seq, OverlayLayer::new(in_flight.seq));
+                self.resync = true;
+                true
+            }
+        }
+    }
+
+    async fn finish(mut self) {
+        if let Some(in_flight) = self.in_flight.take() {
+            self.settle(in_flight).await;
+        }
+        self.informer.shutdown().await;
+    }
+}
+
+/// A result committing nothing, every node refused for `reason`.
+fn refused_result(plan: &Plan, reason: &str, refresh: Revision) -> PlanResult {
+    let rejected = plan_nodes(plan)
+        .into_iter()
+        .map(|n| (n, reason.to_string()))
+        .collect();
+    let mut r = plan_result(plan, rejected, &CommitOutcome::default(), refresh);
+    // Even a plan without nodes must send the worker to a fresher state.
+    r.refresh_revision = r.refresh_revision.max(refresh);
+    r
+}
+
+/// The answer to a plan: what `outcome` committed, what was refused, and
+/// after a refusal the revision the worker must refresh to.
+fn plan_result(
+    plan: &Plan,
+    mut rejected: BTreeMap<String, String>,
+    outcome: &CommitOutcome,
+    view_revision: Revision,
+) -> PlanResult {
+    let mut r = PlanResult::default();
+    for node in &outcome.committed {
+        if let Some(l) = plan.node_update.get(node).filter(|l| !l.allocs.is_empty()) {
+            r.node_update.insert(node.clone(), l.clone());
+        }
+        if let Some(l) = plan
+            .node_allocation
+            .get(node)
+            .filter(|l| !l.allocs.is_empty())
+        {
+            r.node_allocation.insert(node.clone(), l.clone());
+        }
+        if let Some(l) = plan.node_preemptions.get(node) {
+            let mut l = l.clone();
+            l.allocs
+                .retain(|a| !outcome.skipped_evictions.contains(&a.id));
+            if !l.allocs.is_empty() {
+                r.node_preemptions.insert(node.clone(), l);
+            }
+        }
+    }
+    if outcome.global_committed {
+        r.deployment = plan.deployment.clone();
+        r.deployment_updates = plan.deployment_updates.clone();
+    }
+    r.alloc_revision = outcome.revision;
+    rejected.extend(outcome.refused.clone());
+    if !rejected.is_empty() {
+        r.refresh_revision = outcome.revision.max(view_revision).max(1);
+        r.rejected_nodes = rejected.keys().cloned().collect();
+        r.rejection_reasons = rejected.into_iter().collect();
+    }
+    r
+}
+
+/// Wall-clock time for create and modify times.
+fn now_unix_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .and_then(|d| i64::try_from(d.as_nanos()).ok())
+        .unwrap_or(0)
+}

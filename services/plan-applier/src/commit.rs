@@ -1,0 +1,614 @@
+//! Committing the verified part of a plan: the changes per node, split into
+//! transactions within the op and byte budget (never splitting one node's
+//! part), each a fenced transaction that compares every object it rewrites,
+//! recomputed from fresh values and retried when a client status write got
+//! in between.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use caravan_proto::{Allocation, Deployment, Plan};
+use caravan_state::{Keyspace, decode as codec_decode, encode, is_terminal};
+use caravan_store::{
+    Compare, CompareOp, Leadership, Op, OpResult, Revision, Store, StoreError, Txn,
+};
+use prost::Message;
+
+use crate::error::ApplierError;
+use crate::mutation::{Change, StopSpec, Target, apply_alloc, apply_deployment, apply_eval};
+use crate::overlay::{OverlayLayer, View};
+
+/// Bytes a key and the txn framing add to a value, roughly.
+const KEY_OVERHEAD: usize = 160;
+
+/// The changes of one node (or, with `node` unset, of the plan as a whole:
+/// deployment and evals), committed together or not at all.
+#[derive(Debug, Default)]
+pub(crate) struct Part {
+    pub(crate) node: Option<String>,
+    pub(crate) changes: Vec<(Target, Change)>,
+    ops: usize,
+    bytes: usize,
+}
+
+impl Part {
+    fn push(&mut self, target: Target, change: Change, bytes: usize) {
+        // A compare and a put per object.
+        self.ops += 2;
+        self.bytes += bytes + KEY_OVERHEAD;
+        self.changes.push((target, change));
+    }
+}
+
+/// A plan's accepted part as changes, ready to commit.
+#[derive(Debug, Default)]
+pub(crate) struct Changes {
+    pub(crate) global: Part,
+    pub(crate) nodes: Vec<Part>,
+    /// Evictions dropped because their allocation is already terminal or gone.
+    pub(crate) skipped_evictions: HashSet<String>,
+}
+
+/// Turns the accepted nodes of `plan` into changes, reading what exists
+/// from `view`.
+pub(crate) fn plan_changes(plan: &Plan, accepted: &[String], view: &View) -> Changes {
+    let mut out = Changes::default();
+    if let Some(d) = &plan.deployment {
+        out.global.push(
+            Target::Deployment(d.id.clone()),
+            Change::Deployment(Box::new(d.clone())),
+            d.encoded_len(),
+        );
+    }
+    for u in &plan.deployment_updates {
+        out.global.push(
+            Target::Deployment(u.deployment_id.clone()),
+            Change::DeploymentStatus(u.clone()),
+            256,
+        );
+    }
+    for e in &plan.evals {
+        out.global.push(
+            Target::Eval(e.id.clone()),
+            Change::CreateEval(Box::new(e.clone())),
+            e.encoded_len(),
+        );
+    }
+    for node in accepted {
+        let mut part = Part {
+            node: Some(node.clone()),
+            ..Default::default()
+        };
+        let mut placed: BTreeMap<(String, String), i32> = BTreeMap::new();
+        for a in plan
+            .node_allocation
+            .get(node)
+            .iter()
+            .flat_map(|l| &l.allocs)
+        {
+            let size = a.encoded_len();
+            if view.alloc(&a.id).is_some() {
+                part.push(
+                    Target::Alloc(a.id.clone()),
+                    Change::Update(Box::new(a.clone())),
+                    size,
+                );
+                continue;
+            }
+            part.push(
+                Target::Alloc(a.id.clone()),
+                Change::Place(Box::new(a.clone())),
+                size,
+            );
+            if !a.previous_allocation.is_empty() {
+                let prev = view.alloc(&a.previous_allocation);
+                part.push(
+                    Target::Alloc(a.previous_allocation.clone()),
+                    Change::LinkNext(a.id.clone()),
+                    prev.map_or(size, |p| p.encoded_len()),
+                );
+            }
+            if !a.deployment_id.is_empty() {
+                *placed
+                    .entry((a.deployment_id.clone(), a.task_group.clone()))
+                    .or_default() += 1;
+            }
+        }
+        for ((deployment, group), count) in placed {
+            part.push(
+                Target::Deployment(deployment),
+                Change::Placed { group, count },
+                512,
+            );
+        }
+        for a in plan.node_update.get(node).iter().flat_map(|l| &l.allocs) {
+            let size = view.alloc(&a.id).map_or(1024, |c| c.encoded_len());
+            part.push(
+                Target::Alloc(a.id.clone()),
+                Change::Stop(StopSpec::stop(a)),
+                size,
+            );
+        }
+        for a in plan
+            .node_preemptions
+            .get(node)
+            .iter()
+            .flat_map(|l| &l.allocs)
+        {
+            match view.alloc(&a.id) {
+                Some(cur) if !is_terminal(&cur) => part.push(
+                    Target::Alloc(a.id.clone()),
+                    Change::Stop(StopSpec::evict(a)),
+                    cur.encoded_len(),
+                ),
+                _ => {
+                    out.skipped_evictions.insert(a.id.clone());
+                }
+            }
+        }
+        out.nodes.push(part);
+    }
+    out
+}
+
+/// Groups parts into transactions within `max_ops` and `max_bytes`; the
+/// plan-wide part goes first. A part over the budget on its own gets a
+/// transaction of its own.
+pub(crate) fn batches(changes: Changes, max_ops: usize, max_bytes: usize) -> Vec<Vec<Part>> {
+    let mut out: Vec<Vec<Part>> = Vec::new();
+    let mut current: Vec<Part> = Vec::new();
+    let (mut ops, mut bytes) = (0usize, 0usize);
+    let global = changes.global;
+    let parts = std::iter::once(global)
+        .filter(|g| !g.changes.is_empty())
+        .chain(changes.nodes);
+    for part in parts {
+        if !current.is_empty() && (ops + part.ops > max_ops || bytes + part.bytes > max_bytes) {
+            out.push(std::mem::take(&mut current));
+            ops = 0;
+            bytes = 0;
+        }
+        ops += part.ops;
+        bytes += part.bytes;
+        current.push(part);
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// What a plan writes if its commit succeeds, computed from `view`: the
+/// optimistic layer the next plan is verified against meanwhile.
+pub(crate) fn optimistic_layer(changes: &Changes, view: &View, seq: u64, now: i64) -> OverlayLayer {
+    let mut grouped: BTreeMap<&Target, Vec<&Change>> = BTreeMap::new();
+    for part in std::iter::once(&changes.global).chain(&changes.nodes) {
+        for (target, change) in &part.changes {
+            grouped.entry(target).or_default().push(change);
+        }
+    }
+    let mut layer = OverlayLayer::new(seq);
+    for (target, changes) in grouped {
+        match target {
+            Target::Alloc(id) => {
+                if let Ok(Some(a)) = apply_alloc(view.alloc(id).as_deref(), &changes, now) {
+                    layer.put_alloc(Arc::new(a));
+                }
+            }
+            Target::Deployment(id) => {
+                if let Ok(Some(d)) = apply_deployment(view.deployment(id).as_deref(), &changes, now)
+                {
+                    layer.put_deployment(Arc::new(d));
+                }
+            }
+            Target::Eval(_) => {}
+        }
+    }
+    layer
+}
+
+/// An object's stored value as a commit compares it.
+#[derive(Clone, Debug)]
+enum Stored {
+    Alloc(Arc<Allocation>),
+    Deployment(Arc<Deployment>),
+    Eval,
+}
+
+/// The current value and mod revision of every object a commit touches:
+/// first from the view, after a conflict from the store.
+#[derive(Debug, Default)]
+pub(crate) struct Currents {
+    known: HashMap<Target, Option<(Stored, Revision)>>,
+}
+
+impl Currents {
+    fn get(&mut self, target: &Target, view: &View) -> Option<(Stored, Revision)> {
+        self.known
+            .entry(target.clone())
+            .or_insert_with(|| match target {
+                Target::Alloc(id) => view.alloc(id).map(|a| {
+                    let rev = a.modify_revision;
+                    (Stored::Alloc(a), rev)
+                }),
+                Target::Deployment(id) => view.deployment(id).map(|d| {
+                    let rev = d.modify_revision;
+                    (Stored::Deployment(d), rev)
+                }),
+                Target::Eval(id) => view.eval(id).map(|e| (Stored::Eval, e.modify_revision)),
+            })
+            .clone()
+    }
+}
+
+/// What one committed transaction wrote.
+#[derive(Debug)]
+struct Written {
+    target: Target,
+    value: WrittenValue,
+}
+
+#[derive(Debug)]
+enum WrittenValue {
+    Alloc(Allocation),
+    Deployment(Deployment),
+    Eval,
+}
+
+/// The outcome of committing a plan's accepted part.
+#[derive(Debug, Default)]
+pub(crate) struct CommitOutcome {
+    /// Nodes whose part was committed.
+    pub(crate) committed: Vec<String>,
+    /// Whether the plan-wide part (deployment, evals) was committed.
+    pub(crate) global_committed: bool,
+    /// Nodes refused while committing, with why.
+    pub(crate) refused: BTreeMap<String, String>,
+    /// The revision of the last transaction that wrote; 0 if none did.
+    pub(crate) revision: Revision,
+    /// What was written, with revisions, for the overlay.
+    pub(crate) layer: OverlayLayer,
+    /// Evictions dropped because their allocation was already terminal.
+    pub(crate) skipped_evictions: HashSet<String>,
+    /// Why the commit stopped early, if it did.
+    pub(crate) error: Option<ApplierError>,
+}
+
+/// Commits the changes of a plan.
+pub(crate) struct Committer<'a> {
+    pub(crate) store: &'a dyn Store,
+    pub(crate) leadership: &'a Leadership,
+    pub(crate) keyspace: &'a Keyspace,
+    pub(crate) max_ops: usize,
+    pub(crate) max_bytes: usize,
+    pub(crate) retries: u32,
+    pub(crate) now: i64,
+}
+
+impl Committer<'_> {
+    /// Commits `changes` batch after batch; an all-at-once plan commits in
+    /// one transaction or not at all.
+    pub(crate) async fn commit(
+        &self,
+        view: &View,
+        changes: Changes,
+        all_at_once: bool,
+        seq: u64,
+    ) -> CommitOutcome {
+        let mut outcome = CommitOutcome {
+            skipped_evictions: changes.skipped_evictions.clone(),
+            layer: OverlayLayer::new(seq),
+            ..Default::default()
+        };
+        let batches = batches(changes, self.max_ops, self.max_bytes);
+        if all_at_once && batches.len() > 1 {
+            for part in batches.iter().flatten() {
+                if let Some(node) = &part.node {
+                    outcome.refused.insert(
+                        node.clone(),
+                        "all-at-once plan too large for one transaction".into(),
+                    );
+                }
+            }
+            return outcome;
+        }
+        let mut currents = Currents::default();
+        let mut pending = batches.into_iter();
+        while let Some(batch) = pending.next() {
+            match self
+                .commit_batch(view, batch, &mut currents, all_at_once, &mut outcome)
+                .await
+            {
+                Ok(()) => {}
+                Err(err) => {
+                    let reason = format!("not committed: {err}");
+                    for part in pending.flatten() {
+                        if let Some(node) = part.node {
+                            outcome.refused.insert(node, reason.clone());
+                        }
+                    }
+                    outcome.error = Some(err);
+                    break;
+                }
+            }
+        }
+        if let Some(rev) = outcome.layer.revision {
+            outcome.revision = rev;
+        }
+        outcome
+    }
+
+    async fn commit_batch(
+        &self,
+        view: &View,
+        mut parts: Vec<Part>,
+        currents: &mut Currents,
+        all_at_once: bool,
+        outcome: &mut CommitOutcome,
+    ) -> Result<(), ApplierError> {
+        let mut conflicts = 0;
+        loop {
+            let prepared = match self.prepare(view, &parts, currents) {
+                Ok(p) => p,
+                Err((index, reason)) => {
+                    let refused = parts.remove(index);
+                    let node = refused.node.unwrap_or_default();
+                    if all_at_once {
+                        for part in parts.iter().filter_map(|p| p.node.clone()) {
+                            outcome
+                                .refused
+                                .insert(part, format!("all-at-once plan: {reason}"));
+                        }
+                        outcome.refused.insert(node, reason);
+                        return Ok(());
+                    }
+                    outcome.refused.insert(node, reason);
+                    continue;
+                }
+            };
+            let (txn, written) = prepared;
+            if written.is_empty() {
+                self.record(parts, written, None, outcome);
+                return Ok(());
+            }
+            let res = self
+                .leadership
+                .fenced_txn(txn)
+                .await
+                .map_err(ApplierError::from_leadership)?;
+            if res.succeeded {
+                for w in &written {
+                    currents
+                        .known
+                        .insert(w.target.clone(), w.stored(res.revision));
+                }
+                self.record(parts, written, Some(res.revision), outcome);
+                return Ok(());
+            }
+            conflicts += 1;
+            if conflicts > self.retries {
+                let reason =
+                    format!("allocations kept changing under the commit ({conflicts} conflicts)");
+                for part in parts {
+                    if let Some(node) = part.node {
+                        outcome.refused.insert(node, reason.clone());
+                    }
+                }
+                return Ok(());
+            }
+            let targets: BTreeSet<Target> = parts
+                .iter()
+                .flat_map(|p| p.changes.iter().map(|(t, _)| t.clone()))
+                .collect();
+            tracing::debug!(
+                targets = targets.len(),
+                conflicts,
+                "commit conflict; re-reading"
+            );
+            let fresh = read_current(self.store, self.keyspace, &targets, self.max_ops)
+                .await
+                .map_err(ApplierError::Store)?;
+            currents.known.extend(fresh);
+        }
+    }
+
+    /// The transaction for `parts` given the current values, or the index of
+    /// a part that cannot be applied any more.
+    #[allow(clippy::type_complexity)]
+    fn prepare(
+        &self,
+        view: &View,
+        parts: &[Part],
+        currents: &mut Currents,
+    ) -> Result<(Txn, Vec<Written>), (usize, String)> {
+        let mut grouped: BTreeMap<&Target, Vec<(usize, &Change)>> = BTreeMap::new();
+        for (i, part) in parts.iter().enumerate() {
+            for (target, change) in &part.changes {
+                grouped.entry(target).or_default().push((i, change));
+            }
+        }
+        let mut txn = Txn::new();
+        let mut written = Vec::new();
+        for (target, changes) in grouped {
+            let current = currents.get(target, view);
+            let refs: Vec<&Change> = changes.iter().map(|(_, c)| *c).collect();
+            // Only a placement or an update can fail, and each comes from one node.
+            let culprit = || {
+                changes
+                    .iter()
+                    .find(|(_, c)| matches!(c, Change::Place(_) | Change::Update(_)))
+                    .map_or(0, |(i, _)| *i)
+            };
+            let (key, value, stored_rev) = match (target, &current) {
+                (Target::Alloc(id), cur) => {
+                    let cur_alloc = match cur {
+                        Some((Stored::Alloc(a), _)) => Some(a.as_ref()),
+                        _ => None,
+                    };
+                    match apply_alloc(cur_alloc, &refs, self.now) {
+                        Ok(Some(a)) => {
+                            let bytes = encode(&a);
+                            written.push(Written {
+                                target: target.clone(),
+                                value: WrittenValue::Alloc(a),
+                            });
+                            (self.keyspace.alloc(id), bytes, cur.as_ref().map(|c| c.1))
+                        }
+                        Ok(None) => continue,
+                        Err(reason) => return Err((culprit(), reason)),
+                    }
+                }
+                (Target::Deployment(id), cur) => {
+                    let cur_dep = match cur {
+                        Some((Stored::Deployment(d), _)) => Some(d.as_ref()),
+                        _ => None,
+                    };
+                    match apply_deployment(cur_dep, &refs, self.now) {
+                        Ok(Some(d)) => {
+                            let bytes = encode(&d);
+                            written.push(Written {
+                                target: target.clone(),
+                                value: WrittenValue::Deployment(d),
+                            });
+                            (
+                                self.keyspace.deployment(id),
+                                bytes,
+                                cur.as_ref().map(|c| c.1),
+                            )
+                        }
+                        Ok(None) => continue,
+                        Err(reason) => return Err((culprit(), reason)),
+                    }
+                }
+                (Target::Eval(id), cur) => match apply_eval(cur.is_some(), &refs, self.now) {
+                    Some(e) => {
+                        let bytes = encode(&e);
+                        written.push(Written {
+                            target: target.clone(),
+                            value: WrittenValue::Eval,
+                        });
+                        (self.keyspace.eval(id), bytes, None)
+                    }
+                    None => continue,
+                },
+            };
+            txn = match stored_rev {
+                Some(rev) => txn.when(Compare::mod_revision(key.clone(), CompareOp::Equal, rev)),
+                None => txn.when(Compare::absent(key.clone())),
+            };
+            txn = txn.and_then(Op::put(key, value));
+        }
+        Ok((txn, written))
+    }
+
+    fn record(
+        &self,
+        parts: Vec<Part>,
+        written: Vec<Written>,
+        revision: Option<Revision>,
+        outcome: &mut CommitOutcome,
+    ) {
+        for part in parts {
+            match part.node {
+                Some(node) => outcome.committed.push(node),
+                None => outcome.global_committed = true,
+            }
+        }
+        let Some(rev) = revision else {
+            return;
+        };
+        outcome.layer.revision = Some(outcome.layer.revision.map_or(rev, |r| r.max(rev)));
+        for w in written {
+            match w.value {
+                WrittenValue::Alloc(mut a) => {
+                    settle_alloc(&mut a, rev);
+                    outcome.layer.put_alloc(Arc::new(a));
+                }
+                WrittenValue::Deployment(mut d) => {
+                    d.modify_revision = rev;
+                    if d.create_revision == 0 {
+                        d.create_revision = rev;
+                    }
+                    outcome.layer.put_deployment(Arc::new(d));
+                }
+                WrittenValue::Eval => {}
+            }
+        }
+    }
+}
+
+/// Fills an allocation written at `rev` as a read would.
+fn settle_alloc(a: &mut Allocation, rev: Revision) {
+    a.modify_revision = rev;
+    if a.alloc_modify_revision == 0 {
+        a.alloc_modify_revision = rev;
+    }
+}
+
+impl Written {
+    fn stored(&self, rev: Revision) -> Option<(Stored, Revision)> {
+        Some(match &self.value {
+            WrittenValue::Alloc(a) => {
+                let mut a = a.clone();
+                settle_alloc(&mut a, rev);
+                (Stored::Alloc(Arc::new(a)), rev)
+            }
+            WrittenValue::Deployment(d) => {
+                let mut d = d.clone();
+                d.modify_revision = rev;
+                (Stored::Deployment(Arc::new(d)), rev)
+            }
+            WrittenValue::Eval => (Stored::Eval, rev),
+        })
+    }
+}
+
+/// Reads the stored values of `targets`, in read-only transactions of at
+/// most `max_ops` gets each.
+async fn read_current(
+    store: &dyn Store,
+    keyspace: &Keyspace,
+    targets: &BTreeSet<Target>,
+    max_ops: usize,
+) -> Result<Vec<(Target, Option<(Stored, Revision)>)>, StoreError> {
+    let targets: Vec<&Target> = targets.iter().collect();
+    let mut out = Vec::with_capacity(targets.len());
+    for chunk in targets.chunks(max_ops.max(1)) {
+        let mut txn = Txn::new();
+        for target in chunk {
+            let key = match target {
+                Target::Alloc(id) => keyspace.alloc(id),
+                Target::Deployment(id) => keyspace.deployment(id),
+                Target::Eval(id) => keyspace.eval(id),
+            };
+            txn = txn.and_then(Op::get(key));
+        }
+        let res = store.txn(txn).await?;
+        for (target, result) in chunk.iter().zip(res.results) {
+            let kv = match result {
+                OpResult::Get(r) => r.kvs.into_iter().next(),
+                _ => None,
+            };
+            let stored = match kv {
+                None => None,
+                Some(kv) => {
+                    let rev = kv.mod_revision;
+                    match target {
+                        Target::Alloc(_) => codec_decode::<Allocation>(&kv)
+                            .ok()
+                            .map(|a| (Stored::Alloc(Arc::new(a)), rev)),
+                        Target::Deployment(_) => codec_decode::<Deployment>(&kv)
+                            .ok()
+                            .map(|d| (Stored::Deployment(Arc::new(d)), rev)),
+                        Target::Eval(_) => Some((Stored::Eval, rev)),
+                    }
+                }
+            };
+            out.push(((*target).clone(), stored));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

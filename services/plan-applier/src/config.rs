@@ -1,0 +1,79 @@
+//! The plan-applier's configuration: where it listens, how it leads, and the
+//! budgets of its commits.
+
+use caravan_runtime::service::ServiceConfig;
+use caravan_runtime::store::StoreConfig;
+use caravan_runtime::telemetry::TelemetryConfig;
+use serde::{Deserialize, Serialize};
+
+/// Configuration of one plan-applier replica.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlanApplierConfig {
+    /// gRPC listen address; port 0 picks a free port.
+    pub grpc_addr: String,
+    /// Address other services reach this replica on, written into the
+    /// leader key; empty means the bound address (loopback when bound to
+    /// all interfaces).
+    pub advertised_addr: String,
+    /// TTL of the leader lease in milliseconds.
+    pub leader_ttl_ms: u64,
+    /// Most compares plus writes in one commit transaction; a plan over it is
+    /// split by node (etcd runs with `--max-txn-ops 10000`).
+    pub txn_max_ops: usize,
+    /// Most bytes of keys and values in one commit transaction (etcd runs
+    /// with `--max-request-bytes` 32 MiB).
+    pub txn_max_bytes: usize,
+    /// Threads verifying the nodes of one plan; 0 means one per core.
+    pub verify_threads: usize,
+    /// Re-reads and retries of a commit whose allocations a client status
+    /// write changed concurrently.
+    pub conflict_retries: u32,
+    /// How long a plan waits for the applier's cache to reach the revision
+    /// the scheduler planned against, in milliseconds.
+    pub cache_wait_ms: u64,
+    /// Deadline of the token check with the eval broker, in milliseconds.
+    pub broker_timeout_ms: u64,
+    /// The state store.
+    pub store: StoreConfig,
+    /// Logs and traces.
+    pub telemetry: TelemetryConfig,
+}
+
+impl Default for PlanApplierConfig {
+    fn default() -> Self {
+        PlanApplierConfig {
+            grpc_addr: "0.0.0.0:4651".into(),
+            advertised_addr: String::new(),
+            leader_ttl_ms: 10_000,
+            txn_max_ops: 4_000,
+            txn_max_bytes: 8 * 1024 * 1024,
+            verify_threads: 0,
+            conflict_retries: 5,
+            cache_wait_ms: 2_000,
+            broker_timeout_ms: 5_000,
+            store: StoreConfig::default(),
+            telemetry: TelemetryConfig::default(),
+        }
+    }
+}
+
+impl ServiceConfig for PlanApplierConfig {
+    fn telemetry(&self) -> &TelemetryConfig {
+        &self.telemetry
+    }
+    fn store(&self) -> &StoreConfig {
+        &self.store
+    }
+}
+
+impl PlanApplierConfig {
+    /// The number of verification threads, resolving 0 to the core count.
+    pub fn verify_threads(&self) -> usize {
+        if self.verify_threads > 0 {
+            self.verify_threads
+        } else {
+            std::thread::available_parallelism().map_or(1, usize::from)
+        }
+    }
+}

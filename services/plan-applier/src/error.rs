@@ -1,0 +1,97 @@
+//! The plan-applier's errors and their one mapping to gRPC statuses.
+
+use caravan_runtime::status;
+use caravan_state::StateError;
+use caravan_store::{LeadershipError, StoreError};
+use tonic::Status;
+
+/// The service name used in leader hints and messages.
+pub(crate) const SERVICE: &str = "plan-applier";
+
+/// Why a plan was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplierError {
+    /// This replica does not lead; the plan was not accepted.
+    #[error("plan-applier: not the leader")]
+    NotLeader {
+        /// The leader's address, when known.
+        leader: Option<String>,
+    },
+    /// The plan is malformed; nothing was written.
+    #[error("{field}: {problem}")]
+    Invalid {
+        /// The offending field, e.g. `plan.node_allocation["n1"].allocs[0].id`.
+        field: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The eval broker does not know the plan's delivery token: the eval was
+    /// handed to another worker or the broker failed over.
+    #[error("eval {eval_id}: delivery token refused by the eval broker: {reason}")]
+    TokenRefused {
+        /// The plan's evaluation.
+        eval_id: String,
+        /// What the broker answered.
+        reason: String,
+    },
+    /// The eval broker could not be asked about the token; nothing was written.
+    #[error("eval broker unavailable for the token check: {0}")]
+    BrokerUnavailable(String),
+    /// Leadership ended before the plan was committed; nothing was written.
+    #[error("plan-applier: leadership lost; the plan was not committed")]
+    NotCommitted,
+    /// The commit may or may not have happened; the worker must refresh to
+    /// the store's current revision and plan again.
+    #[error("plan-applier: commit outcome unknown: {0}")]
+    OutcomeUnknown(String),
+    /// The applier is shutting down; nothing was written.
+    #[error("plan-applier: shutting down; the plan was not committed")]
+    ShuttingDown,
+    /// The store failed before anything was written.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// The watch cache failed.
+    #[error("state: {0}")]
+    State(#[from] StateError),
+}
+
+impl ApplierError {
+    /// An invalid field.
+    pub(crate) fn invalid(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        ApplierError::Invalid {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+
+    /// The error a failed fenced write means.
+    pub(crate) fn from_leadership(err: LeadershipError) -> Self {
+        match err {
+            LeadershipError::Deposed { .. } | LeadershipError::Lost(_) => {
+                ApplierError::NotCommitted
+            }
+            LeadershipError::Store(e) => ApplierError::OutcomeUnknown(e.to_string()),
+        }
+    }
+
+    /// The gRPC status this error is answered with.
+    pub fn to_status(&self) -> Status {
+        match self {
+            ApplierError::NotLeader { leader } => status::not_leader(SERVICE, leader.as_deref()),
+            ApplierError::Invalid { field, problem } => status::invalid_field(field, problem),
+            ApplierError::TokenRefused { .. } => Status::failed_precondition(self.to_string()),
+            ApplierError::BrokerUnavailable(_)
+            | ApplierError::NotCommitted
+            | ApplierError::OutcomeUnknown(_)
+            | ApplierError::ShuttingDown => Status::unavailable(self.to_string()),
+            ApplierError::Store(e) => status::from_store(e),
+            ApplierError::State(e) => Status::unavailable(format!("state: {e}")),
+        }
+    }
+}
+
+impl From<ApplierError> for Status {
+    fn from(err: ApplierError) -> Self {
+        err.to_status()
+    }
+}

@@ -1,0 +1,268 @@
+//! Checking a plan before it is committed: its shape, the freshness of the
+//! snapshot it was planned on, and per node whether its part can be applied.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
+
+use caravan_proto::{AllocList, Allocation, NodeStatus, Plan, SchedulingEligibility};
+use caravan_state::is_terminal;
+use caravan_store::Revision;
+
+use crate::error::ApplierError;
+use crate::fit::allocs_fit;
+use crate::overlay::View;
+
+/// Plans with fewer nodes are verified on one thread: spreading them costs
+/// more than it saves.
+const PARALLEL_MIN_NODES: usize = 16;
+
+/// Checks the shape of a plan; the error names the offending field.
+pub(crate) fn validate_plan(plan: &Plan) -> Result<(), ApplierError> {
+    if plan.eval_id.is_empty() {
+        return Err(ApplierError::invalid("plan.eval_id", "must not be empty"));
+    }
+    if plan.eval_token.is_empty() {
+        return Err(ApplierError::invalid(
+            "plan.eval_token",
+            "must not be empty",
+        ));
+    }
+    if plan.snapshot_revision <= 0 {
+        return Err(ApplierError::invalid(
+            "plan.snapshot_revision",
+            "must be the positive revision the plan was computed at",
+        ));
+    }
+    let mut placed: HashSet<&str> = HashSet::new();
+    for (node, list) in &plan.node_allocation {
+        validate_list("node_allocation", node, list)?;
+        for (i, a) in list.allocs.iter().enumerate() {
+            let field = |f: &str| format!("plan.node_allocation[{node:?}].allocs[{i}].{f}");
+            if a.node_id != *node {
+                return Err(ApplierError::invalid(
+                    field("node_id"),
+                    format!("is {:?}, not the node it is listed under", a.node_id),
+                ));
+            }
+            if a.job_id.is_empty() {
+                return Err(ApplierError::invalid(field("job_id"), "must not be empty"));
+            }
+            if a.task_group.is_empty() {
+                return Err(ApplierError::invalid(
+                    field("task_group"),
+                    "must not be empty",
+                ));
+            }
+            if !placed.insert(&a.id) {
+                return Err(ApplierError::invalid(
+                    field("id"),
+                    format!("allocation {} is placed twice", a.id),
+                ));
+            }
+        }
+    }
+    for (node, list) in &plan.node_update {
+        validate_list("node_update", node, list)?;
+    }
+    for (node, list) in &plan.node_preemptions {
+        validate_list("node_preemptions", node, list)?;
+    }
+    if let Some(d) = &plan.deployment
+        && d.id.is_empty()
+    {
+        return Err(ApplierError::invalid(
+            "plan.deployment.id",
+            "must not be empty",
+        ));
+    }
+    for (i, u) in plan.deployment_updates.iter().enumerate() {
+        if u.deployment_id.is_empty() {
+            return Err(ApplierError::invalid(
+                format!("plan.deployment_updates[{i}].deployment_id"),
+                "must not be empty",
+            ));
+        }
+    }
+    for (i, e) in plan.evals.iter().enumerate() {
+        if e.id.is_empty() {
+            return Err(ApplierError::invalid(
+                format!("plan.evals[{i}].id"),
+                "must not be empty",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn validate_list(map: &str, node: &str, list: &AllocList) -> Result<(), ApplierError> {
+    if node.is_empty() {
+        return Err(ApplierError::invalid(
+            format!("plan.{map}"),
+            "a node id key is empty",
+        ));
+    }
+    for (i, a) in list.allocs.iter().enumerate() {
+        if a.id.is_empty() {
+            return Err(ApplierError::invalid(
+                format!("plan.{map}[{node:?}].allocs[{i}].id"),
+                "must not be empty",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every node a plan touches, ordered by id.
+pub(crate) fn plan_nodes(plan: &Plan) -> Vec<String> {
+    let mut nodes: BTreeSet<&String> = BTreeSet::new();
+    nodes.extend(plan.node_update.keys());
+    nodes.extend(plan.node_allocation.keys());
+    nodes.extend(plan.node_preemptions.keys());
+    nodes.into_iter().cloned().collect()
+}
+
+/// The jobs whose allocations a plan places, updates or stops (evictions of
+/// other jobs' allocations are guarded by their mod revisions instead).
+pub(crate) fn plan_jobs(view: &View, plan: &Plan) -> BTreeSet<(String, String)> {
+    let mut jobs = BTreeSet::new();
+    if let Some(j) = &plan.job {
+        jobs.insert((j.namespace.clone(), j.id.clone()));
+    }
+    for a in plan.node_allocation.values().flat_map(|l| &l.allocs) {
+        jobs.insert((a.namespace.clone(), a.job_id.clone()));
+    }
+    for a in plan.node_update.values().flat_map(|l| &l.allocs) {
+        match view.alloc(&a.id) {
+            Some(cur) => jobs.insert((cur.namespace.clone(), cur.job_id.clone())),
+            None => jobs.insert((a.namespace.clone(), a.job_id.clone())),
+        };
+    }
+    jobs
+}
+
+/// The newest server-side change to a job the plan touches when it is newer
+/// than the snapshot the plan was computed on: the plan is stale and must be
+/// refused as a whole, or it could place an allocation twice.
+pub(crate) fn stale_revision(view: &View, plan: &Plan) -> Option<(String, Revision)> {
+    plan_jobs(view, plan)
+        .into_iter()
+        .map(|(ns, job)| {
+            let rev = view.job_revision(&ns, &job);
+            (job, rev)
+        })
+        .filter(|(_, rev)| *rev > plan.snapshot_revision)
+        .max_by_key(|(_, rev)| *rev)
+}
+
+/// The outcome of verifying every node of a plan.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    /// Nodes whose part can be committed, ordered by id.
+    pub(crate) accepted: Vec<String>,
+    /// Nodes whose part is refused, with why.
+    pub(crate) rejected: BTreeMap<String, String>,
+}
+
+/// Verifies every node of `plan` against `view`, on up to `threads` threads.
+pub(crate) fn verify_plan(view: &View, plan: &Plan, threads: usize) -> Verdict {
+    let nodes = plan_nodes(plan);
+    let outcomes: Vec<Result<(), String>> = if nodes.len() < PARALLEL_MIN_NODES || threads <= 1 {
+        nodes.iter().map(|n| verify_node(view, plan, n)).collect()
+    } else {
+        let chunk = nodes.len().div_ceil(threads);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = nodes
+                .chunks(chunk)
+                .map(|part| {
+                    let handle = s.spawn(move || {
+                        part.iter()
+                            .map(|n| verify_node(view, plan, n))
+                            .collect::<Vec<_>>()
+                    });
+                    (part.len(), handle)
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|(len, h)| {
+                    h.join().unwrap_or_else(|_| {
+                        vec![Err("internal error while verifying the node".to_string()); len]
+                    })
+                })
+                .collect()
+        })
+    };
+    let mut verdict = Verdict::default();
+    for (node, outcome) in nodes.into_iter().zip(outcomes) {
+        match outcome {
+            Ok(()) => verdict.accepted.push(node),
+            Err(reason) => {
+                verdict.rejected.insert(node, reason);
+            }
+        }
+    }
+    verdict
+}
+
+fn allocs_of<'p>(map: &'p BTreeMap<String, AllocList>, node: &str) -> &'p [Allocation] {
+    map.get(node).map_or(&[][..], |l| &l.allocs[..])
+}
+
+/// Whether one node's part of a plan can be applied: removals always can;
+/// placements need a ready node, an eligible one unless they only update
+/// allocations already there, and room for everything left after the
+/// plan's stops and evictions.
+pub(crate) fn verify_node(view: &View, plan: &Plan, node_id: &str) -> Result<(), String> {
+    let placing = allocs_of(&plan.node_allocation, node_id);
+    if placing.is_empty() {
+        return Ok(());
+    }
+    let Some(node) = view.node(node_id) else {
+        return Err("node does not exist".into());
+    };
+    if node.status() != NodeStatus::Ready {
+        return Err(format!(
+            "node is not ready for placements (status {})",
+            node.status().as_str_name()
+        ));
+    }
+    let existing = view.allocs_on_node(node_id);
+    for a in placing {
+        if let Some(cur) = view.alloc(&a.id)
+            && cur.node_id != node_id
+        {
+            return Err(format!(
+                "allocation {} already lives on node {}",
+                a.id, cur.node_id
+            ));
+        }
+    }
+    let ineligible = node.scheduling_eligibility() == SchedulingEligibility::Ineligible;
+    let draining = node.drain_strategy.is_some();
+    if ineligible || draining {
+        let here: HashSet<&str> = existing.iter().map(|a| a.id.as_str()).collect();
+        if let Some(a) = placing.iter().find(|a| !here.contains(a.id.as_str())) {
+            let why = if draining { "draining" } else { "ineligible" };
+            return Err(format!(
+                "node is {why}: it accepts only stops and in-place updates (allocation {} is new)",
+                a.id
+            ));
+        }
+    }
+    let mut removed: HashSet<&str> = HashSet::new();
+    for map in [
+        &plan.node_update,
+        &plan.node_preemptions,
+        &plan.node_allocation,
+    ] {
+        removed.extend(allocs_of(map, node_id).iter().map(|a| a.id.as_str()));
+    }
+    let kept = existing
+        .iter()
+        .filter(|a| !is_terminal(a) && !removed.contains(a.id.as_str()))
+        .map(Arc::as_ref);
+    allocs_fit(node, kept.chain(placing.iter()))
+}
+
+#[cfg(test)]
+mod tests;
