@@ -1,0 +1,256 @@
+//! The client node's configuration (`[client]` keys at the top level of its TOML file).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use caravan_runtime::telemetry::TelemetryConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ClientError;
+
+/// Default gRPC port of a client node.
+pub const DEFAULT_PORT: u16 = 4660;
+
+/// Configuration of a client node (or of N simulated ones).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClientConfig {
+    /// api-gateway gRPC addresses (`host:port`); the client fails over between them.
+    pub servers: Vec<String>,
+    /// Address the node's own gRPC API (logs) listens on; port 0 picks one.
+    pub grpc_addr: String,
+    /// Address advertised to the servers as `Node.http_addr`; empty means the
+    /// bound address (with an unspecified IP replaced by the node's IP).
+    pub advertise_addr: String,
+    /// Where the node id, alloc state and alloc directories live.
+    pub data_dir: PathBuf,
+    /// Node name; the host name when empty.
+    pub name: String,
+    /// Datacenter the node is in.
+    pub datacenter: String,
+    /// Node class, used by constraints (`${node.class}`).
+    pub node_class: String,
+    /// Node pool; `default` when empty.
+    pub node_pool: String,
+    /// Node metadata (`${meta.<key>}`).
+    pub meta: BTreeMap<String, String>,
+    /// Resources kept back from the scheduler.
+    pub reserved: ReservedConfig,
+    /// Total CPU in MHz; 0 fingerprints cores × MHz.
+    pub cpu_total_mhz: u64,
+    /// MHz per core when `/proc/cpuinfo` doesn't say.
+    pub cpu_mhz_fallback: u64,
+    /// Memory in MB; 0 fingerprints `/proc/meminfo`.
+    pub memory_mb: u64,
+    /// Disk in MB; 0 fingerprints the free space of the data dir's file system.
+    pub disk_mb: u64,
+    /// Network speed advertised for the node's interface.
+    pub network_speed_mbits: u32,
+    /// Enabled task drivers (`raw_exec`, `mock`).
+    pub drivers: Vec<String>,
+    /// Run this many simulated nodes (mock driver only) instead of one real node.
+    pub simulate: u32,
+    /// Resources of each simulated node.
+    pub simulate_resources: SimulatedResources,
+    /// Simulated nodes sharing one gRPC connection to a gateway.
+    pub simulate_nodes_per_channel: u32,
+    /// Longest a status update waits to be batched, in milliseconds.
+    pub update_interval_ms: u64,
+    /// Updates that trigger a send before the interval is up.
+    pub update_max_batch: usize,
+    /// Kill every task when the client stops (development); otherwise tasks keep
+    /// running and the next client start re-attaches to them.
+    pub stop_tasks_on_shutdown: bool,
+    /// Logging and tracing.
+    pub telemetry: TelemetryConfig,
+}
+
+/// Resources a node keeps for itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReservedConfig {
+    /// CPU in MHz.
+    pub cpu_mhz: u64,
+    /// Memory in MB.
+    pub memory_mb: u64,
+    /// Disk in MB.
+    pub disk_mb: u64,
+    /// Host ports, e.g. `22,80,8000-8100`.
+    pub reserved_host_ports: String,
+    /// Core ids.
+    pub cores: Vec<u32>,
+}
+
+/// The resources each simulated node offers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SimulatedResources {
+    /// CPU in MHz.
+    pub cpu_mhz: u64,
+    /// Cores.
+    pub cores: u32,
+    /// Memory in MB.
+    pub memory_mb: u64,
+    /// Disk in MB.
+    pub disk_mb: u64,
+}
+
+impl Default for SimulatedResources {
+    fn default() -> Self {
+        SimulatedResources {
+            cpu_mhz: 16_000,
+            cores: 8,
+            memory_mb: 32_768,
+            disk_mb: 200_000,
+        }
+    }
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            servers: vec!["127.0.0.1:4647".into()],
+            grpc_addr: format!("127.0.0.1:{DEFAULT_PORT}"),
+            advertise_addr: String::new(),
+            data_dir: PathBuf::from("/var/lib/caravan/client"),
+            name: String::new(),
+            datacenter: "dc1".into(),
+            node_class: String::new(),
+            node_pool: "default".into(),
+            meta: BTreeMap::new(),
+            reserved: ReservedConfig::default(),
+            cpu_total_mhz: 0,
+            cpu_mhz_fallback: 2000,
+            memory_mb: 0,
+            disk_mb: 0,
+            network_speed_mbits: 1000,
+            drivers: vec!["raw_exec".into(), "mock".into()],
+            simulate: 0,
+            simulate_resources: SimulatedResources::default(),
+            simulate_nodes_per_channel: 100,
+            update_interval_ms: 200,
+            update_max_batch: 100,
+            stop_tasks_on_shutdown: false,
+            telemetry: TelemetryConfig::default(),
+        }
+    }
+}
+
+impl ClientConfig {
+    /// Keys whose environment values are comma-separated lists.
+    pub const LIST_KEYS: &'static [&'static str] = &["servers", "drivers", "reserved.cores"];
+
+    /// Checks what `run` relies on, naming the first bad key.
+    pub fn validate(&self) -> Result<(), ClientError> {
+        if self.servers.iter().all(|s| s.trim().is_empty()) {
+            return Err(ClientError::invalid(
+                "servers",
+                "at least one api-gateway address is needed",
+            ));
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            return Err(ClientError::invalid("data_dir", "must not be empty"));
+        }
+        for d in &self.drivers {
+            if !matches!(d.as_str(), "raw_exec" | "mock") {
+                return Err(ClientError::invalid(
+                    "drivers",
+                    format!("unknown driver {d:?} (known: raw_exec, mock)"),
+                ));
+            }
+        }
+        if self.update_interval_ms == 0 {
+            return Err(ClientError::invalid(
+                "update_interval_ms",
+                "must be positive",
+            ));
+        }
+        if self.update_max_batch == 0 {
+            return Err(ClientError::invalid("update_max_batch", "must be positive"));
+        }
+        if self.simulate > 0 && self.simulate_nodes_per_channel == 0 {
+            return Err(ClientError::invalid(
+                "simulate_nodes_per_channel",
+                "must be positive",
+            ));
+        }
+        if caravan_scheduler::ports::PortSet::parse(&self.reserved.reserved_host_ports).is_err() {
+            return Err(ClientError::invalid(
+                "reserved.reserved_host_ports",
+                "expected ports and ranges like 22,80,8000-8100",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The status batching interval.
+    pub fn update_interval(&self) -> Duration {
+        Duration::from_millis(self.update_interval_ms)
+    }
+
+    /// The gateway addresses, trimmed, without empty entries.
+    pub fn server_addrs(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+
+    /// Whether the named driver is enabled.
+    pub fn driver_enabled(&self, name: &str) -> bool {
+        self.drivers.iter().any(|d| d == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_runtime::config::ConfigLoader;
+
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        ClientConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn env_lists_and_overrides_load() {
+        let conf: ClientConfig = ConfigLoader::new("client-node")
+            .list_keys(ClientConfig::LIST_KEYS)
+            .with_env(vec![(
+                "CARAVAN_CLIENT_NODE__SERVERS".into(),
+                "10.0.0.1:4647,10.0.0.2:4647".into(),
+            )])
+            .set("simulate", "200")
+            .set("meta.rack", "r1")
+            .load(&ClientConfig::default())
+            .unwrap();
+        assert_eq!(conf.servers, vec!["10.0.0.1:4647", "10.0.0.2:4647"]);
+        assert_eq!(conf.simulate, 200);
+        assert_eq!(conf.meta.get("rack").map(String::as_str), Some("r1"));
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let c = ClientConfig {
+            drivers: vec!["docker".into()],
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().to_string().starts_with("drivers"));
+        let c = ClientConfig {
+            servers: vec![" ".into()],
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().to_string().starts_with("servers"));
+        let mut c = ClientConfig::default();
+        c.reserved.reserved_host_ports = "22-x".into();
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .starts_with("reserved.reserved_host_ports")
+        );
+    }
+}
