@@ -1,60 +1,109 @@
 //! The key types of the cache's tables: shared ids and maps keyed by
 //! (namespace, job id).
 
-use std::borrow::Borrow;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 use std::sync::Arc;
 
 use imbl::OrdMap;
 
-/// An object id shared between a table and its indexes: cloning it is a
-/// reference-count increment, which matters because persistent maps clone
-/// keys whenever they copy a node.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Id(Arc<str>);
+/// Longest id kept inline; UUIDs (36 bytes) fit.
+const INLINE: usize = 38;
+
+/// An object id as the tables key it. Ids up to 38 bytes (UUIDs, most job
+/// ids) live inline, so the B-tree searches that dominate applying an event
+/// compare bytes inside the node instead of chasing a pointer per probe;
+/// longer ids share one heap copy.
+#[derive(Clone)]
+pub struct Id(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Shared(Arc<str>),
+}
 
 impl Id {
     /// The id as a string slice.
     pub fn as_str(&self) -> &str {
-        &self.0
+        // Built only from `&str`, so the bytes are always valid UTF-8.
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
+    }
+
+    /// The id's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Repr::Shared(s) => s.as_bytes(),
+        }
+    }
+}
+
+impl PartialEq for Id {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Id {}
+
+impl PartialOrd for Id {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Id {
+    /// Byte order, which is `str` order.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_bytes().cmp(other.as_bytes())
+    }
+}
+
+impl Hash for Id {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
     }
 }
 
 impl Deref for Id {
     type Target = str;
     fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl Borrow<str> for Id {
-    fn borrow(&self) -> &str {
-        &self.0
+        self.as_str()
     }
 }
 
 impl From<&str> for Id {
     fn from(s: &str) -> Self {
-        Id(Arc::from(s))
+        if s.len() <= INLINE {
+            let mut bytes = [0; INLINE];
+            bytes[..s.len()].copy_from_slice(s.as_bytes());
+            Id(Repr::Inline {
+                len: s.len() as u8,
+                bytes,
+            })
+        } else {
+            Id(Repr::Shared(Arc::from(s)))
+        }
     }
 }
 
 impl From<String> for Id {
     fn from(s: String) -> Self {
-        Id(Arc::from(s))
+        Id::from(s.as_str())
     }
 }
 
 impl fmt::Display for Id {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Debug for Id {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
+        fmt::Debug::fmt(self.as_str(), f)
     }
 }
 
@@ -78,25 +127,26 @@ impl<V: Clone> Default for JobMap<V> {
 impl<V: Clone> JobMap<V> {
     /// The value of one job.
     pub fn get(&self, namespace: &str, job_id: &str) -> Option<&V> {
-        self.by_ns.get(namespace)?.get(job_id)
+        self.by_ns.get(&Id::from(namespace))?.get(&Id::from(job_id))
     }
 
     /// The value of one job, for in-place change (copying shared nodes).
     pub fn get_mut(&mut self, namespace: &str, job_id: &str) -> Option<&mut V> {
-        self.by_ns.get_mut(namespace)?.get_mut(job_id)
+        self.by_ns
+            .get_mut(&Id::from(namespace))?
+            .get_mut(&Id::from(job_id))
     }
 
     /// Sets the value of one job; returns the previous one.
     pub fn insert(&mut self, namespace: &str, job_id: &str, value: V) -> Option<V> {
-        if let Some(jobs) = self.by_ns.get_mut(namespace) {
-            if let Some(slot) = jobs.get_mut(job_id) {
+        let (namespace, job_id) = (Id::from(namespace), Id::from(job_id));
+        if let Some(jobs) = self.by_ns.get_mut(&namespace) {
+            if let Some(slot) = jobs.get_mut(&job_id) {
                 return Some(std::mem::replace(slot, value));
             }
-            jobs.insert(Id::from(job_id), value);
+            jobs.insert(job_id, value);
         } else {
-            let mut jobs = OrdMap::new();
-            jobs.insert(Id::from(job_id), value);
-            self.by_ns.insert(Id::from(namespace), jobs);
+            self.by_ns.insert(namespace, OrdMap::unit(job_id, value));
         }
         self.len += 1;
         None
@@ -104,10 +154,11 @@ impl<V: Clone> JobMap<V> {
 
     /// Removes one job; returns its value.
     pub fn remove(&mut self, namespace: &str, job_id: &str) -> Option<V> {
-        let jobs = self.by_ns.get_mut(namespace)?;
-        let old = jobs.remove(job_id)?;
+        let namespace = Id::from(namespace);
+        let jobs = self.by_ns.get_mut(&namespace)?;
+        let old = jobs.remove(&Id::from(job_id))?;
         if jobs.is_empty() {
-            self.by_ns.remove(namespace);
+            self.by_ns.remove(&namespace);
         }
         self.len -= 1;
         Some(old)
@@ -136,7 +187,7 @@ impl<V: Clone> JobMap<V> {
         namespace: &str,
     ) -> impl Iterator<Item = (&'a Id, &'a V)> + 'a {
         self.by_ns
-            .get(namespace)
+            .get(&Id::from(namespace))
             .into_iter()
             .flat_map(|jobs| jobs.iter())
     }
@@ -169,7 +220,7 @@ pub(crate) fn job_set_remove<T>(
 ) {
     let now_empty = match map.get_mut(namespace, job_id) {
         Some(set) => {
-            set.remove(member);
+            set.remove(&Id::from(member));
             set.is_empty()
         }
         None => false,
@@ -182,6 +233,31 @@ pub(crate) fn job_set_remove<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_inline_or_shared_compare_as_strings() {
+        let long = "x".repeat(100);
+        let mut ids: Vec<Id> = [
+            "b",
+            "",
+            "a",
+            "ab",
+            long.as_str(),
+            "b7c3f1e2-0000-4000-8000-1234567890ab",
+        ]
+        .into_iter()
+        .map(Id::from)
+        .collect();
+        ids.sort();
+        let strs: Vec<&str> = ids.iter().map(|i| i.as_str()).collect();
+        let mut want = strs.clone();
+        want.sort();
+        assert_eq!(strs, want);
+        assert_eq!(Id::from(long.as_str()), Id::from(long.clone()));
+        assert_eq!(Id::from(long.as_str()).as_str(), long);
+        assert_eq!(format!("{}", Id::from("web")), "web");
+        assert!(std::mem::size_of::<Id>() <= 40);
+    }
 
     #[test]
     fn job_map_insert_replace_remove() {

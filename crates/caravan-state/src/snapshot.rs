@@ -77,7 +77,7 @@ impl Tables {
 
     /// An evaluation.
     pub fn eval(&self, eval_id: &str) -> Option<&Arc<Evaluation>> {
-        self.evals.get(eval_id)
+        self.evals.get(&Id::from(eval_id))
     }
 
     /// Every evaluation, ordered by id.
@@ -104,7 +104,7 @@ impl Tables {
 
     /// An allocation.
     pub fn alloc(&self, alloc_id: &str) -> Option<&Arc<Allocation>> {
-        self.allocs.get(alloc_id)
+        self.allocs.get(&Id::from(alloc_id))
     }
 
     /// Every allocation, ordered by id.
@@ -123,7 +123,7 @@ impl Tables {
         node_id: &str,
     ) -> impl Iterator<Item = &'a Arc<Allocation>> + 'a {
         self.allocs_by_node
-            .get(node_id)
+            .get(&Id::from(node_id))
             .into_iter()
             .flat_map(|entry| entry.allocs.values())
     }
@@ -143,13 +143,13 @@ impl Tables {
     /// What the non-terminal allocations of a node hold (empty if none).
     pub fn node_usage(&self, node_id: &str) -> &NodeUsage {
         self.allocs_by_node
-            .get(node_id)
+            .get(&Id::from(node_id))
             .map_or(&*NO_USAGE, |entry| &entry.usage)
     }
 
     /// A client node.
     pub fn node(&self, node_id: &str) -> Option<&Arc<Node>> {
-        self.nodes.get(node_id)
+        self.nodes.get(&Id::from(node_id))
     }
 
     /// Every node, ordered by id.
@@ -164,7 +164,7 @@ impl Tables {
 
     /// Whether a node's heartbeat key exists (its lease is alive).
     pub fn heartbeat_live(&self, node_id: &str) -> bool {
-        self.heartbeats.contains(node_id)
+        self.heartbeats.contains(&Id::from(node_id))
     }
 
     /// The ids of the nodes whose heartbeat key exists, ordered.
@@ -174,7 +174,7 @@ impl Tables {
 
     /// A deployment.
     pub fn deployment(&self, deployment_id: &str) -> Option<&Arc<Deployment>> {
-        self.deployments.get(deployment_id)
+        self.deployments.get(&Id::from(deployment_id))
     }
 
     /// Every deployment, ordered by id.

@@ -81,7 +81,7 @@ impl Tables {
                 if live {
                     self.heartbeats.insert(node_id);
                 } else {
-                    self.heartbeats.remove(&*node_id);
+                    self.heartbeats.remove(&node_id);
                 }
             }
             Change::Deployment { id, deployment } => {
@@ -160,7 +160,7 @@ impl Tables {
         }
         if let (Some(node), Some(old)) = (old_node, old) {
             self.update_node(node, |entry| {
-                entry.allocs.remove(&**id);
+                entry.allocs.remove(id);
                 if let Some(u) = AllocUsage::of(old) {
                     entry.usage.sub(&u);
                 }
@@ -180,18 +180,19 @@ impl Tables {
     /// shares it), creating it if needed and dropping it once it holds no
     /// allocs, so deleted nodes leave nothing behind.
     fn update_node(&mut self, node: &str, f: impl FnOnce(&mut NodeAllocs)) {
-        if let Some(entry) = self.allocs_by_node.get_mut(node) {
+        let node = Id::from(node);
+        if let Some(entry) = self.allocs_by_node.get_mut(&node) {
             let entry = Arc::make_mut(entry);
             f(entry);
             if entry.allocs.is_empty() {
-                self.allocs_by_node.remove(node);
+                self.allocs_by_node.remove(&node);
             }
             return;
         }
         let mut entry = NodeAllocs::default();
         f(&mut entry);
         if !entry.allocs.is_empty() {
-            self.allocs_by_node.insert(Id::from(node), Arc::new(entry));
+            self.allocs_by_node.insert(node, Arc::new(entry));
         }
     }
 
@@ -230,12 +231,21 @@ impl Tables {
                 .get(namespace, id)?
                 .get(version)
                 .map(|j| j.modify_revision()),
-            StateKey::Eval(id) => self.evals.get(id.as_str()).map(|e| e.modify_revision()),
-            StateKey::Alloc(id) => self.allocs.get(id.as_str()).map(|a| a.modify_revision()),
-            StateKey::Node(id) => self.nodes.get(id.as_str()).map(|n| n.modify_revision()),
+            StateKey::Eval(id) => self
+                .evals
+                .get(&Id::from(id.as_str()))
+                .map(|e| e.modify_revision()),
+            StateKey::Alloc(id) => self
+                .allocs
+                .get(&Id::from(id.as_str()))
+                .map(|a| a.modify_revision()),
+            StateKey::Node(id) => self
+                .nodes
+                .get(&Id::from(id.as_str()))
+                .map(|n| n.modify_revision()),
             StateKey::Deployment(id) => self
                 .deployments
-                .get(id.as_str())
+                .get(&Id::from(id.as_str()))
                 .map(|d| d.modify_revision()),
             StateKey::SchedulerConfig => {
                 self.scheduler_config.as_ref().map(|c| c.modify_revision())
@@ -289,7 +299,7 @@ fn put_or_remove<T>(
 ) -> Option<Arc<T>> {
     match value {
         Some(v) => table.insert(id.clone(), Arc::clone(v)),
-        None => table.remove(&**id),
+        None => table.remove(id),
     }
 }
 
@@ -408,7 +418,7 @@ mod tests {
         assert_eq!(ids(t.allocs_by_node("n1")), Vec::<String>::new());
         assert!(t.node_usage("n1").is_empty());
         assert!(
-            !t.allocs_by_node.contains_key("n1"),
+            !t.allocs_by_node.contains_key(&Id::from("n1")),
             "empty node entries are dropped"
         );
         assert_eq!(ids(t.allocs_by_node("n2")), vec!["a1"]);

@@ -2,7 +2,6 @@
 //! the cache on every alloc write, never recomputed by a scan.
 
 use caravan_proto::{AllocClientStatus, AllocDesiredStatus, Allocation};
-use imbl::OrdMap;
 
 use crate::index::Id;
 
@@ -29,7 +28,11 @@ pub struct UsedPort {
 }
 
 /// The sum of what the non-terminal allocations of one node hold.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// Ports and cores are sorted multisets in flat vectors: a node holds a few
+/// hundred ports, and a flat vector is both faster to update in place and
+/// cheaper to copy (when a snapshot shares it) than a tree of that size.
+#[derive(Clone, Debug, Default)]
 pub struct NodeUsage {
     /// CPU in MHz.
     pub cpu_mhz: u64,
@@ -42,48 +45,67 @@ pub struct NodeUsage {
     pub disk_mb: u64,
     /// Number of non-terminal allocations.
     pub allocs: u64,
-    /// Reserved core id → number of allocs holding it (more than one only if
+    /// Reserved core ids, once per alloc holding them (twice only if
     /// committed state is already over-committed).
-    cores: OrdMap<u32, u32>,
-    /// Port → number of allocs holding it.
-    ports: OrdMap<UsedPort, u32>,
+    cores: Vec<u32>,
+    /// `port << 32 | index into host_ips`, once per alloc holding it.
+    ports: Vec<u64>,
+    /// The host addresses ports were bound on; a node has one or a few.
+    host_ips: Vec<Id>,
 }
 
+impl PartialEq for NodeUsage {
+    fn eq(&self, other: &Self) -> bool {
+        self.cpu_mhz == other.cpu_mhz
+            && self.memory_mb == other.memory_mb
+            && self.memory_max_mb == other.memory_max_mb
+            && self.disk_mb == other.disk_mb
+            && self.allocs == other.allocs
+            && self.cores == other.cores
+            && self.port_list() == other.port_list()
+    }
+}
+
+impl Eq for NodeUsage {}
+
 impl NodeUsage {
-    /// The reserved core ids, ascending.
+    /// The reserved core ids, ascending, each once.
     pub fn reserved_cores(&self) -> impl Iterator<Item = u32> + '_ {
-        self.cores.keys().copied()
+        let mut last = None;
+        self.cores.iter().copied().filter(move |c| {
+            let new = last != Some(*c);
+            last = Some(*c);
+            new
+        })
     }
 
     /// Whether a core is reserved by some allocation.
     pub fn core_reserved(&self, core: u32) -> bool {
-        self.cores.contains_key(&core)
+        self.cores.binary_search(&core).is_ok()
     }
 
-    /// The ports held, ordered by port then address.
-    pub fn used_ports(&self) -> impl Iterator<Item = &UsedPort> + '_ {
-        self.ports.keys()
+    /// The ports held, ordered by port then address, each once.
+    pub fn used_ports(&self) -> Vec<UsedPort> {
+        let mut ports = self.port_list();
+        ports.dedup();
+        ports
     }
 
     /// Whether `port` is held on any address of the node.
     pub fn port_in_use(&self, port: u32) -> bool {
+        let from = u64::from(port) << 32;
+        let at = self.ports.partition_point(|p| *p < from);
         self.ports
-            .range(
-                UsedPort {
-                    port,
-                    host_ip: Id::from(""),
-                }..,
-            )
-            .next()
-            .is_some_and(|(p, _)| p.port == port)
+            .get(at)
+            .is_some_and(|p| p >> 32 == u64::from(port))
     }
 
     /// Whether `port` is held on the address `host_ip`.
     pub fn port_in_use_on(&self, host_ip: &str, port: u32) -> bool {
-        self.ports.contains_key(&UsedPort {
-            port,
-            host_ip: Id::from(host_ip),
-        })
+        self.host_ips
+            .iter()
+            .position(|ip| ip.as_str() == host_ip)
+            .is_some_and(|ix| self.ports.binary_search(&pack(port, ix)).is_ok())
     }
 
     /// Whether nothing is held.
@@ -97,6 +119,34 @@ impl NodeUsage {
             && self.ports.is_empty()
     }
 
+    /// Every held port with its address, sorted, duplicates kept.
+    fn port_list(&self) -> Vec<UsedPort> {
+        let mut ports: Vec<UsedPort> = self
+            .ports
+            .iter()
+            .map(|p| UsedPort {
+                port: (p >> 32) as u32,
+                host_ip: self
+                    .host_ips
+                    .get((p & 0xffff_ffff) as usize)
+                    .cloned()
+                    .unwrap_or_else(|| Id::from("")),
+            })
+            .collect();
+        ports.sort();
+        ports
+    }
+
+    fn ip_index(&mut self, host_ip: &str) -> usize {
+        match self.host_ips.iter().position(|ip| ip.as_str() == host_ip) {
+            Some(ix) => ix,
+            None => {
+                self.host_ips.push(Id::from(host_ip));
+                self.host_ips.len() - 1
+            }
+        }
+    }
+
     pub(crate) fn add(&mut self, u: &AllocUsage<'_>) {
         self.cpu_mhz = self.cpu_mhz.saturating_add(u.cpu_mhz);
         self.memory_mb = self.memory_mb.saturating_add(u.memory_mb);
@@ -104,14 +154,13 @@ impl NodeUsage {
         self.disk_mb = self.disk_mb.saturating_add(u.disk_mb);
         self.allocs = self.allocs.saturating_add(1);
         for core in &u.cores {
-            *self.cores.entry(*core).or_insert(0) += 1;
+            let at = self.cores.partition_point(|c| c < core);
+            self.cores.insert(at, *core);
         }
         for (port, ip) in &u.ports {
-            let key = UsedPort {
-                port: *port,
-                host_ip: Id::from(*ip),
-            };
-            *self.ports.entry(key).or_insert(0) += 1;
+            let packed = pack(*port, self.ip_index(ip));
+            let at = self.ports.partition_point(|p| *p < packed);
+            self.ports.insert(at, packed);
         }
     }
 
@@ -124,32 +173,24 @@ impl NodeUsage {
         self.disk_mb = self.disk_mb.saturating_sub(u.disk_mb);
         self.allocs = self.allocs.saturating_sub(1);
         for core in &u.cores {
-            release(&mut self.cores, core);
+            if let Ok(at) = self.cores.binary_search(core) {
+                self.cores.remove(at);
+            }
         }
         for (port, ip) in &u.ports {
-            release(
-                &mut self.ports,
-                &UsedPort {
-                    port: *port,
-                    host_ip: Id::from(*ip),
-                },
-            );
+            let Some(ix) = self.host_ips.iter().position(|h| h.as_str() == *ip) else {
+                continue;
+            };
+            if let Ok(at) = self.ports.binary_search(&pack(*port, ix)) {
+                self.ports.remove(at);
+            }
         }
     }
 }
 
-fn release<K: Ord + Clone>(counts: &mut OrdMap<K, u32>, key: &K) {
-    let gone = match counts.get_mut(key) {
-        Some(n) if *n > 1 => {
-            *n -= 1;
-            false
-        }
-        Some(_) => true,
-        None => false,
-    };
-    if gone {
-        counts.remove(key);
-    }
+/// One port on one of the node's addresses, as a sortable integer.
+fn pack(port: u32, ip_index: usize) -> u64 {
+    (u64::from(port) << 32) | (ip_index as u64 & 0xffff_ffff)
 }
 
 /// What one non-terminal allocation holds on its node.
@@ -305,6 +346,20 @@ mod tests {
         assert!(node.port_in_use_on("10.0.0.1", 25000));
         assert!(!node.port_in_use_on("10.0.0.2", 25000));
         assert!(!node.port_in_use(8081));
+        let ip = Id::from("10.0.0.1");
+        assert_eq!(
+            node.used_ports(),
+            vec![
+                UsedPort {
+                    port: 8080,
+                    host_ip: ip.clone()
+                },
+                UsedPort {
+                    port: 25000,
+                    host_ip: ip
+                },
+            ]
+        );
         node.sub(&u);
         assert!(node.port_in_use(8080), "still held by the second alloc");
         assert_eq!(node.reserved_cores().collect::<Vec<_>>(), vec![2, 3]);
