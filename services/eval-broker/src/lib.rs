@@ -1,1 +1,161 @@
-//! Caravan's eval-broker service.
+//! Caravan's eval-broker service: the leader-elected queues of evaluations.
+//!
+//! The leader restores every non-terminal eval from the store when it wins,
+//! follows new and changed evals through its watch cache, and hands them to
+//! scheduler workers by priority with delivery tokens, one eval per job at a
+//! time. It owns every later write of an eval (acks, nacks, the delivery
+//! limit, failed follow-ups, blocked evals and their unblocking, and the
+//! writes of workers checked against their token), and marks nodes down
+//! when their heartbeat lease expires. Standbys keep their cache warm and
+//! answer with the leader's address.
+//!
+//! The queue logic ([`queues::EvalQueues`], [`blocked::BlockedEvals`]) is
+//! pure and driven by a clock the caller passes in; [`term`] and [`follow`]
+//! wire it to the store; [`grpc`] is the transport.
+
+pub mod blocked;
+pub mod broker;
+pub mod config;
+pub mod error;
+pub mod evals;
+pub mod follow;
+pub mod grpc;
+pub mod nodes;
+pub mod queues;
+pub mod term;
+pub mod writes;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use caravan_proto::eval_broker_service_server::EvalBrokerServiceServer;
+use caravan_runtime::leader::serve_as_leader;
+use caravan_state::{Informer, InformerConfig, Keyspace};
+use caravan_store::{Store, election_name};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use broker::EvalBroker;
+pub use config::EvalBrokerConfig;
+pub use error::{BrokerError, SERVICE};
+pub use grpc::EvalBrokerGrpc;
+
+/// Runs the eval broker on `config.grpc_addr` until `shutdown` fires.
+pub async fn run(
+    config: EvalBrokerConfig,
+    store: Arc<dyn Store>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let (listener, _) = caravan_runtime::grpc::bind(&config.grpc_addr)
+        .await
+        .with_context(|| format!("grpc_addr: cannot listen on {}", config.grpc_addr))?;
+    serve(config, store, listener, shutdown).await
+}
+
+/// Runs the eval broker on an already bound listener (port 0 in tests and
+/// `caravan dev`) until `shutdown` fires: serves gRPC and health, keeps the
+/// watch cache, and campaigns for leadership, leading while it wins.
+pub async fn serve(
+    config: EvalBrokerConfig,
+    store: Arc<dyn Store>,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let local = listener
+        .local_addr()
+        .context("reading the listener's address")?;
+    let advertise = advertise_addr(&config.advertise_addr, local);
+    let keyspace = Keyspace::new(&config.store.prefix);
+    let informer = Arc::new(
+        Informer::start(
+            Arc::clone(&store),
+            keyspace.clone(),
+            InformerConfig::default(),
+        )
+        .await
+        .context("starting the watch cache")?,
+    );
+    let config = Arc::new(config);
+    let broker = Arc::new(EvalBroker::new(
+        Arc::clone(&store),
+        Arc::clone(&informer),
+        Arc::clone(&config),
+        election_name(keyspace.prefix(), SERVICE),
+        advertise.clone(),
+    ));
+
+    let (health, health_service) = caravan_runtime::tonic_health::server::health_reporter();
+    health
+        .set_serving::<EvalBrokerServiceServer<EvalBrokerGrpc>>()
+        .await;
+    let router = caravan_runtime::grpc::server()
+        .add_service(health_service)
+        .add_service(EvalBrokerServiceServer::new(EvalBrokerGrpc::new(
+            Arc::clone(&broker),
+        )));
+    tracing::info!(%local, advertise = %advertise, prefix = keyspace.prefix(), "eval-broker listening");
+
+    // Stops the leader loop too if serving fails.
+    let stop = shutdown.child_token();
+    let leading = {
+        let (store, stop, broker, prefix) = (
+            Arc::clone(&store),
+            stop.clone(),
+            Arc::clone(&broker),
+            keyspace.prefix().to_string(),
+        );
+        let ttl = config.leader_ttl();
+        tokio::spawn(async move {
+            serve_as_leader(
+                store,
+                &prefix,
+                SERVICE,
+                &advertise,
+                ttl,
+                stop,
+                |leadership, term_stop| {
+                    let broker = Arc::clone(&broker);
+                    async move { broker.lead(leadership, term_stop).await }
+                },
+            )
+            .await;
+        })
+    };
+    let served = caravan_runtime::grpc::serve(router, listener, stop.clone()).await;
+    stop.cancel();
+    if let Err(err) = leading.await {
+        tracing::error!(error = %err, "the leadership loop panicked");
+    }
+    drop(broker);
+    if let Ok(informer) = Arc::try_unwrap(informer) {
+        informer.shutdown().await;
+    }
+    served.context("serving gRPC")
+}
+
+/// The address to campaign with: the configured one, else the bound one
+/// (loopback when bound to every interface).
+pub fn advertise_addr(configured: &str, local: SocketAddr) -> String {
+    if !configured.is_empty() {
+        return configured.to_string();
+    }
+    if local.ip().is_unspecified() {
+        return format!("127.0.0.1:{}", local.port());
+    }
+    local.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advertise_defaults_to_the_bound_address() {
+        let any: SocketAddr = "0.0.0.0:4650".parse().unwrap();
+        assert_eq!(advertise_addr("", any), "127.0.0.1:4650");
+        let lo: SocketAddr = "10.1.2.3:99".parse().unwrap();
+        assert_eq!(advertise_addr("", lo), "10.1.2.3:99");
+        assert_eq!(advertise_addr("broker:4650", lo), "broker:4650");
+    }
+}

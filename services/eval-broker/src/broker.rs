@@ -1,0 +1,130 @@
+//! The broker of one replica across leadership terms: the watch cache it
+//! keeps warm while standing by, the current term while leading, and the
+//! not-leader answer (naming the leader) while not.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use caravan_state::{Informer, Keyspace};
+use caravan_store::{Leadership, Store, current_leader};
+use parking_lot::RwLock;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::EvalBrokerConfig;
+use crate::error::BrokerError;
+use crate::follow::Follower;
+use crate::term::LeaderTerm;
+use crate::writes::EvalWriter;
+
+/// How long a new leader waits for its cache to reach the store's revision.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a term that ended waits for in-flight requests to let go of it,
+/// so its leadership can be resigned rather than left to lapse.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One replica of the eval broker.
+pub struct EvalBroker {
+    store: Arc<dyn Store>,
+    informer: Arc<Informer>,
+    config: Arc<EvalBrokerConfig>,
+    election: String,
+    advertise_addr: String,
+    current: RwLock<Option<Arc<LeaderTerm>>>,
+}
+
+impl EvalBroker {
+    /// A replica following `informer`, campaigning in `election` as
+    /// `advertise_addr`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        informer: Arc<Informer>,
+        config: Arc<EvalBrokerConfig>,
+        election: String,
+        advertise_addr: String,
+    ) -> Self {
+        EvalBroker {
+            store,
+            informer,
+            config,
+            election,
+            advertise_addr,
+            current: RwLock::new(None),
+        }
+    }
+
+    /// Whether this replica leads with its queues restored.
+    pub fn is_leading(&self) -> bool {
+        self.current.read().is_some()
+    }
+
+    /// The current term, or the not-leader error naming the leader.
+    pub async fn term(&self) -> Result<Arc<LeaderTerm>, BrokerError> {
+        if let Some(term) = self.current.read().clone()
+            && !term.stop.is_cancelled()
+        {
+            return Ok(term);
+        }
+        let leader = current_leader(self.store.as_ref(), self.election.as_bytes())
+            .await
+            .ok()
+            .flatten()
+            // While this replica is still restoring, naming itself would
+            // only send the caller back here.
+            .filter(|addr| *addr != self.advertise_addr);
+        Err(BrokerError::NotLeader { leader })
+    }
+
+    /// Leads one term: waits for the cache to reach the store, restores the
+    /// queues, serves until leadership is lost or `stop` fires, then drops
+    /// every in-memory queue.
+    pub async fn lead(&self, leadership: Arc<Leadership>, stop: CancellationToken) {
+        let revision = match self.store.current_revision().await {
+            Ok(r) => r,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot read the store's revision; giving up the term");
+                return;
+            }
+        };
+        if let Err(err) = self
+            .informer
+            .wait_for_revision(revision, CATCH_UP_TIMEOUT)
+            .await
+        {
+            tracing::warn!(error = %err, "the cache did not catch up; giving up the term");
+            return;
+        }
+        let writer = EvalWriter::new(
+            leadership,
+            Arc::clone(&self.store),
+            self.informer.keyspace().clone(),
+            self.config.max_txn_ops,
+        );
+        let (term, effects) = LeaderTerm::new(
+            writer,
+            Arc::clone(&self.informer),
+            Arc::clone(&self.config),
+            stop.child_token(),
+        );
+        let follower = Follower::restore(Arc::clone(&term), effects);
+        *self.current.write() = Some(Arc::clone(&term));
+        tracing::info!(address = %self.advertise_addr, "eval broker leading");
+        match follower.run().await {
+            Ok(()) => {}
+            Err(err) if err.is_deposed() => tracing::warn!("deposed; dropping the eval queues"),
+            Err(err) => tracing::error!(error = %err, "eval broker term failed"),
+        }
+        term.stop.cancel();
+        *self.current.write() = None;
+        term.ready.notify_waiters();
+        let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
+        while Arc::strong_count(&term) > 1 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tracing::info!("eval broker term ended");
+    }
+
+    /// The keyspace the broker works in.
+    pub fn keyspace(&self) -> &Keyspace {
+        self.informer.keyspace()
+    }
+}

@@ -1,0 +1,153 @@
+//! The eval-broker's configuration: where it listens, how it leads, and the
+//! delivery settings of its queues.
+
+use std::time::Duration;
+
+use caravan_runtime::service::ServiceConfig;
+use caravan_runtime::store::StoreConfig;
+use caravan_runtime::telemetry::TelemetryConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::queues::QueueConfig;
+
+/// Configuration of the `caravan-eval-broker` service.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EvalBrokerConfig {
+    /// gRPC listen address; port 0 picks a free port.
+    pub grpc_addr: String,
+    /// Address other services reach this replica at, campaigned with so
+    /// followers can name the leader; empty means the bound address (with
+    /// 127.0.0.1 for an unspecified host).
+    pub advertise_addr: String,
+    /// TTL of the leadership lease, in milliseconds (whole seconds are used).
+    pub leader_ttl_ms: u64,
+    /// A delivery neither acked, nacked nor reset for this long counts as
+    /// nacked, in milliseconds.
+    pub nack_timeout_ms: u64,
+    /// Deliveries after which a nack fails the eval.
+    pub delivery_limit: u32,
+    /// Backoff after the first nack, in milliseconds.
+    pub initial_nack_delay_ms: u64,
+    /// Backoff per earlier delivery after later nacks, in milliseconds.
+    pub subsequent_nack_delay_ms: u64,
+    /// Least wait of the follow-up of a failed eval, in milliseconds.
+    pub failed_follow_up_base_ms: u64,
+    /// Random extra wait of the follow-up of a failed eval, up to this many
+    /// milliseconds.
+    pub failed_follow_up_jitter_ms: u64,
+    /// How often blocked evals from plan failures are retried, in
+    /// milliseconds.
+    pub failed_unblock_interval_ms: u64,
+    /// Longest long poll a `Dequeue` may ask for, in milliseconds.
+    pub max_dequeue_timeout_ms: u64,
+    /// Most operations the broker puts in one transaction.
+    pub max_txn_ops: usize,
+    /// The state store.
+    pub store: StoreConfig,
+    /// Logging and tracing.
+    pub telemetry: TelemetryConfig,
+}
+
+impl Default for EvalBrokerConfig {
+    fn default() -> Self {
+        EvalBrokerConfig {
+            grpc_addr: "0.0.0.0:4650".into(),
+            advertise_addr: String::new(),
+            leader_ttl_ms: 10_000,
+            nack_timeout_ms: 60_000,
+            delivery_limit: 3,
+            initial_nack_delay_ms: 1_000,
+            subsequent_nack_delay_ms: 20_000,
+            failed_follow_up_base_ms: 60_000,
+            failed_follow_up_jitter_ms: 300_000,
+            failed_unblock_interval_ms: 60_000,
+            max_dequeue_timeout_ms: 300_000,
+            max_txn_ops: 128,
+            store: StoreConfig::default(),
+            telemetry: TelemetryConfig::default(),
+        }
+    }
+}
+
+impl ServiceConfig for EvalBrokerConfig {
+    fn telemetry(&self) -> &TelemetryConfig {
+        &self.telemetry
+    }
+
+    fn store(&self) -> &StoreConfig {
+        &self.store
+    }
+}
+
+impl EvalBrokerConfig {
+    /// The delivery settings of the queues.
+    pub fn queue_config(&self) -> QueueConfig {
+        QueueConfig {
+            nack_timeout: Duration::from_millis(self.nack_timeout_ms),
+            delivery_limit: self.delivery_limit.max(1),
+            initial_nack_delay: Duration::from_millis(self.initial_nack_delay_ms),
+            subsequent_nack_delay: Duration::from_millis(self.subsequent_nack_delay_ms),
+        }
+    }
+
+    /// The leadership lease TTL.
+    pub fn leader_ttl(&self) -> Duration {
+        Duration::from_millis(self.leader_ttl_ms.max(1_000))
+    }
+
+    /// How long the follow-up of an eval failed at the delivery limit waits:
+    /// the base plus a random share of the jitter.
+    pub fn failed_follow_up_wait(&self) -> Duration {
+        let jitter = if self.failed_follow_up_jitter_ms == 0 {
+            0
+        } else {
+            rand::random_range(0..=self.failed_follow_up_jitter_ms)
+        };
+        Duration::from_millis(self.failed_follow_up_base_ms.saturating_add(jitter))
+    }
+
+    /// How often plan-failure blocked evals are retried.
+    pub fn failed_unblock_interval(&self) -> Duration {
+        Duration::from_millis(self.failed_unblock_interval_ms.max(100))
+    }
+
+    /// The longest long poll.
+    pub fn max_dequeue_timeout(&self) -> Duration {
+        Duration::from_millis(self.max_dequeue_timeout_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_runtime::config::ConfigLoader;
+
+    use super::*;
+
+    #[test]
+    fn defaults_match_nomad() {
+        let c = EvalBrokerConfig::default().queue_config();
+        assert_eq!(c, QueueConfig::default());
+        assert_eq!(c.nack_timeout, Duration::from_secs(60));
+        assert_eq!(c.delivery_limit, 3);
+        let wait = EvalBrokerConfig::default().failed_follow_up_wait();
+        assert!(wait >= Duration::from_secs(60) && wait <= Duration::from_secs(360));
+    }
+
+    #[test]
+    fn overrides_reach_the_queue_settings() {
+        let conf: EvalBrokerConfig = ConfigLoader::new("eval-broker")
+            .with_env(vec![(
+                "CARAVAN_EVAL_BROKER__NACK_TIMEOUT_MS".into(),
+                "250".into(),
+            )])
+            .set_all(["delivery_limit=5", "grpc_addr=127.0.0.1:0"])
+            .unwrap()
+            .load(&EvalBrokerConfig::default())
+            .unwrap();
+        assert_eq!(conf.queue_config().nack_timeout, Duration::from_millis(250));
+        assert_eq!(conf.delivery_limit, 5);
+        assert_eq!(conf.grpc_addr, "127.0.0.1:0");
+        assert_eq!(conf.store, StoreConfig::default());
+    }
+}

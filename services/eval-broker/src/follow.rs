@@ -1,0 +1,454 @@
+//! What a leader does between RPCs: restore the term's queues from the
+//! store, follow the watch cache (new and changed evals, capacity changes,
+//! lost heartbeats), fire timers, and make the writes the queues call for,
+//! retrying those the store could not take yet.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use caravan_proto::{EvalStatus, Evaluation};
+use caravan_state::{Snapshot, StateError};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::error::BrokerError;
+use crate::evals;
+use crate::nodes;
+use crate::term::{Effect, LeaderTerm, now};
+use crate::writes::GuardedEval;
+
+/// Wait before retrying a write the store refused or that found the cache
+/// behind.
+const RETRY_DELAY: Duration = Duration::from_secs(1);
+/// A node found up without a heartbeat when a term starts gets this long to
+/// show one (its registration may be mid-flight) before it is marked down.
+const RESTORE_NODE_GRACE: Duration = Duration::from_secs(2);
+/// How often old capacity changes are forgotten, and how long they are kept.
+const PRUNE_EVERY: Duration = Duration::from_secs(300);
+const KEEP_CAPACITY_CHANGES: Duration = Duration::from_secs(900);
+/// Longest sleep without looking at the timers, as a safety net.
+const MAX_IDLE: Duration = Duration::from_secs(5);
+
+/// The follower of one term.
+pub struct Follower {
+    term: Arc<LeaderTerm>,
+    effects: mpsc::UnboundedReceiver<Effect>,
+    /// The snapshot whose changes have been applied.
+    seen: Snapshot,
+    backlog: VecDeque<Effect>,
+    retries: Vec<(Instant, Effect)>,
+    suspects: BTreeMap<String, Instant>,
+    next_failed_unblock: Instant,
+    next_prune: Instant,
+}
+
+fn status_of(eval: &Evaluation) -> EvalStatus {
+    EvalStatus::try_from(eval.status).unwrap_or(EvalStatus::Unspecified)
+}
+
+impl Follower {
+    /// Rebuilds the term's queues from the cache: pending evals ready (or
+    /// delayed, or waiting behind their job), blocked evals held, up nodes
+    /// without a heartbeat suspected.
+    pub fn restore(term: Arc<LeaderTerm>, effects: mpsc::UnboundedReceiver<Effect>) -> Follower {
+        let snapshot = term.informer.snapshot();
+        let now = now();
+        let mut backlog = VecDeque::new();
+        {
+            let mut state = term.state.lock();
+            for (class, revision) in nodes::capacity_revisions(&snapshot) {
+                state
+                    .blocked
+                    .note_capacity_change(&class, revision, now.instant);
+            }
+            let mut pending: Vec<Arc<Evaluation>> = snapshot
+                .evals()
+                .filter(|e| status_of(e) == EvalStatus::Pending)
+                .cloned()
+                .collect();
+            pending.sort_by_key(|e| e.create_revision);
+            for eval in pending {
+                state.queues.upsert(eval, now);
+            }
+            let mut blocked: Vec<Arc<Evaluation>> = snapshot
+                .evals()
+                .filter(|e| status_of(e) == EvalStatus::Blocked)
+                .cloned()
+                .collect();
+            blocked.sort_by_key(|e| e.create_revision);
+            let (mut cancel, mut unblock) = (Vec::new(), Vec::new());
+            for eval in blocked {
+                let out = state.blocked.block(eval);
+                cancel.extend(out.cancel);
+                unblock.extend(out.unblock);
+            }
+            if !cancel.is_empty() {
+                backlog.push_back(Effect::Cancel(
+                    cancel,
+                    evals::CANCELED_DUPLICATE_BLOCKED.to_string(),
+                ));
+            }
+            if !unblock.is_empty() {
+                backlog.push_back(Effect::Unblock(unblock));
+            }
+            let stats = state.queues.stats();
+            tracing::info!(
+                revision = snapshot.revision(),
+                ready = stats.ready,
+                delayed = stats.delayed,
+                waiting = stats.pending_by_job,
+                blocked = state.blocked.len(),
+                "restored the eval queues from the store"
+            );
+        }
+        let suspects = nodes::without_heartbeat(&snapshot)
+            .into_iter()
+            .map(|id| (id, now.instant + RESTORE_NODE_GRACE))
+            .collect();
+        let next_failed_unblock = now.instant + term.config.failed_unblock_interval();
+        Follower {
+            term,
+            effects,
+            seen: snapshot,
+            backlog,
+            retries: Vec::new(),
+            suspects,
+            next_failed_unblock,
+            next_prune: now.instant + PRUNE_EVERY,
+        }
+    }
+
+    /// Follows the cache and the timers until the term stops; returns an
+    /// error when leadership was lost or the cache stopped.
+    pub async fn run(mut self) -> Result<(), BrokerError> {
+        let mut revisions = self.term.informer.subscribe();
+        revisions.borrow_and_update();
+        // Changes between the restore's snapshot and now.
+        self.catch_up();
+        loop {
+            if self.term.stop.is_cancelled() {
+                return Ok(());
+            }
+            while let Some(effect) = self.backlog.pop_front() {
+                self.execute(effect).await?;
+            }
+            self.fire_timers();
+            if !self.backlog.is_empty() {
+                continue;
+            }
+            let wake_at = self.next_wakeup();
+            tokio::select! {
+                _ = self.term.stop.cancelled() => return Ok(()),
+                changed = revisions.changed() => {
+                    if changed.is_err() {
+                        return Err(StateError::Closed.into());
+                    }
+                    self.catch_up();
+                }
+                Some(effect) = self.effects.recv() => self.backlog.push_back(effect),
+                _ = self.term.wake.notified() => {}
+                _ = tokio::time::sleep_until(wake_at) => {}
+            }
+        }
+    }
+
+    fn next_wakeup(&self) -> Instant {
+        let mut at = Instant::now() + MAX_IDLE;
+        if let Some(deadline) = self.term.state.lock().queues.next_deadline() {
+            at = at.min(deadline);
+        }
+        for (due, _) in &self.retries {
+            at = at.min(*due);
+        }
+        for due in self.suspects.values() {
+            at = at.min(*due);
+        }
+        at.min(self.next_failed_unblock).min(self.next_prune)
+    }
+
+    /// Applies what changed in the cache since the last snapshot seen.
+    fn catch_up(&mut self) {
+        let next = self.term.informer.snapshot();
+        let now = now();
+        let (mut cancel, mut unblock) = (Vec::new(), Vec::new());
+        {
+            let mut state = self.term.state.lock();
+            let mut pending = Vec::new();
+            for change in next.eval_changes_since(&self.seen) {
+                match change.new() {
+                    Some(eval) if status_of(eval) == EvalStatus::Pending => {
+                        state.blocked.remove(&eval.id);
+                        pending.push(Arc::clone(eval));
+                    }
+                    Some(eval) if status_of(eval) == EvalStatus::Blocked => {
+                        state.queues.settle(&eval.id);
+                        let out = state.blocked.block(Arc::clone(eval));
+                        cancel.extend(out.cancel);
+                        unblock.extend(out.unblock);
+                    }
+                    _ => {
+                        if let Some(id) = change.old().or(change.new()).map(|e| e.id.as_str()) {
+                            state.queues.settle(id);
+                            state.blocked.remove(id);
+                        }
+                    }
+                }
+            }
+            pending.sort_by_key(|e| e.create_revision);
+            for eval in pending {
+                state.queues.upsert(eval, now);
+            }
+            for class in nodes::classes_with_new_capacity(&self.seen, &next) {
+                let released = state
+                    .blocked
+                    .unblock_class(&class, next.revision(), now.instant);
+                if !released.is_empty() {
+                    tracing::info!(
+                        class,
+                        evals = released.len(),
+                        "capacity changed; unblocking evals"
+                    );
+                }
+                unblock.extend(released);
+            }
+        }
+        for node_id in nodes::heartbeats_lost(&self.seen, &next) {
+            tracing::info!(node_id, "heartbeat lost");
+            self.backlog.push_back(Effect::NodeDown(node_id));
+        }
+        if !cancel.is_empty() {
+            self.backlog.push_back(Effect::Cancel(
+                cancel,
+                evals::CANCELED_DUPLICATE_BLOCKED.to_string(),
+            ));
+        }
+        if !unblock.is_empty() {
+            self.backlog.push_back(Effect::Unblock(unblock));
+        }
+        self.seen = next;
+        self.term.ready.notify_waiters();
+    }
+
+    /// Fires what is due: queue timers, periodic unblocks of plan failures,
+    /// node suspects and retries.
+    fn fire_timers(&mut self) {
+        let now = Instant::now();
+        let (expired, failed_unblocked, ready) = {
+            let mut state = self.term.state.lock();
+            let expired = state.queues.expire(now);
+            let mut failed_unblocked = Vec::new();
+            if now >= self.next_failed_unblock {
+                failed_unblocked = state.blocked.unblock_failed();
+                self.next_failed_unblock = now + self.term.config.failed_unblock_interval();
+            }
+            if now >= self.next_prune {
+                state.blocked.prune(now, KEEP_CAPACITY_CHANGES);
+                self.next_prune = now + PRUNE_EVERY;
+            }
+            (expired, failed_unblocked, state.queues.ready_len())
+        };
+        for eval_id in &expired.timed_out {
+            tracing::info!(eval_id, "nack timeout: the delivery counts as nacked");
+        }
+        if !expired.canceled.is_empty() {
+            self.backlog.push_back(Effect::Cancel(
+                expired.canceled,
+                evals::CANCELED_SUPERSEDED.to_string(),
+            ));
+        }
+        self.backlog
+            .extend(expired.failed.into_iter().map(Effect::Fail));
+        if !failed_unblocked.is_empty() {
+            tracing::info!(
+                evals = failed_unblocked.len(),
+                "retrying evals blocked by plan failures"
+            );
+            self.backlog.push_back(Effect::Unblock(failed_unblocked));
+        }
+        let due: Vec<String> = self
+            .suspects
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in due {
+            self.suspects.remove(&id);
+            self.backlog.push_back(Effect::NodeDown(id));
+        }
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retries)
+            .into_iter()
+            .partition(|(at, _)| *at <= now);
+        self.retries = later;
+        self.backlog
+            .extend(due.into_iter().map(|(_, effect)| effect));
+        if ready > 0 {
+            self.term.ready.notify_waiters();
+        }
+    }
+
+    /// Makes one write; failures other than lost leadership are retried.
+    async fn execute(&mut self, effect: Effect) -> Result<(), BrokerError> {
+        let result = match &effect {
+            Effect::Cancel(evals, reason) => self.cancel(evals, reason).await,
+            Effect::Fail(eval) => self.fail(eval).await,
+            Effect::Unblock(evals) => self.unblock(evals).await,
+            Effect::NodeDown(node_id) => self.node_down(node_id).await,
+            Effect::Create(evals) => self.create(evals).await,
+        };
+        match result {
+            Ok(None) => Ok(()),
+            Ok(Some(retry)) => {
+                self.retries.push((Instant::now() + RETRY_DELAY, retry));
+                Ok(())
+            }
+            Err(err) if err.is_deposed() => {
+                self.term.stop.cancel();
+                Err(err)
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, ?effect, "broker write failed; retrying");
+                self.retries.push((Instant::now() + RETRY_DELAY, effect));
+                Ok(())
+            }
+        }
+    }
+
+    /// Cancels evals the queues dropped, unless they are back in a queue or
+    /// already done.
+    async fn cancel(
+        &self,
+        evals: &[Arc<Evaluation>],
+        reason: &str,
+    ) -> Result<Option<Effect>, BrokerError> {
+        let snapshot = self.term.informer.snapshot();
+        let now_ns = now().unix_ns;
+        let writes: Vec<GuardedEval> = {
+            let state = self.term.state.lock();
+            evals
+                .iter()
+                .filter_map(|e| snapshot.eval(&e.id))
+                .filter(|e| {
+                    matches!(status_of(e), EvalStatus::Pending | EvalStatus::Blocked)
+                        && !state.queues.contains(&e.id)
+                        && !state.blocked.contains(&e.id)
+                })
+                .map(|e| {
+                    GuardedEval::rewrite(evals::canceled(e, reason, now_ns), e.modify_revision)
+                })
+                .collect()
+        };
+        if writes.is_empty() {
+            return Ok(None);
+        }
+        let outcome = self.term.writer.put_evals(writes).await?;
+        if !outcome.written.is_empty() {
+            tracing::info!(evals = ?outcome.written, reason, "evals canceled");
+        }
+        if outcome.conflicted.is_empty() {
+            return Ok(None);
+        }
+        let again = evals
+            .iter()
+            .filter(|e| outcome.conflicted.contains(&e.id))
+            .cloned()
+            .collect();
+        Ok(Some(Effect::Cancel(again, reason.to_string())))
+    }
+
+    /// Fails an eval at the delivery limit with its follow-up, then frees
+    /// its job.
+    async fn fail(&self, eval: &Arc<Evaluation>) -> Result<Option<Effect>, BrokerError> {
+        let current = self.term.informer.snapshot().eval(&eval.id).cloned();
+        let current = match current {
+            Some(e) if status_of(&e) == EvalStatus::Pending => e,
+            // Finished, blocked or gone meanwhile: nothing to fail.
+            _ => {
+                let released = self.term.state.lock().queues.finish_failed(&eval.id);
+                self.term.released(released);
+                return Ok(None);
+            }
+        };
+        let now_ns = now().unix_ns;
+        let config = &self.term.config;
+        let follow_up = evals::failed_follow_up(&current, config.failed_follow_up_wait(), now_ns);
+        let failed = evals::failed_at_limit(&current, &follow_up.id, config.delivery_limit, now_ns);
+        let write = GuardedEval::rewrite(failed, current.modify_revision);
+        if !self
+            .term
+            .writer
+            .fail_with_follow_up(&write, &follow_up)
+            .await?
+        {
+            return Ok(Some(Effect::Fail(Arc::clone(eval))));
+        }
+        tracing::warn!(
+            eval_id = %eval.id,
+            follow_up = %follow_up.id,
+            wait_until_unix_ns = follow_up.wait_until_unix_ns,
+            "eval failed at the delivery limit; follow-up created"
+        );
+        let released = self.term.state.lock().queues.finish_failed(&eval.id);
+        self.term.released(released);
+        Ok(None)
+    }
+
+    /// Writes released blocked evals back to pending; the cache then
+    /// enqueues them.
+    async fn unblock(&self, evals: &[Arc<Evaluation>]) -> Result<Option<Effect>, BrokerError> {
+        let snapshot = self.term.informer.snapshot();
+        let now_ns = now().unix_ns;
+        let writes: Vec<GuardedEval> = {
+            let state = self.term.state.lock();
+            evals
+                .iter()
+                .filter_map(|e| snapshot.eval(&e.id))
+                .filter(|e| status_of(e) == EvalStatus::Blocked && !state.blocked.contains(&e.id))
+                .map(|e| GuardedEval::rewrite(evals::unblocked(e, now_ns), e.modify_revision))
+                .collect()
+        };
+        if writes.is_empty() {
+            return Ok(None);
+        }
+        // A guard that fails means a newer copy is on its way through the
+        // cache, which blocks or enqueues it again on its own.
+        let outcome = self.term.writer.put_evals(writes).await?;
+        tracing::debug!(written = ?outcome.written, conflicted = ?outcome.conflicted, "unblocked evals");
+        Ok(None)
+    }
+
+    /// Marks a node down with node-update evals for its jobs, if it is still
+    /// up without a heartbeat.
+    async fn node_down(&mut self, node_id: &str) -> Result<Option<Effect>, BrokerError> {
+        let snapshot = self.term.informer.snapshot();
+        let Some(node) = snapshot.node(node_id) else {
+            return Ok(None);
+        };
+        if !evals::node_counts_as_up(node) || snapshot.heartbeat_live(node_id) {
+            return Ok(None);
+        }
+        let now_ns = now().unix_ns;
+        let evals = nodes::node_update_evals(&snapshot, node_id, now_ns);
+        let count = evals.len();
+        let down = evals::node_down(node, now_ns);
+        match self.term.writer.node_down(&down, evals).await? {
+            Some(rest) => {
+                tracing::warn!(node_id, evals = count, "node marked down: heartbeat missed");
+                if !rest.is_empty() {
+                    self.backlog.push_back(Effect::Create(rest));
+                }
+                Ok(None)
+            }
+            // The node changed or its heartbeat is back; look again once the
+            // cache has caught up.
+            None => Ok(Some(Effect::NodeDown(node_id.to_string()))),
+        }
+    }
+
+    /// Creates evals; ones that exist already were created by an earlier try.
+    async fn create(&self, evals: &[Evaluation]) -> Result<Option<Effect>, BrokerError> {
+        let writes = evals.iter().cloned().map(GuardedEval::create).collect();
+        self.term.writer.put_evals(writes).await?;
+        Ok(None)
+    }
+}

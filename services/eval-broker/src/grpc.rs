@@ -1,0 +1,142 @@
+//! The `EvalBrokerService` gRPC surface: each handler finds the current term
+//! (or answers not-leader) and calls into it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use caravan_proto::eval_broker_service_server::EvalBrokerService;
+use caravan_proto::{
+    AckRequest, AckResponse, BrokerStatsRequest, BrokerStatsResponse, CreateEvalRequest,
+    DequeueRequest, DequeueResponse, EvalWriteResponse, Evaluation, NackRequest, NackResponse,
+    OutstandingResetRequest, OutstandingResetResponse, ReblockEvalRequest, UpdateEvalRequest,
+};
+use tonic::{Request, Response, Status};
+
+use crate::broker::EvalBroker;
+use crate::error::BrokerError;
+
+/// The gRPC service of one broker replica.
+#[derive(Clone)]
+pub struct EvalBrokerGrpc {
+    broker: Arc<EvalBroker>,
+}
+
+impl EvalBrokerGrpc {
+    /// Serves `broker`.
+    pub fn new(broker: Arc<EvalBroker>) -> Self {
+        EvalBrokerGrpc { broker }
+    }
+}
+
+fn eval_of(eval: Option<Evaluation>) -> Result<Evaluation, BrokerError> {
+    eval.ok_or_else(|| BrokerError::InvalidArgument {
+        field: "eval".into(),
+        problem: "is required".into(),
+    })
+}
+
+#[tonic::async_trait]
+impl EvalBrokerService for EvalBrokerGrpc {
+    async fn dequeue(
+        &self,
+        request: Request<DequeueRequest>,
+    ) -> Result<Response<DequeueResponse>, Status> {
+        let req = request.into_inner();
+        let timeout = u64::try_from(req.timeout_ns).map_err(|_| BrokerError::InvalidArgument {
+            field: "timeout_ns".into(),
+            problem: "must not be negative".into(),
+        })?;
+        let term = self.broker.term().await?;
+        let delivery = term
+            .dequeue(&req.schedulers, Duration::from_nanos(timeout))
+            .await?;
+        Ok(Response::new(match delivery {
+            Some(d) => {
+                let mut eval = (*d.eval).clone();
+                eval.delivery_count = d.deliveries.saturating_sub(1);
+                DequeueResponse {
+                    eval: Some(eval),
+                    token: d.token,
+                    wait_revision: d.wait_revision,
+                }
+            }
+            None => DequeueResponse::default(),
+        }))
+    }
+
+    async fn ack(&self, request: Request<AckRequest>) -> Result<Response<AckResponse>, Status> {
+        let req = request.into_inner();
+        self.broker.term().await?.ack(&req.eval_id, &req.token)?;
+        Ok(Response::new(AckResponse {}))
+    }
+
+    async fn nack(&self, request: Request<NackRequest>) -> Result<Response<NackResponse>, Status> {
+        let req = request.into_inner();
+        self.broker.term().await?.nack(&req.eval_id, &req.token)?;
+        Ok(Response::new(NackResponse {}))
+    }
+
+    async fn outstanding_reset(
+        &self,
+        request: Request<OutstandingResetRequest>,
+    ) -> Result<Response<OutstandingResetResponse>, Status> {
+        let req = request.into_inner();
+        self.broker
+            .term()
+            .await?
+            .outstanding_reset(&req.eval_id, &req.token)?;
+        Ok(Response::new(OutstandingResetResponse {}))
+    }
+
+    async fn update_eval(
+        &self,
+        request: Request<UpdateEvalRequest>,
+    ) -> Result<Response<EvalWriteResponse>, Status> {
+        let req = request.into_inner();
+        let eval = eval_of(req.eval)?;
+        let revision = self
+            .broker
+            .term()
+            .await?
+            .update_eval(eval, &req.token)
+            .await?;
+        Ok(Response::new(EvalWriteResponse { revision }))
+    }
+
+    async fn create_eval(
+        &self,
+        request: Request<CreateEvalRequest>,
+    ) -> Result<Response<EvalWriteResponse>, Status> {
+        let req = request.into_inner();
+        let eval = eval_of(req.eval)?;
+        let revision = self
+            .broker
+            .term()
+            .await?
+            .create_eval(eval, &req.token)
+            .await?;
+        Ok(Response::new(EvalWriteResponse { revision }))
+    }
+
+    async fn reblock_eval(
+        &self,
+        request: Request<ReblockEvalRequest>,
+    ) -> Result<Response<EvalWriteResponse>, Status> {
+        let req = request.into_inner();
+        let eval = eval_of(req.eval)?;
+        let revision = self
+            .broker
+            .term()
+            .await?
+            .reblock_eval(eval, &req.token)
+            .await?;
+        Ok(Response::new(EvalWriteResponse { revision }))
+    }
+
+    async fn stats(
+        &self,
+        _request: Request<BrokerStatsRequest>,
+    ) -> Result<Response<BrokerStatsResponse>, Status> {
+        Ok(Response::new(self.broker.term().await?.stats()))
+    }
+}

@@ -1,0 +1,399 @@
+//! One leadership term of the broker: the queues and blocked evals rebuilt
+//! from the store when the term began, and what the RPCs do with them
+//! (dequeue, ack, nack, reset, and the eval writes of workers checked
+//! against their delivery). What must be written in reaction goes to the
+//! term's follower as [`Effect`]s.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use caravan_proto::{BrokerStatsResponse, EvalStatus, Evaluation};
+use caravan_state::Informer;
+use caravan_store::Revision;
+use parking_lot::Mutex;
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::blocked::BlockedEvals;
+use crate::config::EvalBrokerConfig;
+use crate::error::BrokerError;
+use crate::evals;
+use crate::queues::{Delivery, EvalQueues, Nacked, Now, Released};
+use crate::writes::{EvalWriter, GuardedEval};
+
+/// Attempts at a worker's eval write when the eval keeps changing under it.
+const CONFLICT_RETRIES: usize = 5;
+
+/// A write the term's follower makes on behalf of the queues.
+#[derive(Clone, Debug)]
+pub enum Effect {
+    /// Cancel evals dropped from the queues, saying why.
+    Cancel(Vec<Arc<Evaluation>>, String),
+    /// Mark an eval failed at the delivery limit and create its follow-up.
+    Fail(Arc<Evaluation>),
+    /// Write blocked evals back to pending so they are scheduled again.
+    Unblock(Vec<Arc<Evaluation>>),
+    /// Mark a node whose heartbeat vanished down, with evals for its jobs.
+    NodeDown(String),
+    /// Create evals (the remainder of a node going down).
+    Create(Vec<Evaluation>),
+}
+
+/// The in-memory state of a term, behind one lock.
+#[derive(Debug)]
+pub struct TermState {
+    /// Pending evals: ready, waiting, delayed, unacked.
+    pub queues: EvalQueues,
+    /// Blocked evals.
+    pub blocked: BlockedEvals,
+}
+
+/// A leadership term: its state, its fenced writer and its signals.
+pub struct LeaderTerm {
+    /// Writes fenced by this term's leadership.
+    pub writer: EvalWriter,
+    /// The watch cache the term follows.
+    pub informer: Arc<Informer>,
+    /// Queues and blocked evals.
+    pub state: Mutex<TermState>,
+    /// Woken when evals may have become ready.
+    pub ready: Notify,
+    /// Woken when the follower should look at its timers again.
+    pub wake: Notify,
+    /// Cancelled when the term ends.
+    pub stop: CancellationToken,
+    /// The service configuration.
+    pub config: Arc<EvalBrokerConfig>,
+    effects: mpsc::UnboundedSender<Effect>,
+}
+
+/// The present time on both clocks.
+pub fn now() -> Now {
+    let unix_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    Now {
+        instant: Instant::now(),
+        unix_ns,
+    }
+}
+
+fn require(field: &str, value: &str) -> Result<(), BrokerError> {
+    if value.is_empty() {
+        return Err(BrokerError::InvalidArgument {
+            field: field.to_string(),
+            problem: "must not be empty".into(),
+        });
+    }
+    Ok(())
+}
+
+impl LeaderTerm {
+    /// A term with empty queues; the follower restores them.
+    pub fn new(
+        writer: EvalWriter,
+        informer: Arc<Informer>,
+        config: Arc<EvalBrokerConfig>,
+        stop: CancellationToken,
+    ) -> (Arc<LeaderTerm>, mpsc::UnboundedReceiver<Effect>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let term = Arc::new(LeaderTerm {
+            writer,
+            informer,
+            state: Mutex::new(TermState {
+                queues: EvalQueues::new(config.queue_config()),
+                blocked: BlockedEvals::new(),
+            }),
+            ready: Notify::new(),
+            wake: Notify::new(),
+            stop,
+            config,
+            effects: tx,
+        });
+        (term, rx)
+    }
+
+    /// Hands a write to the follower.
+    pub fn send(&self, effect: Effect) {
+        // The receiver lives as long as the term's follower; once it is
+        // gone the term is over and nothing should be written anyway.
+        let _ = self.effects.send(effect);
+        self.wake.notify_one();
+    }
+
+    /// Reacts to a job's slot being freed.
+    pub fn released(&self, released: Released) {
+        if !released.canceled.is_empty() {
+            self.send(Effect::Cancel(
+                released.canceled,
+                evals::CANCELED_SUPERSEDED.to_string(),
+            ));
+        }
+        if released.promoted.is_some() {
+            self.ready.notify_waiters();
+        }
+        self.wake.notify_one();
+    }
+
+    /// A deposed term stops at once.
+    fn check<T>(&self, result: Result<T, BrokerError>) -> Result<T, BrokerError> {
+        if let Err(err) = &result
+            && err.is_deposed()
+        {
+            self.stop.cancel();
+        }
+        result
+    }
+
+    /// Long-polls for an eval of the given scheduler types until `timeout`.
+    pub async fn dequeue(
+        &self,
+        schedulers: &[String],
+        timeout: Duration,
+    ) -> Result<Option<Delivery>, BrokerError> {
+        if schedulers.is_empty() || schedulers.iter().any(String::is_empty) {
+            return Err(BrokerError::InvalidArgument {
+                field: "schedulers".into(),
+                problem: "must name at least one scheduler type, none empty".into(),
+            });
+        }
+        let deadline = Instant::now() + timeout.min(self.config.max_dequeue_timeout());
+        loop {
+            let notified = self.ready.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(delivery) = self.try_dequeue(schedulers) {
+                self.wake.notify_one();
+                return Ok(Some(delivery));
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(deadline) => return Ok(None),
+                _ = self.stop.cancelled() => return Err(BrokerError::Deposed),
+            }
+        }
+    }
+
+    fn try_dequeue(&self, schedulers: &[String]) -> Option<Delivery> {
+        let mut state = self.state.lock();
+        // Taken under the lock: the follower enqueues only evals of
+        // snapshots it took before locking, so this one is at least as new.
+        let snapshot = self.informer.snapshot();
+        let pending = |e: &Evaluation| {
+            snapshot
+                .eval(&e.id)
+                .is_some_and(|s| s.status() == EvalStatus::Pending)
+        };
+        let delivery =
+            state
+                .queues
+                .dequeue(schedulers, Instant::now(), snapshot.revision(), pending)?;
+        let eval = snapshot
+            .eval(&delivery.eval.id)
+            .cloned()
+            .unwrap_or_else(|| Arc::clone(&delivery.eval));
+        tracing::debug!(
+            eval_id = %eval.id,
+            job_id = %eval.job_id,
+            deliveries = delivery.deliveries,
+            wait_revision = delivery.wait_revision,
+            "eval delivered"
+        );
+        Some(Delivery { eval, ..delivery })
+    }
+
+    /// The worker finished the eval.
+    pub fn ack(&self, eval_id: &str, token: &str) -> Result<(), BrokerError> {
+        require("eval_id", eval_id)?;
+        require("token", token)?;
+        let released = self.state.lock().queues.ack(eval_id, token)?;
+        tracing::debug!(eval_id, "eval acked");
+        self.released(released);
+        Ok(())
+    }
+
+    /// The worker gave the eval up.
+    pub fn nack(&self, eval_id: &str, token: &str) -> Result<(), BrokerError> {
+        require("eval_id", eval_id)?;
+        require("token", token)?;
+        let outcome = self
+            .state
+            .lock()
+            .queues
+            .nack(eval_id, token, Instant::now())?;
+        self.nacked(eval_id, outcome);
+        Ok(())
+    }
+
+    /// Reacts to a nack or a nack timeout.
+    pub fn nacked(&self, eval_id: &str, outcome: Nacked) {
+        match outcome {
+            Nacked::Requeued { delay } => {
+                tracing::info!(eval_id, ?delay, "eval nacked; re-enqueued after a backoff");
+                if delay.is_zero() {
+                    self.ready.notify_waiters();
+                }
+                self.wake.notify_one();
+            }
+            Nacked::Released(released) => self.released(released),
+            Nacked::DeliveryLimit(eval) => {
+                tracing::warn!(eval_id, "eval reached the delivery limit; failing it");
+                self.send(Effect::Fail(eval));
+            }
+        }
+    }
+
+    /// The worker is making progress on the eval.
+    pub fn outstanding_reset(&self, eval_id: &str, token: &str) -> Result<(), BrokerError> {
+        require("eval_id", eval_id)?;
+        require("token", token)?;
+        self.state
+            .lock()
+            .queues
+            .outstanding_reset(eval_id, token, Instant::now())?;
+        Ok(())
+    }
+
+    /// The eval and wait revision of the live delivery `token` names, which
+    /// must be of `eval_id` when given. Restarts its nack timer: a write is
+    /// progress.
+    fn delivery(
+        &self,
+        eval_id: Option<&str>,
+        token: &str,
+    ) -> Result<(Arc<Evaluation>, Revision), BrokerError> {
+        require("token", token)?;
+        let mut state = self.state.lock();
+        let (delivered, wait_revision) = match state.queues.outstanding(token) {
+            Ok(found) => found,
+            Err(err) => {
+                return Err(match eval_id {
+                    Some(id) => state
+                        .queues
+                        .check_delivery(id, token)
+                        .err()
+                        .unwrap_or(err)
+                        .into(),
+                    None => err.into(),
+                });
+            }
+        };
+        if let Some(named) = eval_id
+            && named != delivered.id
+        {
+            return Err(BrokerError::WrongEval {
+                delivered: delivered.id.clone(),
+                named: named.to_string(),
+            });
+        }
+        state
+            .queues
+            .outstanding_reset(&delivered.id, token, Instant::now())?;
+        Ok((delivered, wait_revision))
+    }
+
+    /// Writes the worker's outcome into the eval it is processing.
+    pub async fn update_eval(
+        &self,
+        eval: Evaluation,
+        token: &str,
+    ) -> Result<Revision, BrokerError> {
+        require("eval.id", &eval.id)?;
+        self.delivery(Some(&eval.id), token)?;
+        let result = self
+            .rewrite(&eval.id, |stored| {
+                evals::merge_update(stored, &eval, now().unix_ns)
+            })
+            .await;
+        self.check(result)
+    }
+
+    /// Puts the eval being processed back among the blocked.
+    pub async fn reblock_eval(
+        &self,
+        eval: Evaluation,
+        token: &str,
+    ) -> Result<Revision, BrokerError> {
+        require("eval.id", &eval.id)?;
+        let (_, wait_revision) = self.delivery(Some(&eval.id), token)?;
+        let result = self
+            .rewrite(&eval.id, |stored| {
+                evals::merge_reblock(stored, &eval, wait_revision, now().unix_ns)
+            })
+            .await;
+        self.check(result)
+    }
+
+    /// Re-reads an eval from the store and writes `change` of it, guarded by
+    /// the revision read, until the guard holds.
+    async fn rewrite(
+        &self,
+        eval_id: &str,
+        change: impl Fn(&Evaluation) -> Result<Evaluation, BrokerError>,
+    ) -> Result<Revision, BrokerError> {
+        for _ in 0..CONFLICT_RETRIES {
+            let stored = self
+                .writer
+                .read_eval(eval_id)
+                .await?
+                .ok_or_else(|| BrokerError::EvalNotFound(eval_id.to_string()))?;
+            let updated = change(&stored)?;
+            let write = GuardedEval::rewrite(updated, stored.modify_revision);
+            if let Some(revision) = self.writer.put_eval(&write).await? {
+                return Ok(revision);
+            }
+        }
+        Err(BrokerError::Conflict(eval_id.to_string()))
+    }
+
+    /// Creates an eval on behalf of the worker processing a delivery: a
+    /// follow-up, rolling or blocked eval.
+    pub async fn create_eval(
+        &self,
+        eval: Evaluation,
+        token: &str,
+    ) -> Result<Revision, BrokerError> {
+        let (_, wait_revision) = self.delivery(None, token)?;
+        evals::check_new(&eval)?;
+        let eval = evals::prepare_new(eval, wait_revision, now().unix_ns);
+        let result = self.create(eval).await;
+        self.check(result)
+    }
+
+    async fn create(&self, eval: Evaluation) -> Result<Revision, BrokerError> {
+        if let Some(revision) = self
+            .writer
+            .put_eval(&GuardedEval::create(eval.clone()))
+            .await?
+        {
+            return Ok(revision);
+        }
+        // A retry of a create that committed is not a conflict.
+        match self.writer.read_eval(&eval.id).await? {
+            Some(existing)
+                if existing.job_id == eval.job_id
+                    && existing.namespace == eval.namespace
+                    && existing.triggered_by == eval.triggered_by
+                    && existing.previous_eval == eval.previous_eval =>
+            {
+                Ok(existing.modify_revision)
+            }
+            _ => Err(BrokerError::EvalExists(eval.id)),
+        }
+    }
+
+    /// Counts of the term's queues.
+    pub fn stats(&self) -> BrokerStatsResponse {
+        let state = self.state.lock();
+        let q = state.queues.stats();
+        BrokerStatsResponse {
+            ready_by_scheduler: q.ready_by_scheduler,
+            total_ready: q.ready,
+            total_unacked: q.unacked,
+            total_blocked: state.blocked.len() as u64,
+            total_waiting: q.delayed,
+            total_pending_by_job: q.pending_by_job,
+        }
+    }
+}
