@@ -1,0 +1,91 @@
+//! Allocations: reads, and an operator's stop (mark for migration plus an
+//! evaluation that replaces it, as Nomad's `alloc stop` does).
+
+use caravan_proto::{Allocation, Job, JobType, QueryMeta};
+use caravan_state::encode;
+use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
+
+use crate::error::{GatewayError, Result};
+use crate::evals::{self, TRIGGER_ALLOC_STOP};
+use crate::gateway::Gateway;
+use crate::query::{self, Query};
+
+/// Every allocation in the query's namespace whose id has its prefix.
+pub async fn list(gw: &Gateway, query: &Query) -> (Vec<Allocation>, QueryMeta) {
+    let snap = query::block(gw, query).await;
+    let allocs = snap
+        .allocs()
+        .filter(|a| query.matches_namespace(&a.namespace) && query.matches_prefix(&a.id))
+        .map(|a| (**a).clone())
+        .collect();
+    (allocs, query::meta(&snap))
+}
+
+/// One allocation.
+pub async fn get(gw: &Gateway, alloc_id: &str, query: &Query) -> Result<(Allocation, QueryMeta)> {
+    let snap = query::block(gw, query).await;
+    let alloc = snap
+        .alloc(alloc_id)
+        .map(|a| (**a).clone())
+        .ok_or_else(|| GatewayError::NotFound(format!("alloc not found: {alloc_id}")))?;
+    Ok((alloc, query::meta(&snap)))
+}
+
+/// Stops one allocation: marks it to migrate and creates an `alloc-stop`
+/// evaluation of its job, in one transaction compared on the allocation.
+pub async fn stop(gw: &Gateway, alloc_id: &str) -> Result<(String, Revision)> {
+    if alloc_id.is_empty() {
+        return Err(GatewayError::field("alloc_id", "missing allocation ID"));
+    }
+    let key = gw.keys.alloc(alloc_id);
+    for _ in 0..gw.attempts() {
+        let Some(alloc) = gw.read::<Allocation>(&key).await? else {
+            return Err(GatewayError::NotFound(format!(
+                "alloc not found: {alloc_id}"
+            )));
+        };
+        let job = gw
+            .cache
+            .snapshot()
+            .job(&alloc.namespace, &alloc.job_id)
+            .map(|j| (**j).clone())
+            .unwrap_or_else(|| orphan_job(&alloc));
+        let mut updated = alloc.clone();
+        updated
+            .desired_transition
+            .get_or_insert_with(Default::default)
+            .migrate = Some(true);
+        let mut eval = evals::for_job(&job, TRIGGER_ALLOC_STOP);
+        eval.related_alloc_ids = vec![alloc.id.clone()];
+        let txn = Txn::new()
+            .when(Compare::mod_revision(
+                key.clone(),
+                CompareOp::Equal,
+                alloc.modify_revision,
+            ))
+            .and_then(Op::put(key.clone(), encode(&updated)))
+            .and_then(Op::put(gw.keys.eval(&eval.id), encode(&eval)));
+        let result = gw.store.txn(txn).await?;
+        if result.succeeded {
+            gw.settle(result.revision).await;
+            tracing::info!(alloc = %alloc_id, eval = %eval.id, "allocation stop requested");
+            return Ok((eval.id, result.revision));
+        }
+    }
+    Err(GatewayError::Conflict(format!(
+        "allocation {alloc_id} kept changing concurrently; try again"
+    )))
+}
+
+/// Stand-in job for an allocation whose job is gone, so the evaluation still
+/// names a scheduler; the scheduler then stops what the job no longer wants.
+fn orphan_job(alloc: &Allocation) -> Job {
+    let mut job = Job {
+        id: alloc.job_id.clone(),
+        namespace: alloc.namespace.clone(),
+        priority: caravan_jobspec::DEFAULT_PRIORITY,
+        ..Default::default()
+    };
+    job.set_type(JobType::Service);
+    job
+}

@@ -1,0 +1,6 @@
+//! The node-facing API's logic: registration and heartbeats, the
+//! allocation stream, and batched client status updates.
+
+pub mod registration;
+pub mod updates;
+pub mod watch;

@@ -1,0 +1,307 @@
+//! Client status updates of allocations: applied in batches, each
+//! allocation compared on its mod revision and re-read from the store and
+//! retried on conflict. An allocation that turns failed gets an
+//! `alloc-failure` evaluation of its job in the same transaction, so its
+//! replacement never depends on another process noticing.
+
+use std::collections::BTreeMap;
+
+use caravan_proto::{
+    AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Evaluation, Job,
+};
+use caravan_state::{Keyspace, Snapshot, decode, encode};
+use caravan_store::{Compare, CompareOp, Op, OpResult, Revision, Txn, TxnResult};
+
+use crate::error::{GatewayError, Result};
+use crate::evals::{self, TRIGGER_ALLOC_FAILURE};
+use crate::gateway::{Gateway, now_unix_ns};
+
+/// Allocations written per transaction: well inside etcd's default limits
+/// of 128 operations and 1.5 MiB per request.
+pub const BATCH: usize = 64;
+
+/// Checks a batch before anything is read or written.
+pub fn validate(node_id: &str, updates: &[AllocUpdate]) -> Result<()> {
+    if node_id.is_empty() {
+        return Err(GatewayError::field("node_id", "missing node ID"));
+    }
+    for (i, u) in updates.iter().enumerate() {
+        if u.alloc_id.is_empty() {
+            return Err(GatewayError::field(
+                format!("updates[{i}].alloc_id"),
+                "missing allocation ID",
+            ));
+        }
+        if u.client_status == AllocClientStatus::Unspecified as i32
+            || AllocClientStatus::try_from(u.client_status).is_err()
+        {
+            return Err(GatewayError::field(
+                format!("updates[{i}].client_status"),
+                format!("invalid client status {}", u.client_status),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `alloc` with the client's view from `update` applied.
+pub(crate) fn apply(alloc: &Allocation, update: &AllocUpdate, now: i64) -> Allocation {
+    let mut next = alloc.clone();
+    next.client_status = update.client_status;
+    next.client_description = update.client_description.clone();
+    if !update.task_states.is_empty() {
+        next.task_states = update.task_states.clone();
+    }
+    if let Some(reported) = &update.deployment_status {
+        let status = next.deployment_status.get_or_insert_with(Default::default);
+        // Canary is the servers' to set; health and its time are the client's.
+        status.healthy = reported.healthy;
+        status.timestamp_unix_ns = if reported.timestamp_unix_ns != 0 {
+            reported.timestamp_unix_ns
+        } else {
+            now
+        };
+    }
+    next.modify_time_unix_ns = now;
+    next
+}
+
+/// Whether applying `next` over `prev` is the moment the allocation failed
+/// while the servers still want it running.
+fn newly_failed(prev: &Allocation, next: &Allocation) -> bool {
+    next.client_status() == AllocClientStatus::Failed
+        && prev.client_status() != AllocClientStatus::Failed
+        && prev.desired_status() == AllocDesiredStatus::Run
+}
+
+/// The transaction of one batch: each present allocation compared and
+/// rewritten, one failure evaluation per job; the failure branch reads every
+/// allocation back so a conflict costs no extra round trip.
+pub(crate) fn build_batch(
+    keys: &Keyspace,
+    snap: &Snapshot,
+    current: &[(AllocUpdate, Option<Allocation>)],
+    now: i64,
+) -> (Txn, Vec<Evaluation>) {
+    let mut txn = Txn::new();
+    let mut failed_jobs: BTreeMap<(String, String), Evaluation> = BTreeMap::new();
+    for (update, alloc) in current {
+        let key = keys.alloc(&update.alloc_id);
+        txn = txn.or_else(Op::get(key.clone()));
+        let Some(alloc) = alloc else { continue };
+        let next = apply(alloc, update, now);
+        if newly_failed(alloc, &next)
+            && let Some(job) = snap.job(&alloc.namespace, &alloc.job_id)
+            && !job.stop
+        {
+            failed_jobs
+                .entry((job.namespace.clone(), job.id.clone()))
+                .or_insert_with(|| failure_eval(job))
+                .related_alloc_ids
+                .push(alloc.id.clone());
+        }
+        txn = txn
+            .when(Compare::mod_revision(
+                key.clone(),
+                CompareOp::Equal,
+                alloc.modify_revision,
+            ))
+            .and_then(Op::put(key, encode(&next)));
+    }
+    let evals: Vec<Evaluation> = failed_jobs.into_values().collect();
+    for eval in &evals {
+        txn = txn.and_then(Op::put(keys.eval(&eval.id), encode(eval)));
+    }
+    (txn, evals)
+}
+
+fn failure_eval(job: &Job) -> Evaluation {
+    evals::for_job(job, TRIGGER_ALLOC_FAILURE)
+}
+
+/// Reads the allocations back from a failed batch's gets.
+fn refreshed(result: &TxnResult, count: usize) -> Result<Vec<Option<Allocation>>> {
+    let mut out = Vec::with_capacity(count);
+    for op in result.results.iter().take(count) {
+        match op {
+            OpResult::Get(range) => match range.kvs.first() {
+                Some(kv) => out.push(Some(decode::<Allocation>(kv)?)),
+                None => out.push(None),
+            },
+            _ => out.push(None),
+        }
+    }
+    out.resize(count, None);
+    Ok(out)
+}
+
+/// Applies a node's batch of client updates; returns the revision of the
+/// last write (the cache's revision when there was nothing to write).
+pub async fn update_allocations(
+    gw: &Gateway,
+    node_id: &str,
+    updates: Vec<AllocUpdate>,
+) -> Result<Revision> {
+    validate(node_id, &updates)?;
+    let mut revision = gw.cache.revision();
+    for (chunk_no, chunk) in updates.chunks(BATCH).enumerate() {
+        let snap = gw.cache.snapshot();
+        let mut current: Vec<(AllocUpdate, Option<Allocation>)> = chunk
+            .iter()
+            .map(|u| (u.clone(), snap.alloc(&u.alloc_id).map(|a| (**a).clone())))
+            .collect();
+        for (i, (update, alloc)) in current.iter().enumerate() {
+            if let Some(alloc) = alloc
+                && alloc.node_id != node_id
+            {
+                return Err(GatewayError::field(
+                    format!("updates[{}].alloc_id", chunk_no * BATCH + i),
+                    format!(
+                        "allocation {} is not placed on node {node_id}",
+                        update.alloc_id
+                    ),
+                ));
+            }
+        }
+        let mut written = false;
+        for _ in 0..gw.attempts() {
+            if current.iter().all(|(_, a)| a.is_none()) {
+                // Every allocation is gone (garbage collected): nothing to record.
+                written = true;
+                break;
+            }
+            let snap = gw.cache.snapshot();
+            let (txn, evals) = build_batch(&gw.keys, &snap, &current, now_unix_ns());
+            let result = gw.store.txn(txn).await?;
+            if result.succeeded {
+                revision = result.revision;
+                if !evals.is_empty() {
+                    tracing::info!(node = %node_id, evals = evals.len(), "allocations failed; evaluations created");
+                }
+                written = true;
+                break;
+            }
+            let fresh = refreshed(&result, current.len())?;
+            for ((_, alloc), fresh) in current.iter_mut().zip(fresh) {
+                *alloc = fresh;
+            }
+        }
+        if !written {
+            return Err(GatewayError::Conflict(format!(
+                "allocations of node {node_id} kept changing concurrently; send the update again"
+            )));
+        }
+    }
+    gw.settle(revision).await;
+    Ok(revision)
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_proto::{AllocDeploymentStatus, TaskState};
+
+    use super::*;
+
+    fn alloc(id: &str) -> Allocation {
+        let mut a = Allocation {
+            id: id.into(),
+            namespace: "default".into(),
+            job_id: "web".into(),
+            node_id: "n1".into(),
+            modify_revision: 10,
+            ..Default::default()
+        };
+        a.set_desired_status(AllocDesiredStatus::Run);
+        a.set_client_status(AllocClientStatus::Running);
+        a
+    }
+
+    #[test]
+    fn updates_carry_the_clients_fields_only() {
+        let mut a = alloc("a1");
+        a.deployment_status = Some(AllocDeploymentStatus {
+            canary: true,
+            ..Default::default()
+        });
+        let mut update = AllocUpdate {
+            alloc_id: "a1".into(),
+            client_description: "Tasks are running".into(),
+            deployment_status: Some(AllocDeploymentStatus {
+                healthy: Some(true),
+                canary: false,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        update.set_client_status(AllocClientStatus::Running);
+        update.task_states.insert(
+            "app".into(),
+            TaskState {
+                state: "running".into(),
+                ..Default::default()
+            },
+        );
+        let next = apply(&a, &update, 99);
+        assert_eq!(next.client_description, "Tasks are running");
+        assert_eq!(next.task_states["app"].state, "running");
+        let ds = next.deployment_status.unwrap();
+        assert_eq!(ds.healthy, Some(true));
+        assert!(ds.canary, "the server's canary flag stays");
+        assert_eq!(ds.timestamp_unix_ns, 99);
+        assert_eq!(next.modify_time_unix_ns, 99);
+    }
+
+    #[test]
+    fn invalid_updates_name_the_field() {
+        let err = validate("n1", &[AllocUpdate::default()]).unwrap_err();
+        assert!(err.to_string().starts_with("updates[0].alloc_id"), "{err}");
+        let err = validate(
+            "n1",
+            &[AllocUpdate {
+                alloc_id: "a".into(),
+                ..Default::default()
+            }],
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().starts_with("updates[0].client_status"),
+            "{err}"
+        );
+        assert!(validate("", &[]).is_err());
+    }
+
+    #[test]
+    fn a_failed_allocation_gets_one_eval_per_job() {
+        let keys = Keyspace::new("/t");
+        let mut tables = caravan_state::Tables::new();
+        let mut job = Job {
+            id: "web".into(),
+            namespace: "default".into(),
+            priority: 60,
+            ..Default::default()
+        };
+        job.set_type(caravan_proto::JobType::Service);
+        tables.apply(caravan_state::Change::Job {
+            namespace: "default".into(),
+            id: "web".into(),
+            job: Some(std::sync::Arc::new(job)),
+        });
+        let snap = Snapshot::new(tables);
+        let mut failed = AllocUpdate {
+            alloc_id: "a1".into(),
+            ..Default::default()
+        };
+        failed.set_client_status(AllocClientStatus::Failed);
+        let mut failed2 = failed.clone();
+        failed2.alloc_id = "a2".into();
+        let current = vec![(failed, Some(alloc("a1"))), (failed2, Some(alloc("a2")))];
+        let (txn, evals) = build_batch(&keys, &snap, &current, 5);
+        assert_eq!(evals.len(), 1);
+        assert_eq!(evals[0].triggered_by, "alloc-failure");
+        assert_eq!(evals[0].priority, 60);
+        assert_eq!(evals[0].related_alloc_ids, vec!["a1", "a2"]);
+        assert_eq!(txn.compares.len(), 2);
+        assert_eq!(txn.success.len(), 3, "two allocs and one eval");
+        assert_eq!(txn.failure.len(), 2, "reads back both allocs");
+    }
+}

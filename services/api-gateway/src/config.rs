@@ -1,0 +1,107 @@
+//! The gateway's configuration: listen addresses, heartbeat timing, request
+//! limits, blocking-query waits, and the shared `[store]` and `[telemetry]`
+//! sections.
+
+use std::time::Duration;
+
+use caravan_runtime::service::ServiceConfig;
+use caravan_runtime::store::StoreConfig;
+use caravan_runtime::telemetry::TelemetryConfig;
+use serde::{Deserialize, Serialize};
+
+/// Configuration of one api-gateway replica.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GatewayConfig {
+    /// Where the gRPC API (public and node-facing) listens.
+    pub grpc_addr: String,
+    /// Where the Nomad-compatible HTTP API listens.
+    pub http_addr: String,
+    /// The gRPC address other processes should use; the bound address when empty.
+    pub advertise_addr: String,
+    /// Time a node has past its heartbeat TTL before its lease expires, in ms.
+    pub heartbeat_grace_ms: u64,
+    /// Shortest heartbeat TTL handed to a node, in ms.
+    pub min_heartbeat_ttl_ms: u64,
+    /// Heartbeats per second the cluster aims at; more nodes mean longer TTLs.
+    pub max_heartbeats_per_second: f64,
+    /// Largest request body (HTTP) or message (gRPC) accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// Longest (and default) wait of a blocking query, in ms.
+    pub max_query_wait_ms: u64,
+    /// Attempts of a compare-and-swap write before giving up with ABORTED.
+    pub write_attempts: u32,
+    /// The state store.
+    pub store: StoreConfig,
+    /// Logs and traces.
+    pub telemetry: TelemetryConfig,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            grpc_addr: "127.0.0.1:4647".into(),
+            http_addr: "127.0.0.1:4646".into(),
+            advertise_addr: String::new(),
+            heartbeat_grace_ms: 10_000,
+            min_heartbeat_ttl_ms: 10_000,
+            max_heartbeats_per_second: 50.0,
+            max_body_bytes: caravan_jobspec::DEFAULT_MAX_JOB_BYTES,
+            max_query_wait_ms: 300_000,
+            write_attempts: 16,
+            store: StoreConfig::default(),
+            telemetry: TelemetryConfig::default(),
+        }
+    }
+}
+
+impl GatewayConfig {
+    /// The heartbeat grace period.
+    pub fn heartbeat_grace(&self) -> Duration {
+        Duration::from_millis(self.heartbeat_grace_ms)
+    }
+
+    /// The shortest heartbeat TTL.
+    pub fn min_heartbeat_ttl(&self) -> Duration {
+        Duration::from_millis(self.min_heartbeat_ttl_ms)
+    }
+
+    /// The longest wait of a blocking query.
+    pub fn max_query_wait(&self) -> Duration {
+        Duration::from_millis(self.max_query_wait_ms.max(1))
+    }
+}
+
+impl ServiceConfig for GatewayConfig {
+    fn telemetry(&self) -> &TelemetryConfig {
+        &self.telemetry
+    }
+
+    fn store(&self) -> &StoreConfig {
+        &self.store
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_runtime::config::ConfigLoader;
+
+    use super::*;
+
+    #[test]
+    fn overrides_reach_every_section() {
+        let config: GatewayConfig = ConfigLoader::new("api-gateway")
+            .with_env(vec![(
+                "CARAVAN_API_GATEWAY__HEARTBEAT_GRACE_MS".into(),
+                "2500".into(),
+            )])
+            .set("grpc_addr", "127.0.0.1:0")
+            .set("store.prefix", "/t")
+            .load(&GatewayConfig::default())
+            .unwrap();
+        assert_eq!(config.grpc_addr, "127.0.0.1:0");
+        assert_eq!(config.store.prefix, "/t");
+        assert_eq!(config.heartbeat_grace(), Duration::from_millis(2500));
+        assert_eq!(config.http_addr, "127.0.0.1:4646");
+    }
+}

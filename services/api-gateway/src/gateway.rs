@@ -1,0 +1,109 @@
+//! The gateway's shared context: the store it writes to, the watch cache it
+//! reads from, and the settings every domain operation needs.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use caravan_runtime::leader::LeaderChannel;
+use caravan_state::{Informer, Keyspace, StateObject, decode};
+use caravan_store::{Revision, Store};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::GatewayConfig;
+use crate::error::Result;
+
+/// How long a write waits for the cache to show it before answering, so a
+/// client reading through the same gateway sees its own write.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Everything the domain operations share. Cheap to clone.
+#[derive(Clone)]
+pub struct Gateway {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) keys: Keyspace,
+    pub(crate) cache: Arc<Informer>,
+    pub(crate) config: Arc<GatewayConfig>,
+    pub(crate) shutdown: CancellationToken,
+    pub(crate) watcher: LeaderChannel,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("keys", &self.keys)
+            .field("revision", &self.cache.revision())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// A gateway over `store`, reading through `cache` (which must follow the
+    /// same keyspace as `config.store.prefix`).
+    pub fn new(
+        store: Arc<dyn Store>,
+        cache: Arc<Informer>,
+        config: GatewayConfig,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let keys = cache.keyspace().clone();
+        let watcher = LeaderChannel::new(store.clone(), keys.prefix(), "deployment-watcher");
+        Gateway {
+            store,
+            keys,
+            cache,
+            config: Arc::new(config),
+            shutdown,
+            watcher,
+        }
+    }
+
+    /// The watch cache.
+    pub fn cache(&self) -> &Informer {
+        &self.cache
+    }
+
+    /// The keyspace.
+    pub fn keys(&self) -> &Keyspace {
+        &self.keys
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &GatewayConfig {
+        &self.config
+    }
+
+    /// Reads one object straight from the store (not the cache), for writes
+    /// that compare its mod revision.
+    pub(crate) async fn read<T: StateObject>(&self, key: &[u8]) -> Result<Option<T>> {
+        match self.store.get(key).await? {
+            Some(kv) => Ok(Some(decode::<T>(&kv)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Waits (briefly, best effort) until the cache has applied `revision`,
+    /// so the writer's next read through this gateway sees its write.
+    pub(crate) async fn settle(&self, revision: Revision) {
+        if let Err(err) = self.cache.wait_for_revision(revision, SETTLE_TIMEOUT).await {
+            tracing::debug!(%err, revision, "cache has not caught up with a write yet");
+        }
+    }
+
+    /// How many times a compare-and-swap write is tried.
+    pub(crate) fn attempts(&self) -> u32 {
+        self.config.write_attempts.max(1)
+    }
+}
+
+/// The current time in Unix nanoseconds.
+pub(crate) fn now_unix_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or_default()
+}
+
+/// A fresh object id.
+pub(crate) fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}

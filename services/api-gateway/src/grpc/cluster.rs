@@ -1,0 +1,289 @@
+//! `EvalService`, `AllocService`, `NodeService`, `DeploymentService` and
+//! `StatusService` over gRPC: thin handlers over the domain modules.
+
+use std::pin::Pin;
+
+use caravan_proto::alloc_service_server::AllocService;
+use caravan_proto::deployment_service_server::DeploymentService;
+use caravan_proto::eval_service_server::EvalService;
+use caravan_proto::node_service_server::NodeService;
+use caravan_proto::status_service_server::StatusService;
+use caravan_proto::{
+    DeploymentUpdateResponse, EvaluationAllocationsRequest, FailDeploymentRequest,
+    GetAllocationRequest, GetAllocationResponse, GetDeploymentRequest, GetDeploymentResponse,
+    GetEvaluationRequest, GetEvaluationResponse, GetNodeRequest, GetNodeResponse, LeadersRequest,
+    LeadersResponse, ListAllocationsRequest, ListAllocationsResponse, ListDeploymentsRequest,
+    ListDeploymentsResponse, ListEvaluationsRequest, ListEvaluationsResponse, ListNodesRequest,
+    ListNodesResponse, LogChunk, NodeAllocationsRequest, NodeUpdateResponse,
+    PauseDeploymentRequest, PromoteDeploymentRequest, ReadLogsRequest, SetAllocHealthRequest,
+    StopAllocationRequest, StopAllocationResponse, UpdateDrainRequest, UpdateEligibilityRequest,
+    WatcherAllocHealthRequest, WatcherFailRequest, WatcherPauseRequest, WatcherPromoteRequest,
+    WatcherResponse,
+};
+use futures::Stream;
+use tonic::{Request, Response, Status};
+
+use crate::deployments::Steer;
+use crate::gateway::Gateway;
+use crate::grpc::query;
+use crate::nodes::NodeUpdated;
+use crate::{allocs, deployments, evals, logs, nodes, status};
+
+/// The evaluation, allocation, node, deployment and status APIs.
+#[derive(Debug, Clone)]
+pub struct ClusterApi(pub Gateway);
+
+#[tonic::async_trait]
+impl EvalService for ClusterApi {
+    async fn get_evaluation(
+        &self,
+        request: Request<GetEvaluationRequest>,
+    ) -> Result<Response<GetEvaluationResponse>, Status> {
+        let req = request.into_inner();
+        let q = query(&self.0, req.options);
+        let (eval, meta) = evals::get(&self.0, &req.eval_id, &q).await?;
+        Ok(Response::new(GetEvaluationResponse {
+            eval: Some(eval),
+            meta: Some(meta),
+        }))
+    }
+
+    async fn list_evaluations(
+        &self,
+        request: Request<ListEvaluationsRequest>,
+    ) -> Result<Response<ListEvaluationsResponse>, Status> {
+        let q = query(&self.0, request.into_inner().options);
+        let (evals, meta) = evals::list(&self.0, &q).await;
+        Ok(Response::new(ListEvaluationsResponse {
+            evals,
+            meta: Some(meta),
+        }))
+    }
+
+    async fn evaluation_allocations(
+        &self,
+        request: Request<EvaluationAllocationsRequest>,
+    ) -> Result<Response<ListAllocationsResponse>, Status> {
+        let req = request.into_inner();
+        let q = query(&self.0, req.options);
+        let (allocs, meta) = evals::allocations(&self.0, &req.eval_id, &q).await?;
+        Ok(Response::new(ListAllocationsResponse {
+            allocs,
+            meta: Some(meta),
+        }))
+    }
+}
+
+/// The stream of a task's log chunks.
+pub type LogStream = Pin<Box<dyn Stream<Item = Result<LogChunk, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl AllocService for ClusterApi {
+    async fn get_allocation(
+        &self,
+        request: Request<GetAllocationRequest>,
+    ) -> Result<Response<GetAllocationResponse>, Status> {
+        let req = request.into_inner();
+        let q = query(&self.0, req.options);
+        let (alloc, meta) = allocs::get(&self.0, &req.alloc_id, &q).await?;
+        Ok(Response::new(GetAllocationResponse {
+            alloc: Some(alloc),
+            meta: Some(meta),
+        }))
+    }
+
+    async fn list_allocations(
+        &self,
+        request: Request<ListAllocationsRequest>,
+    ) -> Result<Response<ListAllocationsResponse>, Status> {
+        let q = query(&self.0, request.into_inner().options);
+        let (allocs, meta) = allocs::list(&self.0, &q).await;
+        Ok(Response::new(ListAllocationsResponse {
+            allocs,
+            meta: Some(meta),
+        }))
+    }
+
+    async fn stop_allocation(
+        &self,
+        request: Request<StopAllocationRequest>,
+    ) -> Result<Response<StopAllocationResponse>, Status> {
+        let (eval_id, revision) = allocs::stop(&self.0, &request.into_inner().alloc_id).await?;
+        Ok(Response::new(StopAllocationResponse { eval_id, revision }))
+    }
+
+    type ReadLogsStream = LogStream;
+
+    async fn read_logs(
+        &self,
+        request: Request<ReadLogsRequest>,
+    ) -> Result<Response<Self::ReadLogsStream>, Status> {
+        let stream = logs::read_logs(&self.0, request.into_inner()).await?;
+        Ok(Response::new(Box::pin(stream)))
+    }
+}
+
+fn node_update(u: NodeUpdated) -> Response<NodeUpdateResponse> {
+    Response::new(NodeUpdateResponse {
+        eval_ids: u.eval_ids,
+        revision: u.revision,
+    })
+}
+
+#[tonic::async_trait]
+impl NodeService for ClusterApi {
+    async fn get_node(
+        &self,
+        request: Request<GetNodeRequest>,
+    ) -> Result<Response<GetNodeResponse>, Status> {
+        let req = request.into_inner();
+        let q = query(&self.0, req.options);
+        let (node, meta) = nodes::get(&self.0, &req.node_id, &q).await?;
+        Ok(Response::new(GetNodeResponse {
+            node: Some(node),
+            meta: Some(meta),
+        }))
+    }
+
+    async fn list_nodes(
+        &self,
+        request: Request<ListNodesRequest>,
+    ) -> Result<Response<ListNodesResponse>, Status> {
+        let q = query(&self.0, request.into_inner().options);
+        let (nodes, meta) = nodes::list(&self.0, &q).await;
+        Ok(Response::new(ListNodesResponse {
+            nodes,
+            meta: Some(meta),
+        }))
+    }
+
+    async fn node_allocations(
+        &self,
+        request: Request<NodeAllocationsRequest>,
+    ) -> Result<Response<ListAllocationsResponse>, Status> {
+        let req = request.into_inner();
+        let q = query(&self.0, req.options);
+        let (allocs, meta) = nodes::allocations(&self.0, &req.node_id, &q).await?;
+        Ok(Response::new(ListAllocationsResponse {
+            allocs,
+            meta: Some(meta),
+        }))
+    }
+
+    async fn update_eligibility(
+        &self,
+        request: Request<UpdateEligibilityRequest>,
+    ) -> Result<Response<NodeUpdateResponse>, Status> {
+        let req = request.into_inner();
+        let eligibility = req.eligibility();
+        Ok(node_update(
+            nodes::update_eligibility(&self.0, &req.node_id, eligibility).await?,
+        ))
+    }
+
+    async fn update_drain(
+        &self,
+        request: Request<UpdateDrainRequest>,
+    ) -> Result<Response<NodeUpdateResponse>, Status> {
+        let req = request.into_inner();
+        Ok(node_update(
+            nodes::update_drain(&self.0, &req.node_id, req.drain_strategy, req.mark_eligible)
+                .await?,
+        ))
+    }
+}
+
+fn steered(r: WatcherResponse) -> Response<DeploymentUpdateResponse> {
+    Response::new(DeploymentUpdateResponse {
+        eval_id: r.eval_id,
+        revision: r.revision,
+    })
+}
+
+#[tonic::async_trait]
+impl DeploymentService for ClusterApi {
+    async fn get_deployment(
+        &self,
+        request: Request<GetDeploymentRequest>,
+    ) -> Result<Response<GetDeploymentResponse>, Status> {
+        let req = request.into_inner();
+        let q = query(&self.0, req.options);
+        let (deployment, meta) = deployments::get(&self.0, &req.deployment_id, &q).await?;
+        Ok(Response::new(GetDeploymentResponse {
+            deployment: Some(deployment),
+            meta: Some(meta),
+        }))
+    }
+
+    async fn list_deployments(
+        &self,
+        request: Request<ListDeploymentsRequest>,
+    ) -> Result<Response<ListDeploymentsResponse>, Status> {
+        let q = query(&self.0, request.into_inner().options);
+        let (deployments, meta) = deployments::list(&self.0, &q).await;
+        Ok(Response::new(ListDeploymentsResponse {
+            deployments,
+            meta: Some(meta),
+        }))
+    }
+
+    async fn promote_deployment(
+        &self,
+        request: Request<PromoteDeploymentRequest>,
+    ) -> Result<Response<DeploymentUpdateResponse>, Status> {
+        let r = request.into_inner();
+        let steer = Steer::Promote(WatcherPromoteRequest {
+            deployment_id: r.deployment_id,
+            all: r.all,
+            groups: r.groups,
+        });
+        Ok(steered(deployments::steer(&self.0, steer).await?))
+    }
+
+    async fn fail_deployment(
+        &self,
+        request: Request<FailDeploymentRequest>,
+    ) -> Result<Response<DeploymentUpdateResponse>, Status> {
+        let r = request.into_inner();
+        let steer = Steer::Fail(WatcherFailRequest {
+            deployment_id: r.deployment_id,
+        });
+        Ok(steered(deployments::steer(&self.0, steer).await?))
+    }
+
+    async fn pause_deployment(
+        &self,
+        request: Request<PauseDeploymentRequest>,
+    ) -> Result<Response<DeploymentUpdateResponse>, Status> {
+        let r = request.into_inner();
+        let steer = Steer::Pause(WatcherPauseRequest {
+            deployment_id: r.deployment_id,
+            pause: r.pause,
+        });
+        Ok(steered(deployments::steer(&self.0, steer).await?))
+    }
+
+    async fn set_alloc_health(
+        &self,
+        request: Request<SetAllocHealthRequest>,
+    ) -> Result<Response<DeploymentUpdateResponse>, Status> {
+        let r = request.into_inner();
+        let steer = Steer::AllocHealth(WatcherAllocHealthRequest {
+            deployment_id: r.deployment_id,
+            healthy_alloc_ids: r.healthy_alloc_ids,
+            unhealthy_alloc_ids: r.unhealthy_alloc_ids,
+        });
+        Ok(steered(deployments::steer(&self.0, steer).await?))
+    }
+}
+
+#[tonic::async_trait]
+impl StatusService for ClusterApi {
+    async fn leaders(
+        &self,
+        _request: Request<LeadersRequest>,
+    ) -> Result<Response<LeadersResponse>, Status> {
+        let (leaders, revision) = status::leaders(&self.0).await?;
+        Ok(Response::new(LeadersResponse { leaders, revision }))
+    }
+}

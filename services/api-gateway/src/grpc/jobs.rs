@@ -1,0 +1,187 @@
+//! `JobService` over gRPC: thin handlers over [`crate::jobs`].
+
+use caravan_proto::job_service_server::JobService;
+use caravan_proto::{
+    DeregisterJobRequest, DeregisterJobResponse, EvaluateJobRequest, EvaluateJobResponse,
+    GetJobRequest, GetJobResponse, JobAllocationsRequest, JobEvaluationsRequest, JobSummaryRequest,
+    JobSummaryResponse, ListAllocationsResponse, ListEvaluationsResponse, ListJobVersionsRequest,
+    ListJobVersionsResponse, ListJobsRequest, ListJobsResponse, PlanJobRequest, PlanJobResponse,
+    RegisterJobRequest, RegisterJobResponse, ValidateJobRequest, ValidateJobResponse,
+};
+use tonic::{Request, Response, Status};
+
+use crate::error::GatewayError;
+use crate::gateway::Gateway;
+use crate::grpc::query;
+use crate::jobs::{plan, reads, register};
+
+/// The job API.
+#[derive(Debug, Clone)]
+pub struct JobApi(pub Gateway);
+
+fn missing_job() -> Status {
+    GatewayError::field("job", "missing job").into()
+}
+
+#[tonic::async_trait]
+impl JobService for JobApi {
+    async fn register_job(
+        &self,
+        request: Request<RegisterJobRequest>,
+    ) -> Result<Response<RegisterJobResponse>, Status> {
+        let req = request.into_inner();
+        let job = req.job.ok_or_else(missing_job)?;
+        let enforce = req.enforce_revision.then_some(req.job_modify_revision);
+        let r = register::register(&self.0, job, enforce).await?;
+        Ok(Response::new(RegisterJobResponse {
+            eval_id: r.eval_id,
+            eval_create_revision: r.eval_create_revision,
+            job_modify_revision: r.job_modify_revision,
+            warnings: r.warnings,
+        }))
+    }
+
+    async fn deregister_job(
+        &self,
+        request: Request<DeregisterJobRequest>,
+    ) -> Result<Response<DeregisterJobResponse>, Status> {
+        let req = request.into_inner();
+        let r = register::deregister(&self.0, &req.namespace, &req.job_id, req.purge).await?;
+        Ok(Response::new(DeregisterJobResponse {
+            eval_id: r.eval_id,
+            eval_create_revision: r.eval_create_revision,
+            job_modify_revision: r.job_modify_revision,
+        }))
+    }
+
+    async fn get_job(
+        &self,
+        request: Request<GetJobRequest>,
+    ) -> Result<Response<GetJobResponse>, Status> {
+        let req = request.into_inner();
+        let q = query(&self.0, req.options);
+        let (job, meta) = reads::get(&self.0, &req.job_id, &q).await?;
+        Ok(Response::new(GetJobResponse {
+            job: Some(job),
+            meta: Some(meta),
+        }))
+    }
+
+    async fn list_jobs(
+        &self,
+        request: Request<ListJobsRequest>,
+    ) -> Result<Response<ListJobsResponse>, Status> {
+        let q = query(&self.0, request.into_inner().options);
+        let (jobs, meta) = reads::list(&self.0, &q).await;
+        Ok(Response::new(ListJobsResponse {
+            jobs,
+            meta: Some(meta),
+        }))
+    }
+
+    async fn validate_job(
+        &self,
+        request: Request<ValidateJobRequest>,
+    ) -> Result<Response<ValidateJobResponse>, Status> {
+        let job = request.into_inner().job.ok_or_else(missing_job)?;
+        Ok(Response::new(match register::prepare(job) {
+            Ok((_, warnings)) => ValidateJobResponse {
+                errors: Vec::new(),
+                warnings,
+            },
+            Err(GatewayError::InvalidJob(errors)) => ValidateJobResponse {
+                errors: errors.messages(),
+                warnings: Vec::new(),
+            },
+            Err(err) if err.is_bad_input() => ValidateJobResponse {
+                errors: vec![err.to_string()],
+                warnings: Vec::new(),
+            },
+            Err(err) => return Err(err.into()),
+        }))
+    }
+
+    async fn plan_job(
+        &self,
+        request: Request<PlanJobRequest>,
+    ) -> Result<Response<PlanJobResponse>, Status> {
+        let req = request.into_inner();
+        let job = req.job.ok_or_else(missing_job)?;
+        let p = plan::plan(&self.0, job, req.diff).await?;
+        Ok(Response::new(PlanJobResponse {
+            annotations: p.annotations,
+            failed_tg_allocs: p.failed_tg_allocs,
+            job_modify_revision: p.job_modify_revision,
+            created_evals: p.created_evals,
+            diff: p.diff_text,
+            warnings: p.warnings,
+        }))
+    }
+
+    async fn evaluate_job(
+        &self,
+        request: Request<EvaluateJobRequest>,
+    ) -> Result<Response<EvaluateJobResponse>, Status> {
+        let req = request.into_inner();
+        let (eval_id, revision) =
+            register::evaluate(&self.0, &req.namespace, &req.job_id, req.force_reschedule).await?;
+        Ok(Response::new(EvaluateJobResponse {
+            eval_id,
+            eval_create_revision: revision,
+        }))
+    }
+
+    async fn list_job_versions(
+        &self,
+        request: Request<ListJobVersionsRequest>,
+    ) -> Result<Response<ListJobVersionsResponse>, Status> {
+        let req = request.into_inner();
+        let q = query(&self.0, req.options);
+        let (versions, meta) = reads::versions(&self.0, &req.job_id, &q).await?;
+        Ok(Response::new(ListJobVersionsResponse {
+            versions,
+            meta: Some(meta),
+        }))
+    }
+
+    async fn job_allocations(
+        &self,
+        request: Request<JobAllocationsRequest>,
+    ) -> Result<Response<ListAllocationsResponse>, Status> {
+        let req = request.into_inner();
+        let q = query(&self.0, req.options);
+        let (allocs, meta) = reads::allocations(&self.0, &req.job_id, &q).await?;
+        Ok(Response::new(ListAllocationsResponse {
+            allocs,
+            meta: Some(meta),
+        }))
+    }
+
+    async fn job_evaluations(
+        &self,
+        request: Request<JobEvaluationsRequest>,
+    ) -> Result<Response<ListEvaluationsResponse>, Status> {
+        let req = request.into_inner();
+        let q = query(&self.0, req.options);
+        let (evals, meta) = reads::evaluations(&self.0, &req.job_id, &q).await?;
+        Ok(Response::new(ListEvaluationsResponse {
+            evals,
+            meta: Some(meta),
+        }))
+    }
+
+    async fn job_summary(
+        &self,
+        request: Request<JobSummaryRequest>,
+    ) -> Result<Response<JobSummaryResponse>, Status> {
+        let req = request.into_inner();
+        let q = query(&self.0, req.options);
+        let (s, meta) = reads::summary(&self.0, &req.job_id, &q).await?;
+        Ok(Response::new(JobSummaryResponse {
+            job_id: s.job.id,
+            namespace: s.job.namespace,
+            summary: s.groups,
+            meta: Some(meta),
+        }))
+    }
+}

@@ -1,0 +1,589 @@
+//! Job writes: register, deregister (stop or purge) and forced evaluation,
+//! each one transaction with the evaluation it causes, compared on the job's
+//! mod revision and retried from a fresh read when another writer got there
+//! first.
+
+use caravan_proto::{AllocClientStatus, Evaluation, Job, JobStatus};
+use caravan_state::{Keyspace, decode, encode};
+use caravan_store::{Compare, CompareOp, Op, Range, Revision, Txn};
+
+use crate::error::{GatewayError, Result};
+use crate::evals::{self, TRIGGER_JOB_DEREGISTER, TRIGGER_JOB_REGISTER};
+use crate::gateway::{Gateway, now_unix_ns};
+use crate::jobs::versions::{spec_changed, versions_to_delete};
+use crate::query::DEFAULT_NAMESPACE;
+
+/// The outcome of a registration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registered {
+    /// The evaluation created; empty for periodic and parameterized parents.
+    pub eval_id: String,
+    /// The revision the evaluation was created at (0 without one).
+    pub eval_create_revision: Revision,
+    /// The job's spec revision after the write.
+    pub job_modify_revision: Revision,
+    /// Non-fatal advice about the job.
+    pub warnings: Vec<String>,
+    /// The revision of the write.
+    pub revision: Revision,
+}
+
+/// The outcome of a deregistration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deregistered {
+    /// The evaluation created; empty for periodic and parameterized parents.
+    pub eval_id: String,
+    /// The revision the evaluation was created at (0 without one).
+    pub eval_create_revision: Revision,
+    /// The job's spec revision after the write (the write's, when purged).
+    pub job_modify_revision: Revision,
+}
+
+/// Fills Nomad's defaults and checks a job's shape and placement rules.
+/// Returns the canonical job and its warnings; nothing is written.
+pub fn prepare(mut job: Job) -> Result<(Job, Vec<String>)> {
+    caravan_jobspec::canonicalize(&mut job);
+    caravan_jobspec::validate(&job).map_err(GatewayError::InvalidJob)?;
+    caravan_scheduler::validate_job(&job)
+        .map_err(|e| GatewayError::field(format!("job.{}", e.field), e.message))?;
+    let warnings = caravan_jobspec::warnings(&job);
+    Ok((job, warnings))
+}
+
+/// What a registration writes, decided from what was read.
+#[derive(Debug, Clone)]
+pub(crate) struct RegisterWrite {
+    /// The transaction to run.
+    pub txn: Txn,
+    /// The evaluation it creates, if any.
+    pub eval: Option<Evaluation>,
+    /// Whether the job itself (and a new version) is written.
+    pub changed: bool,
+}
+
+/// Builds the registration transaction of `job` over `existing` (as read,
+/// revisions resolved) whose kept versions are `versions` (version, stable).
+pub(crate) fn build_register(
+    keys: &Keyspace,
+    existing: Option<&Job>,
+    mut job: Job,
+    versions: &[(u64, bool)],
+) -> RegisterWrite {
+    let job_key = keys.job(&job.namespace, &job.id);
+    let mut txn = Txn::new().when(match existing {
+        Some(old) => Compare::mod_revision(job_key.clone(), CompareOp::Equal, old.modify_revision),
+        None => Compare::absent(job_key.clone()),
+    });
+    let changed = existing.is_none_or(|old| spec_changed(old, &job));
+    if changed {
+        job.version = existing.map_or(0, |old| old.version.saturating_add(1));
+        // Resolved on read to this transaction's revision.
+        job.job_modify_revision = 0;
+        job.create_revision = 0;
+        job.modify_revision = 0;
+        job.stable = false;
+        job.submit_time_unix_ns = now_unix_ns();
+        job.set_status(JobStatus::Pending);
+        job.status_description.clear();
+        let bytes = encode(&job);
+        txn = txn
+            .and_then(Op::put(job_key, bytes.clone()))
+            .and_then(Op::put(
+                keys.job_version(&job.namespace, &job.id, job.version),
+                bytes,
+            ));
+        for old in versions_to_delete(versions, job.version) {
+            txn = txn.and_then(Op::delete(keys.job_version(&job.namespace, &job.id, old)));
+        }
+    } else if let Some(old) = existing {
+        job = old.clone();
+    }
+    let eval = (!evals::is_template(&job)).then(|| evals::for_job(&job, TRIGGER_JOB_REGISTER));
+    if let Some(eval) = &eval {
+        txn = txn.and_then(Op::put(keys.eval(&eval.id), encode(eval)));
+    }
+    RegisterWrite { txn, eval, changed }
+}
+
+/// Checks Nomad's `EnforceIndex`: 0 means "only if the job does not exist".
+fn check_enforced(existing: Option<&Job>, wanted: Revision) -> Result<()> {
+    match existing {
+        Some(old) if wanted == 0 => Err(GatewayError::FailedPrecondition(format!(
+            "enforcing job modify index 0: job {:?} already exists",
+            old.id
+        ))),
+        Some(old) if old.job_modify_revision != wanted => {
+            Err(GatewayError::FailedPrecondition(format!(
+                "enforcing job modify index {wanted}: job exists with conflicting job modify index: {}",
+                old.job_modify_revision
+            )))
+        }
+        None if wanted != 0 => Err(GatewayError::FailedPrecondition(format!(
+            "enforcing job modify index {wanted}: job does not exist"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Registers `job`: validates it, then writes job, version and evaluation in
+/// one transaction. With `enforce_revision`, registers only if the job's
+/// current spec revision equals it (0: only if the job is new).
+pub async fn register(
+    gw: &Gateway,
+    job: Job,
+    enforce_revision: Option<Revision>,
+) -> Result<Registered> {
+    let (job, warnings) = prepare(job)?;
+    if gw
+        .cache
+        .snapshot()
+        .scheduler_config()
+        .is_some_and(|c| c.reject_job_registration)
+    {
+        return Err(GatewayError::PermissionDenied(
+            "job registration, dispatch, and scale are disabled by the scheduler configuration"
+                .into(),
+        ));
+    }
+    let job_key = gw.keys.job(&job.namespace, &job.id);
+    for _ in 0..gw.attempts() {
+        let existing: Option<Job> = gw.read(&job_key).await?;
+        if let Some(wanted) = enforce_revision {
+            check_enforced(existing.as_ref(), wanted)?;
+        }
+        let versions = if existing.is_some() {
+            read_versions(gw, &job.namespace, &job.id).await?
+        } else {
+            Vec::new()
+        };
+        let write = build_register(&gw.keys, existing.as_ref(), job.clone(), &versions);
+        let result = gw.store.txn(write.txn).await?;
+        if !result.succeeded {
+            if enforce_revision.is_some() {
+                return Err(GatewayError::FailedPrecondition(format!(
+                    "job {:?} changed concurrently; its job modify index no longer matches",
+                    job.id
+                )));
+            }
+            continue;
+        }
+        gw.settle(result.revision).await;
+        let job_modify_revision = match (&existing, write.changed) {
+            (Some(old), false) => old.job_modify_revision,
+            _ => result.revision,
+        };
+        tracing::info!(job = %job.id, namespace = %job.namespace, revision = result.revision,
+            changed = write.changed, "job registered");
+        return Ok(Registered {
+            eval_id: write
+                .eval
+                .as_ref()
+                .map(|e| e.id.clone())
+                .unwrap_or_default(),
+            eval_create_revision: if write.eval.is_some() {
+                result.revision
+            } else {
+                0
+            },
+            job_modify_revision,
+            warnings,
+            revision: result.revision,
+        });
+    }
+    Err(conflict(&job.id))
+}
+
+fn conflict(job_id: &str) -> GatewayError {
+    GatewayError::Conflict(format!(
+        "job {job_id:?} kept changing concurrently; try again"
+    ))
+}
+
+/// The (version, stable) pairs of a job's kept versions, from the store.
+async fn read_versions(gw: &Gateway, namespace: &str, job_id: &str) -> Result<Vec<(u64, bool)>> {
+    let res = gw
+        .store
+        .range(Range::prefix(gw.keys.job_versions_of(namespace, job_id)))
+        .await?;
+    let mut out = Vec::with_capacity(res.kvs.len());
+    for kv in &res.kvs {
+        let job: Job = decode(kv)?;
+        out.push((job.version, job.stable));
+    }
+    Ok(out)
+}
+
+/// Builds the deregistration transaction of `existing`.
+pub(crate) fn build_deregister(
+    keys: &Keyspace,
+    existing: &Job,
+    purge: bool,
+    versions: &[(u64, bool)],
+) -> (Txn, Option<Evaluation>) {
+    let job_key = keys.job(&existing.namespace, &existing.id);
+    let mut txn = Txn::new().when(Compare::mod_revision(
+        job_key.clone(),
+        CompareOp::Equal,
+        existing.modify_revision,
+    ));
+    let mut eval_job = existing.clone();
+    if purge {
+        txn = txn
+            .and_then(Op::delete(job_key))
+            .and_then(Op::Delete(Range::prefix(
+                keys.job_versions_of(&existing.namespace, &existing.id),
+            )));
+        eval_job.job_modify_revision = 0;
+    } else if !existing.stop {
+        let mut stopped = existing.clone();
+        stopped.stop = true;
+        stopped.version = existing.version.saturating_add(1);
+        stopped.job_modify_revision = 0;
+        stopped.stable = false;
+        stopped.submit_time_unix_ns = now_unix_ns();
+        let bytes = encode(&stopped);
+        txn = txn
+            .and_then(Op::put(job_key, bytes.clone()))
+            .and_then(Op::put(
+                keys.job_version(&stopped.namespace, &stopped.id, stopped.version),
+                bytes,
+            ));
+        for old in versions_to_delete(versions, stopped.version) {
+            txn = txn.and_then(Op::delete(keys.job_version(
+                &stopped.namespace,
+                &stopped.id,
+                old,
+            )));
+        }
+        eval_job = stopped;
+    }
+    let eval =
+        (!evals::is_template(existing)).then(|| evals::for_job(&eval_job, TRIGGER_JOB_DEREGISTER));
+    if let Some(eval) = &eval {
+        txn = txn.and_then(Op::put(keys.eval(&eval.id), encode(eval)));
+    }
+    (txn, eval)
+}
+
+/// Stops a job (or deletes it and its versions with `purge`) and creates the
+/// evaluation that stops its allocations.
+pub async fn deregister(
+    gw: &Gateway,
+    namespace: &str,
+    job_id: &str,
+    purge: bool,
+) -> Result<Deregistered> {
+    let namespace = if namespace.is_empty() {
+        DEFAULT_NAMESPACE
+    } else {
+        namespace
+    };
+    if job_id.is_empty() {
+        return Err(GatewayError::field("job_id", "missing job ID"));
+    }
+    let job_key = gw.keys.job(namespace, job_id);
+    for _ in 0..gw.attempts() {
+        let Some(existing) = gw.read::<Job>(&job_key).await? else {
+            return Err(GatewayError::NotFound(format!("job not found: {job_id}")));
+        };
+        let versions = read_versions(gw, namespace, job_id).await?;
+        let (txn, eval) = build_deregister(&gw.keys, &existing, purge, &versions);
+        let result = gw.store.txn(txn).await?;
+        if !result.succeeded {
+            continue;
+        }
+        gw.settle(result.revision).await;
+        let job_modify_revision = if purge || !existing.stop {
+            result.revision
+        } else {
+            existing.job_modify_revision
+        };
+        tracing::info!(job = %job_id, namespace, purge, revision = result.revision, "job deregistered");
+        return Ok(Deregistered {
+            eval_id: eval.as_ref().map(|e| e.id.clone()).unwrap_or_default(),
+            eval_create_revision: if eval.is_some() { result.revision } else { 0 },
+            job_modify_revision,
+        });
+    }
+    Err(conflict(job_id))
+}
+
+/// Creates a new evaluation of a job (`job eval`); with `force_reschedule`,
+/// its failed allocations are also marked to be replaced at once.
+pub async fn evaluate(
+    gw: &Gateway,
+    namespace: &str,
+    job_id: &str,
+    force_reschedule: bool,
+) -> Result<(String, Revision)> {
+    let namespace = if namespace.is_empty() {
+        DEFAULT_NAMESPACE
+    } else {
+        namespace
+    };
+    let job_key = gw.keys.job(namespace, job_id);
+    for _ in 0..gw.attempts() {
+        let Some(job) = gw.read::<Job>(&job_key).await? else {
+            return Err(GatewayError::NotFound(format!("job not found: {job_id}")));
+        };
+        if job.periodic.as_ref().is_some_and(|p| p.enabled) {
+            return Err(GatewayError::FailedPrecondition(
+                "can't evaluate periodic job".into(),
+            ));
+        }
+        if evals::is_template(&job) {
+            return Err(GatewayError::FailedPrecondition(
+                "can't evaluate parameterized job".into(),
+            ));
+        }
+        let eval = evals::for_job(&job, TRIGGER_JOB_REGISTER);
+        let mut txn = Txn::new()
+            .when(Compare::mod_revision(
+                job_key.clone(),
+                CompareOp::Equal,
+                job.modify_revision,
+            ))
+            .and_then(Op::put(gw.keys.eval(&eval.id), encode(&eval)));
+        if force_reschedule {
+            let snap = gw.cache.snapshot();
+            for alloc in snap.allocs_by_job(namespace, job_id) {
+                if alloc.client_status() != AllocClientStatus::Failed || is_terminal_desired(alloc)
+                {
+                    continue;
+                }
+                let key = gw.keys.alloc(&alloc.id);
+                let mut updated = (**alloc).clone();
+                updated
+                    .desired_transition
+                    .get_or_insert_with(Default::default)
+                    .force_reschedule = Some(true);
+                txn = txn
+                    .when(Compare::mod_revision(
+                        key.clone(),
+                        CompareOp::Equal,
+                        alloc.modify_revision,
+                    ))
+                    .and_then(Op::put(key, encode(&updated)));
+            }
+        }
+        let result = gw.store.txn(txn).await?;
+        if !result.succeeded {
+            // The cache may have been behind the allocations; let it catch up.
+            gw.settle(result.revision).await;
+            continue;
+        }
+        gw.settle(result.revision).await;
+        return Ok((eval.id, result.revision));
+    }
+    Err(conflict(job_id))
+}
+
+/// Whether the servers already want the allocation gone.
+fn is_terminal_desired(alloc: &caravan_proto::Allocation) -> bool {
+    alloc.desired_status() != caravan_proto::AllocDesiredStatus::Run
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_proto::{JobType, PeriodicConfig, Resources, Task, TaskGroup};
+    use prost::Message;
+
+    use super::*;
+
+    fn job(count: i32) -> Job {
+        let mut job = Job {
+            id: "web".into(),
+            task_groups: vec![TaskGroup {
+                name: "g".into(),
+                count,
+                tasks: vec![Task {
+                    name: "t".into(),
+                    driver: "mock".into(),
+                    resources: Some(Resources {
+                        cpu_mhz: 100,
+                        memory_mb: 64,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        job.set_type(JobType::Service);
+        job
+    }
+
+    fn puts(txn: &Txn) -> Vec<(String, Vec<u8>)> {
+        txn.success
+            .iter()
+            .filter_map(|op| match op {
+                Op::Put { key, value, .. } => {
+                    Some((String::from_utf8_lossy(key).into_owned(), value.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn deletes(txn: &Txn) -> Vec<String> {
+        txn.success
+            .iter()
+            .filter_map(|op| match op {
+                Op::Delete(r) => Some(String::from_utf8_lossy(&r.start).into_owned()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_new_job_is_version_zero_with_a_pending_eval() {
+        let keys = Keyspace::new("/t");
+        let (job, _) = prepare(job(2)).unwrap();
+        let w = build_register(&keys, None, job, &[]);
+        assert!(w.changed);
+        assert_eq!(
+            w.txn.compares,
+            vec![Compare::absent(keys.job("default", "web"))]
+        );
+        let puts = puts(&w.txn);
+        assert_eq!(puts.len(), 3);
+        assert_eq!(puts[0].0, "/t/jobs/default/web");
+        assert_eq!(
+            puts[1].0,
+            "/t/job_versions/default/web/00000000000000000000"
+        );
+        let stored = Job::decode(puts[0].1.as_slice()).unwrap();
+        assert_eq!((stored.version, stored.job_modify_revision), (0, 0));
+        assert_eq!(stored.status(), JobStatus::Pending);
+        let eval = Evaluation::decode(puts[2].1.as_slice()).unwrap();
+        let ours = w.eval.unwrap();
+        assert_eq!(puts[2].0, format!("/t/evals/{}", ours.id));
+        assert_eq!(eval.status(), caravan_proto::EvalStatus::Pending);
+        assert_eq!(eval.triggered_by, "job-register");
+        assert_eq!(eval.r#type, "service");
+        assert_eq!(eval.priority, 50);
+        assert_eq!(
+            eval.job_modify_revision, 0,
+            "resolves to the txn's revision"
+        );
+    }
+
+    #[test]
+    fn a_changed_spec_bumps_the_version_and_prunes_to_six() {
+        let keys = Keyspace::new("/t");
+        let (mut old, _) = prepare(job(2)).unwrap();
+        old.version = 6;
+        old.job_modify_revision = 40;
+        old.modify_revision = 41;
+        let versions: Vec<(u64, bool)> = (1..=6).map(|v| (v, false)).collect();
+        let (new, _) = prepare(job(3)).unwrap();
+        let w = build_register(&keys, Some(&old), new, &versions);
+        assert!(w.changed);
+        assert_eq!(
+            w.txn.compares,
+            vec![Compare::mod_revision(
+                keys.job("default", "web"),
+                CompareOp::Equal,
+                41
+            )]
+        );
+        let stored = Job::decode(puts(&w.txn)[0].1.as_slice()).unwrap();
+        assert_eq!(stored.version, 7);
+        assert_eq!(stored.job_modify_revision, 0);
+        assert_eq!(
+            deletes(&w.txn),
+            vec!["/t/job_versions/default/web/00000000000000000001".to_string()]
+        );
+    }
+
+    #[test]
+    fn an_unchanged_spec_writes_only_an_eval() {
+        let keys = Keyspace::new("/t");
+        let (mut old, _) = prepare(job(2)).unwrap();
+        old.version = 2;
+        old.job_modify_revision = 40;
+        old.modify_revision = 41;
+        let (same, _) = prepare(job(2)).unwrap();
+        let w = build_register(&keys, Some(&old), same, &[(2, false)]);
+        assert!(!w.changed);
+        let puts = puts(&w.txn);
+        assert_eq!(puts.len(), 1, "only the eval");
+        let eval = Evaluation::decode(puts[0].1.as_slice()).unwrap();
+        assert_eq!(
+            eval.job_modify_revision, 40,
+            "the spec revision it evaluates"
+        );
+    }
+
+    #[test]
+    fn periodic_parents_get_no_eval() {
+        let keys = Keyspace::new("/t");
+        let mut j = job(1);
+        j.set_type(JobType::Batch);
+        j.periodic = Some(PeriodicConfig {
+            enabled: true,
+            specs: vec!["*/5 * * * *".into()],
+            ..Default::default()
+        });
+        let (j, _) = prepare(j).unwrap();
+        let w = build_register(&keys, None, j, &[]);
+        assert!(w.eval.is_none());
+        assert_eq!(puts(&w.txn).len(), 2);
+    }
+
+    #[test]
+    fn validation_errors_name_the_field() {
+        let err = prepare(job(-1)).unwrap_err();
+        assert!(matches!(err, GatewayError::InvalidJob(_)));
+        assert!(err.to_string().contains("count"), "{err}");
+        let mut j = job(1);
+        j.task_groups[0].tasks[0].driver.clear();
+        let err = prepare(j).unwrap_err();
+        assert!(err.to_string().contains("driver"), "{err}");
+        let mut j = job(1);
+        j.constraints.push(caravan_proto::Constraint {
+            l_target: "${attr.kernel.name}".into(),
+            r_target: "[".into(),
+            operand: "regexp".into(),
+        });
+        let err = prepare(j).unwrap_err();
+        assert!(err.to_string().contains("constraint"), "{err}");
+    }
+
+    #[test]
+    fn enforced_index_semantics() {
+        let old = Job {
+            id: "web".into(),
+            job_modify_revision: 9,
+            ..Default::default()
+        };
+        assert!(check_enforced(None, 0).is_ok());
+        assert!(check_enforced(None, 3).is_err());
+        assert!(check_enforced(Some(&old), 0).is_err());
+        assert!(check_enforced(Some(&old), 8).is_err());
+        assert!(check_enforced(Some(&old), 9).is_ok());
+    }
+
+    #[test]
+    fn stop_bumps_the_version_and_purge_deletes_everything() {
+        let keys = Keyspace::new("/t");
+        let (mut old, _) = prepare(job(2)).unwrap();
+        old.version = 1;
+        old.modify_revision = 12;
+        let (txn, eval) = build_deregister(&keys, &old, false, &[(0, false), (1, false)]);
+        let stored = Job::decode(puts(&txn)[0].1.as_slice()).unwrap();
+        assert!(stored.stop);
+        assert_eq!(stored.version, 2);
+        assert_eq!(eval.unwrap().triggered_by, "job-deregister");
+        let (txn, eval) = build_deregister(&keys, &old, true, &[]);
+        assert_eq!(
+            deletes(&txn),
+            vec![
+                "/t/jobs/default/web".to_string(),
+                "/t/job_versions/default/web/".to_string()
+            ]
+        );
+        assert!(eval.is_some());
+    }
+}

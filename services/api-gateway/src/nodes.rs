@@ -1,0 +1,270 @@
+//! Client nodes as operators see them: reads, scheduling eligibility and
+//! drains, and the evaluations a node change owes its jobs.
+
+use std::collections::BTreeSet;
+
+use caravan_proto::{
+    Allocation, DrainMetadata, DrainStrategy, Evaluation, JobType, Node, QueryMeta,
+    SchedulingEligibility,
+};
+use caravan_state::{Snapshot, encode, is_terminal};
+use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
+
+use crate::error::{GatewayError, Result};
+use crate::evals::{self, TRIGGER_NODE_DRAIN, TRIGGER_NODE_UPDATE, is_template};
+use crate::gateway::{Gateway, now_unix_ns};
+use crate::query::{self, Query};
+
+/// The outcome of a node write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeUpdated {
+    /// Evaluations created with the write.
+    pub eval_ids: Vec<String>,
+    /// The revision of the write.
+    pub revision: Revision,
+}
+
+/// Every node whose id has the query's prefix.
+pub async fn list(gw: &Gateway, query: &Query) -> (Vec<Node>, QueryMeta) {
+    let snap = query::block(gw, query).await;
+    let nodes = snap
+        .nodes()
+        .filter(|n| query.matches_prefix(&n.id))
+        .map(|n| (**n).clone())
+        .collect();
+    (nodes, query::meta(&snap))
+}
+
+/// One node.
+pub async fn get(gw: &Gateway, node_id: &str, query: &Query) -> Result<(Node, QueryMeta)> {
+    let snap = query::block(gw, query).await;
+    let node = snap
+        .node(node_id)
+        .map(|n| (**n).clone())
+        .ok_or_else(|| GatewayError::NotFound(format!("node not found: {node_id}")))?;
+    Ok((node, query::meta(&snap)))
+}
+
+/// The allocations placed on a node, terminal ones included.
+pub async fn allocations(
+    gw: &Gateway,
+    node_id: &str,
+    query: &Query,
+) -> Result<(Vec<Allocation>, QueryMeta)> {
+    let snap = query::block(gw, query).await;
+    if snap.node(node_id).is_none() {
+        return Err(GatewayError::NotFound(format!("node not found: {node_id}")));
+    }
+    let allocs = snap
+        .allocs_by_node(node_id)
+        .map(|a| (**a).clone())
+        .collect();
+    Ok((allocs, query::meta(&snap)))
+}
+
+/// The evaluations a change of `node` owes: one per job with live
+/// allocations on it and, unless `only_placed`, one per system or sysbatch
+/// job of the node's pool (they may now place there). System jobs are left
+/// out with `ignore_system`.
+pub(crate) fn node_evals(
+    snap: &Snapshot,
+    node: &Node,
+    trigger: &str,
+    only_placed: bool,
+    ignore_system: bool,
+) -> Vec<Evaluation> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    let mut push = |job: &caravan_proto::Job, out: &mut Vec<Evaluation>| {
+        let system = matches!(job.r#type(), JobType::System | JobType::Sysbatch);
+        if (ignore_system && system) || job.stop || is_template(job) {
+            return;
+        }
+        if !seen.insert((job.namespace.clone(), job.id.clone())) {
+            return;
+        }
+        let mut eval = evals::for_job(job, trigger);
+        eval.node_id = node.id.clone();
+        eval.node_modify_revision = node.modify_revision;
+        out.push(eval);
+    };
+    for alloc in snap.allocs_by_node(&node.id) {
+        if is_terminal(alloc) {
+            continue;
+        }
+        if let Some(job) = snap.job(&alloc.namespace, &alloc.job_id) {
+            push(job, &mut out);
+        }
+    }
+    if !only_placed {
+        for job in snap.jobs() {
+            let system = matches!(job.r#type(), JobType::System | JobType::Sysbatch);
+            let pool_matches = job.node_pool == "all"
+                || job.node_pool == node.node_pool
+                || (job.node_pool.is_empty() && node.node_pool == "default");
+            if system && pool_matches {
+                push(job, &mut out);
+            }
+        }
+    }
+    out
+}
+
+fn require_node_id(node_id: &str) -> Result<()> {
+    if node_id.is_empty() {
+        return Err(GatewayError::field("node_id", "missing node ID"));
+    }
+    Ok(())
+}
+
+/// Writes `node` (compared on `read_revision`) with `evals`.
+async fn write_node(
+    gw: &Gateway,
+    node: &Node,
+    read_revision: Revision,
+    evals: &[Evaluation],
+) -> Result<Option<Revision>> {
+    let key = gw.keys.node(&node.id);
+    let mut txn = Txn::new()
+        .when(Compare::mod_revision(
+            key.clone(),
+            CompareOp::Equal,
+            read_revision,
+        ))
+        .and_then(Op::put(key, encode(node)));
+    for eval in evals {
+        txn = txn.and_then(Op::put(gw.keys.eval(&eval.id), encode(eval)));
+    }
+    let result = gw.store.txn(txn).await?;
+    if !result.succeeded {
+        return Ok(None);
+    }
+    gw.settle(result.revision).await;
+    Ok(Some(result.revision))
+}
+
+fn conflict(node_id: &str) -> GatewayError {
+    GatewayError::Conflict(format!(
+        "node {node_id} kept changing concurrently; try again"
+    ))
+}
+
+/// Sets a node's scheduling eligibility. Becoming eligible creates
+/// `node-update` evaluations so system jobs and blocked work can use it.
+pub async fn update_eligibility(
+    gw: &Gateway,
+    node_id: &str,
+    eligibility: SchedulingEligibility,
+) -> Result<NodeUpdated> {
+    require_node_id(node_id)?;
+    if eligibility == SchedulingEligibility::Unspecified {
+        return Err(GatewayError::field(
+            "eligibility",
+            "must be \"eligible\" or \"ineligible\"",
+        ));
+    }
+    let key = gw.keys.node(node_id);
+    for _ in 0..gw.attempts() {
+        let Some(node) = gw.read::<Node>(&key).await? else {
+            return Err(GatewayError::NotFound(format!("node not found: {node_id}")));
+        };
+        if node.drain_strategy.is_some() && eligibility == SchedulingEligibility::Eligible {
+            return Err(GatewayError::FailedPrecondition(
+                "can not set node's scheduling eligibility to eligible while node is draining"
+                    .into(),
+            ));
+        }
+        let becomes_eligible = eligibility == SchedulingEligibility::Eligible
+            && node.scheduling_eligibility() != SchedulingEligibility::Eligible;
+        let mut updated = node.clone();
+        updated.set_scheduling_eligibility(eligibility);
+        let evals = if becomes_eligible {
+            node_evals(
+                &gw.cache.snapshot(),
+                &node,
+                TRIGGER_NODE_UPDATE,
+                false,
+                false,
+            )
+        } else {
+            Vec::new()
+        };
+        if let Some(revision) = write_node(gw, &updated, node.modify_revision, &evals).await? {
+            tracing::info!(node = %node_id, ?eligibility, revision, "node eligibility set");
+            return Ok(NodeUpdated {
+                eval_ids: evals.into_iter().map(|e| e.id).collect(),
+                revision,
+            });
+        }
+    }
+    Err(conflict(node_id))
+}
+
+/// Starts a drain (`strategy` set) or cancels one (`None`, optionally
+/// marking the node eligible again). A drain makes the node ineligible and
+/// creates `node-drain` evaluations for the jobs with allocations on it.
+pub async fn update_drain(
+    gw: &Gateway,
+    node_id: &str,
+    strategy: Option<DrainStrategy>,
+    mark_eligible: bool,
+) -> Result<NodeUpdated> {
+    require_node_id(node_id)?;
+    let key = gw.keys.node(node_id);
+    for _ in 0..gw.attempts() {
+        let Some(node) = gw.read::<Node>(&key).await? else {
+            return Err(GatewayError::NotFound(format!("node not found: {node_id}")));
+        };
+        let now = now_unix_ns();
+        let mut updated = node.clone();
+        let snap = gw.cache.snapshot();
+        let evals = match &strategy {
+            Some(asked) => {
+                let mut drain = *asked;
+                drain.started_at_unix_ns = now;
+                drain.force_deadline_unix_ns = match drain.deadline_ns {
+                    d if d > 0 => now.saturating_add(d),
+                    d if d < 0 => now,
+                    _ => 0,
+                };
+                updated.drain_strategy = Some(drain);
+                updated.set_scheduling_eligibility(SchedulingEligibility::Ineligible);
+                updated.last_drain = Some(DrainMetadata {
+                    started_at_unix_ns: now,
+                    updated_at_unix_ns: now,
+                    status: "draining".into(),
+                });
+                node_evals(
+                    &snap,
+                    &node,
+                    TRIGGER_NODE_DRAIN,
+                    true,
+                    asked.ignore_system_jobs,
+                )
+            }
+            None => {
+                updated.drain_strategy = None;
+                if let Some(last) = updated.last_drain.as_mut()
+                    && node.drain_strategy.is_some()
+                {
+                    last.status = "canceled".into();
+                    last.updated_at_unix_ns = now;
+                }
+                if mark_eligible {
+                    updated.set_scheduling_eligibility(SchedulingEligibility::Eligible);
+                    node_evals(&snap, &node, TRIGGER_NODE_UPDATE, false, false)
+                } else {
+                    Vec::new()
+                }
+            }
+        };
+        if let Some(revision) = write_node(gw, &updated, node.modify_revision, &evals).await? {
+            tracing::info!(node = %node_id, draining = strategy.is_some(), revision, "node drain updated");
+            return Ok(NodeUpdated {
+                eval_ids: evals.into_iter().map(|e| e.id).collect(),
+                revision,
+            });
+        }
+    }
+    Err(conflict(node_id))
+}

@@ -1,0 +1,260 @@
+//! A gateway running in-process on a store of the test's choice, with a
+//! gRPC channel and a minimal HTTP/1.1 client to drive it.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use caravan_api_gateway::{Bound, GatewayConfig, run_with};
+use caravan_proto::{Evaluation, Job, Node};
+use caravan_state::{Keyspace, StateObject, decode};
+use caravan_store::{EtcdStore, MemStore, Range, Store};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+
+/// Which store a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// The embedded store.
+    Mem,
+    /// The etcd named by `CARAVAN_TEST_ETCD`.
+    Etcd,
+}
+
+/// A store of `backend`.
+pub async fn store(backend: Backend) -> Arc<dyn Store> {
+    match backend {
+        Backend::Mem => Arc::new(MemStore::new()),
+        Backend::Etcd => {
+            let endpoints = caravan_testkit::etcd_endpoints();
+            match EtcdStore::connect(&endpoints).await {
+                Ok(s) => Arc::new(s),
+                Err(err) => panic!("cannot reach the test etcd at {endpoints:?}: {err}"),
+            }
+        }
+    }
+}
+
+/// A running gateway.
+pub struct TestGateway {
+    pub bound: Bound,
+    pub store: Arc<dyn Store>,
+    pub keys: Keyspace,
+    pub shutdown: CancellationToken,
+    task: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestGateway {
+    /// Starts a gateway on a fresh store of `backend` under a unique prefix.
+    pub async fn start(backend: Backend, name: &str) -> TestGateway {
+        Self::start_with(store(backend).await, name, |_| {}).await
+    }
+
+    /// Starts a gateway on `store` with `tweak` applied to its configuration.
+    pub async fn start_with(
+        store: Arc<dyn Store>,
+        name: &str,
+        tweak: impl FnOnce(&mut GatewayConfig),
+    ) -> TestGateway {
+        let prefix = caravan_testkit::unique_prefix(name);
+        let mut config = GatewayConfig {
+            grpc_addr: "127.0.0.1:0".into(),
+            http_addr: "127.0.0.1:0".into(),
+            ..Default::default()
+        };
+        config.store.prefix = prefix.clone();
+        tweak(&mut config);
+        let shutdown = CancellationToken::new();
+        let (tx, rx) = oneshot::channel();
+        let task = tokio::spawn(run_with(config, store.clone(), shutdown.clone(), Some(tx)));
+        let bound = tokio::time::timeout(Duration::from_secs(10), rx)
+            .await
+            .expect("gateway did not start in time")
+            .expect("gateway failed before binding");
+        TestGateway {
+            bound,
+            store,
+            keys: Keyspace::new(&prefix),
+            shutdown,
+            task: Some(task),
+        }
+    }
+
+    /// A channel to the gRPC API.
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.bound.grpc))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap()
+    }
+
+    /// Stops the gateway and waits for it to finish.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        let task = self.task.take().expect("stopped twice");
+        let result = tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("gateway did not stop in time")
+            .expect("gateway task panicked");
+        result.expect("gateway failed");
+    }
+
+    /// Every key under the prefix.
+    pub async fn key_count(&self) -> usize {
+        self.store.range(self.keys.range()).await.unwrap().kvs.len()
+    }
+
+    /// Decodes every object under `prefix`.
+    pub async fn objects<T: StateObject>(&self, prefix: Vec<u8>) -> Vec<T> {
+        let res = self.store.range(Range::prefix(prefix)).await.unwrap();
+        res.kvs.iter().map(|kv| decode::<T>(kv).unwrap()).collect()
+    }
+
+    /// The stored job.
+    pub async fn job(&self, id: &str) -> Option<Job> {
+        let kv = self
+            .store
+            .get(&self.keys.job("default", id))
+            .await
+            .unwrap()?;
+        Some(decode(&kv).unwrap())
+    }
+
+    /// The stored node.
+    pub async fn node(&self, id: &str) -> Option<Node> {
+        let kv = self.store.get(&self.keys.node(id)).await.unwrap()?;
+        Some(decode(&kv).unwrap())
+    }
+
+    /// Every stored evaluation.
+    pub async fn evals(&self) -> Vec<Evaluation> {
+        self.objects(self.keys.prefix_of(caravan_state::Kind::Evals))
+            .await
+    }
+
+    /// Sends one HTTP request and reads the whole answer.
+    pub async fn http(&self, method: &str, path: &str, body: &[u8]) -> HttpAnswer {
+        http(self.bound.http, method, path, body).await
+    }
+}
+
+impl Drop for TestGateway {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// An HTTP answer.
+#[derive(Debug, Clone)]
+pub struct HttpAnswer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpAnswer {
+    /// A header's value, by case-insensitive name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// A minimal HTTP/1.1 client: one request per connection.
+pub async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &[u8]) -> HttpAnswer {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    // A server may answer (e.g. 413) before reading a large body.
+    let _ = stream.write_all(body).await;
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw).await;
+    parse(&raw)
+}
+
+fn parse(raw: &[u8]) -> HttpAnswer {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("no end of headers");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap();
+    let status: u16 = status_line.split(' ').nth(1).unwrap().parse().unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    let chunked = headers.iter().any(|(k, v)| {
+        k.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked")
+    });
+    if chunked {
+        body = dechunk(&body);
+    }
+    HttpAnswer {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(end) = data.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size_text = String::from_utf8_lossy(&data[..end]);
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        let start = end + 2;
+        out.extend_from_slice(&data[start..(start + size).min(data.len())]);
+        data = &data[(start + size + 2).min(data.len())..];
+    }
+}
+
+/// Polls `check` until it holds or `within` passes.
+pub async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
