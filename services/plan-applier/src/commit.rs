@@ -250,8 +250,8 @@ struct Written {
 
 #[derive(Debug)]
 enum WrittenValue {
-    Alloc(Allocation),
-    Deployment(Deployment),
+    Alloc(Box<Allocation>),
+    Deployment(Box<Deployment>),
     Eval,
 }
 
@@ -450,7 +450,7 @@ impl Committer<'_> {
                             let bytes = encode(&a);
                             written.push(Written {
                                 target: target.clone(),
-                                value: WrittenValue::Alloc(a),
+                                value: WrittenValue::Alloc(Box::new(a)),
                             });
                             (self.keyspace.alloc(id), bytes, cur.as_ref().map(|c| c.1))
                         }
@@ -468,7 +468,7 @@ impl Committer<'_> {
                             let bytes = encode(&d);
                             written.push(Written {
                                 target: target.clone(),
-                                value: WrittenValue::Deployment(d),
+                                value: WrittenValue::Deployment(Box::new(d)),
                             });
                             (
                                 self.keyspace.deployment(id),
@@ -522,14 +522,14 @@ impl Committer<'_> {
             match w.value {
                 WrittenValue::Alloc(mut a) => {
                     settle_alloc(&mut a, rev);
-                    outcome.layer.put_alloc(Arc::new(a));
+                    outcome.layer.put_alloc(Arc::new(*a));
                 }
                 WrittenValue::Deployment(mut d) => {
                     d.modify_revision = rev;
                     if d.create_revision == 0 {
                         d.create_revision = rev;
                     }
-                    outcome.layer.put_deployment(Arc::new(d));
+                    outcome.layer.put_deployment(Arc::new(*d));
                 }
                 WrittenValue::Eval => {}
             }
@@ -549,12 +549,12 @@ impl Written {
     fn stored(&self, rev: Revision) -> Option<(Stored, Revision)> {
         Some(match &self.value {
             WrittenValue::Alloc(a) => {
-                let mut a = a.clone();
+                let mut a = (**a).clone();
                 settle_alloc(&mut a, rev);
                 (Stored::Alloc(Arc::new(a)), rev)
             }
             WrittenValue::Deployment(d) => {
-                let mut d = d.clone();
+                let mut d = (**d).clone();
                 d.modify_revision = rev;
                 (Stored::Deployment(Arc::new(d)), rev)
             }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, AllocList, AllocatedPort, AllocatedResources,
+    AllocClientStatus, AllocDesiredStatus, AllocatedPort, AllocatedResources,
     AllocatedSharedResources, AllocatedTaskResources, Allocation, Node, NodeResources, NodeStatus,
     Plan, SchedulingEligibility,
 };
@@ -124,7 +124,7 @@ pub(crate) fn plan(snapshot_revision: Revision) -> Plan {
 pub(crate) fn place(plan: &mut Plan, a: Allocation) {
     plan.node_allocation
         .entry(a.node_id.clone())
-        .or_insert_with(AllocList::default)
+        .or_default()
         .allocs
         .push(a);
 }
@@ -133,7 +133,7 @@ pub(crate) fn place(plan: &mut Plan, a: Allocation) {
 pub(crate) fn stop(plan: &mut Plan, node: &str, id: &str) {
     plan.node_update
         .entry(node.to_string())
-        .or_insert_with(AllocList::default)
+        .or_default()
         .allocs
         .push(Allocation {
             id: id.into(),

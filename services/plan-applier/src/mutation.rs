@@ -148,7 +148,7 @@ pub(crate) fn apply_alloc(
                     new.client_description = cur.client_description.clone();
                 }
                 if new.deployment_id == cur.deployment_id {
-                    new.deployment_status = cur.deployment_status.clone();
+                    new.deployment_status = cur.deployment_status;
                 }
                 new.create_time_unix_ns = cur.create_time_unix_ns;
                 new.next_allocation = if new.next_allocation.is_empty() {

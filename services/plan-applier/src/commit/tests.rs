@@ -1,1 +1,298 @@
-//! tests
+//! Commits against the embedded store: splitting, revisions, conflicts,
+//! duplicates, all-at-once and fencing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use caravan_proto::{AllocClientStatus, AllocDesiredStatus, Allocation, Plan};
+use caravan_state::{Keyspace, decode, encode};
+use caravan_store::{Leadership, MemStore, Store};
+
+use super::*;
+use crate::fixtures::{alloc, node, place, plan, snapshot, stop};
+use crate::overlay::View;
+
+const PREFIX: &str = "/t";
+
+async fn leader(store: &Arc<dyn Store>) -> Leadership {
+    Leadership::campaign(
+        store.clone(),
+        "/t/leader/plan-applier",
+        "me:1",
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap()
+}
+
+async fn seed(store: &Arc<dyn Store>, a: &Allocation) -> i64 {
+    store
+        .put(&Keyspace::new(PREFIX).alloc(&a.id), &encode(a), 0)
+        .await
+        .unwrap()
+}
+
+async fn stored(store: &Arc<dyn Store>, id: &str) -> Option<Allocation> {
+    let kv = store.get(&Keyspace::new(PREFIX).alloc(id)).await.unwrap()?;
+    Some(decode(&kv).unwrap())
+}
+
+fn committer<'a>(
+    store: &'a Arc<dyn Store>,
+    leadership: &'a Leadership,
+    keyspace: &'a Keyspace,
+    max_ops: usize,
+) -> Committer<'a> {
+    Committer {
+        store: store.as_ref(),
+        leadership,
+        keyspace,
+        max_ops,
+        max_bytes: 1 << 20,
+        retries: 3,
+        now: 1_000,
+    }
+}
+
+fn accepted(p: &Plan) -> Vec<String> {
+    crate::verify::plan_nodes(p)
+}
+
+#[test]
+fn batches_never_split_a_node_and_put_the_plan_wide_part_first() {
+    let snap = snapshot(5, &[node("n1"), node("n2"), node("n3")], &[]);
+    let view = View::of(snap);
+    let mut p = plan(5);
+    for n in ["n1", "n2", "n3"] {
+        for i in 0..3 {
+            place(&mut p, alloc(&format!("{n}-{i}"), n, 10, 10));
+        }
+    }
+    p.evals.push(caravan_proto::Evaluation {
+        id: "pre".into(),
+        ..Default::default()
+    });
+    let changes = plan_changes(&p, &accepted(&p), &view);
+    // 2 ops per object: each node part is 6 ops, the eval part 2.
+    let b = batches(changes, 12, 1 << 20);
+    let shape: Vec<Vec<Option<String>>> = b
+        .iter()
+        .map(|batch| batch.iter().map(|part| part.node.clone()).collect())
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            vec![None, Some("n1".into())],
+            vec![Some("n2".into()), Some("n3".into())],
+        ]
+    );
+    // A part over the budget alone still gets a transaction of its own.
+    let changes = plan_changes(&p, &accepted(&p), &view);
+    assert_eq!(batches(changes, 4, 1 << 20).len(), 4);
+}
+
+#[tokio::test]
+async fn a_commit_places_stops_and_resolves_revisions() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    let ks = Keyspace::new(PREFIX);
+    let l = leader(&store).await;
+    let old = alloc("old", "n1", 100, 64);
+    let seeded = seed(&store, &old).await;
+    let mut old_seen = old.clone();
+    old_seen.modify_revision = seeded;
+    let view = View::of(snapshot(seeded, &[node("n1")], &[old_seen]));
+    let mut p = plan(seeded);
+    stop(&mut p, "n1", "old");
+    let mut new = alloc("new", "n1", 100, 64);
+    new.previous_allocation = "old".into();
+    new.client_status = 0;
+    place(&mut p, new);
+    let changes = plan_changes(&p, &accepted(&p), &view);
+    let outcome = committer(&store, &l, &ks, 100)
+        .commit(&view, changes, false, 1)
+        .await;
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    assert_eq!(outcome.committed, vec!["n1"]);
+    assert!(outcome.revision > seeded);
+    let new = stored(&store, "new").await.unwrap();
+    assert_eq!(new.alloc_modify_revision, outcome.revision);
+    assert_eq!(new.client_status(), AllocClientStatus::Pending);
+    let old = stored(&store, "old").await.unwrap();
+    assert_eq!(old.desired_status(), AllocDesiredStatus::Stop);
+    assert_eq!(old.next_allocation, "new");
+    assert_eq!(old.alloc_modify_revision, outcome.revision);
+    // The overlay layer holds both, settled at the commit's revision.
+    assert_eq!(outcome.layer.revision, Some(outcome.revision));
+    assert_eq!(
+        outcome.layer.allocs["old"].modify_revision,
+        outcome.revision
+    );
+}
+
+#[tokio::test]
+async fn a_client_write_in_between_is_re_read_and_kept() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    let ks = Keyspace::new(PREFIX);
+    let l = leader(&store).await;
+    let a = alloc("a", "n1", 100, 64);
+    let rev = seed(&store, &a).await;
+    let mut seen = a.clone();
+    seen.modify_revision = rev;
+    let view = View::of(snapshot(rev, &[node("n1")], &[seen]));
+    // The client reports completion after the view was taken.
+    let mut done = a.clone();
+    done.set_client_status(AllocClientStatus::Complete);
+    seed(&store, &done).await;
+    let mut p = plan(rev);
+    stop(&mut p, "n1", "a");
+    let changes = plan_changes(&p, &accepted(&p), &view);
+    let outcome = committer(&store, &l, &ks, 100)
+        .commit(&view, changes, false, 1)
+        .await;
+    assert!(outcome.error.is_none() && outcome.refused.is_empty());
+    let a = stored(&store, "a").await.unwrap();
+    assert_eq!(a.desired_status(), AllocDesiredStatus::Stop);
+    assert_eq!(a.client_status(), AllocClientStatus::Complete);
+}
+
+#[tokio::test]
+async fn a_placement_that_already_exists_refuses_only_its_node() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    let ks = Keyspace::new(PREFIX);
+    let l = leader(&store).await;
+    let view = View::of(snapshot(1, &[node("n1"), node("n2")], &[]));
+    // Committed by an earlier attempt the view does not show yet.
+    seed(&store, &alloc("dup", "n1", 100, 64)).await;
+    let mut p = plan(1);
+    place(&mut p, alloc("dup", "n1", 100, 64));
+    place(&mut p, alloc("fresh", "n2", 100, 64));
+    let changes = plan_changes(&p, &accepted(&p), &view);
+    let outcome = committer(&store, &l, &ks, 100)
+        .commit(&view, changes, false, 1)
+        .await;
+    assert_eq!(outcome.committed, vec!["n2"]);
+    assert!(outcome.refused["n1"].contains("already exists"));
+    assert!(stored(&store, "fresh").await.is_some());
+
+    // All at once, the same conflict commits nothing.
+    let mut p = plan(1);
+    place(&mut p, alloc("dup", "n1", 100, 64));
+    place(&mut p, alloc("other", "n2", 100, 64));
+    let changes = plan_changes(&p, &accepted(&p), &view);
+    let outcome = committer(&store, &l, &ks, 100)
+        .commit(&view, changes, true, 2)
+        .await;
+    assert!(outcome.committed.is_empty());
+    assert_eq!(outcome.refused.len(), 2);
+    assert!(stored(&store, "other").await.is_none());
+}
+
+#[tokio::test]
+async fn a_split_commit_uses_one_transaction_per_batch() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    let ks = Keyspace::new(PREFIX);
+    let l = leader(&store).await;
+    let nodes: Vec<_> = (0..5).map(|i| node(&format!("n{i}"))).collect();
+    let view = View::of(snapshot(1, &nodes, &[]));
+    let mut p = plan(1);
+    for i in 0..5 {
+        for j in 0..2 {
+            place(&mut p, alloc(&format!("a{i}{j}"), &format!("n{i}"), 10, 10));
+        }
+    }
+    let before = store.current_revision().await.unwrap();
+    let changes = plan_changes(&p, &accepted(&p), &view);
+    let outcome = committer(&store, &l, &ks, 8)
+        .commit(&view, changes, false, 1)
+        .await;
+    assert_eq!(outcome.committed.len(), 5);
+    // Two nodes (8 ops) per transaction: three transactions.
+    assert_eq!(outcome.revision, before + 3);
+    let revs: std::collections::BTreeSet<i64> = outcome
+        .layer
+        .allocs
+        .values()
+        .map(|a| a.alloc_modify_revision)
+        .collect();
+    assert_eq!(revs.len(), 3);
+    for i in 0..5 {
+        let a = stored(&store, &format!("a{i}0")).await.unwrap();
+        let b = stored(&store, &format!("a{i}1")).await.unwrap();
+        assert_eq!(
+            a.modify_revision, b.modify_revision,
+            "a node's part is one txn"
+        );
+    }
+
+    // The same plan all at once does not fit one transaction: refused whole.
+    let mut p2 = p.clone();
+    for list in p2.node_allocation.values_mut() {
+        for a in &mut list.allocs {
+            a.id.push('x');
+        }
+    }
+    let changes = plan_changes(&p2, &accepted(&p2), &view);
+    let outcome = committer(&store, &l, &ks, 8)
+        .commit(&view, changes, true, 2)
+        .await;
+    assert!(outcome.committed.is_empty());
+    assert_eq!(outcome.refused.len(), 5);
+    assert!(outcome.refused["n0"].contains("too large"));
+}
+
+#[tokio::test]
+async fn a_deposed_leader_commits_nothing() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    let ks = Keyspace::new(PREFIX);
+    let old = leader(&store).await;
+    // Another replica takes over: the old handle's key is gone.
+    store
+        .delete(caravan_store::Range::key(old.token().key))
+        .await
+        .unwrap();
+    let _new = leader(&store).await;
+    let view = View::of(snapshot(1, &[node("n1")], &[]));
+    let mut p = plan(1);
+    place(&mut p, alloc("a", "n1", 10, 10));
+    let changes = plan_changes(&p, &accepted(&p), &view);
+    let outcome = committer(&store, &old, &ks, 100)
+        .commit(&view, changes, false, 1)
+        .await;
+    assert!(matches!(outcome.error, Some(ApplierError::NotCommitted)));
+    assert_eq!(outcome.revision, 0);
+    assert!(stored(&store, "a").await.is_none());
+}
+
+#[tokio::test]
+async fn evictions_of_terminal_allocs_are_dropped() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    let ks = Keyspace::new(PREFIX);
+    let l = leader(&store).await;
+    let mut gone = alloc("gone", "n1", 100, 64);
+    gone.set_client_status(AllocClientStatus::Complete);
+    let live = alloc("live", "n1", 100, 64);
+    let rev = seed(&store, &live).await;
+    let mut live_seen = live.clone();
+    live_seen.modify_revision = rev;
+    let view = View::of(snapshot(rev, &[node("n1")], &[gone, live_seen]));
+    let mut p = plan(rev);
+    for id in ["gone", "live"] {
+        p.node_preemptions
+            .entry("n1".into())
+            .or_default()
+            .allocs
+            .push(Allocation {
+                id: id.into(),
+                preempted_by_allocation: "big".into(),
+                ..Default::default()
+            });
+    }
+    let changes = plan_changes(&p, &accepted(&p), &view);
+    let outcome = committer(&store, &l, &ks, 100)
+        .commit(&view, changes, false, 1)
+        .await;
+    assert!(outcome.skipped_evictions.contains("gone"));
+    let live = stored(&store, "live").await.unwrap();
+    assert_eq!(live.desired_status(), AllocDesiredStatus::Evict);
+    assert_eq!(live.preempted_by_allocation, "big");
+}

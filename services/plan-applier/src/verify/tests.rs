@@ -79,7 +79,7 @@ fn missing_down_and_ineligible_nodes_take_no_new_allocations() {
     let mut drain = node("drain");
     drain.drain_strategy = Some(DrainStrategy::default());
     let here = alloc("here", "inel", 100, 64);
-    let snap = snapshot(10, &[down, inel, drain], &[here.clone()]);
+    let snap = snapshot(10, &[down, inel, drain], std::slice::from_ref(&here));
     let view = View::of(snap);
     let mut p = plan(10);
     place(&mut p, alloc("x", "gone", 100, 64));
