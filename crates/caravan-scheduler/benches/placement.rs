@@ -13,7 +13,7 @@ use caravan_proto::{
 };
 use caravan_scheduler::harness::FixtureState;
 use caravan_scheduler::{PlanOutcome, Planner, PlannerError, compute_node_class, process};
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 
 const RACKS: usize = 25;
 
@@ -152,8 +152,8 @@ fn scenario(node_count: usize, job: Job) -> (Arc<FixtureState>, Evaluation, usiz
     (state, eval, p.placed)
 }
 
-fn bench(c: &mut Criterion) {
-    let cases = [
+fn cases() -> [(&'static str, usize, Job); 5] {
+    [
         (
             "service/5000-nodes/no-spread",
             5_000,
@@ -175,10 +175,13 @@ fn bench(c: &mut Criterion) {
             job(JobType::Service, 1_000, true),
         ),
         ("system/10000-nodes", 10_000, job(JobType::System, 1, false)),
-    ];
+    ]
+}
+
+fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("process");
     g.sample_size(20);
-    for (name, n, job) in cases {
+    for (name, n, job) in cases() {
         let (state, eval, placed) = scenario(n, job);
         assert!(placed > 0, "{name} placed nothing");
         g.throughput(Throughput::Elements(placed as u64));
@@ -194,4 +197,45 @@ fn bench(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+/// CPU time this thread has run, from the scheduler's own accounting, so a
+/// shared machine's waiting time is not counted.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// `PLACEMENT_CPU=1 cargo bench --bench placement`: placements per second of
+/// CPU time, for each case.
+fn cpu_report() {
+    for (name, n, job) in cases() {
+        let (state, eval, placed) = scenario(n, job);
+        let runs = 30;
+        let (Some(t0), w0) = (thread_cpu_ns(), std::time::Instant::now()) else {
+            println!("{name}: no schedstat on this system");
+            continue;
+        };
+        for _ in 0..runs {
+            let mut p = AcceptAll::default();
+            let _ = black_box(process(&eval, state.clone(), &mut p, 0));
+        }
+        let cpu = thread_cpu_ns().unwrap_or(t0) - t0;
+        let wall = w0.elapsed().as_nanos() as u64;
+        let per = cpu as f64 / f64::from(runs);
+        println!(
+            "{name}: {placed} placements, {:.2} ms CPU per process(), {:.0} placements/s of CPU ({:.0}/s wall)",
+            per / 1e6,
+            placed as f64 * 1e9 / per,
+            placed as f64 * 1e9 * f64::from(runs) / wall as f64,
+        );
+    }
+}
+
+fn main() {
+    if std::env::var_os("PLACEMENT_CPU").is_some() {
+        cpu_report();
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

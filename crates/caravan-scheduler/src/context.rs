@@ -30,7 +30,7 @@ pub(crate) struct NodeTable {
     pub nodes: Vec<Arc<Node>>,
     /// Nodes sorted by id occupy `0..sorted`; later entries were added on demand.
     sorted: usize,
-    extra: HashMap<String, u32>,
+    extra: HashMap<String, u32, FnvBuild>,
     caps: Vec<Option<Capacity>>,
     class_ids: Vec<u32>,
     pub classes: Vec<String>,
@@ -42,20 +42,48 @@ pub(crate) struct NodeTable {
 
 impl NodeTable {
     fn new(mut nodes: Vec<Arc<Node>>) -> Self {
-        if !nodes.is_sorted_by(|a, b| a.id <= b.id) {
-            nodes.sort_by(|a, b| a.id.cmp(&b.id));
-        }
+        // One pass checks the order and interns classes, so each node is read once.
         let n = nodes.len();
-        Self {
-            nodes,
+        let mut sorted = true;
+        let mut table = Self {
+            nodes: Vec::new(),
             sorted: n,
-            extra: HashMap::new(),
+            extra: HashMap::default(),
             caps: vec![None; n],
-            class_ids: vec![u32::MAX; n],
+            class_ids: Vec::with_capacity(n),
             classes: Vec::new(),
             class_index: HashMap::default(),
             usage: vec![None; n],
             generation: vec![0; n],
+        };
+        for i in 0..n {
+            if i > 0 && nodes[i - 1].id > nodes[i].id {
+                sorted = false;
+            }
+            let id = table.intern_node_class(&nodes[i]);
+            table.class_ids.push(id);
+        }
+        if !sorted {
+            let mut order: Vec<usize> = (0..n).collect();
+            order.sort_by(|&a, &b| nodes[a].id.cmp(&nodes[b].id));
+            let ids: Vec<u32> = order.iter().map(|&i| table.class_ids[i]).collect();
+            let mut slots: Vec<Option<Arc<Node>>> = nodes.into_iter().map(Some).collect();
+            nodes = order.iter().filter_map(|&i| slots[i].take()).collect();
+            table.class_ids = ids;
+        }
+        table.nodes = nodes;
+        table
+    }
+
+    fn intern_node_class(&mut self, node: &Node) -> u32 {
+        if node.computed_class.is_empty() {
+            let c = compute_node_class(node);
+            self.intern_class(c)
+        } else if let Some(&id) = self.class_index.get(&node.computed_class) {
+            id
+        } else {
+            let c = node.computed_class.clone();
+            self.intern_class(c)
         }
     }
 
@@ -101,21 +129,14 @@ impl NodeTable {
     }
 
     /// The interned computed class of a node.
+    #[inline]
     pub fn class_id(&mut self, i: u32) -> u32 {
         let cur = self.class_ids[i as usize];
         if cur != u32::MAX {
             return cur;
         }
-        let node = &self.nodes[i as usize];
-        let id = if node.computed_class.is_empty() {
-            let c = compute_node_class(node);
-            self.intern_class(c)
-        } else if let Some(&id) = self.class_index.get(&node.computed_class) {
-            id
-        } else {
-            let c = node.computed_class.clone();
-            self.intern_class(c)
-        };
+        let node = self.nodes[i as usize].clone();
+        let id = self.intern_node_class(&node);
         self.class_ids[i as usize] = id;
         id
     }
@@ -174,7 +195,9 @@ pub(crate) struct EvalContext<'a> {
     pub eligibility: Eligibility,
     /// Full copies of allocations the plan removes, by node id, so lazily loaded
     /// usage can account for them.
-    removed: HashMap<String, Vec<Arc<Allocation>>>,
+    removed: HashMap<String, Vec<Arc<Allocation>>, FnvBuild>,
+    /// Shared by every node without allocations, so loading one allocates nothing.
+    empty_usage: Arc<NodeUsage>,
     /// Per table node, per task group index: this job's allocations proposed there.
     job_counts: Vec<u32>,
     groups: Vec<String>,
@@ -225,7 +248,8 @@ impl<'a> EvalContext<'a> {
             table,
             candidates,
             eligibility: Eligibility::default(),
-            removed: HashMap::new(),
+            removed: HashMap::default(),
+            empty_usage: Arc::new(NodeUsage::default()),
             job_counts,
             groups,
             properties: Vec::new(),
@@ -396,9 +420,14 @@ impl<'a> EvalContext<'a> {
             let node_id = node.id.as_str();
             let mut u = match self.state.node_usage(node_id) {
                 Some(u) => Arc::new(u),
-                None => Arc::new(NodeUsage::from_allocs(
-                    self.state.allocs_by_node(node_id).iter().map(|a| &**a),
-                )),
+                None => {
+                    let allocs = self.state.allocs_by_node(node_id);
+                    if allocs.iter().all(|a| model::terminal(a)) {
+                        self.empty_usage.clone()
+                    } else {
+                        Arc::new(NodeUsage::from_allocs(allocs.iter().map(|a| &**a)))
+                    }
+                }
             };
             let removed = self.removed.get(node_id);
             let placed = self.plan.node_allocation.get(node_id);
@@ -564,6 +593,21 @@ impl<'a> EvalContext<'a> {
             .into_iter()
             .filter(|a| !model::terminal(a) && !self.is_removed(a))
             .collect()
+    }
+
+    /// Candidate nodes per datacenter, for the metrics of failed placements.
+    pub fn nodes_available(&self) -> BTreeMap<String, u32> {
+        let mut m: BTreeMap<String, u32> = BTreeMap::new();
+        for &i in &self.candidates {
+            let dc = &self.table.node(i).datacenter;
+            match m.get_mut(dc) {
+                Some(c) => *c += 1,
+                None => {
+                    m.insert(dc.clone(), 1);
+                }
+            }
+        }
+        m
     }
 
     /// Whether the plan changes nothing.

@@ -181,12 +181,6 @@ impl Run<'_> {
         let mut ctx = EvalContext::new(sd, eval, job.clone(), nodes, self.now, self.attempt);
         ctx.shuffle_candidates();
         ctx.count_existing(&allocs);
-        let mut nodes_available: BTreeMap<String, u32> = BTreeMap::new();
-        for &i in &ctx.candidates {
-            *nodes_available
-                .entry(ctx.table.node(i).datacenter.clone())
-                .or_default() += 1;
-        }
         let mut job_rules = match &runnable {
             Some(j) => match JobRules::new(&mut ctx, j, &allocs) {
                 Ok(r) => Some(r),
@@ -342,7 +336,7 @@ impl Run<'_> {
                 let Some(choice) = choice else {
                     // Availability per datacenter is reported with failures only, so
                     // placements do not each carry a copy of the map.
-                    metric.nodes_available = nodes_available.clone();
+                    metric.nodes_available = ctx.nodes_available();
                     if stop_prev && let Some(prev) = &p.previous {
                         ctx.pop_stop(prev);
                     }

@@ -175,7 +175,11 @@ impl Selector {
             && g.distinct_properties.is_empty();
         let mut pf = pf;
         for k in 0..len {
-            let slot = (start + k) % len;
+            let slot = if start + k >= len {
+                start + k - len
+            } else {
+                start + k
+            };
             let pos = pf.positions[slot] as usize;
             let idx = ctx.candidates[pos];
             last_pos = Some(pos);
@@ -185,6 +189,10 @@ impl Selector {
                 RowState::Fits if fast && current => {
                     let mut sum = row.binpack;
                     let mut n = 1.0;
+                    if row.anti_affinity != 0.0 {
+                        sum += row.anti_affinity;
+                        n += 1.0;
+                    }
                     if row.affinity != 0.0 {
                         sum += row.affinity;
                         n += 1.0;
@@ -556,14 +564,18 @@ impl Prefilter {
                 },
             };
             pf.reasons.push(reason);
-            let class = &ctx.table.node(idx).node_class;
-            let ci = if reason == 0 || class.is_empty() {
+            let class: &str = if reason == 0 {
+                ""
+            } else {
+                &ctx.table.node(idx).node_class
+            };
+            let ci = if class.is_empty() {
                 u16::MAX
             } else {
                 match pf.classes.iter().position(|c| c == class) {
                     Some(i) => i as u16,
                     None => {
-                        pf.classes.push(class.clone());
+                        pf.classes.push(class.to_string());
                         (pf.classes.len() - 1).min(u16::MAX as usize - 1) as u16
                     }
                 }
@@ -579,8 +591,10 @@ impl Prefilter {
         let n = self.reasons.len();
         let mut counts = vec![0u32; self.labels.len() + 1];
         let mut class_counts = vec![0u32; self.classes.len()];
-        for k in 0..traversed.min(n) {
-            let p = (start + k) % n;
+        let span = traversed.min(n);
+        let first = start.min(n)..(start + span).min(n);
+        let wrapped = 0..(start + span).saturating_sub(n);
+        for p in first.chain(wrapped) {
             let r = self.reasons[p] as usize;
             if r != 0 {
                 counts[r] += 1;
@@ -638,6 +652,7 @@ struct HotRow {
     generation: u32,
     state: RowState,
     binpack: f64,
+    anti_affinity: f64,
     affinity: f64,
     values: [u32; MAX_FAST_SPREADS],
 }
@@ -657,12 +672,13 @@ impl HotRow {
         };
         match outcome {
             Some(c) => {
-                // Rows with anti-affinity or evictions depend on more than the node.
-                if c.mask & !(1 | 1 << 3 | 1 << 4) != 0 {
+                // Penalties and evictions depend on more than the node.
+                if c.mask & !(1 | 1 << 1 | 1 << 3 | 1 << 4) != 0 {
                     return row;
                 }
                 row.state = RowState::Fits;
                 row.binpack = c.parts[0];
+                row.anti_affinity = c.parts[1];
                 row.affinity = c.parts[3];
                 for (si, spec) in g.spreads.iter().enumerate().take(MAX_FAST_SPREADS) {
                     row.values[si] = ctx.node_property(spec.counter, idx);

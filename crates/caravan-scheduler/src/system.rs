@@ -370,12 +370,6 @@ impl Run<'_> {
             let mut rules: Vec<Option<GroupRules>> =
                 (0..j.task_groups.len()).map(|_| None).collect();
             let mut selector = Selector::default();
-            let mut nodes_available: BTreeMap<String, u32> = BTreeMap::new();
-            for &i in &ctx.candidates {
-                *nodes_available
-                    .entry(ctx.table.node(i).datacenter.clone())
-                    .or_default() += 1;
-            }
             for p in place {
                 let tg = &j.task_groups[p.group];
                 if rules[p.group].is_none() {
@@ -395,7 +389,6 @@ impl Run<'_> {
                 let (choice, mut metric) =
                     selector.select(&mut ctx, &mut jr, gr, Source::One(p.node), &opts);
                 let Some(choice) = choice else {
-                    metric.nodes_available = nodes_available.clone();
                     if p.stop_prev
                         && let Some(prev) = &p.previous
                     {
@@ -416,6 +409,7 @@ impl Run<'_> {
                     match self.failed.get_mut(&tg.name) {
                         Some(m) => m.coalesced_failures += 1,
                         None => {
+                            metric.nodes_available = ctx.nodes_available();
                             self.failed.insert(tg.name.clone(), metric);
                         }
                     }
