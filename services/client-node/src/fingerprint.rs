@@ -59,9 +59,11 @@ impl HostFacts {
         let memory_bytes = std::fs::read_to_string("/proc/meminfo")
             .ok()
             .and_then(|m| parse_meminfo_total(&m));
+        // The width of fsblkcnt_t differs between platforms.
+        #[allow(clippy::useless_conversion)]
         let disk_free_bytes = nix::sys::statvfs::statvfs(data_dir)
             .ok()
-            .map(|s| u64::from(s.blocks_available()).saturating_mul(s.fragment_size()));
+            .map(|s| u64::from(s.blocks_available()).saturating_mul(u64::from(s.fragment_size())));
         let (kernel_name, kernel_version) = match nix::sys::utsname::uname() {
             Ok(u) => (
                 u.sysname().to_string_lossy().to_lowercase(),

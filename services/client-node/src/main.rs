@@ -1,3 +1,5 @@
 //! The `caravan-client-node` binary.
 
-fn main() {}
+fn main() -> std::process::ExitCode {
+    caravan_client_node::main()
+}

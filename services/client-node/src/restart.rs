@@ -5,12 +5,26 @@
 
 use std::time::{Duration, Instant};
 
-use caravan_proto::RestartPolicy;
+use caravan_proto::{JobType, RestartPolicy};
 
 use crate::driver::ExitResult;
 
 /// Share of the delay added at random so restarts of many tasks spread out.
 const JITTER: f64 = 0.25;
+
+/// The policy of a task whose job sets none (canonical jobs always carry
+/// one): service and system 2 attempts in 30m, batch and sysbatch 3 in 24h,
+/// 15s delay, mode `fail`.
+pub fn default_policy(job_type: JobType) -> RestartPolicy {
+    let batch = matches!(job_type, JobType::Batch | JobType::Sysbatch);
+    RestartPolicy {
+        attempts: if batch { 3 } else { 2 },
+        interval_ns: if batch { 24 * 3600 } else { 30 * 60 } * 1_000_000_000,
+        delay_ns: 15_000_000_000,
+        mode: "fail".into(),
+        on_success: false,
+    }
+}
 
 /// What to do after a task stopped on its own.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,0 +1,236 @@
+//! The node-facing API of the api-gateways, with failover: calls go to one
+//! gateway until it fails, then to the next in the list.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use caravan_proto::node_client_service_client::NodeClientServiceClient;
+use caravan_proto::{
+    HeartbeatRequest, HeartbeatResponse, Node, NodeAllocations, RegisterNodeRequest,
+    RegisterNodeResponse, UpdateAllocationsRequest, UpdateAllocationsResponse,
+    WatchAllocationsRequest,
+};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+use tonic::{Code, Status, Streaming};
+
+use crate::error::ClientError;
+
+/// Deadline of one unary call.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+type Interceptor = fn(tonic::Request<()>) -> Result<tonic::Request<()>, Status>;
+type Client = NodeClientServiceClient<InterceptedService<Channel, Interceptor>>;
+
+/// A set of api-gateways the node talks to; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    addrs: Vec<String>,
+    channels: Vec<Channel>,
+    current: AtomicUsize,
+}
+
+/// Whether another gateway (or a later try) may succeed where this failed.
+pub fn is_retryable(status: &Status) -> bool {
+    matches!(
+        status.code(),
+        Code::Unavailable
+            | Code::Unknown
+            | Code::DeadlineExceeded
+            | Code::Cancelled
+            | Code::ResourceExhausted
+            | Code::Aborted
+            | Code::Internal
+    )
+}
+
+impl Gateway {
+    /// Lazily connecting channels to every address.
+    pub fn new(addrs: &[String]) -> Result<Gateway, ClientError> {
+        if addrs.is_empty() {
+            return Err(ClientError::invalid("servers", "no api-gateway address"));
+        }
+        let channels = addrs
+            .iter()
+            .map(|a| {
+                caravan_runtime::grpc::channel(a)
+                    .map_err(|e| ClientError::invalid("servers", format!("{a}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Gateway {
+            inner: Arc::new(Inner {
+                addrs: addrs.to_vec(),
+                channels,
+                current: AtomicUsize::new(0),
+            }),
+        })
+    }
+
+    /// The addresses, in failover order.
+    pub fn addrs(&self) -> &[String] {
+        &self.inner.addrs
+    }
+
+    fn client(&self, i: usize) -> Client {
+        let ch = self.inner.channels[i % self.inner.channels.len()].clone();
+        NodeClientServiceClient::with_interceptor(
+            ch,
+            caravan_runtime::grpc::propagate_trace as Interceptor,
+        )
+    }
+
+    /// Tries each gateway once, starting with the one that worked last.
+    async fn call<T, F, Fut>(&self, what: &str, f: F) -> Result<T, Status>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Status>>,
+    {
+        let n = self.inner.channels.len();
+        let start = self.inner.current.load(Ordering::Relaxed);
+        let mut last = Status::unavailable("no api-gateway configured");
+        for k in 0..n {
+            let i = (start + k) % n;
+            match f(self.client(i)).await {
+                Ok(v) => {
+                    if k > 0 {
+                        self.inner.current.store(i, Ordering::Relaxed);
+                        tracing::info!(gateway = %self.inner.addrs[i], "failed over to api-gateway");
+                    }
+                    return Ok(v);
+                }
+                Err(status) if is_retryable(&status) => {
+                    tracing::debug!(gateway = %self.inner.addrs[i], call = what, %status, "api-gateway call failed");
+                    last = status;
+                }
+                Err(status) => return Err(status),
+            }
+        }
+        // Start the next round with the gateway after the one that failed first.
+        self.inner.current.store((start + 1) % n, Ordering::Relaxed);
+        Err(last)
+    }
+
+    fn request<T>(msg: T) -> tonic::Request<T> {
+        let mut req = tonic::Request::new(msg);
+        req.set_timeout(CALL_TIMEOUT);
+        req
+    }
+
+    /// Registers (or re-registers) the node.
+    pub async fn register(&self, node: &Node) -> Result<RegisterNodeResponse, Status> {
+        self.call("RegisterNode", |mut c| {
+            let req = Self::request(RegisterNodeRequest {
+                node: Some(node.clone()),
+            });
+            async move { c.register_node(req).await.map(tonic::Response::into_inner) }
+        })
+        .await
+    }
+
+    /// Keeps the node's heartbeat lease alive.
+    pub async fn heartbeat(&self, node_id: &str) -> Result<HeartbeatResponse, Status> {
+        self.call("Heartbeat", |mut c| {
+            let req = Self::request(HeartbeatRequest {
+                node_id: node_id.to_string(),
+            });
+            async move { c.heartbeat(req).await.map(tonic::Response::into_inner) }
+        })
+        .await
+    }
+
+    /// Sends a batch of alloc status updates.
+    pub async fn update_allocations(
+        &self,
+        req: UpdateAllocationsRequest,
+    ) -> Result<UpdateAllocationsResponse, Status> {
+        self.call("UpdateAllocations", |mut c| {
+            let req = Self::request(req.clone());
+            async move {
+                c.update_allocations(req)
+                    .await
+                    .map(tonic::Response::into_inner)
+            }
+        })
+        .await
+    }
+
+    /// Opens the stream of the node's alloc sets.
+    pub async fn watch_allocations(
+        &self,
+        node_id: &str,
+        min_revision: i64,
+    ) -> Result<Streaming<NodeAllocations>, Status> {
+        self.call("WatchAllocations", |mut c| {
+            let req = tonic::Request::new(WatchAllocationsRequest {
+                node_id: node_id.to_string(),
+                min_revision,
+            });
+            async move {
+                c.watch_allocations(req)
+                    .await
+                    .map(tonic::Response::into_inner)
+            }
+        })
+        .await
+    }
+}
+
+/// Exponential backoff with jitter between `base` and `max`.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    base: Duration,
+    max: Duration,
+    next: Duration,
+}
+
+impl Backoff {
+    /// Starts at `base`, doubles up to `max`.
+    pub fn new(base: Duration, max: Duration) -> Self {
+        Backoff {
+            base,
+            max,
+            next: base,
+        }
+    }
+
+    /// The next wait (with up to 20% jitter).
+    pub fn next_delay(&mut self) -> Duration {
+        let d = self.next;
+        self.next = (self.next * 2).min(self.max);
+        d + d.mul_f64(rand::random::<f64>() * 0.2)
+    }
+
+    /// Back to `base` after a success.
+    pub fn reset(&mut self) {
+        self.next = self.base;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_to_the_cap_and_resets() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
+        let d: Vec<Duration> = (0..6).map(|_| b.next_delay()).collect();
+        assert!(d[0] >= Duration::from_millis(100) && d[0] <= Duration::from_millis(120));
+        assert!(d[5] >= Duration::from_secs(1) && d[5] <= Duration::from_millis(1200));
+        b.reset();
+        assert!(b.next_delay() <= Duration::from_millis(120));
+    }
+
+    #[test]
+    fn retryable_codes() {
+        assert!(is_retryable(&Status::unavailable("x")));
+        assert!(!is_retryable(&Status::not_found("x")));
+        assert!(!is_retryable(&Status::invalid_argument("x")));
+        assert!(Gateway::new(&[]).is_err());
+    }
+}

@@ -1,0 +1,219 @@
+//! One node's conversation with the servers: register, heartbeat every half
+//! TTL (registering again when the servers have forgotten the node), follow
+//! the node's alloc stream, and send status batches.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use caravan_proto::Node;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::alloc_runner::NodeContext;
+use crate::gateway::{Backoff, Gateway};
+use crate::node_allocs::NodeAllocs;
+use crate::state_dir::AllocRecord;
+
+/// TTL assumed until the servers name one.
+const DEFAULT_TTL: Duration = Duration::from_secs(10);
+
+/// Everything one node (real or simulated) runs.
+#[derive(Debug)]
+pub struct NodeAgent {
+    /// The shared context of the node's alloc runners.
+    pub ctx: Arc<NodeContext>,
+    /// The api-gateways.
+    pub gateway: Gateway,
+    /// Status batching interval.
+    pub update_interval: Duration,
+    /// Delay before the first registration (spreads simulated nodes out).
+    pub initial_delay: Duration,
+    /// Alloc records found on disk.
+    pub recovered: BTreeMap<String, AllocRecord>,
+}
+
+impl NodeAgent {
+    fn node(&self) -> &Node {
+        &self.ctx.node
+    }
+
+    /// Runs until the context's shutdown token fires, then waits for the
+    /// alloc runners and flushes the last status updates.
+    pub async fn run(self) {
+        let shutdown = self.ctx.shutdown.clone();
+        let node_id = self.node().id.clone();
+        let (registered_tx, registered) = watch::channel(false);
+        let reporter_stop = CancellationToken::new();
+        let reporter = tokio::spawn(self.ctx.sink.clone().run(
+            self.gateway.clone(),
+            node_id.clone(),
+            self.update_interval,
+            reporter_stop.clone(),
+        ));
+        let heartbeat = tokio::spawn(heartbeat_loop(
+            self.gateway.clone(),
+            self.ctx.node.clone(),
+            self.initial_delay,
+            registered_tx,
+            shutdown.clone(),
+        ));
+        let mut allocs = NodeAllocs::new(self.ctx.clone(), self.recovered);
+        watch_loop(&self.gateway, &node_id, registered, &mut allocs, &shutdown).await;
+        allocs.join_all().await;
+        reporter_stop.cancel();
+        let _ = reporter.await;
+        let _ = heartbeat.await;
+    }
+}
+
+/// Registers, then heartbeats every half TTL; registers again on NOT_FOUND.
+async fn heartbeat_loop(
+    gateway: Gateway,
+    node: Arc<Node>,
+    initial_delay: Duration,
+    registered: watch::Sender<bool>,
+    shutdown: CancellationToken,
+) {
+    if !initial_delay.is_zero() {
+        tokio::select! {
+            _ = tokio::time::sleep(initial_delay) => {}
+            _ = shutdown.cancelled() => return,
+        }
+    }
+    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
+    'register: loop {
+        let ttl = loop {
+            match gateway.register(&node).await {
+                Ok(resp) => {
+                    backoff.reset();
+                    let ttl = ttl_of(resp.heartbeat_ttl_ns);
+                    tracing::info!(node = %node.id, name = %node.name, ?ttl, "registered");
+                    break ttl;
+                }
+                Err(status) => {
+                    tracing::warn!(node = %node.id, %status, "registration failed; retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff.next_delay()) => {}
+                        _ = shutdown.cancelled() => return,
+                    }
+                }
+            }
+        };
+        registered.send_replace(true);
+        let mut ttl = ttl;
+        let mut wait = half_with_jitter(ttl);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.cancelled() => return,
+            }
+            match gateway.heartbeat(&node.id).await {
+                Ok(resp) => {
+                    backoff.reset();
+                    if resp.heartbeat_ttl_ns > 0 {
+                        ttl = ttl_of(resp.heartbeat_ttl_ns);
+                    }
+                    wait = half_with_jitter(ttl);
+                }
+                Err(status) if status.code() == tonic::Code::NotFound => {
+                    tracing::warn!(node = %node.id, %status, "servers forgot the node; registering again");
+                    continue 'register;
+                }
+                Err(status) => {
+                    tracing::warn!(node = %node.id, %status, "heartbeat failed; retrying");
+                    // Retry soon: the lease runs out at the TTL.
+                    wait = backoff.next_delay().min(ttl / 4);
+                }
+            }
+        }
+    }
+}
+
+fn ttl_of(ns: i64) -> Duration {
+    u64::try_from(ns)
+        .ok()
+        .filter(|n| *n > 0)
+        .map_or(DEFAULT_TTL, Duration::from_nanos)
+}
+
+/// Half the TTL, less up to 10% so heartbeats of many nodes spread out and
+/// none comes late.
+fn half_with_jitter(ttl: Duration) -> Duration {
+    let half = ttl / 2;
+    half.saturating_sub(half.mul_f64(rand::random::<f64>() * 0.1))
+}
+
+/// Follows the node's alloc stream, reconnecting (to any gateway) on errors.
+async fn watch_loop(
+    gateway: &Gateway,
+    node_id: &str,
+    mut registered: watch::Receiver<bool>,
+    allocs: &mut NodeAllocs,
+    shutdown: &CancellationToken,
+) {
+    tokio::select! {
+        r = registered.wait_for(|r| *r) => if r.is_err() { return },
+        _ = shutdown.cancelled() => return,
+    }
+    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
+    loop {
+        let opened = tokio::select! {
+            r = gateway.watch_allocations(node_id, 0) => r,
+            _ = shutdown.cancelled() => return,
+        };
+        match opened {
+            Ok(mut stream) => {
+                allocs.stream_restarted();
+                loop {
+                    let msg = tokio::select! {
+                        m = stream.message() => m,
+                        _ = shutdown.cancelled() => return,
+                    };
+                    match msg {
+                        Ok(Some(set)) => {
+                            backoff.reset();
+                            tracing::debug!(node = %node_id, allocs = set.allocs.len(), revision = set.revision, "alloc set");
+                            allocs.apply(set);
+                        }
+                        Ok(None) => {
+                            tracing::info!(node = %node_id, "alloc stream ended; reopening");
+                            break;
+                        }
+                        Err(status) => {
+                            tracing::warn!(node = %node_id, %status, "alloc stream failed; reopening");
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(status) => {
+                tracing::warn!(node = %node_id, %status, "cannot open the alloc stream; retrying");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff.next_delay()) => {}
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heartbeat_interval_is_under_half_the_ttl() {
+        let ttl = Duration::from_secs(10);
+        for _ in 0..100 {
+            let w = half_with_jitter(ttl);
+            assert!(
+                w <= Duration::from_secs(5) && w >= Duration::from_millis(4500),
+                "{w:?}"
+            );
+        }
+        assert_eq!(ttl_of(0), DEFAULT_TTL);
+        assert_eq!(ttl_of(-5), DEFAULT_TTL);
+        assert_eq!(ttl_of(2_000_000_000), Duration::from_secs(2));
+    }
+}

@@ -1,0 +1,266 @@
+//! The node's side of alloc sync: each alloc set the servers stream is
+//! reconciled against the runners this node has. An alloc gets at most one
+//! runner for its whole life on the node, so no alloc ever runs twice.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use caravan_proto::{AllocClientStatus, AllocUpdate, Allocation, Job, NodeAllocations};
+
+use crate::alloc_runner::{AllocCommand, AllocRunner, AllocRunnerHandle, NodeContext, wants_stop};
+use crate::driver::now_unix_ns;
+use crate::state_dir::AllocRecord;
+
+/// Identifies one version of one job.
+type JobKey = (String, String, u64);
+
+/// Every alloc this node runs.
+#[derive(Debug)]
+pub struct NodeAllocs {
+    ctx: Arc<NodeContext>,
+    runners: HashMap<String, Entry>,
+    jobs: HashMap<JobKey, Arc<Job>>,
+    /// Records from before a client restart, consumed by the first alloc set.
+    recovered: Option<BTreeMap<String, AllocRecord>>,
+    /// Allocs this node decided not to run and already told the servers about.
+    settled: HashSet<String>,
+    /// Allocs whose job version hasn't arrived (warned once).
+    waiting_for_job: HashSet<String>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    handle: AllocRunnerHandle,
+    alloc_modify_revision: i64,
+    desired_status: i32,
+    modify_revision: i64,
+    destroyed: bool,
+}
+
+fn job_key(ns: &str, id: &str, version: u64) -> JobKey {
+    (ns.to_string(), id.to_string(), version)
+}
+
+fn is_terminal_client(status: AllocClientStatus) -> bool {
+    matches!(
+        status,
+        AllocClientStatus::Complete | AllocClientStatus::Failed | AllocClientStatus::Lost
+    )
+}
+
+impl NodeAllocs {
+    /// An empty set; `recovered` are the alloc records found on disk.
+    pub fn new(ctx: Arc<NodeContext>, recovered: BTreeMap<String, AllocRecord>) -> Self {
+        NodeAllocs {
+            ctx,
+            runners: HashMap::new(),
+            jobs: HashMap::new(),
+            recovered: Some(recovered),
+            settled: HashSet::new(),
+            waiting_for_job: HashSet::new(),
+        }
+    }
+
+    /// Allocs with a runner that hasn't been told to go away.
+    pub fn running(&self) -> usize {
+        self.runners.values().filter(|e| !e.destroyed).count()
+    }
+
+    /// Reconciles against the servers' full alloc set of this node.
+    pub fn apply(&mut self, set: NodeAllocations) {
+        for job in set.jobs {
+            let key = job_key(&job.namespace, &job.id, job.version);
+            self.jobs.insert(key, Arc::new(job));
+        }
+        self.runners
+            .retain(|_, e| !(e.destroyed && e.handle.join.is_finished()));
+        let mut recovered = self.recovered.take();
+        let mut seen = HashSet::with_capacity(set.allocs.len());
+        for alloc in set.allocs {
+            seen.insert(alloc.id.clone());
+            let key = job_key(&alloc.namespace, &alloc.job_id, alloc.job_version);
+            let record = recovered.as_mut().and_then(|r| r.remove(&alloc.id));
+            self.reconcile_one(alloc, key, record);
+        }
+        for (id, entry) in &mut self.runners {
+            if !seen.contains(id) && !entry.destroyed {
+                tracing::debug!(alloc = %id, "alloc left the node's set; destroying");
+                entry.destroyed = true;
+                let _ = entry.handle.commands.send(AllocCommand::Destroy);
+            }
+        }
+        // Records of allocs the servers no longer know: their tasks may still
+        // run, so they get a runner only to stop them and clean up.
+        for (id, record) in recovered.into_iter().flatten() {
+            self.destroy_orphan(id, record);
+        }
+        self.settled.retain(|id| seen.contains(id));
+        self.waiting_for_job.retain(|id| seen.contains(id));
+    }
+
+    /// A new alloc stream starts: the gateway sends every job version again,
+    /// so what the old stream sent can go (running allocs hold their own).
+    pub fn stream_restarted(&mut self) {
+        self.jobs.clear();
+    }
+
+    fn reconcile_one(&mut self, alloc: Allocation, key: JobKey, record: Option<AllocRecord>) {
+        if let Some(entry) = self.runners.get_mut(&alloc.id) {
+            if entry.destroyed {
+                // Still stopping from an earlier disappearance; never a second runner.
+                return;
+            }
+            if entry.alloc_modify_revision != alloc.alloc_modify_revision
+                || entry.desired_status != alloc.desired_status
+                || entry.modify_revision != alloc.modify_revision
+            {
+                entry.alloc_modify_revision = alloc.alloc_modify_revision;
+                entry.desired_status = alloc.desired_status;
+                entry.modify_revision = alloc.modify_revision;
+                let _ = entry
+                    .handle
+                    .commands
+                    .send(AllocCommand::Update(Arc::new(alloc)));
+            }
+            return;
+        }
+        let server_status = alloc.client_status();
+        if record.is_none() {
+            if is_terminal_client(server_status) || self.settled.contains(&alloc.id) {
+                return;
+            }
+            if wants_stop(&alloc) {
+                // Stopped before this node ever ran it.
+                self.settle(
+                    &alloc,
+                    AllocClientStatus::Complete,
+                    "alloc was stopped before it started",
+                );
+                return;
+            }
+            if server_status == AllocClientStatus::Running && self.ctx.state.is_some() {
+                // It ran here, but its record is gone: its tasks may or may
+                // not still run, so it must not start again.
+                self.settle(
+                    &alloc,
+                    AllocClientStatus::Failed,
+                    "client restarted; alloc state lost",
+                );
+                return;
+            }
+        }
+        let Some(job) = self.jobs.get(&key).cloned() else {
+            if self.waiting_for_job.insert(alloc.id.clone()) {
+                tracing::warn!(alloc = %alloc.id, job = %alloc.job_id, version = alloc.job_version, "job version not received yet; alloc waits");
+            }
+            if let Some(r) = record {
+                // Keep it for the next set rather than treat it as an orphan.
+                self.recovered
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(r.alloc_id.clone(), r);
+            }
+            return;
+        };
+        self.waiting_for_job.remove(&alloc.id);
+        let entry = Entry {
+            alloc_modify_revision: alloc.alloc_modify_revision,
+            desired_status: alloc.desired_status,
+            modify_revision: alloc.modify_revision,
+            destroyed: false,
+            handle: AllocRunner::spawn(
+                self.ctx.clone(),
+                Arc::new(alloc.clone()),
+                job,
+                record,
+                false,
+            ),
+        };
+        self.runners.insert(alloc.id, entry);
+    }
+
+    fn settle(&mut self, alloc: &Allocation, status: AllocClientStatus, desc: &str) {
+        self.settled.insert(alloc.id.clone());
+        let mut u = AllocUpdate {
+            alloc_id: alloc.id.clone(),
+            client_description: desc.to_string(),
+            task_states: alloc.task_states.clone(),
+            ..Default::default()
+        };
+        for s in u.task_states.values_mut() {
+            if s.state != crate::task_runner::states::DEAD {
+                s.state = crate::task_runner::states::DEAD.into();
+                s.failed = status == AllocClientStatus::Failed;
+                s.finished_at_unix_ns = now_unix_ns();
+            }
+        }
+        u.set_client_status(status);
+        self.ctx.sink.report(u);
+    }
+
+    fn destroy_orphan(&mut self, id: String, record: AllocRecord) {
+        let live = record.tasks.values().any(|t| t.handle.is_some());
+        if !live {
+            if let Some(state) = &self.ctx.state
+                && let Err(e) = state.remove(&id)
+            {
+                tracing::warn!(alloc = %id, error = %e, "cannot remove alloc record");
+            }
+            if let Some(dir) = self
+                .ctx
+                .data_dir
+                .as_ref()
+                .and_then(|d| crate::alloc_dir::AllocDir::new(d, &id).ok())
+                && let Err(e) = dir.destroy()
+            {
+                tracing::warn!(alloc = %id, error = %e, "cannot remove alloc dir");
+            }
+            return;
+        }
+        // A stand-in job whose one group names the recorded tasks, so the
+        // runner can re-attach to them and stop them.
+        let group = caravan_proto::TaskGroup {
+            name: "orphan".into(),
+            tasks: record
+                .tasks
+                .keys()
+                .map(|t| caravan_proto::Task {
+                    name: t.clone(),
+                    driver: "mock".into(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let job = Arc::new(Job {
+            id: "orphan".into(),
+            task_groups: vec![group],
+            ..Default::default()
+        });
+        let mut alloc = Allocation {
+            id: id.clone(),
+            task_group: "orphan".into(),
+            ..Default::default()
+        };
+        alloc.set_desired_status(caravan_proto::AllocDesiredStatus::Stop);
+        tracing::info!(alloc = %id, "stopping tasks of an alloc the servers no longer know");
+        let handle = AllocRunner::spawn(self.ctx.clone(), Arc::new(alloc), job, Some(record), true);
+        let _ = handle.commands.send(AllocCommand::Destroy);
+        self.runners.insert(
+            id,
+            Entry {
+                handle,
+                alloc_modify_revision: 0,
+                desired_status: 0,
+                modify_revision: 0,
+                destroyed: true,
+            },
+        );
+    }
+
+    /// Waits for every runner to finish (after the client's shutdown token fired).
+    pub async fn join_all(&mut self) {
+        for (_, e) in self.runners.drain() {
+            let _ = e.handle.join.await;
+        }
+    }
+}

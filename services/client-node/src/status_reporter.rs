@@ -1,0 +1,185 @@
+//! Sends alloc status to the servers in batches: the newest update of each
+//! alloc waits at most one interval (or until a batch is full), and a failed
+//! send is retried without ever replacing a newer state with an older one.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use caravan_proto::{AllocUpdate, UpdateAllocationsRequest};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::gateway::{Gateway, is_retryable};
+
+/// Longest wait between retries of a failed send.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Where alloc runners put their updates; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct StatusSink {
+    inner: Arc<SinkInner>,
+}
+
+#[derive(Debug)]
+struct SinkInner {
+    pending: Mutex<BTreeMap<String, AllocUpdate>>,
+    notify: Notify,
+    max_batch: usize,
+}
+
+impl StatusSink {
+    /// A sink that sends at most `max_batch` updates per call.
+    pub fn new(max_batch: usize) -> Self {
+        StatusSink {
+            inner: Arc::new(SinkInner {
+                pending: Mutex::new(BTreeMap::new()),
+                notify: Notify::new(),
+                max_batch: max_batch.max(1),
+            }),
+        }
+    }
+
+    /// Queues the newest state of an alloc, replacing any older one not yet sent.
+    pub fn report(&self, update: AllocUpdate) {
+        self.inner
+            .pending
+            .lock()
+            .insert(update.alloc_id.clone(), update);
+        self.inner.notify.notify_one();
+    }
+
+    /// Updates waiting to be sent.
+    pub fn pending(&self) -> usize {
+        self.inner.pending.lock().len()
+    }
+
+    fn take(&self) -> Vec<AllocUpdate> {
+        let mut p = self.inner.pending.lock();
+        let keys: Vec<String> = p.keys().take(self.inner.max_batch).cloned().collect();
+        keys.iter().filter_map(|k| p.remove(k)).collect()
+    }
+
+    /// Puts back updates whose send failed, unless a newer one arrived meanwhile.
+    fn requeue(&self, updates: Vec<AllocUpdate>) {
+        let mut p = self.inner.pending.lock();
+        for u in updates {
+            p.entry(u.alloc_id.clone()).or_insert(u);
+        }
+    }
+
+    /// Sends batches through `gateway` for `node_id` until `shutdown`, then
+    /// makes one last attempt to send what is left.
+    pub async fn run(
+        self,
+        gateway: Gateway,
+        node_id: String,
+        interval: Duration,
+        shutdown: CancellationToken,
+    ) {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            if self.pending() == 0 {
+                tokio::select! {
+                    _ = self.inner.notify.notified() => {}
+                    _ = shutdown.cancelled() => break,
+                }
+            }
+            // Gather for one interval unless a batch fills first.
+            let deadline = Instant::now() + interval;
+            while self.pending() < self.inner.max_batch {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => break,
+                    _ = self.inner.notify.notified() => {}
+                    _ = shutdown.cancelled() => break,
+                }
+            }
+            while self.pending() > 0 {
+                let batch = self.take();
+                let n = batch.len();
+                let req = UpdateAllocationsRequest {
+                    node_id: node_id.clone(),
+                    updates: batch.clone(),
+                };
+                match gateway.update_allocations(req).await {
+                    Ok(_) => {
+                        backoff = Duration::from_millis(100);
+                        tracing::trace!(node = %node_id, updates = n, "sent alloc updates");
+                    }
+                    Err(status) if !is_retryable(&status) => {
+                        // Sending the same batch again would fail the same way.
+                        tracing::error!(node = %node_id, updates = n, %status, "alloc updates refused; dropped");
+                    }
+                    Err(status) => {
+                        tracing::warn!(node = %node_id, updates = n, %status, "alloc updates not sent; will retry");
+                        self.requeue(batch);
+                        tokio::select! {
+                            _ = tokio::time::sleep(backoff) => {}
+                            _ = shutdown.cancelled() => {}
+                        }
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
+                        if shutdown.is_cancelled() {
+                            break;
+                        }
+                    }
+                }
+            }
+            if shutdown.is_cancelled() {
+                break;
+            }
+        }
+        let rest = self.take();
+        if !rest.is_empty() {
+            let req = UpdateAllocationsRequest {
+                node_id: node_id.clone(),
+                updates: rest,
+            };
+            if let Err(status) = gateway.update_allocations(req).await {
+                tracing::warn!(node = %node_id, %status, "last alloc updates lost at shutdown");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_proto::AllocClientStatus;
+
+    use super::*;
+
+    fn update(id: &str, status: AllocClientStatus) -> AllocUpdate {
+        let mut u = AllocUpdate {
+            alloc_id: id.into(),
+            ..Default::default()
+        };
+        u.set_client_status(status);
+        u
+    }
+
+    #[test]
+    fn newest_state_wins_and_requeue_never_overrides_it() {
+        let s = StatusSink::new(2);
+        s.report(update("a", AllocClientStatus::Pending));
+        s.report(update("a", AllocClientStatus::Running));
+        s.report(update("b", AllocClientStatus::Pending));
+        s.report(update("c", AllocClientStatus::Pending));
+        assert_eq!(s.pending(), 3);
+        let first = s.take();
+        assert_eq!(first.len(), 2, "batches are capped");
+        assert_eq!(first[0].client_status(), AllocClientStatus::Running);
+        // While the send fails, a newer state of "a" arrives.
+        s.report(update("a", AllocClientStatus::Complete));
+        s.requeue(first);
+        let all: BTreeMap<String, AllocUpdate> = s
+            .take()
+            .into_iter()
+            .chain(s.take())
+            .map(|u| (u.alloc_id.clone(), u))
+            .collect();
+        assert_eq!(all["a"].client_status(), AllocClientStatus::Complete);
+        assert_eq!(all["b"].client_status(), AllocClientStatus::Pending);
+        assert_eq!(all.len(), 3);
+    }
+}

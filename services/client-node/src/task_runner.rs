@@ -1,0 +1,538 @@
+//! Runs one task through its life: start with the driver, wait, apply the
+//! restart policy on exit, stop with the kill signal and timeout when asked,
+//! and report each state change with Nomad's task events.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use caravan_proto::{TaskEvent, TaskState};
+use nix::sys::signal::Signal;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::driver::{Driver, ExitResult, HandleState, TaskHandle, TaskSpec, now_unix_ns};
+use crate::restart::{RestartDecision, RestartTracker};
+
+/// Task events kept per task, as Nomad keeps them.
+pub const MAX_EVENTS: usize = 10;
+
+/// Task states as the servers spell them.
+pub mod states {
+    /// Not started yet, or waiting to restart.
+    pub const PENDING: &str = "pending";
+    /// Running.
+    pub const RUNNING: &str = "running";
+    /// Will not run again.
+    pub const DEAD: &str = "dead";
+}
+
+/// Task event types as Nomad names them.
+pub mod events {
+    /// The client received the task.
+    pub const RECEIVED: &str = "Received";
+    /// Its directories and environment are ready.
+    pub const TASK_SETUP: &str = "Task Setup";
+    /// The driver started it.
+    pub const STARTED: &str = "Started";
+    /// It exited.
+    pub const TERMINATED: &str = "Terminated";
+    /// It will be started again after a delay.
+    pub const RESTARTING: &str = "Restarting";
+    /// The restart policy gave up.
+    pub const NOT_RESTARTING: &str = "Not Restarting";
+    /// The stop signal was sent.
+    pub const KILLING: &str = "Killing";
+    /// It was stopped.
+    pub const KILLED: &str = "Killed";
+    /// The driver could not start it.
+    pub const DRIVER_FAILURE: &str = "Driver Failure";
+    /// The alloc's setup failed.
+    pub const SETUP_FAILURE: &str = "Setup Failure";
+    /// Another task of the alloc failed.
+    pub const SIBLING_FAILED: &str = "Sibling Task Failed";
+    /// The group's leader task died.
+    pub const LEADER_DEAD: &str = "Leader Task Dead";
+    /// The client restarted and the task's process was gone.
+    pub const TASK_LOST: &str = "Task Lost";
+}
+
+/// A state change of a task, sent to its alloc runner.
+#[derive(Debug, Clone)]
+pub struct TaskUpdate {
+    /// The task.
+    pub task: String,
+    /// Its new state.
+    pub state: TaskState,
+    /// The handle of the running task, persisted to re-attach after a restart.
+    pub handle: Option<HandleState>,
+}
+
+/// Why a task is being stopped: an optional event first (e.g. `Sibling Task Failed`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KillRequest {
+    /// Event recorded before `Killing`.
+    pub cause: Option<(String, String)>,
+}
+
+/// A task event at the current time.
+pub fn event(kind: &str, message: impl Into<String>) -> TaskEvent {
+    TaskEvent {
+        r#type: kind.to_string(),
+        time_unix_ns: now_unix_ns(),
+        message: message.into(),
+        ..Default::default()
+    }
+}
+
+/// Appends an event, keeping the newest [`MAX_EVENTS`].
+pub fn push_event(state: &mut TaskState, ev: TaskEvent) {
+    state.events.push(ev);
+    if state.events.len() > MAX_EVENTS {
+        let drop = state.events.len() - MAX_EVENTS;
+        state.events.drain(..drop);
+    }
+}
+
+fn ns(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// Everything one task runner needs.
+#[derive(Debug)]
+pub struct TaskRunner {
+    /// The task's name.
+    pub name: String,
+    /// Its driver.
+    pub driver: Arc<dyn Driver>,
+    /// What the driver starts.
+    pub spec: TaskSpec,
+    /// Signal sent to stop it.
+    pub kill_signal: Signal,
+    /// Time between the signal and SIGKILL.
+    pub kill_timeout: Duration,
+    /// Restart policy bookkeeping.
+    pub restart: RestartTracker,
+    /// Its state so far.
+    pub state: TaskState,
+    /// Where state changes go.
+    pub updates: mpsc::UnboundedSender<TaskUpdate>,
+    /// Set when the task must stop.
+    pub kill: watch::Receiver<Option<KillRequest>>,
+    /// Cancelled when the client stops: leave the task running and return.
+    pub detach: CancellationToken,
+}
+
+/// How a wait ended.
+enum Woken<T> {
+    Done(T),
+    Kill(KillRequest),
+    Detach,
+}
+
+impl TaskRunner {
+    fn send(&self, handle: Option<&Arc<dyn TaskHandle>>) {
+        let _ = self.updates.send(TaskUpdate {
+            task: self.name.clone(),
+            state: self.state.clone(),
+            handle: handle.map(|h| h.state()),
+        });
+    }
+
+    fn kill_requested(&self) -> Option<KillRequest> {
+        self.kill.borrow().clone()
+    }
+
+    /// Waits for `fut`, a kill request or the client's shutdown.
+    async fn until<T>(&mut self, fut: impl std::future::Future<Output = T>) -> Woken<T> {
+        if let Some(k) = self.kill_requested() {
+            return Woken::Kill(k);
+        }
+        let mut kill = self.kill.clone();
+        tokio::select! {
+            v = fut => Woken::Done(v),
+            r = kill.wait_for(Option::is_some) => match r {
+                Ok(k) => Woken::Kill(k.clone().unwrap_or_default()),
+                // The alloc runner is gone; nobody can ask for a stop any more.
+                Err(_) => Woken::Detach,
+            },
+            _ = self.detach.cancelled() => Woken::Detach,
+        }
+    }
+
+    fn die(&mut self, failed: bool) {
+        self.state.state = states::DEAD.into();
+        self.state.failed |= failed;
+        self.state.finished_at_unix_ns = now_unix_ns();
+        self.send(None);
+    }
+
+    fn killed_before_running(&mut self, req: KillRequest) {
+        if let Some((kind, msg)) = req.cause {
+            push_event(&mut self.state, event(&kind, msg));
+        }
+        push_event(
+            &mut self.state,
+            event(events::KILLED, "Task killed before it ran"),
+        );
+        self.die(false);
+    }
+
+    /// Runs the task to its end (or until the client stops). `recovered` is a
+    /// handle re-attached after a client restart.
+    pub async fn run(mut self, mut recovered: Option<Arc<dyn TaskHandle>>) {
+        loop {
+            let handle = match recovered.take() {
+                Some(h) => h,
+                None => {
+                    if let Some(req) = self.kill_requested() {
+                        return self.killed_before_running(req);
+                    }
+                    match self.driver.start(self.spec.clone()).await {
+                        Ok(h) => {
+                            self.state.state = states::RUNNING.into();
+                            self.state.started_at_unix_ns = now_unix_ns();
+                            push_event(
+                                &mut self.state,
+                                event(events::STARTED, "Task started by client"),
+                            );
+                            self.send(Some(&h));
+                            h
+                        }
+                        Err(e) => {
+                            let mut ev = event(events::DRIVER_FAILURE, e.message.clone());
+                            ev.driver_error = e.message.clone();
+                            push_event(&mut self.state, ev);
+                            let decision = self
+                                .restart
+                                .on_start_error(Instant::now().into_std(), e.recoverable);
+                            if self.after(decision).await {
+                                continue;
+                            }
+                            return;
+                        }
+                    }
+                }
+            };
+            let waited = {
+                let h = handle.clone();
+                self.until(async move { h.wait().await }).await
+            };
+            match waited {
+                Woken::Detach => return,
+                Woken::Kill(req) => return self.stop(&handle, req).await,
+                Woken::Done(exit) => {
+                    self.terminated(&exit);
+                    let decision = self.restart.on_exit(Instant::now().into_std(), &exit);
+                    if !self.after(decision).await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn terminated(&mut self, exit: &ExitResult) {
+        let mut ev = event(
+            events::TERMINATED,
+            match &exit.err {
+                Some(e) => format!(
+                    "Exit Code: {}, Signal: {} ({e})",
+                    exit.exit_code, exit.signal
+                ),
+                None => format!("Exit Code: {}, Signal: {}", exit.exit_code, exit.signal),
+            },
+        );
+        ev.exit_code = exit.exit_code;
+        ev.signal = exit.signal;
+        push_event(&mut self.state, ev);
+    }
+
+    /// Applies a restart decision; true when the task should start again.
+    async fn after(&mut self, decision: RestartDecision) -> bool {
+        match decision {
+            RestartDecision::Complete => {
+                self.die(false);
+                false
+            }
+            RestartDecision::Fail { reason } => {
+                let mut ev = event(events::NOT_RESTARTING, reason);
+                ev.fails_task = true;
+                push_event(&mut self.state, ev);
+                self.die(true);
+                false
+            }
+            RestartDecision::Restart { delay, reason } => {
+                let mut ev = event(events::RESTARTING, reason);
+                ev.restart_delay_ns = ns(delay);
+                push_event(&mut self.state, ev);
+                self.state.state = states::PENDING.into();
+                self.state.restarts += 1;
+                self.state.last_restart_unix_ns = now_unix_ns();
+                self.send(None);
+                match self
+                    .until(tokio::time::sleep_until(Instant::now() + delay))
+                    .await
+                {
+                    Woken::Done(()) => true,
+                    Woken::Detach => false,
+                    Woken::Kill(req) => {
+                        self.killed_before_running(req);
+                        false
+                    }
+                }
+            }
+        }
+    }
+
+    async fn stop(&mut self, handle: &Arc<dyn TaskHandle>, req: KillRequest) {
+        if let Some((kind, msg)) = req.cause {
+            push_event(&mut self.state, event(&kind, msg));
+        }
+        push_event(
+            &mut self.state,
+            event(
+                events::KILLING,
+                format!(
+                    "Sent interrupt. Waiting {} before force killing",
+                    caravan_jobspec::format_duration(ns(self.kill_timeout))
+                ),
+            ),
+        );
+        self.send(Some(handle));
+        let stop = handle.stop(self.kill_signal, self.kill_timeout);
+        let exit = tokio::select! {
+            r = stop => r,
+            // The client is going away: leave the rest to the next start.
+            _ = self.detach.cancelled() => return,
+        };
+        self.terminated(&exit);
+        push_event(
+            &mut self.state,
+            event(events::KILLED, "Task successfully killed"),
+        );
+        self.die(false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_proto::RestartPolicy;
+
+    use super::*;
+    use crate::driver::{MockDriver, TaskConfig, number_value, string_value};
+
+    struct Harness {
+        updates: mpsc::UnboundedReceiver<TaskUpdate>,
+        kill: watch::Sender<Option<KillRequest>>,
+        detach: CancellationToken,
+        join: tokio::task::JoinHandle<()>,
+    }
+
+    fn runner(
+        config: Vec<(&str, prost_types::Value)>,
+        policy: RestartPolicy,
+        batch: bool,
+    ) -> Harness {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (kill_tx, kill_rx) = watch::channel(None);
+        let detach = CancellationToken::new();
+        let r = TaskRunner {
+            name: "t".into(),
+            driver: Arc::new(MockDriver::new()),
+            spec: TaskSpec {
+                alloc_id: "a".into(),
+                task: "t".into(),
+                config: TaskConfig::from_pairs(config),
+                env: None,
+                dirs: None,
+            },
+            kill_signal: Signal::SIGTERM,
+            kill_timeout: Duration::from_secs(5),
+            restart: RestartTracker::new(&policy, batch).without_jitter(),
+            state: TaskState {
+                state: states::PENDING.into(),
+                ..Default::default()
+            },
+            updates: tx,
+            kill: kill_rx,
+            detach: detach.clone(),
+        };
+        Harness {
+            updates: rx,
+            kill: kill_tx,
+            detach,
+            join: tokio::spawn(r.run(None)),
+        }
+    }
+
+    fn policy(attempts: i32, mode: &str) -> RestartPolicy {
+        RestartPolicy {
+            attempts,
+            interval_ns: 3_600_000_000_000,
+            delay_ns: 1_000_000_000,
+            mode: mode.into(),
+            on_success: false,
+        }
+    }
+
+    async fn last(h: &mut Harness) -> TaskState {
+        let mut last = None;
+        while let Some(u) = h.updates.recv().await {
+            last = Some(u.state);
+        }
+        last.unwrap()
+    }
+
+    fn kinds(s: &TaskState) -> Vec<&str> {
+        s.events.iter().map(|e| e.r#type.as_str()).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn batch_success_is_dead_not_failed() {
+        let mut h = runner(
+            vec![("run_for", string_value("1s"))],
+            policy(2, "fail"),
+            true,
+        );
+        (&mut h.join).await.unwrap();
+        let s = last(&mut h).await;
+        assert_eq!(s.state, "dead");
+        assert!(!s.failed);
+        assert_eq!(kinds(&s), vec!["Started", "Terminated"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failures_restart_then_fail() {
+        let mut h = runner(
+            vec![
+                ("run_for", string_value("1s")),
+                ("exit_code", number_value(2.0)),
+            ],
+            policy(2, "fail"),
+            false,
+        );
+        (&mut h.join).await.unwrap();
+        let s = last(&mut h).await;
+        assert_eq!(s.state, "dead");
+        assert!(s.failed);
+        assert_eq!(s.restarts, 2);
+        assert_eq!(
+            kinds(&s),
+            vec![
+                "Started",
+                "Terminated",
+                "Restarting",
+                "Started",
+                "Terminated",
+                "Restarting",
+                "Started",
+                "Terminated",
+                "Not Restarting"
+            ]
+        );
+        let term = s.events.iter().find(|e| e.r#type == "Terminated").unwrap();
+        assert_eq!(term.exit_code, 2);
+        let restarting = s.events.iter().find(|e| e.r#type == "Restarting").unwrap();
+        assert_eq!(restarting.restart_delay_ns, 1_000_000_000);
+        assert!(s.events.last().unwrap().fails_task);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn kill_stops_a_running_task() {
+        let mut h = runner(
+            vec![("run_for", string_value("1h"))],
+            policy(2, "fail"),
+            false,
+        );
+        let first = h.updates.recv().await.unwrap();
+        assert_eq!(first.state.state, "running");
+        assert!(matches!(first.handle, Some(HandleState::Mock { .. })));
+        h.kill
+            .send(Some(KillRequest {
+                cause: Some((
+                    events::SIBLING_FAILED.into(),
+                    "Task's sibling \"x\" failed".into(),
+                )),
+            }))
+            .unwrap();
+        (&mut h.join).await.unwrap();
+        let s = last(&mut h).await;
+        assert_eq!(s.state, "dead");
+        assert!(!s.failed);
+        assert_eq!(
+            kinds(&s),
+            vec![
+                "Started",
+                "Sibling Task Failed",
+                "Killing",
+                "Terminated",
+                "Killed"
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn kill_during_the_restart_delay() {
+        let mut h = runner(
+            vec![
+                ("run_for", string_value("1s")),
+                ("exit_code", number_value(1.0)),
+            ],
+            policy(5, "fail"),
+            false,
+        );
+        loop {
+            let u = h.updates.recv().await.unwrap();
+            if u.state.state == "pending" {
+                break;
+            }
+        }
+        h.kill.send(Some(KillRequest::default())).unwrap();
+        (&mut h.join).await.unwrap();
+        let s = last(&mut h).await;
+        assert_eq!(s.state, "dead");
+        assert_eq!(s.events.last().unwrap().r#type, "Killed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unrecoverable_start_error_fails_at_once() {
+        let mut h = runner(
+            vec![("start_error", string_value("no such image"))],
+            policy(2, "fail"),
+            false,
+        );
+        (&mut h.join).await.unwrap();
+        let s = last(&mut h).await;
+        assert!(s.failed);
+        assert_eq!(kinds(&s), vec!["Driver Failure", "Not Restarting"]);
+        assert_eq!(s.events[0].driver_error, "no such image");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn detach_leaves_the_task_alone() {
+        let mut h = runner(
+            vec![("run_for", string_value("1h"))],
+            policy(2, "fail"),
+            false,
+        );
+        let first = h.updates.recv().await.unwrap();
+        assert_eq!(first.state.state, "running");
+        h.detach.cancel();
+        (&mut h.join).await.unwrap();
+        assert!(
+            h.updates.recv().await.is_none(),
+            "no state change after a detach"
+        );
+    }
+
+    #[test]
+    fn events_are_capped() {
+        let mut s = TaskState::default();
+        for i in 0..25 {
+            push_event(&mut s, event("X", i.to_string()));
+        }
+        assert_eq!(s.events.len(), MAX_EVENTS);
+        assert_eq!(s.events[0].message, "15");
+    }
+}
