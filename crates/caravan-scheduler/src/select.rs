@@ -19,6 +19,10 @@ use crate::rank::{self, GroupRules, JobRules, MAX_SKIP, SKIP_THRESHOLD};
 
 use crate::resources::{self, Exhausted, NodeUsage};
 
+/// `1/n` for the number of scorers that applied; both scoring paths multiply
+/// by it so they agree to the last bit.
+const INV_COUNT: [f64; 7] = [0.0, 1.0, 0.5, 1.0 / 3.0, 0.25, 0.2, 1.0 / 6.0];
+
 const SCORER_NAMES: [&str; 6] = [
     "binpack",
     "job-anti-affinity",
@@ -188,14 +192,14 @@ impl Selector {
             let score = match row.state {
                 RowState::Fits if fast && current => {
                     let mut sum = row.binpack;
-                    let mut n = 1.0;
+                    let mut n = 1;
                     if row.anti_affinity != 0.0 {
                         sum += row.anti_affinity;
-                        n += 1.0;
+                        n += 1;
                     }
                     if row.affinity != 0.0 {
                         sum += row.affinity;
-                        n += 1.0;
+                        n += 1;
                     }
                     if !g.spreads.is_empty() {
                         let mut total = 0.0;
@@ -210,10 +214,10 @@ impl Selector {
                         }
                         if total != 0.0 {
                             sum += total;
-                            n += 1.0;
+                            n += 1;
                         }
                     }
-                    sum / n
+                    sum * INV_COUNT[n]
                 }
                 RowState::Exhausted(dim) if fast && current && !opts.preempt => {
                     record_exhausted(ctx, idx, dim, &mut metric);
@@ -385,14 +389,14 @@ impl Selector {
                 mask |= 1 << 4;
             }
         }
-        let n = mask.count_ones() as f64;
+        let n = mask.count_ones() as usize;
         let sum: f64 = (0..6)
             .filter(|i| mask & (1 << i) != 0)
             .map(|i| parts[i])
             .sum();
         Some(Choice {
             node: idx,
-            score: sum / n,
+            score: sum * INV_COUNT[n],
             parts,
             mask,
             preempted,
@@ -534,6 +538,10 @@ pub(crate) struct Prefilter {
     classes: Vec<String>,
     /// Cached score parts, aligned with `positions`.
     rows: Vec<HotRow>,
+    /// Per reason label: how many of the first `p` positions failed with it.
+    reason_prefix: Vec<Vec<u32>>,
+    /// Per node class: how many of the first `p` positions failed and had it.
+    class_prefix: Vec<Vec<u32>>,
 }
 
 impl Prefilter {
@@ -546,6 +554,8 @@ impl Prefilter {
             node_classes: Vec::with_capacity(n),
             classes: Vec::new(),
             rows: Vec::new(),
+            reason_prefix: Vec::new(),
+            class_prefix: Vec::new(),
         };
         for pos in 0..n {
             let idx = ctx.candidates[pos];
@@ -583,42 +593,66 @@ impl Prefilter {
             pf.node_classes.push(ci);
         }
         pf.rows = vec![HotRow::default(); pf.positions.len()];
+        pf.build_prefixes();
         pf
     }
 
     /// Adds the statically infeasible nodes of a traversed span to the metrics.
     fn count_filtered(&self, start: usize, traversed: usize, metric: &mut AllocMetric) {
         let n = self.reasons.len();
-        let mut counts = vec![0u32; self.labels.len() + 1];
-        let mut class_counts = vec![0u32; self.classes.len()];
         let span = traversed.min(n);
-        let first = start.min(n)..(start + span).min(n);
-        let wrapped = 0..(start + span).saturating_sub(n);
-        for p in first.chain(wrapped) {
-            let r = self.reasons[p] as usize;
-            if r != 0 {
-                counts[r] += 1;
-                let c = self.node_classes[p];
-                if c != u16::MAX {
-                    class_counts[c as usize] += 1;
-                }
-            }
+        if span == 0 {
+            return;
         }
-        for (r, c) in counts.iter().enumerate().skip(1) {
-            if *c > 0 {
+        let start = start.min(n);
+        // Counts over the cyclic span [start, start + span) from prefix sums.
+        let range = |pre: &[u32]| -> u32 {
+            let end = start + span;
+            if end <= n {
+                pre[end] - pre[start]
+            } else {
+                (pre[n] - pre[start]) + pre[end - n]
+            }
+        };
+        for (r, pre) in self.reason_prefix.iter().enumerate() {
+            let c = range(pre);
+            if c > 0 {
                 metric.nodes_filtered += c;
                 *metric
                     .constraint_filtered
-                    .entry(self.labels[r - 1].clone())
+                    .entry(self.labels[r].clone())
                     .or_default() += c;
             }
         }
-        for (i, c) in class_counts.iter().enumerate() {
-            if *c > 0 {
+        for (i, pre) in self.class_prefix.iter().enumerate() {
+            let c = range(pre);
+            if c > 0 {
                 *metric
                     .class_filtered
                     .entry(self.classes[i].clone())
                     .or_default() += c;
+            }
+        }
+    }
+
+    fn build_prefixes(&mut self) {
+        let n = self.reasons.len();
+        self.reason_prefix = vec![vec![0u32; n + 1]; self.labels.len()];
+        self.class_prefix = vec![vec![0u32; n + 1]; self.classes.len()];
+        for p in 0..n {
+            for pre in self.reason_prefix.iter_mut() {
+                pre[p + 1] = pre[p];
+            }
+            for pre in self.class_prefix.iter_mut() {
+                pre[p + 1] = pre[p];
+            }
+            let r = self.reasons[p] as usize;
+            if r != 0 {
+                self.reason_prefix[r - 1][p + 1] += 1;
+                let c = self.node_classes[p];
+                if c != u16::MAX {
+                    self.class_prefix[c as usize][p + 1] += 1;
+                }
             }
         }
     }
