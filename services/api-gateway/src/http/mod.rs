@@ -1,11 +1,285 @@
-//! The Nomad-compatible HTTP API.
+//! The Nomad-compatible HTTP API on :4646: thin axum handlers over the same
+//! domain functions as the gRPC API, Nomad's JSON shapes, blocking queries
+//! (`?index=&wait=`) and its response headers.
+
+mod cluster;
+mod jobs;
+mod logs;
+pub mod render;
+
+use std::collections::HashMap;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use caravan_jobspec::JobspecError;
+use caravan_proto::{QueryMeta, QueryOptions};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tonic::Code;
 
 use crate::Bound;
+use crate::error::GatewayError;
 use crate::gateway::Gateway;
+use crate::query::Query;
 
-/// The HTTP API's routes.
-pub fn router(_gw: Gateway, _bound: Bound) -> Router {
+/// What every handler shares.
+#[derive(Clone, Debug)]
+pub(crate) struct Http {
+    pub(crate) gw: Gateway,
+    pub(crate) bound: Bound,
+}
+
+impl Http {
+    /// The gRPC address this gateway tells others to use.
+    pub(crate) fn advertised(&self) -> String {
+        if self.gw.config.advertise_addr.is_empty() {
+            self.bound.grpc.to_string()
+        } else {
+            self.gw.config.advertise_addr.clone()
+        }
+    }
+}
+
+/// The HTTP API's routes, with the body limit applied to every request.
+pub fn router(gw: Gateway, bound: Bound) -> Router {
+    let limit = gw.config.max_body_bytes;
+    let state = Http { gw, bound };
     Router::new()
+        .route(
+            "/v1/jobs",
+            get(jobs::list).put(jobs::register).post(jobs::register),
+        )
+        .route("/v1/jobs/parse", post(jobs::parse).put(jobs::parse))
+        .route("/v1/validate/job", post(jobs::validate).put(jobs::validate))
+        .route(
+            "/v1/job/{id}",
+            get(jobs::get)
+                .post(jobs::register_at)
+                .put(jobs::register_at)
+                .delete(jobs::deregister),
+        )
+        .route("/v1/job/{id}/plan", post(jobs::plan).put(jobs::plan))
+        .route(
+            "/v1/job/{id}/evaluate",
+            post(jobs::evaluate).put(jobs::evaluate),
+        )
+        .route("/v1/job/{id}/versions", get(jobs::versions))
+        .route("/v1/job/{id}/allocations", get(jobs::allocations))
+        .route("/v1/job/{id}/evaluations", get(jobs::evaluations))
+        .route("/v1/job/{id}/summary", get(jobs::summary))
+        .route("/v1/job/{id}/deployments", get(jobs::deployments))
+        .route("/v1/job/{id}/deployment", get(jobs::latest_deployment))
+        .route("/v1/evaluations", get(cluster::evals))
+        .route("/v1/evaluation/{id}", get(cluster::eval))
+        .route("/v1/evaluation/{id}/allocations", get(cluster::eval_allocs))
+        .route("/v1/allocations", get(cluster::allocs))
+        .route("/v1/allocation/{id}", get(cluster::alloc))
+        .route(
+            "/v1/allocation/{id}/stop",
+            post(cluster::stop_alloc).put(cluster::stop_alloc),
+        )
+        .route("/v1/nodes", get(cluster::nodes))
+        .route("/v1/node/{id}", get(cluster::node))
+        .route("/v1/node/{id}/allocations", get(cluster::node_allocs))
+        .route(
+            "/v1/node/{id}/eligibility",
+            post(cluster::eligibility).put(cluster::eligibility),
+        )
+        .route(
+            "/v1/node/{id}/drain",
+            post(cluster::drain).put(cluster::drain),
+        )
+        .route("/v1/deployments", get(cluster::deployments))
+        .route("/v1/deployment/{id}", get(cluster::deployment))
+        .route(
+            "/v1/deployment/allocations/{id}",
+            get(cluster::deployment_allocs),
+        )
+        .route("/v1/status/leader", get(cluster::leader))
+        .route("/v1/status/peers", get(cluster::peers))
+        .route("/v1/agent/self", get(cluster::agent_self))
+        .route("/v1/agent/members", get(cluster::members))
+        .route("/v1/client/fs/logs/{alloc_id}", get(logs::logs))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+async fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, "Invalid URL path").into_response()
+}
+
+/// A handler's failure, answered as Nomad does: a status code and a plain
+/// message.
+#[derive(Debug)]
+pub(crate) struct ApiError(GatewayError);
+
+impl From<GatewayError> for ApiError {
+    fn from(err: GatewayError) -> Self {
+        ApiError(err)
+    }
+}
+
+impl ApiError {
+    /// A 400 naming `field`.
+    pub(crate) fn field(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError(GatewayError::field(field, message))
+    }
+}
+
+fn status_of(err: &GatewayError) -> StatusCode {
+    if let GatewayError::Jobspec(JobspecError::TooLarge { .. }) = err {
+        return StatusCode::PAYLOAD_TOO_LARGE;
+    }
+    if err.is_bad_input() {
+        return StatusCode::BAD_REQUEST;
+    }
+    match err.code() {
+        Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => {
+            StatusCode::BAD_REQUEST
+        }
+        Code::NotFound => StatusCode::NOT_FOUND,
+        Code::PermissionDenied => StatusCode::FORBIDDEN,
+        Code::Aborted | Code::AlreadyExists => StatusCode::CONFLICT,
+        Code::Unavailable | Code::DeadlineExceeded => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = status_of(&self.0);
+        if status.is_server_error() {
+            tracing::warn!(error = %self.0, "HTTP request failed");
+        }
+        (status, self.0.to_string()).into_response()
+    }
+}
+
+/// A handler's answer.
+pub(crate) type ApiResult = Result<Response, ApiError>;
+
+/// The query string as given.
+pub(crate) type Params = HashMap<String, String>;
+
+/// Whether a boolean query parameter is set (`?purge=true`, `?purge`).
+pub(crate) fn flag(params: &Params, name: &str) -> Result<bool, ApiError> {
+    match params.get(name).map(String::as_str) {
+        None => Ok(false),
+        Some("" | "true" | "1") => Ok(true),
+        Some("false" | "0") => Ok(false),
+        Some(other) => Err(ApiError::field(name, format!("invalid boolean {other:?}"))),
+    }
+}
+
+/// The blocking-query options of a request: `index`, `wait`, `namespace`,
+/// `prefix`.
+pub(crate) fn query(http: &Http, params: &Params) -> Result<Query, ApiError> {
+    let min_revision = match params.get("index") {
+        None => 0,
+        Some(v) => v
+            .parse::<u64>()
+            .map_err(|_| ApiError::field("index", format!("invalid index {v:?}")))?,
+    };
+    let wait_ns = match params.get("wait") {
+        None => 0,
+        Some(v) => caravan_jobspec::parse_duration(v)
+            .map_err(|e| ApiError::field("wait", format!("invalid wait {v:?}: {e}")))?,
+    };
+    let options = QueryOptions {
+        namespace: params.get("namespace").cloned().unwrap_or_default(),
+        min_revision: i64::try_from(min_revision).unwrap_or(i64::MAX),
+        wait_ns,
+        prefix: params.get("prefix").cloned().unwrap_or_default(),
+    };
+    Ok(Query::new(Some(&options), http.gw.config.max_query_wait()))
+}
+
+/// A JSON answer with Nomad's query headers.
+pub(crate) fn read_answer(meta: &QueryMeta, body: Value) -> Response {
+    with_index(render::index(meta.revision), body)
+}
+
+/// A JSON answer carrying `X-Nomad-Index` (and the leader headers).
+pub(crate) fn with_index(index: u64, body: Value) -> Response {
+    let mut response = axum::Json(body).into_response();
+    let headers = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&index.to_string()) {
+        headers.insert("X-Nomad-Index", v);
+    }
+    headers.insert("X-Nomad-KnownLeader", HeaderValue::from_static("true"));
+    headers.insert("X-Nomad-LastContact", HeaderValue::from_static("0"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// Decodes a JSON body, answering 400 with the parser's complaint.
+pub(crate) fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::field("body", "request body is empty"));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError(GatewayError::Jobspec(JobspecError::JsonSyntax {
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        }))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_map_to_nomads_codes() {
+        let cases = [
+            (GatewayError::field("x", "y"), StatusCode::BAD_REQUEST),
+            (GatewayError::NotFound("x".into()), StatusCode::NOT_FOUND),
+            (
+                GatewayError::FailedPrecondition("x".into()),
+                StatusCode::BAD_REQUEST,
+            ),
+            (GatewayError::Conflict("x".into()), StatusCode::CONFLICT),
+            (
+                GatewayError::PermissionDenied("x".into()),
+                StatusCode::FORBIDDEN,
+            ),
+            (
+                GatewayError::Jobspec(JobspecError::TooLarge { size: 2, limit: 1 }),
+                StatusCode::PAYLOAD_TOO_LARGE,
+            ),
+            (
+                GatewayError::Unavailable("x".into()),
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+        ];
+        for (err, want) in cases {
+            assert_eq!(status_of(&err), want, "{err}");
+        }
+    }
+
+    #[test]
+    fn flags_parse_like_nomad() {
+        let mut p = Params::new();
+        assert!(!flag(&p, "purge").unwrap());
+        p.insert("purge".into(), "true".into());
+        assert!(flag(&p, "purge").unwrap());
+        p.insert("purge".into(), "maybe".into());
+        assert!(flag(&p, "purge").is_err());
+    }
+
+    #[test]
+    fn bad_json_is_a_client_error() {
+        let err = decode::<Value>(b"{\"Job\": ").unwrap_err();
+        assert_eq!(status_of(&err.0), StatusCode::BAD_REQUEST);
+        let err = decode::<Value>(b"  ").unwrap_err();
+        assert!(err.0.to_string().contains("empty"));
+    }
 }

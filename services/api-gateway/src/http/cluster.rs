@@ -1,0 +1,325 @@
+//! Evaluations, allocations, nodes, deployments, status and agent
+//! endpoints.
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query as QueryString, State};
+use caravan_proto::{DrainStrategy, SchedulingEligibility};
+use serde_json::{Value, json};
+
+use crate::http::render::{self, index};
+use crate::http::{
+    ApiError, ApiResult, Http, Params, decode, flag, query, read_answer, with_index,
+};
+use crate::nodes::NodeUpdated;
+use crate::{allocs, deployments, evals, nodes, status};
+
+/// `GET /v1/evaluations`.
+pub(crate) async fn evals(
+    State(http): State<Http>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (list, meta) = evals::list(&http.gw, &q).await;
+    Ok(read_answer(
+        &meta,
+        Value::Array(list.iter().map(render::evaluation).collect()),
+    ))
+}
+
+/// `GET /v1/evaluation/:id`.
+pub(crate) async fn eval(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (e, meta) = evals::get(&http.gw, &id, &q).await?;
+    Ok(read_answer(&meta, render::evaluation(&e)))
+}
+
+/// `GET /v1/evaluation/:id/allocations`.
+pub(crate) async fn eval_allocs(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (list, meta) = evals::allocations(&http.gw, &id, &q).await?;
+    let snap = http.gw.cache().snapshot();
+    Ok(read_answer(
+        &meta,
+        Value::Array(list.iter().map(|a| render::alloc_stub(&snap, a)).collect()),
+    ))
+}
+
+/// `GET /v1/allocations`.
+pub(crate) async fn allocs(
+    State(http): State<Http>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (list, meta) = allocs::list(&http.gw, &q).await;
+    let snap = http.gw.cache().snapshot();
+    Ok(read_answer(
+        &meta,
+        Value::Array(list.iter().map(|a| render::alloc_stub(&snap, a)).collect()),
+    ))
+}
+
+/// `GET /v1/allocation/:id`.
+pub(crate) async fn alloc(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (a, meta) = allocs::get(&http.gw, &id, &q).await?;
+    let snap = http.gw.cache().snapshot();
+    Ok(read_answer(&meta, render::allocation(&snap, &a)))
+}
+
+/// `POST /v1/allocation/:id/stop`.
+pub(crate) async fn stop_alloc(State(http): State<Http>, Path(id): Path<String>) -> ApiResult {
+    let (eval_id, revision) = allocs::stop(&http.gw, &id).await?;
+    Ok(with_index(
+        index(revision),
+        json!({"EvalID": eval_id, "Index": index(revision)}),
+    ))
+}
+
+/// `GET /v1/nodes` (`?resources=true` adds resources to the stubs).
+pub(crate) async fn nodes(
+    State(http): State<Http>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let with_resources = flag(&p, "resources")?;
+    let (list, meta) = nodes::list(&http.gw, &q).await;
+    Ok(read_answer(
+        &meta,
+        Value::Array(
+            list.iter()
+                .map(|n| render::node_stub(n, with_resources))
+                .collect(),
+        ),
+    ))
+}
+
+/// `GET /v1/node/:id`.
+pub(crate) async fn node(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (n, meta) = nodes::get(&http.gw, &id, &q).await?;
+    Ok(read_answer(&meta, render::node(&n)))
+}
+
+/// `GET /v1/node/:id/allocations`: full allocations, as Nomad returns them.
+pub(crate) async fn node_allocs(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (list, meta) = nodes::allocations(&http.gw, &id, &q).await?;
+    let snap = http.gw.cache().snapshot();
+    Ok(read_answer(
+        &meta,
+        Value::Array(list.iter().map(|a| render::allocation(&snap, a)).collect()),
+    ))
+}
+
+fn node_update_answer(u: &NodeUpdated) -> axum::response::Response {
+    with_index(
+        index(u.revision),
+        json!({
+            "EvalIDs": u.eval_ids,
+            "EvalCreateIndex": if u.eval_ids.is_empty() { 0 } else { index(u.revision) },
+            "NodeModifyIndex": index(u.revision),
+            "Index": index(u.revision),
+        }),
+    )
+}
+
+/// `POST /v1/node/:id/eligibility` with `{"Eligibility": "eligible"|"ineligible"}`.
+pub(crate) async fn eligibility(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let v: Value = decode(&body)?;
+    let eligibility = match v.get("Eligibility").and_then(Value::as_str) {
+        Some("eligible") => SchedulingEligibility::Eligible,
+        Some("ineligible") => SchedulingEligibility::Ineligible,
+        Some(other) => {
+            return Err(ApiError::field(
+                "Eligibility",
+                format!("invalid scheduling eligibility {other:?}"),
+            ));
+        }
+        None => return Err(ApiError::field("Eligibility", "missing eligibility")),
+    };
+    let u = nodes::update_eligibility(&http.gw, &id, eligibility).await?;
+    Ok(node_update_answer(&u))
+}
+
+/// `POST /v1/node/:id/drain` with `{"DrainSpec": {"Deadline": ns,
+/// "IgnoreSystemJobs": bool} | null, "MarkEligible": bool}`.
+pub(crate) async fn drain(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let v: Value = decode(&body)?;
+    let strategy = match v.get("DrainSpec") {
+        None | Some(Value::Null) => None,
+        Some(spec @ Value::Object(_)) => {
+            let deadline = match spec.get("Deadline") {
+                None | Some(Value::Null) => 0,
+                Some(d) => d.as_i64().ok_or_else(|| {
+                    ApiError::field("DrainSpec.Deadline", "must be an integer of nanoseconds")
+                })?,
+            };
+            let ignore = match spec.get("IgnoreSystemJobs") {
+                None | Some(Value::Null) => false,
+                Some(b) => b.as_bool().ok_or_else(|| {
+                    ApiError::field("DrainSpec.IgnoreSystemJobs", "must be a boolean")
+                })?,
+            };
+            Some(DrainStrategy {
+                deadline_ns: deadline,
+                ignore_system_jobs: ignore,
+                ..Default::default()
+            })
+        }
+        Some(_) => return Err(ApiError::field("DrainSpec", "must be an object or null")),
+    };
+    let mark_eligible = v
+        .get("MarkEligible")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let u = nodes::update_drain(&http.gw, &id, strategy, mark_eligible).await?;
+    Ok(node_update_answer(&u))
+}
+
+/// `GET /v1/deployments`.
+pub(crate) async fn deployments(
+    State(http): State<Http>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (list, meta) = deployments::list(&http.gw, &q).await;
+    Ok(read_answer(
+        &meta,
+        Value::Array(list.iter().map(render::deployment).collect()),
+    ))
+}
+
+/// `GET /v1/deployment/:id`.
+pub(crate) async fn deployment(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (d, meta) = deployments::get(&http.gw, &id, &q).await?;
+    Ok(read_answer(&meta, render::deployment(&d)))
+}
+
+/// `GET /v1/deployment/allocations/:id`: the deployment's allocation stubs.
+pub(crate) async fn deployment_allocs(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (d, meta) = deployments::get(&http.gw, &id, &q).await?;
+    let snap = http.gw.cache().snapshot();
+    let stubs: Vec<Value> = snap
+        .allocs_by_job(&d.namespace, &d.job_id)
+        .filter(|a| a.deployment_id == d.id)
+        .map(|a| render::alloc_stub(&snap, a))
+        .collect();
+    Ok(read_answer(&meta, Value::Array(stubs)))
+}
+
+/// `GET /v1/status/leader`: the address serving this API. Caravan has no
+/// single server leader; every gateway answers for the cluster.
+pub(crate) async fn leader(State(http): State<Http>) -> ApiResult {
+    Ok(with_index(
+        index(http.gw.cache().revision()),
+        Value::String(http.advertised()),
+    ))
+}
+
+/// `GET /v1/status/peers`.
+pub(crate) async fn peers(State(http): State<Http>) -> ApiResult {
+    Ok(with_index(
+        index(http.gw.cache().revision()),
+        json!([http.advertised()]),
+    ))
+}
+
+fn member(http: &Http) -> Value {
+    let addr = http.advertised();
+    let (host, port) = addr.rsplit_once(':').map_or((addr.clone(), 0), |(h, p)| {
+        (h.to_string(), p.parse().unwrap_or(0))
+    });
+    json!({
+        "Name": format!("caravan-api-gateway.{host}:{port}"),
+        "Addr": host,
+        "Port": port,
+        "Tags": {
+            "role": "nomad",
+            "region": "global",
+            "dc": "dc1",
+            "build": env!("CARGO_PKG_VERSION"),
+            "port": port.to_string(),
+        },
+        "Status": "alive",
+        "ProtocolMin": 1,
+        "ProtocolMax": 5,
+        "ProtocolCur": 2,
+        "DelegateMin": 2,
+        "DelegateMax": 5,
+        "DelegateCur": 4,
+    })
+}
+
+/// `GET /v1/agent/self`.
+pub(crate) async fn agent_self(State(http): State<Http>) -> ApiResult {
+    let (leaders, _) = status::leaders(&http.gw).await?;
+    Ok(axum::response::IntoResponse::into_response(axum::Json(
+        json!({
+            "config": {
+                "Region": "global",
+                "Datacenter": "dc1",
+                "Version": {"Version": env!("CARGO_PKG_VERSION"), "VersionPrerelease": "", "Revision": ""},
+                "Server": {"Enabled": true},
+                "Client": {"Enabled": false},
+                "Addresses": {"HTTP": http.bound.http.to_string(), "RPC": http.advertised()},
+            },
+            "member": member(&http),
+            "stats": {
+                "caravan": {
+                    "cache_revision": http.gw.cache().revision().to_string(),
+                    "leaders": leaders,
+                },
+            },
+        }),
+    )))
+}
+
+/// `GET /v1/agent/members`.
+pub(crate) async fn members(State(http): State<Http>) -> ApiResult {
+    Ok(axum::response::IntoResponse::into_response(axum::Json(
+        json!({
+            "ServerName": member(&http)["Name"],
+            "ServerRegion": "global",
+            "ServerDC": "dc1",
+            "Members": [member(&http)],
+        }),
+    )))
+}

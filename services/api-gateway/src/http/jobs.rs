@@ -1,0 +1,400 @@
+//! `/v1/jobs`, `/v1/job/:id/...`, `/v1/jobs/parse` and `/v1/validate/job`.
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query as QueryString, State};
+use caravan_jobspec::{ParseOptions, parse_json};
+use caravan_proto::Job;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::deployments;
+use crate::error::GatewayError;
+use crate::http::render::{self, index};
+use crate::http::{
+    ApiError, ApiResult, Http, Params, decode, flag, query, read_answer, with_index,
+};
+use crate::jobs::{plan as planning, reads, register as writes};
+use crate::query::DEFAULT_NAMESPACE;
+
+/// `GET /v1/jobs`: job stubs.
+pub(crate) async fn list(
+    State(http): State<Http>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (jobs, meta) = reads::list(&http.gw, &q).await;
+    let snap = http.gw.cache().snapshot();
+    let stubs: Vec<Value> = jobs.iter().map(|j| render::job_stub(&snap, j)).collect();
+    Ok(read_answer(&meta, Value::Array(stubs)))
+}
+
+/// A job from a register/plan body, with the register options around it.
+struct Submitted {
+    job: Job,
+    warnings: Vec<String>,
+    raw: Value,
+}
+
+fn parse_submitted(http: &Http, p: &Params, body: &[u8]) -> Result<Submitted, ApiError> {
+    let options = ParseOptions {
+        max_bytes: http.gw.config.max_body_bytes,
+    };
+    let raw: Value = decode(body)?;
+    if !raw.get("Job").is_some_and(Value::is_object) {
+        return Err(ApiError::field("Job", "Job must be specified"));
+    }
+    let parsed = parse_json(body, &options).map_err(GatewayError::from)?;
+    let mut job = parsed.job;
+    let explicit_ns = raw
+        .pointer("/Job/Namespace")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty());
+    if !explicit_ns && let Some(ns) = p.get("namespace").filter(|ns| !ns.is_empty()) {
+        job.namespace = ns.clone();
+    }
+    Ok(Submitted {
+        job,
+        warnings: parsed.warnings,
+        raw,
+    })
+}
+
+async fn do_register(http: &Http, p: &Params, body: &[u8], path_id: Option<&str>) -> ApiResult {
+    let s = parse_submitted(http, p, body)?;
+    if let Some(id) = path_id
+        && s.job.id != id
+    {
+        return Err(ApiError::field("Job.ID", "Job ID does not match name"));
+    }
+    let enforce = s
+        .raw
+        .get("EnforceIndex")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let wanted = s
+        .raw
+        .get("JobModifyIndex")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let r = writes::register(&http.gw, s.job, enforce.then_some(wanted)).await?;
+    let mut warnings = s.warnings;
+    warnings.extend(r.warnings);
+    Ok(with_index(
+        index(r.revision),
+        json!({
+            "EvalID": r.eval_id,
+            "EvalCreateIndex": index(r.eval_create_revision),
+            "JobModifyIndex": index(r.job_modify_revision),
+            "Warnings": warnings.join("\n"),
+            "Index": index(r.revision),
+            "LastContact": 0,
+            "KnownLeader": true,
+        }),
+    ))
+}
+
+/// `PUT|POST /v1/jobs`: register `{"Job": {...}}`.
+pub(crate) async fn register(
+    State(http): State<Http>,
+    QueryString(p): QueryString<Params>,
+    body: Bytes,
+) -> ApiResult {
+    do_register(&http, &p, &body, None).await
+}
+
+/// `PUT|POST /v1/job/:id`: register, the path naming the job.
+pub(crate) async fn register_at(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+    body: Bytes,
+) -> ApiResult {
+    do_register(&http, &p, &body, Some(&id)).await
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ParseRequest {
+    #[serde(rename = "JobHCL")]
+    job_hcl: Option<String>,
+    #[serde(default)]
+    canonicalize: bool,
+}
+
+/// `POST /v1/jobs/parse`: an HCL job file to Nomad's JSON job.
+pub(crate) async fn parse(State(http): State<Http>, body: Bytes) -> ApiResult {
+    let req: ParseRequest = decode(&body)?;
+    let Some(hcl) = req.job_hcl.filter(|h| !h.trim().is_empty()) else {
+        return Err(ApiError::field("JobHCL", "Job HCL must be specified"));
+    };
+    let options = ParseOptions {
+        max_bytes: http.gw.config.max_body_bytes,
+    };
+    let (job, _warnings) = caravan_jobspec::hcl_to_nomad_json(&hcl, req.canonicalize, &options)
+        .map_err(GatewayError::from)?;
+    Ok(axum::response::IntoResponse::into_response(axum::Json(job)))
+}
+
+/// `POST /v1/validate/job`: validation errors in the answer, not as a failure.
+pub(crate) async fn validate(
+    State(http): State<Http>,
+    QueryString(p): QueryString<Params>,
+    body: Bytes,
+) -> ApiResult {
+    let s = match parse_submitted(&http, &p, &body) {
+        Ok(s) => s,
+        Err(ApiError(GatewayError::InvalidJob(errors))) => {
+            return Ok(validation(errors.messages(), Vec::new()));
+        }
+        Err(err) => return Err(err),
+    };
+    let mut warnings = s.warnings;
+    Ok(match writes::prepare(s.job) {
+        Ok((_, more)) => {
+            warnings.extend(more);
+            validation(Vec::new(), warnings)
+        }
+        Err(GatewayError::InvalidJob(errors)) => validation(errors.messages(), warnings),
+        Err(err) if err.is_bad_input() => validation(vec![err.to_string()], warnings),
+        Err(err) => return Err(err.into()),
+    })
+}
+
+fn validation(errors: Vec<String>, warnings: Vec<String>) -> axum::response::Response {
+    let error = match errors.len() {
+        0 => String::new(),
+        n => format!(
+            "{n} error{} occurred:\n{}",
+            if n == 1 { "" } else { "s" },
+            errors
+                .iter()
+                .map(|e| format!("\t* {e}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
+    };
+    axum::response::IntoResponse::into_response(axum::Json(json!({
+        "DriverConfigValidated": errors.is_empty(),
+        "ValidationErrors": errors,
+        "Error": error,
+        "Warnings": warnings.join("\n"),
+    })))
+}
+
+/// `GET /v1/job/:id`: the job in Nomad's JSON.
+pub(crate) async fn get(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (job, meta) = reads::get(&http.gw, &id, &q).await?;
+    Ok(read_answer(&meta, caravan_jobspec::render_json(&job)))
+}
+
+/// `DELETE /v1/job/:id?purge=`: stop (or purge) a job.
+pub(crate) async fn deregister(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let purge = flag(&p, "purge")?;
+    let ns = p.get("namespace").map_or(DEFAULT_NAMESPACE, String::as_str);
+    let r = writes::deregister(&http.gw, ns, &id, purge).await?;
+    let rev = http.gw.cache().revision();
+    Ok(with_index(
+        index(rev),
+        json!({
+            "EvalID": r.eval_id,
+            "EvalCreateIndex": index(r.eval_create_revision),
+            "JobModifyIndex": index(r.job_modify_revision),
+            "Index": index(rev),
+            "LastContact": 0,
+            "KnownLeader": true,
+        }),
+    ))
+}
+
+/// `POST /v1/job/:id/plan`: a dry run with annotations and a diff.
+pub(crate) async fn plan(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+    body: Bytes,
+) -> ApiResult {
+    let s = parse_submitted(&http, &p, &body)?;
+    if s.job.id != id {
+        return Err(ApiError::field("Job.ID", "Job ID does not match"));
+    }
+    let want_diff = s.raw.get("Diff").and_then(Value::as_bool).unwrap_or(false);
+    let planned = planning::plan(&http.gw, s.job, want_diff).await?;
+    let snap = http.gw.cache().snapshot();
+    let annotations = planned.annotations.as_ref().map_or(Value::Null, |a| {
+        let updates: serde_json::Map<String, Value> = a
+            .desired_tg_updates
+            .iter()
+            .map(|(tg, u)| {
+                (
+                    tg.clone(),
+                    json!({
+                        "Ignore": u.ignore,
+                        "Place": u.place,
+                        "Migrate": u.migrate,
+                        "Stop": u.stop,
+                        "InPlaceUpdate": u.in_place_update,
+                        "DestructiveUpdate": u.destructive_update,
+                        "Canary": u.canary,
+                        "Preemptions": u.preemptions,
+                        "RescheduleNow": u.reschedule_now,
+                        "RescheduleLater": u.reschedule_later,
+                    }),
+                )
+            })
+            .collect();
+        json!({
+            "DesiredTGUpdates": updates,
+            "PreemptedAllocs": a.preempted_allocs.iter()
+                .map(|al| render::alloc_stub(&snap, al)).collect::<Vec<_>>(),
+        })
+    });
+    let failed: serde_json::Map<String, Value> = planned
+        .failed_tg_allocs
+        .iter()
+        .map(|(k, v)| (k.clone(), render::alloc_metric(v)))
+        .collect();
+    let mut warnings = s.warnings;
+    warnings.extend(planned.warnings);
+    let rev = snap.revision();
+    Ok(with_index(
+        index(rev),
+        json!({
+            "Annotations": annotations,
+            "FailedTGAllocs": if failed.is_empty() { Value::Null } else { Value::Object(failed) },
+            "JobModifyIndex": index(planned.job_modify_revision),
+            "CreatedEvals": planned.created_evals.iter().map(render::evaluation).collect::<Vec<_>>(),
+            "Diff": planned.diff.as_ref().map_or(Ok(Value::Null), serde_json::to_value)
+                .unwrap_or(Value::Null),
+            "NextPeriodicLaunch": render::time(0),
+            "Warnings": warnings.join("\n"),
+            "Index": index(rev),
+        }),
+    ))
+}
+
+/// `POST /v1/job/:id/evaluate`: force a new evaluation.
+pub(crate) async fn evaluate(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+    body: Bytes,
+) -> ApiResult {
+    let force = if body.iter().all(u8::is_ascii_whitespace) {
+        false
+    } else {
+        let v: Value = decode(&body)?;
+        v.pointer("/EvalOptions/ForceReschedule")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    };
+    let ns = p.get("namespace").map_or(DEFAULT_NAMESPACE, String::as_str);
+    let (eval_id, revision) = writes::evaluate(&http.gw, ns, &id, force).await?;
+    Ok(with_index(
+        index(revision),
+        json!({
+            "EvalID": eval_id,
+            "EvalCreateIndex": index(revision),
+            "JobModifyIndex": 0,
+            "Index": index(revision),
+        }),
+    ))
+}
+
+/// `GET /v1/job/:id/versions`.
+pub(crate) async fn versions(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (versions, meta) = reads::versions(&http.gw, &id, &q).await?;
+    let rendered: Vec<Value> = versions.iter().map(caravan_jobspec::render_json).collect();
+    Ok(read_answer(
+        &meta,
+        json!({
+            "Versions": rendered,
+            "Diffs": Value::Null,
+            "Index": index(meta.revision),
+            "LastContact": 0,
+            "KnownLeader": true,
+        }),
+    ))
+}
+
+/// `GET /v1/job/:id/allocations`: allocation stubs.
+pub(crate) async fn allocations(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (allocs, meta) = reads::allocations(&http.gw, &id, &q).await?;
+    let snap = http.gw.cache().snapshot();
+    let stubs: Vec<Value> = allocs
+        .iter()
+        .map(|a| render::alloc_stub(&snap, a))
+        .collect();
+    Ok(read_answer(&meta, Value::Array(stubs)))
+}
+
+/// `GET /v1/job/:id/evaluations`.
+pub(crate) async fn evaluations(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (evals, meta) = reads::evaluations(&http.gw, &id, &q).await?;
+    Ok(read_answer(
+        &meta,
+        Value::Array(evals.iter().map(render::evaluation).collect()),
+    ))
+}
+
+/// `GET /v1/job/:id/summary`.
+pub(crate) async fn summary(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (s, meta) = reads::summary(&http.gw, &id, &q).await?;
+    Ok(read_answer(&meta, render::job_summary(&s.job, &s.groups)))
+}
+
+/// `GET /v1/job/:id/deployments`.
+pub(crate) async fn deployments(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (list, meta) = deployments::of_job(&http.gw, &id, &q).await;
+    Ok(read_answer(
+        &meta,
+        Value::Array(list.iter().map(render::deployment).collect()),
+    ))
+}
+
+/// `GET /v1/job/:id/deployment`: the newest deployment, or null.
+pub(crate) async fn latest_deployment(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (list, meta) = deployments::of_job(&http.gw, &id, &q).await;
+    Ok(read_answer(
+        &meta,
+        list.first().map_or(Value::Null, render::deployment),
+    ))
+}
