@@ -111,6 +111,22 @@ impl BlockedEvals {
         Some(eval)
     }
 
+    /// A later eval of the job completed without failed placements, from a
+    /// snapshot newer than the job's blocked eval: the blocked eval has
+    /// nothing left to place. Returns it for canceling.
+    pub fn untrack_satisfied(
+        &mut self,
+        job: &JobKey,
+        snapshot_revision: Revision,
+    ) -> Option<Arc<Evaluation>> {
+        let held = self.jobs.get(job)?.clone();
+        let stale = self
+            .evals
+            .get(&held)
+            .is_some_and(|e| e.snapshot_revision < snapshot_revision);
+        if stale { self.remove(&held) } else { None }
+    }
+
     /// Capacity for `class` changed at `revision` (a node of it became
     /// ready or eligible, changed, or had allocations stop): releases every
     /// eval that escaped, that found the class eligible, or that never saw
@@ -299,6 +315,22 @@ mod tests {
         assert!(b.remove("x").is_none());
         assert!(b.block(blocked("y", "web", 5, &[])).cancel.is_none());
         assert!(b.contains("y"));
+    }
+
+    #[test]
+    fn a_later_complete_eval_untracks_the_blocked_one() {
+        let mut b = BlockedEvals::new();
+        let mut e = (*blocked("b", "web", 10, &[])).clone();
+        e.snapshot_revision = 30;
+        b.block(Arc::new(e));
+        let job = ("default".to_string(), "web".to_string());
+        assert!(b.untrack_satisfied(&job, 25).is_none(), "computed earlier");
+        assert!(b.contains("b"));
+        let other = ("default".to_string(), "api".to_string());
+        assert!(b.untrack_satisfied(&other, 99).is_none());
+        let gone = b.untrack_satisfied(&job, 31).expect("stale");
+        assert_eq!(gone.id, "b");
+        assert!(b.is_empty());
     }
 
     #[test]

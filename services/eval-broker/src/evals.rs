@@ -17,6 +17,10 @@ pub const TRIGGER_NODE_UPDATE: &str = "node-update";
 pub const CANCELED_SUPERSEDED: &str = "canceled after more recent eval was processed";
 /// Why a blocked eval is canceled when its job has a newer one.
 pub const CANCELED_DUPLICATE_BLOCKED: &str = "superseded by a newer blocked evaluation of the job";
+/// Why a blocked eval is canceled when a later eval of its job placed
+/// everything.
+pub const CANCELED_SATISFIED: &str =
+    "canceled: a later evaluation of the job placed its allocations";
 /// Description of a node the broker marked down.
 pub const NODE_DOWN_DESCRIPTION: &str = "node heartbeat missed";
 

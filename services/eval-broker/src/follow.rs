@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use crate::error::BrokerError;
 use crate::evals;
 use crate::nodes;
+use crate::queues::job_key;
 use crate::term::{Effect, LeaderTerm, now};
 use crate::writes::GuardedEval;
 
@@ -41,6 +42,8 @@ pub struct Follower {
     suspects: BTreeMap<String, Instant>,
     next_failed_unblock: Instant,
     next_prune: Instant,
+    /// The queues' ready counter when pollers were last woken.
+    readied_seen: u64,
 }
 
 fn status_of(eval: &Evaluation) -> EvalStatus {
@@ -116,6 +119,7 @@ impl Follower {
             suspects,
             next_failed_unblock,
             next_prune: now.instant + PRUNE_EVERY,
+            readied_seen: 0,
         }
     }
 
@@ -171,8 +175,8 @@ impl Follower {
     fn catch_up(&mut self) {
         let next = self.term.informer.snapshot();
         let now = now();
-        let (mut cancel, mut unblock) = (Vec::new(), Vec::new());
-        {
+        let (mut cancel, mut unblock, mut satisfied) = (Vec::new(), Vec::new(), Vec::new());
+        let readied = {
             let mut state = self.term.state.lock();
             let mut pending = Vec::new();
             for change in next.eval_changes_since(&self.seen) {
@@ -180,6 +184,18 @@ impl Follower {
                     Some(eval) if status_of(eval) == EvalStatus::Pending => {
                         state.blocked.remove(&eval.id);
                         pending.push(Arc::clone(eval));
+                    }
+                    Some(eval)
+                        if status_of(eval) == EvalStatus::Complete
+                            && eval.failed_tg_allocs.is_empty() =>
+                    {
+                        state.queues.settle(&eval.id);
+                        state.blocked.remove(&eval.id);
+                        satisfied.extend(
+                            state
+                                .blocked
+                                .untrack_satisfied(&job_key(eval), eval.snapshot_revision),
+                        );
                     }
                     Some(eval) if status_of(eval) == EvalStatus::Blocked => {
                         state.queues.settle(&eval.id);
@@ -212,7 +228,8 @@ impl Follower {
                 }
                 unblock.extend(released);
             }
-        }
+            state.queues.readied()
+        };
         for node_id in nodes::heartbeats_lost(&self.seen, &next) {
             tracing::info!(node_id, "heartbeat lost");
             self.backlog.push_back(Effect::NodeDown(node_id));
@@ -223,11 +240,25 @@ impl Follower {
                 evals::CANCELED_DUPLICATE_BLOCKED.to_string(),
             ));
         }
+        if !satisfied.is_empty() {
+            self.backlog.push_back(Effect::Cancel(
+                satisfied,
+                evals::CANCELED_SATISFIED.to_string(),
+            ));
+        }
         if !unblock.is_empty() {
             self.backlog.push_back(Effect::Unblock(unblock));
         }
         self.seen = next;
-        self.term.ready.notify_waiters();
+        self.wake_pollers(readied);
+    }
+
+    /// Wakes long polls if an eval entered a ready queue since last time.
+    fn wake_pollers(&mut self, readied: u64) {
+        if readied != self.readied_seen {
+            self.readied_seen = readied;
+            self.term.ready.notify_waiters();
+        }
     }
 
     /// Fires what is due: queue timers, periodic unblocks of plan failures,
@@ -246,7 +277,7 @@ impl Follower {
                 state.blocked.prune(now, KEEP_CAPACITY_CHANGES);
                 self.next_prune = now + PRUNE_EVERY;
             }
-            (expired, failed_unblocked, state.queues.ready_len())
+            (expired, failed_unblocked, state.queues.readied())
         };
         for eval_id in &expired.timed_out {
             tracing::info!(eval_id, "nack timeout: the delivery counts as nacked");
@@ -282,9 +313,7 @@ impl Follower {
         self.retries = later;
         self.backlog
             .extend(due.into_iter().map(|(_, effect)| effect));
-        if ready > 0 {
-            self.term.ready.notify_waiters();
-        }
+        self.wake_pollers(ready);
     }
 
     /// Makes one write; failures other than lost leadership are retried.

@@ -229,6 +229,9 @@ pub struct EvalQueues {
     timers: BTreeSet<(Instant, String)>,
     /// Turns among scheduler types whose best evals tie on priority.
     turn: usize,
+    /// Counts evals entering a ready queue, so callers wake pollers only
+    /// when there is something new.
+    readied: u64,
 }
 
 impl EvalQueues {
@@ -253,6 +256,12 @@ impl EvalQueues {
     /// Number of ready evals.
     pub fn ready_len(&self) -> usize {
         self.ready.values().map(BTreeSet::len).sum()
+    }
+
+    /// How many times an eval entered a ready queue: a change means
+    /// long polls have something new to look at.
+    pub fn readied(&self) -> u64 {
+        self.readied
     }
 
     /// The earliest timer: a delayed eval, a backoff or a nack timeout.
@@ -337,6 +346,7 @@ impl EvalQueues {
     }
 
     fn insert_ready_key(&mut self, eval: &Evaluation) {
+        self.readied = self.readied.wrapping_add(1);
         self.ready
             .entry(eval.r#type.clone())
             .or_default()

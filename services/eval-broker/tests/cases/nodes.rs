@@ -1,0 +1,161 @@
+//! Node-down detection: a node whose heartbeat lease ends is marked down
+//! with a node-update eval for every job with live allocations on it.
+
+use std::sync::Arc;
+
+use caravan_proto::{
+    AllocClientStatus, AllocDesiredStatus, Allocation, EvalStatus, Job, JobType, Node, NodeStatus,
+    SchedulingEligibility,
+};
+use caravan_state::Keyspace;
+use caravan_store::Store;
+
+use super::*;
+
+fn keyspace() -> (String, Keyspace) {
+    let prefix = caravan_testkit::unique_prefix("eval-broker-nodes");
+    let ks = Keyspace::new(&prefix);
+    (prefix, ks)
+}
+
+fn node(id: &str, status: NodeStatus) -> Node {
+    Node {
+        id: id.into(),
+        name: id.into(),
+        computed_class: "c1".into(),
+        status: status as i32,
+        scheduling_eligibility: SchedulingEligibility::Eligible as i32,
+        ..Default::default()
+    }
+}
+
+async fn put_job(store: &Arc<dyn Store>, ks: &Keyspace, id: &str, kind: JobType, priority: i32) {
+    let job = Job {
+        id: id.into(),
+        name: id.into(),
+        namespace: "default".into(),
+        r#type: kind as i32,
+        priority,
+        ..Default::default()
+    };
+    put(store, ks.job("default", id), &job).await;
+}
+
+async fn put_alloc(
+    store: &Arc<dyn Store>,
+    ks: &Keyspace,
+    job: &str,
+    node: &str,
+    client: AllocClientStatus,
+) {
+    let alloc = Allocation {
+        id: uuid(),
+        namespace: "default".into(),
+        job_id: job.into(),
+        node_id: node.into(),
+        task_group: "g".into(),
+        desired_status: AllocDesiredStatus::Run as i32,
+        client_status: client as i32,
+        ..Default::default()
+    };
+    put(store, ks.alloc(&alloc.id), &alloc).await;
+}
+
+fn node_evals(evals: &[caravan_proto::Evaluation], node: &str) -> Vec<(String, String, i32)> {
+    let mut v: Vec<_> = evals
+        .iter()
+        .filter(|e| e.node_id == node && e.triggered_by == "node-update")
+        .map(|e| (e.job_id.clone(), e.r#type.clone(), e.priority))
+        .collect();
+    v.sort();
+    v
+}
+
+pub async fn a_lost_heartbeat_marks_the_node_down_with_evals(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    put_job(&store, &ks, "web", JobType::Service, 70).await;
+    put_job(&store, &ks, "report", JobType::Batch, 30).await;
+    put_job(&store, &ks, "done", JobType::Batch, 50).await;
+    put_alloc(&store, &ks, "web", "n1", AllocClientStatus::Running).await;
+    put_alloc(&store, &ks, "web", "n1", AllocClientStatus::Pending).await;
+    put_alloc(&store, &ks, "report", "n1", AllocClientStatus::Running).await;
+    put_alloc(&store, &ks, "done", "n1", AllocClientStatus::Complete).await;
+    put_alloc(&store, &ks, "web", "n2", AllocClientStatus::Running).await;
+    let lease = store.lease_grant(30).await.expect("lease");
+    store
+        .put(&ks.heartbeat("n1"), b"", lease.id)
+        .await
+        .expect("heartbeat");
+    put(&store, ks.node("n1"), &node("n1", NodeStatus::Ready)).await;
+
+    let mut broker = start_leader(store.clone(), &prefix).await;
+    assert!(all_evals(&store, &ks).await.is_empty());
+    store.lease_revoke(lease.id).await.expect("the lease ends");
+
+    let down = wait_for("the node to be marked down", || async {
+        let kv = store.get(&ks.node("n1")).await.expect("get")?;
+        let n: Node = caravan_state::decode(&kv).expect("decode");
+        (n.status() == NodeStatus::Down).then_some(n)
+    })
+    .await;
+    assert!(!down.status_description.is_empty());
+    let evals = all_evals(&store, &ks).await;
+    assert_eq!(
+        node_evals(&evals, "n1"),
+        vec![
+            ("report".to_string(), "batch".to_string(), 30),
+            ("web".to_string(), "service".to_string(), 70),
+        ],
+        "one eval per job with live allocs on the node, typed by the job"
+    );
+    for e in &evals {
+        assert_eq!(e.status(), EvalStatus::Pending);
+        assert_eq!(e.create_revision, down.modify_revision, "one txn");
+    }
+    eventually("the node-update evals to be ready", || {
+        let mut b = broker.client.clone();
+        async move {
+            b.stats(caravan_proto::BrokerStatsRequest {})
+                .await
+                .is_ok_and(|s| s.into_inner().total_ready == 2)
+        }
+    })
+    .await;
+    let (first, _, _) = broker.take().await;
+    assert_eq!(first.job_id, "web", "the higher priority first");
+    broker.stop().await;
+}
+
+pub async fn a_node_without_heartbeat_at_restore_goes_down(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    put_job(&store, &ks, "web", JobType::Service, 50).await;
+    put_alloc(&store, &ks, "web", "gone", AllocClientStatus::Running).await;
+    put(&store, ks.node("gone"), &node("gone", NodeStatus::Ready)).await;
+    let already = put(&store, ks.node("dead"), &node("dead", NodeStatus::Down)).await;
+
+    let broker = start_leader(store.clone(), &prefix).await;
+    eventually("the node without heartbeat to go down", || {
+        let (store, ks) = (store.clone(), ks.clone());
+        async move {
+            let kv = store.get(&ks.node("gone")).await.expect("get");
+            kv.map(|kv| caravan_state::decode::<Node>(&kv).expect("decode"))
+                .is_some_and(|n| n.status() == NodeStatus::Down)
+        }
+    })
+    .await;
+    let evals = all_evals(&store, &ks).await;
+    assert_eq!(
+        node_evals(&evals, "gone"),
+        vec![("web".to_string(), "service".to_string(), 50)]
+    );
+    let dead = store
+        .get(&ks.node("dead"))
+        .await
+        .expect("get")
+        .expect("dead");
+    assert_eq!(
+        dead.mod_revision, already,
+        "a node already down is left alone"
+    );
+    broker.stop().await;
+}
