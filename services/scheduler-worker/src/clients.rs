@@ -1,0 +1,314 @@
+//! Calls to the eval broker and the plan applier leaders, found through the
+//! store's leader keys. Refusals that cannot have been acted on (a follower
+//! naming the leader, no leader elected) are retried; a plan whose outcome
+//! is unknown is reported as such, never resubmitted blindly.
+
+use std::future::Future;
+use std::time::Duration;
+
+use caravan_proto::eval_broker_service_client::EvalBrokerServiceClient;
+use caravan_proto::plan_applier_service_client::PlanApplierServiceClient;
+use caravan_proto::*;
+use caravan_runtime::leader::LeaderChannel;
+use caravan_runtime::status::leader_hint;
+use tokio::time::Instant;
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+
+use crate::error::WorkerError;
+
+/// The largest message exchanged with the applier: plans of thousands of
+/// allocations exceed tonic's default of 4 MiB.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// First pause before asking again.
+const BACKOFF_MIN: Duration = Duration::from_millis(20);
+/// Longest pause between attempts.
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Whether a status is a refusal by a replica that does not lead (or the
+/// absence of a leader): the request was not acted on.
+fn refused_by_follower(status: &Status) -> bool {
+    status.code() == Code::Unavailable
+        && (leader_hint(status).is_some()
+            || status.message().contains("not the leader")
+            || status.message().contains("no leader"))
+}
+
+/// Exponential pauses between attempts.
+struct Backoff(Duration);
+
+impl Backoff {
+    fn new() -> Self {
+        Backoff(BACKOFF_MIN)
+    }
+
+    async fn wait(&mut self) {
+        tokio::time::sleep(self.0).await;
+        self.0 = (self.0 * 2).min(BACKOFF_MAX);
+    }
+}
+
+/// The eval broker's leader.
+#[derive(Clone)]
+pub struct BrokerClient {
+    channel: LeaderChannel,
+    rpc_timeout: Duration,
+    leader_wait: Duration,
+}
+
+impl BrokerClient {
+    /// Calls the leader `channel` follows.
+    pub fn new(channel: LeaderChannel, rpc_timeout: Duration, leader_wait: Duration) -> Self {
+        BrokerClient {
+            channel,
+            rpc_timeout,
+            leader_wait,
+        }
+    }
+
+    /// Calls the broker, following leader changes and retrying UNAVAILABLE
+    /// for up to the leader wait.
+    async fn call<T, F, Fut>(&self, timeout: Duration, call: F) -> Result<T, WorkerError>
+    where
+        F: Fn(EvalBrokerServiceClient<Channel>, Duration) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let deadline = Instant::now() + self.leader_wait;
+        let mut backoff = Backoff::new();
+        loop {
+            let status = match self.channel.channel().await {
+                Ok(ch) => match call(EvalBrokerServiceClient::new(ch), timeout).await {
+                    Ok(resp) => return Ok(resp.into_inner()),
+                    Err(status) => status,
+                },
+                Err(status) => status,
+            };
+            self.channel.on_error(&status);
+            if status.code() != Code::Unavailable || Instant::now() >= deadline {
+                return Err(WorkerError::Broker(status));
+            }
+            if leader_hint(&status).is_none() {
+                backoff.wait().await;
+            }
+        }
+    }
+
+    /// Long-polls for an evaluation of one of `schedulers`.
+    pub async fn dequeue(
+        &self,
+        schedulers: &[String],
+        timeout: Duration,
+    ) -> Result<DequeueResponse, WorkerError> {
+        let req = DequeueRequest {
+            schedulers: schedulers.to_vec(),
+            timeout_ns: i64::try_from(timeout.as_nanos()).unwrap_or(i64::MAX),
+        };
+        self.call(timeout + self.rpc_timeout, |mut c, t| {
+            let mut r = tonic::Request::new(req.clone());
+            r.set_timeout(t);
+            async move { c.dequeue(r).await }
+        })
+        .await
+    }
+
+    /// Acknowledges a processed evaluation.
+    pub async fn ack(&self, eval_id: &str, token: &str) -> Result<(), WorkerError> {
+        let req = AckRequest {
+            eval_id: eval_id.into(),
+            token: token.into(),
+        };
+        self.call(self.rpc_timeout, |mut c, t| {
+            let mut r = tonic::Request::new(req.clone());
+            r.set_timeout(t);
+            async move { c.ack(r).await }
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Hands an evaluation back for redelivery.
+    pub async fn nack(&self, eval_id: &str, token: &str) -> Result<(), WorkerError> {
+        let req = NackRequest {
+            eval_id: eval_id.into(),
+            token: token.into(),
+        };
+        self.call(self.rpc_timeout, |mut c, t| {
+            let mut r = tonic::Request::new(req.clone());
+            r.set_timeout(t);
+            async move { c.nack(r).await }
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Extends the nack timeout of an evaluation being processed.
+    pub async fn outstanding_reset(&self, eval_id: &str, token: &str) -> Result<(), WorkerError> {
+        let req = OutstandingResetRequest {
+            eval_id: eval_id.into(),
+            token: token.into(),
+        };
+        self.call(self.rpc_timeout, |mut c, t| {
+            let mut r = tonic::Request::new(req.clone());
+            r.set_timeout(t);
+            async move { c.outstanding_reset(r).await }
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Writes the processed evaluation's new state.
+    pub async fn update_eval(&self, eval: Evaluation, token: &str) -> Result<i64, WorkerError> {
+        let req = UpdateEvalRequest {
+            eval: Some(eval),
+            token: token.into(),
+        };
+        self.call(self.rpc_timeout, |mut c, t| {
+            let mut r = tonic::Request::new(req.clone());
+            r.set_timeout(t);
+            async move { c.update_eval(r).await }
+        })
+        .await
+        .map(|r| r.revision)
+    }
+
+    /// Creates an evaluation (blocked, follow-up, rolling).
+    pub async fn create_eval(&self, eval: Evaluation, token: &str) -> Result<i64, WorkerError> {
+        let req = CreateEvalRequest {
+            eval: Some(eval),
+            token: token.into(),
+        };
+        self.call(self.rpc_timeout, |mut c, t| {
+            let mut r = tonic::Request::new(req.clone());
+            r.set_timeout(t);
+            async move { c.create_eval(r).await }
+        })
+        .await
+        .map(|r| r.revision)
+    }
+
+    /// Puts a blocked evaluation back into the blocked set.
+    pub async fn reblock_eval(&self, eval: Evaluation, token: &str) -> Result<i64, WorkerError> {
+        let req = ReblockEvalRequest {
+            eval: Some(eval),
+            token: token.into(),
+        };
+        self.call(self.rpc_timeout, |mut c, t| {
+            let mut r = tonic::Request::new(req.clone());
+            r.set_timeout(t);
+            async move { c.reblock_eval(r).await }
+        })
+        .await
+        .map(|r| r.revision)
+    }
+}
+
+/// What became of a submitted plan.
+#[derive(Debug)]
+pub enum Submitted {
+    /// The applier answered: what it committed.
+    Result(Box<PlanResult>),
+    /// The applier failed after accepting the plan (leadership lost, store
+    /// trouble): it may or may not have committed. Refresh to the store's
+    /// current revision and plan again; the applier's per-job freshness
+    /// check refuses a plan computed before a commit that did happen.
+    Unknown(Status),
+}
+
+/// The plan applier's leader.
+#[derive(Clone)]
+pub struct ApplierClient {
+    channel: LeaderChannel,
+    rpc_timeout: Duration,
+    leader_wait: Duration,
+}
+
+impl ApplierClient {
+    /// Calls the leader `channel` follows.
+    pub fn new(channel: LeaderChannel, rpc_timeout: Duration, leader_wait: Duration) -> Self {
+        ApplierClient {
+            channel,
+            rpc_timeout,
+            leader_wait,
+        }
+    }
+
+    /// Submits a plan. Refusals by followers are retried at the leader; a
+    /// failure after acceptance comes back as [`Submitted::Unknown`].
+    pub async fn submit(&self, plan: Plan) -> Result<Submitted, WorkerError> {
+        let deadline = Instant::now() + self.leader_wait;
+        let mut backoff = Backoff::new();
+        let request = SubmitPlanRequest { plan: Some(plan) };
+        loop {
+            let status = match self.channel.channel().await {
+                Ok(ch) => {
+                    let mut client = PlanApplierServiceClient::new(ch)
+                        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+                    let mut r = tonic::Request::new(request.clone());
+                    r.set_timeout(self.rpc_timeout);
+                    match client.submit_plan(r).await {
+                        Ok(resp) => {
+                            return Ok(Submitted::Result(Box::new(
+                                resp.into_inner().result.unwrap_or_default(),
+                            )));
+                        }
+                        Err(status) => {
+                            self.channel.on_error(&status);
+                            if status.code() == Code::Unavailable && !refused_by_follower(&status) {
+                                return Ok(Submitted::Unknown(status));
+                            }
+                            status
+                        }
+                    }
+                }
+                Err(status) => status,
+            };
+            if !refused_by_follower(&status) {
+                return Err(WorkerError::Applier(status));
+            }
+            if Instant::now() >= deadline {
+                return Err(WorkerError::NoLeader("plan-applier"));
+            }
+            if leader_hint(&status).is_none() {
+                backoff.wait().await;
+            }
+        }
+    }
+
+    /// Waits until an applier leader is known again (after a failure of
+    /// unknown outcome), for up to the leader wait.
+    pub async fn await_leader(&self) -> Result<(), WorkerError> {
+        let deadline = Instant::now() + self.leader_wait;
+        let mut backoff = Backoff::new();
+        loop {
+            match self.channel.channel().await {
+                Ok(_) => return Ok(()),
+                Err(_) if Instant::now() < deadline => backoff.wait().await,
+                Err(_) => return Err(WorkerError::NoLeader("plan-applier")),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn follower_refusals_are_told_apart_from_failures_after_acceptance() {
+        let hinted = caravan_runtime::status::not_leader("plan-applier", Some("10.0.0.1:4651"));
+        assert!(refused_by_follower(&hinted));
+        assert!(refused_by_follower(&caravan_runtime::status::not_leader(
+            "plan-applier",
+            None
+        )));
+        assert!(!refused_by_follower(&Status::unavailable(
+            "plan-applier: leadership lost; the plan was not committed"
+        )));
+        assert!(!refused_by_follower(&Status::unavailable(
+            "transport error"
+        )));
+        assert!(!refused_by_follower(&Status::failed_precondition("token")));
+    }
+}

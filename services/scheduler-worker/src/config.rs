@@ -1,0 +1,111 @@
+//! The scheduler worker's configuration.
+
+use std::time::Duration;
+
+use caravan_runtime::service::ServiceConfig;
+use caravan_runtime::store::StoreConfig;
+use caravan_runtime::telemetry::TelemetryConfig;
+use serde::{Deserialize, Serialize};
+
+/// Configuration of one scheduler-worker replica. The eval broker and the
+/// plan applier are found through their leader keys in the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SchedulerWorkerConfig {
+    /// gRPC listen address (control API and health); port 0 picks a free port.
+    pub grpc_addr: String,
+    /// Address this replica is reachable on, for logs; empty means the
+    /// bound address.
+    pub advertised_addr: String,
+    /// Worker loops, each processing one evaluation at a time; 0 means one
+    /// per core.
+    pub workers: usize,
+    /// Scheduler types to dequeue.
+    pub schedulers: Vec<String>,
+    /// Long-poll timeout of one dequeue, in milliseconds.
+    pub dequeue_timeout_ms: u64,
+    /// How long the cache may take to reach an eval's wait revision (or a
+    /// plan's refresh revision) before the eval is nacked, in milliseconds.
+    pub wait_revision_timeout_ms: u64,
+    /// How often a running eval's delivery token is reset at the broker, in
+    /// milliseconds (the broker's nack timeout is 60 s).
+    pub heartbeat_interval_ms: u64,
+    /// Deadline of one call to the broker or the applier, in milliseconds.
+    pub rpc_timeout_ms: u64,
+    /// How long to wait for a broker or applier leader before giving up on a
+    /// call, in milliseconds.
+    pub leader_wait_ms: u64,
+    /// How long in-flight evals may run on after shutdown is asked, in
+    /// milliseconds.
+    pub shutdown_grace_ms: u64,
+    /// Start paused (no dequeuing until `SetPaused(false)`).
+    pub paused: bool,
+    /// The state store.
+    pub store: StoreConfig,
+    /// Logs and traces.
+    pub telemetry: TelemetryConfig,
+}
+
+impl Default for SchedulerWorkerConfig {
+    fn default() -> Self {
+        SchedulerWorkerConfig {
+            grpc_addr: "0.0.0.0:4652".into(),
+            advertised_addr: String::new(),
+            workers: 0,
+            schedulers: ["service", "batch", "system", "sysbatch"]
+                .map(String::from)
+                .to_vec(),
+            dequeue_timeout_ms: 5_000,
+            wait_revision_timeout_ms: 5_000,
+            heartbeat_interval_ms: 15_000,
+            rpc_timeout_ms: 60_000,
+            leader_wait_ms: 30_000,
+            shutdown_grace_ms: 10_000,
+            paused: false,
+            store: StoreConfig::default(),
+            telemetry: TelemetryConfig::default(),
+        }
+    }
+}
+
+impl ServiceConfig for SchedulerWorkerConfig {
+    const LIST_KEYS: &'static [&'static str] = &["schedulers"];
+    fn telemetry(&self) -> &TelemetryConfig {
+        &self.telemetry
+    }
+    fn store(&self) -> &StoreConfig {
+        &self.store
+    }
+}
+
+/// The configuration as durations and counts, resolved once.
+#[derive(Clone, Debug)]
+pub(crate) struct Timing {
+    pub(crate) dequeue_timeout: Duration,
+    pub(crate) wait_revision: Duration,
+    pub(crate) heartbeat: Duration,
+    pub(crate) rpc: Duration,
+    pub(crate) leader_wait: Duration,
+}
+
+impl SchedulerWorkerConfig {
+    /// The number of worker loops, resolving 0 to the core count.
+    pub fn worker_count(&self) -> usize {
+        if self.workers > 0 {
+            self.workers
+        } else {
+            std::thread::available_parallelism().map_or(1, usize::from)
+        }
+    }
+
+    pub(crate) fn timing(&self) -> Timing {
+        let ms = Duration::from_millis;
+        Timing {
+            dequeue_timeout: ms(self.dequeue_timeout_ms.max(1)),
+            wait_revision: ms(self.wait_revision_timeout_ms),
+            heartbeat: ms(self.heartbeat_interval_ms.max(100)),
+            rpc: ms(self.rpc_timeout_ms.max(100)),
+            leader_wait: ms(self.leader_wait_ms),
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The scheduler's [`Planner`] in a worker: plans go to the plan applier,
+//! eval writes to the eval broker with the delivery token, and after a
+//! partial commit the worker's cache is brought to the refresh revision and
+//! a fresh snapshot handed back. The scheduler runs on a blocking thread;
+//! each call blocks on the async client through the runtime handle.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use caravan_proto::{Evaluation, Plan, PlanResult};
+use caravan_scheduler::{PlanOutcome, Planner, PlannerError};
+use caravan_state::Informer;
+use caravan_store::Store;
+use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
+
+use crate::clients::{ApplierClient, BrokerClient, Submitted};
+use crate::error::WorkerError;
+use crate::state::SnapshotState;
+
+/// The planner of one evaluation's run.
+pub struct WorkerPlanner {
+    pub(crate) handle: Handle,
+    pub(crate) broker: BrokerClient,
+    pub(crate) applier: ApplierClient,
+    pub(crate) informer: Arc<Informer>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) token: String,
+    /// The revision of the snapshot the eval was first scheduled on; eval
+    /// writes carry it as Nomad's SnapshotIndex.
+    pub(crate) snapshot_revision: i64,
+    pub(crate) wait_revision: Duration,
+    /// Cancelled once the shutdown grace is over: calls fail and the eval is
+    /// nacked.
+    pub(crate) abort: CancellationToken,
+    /// Plans submitted, for the replica's counters.
+    pub(crate) plans: u64,
+}
+
+impl WorkerPlanner {
+    fn run<T>(
+        &self,
+        fut: impl std::future::Future<Output = Result<T, WorkerError>>,
+    ) -> Result<T, PlannerError> {
+        if self.abort.is_cancelled() {
+            return Err(PlannerError(Box::new(WorkerError::ShuttingDown)));
+        }
+        self.handle
+            .block_on(fut)
+            .map_err(|e| PlannerError(Box::new(e)))
+    }
+
+    fn stamp(&self, mut eval: Evaluation) -> Evaluation {
+        if eval.snapshot_revision == 0 {
+            eval.snapshot_revision = self.snapshot_revision;
+        }
+        eval
+    }
+
+    async fn refreshed(&self, revision: i64) -> Result<SnapshotState, WorkerError> {
+        let snapshot = self
+            .informer
+            .wait_for_revision(revision, self.wait_revision)
+            .await?;
+        Ok(SnapshotState::new(snapshot))
+    }
+
+    async fn submit(&self, plan: Plan) -> Result<PlanOutcome<SnapshotState>, WorkerError> {
+        let eval_id = plan.eval_id.clone();
+        match self.applier.submit(plan).await? {
+            Submitted::Result(result) => {
+                let refreshed = if result.refresh_revision > 0 {
+                    tracing::debug!(
+                        eval = %eval_id,
+                        revision = result.refresh_revision,
+                        rejected = result.rejected_nodes.len(),
+                        "partial commit; refreshing"
+                    );
+                    Some(self.refreshed(result.refresh_revision).await?)
+                } else {
+                    None
+                };
+                Ok(PlanOutcome {
+                    result: *result,
+                    refreshed,
+                })
+            }
+            Submitted::Unknown(status) => {
+                tracing::warn!(eval = %eval_id, %status, "plan outcome unknown; refreshing to plan again");
+                self.applier.await_leader().await?;
+                let current = self.store.current_revision().await?;
+                Ok(PlanOutcome {
+                    result: PlanResult::default(),
+                    refreshed: Some(self.refreshed(current).await?),
+                })
+            }
+        }
+    }
+}
+
+impl Planner for WorkerPlanner {
+    type State = SnapshotState;
+
+    fn submit_plan(&mut self, mut plan: Plan) -> Result<PlanOutcome<SnapshotState>, PlannerError> {
+        plan.eval_token = self.token.clone();
+        self.plans += 1;
+        self.run(self.submit(plan))
+    }
+
+    fn create_eval(&mut self, eval: Evaluation) -> Result<(), PlannerError> {
+        let eval = self.stamp(eval);
+        self.run(self.broker.create_eval(eval, &self.token))
+            .map(|_| ())
+    }
+
+    fn update_eval(&mut self, eval: Evaluation) -> Result<(), PlannerError> {
+        let eval = self.stamp(eval);
+        self.run(self.broker.update_eval(eval, &self.token))
+            .map(|_| ())
+    }
+
+    fn reblock_eval(&mut self, eval: Evaluation) -> Result<(), PlannerError> {
+        let eval = self.stamp(eval);
+        self.run(self.broker.reblock_eval(eval, &self.token))
+            .map(|_| ())
+    }
+}

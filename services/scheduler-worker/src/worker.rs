@@ -1,0 +1,274 @@
+//! The worker loops of a replica: dequeue an evaluation, wait for the cache
+//! to reach its wait revision, run the scheduler on a snapshot on a blocking
+//! thread while heartbeating the delivery token, then ack or nack. Pausing
+//! stops dequeuing; evaluations in flight finish.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use caravan_proto::Evaluation;
+use caravan_state::Informer;
+use caravan_store::Store;
+use tokio::runtime::Handle;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::clients::{ApplierClient, BrokerClient};
+use crate::config::Timing;
+use crate::planner::WorkerPlanner;
+use crate::state::SnapshotState;
+
+/// Dequeue errors are only logged after this long: leaders are still being
+/// elected right after start.
+const QUIET_START: Duration = Duration::from_secs(10);
+
+/// Counters of a replica.
+#[derive(Debug, Default)]
+pub struct WorkerCounters {
+    /// Evaluations processed and acked.
+    pub acked: AtomicU64,
+    /// Evaluations nacked.
+    pub nacked: AtomicU64,
+    /// Plans submitted.
+    pub plans: AtomicU64,
+}
+
+/// What the worker loops of one replica share.
+pub struct WorkerPool {
+    pub(crate) broker: BrokerClient,
+    pub(crate) applier: ApplierClient,
+    pub(crate) informer: Arc<Informer>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) schedulers: Vec<String>,
+    pub(crate) timing: Timing,
+    pub(crate) workers: usize,
+    paused: watch::Sender<bool>,
+    /// Cancelled on shutdown: no more dequeues.
+    pub(crate) shutdown: CancellationToken,
+    /// Cancelled when the shutdown grace is over: running evals give up.
+    pub(crate) abort: CancellationToken,
+    /// What the replica has done.
+    pub counters: WorkerCounters,
+    started: tokio::time::Instant,
+}
+
+impl std::fmt::Debug for WorkerPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerPool")
+            .field("workers", &self.workers)
+            .field("paused", &self.is_paused())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkerPool {
+    /// A pool of `workers` loops over `informer`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        broker: BrokerClient,
+        applier: ApplierClient,
+        informer: Arc<Informer>,
+        store: Arc<dyn Store>,
+        schedulers: Vec<String>,
+        timing: Timing,
+        workers: usize,
+        paused: bool,
+        shutdown: CancellationToken,
+    ) -> Self {
+        WorkerPool {
+            broker,
+            applier,
+            informer,
+            store,
+            schedulers,
+            timing,
+            workers,
+            paused: watch::Sender::new(paused),
+            shutdown,
+            abort: CancellationToken::new(),
+            counters: WorkerCounters::default(),
+            started: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Pauses or resumes dequeuing.
+    pub fn set_paused(&self, paused: bool) {
+        self.paused.send_replace(paused);
+        tracing::info!(paused, "worker pause changed");
+    }
+
+    /// Whether dequeuing is paused.
+    pub fn is_paused(&self) -> bool {
+        *self.paused.borrow()
+    }
+
+    /// Number of worker loops.
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// The revision the replica's cache has reached.
+    pub fn cache_revision(&self) -> i64 {
+        self.informer.revision()
+    }
+
+    /// Evaluations processed (acked or nacked).
+    pub fn processed(&self) -> u64 {
+        self.counters.acked.load(Ordering::Relaxed) + self.counters.nacked.load(Ordering::Relaxed)
+    }
+
+    /// Waits while paused; false once shutting down.
+    async fn wait_unpaused(&self) -> bool {
+        let mut rx = self.paused.subscribe();
+        loop {
+            if self.shutdown.is_cancelled() {
+                return false;
+            }
+            if !*rx.borrow_and_update() {
+                return true;
+            }
+            tokio::select! {
+                changed = rx.changed() => if changed.is_err() { return false },
+                _ = self.shutdown.cancelled() => return false,
+            }
+        }
+    }
+
+    /// One worker loop, until shutdown.
+    pub(crate) async fn run_worker(self: Arc<Self>, index: usize) {
+        let mut pause = Duration::from_millis(20);
+        while self.wait_unpaused().await {
+            let polled = tokio::select! {
+                r = self.broker.dequeue(&self.schedulers, self.timing.dequeue_timeout) => r,
+                _ = self.shutdown.cancelled() => break,
+            };
+            let resp = match polled {
+                Ok(r) => r,
+                Err(err) => {
+                    if self.started.elapsed() > QUIET_START {
+                        tracing::warn!(worker = index, %err, "dequeue failed");
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = self.shutdown.cancelled() => break,
+                    }
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                    continue;
+                }
+            };
+            pause = Duration::from_millis(20);
+            let Some(eval) = resp.eval else { continue };
+            self.process(eval, resp.token, resp.wait_revision).await;
+        }
+    }
+
+    /// Processes one dequeued evaluation and acks or nacks it.
+    async fn process(&self, eval: Evaluation, token: String, wait_revision: i64) {
+        let span =
+            tracing::info_span!("eval", id = %eval.id, r#type = %eval.r#type, job = %eval.job_id);
+        self.schedule(eval, token, wait_revision)
+            .instrument(span)
+            .await;
+    }
+
+    async fn schedule(&self, eval: Evaluation, token: String, wait_revision: i64) {
+        let eval_id = eval.id.clone();
+        let wanted = wait_revision.max(eval.modify_revision);
+        let snapshot = match self
+            .informer
+            .wait_for_revision(wanted, self.timing.wait_revision)
+            .await
+        {
+            Ok(s) => s,
+            Err(err) => {
+                tracing::warn!(%err, "cache did not reach the eval's revision; nacking");
+                self.finish(&eval_id, &token, false).await;
+                return;
+            }
+        };
+        let heartbeat = self.heartbeat(eval_id.clone(), token.clone());
+        let mut planner = WorkerPlanner {
+            handle: Handle::current(),
+            broker: self.broker.clone(),
+            applier: self.applier.clone(),
+            informer: self.informer.clone(),
+            store: self.store.clone(),
+            token: token.clone(),
+            snapshot_revision: snapshot.revision(),
+            wait_revision: self.timing.wait_revision,
+            abort: self.abort.clone(),
+            plans: 0,
+        };
+        let state = SnapshotState::new(snapshot);
+        let now = now_unix_ns();
+        let ran = tokio::task::spawn_blocking(move || {
+            let outcome = caravan_scheduler::process(&eval, state, &mut planner, now);
+            (outcome, planner.plans)
+        })
+        .await;
+        heartbeat.cancel();
+        let ok = match ran {
+            Ok((Ok(()), plans)) => {
+                self.counters.plans.fetch_add(plans, Ordering::Relaxed);
+                true
+            }
+            Ok((Err(err), plans)) => {
+                self.counters.plans.fetch_add(plans, Ordering::Relaxed);
+                tracing::warn!(%err, "scheduling failed; nacking");
+                false
+            }
+            Err(err) => {
+                tracing::error!(%err, "the scheduler thread failed; nacking");
+                false
+            }
+        };
+        self.finish(&eval_id, &token, ok).await;
+    }
+
+    async fn finish(&self, eval_id: &str, token: &str, ok: bool) {
+        let (sent, counter) = if ok {
+            (self.broker.ack(eval_id, token).await, &self.counters.acked)
+        } else {
+            (
+                self.broker.nack(eval_id, token).await,
+                &self.counters.nacked,
+            )
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        match sent {
+            Ok(()) => tracing::debug!(ack = ok, "eval done"),
+            Err(err) => {
+                tracing::warn!(ack = ok, %err, "ack/nack failed; the broker's nack timeout will redeliver")
+            }
+        }
+    }
+
+    /// Resets the eval's nack timer at the broker while it runs.
+    fn heartbeat(&self, eval_id: String, token: String) -> CancellationToken {
+        let stop = CancellationToken::new();
+        let (broker, every, stopped) = (self.broker.clone(), self.timing.heartbeat, stop.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    _ = stopped.cancelled() => return,
+                }
+                if let Err(err) = broker.outstanding_reset(&eval_id, &token).await {
+                    tracing::warn!(eval = %eval_id, %err, "token heartbeat failed");
+                }
+            }
+        });
+        stop
+    }
+}
+
+/// Wall-clock time handed to the scheduler.
+fn now_unix_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .and_then(|d| i64::try_from(d.as_nanos()).ok())
+        .unwrap_or(0)
+}

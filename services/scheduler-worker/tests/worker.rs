@@ -1,0 +1,290 @@
+//! Scheduler workers end to end: a fake eval broker, the real plan applier
+//! in-process, against the embedded store and a real etcd.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use caravan_plan_applier::{ApplierError, PlanApplier, PlanApplierConfig, Settings, TokenCheck};
+use caravan_proto::plan_applier_service_server::{PlanApplierService, PlanApplierServiceServer};
+use caravan_proto::{
+    AllocDesiredStatus, EvalStatus, Plan, SubmitPlanRequest, SubmitPlanResponse,
+    WorkerStatusRequest,
+};
+use caravan_store::{Leadership, Store, election_name};
+use parking_lot::Mutex;
+use support::*;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+
+/// Instantiates each case for the embedded store and for etcd.
+macro_rules! cases {
+    ($($name:ident),* $(,)?) => {
+        mod mem_store {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let prefix = caravan_testkit::unique_prefix(stringify!($name));
+                    super::$name(super::support::mem(), prefix).await;
+                }
+            )*
+        }
+        mod etcd_store {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let prefix = caravan_testkit::unique_prefix(stringify!($name));
+                    super::$name(super::support::etcd().await, prefix).await;
+                }
+            )*
+        }
+    };
+}
+
+cases!(
+    a_pending_eval_places_its_allocations_and_completes,
+    a_job_that_does_not_fit_gets_a_blocked_eval,
+    a_partial_commit_makes_the_worker_refresh_and_plan_again,
+    a_paused_worker_dequeues_nothing,
+);
+
+async fn a_pending_eval_places_its_allocations_and_completes(
+    store: Arc<dyn Store>,
+    prefix: String,
+) {
+    let broker = start_broker(&store, &prefix).await;
+    let job = job("web", 3, 500);
+    seed(
+        &store,
+        &prefix,
+        &[node("n1", 4000, 8192), node("n2", 4000, 8192)],
+        &job,
+    )
+    .await;
+    let applier = start_applier(&store, &prefix).await;
+    let (worker, pool) = start_worker(&store, &prefix, 2).await;
+    broker.broker.enqueue(eval("e1", &job));
+    wait_for(&broker.broker, "the eval to be acked", |l| {
+        l.acked.contains(&"e1".to_string())
+    })
+    .await;
+    let placed = allocs(&store, &prefix).await;
+    assert_eq!(placed.len(), 3, "{placed:?}");
+    let names: BTreeSet<&str> = placed.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names.len(), 3, "no alloc placed twice");
+    for a in &placed {
+        assert_eq!(a.desired_status(), AllocDesiredStatus::Run);
+        assert_eq!(a.eval_id, "e1");
+        assert!(["n1", "n2"].contains(&a.node_id.as_str()));
+    }
+    {
+        let log = broker.broker.log.lock();
+        let update = log.updated.last().expect("the eval was updated");
+        assert_eq!(update.id, "e1");
+        assert_eq!(update.status(), EvalStatus::Complete);
+        assert!(update.snapshot_revision > 0);
+        assert!(log.nacked.is_empty());
+        assert!(log.created.is_empty());
+    }
+    assert_eq!(pool.processed(), 1);
+    worker.shutdown().await;
+    applier.shutdown().await;
+}
+
+async fn a_job_that_does_not_fit_gets_a_blocked_eval(store: Arc<dyn Store>, prefix: String) {
+    let broker = start_broker(&store, &prefix).await;
+    let job = job("huge", 1, 10_000);
+    seed(&store, &prefix, &[node("n1", 4000, 8192)], &job).await;
+    let applier = start_applier(&store, &prefix).await;
+    let (worker, _pool) = start_worker(&store, &prefix, 1).await;
+    broker.broker.enqueue(eval("e1", &job));
+    wait_for(&broker.broker, "the eval to be acked", |l| {
+        l.acked.contains(&"e1".to_string())
+    })
+    .await;
+    assert!(allocs(&store, &prefix).await.is_empty());
+    {
+        let log = broker.broker.log.lock();
+        let blocked = log.created.first().expect("a blocked eval was created");
+        assert_eq!(blocked.status(), EvalStatus::Blocked);
+        assert_eq!(blocked.previous_eval, "e1");
+        assert_eq!(blocked.job_id, "huge");
+        let update = log.updated.last().unwrap();
+        assert_eq!(update.status(), EvalStatus::Complete);
+        assert_eq!(update.blocked_eval, blocked.id);
+        assert!(update.failed_tg_allocs.contains_key("web"));
+    }
+    worker.shutdown().await;
+    applier.shutdown().await;
+}
+
+/// Trusts every token (the broker is checked elsewhere).
+struct AnyToken;
+
+#[async_trait::async_trait]
+impl TokenCheck for AnyToken {
+    async fn check(&self, _: &str, _: &str) -> Result<(), ApplierError> {
+        Ok(())
+    }
+}
+
+/// The real applier, except that the first plan loses the part of its first
+/// node: a partial commit as when another plan took that room first.
+struct RefusesOnce {
+    inner: Arc<PlanApplier>,
+    store: Arc<dyn Store>,
+    refused: AtomicBool,
+    plans: Arc<Mutex<Vec<(Plan, caravan_proto::PlanResult)>>>,
+}
+
+#[async_trait::async_trait]
+impl PlanApplierService for RefusesOnce {
+    async fn submit_plan(
+        &self,
+        req: Request<SubmitPlanRequest>,
+    ) -> Result<Response<SubmitPlanResponse>, Status> {
+        let plan = req.into_inner().plan.unwrap();
+        let mut forwarded = plan.clone();
+        let refused_node = if self.refused.swap(true, Ordering::SeqCst) {
+            None
+        } else {
+            let first = forwarded.node_allocation.keys().next().cloned();
+            if let Some(n) = &first {
+                forwarded.node_allocation.remove(n);
+            }
+            first
+        };
+        let mut result = self.inner.submit(forwarded).await.map_err(Status::from)?;
+        if let Some(n) = refused_node {
+            result.rejected_nodes.push(n.clone());
+            result
+                .rejection_reasons
+                .insert(n, "cpu exhausted (injected)".into());
+            result.refresh_revision = result
+                .alloc_revision
+                .max(self.store.current_revision().await.unwrap());
+        }
+        self.plans.lock().push((plan, result.clone()));
+        Ok(Response::new(SubmitPlanResponse {
+            result: Some(result),
+        }))
+    }
+}
+
+async fn a_partial_commit_makes_the_worker_refresh_and_plan_again(
+    store: Arc<dyn Store>,
+    prefix: String,
+) {
+    let broker = start_broker(&store, &prefix).await;
+    let job = job("web", 3, 500);
+    seed(
+        &store,
+        &prefix,
+        &[node("n1", 4000, 8192), node("n2", 4000, 8192)],
+        &job,
+    )
+    .await;
+    let inner = Arc::new(PlanApplier::new(
+        store.clone(),
+        &prefix,
+        Arc::new(AnyToken),
+        Settings::from(&PlanApplierConfig::default()),
+    ));
+    let plans = Arc::new(Mutex::new(Vec::new()));
+    let stop = CancellationToken::new();
+    let router =
+        caravan_runtime::grpc::server().add_service(PlanApplierServiceServer::new(RefusesOnce {
+            inner: inner.clone(),
+            store: store.clone(),
+            refused: AtomicBool::new(false),
+            plans: plans.clone(),
+        }));
+    let addr = serve_router(router, stop.clone()).await;
+    let leadership = Arc::new(
+        Leadership::campaign(
+            store.clone(),
+            &election_name(&prefix, "plan-applier"),
+            &addr,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap(),
+    );
+    let lead = tokio::spawn({
+        let (inner, stop) = (inner.clone(), stop.clone());
+        async move { inner.lead(leadership, stop).await }
+    });
+    while !inner.is_leading() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (worker, _pool) = start_worker(&store, &prefix, 1).await;
+    broker.broker.enqueue(eval("e1", &job));
+    wait_for(&broker.broker, "the eval to be acked", |l| {
+        l.acked.contains(&"e1".to_string())
+    })
+    .await;
+    let seen = plans.lock().clone();
+    assert_eq!(seen.len(), 2, "one partial commit, one retry: {seen:?}");
+    let (first_plan, first) = &seen[0];
+    let (second_plan, second) = &seen[1];
+    assert_eq!(first.rejected_nodes.len(), 1);
+    assert!(
+        second_plan.snapshot_revision >= first.refresh_revision,
+        "the retry was planned on the refreshed state"
+    );
+    assert!(second.rejected_nodes.is_empty());
+    let refused = &first.rejected_nodes[0];
+    let retried: usize = second_plan
+        .node_allocation
+        .values()
+        .map(|l| l.allocs.len())
+        .sum();
+    assert_eq!(retried, first_plan.node_allocation[refused].allocs.len());
+    let placed = allocs(&store, &prefix).await;
+    assert_eq!(placed.len(), 3);
+    let names: BTreeSet<&str> = placed.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names.len(), 3);
+    {
+        let log = broker.broker.log.lock();
+        assert_eq!(log.updated.last().unwrap().status(), EvalStatus::Complete);
+    }
+    worker.shutdown().await;
+    stop.cancel();
+    lead.await.unwrap();
+}
+
+async fn a_paused_worker_dequeues_nothing(store: Arc<dyn Store>, prefix: String) {
+    let broker = start_broker(&store, &prefix).await;
+    let job = job("web", 1, 500);
+    seed(&store, &prefix, &[node("n1", 4000, 8192)], &job).await;
+    let applier = start_applier(&store, &prefix).await;
+    let (worker, pool) = start_worker(&store, &prefix, 1).await;
+    pool.set_paused(true);
+    // A poll already under way may still return; let it drain.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    broker.broker.enqueue(eval("e1", &job));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(broker.broker.log.lock().ready.len(), 1, "still queued");
+    let grpc = caravan_scheduler_worker::SchedulerWorkerGrpc::new(pool.clone());
+    use caravan_proto::scheduler_worker_service_server::SchedulerWorkerService;
+    let status = grpc
+        .status(Request::new(WorkerStatusRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(status.paused);
+    assert_eq!(status.workers, 1);
+    assert!(status.cache_revision > 0);
+    pool.set_paused(false);
+    wait_for(&broker.broker, "the eval to be acked", |l| {
+        l.acked.contains(&"e1".to_string())
+    })
+    .await;
+    assert_eq!(allocs(&store, &prefix).await.len(), 1);
+    worker.shutdown().await;
+    applier.shutdown().await;
+}
