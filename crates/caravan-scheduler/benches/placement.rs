@@ -210,23 +210,30 @@ fn thread_cpu_ns() -> Option<u64> {
 fn cpu_report() {
     for (name, n, job) in cases() {
         let (state, eval, placed) = scenario(n, job);
-        let runs = 30;
-        let (Some(t0), w0) = (thread_cpu_ns(), std::time::Instant::now()) else {
-            println!("{name}: no schedstat on this system");
-            continue;
-        };
-        for _ in 0..runs {
-            let mut p = AcceptAll::default();
-            let _ = black_box(process(&eval, state.clone(), &mut p, 0));
+        // The fastest of several batches: on a shared machine other work only
+        // ever adds time (cache pressure included), never removes it.
+        let (batches, runs) = (12u32, 5u32);
+        let mut best = f64::MAX;
+        let w0 = std::time::Instant::now();
+        for _ in 0..batches {
+            let Some(t0) = thread_cpu_ns() else {
+                println!("{name}: no schedstat on this system");
+                return;
+            };
+            for _ in 0..runs {
+                let mut p = AcceptAll::default();
+                let _ = black_box(process(&eval, state.clone(), &mut p, 0));
+            }
+            let cpu = thread_cpu_ns().unwrap_or(t0) - t0;
+            best = best.min(cpu as f64 / f64::from(runs));
         }
-        let cpu = thread_cpu_ns().unwrap_or(t0) - t0;
-        let wall = w0.elapsed().as_nanos() as u64;
-        let per = cpu as f64 / f64::from(runs);
+        let wall = w0.elapsed().as_nanos() as f64 / f64::from(batches * runs);
         println!(
-            "{name}: {placed} placements, {:.2} ms CPU per process(), {:.0} placements/s of CPU ({:.0}/s wall)",
-            per / 1e6,
-            placed as f64 * 1e9 / per,
-            placed as f64 * 1e9 * f64::from(runs) / wall as f64,
+            "{name}: {placed} placements, {:.2} ms CPU per process() (best batch), {:.0} placements/s of CPU; mean wall {:.2} ms ({:.0}/s)",
+            best / 1e6,
+            placed as f64 * 1e9 / best,
+            wall / 1e6,
+            placed as f64 * 1e9 / wall,
         );
     }
 }

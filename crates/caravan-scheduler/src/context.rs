@@ -38,6 +38,8 @@ pub(crate) struct NodeTable {
     usage: Vec<Option<Arc<NodeUsage>>>,
     /// Bumped whenever a node's usage changes, to invalidate cached scores.
     pub generation: Vec<u32>,
+    /// The plan changed the node before its usage was loaded.
+    dirty: Vec<bool>,
 }
 
 impl NodeTable {
@@ -55,6 +57,7 @@ impl NodeTable {
             class_index: HashMap::default(),
             usage: vec![None; n],
             generation: vec![0; n],
+            dirty: vec![false; n],
         };
         for i in 0..n {
             if i > 0 && nodes[i - 1].id > nodes[i].id {
@@ -108,6 +111,8 @@ impl NodeTable {
         self.class_ids.push(u32::MAX);
         self.usage.push(None);
         self.generation.push(0);
+        // The plan may already hold changes for a node added late.
+        self.dirty.push(true);
         i
     }
 
@@ -429,8 +434,14 @@ impl<'a> EvalContext<'a> {
                     }
                 }
             };
-            let removed = self.removed.get(node_id);
-            let placed = self.plan.node_allocation.get(node_id);
+            let (removed, placed) = if self.table.dirty[i as usize] {
+                (
+                    self.removed.get(node_id),
+                    self.plan.node_allocation.get(node_id),
+                )
+            } else {
+                (None, None)
+            };
             if removed.is_some() || placed.is_some() {
                 let m = Arc::make_mut(&mut u);
                 for a in removed.into_iter().flatten() {
@@ -448,6 +459,11 @@ impl<'a> EvalContext<'a> {
     }
 
     fn adjust_usage(&mut self, node: Option<u32>, a: &Allocation, add: bool) {
+        if let Some(i) = node
+            && self.table.usage[i as usize].is_none()
+        {
+            self.table.dirty[i as usize] = true;
+        }
         if let Some(i) = node
             && let Some(u) = self.table.usage[i as usize].as_mut()
         {

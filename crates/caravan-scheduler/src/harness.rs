@@ -4,7 +4,7 @@
 //! ready and eligible, resources fit), can refuse chosen nodes to simulate
 //! partial commits, and keeps every plan and evaluation it was handed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use caravan_proto::{
@@ -26,8 +26,8 @@ pub struct FixtureState {
     versions: BTreeMap<(String, String, u64), Arc<Job>>,
     nodes: BTreeMap<String, Arc<Node>>,
     allocs: BTreeMap<String, Arc<Allocation>>,
-    by_node: BTreeMap<String, BTreeSet<String>>,
-    by_job: BTreeMap<(String, String), BTreeSet<String>>,
+    by_node: HashMap<String, BTreeSet<String>>,
+    by_job: HashMap<(String, String), BTreeSet<String>>,
     deployments: BTreeMap<String, Arc<Deployment>>,
     config: Option<Arc<SchedulerConfiguration>>,
 }

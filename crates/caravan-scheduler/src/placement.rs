@@ -27,11 +27,25 @@ pub(crate) fn build(
     ctx.usage(idx);
     ctx.table.ensure_capacity(idx);
     let node = ctx.table.node(idx).clone();
-    let mut used: NodeUsage = ctx.table.loaded_usage(idx).cloned().unwrap_or_default();
-    for a in &choice.preempted {
+    // Ports and cores are picked against what stays on the node; most asks need
+    // neither, so the copies are made only when they do.
+    let needs_pick = !rules.ask.dynamic_ports.is_empty() || rules.ask.cores > 0;
+    let mut used: NodeUsage = if needs_pick {
+        ctx.table.loaded_usage(idx).cloned().unwrap_or_default()
+    } else {
+        NodeUsage::default()
+    };
+    for a in choice.preempted.iter().filter(|_| needs_pick) {
         used.remove(a);
     }
-    let cap = ctx.table.capacity(idx).cloned().unwrap_or_default();
+    let cap = if needs_pick {
+        ctx.table.capacity(idx).cloned().unwrap_or_default()
+    } else {
+        resources::Capacity {
+            mhz_per_core: ctx.table.capacity(idx).map_or(0, |c| c.mhz_per_core),
+            ..Default::default()
+        }
+    };
 
     let mut ports_out: Vec<AllocatedPort> = rules
         .ask

@@ -23,7 +23,7 @@ pub fn datacenter_matches(patterns: &[String], dc: &str) -> bool {
 
 /// `*`-only glob matching, as datacenter lists use.
 pub fn glob(pattern: &str, s: &str) -> bool {
-    if !pattern.contains('*') {
+    if !pattern.as_bytes().contains(&b'*') {
         return pattern == s;
     }
     let parts: Vec<&str> = pattern.split('*').collect();
