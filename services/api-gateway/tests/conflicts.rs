@@ -1,0 +1,278 @@
+//! Compare-and-swap writes under a concurrent writer: a store wrapper slips
+//! another writer's put in right before the gateway's transaction, so the
+//! first attempt always loses; the gateway must re-read and retry (or, with
+//! an enforced index, refuse).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use caravan_proto::job_service_client::JobServiceClient;
+use caravan_proto::node_client_service_client::NodeClientServiceClient;
+use caravan_proto::{
+    AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Job, JobType,
+    RegisterJobRequest, RegisterNodeRequest, Resources, Task, TaskGroup, UpdateAllocationsRequest,
+};
+use caravan_state::{Kind, encode};
+use caravan_store::{
+    DeleteResult, LeaderInfo, LeaderKey, Lease, LeaseId, Range, RangeResult, Result, Revision,
+    Store, Txn, TxnResult, Watch,
+};
+use common::{Backend, TestGateway};
+use parking_lot::Mutex;
+use tonic::Code;
+
+/// A store that, once armed, writes one key right before the next
+/// transaction: the interleaving of a concurrent writer, made certain.
+struct RacingStore {
+    inner: Arc<dyn Store>,
+    armed: Mutex<Option<(Vec<u8>, Vec<u8>)>>,
+    races: Mutex<u32>,
+}
+
+impl RacingStore {
+    fn arm(&self, key: Vec<u8>, value: Vec<u8>) {
+        *self.armed.lock() = Some((key, value));
+    }
+}
+
+#[async_trait]
+impl Store for RacingStore {
+    async fn range(&self, range: Range) -> Result<RangeResult> {
+        self.inner.range(range).await
+    }
+    async fn put(&self, key: &[u8], value: &[u8], lease: LeaseId) -> Result<Revision> {
+        self.inner.put(key, value, lease).await
+    }
+    async fn delete(&self, range: Range) -> Result<DeleteResult> {
+        self.inner.delete(range).await
+    }
+    async fn txn(&self, txn: Txn) -> Result<TxnResult> {
+        let slip = self.armed.lock().take();
+        if let Some((key, value)) = slip {
+            *self.races.lock() += 1;
+            self.inner.put(&key, &value, 0).await?;
+        }
+        self.inner.txn(txn).await
+    }
+    async fn current_revision(&self) -> Result<Revision> {
+        self.inner.current_revision().await
+    }
+    async fn watch(&self, prefix: &[u8], start_revision: Revision) -> Result<Watch> {
+        self.inner.watch(prefix, start_revision).await
+    }
+    async fn compact(&self, revision: Revision) -> Result<()> {
+        self.inner.compact(revision).await
+    }
+    async fn lease_grant(&self, ttl_secs: i64) -> Result<Lease> {
+        self.inner.lease_grant(ttl_secs).await
+    }
+    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64> {
+        self.inner.lease_keep_alive(lease).await
+    }
+    async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
+        self.inner.lease_revoke(lease).await
+    }
+    async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<i64>> {
+        self.inner.lease_time_to_live(lease).await
+    }
+    async fn campaign(&self, name: &[u8], value: &[u8], lease: LeaseId) -> Result<LeaderKey> {
+        self.inner.campaign(name, value, lease).await
+    }
+    async fn leader(&self, name: &[u8]) -> Result<Option<LeaderInfo>> {
+        self.inner.leader(name).await
+    }
+    async fn resign(&self, leader: &LeaderKey) -> Result<()> {
+        self.inner.resign(leader).await
+    }
+}
+
+async fn racing(backend: Backend, name: &str) -> (TestGateway, Arc<RacingStore>) {
+    let racer = Arc::new(RacingStore {
+        inner: common::store(backend).await,
+        armed: Mutex::new(None),
+        races: Mutex::new(0),
+    });
+    let gw = TestGateway::start_with(racer.clone(), name, |_| {}).await;
+    (gw, racer)
+}
+
+fn job(count: i32) -> Job {
+    let mut job = Job {
+        id: "web".into(),
+        namespace: "default".into(),
+        task_groups: vec![TaskGroup {
+            name: "web".into(),
+            count,
+            tasks: vec![Task {
+                name: "app".into(),
+                driver: "mock".into(),
+                resources: Some(Resources {
+                    cpu_mhz: 100,
+                    memory_mb: 64,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    job.set_type(JobType::Service);
+    job
+}
+
+async fn register_retries_from_a_fresh_read(backend: Backend) {
+    let (gw, racer) = racing(backend, "conflict-register").await;
+    let mut jobs = JobServiceClient::new(gw.channel().await);
+    let first = jobs
+        .register_job(RegisterJobRequest {
+            job: Some(job(1)),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    // Another gateway registers version 1 between our read and our txn.
+    let mut theirs = gw.job("web").await.unwrap();
+    theirs.version = 1;
+    theirs.task_groups[0].count = 2;
+    theirs.job_modify_revision = 0;
+    racer.arm(gw.keys.job("default", "web"), encode(&theirs));
+    jobs.register_job(RegisterJobRequest {
+        job: Some(job(5)),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(*racer.races.lock(), 1);
+    let stored = gw.job("web").await.unwrap();
+    assert_eq!(stored.version, 2, "built on the concurrent version");
+    assert_eq!(stored.task_groups[0].count, 5);
+
+    // With an enforced index, losing the race is an error, and nothing is written.
+    let before = gw.evals().await.len();
+    let current = gw.job("web").await.unwrap();
+    let mut theirs = current.clone();
+    theirs.task_groups[0].count = 7;
+    racer.arm(gw.keys.job("default", "web"), encode(&theirs));
+    let err = jobs
+        .register_job(RegisterJobRequest {
+            job: Some(job(9)),
+            enforce_revision: true,
+            job_modify_revision: current.job_modify_revision,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert_eq!(gw.evals().await.len(), before);
+    assert_eq!(gw.job("web").await.unwrap().task_groups[0].count, 7);
+    assert!(first.job_modify_revision > 0);
+    gw.stop().await;
+}
+
+async fn alloc_updates_retry_on_conflict(backend: Backend) {
+    let (gw, racer) = racing(backend, "conflict-allocs").await;
+    let channel = gw.channel().await;
+    let mut client = NodeClientServiceClient::new(channel.clone());
+    client
+        .register_node(RegisterNodeRequest {
+            node: Some(caravan_proto::Node {
+                id: "n1".into(),
+                name: "n1".into(),
+                datacenter: "dc1".into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    let mut alloc = Allocation {
+        id: "a1".into(),
+        namespace: "default".into(),
+        job_id: "web".into(),
+        task_group: "web".into(),
+        node_id: "n1".into(),
+        ..Default::default()
+    };
+    alloc.set_desired_status(AllocDesiredStatus::Run);
+    alloc.set_client_status(AllocClientStatus::Pending);
+    gw.store
+        .put(&gw.keys.alloc("a1"), &encode(&alloc), 0)
+        .await
+        .unwrap();
+    // Let the gateway's cache see the alloc, so its first attempt compares
+    // against what is about to be overwritten.
+    let mut stream = client
+        .watch_allocations(caravan_proto::WatchAllocationsRequest {
+            node_id: "n1".into(),
+            min_revision: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(5), stream.message())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if !msg.allocs.is_empty() {
+            break;
+        }
+    }
+    // The plan-applier rewrites the alloc in the meantime.
+    let mut server_side = alloc.clone();
+    server_side.desired_description = "rewritten by the servers".into();
+    racer.arm(gw.keys.alloc("a1"), encode(&server_side));
+    let mut update = AllocUpdate {
+        alloc_id: "a1".into(),
+        client_description: "Tasks are running".into(),
+        ..Default::default()
+    };
+    update.set_client_status(AllocClientStatus::Running);
+    client
+        .update_allocations(UpdateAllocationsRequest {
+            node_id: "n1".into(),
+            updates: vec![update],
+        })
+        .await
+        .unwrap();
+    assert_eq!(*racer.races.lock(), 1);
+    let stored: Vec<Allocation> = gw.objects(gw.keys.prefix_of(Kind::Allocs)).await;
+    assert_eq!(stored[0].client_status(), AllocClientStatus::Running);
+    assert_eq!(stored[0].client_description, "Tasks are running");
+    assert_eq!(
+        stored[0].desired_description, "rewritten by the servers",
+        "the retry starts from the servers' version"
+    );
+    gw.stop().await;
+}
+
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod mem {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::Mem).await;
+                }
+            )*
+        }
+        mod etcd {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::Etcd).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    register_retries_from_a_fresh_read,
+    alloc_updates_retry_on_conflict
+);
