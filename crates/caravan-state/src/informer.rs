@@ -33,6 +33,15 @@ pub struct InformerConfig {
     /// How often a waiter asks the store to confirm progress while the cache
     /// is behind the revision it waits for.
     pub progress_interval: Duration,
+    /// Progress notifications are ignored for this long after a watch opens.
+    /// etcd before 3.4.25 / 3.5.8 answers a progress request at once with its
+    /// current revision even while a new watch is still catching up on older
+    /// events (etcd issue 15220); it catches a watch up every 100 ms.
+    pub catch_up_grace: Duration,
+    /// A progress notification is applied only once the stream has been
+    /// quiet this long, because the same etcd versions may send it ahead of
+    /// events already queued for the watch.
+    pub progress_settle: Duration,
 }
 
 impl Default for InformerConfig {
@@ -43,6 +52,8 @@ impl Default for InformerConfig {
             retry_min: Duration::from_millis(50),
             retry_max: Duration::from_secs(5),
             progress_interval: Duration::from_millis(200),
+            catch_up_grace: Duration::from_millis(300),
+            progress_settle: Duration::from_millis(10),
         }
     }
 }
@@ -251,8 +262,29 @@ async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revis
         }
         opened_before = true;
         *shared.progress.lock() = Some(Arc::clone(&watch.progress));
+        let opened_at = Instant::now();
+        let mut pending_progress: Option<Revision> = None;
         loop {
-            match watch.stream.next().await {
+            let item = match pending_progress {
+                Some(progress) => {
+                    match tokio::time::timeout(config.progress_settle, watch.stream.next()).await {
+                        Ok(item) => item,
+                        Err(_quiet) => {
+                            pending_progress = None;
+                            publish(&tx, advance(&shared, progress));
+                            continue;
+                        }
+                    }
+                }
+                None => watch.stream.next().await,
+            };
+            match item {
+                Some(Ok(batch)) if batch.events.is_empty() => {
+                    shared.counters.batches.fetch_add(1, Ordering::Relaxed);
+                    if opened_at.elapsed() >= config.catch_up_grace {
+                        pending_progress = Some(pending_progress.unwrap_or(0).max(batch.revision));
+                    }
+                }
                 Some(Ok(batch)) => {
                     backoff.reset();
                     let revision = apply_batch(&shared, batch);
@@ -297,18 +329,20 @@ fn publish(tx: &watch::Sender<Revision>, revision: Revision) {
     });
 }
 
-/// Decodes a batch outside the lock, applies it under the lock, and returns
-/// the revision the tables are at afterwards.
+/// Records a progress notification: every change up to `revision` is applied.
+fn advance(shared: &Shared, revision: Revision) -> Revision {
+    let mut tables = shared.tables.write();
+    tables.advance_to(revision);
+    tables.revision()
+}
+
+/// Decodes a batch of events outside the lock, applies it under the lock,
+/// and returns the revision the tables are at afterwards.
 fn apply_batch(shared: &Shared, batch: WatchBatch) -> Revision {
     shared.counters.batches.fetch_add(1, Ordering::Relaxed);
-    // An empty batch is a progress notification: everything up to its
-    // revision is delivered. A batch with events only vouches for its events
-    // (etcd may stamp a catch-up batch with a later header revision).
-    let mut revision = if batch.events.is_empty() {
-        batch.revision
-    } else {
-        0
-    };
+    // A batch vouches only for its events: etcd may stamp a catch-up batch
+    // with a later header revision than the events it carries.
+    let mut revision = 0;
     let mut changes = Vec::with_capacity(batch.events.len());
     for event in &batch.events {
         revision = revision.max(event.kv.mod_revision);

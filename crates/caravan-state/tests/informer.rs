@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use caravan_proto::{AllocClientStatus, Evaluation, SchedulerConfiguration};
 use caravan_state::{Informer, InformerConfig, Keyspace, Kind, StateError, encode};
-use caravan_store::{MemStore, Op, Store, Txn};
+use caravan_store::{EtcdStore, MemStore, Op, Store, Txn};
 
 use support::{FaultyStore, alloc, delete_key, job, node, put_alloc};
 
@@ -22,6 +22,7 @@ fn config() -> InformerConfig {
         retry_min: Duration::from_millis(10),
         retry_max: Duration::from_millis(100),
         progress_interval: Duration::from_millis(50),
+        ..InformerConfig::default()
     }
 }
 
@@ -225,7 +226,7 @@ async fn compaction_relists_and_drops_what_vanished(store: Arc<dyn Store>, ks: K
     assert_eq!(snap.node_usage("n2").cpu_mhz, 400);
     assert_eq!(snap.node_usage("n3").cpu_mhz, 50);
     assert_eq!(ids(snap.allocs_by_job("default", "web")), vec!["a2"]);
-    assert_eq!(informer.stats().relists, 1);
+    assert!(informer.stats().relists >= 1, "{:?}", informer.stats());
     // And the watch resumes after the re-list.
     let rev = delete_key(&*store, ks.alloc("a4")).await;
     let snap = informer.wait_for_revision(rev, WAIT).await.unwrap();
@@ -280,7 +281,9 @@ async fn bad_values_are_skipped_not_served(store: Arc<dyn Store>, ks: Keyspace) 
         "an undecodable value replaces the old one"
     );
     assert!(snap.node_usage("n1").is_empty());
-    assert_eq!(informer.stats().decode_errors, 2);
+    // Each bad value counts once per read; a re-list would read `junk` again.
+    let stats = informer.stats();
+    assert_eq!(stats.decode_errors, 2 + stats.relists, "{stats:?}");
 }
 
 async fn heartbeats_follow_their_lease(store: Arc<dyn Store>, ks: Keyspace) {
@@ -304,6 +307,19 @@ async fn heartbeats_follow_their_lease(store: Arc<dyn Store>, ks: Keyspace) {
     assert!(left.kvs.is_empty());
 }
 
+/// etcd compaction is global: the one test that compacts runs alone among
+/// this binary's etcd tests, so no other test's informer is pushed into a
+/// re-list it does not expect.
+static COMPACTION: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+async fn etcd() -> Arc<dyn Store> {
+    let endpoints = caravan_testkit::etcd_endpoints();
+    match EtcdStore::connect(&endpoints).await {
+        Ok(store) => Arc::new(store),
+        Err(err) => panic!("cannot reach the test etcd at {endpoints:?}: {err}"),
+    }
+}
+
 macro_rules! on_every_backend {
     ($($name:ident),* $(,)?) => {
         mod mem {
@@ -312,6 +328,22 @@ macro_rules! on_every_backend {
                 #[tokio::test]
                 async fn $name() {
                     let store: Arc<dyn Store> = Arc::new(MemStore::new());
+                    let ks = Keyspace::new(&caravan_testkit::unique_prefix(stringify!($name)));
+                    super::$name(store, ks).await;
+                }
+            )*
+        }
+        mod etcd {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let _turn = if stringify!($name).starts_with("compaction") {
+                        Err(COMPACTION.write().await)
+                    } else {
+                        Ok(COMPACTION.read().await)
+                    };
+                    let store = super::etcd().await;
                     let ks = Keyspace::new(&caravan_testkit::unique_prefix(stringify!($name)));
                     super::$name(store, ks).await;
                 }

@@ -79,11 +79,13 @@ impl Store for FaultyStore {
         self.inner.current_revision().await
     }
     async fn watch(&self, prefix: &[u8], start_revision: Revision) -> Result<Watch> {
+        // Subscribed before the check, so a cut landing while the watch
+        // opens still ends it.
+        let cut = self.cut.subscribe();
         if self.refusing.load(Ordering::SeqCst) {
             return Err(StoreError::Unavailable("watches cut by the test".into()));
         }
         let inner = self.inner.watch(prefix, start_revision).await?;
-        let cut = self.cut.subscribe();
         let stream = futures::stream::unfold(
             (inner.stream, cut, false),
             |(mut stream, mut cut, done)| async move {
