@@ -281,6 +281,7 @@ impl AllocRunner {
         for task in &group.tasks {
             self.start_task(group, task, None);
         }
+        self.settle_early_deaths();
     }
 
     fn build_dirs(&self, group: &TaskGroup) -> Result<(), String> {
@@ -378,8 +379,7 @@ impl AllocRunner {
                 }
             }
         }
-        self.persist();
-        self.report();
+        self.settle_early_deaths();
     }
 
     fn slot(&self, state: TaskState, leader: bool) -> Slot {
@@ -485,26 +485,49 @@ impl AllocRunner {
         slot.handle = if dead { None } else { u.handle };
         slot.state = u.state;
         self.persist();
-        if dead && !self.stopping {
-            if failed {
-                self.kill_all(KillRequest {
-                    cause: Some((
-                        events::SIBLING_FAILED.into(),
-                        format!("Task's sibling {:?} failed", u.task),
-                    )),
-                });
-            } else if leader {
-                self.kill_all(KillRequest {
-                    cause: Some((
-                        events::LEADER_DEAD.into(),
-                        format!("Leader Task {:?} is dead", u.task),
-                    )),
-                });
-            }
+        if dead {
+            self.after_death(&u.task, failed, leader);
         }
         if !self.detaching {
             self.report();
         }
+    }
+
+    /// A failed task takes its siblings down; so does a dead leader.
+    fn after_death(&mut self, task: &str, failed: bool, leader: bool) {
+        if self.stopping {
+            return;
+        }
+        if failed {
+            self.kill_all(KillRequest {
+                cause: Some((
+                    events::SIBLING_FAILED.into(),
+                    format!("Task's sibling {task:?} failed"),
+                )),
+            });
+        } else if leader {
+            self.kill_all(KillRequest {
+                cause: Some((
+                    events::LEADER_DEAD.into(),
+                    format!("Leader Task {task:?} is dead"),
+                )),
+            });
+        }
+    }
+
+    /// After tasks were handed to runners: those that failed before running
+    /// (no driver, bad kill signal) affect their siblings too.
+    fn settle_early_deaths(&mut self) {
+        let failed = self
+            .slots
+            .iter()
+            .find(|(_, s)| s.state.state == states::DEAD && s.state.failed)
+            .map(|(name, _)| name.clone());
+        if let Some(task) = failed {
+            self.after_death(&task, true, false);
+        }
+        self.persist();
+        self.report();
     }
 
     fn on_alloc_update(&mut self, alloc: Arc<Allocation>) {

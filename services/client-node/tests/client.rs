@@ -1,0 +1,465 @@
+//! The client node against a fake api-gateway: registration and heartbeats,
+//! allocs pushed → tasks run → batched status updates, restart policy,
+//! leader tasks, failover, retries, and logs over the node's own API.
+
+// Helpers outside #[test] functions may unwrap too: a failure is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use caravan_client_node::start;
+use caravan_proto::client_node_service_client::ClientNodeServiceClient;
+use caravan_proto::{AllocClientStatus, JobType, ReadLogsRequest};
+use common::*;
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+#[tokio::test]
+async fn registers_heartbeats_and_runs_pushed_allocs_with_batched_updates() {
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_millis(600));
+    let addr = fake.serve(stop_fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let client = start(config(addr, dir.path()), shutdown.clone())
+        .await
+        .unwrap();
+    let node_id = client.node_ids[0].clone();
+
+    eventually(WAIT, "registration", || {
+        fake.seen.lock().registrations.len() == 1
+    })
+    .await;
+    let node = fake.seen.lock().registrations[0].clone();
+    assert_eq!(node.id, node_id);
+    assert_eq!(node.name, "test-node");
+    assert_eq!(node.http_addr, client.advertised);
+    assert_eq!(node.resources.as_ref().unwrap().cpu_mhz, 4000);
+    assert_eq!(node.attributes["driver.raw_exec"], "1");
+    assert!(node.drivers["mock"].healthy);
+    assert_eq!(
+        node.computed_class,
+        caravan_scheduler::compute_node_class(&node)
+    );
+    // TTL 600 ms: a heartbeat about every 300 ms.
+    eventually(WAIT, "three heartbeats", || {
+        fake.seen
+            .lock()
+            .heartbeats
+            .get(&node_id)
+            .copied()
+            .unwrap_or(0)
+            >= 3
+    })
+    .await;
+
+    let job = job(
+        "batchy",
+        JobType::Batch,
+        vec![task("work", "mock", vec![("run_for", s("300ms"))])],
+    );
+    let allocs: Vec<_> = (0..30).map(|i| alloc(&job, i)).collect();
+    fake.push(&node_id, allocs.clone(), vec![job.clone()]);
+    eventually(WAIT, "all allocs complete", || {
+        allocs
+            .iter()
+            .all(|a| fake.status(&a.id) == Some(AllocClientStatus::Complete))
+    })
+    .await;
+    {
+        let seen = fake.seen.lock();
+        let updates: usize = seen.update_calls.iter().map(|c| c.updates.len()).sum();
+        assert!(
+            seen.update_calls.len() < updates / 5,
+            "{} calls for {updates} updates: not batched",
+            seen.update_calls.len()
+        );
+        assert!(seen.update_calls.iter().all(|c| c.node_id == node_id));
+        let a = &seen.latest[&allocs[0].id];
+        let work = &a.task_states["work"];
+        assert_eq!(work.state, "dead");
+        assert!(!work.failed);
+        let kinds: Vec<&str> = work.events.iter().map(|e| e.r#type.as_str()).collect();
+        assert_eq!(
+            kinds,
+            vec!["Received", "Task Setup", "Started", "Terminated"]
+        );
+    }
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}
+
+#[tokio::test]
+async fn failing_tasks_restart_per_policy_then_fail_the_alloc() {
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_secs(5));
+    let addr = fake.serve(stop_fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let client = start(config(addr, dir.path()), shutdown.clone())
+        .await
+        .unwrap();
+    let node_id = client.node_ids[0].clone();
+    let job = job(
+        "flaky",
+        JobType::Service,
+        vec![task(
+            "web",
+            "mock",
+            vec![("run_for", s("50ms")), ("exit_code", n(3.0))],
+        )],
+    );
+    let a = alloc(&job, 0);
+    fake.push(&node_id, vec![a.clone()], vec![job]);
+    eventually(WAIT, "alloc failed", || {
+        fake.status(&a.id) == Some(AllocClientStatus::Failed)
+    })
+    .await;
+    let u = fake.update(&a.id).unwrap();
+    let web = &u.task_states["web"];
+    assert!(web.failed);
+    assert_eq!(web.restarts, 2);
+    let last = web.events.last().unwrap();
+    assert_eq!(last.r#type, "Not Restarting");
+    assert!(last.fails_task);
+    assert!(
+        web.events
+            .iter()
+            .any(|e| e.r#type == "Terminated" && e.exit_code == 3)
+    );
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}
+
+#[tokio::test]
+async fn leader_exit_stops_the_other_tasks_and_a_failure_kills_siblings() {
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_secs(5));
+    let addr = fake.serve(stop_fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let client = start(config(addr, dir.path()), shutdown.clone())
+        .await
+        .unwrap();
+    let node_id = client.node_ids[0].clone();
+
+    let mut leader = task("main", "mock", vec![("run_for", s("200ms"))]);
+    leader.leader = true;
+    let side = task("side", "mock", vec![("run_for", s("1h"))]);
+    let led = job("led", JobType::Batch, vec![leader, side.clone()]);
+    let a = alloc(&led, 0);
+
+    let broken = task(
+        "broken",
+        "mock",
+        vec![("start_error", s("image not found"))],
+    );
+    let failing = job("failing", JobType::Batch, vec![broken, side]);
+    let b = alloc(&failing, 0);
+
+    fake.push(&node_id, vec![a.clone(), b.clone()], vec![led, failing]);
+    eventually(WAIT, "led alloc complete", || {
+        fake.status(&a.id) == Some(AllocClientStatus::Complete)
+    })
+    .await;
+    let u = fake.update(&a.id).unwrap();
+    let kinds: Vec<&str> = u.task_states["side"]
+        .events
+        .iter()
+        .map(|e| e.r#type.as_str())
+        .collect();
+    assert!(kinds.contains(&"Leader Task Dead"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"Killed"));
+
+    eventually(WAIT, "failing alloc failed", || {
+        fake.status(&b.id) == Some(AllocClientStatus::Failed)
+            && fake.update(&b.id).unwrap().task_states["side"].state == "dead"
+    })
+    .await;
+    let u = fake.update(&b.id).unwrap();
+    assert!(
+        u.task_states["side"]
+            .events
+            .iter()
+            .any(|e| e.r#type == "Sibling Task Failed")
+    );
+    assert!(!u.task_states["side"].failed);
+    assert!(u.task_states["broken"].failed);
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}
+
+#[tokio::test]
+async fn raw_exec_task_runs_logs_are_served_and_stop_kills_it() {
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_secs(5));
+    let addr = fake.serve(stop_fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let client = start(config(addr, dir.path()), shutdown.clone())
+        .await
+        .unwrap();
+    let node_id = client.node_ids[0].clone();
+
+    let mut t = sh_task(
+        "web",
+        "echo \"hello from $NOMAD_ALLOC_NAME in ${NOMAD_DC}\"; echo $$ > $NOMAD_ALLOC_DIR/pid; \
+         trap 'echo bye; exit 0' TERM; while true; do sleep 0.05; done",
+    );
+    t.kill_timeout_ns = 3_000_000_000;
+    let job = job("web", JobType::Service, vec![t]);
+    let a = alloc(&job, 0);
+    fake.push(&node_id, vec![a.clone()], vec![job.clone()]);
+    eventually(WAIT, "alloc running", || {
+        fake.status(&a.id) == Some(AllocClientStatus::Running)
+    })
+    .await;
+
+    let alloc_dir = dir.path().join("allocs").join(&a.id);
+    let log = alloc_dir.join("alloc/logs/web.stdout.0");
+    eventually(WAIT, "output in the log file", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("hello"))
+    })
+    .await;
+    assert!(alloc_dir.join("web/local").is_dir());
+    assert!(alloc_dir.join("web/secrets").is_dir());
+
+    let mut logs = ClientNodeServiceClient::connect(format!("http://{}", client.addr))
+        .await
+        .unwrap();
+    let mut stream = logs
+        .read_logs(ReadLogsRequest {
+            alloc_id: a.id.clone(),
+            task: "web".into(),
+            stream: "stdout".into(),
+            follow: false,
+            offset: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut text = Vec::new();
+    while let Some(chunk) = stream.message().await.unwrap() {
+        text.extend(chunk.data);
+    }
+    assert_eq!(
+        String::from_utf8(text).unwrap().trim(),
+        "hello from web.web[0] in dc1"
+    );
+    let bad = logs
+        .read_logs(ReadLogsRequest {
+            alloc_id: a.id.clone(),
+            task: "web".into(),
+            stream: "stdin".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    assert!(bad.message().contains("stream"));
+    let missing = logs
+        .read_logs(ReadLogsRequest {
+            alloc_id: "nope".into(),
+            task: "web".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), tonic::Code::NotFound);
+
+    let pid: i32 = std::fs::read_to_string(alloc_dir.join("alloc/pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(caravan_client_node::driver::proc_stat(pid).is_some_and(|s| s.alive()));
+    fake.push(&node_id, vec![stopped(a.clone())], vec![]);
+    eventually(WAIT, "alloc complete after stop", || {
+        fake.status(&a.id) == Some(AllocClientStatus::Complete)
+    })
+    .await;
+    assert!(!caravan_client_node::driver::proc_stat(pid).is_some_and(|s| s.alive()));
+    let u = fake.update(&a.id).unwrap();
+    let kinds: Vec<&str> = u.task_states["web"]
+        .events
+        .iter()
+        .map(|e| e.r#type.as_str())
+        .collect();
+    assert_eq!(
+        &kinds[kinds.len() - 3..],
+        &["Killing", "Terminated", "Killed"]
+    );
+    assert!(std::fs::read_to_string(&log).unwrap().contains("bye"));
+
+    // Gone from the set: the alloc dir goes too.
+    fake.push(&node_id, vec![], vec![]);
+    eventually(WAIT, "alloc dir removed", || !alloc_dir.exists()).await;
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}
+
+#[tokio::test]
+async fn dispatch_payload_lands_in_the_task_dir() {
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_secs(5));
+    let addr = fake.serve(stop_fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let client = start(config(addr, dir.path()), shutdown.clone())
+        .await
+        .unwrap();
+    let node_id = client.node_ids[0].clone();
+    let mut t = sh_task("read", "cat $NOMAD_TASK_DIR/in/payload.txt");
+    t.dispatch_payload_file = "in/payload.txt".into();
+    let mut job = job("disp", JobType::Batch, vec![t]);
+    job.payload = b"the payload".to_vec();
+    let a = alloc(&job, 0);
+    fake.push(&node_id, vec![a.clone()], vec![job]);
+    eventually(WAIT, "alloc complete", || {
+        fake.status(&a.id) == Some(AllocClientStatus::Complete)
+    })
+    .await;
+    let out = std::fs::read_to_string(
+        dir.path()
+            .join("allocs")
+            .join(&a.id)
+            .join("alloc/logs/read.stdout.0"),
+    )
+    .unwrap();
+    assert_eq!(out, "the payload");
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}
+
+#[tokio::test]
+async fn registers_again_when_forgotten_and_fails_over_between_gateways() {
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_millis(400));
+    let addr = fake.serve(stop_fake.clone()).await;
+    // The first address refuses connections.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut conf = config(addr, dir.path());
+    conf.servers = vec![dead.to_string(), addr.to_string()];
+    let shutdown = CancellationToken::new();
+    let client = start(conf, shutdown.clone()).await.unwrap();
+    let node_id = client.node_ids[0].clone();
+    eventually(WAIT, "registration through the second gateway", || {
+        fake.seen.lock().registrations.len() == 1
+    })
+    .await;
+    eventually(WAIT, "a heartbeat", || {
+        fake.seen.lock().heartbeats.contains_key(&node_id)
+    })
+    .await;
+    fake.seen.lock().forgotten.insert(node_id.clone());
+    eventually(WAIT, "registered again", || {
+        fake.seen.lock().registrations.len() == 2
+    })
+    .await;
+    assert_eq!(
+        fake.seen.lock().registrations[1].id,
+        node_id,
+        "same node id"
+    );
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}
+
+#[tokio::test]
+async fn status_updates_survive_gateway_errors_without_going_backwards() {
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_secs(5));
+    let addr = fake.serve(stop_fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let client = start(config(addr, dir.path()), shutdown.clone())
+        .await
+        .unwrap();
+    let node_id = client.node_ids[0].clone();
+    eventually(WAIT, "registration", || {
+        fake.seen.lock().registrations.len() == 1
+    })
+    .await;
+    fake.seen.lock().fail_updates = 4;
+    let job = job(
+        "quick",
+        JobType::Batch,
+        vec![task("t", "mock", vec![("run_for", s("100ms"))])],
+    );
+    let a = alloc(&job, 0);
+    fake.push(&node_id, vec![a.clone()], vec![job]);
+    eventually(WAIT, "alloc complete", || {
+        fake.status(&a.id) == Some(AllocClientStatus::Complete)
+    })
+    .await;
+    assert_eq!(fake.seen.lock().fail_updates, 0, "the outage was hit");
+    // Give any stale retry a chance to arrive; the newest state must stay.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let history = fake.seen.lock().history[&a.id].clone();
+    assert_eq!(
+        history.last(),
+        Some(&AllocClientStatus::Complete),
+        "{history:?}"
+    );
+    let complete_at = history
+        .iter()
+        .position(|s| *s == AllocClientStatus::Complete)
+        .unwrap();
+    assert!(
+        history[complete_at..]
+            .iter()
+            .all(|s| *s == AllocClientStatus::Complete),
+        "{history:?}"
+    );
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}
+
+#[tokio::test]
+async fn allocs_missing_a_driver_or_stopped_before_start_are_settled() {
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_secs(5));
+    let addr = fake.serve(stop_fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let client = start(config(addr, dir.path()), shutdown.clone())
+        .await
+        .unwrap();
+    let node_id = client.node_ids[0].clone();
+    let job_a = job(
+        "dockery",
+        JobType::Service,
+        vec![task("t", "docker", vec![])],
+    );
+    let a = alloc(&job_a, 0);
+    let job_b = job(
+        "never",
+        JobType::Service,
+        vec![task("t", "mock", vec![("run_for", s("1h"))])],
+    );
+    let b = stopped(alloc(&job_b, 0));
+    fake.push(&node_id, vec![a.clone(), b.clone()], vec![job_a, job_b]);
+    eventually(WAIT, "both settled", || {
+        fake.status(&a.id) == Some(AllocClientStatus::Failed)
+            && fake.status(&b.id) == Some(AllocClientStatus::Complete)
+    })
+    .await;
+    let u = fake.update(&a.id).unwrap();
+    assert!(
+        u.task_states["t"]
+            .events
+            .last()
+            .unwrap()
+            .message
+            .contains("missing driver")
+    );
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}

@@ -1,0 +1,353 @@
+//! An in-process fake of the api-gateway's node API that records what client
+//! nodes send and lets a test push alloc sets; plus job and alloc builders.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use caravan_client_node::{Client, ClientConfig};
+use caravan_proto::node_client_service_server::{NodeClientService, NodeClientServiceServer};
+use caravan_proto::{
+    AllocClientStatus, AllocDesiredStatus, AllocUpdate, AllocatedResources, AllocatedTaskResources,
+    Allocation, HeartbeatRequest, HeartbeatResponse, Job, JobType, Node, NodeAllocations,
+    RegisterNodeRequest, RegisterNodeResponse, RestartPolicy, Task, TaskGroup,
+    UpdateAllocationsRequest, UpdateAllocationsResponse, WatchAllocationsRequest,
+};
+use parking_lot::Mutex;
+use prost_types::value::Kind;
+use prost_types::{ListValue, Struct, Value};
+use tokio::sync::watch;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::WatchStream;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+
+/// What the fake saw.
+#[derive(Debug, Default)]
+pub struct Seen {
+    pub registrations: Vec<Node>,
+    pub heartbeats: HashMap<String, u32>,
+    pub update_calls: Vec<UpdateAllocationsRequest>,
+    /// Newest update per alloc, in the order received.
+    pub latest: HashMap<String, AllocUpdate>,
+    /// Every client status each alloc went through, in order.
+    pub history: HashMap<String, Vec<AllocClientStatus>>,
+    /// Nodes whose next heartbeat gets NOT_FOUND.
+    pub forgotten: HashSet<String>,
+    /// UpdateAllocations calls still to fail with UNAVAILABLE.
+    pub fail_updates: u32,
+}
+
+/// The fake gateway.
+#[derive(Clone)]
+pub struct FakeGateway {
+    pub seen: Arc<Mutex<Seen>>,
+    sets: Arc<Mutex<HashMap<String, watch::Sender<NodeAllocations>>>>,
+    revision: Arc<Mutex<i64>>,
+    pub ttl: Duration,
+}
+
+impl FakeGateway {
+    pub fn new(ttl: Duration) -> Self {
+        FakeGateway {
+            seen: Arc::default(),
+            sets: Arc::default(),
+            revision: Arc::new(Mutex::new(1)),
+            ttl,
+        }
+    }
+
+    /// Serves the fake on a free loopback port until `stop`.
+    pub async fn serve(&self, stop: CancellationToken) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let svc = NodeClientServiceServer::new(self.clone());
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(svc)
+                .serve_with_incoming_shutdown(
+                    tonic::transport::server::TcpIncoming::from(listener),
+                    stop.cancelled_owned(),
+                )
+                .await
+                .unwrap();
+        });
+        addr
+    }
+
+    fn sender(&self, node_id: &str) -> watch::Sender<NodeAllocations> {
+        self.sets
+            .lock()
+            .entry(node_id.to_string())
+            .or_insert_with(|| watch::channel(NodeAllocations::default()).0)
+            .clone()
+    }
+
+    /// Makes `allocs` (with `jobs`) the node's alloc set.
+    pub fn push(&self, node_id: &str, allocs: Vec<Allocation>, jobs: Vec<Job>) -> i64 {
+        let rev = {
+            let mut r = self.revision.lock();
+            *r += 1;
+            *r
+        };
+        let allocs = allocs
+            .into_iter()
+            .map(|mut a| {
+                a.node_id = node_id.to_string();
+                a.modify_revision = rev;
+                a
+            })
+            .collect();
+        self.sender(node_id).send_replace(NodeAllocations {
+            allocs,
+            revision: rev,
+            jobs,
+        });
+        rev
+    }
+
+    /// The alloc set last pushed to `node_id`.
+    pub fn current(&self, node_id: &str) -> NodeAllocations {
+        self.sender(node_id).borrow().clone()
+    }
+
+    /// The newest reported client status of an alloc.
+    pub fn status(&self, alloc_id: &str) -> Option<AllocClientStatus> {
+        self.seen
+            .lock()
+            .latest
+            .get(alloc_id)
+            .map(|u| u.client_status())
+    }
+
+    /// The newest reported update of an alloc.
+    pub fn update(&self, alloc_id: &str) -> Option<AllocUpdate> {
+        self.seen.lock().latest.get(alloc_id).cloned()
+    }
+}
+
+#[tonic::async_trait]
+impl NodeClientService for FakeGateway {
+    type WatchAllocationsStream =
+        std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<NodeAllocations, Status>> + Send>>;
+
+    async fn register_node(
+        &self,
+        request: Request<RegisterNodeRequest>,
+    ) -> Result<Response<RegisterNodeResponse>, Status> {
+        let node = request
+            .into_inner()
+            .node
+            .ok_or_else(|| Status::invalid_argument("node: required"))?;
+        let mut seen = self.seen.lock();
+        seen.forgotten.remove(&node.id);
+        seen.registrations.push(node);
+        Ok(Response::new(RegisterNodeResponse {
+            heartbeat_ttl_ns: self.ttl.as_nanos() as i64,
+            revision: 1,
+        }))
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<HeartbeatRequest>,
+    ) -> Result<Response<HeartbeatResponse>, Status> {
+        let id = request.into_inner().node_id;
+        let mut seen = self.seen.lock();
+        if seen.forgotten.contains(&id) || !seen.registrations.iter().any(|n| n.id == id) {
+            return Err(Status::not_found(format!("node {id}")));
+        }
+        *seen.heartbeats.entry(id).or_default() += 1;
+        Ok(Response::new(HeartbeatResponse {
+            heartbeat_ttl_ns: self.ttl.as_nanos() as i64,
+        }))
+    }
+
+    async fn watch_allocations(
+        &self,
+        request: Request<WatchAllocationsRequest>,
+    ) -> Result<Response<Self::WatchAllocationsStream>, Status> {
+        let req = request.into_inner();
+        let rx = self.sender(&req.node_id).subscribe();
+        let stream = WatchStream::new(rx)
+            .filter(move |set| req.min_revision == 0 || set.revision > req.min_revision)
+            .map(Ok);
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn update_allocations(
+        &self,
+        request: Request<UpdateAllocationsRequest>,
+    ) -> Result<Response<UpdateAllocationsResponse>, Status> {
+        let req = request.into_inner();
+        let mut seen = self.seen.lock();
+        if seen.fail_updates > 0 {
+            seen.fail_updates -= 1;
+            return Err(Status::unavailable("fake outage"));
+        }
+        for u in &req.updates {
+            seen.history
+                .entry(u.alloc_id.clone())
+                .or_default()
+                .push(u.client_status());
+            seen.latest.insert(u.alloc_id.clone(), u.clone());
+        }
+        seen.update_calls.push(req);
+        Ok(Response::new(UpdateAllocationsResponse { revision: 1 }))
+    }
+}
+
+/// Polls `cond` every 20 ms until it holds or `within` passes.
+pub async fn eventually(within: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if cond() {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out after {within:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A client config pointing at `gateway`, with its data in `data_dir`.
+pub fn config(gateway: SocketAddr, data_dir: &Path) -> ClientConfig {
+    ClientConfig {
+        servers: vec![gateway.to_string()],
+        grpc_addr: "127.0.0.1:0".into(),
+        data_dir: data_dir.to_path_buf(),
+        name: "test-node".into(),
+        cpu_total_mhz: 4000,
+        memory_mb: 8192,
+        disk_mb: 10_000,
+        stop_tasks_on_shutdown: true,
+        ..Default::default()
+    }
+}
+
+/// Stops a client and waits for it.
+pub async fn stop(client: Client, shutdown: CancellationToken) {
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(20), client.wait())
+        .await
+        .expect("client stops in time")
+        .expect("client stops cleanly");
+}
+
+pub fn s(v: &str) -> Value {
+    Value {
+        kind: Some(Kind::StringValue(v.to_string())),
+    }
+}
+
+pub fn n(v: f64) -> Value {
+    Value {
+        kind: Some(Kind::NumberValue(v)),
+    }
+}
+
+pub fn list(items: &[&str]) -> Value {
+    Value {
+        kind: Some(Kind::ListValue(ListValue {
+            values: items.iter().map(|i| s(i)).collect(),
+        })),
+    }
+}
+
+/// A task with a driver and config.
+pub fn task(name: &str, driver: &str, config: Vec<(&str, Value)>) -> Task {
+    Task {
+        name: name.into(),
+        driver: driver.into(),
+        config: Some(Struct {
+            fields: config
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect::<BTreeMap<_, _>>(),
+        }),
+        kill_timeout_ns: 2_000_000_000,
+        ..Default::default()
+    }
+}
+
+/// A raw_exec task running `/bin/sh -c script`.
+pub fn sh_task(name: &str, script: &str) -> Task {
+    task(
+        name,
+        "raw_exec",
+        vec![("command", s("/bin/sh")), ("args", list(&["-c", script]))],
+    )
+}
+
+/// A one-group job of `tasks`.
+pub fn job(id: &str, kind: JobType, tasks: Vec<Task>) -> Job {
+    let mut j = Job {
+        id: id.into(),
+        name: id.into(),
+        namespace: "default".into(),
+        version: 0,
+        task_groups: vec![TaskGroup {
+            name: id.into(),
+            count: 1,
+            tasks,
+            restart_policy: Some(RestartPolicy {
+                attempts: 2,
+                interval_ns: 60_000_000_000,
+                delay_ns: 100_000_000,
+                mode: "fail".into(),
+                on_success: false,
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    j.set_type(kind);
+    j
+}
+
+/// Alloc `index` of `job`'s first group, desired running.
+pub fn alloc(job: &Job, index: u32) -> Allocation {
+    let group = &job.task_groups[0];
+    let mut a = Allocation {
+        id: uuid::Uuid::new_v4().to_string(),
+        name: format!("{}.{}[{index}]", job.id, group.name),
+        namespace: job.namespace.clone(),
+        job_id: job.id.clone(),
+        job_version: job.version,
+        task_group: group.name.clone(),
+        alloc_modify_revision: 5,
+        allocated_resources: Some(AllocatedResources {
+            tasks: group
+                .tasks
+                .iter()
+                .map(|t| {
+                    (
+                        t.name.clone(),
+                        AllocatedTaskResources {
+                            cpu_mhz: 100,
+                            memory_mb: 64,
+                            ..Default::default()
+                        },
+                    )
+                })
+                .collect(),
+            shared: None,
+        }),
+        ..Default::default()
+    };
+    a.set_desired_status(AllocDesiredStatus::Run);
+    a.set_client_status(AllocClientStatus::Pending);
+    a
+}
+
+/// The same alloc, asked to stop.
+pub fn stopped(mut a: Allocation) -> Allocation {
+    a.set_desired_status(AllocDesiredStatus::Stop);
+    a.alloc_modify_revision += 1;
+    a
+}

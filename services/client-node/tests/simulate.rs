@@ -1,0 +1,132 @@
+//! `simulate = N`: many cheap virtual nodes in one process, each registering,
+//! heartbeating and running its allocs with the mock driver.
+
+// Helpers outside #[test] functions may unwrap too: a failure is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use caravan_client_node::start;
+use caravan_proto::{AllocClientStatus, JobType};
+use common::*;
+use tokio_util::sync::CancellationToken;
+
+fn threads() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_200_registers_200_nodes_that_run_allocs() {
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_secs(2));
+    let addr = fake.serve(stop_fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut conf = config(addr, dir.path());
+    conf.simulate = 200;
+    conf.simulate_nodes_per_channel = 50;
+    let shutdown = CancellationToken::new();
+    let client = start(conf, shutdown.clone()).await.unwrap();
+    assert_eq!(client.node_ids.len(), 200);
+
+    eventually(Duration::from_secs(15), "200 registrations", || {
+        fake.seen.lock().registrations.len() >= 200
+    })
+    .await;
+    let nodes = fake.seen.lock().registrations.clone();
+    let ids: HashSet<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids.len(), 200, "distinct node ids");
+    let names: HashSet<String> = nodes.iter().map(|n| n.name.clone()).collect();
+    let want: HashSet<String> = (0..200).map(|i| format!("sim-{i}")).collect();
+    assert_eq!(names, want);
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n.computed_class == nodes[0].computed_class)
+    );
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n.resources.as_ref().unwrap().cpu_mhz == 16_000)
+    );
+    assert!(
+        threads() < 64,
+        "{} threads: nodes must not cost threads",
+        threads()
+    );
+
+    eventually(
+        Duration::from_secs(15),
+        "heartbeats from every node",
+        || fake.seen.lock().heartbeats.len() >= 200,
+    )
+    .await;
+
+    // Any driver runs as mock, forever unless run_for says otherwise.
+    let job = job(
+        "web",
+        JobType::Service,
+        vec![sh_task("web", "this never runs on a simulated node")],
+    );
+    let mut placed = Vec::new();
+    for (i, node) in client.node_ids.iter().take(20).enumerate() {
+        let a = alloc(&job, i as u32);
+        fake.push(node, vec![a.clone()], vec![job.clone()]);
+        placed.push((node.clone(), a));
+    }
+    eventually(Duration::from_secs(10), "20 allocs running", || {
+        placed
+            .iter()
+            .all(|(_, a)| fake.status(&a.id) == Some(AllocClientStatus::Running))
+    })
+    .await;
+    for (node, a) in &placed {
+        let calls = fake.seen.lock().update_calls.clone();
+        assert!(
+            calls
+                .iter()
+                .filter(|c| c.updates.iter().any(|u| u.alloc_id == a.id))
+                .all(|c| &c.node_id == node),
+            "each node reports its own allocs"
+        );
+    }
+    for (node, a) in &placed {
+        fake.push(node, vec![stopped(a.clone())], vec![]);
+    }
+    eventually(Duration::from_secs(10), "20 allocs complete", || {
+        placed
+            .iter()
+            .all(|(_, a)| fake.status(&a.id) == Some(AllocClientStatus::Complete))
+    })
+    .await;
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}
+
+#[tokio::test]
+async fn simulated_node_ids_survive_a_restart() {
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_secs(5));
+    let addr = fake.serve(stop_fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut conf = config(addr, dir.path());
+    conf.simulate = 3;
+    let shutdown = CancellationToken::new();
+    let first = start(conf.clone(), shutdown.clone()).await.unwrap();
+    let ids = first.node_ids.clone();
+    stop(first, shutdown).await;
+    let shutdown = CancellationToken::new();
+    let second = start(conf, shutdown.clone()).await.unwrap();
+    assert_eq!(second.node_ids, ids);
+    stop(second, shutdown).await;
+    stop_fake.cancel();
+}
