@@ -194,3 +194,88 @@ pub async fn a_later_complete_eval_cancels_the_blocked_one(store: Arc<dyn Store>
     assert_eq!(broker.stats().await.total_blocked, 0);
     broker.stop().await;
 }
+
+pub async fn a_reblocked_eval_waits_for_capacity_again(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let eval = pending_eval("web", "service", 50);
+    put_eval(&store, &ks, &eval).await;
+    let mut broker = start_leader(store.clone(), &prefix).await;
+    let (got, token, wait_revision) = broker.take().await;
+
+    let mut reblock = got.clone();
+    reblock.class_eligibility.insert("tiny".into(), false);
+    reblock.snapshot_revision = wait_revision;
+    let wrong = broker
+        .client
+        .reblock_eval(caravan_proto::ReblockEvalRequest {
+            eval: Some(reblock.clone()),
+            token: "stale".into(),
+        })
+        .await
+        .expect_err("a wrong token");
+    assert_eq!(wrong.code(), tonic::Code::PermissionDenied);
+    broker
+        .client
+        .reblock_eval(caravan_proto::ReblockEvalRequest {
+            eval: Some(reblock),
+            token: token.clone(),
+        })
+        .await
+        .expect("reblock");
+    let stored = read_eval(&store, &ks, &got.id).await.expect("eval");
+    assert_eq!(stored.status(), EvalStatus::Blocked);
+    assert_eq!(stored.class_eligibility.get("tiny"), Some(&false));
+    broker.ack(&got.id, &token).await;
+    eventually("the reblocked eval to be held", || {
+        let mut b = broker.client.clone();
+        async move {
+            b.stats(caravan_proto::BrokerStatsRequest {})
+                .await
+                .is_ok_and(|s| {
+                    let s = s.into_inner();
+                    s.total_blocked == 1 && s.total_unacked == 0
+                })
+        }
+    })
+    .await;
+    assert!(
+        broker
+            .dequeue(Duration::from_millis(200))
+            .await
+            .eval
+            .is_none()
+    );
+
+    register(&store, &ks, &ready_node(&uuid(), "roomy")).await;
+    let (again, _, _) = broker.take().await;
+    assert_eq!(again.id, got.id, "unblocked by the new class");
+    broker.stop().await;
+}
+
+pub async fn plan_failure_blocks_are_retried_periodically(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let mut stuck = pending_eval("web", "service", 50);
+    stuck.status = EvalStatus::Blocked as i32;
+    stuck.triggered_by = "max-plan-attempts".into();
+    stuck.snapshot_revision = 1;
+    let mut waiting = pending_eval("api", "service", 50);
+    waiting.status = EvalStatus::Blocked as i32;
+    waiting.triggered_by = "queued-allocs".into();
+    waiting.snapshot_revision = 1;
+    put_eval(&store, &ks, &stuck).await;
+    put_eval(&store, &ks, &waiting).await;
+    let mut config = fast_config(&prefix);
+    config.failed_unblock_interval_ms = 300;
+    let mut broker = start(store.clone(), config).await;
+    broker.wait_leading().await;
+    let (got, _, _) = broker.take().await;
+    assert_eq!(got.id, stuck.id);
+    assert_eq!(
+        read_eval(&store, &ks, &waiting.id)
+            .await
+            .map(|e| e.status()),
+        Some(EvalStatus::Blocked),
+        "capacity waits are not retried on a timer"
+    );
+    broker.stop().await;
+}

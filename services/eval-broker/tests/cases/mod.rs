@@ -46,6 +46,8 @@ macro_rules! broker_cases {
                 a_blocked_eval_unblocks_when_a_node_registers,
                 a_newer_blocked_eval_cancels_the_older,
                 a_later_complete_eval_cancels_the_blocked_one,
+                a_reblocked_eval_waits_for_capacity_again,
+                plan_failure_blocks_are_retried_periodically,
             }
             failover {
                 a_standby_names_the_leader_and_takes_over,
@@ -53,6 +55,7 @@ macro_rules! broker_cases {
             nodes {
                 a_lost_heartbeat_marks_the_node_down_with_evals,
                 a_node_without_heartbeat_at_restore_goes_down,
+                a_node_with_many_jobs_goes_down_in_several_txns,
             }
         );
     };

@@ -159,3 +159,45 @@ pub async fn a_node_without_heartbeat_at_restore_goes_down(store: Arc<dyn Store>
     );
     broker.stop().await;
 }
+
+pub async fn a_node_with_many_jobs_goes_down_in_several_txns(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let jobs: Vec<String> = (0..7).map(|i| format!("job-{i}")).collect();
+    for job in &jobs {
+        put_job(&store, &ks, job, JobType::Batch, 40).await;
+        put_alloc(&store, &ks, job, "busy", AllocClientStatus::Running).await;
+    }
+    let lease = store.lease_grant(30).await.expect("lease");
+    store
+        .put(&ks.heartbeat("busy"), b"", lease.id)
+        .await
+        .expect("heartbeat");
+    put(&store, ks.node("busy"), &node("busy", NodeStatus::Ready)).await;
+    let mut config = fast_config(&prefix);
+    config.max_txn_ops = 4;
+    let mut broker = start(store.clone(), config).await;
+    broker.wait_leading().await;
+    store.lease_revoke(lease.id).await.expect("the lease ends");
+
+    let evals = wait_for("an eval for every job", || async {
+        let evals = all_evals(&store, &ks).await;
+        (evals.len() == jobs.len()).then_some(evals)
+    })
+    .await;
+    let got: Vec<String> = node_evals(&evals, "busy")
+        .into_iter()
+        .map(|(job, _, _)| job)
+        .collect();
+    assert_eq!(got, jobs);
+    let revisions: std::collections::BTreeSet<i64> =
+        evals.iter().map(|e| e.create_revision).collect();
+    assert!(revisions.len() > 1, "split over several transactions");
+    let kv = store
+        .get(&ks.node("busy"))
+        .await
+        .expect("get")
+        .expect("node");
+    let n: Node = caravan_state::decode(&kv).expect("decode");
+    assert_eq!(n.status(), NodeStatus::Down);
+    broker.stop().await;
+}
