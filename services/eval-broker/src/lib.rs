@@ -96,37 +96,29 @@ pub async fn serve(
         )));
     tracing::info!(%local, advertise = %advertise, prefix = keyspace.prefix(), "eval-broker listening");
 
-    // Stops the leader loop too if serving fails.
+    // Both run in this task, so dropping it (a crash in tests) ends both;
+    // a failure to serve stops the leader loop too.
     let stop = shutdown.child_token();
-    let leading = {
-        let (store, stop, broker, prefix) = (
-            Arc::clone(&store),
-            stop.clone(),
-            Arc::clone(&broker),
-            keyspace.prefix().to_string(),
-        );
-        let ttl = config.leader_ttl();
-        tokio::spawn(async move {
-            serve_as_leader(
-                store,
-                &prefix,
-                SERVICE,
-                &advertise,
-                ttl,
-                stop,
-                |leadership, term_stop| {
-                    let broker = Arc::clone(&broker);
-                    async move { broker.lead(leadership, term_stop).await }
-                },
-            )
-            .await;
-        })
+    let ttl = config.leader_ttl();
+    let prefix = keyspace.prefix().to_string();
+    let leading = serve_as_leader(
+        Arc::clone(&store),
+        &prefix,
+        SERVICE,
+        &advertise,
+        ttl,
+        stop.clone(),
+        |leadership, term_stop| {
+            let broker = Arc::clone(&broker);
+            async move { broker.lead(leadership, term_stop).await }
+        },
+    );
+    let serving = async {
+        let served = caravan_runtime::grpc::serve(router, listener, stop.clone()).await;
+        stop.cancel();
+        served
     };
-    let served = caravan_runtime::grpc::serve(router, listener, stop.clone()).await;
-    stop.cancel();
-    if let Err(err) = leading.await {
-        tracing::error!(error = %err, "the leadership loop panicked");
-    }
+    let ((), served) = tokio::join!(leading, serving);
     drop(broker);
     if let Ok(informer) = Arc::try_unwrap(informer) {
         informer.shutdown().await;

@@ -69,3 +69,50 @@ pub async fn a_standby_names_the_leader_and_takes_over(store: Arc<dyn Store>) {
     standby.ack(&eval.id, &new_token).await;
     standby.stop().await;
 }
+
+pub async fn a_crashed_leader_loses_nothing(store: Arc<dyn Store>) {
+    let prefix = caravan_testkit::unique_prefix("eval-broker-crash");
+    let ks = Keyspace::new(&prefix);
+    let mut leader = start_leader(store.clone(), &prefix).await;
+    let mut standby = start(store.clone(), fast_config(&prefix)).await;
+    let handed_out = pending_eval("web", "service", 50);
+    let queued = pending_eval("api", "batch", 50);
+    put_eval(&store, &ks, &handed_out).await;
+    let (got, old_token, _) = leader.take().await;
+    assert_eq!(got.id, handed_out.id);
+    put_eval(&store, &ks, &queued).await;
+    eventually("the second eval to be queued", || {
+        let mut b = leader.client.clone();
+        async move {
+            b.stats(BrokerStatsRequest {})
+                .await
+                .is_ok_and(|s| s.into_inner().total_ready == 1)
+        }
+    })
+    .await;
+
+    leader.crash().await;
+    standby.wait_leading().await;
+    let mut delivered = vec![standby.take().await, standby.take().await];
+    delivered.sort_by(|a, b| a.0.id.cmp(&b.0.id));
+    let mut want = vec![handed_out.id.clone(), queued.id.clone()];
+    want.sort();
+    assert_eq!(
+        delivered.iter().map(|d| d.0.id.clone()).collect::<Vec<_>>(),
+        want,
+        "both evals, the handed-out one included, are delivered again"
+    );
+    let refused = standby
+        .client
+        .ack(caravan_proto::AckRequest {
+            eval_id: handed_out.id.clone(),
+            token: old_token,
+        })
+        .await
+        .expect_err("the crashed leader's token is dead");
+    assert_eq!(refused.code(), Code::PermissionDenied);
+    for (eval, token, _) in &delivered {
+        standby.ack(&eval.id, token).await;
+    }
+    standby.stop().await;
+}

@@ -51,6 +51,7 @@ macro_rules! broker_cases {
             }
             failover {
                 a_standby_names_the_leader_and_takes_over,
+                a_crashed_leader_loses_nothing,
             }
             nodes {
                 a_lost_heartbeat_marks_the_node_down_with_evals,
@@ -88,6 +89,14 @@ impl Broker {
             Ok(Ok(Ok(()))) => {}
             other => panic!("broker did not stop cleanly: {other:?}"),
         }
+    }
+
+    /// Drops the broker mid-flight, as a crash would: nothing is resigned or
+    /// acked.
+    pub async fn crash(self) {
+        self.task.abort();
+        // Aborted on purpose; the join result says nothing more.
+        let _ = self.task.await;
     }
 
     /// Waits until this broker leads with its queues restored.
