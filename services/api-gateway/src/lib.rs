@@ -4,7 +4,7 @@
 //! directly, so any number of replicas can run side by side.
 //!
 //! The domain modules ([`jobs`], [`evals`], [`allocs`], [`nodes`],
-//! [`deployments`], [`client`], [`status`], [`logs`], [`query`]) hold the
+//! [`deployments`], [`client`], [`status`], [`logs`], [`operator`], [`query`]) hold the
 //! logic; [`grpc`] and [`http`] are thin transports over them.
 
 pub mod allocs;
@@ -19,6 +19,7 @@ pub mod http;
 pub mod jobs;
 pub mod logs;
 pub mod nodes;
+pub mod operator;
 pub mod query;
 pub mod status;
 

@@ -268,3 +268,71 @@ pub async fn update_drain(
     }
     Err(conflict(node_id))
 }
+
+/// Creates `node-update` evaluations for the jobs with allocations on a
+/// node and the system jobs of its pool (`node eval`).
+pub async fn evaluate(gw: &Gateway, node_id: &str) -> Result<NodeUpdated> {
+    require_node_id(node_id)?;
+    let snap = gw.cache.snapshot();
+    let node = snap
+        .node(node_id)
+        .ok_or_else(|| GatewayError::NotFound(format!("node not found: {node_id}")))?;
+    let evals = node_evals(&snap, node, TRIGGER_NODE_UPDATE, false, false);
+    let mut txn = Txn::new();
+    for eval in &evals {
+        txn = txn.and_then(Op::put(gw.keys.eval(&eval.id), encode(eval)));
+    }
+    let result = gw.store.txn(txn).await?;
+    gw.settle(result.revision).await;
+    Ok(NodeUpdated {
+        eval_ids: evals.into_iter().map(|e| e.id).collect(),
+        revision: result.revision,
+    })
+}
+
+/// Removes a node and its heartbeat key in one transaction with
+/// `node-update` evaluations for the jobs that had allocations on it (the
+/// scheduler then replaces them), and revokes its lease.
+pub async fn purge(gw: &Gateway, node_id: &str) -> Result<NodeUpdated> {
+    require_node_id(node_id)?;
+    let key = gw.keys.node(node_id);
+    for _ in 0..gw.attempts() {
+        let Some(node) = gw.read::<Node>(&key).await? else {
+            return Err(GatewayError::NotFound(format!("node not found: {node_id}")));
+        };
+        let evals = node_evals(
+            &gw.cache.snapshot(),
+            &node,
+            TRIGGER_NODE_UPDATE,
+            true,
+            false,
+        );
+        let mut txn = Txn::new()
+            .when(Compare::mod_revision(
+                key.clone(),
+                CompareOp::Equal,
+                node.modify_revision,
+            ))
+            .and_then(Op::delete(key.clone()))
+            .and_then(Op::delete(gw.keys.heartbeat(node_id)));
+        for eval in &evals {
+            txn = txn.and_then(Op::put(gw.keys.eval(&eval.id), encode(eval)));
+        }
+        let result = gw.store.txn(txn).await?;
+        if !result.succeeded {
+            continue;
+        }
+        if node.heartbeat_lease_id != 0
+            && let Err(err) = gw.store.lease_revoke(node.heartbeat_lease_id).await
+        {
+            tracing::debug!(%err, node = %node_id, "the purged node's lease was already gone");
+        }
+        gw.settle(result.revision).await;
+        tracing::info!(node = %node_id, evals = evals.len(), "node purged");
+        return Ok(NodeUpdated {
+            eval_ids: evals.into_iter().map(|e| e.id).collect(),
+            revision: result.revision,
+        });
+    }
+    Err(conflict(node_id))
+}

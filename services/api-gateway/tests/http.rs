@@ -9,10 +9,14 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use caravan_proto::client_node_service_server::{ClientNodeService, ClientNodeServiceServer};
+use caravan_proto::deployment_watcher_service_server::{
+    DeploymentWatcherService, DeploymentWatcherServiceServer,
+};
 use caravan_proto::node_client_service_client::NodeClientServiceClient;
 use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, Allocation, DriverInfo, LogChunk, Node, NodeResources,
-    ReadLogsRequest, RegisterNodeRequest,
+    AllocClientStatus, AllocDesiredStatus, Allocation, Deployment, DeploymentStatus, DriverInfo,
+    LogChunk, Node, NodeResources, ReadLogsRequest, RegisterNodeRequest, WatcherAllocHealthRequest,
+    WatcherFailRequest, WatcherPauseRequest, WatcherPromoteRequest, WatcherResponse,
 };
 use caravan_state::{Kind, encode};
 use common::{Backend, TestGateway};
@@ -538,6 +542,177 @@ async fn logs_are_proxied_from_the_node(backend: Backend) {
     gw.stop().await;
 }
 
+async fn operator_config_and_node_purge(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-operator").await;
+    let conf = gw
+        .http("GET", "/v1/operator/scheduler/configuration", b"")
+        .await
+        .json();
+    assert_eq!(conf["SchedulerConfig"]["SchedulerAlgorithm"], "binpack");
+    assert_eq!(
+        conf["SchedulerConfig"]["PreemptionConfig"]["SystemSchedulerEnabled"],
+        true
+    );
+    let r = gw
+        .http(
+            "PUT",
+            "/v1/operator/scheduler/configuration",
+            &body(&json!({"SchedulerAlgorithm": "fastest"})),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("SchedulerAlgorithm"));
+    let r = gw
+        .http(
+            "PUT",
+            "/v1/operator/scheduler/configuration?cas=0",
+            &body(&json!({"SchedulerAlgorithm": "spread", "RejectJobRegistration": true})),
+        )
+        .await;
+    assert_eq!(r.json()["Updated"], true, "{}", r.text());
+    let r = gw
+        .http(
+            "PUT",
+            "/v1/operator/scheduler/configuration?cas=0",
+            &body(&json!({"SchedulerAlgorithm": "binpack"})),
+        )
+        .await;
+    assert_eq!(r.json()["Updated"], false, "the check-and-set lost");
+    let conf = gw
+        .http("GET", "/v1/operator/scheduler/configuration", b"")
+        .await
+        .json();
+    assert_eq!(conf["SchedulerConfig"]["SchedulerAlgorithm"], "spread");
+    let r = gw
+        .http("PUT", "/v1/jobs", &body(&nomad_job("web", 1)))
+        .await;
+    assert_eq!(r.status, 403, "registration is refused: {}", r.text());
+    assert!(gw.job("web").await.is_none());
+
+    register_node(&gw, client_node("n1", "")).await;
+    let r = gw.http("POST", "/v1/node/n1/evaluate", b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = gw.http("POST", "/v1/node/n1/purge", b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(gw.node("n1").await.is_none());
+    assert!(
+        gw.store
+            .get(&gw.keys.heartbeat("n1"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(gw.http("POST", "/v1/node/n1/purge", b"").await.status, 404);
+    gw.stop().await;
+}
+
+/// A deployment-watcher leader that records what it was asked.
+#[derive(Clone, Default)]
+struct FakeWatcher {
+    promoted: std::sync::Arc<parking_lot::Mutex<Vec<String>>>,
+}
+
+#[tonic::async_trait]
+impl DeploymentWatcherService for FakeWatcher {
+    async fn promote(
+        &self,
+        request: tonic::Request<WatcherPromoteRequest>,
+    ) -> Result<tonic::Response<WatcherResponse>, tonic::Status> {
+        self.promoted
+            .lock()
+            .push(request.into_inner().deployment_id);
+        Ok(tonic::Response::new(WatcherResponse {
+            eval_id: "e-promote".into(),
+            revision: 42,
+        }))
+    }
+    async fn fail(
+        &self,
+        _request: tonic::Request<WatcherFailRequest>,
+    ) -> Result<tonic::Response<WatcherResponse>, tonic::Status> {
+        Err(tonic::Status::failed_precondition(
+            "deployment is not active",
+        ))
+    }
+    async fn pause(
+        &self,
+        _request: tonic::Request<WatcherPauseRequest>,
+    ) -> Result<tonic::Response<WatcherResponse>, tonic::Status> {
+        Ok(tonic::Response::new(WatcherResponse::default()))
+    }
+    async fn set_alloc_health(
+        &self,
+        _request: tonic::Request<WatcherAllocHealthRequest>,
+    ) -> Result<tonic::Response<WatcherResponse>, tonic::Status> {
+        Ok(tonic::Response::new(WatcherResponse::default()))
+    }
+}
+
+async fn deployments_are_steered_through_the_watcher(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-deployments").await;
+    let watcher = FakeWatcher::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(DeploymentWatcherServiceServer::new(watcher.clone()))
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(listener),
+                gw.shutdown.clone().cancelled_owned(),
+            ),
+    );
+    let lease = gw.store.lease_grant(30).await.unwrap();
+    gw.store
+        .campaign(
+            &gw.keys.leader("deployment-watcher"),
+            addr.to_string().as_bytes(),
+            lease.id,
+        )
+        .await
+        .unwrap();
+    let mut d = Deployment {
+        id: "d1".into(),
+        namespace: "default".into(),
+        job_id: "web".into(),
+        ..Default::default()
+    };
+    d.set_status(DeploymentStatus::Running);
+    gw.store
+        .put(&gw.keys.deployment("d1"), &encode(&d), 0)
+        .await
+        .unwrap();
+    let listed = common::eventually(Duration::from_secs(5), || async {
+        gw.http("GET", "/v1/deployments", b"").await.json() != json!([])
+    })
+    .await;
+    assert!(listed);
+    let got = gw.http("GET", "/v1/deployment/d1", b"").await.json();
+    assert_eq!(got["Status"], "running");
+    assert_eq!(got["JobID"], "web");
+    let r = gw
+        .http(
+            "POST",
+            "/v1/deployment/promote/d1",
+            &body(&json!({"All": true})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["EvalID"], "e-promote");
+    assert_eq!(watcher.promoted.lock().as_slice(), ["d1".to_string()]);
+    let r = gw.http("POST", "/v1/deployment/fail/d1", b"").await;
+    assert_eq!(
+        r.status,
+        400,
+        "the watcher's refusal is passed on: {}",
+        r.text()
+    );
+    assert!(r.text().contains("not active"));
+    let r = gw.http("POST", "/v1/deployment/promote/nope", b"").await;
+    assert_eq!(r.status, 404);
+    gw.store.lease_revoke(lease.id).await.unwrap();
+    gw.stop().await;
+}
+
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
         mod mem {
@@ -566,4 +741,6 @@ on_both_backends!(
     parse_and_plan,
     nodes_and_allocations,
     logs_are_proxied_from_the_node,
+    operator_config_and_node_purge,
+    deployments_are_steered_through_the_watcher,
 );

@@ -9,14 +9,15 @@ use caravan_proto::eval_service_server::EvalService;
 use caravan_proto::node_service_server::NodeService;
 use caravan_proto::status_service_server::StatusService;
 use caravan_proto::{
-    DeploymentUpdateResponse, EvaluationAllocationsRequest, FailDeploymentRequest,
-    GetAllocationRequest, GetAllocationResponse, GetDeploymentRequest, GetDeploymentResponse,
-    GetEvaluationRequest, GetEvaluationResponse, GetNodeRequest, GetNodeResponse, LeadersRequest,
-    LeadersResponse, ListAllocationsRequest, ListAllocationsResponse, ListDeploymentsRequest,
-    ListDeploymentsResponse, ListEvaluationsRequest, ListEvaluationsResponse, ListNodesRequest,
-    ListNodesResponse, LogChunk, NodeAllocationsRequest, NodeUpdateResponse,
-    PauseDeploymentRequest, PromoteDeploymentRequest, ReadLogsRequest, SetAllocHealthRequest,
-    StopAllocationRequest, StopAllocationResponse, UpdateDrainRequest, UpdateEligibilityRequest,
+    DeploymentUpdateResponse, EvaluateNodeRequest, EvaluationAllocationsRequest,
+    FailDeploymentRequest, GetAllocationRequest, GetAllocationResponse, GetDeploymentRequest,
+    GetDeploymentResponse, GetEvaluationRequest, GetEvaluationResponse, GetNodeRequest,
+    GetNodeResponse, LeadersRequest, LeadersResponse, ListAllocationsRequest,
+    ListAllocationsResponse, ListDeploymentsRequest, ListDeploymentsResponse,
+    ListEvaluationsRequest, ListEvaluationsResponse, ListNodesRequest, ListNodesResponse, LogChunk,
+    NodeAllocationsRequest, NodeUpdateResponse, PauseDeploymentRequest, PromoteDeploymentRequest,
+    PurgeNodeRequest, ReadLogsRequest, SetAllocHealthRequest, StopAllocationRequest,
+    StopAllocationResponse, UpdateDrainRequest, UpdateEligibilityRequest,
     WatcherAllocHealthRequest, WatcherFailRequest, WatcherPauseRequest, WatcherPromoteRequest,
     WatcherResponse,
 };
@@ -190,6 +191,22 @@ impl NodeService for ClusterApi {
             nodes::update_drain(&self.0, &req.node_id, req.drain_strategy, req.mark_eligible)
                 .await?,
         ))
+    }
+
+    async fn evaluate_node(
+        &self,
+        request: Request<EvaluateNodeRequest>,
+    ) -> Result<Response<NodeUpdateResponse>, Status> {
+        let req = request.into_inner();
+        Ok(node_update(nodes::evaluate(&self.0, &req.node_id).await?))
+    }
+
+    async fn purge_node(
+        &self,
+        request: Request<PurgeNodeRequest>,
+    ) -> Result<Response<NodeUpdateResponse>, Status> {
+        let req = request.into_inner();
+        Ok(node_update(nodes::purge(&self.0, &req.node_id).await?))
     }
 }
 

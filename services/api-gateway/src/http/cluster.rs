@@ -3,9 +3,13 @@
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query as QueryString, State};
-use caravan_proto::{DrainStrategy, SchedulingEligibility};
+use caravan_proto::{
+    DrainStrategy, SchedulingEligibility, WatcherAllocHealthRequest, WatcherFailRequest,
+    WatcherPauseRequest, WatcherPromoteRequest,
+};
 use serde_json::{Value, json};
 
+use crate::deployments::Steer;
 use crate::http::render::{self, index};
 use crate::http::{
     ApiError, ApiResult, Http, Params, decode, flag, query, read_answer, with_index,
@@ -322,4 +326,127 @@ pub(crate) async fn members(State(http): State<Http>) -> ApiResult {
             "Members": [member(&http)],
         }),
     )))
+}
+
+/// `POST /v1/node/:id/evaluate`.
+pub(crate) async fn evaluate_node(State(http): State<Http>, Path(id): Path<String>) -> ApiResult {
+    let u = nodes::evaluate(&http.gw, &id).await?;
+    Ok(node_update_answer(&u))
+}
+
+/// `POST /v1/node/:id/purge`.
+pub(crate) async fn purge_node(State(http): State<Http>, Path(id): Path<String>) -> ApiResult {
+    let u = nodes::purge(&http.gw, &id).await?;
+    Ok(node_update_answer(&u))
+}
+
+fn steered(r: &caravan_proto::WatcherResponse) -> axum::response::Response {
+    with_index(
+        index(r.revision),
+        json!({
+            "EvalID": r.eval_id,
+            "EvalCreateIndex": if r.eval_id.is_empty() { 0 } else { index(r.revision) },
+            "DeploymentModifyIndex": index(r.revision),
+            "Index": index(r.revision),
+        }),
+    )
+}
+
+fn id_list(v: &Value, field: &str) -> Result<Vec<String>, ApiError> {
+    match v.get(field) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| {
+                i.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| ApiError::field(field, "must be a list of strings"))
+            })
+            .collect(),
+        Some(_) => Err(ApiError::field(field, "must be a list of strings")),
+    }
+}
+
+fn optional_body(body: &[u8]) -> Result<Value, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        Ok(json!({}))
+    } else {
+        decode(body)
+    }
+}
+
+/// `POST /v1/deployment/promote/:id` with `{"All": bool, "Groups": [..]}`.
+pub(crate) async fn promote(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let v = optional_body(&body)?;
+    let groups = id_list(&v, "Groups")?;
+    let all = v
+        .get("All")
+        .and_then(Value::as_bool)
+        .unwrap_or(groups.is_empty());
+    let r = deployments::steer(
+        &http.gw,
+        Steer::Promote(WatcherPromoteRequest {
+            deployment_id: id,
+            all,
+            groups,
+        }),
+    )
+    .await?;
+    Ok(steered(&r))
+}
+
+/// `POST /v1/deployment/fail/:id`.
+pub(crate) async fn fail(State(http): State<Http>, Path(id): Path<String>) -> ApiResult {
+    let r = deployments::steer(
+        &http.gw,
+        Steer::Fail(WatcherFailRequest { deployment_id: id }),
+    )
+    .await?;
+    Ok(steered(&r))
+}
+
+/// `POST /v1/deployment/pause/:id` with `{"Pause": bool}`.
+pub(crate) async fn pause(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let v = optional_body(&body)?;
+    let pause = match v.get("Pause") {
+        Some(Value::Bool(b)) => *b,
+        _ => return Err(ApiError::field("Pause", "must be true or false")),
+    };
+    let r = deployments::steer(
+        &http.gw,
+        Steer::Pause(WatcherPauseRequest {
+            deployment_id: id,
+            pause,
+        }),
+    )
+    .await?;
+    Ok(steered(&r))
+}
+
+/// `POST /v1/deployment/allocation-health/:id` with
+/// `{"HealthyAllocationIDs": [..], "UnhealthyAllocationIDs": [..]}`.
+pub(crate) async fn alloc_health(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let v: Value = decode(&body)?;
+    let r = deployments::steer(
+        &http.gw,
+        Steer::AllocHealth(WatcherAllocHealthRequest {
+            deployment_id: id,
+            healthy_alloc_ids: id_list(&v, "HealthyAllocationIDs")?,
+            unhealthy_alloc_ids: id_list(&v, "UnhealthyAllocationIDs")?,
+        }),
+    )
+    .await?;
+    Ok(steered(&r))
 }

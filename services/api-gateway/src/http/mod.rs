@@ -5,6 +5,7 @@
 mod cluster;
 mod jobs;
 mod logs;
+mod operator;
 pub mod render;
 
 use std::collections::HashMap;
@@ -92,11 +93,41 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
             "/v1/node/{id}/drain",
             post(cluster::drain).put(cluster::drain),
         )
+        .route(
+            "/v1/node/{id}/evaluate",
+            post(cluster::evaluate_node).put(cluster::evaluate_node),
+        )
+        .route(
+            "/v1/node/{id}/purge",
+            post(cluster::purge_node).put(cluster::purge_node),
+        )
         .route("/v1/deployments", get(cluster::deployments))
         .route("/v1/deployment/{id}", get(cluster::deployment))
         .route(
             "/v1/deployment/allocations/{id}",
             get(cluster::deployment_allocs),
+        )
+        .route(
+            "/v1/deployment/promote/{id}",
+            post(cluster::promote).put(cluster::promote),
+        )
+        .route(
+            "/v1/deployment/fail/{id}",
+            post(cluster::fail).put(cluster::fail),
+        )
+        .route(
+            "/v1/deployment/pause/{id}",
+            post(cluster::pause).put(cluster::pause),
+        )
+        .route(
+            "/v1/deployment/allocation-health/{id}",
+            post(cluster::alloc_health).put(cluster::alloc_health),
+        )
+        .route(
+            "/v1/operator/scheduler/configuration",
+            get(operator::get_config)
+                .put(operator::set_config)
+                .post(operator::set_config),
         )
         .route("/v1/status/leader", get(cluster::leader))
         .route("/v1/status/peers", get(cluster::peers))

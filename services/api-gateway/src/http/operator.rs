@@ -1,0 +1,117 @@
+//! `GET|PUT /v1/operator/scheduler/configuration`.
+
+use axum::body::Bytes;
+use axum::extract::{Query as QueryString, State};
+use caravan_proto::{PreemptionConfig, SchedulerAlgorithm, SchedulerConfiguration};
+use serde_json::{Value, json};
+
+use crate::http::render::index;
+use crate::http::{ApiError, ApiResult, Http, Params, decode, with_index};
+use crate::operator;
+
+fn algorithm_name(a: SchedulerAlgorithm) -> &'static str {
+    match a {
+        SchedulerAlgorithm::Spread => "spread",
+        SchedulerAlgorithm::Unspecified | SchedulerAlgorithm::Binpack => "binpack",
+    }
+}
+
+/// The configuration in force.
+pub(crate) async fn get_config(State(http): State<Http>) -> ApiResult {
+    let (c, revision) = operator::get(&http.gw);
+    let p = c.preemption_config.unwrap_or_default();
+    Ok(with_index(
+        index(revision),
+        json!({
+            "SchedulerConfig": {
+                "SchedulerAlgorithm": algorithm_name(c.scheduler_algorithm()),
+                "PreemptionConfig": {
+                    "SystemSchedulerEnabled": p.system_scheduler_enabled,
+                    "SysBatchSchedulerEnabled": p.sysbatch_scheduler_enabled,
+                    "BatchSchedulerEnabled": p.batch_scheduler_enabled,
+                    "ServiceSchedulerEnabled": p.service_scheduler_enabled,
+                },
+                "MemoryOversubscriptionEnabled": c.memory_oversubscription_enabled,
+                "RejectJobRegistration": c.reject_job_registration,
+                "PauseEvalBroker": c.pause_eval_broker,
+                "CreateIndex": index(c.create_revision),
+                "ModifyIndex": index(c.modify_revision),
+            },
+            "Index": index(revision),
+            "LastContact": 0,
+            "KnownLeader": true,
+        }),
+    ))
+}
+
+fn bool_at(v: &Value, pointer: &str, field: &str) -> Result<bool, ApiError> {
+    match v.pointer(pointer) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(ApiError::field(field, "must be true or false")),
+    }
+}
+
+/// Replaces the configuration (`?cas=<index>` for check-and-set).
+pub(crate) async fn set_config(
+    State(http): State<Http>,
+    QueryString(p): QueryString<Params>,
+    body: Bytes,
+) -> ApiResult {
+    let v: Value = decode(&body)?;
+    let algorithm = match v.get("SchedulerAlgorithm").and_then(Value::as_str) {
+        None | Some("" | "binpack") => SchedulerAlgorithm::Binpack,
+        Some("spread") => SchedulerAlgorithm::Spread,
+        Some(other) => {
+            return Err(ApiError::field(
+                "SchedulerAlgorithm",
+                format!("invalid scheduler algorithm {other:?}"),
+            ));
+        }
+    };
+    let mut config = SchedulerConfiguration {
+        preemption_config: Some(PreemptionConfig {
+            system_scheduler_enabled: bool_at(
+                &v,
+                "/PreemptionConfig/SystemSchedulerEnabled",
+                "PreemptionConfig.SystemSchedulerEnabled",
+            )?,
+            sysbatch_scheduler_enabled: bool_at(
+                &v,
+                "/PreemptionConfig/SysBatchSchedulerEnabled",
+                "PreemptionConfig.SysBatchSchedulerEnabled",
+            )?,
+            batch_scheduler_enabled: bool_at(
+                &v,
+                "/PreemptionConfig/BatchSchedulerEnabled",
+                "PreemptionConfig.BatchSchedulerEnabled",
+            )?,
+            service_scheduler_enabled: bool_at(
+                &v,
+                "/PreemptionConfig/ServiceSchedulerEnabled",
+                "PreemptionConfig.ServiceSchedulerEnabled",
+            )?,
+        }),
+        memory_oversubscription_enabled: bool_at(
+            &v,
+            "/MemoryOversubscriptionEnabled",
+            "MemoryOversubscriptionEnabled",
+        )?,
+        reject_job_registration: bool_at(&v, "/RejectJobRegistration", "RejectJobRegistration")?,
+        pause_eval_broker: bool_at(&v, "/PauseEvalBroker", "PauseEvalBroker")?,
+        ..Default::default()
+    };
+    config.set_scheduler_algorithm(algorithm);
+    let cas = match p.get("cas") {
+        None => None,
+        Some(c) => Some(
+            c.parse::<i64>()
+                .map_err(|_| ApiError::field("cas", format!("invalid index {c:?}")))?,
+        ),
+    };
+    let (updated, revision) = operator::set(&http.gw, config, cas).await?;
+    Ok(with_index(
+        index(revision),
+        json!({"Updated": updated, "Index": index(revision)}),
+    ))
+}
