@@ -336,7 +336,7 @@ impl Follower {
                 Err(err)
             }
             Err(err) => {
-                tracing::warn!(error = %err, ?effect, "broker write failed; retrying");
+                tracing::warn!(error = %err, write = effect.describe(), "broker write failed; retrying");
                 self.retries.push((Instant::now() + RETRY_DELAY, effect));
                 Ok(())
             }

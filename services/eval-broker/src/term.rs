@@ -40,6 +40,19 @@ pub enum Effect {
     Create(Vec<Evaluation>),
 }
 
+impl Effect {
+    /// A short description for logs.
+    pub fn describe(&self) -> String {
+        match self {
+            Effect::Cancel(evals, reason) => format!("cancel {} evals ({reason})", evals.len()),
+            Effect::Fail(eval) => format!("fail eval {} at the delivery limit", eval.id),
+            Effect::Unblock(evals) => format!("unblock {} evals", evals.len()),
+            Effect::NodeDown(node) => format!("mark node {node} down"),
+            Effect::Create(evals) => format!("create {} evals", evals.len()),
+        }
+    }
+}
+
 /// The in-memory state of a term, behind one lock.
 #[derive(Debug)]
 pub struct TermState {

@@ -71,11 +71,6 @@ impl EvalWriter {
         }
     }
 
-    /// The leadership the writes are fenced by.
-    pub fn leadership(&self) -> &Arc<Leadership> {
-        &self.leadership
-    }
-
     /// Runs a transaction only while leading.
     pub async fn txn(&self, txn: Txn) -> Result<TxnResult, BrokerError> {
         Ok(self.leadership.fenced_txn(txn).await?)
