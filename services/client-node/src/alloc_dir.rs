@@ -110,6 +110,26 @@ impl AllocDir {
         Ok(())
     }
 
+    /// Writes a dispatch payload to `file`, relative to the task's local dir.
+    pub fn write_payload(&self, task: &str, file: &str, payload: &[u8]) -> Result<(), ClientError> {
+        let rel = Path::new(file);
+        if rel.is_absolute()
+            || rel
+                .components()
+                .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(ClientError::invalid(
+                "dispatch_payload_file",
+                format!("{file:?} must be a relative path inside the task's local dir"),
+            ));
+        }
+        let path = self.task(task)?.local_dir.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| ClientError::io("create", parent, e))?;
+        }
+        std::fs::write(&path, payload).map_err(|e| ClientError::io("write", &path, e))
+    }
+
     /// Removes the whole tree.
     pub fn destroy(&self) -> Result<(), ClientError> {
         match std::fs::remove_dir_all(&self.root) {
@@ -141,6 +161,20 @@ mod tests {
         a.destroy().unwrap();
         assert!(!a.root().exists());
         a.destroy().unwrap();
+    }
+
+    #[test]
+    fn payloads_stay_inside_the_local_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = AllocDir::new(dir.path(), "a1").unwrap();
+        a.build(["t"]).unwrap();
+        a.write_payload("t", "in/p.json", b"{}").unwrap();
+        assert_eq!(
+            std::fs::read(a.task("t").unwrap().local_dir.join("in/p.json")).unwrap(),
+            b"{}"
+        );
+        assert!(a.write_payload("t", "../escape", b"x").is_err());
+        assert!(a.write_payload("t", "/etc/x", b"x").is_err());
     }
 
     #[test]

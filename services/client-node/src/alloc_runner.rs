@@ -2,7 +2,7 @@
 //! them when the servers say so (or when the leader dies or a sibling fails),
 //! persists their state for a client restart, and reports the alloc's status.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::alloc_dir::AllocDir;
 use crate::driver::{Drivers, HandleState, TaskConfig, TaskHandle, TaskSpec, parse_signal};
+use crate::lifecycle::{self, Phase};
 use crate::restart::RestartTracker;
 use crate::state_dir::{AllocRecord, StateDir, TaskRecord, TaskStateRecord};
 use crate::status_reporter::StatusSink;
@@ -45,6 +46,8 @@ pub struct NodeContext {
     pub shutdown: CancellationToken,
     /// Kill tasks when the client stops instead of leaving them running.
     pub stop_on_shutdown: bool,
+    /// Cap on the kill timeout of any task.
+    pub max_kill_timeout: Duration,
 }
 
 /// What the node tells a running alloc.
@@ -100,7 +103,10 @@ pub struct AllocRunner {
     ctx: Arc<NodeContext>,
     alloc: Arc<Allocation>,
     job: Arc<Job>,
+    group: Option<Arc<TaskGroup>>,
     slots: BTreeMap<String, Slot>,
+    /// Tasks handed to a runner (or failed on the way): never started twice.
+    started: HashSet<String>,
     stopping: bool,
     stop_at: Option<Instant>,
     destroying: bool,
@@ -138,7 +144,9 @@ impl AllocRunner {
             ctx,
             alloc,
             job,
+            group: None,
             slots: BTreeMap::new(),
+            started: HashSet::new(),
             stopping: false,
             stop_at: None,
             destroying: false,
@@ -153,7 +161,7 @@ impl AllocRunner {
         AllocRunnerHandle { commands: tx, join }
     }
 
-    fn group(&self) -> Option<&TaskGroup> {
+    fn find_group(&self) -> Option<&TaskGroup> {
         self.job
             .task_groups
             .iter()
@@ -170,7 +178,8 @@ impl AllocRunner {
         mut commands: mpsc::UnboundedReceiver<AllocCommand>,
         recovered: Option<AllocRecord>,
     ) {
-        match self.group().cloned() {
+        self.group = self.find_group().cloned().map(Arc::new);
+        match self.group.clone() {
             None => {
                 let msg = format!(
                     "task group {:?} is not in version {} of job {:?}",
@@ -278,10 +287,24 @@ impl AllocRunner {
             self.report();
             return;
         }
-        for task in &group.tasks {
-            self.start_task(group, task, None);
-        }
+        self.start_ready();
         self.settle_early_deaths();
+    }
+
+    /// Starts every task whose lifecycle phase allows it now.
+    fn start_ready(&mut self) {
+        let Some(group) = self.group.clone() else {
+            return;
+        };
+        if self.ctx.shutdown.is_cancelled() && !self.ctx.stop_on_shutdown {
+            return;
+        }
+        let ready = lifecycle::startable(&group, &self.task_states(), &self.started, self.stopping);
+        for name in ready {
+            if let Some(task) = group.tasks.iter().find(|t| t.name == name) {
+                self.start_task(&group, task, None);
+            }
+        }
     }
 
     fn build_dirs(&self, group: &TaskGroup) -> Result<(), String> {
@@ -290,33 +313,15 @@ impl AllocRunner {
         };
         dir.build(group.tasks.iter().map(|t| t.name.as_str()))
             .map_err(|e| e.to_string())?;
-        if self.job.payload.is_empty() {
-            return Ok(());
-        }
-        for task in group
-            .tasks
-            .iter()
-            .filter(|t| !t.dispatch_payload_file.is_empty())
-        {
-            let rel = std::path::Path::new(&task.dispatch_payload_file);
-            if rel.is_absolute()
-                || rel
-                    .components()
-                    .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        if !self.job.payload.is_empty() {
+            for task in group
+                .tasks
+                .iter()
+                .filter(|t| !t.dispatch_payload_file.is_empty())
             {
-                return Err(format!(
-                    "dispatch_payload_file {:?} must be a relative path inside the task's local dir",
-                    task.dispatch_payload_file
-                ));
+                dir.write_payload(&task.name, &task.dispatch_payload_file, &self.job.payload)
+                    .map_err(|e| e.to_string())?;
             }
-            let dirs = dir.task(&task.name).map_err(|e| e.to_string())?;
-            let path = dirs.local_dir.join(rel);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| format!("{}: {e}", parent.display()))?;
-            }
-            std::fs::write(&path, &self.job.payload)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
         }
         Ok(())
     }
@@ -336,9 +341,6 @@ impl AllocRunner {
                 );
                 self.slots
                     .insert(task.name.clone(), self.slot(state, task.leader));
-                if !wants_stop(&self.alloc) {
-                    self.start_task(group, task, None);
-                }
                 continue;
             };
             let mut state = TaskState::from(&tr.state);
@@ -361,24 +363,24 @@ impl AllocRunner {
                     state.state = states::DEAD.into();
                     state.failed = true;
                     state.finished_at_unix_ns = crate::driver::now_unix_ns();
+                    self.started.insert(task.name.clone());
                     if let Some(slot) = self.slots.get_mut(&task.name) {
                         slot.state = state;
                     }
                 }
-                // Nothing ran (never started, or waiting to restart): safe to start.
-                None if state.state != states::DEAD && !wants_stop(&self.alloc) => {
-                    self.start_task(group, task, None);
+                None if state.state == states::DEAD => {
+                    self.started.insert(task.name.clone());
                 }
-                None => {
-                    if state.state != states::DEAD {
-                        state.state = states::DEAD.into();
-                        if let Some(slot) = self.slots.get_mut(&task.name) {
-                            slot.state = state;
-                        }
-                    }
-                }
+                // Nothing runs (never started, or waiting to restart): it may
+                // start when its phase allows.
+                None => {}
             }
         }
+        if wants_stop(&self.alloc) {
+            self.stopping = true;
+            self.kill_all(KillRequest::default());
+        }
+        self.start_ready();
         self.settle_early_deaths();
     }
 
@@ -409,6 +411,9 @@ impl AllocRunner {
         task: &Task,
         recovered: Option<Arc<dyn TaskHandle>>,
     ) {
+        if !self.started.insert(task.name.clone()) {
+            return;
+        }
         let Some(driver) = self.ctx.drivers.get(&task.driver) else {
             let msg = format!("missing driver {:?} on this node", task.driver);
             return self.fail_task(&task.name, events::DRIVER_FAILURE, msg);
@@ -442,11 +447,13 @@ impl AllocRunner {
             .clone()
             .or_else(|| group.restart_policy.clone())
             .unwrap_or_else(|| crate::restart::default_policy(self.job.r#type()));
-        let batch = matches!(self.job.r#type(), JobType::Batch | JobType::Sysbatch);
+        let batch = matches!(self.job.r#type(), JobType::Batch | JobType::Sysbatch)
+            || Phase::of(task).is_ephemeral();
         let kill_timeout = u64::try_from(task.kill_timeout_ns)
             .ok()
             .filter(|n| *n > 0)
-            .map_or(DEFAULT_KILL_TIMEOUT, Duration::from_nanos);
+            .map_or(DEFAULT_KILL_TIMEOUT, Duration::from_nanos)
+            .min(self.ctx.max_kill_timeout);
         let Some(slot) = self.slots.get(&task.name) else {
             return;
         };
@@ -487,9 +494,35 @@ impl AllocRunner {
         self.persist();
         if dead {
             self.after_death(&u.task, failed, leader);
+            self.stop_sidecars_after_main();
         }
+        self.start_ready();
         if !self.detaching {
             self.report();
+        }
+    }
+
+    /// Sidecars live as long as the main tasks.
+    fn stop_sidecars_after_main(&mut self) {
+        let Some(group) = self.group.clone() else {
+            return;
+        };
+        if !lifecycle::main_tasks_dead(&group, &self.task_states()) {
+            return;
+        }
+        for t in group.tasks.iter().filter(|t| Phase::of(t).is_sidecar()) {
+            if let Some(slot) = self.slots.get(&t.name)
+                && self.started.contains(&t.name)
+                && slot.state.state != states::DEAD
+                && slot.kill.borrow().is_none()
+            {
+                let _ = slot.kill.send(Some(KillRequest {
+                    cause: Some((
+                        events::MAIN_DEAD.into(),
+                        "Main tasks of the group are dead".into(),
+                    )),
+                }));
+            }
         }
     }
 
@@ -539,7 +572,8 @@ impl AllocRunner {
 
     fn begin_stop(&mut self, alloc: &Allocation) {
         let delay = self
-            .group()
+            .group
+            .as_ref()
             .map(|g| g.shutdown_delay_ns)
             .and_then(|n| u64::try_from(n).ok())
             .filter(|n| *n > 0)
@@ -554,12 +588,42 @@ impl AllocRunner {
         tracing::debug!(alloc = %alloc.id, desired = ?alloc.desired_status(), "stopping alloc");
     }
 
+    /// Stops every started task; those not started yet never will be, except
+    /// poststop tasks, which run once everything else is dead.
     fn kill_all(&mut self, req: KillRequest) {
         self.stopping = true;
-        for slot in self.slots.values() {
-            if slot.state.state != states::DEAD && slot.kill.borrow().is_none() {
-                let _ = slot.kill.send(Some(req.clone()));
+        let poststop: HashSet<&str> = self
+            .group
+            .iter()
+            .flat_map(|g| g.tasks.iter())
+            .filter(|t| Phase::of(t) == Phase::Poststop)
+            .map(|t| t.name.as_str())
+            .collect();
+        let mut never_started = Vec::new();
+        for (name, slot) in self.slots.iter_mut() {
+            if slot.state.state == states::DEAD {
+                continue;
             }
+            if self.started.contains(name) {
+                if slot.kill.borrow().is_none() {
+                    let _ = slot.kill.send(Some(req.clone()));
+                }
+            } else if !poststop.contains(name.as_str()) {
+                push_event(
+                    &mut slot.state,
+                    event(events::KILLED, "Task killed before it ran"),
+                );
+                slot.state.state = states::DEAD.into();
+                never_started.push(name.clone());
+            }
+        }
+        if !never_started.is_empty() {
+            self.started.extend(never_started);
+            self.persist();
+            if !self.detaching {
+                self.report();
+            }
+            self.start_ready();
         }
     }
 

@@ -59,6 +59,8 @@ pub struct ClientConfig {
     pub update_interval_ms: u64,
     /// Updates that trigger a send before the interval is up.
     pub update_max_batch: usize,
+    /// Longest kill timeout a task may ask for, in milliseconds.
+    pub max_kill_timeout_ms: u64,
     /// Kill every task when the client stops (development); otherwise tasks keep
     /// running and the next client start re-attaches to them.
     pub stop_tasks_on_shutdown: bool,
@@ -131,6 +133,7 @@ impl Default for ClientConfig {
             simulate_nodes_per_channel: 100,
             update_interval_ms: 200,
             update_max_batch: 100,
+            max_kill_timeout_ms: 30_000,
             stop_tasks_on_shutdown: false,
             telemetry: TelemetryConfig::default(),
         }

@@ -12,6 +12,7 @@ pub mod driver;
 pub mod error;
 pub mod fingerprint;
 pub mod gateway;
+pub mod lifecycle;
 pub mod logs;
 pub mod node_agent;
 pub mod node_allocs;
@@ -170,6 +171,7 @@ fn real_agent(
         sink: StatusSink::new(config.update_max_batch),
         shutdown: shutdown.clone(),
         stop_on_shutdown: config.stop_tasks_on_shutdown,
+        max_kill_timeout: std::time::Duration::from_millis(config.max_kill_timeout_ms),
     });
     Ok(NodeAgent {
         ctx,

@@ -90,9 +90,18 @@ impl NodeAllocs {
             }
         }
         // Records of allocs the servers no longer know: their tasks may still
-        // run, so they get a runner only to stop them and clean up.
-        for (id, record) in recovered.into_iter().flatten() {
-            self.destroy_orphan(id, record);
+        // run, so they get a runner only to stop them and clean up. A set at
+        // revision 0 is no proof of absence (nothing synced yet): wait.
+        if set.revision <= 0 {
+            if let Some(rest) = recovered.filter(|r| !r.is_empty()) {
+                self.recovered
+                    .get_or_insert_with(BTreeMap::new)
+                    .extend(rest);
+            }
+        } else {
+            for (id, record) in recovered.into_iter().flatten() {
+                self.destroy_orphan(id, record);
+            }
         }
         self.settled.retain(|id| seen.contains(id));
         self.waiting_for_job.retain(|id| seen.contains(id));
@@ -262,5 +271,192 @@ impl NodeAllocs {
         for (_, e) in self.runners.drain() {
             let _ = e.handle.join.await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use caravan_proto::{AllocDesiredStatus, DriverInfo, Node, Task, TaskGroup};
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::driver::{
+        Driver, DriverError, Drivers, HandleState, MockDriver, TaskHandle, TaskSpec,
+    };
+    use crate::state_dir::{TaskRecord, TaskStateRecord};
+    use crate::status_reporter::StatusSink;
+
+    /// A mock that counts its starts.
+    #[derive(Debug, Default)]
+    struct Counting(AtomicUsize);
+
+    #[async_trait::async_trait]
+    impl Driver for Counting {
+        fn name(&self) -> &'static str {
+            "mock"
+        }
+        fn info(&self) -> DriverInfo {
+            MockDriver::simulated().info()
+        }
+        fn wants_env(&self) -> bool {
+            false
+        }
+        async fn start(&self, spec: TaskSpec) -> Result<Arc<dyn TaskHandle>, DriverError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            MockDriver::simulated().start(spec).await
+        }
+        fn recover(&self, state: &HandleState) -> Option<Arc<dyn TaskHandle>> {
+            MockDriver::simulated().recover(state)
+        }
+    }
+
+    fn setup() -> (NodeAllocs, Arc<Counting>, CancellationToken) {
+        let counting = Arc::new(Counting::default());
+        let mut drivers = Drivers::default();
+        drivers.add(counting.clone());
+        let shutdown = CancellationToken::new();
+        let ctx = Arc::new(NodeContext {
+            node: Arc::new(Node::default()),
+            drivers,
+            data_dir: None,
+            state: None,
+            sink: StatusSink::new(100),
+            shutdown: shutdown.clone(),
+            stop_on_shutdown: false,
+            max_kill_timeout: Duration::from_secs(30),
+        });
+        (NodeAllocs::new(ctx, BTreeMap::new()), counting, shutdown)
+    }
+
+    fn job() -> Job {
+        Job {
+            id: "j".into(),
+            namespace: "default".into(),
+            task_groups: vec![TaskGroup {
+                name: "g".into(),
+                tasks: vec![Task {
+                    name: "t".into(),
+                    driver: "mock".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn alloc(id: &str, revision: i64, desired: AllocDesiredStatus) -> Allocation {
+        let mut a = Allocation {
+            id: id.into(),
+            namespace: "default".into(),
+            job_id: "j".into(),
+            task_group: "g".into(),
+            alloc_modify_revision: revision,
+            modify_revision: revision,
+            ..Default::default()
+        };
+        a.set_desired_status(desired);
+        a
+    }
+
+    fn set(allocs: Vec<Allocation>, revision: i64, with_job: bool) -> NodeAllocations {
+        NodeAllocations {
+            allocs,
+            revision,
+            jobs: if with_job { vec![job()] } else { vec![] },
+        }
+    }
+
+    async fn settle() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    #[tokio::test]
+    async fn an_alloc_is_started_once_whatever_the_stream_repeats() {
+        let (mut allocs, counting, shutdown) = setup();
+        allocs.apply(set(vec![alloc("a", 1, AllocDesiredStatus::Run)], 1, true));
+        settle().await;
+        // Repeats, newer revisions, and a set that omits the job version.
+        for rev in 2..6 {
+            allocs.apply(set(
+                vec![alloc("a", rev, AllocDesiredStatus::Run)],
+                rev,
+                rev % 2 == 0,
+            ));
+        }
+        settle().await;
+        assert_eq!(counting.0.load(Ordering::SeqCst), 1);
+        assert_eq!(allocs.running(), 1);
+        // Gone, then back while still stopping: no second runner.
+        allocs.apply(set(vec![], 7, false));
+        allocs.apply(set(vec![alloc("a", 8, AllocDesiredStatus::Run)], 8, true));
+        settle().await;
+        assert_eq!(counting.0.load(Ordering::SeqCst), 1);
+        shutdown.cancel();
+        allocs.join_all().await;
+    }
+
+    #[tokio::test]
+    async fn allocs_wait_for_their_job_and_stopped_ones_never_start() {
+        let (mut allocs, counting, shutdown) = setup();
+        allocs.apply(set(vec![alloc("a", 1, AllocDesiredStatus::Run)], 1, false));
+        settle().await;
+        assert_eq!(counting.0.load(Ordering::SeqCst), 0, "no job version yet");
+        allocs.apply(set(
+            vec![
+                alloc("a", 2, AllocDesiredStatus::Run),
+                alloc("b", 2, AllocDesiredStatus::Stop),
+            ],
+            2,
+            true,
+        ));
+        settle().await;
+        assert_eq!(counting.0.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            allocs.ctx.sink.pending(),
+            2,
+            "a's state and b settled as complete"
+        );
+        shutdown.cancel();
+        allocs.join_all().await;
+    }
+
+    #[tokio::test]
+    async fn recovered_records_are_not_orphans_until_a_synced_set_says_so() {
+        let (allocs, _counting, shutdown) = setup();
+        let mut tasks = BTreeMap::new();
+        tasks.insert(
+            "t".to_string(),
+            TaskRecord {
+                state: TaskStateRecord {
+                    state: "dead".into(),
+                    ..Default::default()
+                },
+                handle: None,
+            },
+        );
+        let rec = AllocRecord {
+            alloc_id: "old".into(),
+            client_status: 3,
+            tasks,
+        };
+        let mut allocs = NodeAllocs::new(
+            allocs.ctx.clone(),
+            BTreeMap::from([("old".to_string(), rec)]),
+        );
+        allocs.apply(set(vec![], 0, false));
+        assert!(
+            allocs
+                .recovered
+                .as_ref()
+                .is_some_and(|r| r.contains_key("old"))
+        );
+        allocs.apply(set(vec![], 3, false));
+        assert!(allocs.recovered.as_ref().is_none_or(|r| r.is_empty()));
+        shutdown.cancel();
+        allocs.join_all().await;
     }
 }

@@ -102,6 +102,7 @@ pub fn simulated_agents(
             sink: StatusSink::new(config.update_max_batch),
             shutdown: shutdown.clone(),
             stop_on_shutdown: false,
+            max_kill_timeout: Duration::from_millis(config.max_kill_timeout_ms),
         });
         agents.push(NodeAgent {
             ctx,

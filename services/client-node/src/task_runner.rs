@@ -53,6 +53,8 @@ pub mod events {
     pub const SIBLING_FAILED: &str = "Sibling Task Failed";
     /// The group's leader task died.
     pub const LEADER_DEAD: &str = "Leader Task Dead";
+    /// The group's main tasks are dead, so a sidecar stops.
+    pub const MAIN_DEAD: &str = "Main Tasks Dead";
     /// The client restarted and the task's process was gone.
     pub const TASK_LOST: &str = "Task Lost";
 }

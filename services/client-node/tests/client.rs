@@ -463,3 +463,71 @@ async fn allocs_missing_a_driver_or_stopped_before_start_are_settled() {
     stop(client, shutdown).await;
     stop_fake.cancel();
 }
+
+#[tokio::test]
+async fn lifecycle_hooks_run_in_order_and_sidecars_stop_with_the_main_task() {
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_secs(5));
+    let addr = fake.serve(stop_fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let client = start(config(addr, dir.path()), shutdown.clone())
+        .await
+        .unwrap();
+    let node_id = client.node_ids[0].clone();
+    let hook = |mut t: caravan_proto::Task, hook: &str, sidecar: bool| {
+        t.lifecycle = Some(caravan_proto::TaskLifecycle {
+            hook: hook.into(),
+            sidecar,
+        });
+        t
+    };
+    let log = "$NOMAD_ALLOC_DIR/order";
+    let tasks = vec![
+        hook(
+            sh_task("init", &format!("sleep 0.2; echo init >> {log}")),
+            "prestart",
+            false,
+        ),
+        hook(
+            sh_task(
+                "side",
+                &format!("echo side >> {log}; trap 'exit 0' TERM; while true; do sleep 0.05; done"),
+            ),
+            "prestart",
+            true,
+        ),
+        sh_task("main", &format!("echo main >> {log}; sleep 0.2")),
+        hook(
+            sh_task("post", &format!("echo post >> {log}")),
+            "poststop",
+            false,
+        ),
+    ];
+    let job = job("hooks", JobType::Batch, tasks);
+    let a = alloc(&job, 0);
+    fake.push(&node_id, vec![a.clone()], vec![job]);
+    eventually(WAIT, "alloc complete", || {
+        fake.status(&a.id) == Some(AllocClientStatus::Complete)
+    })
+    .await;
+    let order =
+        std::fs::read_to_string(dir.path().join("allocs").join(&a.id).join("alloc/order")).unwrap();
+    let lines: Vec<&str> = order.lines().collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert_eq!(lines[2..], ["main", "post"], "{lines:?}");
+    let u = fake.update(&a.id).unwrap();
+    assert!(
+        u.task_states["side"]
+            .events
+            .iter()
+            .any(|e| e.r#type == "Main Tasks Dead")
+    );
+    assert!(
+        u.task_states
+            .values()
+            .all(|s| s.state == "dead" && !s.failed)
+    );
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}
