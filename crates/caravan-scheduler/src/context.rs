@@ -31,7 +31,10 @@ pub(crate) struct NodeTable {
     /// Nodes sorted by id occupy `0..sorted`; later entries were added on demand.
     sorted: usize,
     extra: HashMap<String, u32, FnvBuild>,
-    caps: Vec<Option<Capacity>>,
+    /// Per node: 1 + index into `cap_store`, or 0 before first use (keeps the
+    /// per-node array small; capacities are built only for visited nodes).
+    caps: Vec<u32>,
+    cap_store: Vec<Capacity>,
     class_ids: Vec<u32>,
     pub classes: Vec<String>,
     class_index: HashMap<String, u32, FnvBuild>,
@@ -51,7 +54,8 @@ impl NodeTable {
             nodes: Vec::new(),
             sorted: n,
             extra: HashMap::default(),
-            caps: vec![None; n],
+            caps: vec![0; n],
+            cap_store: Vec::new(),
             class_ids: Vec::with_capacity(n),
             classes: Vec::new(),
             class_index: HashMap::default(),
@@ -107,7 +111,7 @@ impl NodeTable {
         let i = self.nodes.len() as u32;
         self.extra.insert(node.id.clone(), i);
         self.nodes.push(node);
-        self.caps.push(None);
+        self.caps.push(0);
         self.class_ids.push(u32::MAX);
         self.usage.push(None);
         self.generation.push(0);
@@ -122,15 +126,18 @@ impl NodeTable {
 
     /// Computes a node's capacity on first use.
     pub fn ensure_capacity(&mut self, i: u32) {
-        let slot = &mut self.caps[i as usize];
-        if slot.is_none() {
-            *slot = Some(Capacity::of(&self.nodes[i as usize]));
+        if self.caps[i as usize] == 0 {
+            self.cap_store.push(Capacity::of(&self.nodes[i as usize]));
+            self.caps[i as usize] = self.cap_store.len() as u32;
         }
     }
 
     /// A node's capacity, once [`Self::ensure_capacity`] ran.
     pub fn capacity(&self, i: u32) -> Option<&Capacity> {
-        self.caps[i as usize].as_ref()
+        match self.caps[i as usize] {
+            0 => None,
+            k => self.cap_store.get(k as usize - 1),
+        }
     }
 
     /// The interned computed class of a node.

@@ -52,6 +52,13 @@ impl State for FixtureState {
     fn nodes(&self) -> Vec<Arc<Node>> {
         self.nodes.values().cloned().collect()
     }
+    fn ready_nodes(&self) -> Vec<Arc<Node>> {
+        self.nodes
+            .values()
+            .filter(|n| crate::state::node_accepts_placements(n))
+            .cloned()
+            .collect()
+    }
     fn alloc(&self, alloc_id: &str) -> Option<Arc<Allocation>> {
         self.allocs.get(alloc_id).cloned()
     }
