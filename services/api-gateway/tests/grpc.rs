@@ -544,6 +544,45 @@ async fn leaders_come_from_the_store(backend: Backend) {
     gw.stop().await;
 }
 
+async fn validate_and_plan_write_nothing(backend: Backend) {
+    let gw = TestGateway::start(backend, "grpc-plan").await;
+    let channel = gw.channel().await;
+    let mut jobs = JobServiceClient::new(channel.clone());
+    let invalid = jobs
+        .validate_job(caravan_proto::ValidateJobRequest {
+            job: Some(job("web", -3)),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        invalid.errors.iter().any(|e| e.contains("count")),
+        "{invalid:?}"
+    );
+    let valid = jobs
+        .validate_job(caravan_proto::ValidateJobRequest {
+            job: Some(job("web", 3)),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(valid.errors.is_empty(), "{valid:?}");
+
+    // No node can run it: the plan says why, and still writes nothing.
+    let plan = jobs
+        .plan_job(caravan_proto::PlanJobRequest {
+            job: Some(job("web", 3)),
+            diff: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(plan.failed_tg_allocs.contains_key("web"), "{plan:?}");
+    assert!(plan.diff.contains("web"), "{}", plan.diff);
+    assert_eq!(gw.key_count().await, 0);
+    gw.stop().await;
+}
+
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
         mod mem {
@@ -573,4 +612,5 @@ on_both_backends!(
     node_registration_heartbeats_and_expiry,
     alloc_stream_and_client_updates,
     leaders_come_from_the_store,
+    validate_and_plan_write_nothing,
 );

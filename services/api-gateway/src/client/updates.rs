@@ -150,6 +150,13 @@ pub async fn update_allocations(
             .iter()
             .map(|u| (u.clone(), snap.alloc(&u.alloc_id).map(|a| (**a).clone())))
             .collect();
+        // Another gateway's cache may be ahead of ours: an allocation we don't
+        // know yet is looked up in the store before it is taken for gone.
+        for (update, alloc) in current.iter_mut() {
+            if alloc.is_none() {
+                *alloc = gw.read(&gw.keys.alloc(&update.alloc_id)).await?;
+            }
+        }
         for (i, (update, alloc)) in current.iter().enumerate() {
             if let Some(alloc) = alloc
                 && alloc.node_id != node_id
