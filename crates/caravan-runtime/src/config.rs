@@ -123,9 +123,18 @@ impl ConfigLoader {
         }
         builder = builder.add_source(env);
         for (key, value) in &self.overrides {
-            builder = builder
-                .set_override(key.as_str(), value.as_str())
-                .map_err(invalid)?;
+            builder = if self.list_keys.contains(key) {
+                let items: Vec<String> = value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty())
+                    .map(String::from)
+                    .collect();
+                builder.set_override(key.as_str(), items)
+            } else {
+                builder.set_override(key.as_str(), value.as_str())
+            }
+            .map_err(invalid)?;
         }
         builder
             .build()
@@ -196,6 +205,18 @@ mod tests {
         assert_eq!(conf.grpc_addr, "0.0.0.0:2", "env beats file");
         assert_eq!(conf.store.endpoints, vec!["http://a:1", "http://b:2"]);
         assert_eq!(conf.store.prefix, "/flag", "flags beat everything");
+    }
+
+    #[test]
+    fn list_overrides_split_on_commas() {
+        let conf: Conf = ConfigLoader::new("x")
+            .with_env(vec![])
+            .list_keys(&["store.endpoints"])
+            .set_all(["store.endpoints=http://a:1, http://b:2"])
+            .unwrap()
+            .load(&defaults())
+            .unwrap();
+        assert_eq!(conf.store.endpoints, vec!["http://a:1", "http://b:2"]);
     }
 
     #[test]
