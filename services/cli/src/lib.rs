@@ -1,0 +1,1 @@
+//! Caravan's command line: Nomad's verbs over the api-gateway's gRPC API, and `caravan dev`.

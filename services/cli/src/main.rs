@@ -1,0 +1,3 @@
+//! The `caravan` binary.
+
+fn main() {}
