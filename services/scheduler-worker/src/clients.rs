@@ -88,9 +88,8 @@ impl BrokerClient {
             if status.code() != Code::Unavailable || Instant::now() >= deadline {
                 return Err(WorkerError::Broker(status));
             }
-            if leader_hint(&status).is_none() {
-                backoff.wait().await;
-            }
+            // Even with a hint: a replica still taking office names itself.
+            backoff.wait().await;
         }
     }
 
@@ -270,9 +269,7 @@ impl ApplierClient {
             if Instant::now() >= deadline {
                 return Err(WorkerError::NoLeader("plan-applier"));
             }
-            if leader_hint(&status).is_none() {
-                backoff.wait().await;
-            }
+            backoff.wait().await;
         }
     }
 
