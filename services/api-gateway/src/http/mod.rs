@@ -3,6 +3,7 @@
 //! (`?index=&wait=`) and its response headers.
 
 mod cluster;
+mod events;
 mod jobs;
 mod logs;
 mod operator;
@@ -134,6 +135,7 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
         .route("/v1/agent/self", get(cluster::agent_self))
         .route("/v1/agent/members", get(cluster::members))
         .route("/v1/client/fs/logs/{alloc_id}", get(logs::logs))
+        .route("/v1/event/stream", get(events::stream))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
