@@ -9,7 +9,7 @@
 //! accepted part is committed in the background. Answers go out only after
 //! the real commit.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -24,10 +24,11 @@ use tokio_util::sync::CancellationToken;
 use crate::commit::{CommitOutcome, Committer, optimistic_layer, plan_changes};
 use crate::config::PlanApplierConfig;
 use crate::error::{ApplierError, SERVICE};
+use crate::mutation::Target;
 use crate::overlay::{Overlay, OverlayLayer, View};
 use crate::queue::{PendingPlan, PlanQueue};
 use crate::tokens::TokenCheck;
-use crate::verify::{Verdict, plan_nodes, stale_revision, validate_plan, verify_plan};
+use crate::verify::{Verdict, plan_jobs, plan_nodes, stale_revision, validate_plan, verify_plan};
 
 /// The knobs of the pipeline, from [`PlanApplierConfig`].
 #[derive(Clone, Debug)]
@@ -42,6 +43,8 @@ pub struct Settings {
     pub conflict_retries: u32,
     /// How long a plan waits for the cache to reach its snapshot.
     pub cache_wait: Duration,
+    /// Most commits under way at once (plans touching disjoint objects).
+    pub max_in_flight: usize,
 }
 
 impl From<&PlanApplierConfig> for Settings {
@@ -52,6 +55,7 @@ impl From<&PlanApplierConfig> for Settings {
             verify_threads: c.verify_threads(),
             conflict_retries: c.conflict_retries,
             cache_wait: Duration::from_millis(c.cache_wait_ms),
+            max_in_flight: c.max_in_flight_commits.max(1),
         }
     }
 }
@@ -178,7 +182,7 @@ impl PlanApplier {
             leadership,
             informer,
             overlay: Overlay::default(),
-            in_flight: None,
+            in_flight: Vec::new(),
             next_seq: 0,
             resync: false,
         };
@@ -214,10 +218,33 @@ impl PlanApplier {
     }
 }
 
-/// The commit running while the next plan is verified.
+/// A commit running while later plans are verified (and, when they touch
+/// nothing it touches, committed alongside it).
 struct InFlight {
     seq: u64,
     task: JoinHandle<CommitReport>,
+    /// Every object it writes.
+    targets: HashSet<Target>,
+    /// The jobs whose allocations it changes.
+    jobs: BTreeSet<(String, String)>,
+    /// Nodes where it stops or evicts allocations: a plan verified against
+    /// that room must wait for the room to be real.
+    frees: HashSet<String>,
+}
+
+impl InFlight {
+    /// Whether a plan with these jobs, targets and placement nodes must wait
+    /// for this commit before committing.
+    fn blocks(
+        &self,
+        jobs: &BTreeSet<(String, String)>,
+        targets: &HashSet<Target>,
+        placing: &HashSet<String>,
+    ) -> bool {
+        !self.jobs.is_disjoint(jobs)
+            || !self.targets.is_disjoint(targets)
+            || !self.frees.is_disjoint(placing)
+    }
 }
 
 /// What the pipeline learns from a finished commit.
@@ -237,7 +264,8 @@ struct Pipeline {
     leadership: Arc<Leadership>,
     informer: Informer,
     overlay: Overlay,
-    in_flight: Option<InFlight>,
+    /// Commits under way, oldest first.
+    in_flight: Vec<InFlight>,
     next_seq: u64,
     resync: bool,
 }
@@ -257,9 +285,31 @@ impl Pipeline {
         }
         let view = self.overlay.view(self.informer.snapshot());
         let mut verdict = self.verify(&view, &plan).await;
-        if let Some(previous) = self.in_flight.take() {
-            let fell_short = self.settle(previous).await;
-            if fell_short && view.has_in_flight() {
+        let jobs = plan_jobs(&view, &plan);
+        // Commits that touch what this plan touches (or free the room it
+        // was verified to fit in) must finish first; a commit that fell
+        // short means verifying again on what really committed.
+        loop {
+            let changes = plan_changes(&plan, &verdict.accepted, &view);
+            let targets = changes.targets();
+            let placing = placing_nodes(&plan, &verdict);
+            let limit = applier.settings.max_in_flight;
+            let mut waits = Vec::new();
+            for (i, f) in self.in_flight.iter().enumerate() {
+                let over = self.in_flight.len() - waits.len() > limit.saturating_sub(1);
+                if f.blocks(&jobs, &targets, &placing) || over {
+                    waits.push(i);
+                }
+            }
+            if waits.is_empty() {
+                break;
+            }
+            let mut fell_short = false;
+            for i in waits.into_iter().rev() {
+                let f = self.in_flight.remove(i);
+                fell_short |= self.settle(f).await;
+            }
+            if fell_short {
                 let fresh = self.overlay.view(self.informer.snapshot());
                 verdict = self.verify(&fresh, &plan).await;
             }
@@ -294,8 +344,10 @@ impl Pipeline {
         self.next_seq += 1;
         let seq = self.next_seq;
         let changes = plan_changes(&plan, &verdict.accepted, &view);
-        self.overlay
-            .push_in_flight(optimistic_layer(&changes, &view, seq, now));
+        let targets = changes.targets();
+        let layer = optimistic_layer(&changes, &view, seq, now);
+        let frees = layer.freed_nodes();
+        self.overlay.push_in_flight(layer);
         let leadership = self.leadership.clone();
         let rejected = verdict.rejected;
         let task = tokio::spawn(async move {
@@ -334,7 +386,13 @@ impl Pipeline {
                 unknown,
             }
         });
-        self.in_flight = Some(InFlight { seq, task });
+        self.in_flight.push(InFlight {
+            seq,
+            task,
+            targets,
+            jobs,
+            frees,
+        });
     }
 
     /// Brings the cache up to what the plan was computed on (bounded: a
@@ -396,11 +454,25 @@ impl Pipeline {
     }
 
     async fn finish(mut self) {
-        if let Some(in_flight) = self.in_flight.take() {
+        for in_flight in std::mem::take(&mut self.in_flight) {
             self.settle(in_flight).await;
         }
         self.informer.shutdown().await;
     }
+}
+
+/// The accepted nodes where a plan places or updates allocations.
+fn placing_nodes(plan: &Plan, verdict: &Verdict) -> HashSet<String> {
+    verdict
+        .accepted
+        .iter()
+        .filter(|n| {
+            plan.node_allocation
+                .get(*n)
+                .is_some_and(|l| !l.allocs.is_empty())
+        })
+        .cloned()
+        .collect()
 }
 
 /// A result committing nothing, every node refused for `reason`.
@@ -465,4 +537,76 @@ fn now_unix_ns() -> i64 {
         .ok()
         .and_then(|d| i64::try_from(d.as_nanos()).ok())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{alloc, place, plan};
+
+    fn in_flight(targets: &[&str], job: &str, frees: &[&str]) -> InFlight {
+        InFlight {
+            seq: 1,
+            task: tokio::spawn(async {
+                CommitReport {
+                    layer: OverlayLayer::new(1),
+                    fell_short: false,
+                    unknown: false,
+                }
+            }),
+            targets: targets
+                .iter()
+                .map(|t| Target::Alloc(t.to_string()))
+                .collect(),
+            jobs: [("default".to_string(), job.to_string())].into(),
+            frees: frees.iter().map(|n| n.to_string()).collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_commit_blocks_plans_that_share_objects_jobs_or_freed_room() {
+        let f = in_flight(&["a1"], "web", &["n1"]);
+        let jobs = |j: &str| BTreeSet::from([("default".to_string(), j.to_string())]);
+        let targets = |ids: &[&str]| -> HashSet<Target> {
+            ids.iter().map(|t| Target::Alloc(t.to_string())).collect()
+        };
+        let nodes = |ns: &[&str]| -> HashSet<String> { ns.iter().map(|n| n.to_string()).collect() };
+        assert!(!f.blocks(&jobs("api"), &targets(&["b1"]), &nodes(&["n2"])));
+        assert!(f.blocks(&jobs("web"), &targets(&["b1"]), &nodes(&["n2"])));
+        assert!(f.blocks(&jobs("api"), &targets(&["a1"]), &nodes(&["n2"])));
+        assert!(f.blocks(&jobs("api"), &targets(&["b1"]), &nodes(&["n1"])));
+    }
+
+    #[test]
+    fn a_result_lists_what_committed_and_sends_the_worker_to_refresh() {
+        let mut p = plan(10);
+        place(&mut p, alloc("a", "n1", 1, 1));
+        place(&mut p, alloc("b", "n2", 1, 1));
+        let outcome = CommitOutcome {
+            committed: vec!["n1".into()],
+            revision: 14,
+            ..Default::default()
+        };
+        let rejected = BTreeMap::from([("n2".to_string(), "cpu exhausted".to_string())]);
+        let r = plan_result(&p, rejected, &outcome, 20);
+        assert_eq!(r.node_allocation.keys().collect::<Vec<_>>(), vec!["n1"]);
+        assert_eq!(r.alloc_revision, 14);
+        assert_eq!(r.refresh_revision, 20, "the newest state verified against");
+        assert_eq!(r.rejected_nodes, vec!["n2"]);
+        let full = plan_result(
+            &p,
+            BTreeMap::new(),
+            &CommitOutcome {
+                committed: vec!["n1".into(), "n2".into()],
+                revision: 14,
+                ..Default::default()
+            },
+            20,
+        );
+        assert_eq!(full.refresh_revision, 0, "a full commit needs no refresh");
+        let stale = refused_result(&p, "stale", 30);
+        assert_eq!(stale.refresh_revision, 30);
+        assert!(stale.node_allocation.is_empty());
+        assert_eq!(stale.rejected_nodes.len(), 2);
+    }
 }

@@ -49,6 +49,16 @@ pub(crate) struct Changes {
     pub(crate) skipped_evictions: HashSet<String>,
 }
 
+impl Changes {
+    /// Every object the changes write.
+    pub(crate) fn targets(&self) -> HashSet<Target> {
+        std::iter::once(&self.global)
+            .chain(&self.nodes)
+            .flat_map(|p| p.changes.iter().map(|(t, _)| t.clone()))
+            .collect()
+    }
+}
+
 /// Turns the accepted nodes of `plan` into changes, reading what exists
 /// from `view`.
 pub(crate) fn plan_changes(plan: &Plan, accepted: &[String], view: &View) -> Changes {

@@ -34,6 +34,10 @@ pub struct PlanApplierConfig {
     pub cache_wait_ms: u64,
     /// Deadline of the token check with the eval broker, in milliseconds.
     pub broker_timeout_ms: u64,
+    /// Most plan commits under way at once; plans touching disjoint objects
+    /// commit concurrently, so etcd batches their writes. 1 commits one plan
+    /// at a time.
+    pub max_in_flight_commits: usize,
     /// The state store.
     pub store: StoreConfig,
     /// Logs and traces.
@@ -52,6 +56,7 @@ impl Default for PlanApplierConfig {
             conflict_retries: 5,
             cache_wait_ms: 2_000,
             broker_timeout_ms: 5_000,
+            max_in_flight_commits: 16,
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),
         }

@@ -8,7 +8,7 @@
 //! committed while the next one is verified leaves an in-flight layer (no
 //! revision yet), the optimistic view of pipelining.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use caravan_proto::{Allocation, Deployment, Evaluation, Node};
@@ -51,6 +51,15 @@ impl OverlayLayer {
     /// Records a deployment as the plan leaves it.
     pub(crate) fn put_deployment(&mut self, deployment: Arc<Deployment>) {
         self.deployments.insert(deployment.id.clone(), deployment);
+    }
+
+    /// Nodes where the plan leaves allocations terminal (stops, evictions).
+    pub(crate) fn freed_nodes(&self) -> HashSet<String> {
+        self.allocs
+            .values()
+            .filter(|a| caravan_state::is_terminal(a))
+            .map(|a| a.node_id.clone())
+            .collect()
     }
 
     fn is_empty(&self) -> bool {
@@ -130,6 +139,7 @@ impl View {
     }
 
     /// Whether a plan's commit is still in flight under this view.
+    #[cfg(test)]
     pub(crate) fn has_in_flight(&self) -> bool {
         self.layers.iter().any(|l| l.revision.is_none())
     }

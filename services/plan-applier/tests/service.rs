@@ -41,6 +41,7 @@ cases!(
     a_stale_plan_is_refused_with_a_refresh_revision,
     a_follower_names_the_leader_and_a_deposed_leader_commits_nothing,
     bad_input_names_the_field,
+    concurrent_plans_never_over_commit_a_node,
 );
 
 async fn two_plans_over_one_node_commit_only_what_fits(store: Arc<dyn Store>, prefix: String) {
@@ -257,5 +258,75 @@ async fn bad_input_names_the_field(store: Arc<dyn Store>, prefix: String) {
         err.message()
     );
     assert!(allocs(&store, &prefix).await.is_empty());
+    app.shutdown().await;
+}
+
+async fn concurrent_plans_never_over_commit_a_node(store: Arc<dyn Store>, prefix: String) {
+    let broker = start_broker(&store, &prefix).await;
+    put_node(&store, &prefix, &node("n1", 4000)).await;
+    put_node(&store, &prefix, &node("n2", 4000)).await;
+    // n2 starts full; a stop in one plan frees it while others race for it.
+    let seed = caravan_state::encode(&{
+        let mut a = alloc("seed", "seed-job", "n2", 4000);
+        a.set_client_status(caravan_proto::AllocClientStatus::Running);
+        a
+    });
+    let rev = store
+        .put(
+            &caravan_state::Keyspace::new(&prefix).alloc("seed"),
+            &seed,
+            0,
+        )
+        .await
+        .unwrap();
+    let app = start_applier(&store, config(&prefix)).await;
+    wait_leading(&app).await;
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let eval = format!("e{i}");
+        broker.broker.grant(&eval, "t");
+        let node = if i % 2 == 0 { "n1" } else { "n2" };
+        let mut p = plan(
+            &eval,
+            "t",
+            rev,
+            vec![alloc(&format!("a{i}"), &format!("job{i}"), node, 1000)],
+        );
+        if i == 5 {
+            p.node_update
+                .entry("n2".into())
+                .or_default()
+                .allocs
+                .push(caravan_proto::Allocation {
+                    id: "seed".into(),
+                    desired_status: caravan_proto::AllocDesiredStatus::Stop as i32,
+                    ..Default::default()
+                });
+            p.job = Some(caravan_proto::Job {
+                id: "seed-job".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            });
+        }
+        let mut client = app.client().await;
+        tasks.push(tokio::spawn(async move { submit(&mut client, p).await }));
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let stored = allocs(&store, &prefix).await;
+    for n in ["n1", "n2"] {
+        let held: u32 = stored
+            .iter()
+            .filter(|a| a.node_id == n && !caravan_state::is_terminal(a))
+            .map(|a| a.allocated_resources.as_ref().unwrap().tasks["server"].cpu_mhz)
+            .sum();
+        assert!(held <= 4000, "{n} holds {held} MHz");
+    }
+    let live_n1 = stored
+        .iter()
+        .filter(|a| a.node_id == "n1" && !caravan_state::is_terminal(a))
+        .count();
+    assert_eq!(live_n1, 4, "n1 fills up exactly");
     app.shutdown().await;
 }
