@@ -327,6 +327,13 @@ fn main() {
         })
     });
     group.throughput(Throughput::Elements(1));
+    let one = &pool[0];
+    group.bench_function("decode_one_alloc", |b| {
+        b.iter(|| {
+            let key = ks.parse(&one.kv.key).expect("parses");
+            black_box(Change::from_event(&key, one.kind, &one.kv).expect("decodes"))
+        })
+    });
     group.bench_function("snapshot", |b| {
         b.iter(|| black_box(Snapshot::new(tables.clone())))
     });
