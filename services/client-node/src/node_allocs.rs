@@ -171,20 +171,15 @@ impl NodeAllocs {
             return;
         };
         self.waiting_for_job.remove(&alloc.id);
+        let id = alloc.id.clone();
         let entry = Entry {
             alloc_modify_revision: alloc.alloc_modify_revision,
             desired_status: alloc.desired_status,
             modify_revision: alloc.modify_revision,
             destroyed: false,
-            handle: AllocRunner::spawn(
-                self.ctx.clone(),
-                Arc::new(alloc.clone()),
-                job,
-                record,
-                false,
-            ),
+            handle: AllocRunner::spawn(self.ctx.clone(), Arc::new(alloc), job, record, false),
         };
-        self.runners.insert(alloc.id, entry);
+        self.runners.insert(id, entry);
     }
 
     fn settle(&mut self, alloc: &Allocation, status: AllocClientStatus, desc: &str) {
