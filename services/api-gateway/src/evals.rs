@@ -9,6 +9,8 @@ use crate::query::{self, Query};
 
 /// Trigger of an eval created by a job registration (and forced evaluation).
 pub const TRIGGER_JOB_REGISTER: &str = "job-register";
+/// Trigger of an eval created by scaling a task group.
+pub const TRIGGER_JOB_SCALING: &str = "job-scaling";
 /// Trigger of an eval created by a job deregistration.
 pub const TRIGGER_JOB_DEREGISTER: &str = "job-deregister";
 /// Trigger of an eval created for a node's status or eligibility change.

@@ -2,22 +2,33 @@
 
 use caravan_proto::job_service_server::JobService;
 use caravan_proto::{
-    DeregisterJobRequest, DeregisterJobResponse, EvaluateJobRequest, EvaluateJobResponse,
-    GetJobRequest, GetJobResponse, JobAllocationsRequest, JobEvaluationsRequest, JobSummaryRequest,
-    JobSummaryResponse, ListAllocationsResponse, ListEvaluationsResponse, ListJobVersionsRequest,
-    ListJobVersionsResponse, ListJobsRequest, ListJobsResponse, PlanJobRequest, PlanJobResponse,
-    RegisterJobRequest, RegisterJobResponse, ValidateJobRequest, ValidateJobResponse,
+    DeregisterJobRequest, DeregisterJobResponse, DispatchJobRequest, DispatchJobResponse,
+    EvaluateJobRequest, EvaluateJobResponse, GetJobRequest, GetJobResponse, JobAllocationsRequest,
+    JobEvaluationsRequest, JobSummaryRequest, JobSummaryResponse, ListAllocationsResponse,
+    ListEvaluationsResponse, ListJobVersionsRequest, ListJobVersionsResponse, ListJobsRequest,
+    ListJobsResponse, PlanJobRequest, PlanJobResponse, RegisterJobRequest, RegisterJobResponse,
+    RevertJobRequest, ScaleJobRequest, SetJobStabilityRequest, SetJobStabilityResponse,
+    ValidateJobRequest, ValidateJobResponse,
 };
 use tonic::{Request, Response, Status};
 
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::grpc::query;
-use crate::jobs::{plan, reads, register};
+use crate::jobs::{lifecycle, plan, reads, register};
 
 /// The job API.
 #[derive(Debug, Clone)]
 pub struct JobApi(pub Gateway);
+
+fn registered(r: register::Registered) -> RegisterJobResponse {
+    RegisterJobResponse {
+        eval_id: r.eval_id,
+        eval_create_revision: r.eval_create_revision,
+        job_modify_revision: r.job_modify_revision,
+        warnings: r.warnings,
+    }
+}
 
 fn missing_job() -> Status {
     GatewayError::field("job", "missing job").into()
@@ -33,12 +44,7 @@ impl JobService for JobApi {
         let job = req.job.ok_or_else(missing_job)?;
         let enforce = req.enforce_revision.then_some(req.job_modify_revision);
         let r = register::register(&self.0, job, enforce).await?;
-        Ok(Response::new(RegisterJobResponse {
-            eval_id: r.eval_id,
-            eval_create_revision: r.eval_create_revision,
-            job_modify_revision: r.job_modify_revision,
-            warnings: r.warnings,
-        }))
+        Ok(Response::new(registered(r)))
     }
 
     async fn deregister_job(
@@ -182,6 +188,58 @@ impl JobService for JobApi {
             namespace: s.job.namespace,
             summary: s.groups,
             meta: Some(meta),
+        }))
+    }
+
+    async fn revert_job(
+        &self,
+        request: Request<RevertJobRequest>,
+    ) -> Result<Response<RegisterJobResponse>, Status> {
+        let req = request.into_inner();
+        let prior = req.enforce_prior_version.then_some(req.prior_version);
+        let r =
+            lifecycle::revert(&self.0, &req.namespace, &req.job_id, req.job_version, prior).await?;
+        Ok(Response::new(registered(r)))
+    }
+
+    async fn set_job_stability(
+        &self,
+        request: Request<SetJobStabilityRequest>,
+    ) -> Result<Response<SetJobStabilityResponse>, Status> {
+        let req = request.into_inner();
+        let revision = lifecycle::set_stability(
+            &self.0,
+            &req.namespace,
+            &req.job_id,
+            req.job_version,
+            req.stable,
+        )
+        .await?;
+        Ok(Response::new(SetJobStabilityResponse { revision }))
+    }
+
+    async fn scale_job(
+        &self,
+        request: Request<ScaleJobRequest>,
+    ) -> Result<Response<RegisterJobResponse>, Status> {
+        let req = request.into_inner();
+        let r =
+            lifecycle::scale(&self.0, &req.namespace, &req.job_id, &req.group, req.count).await?;
+        Ok(Response::new(registered(r)))
+    }
+
+    async fn dispatch_job(
+        &self,
+        request: Request<DispatchJobRequest>,
+    ) -> Result<Response<DispatchJobResponse>, Status> {
+        let req = request.into_inner();
+        let d = lifecycle::dispatch(&self.0, &req.namespace, &req.job_id, req.payload, req.meta)
+            .await?;
+        Ok(Response::new(DispatchJobResponse {
+            dispatched_job_id: d.job_id,
+            eval_id: d.registered.eval_id,
+            eval_create_revision: d.registered.eval_create_revision,
+            job_create_revision: d.registered.revision,
         }))
     }
 }

@@ -4,6 +4,7 @@
 
 mod cluster;
 mod events;
+mod job_ops;
 mod jobs;
 mod logs;
 mod operator;
@@ -72,6 +73,24 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
         .route("/v1/job/{id}/allocations", get(jobs::allocations))
         .route("/v1/job/{id}/evaluations", get(jobs::evaluations))
         .route("/v1/job/{id}/summary", get(jobs::summary))
+        .route(
+            "/v1/job/{id}/revert",
+            post(job_ops::revert).put(job_ops::revert),
+        )
+        .route(
+            "/v1/job/{id}/stable",
+            post(job_ops::stable).put(job_ops::stable),
+        )
+        .route(
+            "/v1/job/{id}/scale",
+            get(job_ops::scale_status)
+                .post(job_ops::scale)
+                .put(job_ops::scale),
+        )
+        .route(
+            "/v1/job/{id}/dispatch",
+            post(job_ops::dispatch).put(job_ops::dispatch),
+        )
         .route("/v1/job/{id}/deployments", get(jobs::deployments))
         .route("/v1/job/{id}/deployment", get(jobs::latest_deployment))
         .route("/v1/evaluations", get(cluster::evals))

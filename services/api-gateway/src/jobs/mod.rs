@@ -1,5 +1,7 @@
-//! Jobs: registration and its evaluations, reads, and dry-run plans.
+//! Jobs: registration and its evaluations, revert, stability, scaling and
+//! dispatch, reads, and dry-run plans.
 
+pub mod lifecycle;
 pub mod plan;
 pub mod reads;
 pub mod register;

@@ -68,6 +68,7 @@ pub(crate) fn build_register(
     existing: Option<&Job>,
     mut job: Job,
     versions: &[(u64, bool)],
+    trigger: &str,
 ) -> RegisterWrite {
     let job_key = keys.job(&job.namespace, &job.id);
     let mut txn = Txn::new().when(match existing {
@@ -98,7 +99,7 @@ pub(crate) fn build_register(
     } else if let Some(old) = existing {
         job = old.clone();
     }
-    let eval = (!evals::is_template(&job)).then(|| evals::for_job(&job, TRIGGER_JOB_REGISTER));
+    let eval = (!evals::is_template(&job)).then(|| evals::for_job(&job, trigger));
     if let Some(eval) = &eval {
         txn = txn.and_then(Op::put(keys.eval(&eval.id), encode(eval)));
     }
@@ -133,6 +134,17 @@ pub async fn register(
     job: Job,
     enforce_revision: Option<Revision>,
 ) -> Result<Registered> {
+    register_with(gw, job, enforce_revision, TRIGGER_JOB_REGISTER).await
+}
+
+/// [`register`] with the evaluation's trigger named (`job-scaling` for a
+/// scale, `job-register` otherwise).
+pub(crate) async fn register_with(
+    gw: &Gateway,
+    job: Job,
+    enforce_revision: Option<Revision>,
+    trigger: &str,
+) -> Result<Registered> {
     let (job, warnings) = prepare(job)?;
     if gw
         .cache
@@ -156,7 +168,7 @@ pub async fn register(
         } else {
             Vec::new()
         };
-        let write = build_register(&gw.keys, existing.as_ref(), job.clone(), &versions);
+        let write = build_register(&gw.keys, existing.as_ref(), job.clone(), &versions, trigger);
         let result = gw.store.txn(write.txn).await?;
         if !result.succeeded {
             if enforce_revision.is_some() {
@@ -200,7 +212,11 @@ fn conflict(job_id: &str) -> GatewayError {
 }
 
 /// The (version, stable) pairs of a job's kept versions, from the store.
-async fn read_versions(gw: &Gateway, namespace: &str, job_id: &str) -> Result<Vec<(u64, bool)>> {
+pub(crate) async fn read_versions(
+    gw: &Gateway,
+    namespace: &str,
+    job_id: &str,
+) -> Result<Vec<(u64, bool)>> {
     let res = gw
         .store
         .range(Range::prefix(gw.keys.job_versions_of(namespace, job_id)))
@@ -440,7 +456,7 @@ mod tests {
     fn a_new_job_is_version_zero_with_a_pending_eval() {
         let keys = Keyspace::new("/t");
         let (job, _) = prepare(job(2)).unwrap();
-        let w = build_register(&keys, None, job, &[]);
+        let w = build_register(&keys, None, job, &[], TRIGGER_JOB_REGISTER);
         assert!(w.changed);
         assert_eq!(
             w.txn.compares,
@@ -478,7 +494,7 @@ mod tests {
         old.modify_revision = 41;
         let versions: Vec<(u64, bool)> = (1..=6).map(|v| (v, false)).collect();
         let (new, _) = prepare(job(3)).unwrap();
-        let w = build_register(&keys, Some(&old), new, &versions);
+        let w = build_register(&keys, Some(&old), new, &versions, TRIGGER_JOB_REGISTER);
         assert!(w.changed);
         assert_eq!(
             w.txn.compares,
@@ -505,7 +521,7 @@ mod tests {
         old.job_modify_revision = 40;
         old.modify_revision = 41;
         let (same, _) = prepare(job(2)).unwrap();
-        let w = build_register(&keys, Some(&old), same, &[(2, false)]);
+        let w = build_register(&keys, Some(&old), same, &[(2, false)], TRIGGER_JOB_REGISTER);
         assert!(!w.changed);
         let puts = puts(&w.txn);
         assert_eq!(puts.len(), 1, "only the eval");
@@ -527,7 +543,7 @@ mod tests {
             ..Default::default()
         });
         let (j, _) = prepare(j).unwrap();
-        let w = build_register(&keys, None, j, &[]);
+        let w = build_register(&keys, None, j, &[], TRIGGER_JOB_REGISTER);
         assert!(w.eval.is_none());
         assert_eq!(puts(&w.txn).len(), 2);
     }

@@ -1,0 +1,203 @@
+//! `/v1/job/:id/revert`, `/stable`, `/scale` and `/dispatch`.
+
+use std::collections::BTreeMap;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query as QueryString, State};
+use base64::Engine;
+use caravan_proto::AllocClientStatus;
+use caravan_state::is_terminal;
+use serde_json::{Value, json};
+
+use crate::http::render::index;
+use crate::http::{ApiError, ApiResult, Http, Params, decode, query, read_answer, with_index};
+use crate::jobs::lifecycle;
+use crate::jobs::register::Registered;
+use crate::query::{self as blocking, DEFAULT_NAMESPACE};
+
+fn namespace(p: &Params) -> &str {
+    p.get("namespace").map_or(DEFAULT_NAMESPACE, String::as_str)
+}
+
+fn registered(r: &Registered) -> axum::response::Response {
+    with_index(
+        index(r.revision),
+        json!({
+            "EvalID": r.eval_id,
+            "EvalCreateIndex": index(r.eval_create_revision),
+            "JobModifyIndex": index(r.job_modify_revision),
+            "Warnings": r.warnings.join("\n"),
+            "Index": index(r.revision),
+        }),
+    )
+}
+
+fn version_field(v: &Value, field: &str) -> Result<Option<u64>, ApiError> {
+    match v.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(n) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| ApiError::field(field, "must be a non-negative integer")),
+    }
+}
+
+/// `POST /v1/job/:id/revert` with `{"JobVersion": n, "EnforcePriorVersion": m}`.
+pub(crate) async fn revert(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+    body: Bytes,
+) -> ApiResult {
+    let v: Value = decode(&body)?;
+    let version = version_field(&v, "JobVersion")?
+        .ok_or_else(|| ApiError::field("JobVersion", "missing job version"))?;
+    let prior = version_field(&v, "EnforcePriorVersion")?;
+    let r = lifecycle::revert(&http.gw, namespace(&p), &id, version, prior).await?;
+    Ok(registered(&r))
+}
+
+/// `POST /v1/job/:id/stable` with `{"JobVersion": n, "Stable": bool}`.
+pub(crate) async fn stable(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+    body: Bytes,
+) -> ApiResult {
+    let v: Value = decode(&body)?;
+    let version = version_field(&v, "JobVersion")?
+        .ok_or_else(|| ApiError::field("JobVersion", "missing job version"))?;
+    let stable = match v.get("Stable") {
+        Some(Value::Bool(b)) => *b,
+        _ => return Err(ApiError::field("Stable", "must be true or false")),
+    };
+    let revision = lifecycle::set_stability(&http.gw, namespace(&p), &id, version, stable).await?;
+    Ok(with_index(
+        index(revision),
+        json!({"Index": index(revision)}),
+    ))
+}
+
+/// `GET /v1/job/:id/scale`: desired and actual counts per group.
+pub(crate) async fn scale_status(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let snap = blocking::block(&http.gw, &q).await;
+    let Some(job) = snap.job(&q.namespace, &id) else {
+        return Err(ApiError::from(crate::error::GatewayError::NotFound(
+            format!("job not found: {id}"),
+        )));
+    };
+    let mut groups = serde_json::Map::new();
+    for tg in &job.task_groups {
+        let (mut placed, mut running, mut healthy, mut unhealthy) = (0, 0, 0, 0);
+        for a in snap
+            .allocs_by_job(&job.namespace, &job.id)
+            .filter(|a| a.task_group == tg.name && !is_terminal(a))
+        {
+            placed += 1;
+            if a.client_status() == AllocClientStatus::Running {
+                running += 1;
+            }
+            match a.deployment_status.as_ref().and_then(|d| d.healthy) {
+                Some(true) => healthy += 1,
+                Some(false) => unhealthy += 1,
+                None => {}
+            }
+        }
+        groups.insert(
+            tg.name.clone(),
+            json!({
+                "Desired": tg.count,
+                "Placed": placed,
+                "Running": running,
+                "Healthy": healthy,
+                "Unhealthy": unhealthy,
+                "Events": Value::Null,
+            }),
+        );
+    }
+    let meta = blocking::meta(&snap);
+    Ok(read_answer(
+        &meta,
+        json!({
+            "JobID": job.id,
+            "Namespace": job.namespace,
+            "JobCreateIndex": index(job.create_revision),
+            "JobModifyIndex": index(job.job_modify_revision),
+            "JobStopped": job.stop,
+            "TaskGroups": groups,
+        }),
+    ))
+}
+
+/// `POST /v1/job/:id/scale` with `{"Count": n, "Target": {"Group": "web"}}`.
+pub(crate) async fn scale(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+    body: Bytes,
+) -> ApiResult {
+    let v: Value = decode(&body)?;
+    let group = v
+        .pointer("/Target/Group")
+        .and_then(Value::as_str)
+        .filter(|g| !g.is_empty())
+        .ok_or_else(|| ApiError::field("Target.Group", "missing task group name"))?;
+    let count = match v.get("Count") {
+        Some(c) => c
+            .as_i64()
+            .ok_or_else(|| ApiError::field("Count", "must be an integer"))?,
+        None => return Err(ApiError::field("Count", "missing count")),
+    };
+    let r = lifecycle::scale(&http.gw, namespace(&p), &id, group, count).await?;
+    Ok(registered(&r))
+}
+
+/// `POST /v1/job/:id/dispatch` with `{"Payload": base64, "Meta": {...}}`.
+pub(crate) async fn dispatch(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+    body: Bytes,
+) -> ApiResult {
+    let v: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        decode(&body)?
+    };
+    let payload = match v.get("Payload") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .map_err(|e| ApiError::field("Payload", format!("invalid base64: {e}")))?,
+        Some(_) => return Err(ApiError::field("Payload", "must be a base64 string")),
+    };
+    let mut meta = BTreeMap::new();
+    match v.get("Meta") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => {
+            for (k, val) in m {
+                let s = val
+                    .as_str()
+                    .ok_or_else(|| ApiError::field(format!("Meta.{k}"), "must be a string"))?;
+                meta.insert(k.clone(), s.to_string());
+            }
+        }
+        Some(_) => return Err(ApiError::field("Meta", "must be an object of strings")),
+    }
+    let d = lifecycle::dispatch(&http.gw, namespace(&p), &id, payload, meta).await?;
+    Ok(with_index(
+        index(d.registered.revision),
+        json!({
+            "DispatchedJobID": d.job_id,
+            "EvalID": d.registered.eval_id,
+            "EvalCreateIndex": index(d.registered.eval_create_revision),
+            "JobCreateIndex": index(d.registered.revision),
+            "Index": index(d.registered.revision),
+        }),
+    ))
+}

@@ -1,0 +1,300 @@
+//! Job operations built on registration: revert to an older version, mark a
+//! version stable, scale a group, and dispatch a parameterized job.
+
+use std::collections::BTreeMap;
+
+use caravan_proto::Job;
+use caravan_state::encode;
+use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
+
+use crate::error::{GatewayError, Result};
+use crate::evals::TRIGGER_JOB_SCALING;
+use crate::gateway::{Gateway, new_id, now_unix_ns};
+use crate::jobs::register::{Registered, register, register_with};
+use crate::query::DEFAULT_NAMESPACE;
+
+fn namespace_or_default(namespace: &str) -> &str {
+    if namespace.is_empty() {
+        DEFAULT_NAMESPACE
+    } else {
+        namespace
+    }
+}
+
+async fn current(gw: &Gateway, namespace: &str, job_id: &str) -> Result<Job> {
+    if job_id.is_empty() {
+        return Err(GatewayError::field("job_id", "missing job ID"));
+    }
+    gw.read::<Job>(&gw.keys.job(namespace, job_id))
+        .await?
+        .ok_or_else(|| GatewayError::NotFound(format!("job not found: {job_id}")))
+}
+
+/// The specification of a stored version, with the servers' fields cleared
+/// so registering it makes a new version.
+fn as_spec(mut job: Job) -> Job {
+    job.version = 0;
+    job.stable = false;
+    job.status = 0;
+    job.status_description.clear();
+    job.create_revision = 0;
+    job.modify_revision = 0;
+    job.job_modify_revision = 0;
+    job.submit_time_unix_ns = 0;
+    job
+}
+
+/// Registers the specification of `version` again as the job's newest
+/// version. With `enforce_prior_version`, only if the current version is it.
+pub async fn revert(
+    gw: &Gateway,
+    namespace: &str,
+    job_id: &str,
+    version: u64,
+    enforce_prior_version: Option<u64>,
+) -> Result<Registered> {
+    let namespace = namespace_or_default(namespace);
+    let job = current(gw, namespace, job_id).await?;
+    if let Some(prior) = enforce_prior_version
+        && prior != job.version
+    {
+        return Err(GatewayError::FailedPrecondition(format!(
+            "current job has version {}; enforcing version {prior}",
+            job.version
+        )));
+    }
+    if version == job.version {
+        return Err(GatewayError::field(
+            "job_version",
+            format!("can't revert to current version {version}"),
+        ));
+    }
+    let old: Job = gw
+        .read(&gw.keys.job_version(namespace, job_id, version))
+        .await?
+        .ok_or_else(|| GatewayError::NotFound(format!("job {job_id} has no version {version}")))?;
+    register(gw, as_spec(old), Some(job.job_modify_revision)).await
+}
+
+/// Marks one version of a job stable (or not). The current job carries the
+/// flag too when it is that version.
+pub async fn set_stability(
+    gw: &Gateway,
+    namespace: &str,
+    job_id: &str,
+    version: u64,
+    stable: bool,
+) -> Result<Revision> {
+    let namespace = namespace_or_default(namespace);
+    let version_key = gw.keys.job_version(namespace, job_id, version);
+    let job_key = gw.keys.job(namespace, job_id);
+    for _ in 0..gw.attempts() {
+        let job = current(gw, namespace, job_id).await?;
+        let Some(mut at) = gw.read::<Job>(&version_key).await? else {
+            return Err(GatewayError::NotFound(format!(
+                "job {job_id} has no version {version}"
+            )));
+        };
+        let mut txn = Txn::new().when(Compare::mod_revision(
+            version_key.clone(),
+            CompareOp::Equal,
+            at.modify_revision,
+        ));
+        at.stable = stable;
+        txn = txn.and_then(Op::put(version_key.clone(), encode(&at)));
+        if job.version == version {
+            let mut updated = job.clone();
+            updated.stable = stable;
+            txn = txn
+                .when(Compare::mod_revision(
+                    job_key.clone(),
+                    CompareOp::Equal,
+                    job.modify_revision,
+                ))
+                .and_then(Op::put(job_key.clone(), encode(&updated)));
+        }
+        let result = gw.store.txn(txn).await?;
+        if result.succeeded {
+            gw.settle(result.revision).await;
+            return Ok(result.revision);
+        }
+    }
+    Err(GatewayError::Conflict(format!(
+        "job {job_id} kept changing concurrently; try again"
+    )))
+}
+
+/// Sets the count of one task group: a new version and a `job-scaling`
+/// evaluation, compared on the spec revision that was read.
+pub async fn scale(
+    gw: &Gateway,
+    namespace: &str,
+    job_id: &str,
+    group: &str,
+    count: i64,
+) -> Result<Registered> {
+    let namespace = namespace_or_default(namespace);
+    let count = i32::try_from(count)
+        .ok()
+        .filter(|c| *c >= 0)
+        .ok_or_else(|| GatewayError::field("count", "must be between 0 and 50000"))?;
+    for _ in 0..gw.attempts() {
+        let job = current(gw, namespace, job_id).await?;
+        if job.stop {
+            return Err(GatewayError::FailedPrecondition(format!(
+                "job {job_id:?} is stopped; scaling is not possible"
+            )));
+        }
+        let mut spec = as_spec(job.clone());
+        let Some(tg) = spec.task_groups.iter_mut().find(|tg| tg.name == group) else {
+            return Err(GatewayError::field(
+                "group",
+                format!("task group {group:?} not found in job {job_id:?}"),
+            ));
+        };
+        tg.count = count;
+        match register_with(gw, spec, Some(job.job_modify_revision), TRIGGER_JOB_SCALING).await {
+            Err(GatewayError::FailedPrecondition(_)) => continue,
+            other => return other,
+        }
+    }
+    Err(GatewayError::Conflict(format!(
+        "job {job_id} kept changing concurrently; try again"
+    )))
+}
+
+/// What a dispatch created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dispatched {
+    /// The child job's id.
+    pub job_id: String,
+    /// The child's registration.
+    pub registered: Registered,
+}
+
+/// Checks a dispatch's payload and meta against the parent's rules.
+fn check_dispatch(parent: &Job, payload: &[u8], meta: &BTreeMap<String, String>) -> Result<()> {
+    let Some(rules) = &parent.parameterized else {
+        return Err(GatewayError::FailedPrecondition(format!(
+            "job {:?} is not a parameterized job",
+            parent.id
+        )));
+    };
+    if parent.stop {
+        return Err(GatewayError::FailedPrecondition(format!(
+            "job {:?} is stopped; it can't be dispatched",
+            parent.id
+        )));
+    }
+    match rules.payload.as_str() {
+        "required" if payload.is_empty() => {
+            return Err(GatewayError::field("payload", "payload is required"));
+        }
+        "forbidden" if !payload.is_empty() => {
+            return Err(GatewayError::field("payload", "payload is forbidden"));
+        }
+        _ => {}
+    }
+    for key in &rules.meta_required {
+        if !meta.contains_key(key) {
+            return Err(GatewayError::field(
+                "meta",
+                format!("dispatch did not provide required meta key {key:?}"),
+            ));
+        }
+    }
+    for key in meta.keys() {
+        if !rules.meta_required.contains(key) && !rules.meta_optional.contains(key) {
+            return Err(GatewayError::field(
+                "meta",
+                format!("dispatch provided meta key {key:?} the job does not allow"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Dispatches a parameterized job: registers the child
+/// `<parent>/dispatch-<unix seconds>-<8 hex>` with the payload and meta,
+/// which is evaluated like any job.
+pub async fn dispatch(
+    gw: &Gateway,
+    namespace: &str,
+    job_id: &str,
+    payload: Vec<u8>,
+    meta: BTreeMap<String, String>,
+) -> Result<Dispatched> {
+    let namespace = namespace_or_default(namespace);
+    let parent = current(gw, namespace, job_id).await?;
+    check_dispatch(&parent, &payload, &meta)?;
+    let suffix: String = new_id().chars().filter(|c| *c != '-').take(8).collect();
+    let child_id = format!(
+        "{job_id}/dispatch-{}-{suffix}",
+        now_unix_ns() / 1_000_000_000
+    );
+    let mut child = as_spec(parent.clone());
+    child.id = child_id.clone();
+    child.name = child_id.clone();
+    child.parent_id = parent.id.clone();
+    child.dispatched = true;
+    child.payload = payload;
+    child.meta.extend(meta);
+    let registered = register(gw, child, Some(0)).await?;
+    Ok(Dispatched {
+        job_id: child_id,
+        registered,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_proto::ParameterizedJobConfig;
+
+    use super::*;
+
+    #[test]
+    fn dispatch_follows_the_parents_rules() {
+        let mut parent = Job {
+            id: "p".into(),
+            parameterized: Some(ParameterizedJobConfig {
+                payload: "required".into(),
+                meta_required: vec!["who".into()],
+                meta_optional: vec!["why".into()],
+            }),
+            ..Default::default()
+        };
+        let meta = BTreeMap::from([("who".to_string(), "me".to_string())]);
+        assert!(check_dispatch(&parent, b"x", &meta).is_ok());
+        let err = check_dispatch(&parent, b"", &meta).unwrap_err();
+        assert!(err.to_string().starts_with("payload"), "{err}");
+        let err = check_dispatch(&parent, b"x", &BTreeMap::new()).unwrap_err();
+        assert!(err.to_string().contains("who"), "{err}");
+        let extra = BTreeMap::from([
+            ("who".to_string(), "me".to_string()),
+            ("what".to_string(), "?".to_string()),
+        ]);
+        assert!(check_dispatch(&parent, b"x", &extra).is_err());
+        parent.parameterized = None;
+        assert!(matches!(
+            check_dispatch(&parent, b"", &BTreeMap::new()),
+            Err(GatewayError::FailedPrecondition(_))
+        ));
+    }
+
+    #[test]
+    fn a_spec_forgets_the_servers_fields() {
+        let job = Job {
+            id: "web".into(),
+            version: 4,
+            stable: true,
+            job_modify_revision: 9,
+            ..Default::default()
+        };
+        let spec = as_spec(job);
+        assert_eq!(
+            (spec.version, spec.stable, spec.job_modify_revision),
+            (0, false, 0)
+        );
+        assert_eq!(spec.id, "web");
+    }
+}

@@ -1,0 +1,209 @@
+//! Revert, stability, scaling and dispatch over HTTP and gRPC, against the
+//! embedded store and etcd.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use caravan_proto::DispatchJobRequest;
+use caravan_proto::job_service_client::JobServiceClient;
+use caravan_state::Kind;
+use common::{Backend, TestGateway};
+use serde_json::{Value, json};
+use tonic::Code;
+
+fn job(count: i64) -> Vec<u8> {
+    serde_json::to_vec(&json!({"Job": {
+        "ID": "web",
+        "Type": "service",
+        "TaskGroups": [{"Name": "web", "Count": count, "Tasks": [{
+            "Name": "app", "Driver": "mock", "Resources": {"CPU": 100, "MemoryMB": 32}
+        }]}]
+    }}))
+    .unwrap()
+}
+
+fn body(v: Value) -> Vec<u8> {
+    serde_json::to_vec(&v).unwrap()
+}
+
+async fn revert_stable_and_scale(backend: Backend) {
+    let gw = TestGateway::start(backend, "job-ops").await;
+    gw.http("PUT", "/v1/jobs", &job(1)).await;
+    gw.http("PUT", "/v1/jobs", &job(2)).await;
+    assert_eq!(gw.job("web").await.unwrap().version, 1);
+
+    let r = gw
+        .http(
+            "POST",
+            "/v1/job/web/revert",
+            &body(json!({"JobVersion": 1})),
+        )
+        .await;
+    assert_eq!(r.status, 400, "the current version: {}", r.text());
+    let r = gw
+        .http(
+            "POST",
+            "/v1/job/web/revert",
+            &body(json!({"JobVersion": 0, "EnforcePriorVersion": 7})),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    let r = gw
+        .http(
+            "POST",
+            "/v1/job/web/revert",
+            &body(json!({"JobVersion": 0, "EnforcePriorVersion": 1})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let reverted = gw.job("web").await.unwrap();
+    assert_eq!(reverted.version, 2);
+    assert_eq!(reverted.task_groups[0].count, 1);
+
+    let r = gw
+        .http(
+            "POST",
+            "/v1/job/web/stable",
+            &body(json!({"JobVersion": 2, "Stable": true})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let stable = gw.job("web").await.unwrap();
+    assert!(stable.stable);
+    assert_eq!(stable.job_modify_revision, reverted.job_modify_revision);
+
+    let r = gw
+        .http(
+            "POST",
+            "/v1/job/web/scale",
+            &body(json!({"Count": 5, "Target": {"Group": "web"}})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let eval_id = r.json()["EvalID"].as_str().unwrap().to_string();
+    let scaled = gw.job("web").await.unwrap();
+    assert_eq!((scaled.version, scaled.task_groups[0].count), (3, 5));
+    let evals = gw.evals().await;
+    let e = evals.iter().find(|e| e.id == eval_id).unwrap();
+    assert_eq!(e.triggered_by, "job-scaling");
+    let status = gw.http("GET", "/v1/job/web/scale", b"").await.json();
+    assert_eq!(status["TaskGroups"]["web"]["Desired"], 5);
+    for bad in [
+        json!({"Count": 5, "Target": {"Group": "nope"}}),
+        json!({"Count": -1, "Target": {"Group": "web"}}),
+        json!({"Count": 5}),
+    ] {
+        let r = gw.http("POST", "/v1/job/web/scale", &body(bad)).await;
+        assert_eq!(r.status, 400, "{}", r.text());
+    }
+    assert_eq!(
+        gw.job("web").await.unwrap().version,
+        3,
+        "refusals write nothing"
+    );
+    gw.stop().await;
+}
+
+async fn dispatch_creates_a_child(backend: Backend) {
+    let gw = TestGateway::start(backend, "job-dispatch").await;
+    let parent = json!({"Job": {
+        "ID": "report",
+        "Type": "batch",
+        "ParameterizedJob": {"Payload": "required", "MetaRequired": ["who"]},
+        "TaskGroups": [{"Name": "g", "Count": 1, "Tasks": [{
+            "Name": "t", "Driver": "mock", "Resources": {"CPU": 100, "MemoryMB": 32}
+        }]}]
+    }});
+    let r = gw.http("PUT", "/v1/jobs", &body(parent)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json()["EvalID"],
+        "",
+        "a parameterized parent is not evaluated"
+    );
+    assert!(gw.evals().await.is_empty());
+
+    let r = gw
+        .http(
+            "POST",
+            "/v1/job/report/dispatch",
+            &body(json!({"Meta": {"who": "me"}})),
+        )
+        .await;
+    assert_eq!(r.status, 400, "payload is required: {}", r.text());
+    let r = gw
+        .http(
+            "POST",
+            "/v1/job/report/dispatch",
+            &body(json!({"Payload": "aGVsbG8=", "Meta": {"who": "me"}})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let child_id = r.json()["DispatchedJobID"].as_str().unwrap().to_string();
+    assert!(child_id.starts_with("report/dispatch-"), "{child_id}");
+    let child = gw.job(&child_id).await.unwrap();
+    assert_eq!(child.payload, b"hello");
+    assert_eq!(child.parent_id, "report");
+    assert!(child.dispatched);
+    assert_eq!(child.meta["who"], "me");
+    let evals = gw.evals().await;
+    assert_eq!(evals.len(), 1);
+    assert_eq!(evals[0].job_id, child_id);
+    let escaped = child_id.replace('/', "%2F");
+    let read = gw.http("GET", &format!("/v1/job/{escaped}"), b"").await;
+    assert_eq!(read.status, 200, "{}", read.text());
+    assert_eq!(read.json()["ParentID"], "report");
+
+    let mut jobs = JobServiceClient::new(gw.channel().await);
+    let d = jobs
+        .dispatch_job(DispatchJobRequest {
+            namespace: String::new(),
+            job_id: "report".into(),
+            payload: b"x".to_vec(),
+            meta: BTreeMap::from([("who".to_string(), "grpc".to_string())]),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(d.dispatched_job_id.starts_with("report/dispatch-"));
+    assert!(!d.eval_id.is_empty());
+    let err = jobs
+        .dispatch_job(DispatchJobRequest {
+            namespace: String::new(),
+            job_id: "report".into(),
+            payload: b"x".to_vec(),
+            meta: BTreeMap::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("who"), "{}", err.message());
+    let jobs_now: Vec<caravan_proto::Job> = gw.objects(gw.keys.prefix_of(Kind::Jobs)).await;
+    assert_eq!(jobs_now.len(), 3);
+    gw.stop().await;
+}
+
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod mem {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::Mem).await;
+                }
+            )*
+        }
+        mod etcd {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::Etcd).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(revert_stable_and_scale, dispatch_creates_a_child);
