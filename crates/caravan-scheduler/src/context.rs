@@ -28,8 +28,12 @@ pub struct Eligibility {
 /// Dense per-node data for every node the attempt looks at.
 pub(crate) struct NodeTable {
     pub nodes: Vec<Arc<Node>>,
-    /// Nodes sorted by id occupy `0..sorted`; later entries were added on demand.
-    sorted: usize,
+    /// The nodes handed in occupy `0..initial`; later entries were added on demand.
+    initial: usize,
+    /// Built on the first lookup: `None` when the initial nodes are sorted by id
+    /// (binary search), else an index. Lazily, so attempts that never look a
+    /// node up by id never read every node's id.
+    by_id: std::cell::OnceCell<Option<HashMap<String, u32, FnvBuild>>>,
     extra: HashMap<String, u32, FnvBuild>,
     /// Per node: 1 + index into `cap_store`, or 0 before first use (keeps the
     /// per-node array small; capacities are built only for visited nodes).
@@ -46,13 +50,12 @@ pub(crate) struct NodeTable {
 }
 
 impl NodeTable {
-    fn new(mut nodes: Vec<Arc<Node>>) -> Self {
-        // One pass checks the order and interns classes, so each node is read once.
+    fn new(nodes: Vec<Arc<Node>>) -> Self {
         let n = nodes.len();
-        let mut sorted = true;
         let mut table = Self {
             nodes: Vec::new(),
-            sorted: n,
+            initial: n,
+            by_id: std::cell::OnceCell::new(),
             extra: HashMap::default(),
             caps: vec![0; n],
             cap_store: Vec::new(),
@@ -63,20 +66,9 @@ impl NodeTable {
             generation: vec![0; n],
             dirty: vec![false; n],
         };
-        for i in 0..n {
-            if i > 0 && nodes[i - 1].id > nodes[i].id {
-                sorted = false;
-            }
-            let id = table.intern_node_class(&nodes[i]);
+        for node in &nodes {
+            let id = table.intern_node_class(node);
             table.class_ids.push(id);
-        }
-        if !sorted {
-            let mut order: Vec<usize> = (0..n).collect();
-            order.sort_by(|&a, &b| nodes[a].id.cmp(&nodes[b].id));
-            let ids: Vec<u32> = order.iter().map(|&i| table.class_ids[i]).collect();
-            let mut slots: Vec<Option<Arc<Node>>> = nodes.into_iter().map(Some).collect();
-            nodes = order.iter().filter_map(|&i| slots[i].take()).collect();
-            table.class_ids = ids;
         }
         table.nodes = nodes;
         table
@@ -100,11 +92,28 @@ impl NodeTable {
 
     /// The table index of a node id, if the node is in the table.
     pub fn find(&self, id: &str) -> Option<u32> {
-        self.nodes[..self.sorted]
-            .binary_search_by(|n| n.id.as_str().cmp(id))
-            .ok()
-            .map(|i| i as u32)
-            .or_else(|| self.extra.get(id).copied())
+        let initial = &self.nodes[..self.initial];
+        let index = self.by_id.get_or_init(|| {
+            if initial.is_sorted_by(|a, b| a.id <= b.id) {
+                None
+            } else {
+                Some(
+                    initial
+                        .iter()
+                        .enumerate()
+                        .map(|(i, n)| (n.id.clone(), i as u32))
+                        .collect(),
+                )
+            }
+        });
+        let found = match index {
+            None => initial
+                .binary_search_by(|n| n.id.as_str().cmp(id))
+                .ok()
+                .map(|i| i as u32),
+            Some(m) => m.get(id).copied(),
+        };
+        found.or_else(|| self.extra.get(id).copied())
     }
 
     fn push(&mut self, node: Arc<Node>) -> u32 {

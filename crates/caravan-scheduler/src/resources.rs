@@ -289,6 +289,17 @@ impl Exhausted {
 
 /// Checks whether `ask` fits next to `used`.
 pub fn fits(cap: &Capacity, used: &NodeUsage, ask: &GroupAsk) -> Result<(), Exhausted> {
+    // Cores first: short of cores is also short of their MHz, and "cores" says why.
+    if ask.cores > 0 {
+        let free = cap
+            .cores
+            .iter()
+            .filter(|c| used.cores.binary_search(c).is_err())
+            .count();
+        if free < ask.cores as usize {
+            return Err(Exhausted::Cores);
+        }
+    }
     let cpu = ask
         .cpu_mhz
         .saturating_add(u64::from(ask.cores).saturating_mul(cap.mhz_per_core));
@@ -300,16 +311,6 @@ pub fn fits(cap: &Capacity, used: &NodeUsage, ask: &GroupAsk) -> Result<(), Exha
     }
     if used.disk_mb.saturating_add(ask.disk_mb) > cap.disk_mb {
         return Err(Exhausted::Disk);
-    }
-    if ask.cores > 0 {
-        let free = cap
-            .cores
-            .iter()
-            .filter(|c| used.cores.binary_search(c).is_err())
-            .count();
-        if free < ask.cores as usize {
-            return Err(Exhausted::Cores);
-        }
     }
     ports_fit(cap, used, ask)
 }
