@@ -65,6 +65,38 @@ fn alloc(id: String, job: &str, node: String) -> Allocation {
     }
 }
 
+/// What etcd itself sustains here: serial and concurrent single-put txns.
+async fn baseline(store: &Arc<dyn Store>, ks: &Keyspace, clients: usize) {
+    let n = 300;
+    let started = Instant::now();
+    for i in 0..n {
+        let txn = Txn::new().and_then(Op::put(ks.eval(&format!("base-{i}")), vec![0u8; 500]));
+        store.txn(txn).await.unwrap();
+    }
+    let serial = n as f64 / started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let (store, ks) = (store.clone(), ks.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..n / clients.max(1) {
+                let key = ks.eval(&format!("base-{c}-{i}"));
+                store
+                    .txn(Txn::new().and_then(Op::put(key, vec![0u8; 500])))
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let concurrent = (n / clients.max(1) * clients) as f64 / started.elapsed().as_secs_f64();
+    println!(
+        "etcd baseline: {serial:.0} serial txns/s, {concurrent:.0} txns/s from {clients} concurrent callers"
+    );
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -106,6 +138,7 @@ async fn main() {
         }
         store.txn(txn).await.unwrap();
     }
+    baseline(&store, &ks, clients).await;
     let snapshot_revision = store.current_revision().await.unwrap();
     let mut config = PlanApplierConfig {
         grpc_addr: "127.0.0.1:0".into(),
