@@ -49,6 +49,7 @@ cases!(
     a_pending_eval_places_its_allocations_and_completes,
     a_job_that_does_not_fit_gets_a_blocked_eval,
     a_partial_commit_makes_the_worker_refresh_and_plan_again,
+    an_unknown_plan_outcome_makes_the_worker_refresh_and_plan_again,
     a_paused_worker_dequeues_nothing,
 );
 
@@ -132,12 +133,14 @@ impl TokenCheck for AnyToken {
     }
 }
 
-/// The real applier, except that the first plan loses the part of its first
-/// node: a partial commit as when another plan took that room first.
+/// The real applier, except that the first plan goes wrong once.
 struct RefusesOnce {
     inner: Arc<PlanApplier>,
     store: Arc<dyn Store>,
     refused: AtomicBool,
+    /// Fail the first plan as a deposed leader would (outcome unknown to
+    /// the worker) instead of refusing its first node.
+    fail_first: bool,
     plans: Arc<Mutex<Vec<(Plan, caravan_proto::PlanResult)>>>,
 }
 
@@ -148,6 +151,14 @@ impl PlanApplierService for RefusesOnce {
         req: Request<SubmitPlanRequest>,
     ) -> Result<Response<SubmitPlanResponse>, Status> {
         let plan = req.into_inner().plan.unwrap();
+        if self.fail_first && !self.refused.swap(true, Ordering::SeqCst) {
+            self.plans
+                .lock()
+                .push((plan, caravan_proto::PlanResult::default()));
+            return Err(Status::unavailable(
+                "plan-applier: leadership lost; the plan was not committed",
+            ));
+        }
         let mut forwarded = plan.clone();
         let refused_node = if self.refused.swap(true, Ordering::SeqCst) {
             None
@@ -175,10 +186,13 @@ impl PlanApplierService for RefusesOnce {
     }
 }
 
-async fn a_partial_commit_makes_the_worker_refresh_and_plan_again(
+/// Runs a job of 3 on 2 nodes through a worker and an applier that goes
+/// wrong once; returns the plans it saw with their results.
+async fn through_a_faulty_applier(
     store: Arc<dyn Store>,
     prefix: String,
-) {
+    fail_first: bool,
+) -> Vec<(Plan, caravan_proto::PlanResult)> {
     let broker = start_broker(&store, &prefix).await;
     let job = job("web", 3, 500);
     seed(
@@ -201,6 +215,7 @@ async fn a_partial_commit_makes_the_worker_refresh_and_plan_again(
             inner: inner.clone(),
             store: store.clone(),
             refused: AtomicBool::new(false),
+            fail_first,
             plans: plans.clone(),
         }));
     let addr = serve_router(router, stop.clone()).await;
@@ -228,6 +243,26 @@ async fn a_partial_commit_makes_the_worker_refresh_and_plan_again(
     })
     .await;
     let seen = plans.lock().clone();
+    let placed = allocs(&store, &prefix).await;
+    assert_eq!(placed.len(), 3);
+    let names: BTreeSet<&str> = placed.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names.len(), 3, "no alloc placed twice");
+    {
+        let log = broker.broker.log.lock();
+        assert_eq!(log.updated.last().unwrap().status(), EvalStatus::Complete);
+        assert!(log.nacked.is_empty());
+    }
+    worker.shutdown().await;
+    stop.cancel();
+    lead.await.unwrap();
+    seen
+}
+
+async fn a_partial_commit_makes_the_worker_refresh_and_plan_again(
+    store: Arc<dyn Store>,
+    prefix: String,
+) {
+    let seen = through_a_faulty_applier(store, prefix, false).await;
     assert_eq!(seen.len(), 2, "one partial commit, one retry: {seen:?}");
     let (first_plan, first) = &seen[0];
     let (second_plan, second) = &seen[1];
@@ -244,17 +279,19 @@ async fn a_partial_commit_makes_the_worker_refresh_and_plan_again(
         .map(|l| l.allocs.len())
         .sum();
     assert_eq!(retried, first_plan.node_allocation[refused].allocs.len());
-    let placed = allocs(&store, &prefix).await;
-    assert_eq!(placed.len(), 3);
-    let names: BTreeSet<&str> = placed.iter().map(|a| a.name.as_str()).collect();
-    assert_eq!(names.len(), 3);
-    {
-        let log = broker.broker.log.lock();
-        assert_eq!(log.updated.last().unwrap().status(), EvalStatus::Complete);
-    }
-    worker.shutdown().await;
-    stop.cancel();
-    lead.await.unwrap();
+}
+
+async fn an_unknown_plan_outcome_makes_the_worker_refresh_and_plan_again(
+    store: Arc<dyn Store>,
+    prefix: String,
+) {
+    let seen = through_a_faulty_applier(store, prefix, true).await;
+    assert_eq!(seen.len(), 2, "one failure, one new plan: {seen:?}");
+    assert!(
+        seen[1].0.snapshot_revision >= seen[0].0.snapshot_revision,
+        "planned again on a state at least as new"
+    );
+    assert!(seen[1].1.rejected_nodes.is_empty());
 }
 
 async fn a_paused_worker_dequeues_nothing(store: Arc<dyn Store>, prefix: String) {
