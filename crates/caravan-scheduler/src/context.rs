@@ -50,7 +50,17 @@ pub(crate) struct NodeTable {
 }
 
 impl NodeTable {
-    fn new(nodes: Vec<Arc<Node>>) -> Self {
+    fn new(mut nodes: Vec<Arc<Node>>, scope: Option<&Job>) -> Self {
+        // Scope and class in one pass, so each node's memory is visited once.
+        let mut class_ids = Vec::with_capacity(nodes.len());
+        let mut interner = ClassInterner::default();
+        nodes.retain(|node| {
+            if scope.is_some_and(|j| !crate::feasible::node_in_job_scope(j, node)) {
+                return false;
+            }
+            class_ids.push(interner.intern(node));
+            true
+        });
         let n = nodes.len();
         let mut table = Self {
             nodes: Vec::new(),
@@ -59,17 +69,13 @@ impl NodeTable {
             extra: HashMap::default(),
             caps: vec![0; n],
             cap_store: Vec::new(),
-            class_ids: Vec::with_capacity(n),
-            classes: Vec::new(),
-            class_index: HashMap::default(),
+            class_ids,
+            classes: interner.classes,
+            class_index: interner.index,
             usage: vec![None; n],
             generation: vec![0; n],
             dirty: vec![false; n],
         };
-        for node in &nodes {
-            let id = table.intern_node_class(node);
-            table.class_ids.push(id);
-        }
         table.nodes = nodes;
         table
     }
@@ -177,6 +183,32 @@ impl NodeTable {
     }
 }
 
+/// Interns computed classes while the node table is built.
+#[derive(Default)]
+struct ClassInterner {
+    classes: Vec<String>,
+    index: HashMap<String, u32, FnvBuild>,
+}
+
+impl ClassInterner {
+    fn intern(&mut self, node: &Node) -> u32 {
+        let computed;
+        let class = if node.computed_class.is_empty() {
+            computed = compute_node_class(node);
+            &computed
+        } else {
+            &node.computed_class
+        };
+        if let Some(&id) = self.index.get(class) {
+            return id;
+        }
+        let id = self.classes.len() as u32;
+        self.index.insert(class.clone(), id);
+        self.classes.push(class.clone());
+        id
+    }
+}
+
 /// FNV-1a for short keys such as computed classes; SipHash is wasted on them.
 #[derive(Default)]
 pub(crate) struct Fnv(u64);
@@ -243,7 +275,8 @@ impl<'a> EvalContext<'a> {
             &attempt.to_be_bytes(),
         ]);
         let config = state.scheduler_config().map(|c| *c).unwrap_or_default();
-        let table = NodeTable::new(nodes);
+        let runnable = job.as_deref().filter(|j| !j.stop);
+        let table = NodeTable::new(nodes, runnable);
         let candidates = (0..table.len() as u32).collect();
         let groups: Vec<String> = job
             .as_ref()

@@ -11,7 +11,6 @@ use caravan_proto::{
 use crate::context::{Eligibility, EvalContext, FnvBuild, count_allocs};
 use crate::error::SchedulerError;
 use crate::evals::{self, FinalStatus};
-use crate::feasible::node_in_job_scope;
 use crate::planner::Planner;
 use crate::rank::{GroupRules, JobRules};
 use crate::reconcile::{self, ALLOC_UPDATING, Placement, UpdateKind, filter};
@@ -170,12 +169,9 @@ impl Run<'_> {
         let allocs = sd.allocs_by_job(&eval.namespace, &eval.job_id);
         let tainted = filter::tainted_nodes(sd, &allocs);
         let runnable: Option<Arc<Job>> = job.clone().filter(|j| !j.stop);
+        // Scope filtering happens inside the node table's single pass.
         let nodes = match &runnable {
-            Some(j) => sd
-                .ready_nodes()
-                .into_iter()
-                .filter(|n| node_in_job_scope(j, n))
-                .collect(),
+            Some(_) => sd.ready_nodes(),
             None => Vec::new(),
         };
         let mut ctx = EvalContext::new(sd, eval, job.clone(), nodes, self.now, self.attempt);

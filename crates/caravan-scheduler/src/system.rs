@@ -159,12 +159,9 @@ impl Run<'_> {
         let runnable: Option<Arc<Job>> = job.clone().filter(|j| !j.stop);
         let allocs = sd.allocs_by_job(&eval.namespace, &eval.job_id);
         let tainted = filter::tainted_nodes(sd, &allocs);
+        // Scope filtering happens inside the node table's single pass.
         let nodes = match &runnable {
-            Some(j) => sd
-                .ready_nodes()
-                .into_iter()
-                .filter(|n| node_in_job_scope(j, n))
-                .collect(),
+            Some(_) => sd.ready_nodes(),
             None => Vec::new(),
         };
         let mut ctx = EvalContext::new(sd, eval, job.clone(), nodes, self.now, self.attempt);
