@@ -1,1 +1,78 @@
-//! Caravan's command line: Nomad's verbs over the api-gateway's gRPC API, and `caravan dev`.
+//! Caravan's command line: Nomad's verbs (`job run`, `job status`, `alloc
+//! logs`, `node drain`, …) over the api-gateway's gRPC API, with Nomad's
+//! table layouts, and `caravan dev`, which runs every service and a client
+//! node in one process.
+//!
+//! [`args`] is the command line, [`commands`] the verbs, [`views`] and
+//! [`monitor`] what they print, [`api`] and [`lookup`] how they ask, and
+//! [`dev`] the one-process cluster.
+
+pub mod api;
+pub mod args;
+pub mod commands;
+pub mod dev;
+pub mod error;
+pub mod format;
+pub mod lookup;
+pub mod monitor;
+pub mod names;
+pub mod placement;
+pub mod ui;
+pub mod views;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+pub use api::{Api, DEFAULT_ADDRESS};
+pub use dev::{DevCluster, DevOptions};
+pub use error::CliError;
+pub use ui::{Captured, Ui};
+
+/// Parses `args` (the program name first) and runs the command, printing to
+/// `ui`; returns the exit code. Usage errors print clap's message.
+pub async fn run_args<I: IntoIterator<Item = String>>(args: I, ui: &mut Ui) -> u8 {
+    let cli = match args::Cli::try_parse_from(args::normalize(args)) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let text = e.render().to_string();
+            return if e.use_stderr() {
+                ui.error(text.trim_end());
+                1
+            } else {
+                ui.output(text.trim_end());
+                0
+            };
+        }
+    };
+    match commands::dispatch(cli, ui).await {
+        Ok(code) => code,
+        Err(e) => {
+            ui.error(e.to_string());
+            e.exit_code()
+        }
+    }
+}
+
+/// The whole `main` of the `caravan` binary.
+pub fn main() -> ExitCode {
+    // A bug must still read as one line, not as a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("caravan: internal error: {info}");
+    }));
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("caravan: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut ui = Ui::stdio();
+    let code = runtime.block_on(run_args(std::env::args(), &mut ui));
+    // Lingering streams (a followed log) must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    ExitCode::from(code)
+}

@@ -1,3 +1,5 @@
 //! The `caravan` binary.
 
-fn main() {}
+fn main() -> std::process::ExitCode {
+    caravan_cli::main()
+}

@@ -1,0 +1,420 @@
+//! The api-gateway's public gRPC API as the CLI calls it: one lazily
+//! connected channel, one method per call, errors phrased for the operator.
+
+use caravan_proto::alloc_service_client::AllocServiceClient;
+use caravan_proto::deployment_service_client::DeploymentServiceClient;
+use caravan_proto::eval_service_client::EvalServiceClient;
+use caravan_proto::job_service_client::JobServiceClient;
+use caravan_proto::node_service_client::NodeServiceClient;
+use caravan_proto::status_service_client::StatusServiceClient;
+use caravan_proto::{
+    Allocation, Deployment, DeregisterJobRequest, DeregisterJobResponse, DrainStrategy, Evaluation,
+    EvaluationAllocationsRequest, GetAllocationRequest, GetEvaluationRequest, GetJobRequest,
+    GetNodeRequest, Job, JobAllocationsRequest, JobEvaluationsRequest, JobSummaryRequest,
+    JobSummaryResponse, LeadersRequest, ListAllocationsRequest, ListDeploymentsRequest,
+    ListEvaluationsRequest, ListJobsRequest, ListNodesRequest, LogChunk, Node,
+    NodeAllocationsRequest, NodeUpdateResponse, PlanJobRequest, PlanJobResponse, QueryMeta,
+    QueryOptions, ReadLogsRequest, RegisterJobRequest, RegisterJobResponse, SchedulingEligibility,
+    StopAllocationRequest, StopAllocationResponse, UpdateDrainRequest, UpdateEligibilityRequest,
+    ValidateJobRequest, ValidateJobResponse,
+};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tonic::transport::Channel;
+
+use crate::error::CliError;
+
+/// Where the CLI looks for an api-gateway unless told otherwise.
+pub const DEFAULT_ADDRESS: &str = "http://127.0.0.1:4647";
+
+/// The largest answer accepted (a list of every allocation of a big cluster).
+const MAX_MESSAGE_BYTES: usize = 512 * 1024 * 1024;
+
+type Result<T> = std::result::Result<T, CliError>;
+
+/// A connection to one api-gateway.
+#[derive(Debug, Clone)]
+pub struct Api {
+    address: String,
+    namespace: String,
+    channel: Channel,
+}
+
+/// A read's answer and the revision it reflects.
+#[derive(Debug, Clone)]
+pub struct Read<T> {
+    /// The answer.
+    pub value: T,
+    /// The store revision the gateway answered at.
+    pub revision: i64,
+}
+
+fn revision(meta: Option<QueryMeta>) -> i64 {
+    meta.map_or(0, |m| m.revision)
+}
+
+impl Api {
+    /// A client of the gateway at `address` (`http://host:port` or
+    /// `host:port`) reading and writing in `namespace`; connects on first use.
+    pub fn new(address: &str, namespace: &str) -> Result<Api> {
+        let channel = caravan_runtime::grpc::channel(address)
+            .map_err(|e| CliError::Usage(format!("Invalid address {address:?}: {e}")))?;
+        Ok(Api {
+            address: address.to_string(),
+            namespace: namespace.to_string(),
+            channel,
+        })
+    }
+
+    /// The gateway's address.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The namespace of reads and writes.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    fn err<'a>(&'a self, context: &'a str) -> impl FnOnce(tonic::Status) -> CliError + 'a {
+        move |status| CliError::api(context, &self.address, status)
+    }
+
+    fn options(&self, prefix: &str) -> Option<QueryOptions> {
+        Some(QueryOptions {
+            namespace: self.namespace.clone(),
+            prefix: prefix.to_string(),
+            ..Default::default()
+        })
+    }
+
+    /// Options of a blocking read: answer once past `min_revision`, or after `wait`.
+    fn blocking(&self, min_revision: i64, wait: Duration) -> Option<QueryOptions> {
+        Some(QueryOptions {
+            namespace: self.namespace.clone(),
+            min_revision,
+            wait_ns: i64::try_from(wait.as_nanos()).unwrap_or(i64::MAX),
+            prefix: String::new(),
+        })
+    }
+
+    fn jobs(&self) -> JobServiceClient<Channel> {
+        JobServiceClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    fn evals(&self) -> EvalServiceClient<Channel> {
+        EvalServiceClient::new(self.channel.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    fn allocs(&self) -> AllocServiceClient<Channel> {
+        AllocServiceClient::new(self.channel.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    fn nodes(&self) -> NodeServiceClient<Channel> {
+        NodeServiceClient::new(self.channel.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    fn deployments(&self) -> DeploymentServiceClient<Channel> {
+        DeploymentServiceClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    /// Registers a job; with `check_index`, only if its modify revision matches.
+    pub async fn register_job(
+        &self,
+        job: Job,
+        check_index: Option<i64>,
+    ) -> Result<RegisterJobResponse> {
+        let req = RegisterJobRequest {
+            job: Some(job),
+            enforce_revision: check_index.is_some(),
+            job_modify_revision: check_index.unwrap_or(0),
+        };
+        let resp = self.jobs().register_job(req).await;
+        resp.map(tonic::Response::into_inner)
+            .map_err(self.err("Error submitting job"))
+    }
+
+    /// Asks the gateway to validate a job.
+    pub async fn validate_job(&self, job: Job) -> Result<ValidateJobResponse> {
+        let resp = self
+            .jobs()
+            .validate_job(ValidateJobRequest { job: Some(job) })
+            .await;
+        resp.map(tonic::Response::into_inner)
+            .map_err(self.err("Error validating job"))
+    }
+
+    /// A scheduler dry run of a job, with the diff against the registered one.
+    pub async fn plan_job(&self, job: Job) -> Result<PlanJobResponse> {
+        let resp = self
+            .jobs()
+            .plan_job(PlanJobRequest {
+                job: Some(job),
+                diff: true,
+            })
+            .await;
+        resp.map(tonic::Response::into_inner)
+            .map_err(self.err("Error during plan"))
+    }
+
+    /// Stops (or with `purge`, removes) a job.
+    pub async fn deregister_job(&self, job_id: &str, purge: bool) -> Result<DeregisterJobResponse> {
+        let req = DeregisterJobRequest {
+            namespace: self.namespace.clone(),
+            job_id: job_id.to_string(),
+            purge,
+        };
+        let resp = self.jobs().deregister_job(req).await;
+        resp.map(tonic::Response::into_inner)
+            .map_err(self.err("Error deregistering job"))
+    }
+
+    /// One job, with its derived status.
+    pub async fn job(&self, job_id: &str) -> Result<Job> {
+        let req = GetJobRequest {
+            job_id: job_id.to_string(),
+            options: self.options(""),
+        };
+        let resp = self.jobs().get_job(req).await;
+        let resp = resp
+            .map(tonic::Response::into_inner)
+            .map_err(self.err("Error querying job"))?;
+        resp.job
+            .ok_or_else(|| CliError::NotFound(format!("No job with ID {job_id:?} found")))
+    }
+
+    /// The jobs whose ids start with `prefix`.
+    pub async fn list_jobs(&self, prefix: &str) -> Result<Vec<Job>> {
+        let req = ListJobsRequest {
+            options: self.options(prefix),
+        };
+        let resp = self.jobs().list_jobs(req).await;
+        resp.map(|r| r.into_inner().jobs)
+            .map_err(self.err("Error querying jobs"))
+    }
+
+    /// A job's allocations, terminal ones included.
+    pub async fn job_allocations(&self, job_id: &str) -> Result<Vec<Allocation>> {
+        let req = JobAllocationsRequest {
+            job_id: job_id.to_string(),
+            options: self.options(""),
+        };
+        let resp = self.jobs().job_allocations(req).await;
+        resp.map(|r| r.into_inner().allocs)
+            .map_err(self.err("Error querying job allocations"))
+    }
+
+    /// A job's evaluations.
+    pub async fn job_evaluations(&self, job_id: &str) -> Result<Vec<Evaluation>> {
+        let req = JobEvaluationsRequest {
+            job_id: job_id.to_string(),
+            options: self.options(""),
+        };
+        let resp = self.jobs().job_evaluations(req).await;
+        resp.map(|r| r.into_inner().evals)
+            .map_err(self.err("Error querying job evaluations"))
+    }
+
+    /// A job's allocation counts per task group.
+    pub async fn job_summary(&self, job_id: &str) -> Result<JobSummaryResponse> {
+        let req = JobSummaryRequest {
+            job_id: job_id.to_string(),
+            options: self.options(""),
+        };
+        let resp = self.jobs().job_summary(req).await;
+        resp.map(tonic::Response::into_inner)
+            .map_err(self.err("Error querying job summary"))
+    }
+
+    /// One evaluation, answered once the state is past `min_revision` (0: at
+    /// once) or `wait` has passed.
+    pub async fn evaluation_after(
+        &self,
+        eval_id: &str,
+        min_revision: i64,
+        wait: Duration,
+    ) -> Result<Read<Evaluation>> {
+        let req = GetEvaluationRequest {
+            eval_id: eval_id.to_string(),
+            options: self.blocking(min_revision, wait),
+        };
+        let resp = self.evals().get_evaluation(req).await;
+        let resp = resp
+            .map(tonic::Response::into_inner)
+            .map_err(self.err("Error reading evaluation"))?;
+        let value = resp.eval.ok_or_else(|| {
+            CliError::NotFound(format!("No evaluation with id {eval_id:?} found"))
+        })?;
+        Ok(Read {
+            value,
+            revision: revision(resp.meta),
+        })
+    }
+
+    /// One evaluation.
+    pub async fn evaluation(&self, eval_id: &str) -> Result<Evaluation> {
+        Ok(self
+            .evaluation_after(eval_id, 0, Duration::ZERO)
+            .await?
+            .value)
+    }
+
+    /// The evaluations whose ids start with `prefix`.
+    pub async fn list_evaluations(&self, prefix: &str) -> Result<Vec<Evaluation>> {
+        let req = ListEvaluationsRequest {
+            options: self.options(prefix),
+        };
+        let resp = self.evals().list_evaluations(req).await;
+        resp.map(|r| r.into_inner().evals)
+            .map_err(self.err("Error querying evaluations"))
+    }
+
+    /// The allocations an evaluation placed or updated.
+    pub async fn evaluation_allocations(&self, eval_id: &str) -> Result<Vec<Allocation>> {
+        let req = EvaluationAllocationsRequest {
+            eval_id: eval_id.to_string(),
+            options: self.options(""),
+        };
+        let resp = self.evals().evaluation_allocations(req).await;
+        resp.map(|r| r.into_inner().allocs)
+            .map_err(self.err("Error reading allocations"))
+    }
+
+    /// One allocation.
+    pub async fn allocation(&self, alloc_id: &str) -> Result<Allocation> {
+        let req = GetAllocationRequest {
+            alloc_id: alloc_id.to_string(),
+            options: self.options(""),
+        };
+        let resp = self.allocs().get_allocation(req).await;
+        let resp = resp
+            .map(tonic::Response::into_inner)
+            .map_err(self.err("Error querying allocation"))?;
+        resp.alloc
+            .ok_or_else(|| CliError::NotFound(format!("No allocation with id {alloc_id:?} found")))
+    }
+
+    /// The allocations whose ids start with `prefix`.
+    pub async fn list_allocations(&self, prefix: &str) -> Result<Vec<Allocation>> {
+        let req = ListAllocationsRequest {
+            options: self.options(prefix),
+        };
+        let resp = self.allocs().list_allocations(req).await;
+        resp.map(|r| r.into_inner().allocs)
+            .map_err(self.err("Error querying allocations"))
+    }
+
+    /// Stops an allocation; its job's scheduler replaces it.
+    pub async fn stop_allocation(&self, alloc_id: &str) -> Result<StopAllocationResponse> {
+        let req = StopAllocationRequest {
+            alloc_id: alloc_id.to_string(),
+        };
+        let resp = self.allocs().stop_allocation(req).await;
+        resp.map(tonic::Response::into_inner)
+            .map_err(self.err("Error stopping allocation"))
+    }
+
+    /// Opens the log stream of a task.
+    pub async fn read_logs(&self, request: ReadLogsRequest) -> Result<tonic::Streaming<LogChunk>> {
+        let resp = self.allocs().read_logs(request).await;
+        resp.map(tonic::Response::into_inner)
+            .map_err(self.err("Error reading file"))
+    }
+
+    /// One node.
+    pub async fn node(&self, node_id: &str) -> Result<Node> {
+        let req = GetNodeRequest {
+            node_id: node_id.to_string(),
+            options: self.options(""),
+        };
+        let resp = self.nodes().get_node(req).await;
+        let resp = resp
+            .map(tonic::Response::into_inner)
+            .map_err(self.err("Error querying node info"))?;
+        resp.node
+            .ok_or_else(|| CliError::NotFound(format!("No node with id {node_id:?} found")))
+    }
+
+    /// The nodes whose ids start with `prefix`.
+    pub async fn list_nodes(&self, prefix: &str) -> Result<Vec<Node>> {
+        let req = ListNodesRequest {
+            options: self.options(prefix),
+        };
+        let resp = self.nodes().list_nodes(req).await;
+        resp.map(|r| r.into_inner().nodes)
+            .map_err(self.err("Error querying node status"))
+    }
+
+    /// The allocations of a node.
+    pub async fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>> {
+        let req = NodeAllocationsRequest {
+            node_id: node_id.to_string(),
+            options: Some(QueryOptions {
+                namespace: "*".into(),
+                ..Default::default()
+            }),
+        };
+        let resp = self.nodes().node_allocations(req).await;
+        resp.map(|r| r.into_inner().allocs)
+            .map_err(self.err("Error querying node allocations"))
+    }
+
+    /// Marks a node eligible or ineligible for new placements.
+    pub async fn update_eligibility(
+        &self,
+        node_id: &str,
+        eligible: bool,
+    ) -> Result<NodeUpdateResponse> {
+        let eligibility = if eligible {
+            SchedulingEligibility::Eligible
+        } else {
+            SchedulingEligibility::Ineligible
+        };
+        let req = UpdateEligibilityRequest {
+            node_id: node_id.to_string(),
+            eligibility: eligibility as i32,
+        };
+        let resp = self.nodes().update_eligibility(req).await;
+        resp.map(tonic::Response::into_inner)
+            .map_err(self.err("Error updating scheduling eligibility"))
+    }
+
+    /// Starts (`Some`) or cancels (`None`) a drain.
+    pub async fn update_drain(
+        &self,
+        node_id: &str,
+        strategy: Option<DrainStrategy>,
+        mark_eligible: bool,
+    ) -> Result<NodeUpdateResponse> {
+        let req = UpdateDrainRequest {
+            node_id: node_id.to_string(),
+            drain_strategy: strategy,
+            mark_eligible,
+        };
+        let resp = self.nodes().update_drain(req).await;
+        resp.map(tonic::Response::into_inner)
+            .map_err(self.err("Error updating drain specification"))
+    }
+
+    /// Every deployment of the namespace.
+    pub async fn list_deployments(&self) -> Result<Vec<Deployment>> {
+        let req = ListDeploymentsRequest {
+            options: self.options(""),
+        };
+        let resp = self.deployments().list_deployments(req).await;
+        resp.map(|r| r.into_inner().deployments)
+            .map_err(self.err("Error querying deployments"))
+    }
+
+    /// The leader of each leader-elected service.
+    pub async fn leaders(&self) -> Result<BTreeMap<String, String>> {
+        let resp = StatusServiceClient::new(self.channel.clone())
+            .leaders(LeadersRequest {})
+            .await;
+        resp.map(|r| r.into_inner().leaders.into_iter().collect())
+            .map_err(self.err("Error querying leaders"))
+    }
+}

@@ -1,0 +1,380 @@
+//! The command line: Nomad's verbs and flags. Nomad spells long flags with
+//! one dash (`-address`, `-detach`); both spellings are accepted.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::api::DEFAULT_ADDRESS;
+
+/// `caravan`: run and inspect jobs on a Caravan cluster.
+#[derive(Debug, Parser)]
+#[command(
+    name = "caravan",
+    version,
+    about = "Run and inspect jobs on a Caravan cluster"
+)]
+pub struct Cli {
+    /// The api-gateway's gRPC address.
+    #[arg(long, global = true, env = "CARAVAN_ADDR", default_value = DEFAULT_ADDRESS)]
+    pub address: String,
+    /// The namespace of the jobs and allocations read or written.
+    #[arg(
+        long,
+        global = true,
+        env = "CARAVAN_NAMESPACE",
+        default_value = "default"
+    )]
+    pub namespace: String,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The top-level verbs.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run, plan, inspect and stop jobs.
+    #[command(subcommand)]
+    Job(JobCommand),
+    /// Inspect allocations, read their logs, stop them.
+    #[command(subcommand)]
+    Alloc(AllocCommand),
+    /// Inspect nodes, drain them, set their eligibility.
+    #[command(subcommand)]
+    Node(NodeCommand),
+    /// Inspect evaluations.
+    #[command(subcommand)]
+    Eval(EvalCommand),
+    /// List jobs, or show the job, allocation, evaluation or node with an id.
+    Status {
+        /// A job id, or an id prefix of an allocation, evaluation or node.
+        id: Option<String>,
+    },
+    /// Run every service and one client node in this process (development).
+    Dev(DevArgs),
+}
+
+/// `caravan job …`.
+#[derive(Debug, Subcommand)]
+pub enum JobCommand {
+    /// Register a job from a file (HCL or JSON) and monitor its evaluation.
+    Run {
+        /// The job file.
+        file: PathBuf,
+        /// Print the evaluation id and return instead of monitoring.
+        #[arg(long)]
+        detach: bool,
+        /// Register only if the job's modify index is this (0: only if new).
+        #[arg(long = "check-index", value_name = "INDEX")]
+        check_index: Option<i64>,
+    },
+    /// Show what registering a job would change, and whether it would fit.
+    Plan {
+        /// The job file.
+        file: PathBuf,
+        /// Also show the fields of added and removed objects.
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// List jobs, or show one job's status.
+    Status {
+        /// The job id or an id prefix.
+        id: Option<String>,
+    },
+    /// Stop a job; with -purge, also remove it.
+    Stop {
+        /// The job id or an id prefix.
+        id: String,
+        /// Remove the job and its history.
+        #[arg(long)]
+        purge: bool,
+        /// Print the evaluation id and return instead of monitoring.
+        #[arg(long)]
+        detach: bool,
+    },
+    /// Print a job as Nomad's JSON (`{"Job": …}`).
+    Inspect {
+        /// The job id or an id prefix.
+        id: String,
+    },
+}
+
+/// `caravan alloc …`.
+#[derive(Debug, Subcommand)]
+pub enum AllocCommand {
+    /// Show an allocation's status, tasks and events.
+    Status {
+        /// The allocation id or an id prefix.
+        id: String,
+    },
+    /// Print a task's log.
+    Logs {
+        /// Print the standard error log instead of standard output.
+        #[arg(long)]
+        stderr: bool,
+        /// Keep printing as the log grows.
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// The allocation id or an id prefix.
+        alloc: String,
+        /// The task; needed when the allocation has more than one.
+        task: Option<String>,
+    },
+    /// Stop an allocation; the scheduler places a replacement.
+    Stop {
+        /// The allocation id or an id prefix.
+        id: String,
+        /// Print the evaluation id and return instead of monitoring.
+        #[arg(long)]
+        detach: bool,
+    },
+}
+
+/// `caravan node …`.
+#[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    /// List nodes, or show one node's status.
+    Status {
+        /// The node id or an id prefix.
+        id: Option<String>,
+    },
+    /// Allow or forbid new placements on a node.
+    Eligibility {
+        /// Make the node eligible.
+        #[arg(long, conflicts_with = "disable", required_unless_present = "disable")]
+        enable: bool,
+        /// Make the node ineligible.
+        #[arg(long)]
+        disable: bool,
+        /// The node id or an id prefix.
+        id: String,
+    },
+    /// Start or stop draining a node.
+    Drain(DrainArgs),
+}
+
+/// `caravan node drain …`.
+#[derive(Debug, Args)]
+pub struct DrainArgs {
+    /// Start draining.
+    #[arg(long, conflicts_with = "disable", required_unless_present = "disable")]
+    pub enable: bool,
+    /// Stop draining (and make the node eligible again unless -keep-ineligible).
+    #[arg(long)]
+    pub disable: bool,
+    /// Stop what remains after this long (`1h`, `30m`).
+    #[arg(long, default_value = "1h")]
+    pub deadline: String,
+    /// Drain without a deadline.
+    #[arg(long = "no-deadline")]
+    pub no_deadline: bool,
+    /// Stop every allocation at once.
+    #[arg(long)]
+    pub force: bool,
+    /// Leave system jobs' allocations running.
+    #[arg(long = "ignore-system")]
+    pub ignore_system: bool,
+    /// On -disable, leave the node ineligible.
+    #[arg(long = "keep-ineligible")]
+    pub keep_ineligible: bool,
+    /// Return once the drain is set instead of monitoring it.
+    #[arg(long)]
+    pub detach: bool,
+    /// The node id or an id prefix.
+    pub id: String,
+}
+
+/// `caravan eval …`.
+#[derive(Debug, Subcommand)]
+pub enum EvalCommand {
+    /// Show an evaluation, the allocations it placed and its failures.
+    Status {
+        /// The evaluation id or an id prefix.
+        id: String,
+    },
+    /// List evaluations.
+    List,
+}
+
+/// `caravan dev`.
+#[derive(Debug, Clone, Args)]
+pub struct DevArgs {
+    /// Keep state in this etcd (`http://127.0.0.1:2379`) instead of in memory.
+    #[arg(long)]
+    pub etcd: Option<String>,
+    /// Where the client node keeps its allocations; a fresh temporary
+    /// directory when unset.
+    #[arg(long = "data-dir")]
+    pub data_dir: Option<PathBuf>,
+    /// The address every service listens on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: String,
+    /// The api-gateway's gRPC port.
+    #[arg(long = "grpc-port", default_value_t = 4647)]
+    pub grpc_port: u16,
+    /// The api-gateway's HTTP port (Nomad's API).
+    #[arg(long = "http-port", default_value_t = 4646)]
+    pub http_port: u16,
+    /// Log filter (`info`, `warn`, `caravan_api_gateway=debug`).
+    #[arg(long = "log-level", default_value = "info")]
+    pub log_level: String,
+}
+
+/// Rewrites Nomad's one-dash long flags (`-detach`, `-address=x`) to the
+/// two-dash form; single letters (`-f`), numbers (`-1`) and everything after
+/// `--` are left alone.
+pub fn normalize<I: IntoIterator<Item = String>>(args: I) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = false;
+    for (i, arg) in args.into_iter().enumerate() {
+        if i == 0 || rest {
+            out.push(arg);
+            continue;
+        }
+        if arg == "--" {
+            rest = true;
+            out.push(arg);
+            continue;
+        }
+        let name = arg.strip_prefix('-').filter(|n| !n.starts_with('-'));
+        let long = name.is_some_and(|n| {
+            let key = n.split('=').next().unwrap_or("");
+            key.chars().count() > 1 && key.starts_with(|c: char| c.is_ascii_alphabetic())
+        });
+        if long {
+            out.push(format!("-{arg}"));
+        } else {
+            out.push(arg);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> Cli {
+        let args = normalize(
+            std::iter::once("caravan".to_string()).chain(line.split_whitespace().map(String::from)),
+        );
+        Cli::try_parse_from(args).unwrap()
+    }
+
+    #[test]
+    fn nomads_single_dash_flags_are_accepted() {
+        assert_eq!(
+            normalize(
+                [
+                    "caravan",
+                    "-address=http://x:1",
+                    "job",
+                    "run",
+                    "-detach",
+                    "-check-index",
+                    "5",
+                    "f.hcl"
+                ]
+                .map(String::from)
+            ),
+            [
+                "caravan",
+                "--address=http://x:1",
+                "job",
+                "run",
+                "--detach",
+                "--check-index",
+                "5",
+                "f.hcl"
+            ]
+        );
+        assert_eq!(
+            normalize(["caravan", "alloc", "logs", "-f", "ab", "--", "-weird"].map(String::from)),
+            ["caravan", "alloc", "logs", "-f", "ab", "--", "-weird"]
+        );
+        assert_eq!(normalize(["c", "-1"].map(String::from)), ["c", "-1"]);
+    }
+
+    #[test]
+    fn job_run_takes_detach_and_check_index() {
+        let cli = parse(
+            "-address http://10.0.0.1:4647 job run -detach -check-index 7 examples/hello.hcl",
+        );
+        assert_eq!(cli.address, "http://10.0.0.1:4647");
+        match cli.command {
+            Command::Job(JobCommand::Run {
+                file,
+                detach,
+                check_index,
+            }) => {
+                assert_eq!(file, PathBuf::from("examples/hello.hcl"));
+                assert!(detach);
+                assert_eq!(check_index, Some(7));
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn global_flags_may_follow_the_verb() {
+        let cli = parse("job status -address 127.0.0.1:9 web");
+        assert_eq!(cli.address, "127.0.0.1:9");
+        assert!(
+            matches!(cli.command, Command::Job(JobCommand::Status { id: Some(ref id) }) if id == "web")
+        );
+    }
+
+    #[test]
+    fn logs_stop_drain_and_dev_flags() {
+        let cli = parse("alloc logs -stderr -f 0af9 web");
+        assert!(matches!(
+            cli.command,
+            Command::Alloc(AllocCommand::Logs { stderr: true, follow: true, ref alloc, task: Some(ref t) })
+                if alloc == "0af9" && t == "web"
+        ));
+        let cli = parse("job stop -purge -detach web");
+        assert!(matches!(
+            cli.command,
+            Command::Job(JobCommand::Stop {
+                purge: true,
+                detach: true,
+                ..
+            })
+        ));
+        let cli = parse("node drain -enable -deadline 30m -ignore-system -detach f747");
+        match cli.command {
+            Command::Node(NodeCommand::Drain(d)) => {
+                assert!(d.enable && d.ignore_system && d.detach && !d.disable);
+                assert_eq!(d.deadline, "30m");
+                assert_eq!(d.id, "f747");
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+        let cli = parse("dev -etcd http://127.0.0.1:2379 -data-dir /tmp/d -bind 0.0.0.0");
+        match cli.command {
+            Command::Dev(d) => {
+                assert_eq!(d.etcd.as_deref(), Some("http://127.0.0.1:2379"));
+                assert_eq!(d.data_dir, Some(PathBuf::from("/tmp/d")));
+                assert_eq!(d.bind, "0.0.0.0");
+                assert_eq!((d.grpc_port, d.http_port), (4647, 4646));
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn eligibility_needs_exactly_one_of_enable_and_disable() {
+        let bad = |line: &str| {
+            let args = normalize(
+                std::iter::once("caravan".to_string())
+                    .chain(line.split_whitespace().map(String::from)),
+            );
+            Cli::try_parse_from(args).is_err()
+        };
+        assert!(bad("node eligibility f747"));
+        assert!(bad("node eligibility -enable -disable f747"));
+        assert!(!bad("node eligibility -disable f747"));
+        assert!(bad("job run"));
+    }
+}

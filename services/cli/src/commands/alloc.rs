@@ -1,0 +1,95 @@
+//! `alloc status`, `alloc logs`, `alloc stop`.
+
+use caravan_proto::ReadLogsRequest;
+use futures::StreamExt;
+
+use crate::api::Api;
+use crate::args::AllocCommand;
+use crate::error::CliError;
+use crate::format::now_unix_ns;
+use crate::lookup;
+use crate::monitor::monitor;
+use crate::ui::Ui;
+use crate::views;
+
+type Result<T> = std::result::Result<T, CliError>;
+
+pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AllocCommand) -> Result<u8> {
+    match cmd {
+        AllocCommand::Status { id } => status(api, ui, &id).await,
+        AllocCommand::Logs {
+            stderr,
+            follow,
+            alloc,
+            task,
+        } => logs(api, ui, &alloc, task, stderr, follow).await,
+        AllocCommand::Stop { id, detach } => stop(api, ui, &id, detach).await,
+    }
+}
+
+/// One allocation's status page.
+pub(super) async fn status(api: &Api, ui: &mut Ui, id: &str) -> Result<u8> {
+    let alloc = lookup::alloc(api, id).await?;
+    // The job gives the task order and the reschedule limit; the page is
+    // still worth printing without it.
+    let job = api.job(&alloc.job_id).await.ok();
+    ui.output(views::alloc_page(&alloc, job.as_ref(), now_unix_ns()));
+    Ok(0)
+}
+
+async fn logs(
+    api: &Api,
+    ui: &mut Ui,
+    id: &str,
+    task: Option<String>,
+    stderr: bool,
+    follow: bool,
+) -> Result<u8> {
+    let alloc = lookup::alloc(api, id).await?;
+    let task = match task {
+        Some(t) => t,
+        None => {
+            let job = api.job(&alloc.job_id).await.ok();
+            let tasks = views::task_names(&alloc, job.as_ref());
+            match tasks.as_slice() {
+                [one] => one.clone(),
+                [] => {
+                    return Err(CliError::Usage(format!(
+                        "Allocation {:?} has no tasks yet; please specify the task.",
+                        crate::format::short_id(&alloc.id)
+                    )));
+                }
+                many => {
+                    let list: String = many.iter().map(|t| format!("\n  * {t}")).collect();
+                    return Err(CliError::Usage(format!(
+                        "Allocation {:?} is running the following tasks:{list}\n\nPlease specify the task.",
+                        crate::format::short_id(&alloc.id)
+                    )));
+                }
+            }
+        }
+    };
+    let request = ReadLogsRequest {
+        alloc_id: alloc.id.clone(),
+        task,
+        stream: if stderr { "stderr" } else { "stdout" }.into(),
+        follow,
+        offset: 0,
+    };
+    let mut stream = api.read_logs(request).await?;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|s| CliError::api("Error reading file", api.address(), s))?;
+        ui.raw(false, &chunk.data);
+    }
+    Ok(0)
+}
+
+async fn stop(api: &Api, ui: &mut Ui, id: &str, detach: bool) -> Result<u8> {
+    let alloc = lookup::alloc(api, id).await?;
+    let resp = api.stop_allocation(&alloc.id).await?;
+    if detach || resp.eval_id.is_empty() {
+        ui.output(resp.eval_id);
+        return Ok(0);
+    }
+    monitor(api, ui, &resp.eval_id).await
+}

@@ -1,0 +1,55 @@
+//! The verbs: each parses nothing itself (see [`crate::args`]), calls the
+//! api-gateway through [`Api`], and prints through [`Ui`].
+
+mod alloc;
+mod eval;
+mod job;
+mod node;
+
+use crate::api::Api;
+use crate::args::{Cli, Command};
+use crate::error::CliError;
+use crate::ui::Ui;
+
+pub use job::load_job;
+
+/// Runs a parsed command line; returns the exit code.
+pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
+    if let Command::Dev(args) = cli.command {
+        return crate::dev::run(args, ui).await;
+    }
+    let api = Api::new(&cli.address, &cli.namespace)?;
+    match cli.command {
+        Command::Job(cmd) => job::dispatch(&api, ui, cmd).await,
+        Command::Alloc(cmd) => alloc::dispatch(&api, ui, cmd).await,
+        Command::Node(cmd) => node::dispatch(&api, ui, cmd).await,
+        Command::Eval(cmd) => eval::dispatch(&api, ui, cmd).await,
+        Command::Status { id: None } => job::list(&api, ui).await,
+        Command::Status { id: Some(id) } => status(&api, ui, &id).await,
+        Command::Dev(_) => Ok(0),
+    }
+}
+
+/// `caravan status <id>`: the job with that id, else the allocation,
+/// evaluation or node with that prefix.
+async fn status(api: &Api, ui: &mut Ui, id: &str) -> Result<u8, CliError> {
+    match crate::lookup::job(api, id).await {
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(e),
+        Ok(found) => return job::status_page(api, ui, found).await,
+    }
+    if id.chars().count() >= 2 {
+        if !api.list_allocations(id).await?.is_empty() {
+            return alloc::status(api, ui, id).await;
+        }
+        if !api.list_evaluations(id).await?.is_empty() {
+            return eval::status(api, ui, id).await;
+        }
+        if !api.list_nodes(id).await?.is_empty() {
+            return node::status(api, ui, Some(id)).await;
+        }
+    }
+    Err(CliError::NotFound(format!(
+        "No job(s), allocation(s), evaluation(s) or node(s) with prefix or id {id:?} found"
+    )))
+}

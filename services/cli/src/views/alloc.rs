@@ -1,0 +1,358 @@
+//! `alloc status`: an allocation's page with its tasks, their resources and
+//! recent events, and its reschedule history.
+
+use caravan_proto::{Allocation, Job, TaskEvent, TaskState};
+
+use crate::format::{ibytes, kv, mb, pretty_time_diff, rfc3339, short_id, table};
+use crate::names::{client_status, desired_status};
+
+/// The allocation's tasks in the job's order, then any others it reports.
+pub fn task_names(alloc: &Allocation, job: Option<&Job>) -> Vec<String> {
+    let mut names: Vec<String> = job
+        .and_then(|j| j.task_groups.iter().find(|g| g.name == alloc.task_group))
+        .map(|g| g.tasks.iter().map(|t| t.name.clone()).collect())
+        .unwrap_or_default();
+    for name in alloc.task_states.keys() {
+        if !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    names
+}
+
+/// One allocation's status page. `job` is the version it runs, when known;
+/// it gives the task order and the reschedule policy's limit.
+pub fn alloc_page(alloc: &Allocation, job: Option<&Job>, now: i64) -> String {
+    let mut basic: Vec<(&str, String)> = vec![
+        ("ID", alloc.id.clone()),
+        ("Eval ID", short_id(&alloc.eval_id).to_string()),
+        ("Name", alloc.name.clone()),
+        ("Node ID", short_id(&alloc.node_id).to_string()),
+        ("Node Name", alloc.node_name.clone()),
+        ("Job ID", alloc.job_id.clone()),
+        ("Job Version", alloc.job_version.to_string()),
+        (
+            "Client Status",
+            client_status(alloc.client_status()).to_string(),
+        ),
+        ("Client Description", alloc.client_description.clone()),
+        (
+            "Desired Status",
+            desired_status(alloc.desired_status()).to_string(),
+        ),
+        ("Desired Description", alloc.desired_description.clone()),
+        ("Created", pretty_time_diff(alloc.create_time_unix_ns, now)),
+        ("Modified", pretty_time_diff(alloc.modify_time_unix_ns, now)),
+    ];
+    if !alloc.deployment_id.is_empty() {
+        let status = alloc.deployment_status.as_ref();
+        let health = match status.and_then(|s| s.healthy) {
+            Some(true) => "healthy",
+            Some(false) => "unhealthy",
+            None => "unset",
+        };
+        basic.push(("Deployment ID", short_id(&alloc.deployment_id).to_string()));
+        basic.push(("Deployment Health", health.to_string()));
+        if status.is_some_and(|s| s.canary) {
+            basic.push(("Canary", "true".to_string()));
+        }
+    }
+    if let Some(attempts) = reschedule_attempts(alloc, job) {
+        basic.push(("Reschedule Attempts", attempts));
+    }
+    if !alloc.previous_allocation.is_empty() {
+        basic.push((
+            "Rescheduled Alloc ID",
+            short_id(&alloc.previous_allocation).to_string(),
+        ));
+    }
+    if !alloc.next_allocation.is_empty() {
+        basic.push((
+            "Replacement Alloc ID",
+            short_id(&alloc.next_allocation).to_string(),
+        ));
+    }
+    if !alloc.followup_eval_id.is_empty() {
+        basic.push((
+            "Reschedule Eval ID",
+            short_id(&alloc.followup_eval_id).to_string(),
+        ));
+    }
+    let mut out = kv(&basic);
+    for task in task_names(alloc, job) {
+        let state = alloc.task_states.get(&task);
+        let label = state.map_or("pending", |s| s.state.as_str());
+        out.push_str(&format!("\n\nTask {task:?} is {label:?}"));
+        if let Some(resources) = task_resources(alloc, &task) {
+            out.push_str("\nTask Resources:\n");
+            out.push_str(&resources);
+        }
+        if let Some(state) = state {
+            out.push_str("\n\n");
+            out.push_str(&task_events(state));
+        }
+    }
+    if let Some(history) = reschedule_history(alloc, now) {
+        out.push_str("\n\nReschedule History\n");
+        out.push_str(&history);
+    }
+    out
+}
+
+/// `1/3` when the job's policy limits attempts.
+fn reschedule_attempts(alloc: &Allocation, job: Option<&Job>) -> Option<String> {
+    let events = alloc.reschedule_tracker.as_ref()?.events.len();
+    if events == 0 {
+        return None;
+    }
+    let policy = job
+        .and_then(|j| j.task_groups.iter().find(|g| g.name == alloc.task_group))
+        .and_then(|g| g.reschedule_policy.as_ref());
+    match policy {
+        Some(p) if !p.unlimited && p.attempts > 0 => Some(format!("{events}/{}", p.attempts)),
+        _ => None,
+    }
+}
+
+fn reschedule_history(alloc: &Allocation, now: i64) -> Option<String> {
+    let events = &alloc.reschedule_tracker.as_ref()?.events;
+    if events.is_empty() {
+        return None;
+    }
+    let mut rows = vec![vec![
+        "Time".to_string(),
+        "Previous Alloc".to_string(),
+        "Previous Node".to_string(),
+        "Delay".to_string(),
+    ]];
+    for e in events.iter().rev() {
+        rows.push(vec![
+            pretty_time_diff(e.reschedule_time_unix_ns, now),
+            short_id(&e.prev_alloc_id).to_string(),
+            short_id(&e.prev_node_id).to_string(),
+            caravan_jobspec::format_duration(e.delay_ns),
+        ]);
+    }
+    Some(table(rows))
+}
+
+fn task_resources(alloc: &Allocation, task: &str) -> Option<String> {
+    let resources = alloc.allocated_resources.as_ref()?;
+    let t = resources.tasks.get(task)?;
+    let disk = resources.shared.as_ref().map_or(0, |s| s.disk_mb);
+    let address = t
+        .ports
+        .iter()
+        .chain(resources.shared.iter().flat_map(|s| s.ports.iter()))
+        .map(|p| format!("{}: {}:{}", p.label, p.host_ip, p.value))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(table([
+        vec![
+            "CPU".to_string(),
+            "Memory".to_string(),
+            "Disk".to_string(),
+            "Addresses".to_string(),
+        ],
+        vec![
+            format!("{} MHz", t.cpu_mhz),
+            ibytes(mb(u64::from(t.memory_mb))),
+            ibytes(mb(u64::from(disk))),
+            address,
+        ],
+    ]))
+}
+
+fn task_time(unix_ns: i64) -> String {
+    if unix_ns > 0 {
+        rfc3339(unix_ns)
+    } else {
+        "N/A".to_string()
+    }
+}
+
+fn task_events(state: &TaskState) -> String {
+    let mut out = String::from("Task Events:\n");
+    out.push_str(&kv(&[
+        ("Started At", task_time(state.started_at_unix_ns)),
+        ("Finished At", task_time(state.finished_at_unix_ns)),
+        ("Total Restarts", state.restarts.to_string()),
+        ("Last Restart", task_time(state.last_restart_unix_ns)),
+    ]));
+    out.push_str("\n\nRecent Events:\n");
+    let mut rows = vec![vec![
+        "Time".to_string(),
+        "Type".to_string(),
+        "Description".to_string(),
+    ]];
+    for e in state.events.iter().rev() {
+        rows.push(vec![rfc3339(e.time_unix_ns), e.r#type.clone(), describe(e)]);
+    }
+    out.push_str(&table(rows));
+    out
+}
+
+/// The event's message, or one built from its fields when it has none.
+fn describe(e: &TaskEvent) -> String {
+    if !e.message.is_empty() {
+        return e.message.clone();
+    }
+    match e.r#type.as_str() {
+        "Terminated" if e.signal != 0 => {
+            format!("Exit Code: {}, Signal: {}", e.exit_code, e.signal)
+        }
+        "Terminated" => format!("Exit Code: {}", e.exit_code),
+        "Restarting" => format!(
+            "Task restarting in {}",
+            caravan_jobspec::format_duration(e.restart_delay_ns)
+        ),
+        "Driver Failure" => e.driver_error.clone(),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_proto::{
+        AllocatedResources, AllocatedSharedResources, AllocatedTaskResources, RescheduleEvent,
+        ReschedulePolicy, RescheduleTracker, Task, TaskGroup,
+    };
+
+    use super::*;
+    use crate::views::fixtures::*;
+
+    fn running() -> Allocation {
+        let mut a = alloc("0af996ed-4a0c-1c9e-6a5f-8b0f3c3f1f2e", 10);
+        a.client_description = "Tasks are running".into();
+        a.allocated_resources = Some(AllocatedResources {
+            tasks: [(
+                "hello".to_string(),
+                AllocatedTaskResources {
+                    cpu_mhz: 50,
+                    memory_mb: 32,
+                    ..Default::default()
+                },
+            )]
+            .into(),
+            shared: Some(AllocatedSharedResources {
+                disk_mb: 300,
+                ..Default::default()
+            }),
+        });
+        a.task_states.insert(
+            "hello".into(),
+            TaskState {
+                state: "running".into(),
+                started_at_unix_ns: NOW - 60 * S,
+                events: vec![
+                    TaskEvent {
+                        r#type: "Received".into(),
+                        time_unix_ns: NOW - 62 * S,
+                        message: "Task received by client".into(),
+                        ..Default::default()
+                    },
+                    TaskEvent {
+                        r#type: "Started".into(),
+                        time_unix_ns: NOW - 60 * S,
+                        message: "Task started by client".into(),
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            },
+        );
+        a
+    }
+
+    #[test]
+    fn the_page_shows_tasks_resources_and_events() {
+        assert_eq!(
+            alloc_page(&running(), None, NOW),
+            "ID                  = 0af996ed-4a0c-1c9e-6a5f-8b0f3c3f1f2e\n\
+             Eval ID             = be9bde98\n\
+             Name                = hello.hello[0]\n\
+             Node ID             = f7476465\n\
+             Node Name           = dev\n\
+             Job ID              = hello\n\
+             Job Version         = 0\n\
+             Client Status       = running\n\
+             Client Description  = Tasks are running\n\
+             Desired Status      = run\n\
+             Desired Description = <none>\n\
+             Created             = 1m5s ago\n\
+             Modified            = 5s ago\n\
+             \n\
+             Task \"hello\" is \"running\"\n\
+             Task Resources:\n\
+             CPU     Memory  Disk     Addresses\n\
+             50 MHz  32 MiB  300 MiB  <none>\n\
+             \n\
+             Task Events:\n\
+             Started At     = 2023-11-14T22:12:20Z\n\
+             Finished At    = N/A\n\
+             Total Restarts = 0\n\
+             Last Restart   = N/A\n\
+             \n\
+             Recent Events:\n\
+             Time                  Type      Description\n\
+             2023-11-14T22:12:20Z  Started   Task started by client\n\
+             2023-11-14T22:12:18Z  Received  Task received by client"
+        );
+    }
+
+    #[test]
+    fn rescheduled_allocations_show_attempts_and_history() {
+        let mut a = running();
+        a.previous_allocation = "11111111-aaaa".into();
+        a.reschedule_tracker = Some(RescheduleTracker {
+            events: vec![RescheduleEvent {
+                reschedule_time_unix_ns: NOW - 30 * S,
+                prev_alloc_id: "11111111-aaaa".into(),
+                prev_node_id: "22222222-bbbb".into(),
+                delay_ns: 5 * S,
+            }],
+        });
+        let job = Job {
+            task_groups: vec![TaskGroup {
+                name: "hello".into(),
+                tasks: vec![Task {
+                    name: "hello".into(),
+                    ..Default::default()
+                }],
+                reschedule_policy: Some(ReschedulePolicy {
+                    attempts: 3,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let out = alloc_page(&a, Some(&job), NOW);
+        assert!(out.contains("\nReschedule Attempts  = 1/3\n"), "{out}");
+        assert!(out.contains("\nRescheduled Alloc ID = 11111111\n"), "{out}");
+        assert!(
+            out.ends_with(
+                "Reschedule History\n\
+             Time     Previous Alloc  Previous Node  Delay\n\
+             30s ago  11111111        22222222       5s"
+            ),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn events_without_messages_are_described() {
+        let e = TaskEvent {
+            r#type: "Terminated".into(),
+            exit_code: 2,
+            ..Default::default()
+        };
+        assert_eq!(describe(&e), "Exit Code: 2");
+        let e = TaskEvent {
+            r#type: "Restarting".into(),
+            restart_delay_ns: 15 * S,
+            ..Default::default()
+        };
+        assert_eq!(describe(&e), "Task restarting in 15s");
+    }
+}

@@ -1,0 +1,355 @@
+//! `job status`: the jobs table and one job's page (summary, latest
+//! deployment, placement failures, allocations).
+
+use std::collections::BTreeMap;
+
+use caravan_proto::{Deployment, EvalStatus, Evaluation, Job, TaskGroupSummary};
+
+use crate::format::{kv, rfc3339, short_id, table};
+use crate::names::{deployment_status, job_status};
+use crate::placement::alloc_metrics;
+use crate::views::alloc_list;
+
+/// `service`, or `batch/periodic`, `batch/parameterized` for templates.
+pub fn job_type(job: &Job) -> String {
+    let mut t = caravan_jobspec::job_type_name(job.r#type()).to_string();
+    if job.periodic.as_ref().is_some_and(|p| p.enabled) {
+        t.push_str("/periodic");
+    }
+    if job.parameterized.is_some() {
+        t.push_str("/parameterized");
+    }
+    t
+}
+
+/// `running`, or `dead (stopped)` for a stopped job.
+fn status_text(job: &Job) -> String {
+    let s = job_status(job.status());
+    if job.stop {
+        format!("{s} (stopped)")
+    } else {
+        s.to_string()
+    }
+}
+
+/// The jobs table of `job status` and `status`, sorted by id.
+pub fn job_list(jobs: &[Job]) -> String {
+    let mut sorted: Vec<&Job> = jobs.iter().collect();
+    sorted.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut rows = vec![
+        ["ID", "Type", "Priority", "Status", "Submit Date"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for j in sorted {
+        rows.push(vec![
+            j.id.clone(),
+            job_type(j),
+            j.priority.to_string(),
+            status_text(j),
+            rfc3339(j.submit_time_unix_ns),
+        ]);
+    }
+    table(rows)
+}
+
+/// Everything one job's status page shows.
+#[derive(Debug, Clone, Default)]
+pub struct JobPage {
+    /// The job, with its derived status.
+    pub job: Job,
+    /// Allocation counts per task group.
+    pub summary: BTreeMap<String, TaskGroupSummary>,
+    /// The job's allocations.
+    pub allocs: Vec<caravan_proto::Allocation>,
+    /// The job's evaluations.
+    pub evals: Vec<Evaluation>,
+    /// The job's newest deployment.
+    pub deployment: Option<Deployment>,
+}
+
+/// One job's status page.
+pub fn job_page(page: &JobPage, now: i64) -> String {
+    let job = &page.job;
+    let periodic = job.periodic.as_ref().is_some_and(|p| p.enabled);
+    let parameterized = job.parameterized.is_some();
+    let mut out = kv(&[
+        ("ID", job.id.clone()),
+        ("Name", job.name.clone()),
+        ("Submit Date", rfc3339(job.submit_time_unix_ns)),
+        (
+            "Type",
+            caravan_jobspec::job_type_name(job.r#type()).to_string(),
+        ),
+        ("Priority", job.priority.to_string()),
+        ("Datacenters", job.datacenters.join(",")),
+        ("Namespace", job.namespace.clone()),
+        ("Node Pool", job.node_pool.clone()),
+        ("Status", status_text(job)),
+        ("Periodic", periodic.to_string()),
+        ("Parameterized", parameterized.to_string()),
+    ]);
+    out.push_str("\n\nSummary\n");
+    let mut rows = vec![
+        [
+            "Task Group",
+            "Queued",
+            "Starting",
+            "Running",
+            "Failed",
+            "Complete",
+            "Lost",
+            "Unknown",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for (group, s) in &page.summary {
+        rows.push(vec![
+            group.clone(),
+            s.queued.to_string(),
+            s.starting.to_string(),
+            s.running.to_string(),
+            s.failed.to_string(),
+            s.complete.to_string(),
+            s.lost.to_string(),
+            s.unknown.to_string(),
+        ]);
+    }
+    out.push_str(&table(rows));
+    if let Some(failures) = placement_failure(&page.evals) {
+        out.push_str("\n\nPlacement Failure\n");
+        out.push_str(&failures);
+    }
+    if let Some(d) = &page.deployment {
+        out.push_str("\n\nLatest Deployment\n");
+        out.push_str(&deployment_block(d));
+    }
+    out.push_str("\n\nAllocations\n");
+    if page.allocs.is_empty() {
+        out.push_str("No allocations placed");
+    } else {
+        out.push_str(&alloc_list(&page.allocs, now));
+    }
+    out
+}
+
+/// The failures of the newest eval that failed to place, shown while the
+/// job has a blocked eval waiting for capacity.
+fn placement_failure(evals: &[Evaluation]) -> Option<String> {
+    if !evals.iter().any(|e| e.status() == EvalStatus::Blocked) {
+        return None;
+    }
+    let latest = evals
+        .iter()
+        .filter(|e| !e.failed_tg_allocs.is_empty())
+        .max_by_key(|e| e.create_revision)?;
+    let groups: Vec<String> = latest
+        .failed_tg_allocs
+        .iter()
+        .map(|(group, m)| {
+            let metrics = alloc_metrics(m, "  ");
+            if metrics.is_empty() {
+                format!("Task Group {group:?}:")
+            } else {
+                format!("Task Group {group:?}:\n{metrics}")
+            }
+        })
+        .collect();
+    Some(groups.join("\n\n"))
+}
+
+/// A deployment's `ID/Status/Description` and its `Deployed` table.
+pub fn deployment_block(d: &Deployment) -> String {
+    let mut out = kv(&[
+        ("ID", short_id(&d.id).to_string()),
+        ("Status", deployment_status(d.status()).to_string()),
+        ("Description", d.status_description.clone()),
+    ]);
+    out.push_str("\n\nDeployed\n");
+    let auto_revert = d.task_groups.values().any(|g| g.auto_revert);
+    let canaries = d.task_groups.values().any(|g| g.desired_canaries > 0);
+    let mut header = vec!["Task Group"];
+    if auto_revert {
+        header.push("Auto Revert");
+    }
+    if canaries {
+        header.push("Promoted");
+    }
+    header.push("Desired");
+    if canaries {
+        header.push("Canaries");
+    }
+    header.extend(["Placed", "Healthy", "Unhealthy", "Progress Deadline"]);
+    let mut rows = vec![header.into_iter().map(String::from).collect::<Vec<_>>()];
+    for (group, g) in &d.task_groups {
+        let mut row = vec![group.clone()];
+        if auto_revert {
+            row.push(g.auto_revert.to_string());
+        }
+        if canaries {
+            row.push(g.promoted.to_string());
+        }
+        row.push(g.desired_total.to_string());
+        if canaries {
+            row.push(g.desired_canaries.to_string());
+        }
+        let deadline = if g.require_progress_by_unix_ns > 0 {
+            rfc3339(g.require_progress_by_unix_ns)
+        } else {
+            "N/A".to_string()
+        };
+        row.extend([
+            g.placed_allocs.to_string(),
+            g.healthy_allocs.to_string(),
+            g.unhealthy_allocs.to_string(),
+            deadline,
+        ]);
+        rows.push(row);
+    }
+    out.push_str(&table(rows));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_proto::{
+        AllocMetric, DeploymentState, DeploymentStatus, JobStatus, JobType, PeriodicConfig,
+    };
+
+    use super::*;
+    use crate::views::fixtures::*;
+
+    fn hello() -> Job {
+        let mut job = Job {
+            id: "hello".into(),
+            name: "hello".into(),
+            namespace: "default".into(),
+            priority: 50,
+            datacenters: vec!["*".into()],
+            node_pool: "default".into(),
+            submit_time_unix_ns: NOW,
+            ..Default::default()
+        };
+        job.set_type(JobType::Service);
+        job.set_status(JobStatus::Running);
+        job
+    }
+
+    #[test]
+    fn the_jobs_table_marks_templates_and_stopped_jobs() {
+        let mut cron = hello();
+        cron.id = "crunch".into();
+        cron.set_type(JobType::Batch);
+        cron.periodic = Some(PeriodicConfig {
+            enabled: true,
+            ..Default::default()
+        });
+        let mut stopped = hello();
+        stopped.id = "old".into();
+        stopped.stop = true;
+        stopped.set_status(JobStatus::Dead);
+        assert_eq!(
+            job_list(&[hello(), stopped, cron]),
+            "ID      Type            Priority  Status          Submit Date\n\
+             crunch  batch/periodic  50        running         2023-11-14T22:13:20Z\n\
+             hello   service         50        running         2023-11-14T22:13:20Z\n\
+             old     service         50        dead (stopped)  2023-11-14T22:13:20Z"
+        );
+    }
+
+    #[test]
+    fn the_job_page_has_summary_and_allocations() {
+        let page = JobPage {
+            job: hello(),
+            summary: [(
+                "hello".to_string(),
+                TaskGroupSummary {
+                    running: 1,
+                    ..Default::default()
+                },
+            )]
+            .into(),
+            allocs: vec![alloc("0af996ed-1111", 10)],
+            ..Default::default()
+        };
+        assert_eq!(
+            job_page(&page, NOW),
+            "ID            = hello\n\
+             Name          = hello\n\
+             Submit Date   = 2023-11-14T22:13:20Z\n\
+             Type          = service\n\
+             Priority      = 50\n\
+             Datacenters   = *\n\
+             Namespace     = default\n\
+             Node Pool     = default\n\
+             Status        = running\n\
+             Periodic      = false\n\
+             Parameterized = false\n\
+             \n\
+             Summary\n\
+             Task Group  Queued  Starting  Running  Failed  Complete  Lost  Unknown\n\
+             hello       0       0         1        0       0         0     0\n\
+             \n\
+             Allocations\n\
+             ID        Node ID   Task Group  Version  Desired  Status   Created   Modified\n\
+             0af996ed  f7476465  hello       0        run      running  1m5s ago  5s ago"
+        );
+    }
+
+    #[test]
+    fn a_blocked_job_shows_its_placement_failure_and_deployment() {
+        let mut blocked = Evaluation {
+            create_revision: 9,
+            ..Default::default()
+        };
+        blocked.set_status(EvalStatus::Blocked);
+        let mut failed = Evaluation {
+            create_revision: 8,
+            failed_tg_allocs: [(
+                "hello".to_string(),
+                AllocMetric {
+                    nodes_evaluated: 1,
+                    nodes_exhausted: 1,
+                    dimension_exhausted: [("memory".to_string(), 1)].into(),
+                    ..Default::default()
+                },
+            )]
+            .into(),
+            ..Default::default()
+        };
+        failed.set_status(EvalStatus::Complete);
+        let mut d = Deployment {
+            id: "5ca611b5-0000".into(),
+            status_description: "Deployment is running".into(),
+            task_groups: [(
+                "hello".to_string(),
+                DeploymentState {
+                    desired_total: 1,
+                    ..Default::default()
+                },
+            )]
+            .into(),
+            ..Default::default()
+        };
+        d.set_status(DeploymentStatus::Running);
+        let page = JobPage {
+            job: hello(),
+            evals: vec![failed, blocked],
+            deployment: Some(d),
+            ..Default::default()
+        };
+        let out = job_page(&page, NOW);
+        assert!(out.contains(
+            "\n\nPlacement Failure\nTask Group \"hello\":\n  * Resources exhausted on 1 nodes\n  \
+             * Dimension \"memory\" exhausted on 1 nodes\n\n"
+        ));
+        assert!(out.contains(
+            "Latest Deployment\nID          = 5ca611b5\nStatus      = running\n\
+             Description = Deployment is running\n\nDeployed\n\
+             Task Group  Desired  Placed  Healthy  Unhealthy  Progress Deadline\n\
+             hello       1        0       0        0          N/A\n"
+        ));
+        assert!(out.ends_with("Allocations\nNo allocations placed"));
+    }
+}
