@@ -590,6 +590,20 @@ async fn operator_config_and_node_purge(backend: Backend) {
     assert!(gw.job("web").await.is_none());
 
     register_node(&gw, client_node("n1", "")).await;
+    let m = gw.http("GET", "/v1/metrics", b"").await.json();
+    let nodes = m["Gauges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["Name"] == "caravan.api_gateway.nodes")
+        .unwrap();
+    assert_eq!(nodes["Value"], 1.0);
+    let prom = gw.http("GET", "/v1/metrics?format=prometheus", b"").await;
+    assert!(
+        prom.text().contains("caravan_api_gateway_nodes 1"),
+        "{}",
+        prom.text()
+    );
     let r = gw.http("POST", "/v1/node/n1/evaluate", b"").await;
     assert_eq!(r.status, 200, "{}", r.text());
     let r = gw.http("POST", "/v1/node/n1/purge", b"").await;

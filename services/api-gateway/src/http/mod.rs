@@ -7,6 +7,7 @@ mod events;
 mod job_ops;
 mod jobs;
 mod logs;
+mod metrics;
 mod operator;
 pub mod render;
 
@@ -155,6 +156,7 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
         .route("/v1/agent/members", get(cluster::members))
         .route("/v1/client/fs/logs/{alloc_id}", get(logs::logs))
         .route("/v1/event/stream", get(events::stream))
+        .route("/v1/metrics", get(metrics::metrics))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
