@@ -329,6 +329,9 @@ fn publish(tx: &watch::Sender<Revision>, revision: Revision) {
     });
 }
 
+/// Changes applied under one hold of the write lock before readers get a turn.
+const LOCK_SLICE: usize = 64;
+
 /// Records a progress notification: every change up to `revision` is applied.
 fn advance(shared: &Shared, revision: Revision) -> Revision {
     let mut tables = shared.tables.write();
@@ -354,19 +357,31 @@ fn apply_batch(shared: &Shared, batch: WatchBatch) -> Revision {
             }
         };
         match Change::from_event(&key, event.kind, &event.kv) {
-            Ok(Some(change)) => changes.push(change),
+            Ok(Some(change)) => changes.push((event.kv.mod_revision, change)),
             Ok(None) => {}
             Err(err) => {
                 skipped(shared, &err);
                 // The key holds no valid object any more: forget the old one
                 // rather than serve it as current.
-                changes.extend(Change::delete(&key));
+                changes.extend(Change::delete(&key).map(|c| (event.kv.mod_revision, c)));
             }
         }
     }
     let mut tables = shared.tables.write();
-    for change in changes {
+    let mut held = 0;
+    let mut changes = changes.into_iter().peekable();
+    while let Some((at, change)) = changes.next() {
         tables.apply(change);
+        held += 1;
+        // A catch-up batch can be thousands of events at a million allocs;
+        // let snapshots in between revisions (never inside one, so every
+        // snapshot stays consistent at the revision it reports).
+        let revision_done = changes.peek().is_none_or(|(next, _)| *next != at);
+        if revision_done && held >= LOCK_SLICE {
+            tables.advance_to(at);
+            parking_lot::RwLockWriteGuard::bump(&mut tables);
+            held = 0;
+        }
     }
     tables.advance_to(revision);
     tables.revision()

@@ -320,6 +320,51 @@ async fn etcd() -> Arc<dyn Store> {
     }
 }
 
+async fn snapshots_never_split_a_transaction(store: Arc<dyn Store>, ks: Keyspace) {
+    let informer = Arc::new(start(Arc::clone(&store), &ks).await);
+    let watcher = Arc::clone(&informer);
+    let checker = tokio::spawn(async move {
+        let mut seen = 0;
+        for _ in 0..200_000 {
+            let snap = watcher.snapshot();
+            let placed = snap.allocs_by_job("default", "big").count();
+            assert!(
+                placed == 0 || placed == 500,
+                "a snapshot saw {placed} of 500"
+            );
+            let singles = snap.allocs_by_job("default", "single").count();
+            if placed == 500 && singles == 200 {
+                return seen;
+            }
+            seen += 1;
+            tokio::task::yield_now().await;
+        }
+        panic!("the cache never caught up");
+    });
+    let mut txn = Txn::new();
+    for i in 0..500 {
+        let a = alloc(
+            &format!("big-{i:03}"),
+            &format!("n{}", i % 7),
+            "big",
+            10,
+            10,
+            20000 + i,
+        );
+        txn = txn.and_then(Op::put(ks.alloc(&a.id), encode(&a)));
+    }
+    store.txn(txn).await.unwrap();
+    for i in 0..200 {
+        let a = alloc(&format!("single-{i:03}"), "n1", "single", 10, 10, 30000 + i);
+        put_alloc(&*store, &ks, &a).await;
+    }
+    tokio::time::timeout(WAIT, checker).await.unwrap().unwrap();
+    let snap = informer.snapshot();
+    assert_eq!(snap.alloc_count(), 700);
+    let on_n1: u64 = snap.node_usage("n1").cpu_mhz;
+    assert_eq!(on_n1, 10 * (200 + 72));
+}
+
 macro_rules! on_every_backend {
     ($($name:ident),* $(,)?) => {
         mod mem {
@@ -361,4 +406,5 @@ on_every_backend!(
     list_pages_share_one_revision,
     bad_values_are_skipped_not_served,
     heartbeats_follow_their_lease,
+    snapshots_never_split_a_transaction,
 );
