@@ -324,7 +324,6 @@ async fn snapshots_never_split_a_transaction(store: Arc<dyn Store>, ks: Keyspace
     let informer = Arc::new(start(Arc::clone(&store), &ks).await);
     let watcher = Arc::clone(&informer);
     let checker = tokio::spawn(async move {
-        let mut seen = 0;
         for _ in 0..200_000 {
             let snap = watcher.snapshot();
             let placed = snap.allocs_by_job("default", "big").count();
@@ -334,9 +333,8 @@ async fn snapshots_never_split_a_transaction(store: Arc<dyn Store>, ks: Keyspace
             );
             let singles = snap.allocs_by_job("default", "single").count();
             if placed == 500 && singles == 200 {
-                return seen;
+                return;
             }
-            seen += 1;
             tokio::task::yield_now().await;
         }
         panic!("the cache never caught up");
