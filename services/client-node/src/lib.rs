@@ -12,6 +12,7 @@ pub mod driver;
 pub mod error;
 pub mod fingerprint;
 pub mod gateway;
+pub mod health;
 pub mod lifecycle;
 pub mod logs;
 pub mod node_agent;

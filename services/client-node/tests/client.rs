@@ -531,3 +531,60 @@ async fn lifecycle_hooks_run_in_order_and_sidecars_stop_with_the_main_task() {
     stop(client, shutdown).await;
     stop_fake.cancel();
 }
+
+#[tokio::test]
+async fn deployment_health_is_decided_by_the_client() {
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_secs(5));
+    let addr = fake.serve(stop_fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let client = start(config(addr, dir.path()), shutdown.clone())
+        .await
+        .unwrap();
+    let node_id = client.node_ids[0].clone();
+    let update = caravan_proto::UpdateStrategy {
+        max_parallel: 1,
+        health_check: "task_states".into(),
+        min_healthy_time_ns: 300_000_000,
+        healthy_deadline_ns: 5_000_000_000,
+        ..Default::default()
+    };
+    let mut good = job(
+        "good",
+        JobType::Service,
+        vec![task("web", "mock", vec![("run_for", s("1h"))])],
+    );
+    good.task_groups[0].update = Some(update.clone());
+    let mut a = alloc(&good, 0);
+    a.deployment_id = "dep-1".into();
+    a.deployment_status = Some(caravan_proto::AllocDeploymentStatus {
+        canary: true,
+        ..Default::default()
+    });
+    let mut bad = job(
+        "bad",
+        JobType::Service,
+        vec![task("web", "mock", vec![("start_error", s("nope"))])],
+    );
+    bad.task_groups[0].update = Some(update);
+    let mut b = alloc(&bad, 0);
+    b.deployment_id = "dep-2".into();
+    fake.push(&node_id, vec![a.clone(), b.clone()], vec![good, bad]);
+    let health = |id: &str| {
+        fake.update(id)
+            .and_then(|u| u.deployment_status)
+            .and_then(|d| d.healthy)
+    };
+    eventually(WAIT, "both verdicts", || {
+        health(&a.id).is_some() && health(&b.id).is_some()
+    })
+    .await;
+    assert_eq!(health(&a.id), Some(true));
+    assert_eq!(health(&b.id), Some(false));
+    let d = fake.update(&a.id).unwrap().deployment_status.unwrap();
+    assert!(d.canary, "the canary flag is kept");
+    assert!(d.timestamp_unix_ns > 0);
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}

@@ -2,6 +2,9 @@
 //! them when the servers say so (or when the leader dies or a sibling fails),
 //! persists their state for a client restart, and reports the alloc's status.
 
+mod setup;
+mod status;
+
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,9 +21,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::alloc_dir::AllocDir;
 use crate::driver::{Drivers, HandleState, TaskConfig, TaskHandle, TaskSpec, parse_signal};
+use crate::health::HealthTracker;
 use crate::lifecycle::{self, Phase};
 use crate::restart::RestartTracker;
-use crate::state_dir::{AllocRecord, StateDir, TaskRecord, TaskStateRecord};
+use crate::state_dir::{AllocRecord, StateDir};
 use crate::status_reporter::StatusSink;
 use crate::task_env::TaskEnv;
 use crate::task_runner::{KillRequest, TaskRunner, TaskUpdate, event, events, push_event, states};
@@ -59,29 +63,7 @@ pub enum AllocCommand {
     Destroy,
 }
 
-/// The alloc's status from its tasks' states, as Nomad computes it.
-pub fn client_status(tasks: &BTreeMap<String, TaskState>) -> (AllocClientStatus, &'static str) {
-    let (mut pending, mut running, mut dead, mut failed) = (false, false, false, false);
-    for s in tasks.values() {
-        match s.state.as_str() {
-            states::RUNNING => running = true,
-            states::DEAD if s.failed => failed = true,
-            states::DEAD => dead = true,
-            _ => pending = true,
-        }
-    }
-    if failed {
-        (AllocClientStatus::Failed, "Failed tasks")
-    } else if running {
-        (AllocClientStatus::Running, "Tasks are running")
-    } else if pending {
-        (AllocClientStatus::Pending, "No tasks have started")
-    } else if dead {
-        (AllocClientStatus::Complete, "All tasks have completed")
-    } else {
-        (AllocClientStatus::Pending, "No tasks")
-    }
-}
+pub use status::client_status;
 
 /// Whether the servers want the alloc stopped.
 pub fn wants_stop(alloc: &Allocation) -> bool {
@@ -114,6 +96,10 @@ pub struct AllocRunner {
     last_reported: Option<AllocUpdate>,
     /// Don't report (an orphan the servers don't know).
     quiet: bool,
+    /// Deployment health, while undecided.
+    health: Option<HealthTracker>,
+    /// The health decided for the current deployment, with when.
+    health_verdict: Option<(bool, i64)>,
     runners: JoinSet<()>,
     updates_tx: mpsc::UnboundedSender<TaskUpdate>,
     updates: mpsc::UnboundedReceiver<TaskUpdate>,
@@ -153,6 +139,8 @@ impl AllocRunner {
             detaching: false,
             last_reported: None,
             quiet,
+            health: None,
+            health_verdict: None,
             runners: JoinSet::new(),
             updates_tx,
             updates,
@@ -179,6 +167,10 @@ impl AllocRunner {
         recovered: Option<AllocRecord>,
     ) {
         self.group = self.find_group().cloned().map(Arc::new);
+        self.health = self
+            .group
+            .as_ref()
+            .and_then(|g| HealthTracker::for_alloc(&self.alloc, &self.job, g, Instant::now()));
         match self.group.clone() {
             None => {
                 let msg = format!(
@@ -199,6 +191,7 @@ impl AllocRunner {
         let mut shutdown_seen = false;
         loop {
             let stop_at = self.stop_at;
+            let health_at = self.health.as_ref().and_then(HealthTracker::next_check);
             tokio::select! {
                 Some(u) = self.updates.recv() => self.on_task_update(u),
                 Some(_) = self.runners.join_next(), if !self.runners.is_empty() => {}
@@ -212,6 +205,10 @@ impl AllocRunner {
                 _ = async { if let Some(at) = stop_at { tokio::time::sleep_until(at).await } }, if stop_at.is_some() => {
                     self.stop_at = None;
                     self.kill_all(KillRequest::default());
+                }
+                _ = async { if let Some(at) = health_at { tokio::time::sleep_until(at).await } }, if health_at.is_some() && !self.detaching => {
+                    self.check_health();
+                    self.report();
                 }
                 _ = self.ctx.shutdown.cancelled(), if !shutdown_seen => {
                     shutdown_seen = true;
@@ -241,147 +238,6 @@ impl AllocRunner {
                 tracing::warn!(alloc = %self.alloc.id, error = %e, "cannot remove alloc record");
             }
         }
-    }
-
-    /// First start: dirs, payload, task states, then the tasks.
-    fn setup(&mut self, group: &TaskGroup) {
-        for task in &group.tasks {
-            let mut state = TaskState {
-                state: states::PENDING.into(),
-                ..Default::default()
-            };
-            push_event(
-                &mut state,
-                event(events::RECEIVED, "Task received by client"),
-            );
-            self.slots
-                .insert(task.name.clone(), self.slot(state, task.leader));
-        }
-        if let Err(msg) = self.build_dirs(group) {
-            for slot in self.slots.values_mut() {
-                push_event(&mut slot.state, event(events::SETUP_FAILURE, msg.clone()));
-                slot.state.state = states::DEAD.into();
-                slot.state.failed = true;
-            }
-            self.persist();
-            self.report();
-            return;
-        }
-        for slot in self.slots.values_mut() {
-            push_event(
-                &mut slot.state,
-                event(events::TASK_SETUP, "Building Task Directory"),
-            );
-        }
-        self.persist();
-        self.report();
-        if wants_stop(&self.alloc) {
-            for slot in self.slots.values_mut() {
-                push_event(
-                    &mut slot.state,
-                    event(events::KILLED, "Task killed before it ran"),
-                );
-                slot.state.state = states::DEAD.into();
-            }
-            self.persist();
-            self.report();
-            return;
-        }
-        self.start_ready();
-        self.settle_early_deaths();
-    }
-
-    /// Starts every task whose lifecycle phase allows it now.
-    fn start_ready(&mut self) {
-        let Some(group) = self.group.clone() else {
-            return;
-        };
-        if self.ctx.shutdown.is_cancelled() && !self.ctx.stop_on_shutdown {
-            return;
-        }
-        let ready = lifecycle::startable(&group, &self.task_states(), &self.started, self.stopping);
-        for name in ready {
-            if let Some(task) = group.tasks.iter().find(|t| t.name == name) {
-                self.start_task(&group, task, None);
-            }
-        }
-    }
-
-    fn build_dirs(&self, group: &TaskGroup) -> Result<(), String> {
-        let Some(dir) = self.alloc_dir() else {
-            return Ok(());
-        };
-        dir.build(group.tasks.iter().map(|t| t.name.as_str()))
-            .map_err(|e| e.to_string())?;
-        if !self.job.payload.is_empty() {
-            for task in group
-                .tasks
-                .iter()
-                .filter(|t| !t.dispatch_payload_file.is_empty())
-            {
-                dir.write_payload(&task.name, &task.dispatch_payload_file, &self.job.payload)
-                    .map_err(|e| e.to_string())?;
-            }
-        }
-        Ok(())
-    }
-
-    /// After a client restart: re-attach to live tasks, mark lost ones failed,
-    /// restart nothing that might still run.
-    fn restore(&mut self, group: &TaskGroup, rec: AllocRecord) {
-        for task in &group.tasks {
-            let Some(tr) = rec.tasks.get(&task.name) else {
-                let mut state = TaskState {
-                    state: states::PENDING.into(),
-                    ..Default::default()
-                };
-                push_event(
-                    &mut state,
-                    event(events::RECEIVED, "Task received by client"),
-                );
-                self.slots
-                    .insert(task.name.clone(), self.slot(state, task.leader));
-                continue;
-            };
-            let mut state = TaskState::from(&tr.state);
-            let recovered = tr
-                .handle
-                .as_ref()
-                .map(|h| self.ctx.drivers.for_state(h).and_then(|d| d.recover(h)));
-            self.slots
-                .insert(task.name.clone(), self.slot(state.clone(), task.leader));
-            match recovered {
-                Some(Some(handle)) => {
-                    tracing::info!(alloc = %self.alloc.id, task = %task.name, "re-attached to task");
-                    self.start_task(group, task, Some(handle));
-                }
-                Some(None) => {
-                    push_event(
-                        &mut state,
-                        event(events::TASK_LOST, "client restarted; task lost"),
-                    );
-                    state.state = states::DEAD.into();
-                    state.failed = true;
-                    state.finished_at_unix_ns = crate::driver::now_unix_ns();
-                    self.started.insert(task.name.clone());
-                    if let Some(slot) = self.slots.get_mut(&task.name) {
-                        slot.state = state;
-                    }
-                }
-                None if state.state == states::DEAD => {
-                    self.started.insert(task.name.clone());
-                }
-                // Nothing runs (never started, or waiting to restart): it may
-                // start when its phase allows.
-                None => {}
-            }
-        }
-        if wants_stop(&self.alloc) {
-            self.stopping = true;
-            self.kill_all(KillRequest::default());
-        }
-        self.start_ready();
-        self.settle_early_deaths();
     }
 
     fn slot(&self, state: TaskState, leader: bool) -> Slot {
@@ -497,6 +353,7 @@ impl AllocRunner {
             self.stop_sidecars_after_main();
         }
         self.start_ready();
+        self.check_health();
         if !self.detaching {
             self.report();
         }
@@ -564,6 +421,14 @@ impl AllocRunner {
     }
 
     fn on_alloc_update(&mut self, alloc: Arc<Allocation>) {
+        if alloc.deployment_id != self.alloc.deployment_id {
+            // An in-place update into a new deployment: its health starts over.
+            self.health_verdict = None;
+            self.health = self
+                .group
+                .as_ref()
+                .and_then(|g| HealthTracker::for_alloc(&alloc, &self.job, g, Instant::now()));
+        }
         self.alloc = alloc.clone();
         if wants_stop(&alloc) && !self.stopping {
             self.begin_stop(&alloc);
@@ -625,100 +490,5 @@ impl AllocRunner {
             }
             self.start_ready();
         }
-    }
-
-    fn task_states(&self) -> BTreeMap<String, TaskState> {
-        self.slots
-            .iter()
-            .map(|(k, s)| (k.clone(), s.state.clone()))
-            .collect()
-    }
-
-    fn persist(&self) {
-        let Some(state) = &self.ctx.state else {
-            return;
-        };
-        let (status, _) = client_status(&self.task_states());
-        let rec = AllocRecord {
-            alloc_id: self.alloc.id.clone(),
-            client_status: status as i32,
-            tasks: self
-                .slots
-                .iter()
-                .map(|(k, s)| {
-                    (
-                        k.clone(),
-                        TaskRecord {
-                            state: TaskStateRecord::from(&s.state),
-                            handle: s.handle.clone(),
-                        },
-                    )
-                })
-                .collect(),
-        };
-        if let Err(e) = state.save(&rec) {
-            tracing::error!(alloc = %self.alloc.id, error = %e, "cannot persist alloc state");
-        }
-    }
-
-    fn report(&mut self) {
-        let states = self.task_states();
-        let (status, desc) = client_status(&states);
-        self.report_states(status, desc, states);
-    }
-
-    fn report_with(&mut self, status: AllocClientStatus, desc: &str) {
-        let states = self.task_states();
-        self.report_states(status, desc, states);
-    }
-
-    fn report_states(
-        &mut self,
-        status: AllocClientStatus,
-        desc: &str,
-        states: BTreeMap<String, TaskState>,
-    ) {
-        let mut u = AllocUpdate {
-            alloc_id: self.alloc.id.clone(),
-            client_description: desc.to_string(),
-            task_states: states,
-            ..Default::default()
-        };
-        u.set_client_status(status);
-        if self.quiet || self.last_reported.as_ref() == Some(&u) {
-            return;
-        }
-        self.last_reported = Some(u.clone());
-        self.ctx.sink.report(u);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn st(state: &str, failed: bool) -> TaskState {
-        TaskState {
-            state: state.into(),
-            failed,
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn client_status_follows_nomad() {
-        let mut m = BTreeMap::new();
-        m.insert("a".to_string(), st("pending", false));
-        assert_eq!(client_status(&m).0, AllocClientStatus::Pending);
-        m.insert("b".to_string(), st("running", false));
-        assert_eq!(client_status(&m).0, AllocClientStatus::Running);
-        m.insert("a".to_string(), st("dead", false));
-        assert_eq!(client_status(&m).0, AllocClientStatus::Running);
-        m.insert("b".to_string(), st("dead", false));
-        assert_eq!(client_status(&m).0, AllocClientStatus::Complete);
-        m.insert("c".to_string(), st("dead", true));
-        assert_eq!(client_status(&m).0, AllocClientStatus::Failed);
-        m.insert("d".to_string(), st("running", false));
-        assert_eq!(client_status(&m).0, AllocClientStatus::Failed);
     }
 }

@@ -1,0 +1,152 @@
+//! An alloc runner's start: directories and payload on first start, or the
+//! tasks found again after a client restart.
+
+use caravan_proto::{TaskGroup, TaskState};
+
+use super::{AllocRunner, wants_stop};
+use crate::lifecycle;
+use crate::state_dir::AllocRecord;
+use crate::task_runner::{KillRequest, event, events, push_event, states};
+
+impl AllocRunner {
+    /// First start: dirs, payload, task states, then the tasks.
+    pub(super) fn setup(&mut self, group: &TaskGroup) {
+        for task in &group.tasks {
+            let mut state = TaskState {
+                state: states::PENDING.into(),
+                ..Default::default()
+            };
+            push_event(
+                &mut state,
+                event(events::RECEIVED, "Task received by client"),
+            );
+            self.slots
+                .insert(task.name.clone(), self.slot(state, task.leader));
+        }
+        if let Err(msg) = self.build_dirs(group) {
+            for slot in self.slots.values_mut() {
+                push_event(&mut slot.state, event(events::SETUP_FAILURE, msg.clone()));
+                slot.state.state = states::DEAD.into();
+                slot.state.failed = true;
+            }
+            self.persist();
+            self.report();
+            return;
+        }
+        for slot in self.slots.values_mut() {
+            push_event(
+                &mut slot.state,
+                event(events::TASK_SETUP, "Building Task Directory"),
+            );
+        }
+        self.persist();
+        self.report();
+        if wants_stop(&self.alloc) {
+            for slot in self.slots.values_mut() {
+                push_event(
+                    &mut slot.state,
+                    event(events::KILLED, "Task killed before it ran"),
+                );
+                slot.state.state = states::DEAD.into();
+            }
+            self.persist();
+            self.report();
+            return;
+        }
+        self.start_ready();
+        self.settle_early_deaths();
+    }
+
+    /// Starts every task whose lifecycle phase allows it now.
+    pub(super) fn start_ready(&mut self) {
+        let Some(group) = self.group.clone() else {
+            return;
+        };
+        if self.ctx.shutdown.is_cancelled() && !self.ctx.stop_on_shutdown {
+            return;
+        }
+        let ready = lifecycle::startable(&group, &self.task_states(), &self.started, self.stopping);
+        for name in ready {
+            if let Some(task) = group.tasks.iter().find(|t| t.name == name) {
+                self.start_task(&group, task, None);
+            }
+        }
+    }
+
+    fn build_dirs(&self, group: &TaskGroup) -> Result<(), String> {
+        let Some(dir) = self.alloc_dir() else {
+            return Ok(());
+        };
+        dir.build(group.tasks.iter().map(|t| t.name.as_str()))
+            .map_err(|e| e.to_string())?;
+        if !self.job.payload.is_empty() {
+            for task in group
+                .tasks
+                .iter()
+                .filter(|t| !t.dispatch_payload_file.is_empty())
+            {
+                dir.write_payload(&task.name, &task.dispatch_payload_file, &self.job.payload)
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After a client restart: re-attach to live tasks, mark lost ones failed,
+    /// restart nothing that might still run.
+    pub(super) fn restore(&mut self, group: &TaskGroup, rec: AllocRecord) {
+        for task in &group.tasks {
+            let Some(tr) = rec.tasks.get(&task.name) else {
+                let mut state = TaskState {
+                    state: states::PENDING.into(),
+                    ..Default::default()
+                };
+                push_event(
+                    &mut state,
+                    event(events::RECEIVED, "Task received by client"),
+                );
+                self.slots
+                    .insert(task.name.clone(), self.slot(state, task.leader));
+                continue;
+            };
+            let mut state = TaskState::from(&tr.state);
+            let recovered = tr
+                .handle
+                .as_ref()
+                .map(|h| self.ctx.drivers.for_state(h).and_then(|d| d.recover(h)));
+            self.slots
+                .insert(task.name.clone(), self.slot(state.clone(), task.leader));
+            match recovered {
+                Some(Some(handle)) => {
+                    tracing::info!(alloc = %self.alloc.id, task = %task.name, "re-attached to task");
+                    self.start_task(group, task, Some(handle));
+                }
+                Some(None) => {
+                    push_event(
+                        &mut state,
+                        event(events::TASK_LOST, "client restarted; task lost"),
+                    );
+                    state.state = states::DEAD.into();
+                    state.failed = true;
+                    state.finished_at_unix_ns = crate::driver::now_unix_ns();
+                    self.started.insert(task.name.clone());
+                    if let Some(slot) = self.slots.get_mut(&task.name) {
+                        slot.state = state;
+                    }
+                }
+                None if state.state == states::DEAD => {
+                    self.started.insert(task.name.clone());
+                }
+                // Nothing runs (never started, or waiting to restart): it may
+                // start when its phase allows.
+                None => {}
+            }
+        }
+        if wants_stop(&self.alloc) {
+            self.stopping = true;
+            self.kill_all(KillRequest::default());
+        }
+        self.start_ready();
+        self.settle_early_deaths();
+    }
+}

@@ -1,0 +1,240 @@
+//! Deployment health of an alloc, decided on the client as Nomad does: healthy
+//! once every task has run for `min_healthy_time` without a break, unhealthy
+//! when a task fails or `healthy_deadline` passes first. Groups whose update
+//! strategy says `manual` (or that have no deployment) are left alone.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use caravan_proto::{Allocation, Job, TaskGroup, TaskState};
+use tokio::time::Instant;
+
+use crate::lifecycle::Phase;
+use crate::task_runner::states;
+
+/// Nomad's default `min_healthy_time`.
+const DEFAULT_MIN_HEALTHY: Duration = Duration::from_secs(10);
+/// Nomad's default `healthy_deadline`.
+const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
+
+fn duration(ns: i64, default: Duration) -> Duration {
+    u64::try_from(ns)
+        .ok()
+        .filter(|n| *n > 0)
+        .map_or(default, Duration::from_nanos)
+}
+
+/// Watches one alloc's tasks for its deployment.
+#[derive(Debug, Clone)]
+pub struct HealthTracker {
+    min_healthy: Duration,
+    deadline: Instant,
+    running_since: Option<Instant>,
+    verdict: Option<bool>,
+}
+
+impl HealthTracker {
+    /// A tracker for `alloc`, if it is part of a deployment whose health the
+    /// client decides and hasn't been decided already.
+    pub fn for_alloc(
+        alloc: &Allocation,
+        job: &Job,
+        group: &TaskGroup,
+        now: Instant,
+    ) -> Option<Self> {
+        if alloc.deployment_id.is_empty()
+            || alloc
+                .deployment_status
+                .as_ref()
+                .is_some_and(|d| d.healthy.is_some())
+        {
+            return None;
+        }
+        let update = group.update.as_ref().or(job.update.as_ref())?;
+        if update.max_parallel <= 0 || update.health_check == "manual" {
+            return None;
+        }
+        Some(HealthTracker {
+            min_healthy: duration(update.min_healthy_time_ns, DEFAULT_MIN_HEALTHY),
+            deadline: now + duration(update.healthy_deadline_ns, DEFAULT_DEADLINE),
+            running_since: None,
+            verdict: None,
+        })
+    }
+
+    /// The verdict, once there is one.
+    pub fn verdict(&self) -> Option<bool> {
+        self.verdict
+    }
+
+    /// Looks at the tasks at `now`; returns the verdict when it is reached now.
+    pub fn observe(
+        &mut self,
+        now: Instant,
+        group: &TaskGroup,
+        task_states: &BTreeMap<String, TaskState>,
+    ) -> Option<bool> {
+        if self.verdict.is_some() {
+            return None;
+        }
+        let state = |name: &str| task_states.get(name);
+        let failed = task_states.values().any(|s| s.failed);
+        // Ephemeral hooks only have to not fail; everything else must run.
+        let all_up = group.tasks.iter().all(|t| {
+            let s = state(&t.name);
+            if Phase::of(t).is_ephemeral() {
+                !s.is_some_and(|s| s.failed)
+            } else {
+                s.is_some_and(|s| s.state == states::RUNNING)
+            }
+        });
+        if all_up {
+            let since = *self.running_since.get_or_insert(now);
+            if now.saturating_duration_since(since) >= self.min_healthy {
+                self.verdict = Some(true);
+            }
+        } else {
+            self.running_since = None;
+        }
+        if failed || (self.verdict.is_none() && now >= self.deadline) {
+            self.verdict = Some(false);
+        }
+        self.verdict
+    }
+
+    /// When the verdict may change without any task changing.
+    pub fn next_check(&self) -> Option<Instant> {
+        if self.verdict.is_some() {
+            return None;
+        }
+        let healthy_at = self.running_since.map(|s| s + self.min_healthy);
+        Some(healthy_at.map_or(self.deadline, |h| h.min(self.deadline)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_proto::{AllocDeploymentStatus, Task, UpdateStrategy};
+
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    fn fixture(health_check: &str) -> (Allocation, Job, TaskGroup) {
+        let alloc = Allocation {
+            deployment_id: "d1".into(),
+            ..Default::default()
+        };
+        let group = TaskGroup {
+            name: "g".into(),
+            tasks: vec![
+                Task {
+                    name: "web".into(),
+                    ..Default::default()
+                },
+                Task {
+                    name: "init".into(),
+                    lifecycle: Some(caravan_proto::TaskLifecycle {
+                        hook: "prestart".into(),
+                        sidecar: false,
+                    }),
+                    ..Default::default()
+                },
+            ],
+            update: Some(UpdateStrategy {
+                max_parallel: 1,
+                health_check: health_check.into(),
+                min_healthy_time_ns: 10_000_000_000,
+                healthy_deadline_ns: 60_000_000_000,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        (alloc, Job::default(), group)
+    }
+
+    fn states(web: &str, failed: bool) -> BTreeMap<String, TaskState> {
+        BTreeMap::from([
+            (
+                "web".to_string(),
+                TaskState {
+                    state: web.into(),
+                    failed,
+                    ..Default::default()
+                },
+            ),
+            (
+                "init".to_string(),
+                TaskState {
+                    state: "dead".into(),
+                    ..Default::default()
+                },
+            ),
+        ])
+    }
+
+    #[test]
+    fn healthy_after_running_for_min_healthy_time_without_a_break() {
+        let (alloc, job, group) = fixture("checks");
+        let t0 = Instant::now();
+        let mut h = HealthTracker::for_alloc(&alloc, &job, &group, t0).unwrap();
+        assert_eq!(h.observe(t0, &group, &states("running", false)), None);
+        assert_eq!(h.next_check(), Some(t0 + 10 * S));
+        // A restart breaks the streak.
+        assert_eq!(
+            h.observe(t0 + 5 * S, &group, &states("pending", false)),
+            None
+        );
+        assert_eq!(
+            h.observe(t0 + 6 * S, &group, &states("running", false)),
+            None
+        );
+        assert_eq!(
+            h.observe(t0 + 15 * S, &group, &states("running", false)),
+            None
+        );
+        assert_eq!(
+            h.observe(t0 + 16 * S, &group, &states("running", false)),
+            Some(true)
+        );
+        assert_eq!(h.next_check(), None);
+        assert_eq!(
+            h.observe(t0 + 17 * S, &group, &states("dead", true)),
+            None,
+            "decided once"
+        );
+    }
+
+    #[test]
+    fn unhealthy_on_failure_or_after_the_deadline() {
+        let (alloc, job, group) = fixture("task_states");
+        let t0 = Instant::now();
+        let mut h = HealthTracker::for_alloc(&alloc, &job, &group, t0).unwrap();
+        assert_eq!(
+            h.observe(t0 + S, &group, &states("dead", true)),
+            Some(false)
+        );
+        let mut h = HealthTracker::for_alloc(&alloc, &job, &group, t0).unwrap();
+        assert_eq!(h.observe(t0, &group, &states("pending", false)), None);
+        assert_eq!(h.next_check(), Some(t0 + 60 * S));
+        assert_eq!(
+            h.observe(t0 + 60 * S, &group, &states("pending", false)),
+            Some(false)
+        );
+    }
+
+    #[test]
+    fn manual_no_deployment_or_already_decided_means_no_tracker() {
+        let (alloc, job, group) = fixture("manual");
+        assert!(HealthTracker::for_alloc(&alloc, &job, &group, Instant::now()).is_none());
+        let (mut alloc, job, group) = fixture("checks");
+        alloc.deployment_status = Some(AllocDeploymentStatus {
+            healthy: Some(true),
+            ..Default::default()
+        });
+        assert!(HealthTracker::for_alloc(&alloc, &job, &group, Instant::now()).is_none());
+        alloc.deployment_status = None;
+        alloc.deployment_id.clear();
+        assert!(HealthTracker::for_alloc(&alloc, &job, &group, Instant::now()).is_none());
+    }
+}
