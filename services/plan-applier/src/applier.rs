@@ -541,8 +541,99 @@ fn now_unix_ns() -> i64 {
 
 #[cfg(test)]
 mod tests {
+    use caravan_state::encode;
+    use caravan_store::MemStore;
+
     use super::*;
-    use crate::fixtures::{alloc, place, plan};
+    use crate::fixtures::{alloc, node, place, plan};
+
+    struct AnyToken;
+
+    #[async_trait::async_trait]
+    impl TokenCheck for AnyToken {
+        async fn check(&self, _: &str, _: &str) -> Result<(), ApplierError> {
+            Ok(())
+        }
+    }
+
+    /// A plan verified against room an earlier commit was freeing waits for
+    /// that commit; when the commit falls short, the plan is verified again
+    /// and refused instead of over-committing the node.
+    #[tokio::test]
+    async fn a_plan_relying_on_a_failed_stop_is_verified_again() {
+        let store: Arc<dyn Store> = Arc::new(MemStore::new());
+        let ks = Keyspace::new("/t");
+        store
+            .put(&ks.node("n1"), &encode(&node("n1")), 0)
+            .await
+            .unwrap();
+        let mut running = alloc("x", "n1", 3000, 64);
+        running.job_id = "other".into();
+        let rev = store
+            .put(&ks.alloc("x"), &encode(&running), 0)
+            .await
+            .unwrap();
+        let applier = Arc::new(PlanApplier::new(
+            store.clone(),
+            "/t",
+            Arc::new(AnyToken),
+            Settings::from(&PlanApplierConfig::default()),
+        ));
+        let leadership = Arc::new(
+            Leadership::campaign(
+                store.clone(),
+                "/t/leader/plan-applier",
+                "me",
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap(),
+        );
+        let informer = Informer::start(store.clone(), ks.clone(), InformerConfig::default())
+            .await
+            .unwrap();
+        let mut pipeline = Pipeline {
+            applier,
+            leadership,
+            informer,
+            overlay: Overlay::default(),
+            in_flight: Vec::new(),
+            next_seq: 1,
+            resync: false,
+        };
+        // An earlier plan stopping x is committing; it will fall short.
+        let mut stopped = running.clone();
+        stopped.set_desired_status(caravan_proto::AllocDesiredStatus::Stop);
+        let mut optimistic = OverlayLayer::new(1);
+        optimistic.put_alloc(Arc::new(stopped));
+        let frees = optimistic.freed_nodes();
+        pipeline.overlay.push_in_flight(optimistic);
+        pipeline.in_flight.push(InFlight {
+            seq: 1,
+            task: tokio::spawn(async {
+                CommitReport {
+                    layer: OverlayLayer::new(1),
+                    fell_short: true,
+                    unknown: false,
+                }
+            }),
+            targets: [Target::Alloc("x".into())].into(),
+            jobs: [("default".to_string(), "other".to_string())].into(),
+            frees,
+        });
+        let queue = PlanQueue::new();
+        let mut p = plan(rev);
+        place(&mut p, alloc("y", "n1", 3000, 64));
+        let answer = queue.push(p).unwrap();
+        let pending = queue.pop().await.unwrap();
+        pipeline.handle(pending).await;
+        pipeline.finish().await;
+        let result = answer.await.unwrap().unwrap();
+        assert!(result.node_allocation.is_empty(), "{result:?}");
+        assert_eq!(result.rejected_nodes, vec!["n1"]);
+        assert!(result.rejection_reasons["n1"].contains("cpu"));
+        assert!(store.get(&ks.alloc("y")).await.unwrap().is_none());
+    }
 
     fn in_flight(targets: &[&str], job: &str, frees: &[&str]) -> InFlight {
         InFlight {
