@@ -9,6 +9,7 @@ use caravan_state::{Informer, Keyspace, StateObject, decode};
 use caravan_store::{Revision, Store};
 use tokio_util::sync::CancellationToken;
 
+use crate::client::feed::NodeAllocFeed;
 use crate::config::GatewayConfig;
 use crate::error::Result;
 
@@ -25,6 +26,7 @@ pub struct Gateway {
     pub(crate) config: Arc<GatewayConfig>,
     pub(crate) shutdown: CancellationToken,
     pub(crate) watcher: LeaderChannel,
+    pub(crate) feed: Arc<NodeAllocFeed>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -38,7 +40,8 @@ impl std::fmt::Debug for Gateway {
 
 impl Gateway {
     /// A gateway over `store`, reading through `cache` (which must follow the
-    /// same keyspace as `config.store.prefix`).
+    /// same keyspace as `config.store.prefix`). Must be called inside a tokio
+    /// runtime: it starts the task that tells allocation streams of changes.
     pub fn new(
         store: Arc<dyn Store>,
         cache: Arc<Informer>,
@@ -47,6 +50,8 @@ impl Gateway {
     ) -> Self {
         let keys = cache.keyspace().clone();
         let watcher = LeaderChannel::new(store.clone(), keys.prefix(), "deployment-watcher");
+        let feed = Arc::new(NodeAllocFeed::default());
+        tokio::spawn(feed.clone().run(cache.clone(), shutdown.clone()));
         Gateway {
             store,
             keys,
@@ -54,6 +59,7 @@ impl Gateway {
             config: Arc::new(config),
             shutdown,
             watcher,
+            feed,
         }
     }
 

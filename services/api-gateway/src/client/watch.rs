@@ -1,7 +1,8 @@
 //! A node's allocation stream: the full set of its allocations, sent from
-//! the watch cache whenever the set changes. Each stream sleeps on the
-//! cache's revision signal and compares a cheap fingerprint of the node's
-//! set, so thousands of idle streams cost nothing between changes.
+//! the watch cache whenever the set changes. Each stream sleeps on its
+//! node's signal from the [`NodeAllocFeed`](crate::client::feed::NodeAllocFeed)
+//! and compares a cheap fingerprint of the set before sending, so thousands
+//! of idle streams cost nothing between changes.
 
 use std::collections::HashSet;
 
@@ -79,7 +80,8 @@ pub async fn stream_allocations(
     min_revision: Revision,
     out: mpsc::Sender<NodeAllocations>,
 ) {
-    let mut revisions = gw.cache.subscribe();
+    // Subscribed before the first snapshot, so no change slips between them.
+    let mut revisions = gw.feed.subscribe(&node_id);
     let mut last: Option<Fingerprint> = None;
     let mut sent = HashSet::new();
     loop {
