@@ -103,7 +103,7 @@ mod tests {
     #[test]
     fn only_touched_nodes_are_woken() {
         let feed = NodeAllocFeed::default();
-        let mut n1 = feed.subscribe("n1");
+        let n1 = feed.subscribe("n1");
         let mut n2 = feed.subscribe("n2");
         let mut tables = Tables::new();
         with_alloc(&mut tables, "a1", "n1", 5);
