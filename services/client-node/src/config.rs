@@ -146,7 +146,7 @@ impl ClientConfig {
 
     /// Checks what `run` relies on, naming the first bad key.
     pub fn validate(&self) -> Result<(), ClientError> {
-        if self.servers.iter().all(|s| s.trim().is_empty()) {
+        if self.server_addrs().is_empty() {
             return Err(ClientError::invalid(
                 "servers",
                 "at least one api-gateway address is needed",
@@ -155,7 +155,7 @@ impl ClientConfig {
         if self.data_dir.as_os_str().is_empty() {
             return Err(ClientError::invalid("data_dir", "must not be empty"));
         }
-        for d in &self.drivers {
+        for d in &self.driver_names() {
             if !matches!(d.as_str(), "raw_exec" | "mock") {
                 return Err(ClientError::invalid(
                     "drivers",
@@ -192,19 +192,25 @@ impl ClientConfig {
         Duration::from_millis(self.update_interval_ms)
     }
 
-    /// The gateway addresses, trimmed, without empty entries.
+    /// The gateway addresses, trimmed, without empty entries; an entry may
+    /// itself be a comma-separated list (as `--set servers=a,b` gives it).
     pub fn server_addrs(&self) -> Vec<String> {
-        self.servers
-            .iter()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect()
+        split_list(&self.servers)
     }
 
-    /// Whether the named driver is enabled.
-    pub fn driver_enabled(&self, name: &str) -> bool {
-        self.drivers.iter().any(|d| d == name)
+    /// The enabled driver names, split like [`ClientConfig::server_addrs`].
+    pub fn driver_names(&self) -> Vec<String> {
+        split_list(&self.drivers)
     }
+}
+
+fn split_list(items: &[String]) -> Vec<String> {
+    items
+        .iter()
+        .flat_map(|s| s.split(','))
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 #[cfg(test)]
@@ -231,6 +237,15 @@ mod tests {
             .load(&ClientConfig::default())
             .unwrap();
         assert_eq!(conf.servers, vec!["10.0.0.1:4647", "10.0.0.2:4647"]);
+        let flags: ClientConfig = ConfigLoader::new("client-node")
+            .list_keys(ClientConfig::LIST_KEYS)
+            .with_env(vec![])
+            .set("servers", "a:1, b:2")
+            .set("drivers", "mock")
+            .load(&ClientConfig::default())
+            .unwrap();
+        assert_eq!(flags.server_addrs(), vec!["a:1", "b:2"]);
+        assert_eq!(flags.driver_names(), vec!["mock"]);
         assert_eq!(conf.simulate, 200);
         assert_eq!(conf.meta.get("rack").map(String::as_str), Some("r1"));
     }

@@ -149,7 +149,7 @@ fn real_agent(
     advertised: &str,
     shutdown: &CancellationToken,
 ) -> Result<NodeAgent, ClientError> {
-    let drivers = Drivers::from_names(&config.drivers);
+    let drivers = Drivers::from_names(&config.driver_names());
     let node = build_node(
         config,
         facts,
