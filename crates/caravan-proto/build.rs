@@ -1,4 +1,5 @@
-//! Generates the Rust types and tonic services from `proto/caravan/v1`.
+//! Generates the Rust types, and with the `grpc` feature the tonic services,
+//! from `proto/caravan/v1`.
 
 use std::path::PathBuf;
 
@@ -14,7 +15,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for f in &files {
         println!("cargo:rerun-if-changed={}", f.display());
     }
+    let grpc = std::env::var_os("CARGO_FEATURE_GRPC").is_some();
+    let out = PathBuf::from(std::env::var("OUT_DIR")?).join(if grpc { "grpc" } else { "messages" });
+    std::fs::create_dir_all(&out)?;
     tonic_prost_build::configure()
+        .out_dir(&out)
+        .build_client(grpc)
+        .build_server(grpc)
         // Ordered maps keep the scheduler deterministic and encodings stable.
         .btree_map(".")
         .compile_protos(&files, &[root])?;
