@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Evaluation, Job,
 };
-use caravan_state::{Keyspace, Snapshot, decode, encode};
+use caravan_state::{Keyspace, Snapshot, decode, encode, is_terminal};
 use caravan_store::{Compare, CompareOp, Op, OpResult, Revision, Txn, TxnResult};
 
 use crate::error::{GatewayError, Result};
-use crate::evals::{self, TRIGGER_ALLOC_FAILURE};
+use crate::evals::{self, TRIGGER_ALLOC_FAILURE, TRIGGER_NODE_DRAIN};
 use crate::gateway::{Gateway, now_unix_ns};
 
 /// Allocations written per transaction: well inside etcd's default limits
@@ -74,8 +74,25 @@ fn newly_failed(prev: &Allocation, next: &Allocation) -> bool {
         && prev.desired_status() == AllocDesiredStatus::Run
 }
 
+/// Whether `next` started running while its job still has live allocations
+/// on a draining node: the replacement of the last migration batch is up,
+/// so the job needs another evaluation to move the next batch (nothing else
+/// would wake it, as no process drives drains).
+fn drain_progressed(snap: &Snapshot, prev: &Allocation, next: &Allocation) -> bool {
+    next.client_status() == AllocClientStatus::Running
+        && prev.client_status() != AllocClientStatus::Running
+        && snap.allocs_by_job(&next.namespace, &next.job_id).any(|a| {
+            a.desired_status() == AllocDesiredStatus::Run
+                && !is_terminal(a)
+                && snap
+                    .node(&a.node_id)
+                    .is_some_and(|n| n.drain_strategy.is_some())
+        })
+}
+
 /// The transaction of one batch: each present allocation compared and
-/// rewritten, one failure evaluation per job; the failure branch reads every
+/// rewritten, one failure evaluation per job (or one drain evaluation when a
+/// running replacement lets a drain move on); the failure branch reads every
 /// allocation back so a conflict costs no extra round trip.
 pub(crate) fn build_batch(
     keys: &Keyspace,
@@ -84,6 +101,7 @@ pub(crate) fn build_batch(
     now: i64,
 ) -> (Txn, Vec<Evaluation>) {
     let mut txn = Txn::new();
+    // One evaluation per job; a failure's wins over a drain's.
     let mut failed_jobs: BTreeMap<(String, String), Evaluation> = BTreeMap::new();
     for (update, alloc) in current {
         let key = keys.alloc(&update.alloc_id);
@@ -99,6 +117,13 @@ pub(crate) fn build_batch(
                 .or_insert_with(|| failure_eval(job))
                 .related_alloc_ids
                 .push(alloc.id.clone());
+        } else if drain_progressed(snap, alloc, &next)
+            && let Some(job) = snap.job(&alloc.namespace, &alloc.job_id)
+            && !job.stop
+        {
+            failed_jobs
+                .entry((job.namespace.clone(), job.id.clone()))
+                .or_insert_with(|| evals::for_job(job, TRIGGER_NODE_DRAIN));
         }
         txn = txn
             .when(Compare::mod_revision(
@@ -183,7 +208,7 @@ pub async fn update_allocations(
             if result.succeeded {
                 revision = result.revision;
                 if !evals.is_empty() {
-                    tracing::info!(node = %node_id, evals = evals.len(), "allocations failed; evaluations created");
+                    tracing::info!(node = %node_id, evals = evals.len(), "client updates created evaluations");
                 }
                 written = true;
                 break;
@@ -275,6 +300,57 @@ mod tests {
             "{err}"
         );
         assert!(validate("", &[]).is_err());
+    }
+
+    #[test]
+    fn a_running_replacement_moves_a_drain_on() {
+        let keys = Keyspace::new("/t");
+        let mut tables = caravan_state::Tables::new();
+        let mut job = Job {
+            id: "web".into(),
+            namespace: "default".into(),
+            ..Default::default()
+        };
+        job.set_type(caravan_proto::JobType::Service);
+        tables.apply(caravan_state::Change::Job {
+            namespace: "default".into(),
+            id: "web".into(),
+            job: Some(std::sync::Arc::new(job)),
+        });
+        let draining = caravan_proto::Node {
+            id: "n1".into(),
+            drain_strategy: Some(Default::default()),
+            ..Default::default()
+        };
+        tables.apply(caravan_state::Change::Node {
+            id: "n1".into(),
+            node: Some(std::sync::Arc::new(draining)),
+        });
+        tables.apply(caravan_state::Change::Alloc {
+            id: "old".into(),
+            alloc: Some(std::sync::Arc::new(alloc("old"))),
+        });
+        let snap = Snapshot::new(tables);
+        let mut replacement = alloc("new");
+        replacement.node_id = "n2".into();
+        replacement.set_client_status(AllocClientStatus::Pending);
+        let mut running = AllocUpdate {
+            alloc_id: "new".into(),
+            ..Default::default()
+        };
+        running.set_client_status(AllocClientStatus::Running);
+        let (_, evals) = build_batch(
+            &keys,
+            &snap,
+            &[(running.clone(), Some(replacement.clone()))],
+            5,
+        );
+        assert_eq!(evals.len(), 1);
+        assert_eq!(evals[0].triggered_by, "node-drain");
+        // Already running: no news, no eval.
+        replacement.set_client_status(AllocClientStatus::Running);
+        let (_, evals) = build_batch(&keys, &snap, &[(running, Some(replacement))], 5);
+        assert!(evals.is_empty());
     }
 
     #[test]
