@@ -1,0 +1,3 @@
+//! The end-to-end benchmark (being written).
+
+fn main() {}
