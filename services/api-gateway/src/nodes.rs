@@ -260,6 +260,12 @@ pub async fn update_drain(
         };
         if let Some(revision) = write_node(gw, &updated, node.modify_revision, &evals).await? {
             tracing::info!(node = %node_id, draining = strategy.is_some(), revision, "node drain updated");
+            // A node with nothing to move is drained at once.
+            let revision = if strategy.is_some() && complete_drain_if_done(gw, node_id).await? {
+                gw.cache.revision().max(revision)
+            } else {
+                revision
+            };
             return Ok(NodeUpdated {
                 eval_ids: evals.into_iter().map(|e| e.id).collect(),
                 revision,
@@ -333,6 +339,60 @@ pub async fn purge(gw: &Gateway, node_id: &str) -> Result<NodeUpdated> {
             eval_ids: evals.into_iter().map(|e| e.id).collect(),
             revision: result.revision,
         });
+    }
+    Err(conflict(node_id))
+}
+
+/// Whether an allocation still keeps a drain going: the client hasn't
+/// finished with it (a stop the client never started counts as finished).
+fn keeps_drain_going(snap: &Snapshot, alloc: &Allocation, ignore_system: bool) -> bool {
+    use caravan_proto::{AllocClientStatus as C, AllocDesiredStatus as D};
+    let client_done = matches!(alloc.client_status(), C::Complete | C::Failed | C::Lost);
+    let never_started = alloc.desired_status() != D::Run
+        && matches!(alloc.client_status(), C::Pending | C::Unspecified);
+    if client_done || never_started {
+        return false;
+    }
+    let system = snap
+        .job(&alloc.namespace, &alloc.job_id)
+        .is_some_and(|j| matches!(j.r#type(), JobType::System | JobType::Sysbatch));
+    !(ignore_system && system)
+}
+
+/// Marks a draining node's drain complete once none of its allocations
+/// keeps it going: the strategy is cleared, the node stays ineligible, and
+/// `last_drain` says `complete`. Returns whether it did.
+pub(crate) async fn complete_drain_if_done(gw: &Gateway, node_id: &str) -> Result<bool> {
+    let key = gw.keys.node(node_id);
+    for _ in 0..gw.attempts() {
+        let Some(node) = gw.read::<Node>(&key).await? else {
+            return Ok(false);
+        };
+        let Some(drain) = node.drain_strategy else {
+            return Ok(false);
+        };
+        let snap = gw.cache.snapshot();
+        if snap
+            .allocs_by_node(node_id)
+            .any(|a| keeps_drain_going(&snap, a, drain.ignore_system_jobs))
+        {
+            return Ok(false);
+        }
+        let now = now_unix_ns();
+        let mut done = node.clone();
+        done.drain_strategy = None;
+        done.last_drain = Some(DrainMetadata {
+            started_at_unix_ns: drain.started_at_unix_ns,
+            updated_at_unix_ns: now,
+            status: "complete".into(),
+        });
+        if write_node(gw, &done, node.modify_revision, &[])
+            .await?
+            .is_some()
+        {
+            tracing::info!(node = %node_id, "drain complete");
+            return Ok(true);
+        }
     }
     Err(conflict(node_id))
 }

@@ -583,6 +583,84 @@ async fn validate_and_plan_write_nothing(backend: Backend) {
     gw.stop().await;
 }
 
+async fn drains_complete_when_nothing_is_left(backend: Backend) {
+    use caravan_proto::node_service_client::NodeServiceClient;
+    let gw = TestGateway::start(backend, "grpc-drain").await;
+    let channel = gw.channel().await;
+    let mut client = NodeClientServiceClient::new(channel.clone());
+    let mut nodes = NodeServiceClient::new(channel.clone());
+    for id in ["n1", "n2"] {
+        client
+            .register_node(RegisterNodeRequest {
+                node: Some(node(id)),
+            })
+            .await
+            .unwrap();
+    }
+    JobServiceClient::new(channel)
+        .register_job(register(job("web", 1)))
+        .await
+        .unwrap();
+    let mut alloc = placed("a1", "n1", "web");
+    alloc.set_client_status(AllocClientStatus::Running);
+    gw.store
+        .put(&gw.keys.alloc("a1"), &encode(&alloc), 0)
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            nodes
+                .clone()
+                .node_allocations(caravan_proto::NodeAllocationsRequest {
+                    node_id: "n1".into(),
+                    options: None,
+                })
+                .await
+                .is_ok_and(|r| !r.into_inner().allocs.is_empty())
+        })
+        .await
+    );
+    let drain = caravan_proto::DrainStrategy {
+        deadline_ns: 3_600_000_000_000,
+        ..Default::default()
+    };
+    for id in ["n1", "n2"] {
+        nodes
+            .update_drain(caravan_proto::UpdateDrainRequest {
+                node_id: id.into(),
+                drain_strategy: Some(drain),
+                mark_eligible: false,
+            })
+            .await
+            .unwrap();
+    }
+    // n2 had nothing to move: drained at once, still ineligible.
+    let n2 = gw.node("n2").await.unwrap();
+    assert!(n2.drain_strategy.is_none());
+    assert_eq!(n2.last_drain.as_ref().unwrap().status, "complete");
+    assert_eq!(
+        n2.scheduling_eligibility(),
+        caravan_proto::SchedulingEligibility::Ineligible
+    );
+    assert!(gw.node("n1").await.unwrap().drain_strategy.is_some());
+    let mut done = AllocUpdate {
+        alloc_id: "a1".into(),
+        ..Default::default()
+    };
+    done.set_client_status(AllocClientStatus::Complete);
+    client
+        .update_allocations(UpdateAllocationsRequest {
+            node_id: "n1".into(),
+            updates: vec![done],
+        })
+        .await
+        .unwrap();
+    let n1 = gw.node("n1").await.unwrap();
+    assert!(n1.drain_strategy.is_none(), "{n1:?}");
+    assert_eq!(n1.last_drain.unwrap().status, "complete");
+    gw.stop().await;
+}
+
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
         mod mem {
@@ -613,4 +691,5 @@ on_both_backends!(
     alloc_stream_and_client_updates,
     leaders_come_from_the_store,
     validate_and_plan_write_nothing,
+    drains_complete_when_nothing_is_left,
 );

@@ -225,6 +225,16 @@ pub async fn update_allocations(
         }
     }
     gw.settle(revision).await;
+    // The node's last live allocation may just have finished its drain.
+    if gw
+        .cache
+        .snapshot()
+        .node(node_id)
+        .is_some_and(|n| n.drain_strategy.is_some())
+        && let Err(err) = crate::nodes::complete_drain_if_done(gw, node_id).await
+    {
+        tracing::warn!(%err, node = %node_id, "could not mark the drain complete");
+    }
     Ok(revision)
 }
 
