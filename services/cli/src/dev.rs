@@ -89,12 +89,20 @@ pub struct DevAddresses {
 pub struct DevCluster {
     /// Where everything listens.
     pub addresses: DevAddresses,
-    servers: JoinSet<(&'static str, anyhow::Result<()>)>,
-    servers_stop: CancellationToken,
+    /// The gateway and the scheduler worker: stopped before the services
+    /// they call, so no eval is left mid-flight waiting for a leader.
+    front: JoinSet<Served>,
+    front_stop: CancellationToken,
+    /// The eval broker and the plan applier.
+    back: JoinSet<Served>,
+    back_stop: CancellationToken,
     client: Option<caravan_client_node::Client>,
     client_stop: CancellationToken,
     owned_data_dir: bool,
 }
+
+/// A service task's name and outcome.
+type Served = (&'static str, anyhow::Result<()>);
 
 fn host_port(bind: &str, port: u16) -> String {
     if bind.contains(':') && !bind.starts_with('[') {
@@ -163,16 +171,18 @@ impl DevCluster {
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create the data dir {}", data_dir.display()))?;
 
-        let servers_stop = CancellationToken::new();
-        let mut servers = JoinSet::new();
+        let back_stop = CancellationToken::new();
+        let mut back = JoinSet::new();
+        let front_stop = CancellationToken::new();
+        let mut front = JoinSet::new();
 
         let (listener, eval_broker) = bind(&options.bind, "eval-broker").await?;
         let config = EvalBrokerConfig {
             store: store_config.clone(),
             ..Default::default()
         };
-        servers.spawn({
-            let (store, stop) = (store.clone(), servers_stop.clone());
+        back.spawn({
+            let (store, stop) = (store.clone(), back_stop.clone());
             async move {
                 let r = caravan_eval_broker::serve(config, store, listener, stop).await;
                 ("eval-broker", r)
@@ -184,8 +194,8 @@ impl DevCluster {
             store: store_config.clone(),
             ..Default::default()
         };
-        servers.spawn({
-            let (store, stop) = (store.clone(), servers_stop.clone());
+        back.spawn({
+            let (store, stop) = (store.clone(), back_stop.clone());
             async move {
                 let r = caravan_plan_applier::serve(config, store, listener, stop).await;
                 ("plan-applier", r)
@@ -198,8 +208,8 @@ impl DevCluster {
             ..Default::default()
         };
         let workers = config.worker_count();
-        servers.spawn({
-            let (store, stop) = (store.clone(), servers_stop.clone());
+        front.spawn({
+            let (store, stop) = (store.clone(), front_stop.clone());
             async move {
                 let r =
                     caravan_scheduler_worker::serve(config, store, listener, stop, |_| {}).await;
@@ -214,8 +224,8 @@ impl DevCluster {
             ..Default::default()
         };
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        servers.spawn({
-            let (store, stop) = (store.clone(), servers_stop.clone());
+        front.spawn({
+            let (store, stop) = (store.clone(), front_stop.clone());
             async move {
                 let r = caravan_api_gateway::run_with(config, store, stop, Some(ready_tx)).await;
                 ("api-gateway", r)
@@ -225,13 +235,16 @@ impl DevCluster {
             Ok(b) => b,
             Err(_) => {
                 // The gateway ended before it was ready: its own error says why.
-                servers_stop.cancel();
-                while let Some(done) = servers.join_next().await {
+                front_stop.cancel();
+                back_stop.cancel();
+                let mut why = anyhow::anyhow!("the api-gateway stopped before it was ready");
+                while let Some(done) = front.join_next().await {
                     if let Ok(("api-gateway", Err(e))) = done {
-                        return Err(e.context("api-gateway"));
+                        why = e.context("api-gateway");
                     }
                 }
-                anyhow::bail!("the api-gateway stopped before it was ready");
+                while back.join_next().await.is_some() {}
+                return Err(why);
             }
         };
         let gateway_grpc = dialable(bound.grpc);
@@ -248,8 +261,10 @@ impl DevCluster {
         let client = match caravan_client_node::start(client_config, client_stop.clone()).await {
             Ok(c) => c,
             Err(e) => {
-                servers_stop.cancel();
-                while servers.join_next().await.is_some() {}
+                front_stop.cancel();
+                back_stop.cancel();
+                while front.join_next().await.is_some() {}
+                while back.join_next().await.is_some() {}
                 return Err(e.context("client-node"));
             }
         };
@@ -266,8 +281,10 @@ impl DevCluster {
         };
         let cluster = DevCluster {
             addresses,
-            servers,
-            servers_stop,
+            front,
+            front_stop,
+            back,
+            back_stop,
             client: Some(client),
             client_stop,
             owned_data_dir,
@@ -308,16 +325,21 @@ impl DevCluster {
     /// Waits until a service stops on its own (which is a failure: they
     /// stop only when told), returning its name and error.
     pub async fn failed(&mut self) -> (String, anyhow::Error) {
-        match self.servers.join_next().await {
-            Some(Ok((name, Ok(())))) => (name.to_string(), anyhow::anyhow!("stopped")),
-            Some(Ok((name, Err(e)))) => (name.to_string(), e),
-            Some(Err(e)) => ("a service".to_string(), anyhow::anyhow!("task failed: {e}")),
-            None => std::future::pending().await,
+        let done = tokio::select! {
+            Some(done) = self.front.join_next() => done,
+            Some(done) = self.back.join_next() => done,
+            else => std::future::pending().await,
+        };
+        match done {
+            Ok((name, Ok(()))) => (name.to_string(), anyhow::anyhow!("stopped")),
+            Ok((name, Err(e))) => (name.to_string(), e),
+            Err(e) => ("a service".to_string(), anyhow::anyhow!("task failed: {e}")),
         }
     }
 
-    /// Stops the client node first (its tasks are killed), then the
-    /// services; removes a temporary data directory.
+    /// Stops the client node first (its tasks are killed), then the gateway
+    /// and the scheduler worker, then the eval broker and the plan applier;
+    /// removes a temporary data directory.
     pub async fn stop(mut self) -> anyhow::Result<()> {
         self.client_stop.cancel();
         let mut result = Ok(());
@@ -326,14 +348,19 @@ impl DevCluster {
         {
             result = Err(e.context("client-node"));
         }
-        self.servers_stop.cancel();
-        while let Some(done) = self.servers.join_next().await {
-            match done {
-                Ok((name, Err(e))) if result.is_ok() => result = Err(e.context(name)),
-                Err(e) if result.is_ok() => {
-                    result = Err(anyhow::anyhow!("a service task failed: {e}"))
+        for (stop, set) in [
+            (&self.front_stop, &mut self.front),
+            (&self.back_stop, &mut self.back),
+        ] {
+            stop.cancel();
+            while let Some(done) = set.join_next().await {
+                match done {
+                    Ok((name, Err(e))) if result.is_ok() => result = Err(e.context(name)),
+                    Err(e) if result.is_ok() => {
+                        result = Err(anyhow::anyhow!("a service task failed: {e}"))
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
         }
         if self.owned_data_dir {

@@ -1,0 +1,230 @@
+//! `caravan dev` end to end, in process: the dev cluster on free ports, the
+//! CLI's own commands against it, and a real process started and stopped by
+//! the client node. Once on the embedded store, once on etcd.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use caravan_cli::{Api, DevCluster, DevOptions, Ui, run_args};
+use caravan_proto::AllocClientStatus;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn hello_hcl() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.hcl")
+}
+
+/// Runs one CLI command line against `address`; returns exit code, stdout, stderr.
+async fn cli(address: &str, line: &[&str]) -> (u8, String, String) {
+    let (mut ui, captured) = Ui::captured();
+    let head = ["caravan", "-address", address];
+    let args: Vec<String> = head
+        .iter()
+        .chain(line.iter())
+        .map(|s| s.to_string())
+        .collect();
+    let code = run_args(args, &mut ui).await;
+    (code, captured.stdout(), captured.stderr())
+}
+
+/// The pids of processes whose environment says they run `alloc_id`.
+fn processes_of(alloc_id: &str) -> Vec<u32> {
+    let needle = format!("NOMAD_ALLOC_ID={alloc_id}");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .map(|env| env.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn run_hello_and_stop_it(options: DevOptions) {
+    let cluster = DevCluster::start(options)
+        .await
+        .expect("dev cluster starts");
+    let address = cluster.address();
+    let api = Api::new(&address, "default").unwrap();
+    let hello = hello_hcl();
+    let hello = hello.to_str().unwrap();
+
+    // Register and monitor the example job.
+    let (code, out, err) = cli(&address, &["job", "run", hello]).await;
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains(": Monitoring evaluation \""), "{out}");
+    assert!(
+        out.contains("Evaluation triggered by job \"hello\""),
+        "{out}"
+    );
+    assert!(out.contains("created: node \""), "{out}");
+    assert!(out.contains("finished with status \"complete\""), "{out}");
+
+    // The allocation runs a real process.
+    let alloc = eventually("the alloc to run", || async {
+        let allocs = api.job_allocations("hello").await.ok()?;
+        allocs
+            .into_iter()
+            .find(|a| a.client_status() == AllocClientStatus::Running)
+    })
+    .await;
+    let pids = eventually("the task's process", || async {
+        let pids = processes_of(&alloc.id);
+        (!pids.is_empty()).then_some(pids)
+    })
+    .await;
+    assert!(!pids.is_empty());
+    let short = &alloc.id[..8];
+
+    // Its output is readable through the gateway by short id.
+    let logs = eventually("the task's output", || async {
+        let (code, out, _) = cli(&address, &["alloc", "logs", short]).await;
+        (code == 0 && out.contains("hello from hello.hello[0] (0)")).then_some(out)
+    })
+    .await;
+    assert!(logs.lines().count() >= 1);
+
+    let (code, out, _) = cli(&address, &["job", "status", "hello"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("Status        = running"), "{out}");
+    assert!(out.contains(&format!("{short}  ")), "{out}");
+    let (code, out, _) = cli(&address, &["alloc", "status", short]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("Task \"hello\" is \"running\""), "{out}");
+    let (code, out, _) = cli(&address, &["node", "status"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("eligible     ready"), "{out}");
+
+    // A job that fits nowhere reports its failed placements and exit 2.
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.hcl");
+    std::fs::write(
+        &big,
+        std::fs::read_to_string(hello_hcl())
+            .unwrap()
+            .replace("job \"hello\"", "job \"big\"")
+            .replace("memory = 32", "memory = 90000000"),
+    )
+    .unwrap();
+    let (code, out, _) = cli(&address, &["job", "run", big.to_str().unwrap()]).await;
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("but failed to place all allocations:"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Task Group \"hello\" (failed to place 1 allocation):"),
+        "{out}"
+    );
+    assert!(
+        out.contains("* Dimension \"memory\" exhausted on 1 nodes"),
+        "{out}"
+    );
+    assert!(
+        out.contains("waiting for additional capacity to place remainder"),
+        "{out}"
+    );
+
+    // A job the gateway would refuse is refused before it is sent.
+    let bad = dir.path().join("bad.hcl");
+    std::fs::write(
+        &bad,
+        std::fs::read_to_string(hello_hcl())
+            .unwrap()
+            .replace("job \"hello\"", "job \"bad\"")
+            .replace("count = 1", "count = -1"),
+    )
+    .unwrap();
+    let (code, out, err) = cli(&address, &["job", "run", bad.to_str().unwrap()]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(err.contains("count"), "{err}");
+    assert!(api.job("bad").await.is_err());
+
+    // Stopping the job stops the process.
+    let (code, out, err) = cli(&address, &["job", "stop", "hello"]).await;
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("finished with status \"complete\""), "{out}");
+    eventually("the process to exit", || async {
+        processes_of(&alloc.id).is_empty().then_some(())
+    })
+    .await;
+    let (code, out, _) = cli(&address, &["job", "status"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("dead (stopped)"), "{out}");
+
+    cluster.stop().await.expect("dev cluster stops cleanly");
+}
+
+fn options(dir: &Path) -> DevOptions {
+    DevOptions {
+        data_dir: Some(dir.join("client")),
+        grpc_port: 0,
+        http_port: 0,
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dev_on_the_embedded_store_runs_logs_and_stops_a_job() {
+    let dir = tempfile::tempdir().unwrap();
+    run_hello_and_stop_it(options(dir.path())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dev_on_etcd_runs_logs_and_stops_a_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = DevOptions {
+        etcd: caravan_testkit::etcd_endpoints(),
+        prefix: caravan_testkit::unique_prefix("cli-dev"),
+        ..options(dir.path())
+    };
+    run_hello_and_stop_it(options).await;
+}
+
+#[tokio::test]
+async fn an_unreachable_gateway_is_one_clear_line() {
+    let (code, out, err) = cli("http://127.0.0.1:1", &["job", "status"]).await;
+    assert_eq!(code, 1);
+    assert!(out.is_empty());
+    assert!(
+        err.starts_with("Error connecting to the api-gateway at http://127.0.0.1:1"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+#[tokio::test]
+async fn usage_errors_and_help_do_not_touch_the_network() {
+    let (code, _, err) = cli("http://127.0.0.1:1", &["job", "frobnicate"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("frobnicate"), "{err}");
+    let (code, out, _) = cli("http://127.0.0.1:1", &["job", "--help"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("run"), "{out}");
+    let (code, _, err) = cli("http://127.0.0.1:1", &["job", "run", "/nonexistent.hcl"]).await;
+    assert_eq!(code, 1);
+    assert!(err.starts_with("Error reading job file"), "{err}");
+}
