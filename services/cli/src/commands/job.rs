@@ -381,5 +381,9 @@ mod tests {
         let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.hcl");
         let (job, _) = load_job(&hello).unwrap();
         assert_eq!(job.id, "hello");
+        let json = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.json");
+        let (from_json, _) = load_job(&json).unwrap();
+        assert_eq!(from_json.id, "hello");
+        assert_eq!(from_json.task_groups.len(), job.task_groups.len());
     }
 }
