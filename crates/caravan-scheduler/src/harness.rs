@@ -1,8 +1,9 @@
 //! An in-memory cluster and a recording planner for tests and benchmarks.
 //!
 //! The planner verifies and applies plans the way the plan applier does (node
-//! ready and eligible, resources fit), can refuse chosen nodes to simulate
-//! partial commits, and keeps every plan and evaluation it was handed.
+//! ready and eligible, the exact fit of [`resources::allocs_fit`]), can refuse
+//! chosen nodes to simulate partial commits, and keeps every plan and
+//! evaluation it was handed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use caravan_proto::{
 
 use crate::error::{PlannerError, SchedulerError};
 use crate::planner::{PlanOutcome, Planner};
-use crate::resources::{self, Capacity, GroupAsk, NodeUsage};
+use crate::resources;
 use crate::state::State;
 
 /// The cluster's contents at one revision.
@@ -240,16 +241,9 @@ impl Harness {
         let existing = self.state.allocs_by_node(node_id);
         let kept = existing
             .iter()
-            .filter(|a| !crate::model::terminal(a) && !remove.contains(a.id.as_str()))
+            .filter(|a| !remove.contains(a.id.as_str()))
             .map(|a| &**a);
-        let mut used = NodeUsage::from_allocs(kept);
-        let cap = Capacity::of(node);
-        for a in placing {
-            let ask = ask_of(a);
-            resources::fits(&cap, &used, &ask).map_err(|e| e.dimension().to_string())?;
-            used.add(a);
-        }
-        Ok(())
+        resources::allocs_fit(node, kept.chain(placing.iter())).map_err(|e| e.to_string())
     }
 
     fn apply(&mut self, plan: &Plan) -> PlanResult {
@@ -360,21 +354,6 @@ impl Harness {
         }
         result
     }
-}
-
-/// What a planned allocation holds, as an ask, for verification.
-fn ask_of(a: &Allocation) -> GroupAsk {
-    let u = NodeUsage::from_allocs([a]);
-    let mut ask = GroupAsk {
-        cpu_mhz: u.cpu_mhz,
-        memory_mb: u.memory_mb,
-        disk_mb: u.disk_mb,
-        ..Default::default()
-    };
-    for p in u.ports {
-        ask.static_ports.push((String::new(), p, 0));
-    }
-    ask
 }
 
 impl Planner for Harness {

@@ -1,16 +1,11 @@
 //! Whether a set of allocations fits on a node: cpu, memory, disk, reserved
-//! cores, host ports and device instances, each counted exactly.
+//! cores, host ports per address and device instances, each counted exactly.
 //!
-//! The node's capacity comes from the scheduler's [`Capacity`], so the
-//! applier and the scheduler agree on what a node offers; the checks here are
-//! stricter than the scheduler's (exact core ids, port numbers per address,
-//! device instances), because this is the last line before a commit.
-
-use std::collections::{HashMap, HashSet};
+//! The check is the scheduler's [`caravan_scheduler::resources::allocs_fit`],
+//! so the applier refuses exactly what the scheduler's own verification (its
+//! test harness) refuses; this is the last line before a commit.
 
 use caravan_proto::{Allocation, Node};
-use caravan_scheduler::resources::{Capacity, Exhausted};
-use caravan_state::is_terminal;
 
 /// Checks that the non-terminal allocations among `allocs` fit on `node`
 /// together; the error says which dimension ran out or collided.
@@ -18,103 +13,7 @@ pub(crate) fn allocs_fit<'a>(
     node: &Node,
     allocs: impl IntoIterator<Item = &'a Allocation>,
 ) -> Result<(), String> {
-    let cap = Capacity::of(node);
-    let node_devices: HashSet<&str> = node
-        .resources
-        .iter()
-        .flat_map(|r| r.devices.iter())
-        .flat_map(|d| d.instance_ids.iter().map(String::as_str))
-        .collect();
-    let (mut cpu, mut memory, mut disk) = (0u64, 0u64, 0u64);
-    let mut cores: HashMap<u32, &str> = HashMap::new();
-    let mut ports: HashMap<u32, Vec<&str>> = HashMap::new();
-    let mut devices: HashMap<&str, &str> = HashMap::new();
-    for alloc in allocs {
-        if is_terminal(alloc) {
-            continue;
-        }
-        let Some(res) = &alloc.allocated_resources else {
-            continue;
-        };
-        let mut own_ports: Vec<(u32, &str)> = Vec::new();
-        for task in res.tasks.values() {
-            cpu = cpu.saturating_add(u64::from(task.cpu_mhz));
-            memory = memory.saturating_add(u64::from(task.memory_mb));
-            for core in &task.reserved_cores {
-                if cap.cores.binary_search(core).is_err() {
-                    return Err(format!(
-                        "{}: core {core} is not available on the node",
-                        Exhausted::Cores.dimension()
-                    ));
-                }
-                if let Some(other) = cores.insert(*core, &alloc.id) {
-                    return Err(format!(
-                        "{}: core {core} is reserved by {other} and {}",
-                        Exhausted::Cores.dimension(),
-                        alloc.id
-                    ));
-                }
-            }
-            own_ports.extend(task.ports.iter().map(|p| (p.value, p.host_ip.as_str())));
-            for device in &task.devices {
-                for instance in &device.device_ids {
-                    if !node_devices.contains(instance.as_str()) {
-                        return Err(format!(
-                            "devices: instance {instance} of {} is not on the node",
-                            device.name
-                        ));
-                    }
-                    if let Some(other) = devices.insert(instance, &alloc.id) {
-                        return Err(format!(
-                            "devices: instance {instance} is held by {other} and {}",
-                            alloc.id
-                        ));
-                    }
-                }
-            }
-        }
-        if let Some(shared) = &res.shared {
-            disk = disk.saturating_add(u64::from(shared.disk_mb));
-            own_ports.extend(shared.ports.iter().map(|p| (p.value, p.host_ip.as_str())));
-        }
-        // The same port may be listed by a task and the group it belongs to.
-        own_ports.retain(|(port, _)| *port != 0);
-        own_ports.sort_unstable();
-        own_ports.dedup();
-        for (port, ip) in own_ports {
-            if cap.reserved_ports.contains(port) {
-                return Err(format!(
-                    "{}: port {port} is reserved by the node",
-                    Exhausted::ReservedPort.dimension()
-                ));
-            }
-            let holders = ports.entry(port).or_default();
-            // An alloc that names no address holds the port on every address.
-            if holders
-                .iter()
-                .any(|held| held.is_empty() || ip.is_empty() || *held == ip)
-            {
-                return Err(format!(
-                    "{}: port {port} is already in use",
-                    Exhausted::ReservedPort.dimension()
-                ));
-            }
-            holders.push(ip);
-        }
-    }
-    for (used, available, dimension) in [
-        (cpu, cap.cpu_mhz, Exhausted::Cpu),
-        (memory, cap.memory_mb, Exhausted::Memory),
-        (disk, cap.disk_mb, Exhausted::Disk),
-    ] {
-        if used > available {
-            return Err(format!(
-                "{} exhausted: {used} needed, {available} available",
-                dimension.dimension()
-            ));
-        }
-    }
-    Ok(())
+    caravan_scheduler::resources::allocs_fit(node, allocs).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -4,6 +4,10 @@ use caravan_proto::{Allocation, Node, TaskGroup};
 
 use crate::ports::{self, PortSet};
 
+mod exact;
+
+pub use exact::{FitError, allocs_fit};
+
 /// Nomad's defaults for a task that leaves them unset.
 const DEFAULT_CPU_MHZ: u64 = 100;
 const DEFAULT_MEMORY_MB: u64 = 300;
@@ -271,6 +275,10 @@ pub enum Exhausted {
     ReservedPort,
     /// No free dynamic port.
     DynamicPort,
+    /// Two allocations (or an allocation and the node) hold one host port.
+    PortCollision,
+    /// A device instance is missing or held twice.
+    Devices,
 }
 
 impl Exhausted {
@@ -283,6 +291,8 @@ impl Exhausted {
             Exhausted::Cores => "cores",
             Exhausted::ReservedPort => "network: reserved port collision",
             Exhausted::DynamicPort => "network: dynamic port selection failed",
+            Exhausted::PortCollision => "network: port collision",
+            Exhausted::Devices => "devices",
         }
     }
 }

@@ -1,0 +1,351 @@
+//! The exact fit of a node's allocations: what the plan applier checks before a
+//! commit and what the test harness verifies fixture plans with.
+//!
+//! Selection works on [`super::NodeUsage`] sums, which compare ports by number
+//! and ignore devices; this check counts what the allocations actually hold:
+//! cpu, memory and disk against the node's [`Capacity`], exclusive core ids,
+//! host ports per address (the node's reserved ports included) and device
+//! instances.
+
+use std::collections::{HashMap, HashSet};
+
+use caravan_proto::{Allocation, Node};
+
+use super::{Capacity, Exhausted};
+use crate::model;
+
+/// Why a set of allocations does not fit on a node: the dimension, and what
+/// exactly ran out or collided.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{detail}")]
+pub struct FitError {
+    /// The dimension that ran out or collided.
+    pub exhausted: Exhausted,
+    /// A sentence naming the dimension first, then the values or holders.
+    pub detail: String,
+}
+
+impl FitError {
+    fn new(exhausted: Exhausted, detail: impl std::fmt::Display) -> Self {
+        Self {
+            exhausted,
+            detail: format!("{}: {detail}", exhausted.dimension()),
+        }
+    }
+}
+
+/// Checks that the non-terminal allocations among `allocs` fit on `node`
+/// together; the error names the dimension that ran out or collided.
+pub fn allocs_fit<'a>(
+    node: &Node,
+    allocs: impl IntoIterator<Item = &'a Allocation>,
+) -> Result<(), FitError> {
+    let cap = Capacity::of(node);
+    let node_devices: HashSet<&str> = node
+        .resources
+        .iter()
+        .flat_map(|r| r.devices.iter())
+        .flat_map(|d| d.instance_ids.iter().map(String::as_str))
+        .collect();
+    let (mut cpu, mut memory, mut disk) = (0u64, 0u64, 0u64);
+    let mut cores: HashMap<u32, &str> = HashMap::new();
+    let mut ports: HashMap<u32, Vec<&str>> = HashMap::new();
+    let mut devices: HashMap<&str, &str> = HashMap::new();
+    let mut own_ports: Vec<(u32, &str)> = Vec::new();
+    for alloc in allocs {
+        if model::terminal(alloc) {
+            continue;
+        }
+        let Some(res) = &alloc.allocated_resources else {
+            continue;
+        };
+        own_ports.clear();
+        for task in res.tasks.values() {
+            cpu = cpu.saturating_add(u64::from(task.cpu_mhz));
+            memory = memory.saturating_add(u64::from(task.memory_mb));
+            for core in &task.reserved_cores {
+                if cap.cores.binary_search(core).is_err() {
+                    return Err(FitError::new(
+                        Exhausted::Cores,
+                        format_args!("core {core} is not available on the node"),
+                    ));
+                }
+                if let Some(other) = cores.insert(*core, &alloc.id) {
+                    return Err(FitError::new(
+                        Exhausted::Cores,
+                        format_args!("core {core} is reserved by {other} and {}", alloc.id),
+                    ));
+                }
+            }
+            own_ports.extend(task.ports.iter().map(|p| (p.value, p.host_ip.as_str())));
+            for device in &task.devices {
+                for instance in &device.device_ids {
+                    if !node_devices.contains(instance.as_str()) {
+                        return Err(FitError::new(
+                            Exhausted::Devices,
+                            format_args!(
+                                "instance {instance} of {} is not on the node",
+                                device.name
+                            ),
+                        ));
+                    }
+                    if let Some(other) = devices.insert(instance, &alloc.id) {
+                        return Err(FitError::new(
+                            Exhausted::Devices,
+                            format_args!("instance {instance} is held by {other} and {}", alloc.id),
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(shared) = &res.shared {
+            disk = disk.saturating_add(u64::from(shared.disk_mb));
+            own_ports.extend(shared.ports.iter().map(|p| (p.value, p.host_ip.as_str())));
+        }
+        // The same port may be listed by a task and the group it belongs to.
+        own_ports.retain(|(port, _)| *port != 0);
+        own_ports.sort_unstable();
+        own_ports.dedup();
+        for &(port, ip) in &own_ports {
+            if cap.reserved_ports.contains(port) {
+                return Err(FitError::new(
+                    Exhausted::PortCollision,
+                    format_args!("port {port} is reserved by the node"),
+                ));
+            }
+            let holders = ports.entry(port).or_default();
+            // An allocation that names no address holds the port on every address.
+            if holders
+                .iter()
+                .any(|held| held.is_empty() || ip.is_empty() || *held == ip)
+            {
+                return Err(FitError::new(
+                    Exhausted::PortCollision,
+                    format_args!("port {port} is already in use"),
+                ));
+            }
+            holders.push(ip);
+        }
+    }
+    for (used, available, dimension) in [
+        (cpu, cap.cpu_mhz, Exhausted::Cpu),
+        (memory, cap.memory_mb, Exhausted::Memory),
+        (disk, cap.disk_mb, Exhausted::Disk),
+    ] {
+        if used > available {
+            return Err(FitError {
+                exhausted: dimension,
+                detail: format!(
+                    "{} exhausted: {used} needed, {available} available",
+                    dimension.dimension()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use caravan_proto::{
+        AllocClientStatus, AllocDesiredStatus, AllocatedDevice, AllocatedPort, AllocatedResources,
+        AllocatedSharedResources, AllocatedTaskResources, NodeDevice, NodeReservedResources,
+        NodeResources,
+    };
+
+    use super::*;
+
+    fn node() -> Node {
+        Node {
+            id: "n1".into(),
+            resources: Some(NodeResources {
+                cpu_mhz: 4000,
+                core_ids: vec![0, 1, 2, 3],
+                memory_mb: 8192,
+                disk_mb: 10_000,
+                devices: vec![NodeDevice {
+                    name: "nvidia/gpu/t4".into(),
+                    instance_ids: vec!["gpu-0".into(), "gpu-1".into()],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            reserved: Some(NodeReservedResources {
+                core_ids: vec![0],
+                reserved_host_ports: "22".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn alloc(id: &str, cpu: u32, mem: u32) -> Allocation {
+        let mut tasks = BTreeMap::new();
+        tasks.insert(
+            "t".to_string(),
+            AllocatedTaskResources {
+                cpu_mhz: cpu,
+                memory_mb: mem,
+                ..Default::default()
+            },
+        );
+        Allocation {
+            id: id.into(),
+            desired_status: AllocDesiredStatus::Run as i32,
+            client_status: AllocClientStatus::Pending as i32,
+            allocated_resources: Some(AllocatedResources {
+                tasks,
+                shared: Some(AllocatedSharedResources {
+                    disk_mb: 100,
+                    ..Default::default()
+                }),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn task(a: &mut Allocation) -> &mut AllocatedTaskResources {
+        a.allocated_resources
+            .as_mut()
+            .unwrap()
+            .tasks
+            .get_mut("t")
+            .unwrap()
+    }
+
+    fn with_port(mut a: Allocation, port: u32, ip: &str) -> Allocation {
+        task(&mut a).ports.push(AllocatedPort {
+            label: "http".into(),
+            value: port,
+            to: 0,
+            host_ip: ip.into(),
+        });
+        a
+    }
+
+    fn dimension(r: Result<(), FitError>) -> &'static str {
+        match r {
+            Ok(()) => "fits",
+            Err(e) => e.exhausted.dimension(),
+        }
+    }
+
+    #[test]
+    fn cpu_memory_and_disk_add_up() {
+        let n = node();
+        // 3 usable cores of 1000 MHz: the reserved core's share is not offered.
+        let a = alloc("a", 1500, 4096);
+        let b = alloc("b", 1500, 4096);
+        assert_eq!(allocs_fit(&n, [&a, &b]), Ok(()));
+        let c = alloc("c", 1, 1);
+        let err = allocs_fit(&n, [&a, &b, &c]).unwrap_err();
+        assert_eq!(err.exhausted, Exhausted::Cpu);
+        assert_eq!(
+            err.to_string(),
+            "cpu exhausted: 3001 needed, 3000 available"
+        );
+        assert_eq!(dimension(allocs_fit(&n, [&alloc("m", 10, 9000)])), "memory");
+        let mut d = alloc("d", 10, 10);
+        d.allocated_resources
+            .as_mut()
+            .unwrap()
+            .shared
+            .as_mut()
+            .unwrap()
+            .disk_mb = 10_001;
+        assert_eq!(dimension(allocs_fit(&n, [&d])), "disk");
+    }
+
+    #[test]
+    fn terminal_allocs_hold_nothing() {
+        let n = node();
+        let mut a = alloc("a", 3000, 100);
+        let b = alloc("b", 3000, 100);
+        assert!(allocs_fit(&n, [&a, &b]).is_err());
+        a.set_desired_status(AllocDesiredStatus::Stop);
+        assert_eq!(allocs_fit(&n, [&a, &b]), Ok(()));
+        a.set_desired_status(AllocDesiredStatus::Run);
+        a.set_client_status(AllocClientStatus::Complete);
+        assert_eq!(allocs_fit(&n, [&a, &b]), Ok(()));
+    }
+
+    #[test]
+    fn ports_collide_per_address_and_with_the_node() {
+        let n = node();
+        let a = with_port(alloc("a", 10, 10), 8080, "10.0.0.1");
+        let b = with_port(alloc("b", 10, 10), 8080, "10.0.0.2");
+        assert_eq!(allocs_fit(&n, [&a, &b]), Ok(()), "different addresses");
+        let c = with_port(alloc("c", 10, 10), 8080, "10.0.0.1");
+        let err = allocs_fit(&n, [&a, &c]).unwrap_err();
+        assert_eq!(err.exhausted, Exhausted::PortCollision);
+        assert_eq!(
+            err.to_string(),
+            "network: port collision: port 8080 is already in use"
+        );
+        let any = with_port(alloc("d", 10, 10), 8080, "");
+        assert!(allocs_fit(&n, [&b, &any]).is_err(), "no address means all");
+        let ssh = with_port(alloc("e", 10, 10), 22, "10.0.0.1");
+        let err = allocs_fit(&n, [&ssh]).unwrap_err();
+        assert!(err.to_string().contains("reserved by the node"), "{err}");
+        // A port listed by a task and by its group is held once.
+        let mut twice = with_port(alloc("f", 10, 10), 25000, "10.0.0.1");
+        twice
+            .allocated_resources
+            .as_mut()
+            .unwrap()
+            .shared
+            .as_mut()
+            .unwrap()
+            .ports
+            .push(AllocatedPort {
+                label: "http".into(),
+                value: 25000,
+                to: 0,
+                host_ip: "10.0.0.1".into(),
+            });
+        assert_eq!(allocs_fit(&n, [&twice]), Ok(()));
+    }
+
+    #[test]
+    fn cores_are_exclusive_and_must_exist() {
+        let n = node();
+        let cores = |id: &str, ids: &[u32]| {
+            let mut a = alloc(id, 1000, 10);
+            task(&mut a).reserved_cores = ids.to_vec();
+            a
+        };
+        assert_eq!(
+            allocs_fit(&n, [&cores("a", &[1]), &cores("b", &[2])]),
+            Ok(())
+        );
+        let err = allocs_fit(&n, [&cores("a", &[1]), &cores("c", &[1])]).unwrap_err();
+        assert_eq!(err.to_string(), "cores: core 1 is reserved by a and c");
+        let err = allocs_fit(&n, [&cores("r", &[0])]).unwrap_err();
+        assert!(err.to_string().contains("not available"), "{err}");
+        assert_eq!(dimension(allocs_fit(&n, [&cores("m", &[9])])), "cores");
+    }
+
+    #[test]
+    fn device_instances_are_exclusive_and_must_exist() {
+        let n = node();
+        let gpu = |id: &str, inst: &str| {
+            let mut a = alloc(id, 10, 10);
+            task(&mut a).devices.push(AllocatedDevice {
+                name: "nvidia/gpu/t4".into(),
+                device_ids: vec![inst.into()],
+            });
+            a
+        };
+        assert_eq!(
+            allocs_fit(&n, [&gpu("a", "gpu-0"), &gpu("b", "gpu-1")]),
+            Ok(())
+        );
+        let err = allocs_fit(&n, [&gpu("a", "gpu-0"), &gpu("c", "gpu-0")]).unwrap_err();
+        assert_eq!(err.exhausted, Exhausted::Devices);
+        assert!(err.to_string().contains("gpu-0"), "{err}");
+        let err = allocs_fit(&n, [&gpu("g", "gpu-7")]).unwrap_err();
+        assert!(err.to_string().contains("not on the node"), "{err}");
+    }
+}
