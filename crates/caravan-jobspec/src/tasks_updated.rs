@@ -3,20 +3,24 @@
 //! This is Nomad's `tasksUpdated`, field for field as `caravan_scheduler::tasks_updated`
 //! decides it, so that `job plan` annotates exactly what the scheduler will do.
 
-use caravan_proto::{Job, Task, TaskGroup};
+use caravan_proto::{Affinity, Job, Spread, Task, TaskGroup};
 use std::collections::BTreeMap;
 
 /// Whether moving group `group` from `old` to `new` needs new allocations: a task was
-/// added or removed, or anything a running task was started with changed (driver, user,
+/// added or removed, anything a running task was started with changed (driver, user,
 /// config, env, resources, networks and ports, lifecycle, dispatch payload, leader, the
-/// merged job/group/task meta, the ephemeral disk). Counts, update/restart/reschedule
-/// policies, constraints and kill settings are applied in place. A group missing from
-/// either version is a change.
+/// merged job/group/task meta, the ephemeral disk), or the placement preferences did
+/// (job, group and task affinities; job and group spreads). Counts, update/restart/
+/// reschedule policies, constraints and kill settings are applied in place. A group
+/// missing from either version is a change.
 pub fn tasks_updated(old: &Job, new: &Job, group: &str) -> bool {
     let (Some(old_tg), Some(new_tg)) = (find_group(old, group), find_group(new, group)) else {
         return true;
     };
-    if old_tg.tasks.len() != new_tg.tasks.len() || group_destructive(old_tg, new_tg) {
+    if old_tg.tasks.len() != new_tg.tasks.len()
+        || group_destructive(old_tg, new_tg)
+        || preferences_updated(old, old_tg, new, new_tg)
+    {
         return true;
     }
     old_tg.tasks.iter().any(|old_task| {
@@ -55,6 +59,29 @@ pub(crate) fn task_destructive(
         || old.leader != new.leader
         || old.resources != new.resources
         || merged_meta(old_job, old_tg, old) != merged_meta(new_job, new_tg, new)
+}
+
+/// Affinities (job, group, then task level) or spreads (job, then group level) differ:
+/// an allocation placed for the old preferences may sit where the new ones would not.
+fn preferences_updated(
+    old_job: &Job,
+    old_tg: &TaskGroup,
+    new_job: &Job,
+    new_tg: &TaskGroup,
+) -> bool {
+    !affinities(old_job, old_tg).eq(affinities(new_job, new_tg))
+        || !spreads(old_job, old_tg).eq(spreads(new_job, new_tg))
+}
+
+fn affinities<'a>(job: &'a Job, tg: &'a TaskGroup) -> impl Iterator<Item = &'a Affinity> {
+    job.affinities
+        .iter()
+        .chain(&tg.affinities)
+        .chain(tg.tasks.iter().flat_map(|t| &t.affinities))
+}
+
+fn spreads<'a>(job: &'a Job, tg: &'a TaskGroup) -> impl Iterator<Item = &'a Spread> {
+    job.spreads.iter().chain(&tg.spreads)
 }
 
 /// Job meta, overridden by group meta, overridden by task meta: what the task sees.
@@ -169,6 +196,36 @@ mod tests {
             changed(|j| j.task_groups.clear()),
             "a removed group is a change"
         );
+    }
+
+    #[test]
+    fn placement_preference_changes_are_destructive() {
+        let affinity = Affinity {
+            l_target: "${node.datacenter}".into(),
+            r_target: "dc1".into(),
+            operand: "=".into(),
+            weight: 50,
+        };
+        let spread = Spread {
+            attribute: "${meta.rack}".into(),
+            weight: 50,
+            targets: vec![],
+        };
+        assert!(changed(|j| j.affinities.push(affinity.clone())));
+        assert!(changed(|j| j.task_groups[0]
+            .affinities
+            .push(affinity.clone())));
+        assert!(changed(|j| j.task_groups[0].tasks[0]
+            .affinities
+            .push(affinity.clone())));
+        assert!(changed(|j| j.spreads.push(spread.clone())));
+        assert!(changed(|j| j.task_groups[0].spreads.push(spread.clone())));
+        let mut old = job();
+        old.affinities.push(affinity.clone());
+        let mut new = old.clone();
+        new.affinities[0].weight = 100;
+        assert!(tasks_updated(&old, &new, "g"));
+        assert!(!tasks_updated(&old, &old.clone(), "g"));
     }
 
     #[test]

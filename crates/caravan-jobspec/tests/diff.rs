@@ -346,6 +346,23 @@ fn plan_annotations_agree_with_tasks_updated() {
     }
 }
 
+fn affinity() -> caravan_proto::Affinity {
+    caravan_proto::Affinity {
+        l_target: "${node.datacenter}".into(),
+        r_target: "dc1".into(),
+        operand: "=".into(),
+        weight: 50,
+    }
+}
+
+fn spread() -> caravan_proto::Spread {
+    caravan_proto::Spread {
+        attribute: "${meta.rack}".into(),
+        weight: 50,
+        targets: vec![],
+    }
+}
+
 #[test]
 fn tasks_updated_agrees_with_the_scheduler() {
     let base = cache_job(2, "      env {\n        A = \"1\"\n      }");
@@ -386,6 +403,11 @@ fn tasks_updated_agrees_with_the_scheduler() {
                 ..t
             });
         }),
+        Box::new(|j| j.affinities.push(affinity())),
+        Box::new(|j| j.task_groups[0].affinities.push(affinity())),
+        Box::new(|j| j.task_groups[0].tasks[0].affinities.push(affinity())),
+        Box::new(|j| j.spreads.push(spread())),
+        Box::new(|j| j.task_groups[0].spreads.push(spread())),
     ];
     for (i, change) in variants.iter().enumerate() {
         let mut new = base.clone();
@@ -398,5 +420,11 @@ fn tasks_updated_agrees_with_the_scheduler() {
             &new.task_groups[0],
         );
         assert_eq!(ours, theirs, "variant {i}");
+        if i >= variants.len() - 5 {
+            assert!(
+                ours,
+                "a changed affinity or spread is destructive (variant {i})"
+            );
+        }
     }
 }

@@ -2,14 +2,16 @@
 
 use std::collections::BTreeMap;
 
-use caravan_proto::{Job, TaskGroup};
+use caravan_proto::{Affinity, Job, Spread, TaskGroup};
 
 /// Whether moving `old_tg` of `old_job` to `new_tg` of `new_job` needs new
-/// allocations (anything a running task was started with changed).
+/// allocations: anything a running task was started with changed, or the
+/// placement preferences (affinities, spreads) that chose its node did.
 pub fn tasks_updated(old_job: &Job, old_tg: &TaskGroup, new_job: &Job, new_tg: &TaskGroup) -> bool {
     if old_tg.tasks.len() != new_tg.tasks.len()
         || old_tg.ephemeral_disk != new_tg.ephemeral_disk
         || old_tg.networks != new_tg.networks
+        || preferences_updated(old_job, old_tg, new_job, new_tg)
     {
         return true;
     }
@@ -31,6 +33,30 @@ pub fn tasks_updated(old_job: &Job, old_tg: &TaskGroup, new_job: &Job, new_tg: &
         }
     }
     false
+}
+
+/// Affinities (job, group, then task level, in order) or spreads (job, then
+/// group level) differ: an allocation placed for the old preferences may sit
+/// on a node the new ones would not choose.
+fn preferences_updated(
+    old_job: &Job,
+    old_tg: &TaskGroup,
+    new_job: &Job,
+    new_tg: &TaskGroup,
+) -> bool {
+    !affinities(old_job, old_tg).eq(affinities(new_job, new_tg))
+        || !spreads(old_job, old_tg).eq(spreads(new_job, new_tg))
+}
+
+fn affinities<'a>(job: &'a Job, tg: &'a TaskGroup) -> impl Iterator<Item = &'a Affinity> {
+    job.affinities
+        .iter()
+        .chain(&tg.affinities)
+        .chain(tg.tasks.iter().flat_map(|t| &t.affinities))
+}
+
+fn spreads<'a>(job: &'a Job, tg: &'a TaskGroup) -> impl Iterator<Item = &'a Spread> {
+    job.spreads.iter().chain(&tg.spreads)
 }
 
 fn merged_meta<'a>(
@@ -85,5 +111,42 @@ mod tests {
         let mut j2 = j.clone();
         j2.meta.insert("k".into(), "v".into());
         assert!(tasks_updated(&j, &tg, &j2, &tg));
+    }
+
+    #[test]
+    fn affinity_and_spread_changes_are_destructive() {
+        let (j, tg) = job();
+        let affinity = Affinity {
+            l_target: "${node.datacenter}".into(),
+            r_target: "dc1".into(),
+            operand: "=".into(),
+            weight: 50,
+        };
+        let spread = Spread {
+            attribute: "${meta.rack}".into(),
+            weight: 50,
+            targets: vec![],
+        };
+        let mut at_job = j.clone();
+        at_job.affinities.push(affinity.clone());
+        assert!(tasks_updated(&j, &tg, &at_job, &tg));
+        let mut at_group = tg.clone();
+        at_group.affinities.push(affinity.clone());
+        assert!(tasks_updated(&j, &tg, &j, &at_group));
+        let mut at_task = tg.clone();
+        at_task.tasks[0].affinities.push(affinity.clone());
+        assert!(tasks_updated(&j, &tg, &j, &at_task));
+        let mut reweighted = at_task.clone();
+        reweighted.tasks[0].affinities[0].weight = -50;
+        assert!(tasks_updated(&j, &at_task, &j, &reweighted));
+        assert!(!tasks_updated(&j, &at_task, &j, &at_task.clone()));
+
+        let mut spread_job = j.clone();
+        spread_job.spreads.push(spread.clone());
+        assert!(tasks_updated(&j, &tg, &spread_job, &tg));
+        let mut spread_group = tg.clone();
+        spread_group.spreads.push(spread);
+        assert!(tasks_updated(&j, &tg, &j, &spread_group));
+        assert!(!tasks_updated(&spread_job, &tg, &spread_job, &tg));
     }
 }

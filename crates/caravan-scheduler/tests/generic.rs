@@ -100,6 +100,43 @@ fn non_destructive_changes_update_in_place() {
 }
 
 #[test]
+fn affinity_and_spread_changes_replace_allocs() {
+    for change in [
+        |j: &mut caravan_proto::Job| {
+            j.task_groups[0].affinities.push(caravan_proto::Affinity {
+                l_target: "${node.datacenter}".into(),
+                r_target: "dc1".into(),
+                operand: "=".into(),
+                weight: 50,
+            })
+        },
+        |j: &mut caravan_proto::Job| {
+            j.spreads.push(caravan_proto::Spread {
+                attribute: "${node.datacenter}".into(),
+                weight: 50,
+                targets: vec![],
+            })
+        },
+    ] {
+        let mut j = service("web", 2);
+        let mut h = running(&j, 2);
+        j.version = 1;
+        change(&mut j);
+        h.state.upsert_job(j.clone());
+        h.process(&eval("e1", &j, "job-register")).unwrap();
+        let s = stopped(&h);
+        assert_eq!(names(&s), vec!["web.web[0]", "web.web[1]"]);
+        assert!(s.iter().all(|a| a.desired_description == ALLOC_UPDATING));
+        let p = placed(&h);
+        assert!(
+            p.iter()
+                .all(|a| a.job_version == 1 && a.id != "a0" && a.id != "a1")
+        );
+        assert_eq!(p.len(), 2);
+    }
+}
+
+#[test]
 fn destructive_changes_roll_max_parallel_at_a_time() {
     let mut j = service("web", 3);
     let mut h = running(&j, 3);
