@@ -1,0 +1,1 @@
+//! Caravan's deployment-watcher service (being built).

@@ -1,0 +1,3 @@
+//! The `caravan-deployment-watcher` binary (being built).
+
+fn main() {}
