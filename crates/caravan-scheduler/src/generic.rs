@@ -5,19 +5,20 @@ use std::sync::Arc;
 
 use caravan_proto::{
     AllocDeploymentStatus, AllocMetric, Allocation, EvalStatus, Evaluation, Job, JobType,
-    NodeStatus, PlanAnnotations, TaskGroup,
+    PlanAnnotations, TaskGroup,
 };
 
 use crate::context::{Eligibility, EvalContext, FnvBuild, count_allocs};
 use crate::error::SchedulerError;
 use crate::evals::{self, FinalStatus};
+use crate::inplace::{self, InPlaceRules};
 use crate::planner::Planner;
 use crate::rank::{GroupRules, JobRules};
 use crate::reconcile::{self, ALLOC_UPDATING, Placement, UpdateKind, filter};
 use crate::rng::Rng;
 use crate::select::{SelectOptions, Selector, Source};
 use crate::state::State;
-use crate::{model, placement, reschedule, update, validate};
+use crate::{model, placement, reschedule, validate};
 
 /// Plan attempts without progress before giving up (service).
 pub const MAX_SERVICE_ATTEMPTS: u32 = 5;
@@ -206,10 +207,24 @@ impl Run<'_> {
             &sd.revision().to_be_bytes(),
             &self.attempt.to_be_bytes(),
         ]);
+        let group_count = runnable.as_ref().map_or(0, |j| j.task_groups.len());
+        let mut rules: Vec<Option<GroupRules>> = (0..group_count).map(|_| None).collect();
+        let mut selector = Selector::default();
         let results = {
             let c = &mut ctx;
-            let mut decide = |a: &Arc<Allocation>, job: &Job, tg: &TaskGroup| {
-                in_place_or_destructive(c, a, job, tg)
+            let mut in_place = job_rules.as_mut().map(|jr| InPlaceRules {
+                job: jr,
+                groups: &mut rules,
+                selector: &mut selector,
+                batch: self.batch,
+                allocs: &allocs,
+            });
+            let mut decide = |a: &Arc<Allocation>, job: &Job, tg: &TaskGroup| match in_place
+                .as_mut()
+                .and_then(|r| inplace::try_update(c, r, a, job, tg))
+            {
+                Some(new) => UpdateKind::InPlace(Box::new(new)),
+                None => UpdateKind::Destructive,
             };
             reconcile::reconcile(&input, &mut rrng, &mut decide)
         };
@@ -279,9 +294,6 @@ impl Run<'_> {
                     .as_ref()
                     .is_some_and(|p| p.service_scheduler_enabled),
             };
-            let mut rules: Vec<Option<GroupRules>> =
-                (0..j.task_groups.len()).map(|_| None).collect();
-            let mut selector = Selector::default();
             let mut canaries_placed = false;
             for (p, stop_prev) in placements {
                 let Some((ti, tg)) = j
@@ -511,40 +523,4 @@ pub fn type_name(t: JobType) -> &'static str {
         JobType::Sysbatch => "sysbatch",
         _ => "service",
     }
-}
-
-/// Decides how an allocation of an older job version follows the job; in-place
-/// updates are added to the plan right away so later fits see them.
-fn in_place_or_destructive(
-    ctx: &mut EvalContext<'_>,
-    a: &Arc<Allocation>,
-    job: &Job,
-    tg: &TaskGroup,
-) -> UpdateKind {
-    let Some(old_job) = ctx
-        .state
-        .job_version(&a.namespace, &a.job_id, a.job_version)
-    else {
-        return UpdateKind::Destructive;
-    };
-    let Some(old_tg) = model::group(&old_job, &tg.name) else {
-        return UpdateKind::Destructive;
-    };
-    if update::tasks_updated(&old_job, old_tg, job, tg) {
-        return UpdateKind::Destructive;
-    }
-    let Some(idx) = ctx.node_index(&a.node_id) else {
-        return UpdateKind::Destructive;
-    };
-    if ctx.table.node(idx).status() != NodeStatus::Ready {
-        return UpdateKind::Destructive;
-    }
-    // Resources did not change (that would be destructive), so the fit holds.
-    let mut new = (**a).clone();
-    new.eval_id = ctx.eval.id.clone();
-    new.job_version = job.version;
-    new.job_modify_revision = job.job_modify_revision;
-    new.modify_time_unix_ns = ctx.now;
-    ctx.update_in_place(a, new.clone());
-    UpdateKind::InPlace(Box::new(new))
 }

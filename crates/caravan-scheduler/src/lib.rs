@@ -12,6 +12,7 @@ mod evals;
 pub mod feasible;
 mod generic;
 pub mod harness;
+mod inplace;
 pub mod model;
 mod placement;
 mod planner;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use caravan_proto::{
     AllocClientStatus, AllocMetric, Allocation, DesiredUpdates, EvalStatus, Evaluation, Job,
-    NodeStatus, PlanAnnotations, TaskGroup,
+    NodeStatus, PlanAnnotations,
 };
 
 use crate::context::{Eligibility, EvalContext, FnvBuild, count_allocs};
@@ -13,13 +13,14 @@ use crate::error::SchedulerError;
 use crate::evals::{self, FinalStatus};
 use crate::feasible::node_in_job_scope;
 use crate::generic::{Step, preempt_into_plan};
+use crate::inplace::{self, InPlaceRules};
 use crate::planner::Planner;
 use crate::rank::{GroupRules, JobRules};
 use crate::reconcile::{ALLOC_LOST, ALLOC_MIGRATING, ALLOC_NOT_NEEDED, ALLOC_UPDATING, filter};
 use crate::rng::Rng;
 use crate::select::{SelectOptions, Selector, Source};
 use crate::state::State;
-use crate::{model, placement, update, validate};
+use crate::{model, placement, validate};
 
 /// Plan attempts without progress (system).
 pub const MAX_SYSTEM_ATTEMPTS: u32 = 5;
@@ -249,13 +250,33 @@ impl Run<'_> {
         }
 
         let mut place: Vec<NodePlacement> = Vec::new();
+        let mut job_rules: Option<JobRules> = None;
+        let group_count = runnable.as_ref().map_or(0, |j| j.task_groups.len());
+        let mut rules: Vec<Option<GroupRules>> = (0..group_count).map(|_| None).collect();
+        let mut selector = Selector::default();
         if let Some(j) = &runnable {
             // In-place where possible; the rest are rolling destructive updates.
             let mut destructive: Vec<(Arc<Allocation>, u32, usize)> = Vec::new();
+            if !updates.is_empty() {
+                match JobRules::new(&mut ctx, j, &allocs) {
+                    Ok(r) => job_rules = Some(r),
+                    Err(e) => return Ok(Step::Failed(format!("invalid job: {e}"))),
+                }
+            }
             for (a, idx, gi) in updates {
                 let tg = &j.task_groups[gi];
+                let updated = job_rules.as_mut().and_then(|jr| {
+                    let mut r = InPlaceRules {
+                        job: jr,
+                        groups: &mut rules,
+                        selector: &mut selector,
+                        batch: true,
+                        allocs: &allocs,
+                    };
+                    inplace::try_update(&mut ctx, &mut r, &a, j, tg)
+                });
                 let d = desired.entry(tg.name.clone()).or_default();
-                if in_place(&mut ctx, &a, j, tg) {
+                if updated.is_some() {
                     d.in_place_update += 1;
                 } else {
                     destructive.push((a, idx, gi));
@@ -354,9 +375,12 @@ impl Run<'_> {
         if let Some(j) = &runnable
             && !place.is_empty()
         {
-            let mut jr = match JobRules::new(&mut ctx, j, &allocs) {
-                Ok(r) => r,
-                Err(e) => return Ok(Step::Failed(format!("invalid job: {e}"))),
+            let mut jr = match job_rules.take() {
+                Some(r) => r,
+                None => match JobRules::new(&mut ctx, j, &allocs) {
+                    Ok(r) => r,
+                    Err(e) => return Ok(Step::Failed(format!("invalid job: {e}"))),
+                },
             };
             let pc = ctx.config.preemption_config;
             let preempt = match &pc {
@@ -364,9 +388,6 @@ impl Run<'_> {
                 Some(p) if self.sysbatch => p.sysbatch_scheduler_enabled,
                 Some(p) => p.system_scheduler_enabled,
             };
-            let mut rules: Vec<Option<GroupRules>> =
-                (0..j.task_groups.len()).map(|_| None).collect();
-            let mut selector = Selector::default();
             for p in place {
                 let tg = &j.task_groups[p.group];
                 if rules[p.group].is_none() {
@@ -386,7 +407,10 @@ impl Run<'_> {
                 let (choice, mut metric) =
                     selector.select(&mut ctx, &mut jr, gr, Source::One(p.node), &opts);
                 let Some(choice) = choice else {
+                    // An allocation whose node no longer takes the job stays
+                    // stopped; one that merely does not fit keeps running.
                     if p.stop_prev
+                        && metric.nodes_filtered == 0
                         && let Some(prev) = &p.previous
                     {
                         ctx.pop_stop(prev);
@@ -476,27 +500,4 @@ impl Run<'_> {
         }
         Ok(Step::Done)
     }
-}
-
-/// Updates an allocation in place when nothing its tasks started with changed.
-fn in_place(ctx: &mut EvalContext<'_>, a: &Arc<Allocation>, job: &Job, tg: &TaskGroup) -> bool {
-    let Some(old_job) = ctx
-        .state
-        .job_version(&a.namespace, &a.job_id, a.job_version)
-    else {
-        return false;
-    };
-    let Some(old_tg) = model::group(&old_job, &tg.name) else {
-        return false;
-    };
-    if update::tasks_updated(&old_job, old_tg, job, tg) {
-        return false;
-    }
-    let mut new = (**a).clone();
-    new.eval_id = ctx.eval.id.clone();
-    new.job_version = job.version;
-    new.job_modify_revision = job.job_modify_revision;
-    new.modify_time_unix_ns = ctx.now;
-    ctx.update_in_place(a, new);
-    true
 }

@@ -100,6 +100,61 @@ fn non_destructive_changes_update_in_place() {
 }
 
 #[test]
+fn in_place_updates_recheck_constraints_on_the_node() {
+    let mut j = service("web", 2);
+    let mut h = running(&j, 2);
+    j.version = 1;
+    j.task_groups[0]
+        .constraints
+        .push(constraint("${node.unique.name}", "!=", "n0"));
+    h.state.upsert_job(j.clone());
+    h.process(&eval("e1", &j, "job-register")).unwrap();
+    let s = stopped(&h);
+    assert_eq!(
+        s.iter()
+            .map(|a| (a.id.as_str(), a.desired_description.as_str()))
+            .collect::<Vec<_>>(),
+        vec![("a0", ALLOC_UPDATING)]
+    );
+    let p = placed(&h);
+    let kept = p
+        .iter()
+        .find(|a| a.id == "a1")
+        .expect("a1 updated in place");
+    assert_eq!((kept.job_version, kept.node_id.as_str()), (1, "n1"));
+    let moved = p.iter().find(|a| a.previous_allocation == "a0").unwrap();
+    assert_eq!(moved.name, "web.web[0]");
+    assert_eq!(moved.node_id, "n2");
+    assert_eq!(p.len(), 2);
+}
+
+#[test]
+fn in_place_updates_that_no_longer_fit_are_destructive() {
+    let mut j = service("web", 2);
+    let mut h = running(&j, 2);
+    // n0 now keeps almost all its memory for itself.
+    let mut n0 = node("n0", "dc1", 4000, 8192);
+    n0.reserved.as_mut().unwrap().memory_mb = 8000;
+    h.state.upsert_node(reclass(n0));
+    j.version = 1;
+    j.task_groups[0].tasks[0].kill_timeout_ns = 30 * S;
+    h.state.upsert_job(j.clone());
+    h.process(&eval("e1", &j, "job-register")).unwrap();
+    assert_eq!(
+        stopped(&h)
+            .iter()
+            .map(|a| a.id.as_str())
+            .collect::<Vec<_>>(),
+        vec!["a0"]
+    );
+    let p = placed(&h);
+    assert!(p.iter().any(|a| a.id == "a1" && a.job_version == 1));
+    let moved = p.iter().find(|a| a.previous_allocation == "a0").unwrap();
+    assert_ne!(moved.node_id, "n0");
+    assert_eq!(last_status(&h), EvalStatus::Complete);
+}
+
+#[test]
 fn affinity_and_spread_changes_replace_allocs() {
     for change in [
         |j: &mut caravan_proto::Job| {

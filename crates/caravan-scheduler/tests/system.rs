@@ -210,3 +210,32 @@ fn a_full_node_is_a_failure_with_a_blocked_eval() {
     assert_eq!(h.created_evals.len(), 1);
     assert_eq!(h.created_evals[0].status(), EvalStatus::Blocked);
 }
+
+#[test]
+fn an_alloc_whose_node_no_longer_matches_is_stopped_not_updated_in_place() {
+    let mut j = sys(1);
+    let mut edge = node("n1", "dc1", 4000, 8192);
+    edge.meta.insert("role".into(), "edge".into());
+    let mut h = cluster(vec![node("n0", "dc1", 4000, 8192), reclass(edge)], &j);
+    h.state.upsert_alloc(alloc("a0", &j, 0, "n0"));
+    h.state.upsert_alloc(alloc("a1", &j, 0, "n1"));
+    // Constraints alone would be an in-place change; n1 no longer matches.
+    j.version = 1;
+    j.constraints.push(constraint("${meta.role}", "!=", "edge"));
+    h.state.upsert_job(j.clone());
+    h.process(&eval("e1", &j, "job-register")).unwrap();
+    let s = stopped(&h);
+    assert_eq!(
+        s.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+        vec!["a1"]
+    );
+    let p = placed(&h);
+    assert_eq!(
+        p.iter()
+            .map(|a| (a.id.as_str(), a.job_version))
+            .collect::<Vec<_>>(),
+        vec![("a0", 1)]
+    );
+    assert_eq!(last_status(&h), EvalStatus::Complete);
+    assert!(h.last_update().unwrap().failed_tg_allocs.is_empty());
+}
