@@ -1,7 +1,8 @@
 //! Calls to the eval broker and the plan applier leaders, found through the
 //! store's leader keys. Refusals that cannot have been acted on (a follower
-//! naming the leader, no leader elected) are retried; a plan whose outcome
-//! is unknown is reported as such, never resubmitted blindly.
+//! naming the leader, no leader elected, no connection to the leader) are
+//! retried; a plan whose outcome is unknown is reported as such, never
+//! resubmitted blindly.
 
 use std::future::Future;
 use std::time::Duration;
@@ -33,6 +34,20 @@ fn refused_by_follower(status: &Status) -> bool {
         && (leader_hint(status).is_some()
             || status.message().contains("not the leader")
             || status.message().contains("no leader"))
+}
+
+/// Whether a call failed while connecting (say, to a leader that just
+/// died and whose key has not expired yet): the request never left this
+/// process, so it cannot have been acted on.
+fn never_sent(status: &Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(err) = source {
+        if err.is::<tonic::ConnectError>() {
+            return true;
+        }
+        source = err.source();
+    }
+    false
 }
 
 /// Exponential pauses between attempts.
@@ -254,7 +269,10 @@ impl ApplierClient {
                         }
                         Err(status) => {
                             self.channel.on_error(&status);
-                            if status.code() == Code::Unavailable && !refused_by_follower(&status) {
+                            if status.code() == Code::Unavailable
+                                && !refused_by_follower(&status)
+                                && !never_sent(&status)
+                            {
                                 return Ok(Submitted::Unknown(status));
                             }
                             status
@@ -263,7 +281,7 @@ impl ApplierClient {
                 }
                 Err(status) => status,
             };
-            if !refused_by_follower(&status) {
+            if !refused_by_follower(&status) && !never_sent(&status) {
                 return Err(WorkerError::Applier(status));
             }
             if Instant::now() >= deadline {
@@ -307,5 +325,24 @@ mod tests {
             "transport error"
         )));
         assert!(!refused_by_follower(&Status::failed_precondition("token")));
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_told_apart_from_a_failure_after_sending() {
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let channel = caravan_runtime::grpc::channel(&addr.to_string()).unwrap();
+        let status = PlanApplierServiceClient::new(channel)
+            .submit_plan(SubmitPlanRequest::default())
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+        assert!(never_sent(&status), "{status:?}");
+        assert!(!never_sent(&Status::unavailable("transport error")));
+        assert!(!never_sent(&Status::unavailable(
+            "plan-applier: leadership lost; the plan was not committed"
+        )));
     }
 }
