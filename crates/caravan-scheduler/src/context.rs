@@ -257,6 +257,8 @@ pub(crate) struct EvalContext<'a> {
     pub properties: Vec<PropertyCounts>,
     /// Priorities of other jobs, looked up for preemption.
     priorities: HashMap<(String, String), i32>,
+    /// Group rules built so far in the attempt.
+    rules_built: u32,
 }
 
 impl<'a> EvalContext<'a> {
@@ -308,7 +310,14 @@ impl<'a> EvalContext<'a> {
             groups,
             properties: Vec::new(),
             priorities: HashMap::new(),
+            rules_built: 0,
         }
+    }
+
+    /// A key no other group rules of this attempt have.
+    pub fn next_rules_key(&mut self) -> u32 {
+        self.rules_built += 1;
+        self.rules_built
     }
 
     /// Shuffles the candidates with the eval's seed.
@@ -326,6 +335,11 @@ impl<'a> EvalContext<'a> {
                 self.tally(a, true, node);
             }
         }
+    }
+
+    /// The name of the evaluated job's group at `index`.
+    pub fn group_name(&self, index: usize) -> Option<&str> {
+        self.groups.get(index).map(String::as_str)
     }
 
     fn group_index(&self, name: &str) -> Option<usize> {

@@ -9,6 +9,7 @@ use caravan_proto::{
 };
 
 use crate::context::{Eligibility, EvalContext, FnvBuild, count_allocs};
+use crate::downgrade::{self, StableVersion};
 use crate::error::SchedulerError;
 use crate::evals::{self, FinalStatus};
 use crate::inplace::{self, InPlaceRules};
@@ -264,6 +265,7 @@ impl Run<'_> {
                     canary: false,
                     reschedule: false,
                     lost: false,
+                    downgrade: false,
                 },
                 true,
             ));
@@ -295,6 +297,7 @@ impl Run<'_> {
                     .is_some_and(|p| p.service_scheduler_enabled),
             };
             let mut canaries_placed = false;
+            let mut stable_rules: StableRules = BTreeMap::new();
             for (p, stop_prev) in placements {
                 let Some((ti, tg)) = j
                     .task_groups
@@ -311,15 +314,44 @@ impl Run<'_> {
                     }
                     continue;
                 }
-                if rules[ti].is_none() {
-                    match GroupRules::new(&mut ctx, j, ti, tg, self.batch, &allocs) {
-                        Ok(r) => rules[ti] = Some(r),
-                        Err(e) => return Ok(Step::Failed(format!("invalid job: {e}"))),
-                    }
-                }
-                let Some(gr) = rules[ti].as_mut() else {
-                    continue;
+                let stable = if p.downgrade {
+                    downgrade::stable_version(sd, j, &tg.name, p.previous.as_deref())
+                } else {
+                    None
                 };
+                let stable_pair = match &stable {
+                    Some(s) => {
+                        stable_rules_for(&mut stable_rules, &mut ctx, s, ti, self.batch, &allocs)
+                    }
+                    None => None,
+                };
+                let (place_job, place_tg, jr, gr): (
+                    &Job,
+                    &TaskGroup,
+                    &mut JobRules,
+                    &mut GroupRules,
+                ) = match (&stable, stable_pair) {
+                    (Some(s), Some((sjr, sgr, stg))) => (&s.job, stg, sjr, sgr),
+                    _ => {
+                        if rules[ti].is_none() {
+                            match GroupRules::new(&mut ctx, j, ti, tg, self.batch, &allocs) {
+                                Ok(r) => rules[ti] = Some(r),
+                                Err(e) => {
+                                    return Ok(Step::Failed(format!("invalid job: {e}")));
+                                }
+                            }
+                        }
+                        let Some(gr) = rules[ti].as_mut() else {
+                            continue;
+                        };
+                        (&**j, tg, &mut *jr, gr)
+                    }
+                };
+                // The deployment of the older version a replacement runs, if it does.
+                let stable_deployment = stable
+                    .as_ref()
+                    .filter(|_| !std::ptr::eq(place_job, &**j))
+                    .map(|s| s.deployment_id.clone());
                 let policy = model::reschedule_policy(model::job_type(j), tg);
                 let mut penalty = Vec::new();
                 if p.reschedule
@@ -337,7 +369,7 @@ impl Run<'_> {
                 let opts = SelectOptions {
                     penalty_nodes: penalty,
                     preempt,
-                    priority: model::priority(j),
+                    priority: model::priority(place_job),
                 };
                 let (choice, mut metric) =
                     selector.select(&mut ctx, jr, gr, Source::Candidates, &opts);
@@ -351,8 +383,15 @@ impl Run<'_> {
                     self.failed.insert(tg.name.clone(), metric);
                     continue;
                 };
-                let mut alloc =
-                    placement::build(&mut ctx, j, tg, gr, &choice, p.name.clone(), metric);
+                let mut alloc = placement::build(
+                    &mut ctx,
+                    place_job,
+                    place_tg,
+                    gr,
+                    &choice,
+                    p.name.clone(),
+                    metric,
+                );
                 if let Some(prev) = &p.previous {
                     alloc.previous_allocation = prev.id.clone();
                     if p.reschedule {
@@ -360,7 +399,10 @@ impl Run<'_> {
                             Some(reschedule::tracker_for_replacement(prev, &policy, self.now));
                     }
                 }
-                if let Some(d) = deployment.as_mut() {
+                if let Some(id) = stable_deployment {
+                    // It belongs to the version it runs, not to the canaries' deployment.
+                    alloc.deployment_id = id;
+                } else if let Some(d) = deployment.as_mut() {
                     alloc.deployment_id = d.id.clone();
                     if p.canary {
                         alloc.deployment_status = Some(AllocDeploymentStatus {
@@ -523,4 +565,34 @@ pub fn type_name(t: JobType) -> &'static str {
         JobType::Sysbatch => "sysbatch",
         _ => "service",
     }
+}
+
+/// Rules of older job versions for non-canary replacements, by (version, group index).
+type StableRules = BTreeMap<(u64, usize), (JobRules, GroupRules)>;
+
+/// The rules to place a replacement with an older job version, built on first
+/// use; `None` when that version's rules do not compile (the current version
+/// is used instead).
+fn stable_rules_for<'r>(
+    cache: &'r mut StableRules,
+    ctx: &mut EvalContext<'_>,
+    stable: &'r StableVersion,
+    group_index: usize,
+    batch: bool,
+    allocs: &[Arc<Allocation>],
+) -> Option<(&'r mut JobRules, &'r mut GroupRules, &'r TaskGroup)> {
+    let tg = stable
+        .job
+        .task_groups
+        .iter()
+        .find(|g| Some(g.name.as_str()) == ctx.group_name(group_index))?;
+    let (jr, gr) = match cache.entry((stable.job.version, group_index)) {
+        std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::btree_map::Entry::Vacant(e) => {
+            let jr = JobRules::new(ctx, &stable.job, allocs).ok()?;
+            let gr = GroupRules::new(ctx, &stable.job, group_index, tg, batch, allocs).ok()?;
+            e.insert((jr, gr))
+        }
+    };
+    Some((jr, gr, tg))
 }

@@ -7,6 +7,7 @@
 //! ids and ports come from a generator seeded with the eval id and revision.
 
 mod context;
+mod downgrade;
 mod error;
 mod evals;
 pub mod feasible;

@@ -288,8 +288,8 @@ impl Selector {
         metric: &mut AllocMetric,
     ) -> Option<Choice> {
         let generation = ctx.table.generation[idx as usize];
-        let cached = self.fit_cache[idx as usize]
-            .filter(|e| e.generation == generation && e.group == g.index as u32);
+        let cached =
+            self.fit_cache[idx as usize].filter(|e| e.generation == generation && e.group == g.key);
         let fit = match cached {
             Some(e) => e.result,
             None => {
@@ -304,7 +304,7 @@ impl Selector {
                     .map(|()| resources::score_fit(cap, used, &g.ask, spread_algorithm));
                 self.fit_cache[idx as usize] = Some(FitEntry {
                     generation,
-                    group: g.index as u32,
+                    group: g.key,
                     result: r,
                 });
                 r

@@ -590,6 +590,82 @@ fn canaries_then_promotion_across_two_evals() {
 }
 
 #[test]
+fn non_canary_replacements_run_the_stable_version_until_promotion() {
+    // With a deployment of the stable version, and without one (the replaced
+    // allocation's version is used).
+    for with_deployment in [true, false] {
+        non_canary_replacement(with_deployment);
+    }
+}
+
+fn non_canary_replacement(with_deployment: bool) {
+    let mut j = service("web", 3);
+    let mut h = running(&j, 3);
+    h.state.upsert_node(node("n3", "dc1", 4000, 8192));
+    let mut stable = caravan_proto::Deployment {
+        id: "d0".into(),
+        namespace: j.namespace.clone(),
+        job_id: j.id.clone(),
+        job_version: 0,
+        job_create_revision: 1,
+        status: DeploymentStatus::Successful as i32,
+        create_revision: 1,
+        ..Default::default()
+    };
+    stable.task_groups.insert(
+        "web".into(),
+        caravan_proto::DeploymentState {
+            desired_total: 3,
+            healthy_allocs: 3,
+            ..Default::default()
+        },
+    );
+    if with_deployment {
+        h.state.upsert_deployment(stable);
+    }
+    j.version = 1;
+    j.update = Some(UpdateStrategy {
+        max_parallel: 1,
+        canary: 1,
+        ..Default::default()
+    });
+    j.task_groups[0].tasks[0]
+        .resources
+        .as_mut()
+        .unwrap()
+        .cpu_mhz = 600;
+    h.state.upsert_job(j.clone());
+    h.process(&eval("e1", &j, "job-register")).unwrap();
+    let canary = placed(&h).remove(0);
+    assert!(canary.deployment_status.as_ref().unwrap().canary);
+    let new_deployment = canary.deployment_id.clone();
+
+    // A node of the old version goes down while the canary is unpromoted.
+    let (lost, lost_node) = (0..3)
+        .map(|i| (format!("a{i}"), format!("n{i}")))
+        .find(|(_, n)| *n != canary.node_id)
+        .unwrap();
+    let mut down = node(&lost_node, "dc1", 4000, 8192);
+    down.status = NodeStatus::Down as i32;
+    h.state.upsert_node(down);
+    h.process(&eval("e2", &j, "node-update")).unwrap();
+    let p = placed(&h);
+    assert_eq!(p.len(), 1, "{:#?}", h.plans.last());
+    let r = &p[0];
+    assert_eq!(r.previous_allocation, lost);
+    assert_eq!(r.job_version, 0, "the stable version, not the canaries'");
+    let t = &r.allocated_resources.as_ref().unwrap().tasks["server"];
+    assert_eq!(t.cpu_mhz, 500, "the stable version's resources");
+    assert_eq!(r.deployment_id, if with_deployment { "d0" } else { "" });
+    assert_ne!(r.deployment_id, new_deployment);
+    assert!(r.deployment_status.is_none());
+    assert_eq!(
+        stopped(&h).iter().map(|a| a.id.clone()).collect::<Vec<_>>(),
+        vec![lost]
+    );
+}
+
+#[test]
 fn dry_runs_annotate_desired_updates() {
     let mut j = service("web", 3);
     let mut h = running(&j, 2);

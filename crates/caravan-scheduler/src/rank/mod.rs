@@ -51,7 +51,11 @@ impl JobRules {
 
 /// Everything about one task group that stays fixed for the attempt.
 pub(crate) struct GroupRules {
+    /// The group's index in the evaluated job (for per-group counts).
     pub index: usize,
+    /// Unique among the rules of one attempt: rules of an older job version
+    /// share the group index but not the ask, so caches key on this.
+    pub key: u32,
     pub count: u32,
     pub ask: GroupAsk,
     pub checks: Checks,
@@ -130,6 +134,7 @@ impl GroupRules {
         }
         Ok(Self {
             index,
+            key: ctx.next_rules_key(),
             count,
             ask: GroupAsk::of(tg),
             checks,

@@ -146,6 +146,11 @@ impl GroupReconciler<'_, '_> {
             }
         }
         desired.in_place_update += inplace_count;
+        // Unpromoted canaries run beside the allocations they may replace: they
+        // do not count toward the group, so lost and failed ones are replaced.
+        if is_canarying {
+            untainted.retain(|id, _| !canaries.contains_key(id));
+        }
 
         // Canaries.
         let mut require_canary = false;
@@ -171,6 +176,7 @@ impl GroupReconciler<'_, '_> {
                         canary: true,
                         reschedule: false,
                         lost: false,
+                        downgrade: false,
                     });
                 }
             }
@@ -194,6 +200,7 @@ impl GroupReconciler<'_, '_> {
                 name: a.name.clone(),
                 group: tg.name.clone(),
                 canary: is_canary(&a),
+                downgrade: is_canarying && !is_canary(&a),
                 previous: Some(a),
                 reschedule: true,
                 lost: false,
@@ -209,6 +216,7 @@ impl GroupReconciler<'_, '_> {
                 name: a.name.clone(),
                 group: tg.name.clone(),
                 canary: is_canary(&a),
+                downgrade: is_canarying && !is_canary(&a),
                 previous: Some(a),
                 reschedule: false,
                 lost: true,
@@ -223,6 +231,7 @@ impl GroupReconciler<'_, '_> {
                     canary: false,
                     reschedule: false,
                     lost: false,
+                    downgrade: false,
                 });
             }
         }
@@ -288,6 +297,7 @@ impl GroupReconciler<'_, '_> {
                 name: a.name.clone(),
                 group: tg.name.clone(),
                 canary: is_canary(&a),
+                downgrade: is_canarying && !is_canary(&a),
                 previous: Some(a),
                 reschedule: false,
                 lost: false,

@@ -45,6 +45,9 @@ pub struct Placement {
     pub reschedule: bool,
     /// Replaces a lost allocation.
     pub lost: bool,
+    /// A non-canary replacement while canaries are unpromoted: it runs the
+    /// job version the group ran before the canaries, not the new one.
+    pub downgrade: bool,
 }
 
 /// An allocation to stop.
