@@ -34,13 +34,16 @@ pub const KNOWN_TRIGGERS: &[&str] = &[
     "reconnect",
 ];
 
-/// A blocked evaluation that waits for capacity for `eval`'s job.
+/// A blocked evaluation that waits for capacity for `eval`'s job. It carries
+/// the revision of the snapshot the scheduler worked from, so capacity freed
+/// after that revision is known to unblock it.
 pub fn blocked_eval(
     eval: &Evaluation,
     rng: &mut Rng,
     eligibility: &Eligibility,
     failed: &BTreeMap<String, AllocMetric>,
     plan_failure: bool,
+    snapshot_revision: i64,
     now: i64,
 ) -> Evaluation {
     Evaluation {
@@ -69,6 +72,7 @@ pub fn blocked_eval(
             eligibility.classes.clone()
         },
         escaped_computed_class: eligibility.escaped,
+        snapshot_revision,
         create_time_unix_ns: now,
         modify_time_unix_ns: now,
         ..Default::default()

@@ -90,8 +90,15 @@ pub fn process<P: Planner>(
     let mut without_progress = 0;
     loop {
         if without_progress >= limit {
-            let b =
-                evals::blocked_eval(eval, &mut run.rng, &run.eligibility, &run.failed, true, now);
+            let b = evals::blocked_eval(
+                eval,
+                &mut run.rng,
+                &run.eligibility,
+                &run.failed,
+                true,
+                state.revision(),
+                now,
+            );
             planner.create_eval(b.clone())?;
             run.blocked = Some(b);
             let desc = format!("maximum attempts reached ({limit})");
@@ -446,6 +453,7 @@ impl Run<'_> {
                 &ctx.eligibility,
                 &self.failed,
                 false,
+                sd.revision(),
                 self.now,
             );
             planner.create_eval(b.clone())?;
@@ -455,7 +463,8 @@ impl Run<'_> {
             return Ok(Step::Done);
         }
         if !results.followup_evals.is_empty() && !self.followups_created {
-            for e in results.followup_evals.iter().cloned() {
+            for mut e in results.followup_evals.iter().cloned() {
+                e.snapshot_revision = sd.revision();
                 planner.create_eval(e)?;
             }
             self.followups_created = true;
@@ -538,6 +547,7 @@ pub(crate) fn preempt_into_plan(
                 triggered_by: "preemption".into(),
                 job_id: e.job_id.clone(),
                 status: EvalStatus::Pending as i32,
+                snapshot_revision: ctx.state.revision(),
                 create_time_unix_ns: now,
                 modify_time_unix_ns: now,
                 ..Default::default()

@@ -300,6 +300,7 @@ impl Run<'_> {
                 next.blocked_eval = String::new();
                 next.failed_tg_allocs.clear();
                 next.queued_allocations.clear();
+                next.snapshot_revision = sd.revision();
                 next.create_time_unix_ns = self.now;
                 next.modify_time_unix_ns = self.now;
                 planner.create_eval(next.clone())?;
@@ -463,6 +464,7 @@ impl Run<'_> {
                 &ctx.eligibility,
                 &self.failed,
                 false,
+                sd.revision(),
                 self.now,
             );
             planner.create_eval(b.clone())?;
