@@ -1,2 +1,15 @@
 //! Caravan end to end: the real service binaries as child processes around a
 //! real etcd, for the integration tests and the end-to-end benchmark.
+
+pub mod binaries;
+pub mod cluster;
+pub mod http;
+pub mod jobs;
+pub mod process;
+pub mod state;
+pub mod wait;
+
+pub use cluster::{Cluster, GatewayAddrs, Service};
+pub use http::{HttpApi, HttpReply};
+pub use state::ClusterState;
+pub use wait::{Progress, wait_for};

@@ -1,0 +1,576 @@
+//! A Caravan cluster of real service processes around a real etcd, under a
+//! key prefix of its own: started piece by piece, inspected through etcd and
+//! the gateway, and torn down (every child killed) when dropped.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::Arc;
+use std::time::Duration;
+
+use caravan_proto::NodeStatus;
+use caravan_state::Keyspace;
+use caravan_store::{EtcdStore, Store};
+use tempfile::TempDir;
+
+use crate::binaries;
+use crate::http::HttpApi;
+use crate::process::{self, ServiceProcess};
+use crate::state::ClusterState;
+use crate::wait::{Progress, wait_for};
+
+/// How long a service binary may take to listen.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Lines of each log printed when a test fails.
+const LOG_TAIL_LINES: usize = 40;
+
+/// The services of the pipeline, by binary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Service {
+    /// `caravan-api-gateway`.
+    Gateway,
+    /// `caravan-eval-broker`.
+    EvalBroker,
+    /// `caravan-plan-applier`.
+    PlanApplier,
+    /// `caravan-scheduler-worker`.
+    SchedulerWorker,
+    /// `caravan-client-node`.
+    ClientNode,
+}
+
+impl Service {
+    /// The service's name, as in its leader key and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::Gateway => "api-gateway",
+            Service::EvalBroker => "eval-broker",
+            Service::PlanApplier => "plan-applier",
+            Service::SchedulerWorker => "scheduler-worker",
+            Service::ClientNode => "client-node",
+        }
+    }
+
+    fn binary(self) -> String {
+        format!("caravan-{}", self.name())
+    }
+
+    /// Short timings for tests: quick failover, quick redelivery, quick
+    /// heartbeat expiry. Later `--set`s of the same key win.
+    fn test_settings(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Service::Gateway => &[
+                ("min_heartbeat_ttl_ms", "2000"),
+                ("heartbeat_grace_ms", "2000"),
+            ],
+            Service::EvalBroker => &[
+                ("leader_ttl_ms", "2000"),
+                ("nack_timeout_ms", "10000"),
+                ("initial_nack_delay_ms", "200"),
+                ("subsequent_nack_delay_ms", "1000"),
+                ("failed_follow_up_base_ms", "1000"),
+                ("failed_follow_up_jitter_ms", "1000"),
+                ("failed_unblock_interval_ms", "1000"),
+            ],
+            Service::PlanApplier => &[("leader_ttl_ms", "2000"), ("broker_timeout_ms", "3000")],
+            Service::SchedulerWorker => &[
+                ("workers", "2"),
+                ("dequeue_timeout_ms", "1000"),
+                ("heartbeat_interval_ms", "2000"),
+                ("rpc_timeout_ms", "10000"),
+                ("leader_wait_ms", "30000"),
+                ("shutdown_grace_ms", "1000"),
+            ],
+            Service::ClientNode => &[
+                ("update_interval_ms", "100"),
+                ("max_kill_timeout_ms", "2000"),
+                ("stop_tasks_on_shutdown", "true"),
+            ],
+        }
+    }
+}
+
+/// The two addresses of an api-gateway.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GatewayAddrs {
+    /// Public and node-facing gRPC.
+    pub grpc: SocketAddr,
+    /// The Nomad HTTP API.
+    pub http: SocketAddr,
+}
+
+/// Key/value `--set` overrides.
+pub type Settings<'a> = &'a [(&'a str, &'a str)];
+
+/// Processes of one cluster, all under one etcd prefix. Dropping it stops
+/// every child; after a panic it prints the tail of every log first and
+/// keeps the directory of logs and data.
+pub struct Cluster {
+    name: String,
+    etcd: Vec<String>,
+    bins: PathBuf,
+    dir: TempDir,
+    /// The cluster's keys in etcd.
+    pub state: ClusterState,
+    processes: Vec<ServiceProcess>,
+    gateways: Vec<GatewayAddrs>,
+    /// Whether `Service::test_settings` apply.
+    test_timings: bool,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("name", &self.name)
+            .field("prefix", &self.prefix())
+            .field("processes", &self.processes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// A cluster on the test etcd (`CARAVAN_TEST_ETCD`, which must be set),
+    /// under a fresh prefix, with test timings. Fails when the service
+    /// binaries are not built.
+    pub async fn new(name: &str) -> anyhow::Result<Cluster> {
+        Cluster::on_etcd(name, caravan_testkit::etcd_endpoints(), true).await
+    }
+
+    /// A cluster on the given etcd; `test_timings` shortens TTLs and
+    /// timeouts for tests (the benchmark keeps the defaults).
+    pub async fn on_etcd(
+        name: &str,
+        etcd: Vec<String>,
+        test_timings: bool,
+    ) -> anyhow::Result<Cluster> {
+        let bins = binaries::bin_dir()?;
+        binaries::check_all(&bins)?;
+        let prefix = caravan_testkit::unique_prefix(name);
+        let store: Arc<dyn Store> = Arc::new(EtcdStore::connect(&etcd).await?);
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("caravan-e2e-{name}-"))
+            .tempdir()?;
+        Ok(Cluster {
+            name: name.to_string(),
+            etcd,
+            bins,
+            dir,
+            state: ClusterState::new(store, Keyspace::new(&prefix)),
+            processes: Vec::new(),
+            gateways: Vec::new(),
+            test_timings,
+        })
+    }
+
+    /// The cluster's key prefix.
+    pub fn prefix(&self) -> &str {
+        self.state.keys().prefix()
+    }
+
+    /// The directory of logs and data dirs.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Leaves the directory of logs and data dirs on disk when dropped.
+    pub fn keep_files(&mut self) {
+        self.dir.disable_cleanup(true);
+    }
+
+    /// The HTTP API of the first gateway.
+    pub fn http(&self) -> anyhow::Result<HttpApi> {
+        let gw = self
+            .gateways
+            .first()
+            .ok_or_else(|| anyhow::anyhow!("no api-gateway started"))?;
+        Ok(HttpApi::new(gw.http))
+    }
+
+    /// The gRPC address of the first gateway.
+    pub fn gateway_grpc(&self) -> anyhow::Result<SocketAddr> {
+        self.gateways
+            .first()
+            .map(|g| g.grpc)
+            .ok_or_else(|| anyhow::anyhow!("no api-gateway started"))
+    }
+
+    /// Starts an api-gateway and waits until its HTTP API answers.
+    pub async fn start_gateway(&mut self, extra: Settings<'_>) -> anyhow::Result<GatewayAddrs> {
+        let store = self.store_settings();
+        let (index, addrs) = self
+            .launch(Service::Gateway, 2, extra, |a| {
+                let mut s = store.clone();
+                s.push(("grpc_addr".into(), a[0].to_string()));
+                s.push(("http_addr".into(), a[1].to_string()));
+                s
+            })
+            .await?;
+        let gw = GatewayAddrs {
+            grpc: addrs[0],
+            http: addrs[1],
+        };
+        let api = HttpApi::new(gw.http);
+        let name = self.processes[index].name.clone();
+        wait_for(
+            &format!("{name} to answer HTTP"),
+            START_TIMEOUT,
+            async || {
+                let reply = api.get("/v1/agent/self").await?;
+                Ok(if reply.status == 200 {
+                    Progress::Done(())
+                } else {
+                    Progress::Waiting(format!("HTTP {}: {}", reply.status, reply.text()))
+                })
+            },
+        )
+        .await?;
+        self.gateways.push(gw);
+        Ok(gw)
+    }
+
+    /// Starts an eval-broker replica; returns the address it campaigns with.
+    pub async fn start_broker(&mut self, extra: Settings<'_>) -> anyhow::Result<SocketAddr> {
+        self.start_grpc_service(Service::EvalBroker, extra).await
+    }
+
+    /// Starts a plan-applier replica; returns the address it campaigns with.
+    pub async fn start_applier(&mut self, extra: Settings<'_>) -> anyhow::Result<SocketAddr> {
+        self.start_grpc_service(Service::PlanApplier, extra).await
+    }
+
+    /// Starts a scheduler-worker replica.
+    pub async fn start_worker(&mut self, extra: Settings<'_>) -> anyhow::Result<SocketAddr> {
+        self.start_grpc_service(Service::SchedulerWorker, extra)
+            .await
+    }
+
+    async fn start_grpc_service(
+        &mut self,
+        service: Service,
+        extra: Settings<'_>,
+    ) -> anyhow::Result<SocketAddr> {
+        let store = self.store_settings();
+        let (_, addrs) = self
+            .launch(service, 1, extra, |a| {
+                let mut s = store.clone();
+                s.push(("grpc_addr".into(), a[0].to_string()));
+                s
+            })
+            .await?;
+        Ok(addrs[0])
+    }
+
+    /// Starts a gateway, an eval-broker, a plan-applier and a scheduler
+    /// worker, and waits for both leaders.
+    pub async fn start_control_plane(&mut self) -> anyhow::Result<()> {
+        self.start_gateway(&[]).await?;
+        self.start_broker(&[]).await?;
+        self.start_applier(&[]).await?;
+        self.start_worker(&[]).await?;
+        self.wait_leader(Service::EvalBroker).await?;
+        self.wait_leader(Service::PlanApplier).await?;
+        Ok(())
+    }
+
+    /// Starts one real client node named `name` (its own data dir, talking
+    /// to every gateway) and waits until it is registered and ready;
+    /// returns its node id.
+    pub async fn start_client(
+        &mut self,
+        name: &str,
+        extra: Settings<'_>,
+    ) -> anyhow::Result<String> {
+        let data_dir = self.dir().join(format!("data-{name}"));
+        let settings = self.client_settings(&data_dir, Some(name));
+        self.launch(Service::ClientNode, 1, extra, |a| {
+            let mut s = settings.clone();
+            s.push(("grpc_addr".into(), a[0].to_string()));
+            s
+        })
+        .await?;
+        let state = self.state.clone();
+        wait_for(
+            &format!("client node {name} to register"),
+            START_TIMEOUT,
+            async || {
+                let nodes = state.nodes().await?;
+                Ok(
+                    match nodes
+                        .iter()
+                        .find(|n| n.name == name && n.status() == NodeStatus::Ready)
+                    {
+                        Some(n) => Progress::Done(n.id.clone()),
+                        None => Progress::Waiting(format!(
+                            "{} nodes, none ready named {name}",
+                            nodes.len()
+                        )),
+                    },
+                )
+            },
+        )
+        .await
+    }
+
+    /// Starts one client-node process simulating `count` nodes (mock driver)
+    /// and waits until all of them are ready.
+    pub async fn start_simulated_clients(
+        &mut self,
+        count: u32,
+        extra: Settings<'_>,
+    ) -> anyhow::Result<()> {
+        let before = self.ready_nodes().await?;
+        let index = self.processes.len();
+        let data_dir = self.dir().join(format!("data-sim-{index}"));
+        let mut settings = self.client_settings(&data_dir, None);
+        settings.push(("simulate".into(), count.to_string()));
+        self.launch(Service::ClientNode, 1, extra, |a| {
+            let mut s = settings.clone();
+            s.push(("grpc_addr".into(), a[0].to_string()));
+            s
+        })
+        .await?;
+        let want = before + count as usize;
+        let state = self.state.clone();
+        wait_for(
+            &format!("{count} simulated nodes to register"),
+            START_TIMEOUT,
+            async || {
+                let ready = ready_count(&state).await?;
+                Ok(if ready >= want {
+                    Progress::Done(())
+                } else {
+                    Progress::Waiting(format!("{ready} of {want} nodes ready"))
+                })
+            },
+        )
+        .await
+    }
+
+    /// The number of ready nodes in etcd.
+    pub async fn ready_nodes(&self) -> anyhow::Result<usize> {
+        ready_count(&self.state).await
+    }
+
+    /// Waits until `service` has a leader; returns its advertised address.
+    pub async fn wait_leader(&self, service: Service) -> anyhow::Result<String> {
+        self.wait_leader_other_than(service, None).await
+    }
+
+    /// Waits until `service` has a leader other than `old`.
+    pub async fn wait_leader_other_than(
+        &self,
+        service: Service,
+        old: Option<&str>,
+    ) -> anyhow::Result<String> {
+        let state = self.state.clone();
+        wait_for(
+            &format!("a {} leader", service.name()),
+            START_TIMEOUT,
+            async || {
+                Ok(match state.leader(service.name()).await? {
+                    Some(addr) if Some(addr.as_str()) != old => Progress::Done(addr),
+                    other => Progress::Waiting(format!("leader {other:?}")),
+                })
+            },
+        )
+        .await
+    }
+
+    /// SIGKILLs the replica of `service` listening on `addr` (the address
+    /// it campaigns with); returns its process name.
+    pub fn crash(&mut self, service: Service, addr: &str) -> anyhow::Result<String> {
+        let p = self
+            .processes
+            .iter_mut()
+            .find(|p| p.name.starts_with(service.name()) && p.grpc.to_string() == addr)
+            .ok_or_else(|| anyhow::anyhow!("no {} process at {addr}", service.name()))?;
+        p.kill_hard();
+        Ok(p.name.clone())
+    }
+
+    /// Runs the `caravan` CLI against the first gateway.
+    pub async fn cli(&self, args: &[&str]) -> anyhow::Result<Output> {
+        let bin = binaries::binary(&self.bins, "caravan")?;
+        let address = format!("http://{}", self.gateway_grpc()?);
+        let output = tokio::process::Command::new(bin)
+            .arg("--address")
+            .arg(&address)
+            .args(args)
+            .env("NO_COLOR", "1")
+            .kill_on_drop(true)
+            .output();
+        tokio::time::timeout(Duration::from_secs(60), output)
+            .await
+            .map_err(|_| anyhow::anyhow!("caravan {args:?} did not finish in 60 s"))?
+            .map_err(anyhow::Error::from)
+    }
+
+    /// Processes that exited on their own (not through [`Cluster::crash`]),
+    /// with their status: a service that dies by itself is a bug to name.
+    pub fn exited(&mut self) -> Vec<String> {
+        self.processes
+            .iter_mut()
+            .filter_map(|p| p.exited().map(|s| format!("{} exited: {s}", p.name)))
+            .collect()
+    }
+
+    /// The tail of every service's log.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        for p in &self.processes {
+            out.push_str(&format!(
+                "----- {} ({}) last {LOG_TAIL_LINES} lines of {} -----\n{}\n",
+                p.name,
+                p.grpc,
+                p.log.display(),
+                p.tail(LOG_TAIL_LINES)
+            ));
+        }
+        out
+    }
+
+    /// Stops every process gracefully, clients first (so their tasks stop).
+    pub fn shutdown(&mut self) {
+        for p in self
+            .processes
+            .iter_mut()
+            .filter(|p| p.name.starts_with(Service::ClientNode.name()))
+        {
+            p.stop();
+        }
+        for p in self.processes.iter_mut().rev() {
+            p.stop();
+        }
+    }
+
+    fn store_settings(&self) -> Vec<(String, String)> {
+        vec![
+            ("store.endpoints".into(), self.etcd.join(",")),
+            ("store.prefix".into(), self.prefix().to_string()),
+        ]
+    }
+
+    fn client_settings(&self, data_dir: &Path, name: Option<&str>) -> Vec<(String, String)> {
+        let servers: Vec<String> = self.gateways.iter().map(|g| g.grpc.to_string()).collect();
+        let mut s = vec![
+            ("servers".to_string(), servers.join(",")),
+            ("data_dir".to_string(), data_dir.display().to_string()),
+        ];
+        if let Some(name) = name {
+            s.push(("name".into(), name.to_string()));
+        }
+        s
+    }
+
+    /// Spawns `service` with `ports` fresh loopback addresses handed to
+    /// `settings`, then `extra`; retries with new ports when another process
+    /// took one first. Returns the process index and its addresses once
+    /// every address accepts connections.
+    async fn launch(
+        &mut self,
+        service: Service,
+        ports: usize,
+        extra: Settings<'_>,
+        settings: impl Fn(&[SocketAddr]) -> Vec<(String, String)>,
+    ) -> anyhow::Result<(usize, Vec<SocketAddr>)> {
+        let binary = binaries::binary(&self.bins, &service.binary())?;
+        let ordinal = 1 + self
+            .processes
+            .iter()
+            .filter(|p| p.name.starts_with(service.name()))
+            .count();
+        let name = format!("{}-{ordinal}", service.name());
+        for attempt in 1..=3 {
+            let addrs = (0..ports)
+                .map(|_| process::free_addr())
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let mut merged: BTreeMap<String, String> = BTreeMap::new();
+            let defaults = if self.test_timings {
+                service.test_settings()
+            } else {
+                &[]
+            };
+            let layers = settings(&addrs).into_iter().chain(
+                defaults
+                    .iter()
+                    .chain(extra.iter())
+                    .map(|(k, v)| (k.to_string(), v.to_string())),
+            );
+            for (k, v) in layers {
+                merged.insert(k, v);
+            }
+            let mut args = Vec::new();
+            for (k, v) in &merged {
+                args.push("--set".to_string());
+                args.push(format!("{k}={v}"));
+            }
+            let log = self.dir().join(format!("{name}.log"));
+            let mut process = ServiceProcess::spawn(
+                &name,
+                &binary,
+                &args,
+                addrs[0],
+                log.clone(),
+                Duration::from_secs(5),
+            )?;
+            let listening = wait_for(&format!("{name} to listen"), START_TIMEOUT, async || {
+                if let Some(status) = process.exited() {
+                    anyhow::bail!("{name} exited ({status})");
+                }
+                Ok(if addrs.iter().all(|a| process::accepts(*a)) {
+                    Progress::Done(())
+                } else {
+                    Progress::Waiting(format!("not listening on {addrs:?}"))
+                })
+            })
+            .await;
+            match listening {
+                Ok(()) => {
+                    self.processes.push(process);
+                    return Ok((self.processes.len() - 1, addrs));
+                }
+                Err(_)
+                    if attempt < 3
+                        && process.exited().is_some()
+                        && process::lost_port_race(&log) =>
+                {
+                    continue;
+                }
+                Err(err) => {
+                    let tail = process.tail(LOG_TAIL_LINES);
+                    return Err(err.context(format!("starting {name}; its log:\n{tail}")));
+                }
+            }
+        }
+        anyhow::bail!("{name}: lost the race for free ports three times")
+    }
+}
+
+async fn ready_count(state: &ClusterState) -> anyhow::Result<usize> {
+    Ok(state
+        .nodes()
+        .await?
+        .iter()
+        .filter(|n| n.status() == NodeStatus::Ready)
+        .count())
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let failed = std::thread::panicking();
+        if failed {
+            eprintln!(
+                "cluster {} (prefix {}) failed; service logs follow",
+                self.name,
+                self.prefix()
+            );
+            eprintln!("{}", self.logs());
+        }
+        self.shutdown();
+        if failed {
+            self.keep_files();
+            eprintln!("logs and data kept in {}", self.dir().display());
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! A small client of the gateway's Nomad-compatible HTTP API.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+
+/// How long one HTTP request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The gateway's HTTP API at one address.
+#[derive(Clone, Debug)]
+pub struct HttpApi {
+    base: String,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+/// A status code and body.
+#[derive(Clone, Debug)]
+pub struct HttpReply {
+    /// The HTTP status code.
+    pub status: u16,
+    /// The body as received.
+    pub body: Vec<u8>,
+}
+
+impl HttpReply {
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> anyhow::Result<Value> {
+        serde_json::from_slice(&self.body).map_err(|e| {
+            anyhow::anyhow!(
+                "HTTP {}: body is not JSON ({e}): {}",
+                self.status,
+                self.text()
+            )
+        })
+    }
+
+    /// The body as JSON, or an error when the status is not 2xx.
+    pub fn ok_json(&self) -> anyhow::Result<Value> {
+        if (200..300).contains(&self.status) {
+            self.json()
+        } else {
+            anyhow::bail!("HTTP {}: {}", self.status, self.text())
+        }
+    }
+}
+
+impl HttpApi {
+    /// A client of the HTTP API listening on `addr`.
+    pub fn new(addr: SocketAddr) -> HttpApi {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        HttpApi {
+            base: format!("http://{addr}"),
+            client: Client::builder(TokioExecutor::new()).build(connector),
+        }
+    }
+
+    /// Sends one request; `path` starts with `/v1/`.
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> anyhow::Result<HttpReply> {
+        let uri = format!("{}{path}", self.base);
+        let mut builder = Request::builder().method(method.clone()).uri(&uri);
+        if body.is_some() {
+            builder = builder.header("content-type", "application/json");
+        }
+        let request = builder.body(Full::new(Bytes::from(body.unwrap_or_default())))?;
+        let exchange = async {
+            let response = self.client.request(request).await?;
+            let status = response.status().as_u16();
+            let body = response.into_body().collect().await?.to_bytes().to_vec();
+            anyhow::Ok(HttpReply { status, body })
+        };
+        tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+            .await
+            .map_err(|_| anyhow::anyhow!("{method} {uri}: no answer in {REQUEST_TIMEOUT:?}"))?
+            .map_err(|e| anyhow::anyhow!("{method} {uri}: {e:#}"))
+    }
+
+    /// `GET path`.
+    pub async fn get(&self, path: &str) -> anyhow::Result<HttpReply> {
+        self.request(Method::GET, path, None).await
+    }
+
+    /// `GET path`, a 2xx JSON answer.
+    pub async fn get_json(&self, path: &str) -> anyhow::Result<Value> {
+        self.get(path).await?.ok_json()
+    }
+
+    /// `PUT path` with a JSON body.
+    pub async fn put_json(&self, path: &str, body: &Value) -> anyhow::Result<HttpReply> {
+        self.request(Method::PUT, path, Some(serde_json::to_vec(body)?))
+            .await
+    }
+
+    /// `PUT path` with raw bytes.
+    pub async fn put_bytes(&self, path: &str, body: Vec<u8>) -> anyhow::Result<HttpReply> {
+        self.request(Method::PUT, path, Some(body)).await
+    }
+
+    /// `DELETE path`.
+    pub async fn delete(&self, path: &str) -> anyhow::Result<HttpReply> {
+        self.request(Method::DELETE, path, None).await
+    }
+}

@@ -1,0 +1,213 @@
+//! Reading a cluster's state straight from etcd, decoded as the services
+//! store it, and the invariants every test checks against it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use caravan_proto::{
+    AllocClientStatus, AllocDesiredStatus, Allocation, EvalStatus, Evaluation, Job, Node,
+};
+use caravan_state::{Keyspace, Kind, StateObject, decode};
+use caravan_store::{Range, Store};
+
+/// The keys of one cluster (one prefix) in etcd.
+#[derive(Clone)]
+pub struct ClusterState {
+    store: Arc<dyn Store>,
+    keys: Keyspace,
+}
+
+impl std::fmt::Debug for ClusterState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterState")
+            .field("prefix", &self.keys.prefix())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClusterState {
+    /// The state under `keys` in `store`.
+    pub fn new(store: Arc<dyn Store>, keys: Keyspace) -> ClusterState {
+        ClusterState { store, keys }
+    }
+
+    /// The store itself.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The cluster's key layout.
+    pub fn keys(&self) -> &Keyspace {
+        &self.keys
+    }
+
+    /// Every object of one kind.
+    pub async fn list<T: StateObject>(&self, kind: Kind) -> anyhow::Result<Vec<T>> {
+        let res = self.store.range(self.keys.range_of(kind)).await?;
+        res.kvs
+            .iter()
+            .map(|kv| decode::<T>(kv).map_err(anyhow::Error::from))
+            .collect()
+    }
+
+    /// Every allocation.
+    pub async fn allocs(&self) -> anyhow::Result<Vec<Allocation>> {
+        self.list(Kind::Allocs).await
+    }
+
+    /// Every evaluation.
+    pub async fn evals(&self) -> anyhow::Result<Vec<Evaluation>> {
+        self.list(Kind::Evals).await
+    }
+
+    /// Every node.
+    pub async fn nodes(&self) -> anyhow::Result<Vec<Node>> {
+        self.list(Kind::Nodes).await
+    }
+
+    /// The current version of every job.
+    pub async fn jobs(&self) -> anyhow::Result<Vec<Job>> {
+        self.list(Kind::Jobs).await
+    }
+
+    /// Every key under the prefix with its mod revision: a fingerprint that
+    /// changes with any write.
+    pub async fn key_revisions(&self) -> anyhow::Result<BTreeMap<String, i64>> {
+        let res = self
+            .store
+            .range(Range {
+                keys_only: true,
+                ..self.keys.range()
+            })
+            .await?;
+        Ok(res
+            .kvs
+            .iter()
+            .map(|kv| {
+                (
+                    String::from_utf8_lossy(&kv.key).into_owned(),
+                    kv.mod_revision,
+                )
+            })
+            .collect())
+    }
+
+    /// The advertised address of the leader of `service`, if one is elected.
+    pub async fn leader(&self, service: &str) -> anyhow::Result<Option<String>> {
+        let name = caravan_store::election_name(self.keys.prefix(), service);
+        Ok(caravan_store::current_leader(self.store.as_ref(), name.as_bytes()).await?)
+    }
+
+    /// Deletes every key of the cluster.
+    pub async fn purge(&self) -> anyhow::Result<()> {
+        self.store.delete(self.keys.range()).await?;
+        Ok(())
+    }
+}
+
+/// Whether the servers still count an allocation against its node: desired
+/// to run and not finished on the client.
+pub fn is_live(alloc: &Allocation) -> bool {
+    alloc.desired_status() == AllocDesiredStatus::Run
+        && !matches!(
+            alloc.client_status(),
+            AllocClientStatus::Complete | AllocClientStatus::Failed | AllocClientStatus::Lost
+        )
+}
+
+/// The evals of each status, for messages.
+pub fn eval_histogram(evals: &[Evaluation]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for e in evals {
+        *counts.entry(format!("{:?}", e.status())).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// The allocations of each (desired, client) status pair, for messages.
+pub fn alloc_histogram(allocs: &[Allocation]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for a in allocs {
+        let key = format!("{:?}/{:?}", a.desired_status(), a.client_status());
+        *counts.entry(key).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// Whether every eval is finished: complete, canceled, or blocked waiting
+/// for capacity (which only a cluster change ends).
+pub fn evals_settled(evals: &[Evaluation]) -> bool {
+    evals.iter().all(|e| {
+        matches!(
+            e.status(),
+            EvalStatus::Complete | EvalStatus::Blocked | EvalStatus::Canceled
+        )
+    })
+}
+
+/// Nodes whose live allocations ask for more than the node offers (after
+/// its reservation), with what was found.
+pub fn overcommitted_nodes(nodes: &[Node], allocs: &[Allocation]) -> Vec<String> {
+    let mut used: HashMap<&str, (u64, u64, u64)> = HashMap::new();
+    for a in allocs.iter().filter(|a| is_live(a)) {
+        let entry = used.entry(a.node_id.as_str()).or_default();
+        if let Some(res) = &a.allocated_resources {
+            for t in res.tasks.values() {
+                entry.0 += u64::from(t.cpu_mhz);
+                entry.1 += u64::from(t.memory_mb);
+            }
+            if let Some(shared) = &res.shared {
+                entry.2 += u64::from(shared.disk_mb);
+            }
+        }
+    }
+    let mut over = Vec::new();
+    for n in nodes {
+        let Some(&(cpu, mem, disk)) = used.get(n.id.as_str()) else {
+            continue;
+        };
+        let total = n.resources.clone().unwrap_or_default();
+        let reserved = n.reserved.clone().unwrap_or_default();
+        let cap_cpu = total.cpu_mhz.saturating_sub(reserved.cpu_mhz);
+        let cap_mem = total.memory_mb.saturating_sub(reserved.memory_mb);
+        let cap_disk = total.disk_mb.saturating_sub(reserved.disk_mb);
+        if cpu > cap_cpu || mem > cap_mem || disk > cap_disk {
+            over.push(format!(
+                "node {} ({}): cpu {cpu}/{cap_cpu} MHz, memory {mem}/{cap_mem} MB, disk {disk}/{cap_disk} MB",
+                n.name, n.id
+            ));
+        }
+    }
+    used.retain(|id, _| !nodes.iter().any(|n| n.id == *id));
+    for id in used.keys() {
+        over.push(format!("live allocations on unknown node {id}"));
+    }
+    over
+}
+
+/// Pairs of live allocations of one job with the same name (`job.group[i]`).
+pub fn duplicated_allocs(allocs: &[Allocation]) -> Vec<String> {
+    let mut by_name: HashMap<(&str, &str, &str), Vec<&str>> = HashMap::new();
+    for a in allocs.iter().filter(|a| is_live(a)) {
+        by_name
+            .entry((a.namespace.as_str(), a.job_id.as_str(), a.name.as_str()))
+            .or_default()
+            .push(a.id.as_str());
+    }
+    let mut dups: Vec<String> = by_name
+        .into_iter()
+        .filter(|(_, ids)| ids.len() > 1)
+        .map(|((ns, job, name), ids)| format!("{ns}/{job} {name}: {}", ids.join(", ")))
+        .collect();
+    dups.sort();
+    dups
+}
+
+/// The live allocations of each job.
+pub fn live_per_job(allocs: &[Allocation]) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for a in allocs.iter().filter(|a| is_live(a)) {
+        *counts.entry(a.job_id.clone()).or_insert(0) += 1;
+    }
+    counts
+}
