@@ -2,11 +2,12 @@
 
 use thiserror::Error;
 
-/// A job that cannot be scheduled as written; the message names the field.
+/// A placement rule that cannot be scheduled as written; the message names the field.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("{field}: {message}")]
 pub struct ValidationError {
-    /// Path of the offending field, e.g. `task_groups[0].constraints[1].r_target`.
+    /// Path of the offending field in jobspec's style, e.g.
+    /// `group "web": task "app": constraint[1]: value`.
     pub field: String,
     /// What is wrong with it.
     pub message: String,
@@ -21,6 +22,25 @@ impl ValidationError {
         }
     }
 }
+
+/// Every placement-rule problem of one job, in the order they were found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidationErrors(pub Vec<ValidationError>);
+
+impl std::fmt::Display for ValidationErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // One line, so an eval's status description can carry it.
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ValidationErrors {}
 
 /// An error a [`crate::Planner`] reports (transport, refused token, …).
 #[derive(Debug, Error)]

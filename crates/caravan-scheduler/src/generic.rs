@@ -170,10 +170,12 @@ impl Run<'_> {
         let eval = self.eval;
         let sd: &dyn State = state;
         let job = sd.job(&eval.namespace, &eval.job_id);
-        if let Some(j) = job.as_ref().filter(|j| !j.stop)
-            && let Err(e) = validate::validate_job(j)
+        if let Some(reason) = job
+            .as_ref()
+            .filter(|j| !j.stop)
+            .and_then(|j| validate::refusal(j))
         {
-            return Ok(Step::Failed(format!("invalid job: {e}")));
+            return Ok(Step::Failed(reason));
         }
         let allocs = sd.allocs_by_job(&eval.namespace, &eval.job_id);
         let tainted = filter::tainted_nodes(sd, &allocs);

@@ -31,7 +31,7 @@ mod system;
 mod update;
 pub mod validate;
 
-pub use error::{PlannerError, SchedulerError, ValidationError};
+pub use error::{PlannerError, SchedulerError, ValidationError, ValidationErrors};
 pub use evals::{BLOCKED_FAILED_PLACEMENTS, BLOCKED_MAX_PLANS};
 pub use feasible::compute_node_class;
 pub use generic::{MAX_BATCH_ATTEMPTS, MAX_SERVICE_ATTEMPTS};

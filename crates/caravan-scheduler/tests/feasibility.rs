@@ -289,7 +289,7 @@ fn invalid_jobs_fail_the_eval_with_the_field() {
     assert_eq!(e.status(), EvalStatus::Failed);
     assert!(
         e.status_description
-            .contains("task_groups[0].constraints[0].r_target"),
+            .contains("group \"web\": constraint[0]: value: invalid regular expression"),
         "{}",
         e.status_description
     );

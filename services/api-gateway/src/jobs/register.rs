@@ -44,8 +44,14 @@ pub struct Deregistered {
 pub fn prepare(mut job: Job) -> Result<(Job, Vec<String>)> {
     caravan_jobspec::canonicalize(&mut job);
     caravan_jobspec::validate(&job).map_err(GatewayError::InvalidJob)?;
-    caravan_scheduler::validate_job(&job)
-        .map_err(|e| GatewayError::field(format!("job.{}", e.field), e.message))?;
+    caravan_scheduler::validate_job(&job).map_err(|errs| {
+        GatewayError::InvalidJob(caravan_jobspec::FieldErrors(
+            errs.0
+                .into_iter()
+                .map(|e| caravan_jobspec::FieldError::new(e.field, e.message))
+                .collect(),
+        ))
+    })?;
     let warnings = caravan_jobspec::warnings(&job);
     Ok((job, warnings))
 }
