@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use caravan_proto::{Allocation, Evaluation, Node};
+use caravan_proto::{Allocation, Deployment, Evaluation, Node};
 use imbl::ordmap::DiffItem;
 use imbl::ordset::DiffItem as SetDiffItem;
 
@@ -82,6 +82,14 @@ impl Tables {
         older: &'a Tables,
     ) -> impl Iterator<Item = ObjectChange<'a, Node>> + 'a {
         older.nodes.diff(&self.nodes).map(object_change)
+    }
+
+    /// The deployments that differ from `older`, ordered by id.
+    pub fn deployment_changes_since<'a>(
+        &'a self,
+        older: &'a Tables,
+    ) -> impl Iterator<Item = ObjectChange<'a, Deployment>> + 'a {
+        older.deployments.diff(&self.deployments).map(object_change)
     }
 
     /// The nodes whose heartbeat key appeared (`true`) or went away
@@ -183,5 +191,6 @@ mod tests {
         assert_eq!(newer.eval_changes_since(&newer).count(), 0);
         assert_eq!(newer.node_changes_since(&older).count(), 0);
         assert_eq!(newer.alloc_changes_since(&older).count(), 0);
+        assert_eq!(newer.deployment_changes_since(&older).count(), 0);
     }
 }

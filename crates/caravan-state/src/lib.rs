@@ -10,6 +10,7 @@ mod error;
 mod index;
 mod informer;
 mod keyspace;
+mod registration;
 mod snapshot;
 mod tables;
 mod usage;
@@ -21,6 +22,9 @@ pub use error::{Result, StateError};
 pub use index::{Id, JobMap};
 pub use informer::{Informer, InformerConfig, InformerStats};
 pub use keyspace::{Keyspace, Kind, StateKey, encode_segment};
+pub use registration::{
+    KEPT_VERSIONS, RegisterTxn, as_spec, register_txn, spec_changed, versions_to_delete,
+};
 pub use snapshot::Snapshot;
 pub use tables::Tables;
 pub use usage::{NodeUsage, UsedPort, is_terminal};

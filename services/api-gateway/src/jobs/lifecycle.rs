@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use caravan_proto::Job;
-use caravan_state::encode;
+use caravan_state::{as_spec, encode};
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
 use crate::error::{GatewayError, Result};
@@ -28,20 +28,6 @@ async fn current(gw: &Gateway, namespace: &str, job_id: &str) -> Result<Job> {
     gw.read::<Job>(&gw.keys.job(namespace, job_id))
         .await?
         .ok_or_else(|| GatewayError::NotFound(format!("job not found: {job_id}")))
-}
-
-/// The specification of a stored version, with the servers' fields cleared
-/// so registering it makes a new version.
-fn as_spec(mut job: Job) -> Job {
-    job.version = 0;
-    job.stable = false;
-    job.status = 0;
-    job.status_description.clear();
-    job.create_revision = 0;
-    job.modify_revision = 0;
-    job.job_modify_revision = 0;
-    job.submit_time_unix_ns = 0;
-    job
 }
 
 /// Registers the specification of `version` again as the job's newest

@@ -3,14 +3,13 @@
 //! mod revision and retried from a fresh read when another writer got there
 //! first.
 
-use caravan_proto::{AllocClientStatus, Evaluation, Job, JobStatus};
-use caravan_state::{Keyspace, decode, encode};
+use caravan_proto::{AllocClientStatus, Evaluation, Job};
+use caravan_state::{Keyspace, decode, encode, register_txn, versions_to_delete};
 use caravan_store::{Compare, CompareOp, Op, Range, Revision, Txn};
 
 use crate::error::{GatewayError, Result};
 use crate::evals::{self, TRIGGER_JOB_DEREGISTER, TRIGGER_JOB_REGISTER};
 use crate::gateway::{Gateway, now_unix_ns};
-use crate::jobs::versions::{spec_changed, versions_to_delete};
 use crate::query::DEFAULT_NAMESPACE;
 
 /// The outcome of a registration.
@@ -68,48 +67,26 @@ pub(crate) struct RegisterWrite {
 }
 
 /// Builds the registration transaction of `job` over `existing` (as read,
-/// revisions resolved) whose kept versions are `versions` (version, stable).
+/// revisions resolved) whose kept versions are `versions` (version, stable):
+/// the shared registration write plus the evaluation it causes.
 pub(crate) fn build_register(
     keys: &Keyspace,
     existing: Option<&Job>,
-    mut job: Job,
+    job: Job,
     versions: &[(u64, bool)],
     trigger: &str,
 ) -> RegisterWrite {
-    let job_key = keys.job(&job.namespace, &job.id);
-    let mut txn = Txn::new().when(match existing {
-        Some(old) => Compare::mod_revision(job_key.clone(), CompareOp::Equal, old.modify_revision),
-        None => Compare::absent(job_key.clone()),
-    });
-    let changed = existing.is_none_or(|old| spec_changed(old, &job));
-    if changed {
-        job.version = existing.map_or(0, |old| old.version.saturating_add(1));
-        // Resolved on read to this transaction's revision.
-        job.job_modify_revision = 0;
-        job.create_revision = 0;
-        job.modify_revision = 0;
-        job.stable = false;
-        job.submit_time_unix_ns = now_unix_ns();
-        job.set_status(JobStatus::Pending);
-        job.status_description.clear();
-        let bytes = encode(&job);
-        txn = txn
-            .and_then(Op::put(job_key, bytes.clone()))
-            .and_then(Op::put(
-                keys.job_version(&job.namespace, &job.id, job.version),
-                bytes,
-            ));
-        for old in versions_to_delete(versions, job.version) {
-            txn = txn.and_then(Op::delete(keys.job_version(&job.namespace, &job.id, old)));
-        }
-    } else if let Some(old) = existing {
-        job = old.clone();
-    }
-    let eval = (!evals::is_template(&job)).then(|| evals::for_job(&job, trigger));
+    let write = register_txn(keys, existing, job, versions, now_unix_ns());
+    let mut txn = write.txn;
+    let eval = (!evals::is_template(&write.job)).then(|| evals::for_job(&write.job, trigger));
     if let Some(eval) = &eval {
         txn = txn.and_then(Op::put(keys.eval(&eval.id), encode(eval)));
     }
-    RegisterWrite { txn, eval, changed }
+    RegisterWrite {
+        txn,
+        eval,
+        changed: write.changed,
+    }
 }
 
 /// Checks Nomad's `EnforceIndex`: 0 means "only if the job does not exist".
@@ -407,7 +384,7 @@ fn is_terminal_desired(alloc: &caravan_proto::Allocation) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use caravan_proto::{JobType, PeriodicConfig, Resources, Task, TaskGroup};
+    use caravan_proto::{JobStatus, JobType, PeriodicConfig, Resources, Task, TaskGroup};
     use prost::Message;
 
     use super::*;
