@@ -57,7 +57,7 @@ fn bad_requests() -> Vec<(&'static str, Vec<u8>, u16, Vec<&'static str>)> {
             "bad regexp",
             json(&regexp),
             400,
-            vec!["constraints[0]", "invalid regular expression"],
+            vec!["constraint[0]", "invalid regular expression"],
         ),
         (
             "cpu 0",
