@@ -11,8 +11,11 @@ use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::EvalBrokerConfig;
+use crate::drain::enforcer::DrainEnforcer;
 use crate::error::BrokerError;
 use crate::follow::Follower;
+use crate::gc::collector;
+use crate::periodic::launcher::PeriodicLauncher;
 use crate::term::LeaderTerm;
 use crate::writes::EvalWriter;
 
@@ -106,13 +109,29 @@ impl EvalBroker {
             stop.child_token(),
         );
         let follower = Follower::restore(Arc::clone(&term), effects);
+        let launcher = PeriodicLauncher::new(Arc::clone(&term));
+        let enforcer = DrainEnforcer::new(Arc::clone(&term));
         *self.current.write() = Some(Arc::clone(&term));
         tracing::info!(address = %self.advertise_addr, "eval broker leading");
-        match follower.run().await {
-            Ok(()) => {}
-            Err(err) if err.is_deposed() => tracing::warn!("deposed; dropping the eval queues"),
-            Err(err) => tracing::error!(error = %err, "eval broker term failed"),
-        }
+        // The term's tasks run side by side; the first to fail ends them all.
+        let until_failed = |name: &'static str, result: Result<(), BrokerError>| {
+            match &result {
+                Ok(()) => {}
+                Err(err) if err.is_deposed() => {
+                    tracing::warn!(task = name, "deposed; dropping the eval queues");
+                }
+                Err(err) => tracing::error!(task = name, error = %err, "eval broker term failed"),
+            }
+            if result.is_err() {
+                term.stop.cancel();
+            }
+        };
+        tokio::join!(
+            async { until_failed("queues", follower.run().await) },
+            async { until_failed("periodic launcher", launcher.run().await) },
+            async { until_failed("drain deadlines", enforcer.run().await) },
+            async { until_failed("garbage collector", collector::run(Arc::clone(&term)).await) },
+        );
         term.stop.cancel();
         *self.current.write() = None;
         term.ready.notify_waiters();

@@ -43,6 +43,8 @@ pub struct EvalBrokerConfig {
     pub max_dequeue_timeout_ms: u64,
     /// Most operations the broker puts in one transaction.
     pub max_txn_ops: usize,
+    /// Garbage collection.
+    pub gc: GcConfig,
     /// The state store.
     pub store: StoreConfig,
     /// Logging and tracing.
@@ -64,9 +66,50 @@ impl Default for EvalBrokerConfig {
             failed_unblock_interval_ms: 60_000,
             max_dequeue_timeout_ms: 300_000,
             max_txn_ops: 128,
+            gc: GcConfig::default(),
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),
         }
+    }
+}
+
+/// When the leader collects garbage, and how old terminal objects must be
+/// (by their last change) before they go. Nomad's defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GcConfig {
+    /// Time between two sweeps, in milliseconds.
+    pub interval_ms: u64,
+    /// Age of a terminal eval (not batch) before it goes, in milliseconds.
+    pub eval_threshold_ms: u64,
+    /// Age of a terminal batch eval before it goes, in milliseconds.
+    pub batch_eval_threshold_ms: u64,
+    /// Age of a dead job before it goes, in milliseconds.
+    pub job_threshold_ms: u64,
+    /// Age of a down node before it goes, in milliseconds.
+    pub node_threshold_ms: u64,
+    /// Age of a terminal deployment before it goes, in milliseconds.
+    pub deployment_threshold_ms: u64,
+}
+
+impl Default for GcConfig {
+    fn default() -> Self {
+        const HOUR: u64 = 3_600_000;
+        GcConfig {
+            interval_ms: 300_000,
+            eval_threshold_ms: HOUR,
+            batch_eval_threshold_ms: 24 * HOUR,
+            job_threshold_ms: 4 * HOUR,
+            node_threshold_ms: 24 * HOUR,
+            deployment_threshold_ms: HOUR,
+        }
+    }
+}
+
+impl GcConfig {
+    /// Time between two sweeps.
+    pub fn interval(&self) -> Duration {
+        Duration::from_millis(self.interval_ms.max(100))
     }
 }
 
@@ -130,6 +173,13 @@ mod tests {
         assert_eq!(c, QueueConfig::default());
         assert_eq!(c.nack_timeout, Duration::from_secs(60));
         assert_eq!(c.delivery_limit, 3);
+        let gc = EvalBrokerConfig::default().gc;
+        assert_eq!(gc.interval(), Duration::from_secs(300));
+        assert_eq!(gc.eval_threshold_ms, 3_600_000);
+        assert_eq!(gc.batch_eval_threshold_ms, 24 * 3_600_000);
+        assert_eq!(gc.job_threshold_ms, 4 * 3_600_000);
+        assert_eq!(gc.node_threshold_ms, 24 * 3_600_000);
+        assert_eq!(gc.deployment_threshold_ms, 3_600_000);
         let wait = EvalBrokerConfig::default().failed_follow_up_wait();
         assert!(wait >= Duration::from_secs(60) && wait <= Duration::from_secs(360));
     }
@@ -141,7 +191,11 @@ mod tests {
                 "CARAVAN_EVAL_BROKER__NACK_TIMEOUT_MS".into(),
                 "250".into(),
             )])
-            .set_all(["delivery_limit=5", "grpc_addr=127.0.0.1:0"])
+            .set_all([
+                "delivery_limit=5",
+                "grpc_addr=127.0.0.1:0",
+                "gc.job_threshold_ms=1000",
+            ])
             .unwrap()
             .load(&EvalBrokerConfig::default())
             .unwrap();
@@ -149,5 +203,10 @@ mod tests {
         assert_eq!(conf.delivery_limit, 5);
         assert_eq!(conf.grpc_addr, "127.0.0.1:0");
         assert_eq!(conf.store, StoreConfig::default());
+        assert_eq!(conf.gc.job_threshold_ms, 1000);
+        assert_eq!(
+            conf.gc.eval_threshold_ms, 3_600_000,
+            "the rest keep defaults"
+        );
     }
 }

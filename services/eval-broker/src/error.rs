@@ -44,6 +44,16 @@ pub enum BrokerError {
     /// An eval with this id exists already, with other contents.
     #[error("eval {0} already exists")]
     EvalExists(String),
+    /// The job a request names does not exist.
+    #[error("job not found: {0}")]
+    JobNotFound(String),
+    /// The request contradicts the state of what it names (forcing a job
+    /// that is not periodic, or is stopped).
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// A periodic child for this launch time exists already.
+    #[error("periodic job already launched at this time: {0}")]
+    AlreadyLaunched(String),
     /// The eval kept changing under the write.
     #[error("eval {0} changed concurrently; retry")]
     Conflict(String),
@@ -86,7 +96,11 @@ impl From<BrokerError> for Status {
             | BrokerError::WrongEval { .. } => Status::permission_denied(err.to_string()),
             BrokerError::Delivery(_) => Status::failed_precondition(err.to_string()),
             BrokerError::EvalNotFound(_) => Status::not_found(err.to_string()),
-            BrokerError::EvalExists(_) => Status::already_exists(err.to_string()),
+            BrokerError::EvalExists(_) | BrokerError::AlreadyLaunched(_) => {
+                Status::already_exists(err.to_string())
+            }
+            BrokerError::JobNotFound(_) => Status::not_found(err.to_string()),
+            BrokerError::FailedPrecondition(_) => Status::failed_precondition(err.to_string()),
             BrokerError::Conflict(_) => Status::aborted(err.to_string()),
             BrokerError::Store(e) => status::from_store(e),
             BrokerError::State(StateError::Store(e)) => status::from_store(e),

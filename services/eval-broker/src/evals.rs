@@ -265,6 +265,19 @@ pub fn node_update_eval(
     job: Option<&Job>,
     now_ns: i64,
 ) -> Evaluation {
+    node_eval(TRIGGER_NODE_UPDATE, node_id, namespace, job_id, job, now_ns)
+}
+
+/// A pending eval of a job's allocations on a node, for `trigger`; type
+/// and priority come from the job when it still exists.
+pub fn node_eval(
+    trigger: &str,
+    node_id: &str,
+    namespace: &str,
+    job_id: &str,
+    job: Option<&Job>,
+    now_ns: i64,
+) -> Evaluation {
     Evaluation {
         id: uuid::Uuid::new_v4().to_string(),
         namespace: namespace.to_string(),
@@ -272,7 +285,7 @@ pub fn node_update_eval(
         r#type: job
             .map_or("service", |j| scheduler_of(j.r#type()))
             .to_string(),
-        triggered_by: TRIGGER_NODE_UPDATE.into(),
+        triggered_by: trigger.into(),
         job_id: job_id.to_string(),
         job_modify_revision: job.map_or(0, |j| j.job_modify_revision),
         node_id: node_id.to_string(),

@@ -7,13 +7,16 @@ use std::time::Duration;
 use caravan_proto::eval_broker_service_server::EvalBrokerService;
 use caravan_proto::{
     AckRequest, AckResponse, BrokerStatsRequest, BrokerStatsResponse, CreateEvalRequest,
-    DequeueRequest, DequeueResponse, EvalWriteResponse, Evaluation, NackRequest, NackResponse,
+    DequeueRequest, DequeueResponse, EvalWriteResponse, Evaluation, ForceGcRequest,
+    ForceGcResponse, ForcePeriodicRequest, ForcePeriodicResponse, NackRequest, NackResponse,
     OutstandingResetRequest, OutstandingResetResponse, ReblockEvalRequest, UpdateEvalRequest,
 };
 use tonic::{Request, Response, Status};
 
 use crate::broker::EvalBroker;
 use crate::error::BrokerError;
+use crate::gc::{GcCutoffs, collector};
+use crate::periodic::launcher;
 
 /// The gRPC service of one broker replica.
 #[derive(Clone)]
@@ -138,5 +141,35 @@ impl EvalBrokerService for EvalBrokerGrpc {
         _request: Request<BrokerStatsRequest>,
     ) -> Result<Response<BrokerStatsResponse>, Status> {
         Ok(Response::new(self.broker.term().await?.stats()))
+    }
+
+    async fn force_periodic(
+        &self,
+        request: Request<ForcePeriodicRequest>,
+    ) -> Result<Response<ForcePeriodicResponse>, Status> {
+        let req = request.into_inner();
+        let term = self.broker.term().await?;
+        let launched = launcher::force(&term, &req.namespace, &req.job_id).await?;
+        Ok(Response::new(ForcePeriodicResponse {
+            dispatched_job_id: launched.child_id,
+            eval_id: launched.eval_id,
+            eval_create_revision: launched.revision,
+        }))
+    }
+
+    async fn force_gc(
+        &self,
+        _request: Request<ForceGcRequest>,
+    ) -> Result<Response<ForceGcResponse>, Status> {
+        let term = self.broker.term().await?;
+        let counts = collector::sweep(&term, GcCutoffs::forced()).await?;
+        tracing::info!(?counts, "forced garbage collection");
+        Ok(Response::new(ForceGcResponse {
+            evals: counts.evals,
+            allocs: counts.allocs,
+            jobs: counts.jobs,
+            nodes: counts.nodes,
+            deployments: counts.deployments,
+        }))
     }
 }

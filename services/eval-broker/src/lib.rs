@@ -6,23 +6,31 @@
 //! time. It owns every later write of an eval (acks, nacks, the delivery
 //! limit, failed follow-ups, blocked evals and their unblocking, and the
 //! writes of workers checked against their token), and marks nodes down
-//! when their heartbeat lease expires. Standbys keep their cache warm and
-//! answer with the leader's address.
+//! when their heartbeat lease expires. The leader also launches periodic
+//! jobs ([`periodic`]), collects garbage ([`gc`]) and enforces drain
+//! deadlines ([`drain`]). Standbys keep their cache warm and answer with
+//! the leader's address.
 //!
-//! The queue logic ([`queues::EvalQueues`], [`blocked::BlockedEvals`]) is
-//! pure and driven by a clock the caller passes in; [`term`] and [`follow`]
-//! wire it to the store; [`grpc`] is the transport.
+//! The queue logic ([`queues::EvalQueues`], [`blocked::BlockedEvals`]) and
+//! the launch, collection and drain decisions are pure and driven by a
+//! clock the caller passes in; [`term`], [`follow`] and the runners wire
+//! them to the store; [`grpc`] is the transport.
 
 pub mod blocked;
 pub mod broker;
 pub mod config;
+pub mod drain;
 pub mod error;
 pub mod evals;
 pub mod follow;
+pub mod gc;
 pub mod grpc;
 pub mod nodes;
+pub mod periodic;
 pub mod queues;
 pub mod term;
+#[cfg(test)]
+mod testing;
 pub mod writes;
 
 use std::net::SocketAddr;
@@ -37,7 +45,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use broker::EvalBroker;
-pub use config::EvalBrokerConfig;
+pub use config::{EvalBrokerConfig, GcConfig};
 pub use error::{BrokerError, SERVICE};
 pub use grpc::EvalBrokerGrpc;
 

@@ -78,6 +78,8 @@ pub struct LeaderTerm {
     pub stop: CancellationToken,
     /// The service configuration.
     pub config: Arc<EvalBrokerConfig>,
+    /// Held by a garbage collection sweep, so sweeps take turns.
+    pub gc_turn: tokio::sync::Mutex<()>,
     effects: mpsc::UnboundedSender<Effect>,
 }
 
@@ -122,6 +124,7 @@ impl LeaderTerm {
             wake: Notify::new(),
             stop,
             config,
+            gc_turn: tokio::sync::Mutex::new(()),
             effects: tx,
         });
         (term, rx)

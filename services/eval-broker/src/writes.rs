@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use caravan_proto::{Evaluation, Node};
-use caravan_state::{Keyspace, decode};
+use caravan_proto::{Evaluation, Job, Node};
+use caravan_state::{Keyspace, decode, encode};
 use caravan_store::{Compare, CompareOp, Leadership, Op, Revision, Store, Txn, TxnResult};
 
 use crate::error::BrokerError;
@@ -46,6 +46,35 @@ pub struct BatchOutcome {
     pub conflicted: Vec<String>,
 }
 
+/// Writes that must commit together, each under its guard: a unit of a
+/// batch that may share a transaction with other units.
+#[derive(Clone, Debug, Default)]
+pub struct GuardedUnit {
+    /// What must still hold.
+    pub guards: Vec<Compare>,
+    /// What to write.
+    pub ops: Vec<Op>,
+}
+
+impl GuardedUnit {
+    /// Adds a write guarded by `guard`.
+    pub fn push(&mut self, guard: Compare, op: Op) {
+        self.guards.push(guard);
+        self.ops.push(op);
+    }
+
+    /// The transaction slots the unit takes: etcd limits compares and
+    /// operations separately.
+    pub fn size(&self) -> usize {
+        self.guards.len().max(self.ops.len())
+    }
+
+    /// Whether there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
 /// Writes of one leadership term.
 pub struct EvalWriter {
     leadership: Arc<Leadership>,
@@ -69,6 +98,17 @@ impl EvalWriter {
             keyspace,
             max_txn_ops: max_txn_ops.max(4),
         }
+    }
+
+    /// The most guarded writes a unit may hold to fit one transaction next
+    /// to the leadership fence.
+    pub fn unit_limit(&self) -> usize {
+        self.max_txn_ops - 1
+    }
+
+    /// The keys the writer works in.
+    pub fn keyspace(&self) -> &Keyspace {
+        &self.keyspace
     }
 
     /// Runs a transaction only while leading.
@@ -171,6 +211,94 @@ impl EvalWriter {
         Ok(self.txn(txn).await?.succeeded.then_some(rest))
     }
 
+    /// Writes units in as few transactions as the operation limit allows,
+    /// keeping each unit whole; when a transaction's guards fail, its units
+    /// are tried one by one so one changed object holds back only its own
+    /// unit. Returns, per unit, whether it committed, and the newest commit
+    /// revision.
+    pub async fn write_units(
+        &self,
+        units: &[GuardedUnit],
+    ) -> Result<(Vec<bool>, Revision), BrokerError> {
+        let limit = self.unit_limit();
+        let mut done = vec![false; units.len()];
+        let mut newest = 0;
+        let mut start = 0;
+        while start < units.len() {
+            let mut end = start;
+            let mut size = 0;
+            while end < units.len() && (end == start || size + units[end].size() <= limit) {
+                size += units[end].size();
+                end += 1;
+            }
+            let batch = &units[start..end];
+            let res = self.txn(unit_txn(batch)).await?;
+            if res.succeeded {
+                newest = newest.max(res.revision);
+                done[start..end].iter_mut().for_each(|d| *d = true);
+            } else if batch.len() > 1 {
+                for (i, unit) in batch.iter().enumerate() {
+                    let res = self.txn(unit_txn(std::slice::from_ref(unit))).await?;
+                    if res.succeeded {
+                        newest = newest.max(res.revision);
+                        done[start + i] = true;
+                    }
+                }
+            }
+            start = end;
+        }
+        Ok((done, newest))
+    }
+
+    /// Launches a periodic child: the child job, its first version and its
+    /// eval, guarded by the parent being as read and the child not existing
+    /// yet, so a launch is never made twice. Returns the transaction's
+    /// outcome (on failure its revision is the store's current one).
+    pub async fn launch_child(
+        &self,
+        parent: &Job,
+        child: &Job,
+        eval: &Evaluation,
+    ) -> Result<TxnResult, BrokerError> {
+        let ks = &self.keyspace;
+        let job_key = ks.job(&child.namespace, &child.id);
+        let version_key = ks.job_version(&child.namespace, &child.id, child.version);
+        let bytes = encode(child);
+        let txn = Txn::new()
+            .when(Compare::mod_revision(
+                ks.job(&parent.namespace, &parent.id),
+                CompareOp::Equal,
+                parent.modify_revision,
+            ))
+            .when(Compare::absent(job_key.clone()))
+            .when(self.guard(&GuardedEval::create(eval.clone())))
+            .and_then(Op::put(job_key, bytes.clone()))
+            .and_then(Op::put(version_key, bytes))
+            .and_then(self.put(eval));
+        self.txn(txn).await
+    }
+
+    /// The store's current revision.
+    pub async fn current_revision(&self) -> Result<Revision, BrokerError> {
+        Ok(self.store.current_revision().await?)
+    }
+
+    /// Reads a job from the store (not the cache).
+    pub async fn read_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> Result<Option<Job>, BrokerError> {
+        match self
+            .store
+            .get(&self.keyspace.job(namespace, job_id))
+            .await?
+        {
+            Some(kv) => Ok(Some(decode(&kv)?)),
+            None => Ok(None),
+        }
+    }
+
     /// Reads an eval from the store (not the cache): the base of a rewrite.
     pub async fn read_eval(&self, eval_id: &str) -> Result<Option<Evaluation>, BrokerError> {
         match self.store.get(&self.keyspace.eval(eval_id)).await? {
@@ -178,4 +306,17 @@ impl EvalWriter {
             None => Ok(None),
         }
     }
+}
+
+fn unit_txn(units: &[GuardedUnit]) -> Txn {
+    let mut txn = Txn::new();
+    for unit in units {
+        for guard in &unit.guards {
+            txn = txn.when(guard.clone());
+        }
+        for op in &unit.ops {
+            txn = txn.and_then(op.clone());
+        }
+    }
+    txn
 }

@@ -1,0 +1,254 @@
+//! The drain-deadline enforcer of one leadership term: follows draining
+//! nodes in the watch cache, and when a node's force deadline passes marks
+//! what the drain still covers for migration with a `node-drain` eval per
+//! job (fenced, each alloc compared on its mod revision); it completes a
+//! drain once nothing on the node keeps it going.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use caravan_state::{Snapshot, StateError, encode};
+use caravan_store::{Compare, CompareOp, Op};
+use tokio::time::Instant;
+
+use crate::drain::{self, completed, drain_done, forced_moves, to_migrate};
+use crate::error::BrokerError;
+use crate::evals::node_for_store;
+use crate::term::{LeaderTerm, now};
+use crate::writes::GuardedUnit;
+
+/// Longest sleep without looking at the deadlines, as a safety net.
+const MAX_IDLE: Duration = Duration::from_secs(5);
+/// Wait before looking at a node again after a write found it changed or
+/// the store failed.
+const RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// The enforcer of one term.
+pub struct DrainEnforcer {
+    term: Arc<LeaderTerm>,
+    seen: Snapshot,
+    /// Draining nodes and their force deadlines (Unix ns, 0 for none).
+    draining: BTreeMap<String, i64>,
+    /// Nodes to look at, and from when.
+    pending: BTreeMap<String, Instant>,
+    /// Nodes whose passed deadline this term has enforced; after that only
+    /// changes of the node or its allocs bring it back.
+    enforced: BTreeSet<String>,
+}
+
+impl DrainEnforcer {
+    /// An enforcer for `term`, looking at every draining node first.
+    pub fn new(term: Arc<LeaderTerm>) -> Self {
+        let seen = term.informer.snapshot();
+        let mut draining = BTreeMap::new();
+        let mut pending = BTreeMap::new();
+        let at = Instant::now();
+        for node in seen.nodes() {
+            if drain::drain_of(node).is_some() {
+                draining.insert(node.id.clone(), drain::force_deadline(node).unwrap_or(0));
+                pending.insert(node.id.clone(), at);
+            }
+        }
+        DrainEnforcer {
+            term,
+            seen,
+            draining,
+            pending,
+            enforced: BTreeSet::new(),
+        }
+    }
+
+    /// Enforces until the term stops; an error means leadership was lost or
+    /// the cache stopped.
+    pub async fn run(mut self) -> Result<(), BrokerError> {
+        let mut revisions = self.term.informer.subscribe();
+        revisions.borrow_and_update();
+        self.catch_up();
+        loop {
+            if self.term.stop.is_cancelled() {
+                return Ok(());
+            }
+            self.look_at_due().await?;
+            tokio::select! {
+                _ = self.term.stop.cancelled() => return Ok(()),
+                changed = revisions.changed() => {
+                    if changed.is_err() {
+                        return Err(StateError::Closed.into());
+                    }
+                    self.catch_up();
+                }
+                _ = tokio::time::sleep_until(self.next_wakeup()) => {}
+            }
+        }
+    }
+
+    fn next_wakeup(&self) -> Instant {
+        let mut at = Instant::now() + MAX_IDLE;
+        for due in self.pending.values() {
+            at = at.min(*due);
+        }
+        let clock = now();
+        for (id, deadline) in &self.draining {
+            if *deadline > 0 && !self.enforced.contains(id) {
+                let wait = u64::try_from(deadline.saturating_sub(clock.unix_ns)).unwrap_or(0);
+                at = at.min(clock.instant + Duration::from_nanos(wait));
+            }
+        }
+        at
+    }
+
+    /// Notes the nodes whose drain, deadline or allocs changed.
+    fn catch_up(&mut self) {
+        let next = self.term.informer.snapshot();
+        let seen = std::mem::replace(&mut self.seen, next.clone());
+        let at = Instant::now();
+        let mut touched = BTreeSet::new();
+        for change in next.node_changes_since(&seen) {
+            match change.new() {
+                Some(node) if drain::drain_of(node).is_some() => {
+                    let deadline = drain::force_deadline(node).unwrap_or(0);
+                    if self.draining.insert(node.id.clone(), deadline) != Some(deadline) {
+                        self.enforced.remove(&node.id);
+                    }
+                    touched.insert(node.id.clone());
+                }
+                Some(node) => self.forget(&node.id),
+                None => {
+                    if let Some(old) = change.old() {
+                        self.forget(&old.id);
+                    }
+                }
+            }
+        }
+        for change in next.alloc_changes_since(&seen) {
+            for alloc in [change.old(), change.new()].into_iter().flatten() {
+                if self.draining.contains_key(&alloc.node_id) {
+                    touched.insert(alloc.node_id.clone());
+                }
+            }
+        }
+        for node in touched {
+            self.pending.entry(node).or_insert(at);
+        }
+    }
+
+    fn forget(&mut self, node_id: &str) {
+        self.draining.remove(node_id);
+        self.pending.remove(node_id);
+        self.enforced.remove(node_id);
+    }
+
+    /// Looks at the nodes that are due: those touched, and those whose
+    /// deadline passed.
+    async fn look_at_due(&mut self) -> Result<(), BrokerError> {
+        let clock = now();
+        let mut due: BTreeSet<String> = self
+            .pending
+            .iter()
+            .filter(|(_, at)| **at <= clock.instant)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for (id, deadline) in &self.draining {
+            if *deadline > 0 && *deadline <= clock.unix_ns && !self.enforced.contains(id) {
+                due.insert(id.clone());
+            }
+        }
+        for node_id in due {
+            self.pending.remove(&node_id);
+            match self.look_at(&node_id).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.pending.insert(node_id, Instant::now() + RETRY_DELAY);
+                }
+                Err(err) if err.is_deposed() => {
+                    self.term.stop.cancel();
+                    return Err(err);
+                }
+                Err(err) => {
+                    tracing::warn!(node_id, error = %err, "drain enforcement failed; retrying");
+                    self.pending.insert(node_id, Instant::now() + RETRY_DELAY);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Enforces one node's deadline and completes its drain when done;
+    /// `false` when a write found something changed (look again later).
+    async fn look_at(&mut self, node_id: &str) -> Result<bool, BrokerError> {
+        let snap = self.term.informer.snapshot();
+        let Some(node) = snap.node(node_id).cloned() else {
+            return Ok(true);
+        };
+        if drain::drain_of(&node).is_none() {
+            return Ok(true);
+        }
+        let now_ns = now().unix_ns;
+        let writer = &self.term.writer;
+        let ks = writer.keyspace().clone();
+        if drain::past_deadline(&node, now_ns) {
+            self.enforced.insert(node_id.to_string());
+            let allocs = to_migrate(&snap, &node);
+            if !allocs.is_empty() {
+                let limit = writer.unit_limit().saturating_sub(1).max(1);
+                let mut units = Vec::new();
+                for (eval, marked) in forced_moves(&snap, &node, &allocs, now_ns) {
+                    for (i, chunk) in marked.chunks(limit).enumerate() {
+                        let mut unit = GuardedUnit::default();
+                        for a in chunk {
+                            let key = ks.alloc(&a.id);
+                            let mut stored = a.clone();
+                            stored.create_revision = 0;
+                            stored.modify_revision = 0;
+                            unit.push(
+                                Compare::mod_revision(
+                                    key.clone(),
+                                    CompareOp::Equal,
+                                    a.modify_revision,
+                                ),
+                                Op::put(key, encode(&stored)),
+                            );
+                        }
+                        // Each piece of a job too big for one txn gets its own eval.
+                        let mut e = eval.clone();
+                        if i > 0 {
+                            e.id = uuid::Uuid::new_v4().to_string();
+                        }
+                        unit.push(
+                            Compare::absent(ks.eval(&e.id)),
+                            Op::put(ks.eval(&e.id), crate::evals::for_store(&e)),
+                        );
+                        units.push(unit);
+                    }
+                }
+                let (ok, _) = writer.write_units(&units).await?;
+                let written = ok.iter().filter(|d| **d).count();
+                tracing::warn!(
+                    node_id,
+                    allocs = allocs.len(),
+                    evals = written,
+                    "drain deadline passed: remaining allocs marked to migrate"
+                );
+                if written < ok.len() {
+                    return Ok(false);
+                }
+            }
+        }
+        if drain_done(&snap, &node) {
+            let done = completed(&node, now_ns);
+            let key = ks.node(node_id);
+            let mut unit = GuardedUnit::default();
+            unit.push(
+                Compare::mod_revision(key.clone(), CompareOp::Equal, node.modify_revision),
+                Op::put(key, node_for_store(&done)),
+            );
+            let (ok, _) = writer.write_units(&[unit]).await?;
+            if !ok.first().copied().unwrap_or(false) {
+                return Ok(false);
+            }
+            tracing::info!(node_id, "drain complete");
+        }
+        Ok(true)
+    }
+}
