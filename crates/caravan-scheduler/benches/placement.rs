@@ -206,9 +206,14 @@ fn thread_cpu_ns() -> Option<u64> {
 }
 
 /// `PLACEMENT_CPU=1 cargo bench --bench placement`: placements per second of
-/// CPU time, for each case.
+/// CPU time, for each case (`PLACEMENT_CASE=<substring>` picks cases, e.g. to
+/// profile one).
 fn cpu_report() {
+    let only = std::env::var("PLACEMENT_CASE").unwrap_or_default();
     for (name, n, job) in cases() {
+        if !name.contains(only.as_str()) {
+            continue;
+        }
         let (state, eval, placed) = scenario(n, job);
         // The fastest of several batches: on a shared machine other work only
         // ever adds time (cache pressure included), never removes it.
