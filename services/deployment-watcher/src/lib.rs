@@ -1,1 +1,159 @@
-//! Caravan's deployment-watcher service (being built).
+//! Caravan's deployment-watcher service: the leader-elected follower of
+//! deployments.
+//!
+//! The leader finds every active deployment in its watch cache when it
+//! wins, follows their changes and the health of their allocations through
+//! snapshot diffs, and writes what follows, fenced by its leadership and
+//! guarded by the mod revision of what it rewrites: the healthy and
+//! unhealthy counts and the progress deadline of each group; the batched
+//! `deployment-watcher` evaluations that let the scheduler place the next
+//! `max_parallel` once allocations turn healthy; failure on an unhealthy
+//! allocation or a passed progress deadline, with auto-revert registering
+//! the latest stable version again; success with the version marked
+//! stable; automatic promotion of healthy canaries. Operators steer through
+//! [`grpc`] (promote, fail, pause and resume, allocation health). Standbys
+//! keep their cache warm and answer with the leader's address.
+//!
+//! The decisions ([`assess`], [`steer`], [`revert`], [`evals`]) are pure
+//! and take the time as an argument; [`term`] and [`operator`] wire them to
+//! the cache and the store through [`writes`].
+
+pub mod assess;
+pub mod config;
+pub mod error;
+pub mod evals;
+pub mod grpc;
+pub mod operator;
+pub mod revert;
+pub mod steer;
+pub mod term;
+pub mod watcher;
+pub mod writes;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use caravan_proto::deployment_watcher_service_server::DeploymentWatcherServiceServer;
+use caravan_runtime::leader::serve_as_leader;
+use caravan_state::{Informer, InformerConfig, Keyspace};
+use caravan_store::{Store, election_name};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use config::DeploymentWatcherConfig;
+pub use error::{SERVICE, WatcherError};
+pub use grpc::DeploymentWatcherGrpc;
+pub use watcher::DeploymentWatcher;
+
+/// Runs the deployment watcher on `config.grpc_addr` until `shutdown` fires.
+pub async fn run(
+    config: DeploymentWatcherConfig,
+    store: Arc<dyn Store>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let (listener, _) = caravan_runtime::grpc::bind(&config.grpc_addr)
+        .await
+        .with_context(|| format!("grpc_addr: cannot listen on {}", config.grpc_addr))?;
+    serve(config, store, listener, shutdown).await
+}
+
+/// Runs the deployment watcher on an already bound listener (port 0 in
+/// tests and `caravan dev`) until `shutdown` fires: serves gRPC and health,
+/// keeps the watch cache, and campaigns for leadership, leading while it
+/// wins.
+pub async fn serve(
+    config: DeploymentWatcherConfig,
+    store: Arc<dyn Store>,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let local = listener
+        .local_addr()
+        .context("reading the listener's address")?;
+    let advertise = advertise_addr(&config.advertise_addr, local);
+    let keyspace = Keyspace::new(&config.store.prefix);
+    let informer = Arc::new(
+        Informer::start(
+            Arc::clone(&store),
+            keyspace.clone(),
+            InformerConfig::default(),
+        )
+        .await
+        .context("starting the watch cache")?,
+    );
+    let config = Arc::new(config);
+    let watcher = Arc::new(DeploymentWatcher::new(
+        Arc::clone(&store),
+        Arc::clone(&informer),
+        Arc::clone(&config),
+        election_name(keyspace.prefix(), SERVICE),
+        advertise.clone(),
+    ));
+
+    let (health, health_service) = caravan_runtime::tonic_health::server::health_reporter();
+    health
+        .set_serving::<DeploymentWatcherServiceServer<DeploymentWatcherGrpc>>()
+        .await;
+    let router = caravan_runtime::grpc::server()
+        .add_service(health_service)
+        .add_service(DeploymentWatcherServiceServer::new(
+            DeploymentWatcherGrpc::new(Arc::clone(&watcher)),
+        ));
+    tracing::info!(%local, advertise = %advertise, prefix = keyspace.prefix(), "deployment-watcher listening");
+
+    // Both run in this task, so dropping it (a crash in tests) ends both;
+    // a failure to serve stops the leader loop too.
+    let stop = shutdown.child_token();
+    let ttl = config.leader_ttl();
+    let prefix = keyspace.prefix().to_string();
+    let leading = serve_as_leader(
+        Arc::clone(&store),
+        &prefix,
+        SERVICE,
+        &advertise,
+        ttl,
+        stop.clone(),
+        |leadership, term_stop| {
+            let watcher = Arc::clone(&watcher);
+            async move { watcher.lead(leadership, term_stop).await }
+        },
+    );
+    let serving = async {
+        let served = caravan_runtime::grpc::serve(router, listener, stop.clone()).await;
+        stop.cancel();
+        served
+    };
+    let ((), served) = tokio::join!(leading, serving);
+    drop(watcher);
+    if let Ok(informer) = Arc::try_unwrap(informer) {
+        informer.shutdown().await;
+    }
+    served.context("serving gRPC")
+}
+
+/// The address to campaign with: the configured one, else the bound one
+/// (loopback when bound to every interface).
+pub fn advertise_addr(configured: &str, local: SocketAddr) -> String {
+    if !configured.is_empty() {
+        return configured.to_string();
+    }
+    if local.ip().is_unspecified() {
+        return format!("127.0.0.1:{}", local.port());
+    }
+    local.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advertise_defaults_to_the_bound_address() {
+        let any: SocketAddr = "0.0.0.0:4653".parse().unwrap();
+        assert_eq!(advertise_addr("", any), "127.0.0.1:4653");
+        let lo: SocketAddr = "10.1.2.3:99".parse().unwrap();
+        assert_eq!(advertise_addr("", lo), "10.1.2.3:99");
+        assert_eq!(advertise_addr("watcher:4653", lo), "watcher:4653");
+    }
+}

@@ -1,3 +1,9 @@
-//! The `caravan-deployment-watcher` binary (being built).
+//! The `caravan-deployment-watcher` binary.
 
-fn main() {}
+use std::process::ExitCode;
+
+use caravan_deployment_watcher::{DeploymentWatcherConfig, SERVICE, run};
+
+fn main() -> ExitCode {
+    caravan_runtime::service::main::<DeploymentWatcherConfig, _, _>(SERVICE, run)
+}

@@ -1,0 +1,101 @@
+//! The deployment-watcher's configuration: where it listens, how it leads,
+//! and how it batches the evaluations it creates.
+
+use std::time::Duration;
+
+use caravan_runtime::service::ServiceConfig;
+use caravan_runtime::store::StoreConfig;
+use caravan_runtime::telemetry::TelemetryConfig;
+use serde::{Deserialize, Serialize};
+
+/// Configuration of the `caravan-deployment-watcher` service.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DeploymentWatcherConfig {
+    /// gRPC listen address; port 0 picks a free port.
+    pub grpc_addr: String,
+    /// Address other services reach this replica at, campaigned with so
+    /// followers can name the leader; empty means the bound address (with
+    /// 127.0.0.1 for an unspecified host).
+    pub advertise_addr: String,
+    /// TTL of the leadership lease, in milliseconds (whole seconds are used).
+    pub leader_ttl_ms: u64,
+    /// How long the first reason for a deployment's next evaluation waits
+    /// for others to join it, in milliseconds.
+    pub eval_batch_window_ms: u64,
+    /// Attempts at a steering write when the deployment keeps changing
+    /// under it.
+    pub write_attempts: u32,
+    /// The state store.
+    pub store: StoreConfig,
+    /// Logging and tracing.
+    pub telemetry: TelemetryConfig,
+}
+
+impl Default for DeploymentWatcherConfig {
+    fn default() -> Self {
+        DeploymentWatcherConfig {
+            grpc_addr: "0.0.0.0:4653".into(),
+            advertise_addr: String::new(),
+            leader_ttl_ms: 10_000,
+            eval_batch_window_ms: 1_000,
+            write_attempts: 5,
+            store: StoreConfig::default(),
+            telemetry: TelemetryConfig::default(),
+        }
+    }
+}
+
+impl ServiceConfig for DeploymentWatcherConfig {
+    fn telemetry(&self) -> &TelemetryConfig {
+        &self.telemetry
+    }
+
+    fn store(&self) -> &StoreConfig {
+        &self.store
+    }
+}
+
+impl DeploymentWatcherConfig {
+    /// The leadership lease TTL.
+    pub fn leader_ttl(&self) -> Duration {
+        Duration::from_millis(self.leader_ttl_ms.max(1_000))
+    }
+
+    /// The evaluation batching window.
+    pub fn eval_batch_window(&self) -> Duration {
+        Duration::from_millis(self.eval_batch_window_ms)
+    }
+
+    /// Attempts at a contended write, at least one.
+    pub fn attempts(&self) -> u32 {
+        self.write_attempts.max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_runtime::config::ConfigLoader;
+
+    use super::*;
+
+    #[test]
+    fn defaults_and_overrides() {
+        let d = DeploymentWatcherConfig::default();
+        assert_eq!(d.grpc_addr, "0.0.0.0:4653");
+        assert_eq!(d.eval_batch_window(), Duration::from_secs(1));
+        let conf: DeploymentWatcherConfig = ConfigLoader::new("deployment-watcher")
+            .with_env(vec![(
+                "CARAVAN_DEPLOYMENT_WATCHER__EVAL_BATCH_WINDOW_MS".into(),
+                "50".into(),
+            )])
+            .set_all(["grpc_addr=127.0.0.1:0", "leader_ttl_ms=2000"])
+            .unwrap()
+            .load(&DeploymentWatcherConfig::default())
+            .unwrap();
+        assert_eq!(conf.eval_batch_window(), Duration::from_millis(50));
+        assert_eq!(conf.grpc_addr, "127.0.0.1:0");
+        assert_eq!(conf.leader_ttl(), Duration::from_secs(2));
+        assert_eq!(conf.store, StoreConfig::default());
+    }
+}
