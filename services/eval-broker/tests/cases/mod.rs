@@ -5,8 +5,11 @@
 
 pub mod blocked;
 pub mod delivery;
+pub mod drain;
 pub mod failover;
+pub mod gc;
 pub mod nodes;
+pub mod periodic;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -57,6 +60,20 @@ macro_rules! broker_cases {
                 a_lost_heartbeat_marks_the_node_down_with_evals,
                 a_node_without_heartbeat_at_restore_goes_down,
                 a_node_with_many_jobs_goes_down_in_several_txns,
+            }
+            periodic {
+                children_launch_on_schedule_with_version_and_eval,
+                prohibit_overlap_waits_for_the_running_child,
+                a_failover_catches_up_once_and_never_launches_twice,
+                force_periodic_launches_now_and_checks_its_job,
+            }
+            gc {
+                force_gc_takes_terminal_objects_and_keeps_what_lives,
+                the_sweep_runs_on_its_interval_with_the_thresholds,
+            }
+            drain {
+                a_passed_deadline_migrates_what_is_left_then_completes,
+                a_drain_without_deadline_is_never_forced,
             }
         );
     };

@@ -1,0 +1,244 @@
+//! Garbage collection: `ForceGc` takes every terminal object nothing live
+//! names, and the periodic sweep honours the configured thresholds.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use caravan_proto::{
+    AllocClientStatus, AllocDesiredStatus, Allocation, Deployment, DeploymentStatus, EvalStatus,
+    Evaluation, ForceGcRequest, Job, JobType, Node, NodeStatus,
+};
+use caravan_state::Keyspace;
+use caravan_store::Store;
+
+use super::*;
+
+const MINUTE_NS: i64 = 60 * 1_000_000_000;
+
+fn keyspace() -> (String, Keyspace) {
+    let prefix = caravan_testkit::unique_prefix("eval-broker-gc");
+    let ks = Keyspace::new(&prefix);
+    (prefix, ks)
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+fn job(id: &str, kind: JobType, stop: bool) -> Job {
+    Job {
+        id: id.into(),
+        name: id.into(),
+        namespace: "default".into(),
+        r#type: kind as i32,
+        priority: 50,
+        stop,
+        ..Default::default()
+    }
+}
+
+fn eval(job: &str, kind: &str, status: EvalStatus, modified: i64) -> Evaluation {
+    Evaluation {
+        status: status as i32,
+        create_time_unix_ns: modified,
+        modify_time_unix_ns: modified,
+        ..pending_eval(job, kind, 50)
+    }
+}
+
+fn alloc(
+    job: &str,
+    eval: &str,
+    node: &str,
+    client: AllocClientStatus,
+    modified: i64,
+) -> Allocation {
+    let desired = if client == AllocClientStatus::Running {
+        AllocDesiredStatus::Run
+    } else {
+        AllocDesiredStatus::Stop
+    };
+    Allocation {
+        id: uuid(),
+        namespace: "default".into(),
+        job_id: job.into(),
+        eval_id: eval.into(),
+        node_id: node.into(),
+        task_group: "g".into(),
+        desired_status: desired as i32,
+        client_status: client as i32,
+        create_time_unix_ns: modified,
+        modify_time_unix_ns: modified,
+        ..Default::default()
+    }
+}
+
+async fn put_job(store: &Arc<dyn Store>, ks: &Keyspace, job: &Job) {
+    put(store, ks.job_version("default", &job.id, 0), job).await;
+    put(store, ks.job("default", &job.id), job).await;
+}
+
+async fn present(store: &Arc<dyn Store>, key: Vec<u8>) -> bool {
+    store.get(&key).await.expect("get").is_some()
+}
+
+pub async fn force_gc_takes_terminal_objects_and_keeps_what_lives(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let mut broker = start_leader(Arc::clone(&store), &prefix).await;
+    let now = now_ns();
+
+    // A stopped job whose work is all finished: goes whole.
+    put_job(&store, &ks, &job("old", JobType::Service, true)).await;
+    let old_eval = eval("old", "service", EvalStatus::Complete, now);
+    put_eval(&store, &ks, &old_eval).await;
+    let old_alloc = alloc(
+        "old",
+        &old_eval.id,
+        "n-up",
+        AllocClientStatus::Complete,
+        now,
+    );
+    put(&store, ks.alloc(&old_alloc.id), &old_alloc).await;
+    let old_dep = Deployment {
+        id: uuid(),
+        namespace: "default".into(),
+        job_id: "old".into(),
+        status: DeploymentStatus::Successful as i32,
+        modify_time_unix_ns: now,
+        ..Default::default()
+    };
+    put(&store, ks.deployment(&old_dep.id), &old_dep).await;
+
+    // A running job: its eval is named by a running alloc and stays; a
+    // terminal eval of it with a finished alloc goes.
+    put_job(&store, &ks, &job("web", JobType::Service, false)).await;
+    let live_eval = eval("web", "service", EvalStatus::Complete, now);
+    put_eval(&store, &ks, &live_eval).await;
+    let running = alloc(
+        "web",
+        &live_eval.id,
+        "n-up",
+        AllocClientStatus::Running,
+        now,
+    );
+    put(&store, ks.alloc(&running.id), &running).await;
+    let spent_eval = eval("web", "service", EvalStatus::Failed, now);
+    put_eval(&store, &ks, &spent_eval).await;
+    let spent = alloc(
+        "web",
+        &spent_eval.id,
+        "n-up",
+        AllocClientStatus::Complete,
+        now,
+    );
+    put(&store, ks.alloc(&spent.id), &spent).await;
+    // A pending eval is never collected.
+    let waiting = eval("web", "service", EvalStatus::Pending, now);
+    put_eval(&store, &ks, &waiting).await;
+
+    // A down node without allocs goes; one still holding a live alloc stays.
+    let down = |id: &str| Node {
+        id: id.into(),
+        name: id.into(),
+        status: NodeStatus::Down as i32,
+        status_updated_at_unix_ns: now,
+        ..Default::default()
+    };
+    put(&store, ks.node("n-empty"), &down("n-empty")).await;
+    put(&store, ks.node("n-busy"), &down("n-busy")).await;
+    let stranded = alloc(
+        "web",
+        &live_eval.id,
+        "n-busy",
+        AllocClientStatus::Running,
+        now,
+    );
+    put(&store, ks.alloc(&stranded.id), &stranded).await;
+
+    let counts = broker
+        .client
+        .force_gc(ForceGcRequest {})
+        .await
+        .expect("force gc")
+        .into_inner();
+    assert_eq!(
+        (
+            counts.jobs,
+            counts.evals,
+            counts.allocs,
+            counts.nodes,
+            counts.deployments
+        ),
+        (1, 2, 2, 1, 1),
+        "{counts:?}"
+    );
+
+    assert!(!present(&store, ks.job("default", "old")).await);
+    assert!(!present(&store, ks.job_version("default", "old", 0)).await);
+    assert!(!present(&store, ks.eval(&old_eval.id)).await);
+    assert!(!present(&store, ks.alloc(&old_alloc.id)).await);
+    assert!(!present(&store, ks.deployment(&old_dep.id)).await);
+    assert!(!present(&store, ks.eval(&spent_eval.id)).await);
+    assert!(!present(&store, ks.alloc(&spent.id)).await);
+    assert!(!present(&store, ks.node("n-empty")).await);
+
+    assert!(present(&store, ks.job("default", "web")).await);
+    assert!(present(&store, ks.eval(&live_eval.id)).await);
+    assert!(present(&store, ks.alloc(&running.id)).await);
+    assert!(present(&store, ks.eval(&waiting.id)).await);
+    assert!(present(&store, ks.node("n-busy")).await);
+
+    // Nothing left to take: a second forced sweep deletes nothing.
+    let again = broker
+        .client
+        .force_gc(ForceGcRequest {})
+        .await
+        .expect("force gc")
+        .into_inner();
+    assert_eq!(again, Default::default());
+    broker.stop().await;
+}
+
+pub async fn the_sweep_runs_on_its_interval_with_the_thresholds(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let mut config = fast_config(&prefix);
+    config.gc.interval_ms = 200;
+    config.gc.eval_threshold_ms = 10 * 60_000;
+    config.gc.job_threshold_ms = 10 * 60_000;
+    let broker = start(Arc::clone(&store), config).await;
+    let now = now_ns();
+
+    put_job(&store, &ks, &job("svc", JobType::Service, false)).await;
+    let stale = eval("svc", "service", EvalStatus::Complete, now - 20 * MINUTE_NS);
+    put_eval(&store, &ks, &stale).await;
+    let fresh = eval("svc", "service", EvalStatus::Complete, now);
+    put_eval(&store, &ks, &fresh).await;
+    // A terminal batch eval waits for its own, longer threshold (24 h).
+    // Its job, dead but submitted just now, is too young to go with it.
+    let report = Job {
+        submit_time_unix_ns: now,
+        ..job("report", JobType::Batch, false)
+    };
+    put_job(&store, &ks, &report).await;
+    let batch = eval(
+        "report",
+        "batch",
+        EvalStatus::Complete,
+        now - 20 * MINUTE_NS,
+    );
+    put_eval(&store, &ks, &batch).await;
+
+    eventually("the stale eval to be collected", || async {
+        !present(&store, ks.eval(&stale.id)).await
+    })
+    .await;
+    // A few more sweeps keep what is too young.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(present(&store, ks.eval(&fresh.id)).await);
+    assert!(present(&store, ks.eval(&batch.id)).await);
+    assert!(present(&store, ks.job("default", "svc")).await);
+    broker.stop().await;
+}
