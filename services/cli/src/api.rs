@@ -8,13 +8,16 @@ use caravan_proto::job_service_client::JobServiceClient;
 use caravan_proto::node_service_client::NodeServiceClient;
 use caravan_proto::status_service_client::StatusServiceClient;
 use caravan_proto::{
-    Allocation, Deployment, DeregisterJobRequest, DeregisterJobResponse, DrainStrategy, Evaluation,
-    EvaluationAllocationsRequest, GetAllocationRequest, GetEvaluationRequest, GetJobRequest,
-    GetNodeRequest, Job, JobAllocationsRequest, JobEvaluationsRequest, JobSummaryRequest,
-    JobSummaryResponse, LeadersRequest, ListAllocationsRequest, ListDeploymentsRequest,
-    ListEvaluationsRequest, ListJobsRequest, ListNodesRequest, LogChunk, Node,
-    NodeAllocationsRequest, NodeUpdateResponse, PlanJobRequest, PlanJobResponse, QueryMeta,
-    QueryOptions, ReadLogsRequest, RegisterJobRequest, RegisterJobResponse, SchedulingEligibility,
+    Allocation, Deployment, DeploymentUpdateResponse, DeregisterJobRequest, DeregisterJobResponse,
+    DispatchJobRequest, DispatchJobResponse, DrainStrategy, Evaluation,
+    EvaluationAllocationsRequest, FailDeploymentRequest, GetAllocationRequest,
+    GetDeploymentRequest, GetEvaluationRequest, GetJobRequest, GetNodeRequest, Job,
+    JobAllocationsRequest, JobEvaluationsRequest, JobSummaryRequest, JobSummaryResponse,
+    LeadersRequest, ListAllocationsRequest, ListDeploymentsRequest, ListEvaluationsRequest,
+    ListJobVersionsRequest, ListJobsRequest, ListNodesRequest, LogChunk, Node,
+    NodeAllocationsRequest, NodeUpdateResponse, PauseDeploymentRequest, PlanJobRequest,
+    PlanJobResponse, PromoteDeploymentRequest, QueryMeta, QueryOptions, ReadLogsRequest,
+    RegisterJobRequest, RegisterJobResponse, RevertJobRequest, SchedulingEligibility,
     StopAllocationRequest, StopAllocationResponse, UpdateDrainRequest, UpdateEligibilityRequest,
     ValidateJobRequest, ValidateJobResponse,
 };
@@ -401,12 +404,124 @@ impl Api {
 
     /// Every deployment of the namespace.
     pub async fn list_deployments(&self) -> Result<Vec<Deployment>> {
+        self.list_deployments_prefix("").await
+    }
+
+    /// The deployments of the namespace whose ids start with `prefix`.
+    pub async fn list_deployments_prefix(&self, prefix: &str) -> Result<Vec<Deployment>> {
         let req = ListDeploymentsRequest {
-            options: self.options(""),
+            options: self.options(prefix),
         };
         let resp = self.deployments().list_deployments(req).await;
         resp.map(|r| r.into_inner().deployments)
             .map_err(self.err("Error querying deployments"))
+    }
+
+    /// One deployment.
+    pub async fn deployment(&self, deployment_id: &str) -> Result<Deployment> {
+        let req = GetDeploymentRequest {
+            deployment_id: deployment_id.to_string(),
+            options: self.options(""),
+        };
+        let resp = self.deployments().get_deployment(req).await;
+        let resp = resp
+            .map(tonic::Response::into_inner)
+            .map_err(self.err("Error retrieving deployment"))?;
+        resp.deployment.ok_or_else(|| {
+            CliError::NotFound(format!("No deployment with id {deployment_id:?} found"))
+        })
+    }
+
+    /// Promotes the canaries of every group (`groups` empty) or of `groups`.
+    pub async fn promote_deployment(
+        &self,
+        deployment_id: &str,
+        groups: Vec<String>,
+    ) -> Result<DeploymentUpdateResponse> {
+        let req = PromoteDeploymentRequest {
+            deployment_id: deployment_id.to_string(),
+            all: groups.is_empty(),
+            groups,
+        };
+        let resp = self.deployments().promote_deployment(req).await;
+        resp.map(tonic::Response::into_inner)
+            .map_err(self.err("Error promoting deployment"))
+    }
+
+    /// Marks a deployment failed (auto-revert applies).
+    pub async fn fail_deployment(&self, deployment_id: &str) -> Result<DeploymentUpdateResponse> {
+        let req = FailDeploymentRequest {
+            deployment_id: deployment_id.to_string(),
+        };
+        let resp = self.deployments().fail_deployment(req).await;
+        resp.map(tonic::Response::into_inner)
+            .map_err(self.err("Error failing deployment"))
+    }
+
+    /// Pauses (`pause`) or resumes a deployment.
+    pub async fn pause_deployment(
+        &self,
+        deployment_id: &str,
+        pause: bool,
+    ) -> Result<DeploymentUpdateResponse> {
+        let req = PauseDeploymentRequest {
+            deployment_id: deployment_id.to_string(),
+            pause,
+        };
+        let context = if pause {
+            "Error pausing deployment"
+        } else {
+            "Error resuming deployment"
+        };
+        let resp = self.deployments().pause_deployment(req).await;
+        resp.map(tonic::Response::into_inner)
+            .map_err(self.err(context))
+    }
+
+    /// A job's kept versions, newest first.
+    pub async fn job_versions(&self, job_id: &str) -> Result<Vec<Job>> {
+        let req = ListJobVersionsRequest {
+            job_id: job_id.to_string(),
+            options: self.options(""),
+        };
+        let resp = self.jobs().list_job_versions(req).await;
+        let mut versions = resp
+            .map(|r| r.into_inner().versions)
+            .map_err(self.err("Error retrieving job versions"))?;
+        versions.sort_by_key(|j| std::cmp::Reverse(j.version));
+        Ok(versions)
+    }
+
+    /// Registers version `version` of a job again as its newest version.
+    pub async fn revert_job(&self, job_id: &str, version: u64) -> Result<RegisterJobResponse> {
+        let req = RevertJobRequest {
+            namespace: self.namespace.clone(),
+            job_id: job_id.to_string(),
+            job_version: version,
+            enforce_prior_version: false,
+            prior_version: 0,
+        };
+        let resp = self.jobs().revert_job(req).await;
+        resp.map(tonic::Response::into_inner)
+            .map_err(self.err("Error reverting job"))
+    }
+
+    /// Launches a child of a parameterized job.
+    pub async fn dispatch_job(
+        &self,
+        job_id: &str,
+        payload: Vec<u8>,
+        meta: BTreeMap<String, String>,
+    ) -> Result<DispatchJobResponse> {
+        let req = DispatchJobRequest {
+            namespace: self.namespace.clone(),
+            job_id: job_id.to_string(),
+            payload,
+            meta: meta.into_iter().collect(),
+        };
+        let resp = self.jobs().dispatch_job(req).await;
+        resp.map(tonic::Response::into_inner)
+            .map_err(self.err("Failed to dispatch job"))
     }
 
     /// The leader of each leader-elected service.

@@ -46,6 +46,9 @@ pub enum Command {
     /// Inspect evaluations.
     #[command(subcommand)]
     Eval(EvalCommand),
+    /// Inspect and steer deployments: promote, fail, pause, resume.
+    #[command(subcommand)]
+    Deployment(DeploymentCommand),
     /// List jobs, or show the job, allocation, evaluation or node with an id.
     Status {
         /// A job id, or an id prefix of an allocation, evaluation or node.
@@ -96,6 +99,113 @@ pub enum JobCommand {
     /// Print a job as Nomad's JSON (`{"Job": …}`).
     Inspect {
         /// The job id or an id prefix.
+        id: String,
+    },
+    /// List a job's kept versions, optionally with the changes between them.
+    History {
+        /// Show the changes between each version and the one before it.
+        #[arg(short = 'p')]
+        diffs: bool,
+        /// Show only this version.
+        #[arg(long = "version", value_name = "N")]
+        job_version: Option<u64>,
+        /// Show each version's whole specification as JSON.
+        #[arg(long)]
+        full: bool,
+        /// The job id or an id prefix.
+        id: String,
+    },
+    /// Register an older version of a job again as its newest version.
+    Revert {
+        /// Print the evaluation id and return instead of monitoring.
+        #[arg(long)]
+        detach: bool,
+        /// Show full ids.
+        #[arg(long)]
+        verbose: bool,
+        /// The job id or an id prefix.
+        id: String,
+        /// The version to revert to.
+        version: String,
+    },
+    /// Launch a child of a parameterized job with a payload and metadata.
+    Dispatch {
+        /// Metadata of the child, `key=value`; may be repeated.
+        #[arg(long = "meta", value_name = "KEY=VALUE")]
+        meta: Vec<String>,
+        /// Print the ids and return instead of monitoring.
+        #[arg(long)]
+        detach: bool,
+        /// Show full ids.
+        #[arg(long)]
+        verbose: bool,
+        /// The parameterized job's id or an id prefix.
+        id: String,
+        /// A file with the payload, or `-` to read it from standard input.
+        input: Option<String>,
+    },
+}
+
+/// `caravan deployment …`.
+#[derive(Debug, Subcommand)]
+pub enum DeploymentCommand {
+    /// List deployments.
+    List {
+        /// Show full ids.
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// Show a deployment's progress per task group.
+    Status {
+        /// Show full ids.
+        #[arg(long)]
+        verbose: bool,
+        /// The deployment id or an id prefix.
+        id: String,
+    },
+    /// Promote a deployment's canaries, of every group or of some.
+    Promote {
+        /// Promote only this group's canaries; may be repeated.
+        #[arg(long = "group", value_name = "GROUP")]
+        groups: Vec<String>,
+        /// Print the evaluation id and return instead of monitoring.
+        #[arg(long)]
+        detach: bool,
+        /// Show full ids.
+        #[arg(long)]
+        verbose: bool,
+        /// The deployment id or an id prefix.
+        id: String,
+    },
+    /// Mark a deployment failed (a job with auto_revert goes back to its
+    /// latest stable version).
+    Fail {
+        /// Print the evaluation id and return instead of monitoring.
+        #[arg(long)]
+        detach: bool,
+        /// Show full ids.
+        #[arg(long)]
+        verbose: bool,
+        /// The deployment id or an id prefix.
+        id: String,
+    },
+    /// Pause a deployment: no new batch is placed until it is resumed.
+    Pause {
+        /// Show full ids.
+        #[arg(long)]
+        verbose: bool,
+        /// The deployment id or an id prefix.
+        id: String,
+    },
+    /// Resume a paused deployment.
+    Resume {
+        /// Print the evaluation id and return instead of monitoring.
+        #[arg(long)]
+        detach: bool,
+        /// Show full ids.
+        #[arg(long)]
+        verbose: bool,
+        /// The deployment id or an id prefix.
         id: String,
     },
 }
@@ -361,6 +471,81 @@ mod tests {
             }
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    #[test]
+    fn deployment_verbs_take_nomads_flags() {
+        let cli = parse("deployment promote -group web -group api -detach 5ca6");
+        match cli.command {
+            Command::Deployment(DeploymentCommand::Promote {
+                groups,
+                detach,
+                verbose,
+                id,
+            }) => {
+                assert_eq!(groups, ["web", "api"]);
+                assert!(detach && !verbose);
+                assert_eq!(id, "5ca6");
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+        let cli = parse("deployment promote 5ca6");
+        assert!(matches!(
+            cli.command,
+            Command::Deployment(DeploymentCommand::Promote { ref groups, .. }) if groups.is_empty()
+        ));
+        let cli = parse("deployment status -verbose 5ca6");
+        assert!(matches!(
+            cli.command,
+            Command::Deployment(DeploymentCommand::Status { verbose: true, ref id }) if id == "5ca6"
+        ));
+        assert!(matches!(
+            parse("deployment list").command,
+            Command::Deployment(DeploymentCommand::List { verbose: false })
+        ));
+        assert!(matches!(
+            parse("deployment fail -detach 5ca6").command,
+            Command::Deployment(DeploymentCommand::Fail { detach: true, .. })
+        ));
+        assert!(matches!(
+            parse("deployment pause 5ca6").command,
+            Command::Deployment(DeploymentCommand::Pause { .. })
+        ));
+        assert!(matches!(
+            parse("deployment resume 5ca6").command,
+            Command::Deployment(DeploymentCommand::Resume { detach: false, .. })
+        ));
+    }
+
+    #[test]
+    fn history_revert_and_dispatch_flags() {
+        let cli = parse("job history -p -version 3 web");
+        assert!(matches!(
+            cli.command,
+            Command::Job(JobCommand::History { diffs: true, job_version: Some(3), full: false, ref id })
+                if id == "web"
+        ));
+        let cli = parse("job revert -detach web 2");
+        assert!(matches!(
+            cli.command,
+            Command::Job(JobCommand::Revert { detach: true, ref id, ref version, .. })
+                if id == "web" && version == "2"
+        ));
+        let cli = parse("job dispatch -meta a=1 -meta b=x=y render -");
+        match cli.command {
+            Command::Job(JobCommand::Dispatch {
+                meta, id, input, ..
+            }) => {
+                assert_eq!(meta, ["a=1", "b=x=y"]);
+                assert_eq!(id, "render");
+                assert_eq!(input.as_deref(), Some("-"));
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+        assert!(matches!(
+            parse("job dispatch render").command,
+            Command::Job(JobCommand::Dispatch { input: None, .. })
+        ));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Ids as operators type them: full ids or unique prefixes (the 8-character
 //! short ids the tables print), resolved through the list APIs.
 
-use caravan_proto::{Allocation, Evaluation, Job, Node};
+use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node};
 
 use crate::api::Api;
 use crate::error::CliError;
@@ -108,6 +108,24 @@ pub async fn node(api: &Api, id: &str) -> Result<Node> {
         Err(many) => Err(CliError::Ambiguous(format!(
             "Prefix matched multiple nodes\n\n{}",
             views::node_list(&many)
+        ))),
+    }
+}
+
+/// The deployment with id `id`, or the one whose id starts with it.
+pub async fn deployment(api: &Api, id: &str) -> Result<Deployment> {
+    check_prefix(id)?;
+    let deployments = api.list_deployments_prefix(id).await?;
+    if deployments.is_empty() {
+        return Err(CliError::NotFound(format!(
+            "No deployment(s) with prefix or id {id:?} found"
+        )));
+    }
+    match one(deployments, id, |d| &d.id) {
+        Ok(d) => api.deployment(&d.id).await,
+        Err(many) => Err(CliError::Ambiguous(format!(
+            "Prefix matched multiple deployments\n\n{}",
+            views::deployment_list(&many, false)
         ))),
     }
 }

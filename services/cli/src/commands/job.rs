@@ -1,4 +1,5 @@
-//! `job run`, `job plan`, `job status`, `job stop`, `job inspect`.
+//! `job run`, `job plan`, `job status`, `job stop`, `job inspect`; the
+//! version and dispatch verbs live in `versions` and `dispatch`.
 
 use std::path::Path;
 
@@ -41,6 +42,30 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: JobCommand) -> Result<
         }
         JobCommand::Stop { id, purge, detach } => stop(api, ui, &id, purge, detach).await,
         JobCommand::Inspect { id } => inspect(api, ui, &id).await,
+        JobCommand::History {
+            diffs,
+            job_version,
+            full,
+            id,
+        } => {
+            let options = views::HistoryOptions { diffs, full };
+            super::versions::history(api, ui, &id, job_version, options).await
+        }
+        JobCommand::Revert {
+            detach,
+            verbose,
+            id,
+            version,
+        } => super::versions::revert(api, ui, &id, &version, detach, verbose).await,
+        JobCommand::Dispatch {
+            meta,
+            detach,
+            verbose,
+            id,
+            input,
+        } => {
+            super::dispatch::dispatch(api, ui, &id, &meta, input.as_deref(), detach, verbose).await
+        }
     }
 }
 

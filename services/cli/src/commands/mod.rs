@@ -2,9 +2,12 @@
 //! api-gateway through [`Api`], and prints through [`Ui`].
 
 mod alloc;
+mod deployment;
+mod dispatch;
 mod eval;
 mod job;
 mod node;
+mod versions;
 
 use crate::api::Api;
 use crate::args::{Cli, Command};
@@ -24,6 +27,7 @@ pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
         Command::Alloc(cmd) => alloc::dispatch(&api, ui, cmd).await,
         Command::Node(cmd) => node::dispatch(&api, ui, cmd).await,
         Command::Eval(cmd) => eval::dispatch(&api, ui, cmd).await,
+        Command::Deployment(cmd) => deployment::dispatch(&api, ui, cmd).await,
         Command::Status { id: None } => job::list(&api, ui).await,
         Command::Status { id: Some(id) } => status(&api, ui, &id).await,
         Command::Dev(_) => Ok(0),

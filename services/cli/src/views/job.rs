@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 
 use caravan_proto::{Deployment, EvalStatus, Evaluation, Job, TaskGroupSummary};
 
-use crate::format::{kv, rfc3339, short_id, table};
-use crate::names::{deployment_status, job_status};
+use crate::format::{kv, rfc3339, table};
+use crate::names::job_status;
 use crate::placement::alloc_metrics;
 use crate::views::alloc_list;
+use crate::views::deployment_block;
 
 /// `service`, or `batch/periodic`, `batch/parameterized` for templates.
 pub fn job_type(job: &Job) -> String {
@@ -157,58 +158,6 @@ fn placement_failure(evals: &[Evaluation]) -> Option<String> {
         })
         .collect();
     Some(groups.join("\n\n"))
-}
-
-/// A deployment's `ID/Status/Description` and its `Deployed` table.
-pub fn deployment_block(d: &Deployment) -> String {
-    let mut out = kv(&[
-        ("ID", short_id(&d.id).to_string()),
-        ("Status", deployment_status(d.status()).to_string()),
-        ("Description", d.status_description.clone()),
-    ]);
-    out.push_str("\n\nDeployed\n");
-    let auto_revert = d.task_groups.values().any(|g| g.auto_revert);
-    let canaries = d.task_groups.values().any(|g| g.desired_canaries > 0);
-    let mut header = vec!["Task Group"];
-    if auto_revert {
-        header.push("Auto Revert");
-    }
-    if canaries {
-        header.push("Promoted");
-    }
-    header.push("Desired");
-    if canaries {
-        header.push("Canaries");
-    }
-    header.extend(["Placed", "Healthy", "Unhealthy", "Progress Deadline"]);
-    let mut rows = vec![header.into_iter().map(String::from).collect::<Vec<_>>()];
-    for (group, g) in &d.task_groups {
-        let mut row = vec![group.clone()];
-        if auto_revert {
-            row.push(g.auto_revert.to_string());
-        }
-        if canaries {
-            row.push(g.promoted.to_string());
-        }
-        row.push(g.desired_total.to_string());
-        if canaries {
-            row.push(g.desired_canaries.to_string());
-        }
-        let deadline = if g.require_progress_by_unix_ns > 0 {
-            rfc3339(g.require_progress_by_unix_ns)
-        } else {
-            "N/A".to_string()
-        };
-        row.extend([
-            g.placed_allocs.to_string(),
-            g.healthy_allocs.to_string(),
-            g.unhealthy_allocs.to_string(),
-            deadline,
-        ]);
-        rows.push(row);
-    }
-    out.push_str(&table(rows));
-    out
 }
 
 #[cfg(test)]

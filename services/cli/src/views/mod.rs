@@ -2,13 +2,17 @@
 //! and the current time, so the layout is tested without a cluster.
 
 mod alloc;
+mod deployment;
 mod eval;
+mod history;
 mod job;
 mod node;
 
 pub use alloc::{alloc_page, task_names};
+pub use deployment::{deployment_block, deployment_groups, deployment_list, deployment_page};
 pub use eval::{eval_list, eval_page};
-pub use job::{JobPage, deployment_block, job_list, job_page, job_type};
+pub use history::{HistoryOptions, job_history, one_version, version_block, version_diff};
+pub use job::{JobPage, job_list, job_page, job_type};
 pub use node::{node_list, node_page};
 
 use caravan_proto::Allocation;
