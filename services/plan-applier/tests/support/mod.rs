@@ -90,6 +90,22 @@ impl EvalBrokerService for FakeBroker {
     ) -> Result<Response<BrokerStatsResponse>, Status> {
         Ok(Response::new(BrokerStatsResponse::default()))
     }
+
+    async fn force_periodic(
+        &self,
+        _: Request<ForcePeriodicRequest>,
+    ) -> Result<Response<ForcePeriodicResponse>, Status> {
+        Err(Status::unimplemented(
+            "the fake broker launches no periodic jobs",
+        ))
+    }
+
+    async fn force_gc(
+        &self,
+        _: Request<ForceGcRequest>,
+    ) -> Result<Response<ForceGcResponse>, Status> {
+        Err(Status::unimplemented("the fake broker collects no garbage"))
+    }
 }
 
 impl FakeBroker {
