@@ -135,14 +135,22 @@ fn require_progress_by(state: &DeploymentState, health: &GroupHealth) -> i64 {
     by
 }
 
-/// The earliest progress deadline among the groups of `d` not yet done, or
-/// `None` when no group has one running.
+/// Whether a group has made the progress its deadline asks for: it is done,
+/// or it waits for promotion with every canary it wants healthy (the
+/// operator's promotion is not progress the group owes).
+fn made_progress(state: &DeploymentState, health: &GroupHealth) -> bool {
+    group_done(state, health)
+        || (awaits_promotion(state) && health.healthy_canaries >= state.desired_canaries)
+}
+
+/// The earliest progress deadline among the groups of `d` still owing
+/// progress, or `None` when no group has one running.
 pub fn progress_cutoff(d: &Deployment, health: &BTreeMap<String, GroupHealth>) -> Option<i64> {
     d.task_groups
         .iter()
         .filter(|(name, state)| {
             let h = health.get(*name).copied().unwrap_or_default();
-            state.require_progress_by_unix_ns != 0 && !group_done(state, &h)
+            state.require_progress_by_unix_ns != 0 && !made_progress(state, &h)
         })
         .map(|(_, s)| s.require_progress_by_unix_ns)
         .min()
@@ -261,9 +269,15 @@ fn outcome<'a>(
         return Outcome::Continue;
     }
     if cutoff.is_some_and(|by| now_unix_ns >= by) {
+        // As Nomad: auto-revert applies when a group that fell short of its
+        // progress asks for it.
+        let rollback = d.task_groups.iter().any(|(name, state)| {
+            state.auto_revert
+                && !made_progress(state, &health.get(name).copied().unwrap_or_default())
+        });
         return Outcome::Fail {
             description: DESC_PROGRESS_DEADLINE,
-            rollback: wants_rollback(d),
+            rollback,
         };
     }
     let done = |(name, state): (&String, &DeploymentState)| {
@@ -537,6 +551,48 @@ mod tests {
             },
         );
         assert_eq!(assess(&mixed, &both, 6).outcome, Outcome::Continue);
+    }
+
+    #[test]
+    fn healthy_canaries_waiting_for_promotion_do_not_fail_at_the_deadline() {
+        let mut d = deployment(&[("web", 3, 1), ("api", 1, 0)]);
+        {
+            let web = d.task_groups.get_mut("web").unwrap();
+            web.placed_canaries = vec!["c".into()];
+            web.auto_revert = true;
+            web.require_progress_by_unix_ns = 10 * SEC;
+        }
+        d.task_groups
+            .get_mut("api")
+            .unwrap()
+            .require_progress_by_unix_ns = 20 * SEC;
+        let api_healthy = alloc("a", "api", Some(true), 5 * SEC);
+        let waiting = [alloc("c", "web", None, 0), api_healthy.clone()];
+        let a = assess(&d, &waiting, 11 * SEC);
+        assert_eq!(
+            a.outcome,
+            Outcome::Fail {
+                description: DESC_PROGRESS_DEADLINE,
+                rollback: true
+            },
+            "the canary never turned healthy"
+        );
+        let healthy = [alloc("c", "web", Some(true), 5 * SEC), api_healthy];
+        let a = assess(&d, &healthy, 1_000 * SEC);
+        assert_eq!(a.outcome, Outcome::Continue, "waits for the operator");
+        assert_eq!(a.cutoff, None, "no deadline left to wake for");
+        // A group without auto_revert falling short does not roll back.
+        let mut d = d;
+        d.task_groups.get_mut("web").unwrap().auto_revert = false;
+        d.task_groups.get_mut("api").unwrap().auto_revert = true;
+        let a = assess(&d, &waiting, 11 * SEC);
+        assert_eq!(
+            a.outcome,
+            Outcome::Fail {
+                description: DESC_PROGRESS_DEADLINE,
+                rollback: false
+            }
+        );
     }
 
     #[test]

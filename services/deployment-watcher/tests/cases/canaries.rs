@@ -109,3 +109,82 @@ pub async fn auto_promote_promotes_healthy_canaries(store: Arc<dyn Store>) {
     w.wait_evals(&d.id, 1).await;
     watcher.stop().await;
 }
+
+pub async fn a_failed_canary_deployment_evaluates_to_stop_its_canaries(store: Arc<dyn Store>) {
+    let (w, d, canary) = canary_world(&store, "dw-canary-fail", false).await;
+    let watcher = start_leader(store.clone(), &w.prefix).await;
+    w.report_health(&canary.id, false).await;
+    let failed = w
+        .deployment_becomes(&d.id, "the unhealthy canary to fail it", |d| {
+            d.status() == DeploymentStatus::Failed
+        })
+        .await;
+    assert_eq!(
+        failed.status_description,
+        "Failed due to unhealthy allocations"
+    );
+    let group = &failed.task_groups["web"];
+    assert_eq!((group.unhealthy_allocs, group.promoted), (1, false));
+    assert_eq!(group.placed_canaries, vec![canary.id.clone()]);
+    // The scheduler stops the unpromoted canaries of a failed deployment
+    // when it evaluates the job: the watcher writes that eval with the
+    // failure.
+    let evals = w.wait_evals(&d.id, 1).await;
+    assert_eq!(evals.len(), 1);
+    assert_eq!(evals[0].job_id, "web");
+    assert_eq!(evals[0].status(), caravan_proto::EvalStatus::Pending);
+    assert_eq!(evals[0].create_revision, failed.modify_revision);
+    assert_eq!(w.job("web").await.version, 1, "no auto_revert: job kept");
+    watcher.stop().await;
+}
+
+pub async fn healthy_canaries_outlive_the_progress_deadline(store: Arc<dyn Store>) {
+    let w = World::new(store.clone(), "dw-canary-deadline");
+    let update = UpdateStrategy {
+        canary: 1,
+        progress_deadline_ns: SEC,
+        ..rolling()
+    };
+    let v1 = job(1, 2, update.clone());
+    w.put_job(&v1).await;
+    let mut d = deployment(&v1, 2, &update);
+    let canary = Allocation {
+        deployment_status: Some(AllocDeploymentStatus {
+            canary: true,
+            ..Default::default()
+        }),
+        ..alloc(&d, 0)
+    };
+    d.task_groups.get_mut("web").unwrap().placed_canaries = vec![canary.id.clone()];
+    w.put_deployment(&d).await;
+    w.put_alloc(&canary).await;
+    let mut watcher = start_leader(store.clone(), &w.prefix).await;
+    w.report_health(&canary.id, true).await;
+    w.deployment_becomes(&d.id, "the canary to count", |d| {
+        d.task_groups["web"].healthy_allocs == 1
+    })
+    .await;
+    // Well past the deadline the healthy canary waits for the operator, as
+    // in Nomad; the promotion restarts the deadline, which then fails the
+    // deployment when the rest never turns healthy.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let waiting = w.deployment(&d.id).await;
+    assert_eq!(waiting.status(), DeploymentStatus::Running);
+    watcher
+        .client
+        .promote(WatcherPromoteRequest {
+            deployment_id: d.id.clone(),
+            all: true,
+            groups: vec![],
+        })
+        .await
+        .expect("promote");
+    let failed = w
+        .deployment_becomes(&d.id, "the restarted deadline to pass", |d| {
+            d.status() == DeploymentStatus::Failed
+        })
+        .await;
+    assert_eq!(failed.status_description, "Failed due to progress deadline");
+    assert!(failed.task_groups["web"].promoted);
+    watcher.stop().await;
+}

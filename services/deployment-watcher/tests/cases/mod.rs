@@ -51,6 +51,8 @@ macro_rules! watcher_cases {
             canaries {
                 canaries_wait_for_promotion,
                 auto_promote_promotes_healthy_canaries,
+                a_failed_canary_deployment_evaluates_to_stop_its_canaries,
+                healthy_canaries_outlive_the_progress_deadline,
             }
             steering {
                 promote_by_group_then_all,
