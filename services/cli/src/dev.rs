@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use caravan_api_gateway::GatewayConfig;
 use caravan_client_node::ClientConfig;
+use caravan_deployment_watcher::DeploymentWatcherConfig;
 use caravan_eval_broker::EvalBrokerConfig;
 use caravan_plan_applier::PlanApplierConfig;
 use caravan_proto::NodeStatus;
@@ -74,6 +75,8 @@ pub struct DevAddresses {
     pub plan_applier: SocketAddr,
     /// The scheduler worker.
     pub scheduler_worker: SocketAddr,
+    /// The deployment watcher.
+    pub deployment_watcher: SocketAddr,
     /// Worker loops of the scheduler worker.
     pub workers: usize,
     /// The client node's own API (logs).
@@ -93,7 +96,8 @@ pub struct DevCluster {
     /// they call, so no eval is left mid-flight waiting for a leader.
     front: JoinSet<Served>,
     front_stop: CancellationToken,
-    /// The eval broker and the plan applier.
+    /// The leader-elected services: the eval broker, the plan applier and
+    /// the deployment watcher.
     back: JoinSet<Served>,
     back_stop: CancellationToken,
     client: Option<caravan_client_node::Client>,
@@ -202,6 +206,21 @@ impl DevCluster {
             }
         });
 
+        // Deployments progress only while the watcher leads: it counts health
+        // and creates the evals that place each next batch.
+        let (listener, deployment_watcher) = bind(&options.bind, "deployment-watcher").await?;
+        let config = DeploymentWatcherConfig {
+            store: store_config.clone(),
+            ..Default::default()
+        };
+        back.spawn({
+            let (store, stop) = (store.clone(), back_stop.clone());
+            async move {
+                let r = caravan_deployment_watcher::serve(config, store, listener, stop).await;
+                ("deployment-watcher", r)
+            }
+        });
+
         let (listener, scheduler_worker) = bind(&options.bind, "scheduler-worker").await?;
         let config = SchedulerWorkerConfig {
             store: store_config.clone(),
@@ -274,6 +293,7 @@ impl DevCluster {
             eval_broker: dialable(eval_broker),
             plan_applier: dialable(plan_applier),
             scheduler_worker: dialable(scheduler_worker),
+            deployment_watcher: dialable(deployment_watcher),
             workers,
             client_node: dialable(client.addr),
             node_id: client.node_ids.first().cloned().unwrap_or_default(),
@@ -298,8 +318,9 @@ impl DevCluster {
         format!("http://{}", self.addresses.gateway_grpc)
     }
 
-    /// Waits (bounded) until the node is ready and the leaders are elected,
-    /// so a job run right after start is placed at once.
+    /// Waits (bounded) until the node is ready and the eval broker, plan
+    /// applier and deployment watcher have leaders, so a job run right after
+    /// start is placed at once.
     async fn wait_ready(&self) {
         let Ok(api) = Api::new(&self.address(), "default") else {
             return;
@@ -311,10 +332,10 @@ impl DevCluster {
                 .await
                 .is_ok_and(|n| n.status() == NodeStatus::Ready);
             let leaders = api.leaders().await.unwrap_or_default();
-            if node_ready
-                && leaders.contains_key("eval-broker")
-                && leaders.contains_key("plan-applier")
-            {
+            let led = ["eval-broker", "plan-applier", "deployment-watcher"]
+                .iter()
+                .all(|s| leaders.contains_key(*s));
+            if node_ready && led {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -338,8 +359,9 @@ impl DevCluster {
     }
 
     /// Stops the client node first (its tasks are killed), then the gateway
-    /// and the scheduler worker, then the eval broker and the plan applier;
-    /// removes a temporary data directory.
+    /// and the scheduler worker, then the eval broker, the plan applier and
+    /// the deployment watcher (which serve them and resign their
+    /// leadership); removes a temporary data directory.
     pub async fn stop(mut self) -> anyhow::Result<()> {
         self.client_stop.cancel();
         let mut result = Ok(());
@@ -393,6 +415,11 @@ pub fn banner(addresses: &DevAddresses, store: &str) -> String {
             "scheduler-worker".to_string(),
             format!("gRPC {}", a.scheduler_worker),
             format!("{} workers", a.workers),
+        ],
+        vec![
+            "deployment-watcher".to_string(),
+            format!("gRPC {}", a.deployment_watcher),
+            String::new(),
         ],
         vec![
             "client-node".to_string(),
@@ -480,6 +507,7 @@ mod tests {
             eval_broker: "127.0.0.1:4650".parse().unwrap(),
             plan_applier: "127.0.0.1:4651".parse().unwrap(),
             scheduler_worker: "127.0.0.1:4652".parse().unwrap(),
+            deployment_watcher: "127.0.0.1:4653".parse().unwrap(),
             workers: 2,
             client_node: "127.0.0.1:4660".parse().unwrap(),
             node_id: "f7476465-0000".into(),
@@ -488,12 +516,12 @@ mod tests {
         let text = banner(&a, "in memory");
         assert!(text.starts_with("==> Caravan dev cluster running (state in memory)"));
         assert!(
-            text.contains("    api-gateway       gRPC 127.0.0.1:4647  HTTP 127.0.0.1:4646\n"),
+            text.contains("    api-gateway         gRPC 127.0.0.1:4647  HTTP 127.0.0.1:4646\n"),
             "{text}"
         );
         assert!(
             text.contains(
-                "    client-node       gRPC 127.0.0.1:4660  node f7476465 (raw_exec, mock)\n"
+                "    client-node         gRPC 127.0.0.1:4660  node f7476465 (raw_exec, mock)\n"
             ),
             "{text}"
         );
