@@ -582,7 +582,6 @@ mod tests {
         assert_eq!(a.outcome, Outcome::Continue, "waits for the operator");
         assert_eq!(a.cutoff, None, "no deadline left to wake for");
         // A group without auto_revert falling short does not roll back.
-        let mut d = d;
         d.task_groups.get_mut("web").unwrap().auto_revert = false;
         d.task_groups.get_mut("api").unwrap().auto_revert = true;
         let a = assess(&d, &waiting, 11 * SEC);
