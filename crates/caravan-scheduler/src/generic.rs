@@ -229,12 +229,26 @@ impl Run<'_> {
                 batch: self.batch,
                 allocs: &allocs,
             });
-            let mut decide = |a: &Arc<Allocation>, job: &Job, tg: &TaskGroup| match in_place
-                .as_mut()
-                .and_then(|r| inplace::try_update(c, r, a, job, tg))
-            {
-                Some(new) => UpdateKind::InPlace(Box::new(new)),
-                None => UpdateKind::Destructive,
+            let mut decide = |a: &Arc<Allocation>, job: &Job, tg: &TaskGroup| {
+                // A finished allocation of an older version (failed and not to
+                // be rescheduled, or a completed batch run) is replaced when
+                // its tasks changed and otherwise left alone, as Nomad's
+                // computeUpdates does: an update can bring a failed group
+                // back, as auto-revert relies on.
+                if model::terminal(a) {
+                    return if inplace::tasks_changed(c, a, job, tg) {
+                        UpdateKind::Destructive
+                    } else {
+                        UpdateKind::Ignore
+                    };
+                }
+                match in_place
+                    .as_mut()
+                    .and_then(|r| inplace::try_update(c, r, a, job, tg))
+                {
+                    Some(new) => UpdateKind::InPlace(Box::new(new)),
+                    None => UpdateKind::Destructive,
+                }
             };
             reconcile::reconcile(&input, &mut rrng, &mut decide)
         };

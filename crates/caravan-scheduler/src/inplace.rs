@@ -34,6 +34,22 @@ pub(crate) struct InPlaceRules<'r> {
     pub allocs: &'r [Arc<Allocation>],
 }
 
+/// Whether `job`'s group `tg` changes the tasks `a` runs; unknown when the
+/// allocation's version is no longer kept, which counts as unchanged.
+pub(crate) fn tasks_changed(
+    ctx: &EvalContext<'_>,
+    a: &Allocation,
+    job: &Job,
+    tg: &TaskGroup,
+) -> bool {
+    ctx.state
+        .job_version(&a.namespace, &a.job_id, a.job_version)
+        .is_some_and(|old_job| {
+            model::group(&old_job, &tg.name)
+                .is_some_and(|old_tg| update::tasks_updated(&old_job, old_tg, job, tg))
+        })
+}
+
 /// Updates `a` to `job`'s version of `tg` where it runs, when that is possible:
 /// the change is not destructive, the node is ready and in the job's scope,
 /// and the group is feasible on it and fits. The update is added to the plan

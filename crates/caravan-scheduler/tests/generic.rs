@@ -447,6 +447,42 @@ fn reschedule_policy_of_the_group_is_used() {
 }
 
 #[test]
+fn a_failed_alloc_of_an_older_version_is_replaced_when_its_tasks_change() {
+    let mut j = service("web", 1);
+    j.task_groups[0].reschedule_policy = Some(ReschedulePolicy {
+        attempts: 0,
+        unlimited: false,
+        ..Default::default()
+    });
+    let mut h = cluster(three_nodes(), &j);
+    let now = h.now;
+    h.state.upsert_alloc(failed_alloc(&j, now - 600 * S));
+    // A version that only changes the job's priority leaves it failed…
+    let mut same_tasks = j.clone();
+    same_tasks.version = 1;
+    same_tasks.priority = 70;
+    h.state.upsert_job(same_tasks.clone());
+    h.process(&eval("e1", &same_tasks, "job-register")).unwrap();
+    assert!(placed(&h).is_empty(), "{:?}", placed(&h));
+
+    // …one that changes its tasks replaces it, as after an auto-revert.
+    let mut changed = same_tasks.clone();
+    changed.version = 2;
+    changed.task_groups[0].tasks[0]
+        .resources
+        .as_mut()
+        .unwrap()
+        .cpu_mhz = 600;
+    h.state.upsert_job(changed.clone());
+    h.process(&eval("e2", &changed, "job-register")).unwrap();
+    let p = placed(&h);
+    assert_eq!(names(&p), vec!["web.web[0]"]);
+    assert_eq!(p[0].job_version, 2);
+    assert_eq!(p[0].previous_allocation, "a0");
+    assert_eq!(names(&stopped(&h)), vec!["web.web[0]"]);
+}
+
+#[test]
 fn partial_commits_retry_then_block_on_max_plan_attempts() {
     // Every node refused: five attempts without progress, then a blocked eval.
     let j = service("web", 2);

@@ -131,11 +131,12 @@ impl GroupReconciler<'_, '_> {
         let mut destructive = AllocSet::new();
         let mut inplace_count = 0u64;
         for (id, a) in &untainted {
-            if model::terminal(a) || a.job_version == self.job.version {
+            if a.job_version == self.job.version {
                 desired.ignore += 1;
                 continue;
             }
             match update(a, self.job, tg) {
+                UpdateKind::Ignore => desired.ignore += 1,
                 UpdateKind::Destructive => {
                     destructive.insert(id.clone(), a.clone());
                 }

@@ -68,6 +68,8 @@ pub enum UpdateKind {
     Destructive,
     /// Update it where it runs.
     InPlace(Box<Allocation>),
+    /// Leave it as it is (a finished allocation whose tasks did not change).
+    Ignore,
 }
 
 /// What the reconciler decided.
