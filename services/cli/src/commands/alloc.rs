@@ -33,7 +33,22 @@ pub(super) async fn status(api: &Api, ui: &mut Ui, id: &str) -> Result<u8> {
     // The job gives the task order and the reschedule limit; the page is
     // still worth printing without it.
     let job = api.job(&alloc.job_id).await.ok();
-    ui.output(views::alloc_page(&alloc, job.as_ref(), now_unix_ns()));
+    // When the replacement is due is not worth failing the page over either.
+    let reschedule_at = if alloc.followup_eval_id.is_empty() || !alloc.next_allocation.is_empty() {
+        None
+    } else {
+        api.evaluation(&alloc.followup_eval_id)
+            .await
+            .ok()
+            .map(|e| e.wait_until_unix_ns)
+            .filter(|t| *t > 0)
+    };
+    ui.output(views::alloc_page(
+        &alloc,
+        job.as_ref(),
+        reschedule_at,
+        now_unix_ns(),
+    ));
     Ok(0)
 }
 

@@ -22,7 +22,14 @@ pub fn task_names(alloc: &Allocation, job: Option<&Job>) -> Vec<String> {
 
 /// One allocation's status page. `job` is the version it runs, when known;
 /// it gives the task order and the reschedule policy's limit.
-pub fn alloc_page(alloc: &Allocation, job: Option<&Job>, now: i64) -> String {
+/// `reschedule_at` is when its follow-up evaluation will place a
+/// replacement (the eval's wait_until), when known.
+pub fn alloc_page(
+    alloc: &Allocation,
+    job: Option<&Job>,
+    reschedule_at: Option<i64>,
+    now: i64,
+) -> String {
     let mut basic: Vec<(&str, String)> = vec![
         ("ID", alloc.id.clone()),
         ("Eval ID", short_id(&alloc.eval_id).to_string()),
@@ -72,11 +79,9 @@ pub fn alloc_page(alloc: &Allocation, job: Option<&Job>, now: i64) -> String {
             short_id(&alloc.next_allocation).to_string(),
         ));
     }
-    if !alloc.followup_eval_id.is_empty() {
-        basic.push((
-            "Reschedule Eval ID",
-            short_id(&alloc.followup_eval_id).to_string(),
-        ));
+    // Only a replacement still to come is worth a line, as in Nomad.
+    if let Some(at) = reschedule_at.filter(|at| *at > now) {
+        basic.push(("Reschedule Eligibility", pretty_time_diff(at, now)));
     }
     let mut out = kv(&basic);
     for task in task_names(alloc, job) {
@@ -99,19 +104,25 @@ pub fn alloc_page(alloc: &Allocation, job: Option<&Job>, now: i64) -> String {
     out
 }
 
-/// `1/3` when the job's policy limits attempts.
+/// `1/3` when the job's policy limits attempts: the reschedules within the
+/// policy's interval before the allocation's last change, out of the
+/// attempts allowed (Nomad's `RescheduleInfo`).
 fn reschedule_attempts(alloc: &Allocation, job: Option<&Job>) -> Option<String> {
-    let events = alloc.reschedule_tracker.as_ref()?.events.len();
-    if events == 0 {
+    let events = &alloc.reschedule_tracker.as_ref()?.events;
+    if events.is_empty() {
         return None;
     }
     let policy = job
         .and_then(|j| j.task_groups.iter().find(|g| g.name == alloc.task_group))
-        .and_then(|g| g.reschedule_policy.as_ref());
-    match policy {
-        Some(p) if !p.unlimited && p.attempts > 0 => Some(format!("{events}/{}", p.attempts)),
-        _ => None,
+        .and_then(|g| g.reschedule_policy.as_ref())?;
+    if policy.unlimited || policy.attempts <= 0 {
+        return None;
     }
+    let attempted = events
+        .iter()
+        .filter(|e| alloc.modify_time_unix_ns - e.reschedule_time_unix_ns < policy.interval_ns)
+        .count();
+    Some(format!("{attempted}/{}", policy.attempts))
 }
 
 fn reschedule_history(alloc: &Allocation, now: i64) -> Option<String> {
@@ -267,7 +278,7 @@ mod tests {
     #[test]
     fn the_page_shows_tasks_resources_and_events() {
         assert_eq!(
-            alloc_page(&running(), None, NOW),
+            alloc_page(&running(), None, None, NOW),
             "ID                  = 0af996ed-4a0c-1c9e-6a5f-8b0f3c3f1f2e\n\
              Eval ID             = be9bde98\n\
              Name                = hello.hello[0]\n\
@@ -321,15 +332,17 @@ mod tests {
                 }],
                 reschedule_policy: Some(ReschedulePolicy {
                     attempts: 3,
+                    interval_ns: 3600 * S,
                     ..Default::default()
                 }),
                 ..Default::default()
             }],
             ..Default::default()
         };
-        let out = alloc_page(&a, Some(&job), NOW);
+        let out = alloc_page(&a, Some(&job), None, NOW);
         assert!(out.contains("\nReschedule Attempts  = 1/3\n"), "{out}");
         assert!(out.contains("\nRescheduled Alloc ID = 11111111\n"), "{out}");
+        assert!(!out.contains("Reschedule Eligibility"), "{out}");
         assert!(
             out.ends_with(
                 "Reschedule History\n\
@@ -338,6 +351,54 @@ mod tests {
             ),
             "{out}"
         );
+    }
+
+    #[test]
+    fn attempts_outside_the_interval_do_not_count() {
+        let mut a = running();
+        a.modify_time_unix_ns = NOW;
+        let event = |ago: i64| RescheduleEvent {
+            reschedule_time_unix_ns: NOW - ago * S,
+            prev_alloc_id: "11111111-aaaa".into(),
+            prev_node_id: "22222222-bbbb".into(),
+            delay_ns: 5 * S,
+        };
+        a.reschedule_tracker = Some(RescheduleTracker {
+            events: vec![event(7200), event(600), event(30)],
+        });
+        let mut job = Job {
+            task_groups: vec![TaskGroup {
+                name: "hello".into(),
+                reschedule_policy: Some(ReschedulePolicy {
+                    attempts: 3,
+                    interval_ns: 3600 * S,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(reschedule_attempts(&a, Some(&job)).as_deref(), Some("2/3"));
+        job.task_groups[0].reschedule_policy = Some(ReschedulePolicy {
+            unlimited: true,
+            ..Default::default()
+        });
+        assert_eq!(reschedule_attempts(&a, Some(&job)), None);
+        assert_eq!(reschedule_attempts(&a, None), None);
+    }
+
+    #[test]
+    fn a_pending_replacement_shows_when_it_is_due() {
+        let mut a = running();
+        a.set_client_status(caravan_proto::AllocClientStatus::Failed);
+        a.followup_eval_id = "33333333-cccc".into();
+        let out = alloc_page(&a, None, Some(NOW + 25 * S), NOW);
+        assert!(
+            out.contains("\nReschedule Eligibility = 25s from now\n"),
+            "{out}"
+        );
+        let out = alloc_page(&a, None, Some(NOW - 5 * S), NOW);
+        assert!(!out.contains("Reschedule Eligibility"), "{out}");
     }
 
     #[test]
