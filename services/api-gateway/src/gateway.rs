@@ -26,6 +26,7 @@ pub struct Gateway {
     pub(crate) config: Arc<GatewayConfig>,
     pub(crate) shutdown: CancellationToken,
     pub(crate) watcher: LeaderChannel,
+    pub(crate) broker: LeaderChannel,
     pub(crate) feed: Arc<NodeAllocFeed>,
 }
 
@@ -50,6 +51,7 @@ impl Gateway {
     ) -> Self {
         let keys = cache.keyspace().clone();
         let watcher = LeaderChannel::new(store.clone(), keys.prefix(), "deployment-watcher");
+        let broker = LeaderChannel::new(store.clone(), keys.prefix(), "eval-broker");
         let feed = Arc::new(NodeAllocFeed::default());
         tokio::spawn(feed.clone().run(cache.clone(), shutdown.clone()));
         Gateway {
@@ -59,6 +61,7 @@ impl Gateway {
             config: Arc::new(config),
             shutdown,
             watcher,
+            broker,
             feed,
         }
     }

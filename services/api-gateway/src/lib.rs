@@ -4,10 +4,11 @@
 //! directly, so any number of replicas can run side by side.
 //!
 //! The domain modules ([`jobs`], [`evals`], [`allocs`], [`nodes`],
-//! [`deployments`], [`client`], [`status`], [`logs`], [`operator`], [`query`]) hold the
-//! logic; [`grpc`] and [`http`] are thin transports over them.
+//! [`deployments`], [`broker`], [`client`], [`status`], [`logs`], [`operator`],
+//! [`query`]) hold the logic; [`grpc`] and [`http`] are thin transports over them.
 
 pub mod allocs;
+pub mod broker;
 pub mod client;
 pub mod config;
 pub mod deployments;

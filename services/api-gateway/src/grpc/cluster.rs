@@ -1,5 +1,5 @@
-//! `EvalService`, `AllocService`, `NodeService`, `DeploymentService` and
-//! `StatusService` over gRPC: thin handlers over the domain modules.
+//! `EvalService`, `AllocService`, `NodeService`, `DeploymentService`,
+//! `StatusService` and `SystemService` over gRPC: thin handlers over the domain modules.
 
 use std::pin::Pin;
 
@@ -8,18 +8,19 @@ use caravan_proto::deployment_service_server::DeploymentService;
 use caravan_proto::eval_service_server::EvalService;
 use caravan_proto::node_service_server::NodeService;
 use caravan_proto::status_service_server::StatusService;
+use caravan_proto::system_service_server::SystemService;
 use caravan_proto::{
     DeploymentUpdateResponse, EvaluateNodeRequest, EvaluationAllocationsRequest,
-    FailDeploymentRequest, GetAllocationRequest, GetAllocationResponse, GetDeploymentRequest,
-    GetDeploymentResponse, GetEvaluationRequest, GetEvaluationResponse, GetNodeRequest,
-    GetNodeResponse, LeadersRequest, LeadersResponse, ListAllocationsRequest,
-    ListAllocationsResponse, ListDeploymentsRequest, ListDeploymentsResponse,
-    ListEvaluationsRequest, ListEvaluationsResponse, ListNodesRequest, ListNodesResponse, LogChunk,
-    NodeAllocationsRequest, NodeUpdateResponse, PauseDeploymentRequest, PromoteDeploymentRequest,
-    PurgeNodeRequest, ReadLogsRequest, SetAllocHealthRequest, StopAllocationRequest,
-    StopAllocationResponse, UpdateDrainRequest, UpdateEligibilityRequest,
-    WatcherAllocHealthRequest, WatcherFailRequest, WatcherPauseRequest, WatcherPromoteRequest,
-    WatcherResponse,
+    FailDeploymentRequest, GarbageCollectRequest, GarbageCollectResponse, GetAllocationRequest,
+    GetAllocationResponse, GetDeploymentRequest, GetDeploymentResponse, GetEvaluationRequest,
+    GetEvaluationResponse, GetNodeRequest, GetNodeResponse, LeadersRequest, LeadersResponse,
+    ListAllocationsRequest, ListAllocationsResponse, ListDeploymentsRequest,
+    ListDeploymentsResponse, ListEvaluationsRequest, ListEvaluationsResponse, ListNodesRequest,
+    ListNodesResponse, LogChunk, NodeAllocationsRequest, NodeUpdateResponse,
+    PauseDeploymentRequest, PromoteDeploymentRequest, PurgeNodeRequest, ReadLogsRequest,
+    SetAllocHealthRequest, StopAllocationRequest, StopAllocationResponse, UpdateDrainRequest,
+    UpdateEligibilityRequest, WatcherAllocHealthRequest, WatcherFailRequest, WatcherPauseRequest,
+    WatcherPromoteRequest, WatcherResponse,
 };
 use futures::Stream;
 use tonic::{Request, Response, Status};
@@ -302,5 +303,22 @@ impl StatusService for ClusterApi {
     ) -> Result<Response<LeadersResponse>, Status> {
         let (leaders, revision) = status::leaders(&self.0).await?;
         Ok(Response::new(LeadersResponse { leaders, revision }))
+    }
+}
+
+#[tonic::async_trait]
+impl SystemService for ClusterApi {
+    async fn garbage_collect(
+        &self,
+        _request: Request<GarbageCollectRequest>,
+    ) -> Result<Response<GarbageCollectResponse>, Status> {
+        let c = crate::broker::garbage_collect(&self.0).await?;
+        Ok(Response::new(GarbageCollectResponse {
+            evals: c.evals,
+            allocs: c.allocs,
+            jobs: c.jobs,
+            nodes: c.nodes,
+            deployments: c.deployments,
+        }))
     }
 }

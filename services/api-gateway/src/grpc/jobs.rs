@@ -3,12 +3,12 @@
 use caravan_proto::job_service_server::JobService;
 use caravan_proto::{
     DeregisterJobRequest, DeregisterJobResponse, DispatchJobRequest, DispatchJobResponse,
-    EvaluateJobRequest, EvaluateJobResponse, GetJobRequest, GetJobResponse, JobAllocationsRequest,
-    JobEvaluationsRequest, JobSummaryRequest, JobSummaryResponse, ListAllocationsResponse,
-    ListEvaluationsResponse, ListJobVersionsRequest, ListJobVersionsResponse, ListJobsRequest,
-    ListJobsResponse, PlanJobRequest, PlanJobResponse, RegisterJobRequest, RegisterJobResponse,
-    RevertJobRequest, ScaleJobRequest, SetJobStabilityRequest, SetJobStabilityResponse,
-    ValidateJobRequest, ValidateJobResponse,
+    EvaluateJobRequest, EvaluateJobResponse, ForcePeriodicJobRequest, ForcePeriodicJobResponse,
+    GetJobRequest, GetJobResponse, JobAllocationsRequest, JobEvaluationsRequest, JobSummaryRequest,
+    JobSummaryResponse, ListAllocationsResponse, ListEvaluationsResponse, ListJobVersionsRequest,
+    ListJobVersionsResponse, ListJobsRequest, ListJobsResponse, PlanJobRequest, PlanJobResponse,
+    RegisterJobRequest, RegisterJobResponse, RevertJobRequest, ScaleJobRequest,
+    SetJobStabilityRequest, SetJobStabilityResponse, ValidateJobRequest, ValidateJobResponse,
 };
 use tonic::{Request, Response, Status};
 
@@ -240,6 +240,19 @@ impl JobService for JobApi {
             eval_id: d.registered.eval_id,
             eval_create_revision: d.registered.eval_create_revision,
             job_create_revision: d.registered.revision,
+        }))
+    }
+
+    async fn force_periodic_job(
+        &self,
+        request: Request<ForcePeriodicJobRequest>,
+    ) -> Result<Response<ForcePeriodicJobResponse>, Status> {
+        let req = request.into_inner();
+        let l = crate::broker::force_periodic(&self.0, &req.namespace, &req.job_id).await?;
+        Ok(Response::new(ForcePeriodicJobResponse {
+            dispatched_job_id: l.dispatched_job_id,
+            eval_id: l.eval_id,
+            eval_create_revision: l.eval_create_revision,
         }))
     }
 }

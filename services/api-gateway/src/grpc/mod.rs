@@ -13,6 +13,7 @@ use caravan_proto::job_service_server::JobServiceServer;
 use caravan_proto::node_client_service_server::NodeClientServiceServer;
 use caravan_proto::node_service_server::NodeServiceServer;
 use caravan_proto::status_service_server::StatusServiceServer;
+use caravan_proto::system_service_server::SystemServiceServer;
 use caravan_runtime::tonic_health;
 use tonic::transport::server::Router;
 
@@ -50,7 +51,8 @@ pub async fn router(gw: &Gateway) -> Router {
         .add_service(
             DeploymentServiceServer::new(cluster.clone()).max_encoding_message_size(usize::MAX),
         )
-        .add_service(StatusServiceServer::new(cluster))
+        .add_service(StatusServiceServer::new(cluster.clone()))
+        .add_service(SystemServiceServer::new(cluster))
         .add_service(
             NodeClientServiceServer::new(NodeClientApi(gw.clone()))
                 .max_decoding_message_size(limit.max(16 * 1024 * 1024))

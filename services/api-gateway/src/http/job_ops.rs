@@ -1,4 +1,4 @@
-//! `/v1/job/:id/revert`, `/stable`, `/scale` and `/dispatch`.
+//! `/v1/job/:id/revert`, `/stable`, `/scale`, `/dispatch` and `/periodic/force`.
 
 use std::collections::BTreeMap;
 
@@ -198,6 +198,25 @@ pub(crate) async fn dispatch(
             "EvalCreateIndex": index(d.registered.eval_create_revision),
             "JobCreateIndex": index(d.registered.revision),
             "Index": index(d.registered.revision),
+        }),
+    ))
+}
+
+/// `PUT|POST /v1/job/:id/periodic/force`: a child launched now by the
+/// eval-broker leader.
+pub(crate) async fn periodic_force(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let launched = crate::broker::force_periodic(&http.gw, namespace(&p), &id).await?;
+    let revision = index(launched.eval_create_revision);
+    Ok(with_index(
+        revision,
+        json!({
+            "EvalID": launched.eval_id,
+            "EvalCreateIndex": revision,
+            "Index": revision,
         }),
     ))
 }

@@ -17,7 +17,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use caravan_jobspec::JobspecError;
 use caravan_proto::{QueryMeta, QueryOptions};
 use serde::de::DeserializeOwned;
@@ -92,6 +92,10 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
             "/v1/job/{id}/dispatch",
             post(job_ops::dispatch).put(job_ops::dispatch),
         )
+        .route(
+            "/v1/job/{id}/periodic/force",
+            post(job_ops::periodic_force).put(job_ops::periodic_force),
+        )
         .route("/v1/job/{id}/deployments", get(jobs::deployments))
         .route("/v1/job/{id}/deployment", get(jobs::latest_deployment))
         .route("/v1/evaluations", get(cluster::evals))
@@ -150,6 +154,7 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
                 .put(operator::set_config)
                 .post(operator::set_config),
         )
+        .route("/v1/system/gc", put(operator::garbage_collect))
         .route("/v1/status/leader", get(cluster::leader))
         .route("/v1/status/peers", get(cluster::peers))
         .route("/v1/agent/self", get(cluster::agent_self))

@@ -1,7 +1,8 @@
-//! `GET|PUT /v1/operator/scheduler/configuration`.
+//! `GET|PUT /v1/operator/scheduler/configuration` and `PUT /v1/system/gc`.
 
 use axum::body::Bytes;
 use axum::extract::{Query as QueryString, State};
+use axum::response::IntoResponse;
 use caravan_proto::{PreemptionConfig, SchedulerAlgorithm, SchedulerConfiguration};
 use serde_json::{Value, json};
 
@@ -114,4 +115,12 @@ pub(crate) async fn set_config(
         index(revision),
         json!({"Updated": updated, "Index": index(revision)}),
     ))
+}
+
+/// `PUT /v1/system/gc`: a garbage collection now at the eval-broker leader;
+/// an empty answer, as Nomad gives.
+pub(crate) async fn garbage_collect(State(http): State<Http>) -> ApiResult {
+    let counts = crate::broker::garbage_collect(&http.gw).await?;
+    tracing::info!(?counts, "forced garbage collection");
+    Ok(axum::http::StatusCode::OK.into_response())
 }
