@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 pub const BIN_DIR_ENV: &str = "CARAVAN_BIN_DIR";
 
 /// The binaries a cluster runs.
-pub const SERVICE_BINARIES: [&str; 6] = [
+pub const SERVICE_BINARIES: [&str; 7] = [
     "caravan-api-gateway",
+    "caravan-deployment-watcher",
     "caravan-eval-broker",
     "caravan-plan-applier",
     "caravan-scheduler-worker",

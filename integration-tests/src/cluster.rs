@@ -38,6 +38,8 @@ pub enum Service {
     SchedulerWorker,
     /// `caravan-client-node`.
     ClientNode,
+    /// `caravan-deployment-watcher`.
+    DeploymentWatcher,
 }
 
 impl Service {
@@ -49,6 +51,7 @@ impl Service {
             Service::PlanApplier => "plan-applier",
             Service::SchedulerWorker => "scheduler-worker",
             Service::ClientNode => "client-node",
+            Service::DeploymentWatcher => "deployment-watcher",
         }
     }
 
@@ -87,6 +90,9 @@ impl Service {
                 ("max_kill_timeout_ms", "2000"),
                 ("stop_tasks_on_shutdown", "true"),
             ],
+            Service::DeploymentWatcher => {
+                &[("leader_ttl_ms", "2000"), ("eval_batch_window_ms", "100")]
+            }
         }
     }
 }
@@ -115,6 +121,8 @@ pub struct Cluster {
     pub state: ClusterState,
     processes: Vec<ServiceProcess>,
     gateways: Vec<GatewayAddrs>,
+    /// Real client nodes by node name: the index of their process.
+    clients: BTreeMap<String, usize>,
     /// Whether `Service::test_settings` apply.
     test_timings: bool,
 }
@@ -159,6 +167,7 @@ impl Cluster {
             state: ClusterState::new(store, Keyspace::new(&prefix)),
             processes: Vec::new(),
             gateways: Vec::new(),
+            clients: BTreeMap::new(),
             test_timings,
         })
     }
@@ -239,6 +248,16 @@ impl Cluster {
         self.start_grpc_service(Service::PlanApplier, extra).await
     }
 
+    /// Starts a deployment-watcher replica; returns the address it
+    /// campaigns with.
+    pub async fn start_deployment_watcher(
+        &mut self,
+        extra: Settings<'_>,
+    ) -> anyhow::Result<SocketAddr> {
+        self.start_grpc_service(Service::DeploymentWatcher, extra)
+            .await
+    }
+
     /// Starts a scheduler-worker replica.
     pub async fn start_worker(&mut self, extra: Settings<'_>) -> anyhow::Result<SocketAddr> {
         self.start_grpc_service(Service::SchedulerWorker, extra)
@@ -261,15 +280,23 @@ impl Cluster {
         Ok(addrs[0])
     }
 
-    /// Starts a gateway, an eval-broker, a plan-applier and a scheduler
-    /// worker, and waits for both leaders.
+    /// Starts a gateway, an eval-broker, a plan-applier, a scheduler
+    /// worker and a deployment-watcher, and waits for the three leaders.
     pub async fn start_control_plane(&mut self) -> anyhow::Result<()> {
+        self.start_control_plane_with(&[]).await
+    }
+
+    /// [`Cluster::start_control_plane`] with `broker` settings for the
+    /// eval-broker (garbage collection thresholds, for one).
+    pub async fn start_control_plane_with(&mut self, broker: Settings<'_>) -> anyhow::Result<()> {
         self.start_gateway(&[]).await?;
-        self.start_broker(&[]).await?;
+        self.start_broker(broker).await?;
         self.start_applier(&[]).await?;
         self.start_worker(&[]).await?;
+        self.start_deployment_watcher(&[]).await?;
         self.wait_leader(Service::EvalBroker).await?;
         self.wait_leader(Service::PlanApplier).await?;
+        self.wait_leader(Service::DeploymentWatcher).await?;
         Ok(())
     }
 
@@ -283,12 +310,14 @@ impl Cluster {
     ) -> anyhow::Result<String> {
         let data_dir = self.dir().join(format!("data-{name}"));
         let settings = self.client_settings(&data_dir, Some(name));
-        self.launch(Service::ClientNode, 1, extra, |a| {
-            let mut s = settings.clone();
-            s.push(("grpc_addr".into(), a[0].to_string()));
-            s
-        })
-        .await?;
+        let (index, _) = self
+            .launch(Service::ClientNode, 1, extra, |a| {
+                let mut s = settings.clone();
+                s.push(("grpc_addr".into(), a[0].to_string()));
+                s
+            })
+            .await?;
+        self.clients.insert(name.to_string(), index);
         let state = self.state.clone();
         wait_for(
             &format!("client node {name} to register"),
@@ -387,6 +416,17 @@ impl Cluster {
             .ok_or_else(|| anyhow::anyhow!("no {} process at {addr}", service.name()))?;
         p.kill_hard();
         Ok(p.name.clone())
+    }
+
+    /// SIGKILLs the real client node named `name` (its tasks keep running,
+    /// as when a machine's agent dies).
+    pub fn crash_client(&mut self, name: &str) -> anyhow::Result<()> {
+        let index = *self
+            .clients
+            .get(name)
+            .ok_or_else(|| anyhow::anyhow!("no client node named {name}"))?;
+        self.processes[index].kill_hard();
+        Ok(())
     }
 
     /// Runs the `caravan` CLI against the first gateway.
