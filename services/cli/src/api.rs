@@ -7,10 +7,12 @@ use caravan_proto::eval_service_client::EvalServiceClient;
 use caravan_proto::job_service_client::JobServiceClient;
 use caravan_proto::node_service_client::NodeServiceClient;
 use caravan_proto::status_service_client::StatusServiceClient;
+use caravan_proto::system_service_client::SystemServiceClient;
 use caravan_proto::{
     Allocation, Deployment, DeploymentUpdateResponse, DeregisterJobRequest, DeregisterJobResponse,
     DispatchJobRequest, DispatchJobResponse, DrainStrategy, Evaluation,
-    EvaluationAllocationsRequest, FailDeploymentRequest, GetAllocationRequest,
+    EvaluationAllocationsRequest, FailDeploymentRequest, ForcePeriodicJobRequest,
+    ForcePeriodicJobResponse, GarbageCollectRequest, GarbageCollectResponse, GetAllocationRequest,
     GetDeploymentRequest, GetEvaluationRequest, GetJobRequest, GetNodeRequest, Job,
     JobAllocationsRequest, JobEvaluationsRequest, JobSummaryRequest, JobSummaryResponse,
     LeadersRequest, ListAllocationsRequest, ListDeploymentsRequest, ListEvaluationsRequest,
@@ -522,6 +524,27 @@ impl Api {
         let resp = self.jobs().dispatch_job(req).await;
         resp.map(tonic::Response::into_inner)
             .map_err(self.err("Failed to dispatch job"))
+    }
+
+    /// Launches a periodic job's child now.
+    pub async fn force_periodic(&self, job_id: &str) -> Result<ForcePeriodicJobResponse> {
+        let req = ForcePeriodicJobRequest {
+            namespace: self.namespace.clone(),
+            job_id: job_id.to_string(),
+        };
+        let resp = self.jobs().force_periodic_job(req).await;
+        let context = format!("Error forcing periodic job {job_id:?}");
+        resp.map(tonic::Response::into_inner)
+            .map_err(|status| CliError::api(&context, &self.address, status))
+    }
+
+    /// Runs a garbage collection now.
+    pub async fn garbage_collect(&self) -> Result<GarbageCollectResponse> {
+        let resp = SystemServiceClient::new(self.channel.clone())
+            .garbage_collect(GarbageCollectRequest {})
+            .await;
+        resp.map(tonic::Response::into_inner)
+            .map_err(self.err("Error running system garbage-collection"))
     }
 
     /// The leader of each leader-elected service.

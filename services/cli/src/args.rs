@@ -49,6 +49,9 @@ pub enum Command {
     /// Inspect and steer deployments: promote, fail, pause, resume.
     #[command(subcommand)]
     Deployment(DeploymentCommand),
+    /// Cluster-wide maintenance.
+    #[command(subcommand)]
+    System(SystemCommand),
     /// List jobs, or show the job, allocation, evaluation or node with an id.
     Status {
         /// A job id, or an id prefix of an allocation, evaluation or node.
@@ -144,6 +147,33 @@ pub enum JobCommand {
         /// A file with the payload, or `-` to read it from standard input.
         input: Option<String>,
     },
+    /// Act on periodic jobs.
+    #[command(subcommand)]
+    Periodic(PeriodicCommand),
+}
+
+/// `caravan job periodic …`.
+#[derive(Debug, Subcommand)]
+pub enum PeriodicCommand {
+    /// Launch a periodic job's child now, whatever its schedule says.
+    Force {
+        /// Print the evaluation id and return instead of monitoring.
+        #[arg(long)]
+        detach: bool,
+        /// Show full ids.
+        #[arg(long)]
+        verbose: bool,
+        /// The periodic job's id or an id prefix.
+        id: String,
+    },
+}
+
+/// `caravan system …`.
+#[derive(Debug, Subcommand)]
+pub enum SystemCommand {
+    /// Collect garbage now: terminal evaluations and allocations, dead jobs,
+    /// down nodes and finished deployments.
+    Gc,
 }
 
 /// `caravan deployment …`.
@@ -545,6 +575,19 @@ mod tests {
         assert!(matches!(
             parse("job dispatch render").command,
             Command::Job(JobCommand::Dispatch { input: None, .. })
+        ));
+    }
+
+    #[test]
+    fn periodic_force_and_system_gc() {
+        assert!(matches!(
+            parse("job periodic force -detach cron").command,
+            Command::Job(JobCommand::Periodic(PeriodicCommand::Force { detach: true, verbose: false, ref id }))
+                if id == "cron"
+        ));
+        assert!(matches!(
+            parse("system gc").command,
+            Command::System(SystemCommand::Gc)
         ));
     }
 

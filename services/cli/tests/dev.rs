@@ -225,8 +225,31 @@ job "render" {
 }
 "#;
 
+const CRON_HCL: &str = r#"
+job "cron" {
+  type = "batch"
+  periodic {
+    crons            = ["0 0 1 1 *"]
+    prohibit_overlap = true
+  }
+  group "cron" {
+    task "cron" {
+      driver = "mock"
+      config {
+        run_for = "1s"
+      }
+      resources {
+        cpu    = 10
+        memory = 10
+      }
+    }
+  }
+}
+"#;
+
 /// A service job's deployment followed to success by the dev cluster's
-/// deployment watcher, then its versions, a revert, and a dispatch.
+/// deployment watcher, then its versions, a revert, a dispatch, a forced
+/// periodic launch and a garbage collection.
 async fn deploy_revert_and_dispatch(options: DevOptions) {
     let cluster = DevCluster::start(options)
         .await
@@ -331,6 +354,33 @@ async fn deploy_revert_and_dispatch(options: DevOptions) {
     let (code, _, err) = cli(&address, &["job", "dispatch", "-meta", "nope", "render"]).await;
     assert_eq!(code, 1);
     assert_eq!(err.trim_end(), "Error parsing meta value: nope");
+
+    // A periodic job launched now, then a garbage collection.
+    let cron = dir.path().join("cron.hcl");
+    std::fs::write(&cron, CRON_HCL).unwrap();
+    let (code, out, err) = cli(&address, &["job", "run", cron.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let (code, out, err) = cli(&address, &["job", "periodic", "force", "-detach", "cron"]).await;
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        out.starts_with("Force periodic successful\nEvaluation ID: "),
+        "{out}"
+    );
+    let children = Api::new(&address, "default")
+        .unwrap()
+        .list_jobs("cron/periodic-")
+        .await
+        .unwrap();
+    assert_eq!(children.len(), 1, "{children:?}");
+    let (code, _, err) = cli(&address, &["job", "periodic", "force", "web"]).await;
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("No periodic job(s) with prefix or ID \"web\""),
+        "{err}"
+    );
+    let (code, out, err) = cli(&address, &["system", "gc"]).await;
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.is_empty(), "{out}");
 
     cluster.stop().await.expect("dev cluster stops cleanly");
 }

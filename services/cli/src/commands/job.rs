@@ -1,5 +1,6 @@
 //! `job run`, `job plan`, `job status`, `job stop`, `job inspect`; the
-//! version and dispatch verbs live in `versions` and `dispatch`.
+//! version, dispatch and periodic verbs live in `versions`, `dispatch` and
+//! `periodic`.
 
 use std::path::Path;
 
@@ -66,6 +67,7 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: JobCommand) -> Result<
         } => {
             super::dispatch::dispatch(api, ui, &id, &meta, input.as_deref(), detach, verbose).await
         }
+        JobCommand::Periodic(cmd) => super::periodic::dispatch(api, ui, cmd).await,
     }
 }
 

@@ -7,10 +7,11 @@ mod dispatch;
 mod eval;
 mod job;
 mod node;
+mod periodic;
 mod versions;
 
 use crate::api::Api;
-use crate::args::{Cli, Command};
+use crate::args::{Cli, Command, SystemCommand};
 use crate::error::CliError;
 use crate::ui::Ui;
 
@@ -28,6 +29,11 @@ pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
         Command::Node(cmd) => node::dispatch(&api, ui, cmd).await,
         Command::Eval(cmd) => eval::dispatch(&api, ui, cmd).await,
         Command::Deployment(cmd) => deployment::dispatch(&api, ui, cmd).await,
+        Command::System(SystemCommand::Gc) => {
+            // Nomad prints nothing when the collection succeeds.
+            api.garbage_collect().await?;
+            Ok(0)
+        }
         Command::Status { id: None } => job::list(&api, ui).await,
         Command::Status { id: Some(id) } => status(&api, ui, &id).await,
         Command::Dev(_) => Ok(0),
