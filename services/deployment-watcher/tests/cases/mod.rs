@@ -42,6 +42,7 @@ macro_rules! watcher_cases {
                 healthy_allocs_are_counted_and_roll_the_next_batch,
                 a_healthy_deployment_succeeds_and_its_version_turns_stable,
                 a_success_written_by_the_scheduler_marks_the_version_stable,
+                a_new_leader_writes_the_eval_a_healthy_batch_was_owed,
             }
             failure {
                 an_unhealthy_alloc_fails_and_reverts_to_the_stable_version,

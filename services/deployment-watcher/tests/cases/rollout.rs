@@ -132,3 +132,38 @@ pub async fn a_success_written_by_the_scheduler_marks_the_version_stable(store: 
     );
     watcher.stop().await;
 }
+
+pub async fn a_new_leader_writes_the_eval_a_healthy_batch_was_owed(store: Arc<dyn Store>) {
+    let w = World::new(store.clone(), "dw-owed");
+    let update = rolling();
+    let job = job(1, 4, update.clone());
+    w.put_job(&job).await;
+    let d = deployment(&job, 4, &update);
+    w.put_deployment(&d).await;
+    let (a1, a2) = (alloc(&d, 0), alloc(&d, 1));
+    w.put_alloc(&a1).await;
+    w.put_alloc(&a2).await;
+    // The batch turns healthy while no watcher runs at all.
+    w.report_health(&a1.id, true).await;
+    w.report_health(&a2.id, true).await;
+    let watcher = start_leader(store.clone(), &w.prefix).await;
+    let counted = w
+        .deployment_becomes(&d.id, "the new leader to count", |d| {
+            d.task_groups["web"].healthy_allocs == 2
+        })
+        .await;
+    assert_eq!(counted.status(), DeploymentStatus::Running);
+    let evals = w.wait_evals(&d.id, 1).await;
+    assert_eq!(evals[0].job_id, "web");
+    // Once written, a second leader owes nothing more.
+    watcher.stop().await;
+    let again = start_leader(store.clone(), &w.prefix).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(
+        w.watcher_evals(&d.id).await.len(),
+        1,
+        "no eval written twice"
+    );
+    assert_eq!(w.job("web").await.version, 1);
+    again.stop().await;
+}
