@@ -52,9 +52,11 @@ pub enum Command {
     /// Cluster-wide maintenance.
     #[command(subcommand)]
     System(SystemCommand),
-    /// List jobs, or show the job, allocation, evaluation or node with an id.
+    /// List jobs, or show the job, allocation, evaluation, node or
+    /// deployment with an id.
     Status {
-        /// A job id, or an id prefix of an allocation, evaluation or node.
+        /// A job id, or an id prefix of an allocation, evaluation, node or
+        /// deployment.
         id: Option<String>,
     },
     /// Run every service and one client node in this process (development).

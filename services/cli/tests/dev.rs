@@ -4,29 +4,16 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use caravan_cli::{Api, DevCluster, DevOptions, Ui, run_args};
+use caravan_cli::{Api, DevCluster, DevOptions};
 use caravan_proto::AllocClientStatus;
-
-const WAIT: Duration = Duration::from_secs(30);
+use common::{cli, eventually, options};
 
 fn hello_hcl() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.hcl")
-}
-
-/// Runs one CLI command line against `address`; returns exit code, stdout, stderr.
-async fn cli(address: &str, line: &[&str]) -> (u8, String, String) {
-    let (mut ui, captured) = Ui::captured();
-    let head = ["caravan", "-address", address];
-    let args: Vec<String> = head
-        .iter()
-        .chain(line.iter())
-        .map(|s| s.to_string())
-        .collect();
-    let code = run_args(args, &mut ui).await;
-    (code, captured.stdout(), captured.stderr())
 }
 
 /// The pids of processes whose environment says they run `alloc_id`.
@@ -43,24 +30,6 @@ fn processes_of(alloc_id: &str) -> Vec<u32> {
                 .unwrap_or(false)
         })
         .collect()
-}
-
-async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 async fn run_hello_and_stop_it(options: DevOptions) {
@@ -178,222 +147,6 @@ async fn run_hello_and_stop_it(options: DevOptions) {
     cluster.stop().await.expect("dev cluster stops cleanly");
 }
 
-const WEB_HCL: &str = r#"
-job "web" {
-  type = "service"
-  group "web" {
-    count = COUNT
-    update {
-      max_parallel      = 1
-      min_healthy_time  = "1s"
-      healthy_deadline  = "30s"
-      progress_deadline = "1m"
-    }
-    task "web" {
-      driver = "mock"
-      config {
-        run_for = "10m"
-      }
-      resources {
-        cpu    = 10
-        memory = 10
-      }
-    }
-  }
-}
-"#;
-
-const RENDER_HCL: &str = r#"
-job "render" {
-  type = "batch"
-  parameterized {
-    payload       = "optional"
-    meta_optional = ["who"]
-  }
-  group "render" {
-    task "render" {
-      driver = "mock"
-      config {
-        run_for = "1s"
-      }
-      resources {
-        cpu    = 10
-        memory = 10
-      }
-    }
-  }
-}
-"#;
-
-const CRON_HCL: &str = r#"
-job "cron" {
-  type = "batch"
-  periodic {
-    crons            = ["0 0 1 1 *"]
-    prohibit_overlap = true
-  }
-  group "cron" {
-    task "cron" {
-      driver = "mock"
-      config {
-        run_for = "1s"
-      }
-      resources {
-        cpu    = 10
-        memory = 10
-      }
-    }
-  }
-}
-"#;
-
-/// A service job's deployment followed to success by the dev cluster's
-/// deployment watcher, then its versions, a revert, a dispatch, a forced
-/// periodic launch and a garbage collection.
-async fn deploy_revert_and_dispatch(options: DevOptions) {
-    let cluster = DevCluster::start(options)
-        .await
-        .expect("dev cluster starts");
-    let address = cluster.address();
-    let dir = tempfile::tempdir().unwrap();
-    let web = dir.path().join("web.hcl");
-    std::fs::write(&web, WEB_HCL.replace("COUNT", "1")).unwrap();
-    let web = web.to_str().unwrap();
-
-    let (code, out, err) = cli(&address, &["job", "run", web]).await;
-    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
-    assert!(out.contains("Evaluation within deployment: \""), "{out}");
-
-    // The watcher sees the alloc healthy and marks the deployment successful.
-    let list = eventually("the deployment to succeed", || async {
-        let (code, out, _) = cli(&address, &["deployment", "list"]).await;
-        (code == 0 && out.contains("successful")).then_some(out)
-    })
-    .await;
-    assert!(
-        list.starts_with("ID        Job ID  Job Version  Status      Description\n"),
-        "{list}"
-    );
-    let short = list.lines().nth(1).unwrap()[..8].to_string();
-    let (code, out, _) = cli(&address, &["deployment", "status", &short]).await;
-    assert_eq!(code, 0, "{out}");
-    assert!(
-        out.starts_with(&format!(
-            "ID          = {short}\nJob ID      = web\nJob Version = 0\nStatus      = successful\n"
-        )),
-        "{out}"
-    );
-    assert!(
-        out.contains("\n\nDeployed\nTask Group  Desired  Placed  Healthy  Unhealthy  Progress Deadline\nweb         1        1       1        0          "),
-        "{out}"
-    );
-    let (code, out, _) = cli(&address, &["job", "status", "web"]).await;
-    assert_eq!(code, 0, "{out}");
-    assert!(
-        out.contains(&format!(
-            "Latest Deployment\nID          = {short}\nStatus      = successful\n"
-        )),
-        "{out}"
-    );
-    let (code, _, err) = cli(&address, &["deployment", "status", "ffffffff"]).await;
-    assert_eq!(code, 1);
-    assert!(err.contains("No deployment(s) with prefix or id"), "{err}");
-
-    // A second version, its diff in the history, and a revert to the first.
-    let web2 = dir.path().join("web2.hcl");
-    std::fs::write(&web2, WEB_HCL.replace("COUNT", "2")).unwrap();
-    let (code, out, err) = cli(&address, &["job", "run", "-detach", web2.to_str().unwrap()]).await;
-    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
-    let (code, out, err) = cli(&address, &["job", "history", "-p", "web"]).await;
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        out.starts_with("Version     = 1\nStable      = false\n"),
-        "{out}"
-    );
-    assert!(out.contains("Count: \"1\" => \"2\""), "{out}");
-    assert!(
-        out.contains("\n\nVersion     = 0\nStable      = true\n"),
-        "{out}"
-    );
-    let (code, out, err) = cli(&address, &["job", "revert", "-detach", "web", "0"]).await;
-    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
-    assert!(out.starts_with("Evaluation ID: "), "{out}");
-    let (code, out, _) = cli(&address, &["job", "history", "-version", "2", "web"]).await;
-    assert_eq!(code, 0, "{out}");
-    assert!(out.starts_with("Version     = 2\n"), "{out}");
-    let (code, _, err) = cli(&address, &["job", "revert", "web", "zero"]).await;
-    assert_eq!(code, 1);
-    assert!(err.contains("must be an integer"), "{err}");
-
-    // A parameterized job dispatched with a payload and meta.
-    let render = dir.path().join("render.hcl");
-    std::fs::write(&render, RENDER_HCL).unwrap();
-    let (code, out, err) = cli(&address, &["job", "run", render.to_str().unwrap()]).await;
-    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
-    let payload = dir.path().join("payload");
-    std::fs::write(&payload, b"frame 1").unwrap();
-    let (code, out, err) = cli(
-        &address,
-        &[
-            "job",
-            "dispatch",
-            "-detach",
-            "-meta",
-            "who=me",
-            "render",
-            payload.to_str().unwrap(),
-        ],
-    )
-    .await;
-    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
-    assert!(
-        out.starts_with("Dispatched Job ID = render/dispatch-"),
-        "{out}"
-    );
-    assert!(out.contains("\nEvaluation ID     = "), "{out}");
-    let (code, _, err) = cli(&address, &["job", "dispatch", "-meta", "nope", "render"]).await;
-    assert_eq!(code, 1);
-    assert_eq!(err.trim_end(), "Error parsing meta value: nope");
-
-    // A periodic job launched now, then a garbage collection.
-    let cron = dir.path().join("cron.hcl");
-    std::fs::write(&cron, CRON_HCL).unwrap();
-    let (code, out, err) = cli(&address, &["job", "run", cron.to_str().unwrap()]).await;
-    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
-    let (code, out, err) = cli(&address, &["job", "periodic", "force", "-detach", "cron"]).await;
-    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
-    assert!(
-        out.starts_with("Force periodic successful\nEvaluation ID: "),
-        "{out}"
-    );
-    let children = Api::new(&address, "default")
-        .unwrap()
-        .list_jobs("cron/periodic-")
-        .await
-        .unwrap();
-    assert_eq!(children.len(), 1, "{children:?}");
-    let (code, _, err) = cli(&address, &["job", "periodic", "force", "web"]).await;
-    assert_eq!(code, 1);
-    assert!(
-        err.contains("No periodic job(s) with prefix or ID \"web\""),
-        "{err}"
-    );
-    let (code, out, err) = cli(&address, &["system", "gc"]).await;
-    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
-    assert!(out.is_empty(), "{out}");
-
-    cluster.stop().await.expect("dev cluster stops cleanly");
-}
-
-fn options(dir: &Path) -> DevOptions {
-    DevOptions {
-        data_dir: Some(dir.join("client")),
-        grpc_port: 0,
-        http_port: 0,
-        ..Default::default()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dev_on_the_embedded_store_runs_logs_and_stops_a_job() {
     let dir = tempfile::tempdir().unwrap();
@@ -409,23 +162,6 @@ async fn dev_on_etcd_runs_logs_and_stops_a_job() {
         ..options(dir.path())
     };
     run_hello_and_stop_it(options).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn dev_follows_deployments_and_reverts_and_dispatches_on_the_embedded_store() {
-    let dir = tempfile::tempdir().unwrap();
-    deploy_revert_and_dispatch(options(dir.path())).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn dev_follows_deployments_and_reverts_and_dispatches_on_etcd() {
-    let dir = tempfile::tempdir().unwrap();
-    let options = DevOptions {
-        etcd: caravan_testkit::etcd_endpoints(),
-        prefix: caravan_testkit::unique_prefix("cli-deploy"),
-        ..options(dir.path())
-    };
-    deploy_revert_and_dispatch(options).await;
 }
 
 #[tokio::test]

@@ -41,7 +41,7 @@ pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
 }
 
 /// `caravan status <id>`: the job with that id, else the allocation,
-/// evaluation or node with that prefix.
+/// evaluation, node or deployment with that prefix.
 async fn status(api: &Api, ui: &mut Ui, id: &str) -> Result<u8, CliError> {
     match crate::lookup::job(api, id).await {
         Err(e) if e.is_not_found() => {}
@@ -58,8 +58,13 @@ async fn status(api: &Api, ui: &mut Ui, id: &str) -> Result<u8, CliError> {
         if !api.list_nodes(id).await?.is_empty() {
             return node::status(api, ui, Some(id)).await;
         }
+        if !api.list_deployments_prefix(id).await?.is_empty() {
+            let d = crate::lookup::deployment(api, id).await?;
+            ui.output(crate::views::deployment_page(&d, false));
+            return Ok(0);
+        }
     }
     Err(CliError::NotFound(format!(
-        "No job(s), allocation(s), evaluation(s) or node(s) with prefix or id {id:?} found"
+        "No job(s), allocation(s), evaluation(s), node(s) or deployment(s) with prefix or id {id:?} found"
     )))
 }
