@@ -370,9 +370,13 @@ pub fn select(snap: &Tables, cut: GcCutoffs, now_ns: i64) -> Vec<GcUnit> {
     let (plain, parents): (Vec<&Arc<Job>>, Vec<&Arc<Job>>) = snap
         .jobs()
         .partition(|j| !children.contains_key(&(j.namespace.as_str(), j.id.as_str())));
+    let records = launch_records(snap);
     let mut job_unit: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for job in plain.into_iter().chain(parents) {
         let key = (job.namespace.as_str(), job.id.as_str());
+        if records.contains(&key) {
+            continue;
+        }
         let mut after = Vec::new();
         if let Some(kids) = children.get(&key) {
             match kids
@@ -461,6 +465,22 @@ pub fn select(snap: &Tables, cut: GcCutoffs, now_ns: i64) -> Vec<GcUnit> {
         });
     }
     units
+}
+
+/// The newest child of every periodic parent still launching: it is the
+/// parent's record of its last launch (see [`crate::periodic::last_launch`]),
+/// so a new leader after a collection neither launches a run already made
+/// nor replays one. It stays, with its batch evals, until a newer launch
+/// or the parent's stop.
+fn launch_records(snap: &Tables) -> BTreeSet<(&str, &str)> {
+    snap.jobs()
+        .filter(|j| crate::periodic::is_active(j))
+        .filter_map(|parent| {
+            crate::periodic::children(snap, parent)
+                .max_by_key(|(launch, _)| *launch)
+                .map(|(_, child)| (child.namespace.as_str(), child.id.as_str()))
+        })
+        .collect()
 }
 
 /// A dead job with everything that belongs to it, when all of it may go:

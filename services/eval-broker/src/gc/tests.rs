@@ -365,3 +365,41 @@ fn counts_add_up() {
     });
     assert_eq!((c.evals, c.jobs, c.allocs), (1, 1, 0));
 }
+
+#[test]
+fn the_newest_child_of_a_launching_parent_stays_as_its_record() {
+    let old = NOW - 10 * HOUR;
+    let mut w = World::new();
+    let mut parent = periodic_job("hourly", "0 * * * *", false);
+    parent.submit_time_unix_ns = old;
+    w.job(parent.clone());
+    for (launch, e) in [(100, "e100"), (200, "e200")] {
+        let child = crate::periodic::derive_child(&parent, launch, old);
+        w.job(child.clone());
+        w.eval(eval(e, &child.id, "batch", E::Complete, old));
+    }
+    let got = picked(&w, GcCutoffs::forced());
+    assert_eq!(
+        got.get("jobs"),
+        Some(&ids(&["hourly/periodic-100"])),
+        "the newest child records the last launch"
+    );
+    assert_eq!(
+        got.get("evals"),
+        Some(&ids(&["e100"])),
+        "a batch eval stays while its job does"
+    );
+
+    // Once the parent stops, the record goes too, before the parent.
+    parent.stop = true;
+    w.job(parent);
+    let got = picked(&w, GcCutoffs::forced());
+    assert_eq!(
+        got.get("jobs"),
+        Some(&ids(&[
+            "hourly",
+            "hourly/periodic-100",
+            "hourly/periodic-200"
+        ]))
+    );
+}
