@@ -421,16 +421,34 @@ impl Api {
 
     /// One deployment.
     pub async fn deployment(&self, deployment_id: &str) -> Result<Deployment> {
+        Ok(self
+            .deployment_after(deployment_id, 0, Duration::ZERO)
+            .await?
+            .value)
+    }
+
+    /// One deployment, answered once the state is past `min_revision` (0:
+    /// at once) or `wait` has passed.
+    pub async fn deployment_after(
+        &self,
+        deployment_id: &str,
+        min_revision: i64,
+        wait: Duration,
+    ) -> Result<Read<Deployment>> {
         let req = GetDeploymentRequest {
             deployment_id: deployment_id.to_string(),
-            options: self.options(""),
+            options: self.blocking(min_revision, wait),
         };
         let resp = self.deployments().get_deployment(req).await;
         let resp = resp
             .map(tonic::Response::into_inner)
             .map_err(self.err("Error retrieving deployment"))?;
-        resp.deployment.ok_or_else(|| {
+        let value = resp.deployment.ok_or_else(|| {
             CliError::NotFound(format!("No deployment with id {deployment_id:?} found"))
+        })?;
+        Ok(Read {
+            value,
+            revision: revision(resp.meta),
         })
     }
 

@@ -192,6 +192,9 @@ pub enum DeploymentCommand {
         /// Show full ids.
         #[arg(long)]
         verbose: bool,
+        /// Follow the deployment until it ends, printing each change.
+        #[arg(long)]
+        monitor: bool,
         /// The deployment id or an id prefix.
         id: String,
     },
@@ -526,10 +529,11 @@ mod tests {
             cli.command,
             Command::Deployment(DeploymentCommand::Promote { ref groups, .. }) if groups.is_empty()
         ));
-        let cli = parse("deployment status -verbose 5ca6");
+        let cli = parse("deployment status -verbose -monitor 5ca6");
         assert!(matches!(
             cli.command,
-            Command::Deployment(DeploymentCommand::Status { verbose: true, ref id }) if id == "5ca6"
+            Command::Deployment(DeploymentCommand::Status { verbose: true, monitor: true, ref id })
+                if id == "5ca6"
         ));
         assert!(matches!(
             parse("deployment list").command,

@@ -330,14 +330,19 @@ async fn promote_pause_resume_and_fail(options: DevOptions) {
     );
     let (code, out, err) = cli(&address, &["deployment", "promote", "-detach", &id]).await;
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
-    deployment_of(
-        &api,
-        "canary",
-        1,
-        "the promoted deployment to succeed",
-        successful,
+    // The monitor follows it to its end.
+    let (code, out, err) = tokio::time::timeout(
+        common::WAIT,
+        cli(&address, &["deployment", "status", "-monitor", &id]),
     )
-    .await;
+    .await
+    .expect("the monitor returns when the deployment ends");
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        out.contains(&format!(": Monitoring deployment \"{id}\"\n")),
+        "{out}"
+    );
+    assert!(out.contains("\nStatus      = successful\n"), "{out}");
     let (code, out, _) = cli(&address, &["deployment", "status", &id]).await;
     assert_eq!(code, 0);
     assert!(

@@ -1,11 +1,14 @@
-//! `deployment list`, `status`, `promote`, `fail`, `pause`, `resume`.
+//! `deployment list`, `status` (with `-monitor`), `promote`, `fail`,
+//! `pause`, `resume`.
 
-use caravan_proto::DeploymentUpdateResponse;
+use std::time::Duration;
+
+use caravan_proto::{Deployment, DeploymentStatus, DeploymentUpdateResponse};
 
 use crate::api::Api;
 use crate::args::DeploymentCommand;
 use crate::error::CliError;
-use crate::format::{SHORT_ID, limit};
+use crate::format::{SHORT_ID, limit, now_unix_ns, rfc3339};
 use crate::lookup;
 use crate::monitor::monitor;
 use crate::ui::Ui;
@@ -20,10 +23,22 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: DeploymentCommand) -> 
             ui.output(views::deployment_list(&deployments, verbose));
             Ok(0)
         }
-        DeploymentCommand::Status { verbose, id } => {
+        DeploymentCommand::Status {
+            verbose,
+            monitor: false,
+            id,
+        } => {
             let d = lookup::deployment(api, &id).await?;
             ui.output(views::deployment_page(&d, verbose));
             Ok(0)
+        }
+        DeploymentCommand::Status {
+            verbose,
+            monitor: true,
+            id,
+        } => {
+            let d = lookup::deployment(api, &id).await?;
+            follow_deployment(api, ui, d, verbose).await
         }
         DeploymentCommand::Promote {
             groups,
@@ -97,4 +112,103 @@ async fn follow(
         return Ok(0);
     }
     monitor(api, ui, &resp.eval_id).await
+}
+
+/// How long one blocking read of a followed deployment waits for a change.
+const POLL: Duration = Duration::from_secs(2);
+
+/// How long a failed deployment with auto-revert is given to start the
+/// deployment of the reverted version.
+const REVERT_GRACE: Duration = Duration::from_secs(1);
+
+/// Whether a deployment will change no more.
+fn finished(status: DeploymentStatus) -> bool {
+    matches!(
+        status,
+        DeploymentStatus::Successful
+            | DeploymentStatus::Failed
+            | DeploymentStatus::Cancelled
+            | DeploymentStatus::Blocked
+    )
+}
+
+/// One monitor frame: the time, then the deployment's page.
+pub(crate) fn frame(d: &Deployment, verbose: bool, now: i64) -> String {
+    format!("{}\n{}\n", rfc3339(now), views::deployment_page(d, verbose))
+}
+
+/// `deployment status -monitor`: prints the deployment each time it
+/// changes until it ends; a failed one whose groups auto-revert is
+/// followed by the deployment of the reverted version, as Nomad does.
+async fn follow_deployment(
+    api: &Api,
+    ui: &mut Ui,
+    deployment: Deployment,
+    verbose: bool,
+) -> Result<u8> {
+    let mut current = deployment;
+    loop {
+        ui.output(format!(
+            "{}: Monitoring deployment {:?}",
+            rfc3339(now_unix_ns()),
+            limit(&current.id, id_length(verbose))
+        ));
+        let mut revision = 0;
+        let mut shown = -1;
+        let d = loop {
+            let read = api.deployment_after(&current.id, revision, POLL).await?;
+            revision = read.revision;
+            let d = read.value;
+            if d.modify_revision != shown {
+                shown = d.modify_revision;
+                ui.output(frame(&d, verbose, now_unix_ns()));
+            }
+            if finished(d.status()) {
+                break d;
+            }
+        };
+        let reverts = d.task_groups.values().any(|g| g.auto_revert);
+        if d.status() != DeploymentStatus::Failed || !reverts {
+            return Ok(0);
+        }
+        tokio::time::sleep(REVERT_GRACE).await;
+        let rollback = api
+            .list_deployments()
+            .await?
+            .into_iter()
+            .filter(|r| r.job_id == d.job_id && r.create_revision > d.create_revision)
+            .max_by_key(|r| r.create_revision);
+        match rollback {
+            Some(r) => current = r,
+            None => return Ok(0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_is_the_time_and_the_page() {
+        let mut d = Deployment {
+            id: "5ca611b5-0000".into(),
+            job_id: "web".into(),
+            status_description: "Deployment completed successfully".into(),
+            ..Default::default()
+        };
+        d.set_status(DeploymentStatus::Successful);
+        assert_eq!(
+            frame(&d, false, 1_700_000_000_000_000_000),
+            "2023-11-14T22:13:20Z\n\
+             ID          = 5ca611b5\n\
+             Job ID      = web\n\
+             Job Version = 0\n\
+             Status      = successful\n\
+             Description = Deployment completed successfully\n"
+        );
+        assert!(finished(DeploymentStatus::Failed));
+        assert!(!finished(DeploymentStatus::Running));
+        assert!(!finished(DeploymentStatus::Paused));
+    }
 }
