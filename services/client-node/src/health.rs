@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use caravan_proto::{Allocation, Job, TaskGroup, TaskState};
+use caravan_proto::{Allocation, Job, JobType, TaskGroup, TaskState};
 use tokio::time::Instant;
 
 use crate::lifecycle::Phase;
@@ -35,20 +35,34 @@ pub struct HealthTracker {
 
 impl HealthTracker {
     /// A tracker for `alloc`, if it is part of a deployment whose health the
-    /// client decides and hasn't been decided already.
+    /// client decides, or a service alloc's replacement outside one (a
+    /// drain's migration, judged by the group's migrate strategy as Nomad's
+    /// client does, so the drain moves on only once it is healthy), and
+    /// hasn't been decided already.
     pub fn for_alloc(
         alloc: &Allocation,
         job: &Job,
         group: &TaskGroup,
         now: Instant,
     ) -> Option<Self> {
-        if alloc.deployment_id.is_empty()
-            || alloc
-                .deployment_status
-                .as_ref()
-                .is_some_and(|d| d.healthy.is_some())
+        if alloc
+            .deployment_status
+            .as_ref()
+            .is_some_and(|d| d.healthy.is_some())
         {
             return None;
+        }
+        if alloc.deployment_id.is_empty() {
+            if alloc.previous_allocation.is_empty() || job.r#type() != JobType::Service {
+                return None;
+            }
+            let migrate = group.migrate.clone().unwrap_or_default();
+            return Some(HealthTracker {
+                min_healthy: duration(migrate.min_healthy_time_ns, DEFAULT_MIN_HEALTHY),
+                deadline: now + duration(migrate.healthy_deadline_ns, DEFAULT_DEADLINE),
+                running_since: None,
+                verdict: None,
+            });
         }
         let update = group.update.as_ref().or(job.update.as_ref())?;
         if update.max_parallel <= 0 || update.health_check == "manual" {
@@ -236,5 +250,30 @@ mod tests {
         alloc.deployment_status = None;
         alloc.deployment_id.clear();
         assert!(HealthTracker::for_alloc(&alloc, &job, &group, Instant::now()).is_none());
+    }
+
+    #[test]
+    fn a_service_replacement_outside_a_deployment_uses_the_migrate_strategy() {
+        let (mut alloc, mut job, mut group) = fixture("checks");
+        alloc.deployment_id.clear();
+        alloc.previous_allocation = "old".into();
+        job.set_type(JobType::Service);
+        group.migrate = Some(caravan_proto::MigrateStrategy {
+            max_parallel: 1,
+            health_check: "task_states".into(),
+            min_healthy_time_ns: 2_000_000_000,
+            healthy_deadline_ns: 60_000_000_000,
+        });
+        let t0 = Instant::now();
+        let mut h = HealthTracker::for_alloc(&alloc, &job, &group, t0).unwrap();
+        assert_eq!(h.observe(t0, &group, &states("running", false)), None);
+        assert_eq!(h.observe(t0 + S, &group, &states("running", false)), None);
+        assert_eq!(
+            h.observe(t0 + 2 * S, &group, &states("running", false)),
+            Some(true)
+        );
+        // Batch replacements are not watched.
+        job.set_type(JobType::Batch);
+        assert!(HealthTracker::for_alloc(&alloc, &job, &group, t0).is_none());
     }
 }
