@@ -74,13 +74,21 @@ fn newly_failed(prev: &Allocation, next: &Allocation) -> bool {
         && prev.desired_status() == AllocDesiredStatus::Run
 }
 
-/// Whether `next` started running while its job still has live allocations
-/// on a draining node: the replacement of the last migration batch is up,
-/// so the job needs another evaluation to move the next batch (nothing else
-/// would wake it, as no process drives drains).
+/// Whether `next` started running, or turned healthy, while its job still
+/// has live allocations on a draining node: the replacement of the last
+/// migration batch is up (a service replacement counts once healthy by its
+/// migrate strategy), so the job needs another evaluation to move the next
+/// batch (nothing else would wake it, as no process drives drains).
 fn drain_progressed(snap: &Snapshot, prev: &Allocation, next: &Allocation) -> bool {
-    next.client_status() == AllocClientStatus::Running
-        && prev.client_status() != AllocClientStatus::Running
+    let healthy = |a: &Allocation| {
+        a.deployment_status
+            .as_ref()
+            .is_some_and(|d| d.healthy == Some(true))
+    };
+    let started = next.client_status() == AllocClientStatus::Running
+        && prev.client_status() != AllocClientStatus::Running;
+    let turned_healthy = healthy(next) && !healthy(prev);
+    (started || turned_healthy)
         && snap.allocs_by_job(&next.namespace, &next.job_id).any(|a| {
             a.desired_status() == AllocDesiredStatus::Run
                 && !is_terminal(a)
@@ -359,8 +367,22 @@ mod tests {
         assert_eq!(evals[0].triggered_by, "node-drain");
         // Already running: no news, no eval.
         replacement.set_client_status(AllocClientStatus::Running);
-        let (_, evals) = build_batch(&keys, &snap, &[(running, Some(replacement))], 5);
+        let (_, evals) = build_batch(
+            &keys,
+            &snap,
+            &[(running.clone(), Some(replacement.clone()))],
+            5,
+        );
         assert!(evals.is_empty());
+        // Turning healthy moves it on again.
+        let mut healthy = running;
+        healthy.deployment_status = Some(AllocDeploymentStatus {
+            healthy: Some(true),
+            ..Default::default()
+        });
+        let (_, evals) = build_batch(&keys, &snap, &[(healthy, Some(replacement))], 5);
+        assert_eq!(evals.len(), 1);
+        assert_eq!(evals[0].triggered_by, "node-drain");
     }
 
     #[test]
