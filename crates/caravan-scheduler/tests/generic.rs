@@ -324,6 +324,45 @@ fn draining_nodes_migrate_max_parallel_at_a_time() {
     assert!(placed(&h).iter().all(|a| a.node_id != "n0"));
 }
 
+#[test]
+fn a_drain_waits_for_the_last_replacement_to_be_healthy() {
+    let j = service("web", 3);
+    let setup = |healthy: Option<bool>| {
+        let mut h = cluster(
+            (0..4)
+                .map(|i| node(&format!("n{i}"), "dc1", 8000, 16384))
+                .collect(),
+            &j,
+        );
+        for i in 1..3 {
+            h.state.upsert_alloc(alloc(&format!("a{i}"), &j, i, "n0"));
+        }
+        let mut old = alloc("a0", &j, 0, "n0");
+        old.desired_status = AllocDesiredStatus::Stop as i32;
+        old.client_status = AllocClientStatus::Complete as i32;
+        h.state.upsert_alloc(old);
+        let mut replacement = alloc("r0", &j, 0, "n1");
+        replacement.previous_allocation = "a0".into();
+        replacement.deployment_status = healthy.map(|healthy| AllocDeploymentStatus {
+            healthy: Some(healthy),
+            ..Default::default()
+        });
+        h.state.upsert_alloc(replacement);
+        let mut draining = node("n0", "dc1", 8000, 16384);
+        draining.drain_strategy = Some(DrainStrategy::default());
+        h.state.upsert_node(draining);
+        h.process(&eval("e1", &j, "node-drain")).unwrap();
+        h
+    };
+    // Running but not yet healthy: the next batch waits.
+    let h = setup(None);
+    assert!(stopped(&h).is_empty(), "{:?}", names(&stopped(&h)));
+    // Healthy: one more moves.
+    let h = setup(Some(true));
+    assert_eq!(names(&stopped(&h)), vec!["web.web[1]"]);
+    assert_eq!(stopped(&h)[0].desired_description, ALLOC_MIGRATING);
+}
+
 fn failed_alloc(j: &caravan_proto::Job, finished: i64) -> caravan_proto::Allocation {
     let mut a = alloc("a0", j, 0, "n0");
     a.client_status = AllocClientStatus::Failed as i32;

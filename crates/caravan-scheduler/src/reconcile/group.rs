@@ -91,7 +91,7 @@ impl GroupReconciler<'_, '_> {
 
         let (canaries, mut all) = self.handle_canaries(all, &mut desired);
         let (untainted, migrate, lost) = filter::by_tainted(all.clone(), self.input.tainted);
-        let (untainted, migrate) = limit_drain(tg, untainted, migrate);
+        let (untainted, migrate) = limit_drain(tg, self.input.batch, untainted, migrate);
         let policy = model::reschedule_policy(model::job_type(self.job), tg);
         let (mut untainted, reschedule_now, reschedule_later) = filter::by_reschedulable(
             untainted,
@@ -587,19 +587,30 @@ impl GroupReconciler<'_, '_> {
 /// Allocations on draining nodes move at most `migrate.max_parallel` at a time,
 /// counting replacements that have not started yet; those the drainer flagged
 /// for migration always move.
-fn limit_drain(tg: &TaskGroup, mut untainted: AllocSet, migrate: AllocSet) -> (AllocSet, AllocSet) {
+fn limit_drain(
+    tg: &TaskGroup,
+    batch: bool,
+    mut untainted: AllocSet,
+    migrate: AllocSet,
+) -> (AllocSet, AllocSet) {
     let flagged = |a: &Allocation| {
         a.desired_transition
             .as_ref()
             .is_some_and(|t| t.migrate == Some(true))
     };
+    // A replacement is still on its way until it runs and, for a service
+    // group, until its client judges it healthy by the migrate strategy (as
+    // Nomad's drainer counts only healthy allocations).
+    let arrived = |a: &Allocation| {
+        a.client_status() == AllocClientStatus::Running
+            && (batch
+                || a.deployment_status
+                    .as_ref()
+                    .is_some_and(|d| d.healthy == Some(true)))
+    };
     let in_flight = untainted
         .values()
-        .filter(|a| {
-            !model::terminal(a)
-                && a.client_status() == AllocClientStatus::Pending
-                && !a.previous_allocation.is_empty()
-        })
+        .filter(|a| !model::terminal(a) && !a.previous_allocation.is_empty() && !arrived(a))
         .count();
     let already = migrate.values().filter(|a| flagged(a)).count();
     let mut budget = model::migrate_max_parallel(tg).saturating_sub(in_flight + already);
