@@ -105,3 +105,65 @@ async fn gc_removes_old_evals_and_dead_jobs_and_keeps_live_ones() {
         .unwrap_or_else(|| panic!("the eval of a running alloc was collected"));
     assert_eq!(register_eval.status(), EvalStatus::Complete);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn system_gc_collects_at_once_whatever_the_thresholds() {
+    // Default thresholds (an hour and more): only the forced sweep collects.
+    let (c, _nodes) = crate::raw_exec_cluster("system-gc", &["system-gc-a"]).await;
+    let pids_dir = pid_dir(&c);
+    let _reaper = Reaper(pids_dir.clone());
+    let http = c.http().unwrap();
+    for id in [LIVE, DEAD] {
+        let mut job = jobs::service_job(id, 1, jobs::raw_exec_task(&sleeper_script(&pids_dir, id)));
+        set(
+            &mut job,
+            "/Job/TaskGroups/0/Update",
+            json!({"MaxParallel": 0}),
+        );
+        register(&http, &job).await;
+        wait_running_version(&c, id, 1, 0).await;
+    }
+    http.delete(&format!("/v1/job/{DEAD}"))
+        .await
+        .unwrap()
+        .ok_json()
+        .unwrap();
+    let state = c.state.clone();
+    wait_for("the stopped job's alloc to finish", STEP, async || {
+        let allocs = job_allocs(&state, DEAD).await?;
+        let evals = crate::job_evals(&state, DEAD).await?;
+        Ok(
+            if allocs.iter().all(|a| !is_live(a))
+                && evals.iter().all(|e| e.status() == EvalStatus::Complete)
+            {
+                Progress::Done(())
+            } else {
+                Progress::Waiting(crate::describe(&allocs))
+            },
+        )
+    })
+    .await
+    .unwrap();
+    assert!(job(&c.state, DEAD).await.unwrap().is_some());
+
+    let reply = http.put_bytes("/v1/system/gc", Vec::new()).await.unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert!(
+        job(&c.state, DEAD).await.unwrap().is_none(),
+        "the dead job stays after system gc"
+    );
+    assert!(job_allocs(&c.state, DEAD).await.unwrap().is_empty());
+    assert!(crate::job_evals(&c.state, DEAD).await.unwrap().is_empty());
+    assert!(job(&c.state, LIVE).await.unwrap().is_some());
+    let live = job_allocs(&c.state, LIVE).await.unwrap();
+    assert_eq!(running(&live).len(), 1, "{}", crate::describe(&live));
+    let placed_by = &running(&live)[0].eval_id;
+    assert!(
+        crate::job_evals(&c.state, LIVE)
+            .await
+            .unwrap()
+            .iter()
+            .any(|e| &e.id == placed_by),
+        "the eval of a running alloc was collected"
+    );
+}

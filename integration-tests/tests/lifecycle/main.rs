@@ -22,7 +22,7 @@ use std::time::Duration;
 use caravan_integration_tests::process::process_alive;
 use caravan_integration_tests::state::{alloc_histogram, is_live};
 use caravan_integration_tests::{Cluster, ClusterState, HttpApi, Progress, jobs, wait_for};
-use caravan_proto::{AllocClientStatus, Allocation, Deployment, DeploymentStatus, Job};
+use caravan_proto::{AllocClientStatus, Allocation, Deployment, DeploymentStatus, Evaluation, Job};
 use caravan_state::Kind;
 use serde_json::Value;
 
@@ -146,6 +146,16 @@ pub fn describe(allocs: &[Allocation]) -> String {
         ));
     }
     out
+}
+
+/// The evaluations of one job.
+pub async fn job_evals(state: &ClusterState, job_id: &str) -> anyhow::Result<Vec<Evaluation>> {
+    Ok(state
+        .evals()
+        .await?
+        .into_iter()
+        .filter(|e| e.job_id == job_id)
+        .collect())
 }
 
 /// The deployments of one job, oldest first.
