@@ -4,7 +4,7 @@
 
 use caravan_integration_tests::state::is_live;
 use caravan_integration_tests::{Cluster, Progress, jobs, wait_for};
-use caravan_proto::{EvalStatus, Job};
+use caravan_proto::{AllocClientStatus, EvalStatus, Job};
 use caravan_state::Kind;
 use serde_json::json;
 
@@ -133,7 +133,9 @@ async fn system_gc_collects_at_once_whatever_the_thresholds() {
         let allocs = job_allocs(&state, DEAD).await?;
         let evals = crate::job_evals(&state, DEAD).await?;
         Ok(
-            if allocs.iter().all(|a| !is_live(a))
+            if allocs
+                .iter()
+                .all(|a| a.client_status() == AllocClientStatus::Complete)
                 && evals.iter().all(|e| e.status() == EvalStatus::Complete)
             {
                 Progress::Done(())
