@@ -134,15 +134,29 @@ pub fn alloc_histogram(allocs: &[Allocation]) -> BTreeMap<String, usize> {
     counts
 }
 
-/// Whether every eval is finished: complete, canceled, or blocked waiting
-/// for capacity (which only a cluster change ends).
+/// Whether every eval is finished: complete, canceled, blocked waiting for
+/// capacity (which only a cluster change ends), or failed with its work
+/// handed to a follow-up that finished (see [`failed_with_follow_up`]).
 pub fn evals_settled(evals: &[Evaluation]) -> bool {
-    evals.iter().all(|e| {
-        matches!(
-            e.status(),
-            EvalStatus::Complete | EvalStatus::Blocked | EvalStatus::Canceled
-        )
+    evals.iter().all(|e| match e.status() {
+        EvalStatus::Complete | EvalStatus::Blocked | EvalStatus::Canceled => true,
+        EvalStatus::Failed => failed_with_follow_up(e, evals),
+        _ => false,
     })
+}
+
+/// A failed eval whose work lives on, as Nomad settles it: one that ran out
+/// of plan attempts (a plan-applier failover can refuse several plans in a
+/// row) hands its job to a `max-plan-attempts` blocked eval, and one that ran
+/// out of deliveries to a `failed-follow-up` eval; either way the follow-up
+/// must have completed.
+pub fn failed_with_follow_up(failed: &Evaluation, evals: &[Evaluation]) -> bool {
+    let follow_up = evals.iter().find(|e| {
+        (!failed.blocked_eval.is_empty() && e.id == failed.blocked_eval)
+            || (!failed.next_eval.is_empty() && e.id == failed.next_eval)
+            || e.previous_eval == failed.id
+    });
+    follow_up.is_some_and(|f| f.status() == EvalStatus::Complete)
 }
 
 /// Nodes whose live allocations ask for more than the node offers (after

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use caravan_integration_tests::state::{
-    alloc_histogram, duplicated_allocs, eval_histogram, evals_settled, is_live, live_per_job,
-    overcommitted_nodes,
+    alloc_histogram, duplicated_allocs, eval_histogram, evals_settled, failed_with_follow_up,
+    is_live, live_per_job, overcommitted_nodes,
 };
 use caravan_integration_tests::{Cluster, Progress, Service, jobs, wait_for};
 use caravan_proto::{AllocClientStatus, EvalStatus};
@@ -164,6 +164,7 @@ async fn leaders_killed_during_a_burst_lose_and_duplicate_nothing() {
     for e in &evals {
         match e.status() {
             EvalStatus::Complete => {}
+            EvalStatus::Failed if failed_with_follow_up(e, &evals) => {}
             EvalStatus::Blocked => *blocked_jobs.entry(e.job_id.as_str()).or_default() += 1,
             other => panic!(
                 "eval {} of {} ({}) ended {other:?}: {}; all: {:?}",
