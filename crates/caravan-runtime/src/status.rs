@@ -36,6 +36,25 @@ pub fn leader_hint(status: &Status) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Metadata key marking an UNAVAILABLE reply whose request was certainly not
+/// acted on (refused before any write), so the caller may simply retry.
+pub const NOT_APPLIED: &str = "x-caravan-not-applied";
+
+/// UNAVAILABLE for a request that was refused before anything was written.
+pub fn unavailable_not_applied(message: impl Into<String>) -> Status {
+    let mut status = Status::unavailable(message);
+    status.metadata_mut().insert(
+        NOT_APPLIED,
+        tonic::metadata::MetadataValue::from_static("1"),
+    );
+    status
+}
+
+/// Whether an UNAVAILABLE reply says its request was not acted on.
+pub fn not_applied(status: &Status) -> bool {
+    status.code() == Code::Unavailable && status.metadata().get(NOT_APPLIED).is_some()
+}
+
 /// INVALID_ARGUMENT naming the offending field, e.g.
 /// `invalid_field("job.task_groups[0].count", "must not be negative")`.
 pub fn invalid_field(field: &str, problem: &str) -> Status {
@@ -60,6 +79,13 @@ pub fn from_store(err: &StoreError) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn not_applied_round_trips_and_is_not_assumed() {
+        assert!(not_applied(&unavailable_not_applied("broker unreachable")));
+        assert!(!not_applied(&Status::unavailable("outcome unknown")));
+        assert!(!not_applied(&not_leader("plan-applier", None)));
+    }
 
     #[test]
     fn leader_hint_round_trips() {

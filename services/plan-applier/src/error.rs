@@ -80,10 +80,14 @@ impl ApplierError {
             ApplierError::NotLeader { leader } => status::not_leader(SERVICE, leader.as_deref()),
             ApplierError::Invalid { field, problem } => status::invalid_field(field, problem),
             ApplierError::TokenRefused { .. } => Status::failed_precondition(self.to_string()),
-            ApplierError::BrokerUnavailable(_)
-            | ApplierError::NotCommitted
-            | ApplierError::OutcomeUnknown(_)
-            | ApplierError::ShuttingDown => Status::unavailable(self.to_string()),
+            // Refused before verification or given up before the commit:
+            // the worker may resubmit without counting a plan attempt.
+            ApplierError::BrokerUnavailable(_) | ApplierError::NotCommitted => {
+                status::unavailable_not_applied(self.to_string())
+            }
+            ApplierError::OutcomeUnknown(_) | ApplierError::ShuttingDown => {
+                Status::unavailable(self.to_string())
+            }
             ApplierError::Store(e) => status::from_store(e),
             ApplierError::State(e) => Status::unavailable(format!("state: {e}")),
         }
@@ -93,5 +97,19 @@ impl ApplierError {
 impl From<ApplierError> for Status {
     fn from(err: ApplierError) -> Self {
         err.to_status()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_refusals_that_wrote_nothing_are_marked_not_applied() {
+        let marked = |e: ApplierError| status::not_applied(&e.to_status());
+        assert!(marked(ApplierError::BrokerUnavailable("down".into())));
+        assert!(marked(ApplierError::NotCommitted));
+        assert!(!marked(ApplierError::OutcomeUnknown("timeout".into())));
+        assert!(!marked(ApplierError::ShuttingDown));
     }
 }

@@ -11,7 +11,7 @@ use caravan_proto::eval_broker_service_client::EvalBrokerServiceClient;
 use caravan_proto::plan_applier_service_client::PlanApplierServiceClient;
 use caravan_proto::*;
 use caravan_runtime::leader::LeaderChannel;
-use caravan_runtime::status::leader_hint;
+use caravan_runtime::status::{leader_hint, not_applied};
 use tokio::time::Instant;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
@@ -272,6 +272,7 @@ impl ApplierClient {
                             if status.code() == Code::Unavailable
                                 && !refused_by_follower(&status)
                                 && !never_sent(&status)
+                                && !not_applied(&status)
                             {
                                 return Ok(Submitted::Unknown(status));
                             }
@@ -281,7 +282,10 @@ impl ApplierClient {
                 }
                 Err(status) => status,
             };
-            if !refused_by_follower(&status) && !never_sent(&status) {
+            // Refusals that wrote nothing (a follower, a connection never
+            // made, an applier that could not check the token while the
+            // broker changes leader) are retried, not counted as attempts.
+            if !refused_by_follower(&status) && !never_sent(&status) && !not_applied(&status) {
                 return Err(WorkerError::Applier(status));
             }
             if Instant::now() >= deadline {

@@ -6,7 +6,7 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use caravan_plan_applier::{ApplierError, PlanApplier, PlanApplierConfig, Settings, TokenCheck};
@@ -50,6 +50,7 @@ cases!(
     a_job_that_does_not_fit_gets_a_blocked_eval,
     a_partial_commit_makes_the_worker_refresh_and_plan_again,
     an_unknown_plan_outcome_makes_the_worker_refresh_and_plan_again,
+    a_plan_refused_before_any_write_is_resubmitted_as_it_was,
     a_paused_worker_dequeues_nothing,
 );
 
@@ -133,14 +134,31 @@ impl TokenCheck for AnyToken {
     }
 }
 
+/// More refusals in a row than the service scheduler's plan attempts (5), so
+/// counting them as attempts would fail the eval.
+const NOT_APPLIED_REFUSALS: usize = 6;
+
+/// How [`RefusesOnce`] fails the first plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// Commit all but the first node (a partial commit).
+    RefuseNode,
+    /// UNAVAILABLE with nothing to say whether it committed.
+    Unknown,
+    /// UNAVAILABLE, marked as refused before anything was written, for the
+    /// first [`NOT_APPLIED_REFUSALS`] submissions.
+    NotApplied,
+}
+
 /// The real applier, except that the first plan goes wrong once.
 struct RefusesOnce {
     inner: Arc<PlanApplier>,
     store: Arc<dyn Store>,
     refused: AtomicBool,
-    /// Fail the first plan as a deposed leader would (outcome unknown to
-    /// the worker) instead of refusing its first node.
-    fail_first: bool,
+    /// How the first plan goes wrong.
+    fault: Fault,
+    /// Plans refused so far under [`Fault::NotApplied`].
+    not_applied: AtomicUsize,
     plans: Arc<Mutex<Vec<(Plan, caravan_proto::PlanResult)>>>,
 }
 
@@ -151,24 +169,35 @@ impl PlanApplierService for RefusesOnce {
         req: Request<SubmitPlanRequest>,
     ) -> Result<Response<SubmitPlanResponse>, Status> {
         let plan = req.into_inner().plan.unwrap();
-        if self.fail_first && !self.refused.swap(true, Ordering::SeqCst) {
+        if self.fault == Fault::NotApplied
+            && self.not_applied.fetch_add(1, Ordering::SeqCst) < NOT_APPLIED_REFUSALS
+        {
+            self.plans
+                .lock()
+                .push((plan, caravan_proto::PlanResult::default()));
+            return Err(caravan_runtime::status::unavailable_not_applied(
+                "plan-applier: eval broker unavailable",
+            ));
+        }
+        if self.fault == Fault::Unknown && !self.refused.swap(true, Ordering::SeqCst) {
             self.plans
                 .lock()
                 .push((plan, caravan_proto::PlanResult::default()));
             return Err(Status::unavailable(
-                "plan-applier: leadership lost; the plan was not committed",
+                "plan-applier: transport error after sending",
             ));
         }
         let mut forwarded = plan.clone();
-        let refused_node = if self.refused.swap(true, Ordering::SeqCst) {
-            None
-        } else {
-            let first = forwarded.node_allocation.keys().next().cloned();
-            if let Some(n) = &first {
-                forwarded.node_allocation.remove(n);
-            }
-            first
-        };
+        let refused_node =
+            if self.fault != Fault::RefuseNode || self.refused.swap(true, Ordering::SeqCst) {
+                None
+            } else {
+                let first = forwarded.node_allocation.keys().next().cloned();
+                if let Some(n) = &first {
+                    forwarded.node_allocation.remove(n);
+                }
+                first
+            };
         let mut result = self.inner.submit(forwarded).await.map_err(Status::from)?;
         if let Some(n) = refused_node {
             result.rejected_nodes.push(n.clone());
@@ -191,7 +220,7 @@ impl PlanApplierService for RefusesOnce {
 async fn through_a_faulty_applier(
     store: Arc<dyn Store>,
     prefix: String,
-    fail_first: bool,
+    fault: Fault,
 ) -> Vec<(Plan, caravan_proto::PlanResult)> {
     let broker = start_broker(&store, &prefix).await;
     let job = job("web", 3, 500);
@@ -215,7 +244,8 @@ async fn through_a_faulty_applier(
             inner: inner.clone(),
             store: store.clone(),
             refused: AtomicBool::new(false),
-            fail_first,
+            fault,
+            not_applied: AtomicUsize::new(0),
             plans: plans.clone(),
         }));
     let addr = serve_router(router, stop.clone()).await;
@@ -262,7 +292,7 @@ async fn a_partial_commit_makes_the_worker_refresh_and_plan_again(
     store: Arc<dyn Store>,
     prefix: String,
 ) {
-    let seen = through_a_faulty_applier(store, prefix, false).await;
+    let seen = through_a_faulty_applier(store, prefix, Fault::RefuseNode).await;
     assert_eq!(seen.len(), 2, "one partial commit, one retry: {seen:?}");
     let (first_plan, first) = &seen[0];
     let (second_plan, second) = &seen[1];
@@ -285,13 +315,28 @@ async fn an_unknown_plan_outcome_makes_the_worker_refresh_and_plan_again(
     store: Arc<dyn Store>,
     prefix: String,
 ) {
-    let seen = through_a_faulty_applier(store, prefix, true).await;
+    let seen = through_a_faulty_applier(store, prefix, Fault::Unknown).await;
     assert_eq!(seen.len(), 2, "one failure, one new plan: {seen:?}");
     assert!(
         seen[1].0.snapshot_revision >= seen[0].0.snapshot_revision,
         "planned again on a state at least as new"
     );
     assert!(seen[1].1.rejected_nodes.is_empty());
+}
+
+async fn a_plan_refused_before_any_write_is_resubmitted_as_it_was(
+    store: Arc<dyn Store>,
+    prefix: String,
+) {
+    // More refusals than the scheduler's plan attempts: the eval still
+    // completes (checked inside), so none of them counted as an attempt.
+    let seen = through_a_faulty_applier(store, prefix, Fault::NotApplied).await;
+    assert_eq!(seen.len(), NOT_APPLIED_REFUSALS + 1, "{seen:?}");
+    assert!(
+        seen.iter().all(|(plan, _)| *plan == seen[0].0),
+        "the same plan each time, not new attempts on refreshed states"
+    );
+    assert!(seen.last().unwrap().1.rejected_nodes.is_empty());
 }
 
 async fn a_paused_worker_dequeues_nothing(store: Arc<dyn Store>, prefix: String) {
