@@ -41,6 +41,24 @@ pub async fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
     Ok((listener, local))
 }
 
+/// The address a replica campaigns with and names itself by: `configured`
+/// when set, else the bound `local` one, with loopback standing in for
+/// "every interface".
+pub fn advertise_addr(configured: &str, local: SocketAddr) -> String {
+    if !configured.is_empty() {
+        return configured.to_string();
+    }
+    if local.ip().is_unspecified() {
+        let loopback = if local.is_ipv4() {
+            "127.0.0.1"
+        } else {
+            "[::1]"
+        };
+        return format!("{loopback}:{}", local.port());
+    }
+    local.to_string()
+}
+
 /// Serves `router` on `listener` until `shutdown` is cancelled, then stops
 /// accepting and lets in-flight requests finish.
 pub async fn serve(
@@ -101,5 +119,21 @@ impl Injector for MetadataInjector<'_> {
         ) {
             self.0.insert(key, value);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advertise_defaults_to_the_bound_address() {
+        let any: SocketAddr = "0.0.0.0:4650".parse().unwrap();
+        assert_eq!(advertise_addr("", any), "127.0.0.1:4650");
+        let any6: SocketAddr = "[::]:4650".parse().unwrap();
+        assert_eq!(advertise_addr("", any6), "[::1]:4650");
+        let lo: SocketAddr = "10.1.2.3:99".parse().unwrap();
+        assert_eq!(advertise_addr("", lo), "10.1.2.3:99");
+        assert_eq!(advertise_addr("broker:4650", lo), "broker:4650");
     }
 }

@@ -3,8 +3,9 @@
 //! [`serve_as_leader`] keeps a replica campaigning: while it leads, the
 //! service's leader work runs with the [`Leadership`] handle (whose fenced
 //! writes a deposed leader cannot commit); when leadership is lost the work is
-//! dropped and the replica campaigns again from scratch. [`LeaderChannel`]
-//! finds and follows the current leader of a service.
+//! dropped and the replica campaigns again from scratch; [`serve_and_lead`]
+//! runs it beside the replica's gRPC server. [`LeaderChannel`] finds and
+//! follows the current leader of a service.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,8 +13,10 @@ use std::time::Duration;
 
 use caravan_store::{Leadership, LeadershipError, Store, current_leader, election_name};
 use parking_lot::Mutex;
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
+use tonic::transport::server::Router;
 
 use crate::grpc;
 use crate::status::leader_hint;
@@ -82,6 +85,55 @@ pub async fn serve_as_leader<F, Fut>(
             ),
         }
     }
+}
+
+/// What a replica campaigns as: the election (the store, the key prefix and
+/// the service it is named by), the address it advertises, and the lease TTL.
+pub struct Candidate {
+    /// The store holding the election.
+    pub store: Arc<dyn Store>,
+    /// The key prefix of the cluster.
+    pub prefix: String,
+    /// The service name the election is named by.
+    pub service: &'static str,
+    /// The address written as the leader's.
+    pub address: String,
+    /// The leadership lease's TTL.
+    pub ttl: Duration,
+}
+
+/// Serves `router` on `listener` and campaigns as `candidate`, running
+/// `lead` while it leads (see [`serve_as_leader`]), until `shutdown` fires.
+/// Both run in the caller's task, so dropping the future ends both, and a
+/// failure to serve stops the campaign too.
+pub async fn serve_and_lead<F, Fut>(
+    router: Router,
+    listener: TcpListener,
+    candidate: Candidate,
+    shutdown: CancellationToken,
+    lead: F,
+) -> Result<(), tonic::transport::Error>
+where
+    F: FnMut(Arc<Leadership>, CancellationToken) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let stop = shutdown.child_token();
+    let leading = serve_as_leader(
+        candidate.store,
+        &candidate.prefix,
+        candidate.service,
+        &candidate.address,
+        candidate.ttl,
+        stop.clone(),
+        lead,
+    );
+    let serving = async {
+        let served = grpc::serve(router, listener, stop.clone()).await;
+        stop.cancel();
+        served
+    };
+    let ((), served) = tokio::join!(leading, serving);
+    served
 }
 
 /// A gRPC channel to the current leader of a service, re-resolved when the

@@ -1,5 +1,5 @@
 //! What every Caravan service shares: layered configuration, tracing,
-//! graceful shutdown, gRPC serving, leadership loops, the common `main`, and
+//! graceful shutdown, gRPC serving, leadership loops and terms, the common `main`, and
 //! the mapping of errors to gRPC statuses.
 
 pub mod config;
@@ -10,5 +10,6 @@ pub mod shutdown;
 pub mod status;
 pub mod store;
 pub mod telemetry;
+pub mod term;
 
 pub use tonic_health;
