@@ -30,12 +30,12 @@ pub mod term;
 pub mod watcher;
 pub mod writes;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
 use caravan_proto::deployment_watcher_service_server::DeploymentWatcherServiceServer;
-use caravan_runtime::leader::serve_as_leader;
+use caravan_runtime::grpc::advertise_addr;
+use caravan_runtime::leader::{Candidate, serve_and_lead};
 use caravan_state::{Informer, InformerConfig, Keyspace};
 use caravan_store::{Store, election_name};
 use tokio::net::TcpListener;
@@ -102,58 +102,27 @@ pub async fn serve(
         ));
     tracing::info!(%local, advertise = %advertise, prefix = keyspace.prefix(), "deployment-watcher listening");
 
-    // Both run in this task, so dropping it (a crash in tests) ends both;
-    // a failure to serve stops the leader loop too.
-    let stop = shutdown.child_token();
-    let ttl = config.leader_ttl();
-    let prefix = keyspace.prefix().to_string();
-    let leading = serve_as_leader(
-        Arc::clone(&store),
-        &prefix,
-        SERVICE,
-        &advertise,
-        ttl,
-        stop.clone(),
+    let candidate = Candidate {
+        store: Arc::clone(&store),
+        prefix: keyspace.prefix().to_string(),
+        service: SERVICE,
+        address: advertise,
+        ttl: config.leader_ttl(),
+    };
+    let served = serve_and_lead(
+        router,
+        listener,
+        candidate,
+        shutdown,
         |leadership, term_stop| {
             let watcher = Arc::clone(&watcher);
             async move { watcher.lead(leadership, term_stop).await }
         },
-    );
-    let serving = async {
-        let served = caravan_runtime::grpc::serve(router, listener, stop.clone()).await;
-        stop.cancel();
-        served
-    };
-    let ((), served) = tokio::join!(leading, serving);
+    )
+    .await;
     drop(watcher);
     if let Ok(informer) = Arc::try_unwrap(informer) {
         informer.shutdown().await;
     }
     served.context("serving gRPC")
-}
-
-/// The address to campaign with: the configured one, else the bound one
-/// (loopback when bound to every interface).
-pub fn advertise_addr(configured: &str, local: SocketAddr) -> String {
-    if !configured.is_empty() {
-        return configured.to_string();
-    }
-    if local.ip().is_unspecified() {
-        return format!("127.0.0.1:{}", local.port());
-    }
-    local.to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn advertise_defaults_to_the_bound_address() {
-        let any: SocketAddr = "0.0.0.0:4653".parse().unwrap();
-        assert_eq!(advertise_addr("", any), "127.0.0.1:4653");
-        let lo: SocketAddr = "10.1.2.3:99".parse().unwrap();
-        assert_eq!(advertise_addr("", lo), "10.1.2.3:99");
-        assert_eq!(advertise_addr("watcher:4653", lo), "watcher:4653");
-    }
 }

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use caravan_runtime::term::{CurrentTerm, wait_until_released};
 use caravan_state::Informer;
-use caravan_store::{Leadership, Store, current_leader};
-use parking_lot::RwLock;
+use caravan_store::{Leadership, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::DeploymentWatcherConfig;
@@ -26,9 +26,7 @@ pub struct DeploymentWatcher {
     store: Arc<dyn Store>,
     informer: Arc<Informer>,
     config: Arc<DeploymentWatcherConfig>,
-    election: String,
-    advertise_addr: String,
-    current: RwLock<Option<Arc<LeaderTerm>>>,
+    terms: CurrentTerm<LeaderTerm>,
 }
 
 impl DeploymentWatcher {
@@ -42,54 +40,31 @@ impl DeploymentWatcher {
         advertise_addr: String,
     ) -> Self {
         DeploymentWatcher {
+            terms: CurrentTerm::new(Arc::clone(&store), election, advertise_addr),
             store,
             informer,
             config,
-            election,
-            advertise_addr,
-            current: RwLock::new(None),
         }
     }
 
     /// Whether this replica leads.
     pub fn is_leading(&self) -> bool {
-        self.current.read().is_some()
+        self.terms.is_leading()
     }
 
     /// The current term, or the not-leader error naming the leader.
     pub async fn term(&self) -> Result<Arc<LeaderTerm>, WatcherError> {
-        if let Some(term) = self.current.read().clone()
-            && !term.stop.is_cancelled()
-        {
-            return Ok(term);
-        }
-        let leader = current_leader(self.store.as_ref(), self.election.as_bytes())
+        self.terms
+            .current_or_not_leader()
             .await
-            .ok()
-            .flatten()
-            // While this replica is still catching up, naming itself would
-            // only send the caller back here.
-            .filter(|addr| *addr != self.advertise_addr);
-        Err(WatcherError::NotLeader { leader })
+            .map_err(|leader| WatcherError::NotLeader { leader })
     }
 
     /// Leads one term: waits for the cache to reach the store, follows
     /// deployments until leadership is lost or `stop` fires, then drops
     /// everything it kept in memory.
     pub async fn lead(&self, leadership: Arc<Leadership>, stop: CancellationToken) {
-        let revision = match self.store.current_revision().await {
-            Ok(r) => r,
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot read the store's revision; giving up the term");
-                return;
-            }
-        };
-        if let Err(err) = self
-            .informer
-            .wait_for_revision(revision, CATCH_UP_TIMEOUT)
-            .await
-        {
-            tracing::warn!(error = %err, "the cache did not catch up; giving up the term");
+        if !self.terms.catch_up(&self.informer, CATCH_UP_TIMEOUT).await {
             return;
         }
         let writer = DeploymentWriter::new(
@@ -103,8 +78,8 @@ impl DeploymentWatcher {
             Arc::clone(&self.config),
             stop.child_token(),
         );
-        *self.current.write() = Some(Arc::clone(&term));
-        tracing::info!(address = %self.advertise_addr, "deployment watcher leading");
+        self.terms.begin(Arc::clone(&term), term.stop.clone());
+        tracing::info!(address = %self.terms.advertise_addr(), "deployment watcher leading");
         match term.run().await {
             Ok(()) => {}
             Err(err) if err.is_deposed() => {
@@ -113,11 +88,8 @@ impl DeploymentWatcher {
             Err(err) => tracing::error!(error = %err, "deployment watcher term failed"),
         }
         term.stop.cancel();
-        *self.current.write() = None;
-        let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
-        while Arc::strong_count(&term) > 1 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        self.terms.end();
+        wait_until_released(&term, DRAIN_TIMEOUT).await;
         tracing::info!("deployment watcher term ended");
     }
 }

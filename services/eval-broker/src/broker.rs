@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use caravan_runtime::term::{CurrentTerm, wait_until_released};
 use caravan_state::{Informer, Keyspace};
-use caravan_store::{Leadership, Store, current_leader};
-use parking_lot::RwLock;
+use caravan_store::{Leadership, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::EvalBrokerConfig;
@@ -30,9 +30,7 @@ pub struct EvalBroker {
     store: Arc<dyn Store>,
     informer: Arc<Informer>,
     config: Arc<EvalBrokerConfig>,
-    election: String,
-    advertise_addr: String,
-    current: RwLock<Option<Arc<LeaderTerm>>>,
+    terms: CurrentTerm<LeaderTerm>,
 }
 
 impl EvalBroker {
@@ -46,54 +44,31 @@ impl EvalBroker {
         advertise_addr: String,
     ) -> Self {
         EvalBroker {
+            terms: CurrentTerm::new(Arc::clone(&store), election, advertise_addr),
             store,
             informer,
             config,
-            election,
-            advertise_addr,
-            current: RwLock::new(None),
         }
     }
 
     /// Whether this replica leads with its queues restored.
     pub fn is_leading(&self) -> bool {
-        self.current.read().is_some()
+        self.terms.is_leading()
     }
 
     /// The current term, or the not-leader error naming the leader.
     pub async fn term(&self) -> Result<Arc<LeaderTerm>, BrokerError> {
-        if let Some(term) = self.current.read().clone()
-            && !term.stop.is_cancelled()
-        {
-            return Ok(term);
-        }
-        let leader = current_leader(self.store.as_ref(), self.election.as_bytes())
+        self.terms
+            .current_or_not_leader()
             .await
-            .ok()
-            .flatten()
-            // While this replica is still restoring, naming itself would
-            // only send the caller back here.
-            .filter(|addr| *addr != self.advertise_addr);
-        Err(BrokerError::NotLeader { leader })
+            .map_err(|leader| BrokerError::NotLeader { leader })
     }
 
     /// Leads one term: waits for the cache to reach the store, restores the
     /// queues, serves until leadership is lost or `stop` fires, then drops
     /// every in-memory queue.
     pub async fn lead(&self, leadership: Arc<Leadership>, stop: CancellationToken) {
-        let revision = match self.store.current_revision().await {
-            Ok(r) => r,
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot read the store's revision; giving up the term");
-                return;
-            }
-        };
-        if let Err(err) = self
-            .informer
-            .wait_for_revision(revision, CATCH_UP_TIMEOUT)
-            .await
-        {
-            tracing::warn!(error = %err, "the cache did not catch up; giving up the term");
+        if !self.terms.catch_up(&self.informer, CATCH_UP_TIMEOUT).await {
             return;
         }
         let writer = EvalWriter::new(
@@ -111,8 +86,8 @@ impl EvalBroker {
         let follower = Follower::restore(Arc::clone(&term), effects);
         let launcher = PeriodicLauncher::new(Arc::clone(&term));
         let enforcer = DrainEnforcer::new(Arc::clone(&term));
-        *self.current.write() = Some(Arc::clone(&term));
-        tracing::info!(address = %self.advertise_addr, "eval broker leading");
+        self.terms.begin(Arc::clone(&term), term.stop.clone());
+        tracing::info!(address = %self.terms.advertise_addr(), "eval broker leading");
         // The term's tasks run side by side; the first to fail ends them all.
         let until_failed = |name: &'static str, result: Result<(), BrokerError>| {
             match &result {
@@ -133,12 +108,9 @@ impl EvalBroker {
             async { until_failed("garbage collector", collector::run(Arc::clone(&term)).await) },
         );
         term.stop.cancel();
-        *self.current.write() = None;
+        self.terms.end();
         term.ready.notify_waiters();
-        let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
-        while Arc::strong_count(&term) > 1 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        wait_until_released(&term, DRAIN_TIMEOUT).await;
         tracing::info!("eval broker term ended");
     }
 
