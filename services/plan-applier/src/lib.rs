@@ -24,14 +24,13 @@ mod verify;
 #[cfg(test)]
 mod fixtures;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use caravan_proto::plan_applier_service_server::PlanApplierServiceServer;
 use caravan_runtime::grpc;
-use caravan_runtime::leader::{LeaderChannel, serve_as_leader};
+use caravan_runtime::leader::{Candidate, LeaderChannel, serve_and_lead};
 use caravan_runtime::tonic_health;
 use caravan_store::Store;
 use tokio::net::TcpListener;
@@ -85,7 +84,7 @@ pub async fn serve_with(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let local = listener.local_addr().context("grpc listener address")?;
-    let address = advertised_address(&config.advertised_addr, local);
+    let address = grpc::advertise_addr(&config.advertised_addr, local);
     let prefix = config.store.prefix.clone();
     let applier = Arc::new(PlanApplier::new(
         store.clone(),
@@ -103,42 +102,18 @@ pub async fn serve_with(
             .max_encoding_message_size(MAX_MESSAGE_BYTES),
     );
     tracing::info!(%local, %address, prefix, "plan-applier serving");
-    let server = tokio::spawn(grpc::serve(router, listener, shutdown.clone()));
-    let ttl = Duration::from_millis(config.leader_ttl_ms.max(1_000));
-    serve_as_leader(
+    let candidate = Candidate {
         store,
-        &prefix,
-        error::SERVICE,
-        &address,
-        ttl,
-        shutdown.clone(),
-        |leadership, stop| {
-            let applier = applier.clone();
-            async move { applier.lead(leadership, stop).await }
-        },
-    )
-    .await;
-    server
-        .await
-        .context("grpc server task")?
-        .context("grpc server")?;
+        prefix,
+        service: error::SERVICE,
+        address,
+        ttl: Duration::from_millis(config.leader_ttl_ms.max(1_000)),
+    };
+    serve_and_lead(router, listener, candidate, shutdown, |leadership, stop| {
+        let applier = applier.clone();
+        async move { applier.lead(leadership, stop).await }
+    })
+    .await
+    .context("grpc server")?;
     Ok(())
-}
-
-/// The address written into the leader key: the configured one, or the
-/// bound one with loopback standing in for "every interface".
-pub fn advertised_address(configured: &str, bound: SocketAddr) -> String {
-    if !configured.is_empty() {
-        return configured.to_string();
-    }
-    if bound.ip().is_unspecified() {
-        let loopback = if bound.is_ipv4() {
-            "127.0.0.1"
-        } else {
-            "[::1]"
-        };
-        format!("{loopback}:{}", bound.port())
-    } else {
-        bound.to_string()
-    }
 }
