@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use anyhow::Context;
 use opentelemetry::propagation::{Extractor, Injector};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -39,6 +40,15 @@ pub async fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     Ok((listener, local))
+}
+
+/// Binds a service's configured `grpc_addr`, with an error that names the
+/// config key.
+pub async fn listen(grpc_addr: &str) -> anyhow::Result<TcpListener> {
+    let (listener, _) = bind(grpc_addr)
+        .await
+        .with_context(|| format!("grpc_addr: cannot listen on {grpc_addr}"))?;
+    Ok(listener)
 }
 
 /// The address a replica campaigns with and names itself by: `configured`
@@ -135,5 +145,13 @@ mod tests {
         let lo: SocketAddr = "10.1.2.3:99".parse().unwrap();
         assert_eq!(advertise_addr("", lo), "10.1.2.3:99");
         assert_eq!(advertise_addr("broker:4650", lo), "broker:4650");
+    }
+
+    #[tokio::test]
+    async fn a_bad_grpc_addr_names_the_key() {
+        let listener = listen("127.0.0.1:0").await.unwrap();
+        assert_ne!(listener.local_addr().unwrap().port(), 0);
+        let err = listen("not-an-address").await.unwrap_err();
+        assert!(format!("{err:#}").starts_with("grpc_addr: cannot listen on not-an-address"));
     }
 }

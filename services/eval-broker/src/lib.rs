@@ -55,9 +55,7 @@ pub async fn run(
     store: Arc<dyn Store>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let (listener, _) = caravan_runtime::grpc::bind(&config.grpc_addr)
-        .await
-        .with_context(|| format!("grpc_addr: cannot listen on {}", config.grpc_addr))?;
+    let listener = caravan_runtime::grpc::listen(&config.grpc_addr).await?;
     serve(config, store, listener, shutdown).await
 }
 
