@@ -40,9 +40,7 @@ pub async fn run(
     store: Arc<dyn Store>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let (listener, _) = grpc::bind(&config.grpc_addr)
-        .await
-        .with_context(|| format!("grpc_addr: cannot bind {}", config.grpc_addr))?;
+    let listener = grpc::listen(&config.grpc_addr).await?;
     serve(config, store, listener, shutdown, |_| {}).await
 }
 
