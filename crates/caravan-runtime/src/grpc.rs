@@ -11,8 +11,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::codegen::http;
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
+use tonic::server::NamedService;
 use tonic::transport::server::{Router, TcpIncoming};
 use tonic::transport::{Channel, Endpoint, Server};
+use tonic_health::pb::health_server::{Health, HealthServer};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// A server builder with Caravan's settings: one span per request named after
@@ -32,6 +34,14 @@ fn request_span(req: &http::Request<()>) -> tracing::Span {
     // Without an OpenTelemetry layer installed there is nothing to attach to.
     let _ = span.set_parent(parent);
     span
+}
+
+/// The standard gRPC health service, reporting the service `S` as serving
+/// (the reporter is not kept: a replica serves for as long as it runs).
+pub async fn health_serving<S: NamedService>() -> HealthServer<impl Health> {
+    let (reporter, service) = tonic_health::server::health_reporter();
+    reporter.set_serving::<S>().await;
+    service
 }
 
 /// Binds `addr` (port 0 picks a free port) and returns the listener with its
@@ -153,5 +163,31 @@ mod tests {
         assert_ne!(listener.local_addr().unwrap().port(), 0);
         let err = listen("not-an-address").await.unwrap_err();
         assert!(format!("{err:#}").starts_with("grpc_addr: cannot listen on not-an-address"));
+    }
+
+    #[tokio::test]
+    async fn health_reports_the_service_serving() {
+        struct Probe;
+        impl NamedService for Probe {
+            const NAME: &'static str = "caravan.test.Probe";
+        }
+        use tonic_health::pb::health_check_response::ServingStatus;
+        use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+
+        let (listener, local) = bind("127.0.0.1:0").await.unwrap();
+        let stop = CancellationToken::new();
+        let router = server().add_service(health_serving::<Probe>().await);
+        let serving = tokio::spawn(serve(router, listener, stop.clone()));
+        let mut client = HealthClient::new(channel(&local.to_string()).unwrap());
+        let reply = client
+            .check(HealthCheckRequest {
+                service: Probe::NAME.to_string(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(reply.status(), ServingStatus::Serving);
+        stop.cancel();
+        serving.await.unwrap().unwrap();
     }
 }

@@ -89,12 +89,12 @@ pub async fn serve(
         advertise.clone(),
     ));
 
-    let (health, health_service) = caravan_runtime::tonic_health::server::health_reporter();
-    health
-        .set_serving::<DeploymentWatcherServiceServer<DeploymentWatcherGrpc>>()
-        .await;
+    let health = caravan_runtime::grpc::health_serving::<
+        DeploymentWatcherServiceServer<DeploymentWatcherGrpc>,
+    >()
+    .await;
     let router = caravan_runtime::grpc::server()
-        .add_service(health_service)
+        .add_service(health)
         .add_service(DeploymentWatcherServiceServer::new(
             DeploymentWatcherGrpc::new(Arc::clone(&watcher)),
         ));

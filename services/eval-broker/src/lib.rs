@@ -91,12 +91,10 @@ pub async fn serve(
         advertise.clone(),
     ));
 
-    let (health, health_service) = caravan_runtime::tonic_health::server::health_reporter();
-    health
-        .set_serving::<EvalBrokerServiceServer<EvalBrokerGrpc>>()
-        .await;
+    let health =
+        caravan_runtime::grpc::health_serving::<EvalBrokerServiceServer<EvalBrokerGrpc>>().await;
     let router = caravan_runtime::grpc::server()
-        .add_service(health_service)
+        .add_service(health)
         .add_service(EvalBrokerServiceServer::new(EvalBrokerGrpc::new(
             Arc::clone(&broker),
         )));

@@ -31,7 +31,6 @@ use anyhow::Context;
 use caravan_proto::plan_applier_service_server::PlanApplierServiceServer;
 use caravan_runtime::grpc;
 use caravan_runtime::leader::{Candidate, LeaderChannel, serve_and_lead};
-use caravan_runtime::tonic_health;
 use caravan_store::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -90,11 +89,8 @@ pub async fn serve_with(
         tokens,
         Settings::from(&config),
     ));
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_serving::<PlanApplierServiceServer<PlanApplierGrpc>>()
-        .await;
-    let router = grpc::server().add_service(health_service).add_service(
+    let health = grpc::health_serving::<PlanApplierServiceServer<PlanApplierGrpc>>().await;
+    let router = grpc::server().add_service(health).add_service(
         PlanApplierServiceServer::new(PlanApplierGrpc::new(applier.clone()))
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES),

@@ -19,7 +19,6 @@ use anyhow::Context;
 use caravan_proto::scheduler_worker_service_server::SchedulerWorkerServiceServer;
 use caravan_runtime::grpc;
 use caravan_runtime::leader::LeaderChannel;
-use caravan_runtime::tonic_health;
 use caravan_state::{Informer, InformerConfig, Keyspace};
 use caravan_store::Store;
 use tokio::net::TcpListener;
@@ -89,16 +88,12 @@ pub async fn serve(
         shutdown.clone(),
     ));
     started(pool.clone());
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_serving::<SchedulerWorkerServiceServer<SchedulerWorkerGrpc>>()
-        .await;
-    let router =
-        grpc::server()
-            .add_service(health_service)
-            .add_service(SchedulerWorkerServiceServer::new(SchedulerWorkerGrpc::new(
-                pool.clone(),
-            )));
+    let health = grpc::health_serving::<SchedulerWorkerServiceServer<SchedulerWorkerGrpc>>().await;
+    let router = grpc::server()
+        .add_service(health)
+        .add_service(SchedulerWorkerServiceServer::new(SchedulerWorkerGrpc::new(
+            pool.clone(),
+        )));
     let advertised = if config.advertised_addr.is_empty() {
         local.to_string()
     } else {
