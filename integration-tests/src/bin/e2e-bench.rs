@@ -44,6 +44,10 @@ struct Args {
     /// Registrations in flight at once.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
+    /// Scheduler workers in the one scheduler-worker replica (0: its
+    /// default, one per core).
+    #[arg(long, default_value_t = 0)]
+    workers: usize,
     /// Log filter of every service.
     #[arg(long, default_value = "info")]
     log_filter: String,
@@ -189,7 +193,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
     c.start_gateway(&log).await?;
     c.start_broker(&log).await?;
     c.start_applier(&log).await?;
-    c.start_worker(&log).await?;
+    let workers = args.workers.to_string();
+    let mut worker_settings = log.to_vec();
+    if args.workers > 0 {
+        worker_settings.push(("workers", workers.as_str()));
+    }
+    c.start_worker(&worker_settings).await?;
     c.wait_leader(caravan_integration_tests::Service::EvalBroker)
         .await?;
     c.wait_leader(caravan_integration_tests::Service::PlanApplier)
