@@ -5,7 +5,7 @@
 //!
 //! The domain modules ([`jobs`], [`evals`], [`allocs`], [`nodes`],
 //! [`deployments`], [`broker`], [`client`], [`status`], [`logs`], [`operator`],
-//! [`query`]) hold the logic; [`grpc`] and [`http`] are thin transports over them.
+//! [`query`], [`events`]) hold the logic; [`grpc`] and [`http`] are thin transports over them.
 
 pub mod allocs;
 pub mod broker;
@@ -14,6 +14,7 @@ pub mod config;
 pub mod deployments;
 pub mod error;
 pub mod evals;
+pub mod events;
 pub mod gateway;
 pub mod grpc;
 pub mod http;

@@ -2,86 +2,39 @@
 //! the store from `?index=` on, filtered by `?topic=Topic:Key` and
 //! `?namespace=`, with a `{}` heartbeat every 30 seconds.
 
-use std::time::Duration;
-
 use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, header};
 use axum::response::IntoResponse;
-use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node};
-use caravan_state::{Keyspace, Snapshot, StateKey, StateObject, decode};
-use caravan_store::{Event, EventKind, WatchBatch};
+use caravan_proto::event::Payload;
+use caravan_state::Snapshot;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::error::GatewayError;
-use crate::gateway::Gateway;
+use crate::events::{self, Change, Filter, RevisionEvents, Tick};
 use crate::http::render;
 use crate::http::{ApiError, ApiResult, Http};
-use crate::query::{ALL_NAMESPACES, DEFAULT_NAMESPACE};
-
-/// How often an idle stream says it is alive.
-const HEARTBEAT: Duration = Duration::from_secs(30);
-
-/// The topics Caravan publishes.
-const TOPICS: [&str; 5] = ["Job", "Evaluation", "Allocation", "Deployment", "Node"];
-
-/// What a subscriber asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Filter {
-    /// (topic, key) pairs; `*` matches anything.
-    topics: Vec<(String, String)>,
-    namespace: String,
-    index: i64,
-}
 
 impl Filter {
+    /// Reads the subscription from the query string.
     fn parse(raw: Option<&str>) -> Result<Filter, ApiError> {
-        let mut filter = Filter {
-            topics: Vec::new(),
-            namespace: DEFAULT_NAMESPACE.into(),
-            index: 0,
-        };
+        let mut filter = Filter::default();
         for pair in raw.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             let v = percent_decode(v);
             match k {
-                "topic" => {
-                    let (topic, key) = v.split_once(':').unwrap_or((v.as_str(), "*"));
-                    if topic != "*" && !TOPICS.contains(&topic) {
-                        return Err(ApiError::field(
-                            "topic",
-                            format!("unknown topic {topic:?}; one of {}", TOPICS.join(", ")),
-                        ));
-                    }
-                    filter.topics.push((topic.to_string(), key.to_string()));
-                }
-                "namespace" if !v.is_empty() => filter.namespace = v,
+                "topic" => filter.add_topic("topic", &v)?,
+                "namespace" => filter.set_namespace(&v),
                 "index" => {
-                    filter.index =
-                        v.parse::<i64>().ok().filter(|i| *i >= 0).ok_or_else(|| {
-                            ApiError::field("index", format!("invalid index {v:?}"))
-                        })?;
+                    let index = v
+                        .parse::<i64>()
+                        .map_err(|_| ApiError::field("index", format!("invalid index {v:?}")))?;
+                    filter.set_index(index)?;
                 }
                 _ => {}
             }
         }
-        if filter.topics.is_empty() {
-            filter.topics.push(("*".into(), "*".into()));
-        }
-        Ok(filter)
-    }
-
-    fn wants(&self, topic: &str, key: &str, namespace: Option<&str>) -> bool {
-        if let Some(ns) = namespace
-            && self.namespace != ALL_NAMESPACES
-            && self.namespace != ns
-        {
-            return false;
-        }
-        self.topics
-            .iter()
-            .any(|(t, k)| (t == "*" || t == topic) && (k == "*" || k == key))
+        Ok(filter.finish())
     }
 }
 
@@ -115,131 +68,42 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// One store event as a Nomad event, if it is on a published topic.
-fn to_event(
-    keys: &Keyspace,
-    snap: &Snapshot,
-    event: &Event,
-) -> Option<(String, String, Option<String>, Value)> {
-    let key = keys.parse(&event.kv.key).ok()?;
-    let put = event.kind == EventKind::Put;
-    fn obj<T: StateObject>(event: &Event) -> Option<T> {
-        decode::<T>(&event.kv).ok()
-    }
-    match key {
-        StateKey::Job { namespace, id } => {
-            let payload = match put.then(|| obj::<Job>(event)).flatten() {
-                Some(job) => caravan_jobspec::render_json(&job),
-                None => json!({"ID": id, "Namespace": namespace}),
-            };
-            let kind = if put {
-                "JobRegistered"
-            } else {
-                "JobDeregistered"
-            };
-            Some((
-                "Job".into(),
-                id,
-                Some(namespace),
-                json!({"Type": kind, "Payload": {"Job": payload}}),
-            ))
-        }
-        StateKey::Eval(id) => {
-            let eval = put.then(|| obj::<Evaluation>(event)).flatten()?;
-            let ns = eval.namespace.clone();
-            Some((
-                "Evaluation".into(),
-                id,
-                Some(ns),
-                json!({"Type": "EvaluationUpdated", "Payload": {"Evaluation": render::evaluation(&eval)}}),
-            ))
-        }
-        StateKey::Alloc(id) => {
-            let alloc = put.then(|| obj::<Allocation>(event)).flatten()?;
-            let ns = alloc.namespace.clone();
-            Some((
-                "Allocation".into(),
-                id,
-                Some(ns),
-                json!({"Type": "AllocationUpdated", "Payload": {"Allocation": render::allocation(snap, &alloc)}}),
-            ))
-        }
-        StateKey::Deployment(id) => {
-            let d = put.then(|| obj::<Deployment>(event)).flatten()?;
-            let ns = d.namespace.clone();
-            Some((
-                "Deployment".into(),
-                id,
-                Some(ns),
-                json!({"Type": "DeploymentStatusUpdate", "Payload": {"Deployment": render::deployment(&d)}}),
-            ))
-        }
-        StateKey::Node(id) => {
-            let payload = match put.then(|| obj::<Node>(event)).flatten() {
-                Some(node) => render::node(&node),
-                None => json!({"ID": id}),
-            };
-            let kind = if put {
-                "NodeRegistration"
-            } else {
-                "NodeDeregistration"
-            };
-            Some((
-                "Node".into(),
-                id,
-                None,
-                json!({"Type": kind, "Payload": {"Node": payload}}),
-            ))
-        }
-        _ => None,
-    }
+/// One change as a Nomad event.
+fn to_event(snap: &Snapshot, change: &Change) -> Value {
+    let payload = match &change.object {
+        Some(Payload::Job(job)) => json!({"Job": caravan_jobspec::render_json(job)}),
+        Some(Payload::Evaluation(eval)) => json!({"Evaluation": render::evaluation(eval)}),
+        Some(Payload::Allocation(alloc)) => json!({"Allocation": render::allocation(snap, alloc)}),
+        Some(Payload::Deployment(d)) => json!({"Deployment": render::deployment(d)}),
+        Some(Payload::Node(node)) => json!({"Node": render::node(node)}),
+        // Only jobs and nodes are published without their object.
+        None if change.topic == "Node" => json!({"Node": {"ID": change.key}}),
+        None => json!({"Job": {"ID": change.key, "Namespace": change.namespace}}),
+    };
+    json!({
+        "Type": change.kind,
+        "Payload": payload,
+        "Topic": change.topic,
+        "Key": change.key,
+        "Namespace": change.namespace.clone().unwrap_or_default(),
+        "FilterKeys": null,
+        "Index": render::index(change.revision),
+    })
 }
 
 /// The NDJSON lines of one watch batch: one line per revision with events
 /// the subscriber wants.
-fn lines(gw: &Gateway, filter: &Filter, batch: &WatchBatch) -> Vec<u8> {
-    let snap = gw.cache().snapshot();
+fn lines(snap: &Snapshot, revisions: &[RevisionEvents]) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut current: Option<(i64, Vec<Value>)> = None;
-    let flush = |entry: Option<(i64, Vec<Value>)>, out: &mut Vec<u8>| {
-        if let Some((index, events)) = entry
-            && !events.is_empty()
-        {
-            out.extend_from_slice(
-                json!({"Index": index, "Events": events})
-                    .to_string()
-                    .as_bytes(),
-            );
-            out.push(b'\n');
-        }
-    };
-    for event in &batch.events {
-        let revision = event.kv.mod_revision;
-        if current.as_ref().is_some_and(|(r, _)| *r != revision) {
-            flush(current.take(), &mut out);
-        }
-        let Some((topic, key, namespace, mut body)) = to_event(gw.keys(), &snap, event) else {
-            continue;
-        };
-        if !filter.wants(&topic, &key, namespace.as_deref()) {
-            continue;
-        }
-        if let Value::Object(map) = &mut body {
-            map.insert("Topic".into(), Value::String(topic));
-            map.insert("Key".into(), Value::String(key));
-            map.insert(
-                "Namespace".into(),
-                Value::String(namespace.unwrap_or_default()),
-            );
-            map.insert("FilterKeys".into(), Value::Null);
-            map.insert("Index".into(), json!(render::index(revision)));
-        }
-        current
-            .get_or_insert_with(|| (revision, Vec::new()))
-            .1
-            .push(body);
+    for rev in revisions {
+        let events: Vec<Value> = rev.changes.iter().map(|c| to_event(snap, c)).collect();
+        out.extend_from_slice(
+            json!({"Index": rev.index, "Events": events})
+                .to_string()
+                .as_bytes(),
+        );
+        out.push(b'\n');
     }
-    flush(current.take(), &mut out);
     out
 }
 
@@ -247,30 +111,13 @@ fn lines(gw: &Gateway, filter: &Filter, batch: &WatchBatch) -> Vec<u8> {
 pub(crate) async fn stream(State(http): State<Http>, RawQuery(raw): RawQuery) -> ApiResult {
     let filter = Filter::parse(raw.as_deref())?;
     let gw = http.gw.clone();
-    let start = if filter.index > 0 {
-        filter.index + 1
-    } else {
-        0
-    };
-    let watch = gw
-        .store
-        .watch(gw.keys().root(), start)
-        .await
-        .map_err(GatewayError::from)?;
-    let events = {
-        let gw = gw.clone();
-        watch.stream.map(move |batch| match batch {
-            Ok(batch) => Ok::<Bytes, GatewayError>(Bytes::from(lines(&gw, &filter, &batch))),
-            Err(err) => Err(GatewayError::from(err)),
+    let ticks = events::subscribe(&gw, filter).await?;
+    let body = ticks.map(move |tick| {
+        tick.map(|tick| match tick {
+            Tick::Events(revisions) => Bytes::from(lines(&gw.cache().snapshot(), &revisions)),
+            Tick::Heartbeat => Bytes::from_static(b"{}\n"),
         })
-    };
-    let heartbeats = futures::stream::unfold((), |()| async {
-        tokio::time::sleep(HEARTBEAT).await;
-        Some((Ok(Bytes::from_static(b"{}\n")), ()))
     });
-    let body = futures::stream::select(events, heartbeats)
-        .filter(|chunk| futures::future::ready(!matches!(chunk, Ok(b) if b.is_empty())))
-        .take_until(gw.shutdown.clone().cancelled_owned());
     let mut response = Body::from_stream(body).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,

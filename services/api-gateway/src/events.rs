@@ -1,0 +1,347 @@
+//! The event stream: which changes a subscriber wants ([`Filter`]), what a
+//! store change means as a Nomad event ([`Change`]), and the live
+//! [`subscribe`] stream of them, fed by a watch of the store from the
+//! subscriber's index on, with a heartbeat every 30 seconds. The HTTP and
+//! gRPC transports only render it.
+
+use std::time::Duration;
+
+use caravan_proto::event::Payload;
+use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node};
+use caravan_state::{Keyspace, StateKey, StateObject, decode};
+use caravan_store::{EventKind, WatchBatch};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+
+use crate::error::{GatewayError, Result};
+use crate::gateway::Gateway;
+use crate::query::{ALL_NAMESPACES, DEFAULT_NAMESPACE};
+
+/// How often an idle stream says it is alive.
+pub const HEARTBEAT: Duration = Duration::from_secs(30);
+
+/// The topics Caravan publishes.
+pub const TOPICS: [&str; 5] = ["Job", "Evaluation", "Allocation", "Deployment", "Node"];
+
+/// What a subscriber asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filter {
+    /// (topic, key) pairs; `*` matches anything. Empty until [`Filter::finish`],
+    /// which makes it match every topic.
+    pub topics: Vec<(String, String)>,
+    /// The namespace wanted, or `*` for all.
+    pub namespace: String,
+    /// Resume after this revision; 0 starts from now.
+    pub index: i64,
+}
+
+impl Default for Filter {
+    fn default() -> Self {
+        Filter {
+            topics: Vec::new(),
+            namespace: DEFAULT_NAMESPACE.into(),
+            index: 0,
+        }
+    }
+}
+
+impl Filter {
+    /// Adds a `Topic` or `Topic:Key` subscription; errors name `field`.
+    pub fn add_topic(&mut self, field: &str, raw: &str) -> Result<()> {
+        let (topic, key) = raw.split_once(':').unwrap_or((raw, "*"));
+        if topic != "*" && !TOPICS.contains(&topic) {
+            return Err(GatewayError::field(
+                field,
+                format!("unknown topic {topic:?}; one of {}", TOPICS.join(", ")),
+            ));
+        }
+        self.topics.push((topic.to_string(), key.to_string()));
+        Ok(())
+    }
+
+    /// Sets the namespace; an empty one keeps the default.
+    pub fn set_namespace(&mut self, namespace: &str) {
+        if !namespace.is_empty() {
+            self.namespace = namespace.to_string();
+        }
+    }
+
+    /// Sets the revision to resume after; a negative one is refused.
+    pub fn set_index(&mut self, index: i64) -> Result<()> {
+        if index < 0 {
+            return Err(GatewayError::field(
+                "index",
+                format!("invalid index {:?}", index.to_string()),
+            ));
+        }
+        self.index = index;
+        Ok(())
+    }
+
+    /// The filter as asked, subscribing to everything if no topic was named.
+    pub fn finish(mut self) -> Filter {
+        if self.topics.is_empty() {
+            self.topics.push(("*".into(), "*".into()));
+        }
+        self
+    }
+
+    /// Whether an event on `topic` about `key` in `namespace` (none for
+    /// cluster-wide objects like nodes) is wanted.
+    pub fn wants(&self, topic: &str, key: &str, namespace: Option<&str>) -> bool {
+        if let Some(ns) = namespace
+            && self.namespace != ALL_NAMESPACES
+            && self.namespace != ns
+        {
+            return false;
+        }
+        self.topics
+            .iter()
+            .any(|(t, k)| (t == "*" || t == topic) && (k == "*" || k == key))
+    }
+
+    /// The first revision the watch must deliver (0: from now).
+    fn start_revision(&self) -> i64 {
+        if self.index > 0 { self.index + 1 } else { 0 }
+    }
+}
+
+/// One store change as a Nomad event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// Job, Evaluation, Allocation, Deployment or Node.
+    pub topic: &'static str,
+    /// Nomad's event type, e.g. `JobRegistered`.
+    pub kind: &'static str,
+    /// The object's ID.
+    pub key: String,
+    /// The object's namespace; none for nodes.
+    pub namespace: Option<String>,
+    /// The revision that made the change.
+    pub revision: i64,
+    /// The object after the change; none on a deletion (or a value that
+    /// did not decode), where only the key and namespace are known.
+    pub object: Option<Payload>,
+}
+
+/// One store change as a Nomad event, if it is on a published topic.
+/// Evaluations, allocations and deployments are only published while they
+/// exist; jobs and nodes also on deletion.
+pub fn classify(keys: &Keyspace, event: &caravan_store::Event) -> Option<Change> {
+    let key = keys.parse(&event.kv.key).ok()?;
+    let put = event.kind == EventKind::Put;
+    fn obj<T: StateObject>(put: bool, event: &caravan_store::Event) -> Option<T> {
+        put.then(|| decode::<T>(&event.kv).ok()).flatten()
+    }
+    let revision = event.kv.mod_revision;
+    let change = |topic, kind, key, namespace, object| Change {
+        topic,
+        kind,
+        key,
+        namespace,
+        revision,
+        object,
+    };
+    match key {
+        StateKey::Job { namespace, id } => {
+            let kind = if put {
+                "JobRegistered"
+            } else {
+                "JobDeregistered"
+            };
+            let job = obj::<Job>(put, event).map(Payload::Job);
+            Some(change("Job", kind, id, Some(namespace), job))
+        }
+        StateKey::Eval(id) => {
+            let eval = obj::<Evaluation>(put, event)?;
+            let ns = eval.namespace.clone();
+            let object = Some(Payload::Evaluation(eval));
+            Some(change(
+                "Evaluation",
+                "EvaluationUpdated",
+                id,
+                Some(ns),
+                object,
+            ))
+        }
+        StateKey::Alloc(id) => {
+            let alloc = obj::<Allocation>(put, event)?;
+            let ns = alloc.namespace.clone();
+            let object = Some(Payload::Allocation(alloc));
+            Some(change(
+                "Allocation",
+                "AllocationUpdated",
+                id,
+                Some(ns),
+                object,
+            ))
+        }
+        StateKey::Deployment(id) => {
+            let d = obj::<Deployment>(put, event)?;
+            let ns = d.namespace.clone();
+            let object = Some(Payload::Deployment(d));
+            let kind = "DeploymentStatusUpdate";
+            Some(change("Deployment", kind, id, Some(ns), object))
+        }
+        StateKey::Node(id) => {
+            let kind = if put {
+                "NodeRegistration"
+            } else {
+                "NodeDeregistration"
+            };
+            let node = obj::<Node>(put, event).map(Payload::Node);
+            Some(change("Node", kind, id, None, node))
+        }
+        _ => None,
+    }
+}
+
+/// The wanted changes of one revision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RevisionEvents {
+    /// The revision.
+    pub index: i64,
+    /// Its wanted changes, never empty.
+    pub changes: Vec<Change>,
+}
+
+/// The wanted changes of a watch batch, grouped by revision; revisions with
+/// nothing wanted are left out.
+pub fn group(keys: &Keyspace, filter: &Filter, batch: &WatchBatch) -> Vec<RevisionEvents> {
+    let mut out: Vec<RevisionEvents> = Vec::new();
+    for event in &batch.events {
+        let Some(change) = classify(keys, event) else {
+            continue;
+        };
+        if !filter.wants(change.topic, &change.key, change.namespace.as_deref()) {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if last.index == change.revision => last.changes.push(change),
+            _ => out.push(RevisionEvents {
+                index: change.revision,
+                changes: vec![change],
+            }),
+        }
+    }
+    out
+}
+
+/// What a subscription yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tick {
+    /// The wanted changes of one watch batch, one entry per revision.
+    Events(Vec<RevisionEvents>),
+    /// Nothing happened for [`HEARTBEAT`].
+    Heartbeat,
+}
+
+/// The live event stream for `filter`, from the revision after its index
+/// (or from now), ending when the gateway shuts down or the caller drops it.
+/// A start revision already compacted away fails here or as the stream's
+/// first item, depending on the store.
+pub async fn subscribe(gw: &Gateway, filter: Filter) -> Result<BoxStream<'static, Result<Tick>>> {
+    let watch = gw
+        .store
+        .watch(gw.keys().root(), filter.start_revision())
+        .await?;
+    let keys = gw.keys().clone();
+    let events = watch.stream.map(move |batch| match batch {
+        Ok(batch) => Ok(Tick::Events(group(&keys, &filter, &batch))),
+        Err(err) => Err(GatewayError::from(err)),
+    });
+    let heartbeats = futures::stream::unfold((), |()| async {
+        tokio::time::sleep(HEARTBEAT).await;
+        Some((Ok(Tick::Heartbeat), ()))
+    });
+    let ticks = futures::stream::select(events, heartbeats)
+        .filter(|tick| {
+            futures::future::ready(!matches!(tick, Ok(Tick::Events(revs)) if revs.is_empty()))
+        })
+        .take_until(gw.shutdown.clone().cancelled_owned());
+    Ok(ticks.boxed())
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_store::{Event, KeyValue};
+
+    use super::*;
+
+    fn event(kind: EventKind, key: Vec<u8>, value: Vec<u8>, revision: i64) -> Event {
+        Event {
+            kind,
+            kv: KeyValue {
+                key,
+                value,
+                create_revision: 1,
+                mod_revision: revision,
+                version: 1,
+                lease: 0,
+            },
+        }
+    }
+
+    fn put(key: Vec<u8>, value: Vec<u8>, revision: i64) -> Event {
+        event(EventKind::Put, key, value, revision)
+    }
+
+    #[test]
+    fn topics_filter_by_key_and_namespace() {
+        let mut f = Filter::default();
+        f.add_topic("topics[0]", "Job:web").unwrap();
+        f.add_topic("topics[1]", "Evaluation").unwrap();
+        f.set_index(7).unwrap();
+        assert_eq!(f.start_revision(), 8);
+        assert!(f.wants("Job", "web", Some("default")));
+        assert!(!f.wants("Job", "api", Some("default")));
+        assert!(f.wants("Evaluation", "e1", Some("default")));
+        assert!(!f.wants("Node", "n1", None));
+        let mut all = Filter::default();
+        all.set_namespace("*");
+        let all = all.finish();
+        assert_eq!(all.start_revision(), 0);
+        assert!(all.wants("Job", "x", Some("other")));
+        let err = Filter::default()
+            .add_topic("topics[2]", "Nope")
+            .unwrap_err();
+        assert!(err.to_string().starts_with("topics[2]: "), "{err}");
+        let err = Filter::default().set_index(-1).unwrap_err();
+        assert_eq!(err.to_string(), "index: invalid index \"-1\"");
+    }
+
+    #[test]
+    fn changes_group_by_revision_and_decode() {
+        let keys = Keyspace::new("/t");
+        let web = Job {
+            id: "web".into(),
+            namespace: "default".into(),
+            ..Default::default()
+        };
+        let batch = WatchBatch {
+            revision: 6,
+            events: vec![
+                put(keys.job("default", "web"), caravan_state::encode(&web), 5),
+                put(keys.node("n1"), b"not a node".to_vec(), 5),
+                put(keys.job("default", "api"), Vec::new(), 6),
+                event(EventKind::Delete, keys.node("n1"), Vec::new(), 6),
+            ],
+        };
+        let mut filter = Filter::default();
+        filter.add_topic("topic", "Job:web").unwrap();
+        filter.add_topic("topic", "Node").unwrap();
+        let revs = group(&keys, &filter, &batch);
+        assert_eq!(revs.len(), 2, "{revs:#?}");
+        assert_eq!(revs[0].index, 5);
+        assert_eq!(revs[0].changes[0].kind, "JobRegistered");
+        let Some(Payload::Job(job)) = &revs[0].changes[0].object else {
+            panic!("no decoded job: {revs:#?}");
+        };
+        assert_eq!(job.id, "web");
+        assert_eq!(revs[0].changes[1].kind, "NodeRegistration");
+        assert_eq!(revs[0].changes[1].object, None);
+        assert_eq!(revs[1].index, 6);
+        assert_eq!(revs[1].changes.len(), 1);
+        assert_eq!(revs[1].changes[0].kind, "NodeDeregistration");
+    }
+}
