@@ -1,14 +1,24 @@
-//! The HTTP event stream, in-process, against the embedded store and etcd.
+//! The event stream over HTTP and gRPC, in-process, against the embedded
+//! store and etcd.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use caravan_proto::event::Payload;
+use caravan_proto::event_service_client::EventServiceClient;
+use caravan_proto::job_service_client::JobServiceClient;
+use caravan_proto::{
+    EventBatch, EventStreamRequest, Job, JobType, RegisterJobRequest, Resources, Task, TaskGroup,
+};
+use caravan_store::{MemStore, Store};
 use common::{Backend, TestGateway};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tonic::{Code, Streaming};
 
 fn job(id: &str) -> Vec<u8> {
     serde_json::to_vec(&json!({"Job": {
@@ -84,4 +94,160 @@ async fn mem_job_and_eval_events_stream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_job_and_eval_events_stream() {
     job_and_eval_events_stream(Backend::Etcd).await;
+}
+
+fn proto_job(id: &str) -> RegisterJobRequest {
+    let mut job = Job {
+        id: id.into(),
+        task_groups: vec![TaskGroup {
+            name: "g".into(),
+            count: 1,
+            tasks: vec![Task {
+                name: "t".into(),
+                driver: "mock".into(),
+                resources: Some(Resources {
+                    cpu_mhz: 100,
+                    memory_mb: 32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    job.set_type(JobType::Batch);
+    RegisterJobRequest {
+        job: Some(job),
+        ..Default::default()
+    }
+}
+
+fn subscription(topics: &[&str], index: i64) -> EventStreamRequest {
+    EventStreamRequest {
+        topics: topics.iter().map(|t| t.to_string()).collect(),
+        index,
+        ..Default::default()
+    }
+}
+
+/// The next batch with events, skipping heartbeats; none if `wait` passes
+/// first.
+async fn next_events(stream: &mut Streaming<EventBatch>, wait: Duration) -> Option<EventBatch> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let batch = tokio::time::timeout_at(deadline, stream.message())
+            .await
+            .ok()?
+            .unwrap()
+            .expect("the stream ended");
+        if !batch.heartbeat {
+            return Some(batch);
+        }
+    }
+}
+
+async fn grpc_stream_filters_and_resumes(backend: Backend) {
+    let gw = TestGateway::start(backend, "grpc-events").await;
+    let mut events = EventServiceClient::new(gw.channel().await);
+    let mut jobs = JobServiceClient::new(gw.channel().await);
+    let bad = events
+        .stream(subscription(&["Bogus"], 0))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    assert!(bad.message().starts_with("topics[0]: "), "{bad:?}");
+    let bad = events.stream(subscription(&[], -1)).await.unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    assert!(bad.message().starts_with("index: "), "{bad:?}");
+
+    let mut stream = events
+        .stream(subscription(&["Job:web"], 0))
+        .await
+        .unwrap()
+        .into_inner();
+    // Let the watch open before the writes it should see.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let web = jobs
+        .register_job(proto_job("web"))
+        .await
+        .unwrap()
+        .into_inner();
+    let other = jobs
+        .register_job(proto_job("other"))
+        .await
+        .unwrap()
+        .into_inner();
+    let batch = next_events(&mut stream, Duration::from_secs(10))
+        .await
+        .expect("no event for job web");
+    assert_eq!(batch.index, web.job_modify_revision);
+    assert_eq!(batch.events.len(), 1, "{batch:#?}");
+    let event = &batch.events[0];
+    assert_eq!(
+        (
+            event.topic.as_str(),
+            event.r#type.as_str(),
+            event.key.as_str()
+        ),
+        ("Job", "JobRegistered", "web")
+    );
+    assert_eq!(event.namespace, "default");
+    assert_eq!(event.index, web.job_modify_revision);
+    let Some(Payload::Job(job)) = &event.payload else {
+        panic!("no decoded job: {event:#?}");
+    };
+    assert_eq!(job.id, "web");
+    assert_eq!(job.task_groups[0].tasks[0].driver, "mock");
+    let more = next_events(&mut stream, Duration::from_millis(500)).await;
+    assert!(more.is_none(), "only job web is wanted: {more:#?}");
+
+    // Resuming after web's revision replays only what came later.
+    let mut resumed = events
+        .stream(subscription(&["Job"], web.job_modify_revision))
+        .await
+        .unwrap()
+        .into_inner();
+    let batch = next_events(&mut resumed, Duration::from_secs(10))
+        .await
+        .expect("no event after the index");
+    assert_eq!(batch.index, other.job_modify_revision);
+    assert_eq!(batch.events.len(), 1, "{batch:#?}");
+    assert_eq!(batch.events[0].key, "other");
+    assert_eq!(batch.events[0].r#type, "JobRegistered");
+    drop((stream, resumed));
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mem_grpc_stream_filters_and_resumes() {
+    grpc_stream_filters_and_resumes(Backend::Mem).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_grpc_stream_filters_and_resumes() {
+    grpc_stream_filters_and_resumes(Backend::Etcd).await;
+}
+
+/// Compaction is only exercised on the embedded store: compacting the shared
+/// test etcd would pull history from under other tests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mem_grpc_stream_from_a_compacted_index_is_out_of_range() {
+    let store = Arc::new(MemStore::new());
+    let gw = TestGateway::start_with(store.clone(), "grpc-events-compacted", |_| {}).await;
+    let mut jobs = JobServiceClient::new(gw.channel().await);
+    jobs.register_job(proto_job("a")).await.unwrap();
+    let b = jobs
+        .register_job(proto_job("b"))
+        .await
+        .unwrap()
+        .into_inner();
+    store.compact(b.job_modify_revision).await.unwrap();
+    let mut events = EventServiceClient::new(gw.channel().await);
+    let err = match events.stream(subscription(&[], 1)).await {
+        Err(status) => status,
+        Ok(response) => response.into_inner().message().await.unwrap_err(),
+    };
+    assert_eq!(err.code(), Code::OutOfRange, "{err:?}");
+    gw.stop().await;
 }

@@ -3,12 +3,14 @@
 
 mod client;
 mod cluster;
+mod events;
 mod jobs;
 
 use caravan_proto::QueryOptions;
 use caravan_proto::alloc_service_server::AllocServiceServer;
 use caravan_proto::deployment_service_server::DeploymentServiceServer;
 use caravan_proto::eval_service_server::EvalServiceServer;
+use caravan_proto::event_service_server::EventServiceServer;
 use caravan_proto::job_service_server::JobServiceServer;
 use caravan_proto::node_client_service_server::NodeClientServiceServer;
 use caravan_proto::node_service_server::NodeServiceServer;
@@ -19,6 +21,7 @@ use tonic::transport::server::Router;
 
 pub use client::NodeClientApi;
 pub use cluster::ClusterApi;
+pub use events::EventApi;
 pub use jobs::JobApi;
 
 use crate::gateway::Gateway;
@@ -50,6 +53,9 @@ pub async fn router(gw: &Gateway) -> Router {
         .add_service(NodeServiceServer::new(cluster.clone()).max_encoding_message_size(usize::MAX))
         .add_service(
             DeploymentServiceServer::new(cluster.clone()).max_encoding_message_size(usize::MAX),
+        )
+        .add_service(
+            EventServiceServer::new(EventApi(gw.clone())).max_encoding_message_size(usize::MAX),
         )
         .add_service(StatusServiceServer::new(cluster.clone()))
         .add_service(SystemServiceServer::new(cluster))
