@@ -12,4 +12,4 @@ pub mod wait;
 pub use cluster::{Cluster, GatewayAddrs, Service};
 pub use http::{HttpApi, HttpReply};
 pub use state::ClusterState;
-pub use wait::{Progress, wait_for};
+pub use wait::{Progress, wait_for, wait_for_pids};

@@ -2,7 +2,6 @@
 //! client nodes, run and stopped through the `caravan` CLI.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 
 use caravan_integration_tests::process::{command_line, process_alive};
 use caravan_integration_tests::{Cluster, Progress, jobs, wait_for};
@@ -54,37 +53,14 @@ async fn run_sleepers(c: &mut Cluster) -> Sleepers {
     );
 
     let allocs = wait_running(c, JOB, 3).await;
-    let pids = wait_for_pids(&pid_dir, &allocs).await;
+    let pids = caravan_integration_tests::wait_for_pids(&pid_dir, &allocs, STEP)
+        .await
+        .unwrap();
     Sleepers {
         allocs,
         pids,
         nodes,
     }
-}
-
-/// Waits for every alloc's task to have written its pid file.
-async fn wait_for_pids(dir: &Path, allocs: &[Allocation]) -> BTreeMap<String, i32> {
-    let files: Vec<(String, PathBuf)> = allocs
-        .iter()
-        .map(|a| (a.id.clone(), dir.join(format!("{}.pid", a.id))))
-        .collect();
-    wait_for("every task to write its pid", STEP, async || {
-        let mut pids = BTreeMap::new();
-        for (id, file) in &files {
-            match std::fs::read_to_string(file)
-                .ok()
-                .and_then(|s| s.trim().parse::<i32>().ok())
-            {
-                Some(pid) => {
-                    pids.insert(id.clone(), pid);
-                }
-                None => return Ok(Progress::Waiting(format!("no pid in {}", file.display()))),
-            }
-        }
-        Ok(Progress::Done(pids))
-    })
-    .await
-    .unwrap()
 }
 
 /// Kills whatever of the job's processes survived, so a failing test leaves

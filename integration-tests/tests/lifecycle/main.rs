@@ -222,32 +222,6 @@ pub async fn job(state: &ClusterState, id: &str) -> anyhow::Result<Option<Job>> 
     }
 }
 
-/// Waits for every alloc's task to have written its pid file in `dir`;
-/// returns alloc id → pid.
-pub async fn wait_pids(dir: &Path, allocs: &[Allocation]) -> BTreeMap<String, i32> {
-    let files: Vec<(String, PathBuf)> = allocs
-        .iter()
-        .map(|a| (a.id.clone(), dir.join(format!("{}.pid", a.id))))
-        .collect();
-    wait_for("every task to write its pid", STEP, async || {
-        let mut pids = BTreeMap::new();
-        for (id, file) in &files {
-            match std::fs::read_to_string(file)
-                .ok()
-                .and_then(|s| s.trim().parse::<i32>().ok())
-            {
-                Some(pid) => {
-                    pids.insert(id.clone(), pid);
-                }
-                None => return Ok(Progress::Waiting(format!("no pid in {}", file.display()))),
-            }
-        }
-        Ok(Progress::Done(pids))
-    })
-    .await
-    .unwrap()
-}
-
 /// Waits until none of `pids` is alive.
 pub async fn wait_exited(pids: &[i32]) {
     wait_for("the old task processes to exit", STEP, async || {
@@ -297,4 +271,12 @@ pub fn set(job: &mut Value, pointer: &str, value: Value) {
         .as_object_mut()
         .unwrap_or_else(|| panic!("{parent} is not an object"))
         .insert(key.to_string(), value);
+}
+
+/// Waits for every alloc's task to have written its pid file in `dir`;
+/// returns alloc id → pid.
+pub async fn wait_pids(dir: &Path, allocs: &[Allocation]) -> BTreeMap<String, i32> {
+    caravan_integration_tests::wait_for_pids(dir, allocs, STEP)
+        .await
+        .unwrap()
 }
