@@ -13,7 +13,6 @@ mod applier;
 mod commit;
 mod config;
 mod error;
-mod fit;
 mod mutation;
 mod overlay;
 mod queue;

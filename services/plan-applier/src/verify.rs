@@ -9,7 +9,6 @@ use caravan_state::is_terminal;
 use caravan_store::Revision;
 
 use crate::error::ApplierError;
-use crate::fit::allocs_fit;
 use crate::overlay::View;
 
 /// Plans with fewer nodes are verified on one thread: spreading them costs
@@ -261,7 +260,10 @@ pub(crate) fn verify_node(view: &View, plan: &Plan, node_id: &str) -> Result<(),
         .iter()
         .filter(|a| !is_terminal(a) && !removed.contains(a.id.as_str()))
         .map(Arc::as_ref);
-    allocs_fit(node, kept.chain(placing.iter()))
+    // The scheduler's own exact check, so the applier refuses exactly what
+    // the scheduler's verification refuses: the last line before a commit.
+    caravan_scheduler::resources::allocs_fit(node, kept.chain(placing.iter()))
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
