@@ -33,15 +33,15 @@ pub(crate) struct NodeTable {
     /// Built on the first lookup: `None` when the initial nodes are sorted by id
     /// (binary search), else an index. Lazily, so attempts that never look a
     /// node up by id never read every node's id.
-    by_id: std::cell::OnceCell<Option<HashMap<String, u32, FnvBuild>>>,
-    extra: HashMap<String, u32, FnvBuild>,
+    by_id: std::cell::OnceCell<Option<HashMap<String, u32, ShortKeyBuild>>>,
+    extra: HashMap<String, u32, ShortKeyBuild>,
     /// Per node: 1 + index into `cap_store`, or 0 before first use (keeps the
     /// per-node array small; capacities are built only for visited nodes).
     caps: Vec<u32>,
     cap_store: Vec<Capacity>,
     class_ids: Vec<u32>,
     pub classes: Vec<String>,
-    class_index: HashMap<String, u32, FnvBuild>,
+    class_index: HashMap<String, u32, ShortKeyBuild>,
     usage: Vec<Option<Arc<NodeUsage>>>,
     /// Bumped whenever a node's usage changes, to invalidate cached scores.
     pub generation: Vec<u32>,
@@ -187,7 +187,7 @@ impl NodeTable {
 #[derive(Default)]
 struct ClassInterner {
     classes: Vec<String>,
-    index: HashMap<String, u32, FnvBuild>,
+    index: HashMap<String, u32, ShortKeyBuild>,
 }
 
 impl ClassInterner {
@@ -213,9 +213,9 @@ impl ClassInterner {
 /// keys such as computed classes and alloc ids; SipHash is wasted on them and
 /// a byte-at-a-time hash shows up when every node's class is interned.
 #[derive(Default)]
-pub(crate) struct Fnv(u64);
+pub(crate) struct ShortKeyHasher(u64);
 
-impl Fnv {
+impl ShortKeyHasher {
     const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 
     #[inline]
@@ -224,7 +224,7 @@ impl Fnv {
     }
 }
 
-impl std::hash::Hasher for Fnv {
+impl std::hash::Hasher for ShortKeyHasher {
     fn finish(&self) -> u64 {
         self.0
     }
@@ -256,7 +256,7 @@ impl std::hash::Hasher for Fnv {
     }
 }
 
-pub(crate) type FnvBuild = std::hash::BuildHasherDefault<Fnv>;
+pub(crate) type ShortKeyBuild = std::hash::BuildHasherDefault<ShortKeyHasher>;
 
 /// One scheduling attempt's context.
 pub(crate) struct EvalContext<'a> {
@@ -273,7 +273,7 @@ pub(crate) struct EvalContext<'a> {
     pub eligibility: Eligibility,
     /// Full copies of allocations the plan removes, by node id, so lazily loaded
     /// usage can account for them.
-    removed: HashMap<String, Vec<Arc<Allocation>>, FnvBuild>,
+    removed: HashMap<String, Vec<Arc<Allocation>>, ShortKeyBuild>,
     /// Shared by every node without allocations, so loading one allocates nothing.
     empty_usage: Arc<NodeUsage>,
     /// Per table node, per task group index: this job's allocations proposed there.

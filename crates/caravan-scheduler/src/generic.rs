@@ -8,7 +8,7 @@ use caravan_proto::{
     PlanAnnotations, TaskGroup,
 };
 
-use crate::context::{Eligibility, EvalContext, FnvBuild, count_allocs};
+use crate::context::{Eligibility, EvalContext, ShortKeyBuild, count_allocs};
 use crate::downgrade::{self, StableVersion};
 use crate::error::SchedulerError;
 use crate::evals::{self, FinalStatus};
@@ -305,7 +305,7 @@ impl Run<'_> {
             desired_tg_updates: results.desired.clone(),
             preempted_allocs: Vec::new(),
         });
-        let mut new_ids: HashSet<String, FnvBuild> = HashSet::default();
+        let mut new_ids: HashSet<String, ShortKeyBuild> = HashSet::default();
         if let (Some(j), Some(jr)) = (&runnable, job_rules.as_mut()) {
             let preempt = match model::job_type(j) {
                 JobType::Batch => ctx

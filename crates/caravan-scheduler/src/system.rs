@@ -8,7 +8,7 @@ use caravan_proto::{
     NodeStatus, PlanAnnotations,
 };
 
-use crate::context::{Eligibility, EvalContext, FnvBuild, count_allocs};
+use crate::context::{Eligibility, EvalContext, ShortKeyBuild, count_allocs};
 use crate::error::SchedulerError;
 use crate::evals::{self, FinalStatus};
 use crate::feasible::node_in_job_scope;
@@ -374,7 +374,7 @@ impl Run<'_> {
             desired_tg_updates: desired.clone(),
             preempted_allocs: Vec::new(),
         });
-        let mut new_ids: HashSet<String, FnvBuild> = HashSet::default();
+        let mut new_ids: HashSet<String, ShortKeyBuild> = HashSet::default();
         if let Some(j) = &runnable
             && !place.is_empty()
         {
