@@ -7,16 +7,39 @@ as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
-# Installs protoc (etcd-client's build needs it) and etcd when missing.
+# What the scripts use, as "test package" pairs: a test that fails when the
+# package is missing, and the Debian package that provides it. protoc alone is
+# not enough: Caravan's protos import Google's well-known types, which Debian
+# ships in libprotobuf-dev, not in protobuf-compiler.
+REQUIRED_PACKAGES=(
+  "command -v protoc:protobuf-compiler"
+  "test -f /usr/include/google/protobuf/struct.proto:libprotobuf-dev"
+  "command -v etcd:etcd-server"
+  "command -v curl:curl"
+  "command -v python3:python3"
+  "command -v cc:gcc"
+)
+
+# Installs whatever REQUIRED_PACKAGES finds missing, then checks again, so a
+# package that installed but did not provide what was needed fails here, by
+# name, rather than later in a build.
 ensure_packages() {
-  local missing=()
-  command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
-  command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
-  command -v curl >/dev/null 2>&1 || missing+=(curl)
+  local missing=() entry
+  for entry in "${REQUIRED_PACKAGES[@]}"; do
+    eval "${entry%%:*}" >/dev/null 2>&1 || missing+=("${entry##*:}")
+  done
   if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]}" >&2
     as_root apt-get update -qq
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  local still=()
+  for entry in "${REQUIRED_PACKAGES[@]}"; do
+    eval "${entry%%:*}" >/dev/null 2>&1 || still+=("${entry%%:*} (${entry##*:})")
+  done
+  if [ ${#still[@]} -gt 0 ]; then
+    echo "still missing after apt-get install: ${still[*]}" >&2
+    return 1
   fi
 }
 
