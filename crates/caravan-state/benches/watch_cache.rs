@@ -16,7 +16,7 @@ use caravan_proto::{
     AllocatedResources, AllocatedSharedResources, AllocatedTaskResources, Allocation,
     NodeScoreMeta, TaskEvent, TaskState,
 };
-use caravan_state::{Change, Keyspace, Snapshot, Tables, encode};
+use caravan_state::{AllocDetail, Change, Keyspace, Snapshot, Tables, decode_alloc, encode};
 use caravan_store::{Event, EventKind, KeyValue};
 use criterion::{Criterion, Throughput};
 use rand::{Rng, SeedableRng};
@@ -159,10 +159,21 @@ fn event(ks: &Keyspace, kind: EventKind, a: &Allocation, revision: i64) -> Event
     }
 }
 
+/// How much of each allocation the cache keeps: `CARAVAN_BENCH_DETAIL=
+/// scheduling` measures the lean copy the workers, broker and
+/// deployment-watcher keep; anything else the gateway's full copy.
+fn detail() -> AllocDetail {
+    match std::env::var("CARAVAN_BENCH_DETAIL").as_deref() {
+        Ok("scheduling") => AllocDetail::Scheduling,
+        _ => AllocDetail::Full,
+    }
+}
+
 /// Decodes and applies one event, as the informer does.
 fn apply(ks: &Keyspace, tables: &mut Tables, e: &Event) {
     let key = ks.parse(&e.kv.key).expect("bench keys parse");
-    let change = Change::from_event(&key, e.kind, &e.kv).expect("bench values decode");
+    let change =
+        Change::from_event_with(&key, e.kind, &e.kv, detail()).expect("bench values decode");
     tables.apply_all(change);
     tables.advance_to(e.kv.mod_revision);
 }
@@ -185,8 +196,8 @@ fn load(ks: &Keyspace, rng: &mut Pcg64, allocs: usize) -> Tables {
     let before = rss_bytes();
     let messages: Vec<Arc<Allocation>> = (0..SAMPLE)
         .map(|_| {
-            let bytes = encode(&realistic_alloc(rng, &nodes, &jobs));
-            Arc::new(prost::Message::decode(bytes.as_slice()).expect("decodes"))
+            let a = realistic_alloc(rng, &nodes, &jobs);
+            Arc::new(decode_alloc(&event(ks, EventKind::Put, &a, 1).kv, detail()).expect("decodes"))
         })
         .collect();
     let after = rss_bytes();
@@ -287,7 +298,7 @@ fn main() {
         .filter_map(|e| {
             let key = ks.parse(&e.kv.key).ok()?;
             Some((
-                Change::from_event(&key, e.kind, &e.kv).ok()??,
+                Change::from_event_with(&key, e.kind, &e.kv, detail()).ok()??,
                 e.kv.mod_revision,
             ))
         })
@@ -331,7 +342,7 @@ fn main() {
     group.bench_function("decode_one_alloc", |b| {
         b.iter(|| {
             let key = ks.parse(&one.kv.key).expect("parses");
-            black_box(Change::from_event(&key, one.kind, &one.kv).expect("decodes"))
+            black_box(Change::from_event_with(&key, one.kind, &one.kv, detail()).expect("decodes"))
         })
     });
     group.bench_function("snapshot", |b| {

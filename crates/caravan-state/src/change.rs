@@ -5,7 +5,7 @@ use std::sync::Arc;
 use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node, SchedulerConfiguration};
 use caravan_store::{EventKind, KeyValue};
 
-use crate::codec::decode;
+use crate::codec::{AllocDetail, decode, decode_alloc};
 use crate::error::Result;
 use crate::index::Id;
 use crate::keyspace::StateKey;
@@ -77,14 +77,29 @@ impl Change {
     /// The change a watch event makes; `None` for keys the cache does not
     /// hold (leader election keys).
     pub fn from_event(key: &StateKey, kind: EventKind, kv: &KeyValue) -> Result<Option<Change>> {
+        Change::from_event_with(key, kind, kv, AllocDetail::Full)
+    }
+
+    /// [`Change::from_event`], keeping `detail` of an allocation.
+    pub fn from_event_with(
+        key: &StateKey,
+        kind: EventKind,
+        kv: &KeyValue,
+        detail: AllocDetail,
+    ) -> Result<Option<Change>> {
         match kind {
-            EventKind::Put => Change::put(key, kv),
+            EventKind::Put => Change::put_with(key, kv, detail),
             EventKind::Delete => Ok(Change::delete(key)),
         }
     }
 
     /// The change of writing `kv` at `key`.
     pub fn put(key: &StateKey, kv: &KeyValue) -> Result<Option<Change>> {
+        Change::put_with(key, kv, AllocDetail::Full)
+    }
+
+    /// [`Change::put`], keeping `detail` of an allocation.
+    pub fn put_with(key: &StateKey, kv: &KeyValue, detail: AllocDetail) -> Result<Option<Change>> {
         Ok(Some(match key {
             StateKey::Job { namespace, id } => Change::Job {
                 namespace: Id::from(namespace.as_str()),
@@ -107,7 +122,7 @@ impl Change {
             },
             StateKey::Alloc(id) => Change::Alloc {
                 id: Id::from(id.as_str()),
-                alloc: Some(Arc::new(decode(kv)?)),
+                alloc: Some(Arc::new(decode_alloc(kv, detail)?)),
             },
             StateKey::Node(id) => Change::Node {
                 id: Id::from(id.as_str()),

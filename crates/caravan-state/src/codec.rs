@@ -77,6 +77,83 @@ pub fn encode<T: Message>(msg: &T) -> Vec<u8> {
     msg.encode_to_vec()
 }
 
+/// How much of a stored allocation a reader keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AllocDetail {
+    /// Everything stored.
+    #[default]
+    Full,
+    /// What scheduling, verification and the servers' bookkeeping read: no
+    /// placement metrics, and task states only once the allocation is
+    /// finished on its client or asked to stop (reschedule timing and a batch
+    /// job's "ran successfully" read them then; nothing does while it runs).
+    /// Skipping them saves most of the decoding and about half the memory of
+    /// a cached allocation, the bulk of a cache at a million allocations.
+    /// Such an allocation must never be written back: rewrites read the
+    /// stored value first.
+    Scheduling,
+}
+
+/// Field numbers of `Allocation` a [`AllocDetail::Scheduling`] decode may
+/// skip (alloc.proto).
+const ALLOC_TASK_STATES: u32 = 17;
+const ALLOC_METRICS: u32 = 19;
+
+/// Decodes a stored allocation keeping `detail` of it, filling its
+/// revisions from `kv`'s metadata.
+pub fn decode_alloc(kv: &KeyValue, detail: AllocDetail) -> Result<Allocation> {
+    let decoded = match detail {
+        AllocDetail::Full => Allocation::decode(kv.value.as_slice()),
+        AllocDetail::Scheduling => decode_for_scheduling(&kv.value),
+    };
+    let mut alloc = decoded.map_err(|source| StateError::Decode {
+        key: String::from_utf8_lossy(&kv.key).into_owned(),
+        source,
+    })?;
+    alloc.fill_revisions(kv.create_revision, kv.mod_revision);
+    Ok(alloc)
+}
+
+/// Whether a [`AllocDetail::Scheduling`] reader needs the task states.
+fn keeps_task_states(alloc: &Allocation) -> bool {
+    use caravan_proto::{AllocClientStatus, AllocDesiredStatus};
+    alloc.desired_status() != AllocDesiredStatus::Run
+        || matches!(
+            alloc.client_status(),
+            AllocClientStatus::Complete | AllocClientStatus::Failed | AllocClientStatus::Lost
+        )
+}
+
+/// Decodes field by field, skipping the metrics and setting the task
+/// states aside until the statuses say whether they are wanted (fields may
+/// come in any order).
+fn decode_for_scheduling(bytes: &[u8]) -> std::result::Result<Allocation, prost::DecodeError> {
+    // prost's field-level decoding is what its generated code calls; it is
+    // public, if undocumented, API.
+    use prost::encoding::{DecodeContext, decode_key, skip_field};
+    let mut alloc = Allocation::default();
+    let mut task_states: Vec<&[u8]> = Vec::new();
+    let mut buf = bytes;
+    while !buf.is_empty() {
+        let field_start = bytes.len() - buf.len();
+        let (tag, wire_type) = decode_key(&mut buf)?;
+        match tag {
+            ALLOC_METRICS => skip_field(wire_type, tag, &mut buf, DecodeContext::default())?,
+            ALLOC_TASK_STATES => {
+                skip_field(wire_type, tag, &mut buf, DecodeContext::default())?;
+                task_states.push(&bytes[field_start..bytes.len() - buf.len()]);
+            }
+            _ => alloc.merge_field(tag, wire_type, &mut buf, DecodeContext::default())?,
+        }
+    }
+    if keeps_task_states(&alloc) {
+        for field in task_states {
+            alloc.merge(field)?;
+        }
+    }
+    Ok(alloc)
+}
+
 /// Decodes a stored value, filling its revisions from `kv`'s metadata.
 pub fn decode<T: StateObject>(kv: &KeyValue) -> Result<T> {
     let mut msg = T::decode(kv.value.as_slice()).map_err(|source| StateError::Decode {
@@ -126,6 +203,95 @@ mod tests {
             decode(&kv("/c/allocs/a", encode(&Allocation::default()), 4, 12)).unwrap();
         assert_eq!(alloc.alloc_modify_revision, 12);
         assert_eq!((alloc.create_revision, alloc.modify_revision), (4, 12));
+    }
+
+    fn full_alloc() -> Allocation {
+        use caravan_proto::{AllocMetric, TaskEvent, TaskState};
+        let mut a = Allocation {
+            id: "a1".into(),
+            node_id: "n1".into(),
+            job_id: "web".into(),
+            metrics: Some(AllocMetric {
+                nodes_evaluated: 7,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        a.task_states.insert(
+            "t".into(),
+            TaskState {
+                state: "running".into(),
+                events: vec![TaskEvent {
+                    r#type: "Started".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        );
+        a.set_desired_status(caravan_proto::AllocDesiredStatus::Run);
+        a.set_client_status(caravan_proto::AllocClientStatus::Running);
+        a
+    }
+
+    #[test]
+    fn the_skipped_field_numbers_are_the_protos() {
+        let only = |a: Allocation| {
+            prost::encoding::decode_key(&mut encode(&a).as_slice())
+                .unwrap()
+                .0
+        };
+        let mut metrics = Allocation::default();
+        metrics.metrics = full_alloc().metrics;
+        assert_eq!(only(metrics), ALLOC_METRICS);
+        let states = Allocation {
+            task_states: full_alloc().task_states,
+            ..Default::default()
+        };
+        assert_eq!(only(states), ALLOC_TASK_STATES);
+    }
+
+    #[test]
+    fn a_scheduling_read_drops_metrics_and_live_task_states_only() {
+        let full = full_alloc();
+        let stored = kv("/c/allocs/a1", encode(&full), 4, 12);
+        let lean = decode_alloc(&stored, AllocDetail::Scheduling).unwrap();
+        assert!(lean.metrics.is_none());
+        assert!(lean.task_states.is_empty());
+        let mut expected = full.clone();
+        expected.metrics = None;
+        expected.task_states.clear();
+        expected.fill_revisions(4, 12);
+        assert_eq!(lean, expected, "every other field is kept");
+        assert_eq!(
+            decode_alloc(&stored, AllocDetail::Full).unwrap(),
+            decode::<Allocation>(&stored).unwrap()
+        );
+
+        // Finished, or asked to stop: the task states are read, so kept.
+        let mut failed = full.clone();
+        failed.set_client_status(caravan_proto::AllocClientStatus::Failed);
+        let lean = decode_alloc(
+            &kv("/c/allocs/a1", encode(&failed), 4, 12),
+            AllocDetail::Scheduling,
+        )
+        .unwrap();
+        assert_eq!(lean.task_states, full.task_states);
+        assert!(lean.metrics.is_none());
+        let mut stopping = full;
+        stopping.set_desired_status(caravan_proto::AllocDesiredStatus::Stop);
+        let lean = decode_alloc(
+            &kv("/c/allocs/a1", encode(&stopping), 4, 12),
+            AllocDetail::Scheduling,
+        )
+        .unwrap();
+        assert_eq!(lean.task_states.len(), 1);
+        assert!(
+            decode_alloc(
+                &kv("/c/allocs/a1", vec![0xff, 0xff], 4, 12),
+                AllocDetail::Scheduling
+            )
+            .is_err()
+        );
     }
 
     #[test]

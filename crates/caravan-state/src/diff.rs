@@ -9,7 +9,7 @@ use caravan_proto::{Allocation, Deployment, Evaluation, Node};
 use imbl::ordmap::DiffItem;
 use imbl::ordset::DiffItem as SetDiffItem;
 
-use crate::index::Id;
+use crate::index::{Id, Shared};
 use crate::tables::Tables;
 
 /// One object that differs between an older and a newer snapshot.
@@ -48,14 +48,17 @@ impl<'a, T> ObjectChange<'a, T> {
     }
 }
 
-fn object_change<'a, T>(item: DiffItem<'a, 'a, Id, Arc<T>>) -> ObjectChange<'a, T> {
+fn object_change<'a, T>(item: DiffItem<'a, 'a, Id, Shared<T>>) -> ObjectChange<'a, T> {
     match item {
-        DiffItem::Add(_, new) => ObjectChange::Added(new),
+        DiffItem::Add(_, new) => ObjectChange::Added(&new.0),
         DiffItem::Update {
             old: (_, old),
             new: (_, new),
-        } => ObjectChange::Updated { old, new },
-        DiffItem::Remove(_, old) => ObjectChange::Removed(old),
+        } => ObjectChange::Updated {
+            old: &old.0,
+            new: &new.0,
+        },
+        DiffItem::Remove(_, old) => ObjectChange::Removed(&old.0),
     }
 }
 

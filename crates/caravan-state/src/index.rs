@@ -299,3 +299,23 @@ mod tests {
         assert!(m.is_empty());
     }
 }
+
+/// A table value: an object shared by every snapshot that holds it, equal to
+/// another only when it is the same object. Snapshot diffs compare values of
+/// tree nodes that were copied but not changed; an object's identity is what
+/// tells a change, since every write decodes a new one, and comparing whole
+/// messages field by field cost more than the rest of a diff.
+#[derive(Debug)]
+pub(crate) struct Shared<T>(pub(crate) Arc<T>);
+
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        Shared(Arc::clone(&self.0))
+    }
+}
+
+impl<T> PartialEq for Shared<T> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}

@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::change::Change;
+use crate::codec::AllocDetail;
 use crate::error::{Result, StateError};
 use crate::keyspace::{Keyspace, StateKey};
 use crate::snapshot::Snapshot;
@@ -42,6 +43,8 @@ pub struct InformerConfig {
     /// quiet this long, because the same etcd versions may send it ahead of
     /// events already queued for the watch.
     pub progress_settle: Duration,
+    /// How much of each allocation the cache keeps.
+    pub alloc_detail: AllocDetail,
 }
 
 impl Default for InformerConfig {
@@ -54,6 +57,7 @@ impl Default for InformerConfig {
             progress_interval: Duration::from_millis(200),
             catch_up_grace: Duration::from_millis(300),
             progress_settle: Duration::from_millis(10),
+            alloc_detail: AllocDetail::Full,
         }
     }
 }
@@ -356,7 +360,7 @@ fn apply_batch(shared: &Shared, batch: WatchBatch) -> Revision {
                 continue;
             }
         };
-        match Change::from_event(&key, event.kind, &event.kv) {
+        match Change::from_event_with(&key, event.kind, &event.kv, shared.config.alloc_detail) {
             Ok(Some(change)) => changes.push((event.kv.mod_revision, change)),
             Ok(None) => {}
             Err(err) => {
@@ -427,7 +431,7 @@ async fn list(store: &dyn Store, shared: &Shared) -> Result<Revision> {
                 }
             };
             if next.mod_revision_of(&key) != Some(kv.mod_revision) {
-                match Change::put(&key, kv) {
+                match Change::put_with(&key, kv, shared.config.alloc_detail) {
                     Ok(change) => next.apply_all(change),
                     Err(err) => {
                         skipped(shared, &err);

@@ -16,7 +16,7 @@ mod tables;
 mod usage;
 
 pub use change::Change;
-pub use codec::{StateObject, decode, encode};
+pub use codec::{AllocDetail, StateObject, decode, decode_alloc, encode};
 pub use diff::ObjectChange;
 pub use error::{Result, StateError};
 pub use index::{Id, JobMap};

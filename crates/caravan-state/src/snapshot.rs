@@ -77,12 +77,12 @@ impl Tables {
 
     /// An evaluation.
     pub fn eval(&self, eval_id: &str) -> Option<&Arc<Evaluation>> {
-        self.evals.get(&Id::from(eval_id))
+        self.evals.get(&Id::from(eval_id)).map(|s| &s.0)
     }
 
     /// Every evaluation, ordered by id.
     pub fn evals(&self) -> impl Iterator<Item = &Arc<Evaluation>> + '_ {
-        self.evals.values()
+        self.evals.values().map(|s| &s.0)
     }
 
     /// Number of evaluations.
@@ -104,12 +104,12 @@ impl Tables {
 
     /// An allocation.
     pub fn alloc(&self, alloc_id: &str) -> Option<&Arc<Allocation>> {
-        self.allocs.get(&Id::from(alloc_id))
+        self.allocs.get(&Id::from(alloc_id)).map(|s| &s.0)
     }
 
     /// Every allocation, ordered by id.
     pub fn allocs(&self) -> impl Iterator<Item = &Arc<Allocation>> + '_ {
-        self.allocs.values()
+        self.allocs.values().map(|s| &s.0)
     }
 
     /// Number of allocations.
@@ -149,12 +149,12 @@ impl Tables {
 
     /// A client node.
     pub fn node(&self, node_id: &str) -> Option<&Arc<Node>> {
-        self.nodes.get(&Id::from(node_id))
+        self.nodes.get(&Id::from(node_id)).map(|s| &s.0)
     }
 
     /// Every node, ordered by id.
     pub fn nodes(&self) -> impl Iterator<Item = &Arc<Node>> + '_ {
-        self.nodes.values()
+        self.nodes.values().map(|s| &s.0)
     }
 
     /// Number of nodes.
@@ -174,12 +174,12 @@ impl Tables {
 
     /// A deployment.
     pub fn deployment(&self, deployment_id: &str) -> Option<&Arc<Deployment>> {
-        self.deployments.get(&Id::from(deployment_id))
+        self.deployments.get(&Id::from(deployment_id)).map(|s| &s.0)
     }
 
     /// Every deployment, ordered by id.
     pub fn deployments(&self) -> impl Iterator<Item = &Arc<Deployment>> + '_ {
-        self.deployments.values()
+        self.deployments.values().map(|s| &s.0)
     }
 
     /// The deployments of a job, ordered by id.

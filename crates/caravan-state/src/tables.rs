@@ -9,7 +9,7 @@ use imbl::{OrdMap, OrdSet};
 
 use crate::change::Change;
 use crate::codec::StateObject;
-use crate::index::{Id, JobMap, job_set_insert, job_set_remove};
+use crate::index::{Id, JobMap, Shared, job_set_insert, job_set_remove};
 use crate::keyspace::StateKey;
 use crate::usage::{AllocUsage, NodeUsage, is_terminal};
 
@@ -28,14 +28,14 @@ pub struct Tables {
     pub(crate) revision: Revision,
     pub(crate) jobs: JobMap<Arc<Job>>,
     pub(crate) job_versions: JobMap<OrdMap<u64, Arc<Job>>>,
-    pub(crate) evals: OrdMap<Id, Arc<Evaluation>>,
+    pub(crate) evals: OrdMap<Id, Shared<Evaluation>>,
     pub(crate) evals_by_job: JobMap<OrdMap<Id, Arc<Evaluation>>>,
-    pub(crate) allocs: OrdMap<Id, Arc<Allocation>>,
+    pub(crate) allocs: OrdMap<Id, Shared<Allocation>>,
     pub(crate) allocs_by_node: OrdMap<Id, Arc<NodeAllocs>>,
     pub(crate) allocs_by_job: JobMap<OrdMap<Id, Arc<Allocation>>>,
-    pub(crate) nodes: OrdMap<Id, Arc<Node>>,
+    pub(crate) nodes: OrdMap<Id, Shared<Node>>,
     pub(crate) heartbeats: OrdSet<Id>,
-    pub(crate) deployments: OrdMap<Id, Arc<Deployment>>,
+    pub(crate) deployments: OrdMap<Id, Shared<Deployment>>,
     pub(crate) deployments_by_job: JobMap<OrdMap<Id, Arc<Deployment>>>,
     pub(crate) scheduler_config: Option<Arc<SchedulerConfiguration>>,
 }
@@ -234,19 +234,19 @@ impl Tables {
             StateKey::Eval(id) => self
                 .evals
                 .get(&Id::from(id.as_str()))
-                .map(|e| e.modify_revision()),
+                .map(|e| e.0.modify_revision()),
             StateKey::Alloc(id) => self
                 .allocs
                 .get(&Id::from(id.as_str()))
-                .map(|a| a.modify_revision()),
+                .map(|a| a.0.modify_revision()),
             StateKey::Node(id) => self
                 .nodes
                 .get(&Id::from(id.as_str()))
-                .map(|n| n.modify_revision()),
+                .map(|n| n.0.modify_revision()),
             StateKey::Deployment(id) => self
                 .deployments
                 .get(&Id::from(id.as_str()))
-                .map(|d| d.modify_revision()),
+                .map(|d| d.0.modify_revision()),
             StateKey::SchedulerConfig => {
                 self.scheduler_config.as_ref().map(|c| c.modify_revision())
             }
@@ -293,14 +293,15 @@ impl Tables {
 
 /// Writes or removes `id` in a primary table; returns what was there.
 fn put_or_remove<T>(
-    table: &mut OrdMap<Id, Arc<T>>,
+    table: &mut OrdMap<Id, Shared<T>>,
     id: &Id,
     value: Option<&Arc<T>>,
 ) -> Option<Arc<T>> {
     match value {
-        Some(v) => table.insert(id.clone(), Arc::clone(v)),
+        Some(v) => table.insert(id.clone(), Shared(Arc::clone(v))),
         None => table.remove(id),
     }
+    .map(|old| old.0)
 }
 
 /// Moves `id` in a by-job index from the old value's job to the new one's.
