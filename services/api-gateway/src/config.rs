@@ -31,6 +31,10 @@ pub struct GatewayConfig {
     pub max_query_wait_ms: u64,
     /// Attempts of a compare-and-swap write before giving up with ABORTED.
     pub write_attempts: u32,
+    /// Most allocations in one transaction of client status updates; the
+    /// updates of all nodes that arrive while one commits share the next
+    /// (a compare, a put and a read-back each: within etcd's `--max-txn-ops`).
+    pub status_batch_max_allocs: usize,
     /// The state store.
     pub store: StoreConfig,
     /// Logs and traces.
@@ -49,6 +53,7 @@ impl Default for GatewayConfig {
             max_body_bytes: caravan_jobspec::DEFAULT_MAX_JOB_BYTES,
             max_query_wait_ms: 300_000,
             write_attempts: 16,
+            status_batch_max_allocs: 1000,
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),
         }

@@ -10,6 +10,7 @@ use caravan_store::{Revision, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::feed::NodeAllocFeed;
+use crate::client::status_writes::{StatusWrites, WriterContext};
 use crate::config::GatewayConfig;
 use crate::error::Result;
 
@@ -28,6 +29,7 @@ pub struct Gateway {
     pub(crate) watcher: LeaderChannel,
     pub(crate) broker: LeaderChannel,
     pub(crate) feed: Arc<NodeAllocFeed>,
+    pub(crate) status_writes: StatusWrites,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -54,6 +56,16 @@ impl Gateway {
         let broker = LeaderChannel::new(store.clone(), keys.prefix(), "eval-broker");
         let feed = Arc::new(NodeAllocFeed::default());
         tokio::spawn(feed.clone().run(cache.clone(), shutdown.clone()));
+        let status_writes = StatusWrites::start(
+            WriterContext {
+                store: store.clone(),
+                keys: keys.clone(),
+                cache: cache.clone(),
+                attempts: config.write_attempts,
+                max_allocs: config.status_batch_max_allocs,
+            },
+            shutdown.clone(),
+        );
         Gateway {
             store,
             keys,
@@ -63,6 +75,7 @@ impl Gateway {
             watcher,
             broker,
             feed,
+            status_writes,
         }
     }
 

@@ -92,9 +92,19 @@ pub async fn run_with(
     }
     let grpc_serve = caravan_runtime::grpc::serve(grpc_router, grpc_listener, shutdown.clone());
     let http_serve = axum::serve(http_listener, http_router)
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+        .into_future();
+    // Requests in flight (a write waiting on an unreachable etcd, a blocking
+    // query) get the same drain as gRPC's, then are dropped.
+    let http_name = format!("HTTP server on {http_addr}");
+    let http_serve = caravan_runtime::shutdown::within_grace(
+        &http_name,
+        http_serve,
+        &shutdown,
+        caravan_runtime::grpc::DRAIN_TIMEOUT,
+    );
     let (grpc_result, http_result) = tokio::join!(grpc_serve, http_serve);
     grpc_result.context("serving gRPC")?;
-    http_result.context("serving HTTP")?;
+    http_result.unwrap_or(Ok(())).context("serving HTTP")?;
     Ok(())
 }

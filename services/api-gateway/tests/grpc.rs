@@ -423,6 +423,7 @@ async fn alloc_stream_and_client_updates(backend: Backend) {
         .unwrap()
         .into_inner();
     let first = stream.message().await.unwrap().unwrap();
+    assert!(first.full, "a stream starts with the whole set");
     assert!(first.allocs.is_empty());
 
     // The plan-applier's write, simulated.
@@ -436,12 +437,13 @@ async fn alloc_stream_and_client_updates(backend: Backend) {
         .unwrap()
         .unwrap()
         .unwrap();
+    assert!(!next.full, "then only what changed");
     assert_eq!(next.allocs.len(), 1);
     assert_eq!(next.allocs[0].id, "a1");
     assert_eq!(next.jobs.len(), 1, "the job version the alloc runs");
     assert_eq!(next.jobs[0].id, "web");
 
-    // The client reports running, then failed.
+    // The client reports running: its own report does not come back.
     let mut running = AllocUpdate {
         alloc_id: "a1".into(),
         client_description: "Tasks are running".into(),
@@ -455,16 +457,58 @@ async fn alloc_stream_and_client_updates(backend: Backend) {
         })
         .await
         .unwrap();
-    let seen = tokio::time::timeout(Duration::from_secs(5), stream.message())
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), stream.message())
+            .await
+            .is_err(),
+        "a node's own status report is no news to it"
+    );
+
+    // A server-side change is: the stop of a second alloc, placed meanwhile.
+    let second = placed("a2", "n1", "web");
+    gw.store
+        .put(&gw.keys.alloc("a2"), &encode(&second), 0)
+        .await
+        .unwrap();
+    let placed_msg = tokio::time::timeout(Duration::from_secs(5), stream.message())
         .await
         .unwrap()
         .unwrap()
         .unwrap();
-    assert_eq!(seen.allocs[0].client_status(), AllocClientStatus::Running);
+    assert_eq!(placed_msg.allocs.len(), 1);
+    assert_eq!(placed_msg.allocs[0].id, "a2");
     assert!(
-        seen.jobs.is_empty(),
+        placed_msg.jobs.is_empty(),
         "a job version is sent once per stream"
     );
+    let mut stopped = second;
+    stopped.set_desired_status(AllocDesiredStatus::Stop);
+    gw.store
+        .put(&gw.keys.alloc("a2"), &encode(&stopped), 0)
+        .await
+        .unwrap();
+    let stop_msg = tokio::time::timeout(Duration::from_secs(5), stream.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(stop_msg.allocs.len(), 1);
+    assert_eq!(
+        stop_msg.allocs[0].desired_status(),
+        AllocDesiredStatus::Stop
+    );
+    gw.store
+        .delete(caravan_store::Range::key(gw.keys.alloc("a2")))
+        .await
+        .unwrap();
+    let gone = tokio::time::timeout(Duration::from_secs(5), stream.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(gone.allocs.is_empty());
+    assert_eq!(gone.removed_alloc_ids, vec!["a2"]);
+
     let evals_before = gw.evals().await.len();
     let mut failed = AllocUpdate {
         alloc_id: "a1".into(),

@@ -1,5 +1,8 @@
 //! The node-facing API of the api-gateways, with failover: calls go to one
-//! gateway until it fails, then to the next in the list.
+//! gateway until it fails, then to the next in the list. Registration and
+//! heartbeats have connections of their own, so they never queue behind a
+//! large alloc set or status batch on a busy connection: a late heartbeat
+//! gets a node marked down.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,8 +35,18 @@ pub struct Gateway {
 #[derive(Debug)]
 struct Inner {
     addrs: Vec<String>,
+    /// Alloc streams and status updates.
     channels: Vec<Channel>,
+    /// Registration and heartbeats.
+    control: Vec<Channel>,
     current: AtomicUsize,
+}
+
+/// Which connections a call uses.
+#[derive(Clone, Copy, Debug)]
+enum Lane {
+    Bulk,
+    Control,
 }
 
 /// Whether another gateway (or a later try) may succeed where this failed.
@@ -56,17 +69,20 @@ impl Gateway {
         if addrs.is_empty() {
             return Err(ClientError::invalid("servers", "no api-gateway address"));
         }
-        let channels = addrs
-            .iter()
-            .map(|a| {
-                caravan_runtime::grpc::channel(a)
-                    .map_err(|e| ClientError::invalid("servers", format!("{a}: {e}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let connect = || {
+            addrs
+                .iter()
+                .map(|a| {
+                    caravan_runtime::grpc::channel(a)
+                        .map_err(|e| ClientError::invalid("servers", format!("{a}: {e}")))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
         Ok(Gateway {
             inner: Arc::new(Inner {
                 addrs: addrs.to_vec(),
-                channels,
+                channels: connect()?,
+                control: connect()?,
                 current: AtomicUsize::new(0),
             }),
         })
@@ -77,8 +93,12 @@ impl Gateway {
         &self.inner.addrs
     }
 
-    fn client(&self, i: usize) -> Client {
-        let ch = self.inner.channels[i % self.inner.channels.len()].clone();
+    fn client(&self, lane: Lane, i: usize) -> Client {
+        let channels = match lane {
+            Lane::Bulk => &self.inner.channels,
+            Lane::Control => &self.inner.control,
+        };
+        let ch = channels[i % channels.len()].clone();
         NodeClientServiceClient::with_interceptor(
             ch,
             caravan_runtime::grpc::propagate_trace as Interceptor,
@@ -86,7 +106,7 @@ impl Gateway {
     }
 
     /// Tries each gateway once, starting with the one that worked last.
-    async fn call<T, F, Fut>(&self, what: &str, f: F) -> Result<T, Status>
+    async fn call<T, F, Fut>(&self, lane: Lane, what: &str, f: F) -> Result<T, Status>
     where
         F: Fn(Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, Status>>,
@@ -96,7 +116,7 @@ impl Gateway {
         let mut last = Status::unavailable("no api-gateway configured");
         for k in 0..n {
             let i = (start + k) % n;
-            match f(self.client(i)).await {
+            match f(self.client(lane, i)).await {
                 Ok(v) => {
                     if k > 0 {
                         self.inner.current.store(i, Ordering::Relaxed);
@@ -124,7 +144,7 @@ impl Gateway {
 
     /// Registers (or re-registers) the node.
     pub async fn register(&self, node: &Node) -> Result<RegisterNodeResponse, Status> {
-        self.call("RegisterNode", |mut c| {
+        self.call(Lane::Control, "RegisterNode", |mut c| {
             let req = Self::request(RegisterNodeRequest {
                 node: Some(node.clone()),
             });
@@ -135,7 +155,7 @@ impl Gateway {
 
     /// Keeps the node's heartbeat lease alive.
     pub async fn heartbeat(&self, node_id: &str) -> Result<HeartbeatResponse, Status> {
-        self.call("Heartbeat", |mut c| {
+        self.call(Lane::Control, "Heartbeat", |mut c| {
             let req = Self::request(HeartbeatRequest {
                 node_id: node_id.to_string(),
             });
@@ -149,7 +169,7 @@ impl Gateway {
         &self,
         req: UpdateAllocationsRequest,
     ) -> Result<UpdateAllocationsResponse, Status> {
-        self.call("UpdateAllocations", |mut c| {
+        self.call(Lane::Bulk, "UpdateAllocations", |mut c| {
             let req = Self::request(req.clone());
             async move {
                 c.update_allocations(req)
@@ -166,7 +186,7 @@ impl Gateway {
         node_id: &str,
         min_revision: i64,
     ) -> Result<Streaming<NodeAllocations>, Status> {
-        self.call("WatchAllocations", |mut c| {
+        self.call(Lane::Bulk, "WatchAllocations", |mut c| {
             let req = tonic::Request::new(WatchAllocationsRequest {
                 node_id: node_id.to_string(),
                 min_revision,

@@ -33,6 +33,7 @@ use anyhow::Context;
 use caravan_proto::client_node_service_server::ClientNodeServiceServer;
 use caravan_runtime::config::ConfigLoader;
 use caravan_runtime::service::ServiceArgs;
+use caravan_runtime::shutdown::ShutdownConfig;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
@@ -49,6 +50,10 @@ use crate::status_reporter::StatusSink;
 
 /// The service's name (config env prefix `CARAVAN_CLIENT_NODE__`).
 pub const SERVICE: &str = "client-node";
+
+/// Time beyond the longest kill timeout for the rest of a shutdown that
+/// stops tasks (their final status updates, the server's drain).
+const TASK_STOP_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A started client: its bound address and nodes; await [`Client::wait`].
 #[derive(Debug)]
@@ -210,9 +215,12 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let config: ClientConfig = match loader.load(&ClientConfig::default()) {
-        Ok(c) => c,
-        Err(err) => {
+    let (config, shutdown_config) = match (
+        loader.load(&ClientConfig::default()),
+        ShutdownConfig::load(&loader),
+    ) {
+        (Ok(c), Ok(s)) => (c, s),
+        (Err(err), _) | (_, Err(err)) => {
             eprintln!("{SERVICE}: {err}");
             return ExitCode::from(2);
         }
@@ -221,6 +229,15 @@ pub fn main() -> ExitCode {
         eprintln!("{SERVICE}: {err}");
         return ExitCode::from(2);
     }
+    // Stopping tasks on shutdown may take up to their kill timeout: the
+    // deadline must not cut that short and leave them running.
+    let shutdown_config = if config.stop_tasks_on_shutdown {
+        shutdown_config.at_least(
+            std::time::Duration::from_millis(config.max_kill_timeout_ms) + TASK_STOP_MARGIN,
+        )
+    } else {
+        shutdown_config
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -239,7 +256,7 @@ pub fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        let shutdown = match caravan_runtime::shutdown::on_signals() {
+        let shutdown = match caravan_runtime::shutdown::on_signals_with(&shutdown_config) {
             Ok(t) => t,
             Err(err) => {
                 tracing::error!(error = %err, "cannot install signal handlers");

@@ -84,7 +84,13 @@ async fn heartbeat_loop(
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
     'register: loop {
         let ttl = loop {
-            match gateway.register(&node).await {
+            // A call to a gateway that cannot reach etcd may hang for its
+            // whole timeout: shutdown does not wait for it.
+            let registered = tokio::select! {
+                r = gateway.register(&node) => r,
+                _ = shutdown.cancelled() => return,
+            };
+            match registered {
                 Ok(resp) => {
                     backoff.reset();
                     let ttl = ttl_of(resp.heartbeat_ttl_ns);
@@ -108,7 +114,11 @@ async fn heartbeat_loop(
                 _ = tokio::time::sleep(wait) => {}
                 _ = shutdown.cancelled() => return,
             }
-            match gateway.heartbeat(&node.id).await {
+            let beat = tokio::select! {
+                r = gateway.heartbeat(&node.id) => r,
+                _ = shutdown.cancelled() => return,
+            };
+            match beat {
                 Ok(resp) => {
                     backoff.reset();
                     if resp.heartbeat_ttl_ns > 0 {

@@ -37,6 +37,15 @@ struct Entry {
     destroyed: bool,
 }
 
+/// Tells a runner whose alloc left the node's set to stop and clean up.
+fn destroy(id: &str, entry: &mut Entry) {
+    if !entry.destroyed {
+        tracing::debug!(alloc = %id, "alloc left the node's set; destroying");
+        entry.destroyed = true;
+        let _ = entry.handle.commands.send(AllocCommand::Destroy);
+    }
+}
+
 fn job_key(ns: &str, id: &str, version: u64) -> JobKey {
     (ns.to_string(), id.to_string(), version)
 }
@@ -66,14 +75,23 @@ impl NodeAllocs {
         self.runners.values().filter(|e| !e.destroyed).count()
     }
 
-    /// Reconciles against the servers' full alloc set of this node.
+    /// Reconciles against a message of the node's alloc stream: the whole
+    /// set, or what the servers changed since the previous message.
     pub fn apply(&mut self, set: NodeAllocations) {
-        for job in set.jobs {
+        for job in &set.jobs {
             let key = job_key(&job.namespace, &job.id, job.version);
-            self.jobs.insert(key, Arc::new(job));
+            self.jobs.insert(key, Arc::new(job.clone()));
         }
         self.runners
             .retain(|_, e| !(e.destroyed && e.handle.join.is_finished()));
+        if set.full {
+            self.apply_full(set);
+        } else {
+            self.apply_delta(set);
+        }
+    }
+
+    fn apply_full(&mut self, set: NodeAllocations) {
         let mut recovered = self.recovered.take();
         let mut seen = HashSet::with_capacity(set.allocs.len());
         for alloc in set.allocs {
@@ -83,10 +101,8 @@ impl NodeAllocs {
             self.reconcile_one(alloc, key, record);
         }
         for (id, entry) in &mut self.runners {
-            if !seen.contains(id) && !entry.destroyed {
-                tracing::debug!(alloc = %id, "alloc left the node's set; destroying");
-                entry.destroyed = true;
-                let _ = entry.handle.commands.send(AllocCommand::Destroy);
+            if !seen.contains(id) {
+                destroy(id, entry);
             }
         }
         // Records of allocs the servers no longer know: their tasks may still
@@ -105,6 +121,21 @@ impl NodeAllocs {
         }
         self.settled.retain(|id| seen.contains(id));
         self.waiting_for_job.retain(|id| seen.contains(id));
+    }
+
+    fn apply_delta(&mut self, set: NodeAllocations) {
+        for alloc in set.allocs {
+            let key = job_key(&alloc.namespace, &alloc.job_id, alloc.job_version);
+            let record = self.recovered.as_mut().and_then(|r| r.remove(&alloc.id));
+            self.reconcile_one(alloc, key, record);
+        }
+        for id in set.removed_alloc_ids {
+            if let Some(entry) = self.runners.get_mut(&id) {
+                destroy(&id, entry);
+            }
+            self.settled.remove(&id);
+            self.waiting_for_job.remove(&id);
+        }
     }
 
     /// A new alloc stream starts: the gateway sends every job version again,
@@ -362,6 +393,8 @@ mod tests {
             allocs,
             revision,
             jobs: if with_job { vec![job()] } else { vec![] },
+            full: true,
+            ..Default::default()
         }
     }
 

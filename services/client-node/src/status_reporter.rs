@@ -16,6 +16,10 @@ use crate::gateway::{Gateway, is_retryable};
 
 /// Longest wait between retries of a failed send.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// How long the last updates may take to send at shutdown: the gateways may
+/// be the ones that cannot reach etcd, and the exit should not wait for their
+/// timeouts.
+const LAST_FLUSH_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Where alloc runners put their updates; cheap to clone.
 #[derive(Debug, Clone)]
@@ -103,7 +107,15 @@ impl StatusSink {
                     node_id: node_id.clone(),
                     updates: batch.clone(),
                 };
-                match gateway.update_allocations(req).await {
+                let sent = tokio::select! {
+                    sent = gateway.update_allocations(req) => sent,
+                    _ = shutdown.cancelled() => {
+                        // Sent again, bounded, by the last flush below.
+                        self.requeue(batch);
+                        break;
+                    }
+                };
+                match sent {
                     Ok(_) => {
                         backoff = Duration::from_millis(100);
                         tracing::trace!(node = %node_id, updates = n, "sent alloc updates");
@@ -136,8 +148,15 @@ impl StatusSink {
                 node_id: node_id.clone(),
                 updates: rest,
             };
-            if let Err(status) = gateway.update_allocations(req).await {
-                tracing::warn!(node = %node_id, %status, "last alloc updates lost at shutdown");
+            match tokio::time::timeout(LAST_FLUSH_TIMEOUT, gateway.update_allocations(req)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(status)) => {
+                    tracing::warn!(node = %node_id, %status, "last alloc updates lost at shutdown");
+                }
+                Err(_) => tracing::warn!(
+                    node = %node_id,
+                    "last alloc updates lost at shutdown: no answer in {LAST_FLUSH_TIMEOUT:?}"
+                ),
             }
         }
     }

@@ -3,5 +3,6 @@
 
 pub mod feed;
 pub mod registration;
+pub mod status_writes;
 pub mod updates;
 pub mod watch;

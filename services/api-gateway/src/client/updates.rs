@@ -1,10 +1,12 @@
-//! Client status updates of allocations: applied in batches, each
-//! allocation compared on its mod revision and re-read from the store and
-//! retried on conflict. An allocation that turns failed gets an
-//! `alloc-failure` evaluation of its job in the same transaction, so its
-//! replacement never depends on another process noticing.
+//! Client status updates of allocations: checked per node, then written by
+//! the gateway's [`StatusWrites`](crate::client::status_writes::StatusWrites)
+//! together with other nodes' updates, each allocation compared on its mod
+//! revision and re-read from the store and retried on conflict. An
+//! allocation that turns failed gets an `alloc-failure` evaluation of its job
+//! in the same transaction, so its replacement never depends on another
+//! process noticing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Evaluation, Job,
@@ -14,11 +16,7 @@ use caravan_store::{Compare, CompareOp, Op, OpResult, Revision, Txn, TxnResult};
 
 use crate::error::{GatewayError, Result};
 use crate::evals::{self, TRIGGER_ALLOC_FAILURE, TRIGGER_NODE_DRAIN};
-use crate::gateway::{Gateway, now_unix_ns};
-
-/// Allocations written per transaction: well inside etcd's default limits
-/// of 128 operations and 1.5 MiB per request.
-pub const BATCH: usize = 64;
+use crate::gateway::Gateway;
 
 /// Checks a batch before anything is read or written.
 pub fn validate(node_id: &str, updates: &[AllocUpdate]) -> Result<()> {
@@ -74,28 +72,61 @@ fn newly_failed(prev: &Allocation, next: &Allocation) -> bool {
         && prev.desired_status() == AllocDesiredStatus::Run
 }
 
-/// Whether `next` started running, or turned healthy, while its job still
-/// has live allocations on a draining node: the replacement of the last
-/// migration batch is up (a service replacement counts once healthy by its
-/// migrate strategy), so the job needs another evaluation to move the next
-/// batch (nothing else would wake it, as no process drives drains).
-fn drain_progressed(snap: &Snapshot, prev: &Allocation, next: &Allocation) -> bool {
-    let healthy = |a: &Allocation| {
-        a.deployment_status
-            .as_ref()
-            .is_some_and(|d| d.healthy == Some(true))
-    };
-    let started = next.client_status() == AllocClientStatus::Running
-        && prev.client_status() != AllocClientStatus::Running;
-    let turned_healthy = healthy(next) && !healthy(prev);
-    (started || turned_healthy)
-        && snap.allocs_by_job(&next.namespace, &next.job_id).any(|a| {
-            a.desired_status() == AllocDesiredStatus::Run
-                && !is_terminal(a)
-                && snap
-                    .node(&a.node_id)
-                    .is_some_and(|n| n.drain_strategy.is_some())
-        })
+/// The nodes being drained, and for each job asked about, whether it still
+/// has live allocations on one of them. Built once per batch: most clusters
+/// drain nothing, and a job's allocations are scanned at most once.
+struct Drains<'a> {
+    snap: &'a Snapshot,
+    nodes: HashSet<&'a str>,
+    jobs: HashMap<(String, String), bool>,
+}
+
+impl<'a> Drains<'a> {
+    fn of(snap: &'a Snapshot) -> Self {
+        Drains {
+            snap,
+            nodes: snap
+                .nodes()
+                .filter(|n| n.drain_strategy.is_some())
+                .map(|n| n.id.as_str())
+                .collect(),
+            jobs: HashMap::new(),
+        }
+    }
+
+    /// Whether `next` started running, or turned healthy, while its job
+    /// still has live allocations on a draining node: the replacement of the
+    /// last migration batch is up (a service replacement counts once healthy
+    /// by its migrate strategy), so the job needs another evaluation to move
+    /// the next batch (nothing else would wake it, as no process drives
+    /// drains).
+    fn progressed(&mut self, prev: &Allocation, next: &Allocation) -> bool {
+        if self.nodes.is_empty() {
+            return false;
+        }
+        let healthy = |a: &Allocation| {
+            a.deployment_status
+                .as_ref()
+                .is_some_and(|d| d.healthy == Some(true))
+        };
+        let started = next.client_status() == AllocClientStatus::Running
+            && prev.client_status() != AllocClientStatus::Running;
+        let turned_healthy = healthy(next) && !healthy(prev);
+        if !(started || turned_healthy) {
+            return false;
+        }
+        let (snap, nodes) = (self.snap, &self.nodes);
+        *self
+            .jobs
+            .entry((next.namespace.clone(), next.job_id.clone()))
+            .or_insert_with(|| {
+                snap.allocs_by_job(&next.namespace, &next.job_id).any(|a| {
+                    a.desired_status() == AllocDesiredStatus::Run
+                        && !is_terminal(a)
+                        && nodes.contains(a.node_id.as_str())
+                })
+            })
+    }
 }
 
 /// The transaction of one batch: each present allocation compared and
@@ -111,6 +142,7 @@ pub(crate) fn build_batch(
     let mut txn = Txn::new();
     // One evaluation per job; a failure's wins over a drain's.
     let mut failed_jobs: BTreeMap<(String, String), Evaluation> = BTreeMap::new();
+    let mut drains = Drains::of(snap);
     for (update, alloc) in current {
         let key = keys.alloc(&update.alloc_id);
         txn = txn.or_else(Op::get(key.clone()));
@@ -125,7 +157,7 @@ pub(crate) fn build_batch(
                 .or_insert_with(|| failure_eval(job))
                 .related_alloc_ids
                 .push(alloc.id.clone());
-        } else if drain_progressed(snap, alloc, &next)
+        } else if drains.progressed(alloc, &next)
             && let Some(job) = snap.job(&alloc.namespace, &alloc.job_id)
             && !job.stop
         {
@@ -153,7 +185,7 @@ fn failure_eval(job: &Job) -> Evaluation {
 }
 
 /// Reads the allocations back from a failed batch's gets.
-fn refreshed(result: &TxnResult, count: usize) -> Result<Vec<Option<Allocation>>> {
+pub(crate) fn refreshed(result: &TxnResult, count: usize) -> Result<Vec<Option<Allocation>>> {
     let mut out = Vec::with_capacity(count);
     for op in result.results.iter().take(count) {
         match op {
@@ -177,7 +209,8 @@ pub async fn update_allocations(
 ) -> Result<Revision> {
     validate(node_id, &updates)?;
     let mut revision = gw.cache.revision();
-    for (chunk_no, chunk) in updates.chunks(BATCH).enumerate() {
+    let per_write = gw.config.status_batch_max_allocs.max(1);
+    for (chunk_no, chunk) in updates.chunks(per_write).enumerate() {
         let snap = gw.cache.snapshot();
         let mut current: Vec<(AllocUpdate, Option<Allocation>)> = chunk
             .iter()
@@ -195,7 +228,7 @@ pub async fn update_allocations(
                 && alloc.node_id != node_id
             {
                 return Err(GatewayError::field(
-                    format!("updates[{}].alloc_id", chunk_no * BATCH + i),
+                    format!("updates[{}].alloc_id", chunk_no * per_write + i),
                     format!(
                         "allocation {} is not placed on node {node_id}",
                         update.alloc_id
@@ -203,45 +236,28 @@ pub async fn update_allocations(
                 ));
             }
         }
-        let mut written = false;
-        for _ in 0..gw.attempts() {
-            if current.iter().all(|(_, a)| a.is_none()) {
-                // Every allocation is gone (garbage collected): nothing to record.
-                written = true;
-                break;
-            }
-            let snap = gw.cache.snapshot();
-            let (txn, evals) = build_batch(&gw.keys, &snap, &current, now_unix_ns());
-            let result = gw.store.txn(txn).await?;
-            if result.succeeded {
-                revision = result.revision;
-                if !evals.is_empty() {
-                    tracing::info!(node = %node_id, evals = evals.len(), "client updates created evaluations");
+        revision = gw
+            .status_writes
+            .write(current)
+            .await
+            .map_err(|err| match err {
+                GatewayError::Conflict(message) => {
+                    GatewayError::Conflict(format!("allocations of node {node_id}: {message}"))
                 }
-                written = true;
-                break;
-            }
-            let fresh = refreshed(&result, current.len())?;
-            for ((_, alloc), fresh) in current.iter_mut().zip(fresh) {
-                *alloc = fresh;
-            }
-        }
-        if !written {
-            return Err(GatewayError::Conflict(format!(
-                "allocations of node {node_id} kept changing concurrently; send the update again"
-            )));
-        }
+                other => other,
+            })?;
     }
-    gw.settle(revision).await;
     // The node's last live allocation may just have finished its drain.
     if gw
         .cache
         .snapshot()
         .node(node_id)
         .is_some_and(|n| n.drain_strategy.is_some())
-        && let Err(err) = crate::nodes::complete_drain_if_done(gw, node_id).await
     {
-        tracing::warn!(%err, node = %node_id, "could not mark the drain complete");
+        gw.settle(revision).await;
+        if let Err(err) = crate::nodes::complete_drain_if_done(gw, node_id).await {
+            tracing::warn!(%err, node = %node_id, "could not mark the drain complete");
+        }
     }
     Ok(revision)
 }

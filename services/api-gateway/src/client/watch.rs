@@ -1,79 +1,140 @@
-//! A node's allocation stream: the full set of its allocations, sent from
-//! the watch cache whenever the set changes. Each stream sleeps on its
-//! node's signal from the [`NodeAllocFeed`](crate::client::feed::NodeAllocFeed)
-//! and compares a cheap fingerprint of the set before sending, so thousands
-//! of idle streams cost nothing between changes.
+//! A node's allocation stream: its whole set first, then only what the
+//! servers changed. Each stream sleeps on its node's subscription to the
+//! [`NodeAllocFeed`](crate::client::feed::NodeAllocFeed), which hands it the
+//! ids of the allocations that changed; it looks those up in the newest
+//! snapshot and sends the ones whose server-side part moved on since it last
+//! sent them. A node with k allocations therefore costs O(changes), not
+//! O(k) per change, and its own status reports never come back to it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use caravan_proto::NodeAllocations;
-use caravan_state::Snapshot;
+use caravan_proto::{Allocation, Job, NodeAllocations};
+use caravan_state::{Id, Snapshot};
 use caravan_store::Revision;
 use tokio::sync::mpsc;
 
+use crate::client::feed::NodeChanges;
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
 
-/// What identifies a node's allocation set at one revision: any put raises
-/// the newest mod revision, and a delete alone lowers the count.
+/// The server-side part of an allocation a node acts on; a change of
+/// anything else (client status, task states, health) is the node's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Fingerprint {
-    count: usize,
-    newest: Revision,
+struct ServerPart {
+    alloc_modify_revision: Revision,
+    desired_status: i32,
+    migrate: Option<bool>,
 }
 
-fn fingerprint(snap: &Snapshot, node_id: &str) -> Fingerprint {
-    let mut count = 0;
-    let mut newest = 0;
-    for alloc in snap.allocs_by_node(node_id) {
-        count += 1;
-        newest = newest.max(alloc.modify_revision);
+impl ServerPart {
+    fn of(alloc: &Allocation) -> Self {
+        ServerPart {
+            alloc_modify_revision: alloc.alloc_modify_revision,
+            desired_status: alloc.desired_status,
+            migrate: alloc.desired_transition.as_ref().and_then(|t| t.migrate),
+        }
     }
-    Fingerprint { count, newest }
 }
 
 /// A job version the stream has already carried.
 type JobVersionKey = (String, String, u64);
 
-/// The node's allocations with the job versions they run that this stream
-/// has not sent yet (the client keeps those for the life of the stream).
-fn message(snap: &Snapshot, node_id: &str, sent: &mut HashSet<JobVersionKey>) -> NodeAllocations {
-    let mut jobs = Vec::new();
-    let allocs: Vec<_> = snap
-        .allocs_by_node(node_id)
-        .map(|a| (**a).clone())
-        .collect();
-    for alloc in &allocs {
+/// What one stream has told its node so far.
+#[derive(Debug, Default)]
+struct Sent {
+    allocs: HashMap<Id, ServerPart>,
+    jobs: HashSet<JobVersionKey>,
+}
+
+impl Sent {
+    /// The allocation as the node gets it (without placement metrics), and
+    /// its job version unless this stream already carried it.
+    fn add(&mut self, snap: &Snapshot, alloc: &Allocation, out: &mut NodeAllocations) {
+        self.allocs
+            .insert(Id::from(alloc.id.as_str()), ServerPart::of(alloc));
+        let mut copy = alloc.clone();
+        copy.metrics = None;
+        out.allocs.push(copy);
         let key = (
             alloc.namespace.clone(),
             alloc.job_id.clone(),
             alloc.job_version,
         );
-        if sent.contains(&key) {
-            continue;
+        if self.jobs.contains(&key) {
+            return;
         }
-        let job = snap
-            .job_version(&alloc.namespace, &alloc.job_id, alloc.job_version)
-            .or_else(|| {
-                snap.job(&alloc.namespace, &alloc.job_id)
-                    .filter(|j| j.version == alloc.job_version)
-            });
-        if let Some(job) = job {
-            jobs.push((**job).clone());
-            sent.insert(key);
+        if let Some(job) = job_version(snap, alloc) {
+            out.jobs.push(job.clone());
+            self.jobs.insert(key);
         }
     }
-    NodeAllocations {
-        allocs,
-        revision: snap.revision(),
-        jobs,
+
+    /// The node's whole set at `snap`.
+    fn full(&mut self, snap: &Snapshot, node_id: &str) -> NodeAllocations {
+        self.allocs.clear();
+        let mut out = NodeAllocations {
+            revision: snap.revision(),
+            full: true,
+            ..Default::default()
+        };
+        for alloc in snap.allocs_by_node(node_id) {
+            self.add(snap, alloc, &mut out);
+        }
+        out
+    }
+
+    /// What of `changed` the node has not heard yet; `None` when nothing.
+    fn delta(
+        &mut self,
+        snap: &Snapshot,
+        node_id: &str,
+        changed: HashSet<Id>,
+    ) -> Option<NodeAllocations> {
+        let mut out = NodeAllocations {
+            revision: snap.revision(),
+            ..Default::default()
+        };
+        let mut changed: Vec<Id> = changed.into_iter().collect();
+        changed.sort();
+        for id in changed {
+            match snap.alloc(&id).filter(|a| a.node_id == node_id) {
+                Some(alloc) => {
+                    if self.allocs.get(&id) != Some(&ServerPart::of(alloc)) {
+                        self.add(snap, alloc, &mut out);
+                    }
+                }
+                None => {
+                    if self.allocs.remove(&id).is_some() {
+                        out.removed_alloc_ids.push(id.to_string());
+                    }
+                }
+            }
+        }
+        (!out.allocs.is_empty() || !out.removed_alloc_ids.is_empty()).then_some(out)
     }
 }
 
-/// Sends `node_id`'s allocations on `out` whenever they change, until the
-/// receiver goes away or the gateway shuts down. With `min_revision` 0 the
-/// current set goes out at once; otherwise the caller already holds the set
-/// as of `min_revision` and hears only of later changes.
+/// The job version an allocation runs, from the versions table or, for the
+/// current version, the job itself.
+fn job_version<'a>(snap: &'a Snapshot, alloc: &Allocation) -> Option<&'a Job> {
+    snap.job_version(&alloc.namespace, &alloc.job_id, alloc.job_version)
+        .or_else(|| {
+            snap.job(&alloc.namespace, &alloc.job_id)
+                .filter(|j| j.version == alloc.job_version)
+        })
+        .map(|j| &**j)
+}
+
+/// Whether any allocation of the node was written after `revision`.
+fn changed_after(snap: &Snapshot, node_id: &str, revision: Revision) -> bool {
+    snap.allocs_by_node(node_id)
+        .any(|a| a.modify_revision > revision)
+}
+
+/// Sends `node_id`'s allocations on `out` until the receiver goes away or
+/// the gateway shuts down: the whole set first, then what changed. With
+/// `min_revision` 0 the set goes out at once; otherwise once some allocation
+/// of the node was written after `min_revision`.
 pub async fn stream_allocations(
     gw: Gateway,
     node_id: String,
@@ -81,30 +142,46 @@ pub async fn stream_allocations(
     out: mpsc::Sender<NodeAllocations>,
 ) {
     // Subscribed before the first snapshot, so no change slips between them.
-    let mut revisions = gw.feed.subscribe(&node_id);
-    let mut last: Option<Fingerprint> = None;
-    let mut sent = HashSet::new();
+    let changes = gw.feed.subscribe(&node_id);
+    let mut sent = Sent::default();
+    let mut started = false;
     loop {
-        revisions.borrow_and_update();
-        let snap = gw.cache.snapshot();
-        let print = fingerprint(&snap, &node_id);
-        let send = match last {
-            Some(prev) => prev != print,
-            None => min_revision <= 0 || print.newest > min_revision,
-        };
-        last = Some(print);
-        if send && out.send(message(&snap, &node_id, &mut sent)).await.is_err() {
-            return;
-        }
-        tokio::select! {
-            changed = revisions.changed() => {
-                if changed.is_err() {
+        let msg = if started {
+            let Some(changed) = take(&changes, &gw, &out).await else {
+                return;
+            };
+            sent.delta(&gw.cache.snapshot(), &node_id, changed)
+        } else {
+            // Cleared before the snapshot: whatever changes after it is kept.
+            changes.clear();
+            let snap = gw.cache.snapshot();
+            if min_revision > 0 && !changed_after(&snap, &node_id, min_revision) {
+                if take(&changes, &gw, &out).await.is_none() {
                     return;
                 }
+                continue;
             }
-            _ = out.closed() => return,
-            _ = gw.shutdown.cancelled() => return,
+            started = true;
+            Some(sent.full(&snap, &node_id))
+        };
+        if let Some(msg) = msg
+            && out.send(msg).await.is_err()
+        {
+            return;
         }
+    }
+}
+
+/// The next ids that changed; `None` once the stream should end.
+async fn take(
+    changes: &NodeChanges,
+    gw: &Gateway,
+    out: &mpsc::Sender<NodeAllocations>,
+) -> Option<HashSet<Id>> {
+    tokio::select! {
+        ids = changes.next() => Some(ids),
+        _ = out.closed() => None,
+        _ = gw.shutdown.cancelled() => None,
     }
 }
 
@@ -114,4 +191,99 @@ pub fn validate(node_id: &str) -> Result<()> {
         return Err(GatewayError::field("node_id", "missing node ID"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use caravan_proto::{AllocClientStatus, AllocDesiredStatus};
+    use caravan_state::{Change, Tables};
+
+    use super::*;
+
+    fn put(tables: &mut Tables, alloc: Allocation, revision: Revision) {
+        let mut alloc = alloc;
+        alloc.modify_revision = revision;
+        tables.apply(Change::Alloc {
+            id: alloc.id.as_str().into(),
+            alloc: Some(Arc::new(alloc)),
+        });
+        tables.advance_to(revision);
+    }
+
+    fn alloc(id: &str, node: &str) -> Allocation {
+        let mut a = Allocation {
+            id: id.into(),
+            node_id: node.into(),
+            namespace: "default".into(),
+            job_id: "web".into(),
+            alloc_modify_revision: 1,
+            metrics: Some(Default::default()),
+            ..Default::default()
+        };
+        a.set_desired_status(AllocDesiredStatus::Run);
+        a
+    }
+
+    fn ids(set: &[&str]) -> HashSet<Id> {
+        set.iter().map(|s| Id::from(*s)).collect()
+    }
+
+    #[test]
+    fn a_node_hears_server_changes_only() {
+        let mut tables = Tables::new();
+        tables.apply(Change::Job {
+            namespace: "default".into(),
+            id: "web".into(),
+            job: Some(Arc::new(Job {
+                id: "web".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            })),
+        });
+        put(&mut tables, alloc("a1", "n1"), 2);
+        put(&mut tables, alloc("b1", "n2"), 3);
+        let mut sent = Sent::default();
+        let first = sent.full(&Snapshot::new(tables.clone()), "n1");
+        assert!(first.full);
+        assert_eq!(first.allocs.len(), 1);
+        assert!(
+            first.allocs[0].metrics.is_none(),
+            "metrics stay on the servers"
+        );
+        assert_eq!(first.jobs.len(), 1);
+
+        // The node's own report comes back as no news.
+        let mut running = alloc("a1", "n1");
+        running.set_client_status(AllocClientStatus::Running);
+        put(&mut tables, running.clone(), 4);
+        let snap = Snapshot::new(tables.clone());
+        assert!(sent.delta(&snap, "n1", ids(&["a1"])).is_none());
+
+        // A new placement and a stop are news, without the job again.
+        put(&mut tables, alloc("a2", "n1"), 5);
+        let mut stopped = running;
+        stopped.set_desired_status(AllocDesiredStatus::Stop);
+        stopped.alloc_modify_revision = 6;
+        put(&mut tables, stopped, 6);
+        let snap = Snapshot::new(tables.clone());
+        let delta = sent.delta(&snap, "n1", ids(&["a1", "a2"])).unwrap();
+        assert!(!delta.full);
+        let got: Vec<&str> = delta.allocs.iter().map(|a| a.id.as_str()).collect();
+        assert_eq!(got, vec!["a1", "a2"]);
+        assert!(delta.jobs.is_empty());
+
+        // Gone from the store, or moved away: removed, once.
+        tables.apply(Change::Alloc {
+            id: "a2".into(),
+            alloc: None,
+        });
+        put(&mut tables, alloc("a1", "n2"), 8);
+        let snap = Snapshot::new(tables);
+        let delta = sent.delta(&snap, "n1", ids(&["a1", "a2"])).unwrap();
+        assert!(delta.allocs.is_empty());
+        assert_eq!(delta.removed_alloc_ids, vec!["a1", "a2"]);
+        assert!(sent.delta(&snap, "n1", ids(&["a1", "a2"])).is_none());
+    }
 }

@@ -102,10 +102,13 @@ impl FakeGateway {
                 a
             })
             .collect();
+        // The fake sends whole sets only, as a gateway's first message.
         self.sender(node_id).send_replace(NodeAllocations {
             allocs,
             revision: rev,
             jobs,
+            full: true,
+            ..Default::default()
         });
         rev
     }

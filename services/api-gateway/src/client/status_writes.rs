@@ -1,0 +1,206 @@
+//! Client status writes of every node, coalesced: the updates that arrive
+//! while one transaction commits go together into the next, so the store's
+//! disk sync is paid per batch rather than per node and per report (Nomad's
+//! servers coalesce client updates the same way). Each allocation is still
+//! compared on its mod revision and re-read on conflict, and every caller
+//! hears the outcome of the transaction that carried its updates.
+
+use std::collections::HashMap;
+
+use caravan_proto::{AllocUpdate, Allocation};
+use caravan_state::{Informer, Keyspace};
+use caravan_store::{Revision, Store};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::client::updates::{build_batch, refreshed};
+use crate::error::{GatewayError, Result};
+use crate::gateway::now_unix_ns;
+
+/// Requests waiting for the writer; beyond this, callers wait to queue.
+const QUEUE: usize = 4096;
+
+/// One node's updates with the allocations they apply to.
+pub(crate) type Current = Vec<(AllocUpdate, Option<Allocation>)>;
+
+struct Request {
+    current: Current,
+    respond: oneshot::Sender<Result<Revision>>,
+}
+
+/// What the writer needs from the gateway.
+pub(crate) struct WriterContext {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) keys: Keyspace,
+    pub(crate) cache: Arc<Informer>,
+    /// Tries of one batch before its callers hear of a conflict.
+    pub(crate) attempts: u32,
+    /// Most allocations in one transaction.
+    pub(crate) max_allocs: usize,
+}
+
+/// The gateway's one writer of client status updates. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct StatusWrites {
+    queue: mpsc::Sender<Request>,
+}
+
+impl StatusWrites {
+    /// Starts the writer; it stops once `shutdown` fires and the queue is
+    /// drained of what was already sent.
+    pub(crate) fn start(ctx: WriterContext, shutdown: CancellationToken) -> Self {
+        let (queue, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(run(ctx, rx, shutdown));
+        StatusWrites { queue }
+    }
+
+    /// Writes `current` in the next batch; returns the batch's revision.
+    pub(crate) async fn write(&self, current: Current) -> Result<Revision> {
+        let (respond, answer) = oneshot::channel();
+        self.queue
+            .send(Request { current, respond })
+            .await
+            .map_err(|_| shutting_down())?;
+        answer.await.unwrap_or_else(|_| Err(shutting_down()))
+    }
+}
+
+fn shutting_down() -> GatewayError {
+    GatewayError::Unavailable("the api-gateway is shutting down".into())
+}
+
+async fn run(ctx: WriterContext, mut rx: mpsc::Receiver<Request>, shutdown: CancellationToken) {
+    let max = ctx.max_allocs.max(1);
+    let mut carried: Option<Request> = None;
+    loop {
+        let first = match carried.take() {
+            Some(r) => r,
+            None => tokio::select! {
+                r = rx.recv() => match r {
+                    Some(r) => r,
+                    None => return,
+                },
+                _ = shutdown.cancelled() => return,
+            },
+        };
+        let mut size = first.current.len();
+        let mut batch = vec![first];
+        while size < max {
+            match rx.try_recv() {
+                Ok(next) if size + next.current.len() > max => {
+                    carried = Some(next);
+                    break;
+                }
+                Ok(next) => {
+                    size += next.current.len();
+                    batch.push(next);
+                }
+                Err(_) => break,
+            }
+        }
+        commit(&ctx, batch).await;
+    }
+}
+
+/// Writes one batch and answers each of its callers.
+async fn commit(ctx: &WriterContext, batch: Vec<Request>) {
+    let mut merged = merge(batch.iter().map(|r| &r.current));
+    let outcome = write_merged(ctx, &mut merged).await;
+    for request in batch {
+        let answer = match &outcome {
+            Ok(revision) => Ok(*revision),
+            Err(message) => Err(GatewayError::Conflict(message.clone())),
+        };
+        // A caller that stopped waiting loses nothing: the write stands.
+        let _ = request.respond.send(answer);
+    }
+}
+
+/// The updates of a batch, one per allocation: a later report of the same
+/// allocation replaces an earlier one (a transaction may name a key once).
+fn merge<'a>(requests: impl Iterator<Item = &'a Current>) -> Current {
+    let mut merged: Current = Vec::new();
+    let mut at: HashMap<String, usize> = HashMap::new();
+    for (update, alloc) in requests.flatten() {
+        match at.get(&update.alloc_id) {
+            Some(&i) => merged[i].0 = update.clone(),
+            None => {
+                at.insert(update.alloc_id.clone(), merged.len());
+                merged.push((update.clone(), alloc.clone()));
+            }
+        }
+    }
+    merged
+}
+
+/// Commits the merged updates, re-reading and retrying on conflict; the
+/// error is the message every caller gets.
+async fn write_merged(ctx: &WriterContext, current: &mut Current) -> Result<Revision, String> {
+    for _ in 0..ctx.attempts.max(1) {
+        if current.iter().all(|(_, a)| a.is_none()) {
+            // Every allocation is gone (garbage collected): nothing to record.
+            return Ok(ctx.cache.revision());
+        }
+        let snap = ctx.cache.snapshot();
+        let (txn, evals) = build_batch(&ctx.keys, &snap, current, now_unix_ns());
+        let result = ctx
+            .store
+            .txn(txn)
+            .await
+            .map_err(|err| format!("writing client updates: {err}"))?;
+        if result.succeeded {
+            if !evals.is_empty() {
+                tracing::info!(evals = evals.len(), "client updates created evaluations");
+            }
+            return Ok(result.revision);
+        }
+        let fresh = refreshed(&result, current.len())
+            .map_err(|err| format!("re-reading allocations: {err}"))?;
+        for ((_, alloc), fresh) in current.iter_mut().zip(fresh) {
+            *alloc = fresh;
+        }
+    }
+    Err("allocations kept changing concurrently; send the update again".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_proto::AllocClientStatus;
+
+    use super::*;
+
+    fn update(id: &str, status: AllocClientStatus) -> (AllocUpdate, Option<Allocation>) {
+        let mut u = AllocUpdate {
+            alloc_id: id.into(),
+            ..Default::default()
+        };
+        u.set_client_status(status);
+        let a = Allocation {
+            id: id.into(),
+            ..Default::default()
+        };
+        (u, Some(a))
+    }
+
+    #[test]
+    fn a_batch_names_each_allocation_once_with_its_newest_report() {
+        let first = vec![
+            update("a", AllocClientStatus::Pending),
+            update("b", AllocClientStatus::Running),
+        ];
+        let second = vec![update("a", AllocClientStatus::Running)];
+        let merged = merge([&first, &second].into_iter());
+        let got: Vec<(&str, AllocClientStatus)> = merged
+            .iter()
+            .map(|(u, _)| (u.alloc_id.as_str(), u.client_status()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("a", AllocClientStatus::Running),
+                ("b", AllocClientStatus::Running)
+            ]
+        );
+    }
+}
