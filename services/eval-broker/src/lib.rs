@@ -39,7 +39,7 @@ use anyhow::Context;
 use caravan_proto::eval_broker_service_server::EvalBrokerServiceServer;
 use caravan_runtime::grpc::advertise_addr;
 use caravan_runtime::leader::{Candidate, serve_and_lead};
-use caravan_state::{Informer, InformerConfig, Keyspace};
+use caravan_state::{AllocDetail, Informer, InformerConfig, Keyspace};
 use caravan_store::{Store, election_name};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -77,7 +77,12 @@ pub async fn serve(
         Informer::start(
             Arc::clone(&store),
             keyspace.clone(),
-            InformerConfig::default(),
+            // Allocations are only read here (a rewrite reads the store
+            // first), so the cache keeps the lean copy.
+            InformerConfig {
+                alloc_detail: AllocDetail::Scheduling,
+                ..InformerConfig::default()
+            },
         )
         .await
         .context("starting the watch cache")?,

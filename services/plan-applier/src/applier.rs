@@ -274,6 +274,7 @@ impl Pipeline {
     async fn handle(&mut self, pending: PendingPlan) {
         let plan = pending.plan.clone();
         let applier = self.applier.clone();
+        let started = std::time::Instant::now();
         if let Err(err) = applier.tokens.check(&plan.eval_id, &plan.eval_token).await {
             tracing::info!(eval = %plan.eval_id, %err, "plan refused");
             pending.respond(Err(err));
@@ -283,8 +284,10 @@ impl Pipeline {
             pending.respond(Err(err));
             return;
         }
+        let checked = started.elapsed();
         let view = self.overlay.view(self.informer.snapshot());
         let mut verdict = self.verify(&view, &plan).await;
+        let verified = started.elapsed();
         let jobs = plan_jobs(&view, &plan);
         // Commits that touch what this plan touches (or free the room it
         // was verified to fit in) must finish first; a commit that fell
@@ -360,9 +363,18 @@ impl Pipeline {
                 retries: applier.settings.conflict_retries,
                 now,
             };
+            let committing = std::time::Instant::now();
             let mut outcome = committer
                 .commit(&view, changes, plan.all_at_once, seq)
                 .await;
+            tracing::debug!(
+                eval = %plan.eval_id,
+                token_and_cache_ms = checked.as_secs_f64() * 1e3,
+                verify_ms = (verified - checked).as_secs_f64() * 1e3,
+                queued_ms = (committing.duration_since(started) - verified).as_secs_f64() * 1e3,
+                commit_ms = committing.elapsed().as_secs_f64() * 1e3,
+                "plan timings"
+            );
             let unknown = matches!(
                 outcome.error,
                 Some(ApplierError::OutcomeUnknown(_) | ApplierError::Store(_))

@@ -36,7 +36,9 @@ pub struct SchedulerWorkerConfig {
     /// call, in milliseconds.
     pub leader_wait_ms: u64,
     /// How long in-flight evals may run on after shutdown is asked, in
-    /// milliseconds.
+    /// milliseconds; then their calls fail and they are nacked. Keep it
+    /// well under `shutdown.deadline_ms` (8 s), when the process exits
+    /// whatever still runs.
     pub shutdown_grace_ms: u64,
     /// Start paused (no dequeuing until `SetPaused(false)`).
     pub paused: bool,
@@ -60,7 +62,7 @@ impl Default for SchedulerWorkerConfig {
             heartbeat_interval_ms: 15_000,
             rpc_timeout_ms: 60_000,
             leader_wait_ms: 30_000,
-            shutdown_grace_ms: 10_000,
+            shutdown_grace_ms: 4_000,
             paused: false,
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),

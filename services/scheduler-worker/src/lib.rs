@@ -19,7 +19,7 @@ use anyhow::Context;
 use caravan_proto::scheduler_worker_service_server::SchedulerWorkerServiceServer;
 use caravan_runtime::grpc;
 use caravan_runtime::leader::LeaderChannel;
-use caravan_state::{Informer, InformerConfig, Keyspace};
+use caravan_state::{AllocDetail, Informer, InformerConfig, Keyspace};
 use caravan_store::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -60,7 +60,12 @@ pub async fn serve(
         Informer::start(
             store.clone(),
             Keyspace::new(&prefix),
-            InformerConfig::default(),
+            // Allocations are only read here (a rewrite reads the store
+            // first), so the cache keeps the lean copy.
+            InformerConfig {
+                alloc_detail: AllocDetail::Scheduling,
+                ..InformerConfig::default()
+            },
         )
         .await
         .context("loading the cluster state")?,

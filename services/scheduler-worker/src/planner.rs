@@ -45,8 +45,17 @@ impl WorkerPlanner {
         if self.abort.is_cancelled() {
             return Err(PlannerError(Box::new(WorkerError::ShuttingDown)));
         }
+        // Once the grace is over, a call still waiting (say on a leader that
+        // cannot reach etcd, for up to the RPC timeout and the leader wait)
+        // must not keep this thread, and so the process, alive.
+        let abort = self.abort.clone();
         self.handle
-            .block_on(fut)
+            .block_on(async {
+                tokio::select! {
+                    out = fut => out,
+                    () = abort.cancelled() => Err(WorkerError::ShuttingDown),
+                }
+            })
             .map_err(|e| PlannerError(Box::new(e)))
     }
 
@@ -67,7 +76,16 @@ impl WorkerPlanner {
 
     async fn submit(&self, plan: Plan) -> Result<PlanOutcome<SnapshotState>, WorkerError> {
         let eval_id = plan.eval_id.clone();
-        match self.applier.submit(plan).await? {
+        let sent = std::time::Instant::now();
+        let placements: usize = plan.node_allocation.values().map(|l| l.allocs.len()).sum();
+        let submitted = self.applier.submit(plan).await?;
+        tracing::debug!(
+            eval = %eval_id,
+            placements,
+            submit_ms = sent.elapsed().as_secs_f64() * 1e3,
+            "plan answered"
+        );
+        match submitted {
             Submitted::Result(result) => {
                 let refreshed = if result.refresh_revision > 0 {
                     tracing::debug!(

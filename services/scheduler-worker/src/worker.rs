@@ -17,12 +17,16 @@ use tracing::Instrument;
 
 use crate::clients::{ApplierClient, BrokerClient};
 use crate::config::Timing;
+use crate::error::WorkerError;
 use crate::planner::WorkerPlanner;
 use crate::state::SnapshotState;
 
 /// Dequeue errors are only logged after this long: leaders are still being
 /// elected right after start.
 const QUIET_START: Duration = Duration::from_secs(10);
+/// How long an ack or nack may take once the shutdown grace is over; an
+/// eval whose nack is lost is redelivered after the broker's nack timeout.
+const LAST_CALL_AFTER_ABORT: Duration = Duration::from_secs(1);
 
 /// Counters of a replica.
 #[derive(Debug, Default)]
@@ -175,6 +179,7 @@ impl WorkerPool {
 
     async fn schedule(&self, eval: Evaluation, token: String, wait_revision: i64) {
         let eval_id = eval.id.clone();
+        let started = tokio::time::Instant::now();
         let wanted = wait_revision.max(eval.modify_revision);
         let snapshot = match self
             .informer
@@ -188,6 +193,7 @@ impl WorkerPool {
                 return;
             }
         };
+        let waited = started.elapsed();
         let heartbeat = self.heartbeat(eval_id.clone(), token.clone());
         let mut planner = WorkerPlanner {
             handle: Handle::current(),
@@ -209,6 +215,7 @@ impl WorkerPool {
         })
         .await;
         heartbeat.cancel();
+        let scheduled = started.elapsed() - waited;
         let ok = match ran {
             Ok((Ok(()), plans)) => {
                 self.counters.plans.fetch_add(plans, Ordering::Relaxed);
@@ -225,14 +232,23 @@ impl WorkerPool {
             }
         };
         self.finish(&eval_id, &token, ok).await;
+        tracing::debug!(
+            cache_wait_ms = waited.as_secs_f64() * 1e3,
+            schedule_ms = scheduled.as_secs_f64() * 1e3,
+            total_ms = started.elapsed().as_secs_f64() * 1e3,
+            "eval timings"
+        );
     }
 
     async fn finish(&self, eval_id: &str, token: &str, ok: bool) {
         let (sent, counter) = if ok {
-            (self.broker.ack(eval_id, token).await, &self.counters.acked)
+            (
+                self.unless_aborted(self.broker.ack(eval_id, token)).await,
+                &self.counters.acked,
+            )
         } else {
             (
-                self.broker.nack(eval_id, token).await,
+                self.unless_aborted(self.broker.nack(eval_id, token)).await,
                 &self.counters.nacked,
             )
         };
@@ -243,6 +259,23 @@ impl WorkerPool {
                 tracing::warn!(ack = ok, %err, "ack/nack failed; the broker's nack timeout will redeliver")
             }
         }
+    }
+
+    /// Awaits a call to the broker; once the shutdown grace is over it gets
+    /// [`LAST_CALL_AFTER_ABORT`] more, not the RPC timeout and leader wait
+    /// (a broker that cannot reach etcd would hold the exit for minutes).
+    async fn unless_aborted<T>(
+        &self,
+        call: impl Future<Output = Result<T, WorkerError>>,
+    ) -> Result<T, WorkerError> {
+        tokio::pin!(call);
+        tokio::select! {
+            out = &mut call => return out,
+            () = self.abort.cancelled() => {}
+        }
+        tokio::time::timeout(LAST_CALL_AFTER_ABORT, call)
+            .await
+            .unwrap_or(Err(WorkerError::ShuttingDown))
     }
 
     /// Resets the eval's nack timer at the broker while it runs.
