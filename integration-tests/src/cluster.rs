@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{ExitStatus, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -202,6 +202,36 @@ impl Cluster {
             .first()
             .map(|g| g.grpc)
             .ok_or_else(|| anyhow::anyhow!("no api-gateway started"))
+    }
+
+    /// Every api-gateway started, in start order.
+    pub fn gateways(&self) -> &[GatewayAddrs] {
+        &self.gateways
+    }
+
+    /// Every service process still running, in start order, by name with
+    /// its pid (for reading its cost from `/proc`).
+    pub fn processes(&self) -> Vec<(String, u32)> {
+        self.processes
+            .iter()
+            .filter_map(|p| p.pid().map(|pid| (p.name.clone(), pid)))
+            .collect()
+    }
+
+    /// SIGTERMs the process named `name` and waits up to `limit` for it to
+    /// exit: how long it took and its status, or `None` when it had to be
+    /// SIGKILLed.
+    pub fn terminate(
+        &mut self,
+        name: &str,
+        limit: Duration,
+    ) -> anyhow::Result<Option<(Duration, ExitStatus)>> {
+        let p = self
+            .processes
+            .iter_mut()
+            .find(|p| p.name == name)
+            .ok_or_else(|| anyhow::anyhow!("no process named {name}"))?;
+        Ok(p.terminate(limit))
     }
 
     /// Starts an api-gateway and waits until its HTTP API answers.

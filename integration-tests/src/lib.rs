@@ -3,6 +3,8 @@
 
 pub mod binaries;
 pub mod cluster;
+pub mod cost;
+pub mod etcd;
 pub mod http;
 pub mod jobs;
 pub mod process;
@@ -10,6 +12,8 @@ pub mod state;
 pub mod wait;
 
 pub use cluster::{Cluster, GatewayAddrs, Service};
+pub use cost::ProcessCost;
+pub use etcd::EtcdProcess;
 pub use http::{HttpApi, HttpReply};
 pub use state::ClusterState;
 pub use wait::{Progress, wait_for, wait_for_pids};

@@ -1,14 +1,28 @@
 //! One service binary running as a child process: its log file, its pid,
 //! and how it is stopped (gracefully, or with SIGKILL to simulate a crash).
+//!
+//! Children are tied to the harness: each gets SIGTERM when the harness
+//! process dies, however it dies (a panic, Ctrl-C of `cargo test`, SIGKILL),
+//! so no service outlives the test or benchmark that started it.
+//! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits,
+//! not the process, so every child is forked by one spawner thread that
+//! lives as long as the process ([`spawn_tied`]): a child started from a
+//! `#[tokio::test]` thread, a runtime worker or a blocking-pool thread that
+//! ends early is not killed with it. Children also get a process group of
+//! their own, so a Ctrl-C in the terminal reaches only the harness, which
+//! stops them gracefully, rather than every service at once.
 
 use std::collections::HashSet;
 use std::fs::File;
+use std::io;
 use std::net::{SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -38,13 +52,14 @@ impl ServiceProcess {
     ) -> anyhow::Result<ServiceProcess> {
         let out = File::options().create(true).append(true).open(&log)?;
         let err = out.try_clone()?;
-        let child = Command::new(binary)
+        let mut command = Command::new(binary);
+        command
             .args(args)
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .spawn()
+            .stderr(Stdio::from(err));
+        let child = spawn_tied(command)
             .map_err(|e| anyhow::anyhow!("starting {}: {e}", binary.display()))?;
         Ok(ServiceProcess {
             name: name.to_string(),
@@ -74,6 +89,13 @@ impl ServiceProcess {
         self.child.is_some() && self.exited().is_none()
     }
 
+    /// Sends `signal` to the process while it runs; whether it was sent.
+    pub fn signal(&self, signal: Signal) -> bool {
+        self.pid()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .is_some_and(|pid| kill(Pid::from_raw(pid), signal).is_ok())
+    }
+
     /// SIGKILL, as a crash: no resignation, no cleanup.
     pub fn kill_hard(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -85,21 +107,29 @@ impl ServiceProcess {
 
     /// SIGTERM, then SIGKILL once the grace period is over.
     pub fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
+        let grace = self.stop_grace;
+        // Whether it made it in time matters to the shutdown tests only.
+        let _ = self.terminate(grace);
+    }
+
+    /// SIGTERM, then waits up to `limit` for the process to exit; SIGKILLs
+    /// it after that. Returns how long it took to exit on its own and its
+    /// status, or `None` when it had to be killed (or was not running).
+    pub fn terminate(&mut self, limit: Duration) -> Option<(Duration, ExitStatus)> {
+        let mut child = self.child.take()?;
+        let start = Instant::now();
         if let Ok(pid) = i32::try_from(child.id()) {
             let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
         }
-        let deadline = Instant::now() + self.stop_grace;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
+        while start.elapsed() < limit {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some((start.elapsed(), status));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = child.kill();
         let _ = child.wait();
+        None
     }
 
     /// The last `lines` lines of its log.
@@ -111,6 +141,56 @@ impl ServiceProcess {
 impl Drop for ServiceProcess {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// What the spawner thread is asked: a command to spawn, and where to send
+/// the child.
+type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
+
+/// Spawns `command` as a child that gets SIGTERM when this process dies, in
+/// a process group of its own. The fork happens on a thread that lives as
+/// long as the process (see the module docs for why).
+pub fn spawn_tied(mut command: Command) -> io::Result<Child> {
+    static SPAWNER: OnceLock<mpsc::Sender<SpawnRequest>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnRequest>();
+        // If the thread cannot start, `rx` is dropped with the closure and
+        // every request below fails with a clear error instead.
+        let _ = std::thread::Builder::new()
+            .name("child-spawner".into())
+            .spawn(move || {
+                for (mut command, reply) in rx {
+                    let _ = reply.send(command.spawn());
+                }
+            });
+        tx
+    });
+    let parent = std::process::id();
+    command.process_group(0);
+    tie_to_parent(&mut command, parent);
+    let (reply, answer) = mpsc::channel();
+    let gone = || io::Error::other("the child-spawner thread is not running");
+    spawner.send((command, reply)).map_err(|_| gone())?;
+    answer.recv().map_err(|_| gone())?
+}
+
+/// Makes the child ask for SIGTERM when its parent (thread) dies.
+#[allow(unsafe_code)]
+fn tie_to_parent(command: &mut Command, parent: u32) {
+    // SAFETY: the closure runs between fork and exec, where only
+    // async-signal-safe calls are allowed: prctl and getppid are plain
+    // syscalls, and the error is built from an errno without allocating.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
+            // A parent that died between fork and prctl sent no signal:
+            // the child was reparented, so give up rather than run orphaned.
+            if u32::try_from(nix::unistd::getppid().as_raw()).ok() != Some(parent) {
+                return Err(Errno::ESRCH.into());
+            }
+            Ok(())
+        });
     }
 }
 

@@ -92,6 +92,19 @@ impl ClusterState {
             .collect())
     }
 
+    /// How many keys the cluster has in etcd.
+    pub async fn key_count(&self) -> anyhow::Result<u64> {
+        let res = self
+            .store
+            .range(Range {
+                keys_only: true,
+                limit: 1,
+                ..self.keys.range()
+            })
+            .await?;
+        Ok(u64::try_from(res.count).unwrap_or(0))
+    }
+
     /// The advertised address of the leader of `service`, if one is elected.
     pub async fn leader(&self, service: &str) -> anyhow::Result<Option<String>> {
         let name = caravan_store::election_name(self.keys.prefix(), service);

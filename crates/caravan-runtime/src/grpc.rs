@@ -1,6 +1,6 @@
 //! gRPC serving and calling: a server with tracing spans that continue the
-//! caller's trace, graceful stop on shutdown, and a client interceptor that
-//! passes the current trace on.
+//! caller's trace, a graceful stop on shutdown bounded by a drain period, and
+//! a client interceptor that passes the current trace on.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -17,14 +17,35 @@ use tonic::transport::{Channel, Endpoint, Server};
 use tonic_health::pb::health_server::{Health, HealthServer};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
+/// How long requests in flight at shutdown may take to finish before the
+/// server is dropped with them. A handler waiting on an unreachable etcd
+/// would otherwise hold the process for the store's request timeout (10 s),
+/// and a stream that ignores the shutdown token for ever.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// A server builder with Caravan's settings: one span per request named after
 /// the gRPC method, continuing the caller's trace.
 pub fn server() -> Server<tower::layer::util::Identity> {
     Server::builder()
         .tcp_nodelay(true)
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
+        // Windows sized for alloc sets and plans of thousands of allocations,
+        // which the defaults (64 KiB) would send a round trip at a time.
+        .initial_connection_window_size(Some(CONNECTION_WINDOW))
+        .initial_stream_window_size(Some(STREAM_WINDOW))
+        // Callers whose deadline passes reset their streams; under load many
+        // can do so before the server accepts them, and at h2's default limit
+        // (20) the whole connection, with every node multiplexed on it, goes.
+        .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_RESETS))
         .trace_fn(request_span)
 }
+
+/// HTTP/2 flow-control window of a whole connection, in bytes.
+const CONNECTION_WINDOW: u32 = 8 * 1024 * 1024;
+/// HTTP/2 flow-control window of one stream, in bytes.
+const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
+/// Streams a peer may reset before the server has accepted them.
+const MAX_PENDING_RESETS: usize = 4096;
 
 fn request_span(req: &http::Request<()>) -> tracing::Span {
     let span = tracing::info_span!("grpc", method = %req.uri().path());
@@ -80,16 +101,26 @@ pub fn advertise_addr(configured: &str, local: SocketAddr) -> String {
 }
 
 /// Serves `router` on `listener` until `shutdown` is cancelled, then stops
-/// accepting and lets in-flight requests finish.
+/// accepting and gives in-flight requests [`DRAIN_TIMEOUT`] to finish.
 pub async fn serve(
     router: Router,
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), tonic::transport::Error> {
+    let local = listener
+        .local_addr()
+        .map_or_else(|_| "?".to_string(), |a| a.to_string());
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    router
-        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
-        .await
+    let serving = router.serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned());
+    crate::shutdown::within_grace(
+        &format!("gRPC server on {local}"),
+        serving,
+        &shutdown,
+        DRAIN_TIMEOUT,
+    )
+    .await
+    // Cut short: the requests left are dropped with the runtime.
+    .unwrap_or(Ok(()))
 }
 
 /// A lazily connecting channel to `addr` (`host:port` or a URL) with
@@ -103,6 +134,8 @@ pub fn channel(addr: &str) -> Result<Channel, tonic::transport::Error> {
     Ok(Endpoint::from_shared(uri)?
         .connect_timeout(Duration::from_secs(3))
         .tcp_nodelay(true)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .initial_stream_window_size(STREAM_WINDOW)
         .http2_keep_alive_interval(Duration::from_secs(20))
         .keep_alive_while_idle(true)
         .connect_lazy())

@@ -23,6 +23,13 @@ use crate::status::leader_hint;
 
 /// Pause between campaigns after an error, so a broken store isn't hammered.
 const RETRY_PAUSE: Duration = Duration::from_millis(500);
+/// How long a leader's work may take to wind down once shutdown is asked
+/// (a term catching up or writing to an etcd that does not answer would
+/// otherwise wait out the store's request timeout).
+const STOP_GRACE: Duration = Duration::from_secs(3);
+/// How long resigning may take. When etcd does not answer, the lease lapses
+/// after its TTL anyway: waiting longer only delays the exit.
+const RESIGN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Campaigns for `service` under `prefix` with `address`, runs `lead` for as
 /// long as this replica leads, and campaigns again when leadership is lost.
@@ -65,7 +72,11 @@ pub async fn serve_as_leader<F, Fut>(
             lost.cancelled().await;
             stopper.cancel();
         });
-        lead(leadership.clone(), stop.clone()).await;
+        let leading = lead(leadership.clone(), stop.clone());
+        let what = format!("leader work of {service}");
+        // Only a shutdown cuts the work short: on lost leadership it winds
+        // down at its own pace before the next campaign.
+        let _ = crate::shutdown::within_grace(&what, leading, &shutdown, STOP_GRACE).await;
         stop.cancel();
         relay.abort();
         if leadership.is_lost() {
@@ -74,11 +85,14 @@ pub async fn serve_as_leader<F, Fut>(
         }
         // Shutting down: hand over now rather than after the lease TTL.
         match Arc::try_unwrap(leadership) {
-            Ok(l) => {
-                if let Err(err) = l.resign().await {
-                    tracing::warn!(service, error = %err, "resign failed");
-                }
-            }
+            Ok(l) => match tokio::time::timeout(RESIGN_TIMEOUT, l.resign()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => tracing::warn!(service, error = %err, "resign failed"),
+                Err(_) => tracing::warn!(
+                    service,
+                    "resign got no answer in {RESIGN_TIMEOUT:?}; the lease will lapse"
+                ),
+            },
             Err(_) => tracing::warn!(
                 service,
                 "leader work still holds the handle; its lease will lapse"

@@ -1,5 +1,6 @@
 //! The common `main` of every service binary: flags, layered configuration,
-//! tracing, signals, the store connection, then the service's `run`.
+//! tracing, signals (with the shutdown deadline), the store connection, then
+//! the service's `run`.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ConfigLoader;
+use crate::shutdown::ShutdownConfig;
 use crate::store::{STORE_LIST_KEYS, StoreConfig};
 use crate::telemetry::{self, TelemetryConfig};
 
@@ -48,18 +50,25 @@ where
     let args = ServiceArgs::parse();
     let mut list_keys: Vec<&str> = STORE_LIST_KEYS.to_vec();
     list_keys.extend_from_slice(C::LIST_KEYS);
-    let config: C = match ConfigLoader::new(service)
+    let loader = match ConfigLoader::new(service)
         .file(args.config.as_deref())
         .list_keys(&list_keys)
         .set_all(args.set.iter().map(String::as_str))
-        .and_then(|l| l.load(&C::default()))
     {
-        Ok(c) => c,
+        Ok(l) => l,
         Err(err) => {
             eprintln!("{service}: {err}");
             return ExitCode::from(2);
         }
     };
+    let (config, shutdown_config): (C, ShutdownConfig) =
+        match (loader.load(&C::default()), ShutdownConfig::load(&loader)) {
+            (Ok(c), Ok(s)) => (c, s),
+            (Err(err), _) | (_, Err(err)) => {
+                eprintln!("{service}: {err}");
+                return ExitCode::from(2);
+            }
+        };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -78,21 +87,28 @@ where
                 return ExitCode::from(2);
             }
         };
-        let shutdown = match crate::shutdown::on_signals() {
+        let shutdown = match crate::shutdown::on_signals_with(&shutdown_config) {
             Ok(t) => t,
             Err(err) => {
                 tracing::error!(error = %err, "cannot install signal handlers");
                 return ExitCode::FAILURE;
             }
         };
-        let store = match config.store().connect().await {
+        let connected = tokio::select! {
+            connected = config.store().connect() => connected,
+            () = shutdown.cancelled() => return ExitCode::SUCCESS,
+        };
+        let store = match connected {
             Ok(s) => s,
             Err(err) => {
                 tracing::error!(error = %err, endpoints = ?config.store().endpoints, "cannot reach the store");
                 return ExitCode::FAILURE;
             }
         };
-        match run(config, store, shutdown).await {
+        let running = crate::shutdown::running(format!("{service}'s run"));
+        let ran = run(config, store, shutdown).await;
+        drop(running);
+        match ran {
             Ok(()) => {
                 tracing::info!(service, "stopped");
                 ExitCode::SUCCESS

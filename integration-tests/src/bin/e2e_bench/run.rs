@@ -1,0 +1,216 @@
+//! One run: etcd (given, or our own), the cluster, the registrations, the
+//! wait for every allocation to run, the final readings and checks, and the
+//! teardown. Figures go to [`Shared`] as they are measured.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use caravan_integration_tests::{Cluster, EtcdProcess, HttpApi, Service, jobs};
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+
+use crate::checks::Checks;
+use crate::meter::{BENCH, CostMeter};
+use crate::register::{self, Registered, Workload};
+use crate::watch::{self, Want};
+use crate::{Args, Shared};
+
+/// How often every process's cost is read.
+const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+/// How often progress is printed while waiting.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// The processes of a run. The cluster is a field before etcd so that,
+/// dropped (at the end or when the run is interrupted), the services stop
+/// while etcd is still there for them.
+struct Harness {
+    cluster: Cluster,
+    etcd: Option<EtcdProcess>,
+}
+
+/// Runs the benchmark, recording what it measures in `shared`.
+pub async fn run(args: Args, shared: Arc<Shared>) -> anyhow::Result<()> {
+    let (endpoints, etcd) = match args.etcd_endpoints() {
+        Some(endpoints) => (endpoints, None),
+        None => {
+            let etcd = EtcdProcess::start().await?;
+            eprintln!(
+                "started etcd at {} (pid {}, data in {})",
+                etcd.endpoint(),
+                etcd.pid().unwrap_or_default(),
+                etcd.dir().display()
+            );
+            (vec![etcd.endpoint().to_string()], Some(etcd))
+        }
+    };
+    let etcd_pid = etcd.as_ref().and_then(EtcdProcess::pid).or(args.etcd_pid);
+    let own_etcd = etcd.is_some();
+    let cluster = Cluster::on_etcd("e2e-bench", endpoints.clone(), false).await?;
+    let mut harness = Harness { cluster, etcd };
+    let c = &mut harness.cluster;
+    if !own_etcd {
+        shared.progress.lock().purge = Some(c.state.clone());
+    }
+    start_cluster(c, &args).await?;
+    let started = Instant::now();
+    c.start_simulated_clients(args.nodes, &[("telemetry.log_filter", &args.log_filter)])
+        .await?;
+    shared.progress.lock().nodes_ready = Some(started.elapsed());
+    eprintln!(
+        "{} simulated nodes ready in {:.1} s; prefix {}, logs in {}",
+        args.nodes,
+        started.elapsed().as_secs_f64(),
+        c.prefix(),
+        c.dir().display()
+    );
+
+    let done = Arc::new(Notify::new());
+    let store = c.state.store().clone();
+    let mut watcher = JoinSet::new();
+    watcher.spawn(watch::watch(
+        store.clone(),
+        c.state.keys().clone(),
+        store.current_revision().await? + 1,
+        Want {
+            evals: args.jobs,
+            allocs: args.want_allocs(),
+        },
+        shared.seen.clone(),
+        done.clone(),
+    ));
+
+    let mut metered = c.processes();
+    metered.extend(etcd_pid.map(|pid| ("etcd".to_string(), pid)));
+    metered.push((BENCH.to_string(), std::process::id()));
+    let meter = CostMeter::new(metered);
+    shared.progress.lock().meter = Some(meter.clone());
+    let sampling = meter.sample_every(SAMPLE_EVERY);
+
+    let https: Vec<HttpApi> = c.gateways().iter().map(|g| HttpApi::new(g.http)).collect();
+    let work = Workload {
+        jobs: args.jobs,
+        count: args.count,
+        task: jobs::mock_task(args.cpu, args.memory),
+    };
+    let mut registering = JoinSet::new();
+    meter.mark_baseline();
+    let t0 = Instant::now();
+    shared.progress.lock().t0 = Some(t0);
+    let (rate, concurrency, max_in_flight) = (args.rate, args.concurrency, args.max_in_flight);
+    registering.spawn(async move {
+        match rate {
+            Some(rate) => register::open_loop(&https, &work, rate, max_in_flight).await,
+            None => register::burst(&https, &work, concurrency).await,
+        }
+    });
+
+    wait_until_running(c, &args, &shared, &done, &mut registering, &mut watcher, t0).await?;
+    // The last reading, before anything else runs.
+    meter.read_all();
+    sampling.abort();
+
+    let checks = Checks::read(&c.state, &endpoints, args.want_allocs()).await?;
+    shared.progress.lock().checks = Some(checks);
+    c.shutdown();
+    if args.keep {
+        eprintln!(
+            "kept prefix {} and logs in {}",
+            c.prefix(),
+            c.dir().display()
+        );
+        c.keep_files();
+        if let Some(etcd) = &mut harness.etcd {
+            eprintln!("kept etcd's data in {}", etcd.dir().display());
+            etcd.keep_files();
+        }
+    } else if !own_etcd {
+        c.state.purge().await?;
+    }
+    Ok(())
+}
+
+/// Starts the control plane: gateways, an eval-broker, a plan-applier and
+/// the scheduler-workers, and waits for the two leaders.
+async fn start_cluster(c: &mut Cluster, args: &Args) -> anyhow::Result<()> {
+    let log = [("telemetry.log_filter", args.log_filter.as_str())];
+    for _ in 0..args.gateways.max(1) {
+        c.start_gateway(&log).await?;
+    }
+    c.start_broker(&log).await?;
+    c.start_applier(&log).await?;
+    let workers = args.workers.to_string();
+    let mut worker_settings = log.to_vec();
+    if args.workers > 0 {
+        worker_settings.push(("workers", workers.as_str()));
+    }
+    for _ in 0..args.worker_replicas.max(1) {
+        c.start_worker(&worker_settings).await?;
+    }
+    c.wait_leader(Service::EvalBroker).await?;
+    c.wait_leader(Service::PlanApplier).await?;
+    Ok(())
+}
+
+/// Waits until every registration is answered and the watch has seen every
+/// eval complete and every allocation running; fails when a service exits,
+/// a registration fails, or the run's timeout passes.
+async fn wait_until_running(
+    c: &mut Cluster,
+    args: &Args,
+    shared: &Shared,
+    done: &Notify,
+    registering: &mut JoinSet<anyhow::Result<Registered>>,
+    watcher: &mut JoinSet<anyhow::Result<()>>,
+    t0: Instant,
+) -> anyhow::Result<()> {
+    let deadline = Duration::from_secs(args.timeout_secs);
+    let mut last_report = Instant::now();
+    let mut watch_ended = false;
+    loop {
+        tokio::select! {
+            () = done.notified() => {}
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        while let Some(registered) = registering.try_join_next() {
+            let registered = registered??;
+            eprintln!(
+                "{} jobs registered in {:.2} s",
+                registered.took.len(),
+                registered.answered_in.as_secs_f64()
+            );
+            shared.progress.lock().registered = Some(registered);
+        }
+        while let Some(watched) = watcher.try_join_next() {
+            watched??;
+            watch_ended = true;
+        }
+        let registered = shared.progress.lock().registered.is_some();
+        if watch_ended && registered {
+            return Ok(());
+        }
+        let exited = c.exited();
+        if !exited.is_empty() {
+            anyhow::bail!("services exited: {exited:?}\n{}", c.logs());
+        }
+        let s = shared.seen.lock();
+        if t0.elapsed() > deadline {
+            anyhow::bail!(
+                "gave up after {deadline:?}: {} evals complete, {} allocs placed, {} running\n{}",
+                s.evals_done.len(),
+                s.placed.len(),
+                s.running.len(),
+                c.logs()
+            );
+        }
+        if last_report.elapsed() >= PROGRESS_EVERY {
+            eprintln!(
+                "{:>6.1} s: {} evals complete, {} placed, {} running",
+                t0.elapsed().as_secs_f64(),
+                s.evals_done.len(),
+                s.placed.len(),
+                s.running.len()
+            );
+            last_report = Instant::now();
+        }
+    }
+}

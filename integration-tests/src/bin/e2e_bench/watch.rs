@@ -1,0 +1,117 @@
+//! What one etcd watch of the cluster's keys sees: register evals completing
+//! (with their latency) and allocations placed and running, and the moment
+//! each stage is reached.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use caravan_integration_tests::state::is_live;
+use caravan_proto::{AllocClientStatus, Allocation, EvalStatus, Evaluation};
+use caravan_state::{AllocDetail, Keyspace, StateKey, decode, decode_alloc};
+use caravan_store::{EventKind, Store};
+use futures::StreamExt;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+/// What the watch has seen so far.
+#[derive(Default)]
+pub struct Seen {
+    /// Register eval id → (observed, writer-side) latency.
+    pub evals_done: HashMap<String, (Duration, Duration)>,
+    /// Live allocations.
+    pub placed: HashSet<String>,
+    /// Live allocations running on their node.
+    pub running: HashSet<String>,
+    /// When every register eval was complete.
+    pub all_evals_at: Option<Instant>,
+    /// When every allocation was placed.
+    pub all_placed_at: Option<Instant>,
+    /// When every allocation was running.
+    pub all_running_at: Option<Instant>,
+}
+
+impl Seen {
+    /// Whether the run is over: every eval complete, every alloc running.
+    pub fn finished(&self) -> bool {
+        self.all_evals_at.is_some() && self.all_running_at.is_some()
+    }
+}
+
+/// What the watch waits for.
+#[derive(Clone, Copy, Debug)]
+pub struct Want {
+    /// Register evals to see complete.
+    pub evals: usize,
+    /// Allocations to see placed and running.
+    pub allocs: usize,
+}
+
+fn now_unix_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+fn since_ns(from: i64, to: i64) -> Duration {
+    Duration::from_nanos(u64::try_from(to.saturating_sub(from)).unwrap_or(0))
+}
+
+/// Follows evals and allocs through one etcd watch from revision `start`
+/// on, until `want` is reached (then `done` is notified).
+pub async fn watch(
+    store: Arc<dyn Store>,
+    keys: Keyspace,
+    start: i64,
+    want: Want,
+    seen: Arc<Mutex<Seen>>,
+    done: Arc<Notify>,
+) -> anyhow::Result<()> {
+    let mut w = store.watch(keys.root(), start).await?;
+    while let Some(batch) = w.stream.next().await {
+        let batch = batch.context("watch")?;
+        let at = Instant::now();
+        let at_ns = now_unix_ns();
+        let mut seen = seen.lock();
+        for ev in batch.events.iter().filter(|e| e.kind == EventKind::Put) {
+            match keys.parse(&ev.kv.key) {
+                Ok(StateKey::Eval(_)) => {
+                    let e: Evaluation = decode(&ev.kv)?;
+                    if e.triggered_by == "job-register" && e.status() == EvalStatus::Complete {
+                        let observed = since_ns(e.create_time_unix_ns, at_ns);
+                        let written = since_ns(e.create_time_unix_ns, e.modify_time_unix_ns);
+                        seen.evals_done.entry(e.id).or_insert((observed, written));
+                    }
+                }
+                Ok(StateKey::Alloc(_)) => {
+                    // Statuses are all the bench reads: the lean decode keeps
+                    // its own cost out of the measurement as far as it can.
+                    let a: Allocation = decode_alloc(&ev.kv, AllocDetail::Scheduling)?;
+                    if is_live(&a) {
+                        seen.placed.insert(a.id.clone());
+                    }
+                    if is_live(&a) && a.client_status() == AllocClientStatus::Running {
+                        seen.running.insert(a.id);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if seen.all_evals_at.is_none() && seen.evals_done.len() >= want.evals {
+            seen.all_evals_at = Some(at);
+        }
+        if seen.all_placed_at.is_none() && seen.placed.len() >= want.allocs {
+            seen.all_placed_at = Some(at);
+        }
+        if seen.all_running_at.is_none() && seen.running.len() >= want.allocs {
+            seen.all_running_at = Some(at);
+        }
+        if seen.finished() {
+            done.notify_one();
+            return Ok(());
+        }
+    }
+    anyhow::bail!("the watch ended")
+}
