@@ -8,13 +8,13 @@
 use std::collections::HashMap;
 
 use caravan_proto::{AllocUpdate, Allocation};
-use caravan_state::{Informer, Keyspace};
+use caravan_state::{Informer, Keyspace, Snapshot};
 use caravan_store::{Revision, Store};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::updates::{build_batch, refreshed};
+use crate::client::updates::{Batch, build_batch, refreshed};
 use crate::error::{GatewayError, Result};
 use crate::gateway::now_unix_ns;
 
@@ -73,6 +73,7 @@ fn shutting_down() -> GatewayError {
 async fn run(ctx: WriterContext, mut rx: mpsc::Receiver<Request>, shutdown: CancellationToken) {
     let max = ctx.max_allocs.max(1);
     let mut carried: Option<Request> = None;
+    let mut written = Written::default();
     loop {
         let first = match carried.take() {
             Some(r) => r,
@@ -99,14 +100,59 @@ async fn run(ctx: WriterContext, mut rx: mpsc::Receiver<Request>, shutdown: Canc
                 Err(_) => break,
             }
         }
-        commit(&ctx, batch).await;
+        commit(&ctx, &mut written, batch).await;
+    }
+}
+
+/// The allocations this writer wrote that the cache may not show yet: a
+/// node reports an allocation pending, then running a moment later, and the
+/// second report must compare against the first one's write, not against
+/// the cache's older copy (which would fail the whole batch's transaction).
+#[derive(Default)]
+struct Written {
+    allocs: HashMap<String, Allocation>,
+}
+
+impl Written {
+    /// Forgets what the cache has caught up with.
+    fn prune(&mut self, cache_revision: Revision) {
+        self.allocs
+            .retain(|_, a| a.modify_revision > cache_revision);
+    }
+
+    /// The newest copy of each allocation among the caller's, the cache's
+    /// and this writer's own writes.
+    fn freshen(&self, snap: &Snapshot, current: &mut Current) {
+        for (update, alloc) in current.iter_mut() {
+            let Some(held) = alloc else { continue };
+            if let Some(cached) = snap.alloc(&update.alloc_id)
+                && cached.modify_revision > held.modify_revision
+            {
+                *held = (**cached).clone();
+            }
+            if let Some(mine) = self.allocs.get(&update.alloc_id)
+                && mine.modify_revision > held.modify_revision
+            {
+                *held = mine.clone();
+            }
+        }
+    }
+
+    /// Remembers what a transaction at `revision` wrote.
+    fn record(&mut self, allocs: Vec<Allocation>, revision: Revision) {
+        for mut alloc in allocs {
+            alloc.modify_revision = revision;
+            self.allocs.insert(alloc.id.clone(), alloc);
+        }
     }
 }
 
 /// Writes one batch and answers each of its callers.
-async fn commit(ctx: &WriterContext, batch: Vec<Request>) {
+async fn commit(ctx: &WriterContext, written: &mut Written, batch: Vec<Request>) {
     let mut merged = merge(batch.iter().map(|r| &r.current));
-    let outcome = write_merged(ctx, &mut merged).await;
+    written.prune(ctx.cache.revision());
+    written.freshen(&ctx.cache.snapshot(), &mut merged);
+    let outcome = write_merged(ctx, written, &mut merged).await;
     for request in batch {
         let answer = match &outcome {
             Ok(revision) => Ok(*revision),
@@ -136,14 +182,18 @@ fn merge<'a>(requests: impl Iterator<Item = &'a Current>) -> Current {
 
 /// Commits the merged updates, re-reading and retrying on conflict; the
 /// error is the message every caller gets.
-async fn write_merged(ctx: &WriterContext, current: &mut Current) -> Result<Revision, String> {
-    for _ in 0..ctx.attempts.max(1) {
+async fn write_merged(
+    ctx: &WriterContext,
+    written: &mut Written,
+    current: &mut Current,
+) -> Result<Revision, String> {
+    for attempt in 0..ctx.attempts.max(1) {
         if current.iter().all(|(_, a)| a.is_none()) {
             // Every allocation is gone (garbage collected): nothing to record.
             return Ok(ctx.cache.revision());
         }
         let snap = ctx.cache.snapshot();
-        let (txn, evals) = build_batch(&ctx.keys, &snap, current, now_unix_ns());
+        let Batch { txn, evals, allocs } = build_batch(&ctx.keys, &snap, current, now_unix_ns());
         let result = ctx
             .store
             .txn(txn)
@@ -153,8 +203,14 @@ async fn write_merged(ctx: &WriterContext, current: &mut Current) -> Result<Revi
             if !evals.is_empty() {
                 tracing::info!(evals = evals.len(), "client updates created evaluations");
             }
+            written.record(allocs, result.revision);
             return Ok(result.revision);
         }
+        tracing::debug!(
+            allocs = current.len(),
+            attempt,
+            "client updates conflicted; re-reading"
+        );
         let fresh = refreshed(&result, current.len())
             .map_err(|err| format!("re-reading allocations: {err}"))?;
         for ((_, alloc), fresh) in current.iter_mut().zip(fresh) {
@@ -202,5 +258,23 @@ mod tests {
                 ("b", AllocClientStatus::Running)
             ]
         );
+    }
+
+    #[test]
+    fn a_second_report_compares_against_the_writers_own_write() {
+        let cache = Snapshot::new(caravan_state::Tables::new());
+        let mut written = Written::default();
+        let (_, stale) = update("a", AllocClientStatus::Pending);
+        let mut ours = stale.clone().unwrap();
+        ours.set_client_status(AllocClientStatus::Pending);
+        written.record(vec![ours], 42);
+        let mut current = vec![update("a", AllocClientStatus::Running)];
+        written.freshen(&cache, &mut current);
+        let held = current[0].1.as_ref().unwrap();
+        assert_eq!(held.modify_revision, 42);
+        assert_eq!(held.client_status(), AllocClientStatus::Pending);
+        // Once the cache has caught up, the writer's copy goes.
+        written.prune(42);
+        assert!(written.allocs.is_empty());
     }
 }

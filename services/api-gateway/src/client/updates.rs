@@ -129,6 +129,14 @@ impl<'a> Drains<'a> {
     }
 }
 
+/// One batch's transaction, the evaluations it creates and the allocations
+/// it writes.
+pub(crate) struct Batch {
+    pub(crate) txn: Txn,
+    pub(crate) evals: Vec<Evaluation>,
+    pub(crate) allocs: Vec<Allocation>,
+}
+
 /// The transaction of one batch: each present allocation compared and
 /// rewritten, one failure evaluation per job (or one drain evaluation when a
 /// running replacement lets a drain move on); the failure branch reads every
@@ -138,8 +146,9 @@ pub(crate) fn build_batch(
     snap: &Snapshot,
     current: &[(AllocUpdate, Option<Allocation>)],
     now: i64,
-) -> (Txn, Vec<Evaluation>) {
+) -> Batch {
     let mut txn = Txn::new();
+    let mut allocs = Vec::with_capacity(current.len());
     // One evaluation per job; a failure's wins over a drain's.
     let mut failed_jobs: BTreeMap<(String, String), Evaluation> = BTreeMap::new();
     let mut drains = Drains::of(snap);
@@ -172,12 +181,13 @@ pub(crate) fn build_batch(
                 alloc.modify_revision,
             ))
             .and_then(Op::put(key, encode(&next)));
+        allocs.push(next);
     }
     let evals: Vec<Evaluation> = failed_jobs.into_values().collect();
     for eval in &evals {
         txn = txn.and_then(Op::put(keys.eval(&eval.id), encode(eval)));
     }
-    (txn, evals)
+    Batch { txn, evals, allocs }
 }
 
 fn failure_eval(job: &Job) -> Evaluation {
@@ -373,22 +383,24 @@ mod tests {
             ..Default::default()
         };
         running.set_client_status(AllocClientStatus::Running);
-        let (_, evals) = build_batch(
+        let evals = build_batch(
             &keys,
             &snap,
             &[(running.clone(), Some(replacement.clone()))],
             5,
-        );
+        )
+        .evals;
         assert_eq!(evals.len(), 1);
         assert_eq!(evals[0].triggered_by, "node-drain");
         // Already running: no news, no eval.
         replacement.set_client_status(AllocClientStatus::Running);
-        let (_, evals) = build_batch(
+        let evals = build_batch(
             &keys,
             &snap,
             &[(running.clone(), Some(replacement.clone()))],
             5,
-        );
+        )
+        .evals;
         assert!(evals.is_empty());
         // Turning healthy moves it on again.
         let mut healthy = running;
@@ -396,7 +408,7 @@ mod tests {
             healthy: Some(true),
             ..Default::default()
         });
-        let (_, evals) = build_batch(&keys, &snap, &[(healthy, Some(replacement))], 5);
+        let evals = build_batch(&keys, &snap, &[(healthy, Some(replacement))], 5).evals;
         assert_eq!(evals.len(), 1);
         assert_eq!(evals[0].triggered_by, "node-drain");
     }
@@ -426,7 +438,8 @@ mod tests {
         let mut failed2 = failed.clone();
         failed2.alloc_id = "a2".into();
         let current = vec![(failed, Some(alloc("a1"))), (failed2, Some(alloc("a2")))];
-        let (txn, evals) = build_batch(&keys, &snap, &current, 5);
+        let Batch { txn, evals, allocs } = build_batch(&keys, &snap, &current, 5);
+        assert_eq!(allocs.len(), 2);
         assert_eq!(evals.len(), 1);
         assert_eq!(evals[0].triggered_by, "alloc-failure");
         assert_eq!(evals[0].priority, 60);
