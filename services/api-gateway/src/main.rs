@@ -4,6 +4,13 @@ use std::process::ExitCode;
 
 use caravan_api_gateway::{GatewayConfig, run};
 
+/// mimalloc: the services allocate and free many short-lived buffers per
+/// request (protobuf messages, transactions, stream frames), which glibc's
+/// allocator hands back to the kernel and faults in again (see
+/// docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     caravan_runtime::service::main::<GatewayConfig, _, _>("api-gateway", run)
 }

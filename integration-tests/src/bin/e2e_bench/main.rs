@@ -31,6 +31,11 @@ use crate::register::Registered;
 use crate::report::{Latency, Registration, Report, Shape, Stages};
 use crate::watch::Seen;
 
+/// The bench decodes every change of the cluster; mimalloc, as in the
+/// services.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Flags of `e2e-bench`.
 #[derive(Clone, Debug, Parser)]
 #[command(
