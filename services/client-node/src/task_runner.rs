@@ -117,8 +117,8 @@ pub struct TaskRunner {
     pub restart: RestartTracker,
     /// Its state so far.
     pub state: TaskState,
-    /// Where state changes go.
-    pub updates: mpsc::UnboundedSender<TaskUpdate>,
+    /// Where state changes go (boxed, see the alloc runner).
+    pub updates: mpsc::UnboundedSender<Box<TaskUpdate>>,
     /// Set when the task must stop.
     pub kill: watch::Receiver<Option<KillRequest>>,
     /// Cancelled when the client stops: leave the task running and return.
@@ -134,11 +134,11 @@ enum Woken<T> {
 
 impl TaskRunner {
     fn send(&self, handle: Option<&Arc<dyn TaskHandle>>) {
-        let _ = self.updates.send(TaskUpdate {
+        let _ = self.updates.send(Box::new(TaskUpdate {
             task: self.name.clone(),
             state: self.state.clone(),
             handle: handle.map(|h| h.state()),
-        });
+        }));
     }
 
     fn kill_requested(&self) -> Option<KillRequest> {
@@ -325,7 +325,7 @@ mod tests {
     use crate::driver::{MockDriver, TaskConfig, number_value, string_value};
 
     struct Harness {
-        updates: mpsc::UnboundedReceiver<TaskUpdate>,
+        updates: mpsc::UnboundedReceiver<Box<TaskUpdate>>,
         kill: watch::Sender<Option<KillRequest>>,
         detach: CancellationToken,
         join: tokio::task::JoinHandle<()>,

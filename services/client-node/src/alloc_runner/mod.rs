@@ -101,8 +101,10 @@ pub struct AllocRunner {
     /// The health decided for the current deployment, with when.
     health_verdict: Option<(bool, i64)>,
     runners: JoinSet<()>,
-    updates_tx: mpsc::UnboundedSender<TaskUpdate>,
-    updates: mpsc::UnboundedReceiver<TaskUpdate>,
+    // Boxed: a channel allocates room for 32 messages up front, and a node
+    // runs hundreds of these.
+    updates_tx: mpsc::UnboundedSender<Box<TaskUpdate>>,
+    updates: mpsc::UnboundedReceiver<Box<TaskUpdate>>,
 }
 
 /// The handle the node keeps on a running alloc.
@@ -193,7 +195,7 @@ impl AllocRunner {
             let stop_at = self.stop_at;
             let health_at = self.health.as_ref().and_then(HealthTracker::next_check);
             tokio::select! {
-                Some(u) = self.updates.recv() => self.on_task_update(u),
+                Some(u) = self.updates.recv() => self.on_task_update(*u),
                 Some(_) = self.runners.join_next(), if !self.runners.is_empty() => {}
                 cmd = commands.recv(), if !self.destroying => match cmd {
                     Some(AllocCommand::Update(a)) => self.on_alloc_update(a),
@@ -221,7 +223,7 @@ impl AllocRunner {
             }
             if self.runners.is_empty() && (self.destroying || shutdown_seen) {
                 while let Ok(u) = self.updates.try_recv() {
-                    self.on_task_update(u);
+                    self.on_task_update(*u);
                 }
                 break;
             }
