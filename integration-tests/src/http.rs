@@ -10,6 +10,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 /// How long one HTTP request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -114,8 +116,68 @@ impl HttpApi {
         self.request(Method::PUT, path, Some(body)).await
     }
 
+    /// `PUT path` announcing a body of `length` bytes and sending none of it:
+    /// how a server that refuses by the announced length answers. (A client
+    /// that sends such a body may find the connection closed under it
+    /// before it reads the answer.)
+    pub async fn put_announced(&self, path: &str, length: usize) -> anyhow::Result<HttpReply> {
+        let addr = self.base.trim_start_matches("http://");
+        let exchange = async {
+            let mut stream = TcpStream::connect(addr).await?;
+            let head = format!(
+                "PUT {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+                 content-length: {length}\r\nconnection: close\r\n\r\n"
+            );
+            stream.write_all(head.as_bytes()).await?;
+            // The server may keep the connection open for the body it was
+            // told about: read one answer, not to the end of the stream.
+            let mut raw = Vec::new();
+            let mut chunk = [0u8; 4096];
+            while !answer_complete(&raw) {
+                let n = stream.read(&mut chunk).await?;
+                if n == 0 {
+                    break;
+                }
+                raw.extend_from_slice(&chunk[..n]);
+            }
+            anyhow::Ok(raw)
+        };
+        let raw = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+            .await
+            .map_err(|_| anyhow::anyhow!("PUT {path}: no answer in {REQUEST_TIMEOUT:?}"))??;
+        let text = String::from_utf8_lossy(&raw);
+        let status = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("PUT {path}: not an HTTP answer: {text:?}"))?;
+        let body = text
+            .split_once("\r\n\r\n")
+            .map_or_else(Vec::new, |(_, body)| body.as_bytes().to_vec());
+        Ok(HttpReply { status, body })
+    }
+
     /// `DELETE path`.
     pub async fn delete(&self, path: &str) -> anyhow::Result<HttpReply> {
         self.request(Method::DELETE, path, None).await
+    }
+}
+
+/// Whether `raw` holds a whole HTTP/1.1 answer: its head, then as many body
+/// bytes as its content-length says, or a chunked body's last chunk.
+fn answer_complete(raw: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(raw);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    let head = head.to_ascii_lowercase();
+    let length = head.lines().find_map(|line| {
+        line.strip_prefix("content-length:")
+            .and_then(|v| v.trim().parse::<usize>().ok())
+    });
+    match length {
+        Some(length) => body.len() >= length,
+        None if head.contains("transfer-encoding: chunked") => body.ends_with("0\r\n\r\n"),
+        None => false,
     }
 }

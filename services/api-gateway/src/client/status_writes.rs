@@ -22,7 +22,7 @@ use crate::gateway::now_unix_ns;
 const QUEUE: usize = 4096;
 
 /// One node's updates with the allocations they apply to.
-pub(crate) type Current = Vec<(AllocUpdate, Option<Allocation>)>;
+pub(crate) type Current = Vec<(AllocUpdate, Option<Arc<Allocation>>)>;
 
 struct Request {
     current: Current,
@@ -110,7 +110,7 @@ async fn run(ctx: WriterContext, mut rx: mpsc::Receiver<Request>, shutdown: Canc
 /// the cache's older copy (which would fail the whole batch's transaction).
 #[derive(Default)]
 struct Written {
-    allocs: HashMap<String, Allocation>,
+    allocs: HashMap<String, Arc<Allocation>>,
 }
 
 impl Written {
@@ -128,12 +128,12 @@ impl Written {
             if let Some(cached) = snap.alloc(&update.alloc_id)
                 && cached.modify_revision > held.modify_revision
             {
-                *held = (**cached).clone();
+                *held = Arc::clone(cached);
             }
             if let Some(mine) = self.allocs.get(&update.alloc_id)
                 && mine.modify_revision > held.modify_revision
             {
-                *held = mine.clone();
+                *held = Arc::clone(mine);
             }
         }
     }
@@ -142,14 +142,14 @@ impl Written {
     fn record(&mut self, allocs: Vec<Allocation>, revision: Revision) {
         for mut alloc in allocs {
             alloc.modify_revision = revision;
-            self.allocs.insert(alloc.id.clone(), alloc);
+            self.allocs.insert(alloc.id.clone(), Arc::new(alloc));
         }
     }
 }
 
 /// Writes one batch and answers each of its callers.
-async fn commit(ctx: &WriterContext, written: &mut Written, batch: Vec<Request>) {
-    let mut merged = merge(batch.iter().map(|r| &r.current));
+async fn commit(ctx: &WriterContext, written: &mut Written, mut batch: Vec<Request>) {
+    let mut merged = merge(batch.iter_mut().map(|r| std::mem::take(&mut r.current)));
     written.prune(ctx.cache.revision());
     written.freshen(&ctx.cache.snapshot(), &mut merged);
     let outcome = write_merged(ctx, written, &mut merged).await;
@@ -165,15 +165,15 @@ async fn commit(ctx: &WriterContext, written: &mut Written, batch: Vec<Request>)
 
 /// The updates of a batch, one per allocation: a later report of the same
 /// allocation replaces an earlier one (a transaction may name a key once).
-fn merge<'a>(requests: impl Iterator<Item = &'a Current>) -> Current {
+fn merge(requests: impl Iterator<Item = Current>) -> Current {
     let mut merged: Current = Vec::new();
     let mut at: HashMap<String, usize> = HashMap::new();
     for (update, alloc) in requests.flatten() {
         match at.get(&update.alloc_id) {
-            Some(&i) => merged[i].0 = update.clone(),
+            Some(&i) => merged[i].0 = update,
             None => {
                 at.insert(update.alloc_id.clone(), merged.len());
-                merged.push((update.clone(), alloc.clone()));
+                merged.push((update, alloc));
             }
         }
     }
@@ -214,7 +214,7 @@ async fn write_merged(
         let fresh = refreshed(&result, current.len())
             .map_err(|err| format!("re-reading allocations: {err}"))?;
         for ((_, alloc), fresh) in current.iter_mut().zip(fresh) {
-            *alloc = fresh;
+            *alloc = fresh.map(Arc::new);
         }
     }
     Err("allocations kept changing concurrently; send the update again".into())
@@ -226,7 +226,7 @@ mod tests {
 
     use super::*;
 
-    fn update(id: &str, status: AllocClientStatus) -> (AllocUpdate, Option<Allocation>) {
+    fn update(id: &str, status: AllocClientStatus) -> (AllocUpdate, Option<Arc<Allocation>>) {
         let mut u = AllocUpdate {
             alloc_id: id.into(),
             ..Default::default()
@@ -236,7 +236,7 @@ mod tests {
             id: id.into(),
             ..Default::default()
         };
-        (u, Some(a))
+        (u, Some(Arc::new(a)))
     }
 
     #[test]
@@ -246,7 +246,7 @@ mod tests {
             update("b", AllocClientStatus::Running),
         ];
         let second = vec![update("a", AllocClientStatus::Running)];
-        let merged = merge([&first, &second].into_iter());
+        let merged = merge([first, second].into_iter());
         let got: Vec<(&str, AllocClientStatus)> = merged
             .iter()
             .map(|(u, _)| (u.alloc_id.as_str(), u.client_status()))
@@ -265,7 +265,7 @@ mod tests {
         let cache = Snapshot::new(caravan_state::Tables::new());
         let mut written = Written::default();
         let (_, stale) = update("a", AllocClientStatus::Pending);
-        let mut ours = stale.clone().unwrap();
+        let mut ours = (*stale.unwrap()).clone();
         ours.set_client_status(AllocClientStatus::Pending);
         written.record(vec![ours], 42);
         let mut current = vec![update("a", AllocClientStatus::Running)];

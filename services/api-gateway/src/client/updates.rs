@@ -7,6 +7,7 @@
 //! process noticing.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Evaluation, Job,
@@ -14,6 +15,7 @@ use caravan_proto::{
 use caravan_state::{Keyspace, Snapshot, decode, encode, is_terminal};
 use caravan_store::{Compare, CompareOp, Op, OpResult, Revision, Txn, TxnResult};
 
+use crate::client::status_writes::Current;
 use crate::error::{GatewayError, Result};
 use crate::evals::{self, TRIGGER_ALLOC_FAILURE, TRIGGER_NODE_DRAIN};
 use crate::gateway::Gateway;
@@ -144,7 +146,7 @@ pub(crate) struct Batch {
 pub(crate) fn build_batch(
     keys: &Keyspace,
     snap: &Snapshot,
-    current: &[(AllocUpdate, Option<Allocation>)],
+    current: &[(AllocUpdate, Option<Arc<Allocation>>)],
     now: i64,
 ) -> Batch {
     let mut txn = Txn::new();
@@ -220,17 +222,29 @@ pub async fn update_allocations(
     validate(node_id, &updates)?;
     let mut revision = gw.cache.revision();
     let per_write = gw.config.status_batch_max_allocs.max(1);
-    for (chunk_no, chunk) in updates.chunks(per_write).enumerate() {
+    let mut updates = updates.into_iter();
+    let mut first_index = 0;
+    loop {
+        let chunk: Vec<AllocUpdate> = updates.by_ref().take(per_write).collect();
+        if chunk.is_empty() {
+            break;
+        }
         let snap = gw.cache.snapshot();
-        let mut current: Vec<(AllocUpdate, Option<Allocation>)> = chunk
-            .iter()
-            .map(|u| (u.clone(), snap.alloc(&u.alloc_id).map(|a| (**a).clone())))
+        let mut current: Current = chunk
+            .into_iter()
+            .map(|u| {
+                let alloc = snap.alloc(&u.alloc_id).cloned();
+                (u, alloc)
+            })
             .collect();
         // Another gateway's cache may be ahead of ours: an allocation we don't
         // know yet is looked up in the store before it is taken for gone.
         for (update, alloc) in current.iter_mut() {
             if alloc.is_none() {
-                *alloc = gw.read(&gw.keys.alloc(&update.alloc_id)).await?;
+                *alloc = gw
+                    .read(&gw.keys.alloc(&update.alloc_id))
+                    .await?
+                    .map(Arc::new);
             }
         }
         for (i, (update, alloc)) in current.iter().enumerate() {
@@ -238,7 +252,7 @@ pub async fn update_allocations(
                 && alloc.node_id != node_id
             {
                 return Err(GatewayError::field(
-                    format!("updates[{}].alloc_id", chunk_no * per_write + i),
+                    format!("updates[{}].alloc_id", first_index + i),
                     format!(
                         "allocation {} is not placed on node {node_id}",
                         update.alloc_id
@@ -246,6 +260,7 @@ pub async fn update_allocations(
                 ));
             }
         }
+        first_index += current.len();
         revision = gw
             .status_writes
             .write(current)
@@ -386,7 +401,7 @@ mod tests {
         let evals = build_batch(
             &keys,
             &snap,
-            &[(running.clone(), Some(replacement.clone()))],
+            &[(running.clone(), Some(Arc::new(replacement.clone())))],
             5,
         )
         .evals;
@@ -397,7 +412,7 @@ mod tests {
         let evals = build_batch(
             &keys,
             &snap,
-            &[(running.clone(), Some(replacement.clone()))],
+            &[(running.clone(), Some(Arc::new(replacement.clone())))],
             5,
         )
         .evals;
@@ -408,7 +423,7 @@ mod tests {
             healthy: Some(true),
             ..Default::default()
         });
-        let evals = build_batch(&keys, &snap, &[(healthy, Some(replacement))], 5).evals;
+        let evals = build_batch(&keys, &snap, &[(healthy, Some(Arc::new(replacement)))], 5).evals;
         assert_eq!(evals.len(), 1);
         assert_eq!(evals[0].triggered_by, "node-drain");
     }
@@ -437,7 +452,10 @@ mod tests {
         failed.set_client_status(AllocClientStatus::Failed);
         let mut failed2 = failed.clone();
         failed2.alloc_id = "a2".into();
-        let current = vec![(failed, Some(alloc("a1"))), (failed2, Some(alloc("a2")))];
+        let current = vec![
+            (failed, Some(Arc::new(alloc("a1")))),
+            (failed2, Some(Arc::new(alloc("a2")))),
+        ];
         let Batch { txn, evals, allocs } = build_batch(&keys, &snap, &current, 5);
         assert_eq!(allocs.len(), 2);
         assert_eq!(evals.len(), 1);

@@ -164,7 +164,35 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
         .route("/v1/metrics", get(metrics::metrics))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            refuse_announced_oversize(limit, req, next)
+        }))
         .with_state(state)
+}
+
+/// Answers 413 at once to a request whose Content-Length is over `limit`,
+/// before any of its body is read. (A body without a length is still cut at
+/// the limit while it is read.)
+async fn refuse_announced_oversize(
+    limit: usize,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let announced = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match announced {
+        Some(length) if length > limit as u64 => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "length limit exceeded: the body is {length} bytes, over the {limit}-byte limit"
+            ),
+        )
+            .into_response(),
+        _ => next.run(req).await,
+    }
 }
 
 async fn not_found() -> Response {
