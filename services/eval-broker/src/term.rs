@@ -341,20 +341,37 @@ impl LeaderTerm {
         self.check(result)
     }
 
-    /// Re-reads an eval from the store and writes `change` of it, guarded by
-    /// the revision read, until the guard holds.
+    /// Writes `change` of an eval, guarded by the revision it was read at,
+    /// until the guard holds: first from the cache (usually current, as the
+    /// worker writes after the broker delivered the eval), then re-read from
+    /// the store after a conflict.
     async fn rewrite(
         &self,
         eval_id: &str,
         change: impl Fn(&Evaluation) -> Result<Evaluation, BrokerError>,
     ) -> Result<Revision, BrokerError> {
+        let mut cached = self
+            .informer
+            .snapshot()
+            .eval(eval_id)
+            .map(|e| Evaluation::clone(e));
         for _ in 0..CONFLICT_RETRIES {
-            let stored = self
-                .writer
-                .read_eval(eval_id)
-                .await?
-                .ok_or_else(|| BrokerError::EvalNotFound(eval_id.to_string()))?;
-            let updated = change(&stored)?;
+            let (stored, from_cache) = match cached.take() {
+                Some(eval) => (eval, true),
+                None => (
+                    self.writer
+                        .read_eval(eval_id)
+                        .await?
+                        .ok_or_else(|| BrokerError::EvalNotFound(eval_id.to_string()))?,
+                    false,
+                ),
+            };
+            let updated = match change(&stored) {
+                Ok(updated) => updated,
+                // The cache may lag the store: only the stored eval refuses.
+                Err(_) if from_cache => continue,
+                Err(err) => return Err(err),
+            };
             let write = GuardedEval::rewrite(updated, stored.modify_revision);
             if let Some(revision) = self.writer.put_eval(&write).await? {
                 return Ok(revision);
