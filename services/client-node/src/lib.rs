@@ -19,6 +19,7 @@ pub mod node_agent;
 pub mod node_allocs;
 pub mod restart;
 pub mod service;
+pub mod shared_jobs;
 pub mod simulate;
 pub mod state_dir;
 pub mod status_reporter;
@@ -178,6 +179,7 @@ fn real_agent(
         shutdown: shutdown.clone(),
         stop_on_shutdown: config.stop_tasks_on_shutdown,
         max_kill_timeout: std::time::Duration::from_millis(config.max_kill_timeout_ms),
+        jobs: Default::default(),
     });
     Ok(NodeAgent {
         ctx,

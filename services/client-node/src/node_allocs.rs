@@ -77,10 +77,10 @@ impl NodeAllocs {
 
     /// Reconciles against a message of the node's alloc stream: the whole
     /// set, or what the servers changed since the previous message.
-    pub fn apply(&mut self, set: NodeAllocations) {
-        for job in &set.jobs {
+    pub fn apply(&mut self, mut set: NodeAllocations) {
+        for job in std::mem::take(&mut set.jobs) {
             let key = job_key(&job.namespace, &job.id, job.version);
-            self.jobs.insert(key, Arc::new(job.clone()));
+            self.jobs.insert(key, self.ctx.jobs.share(job));
         }
         self.runners
             .retain(|_, e| !(e.destroyed && e.handle.join.is_finished()));
@@ -353,6 +353,7 @@ mod tests {
             shutdown: shutdown.clone(),
             stop_on_shutdown: false,
             max_kill_timeout: Duration::from_secs(30),
+            jobs: Default::default(),
         });
         (NodeAllocs::new(ctx, BTreeMap::new()), counting, shutdown)
     }

@@ -16,6 +16,7 @@ use crate::error::ClientError;
 use crate::fingerprint::{HostFacts, build_node};
 use crate::gateway::Gateway;
 use crate::node_agent::NodeAgent;
+use crate::shared_jobs::SharedJobs;
 use crate::state_dir::StateDir;
 use crate::status_reporter::StatusSink;
 
@@ -58,6 +59,7 @@ pub fn simulated_agents(
     let drivers = Drivers::simulated();
     let mut agents = Vec::with_capacity(n as usize);
     let mut gateway: Option<Gateway> = None;
+    let jobs = Arc::new(SharedJobs::default());
     for i in 0..n {
         // A few nodes per connection: one HTTP/2 connection caps its streams.
         if i % per_channel == 0 || gateway.is_none() {
@@ -103,6 +105,7 @@ pub fn simulated_agents(
             shutdown: shutdown.clone(),
             stop_on_shutdown: false,
             max_kill_timeout: Duration::from_millis(config.max_kill_timeout_ms),
+            jobs: Arc::clone(&jobs),
         });
         agents.push(NodeAgent {
             ctx,

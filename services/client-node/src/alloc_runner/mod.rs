@@ -24,6 +24,7 @@ use crate::driver::{Drivers, HandleState, TaskConfig, TaskHandle, TaskSpec, pars
 use crate::health::HealthTracker;
 use crate::lifecycle::{self, Phase};
 use crate::restart::RestartTracker;
+use crate::shared_jobs::SharedJobs;
 use crate::state_dir::{AllocRecord, StateDir};
 use crate::status_reporter::StatusSink;
 use crate::task_env::TaskEnv;
@@ -52,6 +53,8 @@ pub struct NodeContext {
     pub stop_on_shutdown: bool,
     /// Cap on the kill timeout of any task.
     pub max_kill_timeout: Duration,
+    /// Job versions, shared with the process's other nodes.
+    pub jobs: Arc<SharedJobs>,
 }
 
 /// What the node tells a running alloc.
@@ -151,13 +154,6 @@ impl AllocRunner {
         AllocRunnerHandle { commands: tx, join }
     }
 
-    fn find_group(&self) -> Option<&TaskGroup> {
-        self.job
-            .task_groups
-            .iter()
-            .find(|g| g.name == self.alloc.task_group)
-    }
-
     fn alloc_dir(&self) -> Option<AllocDir> {
         let data_dir = self.ctx.data_dir.as_ref()?;
         AllocDir::new(data_dir, &self.alloc.id).ok()
@@ -168,7 +164,7 @@ impl AllocRunner {
         mut commands: mpsc::UnboundedReceiver<AllocCommand>,
         recovered: Option<AllocRecord>,
     ) {
-        self.group = self.find_group().cloned().map(Arc::new);
+        self.group = self.ctx.jobs.group(&self.job, &self.alloc.task_group);
         self.health = self
             .group
             .as_ref()
