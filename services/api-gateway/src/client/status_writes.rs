@@ -149,6 +149,13 @@ impl Written {
 
 /// Writes one batch and answers each of its callers.
 async fn commit(ctx: &WriterContext, written: &mut Written, mut batch: Vec<Request>) {
+    // A caller that gave up waiting (its deadline passed while the queue was
+    // long) sends its updates again, newest state first: writing the stale
+    // copy would only lengthen the queue for everyone behind it.
+    batch.retain(|r| !r.respond.is_closed());
+    if batch.is_empty() {
+        return;
+    }
     let mut merged = merge(batch.iter_mut().map(|r| std::mem::take(&mut r.current)));
     written.prune(ctx.cache.revision());
     written.freshen(&ctx.cache.snapshot(), &mut merged);
@@ -276,5 +283,55 @@ mod tests {
         // Once the cache has caught up, the writer's copy goes.
         written.prune(42);
         assert!(written.allocs.is_empty());
+    }
+
+    #[tokio::test]
+    async fn updates_of_a_caller_that_left_are_not_written() {
+        let store: Arc<dyn Store> = Arc::new(caravan_store::MemStore::new());
+        let keys = Keyspace::new("/t");
+        let alloc = Allocation {
+            id: "a".into(),
+            ..Default::default()
+        };
+        let created = store
+            .put(&keys.alloc("a"), &caravan_state::encode(&alloc), 0)
+            .await
+            .unwrap();
+        let cache = Arc::new(
+            Informer::start(store.clone(), keys.clone(), Default::default())
+                .await
+                .unwrap(),
+        );
+        let ctx = WriterContext {
+            store: store.clone(),
+            keys: keys.clone(),
+            cache,
+            attempts: 3,
+            max_allocs: 100,
+        };
+        let current = |status| {
+            let (u, _) = update("a", status);
+            let mut held = alloc.clone();
+            held.modify_revision = created;
+            vec![(u, Some(Arc::new(held)))]
+        };
+        let mut written = Written::default();
+        let (respond, answer) = oneshot::channel();
+        drop(answer);
+        let left = Request {
+            current: current(AllocClientStatus::Pending),
+            respond,
+        };
+        commit(&ctx, &mut written, vec![left]).await;
+        assert_eq!(store.current_revision().await.unwrap(), created);
+
+        let (respond, answer) = oneshot::channel();
+        let waiting = Request {
+            current: current(AllocClientStatus::Running),
+            respond,
+        };
+        commit(&ctx, &mut written, vec![waiting]).await;
+        let revision = answer.await.unwrap().unwrap();
+        assert!(revision > created);
     }
 }
