@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use caravan_proto::{Evaluation, Job, Node};
-use caravan_state::{Keyspace, decode, encode};
+use caravan_proto::{Allocation, Evaluation, Job, Node};
+use caravan_state::{Keyspace, StateObject, decode, encode};
 use caravan_store::{Compare, CompareOp, Leadership, Op, Revision, Store, Txn, TxnResult};
 
 use crate::error::BrokerError;
@@ -289,19 +289,22 @@ impl EvalWriter {
         namespace: &str,
         job_id: &str,
     ) -> Result<Option<Job>, BrokerError> {
-        match self
-            .store
-            .get(&self.keyspace.job(namespace, job_id))
-            .await?
-        {
-            Some(kv) => Ok(Some(decode(&kv)?)),
-            None => Ok(None),
-        }
+        self.read(&self.keyspace.job(namespace, job_id)).await
     }
 
     /// Reads an eval from the store (not the cache): the base of a rewrite.
     pub async fn read_eval(&self, eval_id: &str) -> Result<Option<Evaluation>, BrokerError> {
-        match self.store.get(&self.keyspace.eval(eval_id)).await? {
+        self.read(&self.keyspace.eval(eval_id)).await
+    }
+
+    /// Reads an alloc from the store, whole (the cache keeps it lean): the
+    /// base of a rewrite.
+    pub async fn read_alloc(&self, alloc_id: &str) -> Result<Option<Allocation>, BrokerError> {
+        self.read(&self.keyspace.alloc(alloc_id)).await
+    }
+
+    async fn read<T: StateObject>(&self, key: &[u8]) -> Result<Option<T>, BrokerError> {
+        match self.store.get(key).await? {
             Some(kv) => Ok(Some(decode(&kv)?)),
             None => Ok(None),
         }

@@ -198,7 +198,13 @@ impl DrainEnforcer {
                         let mut unit = GuardedUnit::default();
                         for a in chunk {
                             let key = ks.alloc(&a.id);
-                            let mut stored = a.clone();
+                            // The cache keeps allocs lean (no metrics, no live
+                            // task states): mark the stored copy, guarded by the
+                            // revision the decision was made at.
+                            let Some(mut stored) = writer.read_alloc(&a.id).await? else {
+                                continue;
+                            };
+                            drain::mark_migrate(&mut stored);
                             stored.create_revision = 0;
                             stored.modify_revision = 0;
                             unit.push(

@@ -63,6 +63,14 @@ pub fn to_migrate(snap: &Tables, node: &Node) -> Vec<Arc<Allocation>> {
         .collect()
 }
 
+/// Asks an alloc's scheduler to move it off its node.
+pub fn mark_migrate(alloc: &mut Allocation) {
+    alloc
+        .desired_transition
+        .get_or_insert_with(Default::default)
+        .migrate = Some(true);
+}
+
 /// The allocs marked for migration, grouped by job, each group with the
 /// `node-drain` eval that moves it.
 pub fn forced_moves(
@@ -74,10 +82,7 @@ pub fn forced_moves(
     let mut by_job: BTreeMap<(&str, &str), Vec<Allocation>> = BTreeMap::new();
     for a in allocs {
         let mut marked = (**a).clone();
-        marked
-            .desired_transition
-            .get_or_insert_with(Default::default)
-            .migrate = Some(true);
+        mark_migrate(&mut marked);
         by_job
             .entry((a.namespace.as_str(), a.job_id.as_str()))
             .or_default()

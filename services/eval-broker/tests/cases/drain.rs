@@ -48,6 +48,19 @@ fn running(id: &str, job: &str) -> Allocation {
         task_group: "g".into(),
         desired_status: AllocDesiredStatus::Run as i32,
         client_status: AllocClientStatus::Running as i32,
+        // What the broker's lean cache leaves out, and a rewrite must keep.
+        metrics: Some(caravan_proto::AllocMetric {
+            nodes_evaluated: 3,
+            ..Default::default()
+        }),
+        task_states: [(
+            "t".to_string(),
+            caravan_proto::TaskState {
+                state: "running".into(),
+                ..Default::default()
+            },
+        )]
+        .into(),
         ..Default::default()
     }
 }
@@ -122,6 +135,11 @@ pub async fn a_passed_deadline_migrates_what_is_left_then_completes(store: Arc<d
     for id in ["w1", "w2", "a1"] {
         let a: Allocation = read(&store, ks.alloc(id)).await;
         assert!(migrating(&a), "{id} not flagged");
+        assert_eq!(
+            (a.metrics.is_some(), a.task_states.len()),
+            (true, 1),
+            "{id} lost what the cache does not hold"
+        );
     }
     let system: Allocation = read(&store, ks.alloc("s1")).await;
     assert!(!migrating(&system), "ignore_system_jobs keeps it");
