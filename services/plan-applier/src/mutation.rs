@@ -143,6 +143,11 @@ pub(crate) fn apply_alloc(
                 let mut new = (**a).clone();
                 // The client owns what it reports; the plan's copy may be stale.
                 new.task_states = cur.task_states.clone();
+                // Workers cache allocs without placement metrics: an in-place
+                // update keeps the ones of the placement.
+                if new.metrics.is_none() {
+                    new.metrics = cur.metrics.clone();
+                }
                 if !server_client_status(new.client_status) {
                     new.client_status = cur.client_status;
                     new.client_description = cur.client_description.clone();
@@ -342,7 +347,11 @@ mod tests {
 
     #[test]
     fn an_in_place_update_keeps_what_the_client_reported() {
-        let cur = running("a");
+        let mut cur = running("a");
+        cur.metrics = Some(caravan_proto::AllocMetric {
+            nodes_evaluated: 4,
+            ..Default::default()
+        });
         let mut planned = running("a");
         planned.client_status = AllocClientStatus::Pending as i32;
         planned.task_states.clear();
@@ -356,6 +365,10 @@ mod tests {
         assert_eq!(out.task_states.len(), 1);
         assert_eq!(out.deployment_status, cur.deployment_status);
         assert_eq!(out.create_time_unix_ns, 5);
+        assert_eq!(
+            out.metrics, cur.metrics,
+            "a lean plan copy keeps the placement's"
+        );
         assert!(apply_alloc(None, &[&Change::Update(Box::new(running("a")))], 1).is_err());
     }
 
