@@ -102,16 +102,10 @@ const ALLOC_METRICS: u32 = 19;
 /// Decodes a stored allocation keeping `detail` of it, filling its
 /// revisions from `kv`'s metadata.
 pub fn decode_alloc(kv: &KeyValue, detail: AllocDetail) -> Result<Allocation> {
-    let decoded = match detail {
-        AllocDetail::Full => Allocation::decode(kv.value.as_slice()),
-        AllocDetail::Scheduling => decode_for_scheduling(&kv.value),
-    };
-    let mut alloc = decoded.map_err(|source| StateError::Decode {
-        key: String::from_utf8_lossy(&kv.key).into_owned(),
-        source,
-    })?;
-    alloc.fill_revisions(kv.create_revision, kv.mod_revision);
-    Ok(alloc)
+    match detail {
+        AllocDetail::Full => decode(kv),
+        AllocDetail::Scheduling => filled(kv, decode_for_scheduling(&kv.value)),
+    }
 }
 
 /// Whether a [`AllocDetail::Scheduling`] reader needs the task states.
@@ -156,7 +150,15 @@ fn decode_for_scheduling(bytes: &[u8]) -> std::result::Result<Allocation, prost:
 
 /// Decodes a stored value, filling its revisions from `kv`'s metadata.
 pub fn decode<T: StateObject>(kv: &KeyValue) -> Result<T> {
-    let mut msg = T::decode(kv.value.as_slice()).map_err(|source| StateError::Decode {
+    filled(kv, T::decode(kv.value.as_slice()))
+}
+
+/// `decoded` with its revisions filled from `kv`, or the error naming `kv`.
+fn filled<T: StateObject>(
+    kv: &KeyValue,
+    decoded: std::result::Result<T, prost::DecodeError>,
+) -> Result<T> {
+    let mut msg = decoded.map_err(|source| StateError::Decode {
         key: String::from_utf8_lossy(&kv.key).into_owned(),
         source,
     })?;
