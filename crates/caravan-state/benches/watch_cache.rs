@@ -172,8 +172,7 @@ fn detail() -> AllocDetail {
 /// Decodes and applies one event, as the informer does.
 fn apply(ks: &Keyspace, tables: &mut Tables, e: &Event) {
     let key = ks.parse(&e.kv.key).expect("bench keys parse");
-    let change =
-        Change::from_event_with(&key, e.kind, &e.kv, detail()).expect("bench values decode");
+    let change = Change::from_event(&key, e.kind, &e.kv, detail()).expect("bench values decode");
     tables.apply_all(change);
     tables.advance_to(e.kv.mod_revision);
 }
@@ -298,7 +297,7 @@ fn main() {
         .filter_map(|e| {
             let key = ks.parse(&e.kv.key).ok()?;
             Some((
-                Change::from_event_with(&key, e.kind, &e.kv, detail()).ok()??,
+                Change::from_event(&key, e.kind, &e.kv, detail()).ok()??,
                 e.kv.mod_revision,
             ))
         })
@@ -342,7 +341,7 @@ fn main() {
     group.bench_function("decode_one_alloc", |b| {
         b.iter(|| {
             let key = ks.parse(&one.kv.key).expect("parses");
-            black_box(Change::from_event_with(&key, one.kind, &one.kv, detail()).expect("decodes"))
+            black_box(Change::from_event(&key, one.kind, &one.kv, detail()).expect("decodes"))
         })
     });
     group.bench_function("snapshot", |b| {

@@ -74,32 +74,23 @@ pub enum Change {
 }
 
 impl Change {
-    /// The change a watch event makes; `None` for keys the cache does not
-    /// hold (leader election keys).
-    pub fn from_event(key: &StateKey, kind: EventKind, kv: &KeyValue) -> Result<Option<Change>> {
-        Change::from_event_with(key, kind, kv, AllocDetail::Full)
-    }
-
-    /// [`Change::from_event`], keeping `detail` of an allocation.
-    pub fn from_event_with(
+    /// The change a watch event makes, keeping `detail` of an allocation;
+    /// `None` for keys the cache does not hold (leader election keys).
+    pub fn from_event(
         key: &StateKey,
         kind: EventKind,
         kv: &KeyValue,
         detail: AllocDetail,
     ) -> Result<Option<Change>> {
         match kind {
-            EventKind::Put => Change::put_with(key, kv, detail),
+            EventKind::Put => Change::put(key, kv, detail),
             EventKind::Delete => Ok(Change::delete(key)),
         }
     }
 
-    /// The change of writing `kv` at `key`.
-    pub fn put(key: &StateKey, kv: &KeyValue) -> Result<Option<Change>> {
-        Change::put_with(key, kv, AllocDetail::Full)
-    }
-
-    /// [`Change::put`], keeping `detail` of an allocation.
-    pub fn put_with(key: &StateKey, kv: &KeyValue, detail: AllocDetail) -> Result<Option<Change>> {
+    /// The change of writing `kv` at `key`, keeping `detail` of an
+    /// allocation.
+    pub fn put(key: &StateKey, kv: &KeyValue, detail: AllocDetail) -> Result<Option<Change>> {
         Ok(Some(match key {
             StateKey::Job { namespace, id } => Change::Job {
                 namespace: Id::from(namespace.as_str()),

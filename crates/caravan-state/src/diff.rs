@@ -129,7 +129,7 @@ mod tests {
             version: 1,
             lease: 0,
         };
-        tables.apply_all(Change::put(&key, &kv).unwrap());
+        tables.apply_all(Change::put(&key, &kv, crate::AllocDetail::Full).unwrap());
         tables.advance_to(rev);
     }
 

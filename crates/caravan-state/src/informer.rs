@@ -360,7 +360,7 @@ fn apply_batch(shared: &Shared, batch: WatchBatch) -> Revision {
                 continue;
             }
         };
-        match Change::from_event_with(&key, event.kind, &event.kv, shared.config.alloc_detail) {
+        match Change::from_event(&key, event.kind, &event.kv, shared.config.alloc_detail) {
             Ok(Some(change)) => changes.push((event.kv.mod_revision, change)),
             Ok(None) => {}
             Err(err) => {
@@ -431,7 +431,7 @@ async fn list(store: &dyn Store, shared: &Shared) -> Result<Revision> {
                 }
             };
             if next.mod_revision_of(&key) != Some(kv.mod_revision) {
-                match Change::put_with(&key, kv, shared.config.alloc_detail) {
+                match Change::put(&key, kv, shared.config.alloc_detail) {
                     Ok(change) => next.apply_all(change),
                     Err(err) => {
                         skipped(shared, &err);
