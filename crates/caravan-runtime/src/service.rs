@@ -61,14 +61,13 @@ where
             return ExitCode::from(2);
         }
     };
-    let (config, shutdown_config): (C, ShutdownConfig) =
-        match (loader.load(&C::default()), ShutdownConfig::load(&loader)) {
-            (Ok(c), Ok(s)) => (c, s),
-            (Err(err), _) | (_, Err(err)) => {
-                eprintln!("{service}: {err}");
-                return ExitCode::from(2);
-            }
-        };
+    let (config, shutdown_config) = match ShutdownConfig::load_beside(&loader, &C::default()) {
+        Ok(both) => both,
+        Err(err) => {
+            eprintln!("{service}: {err}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

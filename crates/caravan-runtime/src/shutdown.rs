@@ -57,6 +57,15 @@ impl ShutdownConfig {
         Ok(loader.load(&RuntimeSections::default())?.shutdown)
     }
 
+    /// A service's own configuration and the `[shutdown]` section, both
+    /// from `loader`'s layers.
+    pub fn load_beside<T: Serialize + serde::de::DeserializeOwned>(
+        loader: &ConfigLoader,
+        defaults: &T,
+    ) -> Result<(T, ShutdownConfig), ConfigError> {
+        Ok((loader.load(defaults)?, ShutdownConfig::load(loader)?))
+    }
+
     /// The deadline, if there is one.
     pub fn deadline(&self) -> Option<Duration> {
         (self.deadline_ms > 0).then(|| Duration::from_millis(self.deadline_ms))

@@ -36,7 +36,7 @@ pub struct Gateway {
 struct Inner {
     addrs: Vec<String>,
     /// Alloc streams and status updates.
-    channels: Vec<Channel>,
+    bulk: Vec<Channel>,
     /// Registration and heartbeats.
     control: Vec<Channel>,
     current: AtomicUsize,
@@ -81,7 +81,7 @@ impl Gateway {
         Ok(Gateway {
             inner: Arc::new(Inner {
                 addrs: addrs.to_vec(),
-                channels: connect()?,
+                bulk: connect()?,
                 control: connect()?,
                 current: AtomicUsize::new(0),
             }),
@@ -95,7 +95,7 @@ impl Gateway {
 
     fn client(&self, lane: Lane, i: usize) -> Client {
         let channels = match lane {
-            Lane::Bulk => &self.inner.channels,
+            Lane::Bulk => &self.inner.bulk,
             Lane::Control => &self.inner.control,
         };
         let ch = channels[i % channels.len()].clone();
@@ -111,7 +111,7 @@ impl Gateway {
         F: Fn(Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, Status>>,
     {
-        let n = self.inner.channels.len();
+        let n = self.inner.addrs.len();
         let start = self.inner.current.load(Ordering::Relaxed);
         let mut last = Status::unavailable("no api-gateway configured");
         for k in 0..n {

@@ -217,16 +217,14 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (config, shutdown_config) = match (
-        loader.load(&ClientConfig::default()),
-        ShutdownConfig::load(&loader),
-    ) {
-        (Ok(c), Ok(s)) => (c, s),
-        (Err(err), _) | (_, Err(err)) => {
-            eprintln!("{SERVICE}: {err}");
-            return ExitCode::from(2);
-        }
-    };
+    let (config, shutdown_config) =
+        match ShutdownConfig::load_beside(&loader, &ClientConfig::default()) {
+            Ok(both) => both,
+            Err(err) => {
+                eprintln!("{SERVICE}: {err}");
+                return ExitCode::from(2);
+            }
+        };
     if let Err(err) = config.validate() {
         eprintln!("{SERVICE}: {err}");
         return ExitCode::from(2);
