@@ -268,14 +268,14 @@ impl WorkerPool {
         &self,
         call: impl Future<Output = Result<T, WorkerError>>,
     ) -> Result<T, WorkerError> {
-        tokio::pin!(call);
-        tokio::select! {
-            out = &mut call => return out,
-            () = self.abort.cancelled() => {}
-        }
-        tokio::time::timeout(LAST_CALL_AFTER_ABORT, call)
-            .await
-            .unwrap_or(Err(WorkerError::ShuttingDown))
+        caravan_runtime::shutdown::within_grace(
+            "an ack or nack to the broker",
+            call,
+            &self.abort,
+            LAST_CALL_AFTER_ABORT,
+        )
+        .await
+        .unwrap_or(Err(WorkerError::ShuttingDown))
     }
 
     /// Resets the eval's nack timer at the broker while it runs.
