@@ -6,6 +6,7 @@
 //! sysbatch). The same evaluation and state always give the same plan: node order,
 //! ids and ports come from a generator seeded with the eval id and revision.
 
+mod attempt;
 mod context;
 mod downgrade;
 mod error;
@@ -24,6 +25,7 @@ mod rank;
 mod reconcile;
 pub mod reschedule;
 pub mod resources;
+mod retry;
 pub mod rng;
 mod select;
 mod state;

@@ -48,6 +48,16 @@ pub fn job_type(job: &Job) -> JobType {
     job.r#type()
 }
 
+/// The scheduler type name of a job type.
+pub fn type_name(t: JobType) -> &'static str {
+    match t {
+        JobType::Batch => "batch",
+        JobType::System => "system",
+        JobType::Sysbatch => "sysbatch",
+        _ => "service",
+    }
+}
+
 /// `<job>.<group>[<index>]`.
 pub fn alloc_name(job_id: &str, group: &str, index: u32) -> String {
     let mut s = String::with_capacity(job_id.len() + group.len() + 8);

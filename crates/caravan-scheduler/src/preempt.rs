@@ -5,12 +5,15 @@
 //! resources best match what is still missing; then any pick that turned out not
 //! to be needed is put back, highest priority first. The result is the set that
 //! frees enough with the lowest net priority this greedy search finds.
+//!
+//! A placement that evicts is recorded with [`record_evictions`].
 
 use std::sync::Arc;
 
-use caravan_proto::Allocation;
+use caravan_proto::{Allocation, EvalStatus, Evaluation, PlanAnnotations};
 
 use crate::context::EvalContext;
+use crate::model;
 use crate::resources::{self, GroupAsk, NodeUsage};
 
 /// How much lower a job's priority must be for its allocations to be evicted.
@@ -86,6 +89,69 @@ pub(crate) fn find(
     let mut out: Vec<Arc<Allocation>> = picked.into_iter().map(|(_, a)| a).collect();
     out.sort_by(|a, b| a.id.cmp(&b.id));
     Some((out, net as f64))
+}
+
+/// Records the evictions a placement needs: plan preemptions, links from the
+/// placement to what it evicts, an evaluation for each job that loses
+/// allocations, and the annotations' counts.
+pub(crate) fn record_evictions(
+    ctx: &mut EvalContext<'_>,
+    alloc: &mut Allocation,
+    preempted: &[Arc<Allocation>],
+    annotations: Option<&mut PlanAnnotations>,
+    group: &str,
+    now: i64,
+) {
+    if preempted.is_empty() {
+        return;
+    }
+    for e in preempted {
+        ctx.preempt(e, &alloc.id);
+        alloc.preempted_allocations.push(e.id.clone());
+        let has_eval = ctx
+            .plan
+            .evals
+            .iter()
+            .any(|x| x.job_id == e.job_id && x.namespace == e.namespace);
+        if !has_eval {
+            let eval = eviction_eval(ctx, e, now);
+            ctx.plan.evals.push(eval);
+        }
+    }
+    if let Some(a) = annotations {
+        a.desired_tg_updates
+            .entry(group.to_string())
+            .or_default()
+            .preemptions += preempted.len() as u64;
+        for e in preempted {
+            let mut stub = (**e).clone();
+            stub.preempted_by_allocation = alloc.id.clone();
+            a.preempted_allocs.push(stub);
+        }
+    }
+}
+
+/// The evaluation that lets the job of an evicted allocation place it again.
+fn eviction_eval(ctx: &mut EvalContext<'_>, evicted: &Allocation, now: i64) -> Evaluation {
+    let other = ctx.state.job(&evicted.namespace, &evicted.job_id);
+    let id = ctx.rng.uuid();
+    Evaluation {
+        id,
+        namespace: evicted.namespace.clone(),
+        priority: other
+            .as_ref()
+            .map_or(model::DEFAULT_PRIORITY, |j| model::priority(j)),
+        r#type: other.as_ref().map_or("service".to_string(), |j| {
+            model::type_name(model::job_type(j)).to_string()
+        }),
+        triggered_by: "preemption".into(),
+        job_id: evicted.job_id.clone(),
+        status: EvalStatus::Pending as i32,
+        snapshot_revision: ctx.state.revision(),
+        create_time_unix_ns: now,
+        modify_time_unix_ns: now,
+        ..Default::default()
+    }
 }
 
 /// What is still missing, per dimension, as fractions of the ask.

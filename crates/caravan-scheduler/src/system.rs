@@ -4,41 +4,28 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use caravan_proto::{
-    AllocClientStatus, AllocMetric, Allocation, DesiredUpdates, EvalStatus, Evaluation, Job,
-    NodeStatus, PlanAnnotations,
+    AllocClientStatus, Allocation, DesiredUpdates, EvalStatus, Evaluation, NodeStatus,
+    PlanAnnotations,
 };
 
-use crate::context::{Eligibility, EvalContext, ShortKeyBuild, count_allocs};
+use crate::attempt::{CandidateOrder, JobSnapshot};
+use crate::context::ShortKeyBuild;
 use crate::error::SchedulerError;
-use crate::evals::{self, FinalStatus};
 use crate::feasible::node_in_job_scope;
-use crate::generic::{Step, preempt_into_plan};
 use crate::inplace::{self, InPlaceRules};
 use crate::planner::Planner;
+use crate::preempt;
 use crate::rank::{GroupRules, JobRules};
-use crate::reconcile::{ALLOC_LOST, ALLOC_MIGRATING, ALLOC_NOT_NEEDED, ALLOC_UPDATING, filter};
-use crate::rng::Rng;
+use crate::reconcile::{ALLOC_LOST, ALLOC_MIGRATING, ALLOC_NOT_NEEDED, ALLOC_UPDATING};
+use crate::retry::{self, EvalRun, RetryPolicy, Scheduler, Step};
 use crate::select::{SelectOptions, Selector, Source};
 use crate::state::State;
-use crate::{model, placement, validate};
+use crate::{model, placement};
 
 /// Plan attempts without progress (system).
 pub const MAX_SYSTEM_ATTEMPTS: u32 = 5;
 /// Plan attempts without progress (sysbatch).
 pub const MAX_SYSBATCH_ATTEMPTS: u32 = 2;
-
-struct Run<'e> {
-    eval: &'e Evaluation,
-    sysbatch: bool,
-    now: i64,
-    attempt: u32,
-    rng: Rng,
-    queued: BTreeMap<String, i64>,
-    failed: BTreeMap<String, AllocMetric>,
-    blocked: Option<Evaluation>,
-    next_eval: Option<Evaluation>,
-    eligibility: Eligibility,
-}
 
 /// One allocation to place on one node.
 struct NodePlacement {
@@ -57,121 +44,55 @@ pub fn process<P: Planner>(
     now: i64,
 ) -> Result<(), SchedulerError> {
     let sysbatch = eval.r#type == "sysbatch";
-    let mut run = Run {
+    let policy = RetryPolicy {
+        max_attempts: if sysbatch {
+            MAX_SYSBATCH_ATTEMPTS
+        } else {
+            MAX_SYSTEM_ATTEMPTS
+        },
+        block_when_exhausted: false,
+        reblock: false,
+    };
+    retry::process(
+        &mut SystemScheduler { sysbatch },
+        &policy,
         eval,
-        sysbatch,
+        state,
+        planner,
         now,
-        attempt: 0,
-        rng: Rng::from_seed_parts(&[
-            eval.id.as_bytes(),
-            b"evals",
-            &state.revision().to_be_bytes(),
-        ]),
-        queued: BTreeMap::new(),
-        failed: BTreeMap::new(),
-        blocked: None,
-        next_eval: None,
-        eligibility: Eligibility::default(),
-    };
-    if !evals::KNOWN_TRIGGERS.contains(&eval.triggered_by.as_str()) {
-        let desc = format!(
-            "scheduler cannot handle {:?} evaluation reason",
-            eval.triggered_by
-        );
-        return run.finish(planner, &state, EvalStatus::Failed, desc);
-    }
-    let limit = if sysbatch {
-        MAX_SYSBATCH_ATTEMPTS
-    } else {
-        MAX_SYSTEM_ATTEMPTS
-    };
-    let mut state = state;
-    let mut without_progress = 0;
-    loop {
-        if without_progress >= limit {
-            let desc = format!("maximum attempts reached ({limit})");
-            return run.finish(planner, &state, EvalStatus::Failed, desc);
-        }
-        match run.attempt(&state, planner)? {
-            Step::Done => break,
-            Step::Failed(desc) => return run.finish(planner, &state, EvalStatus::Failed, desc),
-            Step::Retry {
-                progress,
-                refreshed,
-            } => {
-                if let Some(s) = refreshed {
-                    state = s;
-                }
-                without_progress = if progress { 0 } else { without_progress + 1 };
-            }
-        }
-        run.attempt += 1;
-    }
-    run.finish(planner, &state, EvalStatus::Complete, String::new())
+    )
 }
 
-impl Run<'_> {
-    fn finish<P: Planner>(
-        &mut self,
-        planner: &mut P,
-        state: &P::State,
-        status: EvalStatus,
-        description: String,
-    ) -> Result<(), SchedulerError> {
-        let e = evals::finished(
-            self.eval,
-            FinalStatus {
-                status: status as i32,
-                description,
-                next_eval: self
-                    .next_eval
-                    .as_ref()
-                    .map(|e| e.id.clone())
-                    .unwrap_or_default(),
-                blocked_eval: self
-                    .blocked
-                    .as_ref()
-                    .map(|b| b.id.clone())
-                    .unwrap_or_default(),
-                failed: self.failed.clone(),
-                queued: self.queued.clone(),
-                deployment_id: String::new(),
-            },
-            state.revision(),
-            self.now,
-        );
-        planner.update_eval(e)?;
-        Ok(())
-    }
+/// The system scheduler of one evaluation.
+struct SystemScheduler {
+    /// Sysbatch semantics: an allocation that finished on the current version
+    /// is not placed again.
+    sysbatch: bool,
+}
 
+impl Scheduler for SystemScheduler {
     fn attempt<P: Planner>(
         &mut self,
+        run: &mut EvalRun<'_>,
         state: &P::State,
         planner: &mut P,
     ) -> Result<Step<P::State>, SchedulerError> {
-        let eval = self.eval;
+        let eval = run.eval;
         let sd: &dyn State = state;
-        let job = sd.job(&eval.namespace, &eval.job_id);
-        if let Some(reason) = job
-            .as_ref()
-            .filter(|j| !j.stop)
-            .and_then(|j| validate::refusal(j))
-        {
-            return Ok(Step::Failed(reason));
-        }
-        let runnable: Option<Arc<Job>> = job.clone().filter(|j| !j.stop);
-        let allocs = sd.allocs_by_job(&eval.namespace, &eval.job_id);
-        let tainted = filter::tainted_nodes(sd, &allocs);
-        // Scope filtering happens inside the node table's single pass.
-        let nodes = match &runnable {
-            Some(_) => sd.ready_nodes(),
-            None => Vec::new(),
+        let snapshot = match JobSnapshot::read(sd, run) {
+            Ok(s) => s,
+            Err(refusal) => return Ok(Step::Failed(refusal)),
         };
-        let mut ctx = EvalContext::new(sd, eval, job.clone(), nodes, self.now, self.attempt);
-        ctx.count_existing(&allocs);
+        let mut ctx = snapshot.context(sd, run, CandidateOrder::ById);
+        let JobSnapshot {
+            runnable,
+            allocs,
+            tainted,
+            ..
+        } = snapshot;
         let mut desired: BTreeMap<String, DesiredUpdates> = BTreeMap::new();
-        self.queued.clear();
-        self.failed.clear();
+        run.queued.clear();
+        run.failed.clear();
 
         // Allocations on tainted nodes, and live allocations by (node, name).
         let mut live: BTreeMap<(String, String), Arc<Allocation>> = BTreeMap::new();
@@ -290,23 +211,23 @@ impl Run<'_> {
                 .filter(|u| u.max_parallel > 0)
                 .map_or(usize::MAX, |u| u.max_parallel as usize);
             let stagger = j.update.as_ref().map_or(0, |u| u.stagger_ns);
-            if destructive.len() > limit && self.next_eval.is_none() {
+            if destructive.len() > limit && run.next_eval.is_none() {
                 let mut next = eval.clone();
-                next.id = self.rng.uuid();
+                next.id = run.rng.uuid();
                 next.triggered_by = "rolling-update".into();
                 next.status = EvalStatus::Pending as i32;
                 next.status_description = String::new();
                 next.previous_eval = eval.id.clone();
-                next.wait_until_unix_ns = self.now.saturating_add(stagger);
+                next.wait_until_unix_ns = run.now.saturating_add(stagger);
                 next.next_eval = String::new();
                 next.blocked_eval = String::new();
                 next.failed_tg_allocs.clear();
                 next.queued_allocations.clear();
                 next.snapshot_revision = sd.revision();
-                next.create_time_unix_ns = self.now;
-                next.modify_time_unix_ns = self.now;
+                next.create_time_unix_ns = run.now;
+                next.modify_time_unix_ns = run.now;
                 planner.create_eval(next.clone())?;
-                self.next_eval = Some(next);
+                run.next_eval = Some(next);
             }
             for (n, (a, idx, gi)) in destructive.into_iter().enumerate() {
                 let d = desired.entry(j.task_groups[gi].name.clone()).or_default();
@@ -360,11 +281,10 @@ impl Run<'_> {
                 }
             }
             for tg in &j.task_groups {
-                self.queued.insert(tg.name.clone(), 0);
+                run.queued.insert(tg.name.clone(), 0);
             }
             for p in &place {
-                *self
-                    .queued
+                *run.queued
                     .entry(j.task_groups[p.group].name.clone())
                     .or_default() += 1;
             }
@@ -420,7 +340,7 @@ impl Run<'_> {
                     }
                     if metric.nodes_filtered > 0 {
                         // The node does not match the job's constraints: not a failure.
-                        if let Some(q) = self.queued.get_mut(&tg.name) {
+                        if let Some(q) = run.queued.get_mut(&tg.name) {
                             *q -= 1;
                         }
                         if let Some(a) = annotations.as_mut()
@@ -430,11 +350,11 @@ impl Run<'_> {
                         }
                         continue;
                     }
-                    match self.failed.get_mut(&tg.name) {
+                    match run.failed.get_mut(&tg.name) {
                         Some(m) => m.coalesced_failures += 1,
                         None => {
                             metric.nodes_available = ctx.nodes_available();
-                            self.failed.insert(tg.name.clone(), metric);
+                            run.failed.insert(tg.name.clone(), metric);
                         }
                     }
                     continue;
@@ -444,64 +364,24 @@ impl Run<'_> {
                 if let Some(prev) = &p.previous {
                     alloc.previous_allocation = prev.id.clone();
                 }
-                preempt_into_plan(
+                preempt::record_evictions(
                     &mut ctx,
                     &mut alloc,
                     &choice.preempted,
                     annotations.as_mut(),
                     &tg.name,
-                    self.now,
+                    run.now,
                 );
                 new_ids.insert(alloc.id.clone());
                 ctx.place(choice.node, alloc);
             }
         }
         ctx.plan.annotations = annotations;
-        self.eligibility = ctx.eligibility.clone();
-        if !self.failed.is_empty() && self.blocked.is_none() && eval.status() != EvalStatus::Blocked
-        {
-            let b = evals::blocked_eval(
-                eval,
-                &mut self.rng,
-                &ctx.eligibility,
-                &self.failed,
-                false,
-                sd.revision(),
-                self.now,
-            );
-            planner.create_eval(b.clone())?;
-            self.blocked = Some(b);
-        }
-        if ctx.plan_is_noop() && !eval.annotate_plan {
+        run.eligibility = ctx.eligibility.clone();
+        run.block_failed_placements(planner, sd.revision())?;
+        if run.nothing_to_submit(&ctx) {
             return Ok(Step::Done);
         }
-        let plan = std::mem::take(&mut ctx.plan);
-        drop(ctx);
-        let expected = count_allocs(&plan.node_allocation);
-        let outcome = planner.submit_plan(plan)?;
-        let result = outcome.result;
-        let progress = !result.node_update.is_empty()
-            || !result.node_allocation.is_empty()
-            || result.deployment.is_some()
-            || !result.deployment_updates.is_empty();
-        for list in result.node_allocation.values() {
-            for a in &list.allocs {
-                if new_ids.contains(&a.id)
-                    && let Some(q) = self.queued.get_mut(&a.task_group)
-                {
-                    *q -= 1;
-                }
-            }
-        }
-        if let Some(s) = outcome.refreshed {
-            return Ok(Step::Retry {
-                progress,
-                refreshed: Some(s),
-            });
-        }
-        if count_allocs(&result.node_allocation) < expected {
-            return Err(SchedulerError::MissingRefresh);
-        }
-        Ok(Step::Done)
+        run.submit(planner, ctx, &new_ids)
     }
 }
