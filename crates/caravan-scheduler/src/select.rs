@@ -52,6 +52,15 @@ pub(crate) struct SelectOptions {
     pub priority: i32,
 }
 
+/// What scoring a candidate reads besides the node and the group.
+struct Scoring<'s> {
+    opts: &'s SelectOptions,
+    /// Per spread of the group: its counts' extremes when the selection began.
+    even: &'s [EvenState],
+    /// Fit is scored with the spread algorithm (emptiest first) instead of binpack.
+    spread_algorithm: bool,
+}
+
 /// A scored candidate.
 #[derive(Debug, Clone)]
 pub(crate) struct Choice {
@@ -111,8 +120,12 @@ impl Selector {
             .iter()
             .map(|s| EvenState::of(&ctx.properties[s.counter]))
             .collect();
-        let spread_algorithm =
-            ctx.config.scheduler_algorithm() == caravan_proto::SchedulerAlgorithm::Spread;
+        let scoring = Scoring {
+            opts,
+            even: &even,
+            spread_algorithm: ctx.config.scheduler_algorithm()
+                == caravan_proto::SchedulerAlgorithm::Spread,
+        };
         match source {
             Source::One(idx) => {
                 let mut metric = AllocMetric {
@@ -128,17 +141,13 @@ impl Selector {
                     Err(StaticFail::Label(l)) => Some(l),
                 };
                 if let Some(reason) = reason {
-                    metric.nodes_filtered = 1;
-                    note_class_filtered(ctx, idx, &mut metric);
-                    bump(&mut metric.constraint_filtered, &reason);
+                    note_filtered(ctx, idx, &reason, &mut metric);
                     return (None, metric);
                 }
-                let c = self.score(ctx, g, idx, opts, &even, spread_algorithm, &mut metric);
+                let c = self.score(ctx, g, idx, &scoring, &mut metric);
                 (c, metric)
             }
-            Source::Candidates => {
-                self.select_candidates(ctx, job, g, opts, &even, spread_algorithm)
-            }
+            Source::Candidates => self.select_candidates(ctx, job, g, &scoring),
         }
     }
 
@@ -148,9 +157,7 @@ impl Selector {
         ctx: &mut EvalContext<'_>,
         job: &mut JobRules,
         g: &mut GroupRules,
-        opts: &SelectOptions,
-        even: &[EvenState],
-        spread_algorithm: bool,
+        scoring: &Scoring<'_>,
     ) -> (Option<Choice>, AllocMetric) {
         let mut metric = AllocMetric::default();
         let n_all = ctx.candidates.len();
@@ -171,12 +178,7 @@ impl Selector {
         let mut limited = false;
         // Rows of nodes whose score parts cannot change until the node does are
         // scored from cached parts; anything else takes the full path.
-        let fast = g.spreads.len() <= MAX_FAST_SPREADS
-            && opts.penalty_nodes.is_empty()
-            && !job.checks.distinct_hosts
-            && !g.checks.distinct_hosts
-            && job.distinct_properties.is_empty()
-            && g.distinct_properties.is_empty();
+        let fast = rows_cacheable(job, g, scoring.opts);
         let mut pf = pf;
         for k in 0..len {
             let slot = if start + k >= len {
@@ -190,49 +192,18 @@ impl Selector {
             let row = pf.rows[slot];
             let current = row.generation == ctx.table.generation[idx as usize];
             let score = match row.state {
-                RowState::Fits if fast && current => {
-                    let mut sum = row.binpack;
-                    let mut n = 1;
-                    if row.anti_affinity != 0.0 {
-                        sum += row.anti_affinity;
-                        n += 1;
-                    }
-                    if row.affinity != 0.0 {
-                        sum += row.affinity;
-                        n += 1;
-                    }
-                    if !g.spreads.is_empty() {
-                        let mut total = 0.0;
-                        for (si, spec) in g.spreads.iter().enumerate() {
-                            total += spread::boost(
-                                spec,
-                                &ctx.properties[spec.counter],
-                                even[si],
-                                row.values[si],
-                                g.spread_weight_sum,
-                            );
-                        }
-                        if total != 0.0 {
-                            sum += total;
-                            n += 1;
-                        }
-                    }
-                    sum * INV_COUNT[n]
-                }
-                RowState::Exhausted(dim) if fast && current && !opts.preempt => {
+                RowState::Fits if fast && current => row.score(ctx, g, scoring.even),
+                RowState::Exhausted(dim) if fast && current && !scoring.opts.preempt => {
                     record_exhausted(ctx, idx, dim, &mut metric);
                     continue;
                 }
                 _ => {
                     if let Err(reason) = dynamic_feasible(ctx, job, g, idx) {
-                        metric.nodes_filtered += 1;
-                        note_class_filtered(ctx, idx, &mut metric);
-                        bump(&mut metric.constraint_filtered, &reason);
+                        note_filtered(ctx, idx, &reason, &mut metric);
                         continue;
                     }
                     let generation = ctx.table.generation[idx as usize];
-                    let outcome =
-                        self.score(ctx, g, idx, opts, even, spread_algorithm, &mut metric);
+                    let outcome = self.score(ctx, g, idx, scoring, &mut metric);
                     if fast {
                         pf.rows[slot] = HotRow::from_outcome(
                             ctx,
@@ -269,55 +240,33 @@ impl Selector {
         let choice = match pick.finish() {
             Some(c) => {
                 let mut scratch = AllocMetric::default();
-                self.score(ctx, g, c.idx, opts, even, spread_algorithm, &mut scratch)
+                self.score(ctx, g, c.idx, scoring, &mut scratch)
             }
             None => None,
         };
         (choice, metric)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Scores one feasible candidate with every scorer, evicting
+    /// lower-priority allocations when it does not fit and that is allowed;
+    /// `None` when it does not fit.
     fn score(
         &mut self,
         ctx: &mut EvalContext<'_>,
         g: &mut GroupRules,
         idx: u32,
-        opts: &SelectOptions,
-        even: &[EvenState],
-        spread_algorithm: bool,
+        scoring: &Scoring<'_>,
         metric: &mut AllocMetric,
     ) -> Option<Choice> {
-        let generation = ctx.table.generation[idx as usize];
-        let cached =
-            self.fit_cache[idx as usize].filter(|e| e.generation == generation && e.group == g.key);
-        let fit = match cached {
-            Some(e) => e.result,
-            None => {
-                ctx.usage(idx);
-                ctx.table.ensure_capacity(idx);
-                let (Some(cap), Some(used)) =
-                    (ctx.table.capacity(idx), ctx.table.loaded_usage(idx))
-                else {
-                    return None;
-                };
-                let r = resources::fits(cap, used, &g.ask)
-                    .map(|()| resources::score_fit(cap, used, &g.ask, spread_algorithm));
-                self.fit_cache[idx as usize] = Some(FitEntry {
-                    generation,
-                    group: g.key,
-                    result: r,
-                });
-                r
-            }
-        };
+        let fit = self.fit(ctx, g, idx, scoring.spread_algorithm)?;
         let mut parts = [0.0; 6];
         let mut mask = 0u8;
         let mut preempted = Vec::new();
         match fit {
             Ok(s) => parts[0] = s,
             Err(dim) => {
-                let freed = if opts.preempt {
-                    preempt::find(ctx, idx, &g.ask, opts.priority)
+                let freed = if scoring.opts.preempt {
+                    preempt::find(ctx, idx, &g.ask, scoring.opts.priority)
                 } else {
                     None
                 };
@@ -325,16 +274,7 @@ impl Selector {
                     record_exhausted(ctx, idx, dim, metric);
                     return None;
                 };
-                let (Some(cap), Some(used)) =
-                    (ctx.table.capacity(idx), ctx.table.loaded_usage(idx))
-                else {
-                    return None;
-                };
-                let mut after: NodeUsage = used.clone();
-                for a in &evict {
-                    after.remove(a);
-                }
-                parts[0] = resources::score_fit(cap, &after, &g.ask, spread_algorithm);
+                parts[0] = fit_after_evictions(ctx, g, idx, &evict, scoring.spread_algorithm)?;
                 parts[5] = rank::preemption_score(net_priority);
                 mask |= 1 << 5;
                 preempted = evict;
@@ -346,44 +286,19 @@ impl Selector {
             parts[1] = -f64::from(collisions + 1) / f64::from(g.count);
             mask |= 1 << 1;
         }
-        if opts.penalty_nodes.contains(&idx) {
+        if scoring.opts.penalty_nodes.contains(&idx) {
             parts[2] = -1.0;
             mask |= 1 << 2;
         }
         if !g.affinities.is_empty() {
-            let a = if g.affinity_escaped {
-                rank::affinity_score(g, ctx.table.node(idx))
-            } else {
-                let class = ctx.table.class_id(idx) as usize;
-                if g.affinity_cache.len() <= class {
-                    g.affinity_cache.resize(class + 1, None);
-                }
-                match g.affinity_cache[class] {
-                    Some(v) => v,
-                    None => {
-                        let v = rank::affinity_score(g, ctx.table.node(idx));
-                        g.affinity_cache[class] = Some(v);
-                        v
-                    }
-                }
-            };
+            let a = affinity(ctx, g, idx);
             if a != 0.0 {
                 parts[3] = a;
                 mask |= 1 << 3;
             }
         }
         if !g.spreads.is_empty() {
-            let mut total = 0.0;
-            for (si, spec) in g.spreads.iter().enumerate() {
-                let v = ctx.node_property(spec.counter, idx);
-                total += spread::boost(
-                    spec,
-                    &ctx.properties[spec.counter],
-                    even[si],
-                    v,
-                    g.spread_weight_sum,
-                );
-            }
+            let total = spread_boost(ctx, g, idx, scoring.even);
             if total != 0.0 {
                 parts[4] = total;
                 mask |= 1 << 4;
@@ -402,6 +317,112 @@ impl Selector {
             preempted,
         })
     }
+
+    /// Whether the group's ask fits on the node and its fit score, cached per
+    /// node until the node's usage changes; `None` when the node's capacity or
+    /// usage is unknown.
+    #[inline]
+    fn fit(
+        &mut self,
+        ctx: &mut EvalContext<'_>,
+        g: &GroupRules,
+        idx: u32,
+        spread_algorithm: bool,
+    ) -> Option<Result<f64, Exhausted>> {
+        let generation = ctx.table.generation[idx as usize];
+        let cached =
+            self.fit_cache[idx as usize].filter(|e| e.generation == generation && e.group == g.key);
+        if let Some(e) = cached {
+            return Some(e.result);
+        }
+        ctx.usage(idx);
+        ctx.table.ensure_capacity(idx);
+        let (Some(cap), Some(used)) = (ctx.table.capacity(idx), ctx.table.loaded_usage(idx)) else {
+            return None;
+        };
+        let r = resources::fits(cap, used, &g.ask)
+            .map(|()| resources::score_fit(cap, used, &g.ask, spread_algorithm));
+        self.fit_cache[idx as usize] = Some(FitEntry {
+            generation,
+            group: g.key,
+            result: r,
+        });
+        Some(r)
+    }
+}
+
+/// The fit score of the group's ask on the node once `evict` is gone.
+fn fit_after_evictions(
+    ctx: &EvalContext<'_>,
+    g: &GroupRules,
+    idx: u32,
+    evict: &[Arc<Allocation>],
+    spread_algorithm: bool,
+) -> Option<f64> {
+    let (Some(cap), Some(used)) = (ctx.table.capacity(idx), ctx.table.loaded_usage(idx)) else {
+        return None;
+    };
+    let mut after: NodeUsage = used.clone();
+    for a in evict {
+        after.remove(a);
+    }
+    Some(resources::score_fit(cap, &after, &g.ask, spread_algorithm))
+}
+
+/// The node's affinity score for the group, cached per computed class unless
+/// an affinity reads a unique attribute.
+#[inline]
+fn affinity(ctx: &mut EvalContext<'_>, g: &mut GroupRules, idx: u32) -> f64 {
+    if g.affinity_escaped {
+        return rank::affinity_score(g, ctx.table.node(idx));
+    }
+    let class = ctx.table.class_id(idx) as usize;
+    if g.affinity_cache.len() <= class {
+        g.affinity_cache.resize(class + 1, None);
+    }
+    match g.affinity_cache[class] {
+        Some(v) => v,
+        None => {
+            let v = rank::affinity_score(g, ctx.table.node(idx));
+            g.affinity_cache[class] = Some(v);
+            v
+        }
+    }
+}
+
+/// The sum of the group's spread boosts for the node.
+#[inline]
+fn spread_boost(ctx: &mut EvalContext<'_>, g: &GroupRules, idx: u32, even: &[EvenState]) -> f64 {
+    let mut total = 0.0;
+    for (si, spec) in g.spreads.iter().enumerate() {
+        let v = ctx.node_property(spec.counter, idx);
+        total += spread::boost(
+            spec,
+            &ctx.properties[spec.counter],
+            even[si],
+            v,
+            g.spread_weight_sum,
+        );
+    }
+    total
+}
+
+/// Whether candidates' score parts may be cached per node: they depend on the
+/// node alone (few spreads, no reschedule penalty, no `distinct_*`).
+fn rows_cacheable(job: &JobRules, g: &GroupRules, opts: &SelectOptions) -> bool {
+    g.spreads.len() <= MAX_FAST_SPREADS
+        && opts.penalty_nodes.is_empty()
+        && !job.checks.distinct_hosts
+        && !g.checks.distinct_hosts
+        && job.distinct_properties.is_empty()
+        && g.distinct_properties.is_empty()
+}
+
+/// Counts a node a plan-dependent check filtered out.
+fn note_filtered(ctx: &EvalContext<'_>, idx: u32, reason: &str, metric: &mut AllocMetric) {
+    metric.nodes_filtered += 1;
+    note_class_filtered(ctx, idx, metric);
+    bump(&mut metric.constraint_filtered, reason);
 }
 
 fn record_exhausted(ctx: &EvalContext<'_>, idx: u32, dim: Exhausted, metric: &mut AllocMetric) {
@@ -692,6 +713,38 @@ struct HotRow {
 }
 
 impl HotRow {
+    /// The candidate's score from its cached parts and the current spread counts.
+    #[inline]
+    fn score(&self, ctx: &EvalContext<'_>, g: &GroupRules, even: &[EvenState]) -> f64 {
+        let mut sum = self.binpack;
+        let mut n = 1;
+        if self.anti_affinity != 0.0 {
+            sum += self.anti_affinity;
+            n += 1;
+        }
+        if self.affinity != 0.0 {
+            sum += self.affinity;
+            n += 1;
+        }
+        if !g.spreads.is_empty() {
+            let mut total = 0.0;
+            for (si, spec) in g.spreads.iter().enumerate() {
+                total += spread::boost(
+                    spec,
+                    &ctx.properties[spec.counter],
+                    even[si],
+                    self.values[si],
+                    g.spread_weight_sum,
+                );
+            }
+            if total != 0.0 {
+                sum += total;
+                n += 1;
+            }
+        }
+        sum * INV_COUNT[n]
+    }
+
     fn from_outcome(
         ctx: &mut EvalContext<'_>,
         g: &GroupRules,
