@@ -10,7 +10,8 @@ use caravan_proto::{
 use crate::context::EvalContext;
 use crate::ports;
 use crate::rank::GroupRules;
-use crate::resources::{self, NodeUsage};
+use crate::resources::{self, GroupAsk, NodeUsage};
+use crate::rng::Rng;
 use crate::select::Choice;
 
 /// Builds the allocation for a placement on `choice.node`.
@@ -47,59 +48,8 @@ pub(crate) fn build(
         }
     };
 
-    let mut ports_out: Vec<AllocatedPort> = rules
-        .ask
-        .static_ports
-        .iter()
-        .map(|(label, value, to)| AllocatedPort {
-            label: label.clone(),
-            value: *value,
-            to: *to,
-            host_ip: String::new(),
-        })
-        .collect();
-    if !rules.ask.dynamic_ports.is_empty() {
-        let statics: Vec<u32> = ports_out.iter().map(|p| p.value).collect();
-        let (lo, hi) = cap.dynamic_range;
-        let taken = |p: u32| {
-            used.ports.binary_search(&p).is_ok()
-                || cap.reserved_ports.contains(p)
-                || statics.contains(&p)
-        };
-        let picked =
-            ports::pick_dynamic(&mut ctx.rng, lo, hi, rules.ask.dynamic_ports.len(), taken)
-                .unwrap_or_default();
-        for ((label, to), value) in rules.ask.dynamic_ports.iter().zip(picked) {
-            ports_out.push(AllocatedPort {
-                label: label.clone(),
-                value,
-                to: if *to == 0 { value } else { *to },
-                host_ip: String::new(),
-            });
-        }
-    }
-
-    let mut free_cores = resources::pick_cores(&cap, &used, rules.ask.cores).into_iter();
-    let mut tasks = BTreeMap::new();
-    for t in &rules.ask.tasks {
-        let reserved_cores: Vec<u32> = free_cores.by_ref().take(t.cores as usize).collect();
-        let cpu = if t.cores > 0 {
-            u64::from(t.cores).saturating_mul(cap.mhz_per_core)
-        } else {
-            t.cpu_mhz
-        };
-        tasks.insert(
-            t.name.clone(),
-            AllocatedTaskResources {
-                cpu_mhz: u32::try_from(cpu).unwrap_or(u32::MAX),
-                reserved_cores,
-                memory_mb: u32::try_from(t.memory_mb).unwrap_or(u32::MAX),
-                memory_max_mb: u32::try_from(t.memory_max_mb).unwrap_or(u32::MAX),
-                ports: Vec::new(),
-                devices: Vec::new(),
-            },
-        );
-    }
+    let ports_out = allocate_ports(&mut ctx.rng, &rules.ask, &cap, &used);
+    let tasks = task_resources(&rules.ask, &cap, &used);
     metric.score_meta = vec![choice.score_meta(&node.id)];
     Allocation {
         id: ctx.rng.uuid(),
@@ -127,4 +77,76 @@ pub(crate) fn build(
         job_modify_revision: job.job_modify_revision,
         ..Default::default()
     }
+}
+
+/// The group's static ports, then its dynamic ones picked from the node's
+/// range around what is taken (by allocations, the node and the static ports).
+fn allocate_ports(
+    rng: &mut Rng,
+    ask: &GroupAsk,
+    cap: &resources::Capacity,
+    used: &NodeUsage,
+) -> Vec<AllocatedPort> {
+    let mut ports: Vec<AllocatedPort> = ask
+        .static_ports
+        .iter()
+        .map(|(label, value, to)| AllocatedPort {
+            label: label.clone(),
+            value: *value,
+            to: *to,
+            host_ip: String::new(),
+        })
+        .collect();
+    if ask.dynamic_ports.is_empty() {
+        return ports;
+    }
+    let statics: Vec<u32> = ports.iter().map(|p| p.value).collect();
+    let (lo, hi) = cap.dynamic_range;
+    let taken = |p: u32| {
+        used.ports.binary_search(&p).is_ok()
+            || cap.reserved_ports.contains(p)
+            || statics.contains(&p)
+    };
+    let picked =
+        ports::pick_dynamic(rng, lo, hi, ask.dynamic_ports.len(), taken).unwrap_or_default();
+    for ((label, to), value) in ask.dynamic_ports.iter().zip(picked) {
+        ports.push(AllocatedPort {
+            label: label.clone(),
+            value,
+            to: if *to == 0 { value } else { *to },
+            host_ip: String::new(),
+        });
+    }
+    ports
+}
+
+/// Each task's resources, with reserved cores taken in task order from the
+/// node's free ones (a task on cores gets their whole cpu).
+fn task_resources(
+    ask: &GroupAsk,
+    cap: &resources::Capacity,
+    used: &NodeUsage,
+) -> BTreeMap<String, AllocatedTaskResources> {
+    let mut free_cores = resources::pick_cores(cap, used, ask.cores).into_iter();
+    let mut tasks = BTreeMap::new();
+    for t in &ask.tasks {
+        let reserved_cores: Vec<u32> = free_cores.by_ref().take(t.cores as usize).collect();
+        let cpu = if t.cores > 0 {
+            u64::from(t.cores).saturating_mul(cap.mhz_per_core)
+        } else {
+            t.cpu_mhz
+        };
+        tasks.insert(
+            t.name.clone(),
+            AllocatedTaskResources {
+                cpu_mhz: u32::try_from(cpu).unwrap_or(u32::MAX),
+                reserved_cores,
+                memory_mb: u32::try_from(t.memory_mb).unwrap_or(u32::MAX),
+                memory_max_mb: u32::try_from(t.memory_max_mb).unwrap_or(u32::MAX),
+                ports: Vec::new(),
+                devices: Vec::new(),
+            },
+        );
+    }
+    tasks
 }
