@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use caravan_proto::{Allocation, Node};
+use caravan_proto::{AllocatedResources, AllocatedTaskResources, Allocation, Node};
 
 use super::{Capacity, Exhausted};
 use crate::model;
@@ -40,80 +40,128 @@ pub fn allocs_fit<'a>(
     node: &Node,
     allocs: impl IntoIterator<Item = &'a Allocation>,
 ) -> Result<(), FitError> {
-    let cap = Capacity::of(node);
-    let node_devices: HashSet<&str> = node
-        .resources
-        .iter()
-        .flat_map(|r| r.devices.iter())
-        .flat_map(|d| d.instance_ids.iter().map(String::as_str))
-        .collect();
-    let (mut cpu, mut memory, mut disk) = (0u64, 0u64, 0u64);
-    let mut cores: HashMap<u32, &str> = HashMap::new();
-    let mut ports: HashMap<u32, Vec<&str>> = HashMap::new();
-    let mut devices: HashMap<&str, &str> = HashMap::new();
-    let mut own_ports: Vec<(u32, &str)> = Vec::new();
+    let mut held = Holdings::of(node);
     for alloc in allocs {
         if model::terminal(alloc) {
             continue;
         }
-        let Some(res) = &alloc.allocated_resources else {
-            continue;
-        };
-        own_ports.clear();
+        if let Some(res) = &alloc.allocated_resources {
+            held.add(&alloc.id, res)?;
+        }
+    }
+    held.check_totals()
+}
+
+/// What the allocations checked so far hold on one node.
+struct Holdings<'n, 'a> {
+    cap: Capacity,
+    /// Device instances the node has.
+    node_devices: HashSet<&'n str>,
+    cpu: u64,
+    memory: u64,
+    disk: u64,
+    /// Reserved core → the allocation holding it.
+    cores: HashMap<u32, &'a str>,
+    /// Host port → the addresses it is held on.
+    ports: HashMap<u32, Vec<&'a str>>,
+    /// Device instance → the allocation holding it.
+    devices: HashMap<&'a str, &'a str>,
+    /// The ports of the allocation being added, reused between allocations.
+    own_ports: Vec<(u32, &'a str)>,
+}
+
+impl<'n, 'a> Holdings<'n, 'a> {
+    fn of(node: &'n Node) -> Self {
+        Self {
+            cap: Capacity::of(node),
+            node_devices: node
+                .resources
+                .iter()
+                .flat_map(|r| r.devices.iter())
+                .flat_map(|d| d.instance_ids.iter().map(String::as_str))
+                .collect(),
+            cpu: 0,
+            memory: 0,
+            disk: 0,
+            cores: HashMap::new(),
+            ports: HashMap::new(),
+            devices: HashMap::new(),
+            own_ports: Vec::new(),
+        }
+    }
+
+    /// Adds one allocation's resources; `Err` on the first collision.
+    fn add(&mut self, alloc_id: &'a str, res: &'a AllocatedResources) -> Result<(), FitError> {
+        self.own_ports.clear();
         for task in res.tasks.values() {
-            cpu = cpu.saturating_add(u64::from(task.cpu_mhz));
-            memory = memory.saturating_add(u64::from(task.memory_mb));
-            for core in &task.reserved_cores {
-                if cap.cores.binary_search(core).is_err() {
-                    return Err(FitError::new(
-                        Exhausted::Cores,
-                        format_args!("core {core} is not available on the node"),
-                    ));
-                }
-                if let Some(other) = cores.insert(*core, &alloc.id) {
-                    return Err(FitError::new(
-                        Exhausted::Cores,
-                        format_args!("core {core} is reserved by {other} and {}", alloc.id),
-                    ));
-                }
-            }
-            own_ports.extend(task.ports.iter().map(|p| (p.value, p.host_ip.as_str())));
-            for device in &task.devices {
-                for instance in &device.device_ids {
-                    if !node_devices.contains(instance.as_str()) {
-                        return Err(FitError::new(
-                            Exhausted::Devices,
-                            format_args!(
-                                "instance {instance} of {} is not on the node",
-                                device.name
-                            ),
-                        ));
-                    }
-                    if let Some(other) = devices.insert(instance, &alloc.id) {
-                        return Err(FitError::new(
-                            Exhausted::Devices,
-                            format_args!("instance {instance} is held by {other} and {}", alloc.id),
-                        ));
-                    }
-                }
-            }
+            self.add_task(alloc_id, task)?;
         }
         if let Some(shared) = &res.shared {
-            disk = disk.saturating_add(u64::from(shared.disk_mb));
-            own_ports.extend(shared.ports.iter().map(|p| (p.value, p.host_ip.as_str())));
+            self.disk = self.disk.saturating_add(u64::from(shared.disk_mb));
+            self.own_ports
+                .extend(shared.ports.iter().map(|p| (p.value, p.host_ip.as_str())));
         }
+        self.claim_own_ports()
+    }
+
+    /// Adds a task's cpu and memory, claims its cores and device instances,
+    /// and notes its ports.
+    fn add_task(
+        &mut self,
+        alloc_id: &'a str,
+        task: &'a AllocatedTaskResources,
+    ) -> Result<(), FitError> {
+        self.cpu = self.cpu.saturating_add(u64::from(task.cpu_mhz));
+        self.memory = self.memory.saturating_add(u64::from(task.memory_mb));
+        for core in &task.reserved_cores {
+            if self.cap.cores.binary_search(core).is_err() {
+                return Err(FitError::new(
+                    Exhausted::Cores,
+                    format_args!("core {core} is not available on the node"),
+                ));
+            }
+            if let Some(other) = self.cores.insert(*core, alloc_id) {
+                return Err(FitError::new(
+                    Exhausted::Cores,
+                    format_args!("core {core} is reserved by {other} and {alloc_id}"),
+                ));
+            }
+        }
+        self.own_ports
+            .extend(task.ports.iter().map(|p| (p.value, p.host_ip.as_str())));
+        for device in &task.devices {
+            for instance in &device.device_ids {
+                if !self.node_devices.contains(instance.as_str()) {
+                    return Err(FitError::new(
+                        Exhausted::Devices,
+                        format_args!("instance {instance} of {} is not on the node", device.name),
+                    ));
+                }
+                if let Some(other) = self.devices.insert(instance, alloc_id) {
+                    return Err(FitError::new(
+                        Exhausted::Devices,
+                        format_args!("instance {instance} is held by {other} and {alloc_id}"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Claims the host ports of the allocation being added.
+    fn claim_own_ports(&mut self) -> Result<(), FitError> {
         // The same port may be listed by a task and the group it belongs to.
-        own_ports.retain(|(port, _)| *port != 0);
-        own_ports.sort_unstable();
-        own_ports.dedup();
-        for &(port, ip) in &own_ports {
-            if cap.reserved_ports.contains(port) {
+        self.own_ports.retain(|(port, _)| *port != 0);
+        self.own_ports.sort_unstable();
+        self.own_ports.dedup();
+        for &(port, ip) in &self.own_ports {
+            if self.cap.reserved_ports.contains(port) {
                 return Err(FitError::new(
                     Exhausted::PortCollision,
                     format_args!("port {port} is reserved by the node"),
                 ));
             }
-            let holders = ports.entry(port).or_default();
+            let holders = self.ports.entry(port).or_default();
             // An allocation that names no address holds the port on every address.
             if holders
                 .iter()
@@ -126,23 +174,28 @@ pub fn allocs_fit<'a>(
             }
             holders.push(ip);
         }
+        Ok(())
     }
-    for (used, available, dimension) in [
-        (cpu, cap.cpu_mhz, Exhausted::Cpu),
-        (memory, cap.memory_mb, Exhausted::Memory),
-        (disk, cap.disk_mb, Exhausted::Disk),
-    ] {
-        if used > available {
-            return Err(FitError {
-                exhausted: dimension,
-                detail: format!(
-                    "{} exhausted: {used} needed, {available} available",
-                    dimension.dimension()
-                ),
-            });
+
+    /// Checks cpu, memory and disk against the node's capacity.
+    fn check_totals(&self) -> Result<(), FitError> {
+        for (used, available, dimension) in [
+            (self.cpu, self.cap.cpu_mhz, Exhausted::Cpu),
+            (self.memory, self.cap.memory_mb, Exhausted::Memory),
+            (self.disk, self.cap.disk_mb, Exhausted::Disk),
+        ] {
+            if used > available {
+                return Err(FitError {
+                    exhausted: dimension,
+                    detail: format!(
+                        "{} exhausted: {used} needed, {available} available",
+                        dimension.dimension()
+                    ),
+                });
+            }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]
