@@ -284,6 +284,19 @@ impl Harness {
         }
         self.state.revision += 1;
         let rev = self.state.revision;
+        self.apply_stops(&result, rev);
+        self.apply_placements(&result, rev);
+        self.apply_deployments(&result, rev);
+        self.created_evals.extend(plan.evals.iter().cloned());
+        result.alloc_revision = rev;
+        if !result.rejected_nodes.is_empty() {
+            result.refresh_revision = rev;
+        }
+        result
+    }
+
+    /// Applies the committed stops and evictions.
+    fn apply_stops(&mut self, result: &PlanResult, rev: i64) {
         for list in result
             .node_update
             .values()
@@ -308,6 +321,11 @@ impl Harness {
                 }
             }
         }
+    }
+
+    /// Applies the committed placements and in-place updates (which keep what
+    /// the client reported), linking replacements to what they replace.
+    fn apply_placements(&mut self, result: &PlanResult, rev: i64) {
         for list in result.node_allocation.values() {
             for a in &list.allocs {
                 let mut a = a.clone();
@@ -330,6 +348,10 @@ impl Harness {
                 self.state.upsert_alloc(a);
             }
         }
+    }
+
+    /// Applies the committed deployment and deployment status changes.
+    fn apply_deployments(&mut self, result: &PlanResult, rev: i64) {
         if let Some(d) = &result.deployment {
             let mut d = d.clone();
             if d.create_revision == 0 {
@@ -347,12 +369,6 @@ impl Harness {
                 self.state.upsert_deployment(d);
             }
         }
-        self.created_evals.extend(plan.evals.iter().cloned());
-        result.alloc_revision = rev;
-        if !result.rejected_nodes.is_empty() {
-            result.refresh_revision = rev;
-        }
-        result
     }
 }
 

@@ -261,11 +261,11 @@ mod tests {
         }
     }
 
-    /// (mutation, the one field it breaks).
-    #[test]
-    fn each_rule_names_its_field() {
-        type Mutate = fn(&mut Job);
-        let rows: &[(Mutate, &str)] = &[
+    /// A change to a valid job, and the one field it breaks.
+    type Breakage = (fn(&mut Job), &'static str);
+
+    fn constraint_breakages() -> Vec<Breakage> {
+        vec![
             (
                 |j| j.constraints.push(c("${attr.a}", "regexp", "([")),
                 "constraint[0]: value",
@@ -318,6 +318,11 @@ mod tests {
                 },
                 "group \"web\": constraint[0]: value",
             ),
+        ]
+    }
+
+    fn affinity_and_spread_breakages() -> Vec<Breakage> {
+        vec![
             (
                 |j| j.affinities.push(a("${attr.a}", "=", "x", 200)),
                 "affinity[0]: weight",
@@ -371,9 +376,16 @@ mod tests {
                 },
                 "spread[0]: weight",
             ),
-        ];
+        ]
+    }
+
+    #[test]
+    fn each_rule_names_its_field() {
         assert_eq!(fields(&job()), Vec::<String>::new());
-        for (mutate, field) in rows {
+        for (mutate, field) in constraint_breakages()
+            .into_iter()
+            .chain(affinity_and_spread_breakages())
+        {
             let mut j = job();
             mutate(&mut j);
             assert_eq!(fields(&j), vec![field.to_string()]);
