@@ -37,8 +37,9 @@ pub(crate) fn stable_version(
         (b.job_version, b.create_revision, &b.id).cmp(&(a.job_version, a.create_revision, &a.id))
     });
     let from_deployment = deployments.iter().find_map(|d| {
-        let ds = d.task_groups.get(group)?;
-        (ds.promoted || ds.desired_canaries == 0).then(|| (d.job_version, d.id.clone()))
+        let group_state = d.task_groups.get(group)?;
+        (group_state.promoted || group_state.desired_canaries == 0)
+            .then(|| (d.job_version, d.id.clone()))
     });
     let (version, deployment_id) = match from_deployment {
         Some(found) => found,

@@ -73,12 +73,12 @@ pub(crate) fn try_update(
     if node.status() != NodeStatus::Ready || !node_in_job_scope(job, node) {
         return None;
     }
-    let gi = job.task_groups.iter().position(|g| g.name == tg.name)?;
-    if rules.groups.get(gi)?.is_none() {
-        let built = GroupRules::new(ctx, job, gi, tg, rules.batch, rules.allocs).ok()?;
-        rules.groups[gi] = Some(built);
+    let group_index = job.task_groups.iter().position(|g| g.name == tg.name)?;
+    if rules.groups.get(group_index)?.is_none() {
+        let built = GroupRules::new(ctx, job, group_index, tg, rules.batch, rules.allocs).ok()?;
+        rules.groups[group_index] = Some(built);
     }
-    let group = rules.groups.get_mut(gi)?.as_mut()?;
+    let group = rules.groups.get_mut(group_index)?.as_mut()?;
     // The allocation's own resources and its place in distinct_* counts are
     // what the new version takes over, so they must not count against it.
     let staged = !ctx.is_removed(a);

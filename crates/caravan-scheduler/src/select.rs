@@ -103,19 +103,19 @@ pub(crate) struct Selector {
 }
 
 impl Selector {
-    /// Picks a node for one allocation of group `g`.
+    /// Picks a node for one allocation of `group`.
     pub fn select(
         &mut self,
         ctx: &mut EvalContext<'_>,
         job: &mut JobRules,
-        g: &mut GroupRules,
+        group: &mut GroupRules,
         source: Source,
         opts: &SelectOptions,
     ) -> (Option<Choice>, AllocMetric) {
         if self.fit_cache.len() < ctx.table.len() {
             self.fit_cache.resize(ctx.table.len(), None);
         }
-        let even: Vec<EvenState> = g
+        let even: Vec<EvenState> = group
             .spreads
             .iter()
             .map(|s| EvenState::of(&ctx.properties[s.counter]))
@@ -135,8 +135,8 @@ impl Selector {
                 if self.fit_cache.len() <= idx as usize {
                     self.fit_cache.resize(idx as usize + 1, None);
                 }
-                let reason = match static_feasible(ctx, job, g, idx) {
-                    Ok(()) => dynamic_feasible(ctx, job, g, idx).err(),
+                let reason = match static_feasible(ctx, job, group, idx) {
+                    Ok(()) => dynamic_feasible(ctx, job, group, idx).err(),
                     Err(StaticFail::ClassIneligible) => Some(CLASS_INELIGIBLE.to_string()),
                     Err(StaticFail::Label(l)) => Some(l),
                 };
@@ -144,10 +144,10 @@ impl Selector {
                     note_filtered(ctx, idx, &reason, &mut metric);
                     return (None, metric);
                 }
-                let c = self.score(ctx, g, idx, &scoring, &mut metric);
+                let c = self.score(ctx, group, idx, &scoring, &mut metric);
                 (c, metric)
             }
-            Source::Candidates => self.select_candidates(ctx, job, g, &scoring),
+            Source::Candidates => self.select_candidates(ctx, job, group, &scoring),
         }
     }
 
@@ -156,7 +156,7 @@ impl Selector {
         &mut self,
         ctx: &mut EvalContext<'_>,
         job: &mut JobRules,
-        g: &mut GroupRules,
+        group: &mut GroupRules,
         scoring: &Scoring<'_>,
     ) -> (Option<Choice>, AllocMetric) {
         let mut metric = AllocMetric::default();
@@ -164,50 +164,50 @@ impl Selector {
         if n_all == 0 {
             return (None, metric);
         }
-        let pf = match g.prefilter.take() {
-            Some(pf) => pf,
-            None => Prefilter::build(ctx, job, g),
+        let prefilter = match group.prefilter.take() {
+            Some(prefilter) => prefilter,
+            None => Prefilter::build(ctx, job, group),
         };
         let start_cursor = self.cursor % n_all;
-        let len = pf.positions.len();
-        let start = pf
+        let len = prefilter.positions.len();
+        let start = prefilter
             .positions
             .partition_point(|&p| (p as usize) < start_cursor);
-        let mut pick = LimitPick::new(g.limit.max(1));
+        let mut pick = LimitPick::new(group.limit.max(1));
         let mut last_pos = None;
         let mut limited = false;
         // Rows of nodes whose score parts cannot change until the node does are
         // scored from cached parts; anything else takes the full path.
-        let fast = rows_cacheable(job, g, scoring.opts);
-        let mut pf = pf;
+        let fast = rows_cacheable(job, group, scoring.opts);
+        let mut prefilter = prefilter;
         for k in 0..len {
             let slot = if start + k >= len {
                 start + k - len
             } else {
                 start + k
             };
-            let pos = pf.positions[slot] as usize;
+            let pos = prefilter.positions[slot] as usize;
             let idx = ctx.candidates[pos];
             last_pos = Some(pos);
-            let row = pf.rows[slot];
+            let row = prefilter.rows[slot];
             let current = row.generation == ctx.table.generation[idx as usize];
             let score = match row.state {
-                RowState::Fits if fast && current => row.score(ctx, g, scoring.even),
+                RowState::Fits if fast && current => row.score(ctx, group, scoring.even),
                 RowState::Exhausted(dim) if fast && current && !scoring.opts.preempt => {
                     record_exhausted(ctx, idx, dim, &mut metric);
                     continue;
                 }
                 _ => {
-                    if let Err(reason) = dynamic_feasible(ctx, job, g, idx) {
+                    if let Err(reason) = dynamic_feasible(ctx, job, group, idx) {
                         note_filtered(ctx, idx, &reason, &mut metric);
                         continue;
                     }
                     let generation = ctx.table.generation[idx as usize];
-                    let outcome = self.score(ctx, g, idx, scoring, &mut metric);
+                    let outcome = self.score(ctx, group, idx, scoring, &mut metric);
                     if fast {
-                        pf.rows[slot] = HotRow::from_outcome(
+                        prefilter.rows[slot] = HotRow::from_outcome(
                             ctx,
-                            g,
+                            group,
                             idx,
                             generation,
                             &outcome,
@@ -233,14 +233,14 @@ impl Selector {
             _ => n_all,
         };
         metric.nodes_evaluated = traversed as u32;
-        pf.count_filtered(start_cursor, traversed, &mut metric);
-        g.prefilter = Some(pf);
+        prefilter.count_filtered(start_cursor, traversed, &mut metric);
+        group.prefilter = Some(prefilter);
         // The winner is scored again in full for its breakdown (and evictions);
         // scoring is deterministic, so it is the same score.
         let choice = match pick.finish() {
             Some(c) => {
                 let mut scratch = AllocMetric::default();
-                self.score(ctx, g, c.idx, scoring, &mut scratch)
+                self.score(ctx, group, c.idx, scoring, &mut scratch)
             }
             None => None,
         };
@@ -253,12 +253,12 @@ impl Selector {
     fn score(
         &mut self,
         ctx: &mut EvalContext<'_>,
-        g: &mut GroupRules,
+        group: &mut GroupRules,
         idx: u32,
         scoring: &Scoring<'_>,
         metric: &mut AllocMetric,
     ) -> Option<Choice> {
-        let fit = self.fit(ctx, g, idx, scoring.spread_algorithm)?;
+        let fit = self.fit(ctx, group, idx, scoring.spread_algorithm)?;
         let mut parts = [0.0; 6];
         let mut mask = 0u8;
         let mut preempted = Vec::new();
@@ -266,7 +266,7 @@ impl Selector {
             Ok(s) => parts[0] = s,
             Err(dim) => {
                 let freed = if scoring.opts.preempt {
-                    preempt::find(ctx, idx, &g.ask, scoring.opts.priority)
+                    preempt::find(ctx, idx, &group.ask, scoring.opts.priority)
                 } else {
                     None
                 };
@@ -274,31 +274,31 @@ impl Selector {
                     record_exhausted(ctx, idx, dim, metric);
                     return None;
                 };
-                parts[0] = fit_after_evictions(ctx, g, idx, &evict, scoring.spread_algorithm)?;
+                parts[0] = fit_after_evictions(ctx, group, idx, &evict, scoring.spread_algorithm)?;
                 parts[5] = rank::preemption_score(net_priority);
                 mask |= 1 << 5;
                 preempted = evict;
             }
         }
         mask |= 1;
-        let collisions = ctx.job_count(idx, g.index);
-        if collisions > 0 && g.count > 0 {
-            parts[1] = -f64::from(collisions + 1) / f64::from(g.count);
+        let collisions = ctx.job_count(idx, group.index);
+        if collisions > 0 && group.count > 0 {
+            parts[1] = -f64::from(collisions + 1) / f64::from(group.count);
             mask |= 1 << 1;
         }
         if scoring.opts.penalty_nodes.contains(&idx) {
             parts[2] = -1.0;
             mask |= 1 << 2;
         }
-        if !g.affinities.is_empty() {
-            let a = affinity(ctx, g, idx);
+        if !group.affinities.is_empty() {
+            let a = affinity(ctx, group, idx);
             if a != 0.0 {
                 parts[3] = a;
                 mask |= 1 << 3;
             }
         }
-        if !g.spreads.is_empty() {
-            let total = spread_boost(ctx, g, idx, scoring.even);
+        if !group.spreads.is_empty() {
+            let total = spread_boost(ctx, group, idx, scoring.even);
             if total != 0.0 {
                 parts[4] = total;
                 mask |= 1 << 4;
@@ -325,13 +325,13 @@ impl Selector {
     fn fit(
         &mut self,
         ctx: &mut EvalContext<'_>,
-        g: &GroupRules,
+        group: &GroupRules,
         idx: u32,
         spread_algorithm: bool,
     ) -> Option<Result<f64, Exhausted>> {
         let generation = ctx.table.generation[idx as usize];
-        let cached =
-            self.fit_cache[idx as usize].filter(|e| e.generation == generation && e.group == g.key);
+        let cached = self.fit_cache[idx as usize]
+            .filter(|e| e.generation == generation && e.group == group.key);
         if let Some(e) = cached {
             return Some(e.result);
         }
@@ -340,11 +340,11 @@ impl Selector {
         let (Some(cap), Some(used)) = (ctx.table.capacity(idx), ctx.table.loaded_usage(idx)) else {
             return None;
         };
-        let r = resources::fits(cap, used, &g.ask)
-            .map(|()| resources::score_fit(cap, used, &g.ask, spread_algorithm));
+        let r = resources::fits(cap, used, &group.ask)
+            .map(|()| resources::score_fit(cap, used, &group.ask, spread_algorithm));
         self.fit_cache[idx as usize] = Some(FitEntry {
             generation,
-            group: g.key,
+            group: group.key,
             result: r,
         });
         Some(r)
@@ -354,7 +354,7 @@ impl Selector {
 /// The fit score of the group's ask on the node once `evict` is gone.
 fn fit_after_evictions(
     ctx: &EvalContext<'_>,
-    g: &GroupRules,
+    group: &GroupRules,
     idx: u32,
     evict: &[Arc<Allocation>],
     spread_algorithm: bool,
@@ -366,25 +366,30 @@ fn fit_after_evictions(
     for a in evict {
         after.remove(a);
     }
-    Some(resources::score_fit(cap, &after, &g.ask, spread_algorithm))
+    Some(resources::score_fit(
+        cap,
+        &after,
+        &group.ask,
+        spread_algorithm,
+    ))
 }
 
 /// The node's affinity score for the group, cached per computed class unless
 /// an affinity reads a unique attribute.
 #[inline]
-fn affinity(ctx: &mut EvalContext<'_>, g: &mut GroupRules, idx: u32) -> f64 {
-    if g.affinity_escaped {
-        return rank::affinity_score(g, ctx.table.node(idx));
+fn affinity(ctx: &mut EvalContext<'_>, group: &mut GroupRules, idx: u32) -> f64 {
+    if group.affinity_escaped {
+        return rank::affinity_score(group, ctx.table.node(idx));
     }
     let class = ctx.table.class_id(idx) as usize;
-    if g.affinity_cache.len() <= class {
-        g.affinity_cache.resize(class + 1, None);
+    if group.affinity_cache.len() <= class {
+        group.affinity_cache.resize(class + 1, None);
     }
-    match g.affinity_cache[class] {
+    match group.affinity_cache[class] {
         Some(v) => v,
         None => {
-            let v = rank::affinity_score(g, ctx.table.node(idx));
-            g.affinity_cache[class] = Some(v);
+            let v = rank::affinity_score(group, ctx.table.node(idx));
+            group.affinity_cache[class] = Some(v);
             v
         }
     }
@@ -392,16 +397,21 @@ fn affinity(ctx: &mut EvalContext<'_>, g: &mut GroupRules, idx: u32) -> f64 {
 
 /// The sum of the group's spread boosts for the node.
 #[inline]
-fn spread_boost(ctx: &mut EvalContext<'_>, g: &GroupRules, idx: u32, even: &[EvenState]) -> f64 {
+fn spread_boost(
+    ctx: &mut EvalContext<'_>,
+    group: &GroupRules,
+    idx: u32,
+    even: &[EvenState],
+) -> f64 {
     let mut total = 0.0;
-    for (si, spec) in g.spreads.iter().enumerate() {
+    for (si, spec) in group.spreads.iter().enumerate() {
         let v = ctx.node_property(spec.counter, idx);
         total += spread::boost(
             spec,
             &ctx.properties[spec.counter],
             even[si],
             v,
-            g.spread_weight_sum,
+            group.spread_weight_sum,
         );
     }
     total
@@ -409,13 +419,13 @@ fn spread_boost(ctx: &mut EvalContext<'_>, g: &GroupRules, idx: u32, even: &[Eve
 
 /// Whether candidates' score parts may be cached per node: they depend on the
 /// node alone (few spreads, no reschedule penalty, no `distinct_*`).
-fn rows_cacheable(job: &JobRules, g: &GroupRules, opts: &SelectOptions) -> bool {
-    g.spreads.len() <= MAX_FAST_SPREADS
+fn rows_cacheable(job: &JobRules, group: &GroupRules, opts: &SelectOptions) -> bool {
+    group.spreads.len() <= MAX_FAST_SPREADS
         && opts.penalty_nodes.is_empty()
         && !job.checks.distinct_hosts
-        && !g.checks.distinct_hosts
+        && !group.checks.distinct_hosts
         && job.distinct_properties.is_empty()
-        && g.distinct_properties.is_empty()
+        && group.distinct_properties.is_empty()
 }
 
 /// Counts a node a plan-dependent check filtered out.
@@ -457,11 +467,11 @@ pub(crate) enum StaticFail {
 fn static_feasible(
     ctx: &mut EvalContext<'_>,
     job: &mut JobRules,
-    g: &mut GroupRules,
+    group: &mut GroupRules,
     idx: u32,
 ) -> Result<(), StaticFail> {
     let class = ctx.table.class_id(idx) as usize;
-    if job.checks.escaped || g.checks.escaped {
+    if job.checks.escaped || group.checks.escaped {
         ctx.eligibility.escaped = true;
     }
     let job_ok = if job.checks.escaped {
@@ -490,24 +500,25 @@ fn static_feasible(
             }
         }
     };
-    if g.checks.escaped {
-        g.checks
+    if group.checks.escaped {
+        group
+            .checks
             .check_node(ctx.table.node(idx))
             .map_err(|r| StaticFail::Label(r.to_string()))?;
         return Ok(());
     }
-    if g.class_cache.len() <= class {
-        g.class_cache.resize(class + 1, None);
+    if group.class_cache.len() <= class {
+        group.class_cache.resize(class + 1, None);
     }
-    match g.class_cache[class] {
+    match group.class_cache[class] {
         Some(true) => Ok(()),
         Some(false) => Err(StaticFail::ClassIneligible),
         None => {
-            let r = g
+            let r = group
                 .checks
                 .check_node(ctx.table.node(idx))
                 .map_err(str::to_string);
-            g.class_cache[class] = Some(r.is_ok());
+            group.class_cache[class] = Some(r.is_ok());
             note_class(ctx, class, job_ok && r.is_ok());
             r.map_err(StaticFail::Label)
         }
@@ -518,19 +529,19 @@ fn static_feasible(
 fn dynamic_feasible(
     ctx: &mut EvalContext<'_>,
     job: &JobRules,
-    g: &GroupRules,
+    group: &GroupRules,
     idx: u32,
 ) -> Result<(), String> {
     if job.checks.distinct_hosts && ctx.job_count_any(idx) > 0 {
         return Err("distinct_hosts".into());
     }
-    if g.checks.distinct_hosts && ctx.job_count(idx, g.index) > 0 {
+    if group.checks.distinct_hosts && ctx.job_count(idx, group.index) > 0 {
         return Err("distinct_hosts".into());
     }
     for &(pi, limit) in job
         .distinct_properties
         .iter()
-        .chain(g.distinct_properties.iter())
+        .chain(group.distinct_properties.iter())
     {
         let v = ctx.node_property(pi, idx);
         if v == MISSING || ctx.properties[pi].count(v) >= limit {
@@ -566,9 +577,9 @@ pub(crate) struct Prefilter {
 }
 
 impl Prefilter {
-    fn build(ctx: &mut EvalContext<'_>, job: &mut JobRules, g: &mut GroupRules) -> Self {
+    fn build(ctx: &mut EvalContext<'_>, job: &mut JobRules, group: &mut GroupRules) -> Self {
         let n = ctx.candidates.len();
-        let mut pf = Prefilter {
+        let mut prefilter = Prefilter {
             positions: Vec::with_capacity(n),
             reasons: Vec::with_capacity(n),
             labels: vec![CLASS_INELIGIBLE.to_string()],
@@ -580,21 +591,21 @@ impl Prefilter {
         };
         for pos in 0..n {
             let idx = ctx.candidates[pos];
-            let reason = match static_feasible(ctx, job, g, idx) {
+            let reason = match static_feasible(ctx, job, group, idx) {
                 Ok(()) => {
-                    pf.positions.push(pos as u32);
+                    prefilter.positions.push(pos as u32);
                     0
                 }
                 Err(StaticFail::ClassIneligible) => 1,
-                Err(StaticFail::Label(l)) => match pf.labels.iter().position(|x| *x == l) {
+                Err(StaticFail::Label(l)) => match prefilter.labels.iter().position(|x| *x == l) {
                     Some(i) => i as u16 + 1,
                     None => {
-                        pf.labels.push(l);
-                        pf.labels.len().min(u16::MAX as usize) as u16
+                        prefilter.labels.push(l);
+                        prefilter.labels.len().min(u16::MAX as usize) as u16
                     }
                 },
             };
-            pf.reasons.push(reason);
+            prefilter.reasons.push(reason);
             let class: &str = if reason == 0 {
                 ""
             } else {
@@ -603,19 +614,19 @@ impl Prefilter {
             let ci = if class.is_empty() {
                 u16::MAX
             } else {
-                match pf.classes.iter().position(|c| c == class) {
+                match prefilter.classes.iter().position(|c| c == class) {
                     Some(i) => i as u16,
                     None => {
-                        pf.classes.push(class.to_string());
-                        (pf.classes.len() - 1).min(u16::MAX as usize - 1) as u16
+                        prefilter.classes.push(class.to_string());
+                        (prefilter.classes.len() - 1).min(u16::MAX as usize - 1) as u16
                     }
                 }
             };
-            pf.node_classes.push(ci);
+            prefilter.node_classes.push(ci);
         }
-        pf.rows = vec![HotRow::default(); pf.positions.len()];
-        pf.build_prefixes();
-        pf
+        prefilter.rows = vec![HotRow::default(); prefilter.positions.len()];
+        prefilter.build_prefixes();
+        prefilter
     }
 
     /// Adds the statically infeasible nodes of a traversed span to the metrics.
@@ -715,7 +726,7 @@ struct HotRow {
 impl HotRow {
     /// The candidate's score from its cached parts and the current spread counts.
     #[inline]
-    fn score(&self, ctx: &EvalContext<'_>, g: &GroupRules, even: &[EvenState]) -> f64 {
+    fn score(&self, ctx: &EvalContext<'_>, group: &GroupRules, even: &[EvenState]) -> f64 {
         let mut sum = self.binpack;
         let mut n = 1;
         if self.anti_affinity != 0.0 {
@@ -726,15 +737,15 @@ impl HotRow {
             sum += self.affinity;
             n += 1;
         }
-        if !g.spreads.is_empty() {
+        if !group.spreads.is_empty() {
             let mut total = 0.0;
-            for (si, spec) in g.spreads.iter().enumerate() {
+            for (si, spec) in group.spreads.iter().enumerate() {
                 total += spread::boost(
                     spec,
                     &ctx.properties[spec.counter],
                     even[si],
                     self.values[si],
-                    g.spread_weight_sum,
+                    group.spread_weight_sum,
                 );
             }
             if total != 0.0 {
@@ -747,7 +758,7 @@ impl HotRow {
 
     fn from_outcome(
         ctx: &mut EvalContext<'_>,
-        g: &GroupRules,
+        group: &GroupRules,
         idx: u32,
         generation: u32,
         outcome: &Option<Choice>,
@@ -767,7 +778,7 @@ impl HotRow {
                 row.binpack = c.parts[0];
                 row.anti_affinity = c.parts[1];
                 row.affinity = c.parts[3];
-                for (si, spec) in g.spreads.iter().enumerate().take(MAX_FAST_SPREADS) {
+                for (si, spec) in group.spreads.iter().enumerate().take(MAX_FAST_SPREADS) {
                     row.values[si] = ctx.node_property(spec.counter, idx);
                 }
             }

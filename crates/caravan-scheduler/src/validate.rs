@@ -17,11 +17,11 @@ use crate::feasible::{CompileError, Compiled, Operator, target};
 pub fn validate_job(job: &Job) -> Result<(), ValidationErrors> {
     let mut e = Errors::default();
     level(&job.constraints, &job.affinities, &job.spreads, "", &mut e);
-    for (gi, tg) in job.task_groups.iter().enumerate() {
-        let group = group_base(tg, gi);
+    for (group_index, tg) in job.task_groups.iter().enumerate() {
+        let group = group_base(tg, group_index);
         level(&tg.constraints, &tg.affinities, &tg.spreads, &group, &mut e);
-        for (ti, task) in tg.tasks.iter().enumerate() {
-            let task_at = join(&group, &task_base(task, ti));
+        for (task_index, task) in tg.tasks.iter().enumerate() {
+            let task_at = join(&group, &task_base(task, task_index));
             level(&task.constraints, &task.affinities, &[], &task_at, &mut e);
         }
     }

@@ -77,7 +77,7 @@ impl Scheduler for GenericScheduler {
         };
         let mut ctx = snapshot.context(state, run, CandidateOrder::Shuffled);
         let job_rules = match &snapshot.runnable {
-            Some(j) => match JobRules::new(&mut ctx, j, &snapshot.allocs) {
+            Some(job) => match JobRules::new(&mut ctx, job, &snapshot.allocs) {
                 Ok(r) => Some(r),
                 Err(e) => return Ok(Step::Failed(format!("invalid job: {e}"))),
             },
@@ -249,8 +249,8 @@ fn queue_placements(
 ) -> Vec<QueuedPlacement> {
     run.queued.clear();
     run.failed.clear();
-    if let Some(j) = runnable {
-        for tg in &j.task_groups {
+    if let Some(job) = runnable {
+        for tg in &job.task_groups {
             run.queued.insert(tg.name.clone(), 0);
         }
     }

@@ -344,13 +344,14 @@ fn stable_rules_for<'r>(
         .task_groups
         .iter()
         .find(|g| Some(g.name.as_str()) == ctx.group_name(group_index))?;
-    let (jr, gr) = match cache.entry((stable.job.version, group_index)) {
+    let (job_rules, group_rules) = match cache.entry((stable.job.version, group_index)) {
         std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
         std::collections::btree_map::Entry::Vacant(e) => {
-            let jr = JobRules::new(ctx, &stable.job, allocs).ok()?;
-            let gr = GroupRules::new(ctx, &stable.job, group_index, tg, batch, allocs).ok()?;
-            e.insert((jr, gr))
+            let job_rules = JobRules::new(ctx, &stable.job, allocs).ok()?;
+            let group_rules =
+                GroupRules::new(ctx, &stable.job, group_index, tg, batch, allocs).ok()?;
+            e.insert((job_rules, group_rules))
         }
     };
-    Some((jr, gr, tg))
+    Some((job_rules, group_rules, tg))
 }

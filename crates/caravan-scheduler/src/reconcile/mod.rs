@@ -137,7 +137,7 @@ pub fn reconcile(
     rng: &mut Rng,
     update: &mut dyn FnMut(&Arc<Allocation>, &Job, &TaskGroup) -> UpdateKind,
 ) -> Results {
-    let mut r = Results::default();
+    let mut results = Results::default();
     let mut by_group: BTreeMap<String, AllocSet> = BTreeMap::new();
     for a in input.allocs {
         by_group
@@ -148,8 +148,8 @@ pub fn reconcile(
     let job = match input.job {
         Some(j) if !j.stop => j,
         _ => {
-            stop_everything(input, &by_group, &mut r);
-            return r;
+            stop_everything(input, &by_group, &mut results);
+            return results;
         }
     };
 
@@ -162,7 +162,7 @@ pub fn reconcile(
                 || d.job_create_revision == job.create_revision);
         if !same_version {
             if deployment_active(d) {
-                r.deployment_updates.push(DeploymentStatusUpdate {
+                results.deployment_updates.push(DeploymentStatusUpdate {
                     deployment_id: d.id.clone(),
                     status: DeploymentStatus::Cancelled as i32,
                     status_description: "Cancelled due to newer version of job".into(),
@@ -174,28 +174,28 @@ pub fn reconcile(
         }
     }
     let had_deployment = current.is_some();
-    let mut g = group::GroupReconciler {
+    let mut reconciler = group::GroupReconciler {
         input,
         job,
         rng,
         deployment: current,
         created: false,
         old_deployment: old,
-        results: &mut r,
+        results: &mut results,
     };
     let mut complete = true;
     for tg in &job.task_groups {
         let set = by_group.remove(&tg.name).unwrap_or_default();
-        complete &= g.compute(tg, set, update);
+        complete &= reconciler.compute(tg, set, update);
     }
-    let deployment = g.deployment.take();
-    let created = g.created;
+    let deployment = reconciler.deployment.take();
+    let created = reconciler.created;
     // Groups the job no longer has.
     for (name, set) in by_group {
-        let d = r.desired.entry(name).or_default();
+        let d = results.desired.entry(name).or_default();
         for a in set.values().filter(|a| !model::terminal(a)) {
             d.stop += 1;
-            r.stop.push(Stop {
+            results.stop.push(Stop {
                 alloc: a.clone(),
                 description: ALLOC_NOT_NEEDED,
                 client_status: None,
@@ -204,31 +204,35 @@ pub fn reconcile(
     }
     if let Some(d) = deployment {
         if created {
-            r.deployment = Some(d.clone());
+            results.deployment = Some(d.clone());
         } else if had_deployment && complete && d.status() == DeploymentStatus::Running {
-            r.deployment_updates.push(DeploymentStatusUpdate {
+            results.deployment_updates.push(DeploymentStatusUpdate {
                 deployment_id: d.id.clone(),
                 status: DeploymentStatus::Successful as i32,
                 status_description: "Deployment completed successfully".into(),
             });
         }
-        r.active_deployment = Some(d);
+        results.active_deployment = Some(d);
     }
-    r
+    results
 }
 
-fn stop_everything(input: &Input<'_>, by_group: &BTreeMap<String, AllocSet>, r: &mut Results) {
+fn stop_everything(
+    input: &Input<'_>,
+    by_group: &BTreeMap<String, AllocSet>,
+    results: &mut Results,
+) {
     if let Some(d) = &input.deployment
         && deployment_active(d)
     {
-        r.deployment_updates.push(DeploymentStatusUpdate {
+        results.deployment_updates.push(DeploymentStatusUpdate {
             deployment_id: d.id.clone(),
             status: DeploymentStatus::Cancelled as i32,
             status_description: "Cancelled because job is stopped".into(),
         });
     }
     for (name, set) in by_group {
-        let d = r.desired.entry(name.clone()).or_default();
+        let d = results.desired.entry(name.clone()).or_default();
         for a in set.values() {
             if model::terminal(a) {
                 continue;
@@ -239,7 +243,7 @@ fn stop_everything(input: &Input<'_>, by_group: &BTreeMap<String, AllocSet>, r: 
                     n.as_ref()
                         .is_some_and(|n| matches!(n.status(), caravan_proto::NodeStatus::Down))
                 });
-            r.stop.push(Stop {
+            results.stop.push(Stop {
                 alloc: a.clone(),
                 description: if lost { ALLOC_LOST } else { ALLOC_NOT_NEEDED },
                 client_status: lost.then_some(AllocClientStatus::Lost),

@@ -113,12 +113,12 @@ pub(super) fn outdated_allocs(
     let mut updates: Vec<Outdated> = Vec::new();
     for ((node_id, _), a) in live {
         let d = desired.entry(a.task_group.clone()).or_default();
-        let Some(j) = &snapshot.runnable else {
+        let Some(job) = &snapshot.runnable else {
             d.stop += 1;
             ctx.stop(a, ALLOC_NOT_NEEDED, None, None);
             continue;
         };
-        let Some(group) = j.task_groups.iter().position(|g| g.name == a.task_group) else {
+        let Some(group) = job.task_groups.iter().position(|g| g.name == a.task_group) else {
             d.stop += 1;
             ctx.stop(a, ALLOC_NOT_NEEDED, None, None);
             continue;
@@ -129,7 +129,7 @@ pub(super) fn outdated_allocs(
             let out_of_scope = ctx
                 .state
                 .node(node_id)
-                .is_none_or(|n| !node_in_job_scope(j, &n));
+                .is_none_or(|n| !node_in_job_scope(job, &n));
             if out_of_scope {
                 d.stop += 1;
                 ctx.stop(a, ALLOC_NOT_NEEDED, None, None);
@@ -138,7 +138,7 @@ pub(super) fn outdated_allocs(
             }
             continue;
         };
-        if a.job_version == j.version {
+        if a.job_version == job.version {
             d.ignore += 1;
         } else {
             updates.push(Outdated {

@@ -19,18 +19,18 @@ impl GroupReconciler<'_, '_> {
     ) -> (AllocSet, AllocSet) {
         let mut stop_ids: Vec<String> = Vec::new();
         if let Some(old) = &self.old_deployment {
-            for ds in old.task_groups.values() {
-                if !ds.promoted {
-                    stop_ids.extend(ds.placed_canaries.iter().cloned());
+            for group_state in old.task_groups.values() {
+                if !group_state.promoted {
+                    stop_ids.extend(group_state.placed_canaries.iter().cloned());
                 }
             }
         }
         if let Some(d) = &self.deployment
             && d.status() == DeploymentStatus::Failed
         {
-            for ds in d.task_groups.values() {
-                if !ds.promoted {
-                    stop_ids.extend(ds.placed_canaries.iter().cloned());
+            for group_state in d.task_groups.values() {
+                if !group_state.promoted {
+                    stop_ids.extend(group_state.placed_canaries.iter().cloned());
                 }
             }
         }
@@ -47,8 +47,8 @@ impl GroupReconciler<'_, '_> {
 
         let mut canaries = AllocSet::new();
         if let Some(d) = &self.deployment {
-            for ds in d.task_groups.values() {
-                for id in &ds.placed_canaries {
+            for group_state in d.task_groups.values() {
+                for id in &group_state.placed_canaries {
                     if let Some(a) = all.get(id) {
                         canaries.insert(id.clone(), a.clone());
                     }
@@ -69,31 +69,34 @@ impl GroupReconciler<'_, '_> {
     /// requires canaries.
     pub(super) fn place_canaries(
         &mut self,
-        g: &mut GroupState<'_>,
+        group: &mut GroupState<'_>,
         destructive: &AllocSet,
     ) -> bool {
-        let Some(s) = &g.strategy else {
+        let Some(s) = &group.strategy else {
             return false;
         };
-        let canaries = &g.sets.canaries;
+        let canaries = &group.sets.canaries;
         let require = !destructive.is_empty()
             && (canaries.len() as i32) < s.canary
-            && !g.deployment_state.promoted;
+            && !group.deployment_state.promoted;
         if require {
-            g.deployment_state.desired_canaries = s.canary;
+            group.deployment_state.desired_canaries = s.canary;
         }
         if require && !self.paused() && !self.failed() {
             let n = (s.canary as usize).saturating_sub(canaries.len());
-            g.desired.canary += n as u64;
+            group.desired.canary += n as u64;
             let canary_names: Vec<String> = canaries.values().map(|a| a.name.clone()).collect();
             let destructive_names: Vec<String> = filter::name_order(destructive)
                 .iter()
                 .map(|a| a.name.clone())
                 .collect();
-            for name in g.names.next_canaries(n, &canary_names, &destructive_names) {
+            for name in group
+                .names
+                .next_canaries(n, &canary_names, &destructive_names)
+            {
                 self.results
                     .place
-                    .push(new_placement(name, &g.tg.name, true));
+                    .push(new_placement(name, &group.tg.name, true));
             }
         }
         require

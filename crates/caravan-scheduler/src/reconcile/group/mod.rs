@@ -157,7 +157,7 @@ impl GroupReconciler<'_, '_> {
             count,
             sets.names_in_use(self.input.batch),
         );
-        let mut g = GroupState {
+        let mut group = GroupState {
             tg,
             desired,
             strategy,
@@ -167,40 +167,43 @@ impl GroupReconciler<'_, '_> {
             names,
         };
 
-        self.handle_delayed(&tg.name, &g.sets.reschedule_later, &mut g.desired);
-        let canarying = g.is_canarying();
-        self.compute_stop(&mut g, canarying);
-        let updates = self.compute_updates(&mut g, update);
+        self.handle_delayed(&tg.name, &group.sets.reschedule_later, &mut group.desired);
+        let canarying = group.is_canarying();
+        self.compute_stop(&mut group, canarying);
+        let updates = self.compute_updates(&mut group, update);
         // Unpromoted canaries run beside the allocations they may replace: they
         // do not count toward the group, so lost and failed ones are replaced.
         if canarying {
-            let canaries = &g.sets.canaries;
-            g.sets.untainted.retain(|id, _| !canaries.contains_key(id));
+            let canaries = &group.sets.canaries;
+            group
+                .sets
+                .untainted
+                .retain(|id, _| !canaries.contains_key(id));
         }
-        let require_canary = self.place_canaries(&mut g, &updates.destructive);
-        let canarying = g.is_canarying();
+        let require_canary = self.place_canaries(&mut group, &updates.destructive);
+        let canarying = group.is_canarying();
         let place_ready = !self.paused() && !self.failed() && !canarying;
-        let limit = self.compute_limit(&g, &updates.destructive, canarying);
-        let placements = self.compute_placements(&mut g, canarying);
+        let limit = self.compute_limit(&group, &updates.destructive, canarying);
+        let placements = self.compute_placements(&mut group, canarying);
         let placed = placements.len();
-        self.add_placements(&mut g, placements, place_ready);
+        self.add_placements(&mut group, placements, place_ready);
         let limit = if place_ready {
             limit.saturating_sub(placed)
         } else {
             limit
         };
-        self.add_destructive_updates(&mut g, &updates.destructive, place_ready, limit);
-        self.migrate(&mut g, canarying);
+        self.add_destructive_updates(&mut group, &updates.destructive, place_ready, limit);
+        self.migrate(&mut group, canarying);
         let updating_spec = !updates.destructive.is_empty() || updates.in_place > 0;
-        self.record_deployment_state(&mut g, updating_spec, had_running);
-        self.results.desired.insert(tg.name.clone(), g.desired);
+        self.record_deployment_state(&mut group, updating_spec, had_running);
+        self.results.desired.insert(tg.name.clone(), group.desired);
 
         let nothing_left = updates.destructive.is_empty()
             && updates.in_place == 0
             && placed == 0
-            && g.sets.migrate.is_empty()
-            && g.sets.reschedule_now.is_empty()
-            && g.sets.reschedule_later.is_empty()
+            && group.sets.migrate.is_empty()
+            && group.sets.reschedule_now.is_empty()
+            && group.sets.reschedule_later.is_empty()
             && !require_canary;
         nothing_left && self.deployment_done(&tg.name)
     }
@@ -297,18 +300,18 @@ impl GroupReconciler<'_, '_> {
     /// replaced, or updated in place, as `update` decides.
     fn compute_updates(
         &mut self,
-        g: &mut GroupState<'_>,
+        group: &mut GroupState<'_>,
         update: &mut UpdateDecision<'_>,
     ) -> Updates {
         let mut destructive = AllocSet::new();
         let mut in_place = 0u64;
-        for (id, a) in &g.sets.untainted {
+        for (id, a) in &group.sets.untainted {
             if a.job_version == self.job.version {
-                g.desired.ignore += 1;
+                group.desired.ignore += 1;
                 continue;
             }
-            match update(a, self.job, g.tg) {
-                UpdateKind::Ignore => g.desired.ignore += 1,
+            match update(a, self.job, group.tg) {
+                UpdateKind::Ignore => group.desired.ignore += 1,
                 UpdateKind::Destructive => {
                     destructive.insert(id.clone(), a.clone());
                 }
@@ -318,7 +321,7 @@ impl GroupReconciler<'_, '_> {
                 }
             }
         }
-        g.desired.in_place_update += in_place;
+        group.desired.in_place_update += in_place;
         Updates {
             destructive,
             in_place,
@@ -328,19 +331,24 @@ impl GroupReconciler<'_, '_> {
     /// How many destructive updates and migrations may proceed: the update's
     /// `max_parallel` less the deployment's allocations not yet healthy, none
     /// while one is unhealthy or the deployment is paused, failed or canarying.
-    fn compute_limit(&self, g: &GroupState<'_>, destructive: &AllocSet, canarying: bool) -> usize {
-        if g.strategy.is_none() || destructive.len() + g.sets.migrate.len() == 0 {
-            return g.count();
+    fn compute_limit(
+        &self,
+        group: &GroupState<'_>,
+        destructive: &AllocSet,
+        canarying: bool,
+    ) -> usize {
+        if group.strategy.is_none() || destructive.len() + group.sets.migrate.len() == 0 {
+            return group.count();
         }
         if self.paused() || self.failed() || canarying {
             return 0;
         }
-        let Some(s) = model::update_strategy(self.job, g.tg) else {
-            return g.count();
+        let Some(s) = model::update_strategy(self.job, group.tg) else {
+            return group.count();
         };
         let mut limit = i64::from(s.max_parallel);
         if let Some(d) = &self.deployment {
-            for a in g
+            for a in group
                 .sets
                 .untainted
                 .values()
@@ -358,28 +366,28 @@ impl GroupReconciler<'_, '_> {
 
     /// Replacements of failed and lost allocations, then new allocations up to
     /// the group's count.
-    fn compute_placements(&self, g: &mut GroupState<'_>, canarying: bool) -> Vec<Placement> {
-        let count = g.count();
+    fn compute_placements(&self, group: &mut GroupState<'_>, canarying: bool) -> Vec<Placement> {
+        let count = group.count();
         let mut place: Vec<Placement> = Vec::new();
-        for a in filter::name_order(&g.sets.reschedule_now) {
-            let mut p = replacement(a, &g.tg.name, canarying);
+        for a in filter::name_order(&group.sets.reschedule_now) {
+            let mut p = replacement(a, &group.tg.name, canarying);
             p.reschedule = true;
             place.push(p);
         }
         let mut existing =
-            g.sets.untainted.len() + g.sets.migrate.len() + g.sets.reschedule_now.len();
-        for a in filter::name_order(&g.sets.lost) {
+            group.sets.untainted.len() + group.sets.migrate.len() + group.sets.reschedule_now.len();
+        for a in filter::name_order(&group.sets.lost) {
             if existing >= count {
                 break;
             }
             existing += 1;
-            let mut p = replacement(a, &g.tg.name, canarying);
+            let mut p = replacement(a, &group.tg.name, canarying);
             p.lost = true;
             place.push(p);
         }
         if existing < count {
-            for name in g.names.next(count - existing) {
-                place.push(new_placement(name, &g.tg.name, false));
+            for name in group.names.next(count - existing) {
+                place.push(new_placement(name, &group.tg.name, false));
             }
         }
         place
@@ -388,25 +396,30 @@ impl GroupReconciler<'_, '_> {
     /// Adds the placements to the results, stopping the failed allocations
     /// they replace; while the deployment is paused, failed or canarying only
     /// replacements of failed and lost allocations go ahead.
-    fn add_placements(&mut self, g: &mut GroupState<'_>, place: Vec<Placement>, place_ready: bool) {
+    fn add_placements(
+        &mut self,
+        group: &mut GroupState<'_>,
+        place: Vec<Placement>,
+        place_ready: bool,
+    ) {
         if place_ready {
-            g.desired.place += place.len() as u64;
-            g.desired.stop += g.sets.reschedule_now.len() as u64;
-            self.stop(&g.sets.reschedule_now, ALLOC_RESCHEDULED, None);
+            group.desired.place += place.len() as u64;
+            group.desired.stop += group.sets.reschedule_now.len() as u64;
+            self.stop(&group.sets.reschedule_now, ALLOC_RESCHEDULED, None);
             self.results.place.extend(place);
             return;
         }
         for p in place {
             if let Some(prev) = &p.previous {
                 if p.reschedule {
-                    g.desired.stop += 1;
+                    group.desired.stop += 1;
                     self.results.stop.push(Stop {
                         alloc: prev.clone(),
                         description: ALLOC_RESCHEDULED,
                         client_status: None,
                     });
                 }
-                g.desired.place += 1;
+                group.desired.place += 1;
                 self.results.place.push(p);
             }
         }
@@ -415,18 +428,18 @@ impl GroupReconciler<'_, '_> {
     /// Destructive updates, at most `limit` of them, once placements may proceed.
     fn add_destructive_updates(
         &mut self,
-        g: &mut GroupState<'_>,
+        group: &mut GroupState<'_>,
         destructive: &AllocSet,
         place_ready: bool,
         limit: usize,
     ) {
         if !place_ready {
-            g.desired.ignore += destructive.len() as u64;
+            group.desired.ignore += destructive.len() as u64;
             return;
         }
         let take = destructive.len().min(limit);
-        g.desired.destructive_update += take as u64;
-        g.desired.ignore += (destructive.len() - take) as u64;
+        group.desired.destructive_update += take as u64;
+        group.desired.ignore += (destructive.len() - take) as u64;
         for a in filter::name_order(destructive).into_iter().take(take) {
             self.results.destructive.push(a);
         }
@@ -434,14 +447,14 @@ impl GroupReconciler<'_, '_> {
 
     /// Moves allocations off draining nodes (stop and replace), or only stops
     /// them while the deployment is failed or paused.
-    fn migrate(&mut self, g: &mut GroupState<'_>, canarying: bool) {
+    fn migrate(&mut self, group: &mut GroupState<'_>, canarying: bool) {
         let blocked = self.failed() || self.paused();
         if blocked {
-            g.desired.stop += g.sets.migrate.len() as u64;
+            group.desired.stop += group.sets.migrate.len() as u64;
         } else {
-            g.desired.migrate += g.sets.migrate.len() as u64;
+            group.desired.migrate += group.sets.migrate.len() as u64;
         }
-        for a in filter::name_order(&g.sets.migrate) {
+        for a in filter::name_order(&group.sets.migrate) {
             if blocked {
                 self.results.stop.push(Stop {
                     alloc: a,
@@ -457,7 +470,7 @@ impl GroupReconciler<'_, '_> {
             });
             self.results
                 .place
-                .push(replacement(a, &g.tg.name, canarying));
+                .push(replacement(a, &group.tg.name, canarying));
         }
     }
 
@@ -466,14 +479,14 @@ impl GroupReconciler<'_, '_> {
     /// yet, and either runs nothing of this version or is being updated.
     fn record_deployment_state(
         &mut self,
-        g: &mut GroupState<'_>,
+        group: &mut GroupState<'_>,
         updating_spec: bool,
         had_running: bool,
     ) {
-        g.deployment_state.desired_total = g.tg.count;
-        let joins = g.strategy.is_some()
-            && !g.had_deployment_state
-            && g.deployment_state.desired_total != 0
+        group.deployment_state.desired_total = group.tg.count;
+        let joins = group.strategy.is_some()
+            && !group.had_deployment_state
+            && group.deployment_state.desired_total != 0
             && (!had_running || updating_spec);
         if joins && self.deployment.is_none() {
             self.deployment = Some(new_deployment(
@@ -485,25 +498,25 @@ impl GroupReconciler<'_, '_> {
             self.created = true;
         }
         if let Some(d) = self.deployment.as_mut()
-            && (g.had_deployment_state || joins)
+            && (group.had_deployment_state || joins)
         {
             d.task_groups
-                .insert(g.tg.name.clone(), g.deployment_state.clone());
+                .insert(group.tg.name.clone(), group.deployment_state.clone());
         }
     }
 
     /// Whether the group's part of the deployment is done: all healthy, and
     /// canaries promoted.
     fn deployment_done(&self, group: &str) -> bool {
-        let Some(ds) = self
+        let Some(state) = self
             .deployment
             .as_ref()
             .and_then(|d| d.task_groups.get(group))
         else {
             return true;
         };
-        !(ds.healthy_allocs < ds.desired_total.max(ds.desired_canaries)
-            || (ds.desired_canaries > 0 && !ds.promoted))
+        !(state.healthy_allocs < state.desired_total.max(state.desired_canaries)
+            || (state.desired_canaries > 0 && !state.promoted))
     }
 }
 

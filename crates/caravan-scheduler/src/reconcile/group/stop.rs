@@ -24,36 +24,36 @@ impl GroupReconciler<'_, '_> {
     /// old allocations sharing a promoted canary's name, allocations that were
     /// migrating anyway, the highest indexes, and what duplicate names leave
     /// over.
-    pub(super) fn compute_stop(&mut self, g: &mut GroupState<'_>, canarying: bool) {
-        g.desired.stop += g.sets.lost.len() as u64;
-        self.stop(&g.sets.lost, ALLOC_LOST, Some(AllocClientStatus::Lost));
-        let mut counted: AllocSet = g.sets.untainted.clone();
+    pub(super) fn compute_stop(&mut self, group: &mut GroupState<'_>, canarying: bool) {
+        group.desired.stop += group.sets.lost.len() as u64;
+        self.stop(&group.sets.lost, ALLOC_LOST, Some(AllocClientStatus::Lost));
+        let mut counted: AllocSet = group.sets.untainted.clone();
         if canarying {
-            for id in g.sets.canaries.keys() {
+            for id in group.sets.canaries.keys() {
                 counted.remove(id);
             }
         }
-        let remove =
-            counted.len() as i64 + g.sets.migrate.len() as i64 - i64::from(g.tg.count.max(0));
+        let remove = counted.len() as i64 + group.sets.migrate.len() as i64
+            - i64::from(group.tg.count.max(0));
         if remove <= 0 {
             return;
         }
         // Terminal allocations count toward the total but need no stop.
         counted.retain(|_, a| !model::terminal(a));
         let mut excess = Excess { remove, counted };
-        if !canarying && !g.sets.canaries.is_empty() {
-            self.stop_canary_namesakes(g, &mut excess);
+        if !canarying && !group.sets.canaries.is_empty() {
+            self.stop_canary_namesakes(group, &mut excess);
         }
-        if !g.sets.migrate.is_empty() {
-            self.stop_migrating(g, &mut excess);
+        if !group.sets.migrate.is_empty() {
+            self.stop_migrating(group, &mut excess);
         }
-        self.stop_highest(g, &mut excess);
-        self.stop_duplicates(g, &mut excess, canarying);
+        self.stop_highest(group, &mut excess);
+        self.stop_duplicates(group, &mut excess, canarying);
     }
 
     /// After promotion, old allocations sharing a canary's name go first.
-    fn stop_canary_namesakes(&mut self, g: &mut GroupState<'_>, excess: &mut Excess) {
-        let canaries = &g.sets.canaries;
+    fn stop_canary_namesakes(&mut self, group: &mut GroupState<'_>, excess: &mut Excess) {
+        let canaries = &group.sets.canaries;
         let canary_names: Vec<&str> = canaries.values().map(|a| a.name.as_str()).collect();
         for a in filter::name_order(&excess.counted) {
             if excess.remove == 0 {
@@ -61,29 +61,29 @@ impl GroupReconciler<'_, '_> {
             }
             if !canaries.contains_key(&a.id) && canary_names.contains(&a.name.as_str()) {
                 excess.counted.remove(&a.id);
-                self.stop_unneeded(a, &mut g.sets.untainted, &mut g.desired);
+                self.stop_unneeded(a, &mut group.sets.untainted, &mut group.desired);
                 excess.remove -= 1;
             }
         }
     }
 
     /// Then allocations that were migrating anyway, highest names first.
-    fn stop_migrating(&mut self, g: &mut GroupState<'_>, excess: &mut Excess) {
+    fn stop_migrating(&mut self, group: &mut GroupState<'_>, excess: &mut Excess) {
         let mut migrating_names = NameIndex::new(
             &self.job.id,
-            &g.tg.name,
+            &group.tg.name,
             0,
-            g.sets.migrate.values().map(|a| a.name.as_str()),
+            group.sets.migrate.values().map(|a| a.name.as_str()),
         );
         let highest = migrating_names.highest(excess.remove as usize);
-        for a in filter::name_order(&g.sets.migrate).into_iter().rev() {
+        for a in filter::name_order(&group.sets.migrate).into_iter().rev() {
             if excess.remove == 0 {
                 return;
             }
             if highest.contains(&a.name) {
-                g.sets.migrate.remove(&a.id);
-                g.names.unset(&a.name);
-                g.desired.stop += 1;
+                group.sets.migrate.remove(&a.id);
+                group.names.unset(&a.name);
+                group.desired.stop += 1;
                 self.results.stop.push(Stop {
                     alloc: a,
                     description: ALLOC_NOT_NEEDED,
@@ -95,30 +95,35 @@ impl GroupReconciler<'_, '_> {
     }
 
     /// Then the highest indexes.
-    fn stop_highest(&mut self, g: &mut GroupState<'_>, excess: &mut Excess) {
-        let highest = g.names.highest(excess.remove as usize);
+    fn stop_highest(&mut self, group: &mut GroupState<'_>, excess: &mut Excess) {
+        let highest = group.names.highest(excess.remove as usize);
         for a in filter::name_order(&excess.counted).into_iter().rev() {
             if excess.remove == 0 {
                 return;
             }
             if highest.contains(&a.name) {
                 excess.counted.remove(&a.id);
-                self.stop_unneeded(a, &mut g.sets.untainted, &mut g.desired);
+                self.stop_unneeded(a, &mut group.sets.untainted, &mut group.desired);
                 excess.remove -= 1;
             }
         }
     }
 
     /// Duplicate names can leave some over; unpromoted canaries stay.
-    fn stop_duplicates(&mut self, g: &mut GroupState<'_>, excess: &mut Excess, canarying: bool) {
+    fn stop_duplicates(
+        &mut self,
+        group: &mut GroupState<'_>,
+        excess: &mut Excess,
+        canarying: bool,
+    ) {
         for a in filter::name_order(&excess.counted).into_iter().rev() {
             if excess.remove == 0 {
                 return;
             }
-            if canarying && g.sets.canaries.contains_key(&a.id) {
+            if canarying && group.sets.canaries.contains_key(&a.id) {
                 continue;
             }
-            self.stop_unneeded(a, &mut g.sets.untainted, &mut g.desired);
+            self.stop_unneeded(a, &mut group.sets.untainted, &mut group.desired);
             excess.remove -= 1;
         }
     }
