@@ -1,6 +1,6 @@
 //! Evaluations: the ones the gateway creates alongside its writes, and reads.
 
-use caravan_jobspec::job_type_name;
+use caravan_model::NomadName;
 use caravan_proto::{Allocation, EvalStatus, Evaluation, Job, QueryMeta};
 
 use crate::error::{GatewayError, Result};
@@ -31,7 +31,7 @@ pub(crate) fn for_job(job: &Job, trigger: &str) -> Evaluation {
         id: new_id(),
         namespace: job.namespace.clone(),
         priority: job.priority,
-        r#type: job_type_name(job.r#type()).to_string(),
+        r#type: job.r#type().nomad_name().to_string(),
         triggered_by: trigger.to_string(),
         job_id: job.id.clone(),
         job_modify_revision: job.job_modify_revision,

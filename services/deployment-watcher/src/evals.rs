@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use caravan_jobspec::job_type_name;
+use caravan_model::NomadName;
 use caravan_proto::{Deployment, EvalStatus, Evaluation, Job};
 use tokio::time::Instant;
 
@@ -27,7 +27,7 @@ pub fn for_deployment(d: &Deployment, job: &Job, now_unix_ns: i64) -> Evaluation
         id: uuid::Uuid::new_v4().to_string(),
         namespace: d.namespace.clone(),
         priority,
-        r#type: job_type_name(job.r#type()).to_string(),
+        r#type: job.r#type().nomad_name().to_string(),
         triggered_by: TRIGGER_DEPLOYMENT_WATCHER.to_string(),
         job_id: d.job_id.clone(),
         job_modify_revision: job.job_modify_revision,

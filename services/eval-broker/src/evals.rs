@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use caravan_proto::{EvalStatus, Evaluation, Job, JobType, Node, NodeStatus};
+use caravan_model::NomadName;
+use caravan_proto::{EvalStatus, Evaluation, Job, Node, NodeStatus};
 
 use crate::error::BrokerError;
 
@@ -245,16 +246,6 @@ pub fn node_down(node: &Node, now_ns: i64) -> Node {
     n
 }
 
-/// The scheduler type that handles a job type.
-pub fn scheduler_of(job_type: JobType) -> &'static str {
-    match job_type {
-        JobType::Batch => "batch",
-        JobType::System => "system",
-        JobType::Sysbatch => "sysbatch",
-        JobType::Service | JobType::Unspecified => "service",
-    }
-}
-
 /// The eval that has the scheduler replace a job's allocations on a node
 /// that went down; type and priority come from the job when it still
 /// exists.
@@ -283,7 +274,7 @@ pub fn node_eval(
         namespace: namespace.to_string(),
         priority: job.map_or(DEFAULT_PRIORITY, |j| j.priority),
         r#type: job
-            .map_or("service", |j| scheduler_of(j.r#type()))
+            .map_or("service", |j| j.r#type().nomad_name())
             .to_string(),
         triggered_by: trigger.into(),
         job_id: job_id.to_string(),
@@ -299,6 +290,7 @@ pub fn node_eval(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use caravan_proto::JobType;
 
     fn uuid() -> String {
         uuid::Uuid::new_v4().to_string()

@@ -6,8 +6,9 @@
 mod periodic;
 mod policy;
 
-use crate::defaults::{self, job_type_name};
+use crate::defaults;
 use crate::error::{FieldError, FieldErrors};
+use caravan_model::{JobExt, NomadName};
 use caravan_proto::{Job, JobType, NetworkResource, Task, TaskGroup};
 use std::collections::BTreeMap;
 
@@ -49,7 +50,7 @@ pub fn validate(job: &Job) -> Result<(), FieldErrors> {
             JobType::Service
         }
     };
-    let type_name = job_type_name(job_type);
+    let type_name = job_type.nomad_name();
     let system = matches!(job_type, JobType::System | JobType::Sysbatch);
 
     if job.id.is_empty() {
@@ -134,8 +135,8 @@ pub fn validate(job: &Job) -> Result<(), FieldErrors> {
         group(tg, &base, job_type, &mut e);
     }
 
-    let is_periodic = job.periodic.as_ref().is_some_and(|p| p.enabled);
-    let is_parameterized = job.parameterized.is_some() && !job.dispatched;
+    let is_periodic = job.is_periodic();
+    let is_parameterized = job.is_parameterized();
     if let Some(p) = job.periodic.as_ref().filter(|p| p.enabled) {
         if !matches!(job_type, JobType::Batch | JobType::Sysbatch) {
             e.on(
@@ -217,7 +218,7 @@ fn group_base(tg: &TaskGroup, index: usize) -> String {
 }
 
 fn group(tg: &TaskGroup, base: &str, job_type: JobType, e: &mut Errors) {
-    let type_name = job_type_name(job_type);
+    let type_name = job_type.nomad_name();
     let system = matches!(job_type, JobType::System | JobType::Sysbatch);
     if tg.count < 0 {
         e.on(base, "count", format!("must be >= 0 (got {})", tg.count));
@@ -366,7 +367,7 @@ fn task(t: &Task, base: &str, job_type: JobType, e: &mut Errors) {
             "affinity",
             format!(
                 "{} jobs may not have an affinity block",
-                job_type_name(job_type)
+                job_type.nomad_name()
             ),
         );
     }

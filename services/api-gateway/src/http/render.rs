@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use caravan_jobspec::job_type_name;
+use caravan_model::NomadName;
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocMetric, AllocatedPort, Allocation, Deployment,
     DeploymentStatus, EvalStatus, Evaluation, Job, NetworkResource, Node, NodeStatus,
@@ -316,7 +316,7 @@ fn desired_transition(a: &Allocation) -> Value {
 
 fn alloc_job_type(snap: &Snapshot, a: &Allocation) -> String {
     snap.job(&a.namespace, &a.job_id)
-        .map(|j| job_type_name(j.r#type()).to_string())
+        .map(|j| j.r#type().nomad_name().to_string())
         .unwrap_or_default()
 }
 
@@ -628,7 +628,7 @@ pub fn job_stub(snap: &Snapshot, job: &Job) -> Value {
         "Datacenters": job.datacenters,
         "NodePool": job.node_pool,
         "Multiregion": Value::Null,
-        "Type": job_type_name(job.r#type()),
+        "Type": job.r#type().nomad_name(),
         "Priority": job.priority,
         "Periodic": job.periodic.as_ref().is_some_and(|p| p.enabled),
         "ParameterizedJob": job.parameterized.is_some(),

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use caravan_jobspec::{JobDiff, job_type_name};
+use caravan_jobspec::JobDiff;
+use caravan_model::NomadName;
 use caravan_proto::{
     AllocMetric, Allocation, Deployment, EvalStatus, Evaluation, Job, Node, Plan, PlanAnnotations,
     PlanResult, SchedulerConfiguration,
@@ -186,7 +187,7 @@ pub async fn plan(gw: &Gateway, job: Job, want_diff: bool) -> Result<Planned> {
             id: new_id(),
             namespace: job.namespace.clone(),
             priority: job.priority,
-            r#type: job_type_name(job.r#type()).to_string(),
+            r#type: job.r#type().nomad_name().to_string(),
             triggered_by: TRIGGER_JOB_REGISTER.into(),
             job_id: job.id.clone(),
             job_modify_revision: job.job_modify_revision,

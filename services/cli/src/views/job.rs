@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use caravan_model::NomadName;
 use caravan_proto::{Deployment, EvalStatus, Evaluation, Job, TaskGroupSummary};
 
 use crate::format::{kv, rfc3339, table};
@@ -13,7 +14,7 @@ use crate::views::deployment_block;
 
 /// `service`, or `batch/periodic`, `batch/parameterized` for templates.
 pub fn job_type(job: &Job) -> String {
-    let mut t = caravan_jobspec::job_type_name(job.r#type()).to_string();
+    let mut t = job.r#type().nomad_name().to_string();
     if job.periodic.as_ref().is_some_and(|p| p.enabled) {
         t.push_str("/periodic");
     }
@@ -80,7 +81,7 @@ pub fn job_page(page: &JobPage, now: i64) -> String {
         ("Submit Date", rfc3339(job.submit_time_unix_ns)),
         (
             "Type",
-            caravan_jobspec::job_type_name(job.r#type()).to_string(),
+            job.r#type().nomad_name().to_string(),
         ),
         ("Priority", job.priority.to_string()),
         ("Datacenters", job.datacenters.join(",")),

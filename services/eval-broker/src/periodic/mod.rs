@@ -13,10 +13,10 @@ pub mod launcher;
 
 use std::sync::Arc;
 
+use caravan_model::NomadName;
 use caravan_proto::{EvalStatus, Evaluation, Job, JobStatus};
 use caravan_state::{Tables, is_terminal};
 
-use crate::evals::scheduler_of;
 
 pub use cron::CronSchedule;
 
@@ -127,7 +127,7 @@ pub fn launch_eval(child: &Job, now_ns: i64) -> Evaluation {
         id: uuid::Uuid::new_v4().to_string(),
         namespace: child.namespace.clone(),
         priority: child.priority,
-        r#type: scheduler_of(child.r#type()).to_string(),
+        r#type: child.r#type().nomad_name().to_string(),
         triggered_by: TRIGGER_PERIODIC_JOB.into(),
         job_id: child.id.clone(),
         job_modify_revision: 0,
