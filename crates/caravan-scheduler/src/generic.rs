@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+use caravan_model::{AllocExt, DeploymentStatusExt, NomadName};
 use caravan_proto::{
     AllocDeploymentStatus, AllocMetric, Allocation, EvalStatus, Evaluation, Job, JobType,
     PlanAnnotations, TaskGroup,
@@ -74,7 +75,7 @@ pub fn process<P: Planner>(
         deployment_id: String::new(),
         eligibility: Eligibility::default(),
     };
-    if !evals::KNOWN_TRIGGERS.contains(&eval.triggered_by.as_str()) {
+    if !caravan_model::trigger::KNOWN.contains(&eval.triggered_by.as_str()) {
         let desc = format!(
             "scheduler cannot handle {:?} evaluation reason",
             eval.triggered_by
@@ -235,7 +236,7 @@ impl Run<'_> {
                 // its tasks changed and otherwise left alone, as Nomad's
                 // computeUpdates does: an update can bring a failed group
                 // back, as auto-revert relies on.
-                if model::terminal(a) {
+                if a.is_terminal() {
                     return if inplace::tasks_changed(c, a, job, tg) {
                         UpdateKind::Destructive
                     } else {
@@ -264,7 +265,7 @@ impl Run<'_> {
         let mut deployment = results
             .active_deployment
             .clone()
-            .filter(reconcile::deployment_active);
+            .filter(|d| d.status().is_active());
         self.deployment_id = deployment
             .as_ref()
             .map(|d| d.id.clone())
@@ -558,9 +559,9 @@ pub(crate) fn preempt_into_plan(
                     .as_ref()
                     .map_or(model::DEFAULT_PRIORITY, |j| model::priority(j)),
                 r#type: other.as_ref().map_or("service".to_string(), |j| {
-                    type_name(model::job_type(j)).to_string()
+                    model::job_type(j).nomad_name().to_string()
                 }),
-                triggered_by: "preemption".into(),
+                triggered_by: caravan_model::trigger::PREEMPTION.into(),
                 job_id: e.job_id.clone(),
                 status: EvalStatus::Pending as i32,
                 snapshot_revision: ctx.state.revision(),
@@ -580,16 +581,6 @@ pub(crate) fn preempt_into_plan(
             stub.preempted_by_allocation = alloc.id.clone();
             a.preempted_allocs.push(stub);
         }
-    }
-}
-
-/// The scheduler type name of a job type.
-pub fn type_name(t: JobType) -> &'static str {
-    match t {
-        JobType::Batch => "batch",
-        JobType::System => "system",
-        JobType::Sysbatch => "sysbatch",
-        _ => "service",
     }
 }
 

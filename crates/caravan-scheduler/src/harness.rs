@@ -8,8 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use caravan_model::NodeExt;
 use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, AllocList, Allocation, Deployment, Evaluation, Job,
+    AllocClientStatus, AllocList, Allocation, Deployment, Evaluation, Job,
     Node, NodeStatus, Plan, PlanResult, SchedulerConfiguration, SchedulingEligibility,
 };
 
@@ -56,7 +57,7 @@ impl State for FixtureState {
     fn ready_nodes(&self) -> Vec<Arc<Node>> {
         self.nodes
             .values()
-            .filter(|n| crate::state::node_accepts_placements(n))
+            .filter(|n| n.accepts_placements())
             .cloned()
             .collect()
     }
@@ -395,7 +396,3 @@ pub fn with_client_status(mut a: Allocation, s: AllocClientStatus) -> Allocation
     a
 }
 
-/// Whether an allocation is running or pending and wanted.
-pub fn is_live(a: &Allocation) -> bool {
-    a.desired_status() == AllocDesiredStatus::Run && !crate::model::client_terminal(a)
-}

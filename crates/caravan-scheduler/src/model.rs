@@ -1,36 +1,17 @@
-//! Small facts about the data model: terminal states, names, defaults.
+//! Small facts about the data model the schedulers need: names, defaults,
+//! policies. The rules shared with the services (terminal states, Nomad's
+//! names) live in `caravan-model`.
 
+use caravan_model::task_state;
 use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, Allocation, Job, JobType, MigrateStrategy,
-    ReschedulePolicy, TaskGroup, UpdateStrategy,
+    AllocClientStatus, Allocation, Job, JobType, MigrateStrategy, ReschedulePolicy, TaskGroup,
+    UpdateStrategy,
 };
+
+pub use caravan_model::DEFAULT_PRIORITY;
 
 /// One second in nanoseconds.
 pub const SECOND_NS: i64 = 1_000_000_000;
-
-/// Nomad's default priority.
-pub const DEFAULT_PRIORITY: i32 = 50;
-
-/// Whether the client reports the allocation finished (complete, failed or lost).
-pub fn client_terminal(a: &Allocation) -> bool {
-    matches!(
-        a.client_status(),
-        AllocClientStatus::Complete | AllocClientStatus::Failed | AllocClientStatus::Lost
-    )
-}
-
-/// Whether the servers asked the allocation to stop or be evicted.
-pub fn server_terminal(a: &Allocation) -> bool {
-    matches!(
-        a.desired_status(),
-        AllocDesiredStatus::Stop | AllocDesiredStatus::Evict
-    )
-}
-
-/// Whether the allocation is terminal for either side.
-pub fn terminal(a: &Allocation) -> bool {
-    server_terminal(a) || client_terminal(a)
-}
 
 /// Whether every task of the allocation finished without failing.
 pub fn ran_successfully(a: &Allocation) -> bool {
@@ -40,7 +21,7 @@ pub fn ran_successfully(a: &Allocation) -> bool {
     !a.task_states.is_empty()
         && a.task_states
             .values()
-            .all(|t| t.state == "dead" && !t.failed)
+            .all(|t| t.state == task_state::DEAD && !t.failed)
 }
 
 /// The scheduler type of a job.

@@ -1,7 +1,8 @@
 //! Reschedule policy: whether and when a failed allocation is replaced.
 
+use caravan_model::AllocExt;
 use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, Allocation, RescheduleEvent, ReschedulePolicy,
+    Allocation, RescheduleEvent, ReschedulePolicy,
     RescheduleTracker,
 };
 
@@ -71,10 +72,7 @@ pub fn next_delay(a: &Allocation, policy: &ReschedulePolicy) -> i64 {
 /// When `a` may be replaced and whether it may be at all.
 pub fn next_time(a: &Allocation, policy: &ReschedulePolicy) -> Option<i64> {
     let fail = last_event_time(a);
-    if a.desired_status() == AllocDesiredStatus::Stop
-        || a.client_status() != AllocClientStatus::Failed
-        || fail == 0
-    {
+    if !a.is_reschedule_candidate() || fail == 0 {
         return None;
     }
     let delay = next_delay(a, policy);
@@ -124,7 +122,7 @@ pub fn tracker_for_replacement(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use caravan_proto::TaskState;
+    use caravan_proto::{AllocClientStatus, AllocDesiredStatus, TaskState};
 
     const S: i64 = 1_000_000_000;
 

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
+use caravan_model::AllocExt;
 use caravan_proto::{
     AllocClientStatus, AllocMetric, Allocation, DesiredUpdates, EvalStatus, Evaluation, Job,
     NodeStatus, PlanAnnotations,
@@ -73,7 +74,7 @@ pub fn process<P: Planner>(
         next_eval: None,
         eligibility: Eligibility::default(),
     };
-    if !evals::KNOWN_TRIGGERS.contains(&eval.triggered_by.as_str()) {
+    if !caravan_model::trigger::KNOWN.contains(&eval.triggered_by.as_str()) {
         let desc = format!(
             "scheduler cannot handle {:?} evaluation reason",
             eval.triggered_by
@@ -178,7 +179,7 @@ impl Run<'_> {
         let mut terminal: BTreeMap<(String, String), Arc<Allocation>> = BTreeMap::new();
         for a in &allocs {
             let key = (a.node_id.clone(), a.name.clone());
-            if model::terminal(a) {
+            if a.is_terminal() {
                 let newer = terminal.get(&key).is_none_or(|t| {
                     (t.create_time_unix_ns, &t.id) < (a.create_time_unix_ns, &a.id)
                 });
@@ -293,7 +294,7 @@ impl Run<'_> {
             if destructive.len() > limit && self.next_eval.is_none() {
                 let mut next = eval.clone();
                 next.id = self.rng.uuid();
-                next.triggered_by = "rolling-update".into();
+                next.triggered_by = caravan_model::trigger::ROLLING_UPDATE.into();
                 next.status = EvalStatus::Pending as i32;
                 next.status_description = String::new();
                 next.previous_eval = eval.id.clone();

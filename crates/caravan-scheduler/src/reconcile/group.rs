@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use caravan_model::AllocExt;
 use caravan_proto::{
     AllocClientStatus, Allocation, Deployment, DeploymentState, DeploymentStatus, DesiredUpdates,
     EvalStatus, Evaluation, Job, TaskGroup,
@@ -80,7 +81,7 @@ impl GroupReconciler<'_, '_> {
         if self.input.batch {
             let old: Vec<String> = all
                 .iter()
-                .filter(|(_, a)| model::terminal(a) && a.job_version < self.job.version)
+                .filter(|(_, a)| a.is_terminal() && a.job_version < self.job.version)
                 .map(|(id, _)| id.clone())
                 .collect();
             for id in old {
@@ -107,7 +108,7 @@ impl GroupReconciler<'_, '_> {
             .chain(migrate.values())
             .chain(reschedule_now.values())
             .chain(lost.values())
-            .filter(|a| !model::terminal(a) || self.input.batch)
+            .filter(|a| !a.is_terminal() || self.input.batch)
             .map(|a| a.name.as_str());
         let count = tg.count.max(0) as u32;
         let mut names = NameIndex::new(&self.job.id, &tg.name, count, names_in_use);
@@ -309,7 +310,7 @@ impl GroupReconciler<'_, '_> {
         let updating_spec = !destructive.is_empty() || inplace_count > 0;
         let had_running = all
             .values()
-            .any(|a| a.job_version == self.job.version && !model::terminal(a));
+            .any(|a| a.job_version == self.job.version && !a.is_terminal());
         dstate.desired_total = tg.count;
         let joins = strategy.is_some()
             && !had_dstate
@@ -379,7 +380,7 @@ impl GroupReconciler<'_, '_> {
         let mut stop_set = AllocSet::new();
         for id in stop_ids {
             if let Some(a) = all.remove(&id)
-                && !model::terminal(&a)
+                && !a.is_terminal()
             {
                 stop_set.insert(id, a);
             }
@@ -474,7 +475,7 @@ impl GroupReconciler<'_, '_> {
             return;
         }
         // Terminal allocations count toward the total but need no stop.
-        counted.retain(|_, a| !model::terminal(a));
+        counted.retain(|_, a| !a.is_terminal());
         let do_stop = |this: &mut Self,
                        a: Arc<Allocation>,
                        untainted: &mut AllocSet,
@@ -610,7 +611,7 @@ fn limit_drain(
     };
     let in_flight = untainted
         .values()
-        .filter(|a| !model::terminal(a) && !a.previous_allocation.is_empty() && !arrived(a))
+        .filter(|a| !a.is_terminal() && !a.previous_allocation.is_empty() && !arrived(a))
         .count();
     let already = migrate.values().filter(|a| flagged(a)).count();
     let mut budget = model::migrate_max_parallel(tg).saturating_sub(in_flight + already);

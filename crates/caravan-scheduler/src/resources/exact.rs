@@ -9,10 +9,10 @@
 
 use std::collections::{HashMap, HashSet};
 
+use caravan_model::AllocExt;
 use caravan_proto::{Allocation, Node};
 
 use super::{Capacity, Exhausted};
-use crate::model;
 
 /// Why a set of allocations does not fit on a node: the dimension, and what
 /// exactly ran out or collided.
@@ -53,7 +53,7 @@ pub fn allocs_fit<'a>(
     let mut devices: HashMap<&str, &str> = HashMap::new();
     let mut own_ports: Vec<(u32, &str)> = Vec::new();
     for alloc in allocs {
-        if model::terminal(alloc) {
+        if alloc.is_terminal() {
             continue;
         }
         let Some(res) = &alloc.allocated_resources else {
