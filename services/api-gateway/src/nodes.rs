@@ -3,11 +3,12 @@
 
 use std::collections::BTreeSet;
 
+use caravan_model::AllocExt;
 use caravan_proto::{
     Allocation, DrainMetadata, DrainStrategy, Evaluation, JobType, Node, QueryMeta,
     SchedulingEligibility,
 };
-use caravan_state::{Snapshot, encode, is_terminal};
+use caravan_state::{Snapshot, encode};
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
 use crate::error::{GatewayError, Result};
@@ -89,7 +90,7 @@ pub(crate) fn node_evals(
         out.push(eval);
     };
     for alloc in snap.allocs_by_node(&node.id) {
-        if is_terminal(alloc) {
+        if alloc.is_terminal() {
             continue;
         }
         if let Some(job) = snap.job(&alloc.namespace, &alloc.job_id) {

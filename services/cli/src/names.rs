@@ -48,14 +48,6 @@ pub fn client_status(s: AllocClientStatus) -> &'static str {
     }
 }
 
-/// Whether an allocation is done for good on its client.
-pub fn client_terminal(s: AllocClientStatus) -> bool {
-    matches!(
-        s,
-        AllocClientStatus::Complete | AllocClientStatus::Failed | AllocClientStatus::Lost
-    )
-}
-
 /// `pending`, `running`, `dead`.
 pub fn job_status(s: JobStatus) -> &'static str {
     match s {
@@ -111,8 +103,6 @@ mod tests {
         assert!(eval_finished(EvalStatus::Failed) && !eval_finished(EvalStatus::Blocked));
         assert_eq!(desired_status(AllocDesiredStatus::Run), "run");
         assert_eq!(client_status(AllocClientStatus::Lost), "lost");
-        assert!(client_terminal(AllocClientStatus::Complete));
-        assert!(!client_terminal(AllocClientStatus::Running));
         assert_eq!(job_status(JobStatus::Dead), "dead");
         assert_eq!(node_status(NodeStatus::Ready), "ready");
         assert_eq!(eligibility(SchedulingEligibility::Unspecified), "eligible");

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use caravan_model::AllocExt;
 use caravan_proto::{Allocation, Deployment, DeploymentState, DeploymentStatus};
-use caravan_state::is_terminal;
 
 /// Description of a deployment that runs.
 pub const DESC_RUNNING: &str = "Deployment is running";
@@ -87,7 +87,7 @@ pub fn group_health<'a>(
         match health(a) {
             Some(true) => {
                 g.healthy += 1;
-                if !is_terminal(a) {
+                if !a.is_terminal() {
                     g.healthy_running += 1;
                 }
                 if state.placed_canaries.contains(&a.id) {

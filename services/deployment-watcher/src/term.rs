@@ -9,8 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use caravan_model::AllocExt;
 use caravan_proto::{Allocation, Deployment, DeploymentStatus, EvalStatus, Job};
-use caravan_state::{Informer, Snapshot, as_spec, is_terminal, register_txn};
+use caravan_state::{Informer, Snapshot, as_spec, register_txn};
 use caravan_store::Revision;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -100,7 +101,7 @@ pub fn missed_eval(snap: &Snapshot, d: &Deployment) -> bool {
     }
     let last_healthy = allocs_of(snap, d)
         .into_iter()
-        .filter(|a| health(a) == Some(true) && !is_terminal(a))
+        .filter(|a| health(a) == Some(true) && !a.is_terminal())
         .filter_map(|a| a.deployment_status.as_ref().map(|s| s.timestamp_unix_ns))
         .max();
     let Some(last_healthy) = last_healthy else {

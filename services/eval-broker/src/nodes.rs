@@ -5,8 +5,9 @@
 
 use std::collections::BTreeSet;
 
+use caravan_model::AllocExt;
 use caravan_proto::{Allocation, Evaluation, Node, NodeStatus, SchedulingEligibility};
-use caravan_state::{ObjectChange, Tables, is_terminal};
+use caravan_state::{ObjectChange, Tables};
 use caravan_store::Revision;
 
 use crate::evals::{node_counts_as_up, node_update_eval};
@@ -51,9 +52,9 @@ pub fn capacity_freed<'a>(change: &ObjectChange<'a, Allocation>) -> Option<&'a s
     match *change {
         ObjectChange::Added(_) => None,
         ObjectChange::Updated { old, new } => {
-            (!is_terminal(old) && is_terminal(new)).then_some(new.node_id.as_str())
+            (!old.is_terminal() && new.is_terminal()).then_some(new.node_id.as_str())
         }
-        ObjectChange::Removed(old) => (!is_terminal(old)).then_some(old.node_id.as_str()),
+        ObjectChange::Removed(old) => (!old.is_terminal()).then_some(old.node_id.as_str()),
     }
 }
 
@@ -87,7 +88,7 @@ pub fn capacity_revisions(snapshot: &Tables) -> Vec<(String, Revision)> {
     for node in snapshot.nodes().filter(|n| schedulable(n)) {
         note(&node.computed_class, node.modify_revision);
     }
-    for alloc in snapshot.allocs().filter(|a| is_terminal(a)) {
+    for alloc in snapshot.allocs().filter(|a| a.is_terminal()) {
         if let Some(node) = snapshot.node(&alloc.node_id) {
             note(&node.computed_class, alloc.modify_revision);
         }
@@ -119,7 +120,7 @@ pub fn heartbeats_lost(older: &Tables, newer: &Tables) -> Vec<String> {
 pub fn node_update_evals(snapshot: &Tables, node_id: &str, now_ns: i64) -> Vec<Evaluation> {
     let jobs: BTreeSet<(&str, &str)> = snapshot
         .allocs_by_node(node_id)
-        .filter(|a| !is_terminal(a))
+        .filter(|a| !a.is_terminal())
         .map(|a| (a.namespace.as_str(), a.job_id.as_str()))
         .collect();
     jobs.into_iter()

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
-use caravan_integration_tests::state::is_live;
+use caravan_model::AllocExt;
 use caravan_proto::{AllocClientStatus, Allocation, EvalStatus, Evaluation};
 use caravan_state::{AllocDetail, Keyspace, StateKey, decode, decode_alloc};
 use caravan_store::{EventKind, Store};
@@ -89,10 +89,10 @@ pub async fn watch(
                     // Statuses are all the bench reads: the lean decode keeps
                     // its own cost out of the measurement as far as it can.
                     let a: Allocation = decode_alloc(&ev.kv, AllocDetail::Scheduling)?;
-                    if is_live(&a) {
+                    if a.is_live() {
                         seen.placed.insert(a.id.clone());
                     }
-                    if is_live(&a) && a.client_status() == AllocClientStatus::Running {
+                    if a.is_live() && a.client_status() == AllocClientStatus::Running {
                         seen.running.insert(a.id);
                     }
                 }

@@ -9,10 +9,11 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use caravan_model::AllocExt;
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Evaluation, Job,
 };
-use caravan_state::{Keyspace, Snapshot, decode, encode, is_terminal};
+use caravan_state::{Keyspace, Snapshot, decode, encode};
 use caravan_store::{Compare, CompareOp, Op, OpResult, Revision, Txn, TxnResult};
 
 use crate::client::status_writes::Current;
@@ -123,9 +124,7 @@ impl<'a> Drains<'a> {
             .entry((next.namespace.clone(), next.job_id.clone()))
             .or_insert_with(|| {
                 snap.allocs_by_job(&next.namespace, &next.job_id).any(|a| {
-                    a.desired_status() == AllocDesiredStatus::Run
-                        && !is_terminal(a)
-                        && nodes.contains(a.node_id.as_str())
+                    a.is_live() && nodes.contains(a.node_id.as_str())
                 })
             })
     }

@@ -4,10 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use caravan_model::AllocExt;
 use caravan_proto::{
     AllocClientStatus, Allocation, Evaluation, Job, JobStatus, JobType, QueryMeta, TaskGroupSummary,
 };
-use caravan_state::{Snapshot, is_terminal};
+use caravan_state::Snapshot;
 
 use crate::error::{GatewayError, Result};
 use crate::evals::is_template;
@@ -34,7 +35,7 @@ fn derive_status(snap: &Snapshot, job: &Job) -> JobStatus {
     let mut has_alloc = false;
     for alloc in snap.allocs_by_job(&job.namespace, &job.id) {
         has_alloc = true;
-        if !is_terminal(alloc) {
+        if !alloc.is_terminal() {
             return JobStatus::Running;
         }
     }

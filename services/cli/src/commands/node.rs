@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use caravan_proto::{AllocDesiredStatus, Allocation, DrainStrategy};
+use caravan_model::AllocExt;
+use caravan_proto::{Allocation, DrainStrategy};
 
 use crate::api::Api;
 use crate::args::{DrainArgs, NodeCommand};
@@ -11,7 +12,7 @@ use crate::error::CliError;
 use crate::format::{now_unix_ns, rfc3339, short_id};
 use crate::lookup;
 use crate::monitor::stamp;
-use crate::names::{client_status, client_terminal};
+use crate::names::client_status;
 use crate::ui::Ui;
 use crate::views;
 
@@ -92,7 +93,7 @@ async fn drain(api: &Api, ui: &mut Ui, args: DrainArgs) -> Result<u8> {
 
 /// Whether an allocation still holds its place on a draining node.
 fn still_running(a: &Allocation) -> bool {
-    !client_terminal(a.client_status()) && a.desired_status() == AllocDesiredStatus::Run
+    a.is_live()
 }
 
 /// Follows a drain until the node's allocations have stopped (or the drain

@@ -1,10 +1,11 @@
 //! `node status`: the nodes table and one node's page (drivers, allocated
 //! resources, allocations).
 
+use caravan_model::AllocExt;
 use caravan_proto::{Allocation, Node};
 
 use crate::format::{ibytes, kv, mb, rfc3339, short_id, table};
-use crate::names::{client_terminal, eligibility, node_status};
+use crate::names::{eligibility, node_status};
 use crate::views::alloc_list;
 
 /// `false`, or `true; <deadline> deadline; ignoring system jobs`.
@@ -112,9 +113,7 @@ pub fn node_page(node: &Node, allocs: &[Allocation], now: i64) -> String {
 fn allocated(node: &Node, allocs: &[Allocation]) -> String {
     let (mut cpu, mut mem, mut disk) = (0u64, 0u64, 0u64);
     for a in allocs {
-        if client_terminal(a.client_status())
-            || a.desired_status() != caravan_proto::AllocDesiredStatus::Run
-        {
+        if !a.is_live() {
             continue;
         }
         let Some(r) = &a.allocated_resources else {

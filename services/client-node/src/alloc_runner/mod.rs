@@ -10,8 +10,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use caravan_model::AllocExt;
 use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Job, JobType, Node, Task,
+    AllocClientStatus, AllocUpdate, Allocation, Job, JobType, Node, Task,
     TaskGroup, TaskState,
 };
 use tokio::sync::{mpsc, watch};
@@ -67,14 +68,6 @@ pub enum AllocCommand {
 }
 
 pub use status::client_status;
-
-/// Whether the servers want the alloc stopped.
-pub fn wants_stop(alloc: &Allocation) -> bool {
-    matches!(
-        alloc.desired_status(),
-        AllocDesiredStatus::Stop | AllocDesiredStatus::Evict
-    )
-}
 
 struct Slot {
     state: TaskState,
@@ -182,7 +175,7 @@ impl AllocRunner {
                 None => self.setup(&group),
             },
         }
-        let stop_now = wants_stop(&self.alloc);
+        let stop_now = self.alloc.is_server_terminal();
         if stop_now {
             self.begin_stop(&self.alloc.clone());
         }
@@ -428,7 +421,7 @@ impl AllocRunner {
                 .and_then(|g| HealthTracker::for_alloc(&alloc, &self.job, g, Instant::now()));
         }
         self.alloc = alloc.clone();
-        if wants_stop(&alloc) && !self.stopping {
+        if alloc.is_server_terminal() && !self.stopping {
             self.begin_stop(&alloc);
         }
     }

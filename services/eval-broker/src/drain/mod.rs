@@ -9,11 +9,12 @@ pub mod enforcer;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use caravan_model::AllocExt;
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, Allocation, DrainMetadata, DrainStrategy, Evaluation,
     JobType, Node,
 };
-use caravan_state::{Tables, is_terminal};
+use caravan_state::Tables;
 
 use crate::evals::node_eval;
 
@@ -57,7 +58,7 @@ pub fn to_migrate(snap: &Tables, node: &Node) -> Vec<Arc<Allocation>> {
         return Vec::new();
     };
     snap.allocs_by_node(&node.id)
-        .filter(|a| !is_terminal(a) && !flagged(a))
+        .filter(|a| !a.is_terminal() && !flagged(a))
         .filter(|a| !(drain.ignore_system_jobs && is_system(snap, a)))
         .cloned()
         .collect()
@@ -105,7 +106,7 @@ pub fn forced_moves(
 /// same rule.
 pub fn keeps_drain_going(snap: &Tables, alloc: &Allocation, ignore_system: bool) -> bool {
     use AllocClientStatus as C;
-    let client_done = matches!(alloc.client_status(), C::Complete | C::Failed | C::Lost);
+    let client_done = alloc.is_client_terminal();
     let never_started = alloc.desired_status() != AllocDesiredStatus::Run
         && matches!(alloc.client_status(), C::Pending | C::Unspecified);
     if client_done || never_started {

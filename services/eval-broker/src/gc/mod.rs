@@ -8,11 +8,12 @@ pub mod collector;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use caravan_model::AllocExt;
 use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, Allocation, Deployment, DeploymentStatus, EvalStatus,
+    AllocClientStatus, Allocation, Deployment, DeploymentStatus, EvalStatus,
     Evaluation, Job, JobType, Node, NodeStatus,
 };
-use caravan_state::{Tables, is_terminal};
+use caravan_state::Tables;
 
 use crate::config::GcConfig;
 
@@ -155,7 +156,7 @@ pub fn job_dead(snap: &Tables, job: &Job) -> bool {
     }
     let running = snap
         .allocs_by_job(&job.namespace, &job.id)
-        .any(|a| !is_terminal(a));
+        .any(|a| !a.is_terminal());
     let pending = snap
         .evals_by_job(&job.namespace, &job.id)
         .any(|e| !eval_terminal(e));
@@ -199,7 +200,7 @@ impl Live {
                 }
             }
         }
-        for a in snap.allocs().filter(|a| !is_terminal(a)) {
+        for a in snap.allocs().filter(|a| !a.is_terminal()) {
             for id in [&a.eval_id, &a.followup_eval_id] {
                 if !id.is_empty() {
                     live.evals.insert(id.clone());
@@ -261,7 +262,7 @@ impl<'a> Sweep<'a> {
     /// Nomad's `allocGCEligible`, plus: an alloc a live alloc names as its
     /// predecessor stays.
     fn alloc_eligible(&mut self, a: &Allocation, job: Option<&'a Job>, cutoff: i64) -> bool {
-        if !is_terminal(a) || a.modify_time_unix_ns > cutoff {
+        if !a.is_terminal() || a.modify_time_unix_ns > cutoff {
             return false;
         }
         if a.client_status() == AllocClientStatus::Running || self.live.allocs.contains(&a.id) {
@@ -271,9 +272,7 @@ impl<'a> Sweep<'a> {
         if job.stop || self.is_dead(job) {
             return true;
         }
-        if a.desired_status() == AllocDesiredStatus::Stop
-            || a.client_status() != AllocClientStatus::Failed
-        {
+        if !a.is_reschedule_candidate() {
             return true;
         }
         let policy = job
@@ -443,7 +442,7 @@ pub fn select(snap: &Tables, cut: GcCutoffs, now_ns: i64) -> Vec<GcUnit> {
         let old = node.status() == NodeStatus::Down
             && node.status_updated_at_unix_ns <= cut.node
             && !snap.heartbeat_live(&node.id);
-        if old && snap.allocs_by_node(&node.id).all(|a| is_terminal(a)) {
+        if old && snap.allocs_by_node(&node.id).all(|a| a.is_terminal()) {
             units.push(GcUnit {
                 objects: vec![Doomed::Node(Arc::clone(node))],
                 after: Vec::new(),

@@ -13,9 +13,9 @@ pub mod launcher;
 
 use std::sync::Arc;
 
-use caravan_model::NomadName;
+use caravan_model::{AllocExt, NomadName};
 use caravan_proto::{EvalStatus, Evaluation, Job, JobStatus};
-use caravan_state::{Tables, is_terminal};
+use caravan_state::Tables;
 
 
 pub use cron::CronSchedule;
@@ -91,7 +91,7 @@ fn eval_live(eval: &Evaluation) -> bool {
 pub fn has_running_child(snap: &Tables, parent: &Job) -> bool {
     children(snap, parent).any(|(_, child)| {
         snap.allocs_by_job(&child.namespace, &child.id)
-            .any(|a| !is_terminal(a))
+            .any(|a| !a.is_terminal())
             || snap
                 .evals_by_job(&child.namespace, &child.id)
                 .any(|e| eval_live(e))
