@@ -5,12 +5,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use caravan_model::EvalStatusExt;
 use caravan_proto::{AllocDesiredStatus, Allocation, Evaluation};
 
 use crate::api::Api;
 use crate::error::CliError;
 use crate::format::{now_unix_ns, rfc3339, short_id};
-use crate::names::{client_status, eval_finished, eval_status};
+use crate::names::{client_status, eval_status};
 use crate::placement::{alloc_metrics, group_header, waiting_for_capacity};
 use crate::ui::Ui;
 
@@ -213,7 +214,7 @@ pub async fn monitor(api: &Api, ui: &mut Ui, eval_id: &str) -> Result<u8, CliErr
                 ui.output(stamp(false, &time, &line));
             }
             seen = now;
-            if eval_finished(eval.status()) {
+            if eval.status().is_terminal() {
                 break eval;
             }
         };

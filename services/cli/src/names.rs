@@ -17,14 +17,6 @@ pub fn eval_status(s: EvalStatus) -> &'static str {
     }
 }
 
-/// Whether an eval has finished (complete, failed or canceled).
-pub fn eval_finished(s: EvalStatus) -> bool {
-    matches!(
-        s,
-        EvalStatus::Complete | EvalStatus::Failed | EvalStatus::Canceled
-    )
-}
-
 /// `run`, `stop`, `evict`.
 pub fn desired_status(s: AllocDesiredStatus) -> &'static str {
     match s {
@@ -100,7 +92,6 @@ mod tests {
     #[test]
     fn names_are_nomads() {
         assert_eq!(eval_status(EvalStatus::Canceled), "canceled");
-        assert!(eval_finished(EvalStatus::Failed) && !eval_finished(EvalStatus::Blocked));
         assert_eq!(desired_status(AllocDesiredStatus::Run), "run");
         assert_eq!(client_status(AllocClientStatus::Lost), "lost");
         assert_eq!(job_status(JobStatus::Dead), "dead");

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use caravan_model::NomadName;
+use caravan_model::{EvalStatusExt, NomadName};
 use caravan_proto::{EvalStatus, Evaluation, Job, Node, NodeStatus};
 
 use crate::error::BrokerError;
@@ -94,7 +94,7 @@ pub fn check_new(eval: &Evaluation) -> Result<(), BrokerError> {
         return Err(invalid("eval.triggered_by", "must not be empty"));
     }
     match EvalStatus::try_from(eval.status) {
-        Ok(EvalStatus::Pending | EvalStatus::Blocked) => Ok(()),
+        Ok(s) if s.is_waiting() => Ok(()),
         _ => Err(invalid(
             "eval.status",
             "a new eval must be pending or blocked",
@@ -127,15 +127,13 @@ pub fn merge_update(
 ) -> Result<Evaluation, BrokerError> {
     check_identity(update)?;
     match EvalStatus::try_from(update.status) {
-        Ok(
-            EvalStatus::Pending | EvalStatus::Complete | EvalStatus::Failed | EvalStatus::Canceled,
-        ) => {}
         Ok(EvalStatus::Blocked) => {
             return Err(invalid(
                 "eval.status",
                 "blocked: put the eval back with ReblockEval",
             ));
         }
+        Ok(s) if s == EvalStatus::Pending || s.is_terminal() => {}
         _ => return Err(invalid("eval.status", "unknown status")),
     }
     let mut e = stored.clone();

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use caravan_model::AllocExt;
+use caravan_model::{AllocExt, EvalStatusExt};
 use caravan_proto::{
     AllocClientStatus, Allocation, Evaluation, Job, JobStatus, JobType, QueryMeta, TaskGroupSummary,
 };
@@ -42,7 +42,7 @@ fn derive_status(snap: &Snapshot, job: &Job) -> JobStatus {
     let mut has_eval = false;
     for eval in snap.evals_by_job(&job.namespace, &job.id) {
         has_eval = true;
-        if !eval_terminal(eval) {
+        if !eval.status().is_terminal() {
             return JobStatus::Pending;
         }
     }
@@ -51,12 +51,6 @@ fn derive_status(snap: &Snapshot, job: &Job) -> JobStatus {
     } else {
         JobStatus::Pending
     }
-}
-
-/// Whether an evaluation is finished (complete, failed or canceled).
-pub fn eval_terminal(eval: &Evaluation) -> bool {
-    use caravan_proto::EvalStatus::*;
-    matches!(eval.status(), Complete | Failed | Canceled)
 }
 
 /// The jobs of the query's namespace whose id has its prefix.

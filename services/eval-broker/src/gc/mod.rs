@@ -8,9 +8,9 @@ pub mod collector;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use caravan_model::AllocExt;
+use caravan_model::{AllocExt, EvalStatusExt};
 use caravan_proto::{
-    AllocClientStatus, Allocation, Deployment, DeploymentStatus, EvalStatus,
+    AllocClientStatus, Allocation, Deployment, DeploymentStatus,
     Evaluation, Job, JobType, Node, NodeStatus,
 };
 use caravan_state::Tables;
@@ -125,13 +125,6 @@ impl GcCounts {
     }
 }
 
-fn eval_terminal(e: &Evaluation) -> bool {
-    matches!(
-        e.status(),
-        EvalStatus::Complete | EvalStatus::Failed | EvalStatus::Canceled
-    )
-}
-
 fn deployment_terminal(d: &Deployment) -> bool {
     matches!(
         d.status(),
@@ -159,7 +152,7 @@ pub fn job_dead(snap: &Tables, job: &Job) -> bool {
         .any(|a| !a.is_terminal());
     let pending = snap
         .evals_by_job(&job.namespace, &job.id)
-        .any(|e| !eval_terminal(e));
+        .any(|e| !e.status().is_terminal());
     !running && !pending
 }
 
@@ -193,7 +186,7 @@ impl Live {
             allocs: BTreeSet::new(),
             deployments: BTreeSet::new(),
         };
-        for e in snap.evals().filter(|e| !eval_terminal(e)) {
+        for e in snap.evals().filter(|e| !e.status().is_terminal()) {
             for id in [&e.previous_eval, &e.next_eval, &e.blocked_eval] {
                 if !id.is_empty() {
                     live.evals.insert(id.clone());
@@ -311,7 +304,7 @@ impl<'a> Sweep<'a> {
         cutoff: i64,
         allow_batch: bool,
     ) -> (bool, Vec<&'a Arc<Allocation>>) {
-        if !eval_terminal(eval) || eval.modify_time_unix_ns > cutoff {
+        if !eval.status().is_terminal() || eval.modify_time_unix_ns > cutoff {
             return (false, Vec::new());
         }
         let job = self.job(&eval.namespace, &eval.job_id).map(|j| j.as_ref());

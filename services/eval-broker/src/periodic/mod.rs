@@ -13,7 +13,7 @@ pub mod launcher;
 
 use std::sync::Arc;
 
-use caravan_model::{AllocExt, NomadName};
+use caravan_model::{AllocExt, EvalStatusExt, NomadName};
 use caravan_proto::{EvalStatus, Evaluation, Job, JobStatus};
 use caravan_state::Tables;
 
@@ -82,10 +82,6 @@ pub fn last_launch(snap: &Tables, parent: &Job) -> i64 {
     submitted.div_euclid(1_000_000_000)
 }
 
-fn eval_live(eval: &Evaluation) -> bool {
-    matches!(eval.status(), EvalStatus::Pending | EvalStatus::Blocked)
-}
-
 /// Whether a child of `parent` still runs: it has a non-terminal alloc or
 /// a non-terminal eval (what `prohibit_overlap` waits for).
 pub fn has_running_child(snap: &Tables, parent: &Job) -> bool {
@@ -94,7 +90,7 @@ pub fn has_running_child(snap: &Tables, parent: &Job) -> bool {
             .any(|a| !a.is_terminal())
             || snap
                 .evals_by_job(&child.namespace, &child.id)
-                .any(|e| eval_live(e))
+                .any(|e| e.status().is_waiting())
     })
 }
 
