@@ -8,6 +8,11 @@ pub trait DeploymentStatusExt {
     /// running, paused, pending, blocked, unblocking or initializing.
     fn is_active(&self) -> bool;
 
+    /// Whether the deployment watcher follows it: running, paused or
+    /// pending. Narrower than [`is_active`](Self::is_active): a blocked,
+    /// unblocking or initializing deployment is active but not followed.
+    fn is_followed(&self) -> bool;
+
     /// Whether the deployment ended: successful, failed or cancelled. An
     /// unset status is neither active nor terminal.
     fn is_terminal(&self) -> bool;
@@ -24,6 +29,10 @@ impl DeploymentStatusExt for DeploymentStatus {
                 | Self::Unblocking
                 | Self::Initializing
         )
+    }
+
+    fn is_followed(&self) -> bool {
+        matches!(*self, Self::Running | Self::Paused | Self::Pending)
     }
 
     fn is_terminal(&self) -> bool {
@@ -59,8 +68,22 @@ mod tests {
     }
 
     #[test]
+    fn the_watcher_follows_running_paused_and_pending() {
+        use DeploymentStatus as D;
+        for s in ALL {
+            let expected = matches!(s, D::Running | D::Paused | D::Pending);
+            assert_eq!(s.is_followed(), expected, "{s:?}");
+            assert!(!s.is_followed() || s.is_active(), "{s:?}");
+        }
+        for s in [D::Blocked, D::Unblocking, D::Initializing] {
+            assert!(s.is_active() && !s.is_followed(), "{s:?}");
+        }
+    }
+
+    #[test]
     fn unset_is_neither() {
         assert!(!DeploymentStatus::Unspecified.is_active());
         assert!(!DeploymentStatus::Unspecified.is_terminal());
+        assert!(!DeploymentStatus::Unspecified.is_followed());
     }
 }

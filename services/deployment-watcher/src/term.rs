@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use caravan_model::AllocExt;
+use caravan_model::{AllocExt, DeploymentStatusExt};
 use caravan_proto::{Allocation, Deployment, DeploymentStatus, EvalStatus, Job};
 use caravan_state::{Informer, Snapshot, as_spec, register_txn};
 use caravan_store::Revision;
@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::assess::{DESC_SUCCESSFUL, Outcome, assess, health, is_active, promoted};
+use crate::assess::{DESC_SUCCESSFUL, Outcome, assess, health, promoted};
 use crate::config::DeploymentWatcherConfig;
 use crate::error::WatcherError;
 use crate::evals::{EvalBatcher, for_deployment};
@@ -175,7 +175,7 @@ impl LeaderTerm {
         let now = Instant::now();
         let mut state = self.state.lock();
         for d in snap.deployments() {
-            if is_active(d) {
+            if d.status().is_followed() {
                 state.active.insert(d.id.clone());
                 state.dirty.insert(d.id.clone());
                 if missed_eval(snap, d) {
@@ -206,7 +206,7 @@ impl LeaderTerm {
         let mut state = self.state.lock();
         for change in snap.deployment_changes_since(prev) {
             match change.new() {
-                Some(d) if is_active(d) => {
+                Some(d) if d.status().is_followed() => {
                     state.active.insert(d.id.clone());
                     state.dirty.insert(d.id.clone());
                     if d.status() == DeploymentStatus::Paused {
@@ -354,7 +354,7 @@ impl LeaderTerm {
         snap: &Snapshot,
         id: &str,
     ) -> Result<Option<Revision>, WatcherError> {
-        let Some(d) = snap.deployment(id).filter(|d| is_active(d)) else {
+        let Some(d) = snap.deployment(id).filter(|d| d.status().is_followed()) else {
             self.state.lock().forget(id);
             return Ok(None);
         };

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use caravan_model::DeploymentStatusExt;
 use caravan_proto::{Deployment, DeploymentStatus, DeploymentUpdateResponse};
 
 use crate::api::Api;
@@ -121,15 +122,9 @@ const POLL: Duration = Duration::from_secs(2);
 /// deployment of the reverted version.
 const REVERT_GRACE: Duration = Duration::from_secs(1);
 
-/// Whether a deployment will change no more.
+/// Whether a deployment will change no more: it ended, or it is blocked.
 fn finished(status: DeploymentStatus) -> bool {
-    matches!(
-        status,
-        DeploymentStatus::Successful
-            | DeploymentStatus::Failed
-            | DeploymentStatus::Cancelled
-            | DeploymentStatus::Blocked
-    )
+    status.is_terminal() || status == DeploymentStatus::Blocked
 }
 
 /// One monitor frame: the time, then the deployment's page.

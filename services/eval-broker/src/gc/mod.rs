@@ -8,9 +8,9 @@ pub mod collector;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use caravan_model::{AllocExt, EvalStatusExt};
+use caravan_model::{AllocExt, DeploymentStatusExt, EvalStatusExt};
 use caravan_proto::{
-    AllocClientStatus, Allocation, Deployment, DeploymentStatus,
+    AllocClientStatus, Allocation, Deployment,
     Evaluation, Job, JobType, Node, NodeStatus,
 };
 use caravan_state::Tables;
@@ -123,13 +123,6 @@ impl GcCounts {
     pub fn is_empty(&self) -> bool {
         *self == GcCounts::default()
     }
-}
-
-fn deployment_terminal(d: &Deployment) -> bool {
-    matches!(
-        d.status(),
-        DeploymentStatus::Failed | DeploymentStatus::Successful | DeploymentStatus::Cancelled
-    )
 }
 
 /// Whether a job is a template: a periodic or parameterized parent, never
@@ -445,7 +438,7 @@ pub fn select(snap: &Tables, cut: GcCutoffs, now_ns: i64) -> Vec<GcUnit> {
 
     for d in snap.deployments() {
         if taken_deployments.contains(&d.id)
-            || !deployment_terminal(d)
+            || !d.status().is_terminal()
             || d.modify_time_unix_ns > cut.deployment
             || sweep.live.deployments.contains(&d.id)
         {
@@ -506,7 +499,7 @@ fn job_garbage<'a>(sweep: &mut Sweep<'a>, job: &'a Arc<Job>) -> Option<Vec<Doome
         objects.push(Doomed::Alloc(Arc::clone(a)));
     }
     for d in snap.deployments_by_job(&job.namespace, &job.id) {
-        if !deployment_terminal(d) || sweep.live.deployments.contains(&d.id) {
+        if !d.status().is_terminal() || sweep.live.deployments.contains(&d.id) {
             return None;
         }
         objects.push(Doomed::Deployment(Arc::clone(d)));
