@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use caravan_model::NomadName;
 use caravan_proto::{Node, NodeStatus, SchedulingEligibility};
 use caravan_state::encode;
 use caravan_store::{Compare, CompareOp, LeaseId, Op, Revision, StoreError, Txn};
@@ -254,14 +255,13 @@ async fn keep_alive(gw: &Gateway, lease: LeaseId) -> Result<Option<Duration>> {
     }
 }
 
-/// Nomad's name of a node status.
+/// Nomad's name of a node status; unset reads as initializing.
 pub fn node_status_name(status: NodeStatus) -> &'static str {
     match status {
-        NodeStatus::Unspecified | NodeStatus::Initializing => "initializing",
-        NodeStatus::Ready => "ready",
-        NodeStatus::Down => "down",
-        NodeStatus::Disconnected => "disconnected",
+        NodeStatus::Unspecified => NodeStatus::Initializing,
+        s => s,
     }
+    .nomad_name()
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use caravan_model::AllocExt;
+use caravan_model::{AllocExt, NomadName};
 use caravan_proto::{Allocation, DrainStrategy};
 
 use crate::api::Api;
@@ -12,7 +12,6 @@ use crate::error::CliError;
 use crate::format::{now_unix_ns, rfc3339, short_id};
 use crate::lookup;
 use crate::monitor::stamp;
-use crate::names::client_status;
 use crate::ui::Ui;
 use crate::views;
 
@@ -123,7 +122,7 @@ async fn monitor_drain(api: &Api, ui: &mut Ui, node_id: &str, ignore_system: boo
         let node = api.node(node_id).await?;
         let allocs = api.node_allocations(node_id).await?;
         for a in &allocs {
-            let status = client_status(a.client_status()).to_string();
+            let status = a.client_status().nomad_name().to_string();
             if let Some(old) = seen.get(&a.id)
                 && *old != status
             {

@@ -7,7 +7,6 @@ use caravan_model::NomadName;
 use caravan_proto::{Deployment, EvalStatus, Evaluation, Job, TaskGroupSummary};
 
 use crate::format::{kv, rfc3339, table};
-use crate::names::job_status;
 use crate::placement::alloc_metrics;
 use crate::views::alloc_list;
 use crate::views::deployment_block;
@@ -26,7 +25,7 @@ pub fn job_type(job: &Job) -> String {
 
 /// `running`, or `dead (stopped)` for a stopped job.
 fn status_text(job: &Job) -> String {
-    let s = job_status(job.status());
+    let s = job.status().nomad_name();
     if job.stop {
         format!("{s} (stopped)")
     } else {
