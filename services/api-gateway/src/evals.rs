@@ -1,10 +1,10 @@
 //! Evaluations: the ones the gateway creates alongside its writes, and reads.
 
-use caravan_model::NomadName;
+use caravan_model::{now_unix_ns, NomadName};
 use caravan_proto::{Allocation, EvalStatus, Evaluation, Job, QueryMeta};
 
 use crate::error::{GatewayError, Result};
-use crate::gateway::{Gateway, new_id, now_unix_ns};
+use crate::gateway::{Gateway, new_id};
 use crate::query::{self, Query};
 
 /// Trigger of an eval created by a job registration (and forced evaluation).

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use caravan_model::AllocExt;
+use caravan_model::{now_unix_ns, AllocExt};
 use caravan_proto::{
     Allocation, DrainMetadata, DrainStrategy, Evaluation, JobType, Node, QueryMeta,
     SchedulingEligibility,
@@ -13,7 +13,7 @@ use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
 use crate::error::{GatewayError, Result};
 use crate::evals::{self, TRIGGER_NODE_DRAIN, TRIGGER_NODE_UPDATE, is_template};
-use crate::gateway::{Gateway, now_unix_ns};
+use crate::gateway::Gateway;
 use crate::query::{self, Query};
 
 /// The outcome of a node write.

@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use caravan_model::{EvalStatusExt, NomadName};
+use caravan_model::{now_unix_ns, EvalStatusExt, NomadName};
 use caravan_proto::{AllocDesiredStatus, Allocation, Evaluation};
 
 use crate::api::Api;
 use crate::error::CliError;
-use crate::format::{now_unix_ns, rfc3339, short_id};
+use crate::format::{rfc3339, short_id};
 use crate::placement::{alloc_metrics, group_header, waiting_for_capacity};
 use crate::ui::Ui;
 

@@ -5,11 +5,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use caravan_model::{AllocClientStatusExt, AllocExt};
+use caravan_model::{now_unix_ns, AllocClientStatusExt, AllocExt};
 use caravan_proto::{AllocClientStatus, AllocUpdate, Allocation, Job, NodeAllocations};
 
 use crate::alloc_runner::{AllocCommand, AllocRunner, AllocRunnerHandle, NodeContext};
-use crate::driver::now_unix_ns;
 use crate::state_dir::AllocRecord;
 
 /// Identifies one version of one job.

@@ -5,13 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use caravan_model::now_unix_ns;
 use caravan_proto::{TaskEvent, TaskState};
 use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::driver::{Driver, ExitResult, HandleState, TaskHandle, TaskSpec, now_unix_ns};
+use crate::driver::{Driver, ExitResult, HandleState, TaskHandle, TaskSpec};
 use crate::restart::{RestartDecision, RestartTracker};
 
 /// Task events kept per task, as Nomad keeps them.

@@ -7,9 +7,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use caravan_model::{AllocExt, DeploymentStatusExt};
+use caravan_model::{now_unix_ns, AllocExt, DeploymentStatusExt};
 use caravan_proto::{Allocation, Deployment, DeploymentStatus, EvalStatus, Job};
 use caravan_state::{Informer, Snapshot, as_spec, register_txn};
 use caravan_store::Revision;
@@ -31,13 +31,6 @@ const RETRY_PAUSE: Duration = Duration::from_millis(500);
 const CATCH_UP: Duration = Duration::from_secs(5);
 /// Attempts at marking a version stable when it keeps changing.
 const STABLE_ATTEMPTS: usize = 3;
-
-/// The present time in unix nanoseconds.
-pub fn now_unix_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-}
 
 /// What a term keeps in memory, behind one lock.
 #[derive(Debug)]

@@ -4,10 +4,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use caravan_model::AllocExt;
+use caravan_model::{now_unix_ns, AllocExt};
 use caravan_proto::{AllocClientStatus, Allocation, EvalStatus, Evaluation};
 use caravan_state::{AllocDetail, Keyspace, StateKey, decode, decode_alloc};
 use caravan_store::{EventKind, Store};
@@ -46,13 +46,6 @@ pub struct Want {
     pub evals: usize,
     /// Allocations to see placed and running.
     pub allocs: usize,
-}
-
-fn now_unix_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 fn since_ns(from: i64, to: i64) -> Duration {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use caravan_model::NomadName;
+use caravan_model::{now_unix_ns, NomadName};
 use caravan_proto::{Node, NodeStatus, SchedulingEligibility};
 use caravan_state::encode;
 use caravan_store::{Compare, CompareOp, LeaseId, Op, Revision, StoreError, Txn};
@@ -12,7 +12,7 @@ use rand::Rng;
 
 use crate::error::{GatewayError, Result};
 use crate::evals::TRIGGER_NODE_UPDATE;
-use crate::gateway::{Gateway, now_unix_ns};
+use crate::gateway::Gateway;
 use crate::nodes::node_evals;
 
 /// The outcome of a registration.

@@ -3,13 +3,14 @@
 
 use std::collections::BTreeMap;
 
+use caravan_model::now_unix_ns;
 use caravan_proto::Job;
 use caravan_state::{as_spec, encode};
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
 use crate::error::{GatewayError, Result};
 use crate::evals::TRIGGER_JOB_SCALING;
-use crate::gateway::{Gateway, new_id, now_unix_ns};
+use crate::gateway::{Gateway, new_id};
 use crate::jobs::register::{Registered, register, register_with};
 use crate::query::DEFAULT_NAMESPACE;
 

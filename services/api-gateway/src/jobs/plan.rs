@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use caravan_jobspec::JobDiff;
-use caravan_model::NomadName;
+use caravan_model::{now_unix_ns, NomadName};
 use caravan_proto::{
     AllocMetric, Allocation, Deployment, EvalStatus, Evaluation, Job, Node, Plan, PlanAnnotations,
     PlanResult, SchedulerConfiguration,
@@ -17,7 +17,7 @@ use caravan_store::Revision;
 
 use crate::error::{GatewayError, Result};
 use crate::evals::{TRIGGER_JOB_REGISTER, is_template};
-use crate::gateway::{Gateway, new_id, now_unix_ns};
+use crate::gateway::{Gateway, new_id};
 use crate::jobs::register::prepare;
 use crate::jobs::versions::spec_changed;
 

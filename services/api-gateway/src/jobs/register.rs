@@ -3,13 +3,14 @@
 //! mod revision and retried from a fresh read when another writer got there
 //! first.
 
+use caravan_model::now_unix_ns;
 use caravan_proto::{AllocClientStatus, Evaluation, Job};
 use caravan_state::{Keyspace, decode, encode, register_txn, versions_to_delete};
 use caravan_store::{Compare, CompareOp, Op, Range, Revision, Txn};
 
 use crate::error::{GatewayError, Result};
 use crate::evals::{self, TRIGGER_JOB_DEREGISTER, TRIGGER_JOB_REGISTER};
-use crate::gateway::{Gateway, now_unix_ns};
+use crate::gateway::Gateway;
 use crate::query::DEFAULT_NAMESPACE;
 
 /// The outcome of a registration.

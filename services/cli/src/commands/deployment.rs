@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use caravan_model::DeploymentStatusExt;
+use caravan_model::{now_unix_ns, DeploymentStatusExt};
 use caravan_proto::{Deployment, DeploymentStatus, DeploymentUpdateResponse};
 
 use crate::api::Api;
 use crate::args::DeploymentCommand;
 use crate::error::CliError;
-use crate::format::{SHORT_ID, limit, now_unix_ns, rfc3339};
+use crate::format::{SHORT_ID, limit, rfc3339};
 use crate::lookup;
 use crate::monitor::monitor;
 use crate::ui::Ui;

@@ -1,9 +1,9 @@
 //! `eval status`, `eval list`.
 
+use caravan_model::now_unix_ns;
 use crate::api::Api;
 use crate::args::EvalCommand;
 use crate::error::CliError;
-use crate::format::now_unix_ns;
 use crate::lookup;
 use crate::ui::Ui;
 use crate::views;

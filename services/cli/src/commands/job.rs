@@ -5,12 +5,13 @@
 use std::path::Path;
 
 use caravan_jobspec::ParseOptions;
+use caravan_model::now_unix_ns;
 use caravan_proto::{DesiredUpdates, Job, PlanJobResponse};
 
 use crate::api::Api;
 use crate::args::JobCommand;
 use crate::error::CliError;
-use crate::format::{now_unix_ns, table};
+use crate::format::table;
 use crate::lookup;
 use crate::monitor::monitor;
 use crate::placement::{alloc_metrics, group_header};

@@ -3,13 +3,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use caravan_model::{AllocExt, NomadName};
+use caravan_model::{now_unix_ns, AllocExt, NomadName};
 use caravan_proto::{Allocation, DrainStrategy};
 
 use crate::api::Api;
 use crate::args::{DrainArgs, NodeCommand};
 use crate::error::CliError;
-use crate::format::{now_unix_ns, rfc3339, short_id};
+use crate::format::{rfc3339, short_id};
 use crate::lookup;
 use crate::monitor::stamp;
 use crate::ui::Ui;

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_model::AllocExt;
+use caravan_model::{now_unix_ns, AllocExt};
 use caravan_proto::{
     AllocClientStatus, AllocUpdate, Allocation, Job, JobType, Node, Task,
     TaskGroup, TaskState,
@@ -248,7 +248,7 @@ impl AllocRunner {
             push_event(&mut slot.state, ev);
             slot.state.state = states::DEAD.into();
             slot.state.failed = true;
-            slot.state.finished_at_unix_ns = crate::driver::now_unix_ns();
+            slot.state.finished_at_unix_ns = now_unix_ns();
         }
     }
 

@@ -1,7 +1,7 @@
 //! An alloc runner's start: directories and payload on first start, or the
 //! tasks found again after a client restart.
 
-use caravan_model::AllocExt;
+use caravan_model::{now_unix_ns, AllocExt};
 use caravan_proto::{TaskGroup, TaskState};
 
 use super::AllocRunner;
@@ -129,7 +129,7 @@ impl AllocRunner {
                     );
                     state.state = states::DEAD.into();
                     state.failed = true;
-                    state.finished_at_unix_ns = crate::driver::now_unix_ns();
+                    state.finished_at_unix_ns = now_unix_ns();
                     self.started.insert(task.name.clone());
                     if let Some(slot) = self.slots.get_mut(&task.name) {
                         slot.state = state;
