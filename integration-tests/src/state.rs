@@ -5,9 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use caravan_model::AllocExt;
-use caravan_proto::{
-    Allocation, EvalStatus, Evaluation, Job, Node,
-};
+use caravan_proto::{Allocation, EvalStatus, Evaluation, Job, Node};
 use caravan_state::{Keyspace, Kind, StateObject, decode};
 use caravan_store::{Range, Store};
 

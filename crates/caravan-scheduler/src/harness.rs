@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use caravan_model::NodeExt;
 use caravan_proto::{
-    AllocClientStatus, AllocList, Allocation, Deployment, Evaluation, Job,
-    Node, NodeStatus, Plan, PlanResult, SchedulerConfiguration, SchedulingEligibility,
+    AllocClientStatus, AllocList, Allocation, Deployment, Evaluation, Job, Node, NodeStatus, Plan,
+    PlanResult, SchedulerConfiguration, SchedulingEligibility,
 };
 
 use crate::error::{PlannerError, SchedulerError};
@@ -395,4 +395,3 @@ pub fn with_client_status(mut a: Allocation, s: AllocClientStatus) -> Allocation
     a.set_client_status(s);
     a
 }
-

@@ -1,10 +1,7 @@
 //! Reschedule policy: whether and when a failed allocation is replaced.
 
 use caravan_model::AllocExt;
-use caravan_proto::{
-    Allocation, RescheduleEvent, ReschedulePolicy,
-    RescheduleTracker,
-};
+use caravan_proto::{Allocation, RescheduleEvent, ReschedulePolicy, RescheduleTracker};
 
 /// Failed allocations due within this window are replaced now.
 pub const WINDOW_NS: i64 = 1_000_000_000;

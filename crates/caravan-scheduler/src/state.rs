@@ -3,9 +3,7 @@
 use std::sync::Arc;
 
 use caravan_model::NodeExt;
-use caravan_proto::{
-    Allocation, Deployment, Job, Node, SchedulerConfiguration,
-};
+use caravan_proto::{Allocation, Deployment, Job, Node, SchedulerConfiguration};
 
 use crate::resources::NodeUsage;
 

@@ -35,10 +35,7 @@ pub async fn wait_running(c: &Cluster, job_id: &str, count: usize) -> Vec<Alloca
                 .collect();
             let running: Vec<Allocation> = allocs
                 .iter()
-                .filter(|a| {
-                    a.is_live()
-                        && a.client_status() == AllocClientStatus::Running
-                })
+                .filter(|a| a.is_live() && a.client_status() == AllocClientStatus::Running)
                 .cloned()
                 .collect();
             Ok(if running.len() == count {

@@ -1,26 +1,11 @@
 //! Evaluations: the ones the gateway creates alongside its writes, and reads.
 
-use caravan_model::{now_unix_ns, NomadName};
+use caravan_model::{NomadName, now_unix_ns};
 use caravan_proto::{Allocation, EvalStatus, Evaluation, Job, QueryMeta};
 
 use crate::error::{GatewayError, Result};
 use crate::gateway::{Gateway, new_id};
 use crate::query::{self, Query};
-
-/// Trigger of an eval created by a job registration (and forced evaluation).
-pub const TRIGGER_JOB_REGISTER: &str = "job-register";
-/// Trigger of an eval created by scaling a task group.
-pub const TRIGGER_JOB_SCALING: &str = "job-scaling";
-/// Trigger of an eval created by a job deregistration.
-pub const TRIGGER_JOB_DEREGISTER: &str = "job-deregister";
-/// Trigger of an eval created for a node's status or eligibility change.
-pub const TRIGGER_NODE_UPDATE: &str = "node-update";
-/// Trigger of an eval created when a node starts draining.
-pub const TRIGGER_NODE_DRAIN: &str = "node-drain";
-/// Trigger of an eval created by an operator stopping one allocation.
-pub const TRIGGER_ALLOC_STOP: &str = "alloc-stop";
-/// Trigger of an eval created when a client reports an allocation failed.
-pub const TRIGGER_ALLOC_FAILURE: &str = "alloc-failure";
 
 /// A pending evaluation of `job` for `trigger`. Its `job_modify_revision`
 /// is the job's (0 when the job is written in the same transaction, which
@@ -92,6 +77,7 @@ pub async fn allocations(
 
 #[cfg(test)]
 mod tests {
+    use caravan_model::trigger;
     use caravan_proto::{JobType, ParameterizedJobConfig, PeriodicConfig};
 
     use super::*;
@@ -106,7 +92,7 @@ mod tests {
             ..Default::default()
         };
         job.set_type(JobType::Batch);
-        let eval = for_job(&job, TRIGGER_JOB_REGISTER);
+        let eval = for_job(&job, trigger::JOB_REGISTER);
         assert_eq!(eval.status(), EvalStatus::Pending);
         assert_eq!(eval.r#type, "batch");
         assert_eq!(eval.priority, 70);

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use caravan_model::{now_unix_ns, AllocExt};
+use caravan_model::{AllocExt, now_unix_ns, trigger};
 use caravan_proto::{
     Allocation, DrainMetadata, DrainStrategy, Evaluation, JobType, Node, QueryMeta,
     SchedulingEligibility,
@@ -12,7 +12,7 @@ use caravan_state::{Snapshot, encode};
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
 use crate::error::{GatewayError, Result};
-use crate::evals::{self, TRIGGER_NODE_DRAIN, TRIGGER_NODE_UPDATE, is_template};
+use crate::evals::{self, is_template};
 use crate::gateway::Gateway;
 use crate::query::{self, Query};
 
@@ -183,7 +183,7 @@ pub async fn update_eligibility(
             node_evals(
                 &gw.cache.snapshot(),
                 &node,
-                TRIGGER_NODE_UPDATE,
+                trigger::NODE_UPDATE,
                 false,
                 false,
             )
@@ -238,7 +238,7 @@ pub async fn update_drain(
                 node_evals(
                     &snap,
                     &node,
-                    TRIGGER_NODE_DRAIN,
+                    trigger::NODE_DRAIN,
                     true,
                     asked.ignore_system_jobs,
                 )
@@ -253,7 +253,7 @@ pub async fn update_drain(
                 }
                 if mark_eligible {
                     updated.set_scheduling_eligibility(SchedulingEligibility::Eligible);
-                    node_evals(&snap, &node, TRIGGER_NODE_UPDATE, false, false)
+                    node_evals(&snap, &node, trigger::NODE_UPDATE, false, false)
                 } else {
                     Vec::new()
                 }
@@ -284,7 +284,7 @@ pub async fn evaluate(gw: &Gateway, node_id: &str) -> Result<NodeUpdated> {
     let node = snap
         .node(node_id)
         .ok_or_else(|| GatewayError::NotFound(format!("node not found: {node_id}")))?;
-    let evals = node_evals(&snap, node, TRIGGER_NODE_UPDATE, false, false);
+    let evals = node_evals(&snap, node, trigger::NODE_UPDATE, false, false);
     let mut txn = Txn::new();
     for eval in &evals {
         txn = txn.and_then(Op::put(gw.keys.eval(&eval.id), encode(eval)));
@@ -310,7 +310,7 @@ pub async fn purge(gw: &Gateway, node_id: &str) -> Result<NodeUpdated> {
         let evals = node_evals(
             &gw.cache.snapshot(),
             &node,
-            TRIGGER_NODE_UPDATE,
+            trigger::NODE_UPDATE,
             true,
             false,
         );

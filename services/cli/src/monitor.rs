@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use caravan_model::{now_unix_ns, EvalStatusExt, NomadName};
+use caravan_model::{EvalStatusExt, NomadName, now_unix_ns};
 use caravan_proto::{AllocDesiredStatus, Allocation, Evaluation};
 
 use crate::api::Api;

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use caravan_model::{now_unix_ns, AllocClientStatusExt, AllocExt};
+use caravan_model::{AllocClientStatusExt, AllocExt, now_unix_ns};
 use caravan_proto::{AllocClientStatus, AllocUpdate, Allocation, Job, NodeAllocations};
 
 use crate::alloc_runner::{AllocCommand, AllocRunner, AllocRunnerHandle, NodeContext};

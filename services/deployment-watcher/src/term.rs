@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_model::{now_unix_ns, AllocExt, DeploymentStatusExt};
+use caravan_model::{AllocExt, DeploymentStatusExt, now_unix_ns};
 use caravan_proto::{Allocation, Deployment, DeploymentStatus, EvalStatus, Job};
 use caravan_state::{Informer, Snapshot, as_spec, register_txn};
 use caravan_store::Revision;

@@ -5,15 +5,11 @@
 
 use std::time::Duration;
 
-use caravan_model::{EvalStatusExt, NomadName};
+use caravan_model::{EvalStatusExt, NomadName, trigger};
 use caravan_proto::{EvalStatus, Evaluation, Job, Node, NodeStatus};
 
 use crate::error::BrokerError;
 
-/// Trigger of the eval that retries one past its delivery limit.
-pub const TRIGGER_FAILED_FOLLOW_UP: &str = "failed-follow-up";
-/// Trigger of the evals a node going down creates.
-pub const TRIGGER_NODE_UPDATE: &str = "node-update";
 /// Why waiting evals are canceled when their job's eval is processed.
 pub const CANCELED_SUPERSEDED: &str = "canceled after more recent eval was processed";
 /// Why a blocked eval is canceled when its job has a newer one.
@@ -190,7 +186,7 @@ pub fn failed_follow_up(eval: &Evaluation, wait: Duration, now_ns: i64) -> Evalu
         namespace: eval.namespace.clone(),
         priority: eval.priority,
         r#type: eval.r#type.clone(),
-        triggered_by: TRIGGER_FAILED_FOLLOW_UP.into(),
+        triggered_by: trigger::FAILED_FOLLOW_UP.into(),
         job_id: eval.job_id.clone(),
         job_modify_revision: eval.job_modify_revision,
         status: EvalStatus::Pending as i32,
@@ -254,7 +250,14 @@ pub fn node_update_eval(
     job: Option<&Job>,
     now_ns: i64,
 ) -> Evaluation {
-    node_eval(TRIGGER_NODE_UPDATE, node_id, namespace, job_id, job, now_ns)
+    node_eval(
+        trigger::NODE_UPDATE,
+        node_id,
+        namespace,
+        job_id,
+        job,
+        now_ns,
+    )
 }
 
 /// A pending eval of a job's allocations on a node, for `trigger`; type
@@ -400,7 +403,7 @@ mod tests {
             ..Default::default()
         };
         let follow = failed_follow_up(&e, Duration::from_secs(90), 1_000);
-        assert_eq!(follow.triggered_by, TRIGGER_FAILED_FOLLOW_UP);
+        assert_eq!(follow.triggered_by, trigger::FAILED_FOLLOW_UP);
         assert_eq!(follow.previous_eval, e.id);
         assert_eq!(follow.wait_until_unix_ns, 1_000 + 90_000_000_000);
         assert_eq!((follow.priority, follow.r#type.as_str()), (60, "batch"));
@@ -432,7 +435,7 @@ mod tests {
         let e = node_update_eval("n1", "default", "web", Some(&job), 5);
         assert_eq!((e.priority, e.r#type.as_str()), (80, "system"));
         assert_eq!((e.node_id.as_str(), e.job_modify_revision), ("n1", 9));
-        assert_eq!(e.triggered_by, TRIGGER_NODE_UPDATE);
+        assert_eq!(e.triggered_by, trigger::NODE_UPDATE);
         let orphan = node_update_eval("n1", "default", "gone", None, 5);
         assert_eq!((orphan.priority, orphan.r#type.as_str()), (50, "service"));
     }

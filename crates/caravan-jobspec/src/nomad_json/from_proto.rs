@@ -8,8 +8,8 @@ use crate::defaults;
 use base64::Engine as _;
 use caravan_model::NomadName;
 use caravan_proto::{
-    Affinity, Constraint, Job, MigrateStrategy, NetworkResource, Port, ReschedulePolicy,
-    Resources, RestartPolicy, Spread, Task, TaskGroup, UpdateStrategy,
+    Affinity, Constraint, Job, MigrateStrategy, NetworkResource, Port, ReschedulePolicy, Resources,
+    RestartPolicy, Spread, Task, TaskGroup, UpdateStrategy,
 };
 use serde_json::Value;
 
@@ -53,9 +53,7 @@ pub(crate) fn job_to_api(job: &Job) -> ApiJob {
         dispatched: Some(job.dispatched),
         payload: (!job.payload.is_empty())
             .then(|| base64::engine::general_purpose::STANDARD.encode(&job.payload)),
-        status: Some(
-            job.status().nomad_name().to_string(),
-        ),
+        status: Some(job.status().nomad_name().to_string()),
         status_description: Some(job.status_description.clone()),
         stable: Some(job.stable),
         version: Some(job.version),

@@ -107,8 +107,8 @@ pub fn by_reschedulable(
             continue;
         }
         // Only failed allocations that should run get here.
-        let in_active_deployment = deployment
-            .is_some_and(|d| a.deployment_id == d.id && d.status().is_active());
+        let in_active_deployment =
+            deployment.is_some_and(|d| a.deployment_id == d.id && d.status().is_active());
         let transition = a.desired_transition.unwrap_or_default();
         if in_active_deployment && transition.reschedule != Some(true) {
             untainted.insert(id, a);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use caravan_model::{now_unix_ns, AllocExt};
+use caravan_model::{AllocExt, now_unix_ns, trigger};
 use caravan_proto::{AllocClientStatus, Allocation, EvalStatus, Evaluation};
 use caravan_state::{AllocDetail, Keyspace, StateKey, decode, decode_alloc};
 use caravan_store::{EventKind, Store};
@@ -72,7 +72,8 @@ pub async fn watch(
             match keys.parse(&ev.kv.key) {
                 Ok(StateKey::Eval(_)) => {
                     let e: Evaluation = decode(&ev.kv)?;
-                    if e.triggered_by == "job-register" && e.status() == EvalStatus::Complete {
+                    if e.triggered_by == trigger::JOB_REGISTER && e.status() == EvalStatus::Complete
+                    {
                         let observed = since_ns(e.create_time_unix_ns, at_ns);
                         let written = since_ns(e.create_time_unix_ns, e.modify_time_unix_ns);
                         seen.evals_done.entry(e.id).or_insert((observed, written));

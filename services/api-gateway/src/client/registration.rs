@@ -4,14 +4,13 @@
 
 use std::time::Duration;
 
-use caravan_model::{now_unix_ns, NomadName};
+use caravan_model::{NomadName, now_unix_ns, trigger};
 use caravan_proto::{Node, NodeStatus, SchedulingEligibility};
 use caravan_state::encode;
 use caravan_store::{Compare, CompareOp, LeaseId, Op, Revision, StoreError, Txn};
 use rand::Rng;
 
 use crate::error::{GatewayError, Result};
-use crate::evals::TRIGGER_NODE_UPDATE;
 use crate::gateway::Gateway;
 use crate::nodes::node_evals;
 
@@ -143,7 +142,7 @@ pub async fn register(gw: &Gateway, node: Node) -> Result<NodeRegistered> {
             _ => node_evals(
                 &gw.cache.snapshot(),
                 &stored,
-                TRIGGER_NODE_UPDATE,
+                trigger::NODE_UPDATE,
                 false,
                 false,
             ),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use caravan_jobspec::JobDiff;
-use caravan_model::{now_unix_ns, NomadName};
+use caravan_model::{NomadName, now_unix_ns, trigger};
 use caravan_proto::{
     AllocMetric, Allocation, Deployment, EvalStatus, Evaluation, Job, Node, Plan, PlanAnnotations,
     PlanResult, SchedulerConfiguration,
@@ -16,7 +16,7 @@ use caravan_state::Snapshot;
 use caravan_store::Revision;
 
 use crate::error::{GatewayError, Result};
-use crate::evals::{TRIGGER_JOB_REGISTER, is_template};
+use crate::evals::is_template;
 use crate::gateway::{Gateway, new_id};
 use crate::jobs::register::prepare;
 use crate::jobs::versions::spec_changed;
@@ -188,7 +188,7 @@ pub async fn plan(gw: &Gateway, job: Job, want_diff: bool) -> Result<Planned> {
             namespace: job.namespace.clone(),
             priority: job.priority,
             r#type: job.r#type().nomad_name().to_string(),
-            triggered_by: TRIGGER_JOB_REGISTER.into(),
+            triggered_by: trigger::JOB_REGISTER.into(),
             job_id: job.id.clone(),
             job_modify_revision: job.job_modify_revision,
             annotate_plan: true,

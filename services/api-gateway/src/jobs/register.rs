@@ -3,13 +3,13 @@
 //! mod revision and retried from a fresh read when another writer got there
 //! first.
 
-use caravan_model::now_unix_ns;
+use caravan_model::{now_unix_ns, trigger};
 use caravan_proto::{AllocClientStatus, Evaluation, Job};
 use caravan_state::{Keyspace, decode, encode, register_txn, versions_to_delete};
 use caravan_store::{Compare, CompareOp, Op, Range, Revision, Txn};
 
 use crate::error::{GatewayError, Result};
-use crate::evals::{self, TRIGGER_JOB_DEREGISTER, TRIGGER_JOB_REGISTER};
+use crate::evals;
 use crate::gateway::Gateway;
 use crate::query::DEFAULT_NAMESPACE;
 
@@ -118,7 +118,7 @@ pub async fn register(
     job: Job,
     enforce_revision: Option<Revision>,
 ) -> Result<Registered> {
-    register_with(gw, job, enforce_revision, TRIGGER_JOB_REGISTER).await
+    register_with(gw, job, enforce_revision, trigger::JOB_REGISTER).await
 }
 
 /// [`register`] with the evaluation's trigger named (`job-scaling` for a
@@ -258,7 +258,7 @@ pub(crate) fn build_deregister(
         eval_job = stopped;
     }
     let eval =
-        (!evals::is_template(existing)).then(|| evals::for_job(&eval_job, TRIGGER_JOB_DEREGISTER));
+        (!evals::is_template(existing)).then(|| evals::for_job(&eval_job, trigger::JOB_DEREGISTER));
     if let Some(eval) = &eval {
         txn = txn.and_then(Op::put(keys.eval(&eval.id), encode(eval)));
     }
@@ -336,7 +336,7 @@ pub async fn evaluate(
                 "can't evaluate parameterized job".into(),
             ));
         }
-        let eval = evals::for_job(&job, TRIGGER_JOB_REGISTER);
+        let eval = evals::for_job(&job, trigger::JOB_REGISTER);
         let mut txn = Txn::new()
             .when(Compare::mod_revision(
                 job_key.clone(),
@@ -440,7 +440,7 @@ mod tests {
     fn a_new_job_is_version_zero_with_a_pending_eval() {
         let keys = Keyspace::new("/t");
         let (job, _) = prepare(job(2)).unwrap();
-        let w = build_register(&keys, None, job, &[], TRIGGER_JOB_REGISTER);
+        let w = build_register(&keys, None, job, &[], trigger::JOB_REGISTER);
         assert!(w.changed);
         assert_eq!(
             w.txn.compares,
@@ -478,7 +478,7 @@ mod tests {
         old.modify_revision = 41;
         let versions: Vec<(u64, bool)> = (1..=6).map(|v| (v, false)).collect();
         let (new, _) = prepare(job(3)).unwrap();
-        let w = build_register(&keys, Some(&old), new, &versions, TRIGGER_JOB_REGISTER);
+        let w = build_register(&keys, Some(&old), new, &versions, trigger::JOB_REGISTER);
         assert!(w.changed);
         assert_eq!(
             w.txn.compares,
@@ -505,7 +505,13 @@ mod tests {
         old.job_modify_revision = 40;
         old.modify_revision = 41;
         let (same, _) = prepare(job(2)).unwrap();
-        let w = build_register(&keys, Some(&old), same, &[(2, false)], TRIGGER_JOB_REGISTER);
+        let w = build_register(
+            &keys,
+            Some(&old),
+            same,
+            &[(2, false)],
+            trigger::JOB_REGISTER,
+        );
         assert!(!w.changed);
         let puts = puts(&w.txn);
         assert_eq!(puts.len(), 1, "only the eval");
@@ -527,7 +533,7 @@ mod tests {
             ..Default::default()
         });
         let (j, _) = prepare(j).unwrap();
-        let w = build_register(&keys, None, j, &[], TRIGGER_JOB_REGISTER);
+        let w = build_register(&keys, None, j, &[], trigger::JOB_REGISTER);
         assert!(w.eval.is_none());
         assert_eq!(puts(&w.txn).len(), 2);
     }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use caravan_model::{now_unix_ns, DeploymentStatusExt};
+use caravan_model::{DeploymentStatusExt, now_unix_ns};
 use caravan_proto::{Deployment, DeploymentStatus, DeploymentUpdateResponse};
 
 use crate::api::Api;

@@ -1,12 +1,12 @@
 //! `eval status`, `eval list`.
 
-use caravan_model::now_unix_ns;
 use crate::api::Api;
 use crate::args::EvalCommand;
 use crate::error::CliError;
 use crate::lookup;
 use crate::ui::Ui;
 use crate::views;
+use caravan_model::now_unix_ns;
 
 type Result<T> = std::result::Result<T, CliError>;
 

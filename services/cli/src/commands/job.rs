@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use caravan_jobspec::ParseOptions;
-use caravan_model::now_unix_ns;
+use caravan_model::{now_unix_ns, trigger};
 use caravan_proto::{DesiredUpdates, Job, PlanJobResponse};
 
 use crate::api::Api;
@@ -189,7 +189,7 @@ pub(crate) fn dry_run(resp: &PlanJobResponse, system: bool) -> String {
         out.truncate(trimmed);
     }
     for e in &resp.created_evals {
-        if e.triggered_by == "rolling-update" && e.wait_until_unix_ns > 0 {
+        if e.triggered_by == trigger::ROLLING_UPDATE && e.wait_until_unix_ns > 0 {
             out.push_str("\n- Rolling update, next evaluation will be in a moment.");
         }
     }

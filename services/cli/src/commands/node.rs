@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use caravan_model::{now_unix_ns, AllocExt, NomadName};
+use caravan_model::{AllocExt, NomadName, now_unix_ns};
 use caravan_proto::{Allocation, DrainStrategy};
 
 use crate::api::Api;

@@ -1,6 +1,6 @@
 //! `eval status` and `eval list`.
 
-use caravan_model::NomadName;
+use caravan_model::{NomadName, trigger};
 use caravan_proto::{Allocation, EvalStatus, Evaluation};
 
 use crate::format::{kv, pretty_time_diff, rfc3339, short_id, table};
@@ -67,10 +67,10 @@ pub fn eval_page(eval: &Evaluation, allocs: &[Allocation], now: i64) -> String {
         ("TriggeredBy", eval.triggered_by.clone()),
     ];
     match eval.triggered_by.as_str() {
-        "node-update" | "node-drain" => {
+        trigger::NODE_UPDATE | trigger::NODE_DRAIN => {
             basic.push(("Node ID", short_id(&eval.node_id).to_string()))
         }
-        "max-plan-attempts" => {
+        trigger::MAX_PLAN_ATTEMPTS => {
             basic.push(("Previous Eval", short_id(&eval.previous_eval).to_string()))
         }
         _ => {}
@@ -82,7 +82,7 @@ pub fn eval_page(eval: &Evaluation, allocs: &[Allocation], now: i64) -> String {
     if eval.wait_until_unix_ns > 0 {
         basic.push(("Wait Until", rfc3339(eval.wait_until_unix_ns)));
     }
-    if !eval.previous_eval.is_empty() && eval.triggered_by != "max-plan-attempts" {
+    if !eval.previous_eval.is_empty() && eval.triggered_by != trigger::MAX_PLAN_ATTEMPTS {
         basic.push(("Previous Eval", short_id(&eval.previous_eval).to_string()));
     }
     if !eval.next_eval.is_empty() {

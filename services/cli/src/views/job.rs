@@ -78,10 +78,7 @@ pub fn job_page(page: &JobPage, now: i64) -> String {
         ("ID", job.id.clone()),
         ("Name", job.name.clone()),
         ("Submit Date", rfc3339(job.submit_time_unix_ns)),
-        (
-            "Type",
-            job.r#type().nomad_name().to_string(),
-        ),
+        ("Type", job.r#type().nomad_name().to_string()),
         ("Priority", job.priority.to_string()),
         ("Datacenters", job.datacenters.join(",")),
         ("Namespace", job.namespace.clone()),

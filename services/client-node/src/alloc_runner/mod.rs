@@ -10,10 +10,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_model::{now_unix_ns, AllocExt};
+use caravan_model::{AllocExt, now_unix_ns};
 use caravan_proto::{
-    AllocClientStatus, AllocUpdate, Allocation, Job, JobType, Node, Task,
-    TaskGroup, TaskState,
+    AllocClientStatus, AllocUpdate, Allocation, Job, JobType, Node, Task, TaskGroup, TaskState,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;

@@ -1,7 +1,7 @@
 //! An alloc runner's start: directories and payload on first start, or the
 //! tasks found again after a client restart.
 
-use caravan_model::{now_unix_ns, AllocExt};
+use caravan_model::{AllocExt, now_unix_ns};
 use caravan_proto::{TaskGroup, TaskState};
 
 use super::AllocRunner;

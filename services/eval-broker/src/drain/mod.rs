@@ -9,7 +9,7 @@ pub mod enforcer;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use caravan_model::AllocExt;
+use caravan_model::{AllocExt, trigger};
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, Allocation, DrainMetadata, DrainStrategy, Evaluation,
     JobType, Node,
@@ -17,9 +17,6 @@ use caravan_proto::{
 use caravan_state::Tables;
 
 use crate::evals::node_eval;
-
-/// Trigger of the evals that move allocations off a draining node.
-pub const TRIGGER_NODE_DRAIN: &str = "node-drain";
 
 /// The drain of a node, if it drains.
 pub fn drain_of(node: &Node) -> Option<&DrainStrategy> {
@@ -93,7 +90,7 @@ pub fn forced_moves(
         .into_iter()
         .map(|((ns, job_id), marked)| {
             let job = snap.job(ns, job_id).map(|j| j.as_ref());
-            let mut eval = node_eval(TRIGGER_NODE_DRAIN, &node.id, ns, job_id, job, now_ns);
+            let mut eval = node_eval(trigger::NODE_DRAIN, &node.id, ns, job_id, job, now_ns);
             eval.node_modify_revision = node.modify_revision;
             (eval, marked)
         })

@@ -10,8 +10,7 @@ use std::sync::Arc;
 
 use caravan_model::{AllocExt, DeploymentStatusExt, EvalStatusExt};
 use caravan_proto::{
-    AllocClientStatus, Allocation, Deployment,
-    Evaluation, Job, JobType, Node, NodeStatus,
+    AllocClientStatus, Allocation, Deployment, Evaluation, Job, JobType, Node, NodeStatus,
 };
 use caravan_state::Tables;
 

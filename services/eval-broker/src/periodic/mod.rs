@@ -13,15 +13,12 @@ pub mod launcher;
 
 use std::sync::Arc;
 
-use caravan_model::{AllocExt, EvalStatusExt, NomadName};
+use caravan_model::{AllocExt, EvalStatusExt, NomadName, trigger};
 use caravan_proto::{EvalStatus, Evaluation, Job, JobStatus};
 use caravan_state::Tables;
 
-
 pub use cron::CronSchedule;
 
-/// Trigger of the eval that schedules a periodic child.
-pub const TRIGGER_PERIODIC_JOB: &str = "periodic-job";
 /// What separates a parent's id from its child's launch time.
 pub const LAUNCH_SUFFIX: &str = "/periodic-";
 
@@ -124,7 +121,7 @@ pub fn launch_eval(child: &Job, now_ns: i64) -> Evaluation {
         namespace: child.namespace.clone(),
         priority: child.priority,
         r#type: child.r#type().nomad_name().to_string(),
-        triggered_by: TRIGGER_PERIODIC_JOB.into(),
+        triggered_by: trigger::PERIODIC_JOB.into(),
         job_id: child.id.clone(),
         job_modify_revision: 0,
         status: EvalStatus::Pending as i32,

@@ -195,7 +195,12 @@ pub async fn a_failover_catches_up_once_and_never_launches_twice(store: Arc<dyn 
 pub async fn force_periodic_launches_now_and_checks_its_job(store: Arc<dyn Store>) {
     let (prefix, ks) = keyspace();
     let mut broker = start_leader(Arc::clone(&store), &prefix).await;
-    register(&store, &ks, &parent("nightly", "0 3 * * *", true, now_unix_ns())).await;
+    register(
+        &store,
+        &ks,
+        &parent("nightly", "0 3 * * *", true, now_unix_ns()),
+    )
+    .await;
     let plain = Job {
         id: "plain".into(),
         name: "plain".into(),
