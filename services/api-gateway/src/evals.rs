@@ -28,14 +28,6 @@ pub(crate) fn for_job(job: &Job, trigger: &str) -> Evaluation {
     eval
 }
 
-/// Whether a job is a template (periodic or parameterized parent) that is
-/// never scheduled itself, so its registration creates no evaluation.
-pub(crate) fn is_template(job: &Job) -> bool {
-    let periodic = job.periodic.as_ref().is_some_and(|p| p.enabled);
-    let parameterized = job.parameterized.is_some() && !job.dispatched;
-    periodic || parameterized
-}
-
 /// Every evaluation in the query's namespace whose id has its prefix.
 pub async fn list(gw: &Gateway, query: &Query) -> (Vec<Evaluation>, QueryMeta) {
     let snap = query::block(gw, query).await;
@@ -78,7 +70,7 @@ pub async fn allocations(
 #[cfg(test)]
 mod tests {
     use caravan_model::trigger;
-    use caravan_proto::{JobType, ParameterizedJobConfig, PeriodicConfig};
+    use caravan_proto::JobType;
 
     use super::*;
 
@@ -99,21 +91,5 @@ mod tests {
         assert_eq!(eval.job_modify_revision, 12);
         assert_eq!(eval.triggered_by, "job-register");
         assert_eq!(eval.id.len(), 36);
-    }
-
-    #[test]
-    fn templates_are_periodic_or_parameterized_parents() {
-        let mut job = Job::default();
-        assert!(!is_template(&job));
-        job.periodic = Some(PeriodicConfig {
-            enabled: true,
-            ..Default::default()
-        });
-        assert!(is_template(&job));
-        job.periodic = None;
-        job.parameterized = Some(ParameterizedJobConfig::default());
-        assert!(is_template(&job));
-        job.dispatched = true;
-        assert!(!is_template(&job));
     }
 }

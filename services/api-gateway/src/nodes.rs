@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use caravan_model::{AllocExt, now_unix_ns, trigger};
+use caravan_model::{AllocExt, JobExt, now_unix_ns, trigger};
 use caravan_proto::{
     Allocation, DrainMetadata, DrainStrategy, Evaluation, JobType, Node, QueryMeta,
     SchedulingEligibility,
@@ -12,7 +12,7 @@ use caravan_state::{Snapshot, encode};
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
 use crate::error::{GatewayError, Result};
-use crate::evals::{self, is_template};
+use crate::evals;
 use crate::gateway::Gateway;
 use crate::query::{self, Query};
 
@@ -78,7 +78,7 @@ pub(crate) fn node_evals(
     let mut out = Vec::new();
     let mut push = |job: &caravan_proto::Job, out: &mut Vec<Evaluation>| {
         let system = matches!(job.r#type(), JobType::System | JobType::Sysbatch);
-        if (ignore_system && system) || job.stop || is_template(job) {
+        if (ignore_system && system) || job.stop || job.is_template() {
             return;
         }
         if !seen.insert((job.namespace.clone(), job.id.clone())) {

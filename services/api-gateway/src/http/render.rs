@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use caravan_model::NomadName;
+use caravan_model::{JobExt, NomadName};
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocMetric, AllocatedPort, Allocation, Deployment,
     DeploymentStatus, EvalStatus, Evaluation, Job, NetworkResource, Node, NodeStatus,
@@ -13,8 +13,6 @@ use caravan_proto::{
 };
 use caravan_state::Snapshot;
 use serde_json::{Value, json};
-
-use crate::evals::is_template;
 
 /// A revision as a Nomad index.
 pub fn index(revision: i64) -> u64 {
@@ -619,7 +617,7 @@ pub fn job_stub(snap: &Snapshot, job: &Job) -> Value {
         "Multiregion": Value::Null,
         "Type": job.r#type().nomad_name(),
         "Priority": job.priority,
-        "Periodic": job.periodic.as_ref().is_some_and(|p| p.enabled),
+        "Periodic": job.is_periodic(),
         "ParameterizedJob": job.parameterized.is_some(),
         "Stop": job.stop,
         "Status": job_status(job),
@@ -630,7 +628,7 @@ pub fn job_stub(snap: &Snapshot, job: &Job) -> Value {
         "JobModifyIndex": index(job.job_modify_revision),
         "SubmitTime": job.submit_time_unix_ns,
         "Meta": job.meta,
-        "IsTemplate": is_template(job),
+        "IsTemplate": job.is_template(),
     })
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use caravan_jobspec::JobDiff;
-use caravan_model::{NomadName, now_unix_ns, trigger};
+use caravan_model::{JobExt, NomadName, now_unix_ns, trigger};
 use caravan_proto::{
     AllocMetric, Allocation, Deployment, EvalStatus, Evaluation, Job, Node, Plan, PlanAnnotations,
     PlanResult, SchedulerConfiguration,
@@ -16,7 +16,6 @@ use caravan_state::Snapshot;
 use caravan_store::Revision;
 
 use crate::error::{GatewayError, Result};
-use crate::evals::is_template;
 use crate::gateway::{Gateway, new_id};
 use crate::jobs::register::prepare;
 use crate::jobs::versions::spec_changed;
@@ -182,7 +181,7 @@ pub async fn plan(gw: &Gateway, job: Job, want_diff: bool) -> Result<Planned> {
         false => None,
     };
     let mut planner = DryRun::default();
-    if !is_template(&job) {
+    if !job.is_template() {
         let mut eval = Evaluation {
             id: new_id(),
             namespace: job.namespace.clone(),

@@ -4,14 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use caravan_model::{AllocExt, EvalStatusExt};
+use caravan_model::{AllocExt, EvalStatusExt, JobExt};
 use caravan_proto::{
     AllocClientStatus, Allocation, Evaluation, Job, JobStatus, JobType, QueryMeta, TaskGroupSummary,
 };
 use caravan_state::Snapshot;
 
 use crate::error::{GatewayError, Result};
-use crate::evals::is_template;
 use crate::gateway::Gateway;
 use crate::query::{self, Query};
 
@@ -25,7 +24,7 @@ pub fn with_status(snap: &Snapshot, job: &Job) -> Job {
 }
 
 fn derive_status(snap: &Snapshot, job: &Job) -> JobStatus {
-    if job.r#type() == JobType::System || is_template(job) {
+    if job.r#type() == JobType::System || job.is_template() {
         return if job.stop {
             JobStatus::Dead
         } else {

@@ -3,7 +3,7 @@
 //! mod revision and retried from a fresh read when another writer got there
 //! first.
 
-use caravan_model::{now_unix_ns, trigger};
+use caravan_model::{JobExt, now_unix_ns, trigger};
 use caravan_proto::{AllocClientStatus, Evaluation, Job};
 use caravan_state::{Keyspace, decode, encode, register_txn, versions_to_delete};
 use caravan_store::{Compare, CompareOp, Op, Range, Revision, Txn};
@@ -79,7 +79,7 @@ pub(crate) fn build_register(
 ) -> RegisterWrite {
     let write = register_txn(keys, existing, job, versions, now_unix_ns());
     let mut txn = write.txn;
-    let eval = (!evals::is_template(&write.job)).then(|| evals::for_job(&write.job, trigger));
+    let eval = (!write.job.is_template()).then(|| evals::for_job(&write.job, trigger));
     if let Some(eval) = &eval {
         txn = txn.and_then(Op::put(keys.eval(&eval.id), encode(eval)));
     }
@@ -258,7 +258,7 @@ pub(crate) fn build_deregister(
         eval_job = stopped;
     }
     let eval =
-        (!evals::is_template(existing)).then(|| evals::for_job(&eval_job, trigger::JOB_DEREGISTER));
+        (!existing.is_template()).then(|| evals::for_job(&eval_job, trigger::JOB_DEREGISTER));
     if let Some(eval) = &eval {
         txn = txn.and_then(Op::put(keys.eval(&eval.id), encode(eval)));
     }
@@ -326,12 +326,12 @@ pub async fn evaluate(
         let Some(job) = gw.read::<Job>(&job_key).await? else {
             return Err(GatewayError::NotFound(format!("job not found: {job_id}")));
         };
-        if job.periodic.as_ref().is_some_and(|p| p.enabled) {
+        if job.is_periodic() {
             return Err(GatewayError::FailedPrecondition(
                 "can't evaluate periodic job".into(),
             ));
         }
-        if evals::is_template(&job) {
+        if job.is_template() {
             return Err(GatewayError::FailedPrecondition(
                 "can't evaluate parameterized job".into(),
             ));

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use caravan_jobspec::ParseOptions;
-use caravan_model::{now_unix_ns, trigger};
+use caravan_model::{JobExt, now_unix_ns, trigger};
 use caravan_proto::{DesiredUpdates, Job, PlanJobResponse};
 
 use crate::api::Api;
@@ -123,7 +123,7 @@ async fn run(
     check_index: Option<i64>,
 ) -> Result<u8> {
     let (job, mut warnings) = load_job(file)?;
-    let periodic = job.periodic.as_ref().is_some_and(|p| p.enabled);
+    let periodic = job.is_periodic();
     let parameterized = job.parameterized.is_some();
     let resp = api.register_job(job, check_index).await?;
     warnings.extend(resp.warnings);

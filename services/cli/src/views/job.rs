@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use caravan_model::NomadName;
+use caravan_model::{JobExt, NomadName};
 use caravan_proto::{Deployment, EvalStatus, Evaluation, Job, TaskGroupSummary};
 
 use crate::format::{kv, rfc3339, table};
@@ -14,7 +14,7 @@ use crate::views::deployment_block;
 /// `service`, or `batch/periodic`, `batch/parameterized` for templates.
 pub fn job_type(job: &Job) -> String {
     let mut t = job.r#type().nomad_name().to_string();
-    if job.periodic.as_ref().is_some_and(|p| p.enabled) {
+    if job.is_periodic() {
         t.push_str("/periodic");
     }
     if job.parameterized.is_some() {
@@ -72,7 +72,7 @@ pub struct JobPage {
 /// One job's status page.
 pub fn job_page(page: &JobPage, now: i64) -> String {
     let job = &page.job;
-    let periodic = job.periodic.as_ref().is_some_and(|p| p.enabled);
+    let periodic = job.is_periodic();
     let parameterized = job.parameterized.is_some();
     let mut out = kv(&[
         ("ID", job.id.clone()),

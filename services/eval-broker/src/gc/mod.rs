@@ -8,7 +8,7 @@ pub mod collector;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use caravan_model::{AllocExt, DeploymentStatusExt, EvalStatusExt};
+use caravan_model::{AllocExt, DeploymentStatusExt, EvalStatusExt, JobExt};
 use caravan_proto::{
     AllocClientStatus, Allocation, Deployment, Evaluation, Job, JobType, Node, NodeStatus,
 };
@@ -124,19 +124,12 @@ impl GcCounts {
     }
 }
 
-/// Whether a job is a template: a periodic or parameterized parent, never
-/// scheduled itself.
-fn is_template(job: &Job) -> bool {
-    job.periodic.as_ref().is_some_and(|p| p.enabled)
-        || (job.parameterized.is_some() && !job.dispatched)
-}
-
 /// Whether a job is dead for garbage collection: stopped, or nothing of it
 /// is running or pending. A job whose evals and allocs are all gone counts
 /// as dead, as Nomad's status does once its evals were collected. System
 /// jobs and templates run until stopped.
 pub fn job_dead(snap: &Tables, job: &Job) -> bool {
-    if job.r#type() == JobType::System || is_template(job) {
+    if job.r#type() == JobType::System || job.is_template() {
         return job.stop;
     }
     let running = snap
@@ -152,7 +145,7 @@ pub fn job_dead(snap: &Tables, job: &Job) -> bool {
 /// templates only when stopped; other jobs when dead and either stopped or
 /// batch-like, which finish on their own.
 pub fn job_collectable(snap: &Tables, job: &Job) -> bool {
-    if is_template(job) {
+    if job.is_template() {
         return job.stop;
     }
     if !job_dead(snap, job) {

@@ -13,7 +13,7 @@ pub mod launcher;
 
 use std::sync::Arc;
 
-use caravan_model::{AllocExt, EvalStatusExt, NomadName, trigger};
+use caravan_model::{AllocExt, EvalStatusExt, JobExt, NomadName, trigger};
 use caravan_proto::{EvalStatus, Evaluation, Job, JobStatus};
 use caravan_state::Tables;
 
@@ -25,10 +25,7 @@ pub const LAUNCH_SUFFIX: &str = "/periodic-";
 /// Whether the launcher follows a job: periodic, enabled, not stopped, and
 /// not a parameterized template (those launch by dispatch).
 pub fn is_active(job: &Job) -> bool {
-    job.periodic.as_ref().is_some_and(|p| p.enabled)
-        && !job.stop
-        && job.parameterized.is_none()
-        && !job.dispatched
+    job.is_periodic() && !job.stop && job.parameterized.is_none() && !job.dispatched
 }
 
 /// The id of the child launched at `launch` (Unix seconds).
