@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use caravan_model::{EvalStatusExt, NomadName, trigger};
+use caravan_model::{DEFAULT_PRIORITY, EvalStatusExt, NomadName, trigger};
 use caravan_proto::{EvalStatus, Evaluation, Job, Node, NodeStatus};
 
 use crate::error::BrokerError;
@@ -23,10 +23,6 @@ pub const NODE_DOWN_DESCRIPTION: &str = "node heartbeat missed";
 
 /// Scheduler types an eval may name.
 pub const SCHEDULER_TYPES: &[&str] = &["service", "batch", "system", "sysbatch", "_core"];
-
-/// Nomad's default job priority, for node-update evals of a job gone from
-/// the store.
-const DEFAULT_PRIORITY: i32 = 50;
 
 /// The description of an eval failed at the delivery limit.
 pub fn delivery_limit_description(limit: u32) -> String {

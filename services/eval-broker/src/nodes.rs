@@ -5,18 +5,12 @@
 
 use std::collections::BTreeSet;
 
-use caravan_model::AllocExt;
-use caravan_proto::{Allocation, Evaluation, Node, NodeStatus, SchedulingEligibility};
+use caravan_model::{AllocExt, NodeExt};
+use caravan_proto::{Allocation, Evaluation, Node};
 use caravan_state::{ObjectChange, Tables};
 use caravan_store::Revision;
 
 use crate::evals::{node_counts_as_up, node_update_eval};
-
-/// Whether new allocations may be placed on the node.
-pub fn schedulable(node: &Node) -> bool {
-    node.status() == NodeStatus::Ready
-        && node.scheduling_eligibility() != SchedulingEligibility::Ineligible
-}
 
 /// Whether anything that decides what fits on a node differs.
 fn shape_changed(old: &Node, new: &Node) -> bool {
@@ -36,12 +30,12 @@ fn shape_changed(old: &Node, new: &Node) -> bool {
 /// changed shape while schedulable.
 pub fn capacity_grew<'a>(change: &ObjectChange<'a, Node>) -> Option<&'a str> {
     let new = change.new()?;
-    if !schedulable(new) {
+    if !new.is_schedulable() {
         return None;
     }
     let grew = match change.old() {
         None => true,
-        Some(old) => !schedulable(old) || shape_changed(old, new),
+        Some(old) => !old.is_schedulable() || shape_changed(old, new),
     };
     grew.then_some(new.computed_class.as_str())
 }
@@ -85,7 +79,7 @@ pub fn capacity_revisions(snapshot: &Tables) -> Vec<(String, Revision)> {
         let slot = newest.entry(class.to_string()).or_default();
         *slot = (*slot).max(revision);
     };
-    for node in snapshot.nodes().filter(|n| schedulable(n)) {
+    for node in snapshot.nodes().filter(|n| n.is_schedulable()) {
         note(&node.computed_class, node.modify_revision);
     }
     for alloc in snapshot.allocs().filter(|a| a.is_terminal()) {
@@ -135,7 +129,9 @@ pub fn node_update_evals(snapshot: &Tables, node_id: &str, now_ns: i64) -> Vec<E
 mod tests {
     use std::sync::Arc;
 
-    use caravan_proto::{AllocClientStatus, AllocDesiredStatus, NodeResources};
+    use caravan_proto::{
+        AllocClientStatus, AllocDesiredStatus, NodeResources, NodeStatus, SchedulingEligibility,
+    };
 
     use super::*;
 
