@@ -1,8 +1,9 @@
 //! The rules of Caravan's data model, each written once: when an
 //! allocation, an evaluation or a deployment is terminal, when a node takes
-//! placements, which jobs are templates, Nomad's name of every status, the
-//! evaluation triggers, whether a new job version needs new allocations
-//! ([`tasks_updated`]), and the wall clock in Unix nanoseconds.
+//! placements, which jobs are templates, how allocations are named, Nomad's
+//! name of every status, the evaluation triggers, whether a new job version
+//! needs new allocations ([`tasks_updated`]), and the wall clock in Unix
+//! nanoseconds.
 //!
 //! The rules are extension traits on the messages `caravan-proto` generates
 //! (`alloc.is_terminal()`, `eval.status().is_terminal()`), in a crate of
@@ -25,6 +26,7 @@ mod clock;
 mod deployment;
 mod eval;
 mod job;
+mod name;
 mod names;
 mod node;
 pub mod task_state;
@@ -36,6 +38,7 @@ pub use clock::now_unix_ns;
 pub use deployment::DeploymentStatusExt;
 pub use eval::EvalStatusExt;
 pub use job::{DEFAULT_PRIORITY, JobExt};
+pub use name::{alloc_index, alloc_name, trailing_alloc_index};
 pub use names::NomadName;
 pub use node::NodeExt;
 pub use update::{group_destructive, task_destructive, tasks_updated, tasks_updated_in};

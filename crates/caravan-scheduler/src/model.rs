@@ -29,29 +29,6 @@ pub fn job_type(job: &Job) -> JobType {
     job.r#type()
 }
 
-/// `<job>.<group>[<index>]`.
-pub fn alloc_name(job_id: &str, group: &str, index: u32) -> String {
-    let mut s = String::with_capacity(job_id.len() + group.len() + 8);
-    s.push_str(job_id);
-    s.push('.');
-    s.push_str(group);
-    s.push('[');
-    s.push_str(itoa(index).as_str());
-    s.push(']');
-    s
-}
-
-fn itoa(n: u32) -> String {
-    n.to_string()
-}
-
-/// The index in an allocation name, if it has one.
-pub fn alloc_index(name: &str) -> Option<u32> {
-    let open = name.rfind('[')?;
-    let close = name[open..].find(']')? + open;
-    name[open + 1..close].parse().ok()
-}
-
 /// The job's effective priority.
 pub fn priority(job: &Job) -> i32 {
     if job.priority == 0 {
@@ -105,18 +82,4 @@ pub fn reschedule_policy(job_type: JobType, tg: &TaskGroup) -> ReschedulePolicy 
 /// The task group by name.
 pub fn group<'a>(job: &'a Job, name: &str) -> Option<&'a TaskGroup> {
     job.task_groups.iter().find(|g| g.name == name)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_round_trip() {
-        let n = alloc_name("web", "api", 12);
-        assert_eq!(n, "web.api[12]");
-        assert_eq!(alloc_index(&n), Some(12));
-        assert_eq!(alloc_index("weird"), None);
-        assert_eq!(alloc_index("a.b[x]"), None);
-    }
 }

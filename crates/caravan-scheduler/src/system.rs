@@ -337,7 +337,7 @@ impl Run<'_> {
                 .collect();
             for idx in 0..ctx.candidates.len() as u32 {
                 for (gi, tg) in j.task_groups.iter().enumerate() {
-                    let name = model::alloc_name(&j.id, &tg.name, 0);
+                    let name = caravan_model::alloc_name(&j.id, &tg.name, 0);
                     let key = (ctx.table.node(idx).id.clone(), name.clone());
                     if kept.contains(&key) {
                         continue;

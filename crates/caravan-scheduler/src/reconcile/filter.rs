@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use caravan_model::{AllocExt, DeploymentStatusExt};
+use caravan_model::{AllocExt, DeploymentStatusExt, alloc_index};
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, Allocation, Deployment, Node, NodeStatus,
 };
@@ -171,8 +171,6 @@ fn should_filter(a: &Allocation, batch: bool) -> (bool, bool) {
 /// Allocation names in index order.
 pub fn name_order(set: &AllocSet) -> Vec<Arc<Allocation>> {
     let mut v: Vec<Arc<Allocation>> = set.values().cloned().collect();
-    v.sort_by(|a, b| {
-        (model::alloc_index(&a.name), &a.id).cmp(&(model::alloc_index(&b.name), &b.id))
-    });
+    v.sort_by(|a, b| (alloc_index(&a.name), &a.id).cmp(&(alloc_index(&b.name), &b.id)));
     v
 }
