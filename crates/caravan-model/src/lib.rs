@@ -1,9 +1,9 @@
 //! The rules of Caravan's data model, each written once: when an
 //! allocation, an evaluation or a deployment is terminal, when a node takes
-//! placements, which jobs are templates, how allocations are named, Nomad's
-//! name of every status, the evaluation triggers, whether a new job version
-//! needs new allocations ([`tasks_updated`]), and the wall clock in Unix
-//! nanoseconds.
+//! placements, which jobs are templates and what status a job has, how
+//! allocations are named, Nomad's name of every status, the evaluation
+//! triggers, whether a new job version needs new allocations
+//! ([`tasks_updated`]), and the wall clock in Unix nanoseconds.
 //!
 //! The rules are extension traits on the messages `caravan-proto` generates
 //! (`alloc.is_terminal()`, `eval.status().is_terminal()`), in a crate of
@@ -37,7 +37,7 @@ pub use alloc::{AllocClientStatusExt, AllocDesiredStatusExt, AllocExt};
 pub use clock::now_unix_ns;
 pub use deployment::DeploymentStatusExt;
 pub use eval::EvalStatusExt;
-pub use job::{DEFAULT_PRIORITY, JobExt};
+pub use job::{DEFAULT_PRIORITY, JobExt, job_finished, job_status};
 pub use name::{alloc_index, alloc_name, trailing_alloc_index};
 pub use names::NomadName;
 pub use node::NodeExt;

@@ -8,7 +8,7 @@ pub mod collector;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use caravan_model::{AllocExt, DeploymentStatusExt, EvalStatusExt, JobExt};
+use caravan_model::{AllocExt, DeploymentStatusExt, EvalStatusExt, JobExt, job_finished};
 use caravan_proto::{
     AllocClientStatus, Allocation, Deployment, Evaluation, Job, JobType, Node, NodeStatus,
 };
@@ -124,21 +124,14 @@ impl GcCounts {
     }
 }
 
-/// Whether a job is dead for garbage collection: stopped, or nothing of it
-/// is running or pending. A job whose evals and allocs are all gone counts
-/// as dead, as Nomad's status does once its evals were collected. System
-/// jobs and templates run until stopped.
+/// Whether a job is dead for garbage collection: nothing of it runs or
+/// waits ([`caravan_model::job_finished`]).
 pub fn job_dead(snap: &Tables, job: &Job) -> bool {
-    if job.r#type() == JobType::System || job.is_template() {
-        return job.stop;
-    }
-    let running = snap
-        .allocs_by_job(&job.namespace, &job.id)
-        .any(|a| !a.is_terminal());
-    let pending = snap
-        .evals_by_job(&job.namespace, &job.id)
-        .any(|e| !e.status().is_terminal());
-    !running && !pending
+    job_finished(
+        job,
+        snap.allocs_by_job(&job.namespace, &job.id).map(Arc::as_ref),
+        snap.evals_by_job(&job.namespace, &job.id).map(Arc::as_ref),
+    )
 }
 
 /// Whether a job may be collected once old enough (Nomad's `gc` index):
