@@ -1,6 +1,6 @@
 //! Nomad's default values, shared by the parsers' canonicalization and `canonicalize`.
 
-pub use caravan_model::DEFAULT_PRIORITY;
+pub use caravan_model::{DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY};
 use caravan_proto::{
     EphemeralDisk, JobType, MigrateStrategy, ReschedulePolicy, RestartPolicy, UpdateStrategy,
 };
@@ -17,10 +17,6 @@ pub const DEFAULT_REGION: &str = "global";
 pub const DEFAULT_NODE_POOL: &str = "default";
 /// Datacenter glob of a job that names none.
 pub const DEFAULT_DATACENTER: &str = "*";
-/// Lowest valid job priority.
-pub const MIN_PRIORITY: i32 = 1;
-/// Highest valid job priority.
-pub const MAX_PRIORITY: i32 = 100;
 /// Largest count a task group may ask for.
 pub const MAX_COUNT: i32 = 50_000;
 /// CPU (MHz) of a task that asks for neither cpu nor cores.

@@ -1,5 +1,5 @@
 //! Which jobs are scheduled themselves, what a job's allocations and
-//! evaluations say of its status, and the priority of one that sets none.
+//! evaluations say of its status, and the priorities it may have.
 
 use caravan_proto::{Allocation, Evaluation, Job, JobStatus, JobType};
 
@@ -7,6 +7,10 @@ use crate::{AllocExt, EvalStatusExt};
 
 /// Priority of a job that sets none, Nomad's default.
 pub const DEFAULT_PRIORITY: i32 = 50;
+/// Lowest valid priority of a job or an evaluation.
+pub const MIN_PRIORITY: i32 = 1;
+/// Highest valid priority of a job or an evaluation.
+pub const MAX_PRIORITY: i32 = 100;
 
 /// Rules of a job.
 pub trait JobExt {

@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use caravan_model::{DEFAULT_PRIORITY, EvalStatusExt, NomadName, trigger};
+use caravan_model::{
+    DEFAULT_PRIORITY, EvalStatusExt, MAX_PRIORITY, MIN_PRIORITY, NomadName, trigger,
+};
 use caravan_proto::{EvalStatus, Evaluation, Job, Node, NodeStatus};
 
 use crate::error::BrokerError;
@@ -79,7 +81,7 @@ pub fn check_new(eval: &Evaluation) -> Result<(), BrokerError> {
             format!("{:?} is not one of {SCHEDULER_TYPES:?}", eval.r#type),
         ));
     }
-    if !(1..=100).contains(&eval.priority) {
+    if !(MIN_PRIORITY..=MAX_PRIORITY).contains(&eval.priority) {
         return Err(invalid("eval.priority", "must be between 1 and 100"));
     }
     if eval.triggered_by.is_empty() {
