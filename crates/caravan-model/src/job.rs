@@ -42,6 +42,27 @@ impl JobExt for Job {
     }
 }
 
+/// Rules of a job type.
+pub trait JobTypeExt {
+    /// Whether its jobs run an allocation on every eligible node: system and
+    /// sysbatch.
+    fn runs_on_every_node(self) -> bool;
+
+    /// Whether its allocations run to completion and are done when they
+    /// finish, rather than kept running: batch and sysbatch.
+    fn runs_to_completion(self) -> bool;
+}
+
+impl JobTypeExt for JobType {
+    fn runs_on_every_node(self) -> bool {
+        matches!(self, Self::System | Self::Sysbatch)
+    }
+
+    fn runs_to_completion(self) -> bool {
+        matches!(self, Self::Batch | Self::Sysbatch)
+    }
+}
+
 /// Nomad's status of a job, derived from its allocations and evaluations:
 /// system jobs and templates run until stopped; any other job is running
 /// with a non-terminal allocation, pending with a non-terminal evaluation,
@@ -124,6 +145,17 @@ mod tests {
     };
 
     use super::*;
+
+    #[test]
+    fn job_types_by_placement_and_lifetime() {
+        use JobType as T;
+        let every_node = [T::System, T::Sysbatch];
+        let to_completion = [T::Batch, T::Sysbatch];
+        for t in [T::Unspecified, T::Service, T::Batch, T::System, T::Sysbatch] {
+            assert_eq!(t.runs_on_every_node(), every_node.contains(&t), "{t:?}");
+            assert_eq!(t.runs_to_completion(), to_completion.contains(&t), "{t:?}");
+        }
+    }
 
     #[test]
     fn a_plain_job_is_no_template() {

@@ -37,7 +37,9 @@ pub use alloc::{AllocClientStatusExt, AllocDesiredStatusExt, AllocExt};
 pub use clock::now_unix_ns;
 pub use deployment::DeploymentStatusExt;
 pub use eval::EvalStatusExt;
-pub use job::{DEFAULT_PRIORITY, JobExt, MAX_PRIORITY, MIN_PRIORITY, job_finished, job_status};
+pub use job::{
+    DEFAULT_PRIORITY, JobExt, JobTypeExt, MAX_PRIORITY, MIN_PRIORITY, job_finished, job_status,
+};
 pub use name::{alloc_index, alloc_name, trailing_alloc_index};
 pub use names::NomadName;
 pub use node::NodeExt;

@@ -3,10 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use caravan_model::{AllocExt, JobExt, now_unix_ns, trigger};
+use caravan_model::{AllocExt, JobExt, JobTypeExt, now_unix_ns, trigger};
 use caravan_proto::{
-    Allocation, DrainMetadata, DrainStrategy, Evaluation, JobType, Node, QueryMeta,
-    SchedulingEligibility,
+    Allocation, DrainMetadata, DrainStrategy, Evaluation, Node, QueryMeta, SchedulingEligibility,
 };
 use caravan_state::{Snapshot, encode};
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
@@ -77,7 +76,7 @@ pub(crate) fn node_evals(
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     let mut push = |job: &caravan_proto::Job, out: &mut Vec<Evaluation>| {
-        let system = matches!(job.r#type(), JobType::System | JobType::Sysbatch);
+        let system = job.r#type().runs_on_every_node();
         if (ignore_system && system) || job.stop || job.is_template() {
             return;
         }
@@ -99,7 +98,7 @@ pub(crate) fn node_evals(
     }
     if !only_placed {
         for job in snap.jobs() {
-            let system = matches!(job.r#type(), JobType::System | JobType::Sysbatch);
+            let system = job.r#type().runs_on_every_node();
             let pool_matches = job.node_pool == "all"
                 || job.node_pool == node.node_pool
                 || (job.node_pool.is_empty() && node.node_pool == "default");
@@ -356,7 +355,7 @@ fn keeps_drain_going(snap: &Snapshot, alloc: &Allocation, ignore_system: bool) -
     }
     let system = snap
         .job(&alloc.namespace, &alloc.job_id)
-        .is_some_and(|j| matches!(j.r#type(), JobType::System | JobType::Sysbatch));
+        .is_some_and(|j| j.r#type().runs_on_every_node());
     !(ignore_system && system)
 }
 

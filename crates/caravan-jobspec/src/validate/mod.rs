@@ -8,7 +8,7 @@ mod policy;
 
 use crate::defaults;
 use crate::error::{FieldError, FieldErrors};
-use caravan_model::{JobExt, NomadName};
+use caravan_model::{JobExt, JobTypeExt, NomadName};
 use caravan_proto::{Job, JobType, NetworkResource, Task, TaskGroup};
 use std::collections::BTreeMap;
 
@@ -51,7 +51,7 @@ pub fn validate(job: &Job) -> Result<(), FieldErrors> {
         }
     };
     let type_name = job_type.nomad_name();
-    let system = matches!(job_type, JobType::System | JobType::Sysbatch);
+    let system = job_type.runs_on_every_node();
 
     if job.id.is_empty() {
         e.on("", "id", "missing job ID");
@@ -138,7 +138,7 @@ pub fn validate(job: &Job) -> Result<(), FieldErrors> {
     let is_periodic = job.is_periodic();
     let is_parameterized = job.is_parameterized();
     if let Some(p) = job.periodic.as_ref().filter(|p| p.enabled) {
-        if !matches!(job_type, JobType::Batch | JobType::Sysbatch) {
+        if !job_type.runs_to_completion() {
             e.on(
                 "",
                 "periodic",
@@ -148,7 +148,7 @@ pub fn validate(job: &Job) -> Result<(), FieldErrors> {
         periodic::periodic(p, "periodic", &mut e);
     }
     if let Some(p) = job.parameterized.as_ref().filter(|_| is_parameterized) {
-        if !matches!(job_type, JobType::Batch | JobType::Sysbatch) {
+        if !job_type.runs_to_completion() {
             e.on(
                 "",
                 "parameterized",
@@ -219,7 +219,7 @@ fn group_base(tg: &TaskGroup, index: usize) -> String {
 
 fn group(tg: &TaskGroup, base: &str, job_type: JobType, e: &mut Errors) {
     let type_name = job_type.nomad_name();
-    let system = matches!(job_type, JobType::System | JobType::Sysbatch);
+    let system = job_type.runs_on_every_node();
     if tg.count < 0 {
         e.on(base, "count", format!("must be >= 0 (got {})", tg.count));
     } else if tg.count > defaults::MAX_COUNT {
@@ -361,7 +361,7 @@ fn task(t: &Task, base: &str, job_type: JobType, e: &mut Errors) {
     if t.kill_timeout_ns < 0 {
         e.on(base, "kill_timeout", "must be >= 0");
     }
-    if matches!(job_type, JobType::System | JobType::Sysbatch) && !t.affinities.is_empty() {
+    if job_type.runs_on_every_node() && !t.affinities.is_empty() {
         e.on(
             base,
             "affinity",

@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_model::{AllocExt, now_unix_ns};
+use caravan_model::{AllocExt, JobTypeExt, now_unix_ns};
 use caravan_proto::{
-    AllocClientStatus, AllocUpdate, Allocation, Job, JobType, Node, Task, TaskGroup, TaskState,
+    AllocClientStatus, AllocUpdate, Allocation, Job, Node, Task, TaskGroup, TaskState,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -293,8 +293,7 @@ impl AllocRunner {
             .clone()
             .or_else(|| group.restart_policy.clone())
             .unwrap_or_else(|| crate::restart::default_policy(self.job.r#type()));
-        let batch = matches!(self.job.r#type(), JobType::Batch | JobType::Sysbatch)
-            || Phase::of(task).is_ephemeral();
+        let batch = self.job.r#type().runs_to_completion() || Phase::of(task).is_ephemeral();
         let kill_timeout = u64::try_from(task.kill_timeout_ns)
             .ok()
             .filter(|n| *n > 0)

@@ -9,10 +9,10 @@ pub mod enforcer;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use caravan_model::{AllocExt, trigger};
+use caravan_model::{AllocExt, JobTypeExt, trigger};
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, Allocation, DrainMetadata, DrainStrategy, Evaluation,
-    JobType, Node,
+    Node,
 };
 use caravan_state::Tables;
 
@@ -38,7 +38,7 @@ pub fn past_deadline(node: &Node, now_ns: i64) -> bool {
 
 fn is_system(snap: &Tables, alloc: &Allocation) -> bool {
     snap.job(&alloc.namespace, &alloc.job_id)
-        .is_some_and(|j| matches!(j.r#type(), JobType::System | JobType::Sysbatch))
+        .is_some_and(|j| j.r#type().runs_on_every_node())
 }
 
 fn flagged(alloc: &Allocation) -> bool {
@@ -139,7 +139,7 @@ pub fn completed(node: &Node, now_ns: i64) -> Node {
 #[cfg(test)]
 mod tests {
     use caravan_proto::{
-        AllocClientStatus as C, AllocDesiredStatus as D, DesiredTransition, NodeStatus,
+        AllocClientStatus as C, AllocDesiredStatus as D, DesiredTransition, JobType, NodeStatus,
         SchedulingEligibility,
     };
 

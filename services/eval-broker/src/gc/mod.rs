@@ -8,10 +8,10 @@ pub mod collector;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use caravan_model::{AllocExt, DeploymentStatusExt, EvalStatusExt, JobExt, job_finished};
-use caravan_proto::{
-    AllocClientStatus, Allocation, Deployment, Evaluation, Job, JobType, Node, NodeStatus,
+use caravan_model::{
+    AllocExt, DeploymentStatusExt, EvalStatusExt, JobExt, JobTypeExt, job_finished,
 };
+use caravan_proto::{AllocClientStatus, Allocation, Deployment, Evaluation, Job, Node, NodeStatus};
 use caravan_state::Tables;
 
 use crate::config::GcConfig;
@@ -144,7 +144,7 @@ pub fn job_collectable(snap: &Tables, job: &Job) -> bool {
     if !job_dead(snap, job) {
         return false;
     }
-    job.stop || matches!(job.r#type(), JobType::Batch | JobType::Sysbatch)
+    job.stop || job.r#type().runs_to_completion()
 }
 
 /// What one sweep knows about the live objects.
