@@ -1,9 +1,13 @@
-//! The rules of Caravan's data model, each written once: when an
-//! allocation, an evaluation or a deployment is terminal, when a node takes
-//! placements, which jobs are templates and what status a job has, how
-//! allocations are named, Nomad's name of every status, the evaluation
-//! triggers, whether a new job version needs new allocations
-//! ([`tasks_updated`]), and the wall clock in Unix nanoseconds.
+//! The rules of Caravan's data model, each written once:
+//! - when an allocation, an evaluation or a deployment is terminal (and the
+//!   narrower questions beside it: live, waiting, followed);
+//! - when a node takes placements;
+//! - which jobs are templates, how job types behave, the valid priorities,
+//!   and the status a job's allocations and evaluations give it;
+//! - how allocations are named, Nomad's name of every status, the
+//!   evaluation triggers and task states;
+//! - whether a new job version needs new allocations ([`tasks_updated`]);
+//! - the wall clock in Unix nanoseconds.
 //!
 //! The rules are extension traits on the messages `caravan-proto` generates
 //! (`alloc.is_terminal()`, `eval.status().is_terminal()`), in a crate of

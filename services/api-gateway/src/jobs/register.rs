@@ -347,8 +347,7 @@ pub async fn evaluate(
         if force_reschedule {
             let snap = gw.cache.snapshot();
             for alloc in snap.allocs_by_job(namespace, job_id) {
-                if alloc.client_status() != AllocClientStatus::Failed || is_terminal_desired(alloc)
-                {
+                if alloc.client_status() != AllocClientStatus::Failed || not_wanted_running(alloc) {
                     continue;
                 }
                 let key = gw.keys.alloc(&alloc.id);
@@ -378,8 +377,11 @@ pub async fn evaluate(
     Err(conflict(job_id))
 }
 
-/// Whether the servers already want the allocation gone.
-fn is_terminal_desired(alloc: &caravan_proto::Allocation) -> bool {
+/// Whether the servers want anything but for the allocation to run: stop,
+/// evict, or no desired status at all. Only failed allocations still wanted
+/// running are forced to reschedule; `AllocExt::is_server_terminal` would
+/// also let an allocation with no desired status through.
+fn not_wanted_running(alloc: &caravan_proto::Allocation) -> bool {
     alloc.desired_status() != caravan_proto::AllocDesiredStatus::Run
 }
 
