@@ -4,9 +4,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, Allocation, EvalStatus, Evaluation, Job, Node,
-};
+use caravan_model::AllocExt;
+use caravan_proto::{Allocation, EvalStatus, Evaluation, Job, Node};
 use caravan_state::{Keyspace, Kind, StateObject, decode};
 use caravan_store::{Range, Store};
 
@@ -118,16 +117,6 @@ impl ClusterState {
     }
 }
 
-/// Whether the servers still count an allocation against its node: desired
-/// to run and not finished on the client.
-pub fn is_live(alloc: &Allocation) -> bool {
-    alloc.desired_status() == AllocDesiredStatus::Run
-        && !matches!(
-            alloc.client_status(),
-            AllocClientStatus::Complete | AllocClientStatus::Failed | AllocClientStatus::Lost
-        )
-}
-
 /// The evals of each status, for messages.
 pub fn eval_histogram(evals: &[Evaluation]) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
@@ -176,7 +165,7 @@ pub fn failed_with_follow_up(failed: &Evaluation, evals: &[Evaluation]) -> bool 
 /// its reservation), with what was found.
 pub fn overcommitted_nodes(nodes: &[Node], allocs: &[Allocation]) -> Vec<String> {
     let mut used: HashMap<&str, (u64, u64, u64)> = HashMap::new();
-    for a in allocs.iter().filter(|a| is_live(a)) {
+    for a in allocs.iter().filter(|a| a.is_live()) {
         let entry = used.entry(a.node_id.as_str()).or_default();
         if let Some(res) = &a.allocated_resources {
             for t in res.tasks.values() {
@@ -215,7 +204,7 @@ pub fn overcommitted_nodes(nodes: &[Node], allocs: &[Allocation]) -> Vec<String>
 /// Pairs of live allocations of one job with the same name (`job.group[i]`).
 pub fn duplicated_allocs(allocs: &[Allocation]) -> Vec<String> {
     let mut by_name: HashMap<(&str, &str, &str), Vec<&str>> = HashMap::new();
-    for a in allocs.iter().filter(|a| is_live(a)) {
+    for a in allocs.iter().filter(|a| a.is_live()) {
         by_name
             .entry((a.namespace.as_str(), a.job_id.as_str(), a.name.as_str()))
             .or_default()
@@ -233,7 +222,7 @@ pub fn duplicated_allocs(allocs: &[Allocation]) -> Vec<String> {
 /// The live allocations of each job.
 pub fn live_per_job(allocs: &[Allocation]) -> HashMap<String, usize> {
     let mut counts = HashMap::new();
-    for a in allocs.iter().filter(|a| is_live(a)) {
+    for a in allocs.iter().filter(|a| a.is_live()) {
         *counts.entry(a.job_id.clone()).or_insert(0) += 1;
     }
     counts

@@ -1,5 +1,6 @@
 //! Nomad's default values, shared by the parsers' canonicalization and `canonicalize`.
 
+pub use caravan_model::{DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY};
 use caravan_proto::{
     EphemeralDisk, JobType, MigrateStrategy, ReschedulePolicy, RestartPolicy, UpdateStrategy,
 };
@@ -16,12 +17,6 @@ pub const DEFAULT_REGION: &str = "global";
 pub const DEFAULT_NODE_POOL: &str = "default";
 /// Datacenter glob of a job that names none.
 pub const DEFAULT_DATACENTER: &str = "*";
-/// Priority of a job that sets none.
-pub const DEFAULT_PRIORITY: i32 = 50;
-/// Lowest valid job priority.
-pub const MIN_PRIORITY: i32 = 1;
-/// Highest valid job priority.
-pub const MAX_PRIORITY: i32 = 100;
 /// Largest count a task group may ask for.
 pub const MAX_COUNT: i32 = 50_000;
 /// CPU (MHz) of a task that asks for neither cpu nor cores.
@@ -40,16 +35,6 @@ pub const DEFAULT_PAYLOAD: &str = "optional";
 pub const DEFAULT_TIME_ZONE: &str = "UTC";
 /// The only periodic spec type.
 pub const SPEC_TYPE_CRON: &str = "cron";
-
-/// The scheduler name of a job type, as Nomad's `Type` field spells it.
-pub fn job_type_name(t: JobType) -> &'static str {
-    match t {
-        JobType::Unspecified | JobType::Service => "service",
-        JobType::Batch => "batch",
-        JobType::System => "system",
-        JobType::Sysbatch => "sysbatch",
-    }
-}
 
 /// The job type a Nomad `Type` string names, if any.
 pub fn parse_job_type(name: &str) -> Option<JobType> {

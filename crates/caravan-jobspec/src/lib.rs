@@ -7,7 +7,8 @@
 //! - [`validate`] checks its shape as Nomad's `Job.Validate` does (placement rules are
 //!   `caravan_scheduler::validate`'s business);
 //! - [`render_json`] and [`hcl_to_nomad_json`] speak Nomad's JSON back;
-//! - [`diff`], [`render_plan`] and [`tasks_updated`] serve `job plan` and the scheduler.
+//! - [`diff`] and [`render_plan`] serve `job plan`, annotating destructive changes by
+//!   `caravan_model::tasks_updated`, the rule the scheduler decides updates by.
 
 mod canonicalize;
 mod defaults;
@@ -16,15 +17,13 @@ mod duration;
 mod error;
 mod hcl;
 mod nomad_json;
-mod tasks_updated;
 mod validate;
 
 pub use canonicalize::canonicalize;
 pub use caravan_proto::Job;
 pub use defaults::{
     DEFAULT_CPU_MHZ, DEFAULT_DISK_MB, DEFAULT_KILL_TIMEOUT_NS, DEFAULT_MEMORY_MB,
-    DEFAULT_NAMESPACE, DEFAULT_NODE_POOL, DEFAULT_PRIORITY, MAX_COUNT, job_type_name,
-    parse_job_type,
+    DEFAULT_NAMESPACE, DEFAULT_NODE_POOL, DEFAULT_PRIORITY, MAX_COUNT, parse_job_type,
 };
 pub use diff::{
     DiffType, FORCES_CREATE, FORCES_DESTROY, FORCES_DESTRUCTIVE_UPDATE, FORCES_IN_PLACE_UPDATE,
@@ -32,7 +31,6 @@ pub use diff::{
 };
 pub use duration::{format_duration, parse_duration};
 pub use error::{FieldError, FieldErrors, JobspecError};
-pub use tasks_updated::tasks_updated;
 pub use validate::{validate, warnings};
 
 /// Default cap on a job body: far above any real job, well below Nomad's ~10 MB HTTP limit,

@@ -1,9 +1,8 @@
 //! Job diffs and `job plan` rendering: count changes, destructive and in-place task
 //! changes, added and removed groups, and agreement with `tasks_updated`.
 
-use caravan_jobspec::{
-    DiffType, JobDiff, ParseOptions, diff, parse_hcl, render_plan, tasks_updated,
-};
+use caravan_jobspec::{DiffType, JobDiff, ParseOptions, diff, parse_hcl, render_plan};
+use caravan_model::tasks_updated_in;
 use caravan_proto::Job;
 
 /// The `job init` example, with `count` and the task body as parameters.
@@ -78,7 +77,7 @@ fn count_change_is_in_place_and_annotated() {
          \x20 +/- Count: \"1\" => \"3\" (forces create)\n\
          \x20     Task: \"redis\"\n\n"
     );
-    assert!(!tasks_updated(&old, &new, "cache"));
+    assert!(!tasks_updated_in(&old, &new, "cache"));
     let (down, _) = plan(&new, &old);
     assert_eq!(
         down.task_groups[0].fields[0].annotations,
@@ -97,7 +96,7 @@ fn destructive_task_change() {
     let t = &d.task_groups[0].tasks[0];
     assert_eq!(t.diff_type, DiffType::Edited);
     assert_eq!(t.annotations, vec!["forces create/destroy update"]);
-    assert!(tasks_updated(&old, &new, "cache"));
+    assert!(tasks_updated_in(&old, &new, "cache"));
     assert_eq!(
         text,
         "+/- Job: \"example\"\n\
@@ -117,7 +116,7 @@ fn in_place_task_change() {
     let (d, text) = plan(&old, &new);
     let t = &d.task_groups[0].tasks[0];
     assert_eq!(t.annotations, vec!["forces in-place update"]);
-    assert!(!tasks_updated(&old, &new, "cache"));
+    assert!(!tasks_updated_in(&old, &new, "cache"));
     assert!(
         text.contains("+/- KillTimeout: \"5000000000\" => \"30000000000\""),
         "{text}"
@@ -147,7 +146,7 @@ fn config_changes_flatten_like_nomad() {
         (config.fields[0].old.as_str(), config.fields[0].new.as_str()),
         ("redis:7", "redis:8")
     );
-    assert!(tasks_updated(&old, &new, "cache"));
+    assert!(tasks_updated_in(&old, &new, "cache"));
 }
 
 #[test]
@@ -166,7 +165,7 @@ fn constraint_changes_are_object_set_diffs_and_in_place() {
     );
     assert_eq!(c.fields.len(), 3);
     assert!(
-        !tasks_updated(&old, &new, "cache"),
+        !tasks_updated_in(&old, &new, "cache"),
         "the scheduler re-checks feasibility instead"
     );
     assert_eq!(t.annotations, vec!["forces in-place update"]);
@@ -203,7 +202,7 @@ fn added_and_removed_groups() {
         text.contains("\n+ Task Group: \"cache-2\"\n  + Task: \"redis\" (forces create)\n"),
         "{text}"
     );
-    assert!(tasks_updated(&old, &new, "cache"));
+    assert!(tasks_updated_in(&old, &new, "cache"));
 }
 
 #[test]
@@ -265,7 +264,7 @@ fn job_level_changes() {
         "aligned values: {text}"
     );
     assert!(
-        tasks_updated(&old, &new, "cache"),
+        tasks_updated_in(&old, &new, "cache"),
         "job meta reaches the task's environment"
     );
 }
@@ -336,95 +335,12 @@ fn plan_annotations_agree_with_tasks_updated() {
         let new = cache_job(1, body);
         let d = diff(Some(&base), &new, false).expect("diff");
         let annotation = &d.task_groups[0].tasks[0].annotations;
-        let destructive = tasks_updated(&base, &new, "cache");
+        let destructive = tasks_updated_in(&base, &new, "cache");
         let expected = if destructive {
             "forces create/destroy update"
         } else {
             "forces in-place update"
         };
         assert_eq!(annotation, &vec![expected.to_string()], "{body}");
-    }
-}
-
-fn affinity() -> caravan_proto::Affinity {
-    caravan_proto::Affinity {
-        l_target: "${node.datacenter}".into(),
-        r_target: "dc1".into(),
-        operand: "=".into(),
-        weight: 50,
-    }
-}
-
-fn spread() -> caravan_proto::Spread {
-    caravan_proto::Spread {
-        attribute: "${meta.rack}".into(),
-        weight: 50,
-        targets: vec![],
-    }
-}
-
-#[test]
-fn tasks_updated_agrees_with_the_scheduler() {
-    let base = cache_job(2, "      env {\n        A = \"1\"\n      }");
-    type Change = Box<dyn Fn(&mut Job)>;
-    let variants: Vec<Change> = vec![
-        Box::new(|_| {}),
-        Box::new(|j| j.task_groups[0].count = 7),
-        Box::new(|j| j.priority = 90),
-        Box::new(|j| j.task_groups[0].tasks[0].kill_timeout_ns = 1),
-        Box::new(|j| j.task_groups[0].tasks[0].kill_signal = "SIGHUP".into()),
-        Box::new(|j| j.task_groups[0].tasks[0].driver = "exec".into()),
-        Box::new(|j| j.task_groups[0].tasks[0].user = "u".into()),
-        Box::new(|j| j.task_groups[0].tasks[0].leader = true),
-        Box::new(|j| j.task_groups[0].tasks[0].dispatch_payload_file = "in".into()),
-        Box::new(|j| {
-            j.task_groups[0].tasks[0].env.insert("A".into(), "2".into());
-        }),
-        Box::new(|j| {
-            j.meta.insert("m".into(), "v".into());
-        }),
-        Box::new(|j| {
-            j.task_groups[0].meta.insert("m".into(), "v".into());
-        }),
-        Box::new(|j| j.task_groups[0].networks.clear()),
-        Box::new(|j| j.task_groups[0].ephemeral_disk = None),
-        Box::new(|j| j.task_groups[0].update = None),
-        Box::new(|j| j.task_groups[0].restart_policy = None),
-        Box::new(|j| j.task_groups[0].constraints.clear()),
-        Box::new(|j| {
-            if let Some(r) = j.task_groups[0].tasks[0].resources.as_mut() {
-                r.cpu_mhz += 1;
-            }
-        }),
-        Box::new(|j| {
-            let t = j.task_groups[0].tasks[0].clone();
-            j.task_groups[0].tasks.push(caravan_proto::Task {
-                name: "side".into(),
-                ..t
-            });
-        }),
-        Box::new(|j| j.affinities.push(affinity())),
-        Box::new(|j| j.task_groups[0].affinities.push(affinity())),
-        Box::new(|j| j.task_groups[0].tasks[0].affinities.push(affinity())),
-        Box::new(|j| j.spreads.push(spread())),
-        Box::new(|j| j.task_groups[0].spreads.push(spread())),
-    ];
-    for (i, change) in variants.iter().enumerate() {
-        let mut new = base.clone();
-        change(&mut new);
-        let ours = tasks_updated(&base, &new, "cache");
-        let theirs = caravan_scheduler::tasks_updated(
-            &base,
-            &base.task_groups[0],
-            &new,
-            &new.task_groups[0],
-        );
-        assert_eq!(ours, theirs, "variant {i}");
-        if i >= variants.len() - 5 {
-            assert!(
-                ours,
-                "a changed affinity or spread is destructive (variant {i})"
-            );
-        }
     }
 }

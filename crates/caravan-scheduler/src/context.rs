@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use caravan_model::AllocExt;
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocList, Allocation, Evaluation, Job, Node, Plan,
     SchedulerConfiguration,
@@ -355,7 +356,7 @@ impl<'a> EvalContext<'a> {
     /// Counts the job's existing non-terminal allocations into the per-node tallies.
     pub fn count_existing(&mut self, allocs: &[Arc<Allocation>]) {
         for a in allocs {
-            if !model::terminal(a) {
+            if !a.is_terminal() {
                 let node = self.table.find(&a.node_id);
                 self.tally(a, true, node);
             }
@@ -467,7 +468,7 @@ impl<'a> EvalContext<'a> {
             .map(|a| a.id.clone())
             .collect();
         for a in allocs {
-            if model::terminal(a)
+            if a.is_terminal()
                 || !self.properties[pi].in_scope(&a.task_group)
                 || stopped.contains(&a.id)
             {
@@ -515,7 +516,7 @@ impl<'a> EvalContext<'a> {
                 Some(u) => Arc::new(u),
                 None => {
                     let allocs = self.state.allocs_by_node(node_id);
-                    if allocs.iter().all(|a| model::terminal(a)) {
+                    if allocs.iter().all(|a| a.is_terminal()) {
                         self.empty_usage.clone()
                     } else {
                         Arc::new(NodeUsage::from_allocs(allocs.iter().map(|a| &**a)))
@@ -607,7 +608,7 @@ impl<'a> EvalContext<'a> {
             .or_default()
             .allocs
             .push(slim);
-        if !model::terminal(a) {
+        if !a.is_terminal() {
             let node = self.table.find(&a.node_id);
             self.adjust_usage(node, a, false);
             self.tally(a, false, node);
@@ -629,7 +630,7 @@ impl<'a> EvalContext<'a> {
                 self.plan.node_update.remove(&a.node_id);
             }
         }
-        if !model::terminal(a) {
+        if !a.is_terminal() {
             let node = self.table.find(&a.node_id);
             self.adjust_usage(node, a, true);
             self.tally(a, true, node);
@@ -695,7 +696,7 @@ impl<'a> EvalContext<'a> {
         self.state
             .allocs_by_node(node_id)
             .into_iter()
-            .filter(|a| !model::terminal(a) && !self.is_removed(a))
+            .filter(|a| !a.is_terminal() && !self.is_removed(a))
             .collect()
     }
 

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use caravan_model::trigger;
 use caravan_proto::{AllocMetric, EvalStatus, Evaluation};
 
 use crate::context::Eligibility;
@@ -11,28 +12,6 @@ use crate::rng::Rng;
 pub const BLOCKED_FAILED_PLACEMENTS: &str = "created to place remaining allocations";
 /// Blocked eval description when plans kept conflicting.
 pub const BLOCKED_MAX_PLANS: &str = "created due to placement conflicts";
-
-/// Triggers the schedulers accept.
-pub const KNOWN_TRIGGERS: &[&str] = &[
-    "job-register",
-    "job-deregister",
-    "node-update",
-    "node-drain",
-    "alloc-stop",
-    "alloc-failure",
-    "rolling-update",
-    "deployment-watcher",
-    "failed-follow-up",
-    "max-plan-attempts",
-    "periodic-job",
-    "queued-allocs",
-    "preemption",
-    "scaling",
-    "job-scaling",
-    "retry-failed-alloc",
-    "max-disconnect-timeout",
-    "reconnect",
-];
 
 /// A blocked evaluation that waits for capacity for `eval`'s job. It carries
 /// the revision of the snapshot the scheduler worked from, so capacity freed
@@ -52,9 +31,9 @@ pub fn blocked_eval(
         priority: eval.priority,
         r#type: eval.r#type.clone(),
         triggered_by: if plan_failure {
-            "max-plan-attempts".into()
+            trigger::MAX_PLAN_ATTEMPTS.into()
         } else {
-            "queued-allocs".into()
+            trigger::QUEUED_ALLOCS.into()
         },
         job_id: eval.job_id.clone(),
         job_modify_revision: eval.job_modify_revision,

@@ -8,9 +8,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use caravan_model::NodeExt;
 use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, AllocList, Allocation, Deployment, Evaluation, Job,
-    Node, NodeStatus, Plan, PlanResult, SchedulerConfiguration, SchedulingEligibility,
+    AllocClientStatus, AllocList, Allocation, Deployment, Evaluation, Job, Node, NodeStatus, Plan,
+    PlanResult, SchedulerConfiguration, SchedulingEligibility,
 };
 
 use crate::error::{PlannerError, SchedulerError};
@@ -56,7 +57,7 @@ impl State for FixtureState {
     fn ready_nodes(&self) -> Vec<Arc<Node>> {
         self.nodes
             .values()
-            .filter(|n| crate::state::node_accepts_placements(n))
+            .filter(|n| n.accepts_placements())
             .cloned()
             .collect()
     }
@@ -409,9 +410,4 @@ impl Planner for Harness {
 pub fn with_client_status(mut a: Allocation, s: AllocClientStatus) -> Allocation {
     a.set_client_status(s);
     a
-}
-
-/// Whether an allocation is running or pending and wanted.
-pub fn is_live(a: &Allocation) -> bool {
-    a.desired_status() == AllocDesiredStatus::Run && !crate::model::client_terminal(a)
 }

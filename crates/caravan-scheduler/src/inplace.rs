@@ -18,7 +18,6 @@ use crate::model;
 use crate::rank::{GroupRules, JobRules};
 use crate::reconcile::ALLOC_UPDATING;
 use crate::select::{SelectOptions, Selector, Source};
-use crate::update;
 
 /// What an in-place check needs beyond the context, built once per attempt.
 pub(crate) struct InPlaceRules<'r> {
@@ -46,7 +45,7 @@ pub(crate) fn tasks_changed(
         .job_version(&a.namespace, &a.job_id, a.job_version)
         .is_some_and(|old_job| {
             model::group(&old_job, &tg.name)
-                .is_some_and(|old_tg| update::tasks_updated(&old_job, old_tg, job, tg))
+                .is_some_and(|old_tg| caravan_model::tasks_updated(&old_job, old_tg, job, tg))
         })
 }
 
@@ -65,7 +64,7 @@ pub(crate) fn try_update(
         .state
         .job_version(&a.namespace, &a.job_id, a.job_version)?;
     let old_tg = model::group(&old_job, &tg.name)?;
-    if update::tasks_updated(&old_job, old_tg, job, tg) {
+    if caravan_model::tasks_updated(&old_job, old_tg, job, tg) {
         return None;
     }
     let idx = ctx.node_index(&a.node_id)?;

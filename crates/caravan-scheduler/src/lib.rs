@@ -30,7 +30,6 @@ pub mod rng;
 mod select;
 mod state;
 mod system;
-mod update;
 pub mod validate;
 
 pub use error::{PlannerError, SchedulerError, ValidationError, ValidationErrors};
@@ -44,9 +43,8 @@ pub use reconcile::{
     ALLOC_UPDATING,
 };
 pub use resources::NodeUsage;
-pub use state::{State, node_accepts_placements};
+pub use state::State;
 pub use system::{MAX_SYSBATCH_ATTEMPTS, MAX_SYSTEM_ATTEMPTS};
-pub use update::tasks_updated;
 pub use validate::validate_job;
 
 use caravan_proto::Evaluation;

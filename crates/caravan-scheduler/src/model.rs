@@ -1,36 +1,17 @@
-//! Small facts about the data model: terminal states, names, defaults.
+//! Small facts about the data model the schedulers need: names, defaults,
+//! policies. The rules shared with the services (terminal states, Nomad's
+//! names) live in `caravan-model`.
 
+use caravan_model::task_state;
 use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, Allocation, Job, JobType, MigrateStrategy,
-    ReschedulePolicy, TaskGroup, UpdateStrategy,
+    AllocClientStatus, Allocation, Job, JobType, MigrateStrategy, ReschedulePolicy, TaskGroup,
+    UpdateStrategy,
 };
+
+pub use caravan_model::DEFAULT_PRIORITY;
 
 /// One second in nanoseconds.
 pub const SECOND_NS: i64 = 1_000_000_000;
-
-/// Nomad's default priority.
-pub const DEFAULT_PRIORITY: i32 = 50;
-
-/// Whether the client reports the allocation finished (complete, failed or lost).
-pub fn client_terminal(a: &Allocation) -> bool {
-    matches!(
-        a.client_status(),
-        AllocClientStatus::Complete | AllocClientStatus::Failed | AllocClientStatus::Lost
-    )
-}
-
-/// Whether the servers asked the allocation to stop or be evicted.
-pub fn server_terminal(a: &Allocation) -> bool {
-    matches!(
-        a.desired_status(),
-        AllocDesiredStatus::Stop | AllocDesiredStatus::Evict
-    )
-}
-
-/// Whether the allocation is terminal for either side.
-pub fn terminal(a: &Allocation) -> bool {
-    server_terminal(a) || client_terminal(a)
-}
 
 /// Whether every task of the allocation finished without failing.
 pub fn ran_successfully(a: &Allocation) -> bool {
@@ -40,45 +21,12 @@ pub fn ran_successfully(a: &Allocation) -> bool {
     !a.task_states.is_empty()
         && a.task_states
             .values()
-            .all(|t| t.state == "dead" && !t.failed)
+            .all(|t| t.state == task_state::DEAD && !t.failed)
 }
 
 /// The scheduler type of a job.
 pub fn job_type(job: &Job) -> JobType {
     job.r#type()
-}
-
-/// The scheduler type name of a job type.
-pub fn type_name(t: JobType) -> &'static str {
-    match t {
-        JobType::Batch => "batch",
-        JobType::System => "system",
-        JobType::Sysbatch => "sysbatch",
-        _ => "service",
-    }
-}
-
-/// `<job>.<group>[<index>]`.
-pub fn alloc_name(job_id: &str, group: &str, index: u32) -> String {
-    let mut s = String::with_capacity(job_id.len() + group.len() + 8);
-    s.push_str(job_id);
-    s.push('.');
-    s.push_str(group);
-    s.push('[');
-    s.push_str(itoa(index).as_str());
-    s.push(']');
-    s
-}
-
-fn itoa(n: u32) -> String {
-    n.to_string()
-}
-
-/// The index in an allocation name, if it has one.
-pub fn alloc_index(name: &str) -> Option<u32> {
-    let open = name.rfind('[')?;
-    let close = name[open..].find(']')? + open;
-    name[open + 1..close].parse().ok()
 }
 
 /// The job's effective priority.
@@ -134,18 +82,4 @@ pub fn reschedule_policy(job_type: JobType, tg: &TaskGroup) -> ReschedulePolicy 
 /// The task group by name.
 pub fn group<'a>(job: &'a Job, name: &str) -> Option<&'a TaskGroup> {
     job.task_groups.iter().find(|g| g.name == name)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_round_trip() {
-        let n = alloc_name("web", "api", 12);
-        assert_eq!(n, "web.api[12]");
-        assert_eq!(alloc_index(&n), Some(12));
-        assert_eq!(alloc_index("weird"), None);
-        assert_eq!(alloc_index("a.b[x]"), None);
-    }
 }

@@ -8,6 +8,7 @@
 //!
 //! A placement that evicts is recorded with [`record_evictions`].
 
+use caravan_model::NomadName;
 use std::sync::Arc;
 
 use caravan_proto::{Allocation, EvalStatus, Evaluation, PlanAnnotations};
@@ -142,9 +143,9 @@ fn eviction_eval(ctx: &mut EvalContext<'_>, evicted: &Allocation, now: i64) -> E
             .as_ref()
             .map_or(model::DEFAULT_PRIORITY, |j| model::priority(j)),
         r#type: other.as_ref().map_or("service".to_string(), |j| {
-            model::type_name(model::job_type(j)).to_string()
+            model::job_type(j).nomad_name().to_string()
         }),
-        triggered_by: "preemption".into(),
+        triggered_by: caravan_model::trigger::PREEMPTION.into(),
         job_id: evicted.job_id.clone(),
         status: EvalStatus::Pending as i32,
         snapshot_revision: ctx.state.revision(),

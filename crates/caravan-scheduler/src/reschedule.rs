@@ -1,9 +1,7 @@
 //! Reschedule policy: whether and when a failed allocation is replaced.
 
-use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, Allocation, RescheduleEvent, ReschedulePolicy,
-    RescheduleTracker,
-};
+use caravan_model::AllocExt;
+use caravan_proto::{Allocation, RescheduleEvent, ReschedulePolicy, RescheduleTracker};
 
 /// Failed allocations due within this window are replaced now.
 pub const WINDOW_NS: i64 = 1_000_000_000;
@@ -71,10 +69,7 @@ pub fn next_delay(a: &Allocation, policy: &ReschedulePolicy) -> i64 {
 /// When `a` may be replaced and whether it may be at all.
 pub fn next_time(a: &Allocation, policy: &ReschedulePolicy) -> Option<i64> {
     let fail = last_event_time(a);
-    if a.desired_status() == AllocDesiredStatus::Stop
-        || a.client_status() != AllocClientStatus::Failed
-        || fail == 0
-    {
+    if !a.is_reschedule_candidate() || fail == 0 {
         return None;
     }
     let delay = next_delay(a, policy);
@@ -124,7 +119,7 @@ pub fn tracker_for_replacement(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use caravan_proto::TaskState;
+    use caravan_proto::{AllocClientStatus, AllocDesiredStatus, TaskState};
 
     const S: i64 = 1_000_000_000;
 

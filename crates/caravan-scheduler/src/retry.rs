@@ -88,7 +88,7 @@ pub(crate) fn process<S: Scheduler, P: Planner>(
     now: i64,
 ) -> Result<(), SchedulerError> {
     let mut run = EvalRun::new(eval, &state, now);
-    if !evals::KNOWN_TRIGGERS.contains(&eval.triggered_by.as_str()) {
+    if !caravan_model::trigger::KNOWN.contains(&eval.triggered_by.as_str()) {
         let desc = format!(
             "scheduler cannot handle {:?} evaluation reason",
             eval.triggered_by

@@ -2,9 +2,8 @@
 
 use std::sync::Arc;
 
-use caravan_proto::{
-    Allocation, Deployment, Job, Node, NodeStatus, SchedulerConfiguration, SchedulingEligibility,
-};
+use caravan_model::NodeExt;
+use caravan_proto::{Allocation, Deployment, Job, Node, SchedulerConfiguration};
 
 use crate::resources::NodeUsage;
 
@@ -27,7 +26,7 @@ pub trait State {
     fn ready_nodes(&self) -> Vec<Arc<Node>> {
         self.nodes()
             .into_iter()
-            .filter(|n| node_accepts_placements(n))
+            .filter(|n| n.accepts_placements())
             .collect()
     }
     /// An allocation by id.
@@ -57,13 +56,6 @@ pub trait State {
     fn node_usage(&self, _node_id: &str) -> Option<NodeUsage> {
         None
     }
-}
-
-/// Whether a node may receive new allocations.
-pub fn node_accepts_placements(node: &Node) -> bool {
-    node.status() == NodeStatus::Ready
-        && node.scheduling_eligibility() != SchedulingEligibility::Ineligible
-        && node.drain_strategy.is_none()
 }
 
 impl<T: State + ?Sized> State for Arc<T> {

@@ -1,6 +1,7 @@
 //! Values as stored: prost bytes in, messages out with their revisions filled
 //! from the key's metadata (docs/state-layout.md, "Revisions").
 
+use caravan_model::AllocExt;
 use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node, SchedulerConfiguration};
 use caravan_store::{KeyValue, Revision};
 use prost::Message;
@@ -108,14 +109,10 @@ pub fn decode_alloc(kv: &KeyValue, detail: AllocDetail) -> Result<Allocation> {
     }
 }
 
-/// Whether a [`AllocDetail::Scheduling`] reader needs the task states.
+/// Whether a [`AllocDetail::Scheduling`] reader needs the task states: the
+/// scheduler reads them only of allocations no longer live.
 fn keeps_task_states(alloc: &Allocation) -> bool {
-    use caravan_proto::{AllocClientStatus, AllocDesiredStatus};
-    alloc.desired_status() != AllocDesiredStatus::Run
-        || matches!(
-            alloc.client_status(),
-            AllocClientStatus::Complete | AllocClientStatus::Failed | AllocClientStatus::Lost
-        )
+    !alloc.is_live()
 }
 
 /// Decodes field by field, skipping the metrics and setting the task

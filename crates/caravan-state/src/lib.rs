@@ -27,4 +27,4 @@ pub use registration::{
 };
 pub use snapshot::Snapshot;
 pub use tables::Tables;
-pub use usage::{NodeUsage, UsedPort, is_terminal};
+pub use usage::{NodeUsage, UsedPort};

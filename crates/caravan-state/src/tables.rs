@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use caravan_model::AllocExt;
 use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node, SchedulerConfiguration};
 use caravan_store::Revision;
 use imbl::{OrdMap, OrdSet};
@@ -11,7 +12,7 @@ use crate::change::Change;
 use crate::codec::StateObject;
 use crate::index::{Id, JobMap, Shared, job_set_insert, job_set_remove};
 use crate::keyspace::StateKey;
-use crate::usage::{AllocUsage, NodeUsage, is_terminal};
+use crate::usage::{AllocUsage, NodeUsage};
 
 /// The allocations placed on one node and what the live ones hold.
 #[derive(Clone, Debug, Default)]
@@ -145,7 +146,7 @@ impl Tables {
             // and usage touched only if what the alloc holds changed.
             self.update_node(node, |entry| {
                 entry.allocs.insert(id.clone(), Arc::clone(new));
-                let holds_same = is_terminal(old) == is_terminal(new)
+                let holds_same = old.is_terminal() == new.is_terminal()
                     && old.allocated_resources == new.allocated_resources;
                 if !holds_same {
                     if let Some(u) = AllocUsage::of(old) {

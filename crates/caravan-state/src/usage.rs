@@ -1,22 +1,10 @@
 //! What the non-terminal allocations of a node hold: kept incrementally by
 //! the cache on every alloc write, never recomputed by a scan.
 
-use caravan_proto::{AllocClientStatus, AllocDesiredStatus, Allocation};
+use caravan_model::AllocExt;
+use caravan_proto::Allocation;
 
 use crate::index::Id;
-
-/// Whether an allocation no longer holds its resources, as Nomad's
-/// `TerminalStatus`: the servers want it stopped or evicted, or the client
-/// says it completed, failed or was lost.
-pub fn is_terminal(alloc: &Allocation) -> bool {
-    matches!(
-        alloc.desired_status(),
-        AllocDesiredStatus::Stop | AllocDesiredStatus::Evict
-    ) || matches!(
-        alloc.client_status(),
-        AllocClientStatus::Complete | AllocClientStatus::Failed | AllocClientStatus::Lost
-    )
-}
 
 /// A host port held on a node.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -208,7 +196,7 @@ pub(crate) struct AllocUsage<'a> {
 impl<'a> AllocUsage<'a> {
     /// What `alloc` holds, or `None` once it is terminal.
     pub(crate) fn of(alloc: &'a Allocation) -> Option<Self> {
-        if is_terminal(alloc) {
+        if alloc.is_terminal() {
             return None;
         }
         let mut u = AllocUsage::default();
@@ -245,7 +233,8 @@ impl<'a> AllocUsage<'a> {
 mod tests {
     use super::*;
     use caravan_proto::{
-        AllocatedPort, AllocatedResources, AllocatedSharedResources, AllocatedTaskResources,
+        AllocClientStatus, AllocDesiredStatus, AllocatedPort, AllocatedResources,
+        AllocatedSharedResources, AllocatedTaskResources,
     };
 
     fn port(value: u32, ip: &str) -> AllocatedPort {
@@ -294,16 +283,16 @@ mod tests {
     }
 
     #[test]
-    fn terminal_follows_nomad() {
+    fn a_terminal_alloc_holds_nothing() {
         let mut a = alloc();
-        assert!(!is_terminal(&a));
+        assert!(AllocUsage::of(&a).is_some());
         for s in [
             AllocClientStatus::Pending,
             AllocClientStatus::Running,
             AllocClientStatus::Unknown,
         ] {
             a.client_status = s as i32;
-            assert!(!is_terminal(&a), "{s:?}");
+            assert!(AllocUsage::of(&a).is_some(), "{s:?}");
         }
         for s in [
             AllocClientStatus::Complete,
@@ -311,12 +300,12 @@ mod tests {
             AllocClientStatus::Lost,
         ] {
             a.client_status = s as i32;
-            assert!(is_terminal(&a), "{s:?}");
+            assert!(AllocUsage::of(&a).is_none(), "{s:?}");
         }
         a.client_status = AllocClientStatus::Running as i32;
         for d in [AllocDesiredStatus::Stop, AllocDesiredStatus::Evict] {
             a.desired_status = d as i32;
-            assert!(is_terminal(&a), "{d:?}");
+            assert!(AllocUsage::of(&a).is_none(), "{d:?}");
         }
     }
 

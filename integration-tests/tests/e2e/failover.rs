@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use caravan_integration_tests::state::{
     alloc_histogram, duplicated_allocs, eval_histogram, evals_settled, failed_with_follow_up,
-    is_live, live_per_job, overcommitted_nodes,
+    live_per_job, overcommitted_nodes,
 };
 use caravan_integration_tests::{Cluster, Progress, Service, jobs, wait_for};
+use caravan_model::AllocExt;
 use caravan_proto::{AllocClientStatus, EvalStatus};
 
 /// Jobs that fit: 195 × 3 allocs × 25 MHz fill 91% of the nodes' CPU.
@@ -123,10 +124,10 @@ async fn leaders_killed_during_a_burst_lose_and_duplicate_nothing() {
         async || {
             let evals = state.evals().await?;
             let allocs = state.allocs().await?;
-            let live = allocs.iter().filter(|a| is_live(a)).count();
+            let live = allocs.iter().filter(|a| a.is_live()).count();
             let running = allocs
                 .iter()
-                .filter(|a| is_live(a) && a.client_status() == AllocClientStatus::Running)
+                .filter(|a| a.is_live() && a.client_status() == AllocClientStatus::Running)
                 .count();
             let want = FITTING_JOBS * FITTING_COUNT;
             Ok(

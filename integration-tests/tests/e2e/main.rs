@@ -13,6 +13,7 @@ mod validation;
 use std::time::Duration;
 
 use caravan_integration_tests::{Cluster, ClusterState, Progress, wait_for};
+use caravan_model::AllocExt;
 use caravan_proto::{AllocClientStatus, Allocation, EvalStatus, Evaluation};
 
 /// Deadline of a scheduling step (register → placed → running).
@@ -34,10 +35,7 @@ pub async fn wait_running(c: &Cluster, job_id: &str, count: usize) -> Vec<Alloca
                 .collect();
             let running: Vec<Allocation> = allocs
                 .iter()
-                .filter(|a| {
-                    caravan_integration_tests::state::is_live(a)
-                        && a.client_status() == AllocClientStatus::Running
-                })
+                .filter(|a| a.is_live() && a.client_status() == AllocClientStatus::Running)
                 .cloned()
                 .collect();
             Ok(if running.len() == count {

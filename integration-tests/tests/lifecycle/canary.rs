@@ -1,7 +1,7 @@
 //! Scenario 3: one canary promoted by hand, then one promoted automatically.
 
-use caravan_integration_tests::state::is_live;
 use caravan_integration_tests::{Progress, jobs, wait_for};
+use caravan_model::AllocExt;
 use caravan_proto::DeploymentStatus;
 use serde_json::json;
 
@@ -54,7 +54,7 @@ async fn a_canary_waits_for_promotion_unless_auto_promoted() {
         })
     })
     .await;
-    let live: Vec<_> = allocs.iter().filter(|a| is_live(a)).collect();
+    let live: Vec<_> = allocs.iter().filter(|a| a.is_live()).collect();
     assert_eq!(
         live.iter().filter(|a| a.job_version == 0).count(),
         2,

@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use caravan_integration_tests::jobs;
-use caravan_integration_tests::state::is_live;
 use caravan_integration_tests::{Cluster, Progress, wait_for};
+use caravan_model::AllocExt;
 use caravan_proto::{AllocClientStatus, Allocation, Node, SchedulingEligibility};
 use serde_json::json;
 
@@ -96,7 +96,7 @@ async fn wait_drain_done(c: &Cluster, node_id: &str, within: Duration) -> Node {
 fn live_on(allocs: &[Allocation], node_id: &str) -> usize {
     allocs
         .iter()
-        .filter(|a| is_live(a) && a.node_id == node_id)
+        .filter(|a| a.is_live() && a.node_id == node_id)
         .count()
 }
 
@@ -129,7 +129,7 @@ async fn a_drain_migrates_one_alloc_at_a_time_and_completes() {
         let settled = allocs
             .iter()
             .filter(|x| {
-                is_live(x)
+                x.is_live()
                     && x.node_id == b
                     && x.client_status() == AllocClientStatus::Running
                     && x.deployment_status
@@ -212,7 +212,7 @@ async fn a_drain_deadline_stops_the_allocs_left_on_the_node() {
             let running_b = allocs
                 .iter()
                 .filter(|x| {
-                    is_live(x) && x.node_id != a && x.client_status() == AllocClientStatus::Running
+                    x.is_live() && x.node_id != a && x.client_status() == AllocClientStatus::Running
                 })
                 .count();
             Ok(if live_on(&allocs, &a) == 0 && running_b == 3 {
@@ -228,6 +228,6 @@ async fn a_drain_deadline_stops_the_allocs_left_on_the_node() {
         allocs
             .iter()
             .filter(|x| x.node_id == a)
-            .all(|x| !is_live(x))
+            .all(|x| !x.is_live())
     );
 }

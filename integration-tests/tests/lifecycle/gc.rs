@@ -2,8 +2,8 @@
 //! terminal evals and dead jobs (with their allocs and versions) and keeps
 //! what live objects still use.
 
-use caravan_integration_tests::state::is_live;
 use caravan_integration_tests::{Cluster, Progress, jobs, wait_for};
+use caravan_model::AllocExt;
 use caravan_proto::{AllocClientStatus, EvalStatus, Job};
 use caravan_state::Kind;
 use serde_json::json;
@@ -94,7 +94,7 @@ async fn gc_removes_old_evals_and_dead_jobs_and_keeps_live_ones() {
     assert!(kept.is_some(), "the live job was collected");
     let allocs = job_allocs(&c.state, LIVE).await.unwrap();
     assert!(
-        allocs.iter().any(|a| a.id == live_alloc.id && is_live(a)),
+        allocs.iter().any(|a| a.id == live_alloc.id && a.is_live()),
         "{}",
         crate::describe(&allocs)
     );

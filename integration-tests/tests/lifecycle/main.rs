@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use caravan_integration_tests::process::process_alive;
-use caravan_integration_tests::state::{alloc_histogram, is_live};
+use caravan_integration_tests::state::alloc_histogram;
 use caravan_integration_tests::{Cluster, ClusterState, HttpApi, Progress, jobs, wait_for};
+use caravan_model::AllocExt;
 use caravan_proto::{AllocClientStatus, Allocation, Deployment, DeploymentStatus, Evaluation, Job};
 use caravan_state::Kind;
 use serde_json::Value;
@@ -82,7 +83,7 @@ pub async fn job_allocs(state: &ClusterState, job_id: &str) -> anyhow::Result<Ve
 pub fn running(allocs: &[Allocation]) -> Vec<Allocation> {
     allocs
         .iter()
-        .filter(|a| is_live(a) && a.client_status() == AllocClientStatus::Running)
+        .filter(|a| a.is_live() && a.client_status() == AllocClientStatus::Running)
         .cloned()
         .collect()
 }
@@ -123,7 +124,7 @@ pub async fn wait_running_version(
             let run = running(allocs);
             run.len() == count
                 && run.iter().all(|a| a.job_version == version)
-                && allocs.iter().filter(|a| is_live(a)).count() == count
+                && allocs.iter().filter(|a| a.is_live()).count() == count
         },
     )
     .await;

@@ -4,8 +4,8 @@
 use std::time::Instant;
 
 use caravan_integration_tests::jobs;
-use caravan_integration_tests::state::is_live;
 use caravan_integration_tests::{Progress, wait_for};
+use caravan_model::AllocExt;
 use caravan_proto::{AllocClientStatus, AllocDesiredStatus, NodeStatus};
 use serde_json::json;
 
@@ -73,7 +73,7 @@ async fn a_killed_node_goes_down_and_its_allocs_move_to_the_other_node() {
         lost.is_some_and(|l| l.client_status() == AllocClientStatus::Lost)
             && allocs
                 .iter()
-                .filter(|a| is_live(a) && a.client_status() == AllocClientStatus::Running)
+                .filter(|a| a.is_live() && a.client_status() == AllocClientStatus::Running)
                 .count()
                 == 2
     })
@@ -86,7 +86,7 @@ async fn a_killed_node_goes_down_and_its_allocs_move_to_the_other_node() {
         .unwrap_or_else(|| panic!("no replacement of {lost_id}: {}", crate::describe(&allocs)));
     assert_eq!(replacement.node_id, nodes[1]);
     assert_eq!(replacement.name, lost.name);
-    for a in allocs.iter().filter(|a| is_live(a)) {
+    for a in allocs.iter().filter(|a| a.is_live()) {
         assert_eq!(a.node_id, nodes[1], "{}", crate::describe(&allocs));
     }
 }

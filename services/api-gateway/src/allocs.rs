@@ -1,12 +1,13 @@
 //! Allocations: reads, and an operator's stop (mark for migration plus an
 //! evaluation that replaces it, as Nomad's `alloc stop` does).
 
+use caravan_model::trigger;
 use caravan_proto::{Allocation, Job, JobType, QueryMeta};
 use caravan_state::encode;
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
 use crate::error::{GatewayError, Result};
-use crate::evals::{self, TRIGGER_ALLOC_STOP};
+use crate::evals;
 use crate::gateway::Gateway;
 use crate::query::{self, Query};
 
@@ -55,7 +56,7 @@ pub async fn stop(gw: &Gateway, alloc_id: &str) -> Result<(String, Revision)> {
             .desired_transition
             .get_or_insert_with(Default::default)
             .migrate = Some(true);
-        let mut eval = evals::for_job(&job, TRIGGER_ALLOC_STOP);
+        let mut eval = evals::for_job(&job, trigger::ALLOC_STOP);
         eval.related_alloc_ids = vec![alloc.id.clone()];
         let txn = Txn::new()
             .when(Compare::mod_revision(

@@ -1,26 +1,11 @@
 //! Evaluations: the ones the gateway creates alongside its writes, and reads.
 
-use caravan_jobspec::job_type_name;
+use caravan_model::{NomadName, now_unix_ns};
 use caravan_proto::{Allocation, EvalStatus, Evaluation, Job, QueryMeta};
 
 use crate::error::{GatewayError, Result};
-use crate::gateway::{Gateway, new_id, now_unix_ns};
+use crate::gateway::{Gateway, new_id};
 use crate::query::{self, Query};
-
-/// Trigger of an eval created by a job registration (and forced evaluation).
-pub const TRIGGER_JOB_REGISTER: &str = "job-register";
-/// Trigger of an eval created by scaling a task group.
-pub const TRIGGER_JOB_SCALING: &str = "job-scaling";
-/// Trigger of an eval created by a job deregistration.
-pub const TRIGGER_JOB_DEREGISTER: &str = "job-deregister";
-/// Trigger of an eval created for a node's status or eligibility change.
-pub const TRIGGER_NODE_UPDATE: &str = "node-update";
-/// Trigger of an eval created when a node starts draining.
-pub const TRIGGER_NODE_DRAIN: &str = "node-drain";
-/// Trigger of an eval created by an operator stopping one allocation.
-pub const TRIGGER_ALLOC_STOP: &str = "alloc-stop";
-/// Trigger of an eval created when a client reports an allocation failed.
-pub const TRIGGER_ALLOC_FAILURE: &str = "alloc-failure";
 
 /// A pending evaluation of `job` for `trigger`. Its `job_modify_revision`
 /// is the job's (0 when the job is written in the same transaction, which
@@ -31,7 +16,7 @@ pub(crate) fn for_job(job: &Job, trigger: &str) -> Evaluation {
         id: new_id(),
         namespace: job.namespace.clone(),
         priority: job.priority,
-        r#type: job_type_name(job.r#type()).to_string(),
+        r#type: job.r#type().nomad_name().to_string(),
         triggered_by: trigger.to_string(),
         job_id: job.id.clone(),
         job_modify_revision: job.job_modify_revision,
@@ -41,14 +26,6 @@ pub(crate) fn for_job(job: &Job, trigger: &str) -> Evaluation {
     };
     eval.set_status(EvalStatus::Pending);
     eval
-}
-
-/// Whether a job is a template (periodic or parameterized parent) that is
-/// never scheduled itself, so its registration creates no evaluation.
-pub(crate) fn is_template(job: &Job) -> bool {
-    let periodic = job.periodic.as_ref().is_some_and(|p| p.enabled);
-    let parameterized = job.parameterized.is_some() && !job.dispatched;
-    periodic || parameterized
 }
 
 /// Every evaluation in the query's namespace whose id has its prefix.
@@ -92,7 +69,8 @@ pub async fn allocations(
 
 #[cfg(test)]
 mod tests {
-    use caravan_proto::{JobType, ParameterizedJobConfig, PeriodicConfig};
+    use caravan_model::trigger;
+    use caravan_proto::JobType;
 
     use super::*;
 
@@ -106,28 +84,12 @@ mod tests {
             ..Default::default()
         };
         job.set_type(JobType::Batch);
-        let eval = for_job(&job, TRIGGER_JOB_REGISTER);
+        let eval = for_job(&job, trigger::JOB_REGISTER);
         assert_eq!(eval.status(), EvalStatus::Pending);
         assert_eq!(eval.r#type, "batch");
         assert_eq!(eval.priority, 70);
         assert_eq!(eval.job_modify_revision, 12);
         assert_eq!(eval.triggered_by, "job-register");
         assert_eq!(eval.id.len(), 36);
-    }
-
-    #[test]
-    fn templates_are_periodic_or_parameterized_parents() {
-        let mut job = Job::default();
-        assert!(!is_template(&job));
-        job.periodic = Some(PeriodicConfig {
-            enabled: true,
-            ..Default::default()
-        });
-        assert!(is_template(&job));
-        job.periodic = None;
-        job.parameterized = Some(ParameterizedJobConfig::default());
-        assert!(is_template(&job));
-        job.dispatched = true;
-        assert!(!is_template(&job));
     }
 }

@@ -2,7 +2,7 @@
 //! reads from, and the settings every domain operation needs.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use caravan_runtime::leader::LeaderChannel;
 use caravan_state::{Informer, Keyspace, StateObject, decode};
@@ -115,14 +115,6 @@ impl Gateway {
     pub(crate) fn attempts(&self) -> u32 {
         self.config.write_attempts.max(1)
     }
-}
-
-/// The current time in Unix nanoseconds.
-pub(crate) fn now_unix_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or_default()
 }
 
 /// A fresh object id.

@@ -3,16 +3,16 @@
 
 use std::collections::BTreeSet;
 
+use caravan_model::{AllocExt, JobExt, JobTypeExt, now_unix_ns, trigger};
 use caravan_proto::{
-    Allocation, DrainMetadata, DrainStrategy, Evaluation, JobType, Node, QueryMeta,
-    SchedulingEligibility,
+    Allocation, DrainMetadata, DrainStrategy, Evaluation, Node, QueryMeta, SchedulingEligibility,
 };
-use caravan_state::{Snapshot, encode, is_terminal};
+use caravan_state::{Snapshot, encode};
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
 use crate::error::{GatewayError, Result};
-use crate::evals::{self, TRIGGER_NODE_DRAIN, TRIGGER_NODE_UPDATE, is_template};
-use crate::gateway::{Gateway, now_unix_ns};
+use crate::evals;
+use crate::gateway::Gateway;
 use crate::query::{self, Query};
 
 /// The outcome of a node write.
@@ -76,8 +76,8 @@ pub(crate) fn node_evals(
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     let mut push = |job: &caravan_proto::Job, out: &mut Vec<Evaluation>| {
-        let system = matches!(job.r#type(), JobType::System | JobType::Sysbatch);
-        if (ignore_system && system) || job.stop || is_template(job) {
+        let system = job.r#type().runs_on_every_node();
+        if (ignore_system && system) || job.stop || job.is_template() {
             return;
         }
         if !seen.insert((job.namespace.clone(), job.id.clone())) {
@@ -89,7 +89,7 @@ pub(crate) fn node_evals(
         out.push(eval);
     };
     for alloc in snap.allocs_by_node(&node.id) {
-        if is_terminal(alloc) {
+        if alloc.is_terminal() {
             continue;
         }
         if let Some(job) = snap.job(&alloc.namespace, &alloc.job_id) {
@@ -98,7 +98,7 @@ pub(crate) fn node_evals(
     }
     if !only_placed {
         for job in snap.jobs() {
-            let system = matches!(job.r#type(), JobType::System | JobType::Sysbatch);
+            let system = job.r#type().runs_on_every_node();
             let pool_matches = job.node_pool == "all"
                 || job.node_pool == node.node_pool
                 || (job.node_pool.is_empty() && node.node_pool == "default");
@@ -182,7 +182,7 @@ pub async fn update_eligibility(
             node_evals(
                 &gw.cache.snapshot(),
                 &node,
-                TRIGGER_NODE_UPDATE,
+                trigger::NODE_UPDATE,
                 false,
                 false,
             )
@@ -237,7 +237,7 @@ pub async fn update_drain(
                 node_evals(
                     &snap,
                     &node,
-                    TRIGGER_NODE_DRAIN,
+                    trigger::NODE_DRAIN,
                     true,
                     asked.ignore_system_jobs,
                 )
@@ -252,7 +252,7 @@ pub async fn update_drain(
                 }
                 if mark_eligible {
                     updated.set_scheduling_eligibility(SchedulingEligibility::Eligible);
-                    node_evals(&snap, &node, TRIGGER_NODE_UPDATE, false, false)
+                    node_evals(&snap, &node, trigger::NODE_UPDATE, false, false)
                 } else {
                     Vec::new()
                 }
@@ -283,7 +283,7 @@ pub async fn evaluate(gw: &Gateway, node_id: &str) -> Result<NodeUpdated> {
     let node = snap
         .node(node_id)
         .ok_or_else(|| GatewayError::NotFound(format!("node not found: {node_id}")))?;
-    let evals = node_evals(&snap, node, TRIGGER_NODE_UPDATE, false, false);
+    let evals = node_evals(&snap, node, trigger::NODE_UPDATE, false, false);
     let mut txn = Txn::new();
     for eval in &evals {
         txn = txn.and_then(Op::put(gw.keys.eval(&eval.id), encode(eval)));
@@ -309,7 +309,7 @@ pub async fn purge(gw: &Gateway, node_id: &str) -> Result<NodeUpdated> {
         let evals = node_evals(
             &gw.cache.snapshot(),
             &node,
-            TRIGGER_NODE_UPDATE,
+            trigger::NODE_UPDATE,
             true,
             false,
         );
@@ -355,7 +355,7 @@ fn keeps_drain_going(snap: &Snapshot, alloc: &Allocation, ignore_system: bool) -
     }
     let system = snap
         .job(&alloc.namespace, &alloc.job_id)
-        .is_some_and(|j| matches!(j.r#type(), JobType::System | JobType::Sysbatch));
+        .is_some_and(|j| j.r#type().runs_on_every_node());
     !(ignore_system && system)
 }
 

@@ -15,7 +15,6 @@ pub mod error;
 pub mod format;
 pub mod lookup;
 pub mod monitor;
-pub mod names;
 pub mod placement;
 pub mod ui;
 pub mod views;

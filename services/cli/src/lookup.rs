@@ -1,6 +1,7 @@
 //! Ids as operators type them: full ids or unique prefixes (the 8-character
 //! short ids the tables print), resolved through the list APIs.
 
+use caravan_model::now_unix_ns;
 use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node};
 
 use crate::api::Api;
@@ -71,7 +72,7 @@ pub async fn alloc(api: &Api, id: &str) -> Result<Allocation> {
         Ok(a) => api.allocation(&a.id).await,
         Err(many) => Err(CliError::Ambiguous(format!(
             "Prefix matched multiple allocations\n\n{}",
-            views::alloc_list(&many, crate::format::now_unix_ns())
+            views::alloc_list(&many, now_unix_ns())
         ))),
     }
 }

@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use caravan_model::{EvalStatusExt, NomadName, now_unix_ns};
 use caravan_proto::{AllocDesiredStatus, Allocation, Evaluation};
 
 use crate::api::Api;
 use crate::error::CliError;
-use crate::format::{now_unix_ns, rfc3339, short_id};
-use crate::names::{client_status, eval_finished, eval_status};
+use crate::format::{rfc3339, short_id};
 use crate::placement::{alloc_metrics, group_header, waiting_for_capacity};
 use crate::ui::Ui;
 
@@ -70,7 +70,7 @@ impl EvalSeen {
     /// The state of `eval` with its `allocs`.
     pub fn of(eval: &Evaluation, allocs: &[Allocation]) -> EvalSeen {
         EvalSeen {
-            status: eval_status(eval.status()).to_string(),
+            status: eval.status().nomad_name().to_string(),
             node: eval.node_id.clone(),
             job: eval.job_id.clone(),
             deployment: eval.deployment_id.clone(),
@@ -84,7 +84,7 @@ impl EvalSeen {
                             group: a.task_group.clone(),
                             node: a.node_id.clone(),
                             desired_run: a.desired_status() == AllocDesiredStatus::Run,
-                            client: client_status(a.client_status()).to_string(),
+                            client: a.client_status().nomad_name().to_string(),
                             client_description: a.client_description.clone(),
                             create_revision: a.create_revision,
                         },
@@ -164,7 +164,7 @@ pub fn stamp(headline: bool, time: &str, text: &str) -> String {
 /// whether placements failed.
 pub fn finished(eval: &Evaluation, time: &str) -> (Vec<String>, bool) {
     let id = short_id(&eval.id);
-    let status = eval_status(eval.status());
+    let status = eval.status().nomad_name();
     if eval.failed_tg_allocs.is_empty() {
         let line = format!("Evaluation {id:?} finished with status {status:?}");
         return (vec![stamp(true, time, &line)], false);
@@ -213,7 +213,7 @@ pub async fn monitor(api: &Api, ui: &mut Ui, eval_id: &str) -> Result<u8, CliErr
                 ui.output(stamp(false, &time, &line));
             }
             seen = now;
-            if eval_finished(eval.status()) {
+            if eval.status().is_terminal() {
                 break eval;
             }
         };

@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use caravan_model::{AllocClientStatusExt, AllocExt, now_unix_ns};
 use caravan_proto::{AllocClientStatus, AllocUpdate, Allocation, Job, NodeAllocations};
 
-use crate::alloc_runner::{AllocCommand, AllocRunner, AllocRunnerHandle, NodeContext, wants_stop};
-use crate::driver::now_unix_ns;
+use crate::alloc_runner::{AllocCommand, AllocRunner, AllocRunnerHandle, NodeContext};
 use crate::state_dir::AllocRecord;
 
 /// Identifies one version of one job.
@@ -48,13 +48,6 @@ fn destroy(id: &str, entry: &mut Entry) {
 
 fn job_key(ns: &str, id: &str, version: u64) -> JobKey {
     (ns.to_string(), id.to_string(), version)
-}
-
-fn is_terminal_client(status: AllocClientStatus) -> bool {
-    matches!(
-        status,
-        AllocClientStatus::Complete | AllocClientStatus::Failed | AllocClientStatus::Lost
-    )
 }
 
 impl NodeAllocs {
@@ -166,10 +159,10 @@ impl NodeAllocs {
         }
         let server_status = alloc.client_status();
         if record.is_none() {
-            if is_terminal_client(server_status) || self.settled.contains(&alloc.id) {
+            if server_status.is_terminal() || self.settled.contains(&alloc.id) {
                 return;
             }
-            if wants_stop(&alloc) {
+            if alloc.is_server_terminal() {
                 // Stopped before this node ever ran it.
                 self.settle(
                     &alloc,

@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use caravan_model::JobTypeExt;
 use caravan_proto::{JobType, RestartPolicy};
 
 use crate::driver::ExitResult;
@@ -16,7 +17,7 @@ const JITTER: f64 = 0.25;
 /// one): service and system 2 attempts in 30m, batch and sysbatch 3 in 24h,
 /// 15s delay, mode `fail`.
 pub fn default_policy(job_type: JobType) -> RestartPolicy {
-    let batch = matches!(job_type, JobType::Batch | JobType::Sysbatch);
+    let batch = job_type.runs_to_completion();
     RestartPolicy {
         attempts: if batch { 3 } else { 2 },
         interval_ns: if batch { 24 * 3600 } else { 30 * 60 } * 1_000_000_000,

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use caravan_model::trailing_alloc_index;
 use caravan_proto::{AllocatedPort, Allocation, Job, Node, Task, TaskGroup};
 
 use crate::alloc_dir::TaskDirs;
@@ -18,13 +19,6 @@ pub const REGION: &str = "global";
 pub struct TaskEnv {
     vars: BTreeMap<String, String>,
     node: Arc<Node>,
-}
-
-/// The index of an alloc from its name `<job>.<group>[<index>]`.
-pub fn alloc_index(name: &str) -> Option<u32> {
-    let open = name.rfind('[')?;
-    let inner = name.get(open + 1..)?.strip_suffix(']')?;
-    inner.parse().ok()
 }
 
 /// An env variable name with every character other than letters, digits and
@@ -61,7 +55,7 @@ impl TaskEnv {
             alloc.id.chars().take(8).collect::<String>(),
         );
         set("NOMAD_ALLOC_NAME", alloc.name.clone());
-        if let Some(i) = alloc_index(&alloc.name) {
+        if let Some(i) = trailing_alloc_index(&alloc.name) {
             set("NOMAD_ALLOC_INDEX", i.to_string());
         }
         set("NOMAD_JOB_ID", job.id.clone());
@@ -423,13 +417,5 @@ mod tests {
         );
         assert_eq!(env.interpolate(""), "");
         assert_eq!(env.interpolate("${}"), "${}");
-    }
-
-    #[test]
-    fn alloc_index_parses_names() {
-        assert_eq!(alloc_index("a.b[0]"), Some(0));
-        assert_eq!(alloc_index("a[1].b[12]"), Some(12));
-        assert_eq!(alloc_index("a.b"), None);
-        assert_eq!(alloc_index("a.b[x]"), None);
     }
 }

@@ -5,27 +5,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use caravan_model::now_unix_ns;
 use caravan_proto::{TaskEvent, TaskState};
 use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::driver::{Driver, ExitResult, HandleState, TaskHandle, TaskSpec, now_unix_ns};
+use crate::driver::{Driver, ExitResult, HandleState, TaskHandle, TaskSpec};
 use crate::restart::{RestartDecision, RestartTracker};
 
 /// Task events kept per task, as Nomad keeps them.
 pub const MAX_EVENTS: usize = 10;
 
-/// Task states as the servers spell them.
-pub mod states {
-    /// Not started yet, or waiting to restart.
-    pub const PENDING: &str = "pending";
-    /// Running.
-    pub const RUNNING: &str = "running";
-    /// Will not run again.
-    pub const DEAD: &str = "dead";
-}
+pub use caravan_model::task_state as states;
 
 /// Task event types as Nomad names them.
 pub mod events {

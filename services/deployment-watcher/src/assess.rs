@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use caravan_model::{AllocExt, DeploymentStatusExt};
 use caravan_proto::{Allocation, Deployment, DeploymentState, DeploymentStatus};
-use caravan_state::is_terminal;
 
 /// Description of a deployment that runs.
 pub const DESC_RUNNING: &str = "Deployment is running";
@@ -24,14 +24,6 @@ pub const DESC_FAILED_ALLOCS: &str = "Failed due to unhealthy allocations";
 pub const DESC_PROGRESS_DEADLINE: &str = "Failed due to progress deadline";
 /// Failure: an operator failed the deployment.
 pub const DESC_FAILED_BY_USER: &str = "Deployment marked as failed";
-
-/// Whether a deployment is still followed: running, paused or pending.
-pub fn is_active(d: &Deployment) -> bool {
-    matches!(
-        d.status(),
-        DeploymentStatus::Running | DeploymentStatus::Paused | DeploymentStatus::Pending
-    )
-}
 
 /// An allocation's deployment health: `Some(true)` healthy, `Some(false)`
 /// unhealthy, `None` undecided.
@@ -87,7 +79,7 @@ pub fn group_health<'a>(
         match health(a) {
             Some(true) => {
                 g.healthy += 1;
-                if !is_terminal(a) {
+                if !a.is_terminal() {
                     g.healthy_running += 1;
                 }
                 if state.placed_canaries.contains(&a.id) {
@@ -250,7 +242,7 @@ fn outcome<'a>(
     cutoff: Option<i64>,
     now_unix_ns: i64,
 ) -> Outcome {
-    if !is_active(d) {
+    if !d.status().is_followed() {
         return Outcome::Continue;
     }
     let mut unhealthy_groups = allocs

@@ -5,12 +5,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use caravan_jobspec::job_type_name;
+use caravan_model::{NomadName, trigger};
 use caravan_proto::{Deployment, EvalStatus, Evaluation, Job};
 use tokio::time::Instant;
-
-/// Trigger of every eval the watcher creates.
-pub const TRIGGER_DEPLOYMENT_WATCHER: &str = "deployment-watcher";
 
 /// A pending `deployment-watcher` evaluation of `job` for deployment `d`.
 /// `job_modify_revision` is the job's (0 when the job is written in the same
@@ -27,8 +24,8 @@ pub fn for_deployment(d: &Deployment, job: &Job, now_unix_ns: i64) -> Evaluation
         id: uuid::Uuid::new_v4().to_string(),
         namespace: d.namespace.clone(),
         priority,
-        r#type: job_type_name(job.r#type()).to_string(),
-        triggered_by: TRIGGER_DEPLOYMENT_WATCHER.to_string(),
+        r#type: job.r#type().nomad_name().to_string(),
+        triggered_by: trigger::DEPLOYMENT_WATCHER.to_string(),
         job_id: d.job_id.clone(),
         job_modify_revision: job.job_modify_revision,
         deployment_id: d.id.clone(),

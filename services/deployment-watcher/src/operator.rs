@@ -3,6 +3,7 @@
 //! reads the deployment from the store, decides with [`crate::steer`], and
 //! writes guarded by what it read, reading again when it lost a race.
 
+use caravan_model::now_unix_ns;
 use caravan_proto::{
     Allocation, Deployment, WatcherAllocHealthRequest, WatcherFailRequest, WatcherPauseRequest,
     WatcherPromoteRequest, WatcherResponse,
@@ -14,7 +15,7 @@ use crate::assess::{DESC_FAILED_BY_USER, wants_rollback};
 use crate::error::WatcherError;
 use crate::evals::for_deployment;
 use crate::steer;
-use crate::term::{LeaderTerm, allocs_of, job_for, now_unix_ns};
+use crate::term::{LeaderTerm, allocs_of, job_for};
 use crate::writes::Commit;
 
 /// How long a request waits for the cache to reach the store's revision.

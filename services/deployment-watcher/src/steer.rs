@@ -2,9 +2,10 @@
 //! resume, fail, set allocation health): the checks Nomad makes and the
 //! changed values, as pure functions of what was read.
 
+use caravan_model::{DeploymentStatusExt, NomadName};
 use caravan_proto::{AllocDeploymentStatus, Allocation, Deployment, DeploymentStatus};
 
-use crate::assess::{DESC_PAUSED, health, is_active, promoted, running_description};
+use crate::assess::{DESC_PAUSED, health, promoted, running_description};
 use crate::error::WatcherError;
 
 /// Checks that a request names a deployment.
@@ -19,29 +20,13 @@ pub fn check_id(deployment_id: &str) -> Result<(), WatcherError> {
 }
 
 fn require_active(d: &Deployment, verb: &str) -> Result<(), WatcherError> {
-    if is_active(d) {
+    if d.status().is_followed() {
         return Ok(());
     }
     Err(WatcherError::FailedPrecondition(format!(
         "can't {verb} terminal deployment (status {})",
-        status_name(d.status())
+        d.status().nomad_name()
     )))
-}
-
-/// Nomad's lowercase name of a deployment status.
-pub fn status_name(s: DeploymentStatus) -> &'static str {
-    match s {
-        DeploymentStatus::Unspecified => "",
-        DeploymentStatus::Running => "running",
-        DeploymentStatus::Paused => "paused",
-        DeploymentStatus::Failed => "failed",
-        DeploymentStatus::Successful => "successful",
-        DeploymentStatus::Cancelled => "cancelled",
-        DeploymentStatus::Pending => "pending",
-        DeploymentStatus::Blocked => "blocked",
-        DeploymentStatus::Unblocking => "unblocking",
-        DeploymentStatus::Initializing => "initializing",
-    }
 }
 
 /// Promotes the canaries of `d` (every group with `all`, else those named

@@ -7,17 +7,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use caravan_model::{AllocExt, DeploymentStatusExt, now_unix_ns};
 use caravan_proto::{Allocation, Deployment, DeploymentStatus, EvalStatus, Job};
-use caravan_state::{Informer, Snapshot, as_spec, is_terminal, register_txn};
+use caravan_state::{Informer, Snapshot, as_spec, register_txn};
 use caravan_store::Revision;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::assess::{DESC_SUCCESSFUL, Outcome, assess, health, is_active, promoted};
+use crate::assess::{DESC_SUCCESSFUL, Outcome, assess, health, promoted};
 use crate::config::DeploymentWatcherConfig;
 use crate::error::WatcherError;
 use crate::evals::{EvalBatcher, for_deployment};
@@ -30,13 +31,6 @@ const RETRY_PAUSE: Duration = Duration::from_millis(500);
 const CATCH_UP: Duration = Duration::from_secs(5);
 /// Attempts at marking a version stable when it keeps changing.
 const STABLE_ATTEMPTS: usize = 3;
-
-/// The present time in unix nanoseconds.
-pub fn now_unix_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-}
 
 /// What a term keeps in memory, behind one lock.
 #[derive(Debug)]
@@ -100,7 +94,7 @@ pub fn missed_eval(snap: &Snapshot, d: &Deployment) -> bool {
     }
     let last_healthy = allocs_of(snap, d)
         .into_iter()
-        .filter(|a| health(a) == Some(true) && !is_terminal(a))
+        .filter(|a| health(a) == Some(true) && !a.is_terminal())
         .filter_map(|a| a.deployment_status.as_ref().map(|s| s.timestamp_unix_ns))
         .max();
     let Some(last_healthy) = last_healthy else {
@@ -174,7 +168,7 @@ impl LeaderTerm {
         let now = Instant::now();
         let mut state = self.state.lock();
         for d in snap.deployments() {
-            if is_active(d) {
+            if d.status().is_followed() {
                 state.active.insert(d.id.clone());
                 state.dirty.insert(d.id.clone());
                 if missed_eval(snap, d) {
@@ -205,7 +199,7 @@ impl LeaderTerm {
         let mut state = self.state.lock();
         for change in snap.deployment_changes_since(prev) {
             match change.new() {
-                Some(d) if is_active(d) => {
+                Some(d) if d.status().is_followed() => {
                     state.active.insert(d.id.clone());
                     state.dirty.insert(d.id.clone());
                     if d.status() == DeploymentStatus::Paused {
@@ -353,7 +347,7 @@ impl LeaderTerm {
         snap: &Snapshot,
         id: &str,
     ) -> Result<Option<Revision>, WatcherError> {
-        let Some(d) = snap.deployment(id).filter(|d| is_active(d)) else {
+        let Some(d) = snap.deployment(id).filter(|d| d.status().is_followed()) else {
             self.state.lock().forget(id);
             return Ok(None);
         };

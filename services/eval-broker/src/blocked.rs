@@ -8,15 +8,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use caravan_model::trigger;
 use caravan_proto::Evaluation;
 use caravan_store::Revision;
 use tokio::time::Instant;
 
 use crate::queues::{JobKey, job_key};
-
-/// The trigger of blocked evals created because plans kept failing; they are
-/// retried periodically, not only on capacity changes.
-pub const MAX_PLAN_ATTEMPTS: &str = "max-plan-attempts";
 
 /// What holding a blocked eval did.
 #[derive(Clone, Debug, Default)]
@@ -153,7 +150,7 @@ impl BlockedEvals {
         let chosen: Vec<String> = self
             .evals
             .values()
-            .filter(|e| e.triggered_by == MAX_PLAN_ATTEMPTS)
+            .filter(|e| e.triggered_by == trigger::MAX_PLAN_ATTEMPTS)
             .map(|e| e.id.clone())
             .collect();
         chosen.iter().filter_map(|id| self.remove(id)).collect()
@@ -300,7 +297,7 @@ mod tests {
     fn plan_failures_are_retried_periodically() {
         let mut b = BlockedEvals::new();
         let mut e = (*blocked("plans", "a", 10, &[])).clone();
-        e.triggered_by = MAX_PLAN_ATTEMPTS.into();
+        e.triggered_by = trigger::MAX_PLAN_ATTEMPTS.into();
         b.block(Arc::new(e));
         b.block(blocked("capacity", "b", 11, &[]));
         assert_eq!(ids(&b.unblock_failed()), ["plans"]);

@@ -5,14 +5,13 @@
 
 use std::time::Duration;
 
-use caravan_proto::{EvalStatus, Evaluation, Job, JobType, Node, NodeStatus};
+use caravan_model::{
+    DEFAULT_PRIORITY, EvalStatusExt, MAX_PRIORITY, MIN_PRIORITY, NomadName, trigger,
+};
+use caravan_proto::{EvalStatus, Evaluation, Job, Node, NodeStatus};
 
 use crate::error::BrokerError;
 
-/// Trigger of the eval that retries one past its delivery limit.
-pub const TRIGGER_FAILED_FOLLOW_UP: &str = "failed-follow-up";
-/// Trigger of the evals a node going down creates.
-pub const TRIGGER_NODE_UPDATE: &str = "node-update";
 /// Why waiting evals are canceled when their job's eval is processed.
 pub const CANCELED_SUPERSEDED: &str = "canceled after more recent eval was processed";
 /// Why a blocked eval is canceled when its job has a newer one.
@@ -26,10 +25,6 @@ pub const NODE_DOWN_DESCRIPTION: &str = "node heartbeat missed";
 
 /// Scheduler types an eval may name.
 pub const SCHEDULER_TYPES: &[&str] = &["service", "batch", "system", "sysbatch", "_core"];
-
-/// Nomad's default job priority, for node-update evals of a job gone from
-/// the store.
-const DEFAULT_PRIORITY: i32 = 50;
 
 /// The description of an eval failed at the delivery limit.
 pub fn delivery_limit_description(limit: u32) -> String {
@@ -86,14 +81,14 @@ pub fn check_new(eval: &Evaluation) -> Result<(), BrokerError> {
             format!("{:?} is not one of {SCHEDULER_TYPES:?}", eval.r#type),
         ));
     }
-    if !(1..=100).contains(&eval.priority) {
+    if !(MIN_PRIORITY..=MAX_PRIORITY).contains(&eval.priority) {
         return Err(invalid("eval.priority", "must be between 1 and 100"));
     }
     if eval.triggered_by.is_empty() {
         return Err(invalid("eval.triggered_by", "must not be empty"));
     }
     match EvalStatus::try_from(eval.status) {
-        Ok(EvalStatus::Pending | EvalStatus::Blocked) => Ok(()),
+        Ok(s) if s.is_waiting() => Ok(()),
         _ => Err(invalid(
             "eval.status",
             "a new eval must be pending or blocked",
@@ -126,15 +121,13 @@ pub fn merge_update(
 ) -> Result<Evaluation, BrokerError> {
     check_identity(update)?;
     match EvalStatus::try_from(update.status) {
-        Ok(
-            EvalStatus::Pending | EvalStatus::Complete | EvalStatus::Failed | EvalStatus::Canceled,
-        ) => {}
         Ok(EvalStatus::Blocked) => {
             return Err(invalid(
                 "eval.status",
                 "blocked: put the eval back with ReblockEval",
             ));
         }
+        Ok(s) if s == EvalStatus::Pending || s.is_terminal() => {}
         _ => return Err(invalid("eval.status", "unknown status")),
     }
     let mut e = stored.clone();
@@ -191,7 +184,7 @@ pub fn failed_follow_up(eval: &Evaluation, wait: Duration, now_ns: i64) -> Evalu
         namespace: eval.namespace.clone(),
         priority: eval.priority,
         r#type: eval.r#type.clone(),
-        triggered_by: TRIGGER_FAILED_FOLLOW_UP.into(),
+        triggered_by: trigger::FAILED_FOLLOW_UP.into(),
         job_id: eval.job_id.clone(),
         job_modify_revision: eval.job_modify_revision,
         status: EvalStatus::Pending as i32,
@@ -245,16 +238,6 @@ pub fn node_down(node: &Node, now_ns: i64) -> Node {
     n
 }
 
-/// The scheduler type that handles a job type.
-pub fn scheduler_of(job_type: JobType) -> &'static str {
-    match job_type {
-        JobType::Batch => "batch",
-        JobType::System => "system",
-        JobType::Sysbatch => "sysbatch",
-        JobType::Service | JobType::Unspecified => "service",
-    }
-}
-
 /// The eval that has the scheduler replace a job's allocations on a node
 /// that went down; type and priority come from the job when it still
 /// exists.
@@ -265,7 +248,14 @@ pub fn node_update_eval(
     job: Option<&Job>,
     now_ns: i64,
 ) -> Evaluation {
-    node_eval(TRIGGER_NODE_UPDATE, node_id, namespace, job_id, job, now_ns)
+    node_eval(
+        trigger::NODE_UPDATE,
+        node_id,
+        namespace,
+        job_id,
+        job,
+        now_ns,
+    )
 }
 
 /// A pending eval of a job's allocations on a node, for `trigger`; type
@@ -283,7 +273,7 @@ pub fn node_eval(
         namespace: namespace.to_string(),
         priority: job.map_or(DEFAULT_PRIORITY, |j| j.priority),
         r#type: job
-            .map_or("service", |j| scheduler_of(j.r#type()))
+            .map_or("service", |j| j.r#type().nomad_name())
             .to_string(),
         triggered_by: trigger.into(),
         job_id: job_id.to_string(),
@@ -299,6 +289,7 @@ pub fn node_eval(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use caravan_proto::JobType;
 
     fn uuid() -> String {
         uuid::Uuid::new_v4().to_string()
@@ -410,7 +401,7 @@ mod tests {
             ..Default::default()
         };
         let follow = failed_follow_up(&e, Duration::from_secs(90), 1_000);
-        assert_eq!(follow.triggered_by, TRIGGER_FAILED_FOLLOW_UP);
+        assert_eq!(follow.triggered_by, trigger::FAILED_FOLLOW_UP);
         assert_eq!(follow.previous_eval, e.id);
         assert_eq!(follow.wait_until_unix_ns, 1_000 + 90_000_000_000);
         assert_eq!((follow.priority, follow.r#type.as_str()), (60, "batch"));
@@ -442,7 +433,7 @@ mod tests {
         let e = node_update_eval("n1", "default", "web", Some(&job), 5);
         assert_eq!((e.priority, e.r#type.as_str()), (80, "system"));
         assert_eq!((e.node_id.as_str(), e.job_modify_revision), ("n1", 9));
-        assert_eq!(e.triggered_by, TRIGGER_NODE_UPDATE);
+        assert_eq!(e.triggered_by, trigger::NODE_UPDATE);
         let orphan = node_update_eval("n1", "default", "gone", None, 5);
         assert_eq!((orphan.priority, orphan.r#type.as_str()), (50, "service"));
     }

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use caravan_model::EvalStatusExt;
 use caravan_proto::{EvalStatus, Evaluation};
 use caravan_state::{Snapshot, StateError};
 use tokio::sync::mpsc;
@@ -358,7 +359,7 @@ impl Follower {
                 .iter()
                 .filter_map(|e| snapshot.eval(&e.id))
                 .filter(|e| {
-                    matches!(status_of(e), EvalStatus::Pending | EvalStatus::Blocked)
+                    status_of(e).is_waiting()
                         && !state.queues.contains(&e.id)
                         && !state.blocked.contains(&e.id)
                 })

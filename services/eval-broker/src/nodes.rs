@@ -5,17 +5,12 @@
 
 use std::collections::BTreeSet;
 
-use caravan_proto::{Allocation, Evaluation, Node, NodeStatus, SchedulingEligibility};
-use caravan_state::{ObjectChange, Tables, is_terminal};
+use caravan_model::{AllocExt, NodeExt};
+use caravan_proto::{Allocation, Evaluation, Node};
+use caravan_state::{ObjectChange, Tables};
 use caravan_store::Revision;
 
 use crate::evals::{node_counts_as_up, node_update_eval};
-
-/// Whether new allocations may be placed on the node.
-pub fn schedulable(node: &Node) -> bool {
-    node.status() == NodeStatus::Ready
-        && node.scheduling_eligibility() != SchedulingEligibility::Ineligible
-}
 
 /// Whether anything that decides what fits on a node differs.
 fn shape_changed(old: &Node, new: &Node) -> bool {
@@ -35,12 +30,12 @@ fn shape_changed(old: &Node, new: &Node) -> bool {
 /// changed shape while schedulable.
 pub fn capacity_grew<'a>(change: &ObjectChange<'a, Node>) -> Option<&'a str> {
     let new = change.new()?;
-    if !schedulable(new) {
+    if !new.is_schedulable() {
         return None;
     }
     let grew = match change.old() {
         None => true,
-        Some(old) => !schedulable(old) || shape_changed(old, new),
+        Some(old) => !old.is_schedulable() || shape_changed(old, new),
     };
     grew.then_some(new.computed_class.as_str())
 }
@@ -51,9 +46,9 @@ pub fn capacity_freed<'a>(change: &ObjectChange<'a, Allocation>) -> Option<&'a s
     match *change {
         ObjectChange::Added(_) => None,
         ObjectChange::Updated { old, new } => {
-            (!is_terminal(old) && is_terminal(new)).then_some(new.node_id.as_str())
+            (!old.is_terminal() && new.is_terminal()).then_some(new.node_id.as_str())
         }
-        ObjectChange::Removed(old) => (!is_terminal(old)).then_some(old.node_id.as_str()),
+        ObjectChange::Removed(old) => (!old.is_terminal()).then_some(old.node_id.as_str()),
     }
 }
 
@@ -84,10 +79,10 @@ pub fn capacity_revisions(snapshot: &Tables) -> Vec<(String, Revision)> {
         let slot = newest.entry(class.to_string()).or_default();
         *slot = (*slot).max(revision);
     };
-    for node in snapshot.nodes().filter(|n| schedulable(n)) {
+    for node in snapshot.nodes().filter(|n| n.is_schedulable()) {
         note(&node.computed_class, node.modify_revision);
     }
-    for alloc in snapshot.allocs().filter(|a| is_terminal(a)) {
+    for alloc in snapshot.allocs().filter(|a| a.is_terminal()) {
         if let Some(node) = snapshot.node(&alloc.node_id) {
             note(&node.computed_class, alloc.modify_revision);
         }
@@ -119,7 +114,7 @@ pub fn heartbeats_lost(older: &Tables, newer: &Tables) -> Vec<String> {
 pub fn node_update_evals(snapshot: &Tables, node_id: &str, now_ns: i64) -> Vec<Evaluation> {
     let jobs: BTreeSet<(&str, &str)> = snapshot
         .allocs_by_node(node_id)
-        .filter(|a| !is_terminal(a))
+        .filter(|a| !a.is_terminal())
         .map(|a| (a.namespace.as_str(), a.job_id.as_str()))
         .collect();
     jobs.into_iter()
@@ -134,7 +129,9 @@ pub fn node_update_evals(snapshot: &Tables, node_id: &str, now_ns: i64) -> Vec<E
 mod tests {
     use std::sync::Arc;
 
-    use caravan_proto::{AllocClientStatus, AllocDesiredStatus, NodeResources};
+    use caravan_proto::{
+        AllocClientStatus, AllocDesiredStatus, NodeResources, NodeStatus, SchedulingEligibility,
+    };
 
     use super::*;
 

@@ -5,8 +5,9 @@
 //! term's follower as [`Effect`]s.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use caravan_model::now_unix_ns;
 use caravan_proto::{BrokerStatsResponse, EvalStatus, Evaluation};
 use caravan_state::Informer;
 use caravan_store::Revision;
@@ -85,12 +86,9 @@ pub struct LeaderTerm {
 
 /// The present time on both clocks.
 pub fn now() -> Now {
-    let unix_ns = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
     Now {
         instant: Instant::now(),
-        unix_ns,
+        unix_ns: now_unix_ns(),
     }
 }
 

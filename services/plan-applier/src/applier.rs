@@ -12,8 +12,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use caravan_model::now_unix_ns;
 use caravan_proto::{Plan, PlanResult};
 use caravan_state::{Informer, InformerConfig, Keyspace};
 use caravan_store::{Leadership, Revision, Store, current_leader, election_name};
@@ -540,15 +541,6 @@ fn plan_result(
         r.rejection_reasons = rejected.into_iter().collect();
     }
     r
-}
-
-/// Wall-clock time for create and modify times.
-fn now_unix_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .ok()
-        .and_then(|d| i64::try_from(d.as_nanos()).ok())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

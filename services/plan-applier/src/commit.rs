@@ -7,8 +7,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+use caravan_model::AllocExt;
 use caravan_proto::{Allocation, Deployment, Plan};
-use caravan_state::{Keyspace, decode as codec_decode, encode, is_terminal};
+use caravan_state::{Keyspace, decode as codec_decode, encode};
 use caravan_store::{
     Compare, CompareOp, Leadership, Op, OpResult, Revision, Store, StoreError, Txn,
 };
@@ -146,7 +147,7 @@ pub(crate) fn plan_changes(plan: &Plan, accepted: &[String], view: &View) -> Cha
             .flat_map(|l| &l.allocs)
         {
             match view.alloc(&a.id) {
-                Some(cur) if !is_terminal(&cur) => part.push(
+                Some(cur) if !cur.is_terminal() => part.push(
                     Target::Alloc(a.id.clone()),
                     Change::Stop(StopSpec::evict(a)),
                     cur.encoded_len(),

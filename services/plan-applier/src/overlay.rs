@@ -11,6 +11,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+use caravan_model::AllocExt;
 use caravan_proto::{Allocation, Deployment, Evaluation, Node};
 use caravan_state::Snapshot;
 use caravan_store::Revision;
@@ -57,7 +58,7 @@ impl OverlayLayer {
     pub(crate) fn freed_nodes(&self) -> HashSet<String> {
         self.allocs
             .values()
-            .filter(|a| caravan_state::is_terminal(a))
+            .filter(|a| a.is_terminal())
             .map(|a| a.node_id.clone())
             .collect()
     }

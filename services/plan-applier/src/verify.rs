@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
+use caravan_model::AllocExt;
 use caravan_proto::{AllocList, Allocation, NodeStatus, Plan, SchedulingEligibility};
-use caravan_state::is_terminal;
 use caravan_store::Revision;
 
 use crate::error::ApplierError;
@@ -258,7 +258,7 @@ pub(crate) fn verify_node(view: &View, plan: &Plan, node_id: &str) -> Result<(),
     }
     let kept = existing
         .iter()
-        .filter(|a| !is_terminal(a) && !removed.contains(a.id.as_str()))
+        .filter(|a| !a.is_terminal() && !removed.contains(a.id.as_str()))
         .map(Arc::as_ref);
     // The scheduler's own exact check, so the applier refuses exactly what
     // the scheduler's verification refuses: the last line before a commit.

@@ -7,6 +7,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use caravan_model::AllocExt;
 use caravan_store::Store;
 use support::*;
 use tonic::Code;
@@ -318,14 +319,14 @@ async fn concurrent_plans_never_over_commit_a_node(store: Arc<dyn Store>, prefix
     for n in ["n1", "n2"] {
         let held: u32 = stored
             .iter()
-            .filter(|a| a.node_id == n && !caravan_state::is_terminal(a))
+            .filter(|a| a.node_id == n && !a.is_terminal())
             .map(|a| a.allocated_resources.as_ref().unwrap().tasks["server"].cpu_mhz)
             .sum();
         assert!(held <= 4000, "{n} holds {held} MHz");
     }
     let live_n1 = stored
         .iter()
-        .filter(|a| a.node_id == "n1" && !caravan_state::is_terminal(a))
+        .filter(|a| a.node_id == "n1" && !a.is_terminal())
         .count();
     assert_eq!(live_n1, 4, "n1 fills up exactly");
     app.shutdown().await;

@@ -7,7 +7,7 @@ mod tree;
 pub use render::render_plan;
 
 use crate::error::JobspecError;
-use crate::tasks_updated::{find_group, group_destructive, task_destructive};
+use caravan_model::{group_destructive, task_destructive};
 use caravan_proto::{Job, Task, TaskGroup};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -409,4 +409,8 @@ fn field(diff_type: DiffType, name: &str, old: &str, new: &str) -> FieldDiff {
         new: new.to_string(),
         annotations: Vec::new(),
     }
+}
+
+fn find_group<'a>(job: &'a Job, name: &str) -> Option<&'a TaskGroup> {
+    job.task_groups.iter().find(|g| g.name == name)
 }

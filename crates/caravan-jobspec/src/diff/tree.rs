@@ -2,7 +2,7 @@
 //! field names (`Count`, `KillTimeout`, `Meta[owner]`, `Static Port`) and value formats
 //! (durations in nanoseconds, bools as `true`/`false`).
 
-use crate::defaults::job_type_name;
+use caravan_model::NomadName;
 use caravan_proto::{
     Affinity, Constraint, Job, NetworkResource, ReschedulePolicy, RestartPolicy, Spread, Task,
     TaskGroup, UpdateStrategy,
@@ -69,7 +69,7 @@ pub(crate) fn job_node(job: &Job) -> Node {
         .field("ParentID", &job.parent_id)
         .field("Priority", job.priority)
         .field("Stop", job.stop)
-        .field("Type", job_type_name(job.r#type()))
+        .field("Type", job.r#type().nomad_name())
         .map("Meta", &job.meta)
         .strings("Datacenters", &job.datacenters)
         .set(

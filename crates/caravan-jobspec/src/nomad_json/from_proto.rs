@@ -4,11 +4,12 @@
 //! back yields the same job.
 
 use super::model::*;
-use crate::defaults::{self, job_type_name};
+use crate::defaults;
 use base64::Engine as _;
+use caravan_model::NomadName;
 use caravan_proto::{
-    Affinity, Constraint, Job, JobStatus, MigrateStrategy, NetworkResource, Port, ReschedulePolicy,
-    Resources, RestartPolicy, Spread, Task, TaskGroup, UpdateStrategy,
+    Affinity, Constraint, Job, MigrateStrategy, NetworkResource, Port, ReschedulePolicy, Resources,
+    RestartPolicy, Spread, Task, TaskGroup, UpdateStrategy,
 };
 use serde_json::Value;
 
@@ -19,7 +20,7 @@ pub(crate) fn job_to_api(job: &Job) -> ApiJob {
         namespace: Some(job.namespace.clone()),
         id: Some(job.id.clone()),
         name: Some(job.name.clone()),
-        r#type: Some(job_type_name(job.r#type()).to_string()),
+        r#type: Some(job.r#type().nomad_name().to_string()),
         priority: Some(i64::from(job.priority)),
         all_at_once: Some(job.all_at_once),
         datacenters: Some(job.datacenters.clone()),
@@ -52,15 +53,7 @@ pub(crate) fn job_to_api(job: &Job) -> ApiJob {
         dispatched: Some(job.dispatched),
         payload: (!job.payload.is_empty())
             .then(|| base64::engine::general_purpose::STANDARD.encode(&job.payload)),
-        status: Some(
-            match job.status() {
-                JobStatus::Unspecified => "",
-                JobStatus::Pending => "pending",
-                JobStatus::Running => "running",
-                JobStatus::Dead => "dead",
-            }
-            .to_string(),
-        ),
+        status: Some(job.status().nomad_name().to_string()),
         status_description: Some(job.status_description.clone()),
         stable: Some(job.stable),
         version: Some(job.version),

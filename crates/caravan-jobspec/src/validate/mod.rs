@@ -6,8 +6,9 @@
 mod periodic;
 mod policy;
 
-use crate::defaults::{self, job_type_name};
+use crate::defaults;
 use crate::error::{FieldError, FieldErrors};
+use caravan_model::{JobExt, JobTypeExt, NomadName};
 use caravan_proto::{Job, JobType, NetworkResource, Task, TaskGroup};
 use std::collections::BTreeMap;
 
@@ -49,8 +50,8 @@ pub fn validate(job: &Job) -> Result<(), FieldErrors> {
             JobType::Service
         }
     };
-    let type_name = job_type_name(job_type);
-    let system = matches!(job_type, JobType::System | JobType::Sysbatch);
+    let type_name = job_type.nomad_name();
+    let system = job_type.runs_on_every_node();
 
     if job.id.is_empty() {
         e.on("", "id", "missing job ID");
@@ -134,10 +135,10 @@ pub fn validate(job: &Job) -> Result<(), FieldErrors> {
         group(tg, &base, job_type, &mut e);
     }
 
-    let is_periodic = job.periodic.as_ref().is_some_and(|p| p.enabled);
-    let is_parameterized = job.parameterized.is_some() && !job.dispatched;
+    let is_periodic = job.is_periodic();
+    let is_parameterized = job.is_parameterized();
     if let Some(p) = job.periodic.as_ref().filter(|p| p.enabled) {
-        if !matches!(job_type, JobType::Batch | JobType::Sysbatch) {
+        if !job_type.runs_to_completion() {
             e.on(
                 "",
                 "periodic",
@@ -147,7 +148,7 @@ pub fn validate(job: &Job) -> Result<(), FieldErrors> {
         periodic::periodic(p, "periodic", &mut e);
     }
     if let Some(p) = job.parameterized.as_ref().filter(|_| is_parameterized) {
-        if !matches!(job_type, JobType::Batch | JobType::Sysbatch) {
+        if !job_type.runs_to_completion() {
             e.on(
                 "",
                 "parameterized",
@@ -217,8 +218,8 @@ fn group_base(tg: &TaskGroup, index: usize) -> String {
 }
 
 fn group(tg: &TaskGroup, base: &str, job_type: JobType, e: &mut Errors) {
-    let type_name = job_type_name(job_type);
-    let system = matches!(job_type, JobType::System | JobType::Sysbatch);
+    let type_name = job_type.nomad_name();
+    let system = job_type.runs_on_every_node();
     if tg.count < 0 {
         e.on(base, "count", format!("must be >= 0 (got {})", tg.count));
     } else if tg.count > defaults::MAX_COUNT {
@@ -360,13 +361,13 @@ fn task(t: &Task, base: &str, job_type: JobType, e: &mut Errors) {
     if t.kill_timeout_ns < 0 {
         e.on(base, "kill_timeout", "must be >= 0");
     }
-    if matches!(job_type, JobType::System | JobType::Sysbatch) && !t.affinities.is_empty() {
+    if job_type.runs_on_every_node() && !t.affinities.is_empty() {
         e.on(
             base,
             "affinity",
             format!(
                 "{} jobs may not have an affinity block",
-                job_type_name(job_type)
+                job_type.nomad_name()
             ),
         );
     }

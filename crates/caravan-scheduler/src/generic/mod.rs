@@ -9,6 +9,7 @@
 
 mod placements;
 
+use caravan_model::{AllocExt, DeploymentStatusExt};
 use std::sync::Arc;
 
 use caravan_proto::{Allocation, Deployment, Job, PlanAnnotations, TaskGroup};
@@ -17,7 +18,6 @@ use crate::attempt::{AttemptRules, CandidateOrder, JobSnapshot};
 use crate::context::EvalContext;
 use crate::error::SchedulerError;
 use crate::inplace::{self, InPlaceRules};
-use crate::model;
 use crate::planner::Planner;
 use crate::rank::JobRules;
 use crate::reconcile::{self, ALLOC_UPDATING, Placement, Results, UpdateKind};
@@ -199,7 +199,7 @@ fn follow_update(
     job: &Job,
     tg: &TaskGroup,
 ) -> UpdateKind {
-    if model::terminal(a) {
+    if a.is_terminal() {
         return if inplace::tasks_changed(ctx, a, job, tg) {
             UpdateKind::Destructive
         } else {
@@ -230,7 +230,7 @@ fn stage_reconciled(
     let deployment = results
         .active_deployment
         .clone()
-        .filter(reconcile::deployment_active);
+        .filter(|d| d.status().is_active());
     run.deployment_id = deployment
         .as_ref()
         .map(|d| d.id.clone())

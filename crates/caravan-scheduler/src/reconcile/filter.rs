@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use caravan_model::{AllocExt, DeploymentStatusExt, alloc_index};
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, Allocation, Deployment, Node, NodeStatus,
 };
@@ -31,7 +32,7 @@ pub fn node_is_tainted(node: Option<&Node>) -> bool {
 pub fn tainted_nodes(state: &dyn crate::State, allocs: &[Arc<Allocation>]) -> Tainted {
     let mut out = Tainted::new();
     for a in allocs {
-        if a.node_id.is_empty() || out.contains_key(&a.node_id) || model::terminal(a) {
+        if a.node_id.is_empty() || out.contains_key(&a.node_id) || a.is_terminal() {
             continue;
         }
         let node = state.node(&a.node_id);
@@ -48,7 +49,7 @@ pub fn by_tainted(set: AllocSet, tainted: &Tainted) -> (AllocSet, AllocSet, Allo
     let (mut untainted, mut migrate, mut lost) =
         (AllocSet::new(), AllocSet::new(), AllocSet::new());
     for (id, a) in set {
-        if model::terminal(&a) {
+        if a.is_terminal() {
             untainted.insert(id, a);
             continue;
         }
@@ -106,8 +107,8 @@ pub fn by_reschedulable(
             continue;
         }
         // Only failed allocations that should run get here.
-        let in_active_deployment = deployment
-            .is_some_and(|d| a.deployment_id == d.id && crate::reconcile::deployment_active(d));
+        let in_active_deployment =
+            deployment.is_some_and(|d| a.deployment_id == d.id && d.status().is_active());
         let transition = a.desired_transition.unwrap_or_default();
         if in_active_deployment && transition.reschedule != Some(true) {
             untainted.insert(id, a);
@@ -157,7 +158,7 @@ fn should_filter(a: &Allocation, batch: bool) -> (bool, bool) {
             _ => (true, false),
         };
     }
-    if model::server_terminal(a) {
+    if a.is_server_terminal() {
         return (false, true);
     }
     match a.client_status() {
@@ -170,8 +171,6 @@ fn should_filter(a: &Allocation, batch: bool) -> (bool, bool) {
 /// Allocation names in index order.
 pub fn name_order(set: &AllocSet) -> Vec<Arc<Allocation>> {
     let mut v: Vec<Arc<Allocation>> = set.values().cloned().collect();
-    v.sort_by(|a, b| {
-        (model::alloc_index(&a.name), &a.id).cmp(&(model::alloc_index(&b.name), &b.id))
-    });
+    v.sort_by(|a, b| (alloc_index(&a.name), &a.id).cmp(&(alloc_index(&b.name), &b.id)));
     v
 }

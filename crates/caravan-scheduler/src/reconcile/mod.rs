@@ -8,12 +8,12 @@ pub mod names;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use caravan_model::{AllocExt, DeploymentStatusExt};
 use caravan_proto::{
     AllocClientStatus, Allocation, Deployment, DeploymentStatus, DeploymentStatusUpdate,
     DesiredUpdates, Evaluation, Job, TaskGroup,
 };
 
-use crate::model;
 use crate::rng::Rng;
 use filter::{AllocSet, Tainted};
 
@@ -117,19 +117,6 @@ pub struct Input<'a> {
     pub now: i64,
 }
 
-/// Whether a deployment still runs (and may place).
-pub fn deployment_active(d: &Deployment) -> bool {
-    matches!(
-        d.status(),
-        DeploymentStatus::Running
-            | DeploymentStatus::Paused
-            | DeploymentStatus::Pending
-            | DeploymentStatus::Blocked
-            | DeploymentStatus::Unblocking
-            | DeploymentStatus::Initializing
-    )
-}
-
 /// Runs the reconciler. `update` decides how an allocation of an older version
 /// follows the job.
 pub fn reconcile(
@@ -161,7 +148,7 @@ pub fn reconcile(
                 || job.create_revision == 0
                 || d.job_create_revision == job.create_revision);
         if !same_version {
-            if deployment_active(d) {
+            if d.status().is_active() {
                 results.deployment_updates.push(DeploymentStatusUpdate {
                     deployment_id: d.id.clone(),
                     status: DeploymentStatus::Cancelled as i32,
@@ -169,7 +156,7 @@ pub fn reconcile(
                 });
             }
             old = Some(d.clone());
-        } else if deployment_active(d) || d.status() == DeploymentStatus::Failed {
+        } else if d.status().is_active() || d.status() == DeploymentStatus::Failed {
             current = Some((**d).clone());
         }
     }
@@ -193,7 +180,7 @@ pub fn reconcile(
     // Groups the job no longer has.
     for (name, set) in by_group {
         let d = results.desired.entry(name).or_default();
-        for a in set.values().filter(|a| !model::terminal(a)) {
+        for a in set.values().filter(|a| !a.is_terminal()) {
             d.stop += 1;
             results.stop.push(Stop {
                 alloc: a.clone(),
@@ -223,7 +210,7 @@ fn stop_everything(
     results: &mut Results,
 ) {
     if let Some(d) = &input.deployment
-        && deployment_active(d)
+        && d.status().is_active()
     {
         results.deployment_updates.push(DeploymentStatusUpdate {
             deployment_id: d.id.clone(),
@@ -234,7 +221,7 @@ fn stop_everything(
     for (name, set) in by_group {
         let d = results.desired.entry(name.clone()).or_default();
         for a in set.values() {
-            if model::terminal(a) {
+            if a.is_terminal() {
                 continue;
             }
             d.stop += 1;

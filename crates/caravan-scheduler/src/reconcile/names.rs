@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::model::{alloc_index, alloc_name};
+use caravan_model::{alloc_index, alloc_name};
 
 /// The indexes in use among a group's allocations.
 #[derive(Debug, Clone)]

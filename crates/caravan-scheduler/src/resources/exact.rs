@@ -9,10 +9,10 @@
 
 use std::collections::{HashMap, HashSet};
 
+use caravan_model::AllocExt;
 use caravan_proto::{AllocatedResources, AllocatedTaskResources, Allocation, Node};
 
 use super::{Capacity, Exhausted};
-use crate::model;
 
 /// Why a set of allocations does not fit on a node: the dimension, and what
 /// exactly ran out or collided.
@@ -42,7 +42,7 @@ pub fn allocs_fit<'a>(
 ) -> Result<(), FitError> {
     let mut held = Holdings::of(node);
     for alloc in allocs {
-        if model::terminal(alloc) {
+        if alloc.is_terminal() {
             continue;
         }
         if let Some(res) = &alloc.allocated_resources {

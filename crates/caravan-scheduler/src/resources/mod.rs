@@ -1,5 +1,6 @@
 //! Resource accounting: what a node offers, what allocations hold, what a group asks.
 
+use caravan_model::AllocExt;
 use caravan_proto::{Allocation, Node, TaskGroup};
 
 use crate::ports::{self, PortSet};
@@ -35,7 +36,7 @@ impl NodeUsage {
     pub fn from_allocs<'a>(allocs: impl IntoIterator<Item = &'a Allocation>) -> Self {
         let mut u = Self::default();
         for a in allocs {
-            if !crate::model::terminal(a) {
+            if !a.is_terminal() {
                 u.add(a);
             }
         }

@@ -2,6 +2,7 @@
 //! `diffSystemAllocs`): moved off or lost with a tainted node, stopped when not
 //! needed, kept, or queued as updates of an older job version.
 
+use caravan_model::AllocExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -10,7 +11,6 @@ use caravan_proto::{AllocClientStatus, Allocation, DesiredUpdates, Node, NodeSta
 use crate::attempt::JobSnapshot;
 use crate::context::EvalContext;
 use crate::feasible::node_in_job_scope;
-use crate::model;
 use crate::reconcile::{ALLOC_LOST, ALLOC_MIGRATING, ALLOC_NOT_NEEDED};
 
 /// Allocations keyed by (node id, allocation name).
@@ -46,7 +46,7 @@ pub(super) fn diff_allocs(
     let mut terminal = ByNodeAndName::new();
     for a in &snapshot.allocs {
         let key = (a.node_id.clone(), a.name.clone());
-        if model::terminal(a) {
+        if a.is_terminal() {
             let newer = terminal
                 .get(&key)
                 .is_none_or(|t| (t.create_time_unix_ns, &t.id) < (a.create_time_unix_ns, &a.id));

@@ -19,7 +19,6 @@ use crate::attempt::{AttemptRules, CandidateOrder, JobSnapshot};
 use crate::context::EvalContext;
 use crate::error::SchedulerError;
 use crate::inplace;
-use crate::model;
 use crate::planner::Planner;
 use crate::rank::JobRules;
 use crate::reconcile::ALLOC_UPDATING;
@@ -240,7 +239,7 @@ impl JobPhase<'_, '_> {
         let job = self.job;
         for node in 0..ctx.candidates.len() as u32 {
             for (group, tg) in job.task_groups.iter().enumerate() {
-                let name = model::alloc_name(&job.id, &tg.name, 0);
+                let name = caravan_model::alloc_name(&job.id, &tg.name, 0);
                 let key = (ctx.table.node(node).id.clone(), name.clone());
                 if kept.contains(&key) {
                     continue;
@@ -277,7 +276,7 @@ fn create_rolling_eval<P: Planner>(
     let eval = run.eval;
     let mut next = eval.clone();
     next.id = run.rng.uuid();
-    next.triggered_by = "rolling-update".into();
+    next.triggered_by = caravan_model::trigger::ROLLING_UPDATE.into();
     next.status = EvalStatus::Pending as i32;
     next.status_description = String::new();
     next.previous_eval = eval.id.clone();

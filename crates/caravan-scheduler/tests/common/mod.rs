@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use caravan_model::AllocExt;
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, Allocation, Constraint, DriverInfo, EvalStatus,
     Evaluation, Job, JobType, Node, NodeReservedResources, NodeResources, NodeStatus, Resources,
@@ -165,7 +166,7 @@ pub fn names_nodes(allocs: &[Allocation]) -> Vec<(String, String)> {
 pub fn live_by_node(h: &Harness) -> BTreeMap<String, usize> {
     let mut m = BTreeMap::new();
     for a in h.state.allocs() {
-        if caravan_scheduler::harness::is_live(a) {
+        if a.is_live() {
             *m.entry(a.node_id.clone()).or_insert(0) += 1;
         }
     }
@@ -211,7 +212,7 @@ pub fn mark_running(h: &mut Harness) {
     let ids: Vec<Allocation> = h
         .state
         .allocs()
-        .filter(|a| caravan_scheduler::harness::is_live(a))
+        .filter(|a| a.is_live())
         .map(|a| (**a).clone())
         .collect();
     for mut a in ids {

@@ -4,10 +4,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use caravan_integration_tests::state::is_live;
+use caravan_model::{AllocExt, now_unix_ns, trigger};
 use caravan_proto::{AllocClientStatus, Allocation, EvalStatus, Evaluation};
 use caravan_state::{AllocDetail, Keyspace, StateKey, decode, decode_alloc};
 use caravan_store::{EventKind, Store};
@@ -48,13 +48,6 @@ pub struct Want {
     pub allocs: usize,
 }
 
-fn now_unix_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
 fn since_ns(from: i64, to: i64) -> Duration {
     Duration::from_nanos(u64::try_from(to.saturating_sub(from)).unwrap_or(0))
 }
@@ -79,7 +72,8 @@ pub async fn watch(
             match keys.parse(&ev.kv.key) {
                 Ok(StateKey::Eval(_)) => {
                     let e: Evaluation = decode(&ev.kv)?;
-                    if e.triggered_by == "job-register" && e.status() == EvalStatus::Complete {
+                    if e.triggered_by == trigger::JOB_REGISTER && e.status() == EvalStatus::Complete
+                    {
                         let observed = since_ns(e.create_time_unix_ns, at_ns);
                         let written = since_ns(e.create_time_unix_ns, e.modify_time_unix_ns);
                         seen.evals_done.entry(e.id).or_insert((observed, written));
@@ -89,10 +83,10 @@ pub async fn watch(
                     // Statuses are all the bench reads: the lean decode keeps
                     // its own cost out of the measurement as far as it can.
                     let a: Allocation = decode_alloc(&ev.kv, AllocDetail::Scheduling)?;
-                    if is_live(&a) {
+                    if a.is_live() {
                         seen.placed.insert(a.id.clone());
                     }
-                    if is_live(&a) && a.client_status() == AllocClientStatus::Running {
+                    if a.is_live() && a.client_status() == AllocClientStatus::Running {
                         seen.running.insert(a.id);
                     }
                 }

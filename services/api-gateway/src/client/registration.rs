@@ -4,14 +4,14 @@
 
 use std::time::Duration;
 
+use caravan_model::{NomadName, now_unix_ns, trigger};
 use caravan_proto::{Node, NodeStatus, SchedulingEligibility};
 use caravan_state::encode;
 use caravan_store::{Compare, CompareOp, LeaseId, Op, Revision, StoreError, Txn};
 use rand::Rng;
 
 use crate::error::{GatewayError, Result};
-use crate::evals::TRIGGER_NODE_UPDATE;
-use crate::gateway::{Gateway, now_unix_ns};
+use crate::gateway::Gateway;
 use crate::nodes::node_evals;
 
 /// The outcome of a registration.
@@ -142,7 +142,7 @@ pub async fn register(gw: &Gateway, node: Node) -> Result<NodeRegistered> {
             _ => node_evals(
                 &gw.cache.snapshot(),
                 &stored,
-                TRIGGER_NODE_UPDATE,
+                trigger::NODE_UPDATE,
                 false,
                 false,
             ),
@@ -254,14 +254,13 @@ async fn keep_alive(gw: &Gateway, lease: LeaseId) -> Result<Option<Duration>> {
     }
 }
 
-/// Nomad's name of a node status.
+/// Nomad's name of a node status; unset reads as initializing.
 pub fn node_status_name(status: NodeStatus) -> &'static str {
     match status {
-        NodeStatus::Unspecified | NodeStatus::Initializing => "initializing",
-        NodeStatus::Ready => "ready",
-        NodeStatus::Down => "down",
-        NodeStatus::Disconnected => "disconnected",
+        NodeStatus::Unspecified => NodeStatus::Initializing,
+        s => s,
     }
+    .nomad_name()
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use caravan_model::now_unix_ns;
 use caravan_proto::{AllocUpdate, Allocation};
 use caravan_state::{Informer, Keyspace, Snapshot};
 use caravan_store::{Revision, Store};
@@ -16,7 +17,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::updates::{Batch, build_batch, refreshed};
 use crate::error::{GatewayError, Result};
-use crate::gateway::now_unix_ns;
 
 /// Requests waiting for the writer; beyond this, callers wait to queue.
 const QUEUE: usize = 4096;

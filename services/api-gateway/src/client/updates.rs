@@ -9,15 +9,16 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use caravan_model::{AllocExt, trigger};
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Evaluation, Job,
 };
-use caravan_state::{Keyspace, Snapshot, decode, encode, is_terminal};
+use caravan_state::{Keyspace, Snapshot, decode, encode};
 use caravan_store::{Compare, CompareOp, Op, OpResult, Revision, Txn, TxnResult};
 
 use crate::client::status_writes::Current;
 use crate::error::{GatewayError, Result};
-use crate::evals::{self, TRIGGER_ALLOC_FAILURE, TRIGGER_NODE_DRAIN};
+use crate::evals;
 use crate::gateway::Gateway;
 
 /// Checks a batch before anything is read or written.
@@ -122,11 +123,8 @@ impl<'a> Drains<'a> {
             .jobs
             .entry((next.namespace.clone(), next.job_id.clone()))
             .or_insert_with(|| {
-                snap.allocs_by_job(&next.namespace, &next.job_id).any(|a| {
-                    a.desired_status() == AllocDesiredStatus::Run
-                        && !is_terminal(a)
-                        && nodes.contains(a.node_id.as_str())
-                })
+                snap.allocs_by_job(&next.namespace, &next.job_id)
+                    .any(|a| a.is_live() && nodes.contains(a.node_id.as_str()))
             })
     }
 }
@@ -174,7 +172,7 @@ pub(crate) fn build_batch(
         {
             failed_jobs
                 .entry((job.namespace.clone(), job.id.clone()))
-                .or_insert_with(|| evals::for_job(job, TRIGGER_NODE_DRAIN));
+                .or_insert_with(|| evals::for_job(job, trigger::NODE_DRAIN));
         }
         txn = txn
             .when(Compare::mod_revision(
@@ -193,7 +191,7 @@ pub(crate) fn build_batch(
 }
 
 fn failure_eval(job: &Job) -> Evaluation {
-    evals::for_job(job, TRIGGER_ALLOC_FAILURE)
+    evals::for_job(job, trigger::ALLOC_FAILURE)
 }
 
 /// Reads the allocations back from a failed batch's gets.

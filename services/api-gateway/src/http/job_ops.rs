@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use axum::body::Bytes;
 use axum::extract::{Path, Query as QueryString, State};
 use base64::Engine;
+use caravan_model::AllocExt;
 use caravan_proto::AllocClientStatus;
-use caravan_state::is_terminal;
 use serde_json::{Value, json};
 
 use crate::http::render::index;
@@ -96,7 +96,7 @@ pub(crate) async fn scale_status(
         let (mut placed, mut running, mut healthy, mut unhealthy) = (0, 0, 0, 0);
         for a in snap
             .allocs_by_job(&job.namespace, &job.id)
-            .filter(|a| a.task_group == tg.name && !is_terminal(a))
+            .filter(|a| a.task_group == tg.name && !a.is_terminal())
         {
             placed += 1;
             if a.client_status() == AllocClientStatus::Running {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use axum::extract::{Query as QueryString, State};
 use axum::http::{HeaderValue, header};
 use axum::response::IntoResponse;
+use caravan_model::now_unix_ns;
 use serde_json::{Value, json};
 
 use crate::http::render::{self, client_status, eval_status};
@@ -72,7 +73,7 @@ pub(crate) async fn metrics(
                 )
                 .collect();
             Ok(axum::Json(json!({
-                "Timestamp": render::time(crate::gateway::now_unix_ns()),
+                "Timestamp": render::time(now_unix_ns()),
                 "Gauges": list,
                 "Points": [],
                 "Counters": [],

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use caravan_jobspec::job_type_name;
+use caravan_model::{JobExt, NomadName};
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocMetric, AllocatedPort, Allocation, Deployment,
     DeploymentStatus, EvalStatus, Evaluation, Job, NetworkResource, Node, NodeStatus,
@@ -13,8 +13,6 @@ use caravan_proto::{
 };
 use caravan_state::Snapshot;
 use serde_json::{Value, json};
-
-use crate::evals::is_template;
 
 /// A revision as a Nomad index.
 pub fn index(revision: i64) -> u64 {
@@ -60,36 +58,34 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (y, m, d)
 }
 
-/// Nomad's name of an eval status.
+// The API never shows an empty status: an unset one reads as the status
+// Nomad gives a new object of its kind.
+
+/// Nomad's name of an eval status; unset reads as pending.
 pub fn eval_status(s: EvalStatus) -> &'static str {
     match s {
-        EvalStatus::Unspecified | EvalStatus::Pending => "pending",
-        EvalStatus::Blocked => "blocked",
-        EvalStatus::Complete => "complete",
-        EvalStatus::Failed => "failed",
-        EvalStatus::Canceled => "canceled",
+        EvalStatus::Unspecified => EvalStatus::Pending,
+        s => s,
     }
+    .nomad_name()
 }
 
-/// Nomad's name of an allocation's desired status.
+/// Nomad's name of an allocation's desired status; unset reads as run.
 pub fn desired_status(s: AllocDesiredStatus) -> &'static str {
     match s {
-        AllocDesiredStatus::Unspecified | AllocDesiredStatus::Run => "run",
-        AllocDesiredStatus::Stop => "stop",
-        AllocDesiredStatus::Evict => "evict",
+        AllocDesiredStatus::Unspecified => AllocDesiredStatus::Run,
+        s => s,
     }
+    .nomad_name()
 }
 
-/// Nomad's name of an allocation's client status.
+/// Nomad's name of an allocation's client status; unset reads as pending.
 pub fn client_status(s: AllocClientStatus) -> &'static str {
     match s {
-        AllocClientStatus::Unspecified | AllocClientStatus::Pending => "pending",
-        AllocClientStatus::Running => "running",
-        AllocClientStatus::Complete => "complete",
-        AllocClientStatus::Failed => "failed",
-        AllocClientStatus::Lost => "lost",
-        AllocClientStatus::Unknown => "unknown",
+        AllocClientStatus::Unspecified => AllocClientStatus::Pending,
+        s => s,
     }
+    .nomad_name()
 }
 
 /// Nomad's name of a node status.
@@ -97,27 +93,18 @@ pub fn node_status(s: NodeStatus) -> &'static str {
     crate::client::registration::node_status_name(s)
 }
 
-/// Nomad's name of a scheduling eligibility.
+/// Nomad's name of a scheduling eligibility; unset reads as eligible.
 pub fn eligibility(s: SchedulingEligibility) -> &'static str {
-    match s {
-        SchedulingEligibility::Unspecified | SchedulingEligibility::Eligible => "eligible",
-        SchedulingEligibility::Ineligible => "ineligible",
-    }
+    s.nomad_name()
 }
 
-/// Nomad's name of a deployment status.
+/// Nomad's name of a deployment status; unset reads as running.
 pub fn deployment_status(s: DeploymentStatus) -> &'static str {
     match s {
-        DeploymentStatus::Unspecified | DeploymentStatus::Running => "running",
-        DeploymentStatus::Paused => "paused",
-        DeploymentStatus::Failed => "failed",
-        DeploymentStatus::Successful => "successful",
-        DeploymentStatus::Cancelled => "cancelled",
-        DeploymentStatus::Pending => "pending",
-        DeploymentStatus::Blocked => "blocked",
-        DeploymentStatus::Unblocking => "unblocking",
-        DeploymentStatus::Initializing => "initializing",
+        DeploymentStatus::Unspecified => DeploymentStatus::Running,
+        s => s,
     }
+    .nomad_name()
 }
 
 /// Nomad's `AllocMetric`.
@@ -316,7 +303,7 @@ fn desired_transition(a: &Allocation) -> Value {
 
 fn alloc_job_type(snap: &Snapshot, a: &Allocation) -> String {
     snap.job(&a.namespace, &a.job_id)
-        .map(|j| job_type_name(j.r#type()).to_string())
+        .map(|j| j.r#type().nomad_name().to_string())
         .unwrap_or_default()
 }
 
@@ -628,9 +615,9 @@ pub fn job_stub(snap: &Snapshot, job: &Job) -> Value {
         "Datacenters": job.datacenters,
         "NodePool": job.node_pool,
         "Multiregion": Value::Null,
-        "Type": job_type_name(job.r#type()),
+        "Type": job.r#type().nomad_name(),
         "Priority": job.priority,
-        "Periodic": job.periodic.as_ref().is_some_and(|p| p.enabled),
+        "Periodic": job.is_periodic(),
         "ParameterizedJob": job.parameterized.is_some(),
         "Stop": job.stop,
         "Status": job_status(job),
@@ -641,18 +628,18 @@ pub fn job_stub(snap: &Snapshot, job: &Job) -> Value {
         "JobModifyIndex": index(job.job_modify_revision),
         "SubmitTime": job.submit_time_unix_ns,
         "Meta": job.meta,
-        "IsTemplate": is_template(job),
+        "IsTemplate": job.is_template(),
     })
 }
 
-/// Nomad's name of a job status.
+/// Nomad's name of a job's status; unset reads as pending.
 pub fn job_status(job: &Job) -> &'static str {
-    use caravan_proto::JobStatus::*;
+    use caravan_proto::JobStatus;
     match job.status() {
-        Unspecified | Pending => "pending",
-        Running => "running",
-        Dead => "dead",
+        JobStatus::Unspecified => JobStatus::Pending,
+        s => s,
     }
+    .nomad_name()
 }
 
 #[cfg(test)]
@@ -695,5 +682,19 @@ mod tests {
         assert_eq!(v["SchedulingEligibility"], "eligible");
         assert!(v.get("NodeResources").is_none());
         assert!(node_stub(&n, true).get("NodeResources").is_some());
+    }
+
+    #[test]
+    fn unset_statuses_read_as_a_new_objects() {
+        assert_eq!(eval_status(EvalStatus::Unspecified), "pending");
+        assert_eq!(desired_status(AllocDesiredStatus::Unspecified), "run");
+        assert_eq!(client_status(AllocClientStatus::Unspecified), "pending");
+        assert_eq!(node_status(NodeStatus::Unspecified), "initializing");
+        assert_eq!(eligibility(SchedulingEligibility::Unspecified), "eligible");
+        assert_eq!(deployment_status(DeploymentStatus::Unspecified), "running");
+        assert_eq!(job_status(&Job::default()), "pending");
+        assert_eq!(eval_status(EvalStatus::Canceled), "canceled");
+        assert_eq!(client_status(AllocClientStatus::Lost), "lost");
+        assert_eq!(deployment_status(DeploymentStatus::Cancelled), "cancelled");
     }
 }

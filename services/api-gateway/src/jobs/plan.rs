@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use caravan_jobspec::{JobDiff, job_type_name};
+use caravan_jobspec::JobDiff;
+use caravan_model::{JobExt, NomadName, now_unix_ns, trigger};
 use caravan_proto::{
     AllocMetric, Allocation, Deployment, EvalStatus, Evaluation, Job, Node, Plan, PlanAnnotations,
     PlanResult, SchedulerConfiguration,
@@ -15,8 +16,7 @@ use caravan_state::Snapshot;
 use caravan_store::Revision;
 
 use crate::error::{GatewayError, Result};
-use crate::evals::{TRIGGER_JOB_REGISTER, is_template};
-use crate::gateway::{Gateway, new_id, now_unix_ns};
+use crate::gateway::{Gateway, new_id};
 use crate::jobs::register::prepare;
 use crate::jobs::versions::spec_changed;
 
@@ -181,13 +181,13 @@ pub async fn plan(gw: &Gateway, job: Job, want_diff: bool) -> Result<Planned> {
         false => None,
     };
     let mut planner = DryRun::default();
-    if !is_template(&job) {
+    if !job.is_template() {
         let mut eval = Evaluation {
             id: new_id(),
             namespace: job.namespace.clone(),
             priority: job.priority,
-            r#type: job_type_name(job.r#type()).to_string(),
-            triggered_by: TRIGGER_JOB_REGISTER.into(),
+            r#type: job.r#type().nomad_name().to_string(),
+            triggered_by: trigger::JOB_REGISTER.into(),
             job_id: job.id.clone(),
             job_modify_revision: job.job_modify_revision,
             annotate_plan: true,

@@ -3,59 +3,27 @@
 //! from its allocations and evaluations as Nomad derives it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use caravan_proto::{
-    AllocClientStatus, Allocation, Evaluation, Job, JobStatus, JobType, QueryMeta, TaskGroupSummary,
-};
-use caravan_state::{Snapshot, is_terminal};
+use caravan_model::job_status;
+use caravan_proto::{AllocClientStatus, Allocation, Evaluation, Job, QueryMeta, TaskGroupSummary};
+use caravan_state::Snapshot;
 
 use crate::error::{GatewayError, Result};
-use crate::evals::is_template;
 use crate::gateway::Gateway;
 use crate::query::{self, Query};
 
-/// A job with its derived status: system jobs and templates run until
-/// stopped; otherwise running with a live allocation, pending with a live
-/// evaluation, dead when stopped or when all its work has finished.
+/// A job with the status its allocations and evaluations give it
+/// ([`caravan_model::job_status`]).
 pub fn with_status(snap: &Snapshot, job: &Job) -> Job {
+    let status = job_status(
+        job,
+        snap.allocs_by_job(&job.namespace, &job.id).map(Arc::as_ref),
+        snap.evals_by_job(&job.namespace, &job.id).map(Arc::as_ref),
+    );
     let mut job = job.clone();
-    job.set_status(derive_status(snap, &job));
+    job.set_status(status);
     job
-}
-
-fn derive_status(snap: &Snapshot, job: &Job) -> JobStatus {
-    if job.r#type() == JobType::System || is_template(job) {
-        return if job.stop {
-            JobStatus::Dead
-        } else {
-            JobStatus::Running
-        };
-    }
-    let mut has_alloc = false;
-    for alloc in snap.allocs_by_job(&job.namespace, &job.id) {
-        has_alloc = true;
-        if !is_terminal(alloc) {
-            return JobStatus::Running;
-        }
-    }
-    let mut has_eval = false;
-    for eval in snap.evals_by_job(&job.namespace, &job.id) {
-        has_eval = true;
-        if !eval_terminal(eval) {
-            return JobStatus::Pending;
-        }
-    }
-    if job.stop || has_eval || has_alloc {
-        JobStatus::Dead
-    } else {
-        JobStatus::Pending
-    }
-}
-
-/// Whether an evaluation is finished (complete, failed or canceled).
-pub fn eval_terminal(eval: &Evaluation) -> bool {
-    use caravan_proto::EvalStatus::*;
-    matches!(eval.status(), Complete | Failed | Canceled)
 }
 
 /// The jobs of the query's namespace whose id has its prefix.

@@ -3,13 +3,14 @@
 //! mod revision and retried from a fresh read when another writer got there
 //! first.
 
+use caravan_model::{JobExt, now_unix_ns, trigger};
 use caravan_proto::{AllocClientStatus, Evaluation, Job};
 use caravan_state::{Keyspace, decode, encode, register_txn, versions_to_delete};
 use caravan_store::{Compare, CompareOp, Op, Range, Revision, Txn};
 
 use crate::error::{GatewayError, Result};
-use crate::evals::{self, TRIGGER_JOB_DEREGISTER, TRIGGER_JOB_REGISTER};
-use crate::gateway::{Gateway, now_unix_ns};
+use crate::evals;
+use crate::gateway::Gateway;
 use crate::query::DEFAULT_NAMESPACE;
 
 /// The outcome of a registration.
@@ -78,7 +79,7 @@ pub(crate) fn build_register(
 ) -> RegisterWrite {
     let write = register_txn(keys, existing, job, versions, now_unix_ns());
     let mut txn = write.txn;
-    let eval = (!evals::is_template(&write.job)).then(|| evals::for_job(&write.job, trigger));
+    let eval = (!write.job.is_template()).then(|| evals::for_job(&write.job, trigger));
     if let Some(eval) = &eval {
         txn = txn.and_then(Op::put(keys.eval(&eval.id), encode(eval)));
     }
@@ -117,7 +118,7 @@ pub async fn register(
     job: Job,
     enforce_revision: Option<Revision>,
 ) -> Result<Registered> {
-    register_with(gw, job, enforce_revision, TRIGGER_JOB_REGISTER).await
+    register_with(gw, job, enforce_revision, trigger::JOB_REGISTER).await
 }
 
 /// [`register`] with the evaluation's trigger named (`job-scaling` for a
@@ -257,7 +258,7 @@ pub(crate) fn build_deregister(
         eval_job = stopped;
     }
     let eval =
-        (!evals::is_template(existing)).then(|| evals::for_job(&eval_job, TRIGGER_JOB_DEREGISTER));
+        (!existing.is_template()).then(|| evals::for_job(&eval_job, trigger::JOB_DEREGISTER));
     if let Some(eval) = &eval {
         txn = txn.and_then(Op::put(keys.eval(&eval.id), encode(eval)));
     }
@@ -325,17 +326,17 @@ pub async fn evaluate(
         let Some(job) = gw.read::<Job>(&job_key).await? else {
             return Err(GatewayError::NotFound(format!("job not found: {job_id}")));
         };
-        if job.periodic.as_ref().is_some_and(|p| p.enabled) {
+        if job.is_periodic() {
             return Err(GatewayError::FailedPrecondition(
                 "can't evaluate periodic job".into(),
             ));
         }
-        if evals::is_template(&job) {
+        if job.is_template() {
             return Err(GatewayError::FailedPrecondition(
                 "can't evaluate parameterized job".into(),
             ));
         }
-        let eval = evals::for_job(&job, TRIGGER_JOB_REGISTER);
+        let eval = evals::for_job(&job, trigger::JOB_REGISTER);
         let mut txn = Txn::new()
             .when(Compare::mod_revision(
                 job_key.clone(),
@@ -346,8 +347,7 @@ pub async fn evaluate(
         if force_reschedule {
             let snap = gw.cache.snapshot();
             for alloc in snap.allocs_by_job(namespace, job_id) {
-                if alloc.client_status() != AllocClientStatus::Failed || is_terminal_desired(alloc)
-                {
+                if alloc.client_status() != AllocClientStatus::Failed || not_wanted_running(alloc) {
                     continue;
                 }
                 let key = gw.keys.alloc(&alloc.id);
@@ -377,8 +377,11 @@ pub async fn evaluate(
     Err(conflict(job_id))
 }
 
-/// Whether the servers already want the allocation gone.
-fn is_terminal_desired(alloc: &caravan_proto::Allocation) -> bool {
+/// Whether the servers want anything but for the allocation to run: stop,
+/// evict, or no desired status at all. Only failed allocations still wanted
+/// running are forced to reschedule; `AllocExt::is_server_terminal` would
+/// also let an allocation with no desired status through.
+fn not_wanted_running(alloc: &caravan_proto::Allocation) -> bool {
     alloc.desired_status() != caravan_proto::AllocDesiredStatus::Run
 }
 
@@ -439,7 +442,7 @@ mod tests {
     fn a_new_job_is_version_zero_with_a_pending_eval() {
         let keys = Keyspace::new("/t");
         let (job, _) = prepare(job(2)).unwrap();
-        let w = build_register(&keys, None, job, &[], TRIGGER_JOB_REGISTER);
+        let w = build_register(&keys, None, job, &[], trigger::JOB_REGISTER);
         assert!(w.changed);
         assert_eq!(
             w.txn.compares,
@@ -477,7 +480,7 @@ mod tests {
         old.modify_revision = 41;
         let versions: Vec<(u64, bool)> = (1..=6).map(|v| (v, false)).collect();
         let (new, _) = prepare(job(3)).unwrap();
-        let w = build_register(&keys, Some(&old), new, &versions, TRIGGER_JOB_REGISTER);
+        let w = build_register(&keys, Some(&old), new, &versions, trigger::JOB_REGISTER);
         assert!(w.changed);
         assert_eq!(
             w.txn.compares,
@@ -504,7 +507,13 @@ mod tests {
         old.job_modify_revision = 40;
         old.modify_revision = 41;
         let (same, _) = prepare(job(2)).unwrap();
-        let w = build_register(&keys, Some(&old), same, &[(2, false)], TRIGGER_JOB_REGISTER);
+        let w = build_register(
+            &keys,
+            Some(&old),
+            same,
+            &[(2, false)],
+            trigger::JOB_REGISTER,
+        );
         assert!(!w.changed);
         let puts = puts(&w.txn);
         assert_eq!(puts.len(), 1, "only the eval");
@@ -526,7 +535,7 @@ mod tests {
             ..Default::default()
         });
         let (j, _) = prepare(j).unwrap();
-        let w = build_register(&keys, None, j, &[], TRIGGER_JOB_REGISTER);
+        let w = build_register(&keys, None, j, &[], trigger::JOB_REGISTER);
         assert!(w.eval.is_none());
         assert_eq!(puts(&w.txn).len(), 2);
     }

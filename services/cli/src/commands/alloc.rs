@@ -1,12 +1,12 @@
 //! `alloc status`, `alloc logs`, `alloc stop`.
 
+use caravan_model::now_unix_ns;
 use caravan_proto::ReadLogsRequest;
 use futures::StreamExt;
 
 use crate::api::Api;
 use crate::args::AllocCommand;
 use crate::error::CliError;
-use crate::format::now_unix_ns;
 use crate::lookup;
 use crate::monitor::monitor;
 use crate::ui::Ui;

@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
+use caravan_model::{DeploymentStatusExt, now_unix_ns};
 use caravan_proto::{Deployment, DeploymentStatus, DeploymentUpdateResponse};
 
 use crate::api::Api;
 use crate::args::DeploymentCommand;
 use crate::error::CliError;
-use crate::format::{SHORT_ID, limit, now_unix_ns, rfc3339};
+use crate::format::{SHORT_ID, limit, rfc3339};
 use crate::lookup;
 use crate::monitor::monitor;
 use crate::ui::Ui;
@@ -121,15 +122,9 @@ const POLL: Duration = Duration::from_secs(2);
 /// deployment of the reverted version.
 const REVERT_GRACE: Duration = Duration::from_secs(1);
 
-/// Whether a deployment will change no more.
+/// Whether a deployment will change no more: it ended, or it is blocked.
 fn finished(status: DeploymentStatus) -> bool {
-    matches!(
-        status,
-        DeploymentStatus::Successful
-            | DeploymentStatus::Failed
-            | DeploymentStatus::Cancelled
-            | DeploymentStatus::Blocked
-    )
+    status.is_terminal() || status == DeploymentStatus::Blocked
 }
 
 /// One monitor frame: the time, then the deployment's page.

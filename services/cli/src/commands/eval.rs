@@ -3,10 +3,10 @@
 use crate::api::Api;
 use crate::args::EvalCommand;
 use crate::error::CliError;
-use crate::format::now_unix_ns;
 use crate::lookup;
 use crate::ui::Ui;
 use crate::views;
+use caravan_model::now_unix_ns;
 
 type Result<T> = std::result::Result<T, CliError>;
 

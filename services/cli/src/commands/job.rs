@@ -5,12 +5,13 @@
 use std::path::Path;
 
 use caravan_jobspec::ParseOptions;
+use caravan_model::{JobExt, now_unix_ns, trigger};
 use caravan_proto::{DesiredUpdates, Job, PlanJobResponse};
 
 use crate::api::Api;
 use crate::args::JobCommand;
 use crate::error::CliError;
-use crate::format::{now_unix_ns, table};
+use crate::format::table;
 use crate::lookup;
 use crate::monitor::monitor;
 use crate::placement::{alloc_metrics, group_header};
@@ -122,7 +123,7 @@ async fn run(
     check_index: Option<i64>,
 ) -> Result<u8> {
     let (job, mut warnings) = load_job(file)?;
-    let periodic = job.periodic.as_ref().is_some_and(|p| p.enabled);
+    let periodic = job.is_periodic();
     let parameterized = job.parameterized.is_some();
     let resp = api.register_job(job, check_index).await?;
     warnings.extend(resp.warnings);
@@ -188,7 +189,7 @@ pub(crate) fn dry_run(resp: &PlanJobResponse, system: bool) -> String {
         out.truncate(trimmed);
     }
     for e in &resp.created_evals {
-        if e.triggered_by == "rolling-update" && e.wait_until_unix_ns > 0 {
+        if e.triggered_by == trigger::ROLLING_UPDATE && e.wait_until_unix_ns > 0 {
             out.push_str("\n- Rolling update, next evaluation will be in a moment.");
         }
     }

@@ -3,15 +3,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use caravan_proto::{AllocDesiredStatus, Allocation, DrainStrategy};
+use caravan_model::{AllocExt, NomadName, now_unix_ns};
+use caravan_proto::{Allocation, DrainStrategy};
 
 use crate::api::Api;
 use crate::args::{DrainArgs, NodeCommand};
 use crate::error::CliError;
-use crate::format::{now_unix_ns, rfc3339, short_id};
+use crate::format::{rfc3339, short_id};
 use crate::lookup;
 use crate::monitor::stamp;
-use crate::names::{client_status, client_terminal};
 use crate::ui::Ui;
 use crate::views;
 
@@ -92,7 +92,7 @@ async fn drain(api: &Api, ui: &mut Ui, args: DrainArgs) -> Result<u8> {
 
 /// Whether an allocation still holds its place on a draining node.
 fn still_running(a: &Allocation) -> bool {
-    !client_terminal(a.client_status()) && a.desired_status() == AllocDesiredStatus::Run
+    a.is_live()
 }
 
 /// Follows a drain until the node's allocations have stopped (or the drain
@@ -122,7 +122,7 @@ async fn monitor_drain(api: &Api, ui: &mut Ui, node_id: &str, ignore_system: boo
         let node = api.node(node_id).await?;
         let allocs = api.node_allocations(node_id).await?;
         for a in &allocs {
-            let status = client_status(a.client_status()).to_string();
+            let status = a.client_status().nomad_name().to_string();
             if let Some(old) = seen.get(&a.id)
                 && *old != status
             {

@@ -7,6 +7,7 @@ use crate::format::{SHORT_ID, limit};
 use crate::lookup;
 use crate::monitor::monitor;
 use crate::ui::Ui;
+use caravan_model::JobExt;
 
 type Result<T> = std::result::Result<T, CliError>;
 
@@ -22,7 +23,7 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: PeriodicCommand) -> Re
 
 async fn force(api: &Api, ui: &mut Ui, id: &str, detach: bool, verbose: bool) -> Result<u8> {
     let job = match lookup::job(api, id).await {
-        Ok(job) if job.periodic.as_ref().is_some_and(|p| p.enabled) => job,
+        Ok(job) if job.is_periodic() => job,
         Ok(_) => {
             return Err(CliError::NotFound(format!(
                 "No periodic job(s) with prefix or ID {id:?} found"

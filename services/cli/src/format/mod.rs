@@ -7,7 +7,7 @@ mod time;
 
 pub use bytes::{ibytes, mb};
 pub use table::{kv, table};
-pub use time::{now_unix_ns, pretty_time_diff, rfc3339, since};
+pub use time::{pretty_time_diff, rfc3339, since};
 
 /// How many characters of an id the tables show.
 pub const SHORT_ID: usize = 8;

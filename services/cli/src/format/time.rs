@@ -1,14 +1,8 @@
 //! Times as the CLI shows them: RFC 3339 dates and relative differences such
 //! as `5s ago` or `1m2s ago` (the two largest units, months of 30 days).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// Nanoseconds since the Unix epoch, now.
-pub fn now_unix_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-}
+use caravan_model::now_unix_ns;
+use std::time::{Duration, UNIX_EPOCH};
 
 /// A Unix time in nanoseconds as an RFC 3339 date in UTC, to the second;
 /// empty for 0.

@@ -1,10 +1,10 @@
 //! `alloc status`: an allocation's page with its tasks, their resources and
 //! recent events, and its reschedule history.
 
+use caravan_model::NomadName;
 use caravan_proto::{Allocation, Job, TaskEvent, TaskState};
 
 use crate::format::{ibytes, kv, mb, pretty_time_diff, rfc3339, short_id, table};
-use crate::names::{client_status, desired_status};
 
 /// The allocation's tasks in the job's order, then any others it reports.
 pub fn task_names(alloc: &Allocation, job: Option<&Job>) -> Vec<String> {
@@ -40,12 +40,12 @@ pub fn alloc_page(
         ("Job Version", alloc.job_version.to_string()),
         (
             "Client Status",
-            client_status(alloc.client_status()).to_string(),
+            alloc.client_status().nomad_name().to_string(),
         ),
         ("Client Description", alloc.client_description.clone()),
         (
             "Desired Status",
-            desired_status(alloc.desired_status()).to_string(),
+            alloc.desired_status().nomad_name().to_string(),
         ),
         ("Desired Description", alloc.desired_description.clone()),
         ("Created", pretty_time_diff(alloc.create_time_unix_ns, now)),

@@ -1,10 +1,10 @@
 //! `deployment list`, `deployment status` and the `Latest Deployment` block
 //! of `job status`: a deployment's identity and its `Deployed` table.
 
+use caravan_model::NomadName;
 use caravan_proto::Deployment;
 
 use crate::format::{SHORT_ID, kv, limit, rfc3339, table};
-use crate::names::deployment_status;
 
 /// How many characters of an id to show: all with `verbose`, else the short id.
 fn id_length(verbose: bool) -> usize {
@@ -33,7 +33,7 @@ pub fn deployment_list(deployments: &[Deployment], verbose: bool) -> String {
             limit(&d.id, n).to_string(),
             d.job_id.clone(),
             d.job_version.to_string(),
-            deployment_status(d.status()).to_string(),
+            d.status().nomad_name().to_string(),
             d.status_description.clone(),
         ]);
     }
@@ -47,7 +47,7 @@ pub fn deployment_page(d: &Deployment, verbose: bool) -> String {
         ("ID", limit(&d.id, id_length(verbose)).to_string()),
         ("Job ID", d.job_id.clone()),
         ("Job Version", d.job_version.to_string()),
-        ("Status", deployment_status(d.status()).to_string()),
+        ("Status", d.status().nomad_name().to_string()),
         ("Description", d.status_description.clone()),
     ]);
     if !d.task_groups.is_empty() {
@@ -62,7 +62,7 @@ pub fn deployment_page(d: &Deployment, verbose: bool) -> String {
 pub fn deployment_block(d: &Deployment) -> String {
     let mut out = kv(&[
         ("ID", limit(&d.id, SHORT_ID).to_string()),
-        ("Status", deployment_status(d.status()).to_string()),
+        ("Status", d.status().nomad_name().to_string()),
         ("Description", d.status_description.clone()),
     ]);
     if !d.task_groups.is_empty() {

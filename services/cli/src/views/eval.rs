@@ -1,9 +1,9 @@
 //! `eval status` and `eval list`.
 
+use caravan_model::{NomadName, trigger};
 use caravan_proto::{Allocation, EvalStatus, Evaluation};
 
 use crate::format::{kv, pretty_time_diff, rfc3339, short_id, table};
-use crate::names::eval_status;
 use crate::placement::failed_placements;
 use crate::views::alloc_list;
 
@@ -37,7 +37,7 @@ pub fn eval_list(evals: &[Evaluation]) -> String {
             e.job_id.clone(),
             e.namespace.clone(),
             short_id(&e.node_id).to_string(),
-            eval_status(e.status()).to_string(),
+            e.status().nomad_name().to_string(),
             (!e.failed_tg_allocs.is_empty()).to_string(),
         ]);
     }
@@ -61,16 +61,16 @@ pub fn eval_page(eval: &Evaluation, allocs: &[Allocation], now: i64) -> String {
             "Modify Time",
             pretty_time_diff(eval.modify_time_unix_ns, now),
         ),
-        ("Status", eval_status(eval.status()).to_string()),
+        ("Status", eval.status().nomad_name().to_string()),
         ("Status Description", eval.status_description.clone()),
         ("Type", eval.r#type.clone()),
         ("TriggeredBy", eval.triggered_by.clone()),
     ];
     match eval.triggered_by.as_str() {
-        "node-update" | "node-drain" => {
+        trigger::NODE_UPDATE | trigger::NODE_DRAIN => {
             basic.push(("Node ID", short_id(&eval.node_id).to_string()))
         }
-        "max-plan-attempts" => {
+        trigger::MAX_PLAN_ATTEMPTS => {
             basic.push(("Previous Eval", short_id(&eval.previous_eval).to_string()))
         }
         _ => {}
@@ -82,7 +82,7 @@ pub fn eval_page(eval: &Evaluation, allocs: &[Allocation], now: i64) -> String {
     if eval.wait_until_unix_ns > 0 {
         basic.push(("Wait Until", rfc3339(eval.wait_until_unix_ns)));
     }
-    if !eval.previous_eval.is_empty() && eval.triggered_by != "max-plan-attempts" {
+    if !eval.previous_eval.is_empty() && eval.triggered_by != trigger::MAX_PLAN_ATTEMPTS {
         basic.push(("Previous Eval", short_id(&eval.previous_eval).to_string()));
     }
     if !eval.next_eval.is_empty() {

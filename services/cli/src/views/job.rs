@@ -3,18 +3,18 @@
 
 use std::collections::BTreeMap;
 
+use caravan_model::{JobExt, NomadName};
 use caravan_proto::{Deployment, EvalStatus, Evaluation, Job, TaskGroupSummary};
 
 use crate::format::{kv, rfc3339, table};
-use crate::names::job_status;
 use crate::placement::alloc_metrics;
 use crate::views::alloc_list;
 use crate::views::deployment_block;
 
 /// `service`, or `batch/periodic`, `batch/parameterized` for templates.
 pub fn job_type(job: &Job) -> String {
-    let mut t = caravan_jobspec::job_type_name(job.r#type()).to_string();
-    if job.periodic.as_ref().is_some_and(|p| p.enabled) {
+    let mut t = job.r#type().nomad_name().to_string();
+    if job.is_periodic() {
         t.push_str("/periodic");
     }
     if job.parameterized.is_some() {
@@ -25,7 +25,7 @@ pub fn job_type(job: &Job) -> String {
 
 /// `running`, or `dead (stopped)` for a stopped job.
 fn status_text(job: &Job) -> String {
-    let s = job_status(job.status());
+    let s = job.status().nomad_name();
     if job.stop {
         format!("{s} (stopped)")
     } else {
@@ -72,16 +72,13 @@ pub struct JobPage {
 /// One job's status page.
 pub fn job_page(page: &JobPage, now: i64) -> String {
     let job = &page.job;
-    let periodic = job.periodic.as_ref().is_some_and(|p| p.enabled);
+    let periodic = job.is_periodic();
     let parameterized = job.parameterized.is_some();
     let mut out = kv(&[
         ("ID", job.id.clone()),
         ("Name", job.name.clone()),
         ("Submit Date", rfc3339(job.submit_time_unix_ns)),
-        (
-            "Type",
-            caravan_jobspec::job_type_name(job.r#type()).to_string(),
-        ),
+        ("Type", job.r#type().nomad_name().to_string()),
         ("Priority", job.priority.to_string()),
         ("Datacenters", job.datacenters.join(",")),
         ("Namespace", job.namespace.clone()),

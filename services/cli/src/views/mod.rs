@@ -15,10 +15,10 @@ pub use history::{HistoryOptions, job_history, one_version, version_block, versi
 pub use job::{JobPage, job_list, job_page, job_type};
 pub use node::{node_list, node_page};
 
+use caravan_model::NomadName;
 use caravan_proto::Allocation;
 
 use crate::format::{pretty_time_diff, short_id, table};
-use crate::names::{client_status, desired_status};
 
 /// The allocations table of `job status`, `node status` and `eval status`,
 /// newest first.
@@ -49,8 +49,8 @@ pub fn alloc_list(allocs: &[Allocation], now: i64) -> String {
             short_id(&a.node_id).to_string(),
             a.task_group.clone(),
             a.job_version.to_string(),
-            desired_status(a.desired_status()).to_string(),
-            client_status(a.client_status()).to_string(),
+            a.desired_status().nomad_name().to_string(),
+            a.client_status().nomad_name().to_string(),
             pretty_time_diff(a.create_time_unix_ns, now),
             pretty_time_diff(a.modify_time_unix_ns, now),
         ]);

@@ -1,10 +1,10 @@
 //! `node status`: the nodes table and one node's page (drivers, allocated
 //! resources, allocations).
 
+use caravan_model::{AllocExt, NomadName};
 use caravan_proto::{Allocation, Node};
 
 use crate::format::{ibytes, kv, mb, rfc3339, short_id, table};
-use crate::names::{client_terminal, eligibility, node_status};
 use crate::views::alloc_list;
 
 /// `false`, or `true; <deadline> deadline; ignoring system jobs`.
@@ -52,8 +52,8 @@ pub fn node_list(nodes: &[Node]) -> String {
             n.name.clone(),
             n.node_class.clone(),
             n.drain_strategy.is_some().to_string(),
-            eligibility(n.scheduling_eligibility()).to_string(),
-            node_status(n.status()).to_string(),
+            n.scheduling_eligibility().nomad_name().to_string(),
+            n.status().nomad_name().to_string(),
         ]);
     }
     table(rows)
@@ -90,9 +90,9 @@ pub fn node_page(node: &Node, allocs: &[Allocation], now: i64) -> String {
         ("Drain", drain_text(node)),
         (
             "Eligibility",
-            eligibility(node.scheduling_eligibility()).to_string(),
+            node.scheduling_eligibility().nomad_name().to_string(),
         ),
-        ("Status", node_status(node.status()).to_string()),
+        ("Status", node.status().nomad_name().to_string()),
         ("Address", node.http_addr.clone()),
         ("Driver Status", drivers(node)),
     ]);
@@ -112,9 +112,7 @@ pub fn node_page(node: &Node, allocs: &[Allocation], now: i64) -> String {
 fn allocated(node: &Node, allocs: &[Allocation]) -> String {
     let (mut cpu, mut mem, mut disk) = (0u64, 0u64, 0u64);
     for a in allocs {
-        if client_terminal(a.client_status())
-            || a.desired_status() != caravan_proto::AllocDesiredStatus::Run
-        {
+        if !a.is_live() {
             continue;
         }
         let Some(r) = &a.allocated_resources else {

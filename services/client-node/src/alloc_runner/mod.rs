@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use caravan_model::{AllocExt, JobTypeExt, now_unix_ns};
 use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Job, JobType, Node, Task,
-    TaskGroup, TaskState,
+    AllocClientStatus, AllocUpdate, Allocation, Job, Node, Task, TaskGroup, TaskState,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -67,14 +67,6 @@ pub enum AllocCommand {
 }
 
 pub use status::client_status;
-
-/// Whether the servers want the alloc stopped.
-pub fn wants_stop(alloc: &Allocation) -> bool {
-    matches!(
-        alloc.desired_status(),
-        AllocDesiredStatus::Stop | AllocDesiredStatus::Evict
-    )
-}
 
 struct Slot {
     state: TaskState,
@@ -182,7 +174,7 @@ impl AllocRunner {
                 None => self.setup(&group),
             },
         }
-        let stop_now = wants_stop(&self.alloc);
+        let stop_now = self.alloc.is_server_terminal();
         if stop_now {
             self.begin_stop(&self.alloc.clone());
         }
@@ -255,7 +247,7 @@ impl AllocRunner {
             push_event(&mut slot.state, ev);
             slot.state.state = states::DEAD.into();
             slot.state.failed = true;
-            slot.state.finished_at_unix_ns = crate::driver::now_unix_ns();
+            slot.state.finished_at_unix_ns = now_unix_ns();
         }
     }
 
@@ -301,8 +293,7 @@ impl AllocRunner {
             .clone()
             .or_else(|| group.restart_policy.clone())
             .unwrap_or_else(|| crate::restart::default_policy(self.job.r#type()));
-        let batch = matches!(self.job.r#type(), JobType::Batch | JobType::Sysbatch)
-            || Phase::of(task).is_ephemeral();
+        let batch = self.job.r#type().runs_to_completion() || Phase::of(task).is_ephemeral();
         let kill_timeout = u64::try_from(task.kill_timeout_ns)
             .ok()
             .filter(|n| *n > 0)
@@ -428,7 +419,7 @@ impl AllocRunner {
                 .and_then(|g| HealthTracker::for_alloc(&alloc, &self.job, g, Instant::now()));
         }
         self.alloc = alloc.clone();
-        if wants_stop(&alloc) && !self.stopping {
+        if alloc.is_server_terminal() && !self.stopping {
             self.begin_stop(&alloc);
         }
     }

@@ -1,9 +1,10 @@
 //! An alloc runner's start: directories and payload on first start, or the
 //! tasks found again after a client restart.
 
+use caravan_model::{AllocExt, now_unix_ns};
 use caravan_proto::{TaskGroup, TaskState};
 
-use super::{AllocRunner, wants_stop};
+use super::AllocRunner;
 use crate::lifecycle;
 use crate::state_dir::AllocRecord;
 use crate::task_runner::{KillRequest, event, events, push_event, states};
@@ -41,7 +42,7 @@ impl AllocRunner {
         }
         self.persist();
         self.report();
-        if wants_stop(&self.alloc) {
+        if self.alloc.is_server_terminal() {
             for slot in self.slots.values_mut() {
                 push_event(
                     &mut slot.state,
@@ -128,7 +129,7 @@ impl AllocRunner {
                     );
                     state.state = states::DEAD.into();
                     state.failed = true;
-                    state.finished_at_unix_ns = crate::driver::now_unix_ns();
+                    state.finished_at_unix_ns = now_unix_ns();
                     self.started.insert(task.name.clone());
                     if let Some(slot) = self.slots.get_mut(&task.name) {
                         slot.state = state;
@@ -142,7 +143,7 @@ impl AllocRunner {
                 None => {}
             }
         }
-        if wants_stop(&self.alloc) {
+        if self.alloc.is_server_terminal() {
             self.stopping = true;
             self.kill_all(KillRequest::default());
         }

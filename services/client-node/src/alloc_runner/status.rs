@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use caravan_model::now_unix_ns;
 use caravan_proto::{AllocClientStatus, AllocDeploymentStatus, AllocUpdate, TaskState};
 use tokio::time::Instant;
 
@@ -46,7 +47,7 @@ impl AllocRunner {
         };
         if let Some(healthy) = health.observe(Instant::now(), group, &states) {
             tracing::debug!(alloc = %self.alloc.id, healthy, "deployment health decided");
-            self.health_verdict = Some((healthy, crate::driver::now_unix_ns()));
+            self.health_verdict = Some((healthy, now_unix_ns()));
             self.health = None;
         }
     }

@@ -4,12 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use caravan_model::now_unix_ns;
 use caravan_proto::DriverInfo;
 use nix::sys::signal::Signal;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{Driver, DriverError, ExitResult, HandleState, TaskHandle, TaskSpec, now_unix_ns};
+use super::{Driver, DriverError, ExitResult, HandleState, TaskHandle, TaskSpec};
 
 /// The mock driver. Config keys: `run_for` (duration; absent means exit at
 /// once, or run until stopped on simulated nodes), `exit_code`, `exit_signal`,

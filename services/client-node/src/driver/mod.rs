@@ -217,14 +217,6 @@ pub fn parse_signal(name: &str) -> Result<Signal, String> {
         .map_err(|_| format!("unknown signal {name:?}"))
 }
 
-/// Nanoseconds since the Unix epoch, now.
-pub fn now_unix_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

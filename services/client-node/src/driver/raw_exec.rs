@@ -7,15 +7,14 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use caravan_model::now_unix_ns;
 use caravan_proto::DriverInfo;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::sync::watch;
 
-use super::{
-    Driver, DriverError, ExitResult, HandleState, TaskHandle, TaskSpec, now_unix_ns, proc_stat,
-};
+use super::{Driver, DriverError, ExitResult, HandleState, TaskHandle, TaskSpec, proc_stat};
 
 /// How often a re-attached process (not our child, so not waitable) is checked.
 const RECOVERED_POLL: Duration = Duration::from_millis(200);

@@ -9,16 +9,14 @@ pub mod enforcer;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use caravan_model::{AllocExt, JobTypeExt, trigger};
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, Allocation, DrainMetadata, DrainStrategy, Evaluation,
-    JobType, Node,
+    Node,
 };
-use caravan_state::{Tables, is_terminal};
+use caravan_state::Tables;
 
 use crate::evals::node_eval;
-
-/// Trigger of the evals that move allocations off a draining node.
-pub const TRIGGER_NODE_DRAIN: &str = "node-drain";
 
 /// The drain of a node, if it drains.
 pub fn drain_of(node: &Node) -> Option<&DrainStrategy> {
@@ -40,7 +38,7 @@ pub fn past_deadline(node: &Node, now_ns: i64) -> bool {
 
 fn is_system(snap: &Tables, alloc: &Allocation) -> bool {
     snap.job(&alloc.namespace, &alloc.job_id)
-        .is_some_and(|j| matches!(j.r#type(), JobType::System | JobType::Sysbatch))
+        .is_some_and(|j| j.r#type().runs_on_every_node())
 }
 
 fn flagged(alloc: &Allocation) -> bool {
@@ -57,7 +55,7 @@ pub fn to_migrate(snap: &Tables, node: &Node) -> Vec<Arc<Allocation>> {
         return Vec::new();
     };
     snap.allocs_by_node(&node.id)
-        .filter(|a| !is_terminal(a) && !flagged(a))
+        .filter(|a| !a.is_terminal() && !flagged(a))
         .filter(|a| !(drain.ignore_system_jobs && is_system(snap, a)))
         .cloned()
         .collect()
@@ -92,7 +90,7 @@ pub fn forced_moves(
         .into_iter()
         .map(|((ns, job_id), marked)| {
             let job = snap.job(ns, job_id).map(|j| j.as_ref());
-            let mut eval = node_eval(TRIGGER_NODE_DRAIN, &node.id, ns, job_id, job, now_ns);
+            let mut eval = node_eval(trigger::NODE_DRAIN, &node.id, ns, job_id, job, now_ns);
             eval.node_modify_revision = node.modify_revision;
             (eval, marked)
         })
@@ -105,7 +103,7 @@ pub fn forced_moves(
 /// same rule.
 pub fn keeps_drain_going(snap: &Tables, alloc: &Allocation, ignore_system: bool) -> bool {
     use AllocClientStatus as C;
-    let client_done = matches!(alloc.client_status(), C::Complete | C::Failed | C::Lost);
+    let client_done = alloc.is_client_terminal();
     let never_started = alloc.desired_status() != AllocDesiredStatus::Run
         && matches!(alloc.client_status(), C::Pending | C::Unspecified);
     if client_done || never_started {
@@ -141,7 +139,7 @@ pub fn completed(node: &Node, now_ns: i64) -> Node {
 #[cfg(test)]
 mod tests {
     use caravan_proto::{
-        AllocClientStatus as C, AllocDesiredStatus as D, DesiredTransition, NodeStatus,
+        AllocClientStatus as C, AllocDesiredStatus as D, DesiredTransition, JobType, NodeStatus,
         SchedulingEligibility,
     };
 

@@ -8,11 +8,11 @@ pub mod collector;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, Allocation, Deployment, DeploymentStatus, EvalStatus,
-    Evaluation, Job, JobType, Node, NodeStatus,
+use caravan_model::{
+    AllocExt, DeploymentStatusExt, EvalStatusExt, JobExt, JobTypeExt, job_finished,
 };
-use caravan_state::{Tables, is_terminal};
+use caravan_proto::{AllocClientStatus, Allocation, Deployment, Evaluation, Job, Node, NodeStatus};
+use caravan_state::Tables;
 
 use crate::config::GcConfig;
 
@@ -124,55 +124,27 @@ impl GcCounts {
     }
 }
 
-fn eval_terminal(e: &Evaluation) -> bool {
-    matches!(
-        e.status(),
-        EvalStatus::Complete | EvalStatus::Failed | EvalStatus::Canceled
-    )
-}
-
-fn deployment_terminal(d: &Deployment) -> bool {
-    matches!(
-        d.status(),
-        DeploymentStatus::Failed | DeploymentStatus::Successful | DeploymentStatus::Cancelled
-    )
-}
-
-/// Whether a job is a template: a periodic or parameterized parent, never
-/// scheduled itself.
-fn is_template(job: &Job) -> bool {
-    job.periodic.as_ref().is_some_and(|p| p.enabled)
-        || (job.parameterized.is_some() && !job.dispatched)
-}
-
-/// Whether a job is dead for garbage collection: stopped, or nothing of it
-/// is running or pending. A job whose evals and allocs are all gone counts
-/// as dead, as Nomad's status does once its evals were collected. System
-/// jobs and templates run until stopped.
+/// Whether a job is dead for garbage collection: nothing of it runs or
+/// waits ([`caravan_model::job_finished`]).
 pub fn job_dead(snap: &Tables, job: &Job) -> bool {
-    if job.r#type() == JobType::System || is_template(job) {
-        return job.stop;
-    }
-    let running = snap
-        .allocs_by_job(&job.namespace, &job.id)
-        .any(|a| !is_terminal(a));
-    let pending = snap
-        .evals_by_job(&job.namespace, &job.id)
-        .any(|e| !eval_terminal(e));
-    !running && !pending
+    job_finished(
+        job,
+        snap.allocs_by_job(&job.namespace, &job.id).map(Arc::as_ref),
+        snap.evals_by_job(&job.namespace, &job.id).map(Arc::as_ref),
+    )
 }
 
 /// Whether a job may be collected once old enough (Nomad's `gc` index):
 /// templates only when stopped; other jobs when dead and either stopped or
 /// batch-like, which finish on their own.
 pub fn job_collectable(snap: &Tables, job: &Job) -> bool {
-    if is_template(job) {
+    if job.is_template() {
         return job.stop;
     }
     if !job_dead(snap, job) {
         return false;
     }
-    job.stop || matches!(job.r#type(), JobType::Batch | JobType::Sysbatch)
+    job.stop || job.r#type().runs_to_completion()
 }
 
 /// What one sweep knows about the live objects.
@@ -192,14 +164,14 @@ impl Live {
             allocs: BTreeSet::new(),
             deployments: BTreeSet::new(),
         };
-        for e in snap.evals().filter(|e| !eval_terminal(e)) {
+        for e in snap.evals().filter(|e| !e.status().is_terminal()) {
             for id in [&e.previous_eval, &e.next_eval, &e.blocked_eval] {
                 if !id.is_empty() {
                     live.evals.insert(id.clone());
                 }
             }
         }
-        for a in snap.allocs().filter(|a| !is_terminal(a)) {
+        for a in snap.allocs().filter(|a| !a.is_terminal()) {
             for id in [&a.eval_id, &a.followup_eval_id] {
                 if !id.is_empty() {
                     live.evals.insert(id.clone());
@@ -261,7 +233,7 @@ impl<'a> Sweep<'a> {
     /// Nomad's `allocGCEligible`, plus: an alloc a live alloc names as its
     /// predecessor stays.
     fn alloc_eligible(&mut self, a: &Allocation, job: Option<&'a Job>, cutoff: i64) -> bool {
-        if !is_terminal(a) || a.modify_time_unix_ns > cutoff {
+        if !a.is_terminal() || a.modify_time_unix_ns > cutoff {
             return false;
         }
         if a.client_status() == AllocClientStatus::Running || self.live.allocs.contains(&a.id) {
@@ -271,9 +243,7 @@ impl<'a> Sweep<'a> {
         if job.stop || self.is_dead(job) {
             return true;
         }
-        if a.desired_status() == AllocDesiredStatus::Stop
-            || a.client_status() != AllocClientStatus::Failed
-        {
+        if !a.is_reschedule_candidate() {
             return true;
         }
         let policy = job
@@ -312,7 +282,7 @@ impl<'a> Sweep<'a> {
         cutoff: i64,
         allow_batch: bool,
     ) -> (bool, Vec<&'a Arc<Allocation>>) {
-        if !eval_terminal(eval) || eval.modify_time_unix_ns > cutoff {
+        if !eval.status().is_terminal() || eval.modify_time_unix_ns > cutoff {
             return (false, Vec::new());
         }
         let job = self.job(&eval.namespace, &eval.job_id).map(|j| j.as_ref());
@@ -443,7 +413,7 @@ pub fn select(snap: &Tables, cut: GcCutoffs, now_ns: i64) -> Vec<GcUnit> {
         let old = node.status() == NodeStatus::Down
             && node.status_updated_at_unix_ns <= cut.node
             && !snap.heartbeat_live(&node.id);
-        if old && snap.allocs_by_node(&node.id).all(|a| is_terminal(a)) {
+        if old && snap.allocs_by_node(&node.id).all(|a| a.is_terminal()) {
             units.push(GcUnit {
                 objects: vec![Doomed::Node(Arc::clone(node))],
                 after: Vec::new(),
@@ -453,7 +423,7 @@ pub fn select(snap: &Tables, cut: GcCutoffs, now_ns: i64) -> Vec<GcUnit> {
 
     for d in snap.deployments() {
         if taken_deployments.contains(&d.id)
-            || !deployment_terminal(d)
+            || !d.status().is_terminal()
             || d.modify_time_unix_ns > cut.deployment
             || sweep.live.deployments.contains(&d.id)
         {
@@ -514,7 +484,7 @@ fn job_garbage<'a>(sweep: &mut Sweep<'a>, job: &'a Arc<Job>) -> Option<Vec<Doome
         objects.push(Doomed::Alloc(Arc::clone(a)));
     }
     for d in snap.deployments_by_job(&job.namespace, &job.id) {
-        if !deployment_terminal(d) || sweep.live.deployments.contains(&d.id) {
+        if !d.status().is_terminal() || sweep.live.deployments.contains(&d.id) {
             return None;
         }
         objects.push(Doomed::Deployment(Arc::clone(d)));

@@ -13,25 +13,19 @@ pub mod launcher;
 
 use std::sync::Arc;
 
+use caravan_model::{AllocExt, EvalStatusExt, JobExt, NomadName, trigger};
 use caravan_proto::{EvalStatus, Evaluation, Job, JobStatus};
-use caravan_state::{Tables, is_terminal};
-
-use crate::evals::scheduler_of;
+use caravan_state::Tables;
 
 pub use cron::CronSchedule;
 
-/// Trigger of the eval that schedules a periodic child.
-pub const TRIGGER_PERIODIC_JOB: &str = "periodic-job";
 /// What separates a parent's id from its child's launch time.
 pub const LAUNCH_SUFFIX: &str = "/periodic-";
 
 /// Whether the launcher follows a job: periodic, enabled, not stopped, and
 /// not a parameterized template (those launch by dispatch).
 pub fn is_active(job: &Job) -> bool {
-    job.periodic.as_ref().is_some_and(|p| p.enabled)
-        && !job.stop
-        && job.parameterized.is_none()
-        && !job.dispatched
+    job.is_periodic() && !job.stop && job.parameterized.is_none() && !job.dispatched
 }
 
 /// The id of the child launched at `launch` (Unix seconds).
@@ -82,19 +76,15 @@ pub fn last_launch(snap: &Tables, parent: &Job) -> i64 {
     submitted.div_euclid(1_000_000_000)
 }
 
-fn eval_live(eval: &Evaluation) -> bool {
-    matches!(eval.status(), EvalStatus::Pending | EvalStatus::Blocked)
-}
-
 /// Whether a child of `parent` still runs: it has a non-terminal alloc or
 /// a non-terminal eval (what `prohibit_overlap` waits for).
 pub fn has_running_child(snap: &Tables, parent: &Job) -> bool {
     children(snap, parent).any(|(_, child)| {
         snap.allocs_by_job(&child.namespace, &child.id)
-            .any(|a| !is_terminal(a))
+            .any(|a| !a.is_terminal())
             || snap
                 .evals_by_job(&child.namespace, &child.id)
-                .any(|e| eval_live(e))
+                .any(|e| e.status().is_waiting())
     })
 }
 
@@ -127,8 +117,8 @@ pub fn launch_eval(child: &Job, now_ns: i64) -> Evaluation {
         id: uuid::Uuid::new_v4().to_string(),
         namespace: child.namespace.clone(),
         priority: child.priority,
-        r#type: scheduler_of(child.r#type()).to_string(),
-        triggered_by: TRIGGER_PERIODIC_JOB.into(),
+        r#type: child.r#type().nomad_name().to_string(),
+        triggered_by: trigger::PERIODIC_JOB.into(),
         job_id: child.id.clone(),
         job_modify_revision: 0,
         status: EvalStatus::Pending as i32,

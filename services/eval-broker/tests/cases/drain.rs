@@ -3,8 +3,9 @@
 //! drain completes when the client has finished everything on the node.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use caravan_model::now_unix_ns;
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, Allocation, DrainStrategy, Job, JobType, Node,
     NodeStatus, SchedulingEligibility,
@@ -18,13 +19,6 @@ fn keyspace() -> (String, Keyspace) {
     let prefix = caravan_testkit::unique_prefix("eval-broker-drain");
     let ks = Keyspace::new(&prefix);
     (prefix, ks)
-}
-
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
 }
 
 async fn put_job(store: &Arc<dyn Store>, ks: &Keyspace, id: &str, kind: JobType) {
@@ -86,7 +80,7 @@ pub async fn a_passed_deadline_migrates_what_is_left_then_completes(store: Arc<d
         .put(&ks.heartbeat("n1"), b"", lease.id)
         .await
         .expect("heartbeat");
-    let deadline = now_ns() + 1_500_000_000;
+    let deadline = now_unix_ns() + 1_500_000_000;
     let node = Node {
         id: "n1".into(),
         name: "n1".into(),
@@ -96,7 +90,7 @@ pub async fn a_passed_deadline_migrates_what_is_left_then_completes(store: Arc<d
             deadline_ns: 1_500_000_000,
             ignore_system_jobs: true,
             force_deadline_unix_ns: deadline,
-            started_at_unix_ns: now_ns(),
+            started_at_unix_ns: now_unix_ns(),
         }),
         ..Default::default()
     };
@@ -120,7 +114,7 @@ pub async fn a_passed_deadline_migrates_what_is_left_then_completes(store: Arc<d
         (evals.len() >= 2).then_some(evals)
     })
     .await;
-    assert!(now_ns() >= deadline);
+    assert!(now_unix_ns() >= deadline);
     let mut jobs: Vec<&str> = drain_evals.iter().map(|e| e.job_id.as_str()).collect();
     jobs.sort();
     assert_eq!(
@@ -189,7 +183,7 @@ pub async fn a_drain_without_deadline_is_never_forced(store: Arc<dyn Store>) {
             deadline_ns: 0,
             ignore_system_jobs: false,
             force_deadline_unix_ns: 0,
-            started_at_unix_ns: now_ns(),
+            started_at_unix_ns: now_unix_ns(),
         }),
         ..Default::default()
     };

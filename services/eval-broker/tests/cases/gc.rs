@@ -2,8 +2,9 @@
 //! names, and the periodic sweep honours the configured thresholds.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use caravan_model::now_unix_ns;
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, Allocation, Deployment, DeploymentStatus, EvalStatus,
     Evaluation, ForceGcRequest, Job, JobType, Node, NodeStatus,
@@ -19,13 +20,6 @@ fn keyspace() -> (String, Keyspace) {
     let prefix = caravan_testkit::unique_prefix("eval-broker-gc");
     let ks = Keyspace::new(&prefix);
     (prefix, ks)
-}
-
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
 }
 
 fn job(id: &str, kind: JobType, stop: bool) -> Job {
@@ -88,7 +82,7 @@ async fn present(store: &Arc<dyn Store>, key: Vec<u8>) -> bool {
 pub async fn force_gc_takes_terminal_objects_and_keeps_what_lives(store: Arc<dyn Store>) {
     let (prefix, ks) = keyspace();
     let mut broker = start_leader(Arc::clone(&store), &prefix).await;
-    let now = now_ns();
+    let now = now_unix_ns();
 
     // A stopped job whose work is all finished: goes whole.
     put_job(&store, &ks, &job("old", JobType::Service, true)).await;
@@ -209,7 +203,7 @@ pub async fn the_sweep_runs_on_its_interval_with_the_thresholds(store: Arc<dyn S
     config.gc.eval_threshold_ms = 10 * 60_000;
     config.gc.job_threshold_ms = 10 * 60_000;
     let broker = start(Arc::clone(&store), config).await;
-    let now = now_ns();
+    let now = now_unix_ns();
 
     put_job(&store, &ks, &job("svc", JobType::Service, false)).await;
     let stale = eval("svc", "service", EvalStatus::Complete, now - 20 * MINUTE_NS);

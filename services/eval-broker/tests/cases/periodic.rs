@@ -3,8 +3,9 @@
 //! double launch, and `ForcePeriodic`.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use caravan_model::now_unix_ns;
 use caravan_proto::{
     EvalStatus, Evaluation, ForcePeriodicRequest, Job, JobStatus, JobType, PeriodicConfig,
 };
@@ -20,13 +21,6 @@ fn keyspace() -> (String, Keyspace) {
     let prefix = caravan_testkit::unique_prefix("eval-broker-periodic");
     let ks = Keyspace::new(&prefix);
     (prefix, ks)
-}
-
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
 }
 
 fn parent(id: &str, spec: &str, prohibit_overlap: bool, submitted_ns: i64) -> Job {
@@ -91,7 +85,7 @@ pub async fn children_launch_on_schedule_with_version_and_eval(store: Arc<dyn St
     register(
         &store,
         &ks,
-        &parent("tick", "* * * * * * *", false, now_ns()),
+        &parent("tick", "* * * * * * *", false, now_unix_ns()),
     )
     .await;
 
@@ -107,7 +101,7 @@ pub async fn children_launch_on_schedule_with_version_and_eval(store: Arc<dyn St
             .strip_prefix("tick/periodic-")
             .and_then(|t| t.parse::<i64>().ok())
             .expect("named <parent>/periodic-<unix seconds>");
-        assert!((launched * 1_000_000_000 - now_ns()).abs() < 60 * 1_000_000_000);
+        assert!((launched * 1_000_000_000 - now_unix_ns()).abs() < 60 * 1_000_000_000);
         assert!(child.periodic.is_none(), "a child is not periodic itself");
         assert_eq!(child.status(), JobStatus::Pending);
         assert_eq!(child.version, 0);
@@ -138,7 +132,7 @@ pub async fn prohibit_overlap_waits_for_the_running_child(store: Arc<dyn Store>)
     register(
         &store,
         &ks,
-        &parent("solo", "* * * * * * *", true, now_ns()),
+        &parent("solo", "* * * * * * *", true, now_unix_ns()),
     )
     .await;
 
@@ -171,7 +165,7 @@ pub async fn a_failover_catches_up_once_and_never_launches_twice(store: Arc<dyn 
     let mut second = start(Arc::clone(&store), fast_config(&prefix)).await;
     // Yearly, registered 400 days ago: the launch due meanwhile is made once,
     // now, and the earlier missed ones are not replayed.
-    let yearly = parent("yearly", "0 0 1 1 *", false, now_ns() - 400 * DAY_NS);
+    let yearly = parent("yearly", "0 0 1 1 *", false, now_unix_ns() - 400 * DAY_NS);
     register(&store, &ks, &yearly).await;
     // A new parent seen during a term launches at its next time only, so
     // the catch-up comes with the next term.
@@ -201,7 +195,12 @@ pub async fn a_failover_catches_up_once_and_never_launches_twice(store: Arc<dyn 
 pub async fn force_periodic_launches_now_and_checks_its_job(store: Arc<dyn Store>) {
     let (prefix, ks) = keyspace();
     let mut broker = start_leader(Arc::clone(&store), &prefix).await;
-    register(&store, &ks, &parent("nightly", "0 3 * * *", true, now_ns())).await;
+    register(
+        &store,
+        &ks,
+        &parent("nightly", "0 3 * * *", true, now_unix_ns()),
+    )
+    .await;
     let plain = Job {
         id: "plain".into(),
         name: "plain".into(),
@@ -247,7 +246,7 @@ pub async fn force_periodic_launches_now_and_checks_its_job(store: Arc<dyn Store
     assert_eq!(code("").await, Code::InvalidArgument);
 
     // Stopped parents are not launched, forced or not.
-    let mut stopped = parent("nightly", "0 3 * * *", true, now_ns());
+    let mut stopped = parent("nightly", "0 3 * * *", true, now_unix_ns());
     stopped.stop = true;
     register(&store, &ks, &stopped).await;
     assert_eq!(code("nightly").await, Code::FailedPrecondition);

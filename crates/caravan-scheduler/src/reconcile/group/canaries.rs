@@ -1,10 +1,10 @@
 //! A group's canaries: those of replaced or failed deployments stop, those of
 //! the current deployment are found, and an update places new ones.
 
+use caravan_model::AllocExt;
 use caravan_proto::{AllocClientStatus, DeploymentStatus, DesiredUpdates};
 
 use super::{GroupReconciler, GroupState, new_placement};
-use crate::model;
 use crate::reconcile::filter::{self, AllocSet};
 use crate::reconcile::{ALLOC_LOST, ALLOC_MIGRATING, ALLOC_NOT_NEEDED};
 
@@ -37,7 +37,7 @@ impl GroupReconciler<'_, '_> {
         let mut stop_set = AllocSet::new();
         for id in stop_ids {
             if let Some(a) = all.remove(&id)
-                && !model::terminal(&a)
+                && !a.is_terminal()
             {
                 stop_set.insert(id, a);
             }

@@ -10,6 +10,7 @@
 mod canaries;
 mod stop;
 
+use caravan_model::AllocExt;
 use std::sync::Arc;
 
 use caravan_proto::{
@@ -66,7 +67,7 @@ impl GroupSets {
             .chain(self.migrate.values())
             .chain(self.reschedule_now.values())
             .chain(self.lost.values())
-            .filter(move |a| !model::terminal(a) || batch)
+            .filter(move |a| !a.is_terminal() || batch)
             .map(|a| a.name.as_str())
     }
 }
@@ -148,7 +149,7 @@ impl GroupReconciler<'_, '_> {
         let (canaries, all) = self.handle_canaries(all, &mut desired);
         let had_running = all
             .values()
-            .any(|a| a.job_version == self.job.version && !model::terminal(a));
+            .any(|a| a.job_version == self.job.version && !a.is_terminal());
         let sets = self.sort_allocs(tg, canaries, all);
         let count = tg.count.max(0) as u32;
         let names = NameIndex::new(
@@ -235,7 +236,7 @@ impl GroupReconciler<'_, '_> {
         if self.input.batch {
             let old: Vec<String> = all
                 .iter()
-                .filter(|(_, a)| model::terminal(a) && a.job_version < self.job.version)
+                .filter(|(_, a)| a.is_terminal() && a.job_version < self.job.version)
                 .map(|(id, _)| id.clone())
                 .collect();
             for id in old {
@@ -546,7 +547,7 @@ fn limit_drain(
     };
     let in_flight = untainted
         .values()
-        .filter(|a| !model::terminal(a) && !a.previous_allocation.is_empty() && !arrived(a))
+        .filter(|a| !a.is_terminal() && !a.previous_allocation.is_empty() && !arrived(a))
         .count();
     let already = migrate.values().filter(|a| flagged(a)).count();
     let mut budget = model::migrate_max_parallel(tg).saturating_sub(in_flight + already);

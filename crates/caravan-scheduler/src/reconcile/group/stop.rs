@@ -1,12 +1,12 @@
 //! Stopping what a group no longer needs (Nomad's `computeStop`): its lost
 //! allocations, and those beyond its count.
 
+use caravan_model::AllocExt;
 use std::sync::Arc;
 
 use caravan_proto::{AllocClientStatus, Allocation, DesiredUpdates};
 
 use super::{GroupReconciler, GroupState};
-use crate::model;
 use crate::reconcile::filter::{self, AllocSet};
 use crate::reconcile::names::NameIndex;
 use crate::reconcile::{ALLOC_LOST, ALLOC_NOT_NEEDED, Stop};
@@ -39,7 +39,7 @@ impl GroupReconciler<'_, '_> {
             return;
         }
         // Terminal allocations count toward the total but need no stop.
-        counted.retain(|_, a| !model::terminal(a));
+        counted.retain(|_, a| !a.is_terminal());
         let mut excess = Excess { remove, counted };
         if !canarying && !group.sets.canaries.is_empty() {
             self.stop_canary_namesakes(group, &mut excess);

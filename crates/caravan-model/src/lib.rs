@@ -1,0 +1,50 @@
+//! The rules of Caravan's data model, each written once:
+//! - when an allocation, an evaluation or a deployment is terminal (and the
+//!   narrower questions beside it: live, waiting, followed);
+//! - when a node takes placements;
+//! - which jobs are templates, how job types behave, the valid priorities,
+//!   and the status a job's allocations and evaluations give it;
+//! - how allocations are named, Nomad's name of every status, the
+//!   evaluation triggers and task states;
+//! - whether a new job version needs new allocations ([`tasks_updated`]);
+//! - the wall clock in Unix nanoseconds.
+//!
+//! The rules are extension traits on the messages `caravan-proto` generates
+//! (`alloc.is_terminal()`, `eval.status().is_terminal()`), in a crate of
+//! their own rather than beside the generated code, because:
+//! - `caravan-proto` is exactly what `proto/` generates; a rule changed here
+//!   does not recompile the generated code, nor the crates that only move
+//!   messages;
+//! - the rules carry their unit tests and the Nomad behaviour they follow,
+//!   which belong with logic, not with the wire format;
+//! - it depends on the messages alone (no gRPC), so every crate that decides
+//!   something, `caravan-scheduler` and `caravan-jobspec` included, can use
+//!   it and the dependency arrows still point down.
+//!
+//! Everything here is pure except [`now_unix_ns`], which reads the wall
+//! clock. `caravan-scheduler` never calls it: it takes the time from its
+//! caller.
+
+mod alloc;
+mod clock;
+mod deployment;
+mod eval;
+mod job;
+mod name;
+mod names;
+mod node;
+pub mod task_state;
+pub mod trigger;
+mod update;
+
+pub use alloc::{AllocClientStatusExt, AllocDesiredStatusExt, AllocExt};
+pub use clock::now_unix_ns;
+pub use deployment::DeploymentStatusExt;
+pub use eval::EvalStatusExt;
+pub use job::{
+    DEFAULT_PRIORITY, JobExt, JobTypeExt, MAX_PRIORITY, MIN_PRIORITY, job_finished, job_status,
+};
+pub use name::{alloc_index, alloc_name, trailing_alloc_index};
+pub use names::NomadName;
+pub use node::NodeExt;
+pub use update::{group_destructive, task_destructive, tasks_updated, tasks_updated_in};
