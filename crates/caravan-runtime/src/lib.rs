@@ -1,10 +1,11 @@
 //! What every Caravan service shares: layered configuration, tracing,
-//! graceful shutdown, gRPC serving, leadership loops and terms, the common `main`, and
-//! the mapping of errors to gRPC statuses.
+//! graceful shutdown, gRPC serving, leadership loops and terms, the common `main`, the
+//! service names, and the mapping of errors to gRPC statuses.
 
 pub mod config;
 pub mod grpc;
 pub mod leader;
+pub mod names;
 pub mod service;
 pub mod shutdown;
 pub mod status;
