@@ -2,30 +2,34 @@
 //! drivers) in this process, on one embedded `MemStore` (or an etcd), each
 //! service on its own loopback port and still talking gRPC to the others.
 
+mod banner;
+mod tier;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use caravan_api_gateway::GatewayConfig;
-use caravan_client_node::ClientConfig;
-use caravan_deployment_watcher::DeploymentWatcherConfig;
-use caravan_eval_broker::EvalBrokerConfig;
-use caravan_plan_applier::PlanApplierConfig;
+use caravan_api_gateway::{ApiGatewayService, GatewayConfig};
+use caravan_client_node::{ClientConfig, ClientNodeService};
+use caravan_deployment_watcher::{DeploymentWatcherConfig, DeploymentWatcherService};
+use caravan_eval_broker::{EvalBrokerConfig, EvalBrokerService};
+use caravan_plan_applier::{PlanApplierConfig, PlanApplierService};
 use caravan_proto::NodeStatus;
+use caravan_runtime::service::NoStore;
 use caravan_runtime::store::StoreConfig;
 use caravan_runtime::telemetry::TelemetryConfig;
-use caravan_scheduler_worker::SchedulerWorkerConfig;
+use caravan_scheduler_worker::{SchedulerWorkerConfig, SchedulerWorkerService};
 use caravan_store::{MemStore, Store};
-use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
+
+pub use banner::banner;
 
 use crate::api::Api;
 use crate::args::DevArgs;
 use crate::error::CliError;
-use crate::format::{short_id, table};
 use crate::ui::Ui;
+use tier::Tiers;
 
 /// How long `start` waits for the node to register and the leaders to be
 /// elected before handing the cluster over.
@@ -92,21 +96,9 @@ pub struct DevAddresses {
 pub struct DevCluster {
     /// Where everything listens.
     pub addresses: DevAddresses,
-    /// The gateway and the scheduler worker: stopped before the services
-    /// they call, so no eval is left mid-flight waiting for a leader.
-    front: JoinSet<Served>,
-    front_stop: CancellationToken,
-    /// The leader-elected services: the eval broker, the plan applier and
-    /// the deployment watcher.
-    back: JoinSet<Served>,
-    back_stop: CancellationToken,
-    client: Option<caravan_client_node::Client>,
-    client_stop: CancellationToken,
+    tiers: Tiers,
     owned_data_dir: bool,
 }
-
-/// A service task's name and outcome.
-type Served = (&'static str, anyhow::Result<()>);
 
 fn host_port(bind: &str, port: u16) -> String {
     if bind.contains(':') && !bind.starts_with('[') {
@@ -130,13 +122,6 @@ fn dialable(addr: SocketAddr) -> SocketAddr {
     }
 }
 
-async fn bind(bind: &str, what: &str) -> anyhow::Result<(tokio::net::TcpListener, SocketAddr)> {
-    let addr = host_port(bind, 0);
-    caravan_runtime::grpc::bind(&addr)
-        .await
-        .with_context(|| format!("{what}: cannot listen on {addr}"))
-}
-
 impl DevCluster {
     /// Starts every service and the client node, and waits until the node is
     /// ready and the eval broker and plan applier have leaders.
@@ -154,15 +139,6 @@ impl DevCluster {
                 .await
                 .with_context(|| format!("cannot reach etcd at {}", options.etcd.join(",")))?
         };
-        let store_config = StoreConfig {
-            endpoints: if options.etcd.is_empty() {
-                StoreConfig::default().endpoints
-            } else {
-                options.etcd.clone()
-            },
-            prefix: options.prefix.clone(),
-            ..Default::default()
-        };
         let (data_dir, owned_data_dir) = match &options.data_dir {
             Some(d) => (d.clone(), false),
             None => {
@@ -174,139 +150,18 @@ impl DevCluster {
         };
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create the data dir {}", data_dir.display()))?;
-
-        let back_stop = CancellationToken::new();
-        let mut back = JoinSet::new();
-        let front_stop = CancellationToken::new();
-        let mut front = JoinSet::new();
-
-        let (listener, eval_broker) = bind(&options.bind, "eval-broker").await?;
-        let config = EvalBrokerConfig {
-            store: store_config.clone(),
-            ..Default::default()
-        };
-        back.spawn({
-            let (store, stop) = (store.clone(), back_stop.clone());
-            async move {
-                let r = caravan_eval_broker::serve(config, store, listener, stop).await;
-                ("eval-broker", r)
+        let mut tiers = Tiers::default();
+        let addresses = match start_services(&mut tiers, &options, store, data_dir).await {
+            Ok(addresses) => addresses,
+            Err(err) => {
+                // What started is stopped; the failure to start is what counts.
+                let _ = tiers.stop().await;
+                return Err(err);
             }
-        });
-
-        let (listener, plan_applier) = bind(&options.bind, "plan-applier").await?;
-        let config = PlanApplierConfig {
-            store: store_config.clone(),
-            ..Default::default()
-        };
-        back.spawn({
-            let (store, stop) = (store.clone(), back_stop.clone());
-            async move {
-                let r = caravan_plan_applier::serve(config, store, listener, stop).await;
-                ("plan-applier", r)
-            }
-        });
-
-        // Deployments progress only while the watcher leads: it counts health
-        // and creates the evals that place each next batch.
-        let (listener, deployment_watcher) = bind(&options.bind, "deployment-watcher").await?;
-        let config = DeploymentWatcherConfig {
-            store: store_config.clone(),
-            ..Default::default()
-        };
-        back.spawn({
-            let (store, stop) = (store.clone(), back_stop.clone());
-            async move {
-                let r = caravan_deployment_watcher::serve(config, store, listener, stop).await;
-                ("deployment-watcher", r)
-            }
-        });
-
-        let (listener, scheduler_worker) = bind(&options.bind, "scheduler-worker").await?;
-        let config = SchedulerWorkerConfig {
-            store: store_config.clone(),
-            ..Default::default()
-        };
-        let workers = config.worker_count();
-        front.spawn({
-            let (store, stop) = (store.clone(), front_stop.clone());
-            async move {
-                let r =
-                    caravan_scheduler_worker::serve(config, store, listener, stop, |_| {}).await;
-                ("scheduler-worker", r)
-            }
-        });
-
-        let config = GatewayConfig {
-            grpc_addr: host_port(&options.bind, options.grpc_port),
-            http_addr: host_port(&options.bind, options.http_port),
-            store: store_config.clone(),
-            ..Default::default()
-        };
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        front.spawn({
-            let (store, stop) = (store.clone(), front_stop.clone());
-            async move {
-                let r = caravan_api_gateway::run_with(config, store, stop, Some(ready_tx)).await;
-                ("api-gateway", r)
-            }
-        });
-        let bound = match ready_rx.await {
-            Ok(b) => b,
-            Err(_) => {
-                // The gateway ended before it was ready: its own error says why.
-                front_stop.cancel();
-                back_stop.cancel();
-                let mut why = anyhow::anyhow!("the api-gateway stopped before it was ready");
-                while let Some(done) = front.join_next().await {
-                    if let Ok(("api-gateway", Err(e))) = done {
-                        why = e.context("api-gateway");
-                    }
-                }
-                while back.join_next().await.is_some() {}
-                return Err(why);
-            }
-        };
-        let gateway_grpc = dialable(bound.grpc);
-
-        let client_stop = CancellationToken::new();
-        let client_config = ClientConfig {
-            servers: vec![gateway_grpc.to_string()],
-            grpc_addr: host_port(&options.bind, 0),
-            data_dir: data_dir.clone(),
-            drivers: vec!["raw_exec".into(), "mock".into()],
-            stop_tasks_on_shutdown: true,
-            ..Default::default()
-        };
-        let client = match caravan_client_node::start(client_config, client_stop.clone()).await {
-            Ok(c) => c,
-            Err(e) => {
-                front_stop.cancel();
-                back_stop.cancel();
-                while front.join_next().await.is_some() {}
-                while back.join_next().await.is_some() {}
-                return Err(e.context("client-node"));
-            }
-        };
-        let addresses = DevAddresses {
-            gateway_grpc,
-            gateway_http: dialable(bound.http),
-            eval_broker: dialable(eval_broker),
-            plan_applier: dialable(plan_applier),
-            scheduler_worker: dialable(scheduler_worker),
-            deployment_watcher: dialable(deployment_watcher),
-            workers,
-            client_node: dialable(client.addr),
-            node_id: client.node_ids.first().cloned().unwrap_or_default(),
-            data_dir,
         };
         let cluster = DevCluster {
             addresses,
-            front,
-            front_stop,
-            back,
-            back_stop,
-            client: Some(client),
-            client_stop,
+            tiers,
             owned_data_dir,
         };
         cluster.wait_ready().await;
@@ -332,7 +187,10 @@ impl DevCluster {
                 .await
                 .is_ok_and(|n| n.status() == NodeStatus::Ready);
             let leaders = api.leaders().await.unwrap_or_default();
-            let led = ["eval-broker", "plan-applier", "deployment-watcher"]
+            let led = self
+                .tiers
+                .back
+                .leaders()
                 .iter()
                 .all(|s| leaders.contains_key(*s));
             if node_ready && led {
@@ -346,15 +204,9 @@ impl DevCluster {
     /// Waits until a service stops on its own (which is a failure: they
     /// stop only when told), returning its name and error.
     pub async fn failed(&mut self) -> (String, anyhow::Error) {
-        let done = tokio::select! {
-            Some(done) = self.front.join_next() => done,
-            Some(done) = self.back.join_next() => done,
-            else => std::future::pending().await,
-        };
-        match done {
-            Ok((name, Ok(()))) => (name.to_string(), anyhow::anyhow!("stopped")),
-            Ok((name, Err(e))) => (name.to_string(), e),
-            Err(e) => ("a service".to_string(), anyhow::anyhow!("task failed: {e}")),
+        match self.tiers.next_stopped().await {
+            (name, Ok(())) => (name.to_string(), anyhow::anyhow!("stopped")),
+            (name, Err(e)) => (name.to_string(), e),
         }
     }
 
@@ -363,28 +215,7 @@ impl DevCluster {
     /// the deployment watcher (which serve them and resign their
     /// leadership); removes a temporary data directory.
     pub async fn stop(mut self) -> anyhow::Result<()> {
-        self.client_stop.cancel();
-        let mut result = Ok(());
-        if let Some(client) = self.client.take()
-            && let Err(e) = client.wait().await
-        {
-            result = Err(e.context("client-node"));
-        }
-        for (stop, set) in [
-            (&self.front_stop, &mut self.front),
-            (&self.back_stop, &mut self.back),
-        ] {
-            stop.cancel();
-            while let Some(done) = set.join_next().await {
-                match done {
-                    Ok((name, Err(e))) if result.is_ok() => result = Err(e.context(name)),
-                    Err(e) if result.is_ok() => {
-                        result = Err(anyhow::anyhow!("a service task failed: {e}"))
-                    }
-                    _ => {}
-                }
-            }
-        }
+        let result = self.tiers.stop().await;
         if self.owned_data_dir {
             let _ = std::fs::remove_dir_all(&self.addresses.data_dir);
         }
@@ -392,57 +223,112 @@ impl DevCluster {
     }
 }
 
-/// The banner: where each service listens and what to try.
-pub fn banner(addresses: &DevAddresses, store: &str) -> String {
-    let a = addresses;
-    let rows = vec![
-        vec![
-            "api-gateway".to_string(),
-            format!("gRPC {}", a.gateway_grpc),
-            format!("HTTP {}", a.gateway_http),
-        ],
-        vec![
-            "eval-broker".to_string(),
-            format!("gRPC {}", a.eval_broker),
-            String::new(),
-        ],
-        vec![
-            "plan-applier".to_string(),
-            format!("gRPC {}", a.plan_applier),
-            String::new(),
-        ],
-        vec![
-            "scheduler-worker".to_string(),
-            format!("gRPC {}", a.scheduler_worker),
-            format!("{} workers", a.workers),
-        ],
-        vec![
-            "deployment-watcher".to_string(),
-            format!("gRPC {}", a.deployment_watcher),
-            String::new(),
-        ],
-        vec![
-            "client-node".to_string(),
-            format!("gRPC {}", a.client_node),
-            format!("node {} (raw_exec, mock)", short_id(&a.node_id)),
-        ],
-    ];
-    let services: String = table(rows)
-        .replace("<none>", "")
-        .lines()
-        .map(|l| format!("    {}\n", l.trim_end()))
-        .collect();
-    let address = if a.gateway_grpc.port() == 4647 && a.gateway_grpc.ip().is_loopback() {
-        String::new()
-    } else {
-        format!(" -address http://{}", a.gateway_grpc)
+/// Starts each service in turn into its tier, every one on its own port of
+/// `options.bind` and on `store`; where they listen.
+async fn start_services(
+    tiers: &mut Tiers,
+    options: &DevOptions,
+    store: Arc<dyn Store>,
+    data_dir: PathBuf,
+) -> anyhow::Result<DevAddresses> {
+    let any_port = host_port(&options.bind, 0);
+    let store_config = StoreConfig {
+        endpoints: if options.etcd.is_empty() {
+            StoreConfig::default().endpoints
+        } else {
+            options.etcd.clone()
+        },
+        prefix: options.prefix.clone(),
+        ..Default::default()
     };
-    format!(
-        "==> Caravan dev cluster running (state {store}); Ctrl-C stops everything\n\
-         {services}    data dir {}\n\
-         ==> Try: caravan{address} job run examples/hello.hcl",
-        a.data_dir.display()
-    )
+    let back = &mut tiers.back;
+    let (_, eval_broker) = back
+        .start(
+            EvalBrokerService,
+            EvalBrokerConfig {
+                grpc_addr: any_port.clone(),
+                store: store_config.clone(),
+                ..Default::default()
+            },
+            store.clone(),
+        )
+        .await?;
+    let (_, plan_applier) = back
+        .start(
+            PlanApplierService::default(),
+            PlanApplierConfig {
+                grpc_addr: any_port.clone(),
+                store: store_config.clone(),
+                ..Default::default()
+            },
+            store.clone(),
+        )
+        .await?;
+    // Deployments progress only while the watcher leads: it counts health
+    // and creates the evals that place each next batch.
+    let (_, deployment_watcher) = back
+        .start(
+            DeploymentWatcherService,
+            DeploymentWatcherConfig {
+                grpc_addr: any_port.clone(),
+                store: store_config.clone(),
+                ..Default::default()
+            },
+            store.clone(),
+        )
+        .await?;
+    let front = &mut tiers.front;
+    let (pool, scheduler_worker) = front
+        .start(
+            SchedulerWorkerService,
+            SchedulerWorkerConfig {
+                grpc_addr: any_port.clone(),
+                store: store_config.clone(),
+                ..Default::default()
+            },
+            store.clone(),
+        )
+        .await?;
+    let (gateway, _) = front
+        .start(
+            ApiGatewayService,
+            GatewayConfig {
+                grpc_addr: host_port(&options.bind, options.grpc_port),
+                http_addr: host_port(&options.bind, options.http_port),
+                store: store_config,
+                ..Default::default()
+            },
+            store,
+        )
+        .await?;
+    let gateway_grpc = dialable(gateway.grpc);
+    let (nodes, client_node) = tiers
+        .edge
+        .start(
+            ClientNodeService,
+            ClientConfig {
+                servers: vec![gateway_grpc.to_string()],
+                grpc_addr: any_port,
+                data_dir: data_dir.clone(),
+                drivers: vec!["raw_exec".into(), "mock".into()],
+                stop_tasks_on_shutdown: true,
+                ..Default::default()
+            },
+            NoStore,
+        )
+        .await?;
+    Ok(DevAddresses {
+        gateway_grpc,
+        gateway_http: dialable(gateway.http),
+        eval_broker: dialable(eval_broker),
+        plan_applier: dialable(plan_applier),
+        scheduler_worker: dialable(scheduler_worker),
+        deployment_watcher: dialable(deployment_watcher),
+        workers: pool.workers(),
+        client_node: dialable(client_node),
+        node_id: nodes.node_ids.first().cloned().unwrap_or_default(),
+        data_dir,
+    })
 }
 
 /// `caravan dev`: starts the cluster, prints the banner, and runs until
@@ -500,40 +386,31 @@ mod tests {
     }
 
     #[test]
-    fn the_banner_lists_every_service_and_the_hint() {
-        let a = DevAddresses {
-            gateway_grpc: "127.0.0.1:4647".parse().unwrap(),
-            gateway_http: "127.0.0.1:4646".parse().unwrap(),
-            eval_broker: "127.0.0.1:4650".parse().unwrap(),
-            plan_applier: "127.0.0.1:4651".parse().unwrap(),
-            scheduler_worker: "127.0.0.1:4652".parse().unwrap(),
-            deployment_watcher: "127.0.0.1:4653".parse().unwrap(),
-            workers: 2,
-            client_node: "127.0.0.1:4660".parse().unwrap(),
-            node_id: "f7476465-0000".into(),
-            data_dir: PathBuf::from("/tmp/d"),
-        };
-        let text = banner(&a, "in memory");
-        assert!(text.starts_with("==> Caravan dev cluster running (state in memory)"));
-        assert!(
-            text.contains("    api-gateway         gRPC 127.0.0.1:4647  HTTP 127.0.0.1:4646\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                "    client-node         gRPC 127.0.0.1:4660  node f7476465 (raw_exec, mock)\n"
+    fn every_service_runs_under_its_name_and_the_elected_ones_campaign() {
+        use caravan_runtime::names;
+        use caravan_runtime::service::Service;
+
+        let services = [
+            (ApiGatewayService::NAME, ApiGatewayService::LEADER_ELECTED),
+            (EvalBrokerService::NAME, EvalBrokerService::LEADER_ELECTED),
+            (PlanApplierService::NAME, PlanApplierService::LEADER_ELECTED),
+            (
+                SchedulerWorkerService::NAME,
+                SchedulerWorkerService::LEADER_ELECTED,
             ),
-            "{text}"
-        );
-        assert!(
-            text.ends_with("==> Try: caravan job run examples/hello.hcl"),
-            "{text}"
-        );
-        let mut other = a;
-        other.gateway_grpc = "127.0.0.1:5000".parse().unwrap();
-        assert!(
-            banner(&other, "x")
-                .ends_with("caravan -address http://127.0.0.1:5000 job run examples/hello.hcl")
-        );
+            (
+                DeploymentWatcherService::NAME,
+                DeploymentWatcherService::LEADER_ELECTED,
+            ),
+            (ClientNodeService::NAME, ClientNodeService::LEADER_ELECTED),
+        ];
+        let all: Vec<&str> = services.iter().map(|(name, _)| *name).collect();
+        assert_eq!(all, names::ALL);
+        let elected: Vec<&str> = services
+            .iter()
+            .filter(|(_, elected)| *elected)
+            .map(|(name, _)| *name)
+            .collect();
+        assert_eq!(elected, names::LEADER_ELECTED);
     }
 }
