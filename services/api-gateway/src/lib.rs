@@ -8,23 +8,23 @@
 //! hold the logic; `grpc` and `http` are thin transports over them.
 //! [`ApiGatewayService`] is how a process or `caravan dev` runs it.
 
-pub mod allocs;
-pub mod broker;
-pub mod client;
-pub mod config;
-pub mod deployments;
-pub mod error;
-pub mod evals;
-pub mod events;
-pub mod gateway;
-pub mod grpc;
-pub mod http;
-pub mod jobs;
-pub mod logs;
-pub mod nodes;
-pub mod operator;
-pub mod query;
-pub mod status;
+mod allocs;
+mod broker;
+mod client;
+mod config;
+mod deployments;
+mod error;
+mod evals;
+mod events;
+mod gateway;
+mod grpc;
+mod http;
+mod jobs;
+mod logs;
+mod nodes;
+mod operator;
+mod query;
+mod status;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

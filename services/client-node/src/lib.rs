@@ -6,26 +6,26 @@
 //! other services it needs no store. [`ClientNodeService`] is how a process
 //! or `caravan dev` runs it.
 
-pub mod alloc_dir;
-pub mod alloc_runner;
-pub mod config;
-pub mod driver;
-pub mod error;
-pub mod fingerprint;
-pub mod gateway;
-pub mod health;
-pub mod lifecycle;
-pub mod logs;
-pub mod node_agent;
-pub mod node_allocs;
-pub mod restart;
-pub mod service;
-pub mod shared_jobs;
-pub mod simulate;
-pub mod state_dir;
-pub mod status_reporter;
-pub mod task_env;
-pub mod task_runner;
+mod alloc_dir;
+mod alloc_runner;
+mod config;
+mod driver;
+mod error;
+mod fingerprint;
+mod gateway;
+mod health;
+mod lifecycle;
+mod logs;
+mod node_agent;
+mod node_allocs;
+mod restart;
+mod service;
+mod shared_jobs;
+mod simulate;
+mod state_dir;
+mod status_reporter;
+mod task_env;
+mod task_runner;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

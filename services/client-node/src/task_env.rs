@@ -159,6 +159,7 @@ impl TaskEnv {
     }
 
     /// The variables by name.
+    #[cfg(test)]
     pub fn vars(&self) -> &BTreeMap<String, String> {
         &self.vars
     }

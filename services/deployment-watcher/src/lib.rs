@@ -19,17 +19,17 @@
 //! the store through `writes` ([`DeploymentWriter`]).
 //! [`DeploymentWatcherService`] is how a process or `caravan dev` runs it.
 
-pub mod assess;
-pub mod config;
-pub mod error;
-pub mod evals;
-pub mod grpc;
-pub mod operator;
-pub mod revert;
-pub mod steer;
-pub mod term;
-pub mod watcher;
-pub mod writes;
+mod assess;
+mod config;
+mod error;
+mod evals;
+mod grpc;
+mod operator;
+mod revert;
+mod steer;
+mod term;
+mod watcher;
+mod writes;
 
 use std::sync::Arc;
 

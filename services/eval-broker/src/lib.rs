@@ -17,22 +17,22 @@
 //! store; `grpc` is the transport. [`EvalBrokerService`] is how a process
 //! or `caravan dev` runs it.
 
-pub mod blocked;
-pub mod broker;
-pub mod config;
-pub mod drain;
-pub mod error;
-pub mod evals;
-pub mod follow;
-pub mod gc;
-pub mod grpc;
-pub mod nodes;
-pub mod periodic;
-pub mod queues;
-pub mod term;
+mod blocked;
+mod broker;
+mod config;
+mod drain;
+mod error;
+mod evals;
+mod follow;
+mod gc;
+mod grpc;
+mod nodes;
+mod periodic;
+mod queues;
+mod term;
 #[cfg(test)]
 mod testing;
-pub mod writes;
+mod writes;
 
 use std::sync::Arc;
 

@@ -21,6 +21,7 @@ pub fn rfc3339(unix_ns: i64) -> String {
 }
 
 /// How long ago `unix_ns` was, relative to now.
+#[cfg(test)]
 pub fn since(unix_ns: i64) -> String {
     pretty_time_diff(unix_ns, now_unix_ns())
 }

@@ -66,8 +66,6 @@ pub enum AllocCommand {
     Destroy,
 }
 
-pub use status::client_status;
-
 /// Whether the servers want the alloc stopped.
 pub fn wants_stop(alloc: &Allocation) -> bool {
     matches!(
