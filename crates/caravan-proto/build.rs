@@ -1,7 +1,11 @@
 //! Generates the Rust types, and with the `grpc` feature the tonic services,
-//! from `proto/caravan/v1`.
+//! from `proto/caravan/v1`, with the encoded file descriptor set that gRPC
+//! reflection serves.
 
 use std::path::PathBuf;
+
+/// The file the descriptor set is written to, beside the generated code.
+const DESCRIPTOR_SET: &str = "caravan_descriptor_set.bin";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
@@ -24,6 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(grpc)
         // Ordered maps keep the scheduler deterministic and encodings stable.
         .btree_map(".")
+        .file_descriptor_set_path(out.join(DESCRIPTOR_SET))
         .compile_protos(&files, &[root])?;
     Ok(())
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use caravan_proto::NodeStatus;
+use caravan_runtime::names;
 use caravan_state::Keyspace;
 use caravan_store::{EtcdStore, Store};
 use tempfile::TempDir;
@@ -46,17 +47,17 @@ impl Service {
     /// The service's name, as in its leader key and logs.
     pub fn name(self) -> &'static str {
         match self {
-            Service::Gateway => "api-gateway",
-            Service::EvalBroker => "eval-broker",
-            Service::PlanApplier => "plan-applier",
-            Service::SchedulerWorker => "scheduler-worker",
-            Service::ClientNode => "client-node",
-            Service::DeploymentWatcher => "deployment-watcher",
+            Service::Gateway => names::API_GATEWAY,
+            Service::EvalBroker => names::EVAL_BROKER,
+            Service::PlanApplier => names::PLAN_APPLIER,
+            Service::SchedulerWorker => names::SCHEDULER_WORKER,
+            Service::ClientNode => names::CLIENT_NODE,
+            Service::DeploymentWatcher => names::DEPLOYMENT_WATCHER,
         }
     }
 
     fn binary(self) -> String {
-        format!("caravan-{}", self.name())
+        names::binary(self.name())
     }
 
     /// Short timings for tests: quick failover, quick redelivery, quick
@@ -215,6 +216,15 @@ impl Cluster {
         self.processes
             .iter()
             .filter_map(|p| p.pid().map(|pid| (p.name.clone(), pid)))
+            .collect()
+    }
+
+    /// Every service process still running, in start order, by name with
+    /// its gRPC address.
+    pub fn grpc_addrs(&mut self) -> Vec<(String, SocketAddr)> {
+        self.processes
+            .iter_mut()
+            .filter_map(|p| p.is_running().then(|| (p.name.clone(), p.grpc)))
             .collect()
     }
 

@@ -11,3 +11,9 @@ pub mod v1 {
 }
 
 pub use v1::*;
+
+/// The encoded `FileDescriptorSet` of every file in `proto/` (with the
+/// well-known types they import), for gRPC server reflection.
+#[cfg(feature = "grpc")]
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/grpc/caravan_descriptor_set.bin"));

@@ -1,6 +1,7 @@
 //! gRPC serving and calling: a server with tracing spans that continue the
-//! caller's trace, a graceful stop on shutdown bounded by a drain period, and
-//! a client interceptor that passes the current trace on.
+//! caller's trace, the standard health and reflection services every service
+//! serves beside its own, a graceful stop on shutdown bounded by a drain
+//! period, and a client interceptor that passes the current trace on.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -11,10 +12,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::codegen::http;
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
-use tonic::server::NamedService;
 use tonic::transport::server::{Router, TcpIncoming};
 use tonic::transport::{Channel, Endpoint, Server};
-use tonic_health::pb::health_server::{Health, HealthServer};
+use tonic_health::ServingStatus;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// How long requests in flight at shutdown may take to finish before the
@@ -57,12 +57,42 @@ fn request_span(req: &http::Request<()>) -> tracing::Span {
     span
 }
 
-/// The standard gRPC health service, reporting the service `S` as serving
-/// (the reporter is not kept: a replica serves for as long as it runs).
-pub async fn health_serving<S: NamedService>() -> HealthServer<impl Health> {
-    let (reporter, service) = tonic_health::server::health_reporter();
-    reporter.set_serving::<S>().await;
-    service
+/// A router already serving the standard gRPC health service, reporting
+/// each of `services` (fully qualified gRPC names) as serving, and server
+/// reflection (v1, and v1alpha for older tools) listing them with itself
+/// and health, so `grpcurl list` and `grpc.health.v1.Health/Check` work
+/// against every service. The caller adds the services named.
+pub async fn router(services: &[&str]) -> Result<Router, tonic_reflection::server::Error> {
+    let (reporter, health) = tonic_health::server::health_reporter();
+    for service in services {
+        reporter
+            .set_service_status(*service, ServingStatus::Serving)
+            .await;
+    }
+    let reflection_v1 = reflection(services).build_v1()?;
+    let reflection_v1alpha = reflection(services).build_v1alpha()?;
+    Ok(server()
+        .add_service(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha))
+}
+
+/// The gRPC name of the standard health service.
+pub const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
+/// The gRPC name of server reflection (v1).
+pub const REFLECTION_SERVICE: &str = "grpc.reflection.v1.ServerReflection";
+
+/// A reflection builder over Caravan's and the health service's
+/// descriptors, listing `services`, health and reflection itself.
+fn reflection<'b>(services: &[&str]) -> tonic_reflection::server::Builder<'b> {
+    let builder = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(caravan_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .with_service_name(HEALTH_SERVICE)
+        .with_service_name(REFLECTION_SERVICE);
+    services
+        .iter()
+        .fold(builder, |b, service| b.with_service_name(*service))
 }
 
 /// Binds `addr` (port 0 picks a free port) and returns the listener with its
@@ -199,27 +229,46 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn health_reports_the_service_serving() {
-        struct Probe;
-        impl NamedService for Probe {
-            const NAME: &'static str = "caravan.test.Probe";
-        }
+    async fn the_router_serves_health_and_reflection_of_its_services() {
         use tonic_health::pb::health_check_response::ServingStatus;
         use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+        use tonic_reflection::pb::v1::ServerReflectionRequest;
+        use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+        use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+        use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 
+        const PROBE: &str = "caravan.v1.EvalBrokerService";
         let (listener, local) = bind("127.0.0.1:0").await.unwrap();
         let stop = CancellationToken::new();
-        let router = server().add_service(health_serving::<Probe>().await);
+        let router = router(&[PROBE]).await.unwrap();
         let serving = tokio::spawn(serve(router, listener, stop.clone()));
-        let mut client = HealthClient::new(channel(&local.to_string()).unwrap());
-        let reply = client
+        let channel = channel(&local.to_string()).unwrap();
+        let reply = HealthClient::new(channel.clone())
             .check(HealthCheckRequest {
-                service: Probe::NAME.to_string(),
+                service: PROBE.to_string(),
             })
             .await
             .unwrap()
             .into_inner();
         assert_eq!(reply.status(), ServingStatus::Serving);
+
+        let request = ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        };
+        let mut replies = ServerReflectionClient::new(channel)
+            .server_reflection_info(futures::stream::iter([request]))
+            .await
+            .unwrap()
+            .into_inner();
+        let Some(MessageResponse::ListServicesResponse(list)) =
+            replies.message().await.unwrap().unwrap().message_response
+        else {
+            panic!("not a list of services");
+        };
+        let mut names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+        names.sort();
+        assert_eq!(names, [PROBE, HEALTH_SERVICE, REFLECTION_SERVICE]);
         stop.cancel();
         serving.await.unwrap().unwrap();
     }

@@ -177,9 +177,7 @@ impl LeaderChannel {
         let addr = current_leader(self.store.as_ref(), self.election.as_bytes())
             .await
             .map_err(|e| crate::status::from_store(&e))?
-            .ok_or_else(|| {
-                tonic::Status::unavailable(format!("{}: no leader elected", self.election))
-            })?;
+            .ok_or_else(|| crate::status::not_leader(&self.election, None))?;
         self.connect(addr)
     }
 
@@ -296,6 +294,10 @@ mod tests {
 
         // A refusal naming the new leader moves the channel there.
         channel.on_error(&crate::status::not_leader("broker", Some("b:1")));
+        // Without a leader the channel answers as a follower would.
+        let none = LeaderChannel::new(store.clone(), "/t", "nobody");
+        let refused = none.channel().await.expect_err("no leader elected");
+        assert!(crate::status::is_not_leader(&refused), "{refused:?}");
         assert_eq!(channel.cached_address().as_deref(), Some("b:1"));
         channel.on_error(&tonic::Status::unavailable("connection reset"));
         assert_eq!(channel.cached_address(), None);

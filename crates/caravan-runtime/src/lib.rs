@@ -1,15 +1,17 @@
-//! What every Caravan service shares: layered configuration, tracing,
-//! graceful shutdown, gRPC serving, leadership loops and terms, the common `main`, and
-//! the mapping of errors to gRPC statuses.
+//! What every Caravan service shares: the [`service::Service`] abstraction
+//! and the one bootstrap that runs it (as a process or in-process), layered
+//! configuration, the watch cache's start and stop, tracing, graceful
+//! shutdown, gRPC serving with health and reflection, leadership loops and
+//! terms, the service names, and the mapping of errors to gRPC statuses.
 
+pub mod cache;
 pub mod config;
 pub mod grpc;
 pub mod leader;
+pub mod names;
 pub mod service;
 pub mod shutdown;
 pub mod status;
 pub mod store;
 pub mod telemetry;
 pub mod term;
-
-pub use tonic_health;

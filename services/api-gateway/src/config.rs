@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use caravan_runtime::service::ServiceConfig;
+use caravan_runtime::service::{ServiceConfig, StoreSection};
 use caravan_runtime::store::StoreConfig;
 use caravan_runtime::telemetry::TelemetryConfig;
 use serde::{Deserialize, Serialize};
@@ -82,6 +82,16 @@ impl ServiceConfig for GatewayConfig {
         &self.telemetry
     }
 
+    fn grpc_addr(&self) -> &str {
+        &self.grpc_addr
+    }
+
+    fn advertise_addr(&self) -> &str {
+        &self.advertise_addr
+    }
+}
+
+impl StoreSection for GatewayConfig {
     fn store(&self) -> &StoreConfig {
         &self.store
     }
@@ -95,7 +105,7 @@ mod tests {
 
     #[test]
     fn overrides_reach_every_section() {
-        let config: GatewayConfig = ConfigLoader::new("api-gateway")
+        let config: GatewayConfig = ConfigLoader::new(caravan_runtime::names::API_GATEWAY)
             .with_env(vec![(
                 "CARAVAN_API_GATEWAY__HEARTBEAT_GRACE_MS".into(),
                 "2500".into(),

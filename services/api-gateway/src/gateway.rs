@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use caravan_runtime::leader::LeaderChannel;
+use caravan_runtime::names::{DEPLOYMENT_WATCHER, EVAL_BROKER};
 use caravan_state::{Informer, Keyspace, StateObject, decode};
 use caravan_store::{Revision, Store};
 use tokio_util::sync::CancellationToken;
@@ -52,8 +53,8 @@ impl Gateway {
         shutdown: CancellationToken,
     ) -> Self {
         let keys = cache.keyspace().clone();
-        let watcher = LeaderChannel::new(store.clone(), keys.prefix(), "deployment-watcher");
-        let broker = LeaderChannel::new(store.clone(), keys.prefix(), "eval-broker");
+        let watcher = LeaderChannel::new(store.clone(), keys.prefix(), DEPLOYMENT_WATCHER);
+        let broker = LeaderChannel::new(store.clone(), keys.prefix(), EVAL_BROKER);
         let feed = Arc::new(NodeAllocFeed::default());
         tokio::spawn(feed.clone().run(cache.clone(), shutdown.clone()));
         let status_writes = StatusWrites::start(
@@ -87,11 +88,6 @@ impl Gateway {
     /// The keyspace.
     pub fn keys(&self) -> &Keyspace {
         &self.keys
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &GatewayConfig {
-        &self.config
     }
 
     /// Reads one object straight from the store (not the cache), for writes

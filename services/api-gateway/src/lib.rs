@@ -3,40 +3,41 @@
 //! it reads from a watch cache of the store and writes to the store
 //! directly, so any number of replicas can run side by side.
 //!
-//! The domain modules ([`jobs`], [`evals`], [`allocs`], [`nodes`],
-//! [`deployments`], [`broker`], [`client`], [`status`], [`logs`], [`operator`],
-//! [`query`], [`events`]) hold the logic; [`grpc`] and [`http`] are thin transports over them.
+//! The domain modules (`jobs`, `evals`, `allocs`, `nodes`, `deployments`,
+//! `broker`, `client`, `status`, `logs`, `operator`, `query`, `events`)
+//! hold the logic; `grpc` and `http` are thin transports over them.
+//! [`ApiGatewayService`] is how a process or `caravan dev` runs it.
 
-pub mod allocs;
-pub mod broker;
-pub mod client;
-pub mod config;
-pub mod deployments;
-pub mod error;
-pub mod evals;
-pub mod events;
-pub mod gateway;
-pub mod grpc;
-pub mod http;
-pub mod jobs;
-pub mod logs;
-pub mod nodes;
-pub mod operator;
-pub mod query;
-pub mod status;
+mod allocs;
+mod broker;
+mod client;
+mod config;
+mod deployments;
+mod error;
+mod evals;
+mod events;
+mod gateway;
+mod grpc;
+mod http;
+mod jobs;
+mod logs;
+mod nodes;
+mod operator;
+mod query;
+mod status;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
+use caravan_runtime::names::API_GATEWAY;
+use caravan_runtime::service::{Service, Serving};
 use caravan_state::{Informer, InformerConfig, Keyspace};
 use caravan_store::Store;
-use tokio::sync::oneshot;
-use tokio_util::sync::CancellationToken;
 
 pub use config::GatewayConfig;
-pub use error::GatewayError;
-pub use gateway::Gateway;
+
+use crate::gateway::Gateway;
 
 /// The addresses a running gateway listens on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,64 +48,64 @@ pub struct Bound {
     pub http: SocketAddr,
 }
 
-/// Runs the gateway until `shutdown` is cancelled.
-pub async fn run(
-    config: GatewayConfig,
-    store: Arc<dyn Store>,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    run_with(config, store, shutdown, None).await
-}
+/// The gateway as a service: the gRPC API on `grpc_addr` and the HTTP API
+/// on `http_addr`, over a watch cache of the store. Ready (with the
+/// [`Bound`] addresses, so port 0 works) once both listen and the cache
+/// holds the first list.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiGatewayService;
 
-/// Runs the gateway, reporting the bound addresses on `ready` once both
-/// listeners are up and the watch cache holds the first list (so port 0
-/// works for tests and `caravan dev`).
-pub async fn run_with(
-    config: GatewayConfig,
-    store: Arc<dyn Store>,
-    shutdown: CancellationToken,
-    ready: Option<oneshot::Sender<Bound>>,
-) -> anyhow::Result<()> {
-    let (grpc_listener, grpc_addr) = caravan_runtime::grpc::bind(&config.grpc_addr)
+impl Service for ApiGatewayService {
+    const NAME: &'static str = API_GATEWAY;
+    const LEADER_ELECTED: bool = false;
+    const GRPC_SERVICES: &'static [&'static str] = grpc::SERVICES;
+    type Config = GatewayConfig;
+    type Store = Arc<dyn Store>;
+    type Ready = Bound;
+
+    async fn serve(
+        self,
+        config: GatewayConfig,
+        store: Arc<dyn Store>,
+        serving: Serving<Bound>,
+    ) -> anyhow::Result<()> {
+        let (http_listener, http_addr) = caravan_runtime::grpc::bind(&config.http_addr)
+            .await
+            .with_context(|| format!("binding http_addr {}", config.http_addr))?;
+        let cache = Informer::start(
+            store.clone(),
+            Keyspace::new(&config.store.prefix),
+            InformerConfig::default(),
+        )
         .await
-        .with_context(|| format!("binding grpc_addr {}", config.grpc_addr))?;
-    let (http_listener, http_addr) = caravan_runtime::grpc::bind(&config.http_addr)
-        .await
-        .with_context(|| format!("binding http_addr {}", config.http_addr))?;
-    let cache = Informer::start(
-        store.clone(),
-        Keyspace::new(&config.store.prefix),
-        InformerConfig::default(),
-    )
-    .await
-    .context("starting the watch cache")?;
-    let bound = Bound {
-        grpc: grpc_addr,
-        http: http_addr,
-    };
-    let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone());
-    let grpc_router = grpc::router(&gw).await;
-    let http_router = http::router(gw.clone(), bound);
-    tracing::info!(grpc = %grpc_addr, http = %http_addr, prefix = gw.keys().prefix(), "api-gateway serving");
-    if let Some(ready) = ready {
-        // The caller may have stopped waiting; the gateway serves regardless.
-        let _ = ready.send(bound);
+        .context("starting the watch cache")?;
+        let bound = Bound {
+            grpc: serving.local_addr,
+            http: http_addr,
+        };
+        let shutdown = serving.shutdown;
+        let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone());
+        let grpc_router = grpc::routes(serving.router, &gw);
+        let http_router = http::router(gw.clone(), bound);
+        tracing::info!(grpc = %bound.grpc, http = %bound.http, prefix = gw.keys().prefix(), "api-gateway serving");
+        serving.ready.report(bound);
+        let grpc_serve =
+            caravan_runtime::grpc::serve(grpc_router, serving.listener, shutdown.clone());
+        let http_serve = axum::serve(http_listener, http_router)
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+            .into_future();
+        // Requests in flight (a write waiting on an unreachable etcd, a blocking
+        // query) get the same drain as gRPC's, then are dropped.
+        let http_name = format!("HTTP server on {http_addr}");
+        let http_serve = caravan_runtime::shutdown::within_grace(
+            &http_name,
+            http_serve,
+            &shutdown,
+            caravan_runtime::grpc::DRAIN_TIMEOUT,
+        );
+        let (grpc_result, http_result) = tokio::join!(grpc_serve, http_serve);
+        grpc_result.context("serving gRPC")?;
+        http_result.unwrap_or(Ok(())).context("serving HTTP")?;
+        Ok(())
     }
-    let grpc_serve = caravan_runtime::grpc::serve(grpc_router, grpc_listener, shutdown.clone());
-    let http_serve = axum::serve(http_listener, http_router)
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-        .into_future();
-    // Requests in flight (a write waiting on an unreachable etcd, a blocking
-    // query) get the same drain as gRPC's, then are dropped.
-    let http_name = format!("HTTP server on {http_addr}");
-    let http_serve = caravan_runtime::shutdown::within_grace(
-        &http_name,
-        http_serve,
-        &shutdown,
-        caravan_runtime::grpc::DRAIN_TIMEOUT,
-    );
-    let (grpc_result, http_result) = tokio::join!(grpc_serve, http_serve);
-    grpc_result.context("serving gRPC")?;
-    http_result.unwrap_or(Ok(())).context("serving HTTP")?;
-    Ok(())
 }

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use caravan_api_gateway::{GatewayConfig, run};
+use caravan_api_gateway::ApiGatewayService;
 
 /// mimalloc: the services allocate and free many short-lived buffers per
 /// request (protobuf messages, transactions, stream frames), which glibc's
@@ -12,5 +12,5 @@ use caravan_api_gateway::{GatewayConfig, run};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    caravan_runtime::service::main::<GatewayConfig, _, _>("api-gateway", run)
+    caravan_runtime::service::main(ApiGatewayService)
 }

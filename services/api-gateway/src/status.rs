@@ -2,19 +2,17 @@
 
 use std::collections::BTreeMap;
 
+use caravan_runtime::names::LEADER_ELECTED;
 use caravan_store::{Revision, current_leader};
 
 use crate::error::Result;
 use crate::gateway::Gateway;
 
-/// The services that elect a leader.
-pub const LEADER_SERVICES: [&str; 3] = ["eval-broker", "plan-applier", "deployment-watcher"];
-
 /// Service name → leader address, for the services that have one now, and
 /// the store revision the answer was read at.
 pub async fn leaders(gw: &Gateway) -> Result<(BTreeMap<String, String>, Revision)> {
     let mut out = BTreeMap::new();
-    for service in LEADER_SERVICES {
+    for service in LEADER_ELECTED {
         if let Some(addr) = current_leader(gw.store.as_ref(), &gw.keys.leader(service)).await? {
             out.insert(service.to_string(), addr);
         }

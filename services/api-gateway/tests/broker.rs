@@ -7,16 +7,16 @@ mod common;
 
 use std::time::Duration;
 
-use caravan_eval_broker::EvalBrokerConfig;
+use caravan_eval_broker::{EvalBrokerConfig, EvalBrokerService};
 use caravan_proto::job_service_client::JobServiceClient;
 use caravan_proto::system_service_client::SystemServiceClient;
 use caravan_proto::{
     EvalStatus, Evaluation, ForcePeriodicJobRequest, GarbageCollectRequest, Job, JobType,
 };
+use caravan_runtime::service::Running;
 use caravan_state::encode;
 use common::{Backend, TestGateway};
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 fn body(v: &Value) -> Vec<u8> {
@@ -49,7 +49,7 @@ fn batch_job(id: &str, periodic: Option<Value>) -> Value {
 /// A broker leading on the gateway's store and prefix.
 struct Broker {
     shutdown: CancellationToken,
-    task: JoinHandle<anyhow::Result<()>>,
+    running: Running<EvalBrokerService>,
 }
 
 impl Broker {
@@ -60,25 +60,23 @@ impl Broker {
             ..Default::default()
         };
         config.store.prefix = gw.keys.prefix().to_string();
-        let (listener, _) = caravan_runtime::grpc::bind(&config.grpc_addr)
-            .await
-            .unwrap();
         let shutdown = CancellationToken::new();
-        let task = tokio::spawn(caravan_eval_broker::serve(
+        let running = caravan_runtime::service::start(
+            EvalBrokerService,
             config,
             gw.store.clone(),
-            listener,
             shutdown.clone(),
-        ));
-        Broker { shutdown, task }
+        )
+        .await
+        .expect("start the broker");
+        Broker { shutdown, running }
     }
 
     async fn stop(self) {
         self.shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(10), self.task)
+        tokio::time::timeout(Duration::from_secs(10), self.running.stopped())
             .await
             .expect("broker did not stop in time")
-            .expect("broker task panicked")
             .expect("broker failed");
     }
 }

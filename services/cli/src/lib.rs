@@ -3,28 +3,28 @@
 //! table layouts, and `caravan dev`, which runs every service and a client
 //! node in one process.
 //!
-//! [`args`] is the command line, [`commands`] the verbs, [`views`] and
-//! [`monitor`] what they print, [`api`] and [`lookup`] how they ask, and
-//! [`dev`] the one-process cluster.
+//! `args` is the command line, `commands` the verbs, `views` and `monitor`
+//! what they print, `api` and `lookup` how they ask, and `dev` the
+//! one-process cluster ([`DevCluster`]).
 
-pub mod api;
-pub mod args;
-pub mod commands;
-pub mod dev;
-pub mod error;
-pub mod format;
-pub mod lookup;
-pub mod monitor;
-pub mod placement;
-pub mod ui;
-pub mod views;
+mod api;
+mod args;
+mod commands;
+mod dev;
+mod error;
+mod format;
+mod lookup;
+mod monitor;
+mod placement;
+mod ui;
+mod views;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
 pub use api::{Api, DEFAULT_ADDRESS};
-pub use dev::{DevCluster, DevOptions};
+pub use dev::{DevAddresses, DevCluster, DevOptions};
 pub use error::CliError;
 pub use ui::{Captured, Ui};
 

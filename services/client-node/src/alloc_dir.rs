@@ -71,6 +71,7 @@ impl AllocDir {
     }
 
     /// The alloc's root directory.
+    #[cfg(test)]
     pub fn root(&self) -> &Path {
         &self.root
     }

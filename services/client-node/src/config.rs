@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use caravan_runtime::service::ServiceConfig;
 use caravan_runtime::telemetry::TelemetryConfig;
 use serde::{Deserialize, Serialize};
 
@@ -11,6 +12,10 @@ use crate::error::ClientError;
 
 /// Default gRPC port of a client node.
 pub const DEFAULT_PORT: u16 = 4660;
+
+/// Time beyond the longest kill timeout for the rest of a shutdown that
+/// stops tasks (their final status updates, the server's drain).
+const TASK_STOP_MARGIN: Duration = Duration::from_secs(5);
 
 /// Configuration of a client node (or of N simulated ones).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -204,6 +209,36 @@ impl ClientConfig {
     }
 }
 
+impl ServiceConfig for ClientConfig {
+    const LIST_KEYS: &'static [&'static str] = ClientConfig::LIST_KEYS;
+
+    fn telemetry(&self) -> &TelemetryConfig {
+        &self.telemetry
+    }
+
+    fn grpc_addr(&self) -> &str {
+        &self.grpc_addr
+    }
+
+    fn advertise_addr(&self) -> &str {
+        &self.advertise_addr
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        Ok(ClientConfig::validate(self)?)
+    }
+
+    /// Stopping tasks on shutdown may take up to their kill timeout: the
+    /// deadline must not cut that short and leave them running.
+    fn min_shutdown_deadline(&self) -> Duration {
+        if self.stop_tasks_on_shutdown {
+            Duration::from_millis(self.max_kill_timeout_ms) + TASK_STOP_MARGIN
+        } else {
+            Duration::ZERO
+        }
+    }
+}
+
 fn split_list(items: &[String]) -> Vec<String> {
     items
         .iter()
@@ -226,7 +261,7 @@ mod tests {
 
     #[test]
     fn env_lists_and_overrides_load() {
-        let conf: ClientConfig = ConfigLoader::new("client-node")
+        let conf: ClientConfig = ConfigLoader::new(caravan_runtime::names::CLIENT_NODE)
             .list_keys(ClientConfig::LIST_KEYS)
             .with_env(vec![(
                 "CARAVAN_CLIENT_NODE__SERVERS".into(),
@@ -237,7 +272,7 @@ mod tests {
             .load(&ClientConfig::default())
             .unwrap();
         assert_eq!(conf.servers, vec!["10.0.0.1:4647", "10.0.0.2:4647"]);
-        let flags: ClientConfig = ConfigLoader::new("client-node")
+        let flags: ClientConfig = ConfigLoader::new(caravan_runtime::names::CLIENT_NODE)
             .list_keys(ClientConfig::LIST_KEYS)
             .with_env(vec![])
             .set("servers", "a:1, b:2")

@@ -88,11 +88,6 @@ impl Gateway {
         })
     }
 
-    /// The addresses, in failover order.
-    pub fn addrs(&self) -> &[String] {
-        &self.inner.addrs
-    }
-
     fn client(&self, lane: Lane, i: usize) -> Client {
         let channels = match lane {
             Lane::Bulk => &self.inner.bulk,

@@ -76,11 +76,6 @@ impl HealthTracker {
         })
     }
 
-    /// The verdict, once there is one.
-    pub fn verdict(&self) -> Option<bool> {
-        self.verdict
-    }
-
     /// Looks at the tasks at `now`; returns the verdict when it is reached now.
     pub fn observe(
         &mut self,

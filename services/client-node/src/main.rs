@@ -1,5 +1,10 @@
 //! The `caravan-client-node` binary.
 
+use std::process::ExitCode;
+
+use caravan_client_node::{Args, ClientNodeService};
+use clap::Parser;
+
 /// mimalloc: the services allocate and free many short-lived buffers per
 /// request (protobuf messages, transactions, stream frames), which glibc's
 /// allocator hands back to the kernel and faults in again (see
@@ -7,6 +12,6 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn main() -> std::process::ExitCode {
-    caravan_client_node::main()
+fn main() -> ExitCode {
+    caravan_runtime::service::main_with(ClientNodeService, Args::parse().into_service_args())
 }

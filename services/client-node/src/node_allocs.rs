@@ -64,6 +64,7 @@ impl NodeAllocs {
     }
 
     /// Allocs with a runner that hasn't been told to go away.
+    #[cfg(test)]
     pub fn running(&self) -> usize {
         self.runners.values().filter(|e| !e.destroyed).count()
     }

@@ -78,6 +78,7 @@ impl RestartTracker {
     }
 
     /// The same tracker without random jitter (deterministic delays).
+    #[cfg(test)]
     pub fn without_jitter(mut self) -> Self {
         self.jitter = false;
         self

@@ -76,14 +76,10 @@ impl SharedJobs {
     }
 
     /// Job versions some node still holds.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         let inner = self.inner.lock();
         inner.jobs.values().filter(|j| j.strong_count() > 0).count()
-    }
-
-    /// Whether no node holds any job version.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -153,6 +153,7 @@ impl TaskEnv {
     }
 
     /// The variables by name.
+    #[cfg(test)]
     pub fn vars(&self) -> &BTreeMap<String, String> {
         &self.vars
     }

@@ -9,7 +9,6 @@ mod common;
 
 use std::time::Duration;
 
-use caravan_client_node::start;
 use caravan_proto::client_node_service_client::ClientNodeServiceClient;
 use caravan_proto::{AllocClientStatus, JobType, ReadLogsRequest};
 use common::*;
@@ -27,7 +26,7 @@ async fn registers_heartbeats_and_runs_pushed_allocs_with_batched_updates() {
     let client = start(config(addr, dir.path()), shutdown.clone())
         .await
         .unwrap();
-    let node_id = client.node_ids[0].clone();
+    let node_id = client.ready.node_ids[0].clone();
 
     eventually(WAIT, "registration", || {
         fake.seen.lock().registrations.len() == 1
@@ -36,7 +35,7 @@ async fn registers_heartbeats_and_runs_pushed_allocs_with_batched_updates() {
     let node = fake.seen.lock().registrations[0].clone();
     assert_eq!(node.id, node_id);
     assert_eq!(node.name, "test-node");
-    assert_eq!(node.http_addr, client.advertised);
+    assert_eq!(node.http_addr, client.ready.advertised);
     assert_eq!(node.resources.as_ref().unwrap().cpu_mhz, 4000);
     assert_eq!(node.attributes["driver.raw_exec"], "1");
     assert!(node.drivers["mock"].healthy);
@@ -102,7 +101,7 @@ async fn failing_tasks_restart_per_policy_then_fail_the_alloc() {
     let client = start(config(addr, dir.path()), shutdown.clone())
         .await
         .unwrap();
-    let node_id = client.node_ids[0].clone();
+    let node_id = client.ready.node_ids[0].clone();
     let job = job(
         "flaky",
         JobType::Service,
@@ -144,7 +143,7 @@ async fn leader_exit_stops_the_other_tasks_and_a_failure_kills_siblings() {
     let client = start(config(addr, dir.path()), shutdown.clone())
         .await
         .unwrap();
-    let node_id = client.node_ids[0].clone();
+    let node_id = client.ready.node_ids[0].clone();
 
     let mut leader = task("main", "mock", vec![("run_for", s("200ms"))]);
     leader.leader = true;
@@ -202,7 +201,7 @@ async fn raw_exec_task_runs_logs_are_served_and_stop_kills_it() {
     let client = start(config(addr, dir.path()), shutdown.clone())
         .await
         .unwrap();
-    let node_id = client.node_ids[0].clone();
+    let node_id = client.ready.node_ids[0].clone();
 
     let mut t = sh_task(
         "web",
@@ -227,7 +226,7 @@ async fn raw_exec_task_runs_logs_are_served_and_stop_kills_it() {
     assert!(alloc_dir.join("web/local").is_dir());
     assert!(alloc_dir.join("web/secrets").is_dir());
 
-    let mut logs = ClientNodeServiceClient::connect(format!("http://{}", client.addr))
+    let mut logs = ClientNodeServiceClient::connect(format!("http://{}", client.local_addr))
         .await
         .unwrap();
     let mut stream = logs
@@ -275,13 +274,13 @@ async fn raw_exec_task_runs_logs_are_served_and_stop_kills_it() {
         .trim()
         .parse()
         .unwrap();
-    assert!(caravan_client_node::driver::proc_stat(pid).is_some_and(|s| s.alive()));
+    assert!(caravan_client_node::proc_stat(pid).is_some_and(|s| s.alive()));
     fake.push(&node_id, vec![stopped(a.clone())], vec![]);
     eventually(WAIT, "alloc complete after stop", || {
         fake.status(&a.id) == Some(AllocClientStatus::Complete)
     })
     .await;
-    assert!(!caravan_client_node::driver::proc_stat(pid).is_some_and(|s| s.alive()));
+    assert!(!caravan_client_node::proc_stat(pid).is_some_and(|s| s.alive()));
     let u = fake.update(&a.id).unwrap();
     let kinds: Vec<&str> = u.task_states["web"]
         .events
@@ -311,7 +310,7 @@ async fn dispatch_payload_lands_in_the_task_dir() {
     let client = start(config(addr, dir.path()), shutdown.clone())
         .await
         .unwrap();
-    let node_id = client.node_ids[0].clone();
+    let node_id = client.ready.node_ids[0].clone();
     let mut t = sh_task("read", "cat $NOMAD_TASK_DIR/in/payload.txt");
     t.dispatch_payload_file = "in/payload.txt".into();
     let mut job = job("disp", JobType::Batch, vec![t]);
@@ -349,7 +348,7 @@ async fn registers_again_when_forgotten_and_fails_over_between_gateways() {
     conf.servers = vec![dead.to_string(), addr.to_string()];
     let shutdown = CancellationToken::new();
     let client = start(conf, shutdown.clone()).await.unwrap();
-    let node_id = client.node_ids[0].clone();
+    let node_id = client.ready.node_ids[0].clone();
     eventually(WAIT, "registration through the second gateway", || {
         fake.seen.lock().registrations.len() == 1
     })
@@ -382,7 +381,7 @@ async fn status_updates_survive_gateway_errors_without_going_backwards() {
     let client = start(config(addr, dir.path()), shutdown.clone())
         .await
         .unwrap();
-    let node_id = client.node_ids[0].clone();
+    let node_id = client.ready.node_ids[0].clone();
     eventually(WAIT, "registration", || {
         fake.seen.lock().registrations.len() == 1
     })
@@ -432,7 +431,7 @@ async fn allocs_missing_a_driver_or_stopped_before_start_are_settled() {
     let client = start(config(addr, dir.path()), shutdown.clone())
         .await
         .unwrap();
-    let node_id = client.node_ids[0].clone();
+    let node_id = client.ready.node_ids[0].clone();
     let job_a = job(
         "dockery",
         JobType::Service,
@@ -474,7 +473,7 @@ async fn lifecycle_hooks_run_in_order_and_sidecars_stop_with_the_main_task() {
     let client = start(config(addr, dir.path()), shutdown.clone())
         .await
         .unwrap();
-    let node_id = client.node_ids[0].clone();
+    let node_id = client.ready.node_ids[0].clone();
     let hook = |mut t: caravan_proto::Task, hook: &str, sidecar: bool| {
         t.lifecycle = Some(caravan_proto::TaskLifecycle {
             hook: hook.into(),
@@ -542,7 +541,7 @@ async fn deployment_health_is_decided_by_the_client() {
     let client = start(config(addr, dir.path()), shutdown.clone())
         .await
         .unwrap();
-    let node_id = client.node_ids[0].clone();
+    let node_id = client.ready.node_ids[0].clone();
     let update = caravan_proto::UpdateStrategy {
         max_parallel: 1,
         health_check: "task_states".into(),

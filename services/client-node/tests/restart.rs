@@ -10,8 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use caravan_client_node::driver::proc_stat;
-use caravan_client_node::{Client, start};
+use caravan_client_node::proc_stat;
 use caravan_proto::{AllocClientStatus, Allocation, JobType};
 use common::*;
 use nix::sys::signal::{Signal, kill};
@@ -92,14 +91,17 @@ fn alive(pid: i32) -> bool {
 async fn reattaches_to_a_live_task_and_stops_it_later() {
     let scene = Scene::new().await;
     let (first, shutdown) = scene.client().await;
-    let node_id = first.node_ids[0].clone();
+    let node_id = first.ready.node_ids[0].clone();
     let (a, pid) = scene.run_one(&node_id).await;
     stop(first, shutdown).await;
     assert!(alive(pid), "the task outlives the client");
 
     let calls_before = scene.fake.seen.lock().update_calls.len();
     let (second, shutdown) = scene.client().await;
-    assert_eq!(second.node_ids[0], node_id, "the node id is persisted");
+    assert_eq!(
+        second.ready.node_ids[0], node_id,
+        "the node id is persisted"
+    );
     eventually(WAIT, "running reported again", || {
         let seen = scene.fake.seen.lock();
         seen.update_calls[calls_before.min(seen.update_calls.len())..]
@@ -127,7 +129,7 @@ async fn reattaches_to_a_live_task_and_stops_it_later() {
 async fn a_task_that_died_while_the_client_was_down_is_lost_not_restarted() {
     let scene = Scene::new().await;
     let (first, shutdown) = scene.client().await;
-    let node_id = first.node_ids[0].clone();
+    let node_id = first.ready.node_ids[0].clone();
     let (a, pid) = scene.run_one(&node_id).await;
     stop(first, shutdown).await;
     kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
@@ -153,7 +155,7 @@ async fn a_task_that_died_while_the_client_was_down_is_lost_not_restarted() {
 async fn tasks_of_allocs_dropped_while_down_are_stopped_and_cleaned_up() {
     let scene = Scene::new().await;
     let (first, shutdown) = scene.client().await;
-    let node_id = first.node_ids[0].clone();
+    let node_id = first.ready.node_ids[0].clone();
     let (a, pid) = scene.run_one(&node_id).await;
     stop(first, shutdown).await;
     scene.fake.push(&node_id, vec![], vec![]);
@@ -179,7 +181,7 @@ async fn tasks_of_allocs_dropped_while_down_are_stopped_and_cleaned_up() {
 async fn repeated_alloc_sets_never_start_a_second_copy() {
     let scene = Scene::new().await;
     let (client, shutdown) = scene.client().await;
-    let node_id = client.node_ids[0].clone();
+    let node_id = client.ready.node_ids[0].clone();
     let (a, pid) = scene.run_one(&node_id).await;
     let job = scene.fake.current(&node_id).jobs[0].clone();
     for i in 0..5 {

@@ -9,7 +9,6 @@ mod common;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use caravan_client_node::start;
 use caravan_proto::{AllocClientStatus, JobType};
 use common::*;
 use tokio_util::sync::CancellationToken;
@@ -36,7 +35,7 @@ async fn simulate_200_registers_200_nodes_that_run_allocs() {
     conf.simulate_nodes_per_channel = 50;
     let shutdown = CancellationToken::new();
     let client = start(conf, shutdown.clone()).await.unwrap();
-    assert_eq!(client.node_ids.len(), 200);
+    assert_eq!(client.ready.node_ids.len(), 200);
 
     eventually(Duration::from_secs(15), "200 registrations", || {
         fake.seen.lock().registrations.len() >= 200
@@ -78,7 +77,7 @@ async fn simulate_200_registers_200_nodes_that_run_allocs() {
         vec![sh_task("web", "this never runs on a simulated node")],
     );
     let mut placed = Vec::new();
-    for (i, node) in client.node_ids.iter().take(20).enumerate() {
+    for (i, node) in client.ready.node_ids.iter().take(20).enumerate() {
         let a = alloc(&job, i as u32);
         fake.push(node, vec![a.clone()], vec![job.clone()]);
         placed.push((node.clone(), a));
@@ -122,11 +121,11 @@ async fn simulated_node_ids_survive_a_restart() {
     conf.simulate = 3;
     let shutdown = CancellationToken::new();
     let first = start(conf.clone(), shutdown.clone()).await.unwrap();
-    let ids = first.node_ids.clone();
+    let ids = first.ready.node_ids.clone();
     stop(first, shutdown).await;
     let shutdown = CancellationToken::new();
     let second = start(conf, shutdown.clone()).await.unwrap();
-    assert_eq!(second.node_ids, ids);
+    assert_eq!(second.ready.node_ids, ids);
     stop(second, shutdown).await;
     stop_fake.cancel();
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use caravan_runtime::service::ServiceConfig;
+use caravan_runtime::service::{ServiceConfig, StoreSection};
 use caravan_runtime::store::StoreConfig;
 use caravan_runtime::telemetry::TelemetryConfig;
 use serde::{Deserialize, Serialize};
@@ -51,6 +51,16 @@ impl ServiceConfig for DeploymentWatcherConfig {
         &self.telemetry
     }
 
+    fn grpc_addr(&self) -> &str {
+        &self.grpc_addr
+    }
+
+    fn advertise_addr(&self) -> &str {
+        &self.advertise_addr
+    }
+}
+
+impl StoreSection for DeploymentWatcherConfig {
     fn store(&self) -> &StoreConfig {
         &self.store
     }
@@ -84,15 +94,16 @@ mod tests {
         let d = DeploymentWatcherConfig::default();
         assert_eq!(d.grpc_addr, "0.0.0.0:4653");
         assert_eq!(d.eval_batch_window(), Duration::from_secs(1));
-        let conf: DeploymentWatcherConfig = ConfigLoader::new("deployment-watcher")
-            .with_env(vec![(
-                "CARAVAN_DEPLOYMENT_WATCHER__EVAL_BATCH_WINDOW_MS".into(),
-                "50".into(),
-            )])
-            .set_all(["grpc_addr=127.0.0.1:0", "leader_ttl_ms=2000"])
-            .unwrap()
-            .load(&DeploymentWatcherConfig::default())
-            .unwrap();
+        let conf: DeploymentWatcherConfig =
+            ConfigLoader::new(caravan_runtime::names::DEPLOYMENT_WATCHER)
+                .with_env(vec![(
+                    "CARAVAN_DEPLOYMENT_WATCHER__EVAL_BATCH_WINDOW_MS".into(),
+                    "50".into(),
+                )])
+                .set_all(["grpc_addr=127.0.0.1:0", "leader_ttl_ms=2000"])
+                .unwrap()
+                .load(&DeploymentWatcherConfig::default())
+                .unwrap();
         assert_eq!(conf.eval_batch_window(), Duration::from_millis(50));
         assert_eq!(conf.grpc_addr, "127.0.0.1:0");
         assert_eq!(conf.leader_ttl(), Duration::from_secs(2));

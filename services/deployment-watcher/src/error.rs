@@ -1,12 +1,10 @@
 //! The watcher's one error type and its one mapping to gRPC statuses.
 
+use caravan_runtime::names::DEPLOYMENT_WATCHER;
 use caravan_runtime::status;
 use caravan_state::StateError;
 use caravan_store::{LeadershipError, StoreError};
 use tonic::Status;
-
-/// The service name in status messages and the election.
-pub const SERVICE: &str = "deployment-watcher";
 
 /// What can go wrong in the watcher.
 #[derive(Debug, thiserror::Error)]
@@ -73,8 +71,10 @@ impl WatcherError {
 impl From<WatcherError> for Status {
     fn from(err: WatcherError) -> Self {
         match &err {
-            WatcherError::NotLeader { leader } => status::not_leader(SERVICE, leader.as_deref()),
-            WatcherError::Deposed => status::not_leader(SERVICE, None),
+            WatcherError::NotLeader { leader } => {
+                status::not_leader(DEPLOYMENT_WATCHER, leader.as_deref())
+            }
+            WatcherError::Deposed => status::not_leader(DEPLOYMENT_WATCHER, None),
             WatcherError::InvalidArgument { field, problem } => {
                 status::invalid_field(field, problem)
             }

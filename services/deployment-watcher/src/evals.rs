@@ -88,6 +88,7 @@ impl EvalBatcher {
     }
 
     /// Whether `deployment_id` waits for an evaluation.
+    #[cfg(test)]
     pub fn is_pending(&self, deployment_id: &str) -> bool {
         self.pending.contains_key(deployment_id)
     }

@@ -11,121 +11,99 @@
 //! allocation or a passed progress deadline, with auto-revert registering
 //! the latest stable version again; success with the version marked
 //! stable; automatic promotion of healthy canaries. Operators steer through
-//! [`grpc`] (promote, fail, pause and resume, allocation health). Standbys
+//! `grpc` (promote, fail, pause and resume, allocation health). Standbys
 //! keep their cache warm and answer with the leader's address.
 //!
-//! The decisions ([`assess`], [`steer`], [`revert`], [`evals`]) are pure
-//! and take the time as an argument; [`term`] and [`operator`] wire them to
-//! the cache and the store through [`writes`].
+//! The decisions (`assess`, `steer`, `revert`, `evals`) are pure and take
+//! the time as an argument; `term` and `operator` wire them to the cache and
+//! the store through `writes` ([`DeploymentWriter`]).
+//! [`DeploymentWatcherService`] is how a process or `caravan dev` runs it.
 
-pub mod assess;
-pub mod config;
-pub mod error;
-pub mod evals;
-pub mod grpc;
-pub mod operator;
-pub mod revert;
-pub mod steer;
-pub mod term;
-pub mod watcher;
-pub mod writes;
+mod assess;
+mod config;
+mod error;
+mod evals;
+mod grpc;
+mod operator;
+mod revert;
+mod steer;
+mod term;
+mod watcher;
+mod writes;
 
 use std::sync::Arc;
 
 use anyhow::Context;
-use caravan_proto::deployment_watcher_service_server::DeploymentWatcherServiceServer;
-use caravan_runtime::grpc::advertise_addr;
+use caravan_proto::deployment_watcher_service_server::{self, DeploymentWatcherServiceServer};
 use caravan_runtime::leader::{Candidate, serve_and_lead};
-use caravan_state::{AllocDetail, Informer, InformerConfig, Keyspace};
+use caravan_runtime::names::DEPLOYMENT_WATCHER;
+use caravan_runtime::service::{Service, Serving};
 use caravan_store::{Store, election_name};
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 
 pub use config::DeploymentWatcherConfig;
-pub use error::{SERVICE, WatcherError};
-pub use grpc::DeploymentWatcherGrpc;
-pub use watcher::DeploymentWatcher;
+pub use error::WatcherError;
+pub use writes::DeploymentWriter;
 
-/// Runs the deployment watcher on `config.grpc_addr` until `shutdown` fires.
-pub async fn run(
-    config: DeploymentWatcherConfig,
-    store: Arc<dyn Store>,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    let listener = caravan_runtime::grpc::listen(&config.grpc_addr).await?;
-    serve(config, store, listener, shutdown).await
-}
+use crate::grpc::DeploymentWatcherGrpc;
+use crate::watcher::DeploymentWatcher;
 
-/// Runs the deployment watcher on an already bound listener (port 0 in
-/// tests and `caravan dev`) until `shutdown` fires: serves gRPC and health,
-/// keeps the watch cache, and campaigns for leadership, leading while it
-/// wins.
-pub async fn serve(
-    config: DeploymentWatcherConfig,
-    store: Arc<dyn Store>,
-    listener: TcpListener,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    let local = listener
-        .local_addr()
-        .context("reading the listener's address")?;
-    let advertise = advertise_addr(&config.advertise_addr, local);
-    let keyspace = Keyspace::new(&config.store.prefix);
-    let informer = Arc::new(
-        Informer::start(
+/// The deployment watcher as a service: serves gRPC, keeps the watch
+/// cache, and campaigns for leadership, leading while it wins.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeploymentWatcherService;
+
+impl Service for DeploymentWatcherService {
+    const NAME: &'static str = DEPLOYMENT_WATCHER;
+    const LEADER_ELECTED: bool = true;
+    const GRPC_SERVICES: &'static [&'static str] =
+        &[deployment_watcher_service_server::SERVICE_NAME];
+    type Config = DeploymentWatcherConfig;
+    type Store = Arc<dyn Store>;
+    type Ready = ();
+
+    async fn serve(
+        self,
+        config: DeploymentWatcherConfig,
+        store: Arc<dyn Store>,
+        serving: Serving<()>,
+    ) -> anyhow::Result<()> {
+        let prefix = config.store.prefix.clone();
+        let informer = caravan_runtime::cache::start_lean(&store, &prefix).await?;
+        let config = Arc::new(config);
+        let watcher = Arc::new(DeploymentWatcher::new(
             Arc::clone(&store),
-            keyspace.clone(),
-            // Allocations are only read here (a rewrite reads the store
-            // first), so the cache keeps the lean copy.
-            InformerConfig {
-                alloc_detail: AllocDetail::Scheduling,
-                ..InformerConfig::default()
+            Arc::clone(&informer),
+            Arc::clone(&config),
+            election_name(&prefix, DEPLOYMENT_WATCHER),
+            serving.advertise_addr.clone(),
+        ));
+        let router = serving
+            .router
+            .add_service(DeploymentWatcherServiceServer::new(
+                DeploymentWatcherGrpc::new(Arc::clone(&watcher)),
+            ));
+        tracing::info!(local = %serving.local_addr, advertise = %serving.advertise_addr, prefix, "deployment-watcher listening");
+        serving.ready.report(());
+        let candidate = Candidate {
+            store,
+            prefix,
+            service: DEPLOYMENT_WATCHER,
+            address: serving.advertise_addr,
+            ttl: config.leader_ttl(),
+        };
+        let served = serve_and_lead(
+            router,
+            serving.listener,
+            candidate,
+            serving.shutdown,
+            |leadership, term_stop| {
+                let watcher = Arc::clone(&watcher);
+                async move { watcher.lead(leadership, term_stop).await }
             },
         )
-        .await
-        .context("starting the watch cache")?,
-    );
-    let config = Arc::new(config);
-    let watcher = Arc::new(DeploymentWatcher::new(
-        Arc::clone(&store),
-        Arc::clone(&informer),
-        Arc::clone(&config),
-        election_name(keyspace.prefix(), SERVICE),
-        advertise.clone(),
-    ));
-
-    let health = caravan_runtime::grpc::health_serving::<
-        DeploymentWatcherServiceServer<DeploymentWatcherGrpc>,
-    >()
-    .await;
-    let router = caravan_runtime::grpc::server()
-        .add_service(health)
-        .add_service(DeploymentWatcherServiceServer::new(
-            DeploymentWatcherGrpc::new(Arc::clone(&watcher)),
-        ));
-    tracing::info!(%local, advertise = %advertise, prefix = keyspace.prefix(), "deployment-watcher listening");
-
-    let candidate = Candidate {
-        store: Arc::clone(&store),
-        prefix: keyspace.prefix().to_string(),
-        service: SERVICE,
-        address: advertise,
-        ttl: config.leader_ttl(),
-    };
-    let served = serve_and_lead(
-        router,
-        listener,
-        candidate,
-        shutdown,
-        |leadership, term_stop| {
-            let watcher = Arc::clone(&watcher);
-            async move { watcher.lead(leadership, term_stop).await }
-        },
-    )
-    .await;
-    drop(watcher);
-    if let Ok(informer) = Arc::try_unwrap(informer) {
-        informer.shutdown().await;
+        .await;
+        drop(watcher);
+        caravan_runtime::cache::stop(informer).await;
+        served.context("serving gRPC")
     }
-    served.context("serving gRPC")
 }

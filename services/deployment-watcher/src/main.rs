@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use caravan_deployment_watcher::{DeploymentWatcherConfig, SERVICE, run};
+use caravan_deployment_watcher::DeploymentWatcherService;
 
 /// mimalloc: the services allocate and free many short-lived buffers per
 /// request (protobuf messages, transactions, stream frames), which glibc's
@@ -12,5 +12,5 @@ use caravan_deployment_watcher::{DeploymentWatcherConfig, SERVICE, run};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    caravan_runtime::service::main::<DeploymentWatcherConfig, _, _>(SERVICE, run)
+    caravan_runtime::service::main(DeploymentWatcherService)
 }

@@ -47,11 +47,6 @@ impl DeploymentWatcher {
         }
     }
 
-    /// Whether this replica leads.
-    pub fn is_leading(&self) -> bool {
-        self.terms.is_leading()
-    }
-
     /// The current term, or the not-leader error naming the leader.
     pub async fn term(&self) -> Result<Arc<LeaderTerm>, WatcherError> {
         self.terms

@@ -48,6 +48,7 @@ impl BlockedEvals {
     }
 
     /// Whether none are held.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.evals.is_empty()
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use caravan_runtime::term::{CurrentTerm, wait_until_released};
-use caravan_state::{Informer, Keyspace};
+use caravan_state::Informer;
 use caravan_store::{Leadership, Store};
 use tokio_util::sync::CancellationToken;
 
@@ -49,11 +49,6 @@ impl EvalBroker {
             informer,
             config,
         }
-    }
-
-    /// Whether this replica leads with its queues restored.
-    pub fn is_leading(&self) -> bool {
-        self.terms.is_leading()
     }
 
     /// The current term, or the not-leader error naming the leader.
@@ -112,10 +107,5 @@ impl EvalBroker {
         term.ready.notify_waiters();
         wait_until_released(&term, DRAIN_TIMEOUT).await;
         tracing::info!("eval broker term ended");
-    }
-
-    /// The keyspace the broker works in.
-    pub fn keyspace(&self) -> &Keyspace {
-        self.informer.keyspace()
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use caravan_runtime::service::ServiceConfig;
+use caravan_runtime::service::{ServiceConfig, StoreSection};
 use caravan_runtime::store::StoreConfig;
 use caravan_runtime::telemetry::TelemetryConfig;
 use serde::{Deserialize, Serialize};
@@ -118,6 +118,16 @@ impl ServiceConfig for EvalBrokerConfig {
         &self.telemetry
     }
 
+    fn grpc_addr(&self) -> &str {
+        &self.grpc_addr
+    }
+
+    fn advertise_addr(&self) -> &str {
+        &self.advertise_addr
+    }
+}
+
+impl StoreSection for EvalBrokerConfig {
     fn store(&self) -> &StoreConfig {
         &self.store
     }

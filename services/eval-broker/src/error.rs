@@ -1,14 +1,12 @@
 //! The broker's one error type and its one mapping to gRPC statuses.
 
+use caravan_runtime::names::EVAL_BROKER;
 use caravan_runtime::status;
 use caravan_state::StateError;
 use caravan_store::{LeadershipError, StoreError};
 use tonic::Status;
 
 use crate::queues::QueueError;
-
-/// The service name in status messages and the election.
-pub const SERVICE: &str = "eval-broker";
 
 /// What can go wrong in the broker.
 #[derive(Debug, thiserror::Error)]
@@ -87,8 +85,8 @@ impl BrokerError {
 impl From<BrokerError> for Status {
     fn from(err: BrokerError) -> Self {
         match &err {
-            BrokerError::NotLeader { leader } => status::not_leader(SERVICE, leader.as_deref()),
-            BrokerError::Deposed => status::not_leader(SERVICE, None),
+            BrokerError::NotLeader { leader } => status::not_leader(EVAL_BROKER, leader.as_deref()),
+            BrokerError::Deposed => status::not_leader(EVAL_BROKER, None),
             BrokerError::InvalidArgument { field, problem } => {
                 status::invalid_field(field, problem)
             }

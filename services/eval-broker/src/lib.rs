@@ -7,125 +7,103 @@
 //! limit, failed follow-ups, blocked evals and their unblocking, and the
 //! writes of workers checked against their token), and marks nodes down
 //! when their heartbeat lease expires. The leader also launches periodic
-//! jobs ([`periodic`]), collects garbage ([`gc`]) and enforces drain
-//! deadlines ([`drain`]). Standbys keep their cache warm and answer with
+//! jobs (`periodic`), collects garbage (`gc`) and enforces drain deadlines
+//! (`drain`). Standbys keep their cache warm and answer with
 //! the leader's address.
 //!
-//! The queue logic ([`queues::EvalQueues`], [`blocked::BlockedEvals`]) and
-//! the launch, collection and drain decisions are pure and driven by a
-//! clock the caller passes in; [`term`], [`follow`] and the runners wire
-//! them to the store; [`grpc`] is the transport.
+//! The queue logic (`queues::EvalQueues`, `blocked::BlockedEvals`) and the
+//! launch, collection and drain decisions are pure and driven by a clock
+//! the caller passes in; `term`, `follow` and the runners wire them to the
+//! store; `grpc` is the transport. [`EvalBrokerService`] is how a process
+//! or `caravan dev` runs it.
 
-pub mod blocked;
-pub mod broker;
-pub mod config;
-pub mod drain;
-pub mod error;
-pub mod evals;
-pub mod follow;
-pub mod gc;
-pub mod grpc;
-pub mod nodes;
-pub mod periodic;
-pub mod queues;
-pub mod term;
+mod blocked;
+mod broker;
+mod config;
+mod drain;
+mod error;
+mod evals;
+mod follow;
+mod gc;
+mod grpc;
+mod nodes;
+mod periodic;
+mod queues;
+mod term;
 #[cfg(test)]
 mod testing;
-pub mod writes;
+mod writes;
 
 use std::sync::Arc;
 
 use anyhow::Context;
-use caravan_proto::eval_broker_service_server::EvalBrokerServiceServer;
-use caravan_runtime::grpc::advertise_addr;
+use caravan_proto::eval_broker_service_server::{self, EvalBrokerServiceServer};
 use caravan_runtime::leader::{Candidate, serve_and_lead};
-use caravan_state::{AllocDetail, Informer, InformerConfig, Keyspace};
+use caravan_runtime::names::EVAL_BROKER;
+use caravan_runtime::service::{Service, Serving};
 use caravan_store::{Store, election_name};
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 
-pub use broker::EvalBroker;
 pub use config::{EvalBrokerConfig, GcConfig};
-pub use error::{BrokerError, SERVICE};
-pub use grpc::EvalBrokerGrpc;
 
-/// Runs the eval broker on `config.grpc_addr` until `shutdown` fires.
-pub async fn run(
-    config: EvalBrokerConfig,
-    store: Arc<dyn Store>,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    let listener = caravan_runtime::grpc::listen(&config.grpc_addr).await?;
-    serve(config, store, listener, shutdown).await
-}
+use crate::broker::EvalBroker;
+use crate::grpc::EvalBrokerGrpc;
 
-/// Runs the eval broker on an already bound listener (port 0 in tests and
-/// `caravan dev`) until `shutdown` fires: serves gRPC and health, keeps the
-/// watch cache, and campaigns for leadership, leading while it wins.
-pub async fn serve(
-    config: EvalBrokerConfig,
-    store: Arc<dyn Store>,
-    listener: TcpListener,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    let local = listener
-        .local_addr()
-        .context("reading the listener's address")?;
-    let advertise = advertise_addr(&config.advertise_addr, local);
-    let keyspace = Keyspace::new(&config.store.prefix);
-    let informer = Arc::new(
-        Informer::start(
+/// The eval broker as a service: serves gRPC, keeps the watch cache, and
+/// campaigns for leadership, leading while it wins.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EvalBrokerService;
+
+impl Service for EvalBrokerService {
+    const NAME: &'static str = EVAL_BROKER;
+    const LEADER_ELECTED: bool = true;
+    const GRPC_SERVICES: &'static [&'static str] = &[eval_broker_service_server::SERVICE_NAME];
+    type Config = EvalBrokerConfig;
+    type Store = Arc<dyn Store>;
+    type Ready = ();
+
+    async fn serve(
+        self,
+        config: EvalBrokerConfig,
+        store: Arc<dyn Store>,
+        serving: Serving<()>,
+    ) -> anyhow::Result<()> {
+        let prefix = config.store.prefix.clone();
+        let informer = caravan_runtime::cache::start_lean(&store, &prefix).await?;
+        let config = Arc::new(config);
+        let broker = Arc::new(EvalBroker::new(
             Arc::clone(&store),
-            keyspace.clone(),
-            // Allocations are only read here (a rewrite reads the store
-            // first), so the cache keeps the lean copy.
-            InformerConfig {
-                alloc_detail: AllocDetail::Scheduling,
-                ..InformerConfig::default()
+            Arc::clone(&informer),
+            Arc::clone(&config),
+            election_name(&prefix, EVAL_BROKER),
+            serving.advertise_addr.clone(),
+        ));
+        let router = serving
+            .router
+            .add_service(EvalBrokerServiceServer::new(EvalBrokerGrpc::new(
+                Arc::clone(&broker),
+            )));
+        tracing::info!(local = %serving.local_addr, advertise = %serving.advertise_addr, prefix, "eval-broker listening");
+        serving.ready.report(());
+        let candidate = Candidate {
+            store,
+            prefix,
+            service: EVAL_BROKER,
+            address: serving.advertise_addr,
+            ttl: config.leader_ttl(),
+        };
+        let served = serve_and_lead(
+            router,
+            serving.listener,
+            candidate,
+            serving.shutdown,
+            |leadership, term_stop| {
+                let broker = Arc::clone(&broker);
+                async move { broker.lead(leadership, term_stop).await }
             },
         )
-        .await
-        .context("starting the watch cache")?,
-    );
-    let config = Arc::new(config);
-    let broker = Arc::new(EvalBroker::new(
-        Arc::clone(&store),
-        Arc::clone(&informer),
-        Arc::clone(&config),
-        election_name(keyspace.prefix(), SERVICE),
-        advertise.clone(),
-    ));
-
-    let health =
-        caravan_runtime::grpc::health_serving::<EvalBrokerServiceServer<EvalBrokerGrpc>>().await;
-    let router = caravan_runtime::grpc::server()
-        .add_service(health)
-        .add_service(EvalBrokerServiceServer::new(EvalBrokerGrpc::new(
-            Arc::clone(&broker),
-        )));
-    tracing::info!(%local, advertise = %advertise, prefix = keyspace.prefix(), "eval-broker listening");
-
-    let candidate = Candidate {
-        store: Arc::clone(&store),
-        prefix: keyspace.prefix().to_string(),
-        service: SERVICE,
-        address: advertise,
-        ttl: config.leader_ttl(),
-    };
-    let served = serve_and_lead(
-        router,
-        listener,
-        candidate,
-        shutdown,
-        |leadership, term_stop| {
-            let broker = Arc::clone(&broker);
-            async move { broker.lead(leadership, term_stop).await }
-        },
-    )
-    .await;
-    drop(broker);
-    if let Ok(informer) = Arc::try_unwrap(informer) {
-        informer.shutdown().await;
+        .await;
+        drop(broker);
+        caravan_runtime::cache::stop(informer).await;
+        served.context("serving gRPC")
     }
-    served.context("serving gRPC")
 }

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use caravan_eval_broker::{EvalBrokerConfig, SERVICE, run};
+use caravan_eval_broker::EvalBrokerService;
 
 /// mimalloc: the services allocate and free many short-lived buffers per
 /// request (protobuf messages, transactions, stream frames), which glibc's
@@ -12,5 +12,5 @@ use caravan_eval_broker::{EvalBrokerConfig, SERVICE, run};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    caravan_runtime::service::main::<EvalBrokerConfig, _, _>(SERVICE, run)
+    caravan_runtime::service::main(EvalBrokerService)
 }

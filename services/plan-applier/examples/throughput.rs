@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use caravan_plan_applier::{
-    ApplierError, MAX_MESSAGE_BYTES, PlanApplierConfig, TokenCheck, serve_with,
+    ApplierError, MAX_MESSAGE_BYTES, PlanApplierConfig, PlanApplierService, TokenCheck,
 };
 use caravan_proto::plan_applier_service_client::PlanApplierServiceClient;
 use caravan_proto::*;
@@ -145,15 +145,16 @@ async fn main() {
         ..Default::default()
     };
     config.store.prefix = prefix.clone();
-    let (listener, addr) = caravan_runtime::grpc::bind("127.0.0.1:0").await.unwrap();
     let stop = CancellationToken::new();
-    let server = tokio::spawn(serve_with(
+    let server = caravan_runtime::service::start(
+        PlanApplierService::with_tokens(Arc::new(AnyToken)),
         config,
         store.clone(),
-        listener,
-        Arc::new(AnyToken),
         stop.clone(),
-    ));
+    )
+    .await
+    .unwrap();
+    let addr = server.local_addr;
     let client =
         PlanApplierServiceClient::new(caravan_runtime::grpc::channel(&addr.to_string()).unwrap())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -240,7 +241,7 @@ async fn main() {
         pct(0.99),
     );
     stop.cancel();
-    let _ = server.await;
+    let _ = server.stopped().await;
     store
         .delete(Range::prefix(ks.root().to_vec()))
         .await

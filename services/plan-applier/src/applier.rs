@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use caravan_model::now_unix_ns;
 use caravan_proto::{Plan, PlanResult};
+use caravan_runtime::names::PLAN_APPLIER;
 use caravan_state::{Informer, InformerConfig, Keyspace};
 use caravan_store::{Leadership, Revision, Store, current_leader, election_name};
 use parking_lot::RwLock;
@@ -24,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::commit::{CommitOutcome, Committer, optimistic_layer, plan_changes};
 use crate::config::PlanApplierConfig;
-use crate::error::{ApplierError, SERVICE};
+use crate::error::ApplierError;
 use crate::mutation::Target;
 use crate::overlay::{Overlay, OverlayLayer, View};
 use crate::queue::{PendingPlan, PlanQueue};
@@ -113,7 +114,7 @@ impl PlanApplier {
         PlanApplier {
             store,
             keyspace: Keyspace::new(prefix),
-            election: election_name(prefix, SERVICE),
+            election: election_name(prefix, PLAN_APPLIER),
             tokens,
             settings,
             queue: RwLock::new(None),

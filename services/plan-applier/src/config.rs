@@ -1,7 +1,7 @@
 //! The plan-applier's configuration: where it listens, how it leads, and the
 //! budgets of its commits.
 
-use caravan_runtime::service::ServiceConfig;
+use caravan_runtime::service::{ServiceConfig, StoreSection};
 use caravan_runtime::store::StoreConfig;
 use caravan_runtime::telemetry::TelemetryConfig;
 use serde::{Deserialize, Serialize};
@@ -14,8 +14,10 @@ pub struct PlanApplierConfig {
     pub grpc_addr: String,
     /// Address other services reach this replica on, written into the
     /// leader key; empty means the bound address (loopback when bound to
-    /// all interfaces).
-    pub advertised_addr: String,
+    /// all interfaces). Also read as `advertised_addr`; left out of the
+    /// defaults layer when empty, so that spelling is not read twice.
+    #[serde(alias = "advertised_addr", skip_serializing_if = "String::is_empty")]
+    pub advertise_addr: String,
     /// TTL of the leader lease in milliseconds.
     pub leader_ttl_ms: u64,
     /// Most compares plus writes in one commit transaction; a plan over it is
@@ -48,7 +50,7 @@ impl Default for PlanApplierConfig {
     fn default() -> Self {
         PlanApplierConfig {
             grpc_addr: "0.0.0.0:4651".into(),
-            advertised_addr: String::new(),
+            advertise_addr: String::new(),
             leader_ttl_ms: 10_000,
             txn_max_ops: 4_000,
             txn_max_bytes: 8 * 1024 * 1024,
@@ -67,6 +69,17 @@ impl ServiceConfig for PlanApplierConfig {
     fn telemetry(&self) -> &TelemetryConfig {
         &self.telemetry
     }
+
+    fn grpc_addr(&self) -> &str {
+        &self.grpc_addr
+    }
+
+    fn advertise_addr(&self) -> &str {
+        &self.advertise_addr
+    }
+}
+
+impl StoreSection for PlanApplierConfig {
     fn store(&self) -> &StoreConfig {
         &self.store
     }
@@ -80,5 +93,31 @@ impl PlanApplierConfig {
         } else {
             std::thread::available_parallelism().map_or(1, usize::from)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_runtime::config::ConfigLoader;
+    use caravan_runtime::names::PLAN_APPLIER;
+
+    use super::*;
+
+    #[test]
+    fn advertise_addr_is_also_read_under_its_older_spelling() {
+        let load = |key: &str| -> PlanApplierConfig {
+            ConfigLoader::new(PLAN_APPLIER)
+                .with_env(vec![])
+                .set(key, "applier-1:4651")
+                .load(&PlanApplierConfig::default())
+                .unwrap()
+        };
+        assert_eq!(load("advertise_addr").advertise_addr, "applier-1:4651");
+        assert_eq!(load("advertised_addr").advertise_addr, "applier-1:4651");
+        let defaults: PlanApplierConfig = ConfigLoader::new(PLAN_APPLIER)
+            .with_env(vec![])
+            .load(&PlanApplierConfig::default())
+            .unwrap();
+        assert_eq!(defaults, PlanApplierConfig::default());
     }
 }

@@ -1,12 +1,10 @@
 //! The plan-applier's errors and their one mapping to gRPC statuses.
 
+use caravan_runtime::names::PLAN_APPLIER;
 use caravan_runtime::status;
 use caravan_state::StateError;
 use caravan_store::{LeadershipError, StoreError};
 use tonic::Status;
-
-/// The service name used in leader hints and messages.
-pub(crate) const SERVICE: &str = "plan-applier";
 
 /// Why a plan was not applied.
 #[derive(Debug, thiserror::Error)]
@@ -77,7 +75,9 @@ impl ApplierError {
     /// The gRPC status this error is answered with.
     pub fn to_status(&self) -> Status {
         match self {
-            ApplierError::NotLeader { leader } => status::not_leader(SERVICE, leader.as_deref()),
+            ApplierError::NotLeader { leader } => {
+                status::not_leader(PLAN_APPLIER, leader.as_deref())
+            }
             ApplierError::Invalid { field, problem } => status::invalid_field(field, problem),
             ApplierError::TokenRefused { .. } => Status::failed_precondition(self.to_string()),
             // Refused before verification or given up before the commit:

@@ -8,6 +8,7 @@
 //! and commits what fits in fenced transactions, split by node when over
 //! budget. Verification of the next plan overlaps the commit of the
 //! previous one. Followers answer UNAVAILABLE naming the leader.
+//! [`PlanApplierService`] is how a process or `caravan dev` runs it.
 
 mod applier;
 mod commit;
@@ -27,86 +28,104 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use caravan_proto::plan_applier_service_server::PlanApplierServiceServer;
-use caravan_runtime::grpc;
+use caravan_proto::plan_applier_service_server::{self, PlanApplierServiceServer};
 use caravan_runtime::leader::{Candidate, LeaderChannel, serve_and_lead};
+use caravan_runtime::names::{EVAL_BROKER, PLAN_APPLIER};
+use caravan_runtime::service::{Service, Serving};
 use caravan_store::Store;
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 
-pub use applier::{ApplierStats, PlanApplier, Settings};
+pub use applier::{PlanApplier, Settings};
 pub use config::PlanApplierConfig;
 pub use error::ApplierError;
-pub use service::PlanApplierGrpc;
-pub use tokens::{BrokerTokens, TokenCheck};
+pub use tokens::TokenCheck;
+
+use crate::service::PlanApplierGrpc;
+use crate::tokens::BrokerTokens;
 
 /// The largest plan message accepted: a plan of thousands of allocations is
 /// well over tonic's default of 4 MiB.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
-/// Runs a plan-applier replica until `shutdown`: binds `config.grpc_addr`
-/// and serves.
-pub async fn run(
-    config: PlanApplierConfig,
-    store: Arc<dyn Store>,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    let listener = grpc::listen(&config.grpc_addr).await?;
-    serve(config, store, listener, shutdown).await
+/// The plan applier as a service: serves gRPC and campaigns for
+/// leadership, applying plans while it leads. By default it checks delivery
+/// tokens with the eval broker's leader.
+#[derive(Clone, Default)]
+pub struct PlanApplierService {
+    tokens: Option<Arc<dyn TokenCheck>>,
 }
 
-/// Runs a plan-applier replica on a listener bound by the caller (port 0
-/// in tests and `caravan dev`), checking tokens with the eval broker's leader.
-pub async fn serve(
-    config: PlanApplierConfig,
-    store: Arc<dyn Store>,
-    listener: TcpListener,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    let broker = LeaderChannel::new(store.clone(), &config.store.prefix, "eval-broker");
-    let tokens = Arc::new(BrokerTokens::new(
-        broker,
-        Duration::from_millis(config.broker_timeout_ms),
-    ));
-    serve_with(config, store, listener, tokens, shutdown).await
+impl PlanApplierService {
+    /// An applier that checks delivery tokens with `tokens` instead of the
+    /// eval broker (tests and benchmarks use fakes).
+    pub fn with_tokens(tokens: Arc<dyn TokenCheck>) -> Self {
+        PlanApplierService {
+            tokens: Some(tokens),
+        }
+    }
 }
 
-/// Runs a replica with a given token check (tests use fakes).
-pub async fn serve_with(
-    config: PlanApplierConfig,
-    store: Arc<dyn Store>,
-    listener: TcpListener,
-    tokens: Arc<dyn TokenCheck>,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    let local = listener.local_addr().context("grpc listener address")?;
-    let address = grpc::advertise_addr(&config.advertised_addr, local);
-    let prefix = config.store.prefix.clone();
-    let applier = Arc::new(PlanApplier::new(
-        store.clone(),
-        &prefix,
-        tokens,
-        Settings::from(&config),
-    ));
-    let health = grpc::health_serving::<PlanApplierServiceServer<PlanApplierGrpc>>().await;
-    let router = grpc::server().add_service(health).add_service(
-        PlanApplierServiceServer::new(PlanApplierGrpc::new(applier.clone()))
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES),
-    );
-    tracing::info!(%local, %address, prefix, "plan-applier serving");
-    let candidate = Candidate {
-        store,
-        prefix,
-        service: error::SERVICE,
-        address,
-        ttl: Duration::from_millis(config.leader_ttl_ms.max(1_000)),
-    };
-    serve_and_lead(router, listener, candidate, shutdown, |leadership, stop| {
-        let applier = applier.clone();
-        async move { applier.lead(leadership, stop).await }
-    })
-    .await
-    .context("grpc server")?;
-    Ok(())
+impl std::fmt::Debug for PlanApplierService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlanApplierService")
+            .field("own_token_check", &self.tokens.is_some())
+            .finish()
+    }
+}
+
+impl Service for PlanApplierService {
+    const NAME: &'static str = PLAN_APPLIER;
+    const LEADER_ELECTED: bool = true;
+    const GRPC_SERVICES: &'static [&'static str] = &[plan_applier_service_server::SERVICE_NAME];
+    type Config = PlanApplierConfig;
+    type Store = Arc<dyn Store>;
+    type Ready = ();
+
+    async fn serve(
+        self,
+        config: PlanApplierConfig,
+        store: Arc<dyn Store>,
+        serving: Serving<()>,
+    ) -> anyhow::Result<()> {
+        let prefix = config.store.prefix.clone();
+        let tokens = self.tokens.unwrap_or_else(|| {
+            Arc::new(BrokerTokens::new(
+                LeaderChannel::new(store.clone(), &prefix, EVAL_BROKER),
+                Duration::from_millis(config.broker_timeout_ms),
+            ))
+        });
+        let applier = Arc::new(PlanApplier::new(
+            store.clone(),
+            &prefix,
+            tokens,
+            Settings::from(&config),
+        ));
+        let router = serving.router.add_service(
+            PlanApplierServiceServer::new(PlanApplierGrpc::new(applier.clone()))
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        );
+        let (local, address) = (serving.local_addr, serving.advertise_addr);
+        tracing::info!(%local, %address, prefix, "plan-applier serving");
+        serving.ready.report(());
+        let candidate = Candidate {
+            store,
+            prefix,
+            service: PLAN_APPLIER,
+            address,
+            ttl: Duration::from_millis(config.leader_ttl_ms.max(1_000)),
+        };
+        serve_and_lead(
+            router,
+            serving.listener,
+            candidate,
+            serving.shutdown,
+            |leadership, stop| {
+                let applier = applier.clone();
+                async move { applier.lead(leadership, stop).await }
+            },
+        )
+        .await
+        .context("grpc server")?;
+        Ok(())
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use caravan_plan_applier::{PlanApplierConfig, run};
+use caravan_plan_applier::PlanApplierService;
 
 /// mimalloc: the services allocate and free many short-lived buffers per
 /// request (protobuf messages, transactions, stream frames), which glibc's
@@ -12,5 +12,5 @@ use caravan_plan_applier::{PlanApplierConfig, run};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    caravan_runtime::service::main::<PlanApplierConfig, _, _>("plan-applier", run)
+    caravan_runtime::service::main(PlanApplierService::default())
 }

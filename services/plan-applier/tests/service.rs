@@ -202,7 +202,7 @@ async fn a_follower_names_the_leader_and_a_deposed_leader_commits_nothing(
     );
 
     // Depose the first: its leader key vanishes, as when its lease is lost.
-    let election = caravan_store::election_name(&prefix, "plan-applier");
+    let election = caravan_store::election_name(&prefix, caravan_runtime::names::PLAN_APPLIER);
     let leader = store.leader(election.as_bytes()).await.unwrap().unwrap();
     store
         .delete(caravan_store::Range::key(leader.key))

@@ -11,7 +11,8 @@ use caravan_proto::eval_broker_service_client::EvalBrokerServiceClient;
 use caravan_proto::plan_applier_service_client::PlanApplierServiceClient;
 use caravan_proto::*;
 use caravan_runtime::leader::LeaderChannel;
-use caravan_runtime::status::{leader_hint, not_applied};
+use caravan_runtime::names::PLAN_APPLIER;
+use caravan_runtime::status::{is_not_leader, not_applied};
 use tokio::time::Instant;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
@@ -28,12 +29,10 @@ const BACKOFF_MIN: Duration = Duration::from_millis(20);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// Whether a status is a refusal by a replica that does not lead (or the
-/// absence of a leader): the request was not acted on.
+/// absence of a leader), told by its code and metadata: the request was not
+/// acted on.
 fn refused_by_follower(status: &Status) -> bool {
-    status.code() == Code::Unavailable
-        && (leader_hint(status).is_some()
-            || status.message().contains("not the leader")
-            || status.message().contains("no leader"))
+    is_not_leader(status)
 }
 
 /// Whether a call failed while connecting (say, to a leader that just
@@ -289,7 +288,7 @@ impl ApplierClient {
                 return Err(WorkerError::Applier(status));
             }
             if Instant::now() >= deadline {
-                return Err(WorkerError::NoLeader("plan-applier"));
+                return Err(WorkerError::NoLeader(PLAN_APPLIER));
             }
             backoff.wait().await;
         }
@@ -304,7 +303,7 @@ impl ApplierClient {
             match self.channel.channel().await {
                 Ok(_) => return Ok(()),
                 Err(_) if Instant::now() < deadline => backoff.wait().await,
-                Err(_) => return Err(WorkerError::NoLeader("plan-applier")),
+                Err(_) => return Err(WorkerError::NoLeader(PLAN_APPLIER)),
             }
         }
     }
@@ -316,11 +315,15 @@ mod tests {
 
     #[test]
     fn follower_refusals_are_told_apart_from_failures_after_acceptance() {
-        let hinted = caravan_runtime::status::not_leader("plan-applier", Some("10.0.0.1:4651"));
+        let hinted = caravan_runtime::status::not_leader(PLAN_APPLIER, Some("10.0.0.1:4651"));
         assert!(refused_by_follower(&hinted));
         assert!(refused_by_follower(&caravan_runtime::status::not_leader(
-            "plan-applier",
+            PLAN_APPLIER,
             None
+        )));
+        // The words of a refusal without its marker are not one.
+        assert!(!refused_by_follower(&Status::unavailable(
+            "plan-applier: no leader elected"
         )));
         assert!(!refused_by_follower(&Status::unavailable(
             "plan-applier: leadership lost; the plan was not committed"

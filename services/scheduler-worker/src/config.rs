@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use caravan_runtime::service::ServiceConfig;
+use caravan_runtime::service::{ServiceConfig, StoreSection};
 use caravan_runtime::store::StoreConfig;
 use caravan_runtime::telemetry::TelemetryConfig;
 use serde::{Deserialize, Serialize};
@@ -15,8 +15,11 @@ pub struct SchedulerWorkerConfig {
     /// gRPC listen address (control API and health); port 0 picks a free port.
     pub grpc_addr: String,
     /// Address this replica is reachable on, for logs; empty means the
-    /// bound address.
-    pub advertised_addr: String,
+    /// bound address (loopback when bound to all interfaces). Also read as
+    /// `advertised_addr`; left out of the defaults layer when empty, so that
+    /// spelling is not read twice.
+    #[serde(alias = "advertised_addr", skip_serializing_if = "String::is_empty")]
+    pub advertise_addr: String,
     /// Worker loops, each processing one evaluation at a time; 0 means one
     /// per core.
     pub workers: usize,
@@ -52,7 +55,7 @@ impl Default for SchedulerWorkerConfig {
     fn default() -> Self {
         SchedulerWorkerConfig {
             grpc_addr: "0.0.0.0:4652".into(),
-            advertised_addr: String::new(),
+            advertise_addr: String::new(),
             workers: 0,
             schedulers: ["service", "batch", "system", "sysbatch"]
                 .map(String::from)
@@ -75,6 +78,17 @@ impl ServiceConfig for SchedulerWorkerConfig {
     fn telemetry(&self) -> &TelemetryConfig {
         &self.telemetry
     }
+
+    fn grpc_addr(&self) -> &str {
+        &self.grpc_addr
+    }
+
+    fn advertise_addr(&self) -> &str {
+        &self.advertise_addr
+    }
+}
+
+impl StoreSection for SchedulerWorkerConfig {
     fn store(&self) -> &StoreConfig {
         &self.store
     }
@@ -109,5 +123,29 @@ impl SchedulerWorkerConfig {
             rpc: ms(self.rpc_timeout_ms.max(100)),
             leader_wait: ms(self.leader_wait_ms),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_runtime::config::ConfigLoader;
+    use caravan_runtime::names::SCHEDULER_WORKER;
+
+    use super::*;
+
+    #[test]
+    fn advertise_addr_is_also_read_under_its_older_spelling() {
+        let load = |env: &str| -> SchedulerWorkerConfig {
+            ConfigLoader::new(SCHEDULER_WORKER)
+                .list_keys(SchedulerWorkerConfig::LIST_KEYS)
+                .with_env(vec![(env.to_string(), "worker-1:4652".to_string())])
+                .load(&SchedulerWorkerConfig::default())
+                .unwrap()
+        };
+        let current = load("CARAVAN_SCHEDULER_WORKER__ADVERTISE_ADDR");
+        assert_eq!(current.advertise_addr, "worker-1:4652");
+        let older = load("CARAVAN_SCHEDULER_WORKER__ADVERTISED_ADDR");
+        assert_eq!(older.advertise_addr, "worker-1:4652");
+        assert_eq!(load("CARAVAN_OTHER__X").advertise_addr, "");
     }
 }

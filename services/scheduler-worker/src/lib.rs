@@ -3,6 +3,7 @@
 //! from the eval broker's leader, run `caravan-scheduler` on a snapshot at
 //! least as new as the eval, submit plans to the plan applier's leader, write
 //! evals back through the broker with the delivery token, and ack or nack.
+//! [`SchedulerWorkerService`] is how a process or `caravan dev` runs it.
 
 mod clients;
 mod config;
@@ -16,13 +17,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use caravan_proto::scheduler_worker_service_server::SchedulerWorkerServiceServer;
+use caravan_proto::scheduler_worker_service_server::{self, SchedulerWorkerServiceServer};
 use caravan_runtime::grpc;
 use caravan_runtime::leader::LeaderChannel;
-use caravan_state::{AllocDetail, Informer, InformerConfig, Keyspace};
+use caravan_runtime::names::{EVAL_BROKER, PLAN_APPLIER, SCHEDULER_WORKER};
+use caravan_runtime::service::{Service, Serving};
 use caravan_store::Store;
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 
 pub use clients::{ApplierClient, BrokerClient, MAX_MESSAGE_BYTES, Submitted};
 pub use config::SchedulerWorkerConfig;
@@ -32,101 +32,84 @@ pub use service::SchedulerWorkerGrpc;
 pub use state::SnapshotState;
 pub use worker::{WorkerCounters, WorkerPool};
 
-/// Runs a scheduler-worker replica until `shutdown`: binds
-/// `config.grpc_addr` and serves.
-pub async fn run(
-    config: SchedulerWorkerConfig,
-    store: Arc<dyn Store>,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    let listener = grpc::listen(&config.grpc_addr).await?;
-    serve(config, store, listener, shutdown, |_| {}).await
-}
+/// A scheduler-worker replica as a service: loads the watch cache, runs its
+/// worker loops and serves its control API until shutdown, then gives
+/// in-flight evals their grace. Ready with its worker pool once the cache
+/// is loaded (for callers that pause it or read its counters).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SchedulerWorkerService;
 
-/// Runs a replica on a listener bound by the caller (port 0 in tests and
-/// `caravan dev`); `started` receives the worker pool once the cache is
-/// loaded, for callers that pause it or read its counters.
-pub async fn serve(
-    config: SchedulerWorkerConfig,
-    store: Arc<dyn Store>,
-    listener: TcpListener,
-    shutdown: CancellationToken,
-    started: impl FnOnce(Arc<WorkerPool>),
-) -> anyhow::Result<()> {
-    let local = listener.local_addr().context("grpc listener address")?;
-    let prefix = config.store.prefix.clone();
-    let timing = config.timing();
-    let informer = Arc::new(
-        Informer::start(
-            store.clone(),
-            Keyspace::new(&prefix),
-            // Allocations are only read here (a rewrite reads the store
-            // first), so the cache keeps the lean copy.
-            InformerConfig {
-                alloc_detail: AllocDetail::Scheduling,
-                ..InformerConfig::default()
-            },
-        )
-        .await
-        .context("loading the cluster state")?,
-    );
-    let broker = BrokerClient::new(
-        LeaderChannel::new(store.clone(), &prefix, "eval-broker"),
-        timing.rpc,
-        timing.leader_wait,
-    );
-    let applier = ApplierClient::new(
-        LeaderChannel::new(store.clone(), &prefix, "plan-applier"),
-        timing.rpc,
-        timing.leader_wait,
-    );
-    let workers = config.worker_count();
-    let pool = Arc::new(WorkerPool::new(
-        broker,
-        applier,
-        informer.clone(),
-        store,
-        config.schedulers.clone(),
-        timing,
-        workers,
-        config.paused,
-        shutdown.clone(),
-    ));
-    started(pool.clone());
-    let health = grpc::health_serving::<SchedulerWorkerServiceServer<SchedulerWorkerGrpc>>().await;
-    let router = grpc::server()
-        .add_service(health)
-        .add_service(SchedulerWorkerServiceServer::new(SchedulerWorkerGrpc::new(
-            pool.clone(),
-        )));
-    let advertised = if config.advertised_addr.is_empty() {
-        local.to_string()
-    } else {
-        config.advertised_addr.clone()
-    };
-    tracing::info!(%local, %advertised, workers, schedulers = ?config.schedulers, "scheduler-worker serving");
-    let server = tokio::spawn(grpc::serve(router, listener, shutdown.clone()));
-    let loops: Vec<_> = (0..workers)
-        .map(|i| tokio::spawn(pool.clone().run_worker(i)))
-        .collect();
-    shutdown.cancelled().await;
-    // In-flight evals get a grace period, then their planner calls fail and
-    // they are nacked.
-    let grace = Duration::from_millis(config.shutdown_grace_ms);
-    let abort = pool.abort.clone();
-    let aborter = tokio::spawn(async move {
-        tokio::time::sleep(grace).await;
-        abort.cancel();
-    });
-    for l in loops {
-        if let Err(err) = l.await {
-            tracing::warn!(%err, "a worker loop failed");
+impl Service for SchedulerWorkerService {
+    const NAME: &'static str = SCHEDULER_WORKER;
+    const LEADER_ELECTED: bool = false;
+    const GRPC_SERVICES: &'static [&'static str] = &[scheduler_worker_service_server::SERVICE_NAME];
+    type Config = SchedulerWorkerConfig;
+    type Store = Arc<dyn Store>;
+    type Ready = Arc<WorkerPool>;
+
+    async fn serve(
+        self,
+        config: SchedulerWorkerConfig,
+        store: Arc<dyn Store>,
+        serving: Serving<Arc<WorkerPool>>,
+    ) -> anyhow::Result<()> {
+        let prefix = config.store.prefix.clone();
+        let timing = config.timing();
+        let informer = caravan_runtime::cache::start_lean(&store, &prefix).await?;
+        let broker = BrokerClient::new(
+            LeaderChannel::new(store.clone(), &prefix, EVAL_BROKER),
+            timing.rpc,
+            timing.leader_wait,
+        );
+        let applier = ApplierClient::new(
+            LeaderChannel::new(store.clone(), &prefix, PLAN_APPLIER),
+            timing.rpc,
+            timing.leader_wait,
+        );
+        let workers = config.worker_count();
+        let shutdown = serving.shutdown;
+        let pool = Arc::new(WorkerPool::new(
+            broker,
+            applier,
+            informer,
+            store,
+            config.schedulers.clone(),
+            timing,
+            workers,
+            config.paused,
+            shutdown.clone(),
+        ));
+        let router = serving
+            .router
+            .add_service(SchedulerWorkerServiceServer::new(SchedulerWorkerGrpc::new(
+                pool.clone(),
+            )));
+        let (local, advertise) = (serving.local_addr, serving.advertise_addr);
+        tracing::info!(%local, %advertise, workers, schedulers = ?config.schedulers, "scheduler-worker serving");
+        serving.ready.report(pool.clone());
+        let server = tokio::spawn(grpc::serve(router, serving.listener, shutdown.clone()));
+        let loops: Vec<_> = (0..workers)
+            .map(|i| tokio::spawn(pool.clone().run_worker(i)))
+            .collect();
+        shutdown.cancelled().await;
+        // In-flight evals get a grace period, then their planner calls fail and
+        // they are nacked.
+        let grace = Duration::from_millis(config.shutdown_grace_ms);
+        let abort = pool.abort.clone();
+        let aborter = tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            abort.cancel();
+        });
+        for l in loops {
+            if let Err(err) = l.await {
+                tracing::warn!(%err, "a worker loop failed");
+            }
         }
+        aborter.abort();
+        server
+            .await
+            .context("grpc server task")?
+            .context("grpc server")?;
+        Ok(())
     }
-    aborter.abort();
-    server
-        .await
-        .context("grpc server task")?
-        .context("grpc server")?;
-    Ok(())
 }

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use caravan_scheduler_worker::{SchedulerWorkerConfig, run};
+use caravan_scheduler_worker::SchedulerWorkerService;
 
 /// mimalloc: the services allocate and free many short-lived buffers per
 /// request (protobuf messages, transactions, stream frames), which glibc's
@@ -12,5 +12,5 @@ use caravan_scheduler_worker::{SchedulerWorkerConfig, run};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    caravan_runtime::service::main::<SchedulerWorkerConfig, _, _>("scheduler-worker", run)
+    caravan_runtime::service::main(SchedulerWorkerService)
 }

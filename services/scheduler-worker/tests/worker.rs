@@ -252,7 +252,7 @@ async fn through_a_faulty_applier(
     let leadership = Arc::new(
         Leadership::campaign(
             store.clone(),
-            &election_name(&prefix, "plan-applier"),
+            &election_name(&prefix, caravan_runtime::names::PLAN_APPLIER),
             &addr,
             Duration::from_secs(10),
         )

@@ -7,22 +7,21 @@ mod events;
 mod jobs;
 
 use caravan_proto::QueryOptions;
-use caravan_proto::alloc_service_server::AllocServiceServer;
-use caravan_proto::deployment_service_server::DeploymentServiceServer;
-use caravan_proto::eval_service_server::EvalServiceServer;
-use caravan_proto::event_service_server::EventServiceServer;
-use caravan_proto::job_service_server::JobServiceServer;
-use caravan_proto::node_client_service_server::NodeClientServiceServer;
-use caravan_proto::node_service_server::NodeServiceServer;
-use caravan_proto::status_service_server::StatusServiceServer;
-use caravan_proto::system_service_server::SystemServiceServer;
-use caravan_runtime::tonic_health;
+use caravan_proto::alloc_service_server::{self, AllocServiceServer};
+use caravan_proto::deployment_service_server::{self, DeploymentServiceServer};
+use caravan_proto::eval_service_server::{self, EvalServiceServer};
+use caravan_proto::event_service_server::{self, EventServiceServer};
+use caravan_proto::job_service_server::{self, JobServiceServer};
+use caravan_proto::node_client_service_server::{self, NodeClientServiceServer};
+use caravan_proto::node_service_server::{self, NodeServiceServer};
+use caravan_proto::status_service_server::{self, StatusServiceServer};
+use caravan_proto::system_service_server::{self, SystemServiceServer};
 use tonic::transport::server::Router;
 
-pub use client::NodeClientApi;
-pub use cluster::ClusterApi;
-pub use events::EventApi;
-pub use jobs::JobApi;
+use client::NodeClientApi;
+use cluster::ClusterApi;
+use events::EventApi;
+use jobs::JobApi;
 
 use crate::gateway::Gateway;
 use crate::query::Query;
@@ -32,17 +31,24 @@ pub(crate) fn query(gw: &Gateway, options: Option<QueryOptions>) -> Query {
     Query::new(options.as_ref(), gw.config.max_query_wait())
 }
 
-/// Every gRPC service of the gateway, with the standard health service.
-pub async fn router(gw: &Gateway) -> Router {
+/// The gRPC services the gateway serves.
+pub(crate) const SERVICES: &[&str] = &[
+    job_service_server::SERVICE_NAME,
+    eval_service_server::SERVICE_NAME,
+    alloc_service_server::SERVICE_NAME,
+    node_service_server::SERVICE_NAME,
+    deployment_service_server::SERVICE_NAME,
+    event_service_server::SERVICE_NAME,
+    status_service_server::SERVICE_NAME,
+    system_service_server::SERVICE_NAME,
+    node_client_service_server::SERVICE_NAME,
+];
+
+/// `router` with every gRPC service of the gateway added.
+pub(crate) fn routes(router: Router, gw: &Gateway) -> Router {
     let limit = gw.config.max_body_bytes;
-    let (reporter, health) = tonic_health::server::health_reporter();
-    reporter.set_serving::<JobServiceServer<JobApi>>().await;
-    reporter
-        .set_serving::<NodeClientServiceServer<NodeClientApi>>()
-        .await;
     let cluster = ClusterApi(gw.clone());
-    caravan_runtime::grpc::server()
-        .add_service(health)
+    router
         .add_service(
             JobServiceServer::new(JobApi(gw.clone()))
                 .max_decoding_message_size(limit)

@@ -6,5 +6,3 @@ pub mod plan;
 pub mod reads;
 pub mod register;
 mod versions;
-
-pub use versions::KEPT_VERSIONS;

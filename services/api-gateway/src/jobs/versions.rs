@@ -2,4 +2,4 @@
 //! versions a new one pushes out of the six kept. The rules live in
 //! `caravan-state`, shared with the deployment-watcher's auto-revert.
 
-pub use caravan_state::{KEPT_VERSIONS, spec_changed};
+pub use caravan_state::spec_changed;

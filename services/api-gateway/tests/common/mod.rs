@@ -5,14 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_api_gateway::{Bound, GatewayConfig, run_with};
+use caravan_api_gateway::{ApiGatewayService, Bound, GatewayConfig};
 use caravan_proto::{Evaluation, Job, Node};
+use caravan_runtime::service::Running;
 use caravan_state::{Keyspace, StateObject, decode};
 use caravan_store::{EtcdStore, MemStore, Range, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
@@ -45,7 +44,7 @@ pub struct TestGateway {
     pub store: Arc<dyn Store>,
     pub keys: Keyspace,
     pub shutdown: CancellationToken,
-    task: Option<JoinHandle<anyhow::Result<()>>>,
+    running: Option<Running<ApiGatewayService>>,
 }
 
 impl TestGateway {
@@ -69,18 +68,23 @@ impl TestGateway {
         config.store.prefix = prefix.clone();
         tweak(&mut config);
         let shutdown = CancellationToken::new();
-        let (tx, rx) = oneshot::channel();
-        let task = tokio::spawn(run_with(config, store.clone(), shutdown.clone(), Some(tx)));
-        let bound = tokio::time::timeout(Duration::from_secs(10), rx)
+        let started = caravan_runtime::service::start(
+            ApiGatewayService,
+            config,
+            store.clone(),
+            shutdown.clone(),
+        );
+        let running = tokio::time::timeout(Duration::from_secs(10), started)
             .await
             .expect("gateway did not start in time")
             .expect("gateway failed before binding");
+        let bound = running.ready;
         TestGateway {
             bound,
             store,
             keys: Keyspace::new(&prefix),
             shutdown,
-            task: Some(task),
+            running: Some(running),
         }
     }
 
@@ -96,12 +100,11 @@ impl TestGateway {
     /// Stops the gateway and waits for it to finish.
     pub async fn stop(mut self) {
         self.shutdown.cancel();
-        let task = self.task.take().expect("stopped twice");
-        let result = tokio::time::timeout(Duration::from_secs(10), task)
+        let running = self.running.take().expect("stopped twice");
+        tokio::time::timeout(Duration::from_secs(10), running.stopped())
             .await
             .expect("gateway did not stop in time")
-            .expect("gateway task panicked");
-        result.expect("gateway failed");
+            .expect("gateway failed");
     }
 
     /// Every key under the prefix.

@@ -15,8 +15,6 @@ use crate::args::{Cli, Command, SystemCommand};
 use crate::error::CliError;
 use crate::ui::Ui;
 
-pub use job::load_job;
-
 /// Runs a parsed command line; returns the exit code.
 pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
     if let Command::Dev(args) = cli.command {

@@ -7,7 +7,7 @@ mod time;
 
 pub use bytes::{ibytes, mb};
 pub use table::{kv, table};
-pub use time::{pretty_time_diff, rfc3339, since};
+pub use time::{pretty_time_diff, rfc3339};
 
 /// How many characters of an id the tables show.
 pub const SHORT_ID: usize = 8;
@@ -26,6 +26,7 @@ pub fn limit(s: &str, n: usize) -> &str {
 }
 
 /// `s`, or `<none>` when it is empty.
+#[cfg(test)]
 pub fn or_none(s: &str) -> &str {
     if s.is_empty() { "<none>" } else { s }
 }

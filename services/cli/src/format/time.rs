@@ -1,7 +1,6 @@
 //! Times as the CLI shows them: RFC 3339 dates and relative differences such
 //! as `5s ago` or `1m2s ago` (the two largest units, months of 30 days).
 
-use caravan_model::now_unix_ns;
 use std::time::{Duration, UNIX_EPOCH};
 
 /// A Unix time in nanoseconds as an RFC 3339 date in UTC, to the second;
@@ -12,11 +11,6 @@ pub fn rfc3339(unix_ns: i64) -> String {
     }
     let t = UNIX_EPOCH + Duration::from_nanos(unix_ns.unsigned_abs());
     humantime::format_rfc3339_seconds(t).to_string()
-}
-
-/// How long ago `unix_ns` was, relative to now.
-pub fn since(unix_ns: i64) -> String {
-    pretty_time_diff(unix_ns, now_unix_ns())
 }
 
 /// The difference between `first` and `second` (Unix nanoseconds), rounded
@@ -98,6 +92,5 @@ mod tests {
     fn dates_are_rfc3339_in_utc() {
         assert_eq!(rfc3339(T0), "2023-11-14T22:13:20Z");
         assert_eq!(rfc3339(0), "");
-        assert!(!since(now_unix_ns() - 3 * S).is_empty());
     }
 }

@@ -9,10 +9,10 @@ mod job;
 mod node;
 
 pub use alloc::{alloc_page, task_names};
-pub use deployment::{deployment_block, deployment_groups, deployment_list, deployment_page};
+pub use deployment::{deployment_block, deployment_list, deployment_page};
 pub use eval::{eval_list, eval_page};
-pub use history::{HistoryOptions, job_history, one_version, version_block, version_diff};
-pub use job::{JobPage, job_list, job_page, job_type};
+pub use history::{HistoryOptions, job_history, one_version};
+pub use job::{JobPage, job_list, job_page};
 pub use node::{node_list, node_page};
 
 use caravan_model::NomadName;

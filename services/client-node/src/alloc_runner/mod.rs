@@ -66,8 +66,6 @@ pub enum AllocCommand {
     Destroy,
 }
 
-pub use status::client_status;
-
 struct Slot {
     state: TaskState,
     handle: Option<HandleState>,

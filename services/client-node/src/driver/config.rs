@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
+use prost_types::Struct;
+#[cfg(test)]
+use prost_types::Value;
 use prost_types::value::Kind;
-use prost_types::{Struct, Value};
 
 use super::DriverError;
 
@@ -101,7 +103,8 @@ impl TaskConfig {
             .map_err(|_| Self::bad(key, "a non-negative duration"))
     }
 
-    /// Builds a config from key/value pairs (tests and tools).
+    /// Builds a config from key/value pairs.
+    #[cfg(test)]
     pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, Value)>) -> TaskConfig {
         TaskConfig(Struct {
             fields: pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
@@ -122,6 +125,7 @@ fn scalar(k: &Kind) -> Option<String> {
 }
 
 /// A string value.
+#[cfg(test)]
 pub fn string_value(s: &str) -> Value {
     Value {
         kind: Some(Kind::StringValue(s.to_string())),
@@ -129,6 +133,7 @@ pub fn string_value(s: &str) -> Value {
 }
 
 /// A number value.
+#[cfg(test)]
 pub fn number_value(n: f64) -> Value {
     Value {
         kind: Some(Kind::NumberValue(n)),
@@ -136,6 +141,7 @@ pub fn number_value(n: f64) -> Value {
 }
 
 /// A list of strings.
+#[cfg(test)]
 pub fn list_value(items: &[&str]) -> Value {
     Value {
         kind: Some(Kind::ListValue(prost_types::ListValue {

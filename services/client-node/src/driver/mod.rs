@@ -18,7 +18,9 @@ use serde::{Deserialize, Serialize};
 use crate::alloc_dir::TaskDirs;
 use crate::task_env::TaskEnv;
 
-pub use config::{TaskConfig, list_value, number_value, string_value};
+pub use config::TaskConfig;
+#[cfg(test)]
+pub use config::{number_value, string_value};
 pub use mock::MockDriver;
 pub use proc_stat::{ProcStat, proc_stat};
 pub use raw_exec::RawExecDriver;

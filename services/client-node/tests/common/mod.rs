@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_client_node::{Client, ClientConfig};
+use caravan_client_node::{ClientConfig, ClientNodeService};
 use caravan_proto::node_client_service_server::{NodeClientService, NodeClientServiceServer};
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocUpdate, AllocatedResources, AllocatedTaskResources,
@@ -17,6 +17,7 @@ use caravan_proto::{
     RegisterNodeRequest, RegisterNodeResponse, RestartPolicy, Task, TaskGroup,
     UpdateAllocationsRequest, UpdateAllocationsResponse, WatchAllocationsRequest,
 };
+use caravan_runtime::service::{NoStore, Running};
 use parking_lot::Mutex;
 use prost_types::value::Kind;
 use prost_types::{ListValue, Struct, Value};
@@ -233,10 +234,19 @@ pub fn config(gateway: SocketAddr, data_dir: &Path) -> ClientConfig {
     }
 }
 
+/// A client node running in-process.
+pub type Client = Running<ClientNodeService>;
+
+/// Starts a client node with `config` until `shutdown`; returns once its
+/// nodes run.
+pub async fn start(config: ClientConfig, shutdown: CancellationToken) -> anyhow::Result<Client> {
+    caravan_runtime::service::start(ClientNodeService, config, NoStore, shutdown).await
+}
+
 /// Stops a client and waits for it.
 pub async fn stop(client: Client, shutdown: CancellationToken) {
     shutdown.cancel();
-    tokio::time::timeout(Duration::from_secs(20), client.wait())
+    tokio::time::timeout(Duration::from_secs(20), client.stopped())
         .await
         .expect("client stops in time")
         .expect("client stops cleanly");

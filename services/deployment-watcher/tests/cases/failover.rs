@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use caravan_deployment_watcher::writes::DeploymentWriter;
-use caravan_deployment_watcher::{SERVICE, WatcherError};
+use caravan_deployment_watcher::{DeploymentWriter, WatcherError};
 use caravan_proto::{DeploymentStatus, WatcherPauseRequest};
+use caravan_runtime::names::DEPLOYMENT_WATCHER;
 use caravan_runtime::status;
 use caravan_store::{Leadership, Store, election_name};
 use tonic::Code;
@@ -137,7 +137,7 @@ pub async fn a_deposed_leaders_write_is_refused(store: Arc<dyn Store>) {
     let w = World::new(store.clone(), "dw-deposed");
     let (d, a1, _a2) = rolling_world(&w).await;
     // An old leader's term: it campaigns and keeps a writer.
-    let election = election_name(&w.prefix, SERVICE);
+    let election = election_name(&w.prefix, DEPLOYMENT_WATCHER);
     let old = Leadership::campaign(
         store.clone(),
         &election,

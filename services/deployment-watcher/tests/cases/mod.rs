@@ -15,16 +15,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use caravan_deployment_watcher::DeploymentWatcherConfig;
+use caravan_deployment_watcher::{DeploymentWatcherConfig, DeploymentWatcherService};
 use caravan_proto::deployment_watcher_service_client::DeploymentWatcherServiceClient;
 use caravan_proto::{
     AllocClientStatus, AllocDeploymentStatus, AllocDesiredStatus, Allocation, Deployment,
     DeploymentState, DeploymentStatus, Evaluation, Job, JobType, TaskGroup, UpdateStrategy,
     WatcherFailRequest,
 };
+use caravan_runtime::service::Running;
 use caravan_state::{Keyspace, Kind, StateObject, decode, encode};
 use caravan_store::{Revision, Store};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
@@ -86,15 +86,15 @@ pub struct Watcher {
     /// A client of it.
     pub client: DeploymentWatcherServiceClient<Channel>,
     shutdown: CancellationToken,
-    task: JoinHandle<anyhow::Result<()>>,
+    running: Running<DeploymentWatcherService>,
 }
 
 impl Watcher {
     /// Stops the watcher gracefully (a leader resigns) and waits for it.
     pub async fn stop(self) {
         self.shutdown.cancel();
-        match tokio::time::timeout(PATIENCE, self.task).await {
-            Ok(Ok(Ok(()))) => {}
+        match tokio::time::timeout(PATIENCE, self.running.stopped()).await {
+            Ok(Ok(())) => {}
             other => panic!("watcher did not stop cleanly: {other:?}"),
         }
     }
@@ -102,8 +102,7 @@ impl Watcher {
     /// Kills the watcher as a crash would: its task is dropped mid-flight,
     /// so it neither resigns nor finishes what it was writing.
     pub async fn kill(self) {
-        self.task.abort();
-        let _ = self.task.await;
+        self.running.abort().await;
     }
 
     /// Waits until this watcher leads: a request for an unknown deployment
@@ -138,22 +137,18 @@ pub fn fast_config(prefix: &str) -> DeploymentWatcherConfig {
 
 /// Starts a watcher on `store` with `config`.
 pub async fn start(store: Arc<dyn Store>, config: DeploymentWatcherConfig) -> Watcher {
-    let (listener, addr) = caravan_runtime::grpc::bind(&config.grpc_addr)
-        .await
-        .expect("bind");
     let shutdown = CancellationToken::new();
-    let task = tokio::spawn(caravan_deployment_watcher::serve(
-        config,
-        store,
-        listener,
-        shutdown.clone(),
-    ));
+    let running =
+        caravan_runtime::service::start(DeploymentWatcherService, config, store, shutdown.clone())
+            .await
+            .expect("start the watcher");
+    let addr = running.local_addr;
     let channel = caravan_runtime::grpc::channel(&addr.to_string()).expect("channel");
     Watcher {
         addr,
         client: DeploymentWatcherServiceClient::new(channel),
         shutdown,
-        task,
+        running,
     }
 }
 

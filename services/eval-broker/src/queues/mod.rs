@@ -243,17 +243,13 @@ impl EvalQueues {
         }
     }
 
-    /// The delivery settings.
-    pub fn config(&self) -> &QueueConfig {
-        &self.config
-    }
-
     /// Whether the eval is tracked in any state.
     pub fn contains(&self, eval_id: &str) -> bool {
         self.entries.contains_key(eval_id)
     }
 
     /// Number of ready evals.
+    #[cfg(test)]
     pub fn ready_len(&self) -> usize {
         self.ready.values().map(BTreeSet::len).sum()
     }

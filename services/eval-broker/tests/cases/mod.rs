@@ -16,15 +16,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_eval_broker::EvalBrokerConfig;
+use caravan_eval_broker::{EvalBrokerConfig, EvalBrokerService};
 use caravan_proto::eval_broker_service_client::EvalBrokerServiceClient;
 use caravan_proto::{
     AckRequest, BrokerStatsRequest, BrokerStatsResponse, DequeueRequest, DequeueResponse,
     EvalStatus, Evaluation,
 };
+use caravan_runtime::service::Running;
 use caravan_state::{Keyspace, decode, encode};
 use caravan_store::{Revision, Store};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
@@ -95,15 +95,15 @@ pub struct Broker {
     /// A client of it.
     pub client: EvalBrokerServiceClient<Channel>,
     shutdown: CancellationToken,
-    task: JoinHandle<anyhow::Result<()>>,
+    running: Running<EvalBrokerService>,
 }
 
 impl Broker {
     /// Stops the broker gracefully (a leader resigns) and waits for it.
     pub async fn stop(self) {
         self.shutdown.cancel();
-        match tokio::time::timeout(PATIENCE, self.task).await {
-            Ok(Ok(Ok(()))) => {}
+        match tokio::time::timeout(PATIENCE, self.running.stopped()).await {
+            Ok(Ok(())) => {}
             other => panic!("broker did not stop cleanly: {other:?}"),
         }
     }
@@ -111,9 +111,7 @@ impl Broker {
     /// Drops the broker mid-flight, as a crash would: nothing is resigned or
     /// acked.
     pub async fn crash(self) {
-        self.task.abort();
-        // Aborted on purpose; the join result says nothing more.
-        let _ = self.task.await;
+        self.running.abort().await;
     }
 
     /// Waits until this broker leads with its queues restored.
@@ -186,22 +184,18 @@ pub fn fast_config(prefix: &str) -> EvalBrokerConfig {
 
 /// Starts a broker on `store` with `config`.
 pub async fn start(store: Arc<dyn Store>, config: EvalBrokerConfig) -> Broker {
-    let (listener, addr) = caravan_runtime::grpc::bind(&config.grpc_addr)
-        .await
-        .expect("bind");
     let shutdown = CancellationToken::new();
-    let task = tokio::spawn(caravan_eval_broker::serve(
-        config,
-        store,
-        listener,
-        shutdown.clone(),
-    ));
+    let running =
+        caravan_runtime::service::start(EvalBrokerService, config, store, shutdown.clone())
+            .await
+            .expect("start the broker");
+    let addr = running.local_addr;
     let channel = caravan_runtime::grpc::channel(&addr.to_string()).expect("channel");
     Broker {
         addr,
         client: EvalBrokerServiceClient::new(channel),
         shutdown,
-        task,
+        running,
     }
 }
 

@@ -6,14 +6,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_plan_applier::{MAX_MESSAGE_BYTES, PlanApplierConfig, serve};
+use caravan_plan_applier::{MAX_MESSAGE_BYTES, PlanApplierConfig, PlanApplierService};
 use caravan_proto::eval_broker_service_server::{EvalBrokerService, EvalBrokerServiceServer};
 use caravan_proto::plan_applier_service_client::PlanApplierServiceClient;
 use caravan_proto::*;
+use caravan_runtime::names::EVAL_BROKER;
+use caravan_runtime::service::Running;
 use caravan_state::{Keyspace, decode, encode};
 use caravan_store::{EtcdStore, Leadership, MemStore, Store, election_name};
 use parking_lot::Mutex;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
@@ -138,7 +139,7 @@ pub async fn start_broker(store: &Arc<dyn Store>, prefix: &str) -> BrokerHandle 
     tokio::spawn(caravan_runtime::grpc::serve(router, listener, stop.clone()));
     let leadership = Leadership::campaign(
         store.clone(),
-        &election_name(prefix, "eval-broker"),
+        &election_name(prefix, EVAL_BROKER),
         &addr.to_string(),
         Duration::from_secs(10),
     )
@@ -155,7 +156,7 @@ pub async fn start_broker(store: &Arc<dyn Store>, prefix: &str) -> BrokerHandle 
 pub struct ApplierHandle {
     pub addr: String,
     pub stop: CancellationToken,
-    pub task: JoinHandle<anyhow::Result<()>>,
+    pub running: Running<PlanApplierService>,
 }
 
 impl ApplierHandle {
@@ -169,7 +170,7 @@ impl ApplierHandle {
     /// Stops the replica and waits for it.
     pub async fn shutdown(self) {
         self.stop.cancel();
-        self.task.await.unwrap().unwrap();
+        self.running.stopped().await.unwrap();
     }
 }
 
@@ -187,20 +188,24 @@ pub fn config(prefix: &str) -> PlanApplierConfig {
 
 /// Starts an applier replica with `config`.
 pub async fn start_applier(store: &Arc<dyn Store>, config: PlanApplierConfig) -> ApplierHandle {
-    let (listener, addr) = caravan_runtime::grpc::bind(&config.grpc_addr)
-        .await
-        .unwrap();
     let stop = CancellationToken::new();
-    let task = tokio::spawn(serve(config, store.clone(), listener, stop.clone()));
+    let running = caravan_runtime::service::start(
+        PlanApplierService::default(),
+        config,
+        store.clone(),
+        stop.clone(),
+    )
+    .await
+    .unwrap();
     ApplierHandle {
-        addr: addr.to_string(),
+        addr: running.local_addr.to_string(),
         stop,
-        task,
+        running,
     }
 }
 
-/// Waits until the applier at `addr` leads (answers something other than
-/// "not the leader" to an empty plan).
+/// Waits until the applier at `addr` leads (answers an empty plan with
+/// something other than a follower's refusal).
 pub async fn wait_leading(app: &ApplierHandle) {
     let mut client = app.client().await;
     for _ in 0..200 {
@@ -214,8 +219,7 @@ pub async fn wait_leading(app: &ApplierHandle) {
             .submit_plan(SubmitPlanRequest { plan: Some(probe) })
             .await
         {
-            Err(s)
-                if s.message().contains("not the leader") || s.message().contains("no leader") => {}
+            Err(s) if caravan_runtime::status::is_not_leader(&s) => {}
             Err(s) if s.code() == tonic::Code::Unavailable && s.message().contains("transport") => {
             }
             _ => return,

@@ -7,13 +7,15 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use caravan_plan_applier::PlanApplierService;
 use caravan_proto::eval_broker_service_server::{EvalBrokerService, EvalBrokerServiceServer};
 use caravan_proto::*;
-use caravan_scheduler_worker::{SchedulerWorkerConfig, WorkerPool};
+use caravan_runtime::names::EVAL_BROKER;
+use caravan_runtime::service::{Running, Service};
+use caravan_scheduler_worker::{SchedulerWorkerConfig, SchedulerWorkerService, WorkerPool};
 use caravan_state::{Keyspace, decode, encode};
 use caravan_store::{EtcdStore, Leadership, MemStore, Store, election_name};
 use parking_lot::Mutex;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
@@ -218,7 +220,7 @@ pub async fn start_broker(store: &Arc<dyn Store>, prefix: &str) -> BrokerHandle 
     let addr = serve_router(router, stop.clone()).await;
     let leadership = Leadership::campaign(
         store.clone(),
-        &election_name(prefix, "eval-broker"),
+        &election_name(prefix, EVAL_BROKER),
         &addr,
         Duration::from_secs(10),
     )
@@ -231,22 +233,22 @@ pub async fn start_broker(store: &Arc<dyn Store>, prefix: &str) -> BrokerHandle 
     }
 }
 
-/// A running service task.
-pub struct Running {
+/// A service running in-process and the token that stops it.
+pub struct Started<S: Service> {
     pub stop: CancellationToken,
-    pub task: JoinHandle<anyhow::Result<()>>,
+    pub running: Running<S>,
 }
 
-impl Running {
+impl<S: Service> Started<S> {
     /// Stops the service and waits for it.
     pub async fn shutdown(self) {
         self.stop.cancel();
-        self.task.await.unwrap().unwrap();
+        self.running.stopped().await.unwrap();
     }
 }
 
 /// Starts the real plan applier.
-pub async fn start_applier(store: &Arc<dyn Store>, prefix: &str) -> Running {
+pub async fn start_applier(store: &Arc<dyn Store>, prefix: &str) -> Started<PlanApplierService> {
     let mut config = caravan_plan_applier::PlanApplierConfig {
         grpc_addr: "127.0.0.1:0".into(),
         leader_ttl_ms: 3_000,
@@ -254,15 +256,16 @@ pub async fn start_applier(store: &Arc<dyn Store>, prefix: &str) -> Running {
         ..Default::default()
     };
     config.store.prefix = prefix.into();
-    let (listener, _) = caravan_runtime::grpc::bind("127.0.0.1:0").await.unwrap();
     let stop = CancellationToken::new();
-    let task = tokio::spawn(caravan_plan_applier::serve(
+    let running = caravan_runtime::service::start(
+        PlanApplierService::default(),
         config,
         store.clone(),
-        listener,
         stop.clone(),
-    ));
-    Running { stop, task }
+    )
+    .await
+    .unwrap();
+    Started { stop, running }
 }
 
 /// Starts a worker replica; returns it with its pool.
@@ -270,7 +273,7 @@ pub async fn start_worker(
     store: &Arc<dyn Store>,
     prefix: &str,
     workers: usize,
-) -> (Running, Arc<WorkerPool>) {
+) -> (Started<SchedulerWorkerService>, Arc<WorkerPool>) {
     let mut config = SchedulerWorkerConfig {
         grpc_addr: "127.0.0.1:0".into(),
         workers,
@@ -280,20 +283,17 @@ pub async fn start_worker(
         ..Default::default()
     };
     config.store.prefix = prefix.into();
-    let (listener, _) = caravan_runtime::grpc::bind("127.0.0.1:0").await.unwrap();
     let stop = CancellationToken::new();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let task = tokio::spawn(caravan_scheduler_worker::serve(
+    let running = caravan_runtime::service::start(
+        SchedulerWorkerService,
         config,
         store.clone(),
-        listener,
         stop.clone(),
-        move |pool| {
-            let _ = tx.send(pool);
-        },
-    ));
-    let pool = rx.await.unwrap();
-    (Running { stop, task }, pool)
+    )
+    .await
+    .unwrap();
+    let pool = running.ready.clone();
+    (Started { stop, running }, pool)
 }
 
 /// A ready node with the exec driver.

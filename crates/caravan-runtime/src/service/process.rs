@@ -1,0 +1,114 @@
+//! The `main` of every service binary: flags, layered configuration,
+//! tracing, signals (with the shutdown deadline), the store connection
+//! (retried until it answers), then the service on its gRPC address.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use super::{Service, ServiceConfig, StoreAccess};
+use crate::config::ConfigLoader;
+use crate::shutdown::ShutdownConfig;
+use crate::store::STORE_LIST_KEYS;
+use crate::telemetry;
+
+/// Flags every service binary accepts.
+#[derive(Debug, Clone, Default, Parser)]
+pub struct ServiceArgs {
+    /// TOML configuration file.
+    #[arg(long, short = 'c')]
+    pub config: Option<PathBuf>,
+    /// Override a configuration key, e.g. `--set store.prefix=/test` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// Runs `service` as the process: parses the flags and goes on as
+/// [`main_with`].
+pub fn main<S: Service>(service: S) -> ExitCode {
+    main_with(service, ServiceArgs::parse())
+}
+
+/// Runs `service` as the process with flags parsed by the caller (a binary
+/// with flags of its own): loads its configuration from its layers, installs
+/// tracing and signal handling, connects the store when it needs one, and
+/// serves until a signal. Exits with 2 on a bad configuration.
+pub fn main_with<S: Service>(service: S, args: ServiceArgs) -> ExitCode {
+    let name = S::NAME;
+    let (config, shutdown_config) = match load::<S>(&args) {
+        Ok(both) => both,
+        Err(err) => {
+            // The outermost message only: configuration errors already
+            // quote what they wrap.
+            eprintln!("{name}: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(err) => {
+            eprintln!("{name}: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(serve_process(service, config, shutdown_config))
+}
+
+/// The service's configuration and the `[shutdown]` section, checked, with
+/// the deadline raised to what the configuration needs.
+fn load<S: Service>(args: &ServiceArgs) -> anyhow::Result<(S::Config, ShutdownConfig)> {
+    let mut list_keys: Vec<&str> = S::Config::LIST_KEYS.to_vec();
+    if <S::Store as StoreAccess<S::Config>>::NEEDED {
+        list_keys.extend_from_slice(STORE_LIST_KEYS);
+    }
+    let loader = ConfigLoader::new(S::NAME)
+        .file(args.config.as_deref())
+        .list_keys(&list_keys)
+        .set_all(args.set.iter().map(String::as_str))?;
+    let (config, shutdown) = ShutdownConfig::load_beside(&loader, &S::Config::default())?;
+    config.validate()?;
+    let shutdown = shutdown.at_least(config.min_shutdown_deadline());
+    Ok((config, shutdown))
+}
+
+async fn serve_process<S: Service>(
+    service: S,
+    config: S::Config,
+    shutdown_config: ShutdownConfig,
+) -> ExitCode {
+    let name = S::NAME;
+    let _telemetry = match telemetry::init(name, config.telemetry()) {
+        Ok(g) => g,
+        Err(err) => {
+            eprintln!("{name}: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let shutdown = match crate::shutdown::on_signals_with(&shutdown_config) {
+        Ok(t) => t,
+        Err(err) => {
+            tracing::error!(error = %err, "cannot install signal handlers");
+            return ExitCode::FAILURE;
+        }
+    };
+    let Some(store) = S::Store::reach(&config, &shutdown).await else {
+        return ExitCode::SUCCESS;
+    };
+    let running = crate::shutdown::running(format!("{name}'s run"));
+    let ran = super::run(service, config, store, shutdown).await;
+    drop(running);
+    match ran {
+        Ok(()) => {
+            tracing::info!(service = name, "stopped");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            tracing::error!(service = name, error = format!("{err:#}"), "failed");
+            ExitCode::FAILURE
+        }
+    }
+}
