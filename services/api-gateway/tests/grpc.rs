@@ -16,7 +16,8 @@ use caravan_proto::{
     UpdateAllocationsRequest, WatchAllocationsRequest,
 };
 use caravan_state::{Kind, encode};
-use common::{Backend, TestGateway, eventually};
+use caravan_testkit::wait::holds_within;
+use common::{Backend, TestGateway};
 use tonic::Code;
 
 fn job(id: &str, count: i32) -> Job {
@@ -279,7 +280,7 @@ async fn blocking_query_returns_on_change_or_times_out(backend: Backend) {
 }
 
 async fn node_registration_heartbeats_and_expiry(backend: Backend) {
-    let store = common::store(backend).await;
+    let store = backend.store().await;
     let gw = TestGateway::start_with(store, "grpc-node", |c| {
         c.min_heartbeat_ttl_ms = 1_000;
         c.heartbeat_grace_ms = 1_000;
@@ -346,7 +347,7 @@ async fn node_registration_heartbeats_and_expiry(backend: Backend) {
     assert_eq!(hb.lease, again.heartbeat_lease_id);
 
     // Silence: the lease expires and takes the heartbeat key with it.
-    let gone = eventually(Duration::from_secs(10), || async {
+    let gone = holds_within(Duration::from_secs(10), || async {
         gw.store
             .get(&gw.keys.heartbeat("n1"))
             .await
@@ -652,7 +653,7 @@ async fn drains_complete_when_nothing_is_left(backend: Backend) {
         .await
         .unwrap();
     assert!(
-        eventually(Duration::from_secs(5), || async {
+        holds_within(Duration::from_secs(5), || async {
             nodes
                 .clone()
                 .node_allocations(caravan_proto::NodeAllocationsRequest {
@@ -705,28 +706,7 @@ async fn drains_complete_when_nothing_is_left(backend: Backend) {
     gw.stop().await;
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod mem {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Mem).await;
-                }
-            )*
-        }
-        mod etcd {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Etcd).await;
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+caravan_testkit::backend_cases!(backend => crate;
     register_writes_job_version_and_eval,
     invalid_jobs_write_nothing,
     enforce_revision_and_deregister,

@@ -19,6 +19,7 @@ use caravan_proto::{
     WatcherFailRequest, WatcherPauseRequest, WatcherPromoteRequest, WatcherResponse,
 };
 use caravan_state::{Kind, encode};
+use caravan_testkit::wait::holds_within;
 use common::{Backend, TestGateway};
 use futures::Stream;
 use serde_json::{Value, json};
@@ -486,7 +487,7 @@ async fn logs_are_proxied_from_the_node(backend: Backend) {
         .put(&gw.keys.alloc("a1"), &encode(&placed("a1", "n1")), 0)
         .await
         .unwrap();
-    let seen = common::eventually(Duration::from_secs(5), || async {
+    let seen = holds_within(Duration::from_secs(5), || async {
         gw.http("GET", "/v1/allocation/a1", b"").await.status == 200
     })
     .await;
@@ -695,7 +696,7 @@ async fn deployments_are_steered_through_the_watcher(backend: Backend) {
         .put(&gw.keys.deployment("d1"), &encode(&d), 0)
         .await
         .unwrap();
-    let listed = common::eventually(Duration::from_secs(5), || async {
+    let listed = holds_within(Duration::from_secs(5), || async {
         gw.http("GET", "/v1/deployments", b"").await.json() != json!([])
     })
     .await;
@@ -727,28 +728,7 @@ async fn deployments_are_steered_through_the_watcher(backend: Backend) {
     gw.stop().await;
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod mem {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Mem).await;
-                }
-            )*
-        }
-        mod etcd {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Etcd).await;
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+caravan_testkit::backend_cases!(backend => crate;
     register_and_read_back_in_nomad_json,
     bad_input_is_400_and_writes_nothing,
     blocking_queries_over_http,

@@ -12,31 +12,7 @@ use caravan_store::Store;
 use support::*;
 use tonic::Code;
 
-/// Instantiates each case for the embedded store and for etcd.
-macro_rules! cases {
-    ($($name:ident),* $(,)?) => {
-        mod mem_store {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let prefix = caravan_testkit::unique_prefix(stringify!($name));
-                    super::$name(super::support::mem(), prefix).await;
-                }
-            )*
-        }
-        mod etcd_store {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let prefix = caravan_testkit::unique_prefix(stringify!($name));
-                    super::$name(super::support::etcd().await, prefix).await;
-                }
-            )*
-        }
-    };
-}
-
-cases!(
+caravan_testkit::backend_cases!(store_and_prefix => crate;
     two_plans_over_one_node_commit_only_what_fits,
     an_unknown_token_refuses_the_whole_plan,
     a_stale_plan_is_refused_with_a_refresh_revision,
@@ -128,7 +104,7 @@ async fn an_unknown_token_refuses_the_whole_plan(store: Arc<dyn Store>, prefix: 
     .await
     .unwrap();
     assert!(ok.alloc_revision > rev);
-    assert!(broker.broker.resets.lock().iter().any(|e| e == "e1"));
+    assert!(broker.broker.log.lock().resets.iter().any(|e| e == "e1"));
     app.shutdown().await;
 }
 

@@ -112,7 +112,7 @@ pub async fn a_lost_heartbeat_marks_the_node_down_with_evals(store: Arc<dyn Stor
         assert_eq!(e.status(), EvalStatus::Pending);
         assert_eq!(e.create_revision, down.modify_revision, "one txn");
     }
-    eventually("the node-update evals to be ready", || {
+    eventually("the node-update evals to be ready", PATIENCE, || {
         let mut b = broker.client.clone();
         async move {
             b.stats(caravan_proto::BrokerStatsRequest {})
@@ -134,7 +134,7 @@ pub async fn a_node_without_heartbeat_at_restore_goes_down(store: Arc<dyn Store>
     let already = put(&store, ks.node("dead"), &node("dead", NodeStatus::Down)).await;
 
     let broker = start_leader(store.clone(), &prefix).await;
-    eventually("the node without heartbeat to go down", || {
+    eventually("the node without heartbeat to go down", PATIENCE, || {
         let (store, ks) = (store.clone(), ks.clone());
         async move {
             let kv = store.get(&ks.node("gone")).await.expect("get");
