@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use caravan_runtime::service::{ServiceConfig, StoreSection};
 use caravan_runtime::store::StoreConfig;
 use caravan_runtime::telemetry::TelemetryConfig;
 use serde::{Deserialize, Serialize};
@@ -77,25 +76,7 @@ impl GatewayConfig {
     }
 }
 
-impl ServiceConfig for GatewayConfig {
-    fn telemetry(&self) -> &TelemetryConfig {
-        &self.telemetry
-    }
-
-    fn grpc_addr(&self) -> &str {
-        &self.grpc_addr
-    }
-
-    fn advertise_addr(&self) -> &str {
-        &self.advertise_addr
-    }
-}
-
-impl StoreSection for GatewayConfig {
-    fn store(&self) -> &StoreConfig {
-        &self.store
-    }
-}
+caravan_runtime::service_config!(GatewayConfig, store);
 
 #[cfg(test)]
 mod tests {
