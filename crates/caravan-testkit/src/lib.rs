@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub mod fake_broker;
+pub mod faults;
 pub mod wait;
 
 pub use backend::Backend;

@@ -23,6 +23,7 @@ mod config;
 mod drain;
 mod error;
 mod evals;
+mod fan_out;
 mod follow;
 mod gc;
 mod grpc;

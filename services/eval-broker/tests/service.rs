@@ -30,6 +30,7 @@ caravan_testkit::backend_cases!(store => crate::cases {
         a_lost_heartbeat_marks_the_node_down_with_evals,
         a_node_without_heartbeat_at_restore_goes_down,
         a_node_with_many_jobs_goes_down_in_several_txns,
+        a_crash_after_marking_a_node_down_loses_none_of_its_evals,
     },
     periodic {
         children_launch_on_schedule_with_version_and_eval,

@@ -101,10 +101,12 @@ fn as_registered(mut node: Node, existing: Option<&Node>, lease: LeaseId, now: i
             node.scheduling_eligibility = old.scheduling_eligibility;
             node.drain_strategy = old.drain_strategy;
             node.last_drain = old.last_drain.clone();
+            node.pending_fan_outs = old.pending_fan_outs.clone();
         }
         None => {
             node.set_scheduling_eligibility(SchedulingEligibility::Eligible);
             node.drain_strategy = None;
+            node.pending_fan_outs.clear();
         }
     }
     node
@@ -302,7 +304,20 @@ mod tests {
         validate(&node).unwrap();
         let mut old = node.clone();
         old.set_scheduling_eligibility(SchedulingEligibility::Ineligible);
-        let stored = as_registered(node.clone(), Some(&old), 7, 1);
+        let owed = caravan_proto::NodeFanOut {
+            id: "f1".into(),
+            triggered_by: "node-update".into(),
+            created_at_unix_ns: 1,
+        };
+        old.pending_fan_outs = vec![owed.clone()];
+        let mut forged = node.clone();
+        forged.pending_fan_outs = vec![caravan_proto::NodeFanOut::default()];
+        let stored = as_registered(forged.clone(), Some(&old), 7, 1);
+        assert_eq!(
+            stored.pending_fan_outs,
+            vec![owed],
+            "the evals it still owes stay"
+        );
         assert_eq!(
             stored.scheduling_eligibility(),
             SchedulingEligibility::Ineligible
@@ -314,7 +329,11 @@ mod tests {
             stored.computed_class,
             caravan_scheduler::compute_node_class(&stored)
         );
-        let fresh = as_registered(node, None, 8, 1);
+        let fresh = as_registered(forged, None, 8, 1);
+        assert!(
+            fresh.pending_fan_outs.is_empty(),
+            "a client can't claim fan-outs"
+        );
         assert_eq!(
             fresh.scheduling_eligibility(),
             SchedulingEligibility::Eligible

@@ -27,7 +27,7 @@ use caravan_store::{Revision, Store};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
-pub use caravan_testkit::wait::{PATIENCE, eventually};
+pub use caravan_testkit::wait::{PATIENCE, eventually, eventually_some};
 
 /// A broker running in-process.
 pub struct Broker {
@@ -194,26 +194,6 @@ pub async fn all_evals(store: &Arc<dyn Store>, ks: &Keyspace) -> Vec<Evaluation>
         .collect()
 }
 
-/// Polls `fetch` until it yields a value, failing the test after the
-/// patience.
-pub async fn wait_for<T, F, Fut>(what: &str, mut fetch: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        if let Some(found) = fetch().await {
-            return found;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Waits until the stored eval satisfies `check`; returns it.
 pub async fn eval_becomes(
     store: &Arc<dyn Store>,
@@ -222,7 +202,7 @@ pub async fn eval_becomes(
     what: &str,
     check: impl Fn(&Evaluation) -> bool,
 ) -> Evaluation {
-    wait_for(what, || async {
+    eventually_some(what, PATIENCE, || async {
         read_eval(store, ks, id).await.filter(|e| check(e))
     })
     .await

@@ -8,7 +8,8 @@ use caravan_proto::{
     SchedulingEligibility,
 };
 use caravan_state::Keyspace;
-use caravan_store::Store;
+use caravan_store::{Store, StoreError};
+use caravan_testkit::faults::{FaultyStore, puts, puts_under};
 
 use super::*;
 
@@ -92,7 +93,7 @@ pub async fn a_lost_heartbeat_marks_the_node_down_with_evals(store: Arc<dyn Stor
     assert!(all_evals(&store, &ks).await.is_empty());
     store.lease_revoke(lease.id).await.expect("the lease ends");
 
-    let down = wait_for("the node to be marked down", || async {
+    let down = eventually_some("the node to be marked down", PATIENCE, || async {
         let kv = store.get(&ks.node("n1")).await.expect("get")?;
         let n: Node = caravan_state::decode(&kv).expect("decode");
         (n.status() == NodeStatus::Down).then_some(n)
@@ -179,7 +180,7 @@ pub async fn a_node_with_many_jobs_goes_down_in_several_txns(store: Arc<dyn Stor
     broker.wait_leading().await;
     store.lease_revoke(lease.id).await.expect("the lease ends");
 
-    let evals = wait_for("an eval for every job", || async {
+    let evals = eventually_some("an eval for every job", PATIENCE, || async {
         let evals = all_evals(&store, &ks).await;
         (evals.len() == jobs.len()).then_some(evals)
     })
@@ -200,4 +201,74 @@ pub async fn a_node_with_many_jobs_goes_down_in_several_txns(store: Arc<dyn Stor
     let n: Node = caravan_state::decode(&kv).expect("decode");
     assert_eq!(n.status(), NodeStatus::Down);
     broker.stop().await;
+}
+
+/// A leader that dies right after marking a node down, before the evals
+/// that did not fit that transaction: the next leader creates them.
+pub async fn a_crash_after_marking_a_node_down_loses_none_of_its_evals(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let jobs: Vec<String> = (0..7).map(|i| format!("job-{i}")).collect();
+    for job in &jobs {
+        put_job(&store, &ks, job, JobType::Batch, 40).await;
+        put_alloc(&store, &ks, job, "busy", AllocClientStatus::Running).await;
+    }
+    let lease = store.lease_grant(30).await.expect("lease");
+    store
+        .put(&ks.heartbeat("busy"), b"", lease.id)
+        .await
+        .expect("heartbeat");
+    put(&store, ks.node("busy"), &node("busy", NodeStatus::Ready)).await;
+    // The first leader's store takes the node-down transaction and then
+    // no write of an eval, as if its host died right after it.
+    let (node_key, evals_prefix) = (ks.node("busy"), ks.prefix_of(caravan_state::Kind::Evals));
+    let marked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = Arc::clone(&marked);
+    let dying: Arc<dyn Store> = FaultyStore::new(
+        store.clone(),
+        Box::new(move |txn| {
+            if seen.load(std::sync::atomic::Ordering::SeqCst) && puts_under(txn, &evals_prefix) {
+                return Some(StoreError::Unavailable("the leader's host is gone".into()));
+            }
+            if puts(txn, &node_key) {
+                seen.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            None
+        }),
+    );
+    let mut config = fast_config(&prefix);
+    config.max_txn_ops = 4;
+    let mut first = start(dying, config.clone()).await;
+    first.wait_leading().await;
+    store.lease_revoke(lease.id).await.expect("the lease ends");
+    eventually_some("the node to be marked down", PATIENCE, || async {
+        let kv = store.get(&ks.node("busy")).await.expect("get")?;
+        let n: Node = caravan_state::decode(&kv).expect("decode");
+        (n.status() == NodeStatus::Down).then_some(n)
+    })
+    .await;
+    let written = all_evals(&store, &ks).await.len();
+    assert!(
+        written < jobs.len(),
+        "the node-down transaction holds only some of the evals ({written})"
+    );
+    first.stop().await;
+
+    let second = start_leader(store.clone(), &prefix).await;
+    let evals = eventually_some("an eval for every job", PATIENCE, || async {
+        let evals = all_evals(&store, &ks).await;
+        (evals.len() >= jobs.len()).then_some(evals)
+    })
+    .await;
+    let got: Vec<String> = node_evals(&evals, "busy")
+        .into_iter()
+        .map(|(job, _, _)| job)
+        .collect();
+    assert_eq!(got, jobs, "one eval per job, none twice");
+    eventually("the node's fan-out to be cleared", PATIENCE, || async {
+        let kv = store.get(&ks.node("busy")).await.expect("get");
+        kv.map(|kv| caravan_state::decode::<Node>(&kv).expect("decode"))
+            .is_some_and(|n| n.pending_fan_outs.is_empty() && n.status() == NodeStatus::Down)
+    })
+    .await;
+    second.stop().await;
 }
