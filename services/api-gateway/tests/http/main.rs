@@ -3,6 +3,7 @@
 //! nothing, plans, node operations and the logs proxy.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::pin::Pin;

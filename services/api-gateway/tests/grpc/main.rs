@@ -2,6 +2,7 @@
 //! job writes and reads, blocking queries, and the node-facing API.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::time::Duration;
