@@ -1,11 +1,14 @@
 //! Nomad JSON jobs, client nodes and placed allocations the HTTP cases share.
 
+use std::time::Duration;
+
 use caravan_proto::node_client_service_client::NodeClientServiceClient;
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, Allocation, DriverInfo, Node, NodeResources,
     RegisterNodeRequest,
 };
 use caravan_state::encode;
+use caravan_testkit::wait::holds_within;
 use serde_json::{Value, json};
 
 use crate::common::TestGateway;
@@ -90,7 +93,8 @@ pub fn placed(id: &str, node_id: &str) -> Allocation {
 }
 
 /// Node `n1` (serving HTTP at `http_addr`) running alloc `a1` of job `web`,
-/// as the plan applier would have written it.
+/// as the plan applier would have written it; returns once the gateway
+/// serves `a1`.
 pub async fn node_running_web(gw: &TestGateway, http_addr: &str) {
     register_node(gw, client_node("n1", http_addr)).await;
     gw.http("PUT", "/v1/jobs", &body(&nomad_job("web", 1)))
@@ -99,4 +103,9 @@ pub async fn node_running_web(gw: &TestGateway, http_addr: &str) {
         .put(&gw.keys.alloc("a1"), &encode(&placed("a1", "n1")), 0)
         .await
         .unwrap();
+    let seen = holds_within(Duration::from_secs(5), || async {
+        gw.http("GET", "/v1/allocation/a1", b"").await.status == 200
+    })
+    .await;
+    assert!(seen, "the gateway never served alloc a1");
 }

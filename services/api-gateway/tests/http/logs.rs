@@ -2,11 +2,9 @@
 //! allocation, over HTTP (plain or framed) and over gRPC.
 
 use std::pin::Pin;
-use std::time::Duration;
 
 use caravan_proto::client_node_service_server::{ClientNodeService, ClientNodeServiceServer};
 use caravan_proto::{LogChunk, ReadLogsRequest};
-use caravan_testkit::wait::holds_within;
 use futures::Stream;
 
 use crate::common::{Backend, TestGateway};
@@ -59,11 +57,6 @@ async fn gateway_with_log_node(backend: Backend, name: &str) -> TestGateway {
             ),
     );
     node_running_web(&gw, &node_addr.to_string()).await;
-    let seen = holds_within(Duration::from_secs(5), || async {
-        gw.http("GET", "/v1/allocation/a1", b"").await.status == 200
-    })
-    .await;
-    assert!(seen);
     gw
 }
 
