@@ -468,8 +468,8 @@ impl Follower {
             return Ok(None);
         }
         let now_ns = now().unix_ns;
-        let owed = fan_out::start(trigger::NODE_UPDATE, now_ns);
-        let mut evals = fan_out::evals(&snapshot, node_id, &owed);
+        let owed = fan_out::node_down(trigger::NODE_UPDATE, now_ns);
+        let mut evals = fan_out::evals(&snapshot, node, &owed);
         let count = evals.len();
         let mut down = evals::node_down(node, now_ns);
         let room = self.term.writer.node_down_room();
@@ -499,7 +499,7 @@ impl Follower {
         }
         let mut finished = Vec::new();
         for owed in &node.pending_fan_outs {
-            let writes = fan_out::evals(&snapshot, node_id, owed)
+            let writes = fan_out::evals(&snapshot, node, owed)
                 .into_iter()
                 .map(GuardedEval::create)
                 .collect();

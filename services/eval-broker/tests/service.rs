@@ -31,6 +31,7 @@ caravan_testkit::backend_cases!(store => crate::cases {
         a_node_without_heartbeat_at_restore_goes_down,
         a_node_with_many_jobs_goes_down_in_several_txns,
         a_crash_after_marking_a_node_down_loses_none_of_its_evals,
+        a_nodes_pending_fan_out_is_finished_once,
     },
     periodic {
         children_launch_on_schedule_with_version_and_eval,

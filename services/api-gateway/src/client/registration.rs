@@ -12,7 +12,7 @@ use rand::Rng;
 
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
-use crate::nodes::node_evals;
+use crate::node_fan_out;
 
 /// The outcome of a registration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,17 +138,16 @@ pub async fn register(gw: &Gateway, node: Node) -> Result<NodeRegistered> {
                 return Err(err);
             }
         };
-        let stored = as_registered(node.clone(), existing.as_ref(), lease.id, now_unix_ns());
+        let now = now_unix_ns();
+        let mut stored = as_registered(node.clone(), existing.as_ref(), lease.id, now);
+        let scope = node_fan_out::scope(trigger::NODE_UPDATE, false, false);
         let evals = match &existing {
             Some(old) if old.status() == NodeStatus::Ready => Vec::new(),
-            _ => node_evals(
-                &gw.cache.snapshot(),
-                &stored,
-                trigger::NODE_UPDATE,
-                false,
-                false,
-            ),
+            _ => node_fan_out::node_evals(&gw.cache.snapshot(), &stored, &scope),
         };
+        // The node and its heartbeat key take two operations.
+        let room = gw.config.max_txn_ops.saturating_sub(2).max(1);
+        let (evals, _) = node_fan_out::fit(&mut stored, evals, scope, room, now);
         let mut txn = Txn::new()
             .when(match &existing {
                 Some(old) => {
@@ -308,6 +307,7 @@ mod tests {
             id: "f1".into(),
             triggered_by: "node-update".into(),
             created_at_unix_ns: 1,
+            ..Default::default()
         };
         old.pending_fan_outs = vec![owed.clone()];
         let mut forged = node.clone();

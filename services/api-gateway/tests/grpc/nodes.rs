@@ -147,3 +147,60 @@ pub async fn a_node_without_datacenter_is_invalid(backend: Backend) {
     );
     gw.stop().await;
 }
+
+/// A node whose pool has more system jobs than one transaction holds still
+/// registers: its transaction carries what fits, and the node owes the rest
+/// through a fan-out the eval broker finishes. (The embedded store here
+/// caps transactions at 8 operations, as etcd caps them at 128 by default.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_registers_when_its_system_jobs_outnumber_one_transaction() {
+    use caravan_proto::JobType;
+    use caravan_proto::job_service_client::JobServiceClient;
+    use caravan_store::{MemStore, MemStoreConfig, Store};
+
+    let store: std::sync::Arc<dyn Store> =
+        std::sync::Arc::new(MemStore::with_config(MemStoreConfig {
+            max_txn_ops: 8,
+            ..Default::default()
+        }));
+    let gw = TestGateway::start_with(store, "fan-out-register", |c| c.max_txn_ops = 8).await;
+    let mut jobs = JobServiceClient::new(gw.channel().await);
+    for i in 0..10 {
+        let mut system = crate::fixtures::job(&format!("sys-{i}"), 1);
+        system.set_type(JobType::System);
+        jobs.register_job(crate::fixtures::register(system))
+            .await
+            .unwrap();
+    }
+    let before = gw.evals().await.len();
+    let mut client = NodeClientServiceClient::new(gw.channel().await);
+    register_n1(&mut client).await;
+
+    let n1 = gw.node("n1").await.expect("registered");
+    assert_eq!(n1.status(), NodeStatus::Ready);
+    let [owed] = n1.pending_fan_outs.as_slice() else {
+        panic!("one fan-out owes the rest: {:?}", n1.pending_fan_outs);
+    };
+    assert_eq!(owed.triggered_by, "node-update");
+    assert!(!owed.node_down && !owed.only_placed);
+    let written: Vec<_> = gw
+        .evals()
+        .await
+        .into_iter()
+        .filter(|e| e.node_id == "n1")
+        .collect();
+    assert_eq!(gw.evals().await.len() - before, written.len());
+    assert_eq!(
+        written.len(),
+        6,
+        "what fits next to the node and its heartbeat"
+    );
+    for e in &written {
+        assert_eq!(
+            e.id,
+            caravan_model::fan_out_eval_id(&owed.id, &e.namespace, &e.job_id),
+            "ids derive from the fan-out, so finishing it can't double one"
+        );
+    }
+    gw.stop().await;
+}

@@ -272,3 +272,73 @@ pub async fn a_crash_after_marking_a_node_down_loses_none_of_its_evals(store: Ar
     .await;
     second.stop().await;
 }
+
+/// A node change the gateway wrote with more evals than its transaction
+/// held carries a fan-out; the leader creates the evals still missing (the
+/// ones written with the change are not made again) and clears it.
+pub async fn a_nodes_pending_fan_out_is_finished_once(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let jobs: Vec<String> = (0..5).map(|i| format!("sys-{i}")).collect();
+    for job in &jobs {
+        put_job(&store, &ks, job, JobType::System, 60).await;
+    }
+    let owed = caravan_proto::NodeFanOut {
+        id: uuid(),
+        triggered_by: "node-update".into(),
+        created_at_unix_ns: 1,
+        ..Default::default()
+    };
+    let written = caravan_proto::Evaluation {
+        id: caravan_model::fan_out_eval_id(&owed.id, "default", "sys-0"),
+        namespace: "default".into(),
+        job_id: "sys-0".into(),
+        r#type: "system".into(),
+        priority: 60,
+        triggered_by: "node-update".into(),
+        node_id: "n1".into(),
+        status: EvalStatus::Complete as i32,
+        ..Default::default()
+    };
+    put(&store, ks.eval(&written.id), &written).await;
+    let lease = store.lease_grant(30).await.expect("lease");
+    store
+        .put(&ks.heartbeat("n1"), b"", lease.id)
+        .await
+        .expect("heartbeat");
+    let mut n1 = node("n1", NodeStatus::Ready);
+    n1.node_pool = "default".into();
+    n1.pending_fan_outs = vec![owed.clone()];
+    put(&store, ks.node("n1"), &n1).await;
+
+    let broker = start_leader(store.clone(), &prefix).await;
+    let evals = eventually_some("an eval for every system job", PATIENCE, || async {
+        let evals = all_evals(&store, &ks).await;
+        (evals.len() >= jobs.len()).then_some(evals)
+    })
+    .await;
+    let got: Vec<String> = node_evals(&evals, "n1")
+        .into_iter()
+        .map(|(job, _, _)| job)
+        .collect();
+    assert_eq!(got, jobs, "one eval per job, none twice");
+    for e in &evals {
+        assert_eq!(
+            e.id,
+            caravan_model::fan_out_eval_id(&owed.id, "default", &e.job_id)
+        );
+    }
+    let sys0 = evals.iter().find(|e| e.job_id == "sys-0").expect("sys-0");
+    assert_eq!(
+        sys0.status(),
+        EvalStatus::Complete,
+        "the one written is kept"
+    );
+    eventually("the fan-out to be cleared", PATIENCE, || async {
+        let kv = store.get(&ks.node("n1")).await.expect("get");
+        kv.map(|kv| caravan_state::decode::<Node>(&kv).expect("decode"))
+            .is_some_and(|n| n.pending_fan_outs.is_empty() && n.status() == NodeStatus::Ready)
+    })
+    .await;
+    broker.stop().await;
+    store.lease_revoke(lease.id).await.expect("revoke");
+}
