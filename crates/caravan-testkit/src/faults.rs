@@ -1,8 +1,12 @@
 //! A store that fails the transactions a test picks, to stand for a store
 //! that went away at the worst moment (a crash between two writes, a
-//! partition): everything else passes through to the real store.
+//! partition), or whose answer was lost while the write went through later
+//! (a timeout at the client of a proposal etcd still commits): everything
+//! else passes through to the real store.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use caravan_store::{
@@ -10,20 +14,45 @@ use caravan_store::{
     Revision, Store, StoreError, Txn, TxnResult, Watch,
 };
 
-/// Decides, before a transaction reaches the store, whether it fails and
-/// with what error.
-pub type TxnFault = Box<dyn Fn(&Txn) -> Option<StoreError> + Send + Sync>;
+/// What happens to a transaction instead of reaching the store.
+pub enum Fault {
+    /// It fails with the error and never applies.
+    Fail(StoreError),
+    /// The caller gets the error at once, and the store applies the
+    /// transaction `after` that: an outcome the caller could not know.
+    ApplyLate {
+        /// What the caller gets.
+        error: StoreError,
+        /// When the store applies it.
+        after: Duration,
+    },
+}
+
+/// Decides, before a transaction reaches the store, whether it meets a
+/// fault.
+pub type TxnFault = Box<dyn Fn(&Txn) -> Option<Fault> + Send + Sync>;
 
 /// A store whose transactions fail where `fault` says so.
 pub struct FaultyStore {
     inner: Arc<dyn Store>,
     fault: TxnFault,
+    late_tried: Arc<AtomicUsize>,
 }
 
 impl FaultyStore {
     /// Wraps `inner`; `fault` is asked before every transaction.
     pub fn new(inner: Arc<dyn Store>, fault: TxnFault) -> Arc<Self> {
-        Arc::new(FaultyStore { inner, fault })
+        Arc::new(FaultyStore {
+            inner,
+            fault,
+            late_tried: Arc::default(),
+        })
+    }
+
+    /// How many late transactions the store has tried to apply so far
+    /// (whether their conditions held or not).
+    pub fn late_tried(&self) -> usize {
+        self.late_tried.load(Ordering::SeqCst)
     }
 }
 
@@ -56,10 +85,22 @@ impl Store for FaultyStore {
         self.inner.delete(range).await
     }
     async fn txn(&self, txn: Txn) -> Result<TxnResult> {
-        if let Some(err) = (self.fault)(&txn) {
-            return Err(err);
+        match (self.fault)(&txn) {
+            None => self.inner.txn(txn).await,
+            Some(Fault::Fail(err)) => Err(err),
+            Some(Fault::ApplyLate { error, after }) => {
+                let inner = Arc::clone(&self.inner);
+                let tried = Arc::clone(&self.late_tried);
+                tokio::spawn(async move {
+                    tokio::time::sleep(after).await;
+                    if let Err(err) = inner.txn(txn).await {
+                        eprintln!("a late transaction failed to apply: {err}");
+                    }
+                    tried.fetch_add(1, Ordering::SeqCst);
+                });
+                Err(error)
+            }
         }
-        self.inner.txn(txn).await
     }
     async fn current_revision(&self) -> Result<Revision> {
         self.inner.current_revision().await

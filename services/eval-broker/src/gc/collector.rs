@@ -154,6 +154,7 @@ fn deletes(ks: &Keyspace, object: &Doomed) -> GuardedUnit {
             unit.ops.push(Op::Delete(Range::prefix(
                 ks.job_versions_of(&j.namespace, &j.id),
             )));
+            unit.ops.push(Op::delete(ks.job_plan(&j.namespace, &j.id)));
         }
     }
     unit

@@ -9,7 +9,7 @@ use caravan_proto::{
 };
 use caravan_state::Keyspace;
 use caravan_store::{Store, StoreError};
-use caravan_testkit::faults::{FaultyStore, puts, puts_under};
+use caravan_testkit::faults::{Fault, FaultyStore, puts, puts_under};
 
 use super::*;
 
@@ -227,7 +227,8 @@ pub async fn a_crash_after_marking_a_node_down_loses_none_of_its_evals(store: Ar
         store.clone(),
         Box::new(move |txn| {
             if seen.load(std::sync::atomic::Ordering::SeqCst) && puts_under(txn, &evals_prefix) {
-                return Some(StoreError::Unavailable("the leader's host is gone".into()));
+                let gone = StoreError::Unavailable("the leader's host is gone".into());
+                return Some(Fault::Fail(gone));
             }
             if puts(txn, &node_key) {
                 seen.store(true, std::sync::atomic::Ordering::SeqCst);
