@@ -16,6 +16,7 @@ use caravan_proto::{
     WorkerStatusRequest,
 };
 use caravan_store::{Leadership, Store, election_name};
+use caravan_testkit::wait::PATIENCE;
 use parking_lot::Mutex;
 use support::*;
 use tokio_util::sync::CancellationToken;
@@ -68,7 +69,11 @@ async fn a_pending_eval_places_its_allocations_and_completes(
         assert!(log.nacked.is_empty());
         assert!(log.created.is_empty());
     }
-    assert_eq!(pool.processed(), 1);
+    // The pool counts the eval once the broker has answered its ack.
+    caravan_testkit::wait::until("the pool to count the eval", PATIENCE, || {
+        pool.processed() == 1
+    })
+    .await;
     worker.shutdown().await;
     applier.shutdown().await;
 }
