@@ -30,6 +30,9 @@ pub struct GatewayConfig {
     pub max_query_wait_ms: u64,
     /// Attempts of a compare-and-swap write before giving up with ABORTED.
     pub write_attempts: u32,
+    /// Most allocations a job may ask for in all (the sum of its groups'
+    /// counts); more is refused as invalid (HTTP 400, INVALID_ARGUMENT).
+    pub max_job_allocs: u64,
     /// Most operations of a node change's transaction (etcd's default
     /// `--max-txn-ops`): the evaluations that do not fit are owed by a
     /// fan-out on the node, which the eval broker finishes.
@@ -57,6 +60,7 @@ impl Default for GatewayConfig {
             max_query_wait_ms: 300_000,
             write_attempts: 16,
             max_txn_ops: 128,
+            max_job_allocs: 100_000,
             status_batch_max_allocs: 1000,
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),

@@ -90,21 +90,23 @@ impl JobService for JobApi {
         request: Request<ValidateJobRequest>,
     ) -> Result<Response<ValidateJobResponse>, Status> {
         let job = request.into_inner().job.ok_or_else(missing_job)?;
-        Ok(Response::new(match register::prepare(job) {
-            Ok((_, warnings)) => ValidateJobResponse {
-                errors: Vec::new(),
-                warnings,
+        Ok(Response::new(
+            match register::prepare(job, self.0.config.max_job_allocs) {
+                Ok((_, warnings)) => ValidateJobResponse {
+                    errors: Vec::new(),
+                    warnings,
+                },
+                Err(GatewayError::InvalidJob(errors)) => ValidateJobResponse {
+                    errors: errors.messages(),
+                    warnings: Vec::new(),
+                },
+                Err(err) if err.is_bad_input() => ValidateJobResponse {
+                    errors: vec![err.to_string()],
+                    warnings: Vec::new(),
+                },
+                Err(err) => return Err(err.into()),
             },
-            Err(GatewayError::InvalidJob(errors)) => ValidateJobResponse {
-                errors: errors.messages(),
-                warnings: Vec::new(),
-            },
-            Err(err) if err.is_bad_input() => ValidateJobResponse {
-                errors: vec![err.to_string()],
-                warnings: Vec::new(),
-            },
-            Err(err) => return Err(err.into()),
-        }))
+        ))
     }
 
     async fn plan_job(

@@ -149,15 +149,17 @@ pub(crate) async fn validate(
         Err(err) => return Err(err),
     };
     let mut warnings = s.warnings;
-    Ok(match writes::prepare(s.job) {
-        Ok((_, more)) => {
-            warnings.extend(more);
-            validation(Vec::new(), warnings)
-        }
-        Err(GatewayError::InvalidJob(errors)) => validation(errors.messages(), warnings),
-        Err(err) if err.is_bad_input() => validation(vec![err.to_string()], warnings),
-        Err(err) => return Err(err.into()),
-    })
+    Ok(
+        match writes::prepare(s.job, http.gw.config.max_job_allocs) {
+            Ok((_, more)) => {
+                warnings.extend(more);
+                validation(Vec::new(), warnings)
+            }
+            Err(GatewayError::InvalidJob(errors)) => validation(errors.messages(), warnings),
+            Err(err) if err.is_bad_input() => validation(vec![err.to_string()], warnings),
+            Err(err) => return Err(err.into()),
+        },
+    )
 }
 
 fn validation(errors: Vec<String>, warnings: Vec<String>) -> axum::response::Response {

@@ -161,7 +161,7 @@ fn desired_counts(u: &caravan_proto::DesiredUpdates) -> BTreeMap<String, u64> {
 
 /// Plans `job` against the cache without writing anything.
 pub async fn plan(gw: &Gateway, job: Job, want_diff: bool) -> Result<Planned> {
-    let (mut job, warnings) = prepare(job)?;
+    let (mut job, warnings) = prepare(job, gw.config.max_job_allocs)?;
     let snap = gw.cache.snapshot();
     let existing = snap.job(&job.namespace, &job.id).cloned();
     let job_modify_revision = existing.as_ref().map_or(0, |j| j.job_modify_revision);

@@ -39,11 +39,13 @@ pub struct Deregistered {
     pub job_modify_revision: Revision,
 }
 
-/// Fills Nomad's defaults and checks a job's shape and placement rules.
-/// Returns the canonical job and its warnings; nothing is written.
-pub fn prepare(mut job: Job) -> Result<(Job, Vec<String>)> {
+/// Fills Nomad's defaults and checks a job's shape and placement rules,
+/// and that it asks for at most `max_allocs` allocations in all. Returns
+/// the canonical job and its warnings; nothing is written.
+pub fn prepare(mut job: Job, max_allocs: u64) -> Result<(Job, Vec<String>)> {
     caravan_jobspec::canonicalize(&mut job);
     caravan_jobspec::validate(&job).map_err(GatewayError::InvalidJob)?;
+    check_alloc_total(&job, max_allocs)?;
     caravan_scheduler::validate_job(&job).map_err(|errs| {
         GatewayError::InvalidJob(caravan_jobspec::FieldErrors(
             errs.0
@@ -54,6 +56,28 @@ pub fn prepare(mut job: Job) -> Result<(Job, Vec<String>)> {
     })?;
     let warnings = caravan_jobspec::warnings(&job);
     Ok((job, warnings))
+}
+
+/// Refuses a job whose groups ask for more than `limit` allocations in all:
+/// planning and scheduling it would hold every one of them in memory.
+fn check_alloc_total(job: &Job, limit: u64) -> Result<()> {
+    let total: u64 = job
+        .task_groups
+        .iter()
+        .map(|g| u64::try_from(g.count).unwrap_or(0))
+        .sum();
+    if total > limit {
+        return Err(GatewayError::InvalidJob(caravan_jobspec::FieldErrors(
+            vec![caravan_jobspec::FieldError::new(
+                "Count",
+                format!(
+                    "the job's groups ask for {total} allocations in all, more than the \
+                     limit of {limit} (api-gateway max_job_allocs)"
+                ),
+            )],
+        )));
+    }
+    Ok(())
 }
 
 /// What a registration writes, decided from what was read.
@@ -129,7 +153,7 @@ pub(crate) async fn register_with(
     enforce_revision: Option<Revision>,
     trigger: &str,
 ) -> Result<Registered> {
-    let (job, warnings) = prepare(job)?;
+    let (job, warnings) = prepare(job, gw.config.max_job_allocs)?;
     if gw
         .cache
         .snapshot()
@@ -442,7 +466,7 @@ mod tests {
     #[test]
     fn a_new_job_is_version_zero_with_a_pending_eval() {
         let keys = Keyspace::new("/t");
-        let (job, _) = prepare(job(2)).unwrap();
+        let (job, _) = prepare(job(2), u64::MAX).unwrap();
         let w = build_register(&keys, None, job, &[], trigger::JOB_REGISTER);
         assert!(w.changed);
         assert_eq!(
@@ -475,12 +499,12 @@ mod tests {
     #[test]
     fn a_changed_spec_bumps_the_version_and_prunes_to_six() {
         let keys = Keyspace::new("/t");
-        let (mut old, _) = prepare(job(2)).unwrap();
+        let (mut old, _) = prepare(job(2), u64::MAX).unwrap();
         old.version = 6;
         old.job_modify_revision = 40;
         old.modify_revision = 41;
         let versions: Vec<(u64, bool)> = (1..=6).map(|v| (v, false)).collect();
-        let (new, _) = prepare(job(3)).unwrap();
+        let (new, _) = prepare(job(3), u64::MAX).unwrap();
         let w = build_register(&keys, Some(&old), new, &versions, trigger::JOB_REGISTER);
         assert!(w.changed);
         assert_eq!(
@@ -503,11 +527,11 @@ mod tests {
     #[test]
     fn an_unchanged_spec_writes_only_an_eval() {
         let keys = Keyspace::new("/t");
-        let (mut old, _) = prepare(job(2)).unwrap();
+        let (mut old, _) = prepare(job(2), u64::MAX).unwrap();
         old.version = 2;
         old.job_modify_revision = 40;
         old.modify_revision = 41;
-        let (same, _) = prepare(job(2)).unwrap();
+        let (same, _) = prepare(job(2), u64::MAX).unwrap();
         let w = build_register(
             &keys,
             Some(&old),
@@ -526,6 +550,22 @@ mod tests {
     }
 
     #[test]
+    fn a_job_asking_for_more_allocations_than_the_limit_is_invalid() {
+        let mut j = job(60);
+        let mut second = j.task_groups[0].clone();
+        second.name = "other".into();
+        second.count = 50;
+        j.task_groups.push(second);
+        let err = prepare(j.clone(), 100).unwrap_err();
+        let GatewayError::InvalidJob(errors) = err else {
+            panic!("invalid job expected: {err:?}");
+        };
+        assert_eq!(errors.0[0].path, "Count");
+        assert!(errors.0[0].message.contains("110"), "{errors:?}");
+        assert!(prepare(j, 110).is_ok(), "the limit itself is allowed");
+    }
+
+    #[test]
     fn periodic_parents_get_no_eval() {
         let keys = Keyspace::new("/t");
         let mut j = job(1);
@@ -535,7 +575,7 @@ mod tests {
             specs: vec!["*/5 * * * *".into()],
             ..Default::default()
         });
-        let (j, _) = prepare(j).unwrap();
+        let (j, _) = prepare(j, u64::MAX).unwrap();
         let w = build_register(&keys, None, j, &[], trigger::JOB_REGISTER);
         assert!(w.eval.is_none());
         assert_eq!(puts(&w.txn).len(), 2);
@@ -543,12 +583,12 @@ mod tests {
 
     #[test]
     fn validation_errors_name_the_field() {
-        let err = prepare(job(-1)).unwrap_err();
+        let err = prepare(job(-1), u64::MAX).unwrap_err();
         assert!(matches!(err, GatewayError::InvalidJob(_)));
         assert!(err.to_string().contains("count"), "{err}");
         let mut j = job(1);
         j.task_groups[0].tasks[0].driver.clear();
-        let err = prepare(j).unwrap_err();
+        let err = prepare(j, u64::MAX).unwrap_err();
         assert!(err.to_string().contains("driver"), "{err}");
         let mut j = job(1);
         j.constraints.push(caravan_proto::Constraint {
@@ -556,7 +596,7 @@ mod tests {
             r_target: "[".into(),
             operand: "regexp".into(),
         });
-        let err = prepare(j).unwrap_err();
+        let err = prepare(j, u64::MAX).unwrap_err();
         assert!(err.to_string().contains("constraint"), "{err}");
     }
 
@@ -577,7 +617,7 @@ mod tests {
     #[test]
     fn stop_bumps_the_version_and_purge_deletes_everything() {
         let keys = Keyspace::new("/t");
-        let (mut old, _) = prepare(job(2)).unwrap();
+        let (mut old, _) = prepare(job(2), u64::MAX).unwrap();
         old.version = 1;
         old.modify_revision = 12;
         let (txn, eval) = build_deregister(&keys, &old, false, &[(0, false), (1, false)]);

@@ -34,6 +34,27 @@ pub async fn a_task_without_driver_is_400_and_writes_nothing(backend: Backend) {
     refused_naming(backend, "http-bad-driver", &body(&no_driver), "driver").await;
 }
 
+pub async fn more_allocations_than_the_limit_are_400_and_write_nothing(backend: Backend) {
+    let store = backend.store().await;
+    let gw =
+        TestGateway::start_with(store, "http-too-many-allocs", |c| c.max_job_allocs = 10).await;
+    let r = gw
+        .http("PUT", "/v1/jobs", &body(&nomad_job("web", 11)))
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("max_job_allocs"), "{}", r.text());
+    let plan = gw
+        .http("PUT", "/v1/job/web/plan", &body(&nomad_job("web", 11)))
+        .await;
+    assert_eq!(plan.status, 400, "{}", plan.text());
+    assert_eq!(gw.key_count().await, 0, "nothing may be written");
+    let at_limit = gw
+        .http("PUT", "/v1/jobs", &body(&nomad_job("web", 10)))
+        .await;
+    assert_eq!(at_limit.status, 200, "{}", at_limit.text());
+    gw.stop().await;
+}
+
 pub async fn a_negative_count_is_400_and_writes_nothing(backend: Backend) {
     let payload = body(&nomad_job("web", -1));
     refused_naming(backend, "http-bad-count", &payload, "count").await;

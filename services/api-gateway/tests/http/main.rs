@@ -37,6 +37,7 @@ caravan_testkit::backend_cases!(backend => crate {
         malformed_json_is_400_and_writes_nothing,
         a_task_without_driver_is_400_and_writes_nothing,
         a_negative_count_is_400_and_writes_nothing,
+        more_allocations_than_the_limit_are_400_and_write_nothing,
         a_bad_constraint_regexp_is_400_and_writes_nothing,
         zero_cpu_is_400_and_writes_nothing,
         a_body_without_job_is_400_and_writes_nothing,
