@@ -5,6 +5,8 @@
 //! literals are evaluated here; variables, functions and operators are rejected with a
 //! message rather than guessed at.
 
+use std::collections::HashSet;
+
 use crate::duration::parse_duration;
 use hcl_edit::Span;
 use hcl_edit::expr::{Expression, ObjectKey, UnaryOperator};
@@ -53,6 +55,7 @@ pub(crate) fn eval(expr: &Expression, src: &str) -> Result<Val, String> {
             .map(Val::List),
         Expression::Object(obj) => {
             let mut fields = Vec::with_capacity(obj.len());
+            let mut seen: HashSet<String> = HashSet::with_capacity(obj.len());
             for (key, value) in obj.iter() {
                 let key = match key {
                     ObjectKey::Ident(ident) => ident.as_str().to_string(),
@@ -67,7 +70,7 @@ pub(crate) fn eval(expr: &Expression, src: &str) -> Result<Val, String> {
                         }
                     },
                 };
-                if fields.iter().any(|(k, _)| *k == key) {
+                if !seen.insert(key.clone()) {
                     return Err(format!("duplicate object key {key:?}"));
                 }
                 fields.push((key, eval(value.expr(), src)?));
@@ -232,6 +235,23 @@ mod tests {
             panic!("no attribute")
         };
         eval(&a.value, src)
+    }
+
+    #[test]
+    fn duplicate_keys_are_found_among_many() {
+        let keys: Vec<String> = (0..2_000).map(|i| format!("k{i} = {i}")).collect();
+        // The same key spelled as a string: the parser lets it through.
+        let src = format!("a = {{\n{}\n\"k1999\" = 0\n}}", keys.join("\n"));
+        assert_eq!(
+            attr_value(&src),
+            Err("duplicate object key \"k1999\"".into())
+        );
+        let src = format!("a = {{\n{}\n}}", keys.join("\n"));
+        let Ok(Val::Object(fields)) = attr_value(&src) else {
+            panic!("an object");
+        };
+        assert_eq!(fields.len(), 2_000);
+        assert_eq!(fields[1_999].0, "k1999", "order is kept");
     }
 
     #[test]

@@ -130,8 +130,16 @@ pub(crate) async fn parse(State(http): State<Http>, body: Bytes) -> ApiResult {
     let options = ParseOptions {
         max_bytes: http.gw.config.max_body_bytes,
     };
-    let (job, _warnings) = caravan_jobspec::hcl_to_nomad_json(&hcl, req.canonicalize, &options)
-        .map_err(GatewayError::from)?;
+    // Parsing is CPU-bound and grows faster than linearly with the size of
+    // an object: off the async workers, so the rest of the API keeps
+    // answering meanwhile.
+    let canonicalize = req.canonicalize;
+    let parsed = tokio::task::spawn_blocking(move || {
+        caravan_jobspec::hcl_to_nomad_json(&hcl, canonicalize, &options)
+    })
+    .await
+    .map_err(|err| GatewayError::Unavailable(format!("parsing the job was interrupted: {err}")))?;
+    let (job, _warnings) = parsed.map_err(GatewayError::from)?;
     Ok(axum::response::IntoResponse::into_response(axum::Json(job)))
 }
 
