@@ -26,6 +26,14 @@ pub enum Fault {
         /// When the store applies it.
         after: Duration,
     },
+    /// A concurrent writer puts `value` at `key` right before the
+    /// transaction runs: an interleaving made certain.
+    WriteFirst {
+        /// The key the other writer writes.
+        key: Vec<u8>,
+        /// What it writes there.
+        value: Vec<u8>,
+    },
 }
 
 /// Decides, before a transaction reaches the store, whether it meets a
@@ -88,6 +96,10 @@ impl Store for FaultyStore {
         match (self.fault)(&txn) {
             None => self.inner.txn(txn).await,
             Some(Fault::Fail(err)) => Err(err),
+            Some(Fault::WriteFirst { key, value }) => {
+                self.inner.put(&key, &value, 0).await?;
+                self.inner.txn(txn).await
+            }
             Some(Fault::ApplyLate { error, after }) => {
                 let inner = Arc::clone(&self.inner);
                 let tried = Arc::clone(&self.late_tried);

@@ -9,7 +9,6 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use caravan_proto::job_service_client::JobServiceClient;
 use caravan_proto::node_client_service_client::NodeClientServiceClient;
 use caravan_proto::{
@@ -17,86 +16,37 @@ use caravan_proto::{
     RegisterJobRequest, RegisterNodeRequest, Resources, Task, TaskGroup, UpdateAllocationsRequest,
 };
 use caravan_state::{Kind, encode};
-use caravan_store::{
-    DeleteResult, LeaderInfo, LeaderKey, Lease, LeaseId, Range, RangeResult, Result, Revision,
-    Store, Txn, TxnResult, Watch,
-};
+use caravan_testkit::faults::{Fault, FaultyStore};
 use common::{Backend, TestGateway};
 use parking_lot::Mutex;
 use tonic::Code;
 
-/// A store that, once armed, writes one key right before the next
-/// transaction: the interleaving of a concurrent writer, made certain.
-struct RacingStore {
-    inner: Arc<dyn Store>,
+/// A concurrent writer, once armed, writes one key right before the
+/// gateway's next transaction: the interleaving made certain.
+#[derive(Default)]
+struct Racer {
     armed: Mutex<Option<(Vec<u8>, Vec<u8>)>>,
     races: Mutex<u32>,
 }
 
-impl RacingStore {
+impl Racer {
     fn arm(&self, key: Vec<u8>, value: Vec<u8>) {
         *self.armed.lock() = Some((key, value));
     }
 }
 
-#[async_trait]
-impl Store for RacingStore {
-    async fn range(&self, range: Range) -> Result<RangeResult> {
-        self.inner.range(range).await
-    }
-    async fn put(&self, key: &[u8], value: &[u8], lease: LeaseId) -> Result<Revision> {
-        self.inner.put(key, value, lease).await
-    }
-    async fn delete(&self, range: Range) -> Result<DeleteResult> {
-        self.inner.delete(range).await
-    }
-    async fn txn(&self, txn: Txn) -> Result<TxnResult> {
-        let slip = self.armed.lock().take();
-        if let Some((key, value)) = slip {
-            *self.races.lock() += 1;
-            self.inner.put(&key, &value, 0).await?;
-        }
-        self.inner.txn(txn).await
-    }
-    async fn current_revision(&self) -> Result<Revision> {
-        self.inner.current_revision().await
-    }
-    async fn watch(&self, prefix: &[u8], start_revision: Revision) -> Result<Watch> {
-        self.inner.watch(prefix, start_revision).await
-    }
-    async fn compact(&self, revision: Revision) -> Result<()> {
-        self.inner.compact(revision).await
-    }
-    async fn lease_grant(&self, ttl_secs: i64) -> Result<Lease> {
-        self.inner.lease_grant(ttl_secs).await
-    }
-    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64> {
-        self.inner.lease_keep_alive(lease).await
-    }
-    async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
-        self.inner.lease_revoke(lease).await
-    }
-    async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<i64>> {
-        self.inner.lease_time_to_live(lease).await
-    }
-    async fn campaign(&self, name: &[u8], value: &[u8], lease: LeaseId) -> Result<LeaderKey> {
-        self.inner.campaign(name, value, lease).await
-    }
-    async fn leader(&self, name: &[u8]) -> Result<Option<LeaderInfo>> {
-        self.inner.leader(name).await
-    }
-    async fn resign(&self, leader: &LeaderKey) -> Result<()> {
-        self.inner.resign(leader).await
-    }
-}
-
-async fn racing(backend: Backend, name: &str) -> (TestGateway, Arc<RacingStore>) {
-    let racer = Arc::new(RacingStore {
-        inner: backend.store().await,
-        armed: Mutex::new(None),
-        races: Mutex::new(0),
-    });
-    let gw = TestGateway::start_with(racer.clone(), name, |_| {}).await;
+async fn racing(backend: Backend, name: &str) -> (TestGateway, Arc<Racer>) {
+    let racer = Arc::new(Racer::default());
+    let slips = Arc::clone(&racer);
+    let store = FaultyStore::new(
+        backend.store().await,
+        Box::new(move |_| {
+            let (key, value) = slips.armed.lock().take()?;
+            *slips.races.lock() += 1;
+            Some(Fault::WriteFirst { key, value })
+        }),
+    );
+    let gw = TestGateway::start_with(store, name, |_| {}).await;
     (gw, racer)
 }
 
