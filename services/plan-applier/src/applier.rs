@@ -260,6 +260,41 @@ struct CommitReport {
     unknown: bool,
 }
 
+/// Answers the submitter of `plan` with what `outcome` committed (an error
+/// when nothing did and the commit failed), and tells the pipeline what it
+/// must do about it.
+fn answer(
+    applier: &PlanApplier,
+    plan: &Plan,
+    rejected: BTreeMap<String, String>,
+    view_revision: Revision,
+    mut outcome: CommitOutcome,
+    pending: PendingPlan,
+) -> CommitReport {
+    let unknown = matches!(
+        outcome.error,
+        Some(ApplierError::OutcomeUnknown(_) | ApplierError::Store(_))
+    );
+    let fell_short = !outcome.refused.is_empty() || outcome.error.is_some();
+    let answer = match outcome.error.take() {
+        Some(err) if outcome.revision == 0 => {
+            tracing::warn!(eval = %plan.eval_id, %err, "plan not committed");
+            Err(err)
+        }
+        _ => {
+            let result = plan_result(plan, rejected, &outcome, view_revision);
+            applier.count(&result);
+            Ok(result)
+        }
+    };
+    pending.respond(answer);
+    CommitReport {
+        layer: std::mem::take(&mut outcome.layer),
+        fell_short,
+        unknown,
+    }
+}
+
 /// One leadership term's pipeline.
 struct Pipeline {
     applier: Arc<PlanApplier>,
@@ -355,14 +390,7 @@ impl Pipeline {
         self.overlay.push_in_flight(layer);
         let leadership = self.leadership.clone();
         let rejected = verdict.rejected;
-        let marks = PlanMarks {
-            keys: jobs
-                .iter()
-                .map(|(ns, job)| applier.keyspace.job_plan(ns, job))
-                .collect(),
-            snapshot: plan.snapshot_revision,
-            value: plan.eval_id.clone().into_bytes(),
-        };
+        let marks = PlanMarks::of(&applier.keyspace, &jobs, &plan);
         let task = tokio::spawn(async move {
             let committer = Committer {
                 store: applier.store.as_ref(),
@@ -375,7 +403,7 @@ impl Pipeline {
                 marks,
             };
             let committing = std::time::Instant::now();
-            let mut outcome = committer
+            let outcome = committer
                 .commit(&view, changes, plan.all_at_once, seq)
                 .await;
             tracing::debug!(
@@ -386,28 +414,7 @@ impl Pipeline {
                 commit_ms = committing.elapsed().as_secs_f64() * 1e3,
                 "plan timings"
             );
-            let unknown = matches!(
-                outcome.error,
-                Some(ApplierError::OutcomeUnknown(_) | ApplierError::Store(_))
-            );
-            let fell_short = !outcome.refused.is_empty() || outcome.error.is_some();
-            let answer = match outcome.error.take() {
-                Some(err) if outcome.revision == 0 => {
-                    tracing::warn!(eval = %plan.eval_id, %err, "plan not committed");
-                    Err(err)
-                }
-                _ => {
-                    let result = plan_result(&plan, rejected, &outcome, view.revision());
-                    applier.count(&result);
-                    Ok(result)
-                }
-            };
-            pending.respond(answer);
-            CommitReport {
-                layer: std::mem::take(&mut outcome.layer),
-                fell_short,
-                unknown,
-            }
+            answer(&applier, &plan, rejected, view.revision(), outcome, pending)
         });
         self.in_flight.push(InFlight {
             seq,

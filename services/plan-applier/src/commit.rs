@@ -305,6 +305,22 @@ pub(crate) struct PlanMarks {
 }
 
 impl PlanMarks {
+    /// The marks of `plan`, over the jobs it touches.
+    pub(crate) fn of<'a>(
+        keyspace: &Keyspace,
+        jobs: impl IntoIterator<Item = &'a (String, String)>,
+        plan: &Plan,
+    ) -> Self {
+        PlanMarks {
+            keys: jobs
+                .into_iter()
+                .map(|(ns, job)| keyspace.job_plan(ns, job))
+                .collect(),
+            snapshot: plan.snapshot_revision,
+            value: plan.eval_id.clone().into_bytes(),
+        }
+    }
+
     /// Adds the guards and writes of the marks to `txn`; `prior` is the
     /// revision an earlier transaction of the same plan wrote them at.
     fn guard(&self, mut txn: Txn, prior: Option<Revision>) -> Txn {
