@@ -232,6 +232,10 @@ struct InFlight {
     /// Nodes where it stops or evicts allocations: a plan verified against
     /// that room must wait for the room to be real.
     frees: HashSet<String>,
+    /// Nodes where it places allocations: a plan refused there for want of
+    /// that room must wait for it, so the refusal's refresh revision covers
+    /// the commit that took the room (or the room comes back).
+    places: HashSet<String>,
 }
 
 impl InFlight {
@@ -242,10 +246,12 @@ impl InFlight {
         jobs: &BTreeSet<(String, String)>,
         targets: &HashSet<Target>,
         placing: &HashSet<String>,
+        refused: &HashSet<String>,
     ) -> bool {
         !self.jobs.is_disjoint(jobs)
             || !self.targets.is_disjoint(targets)
             || !self.frees.is_disjoint(placing)
+            || !self.places.is_disjoint(refused)
     }
 }
 
@@ -333,11 +339,12 @@ impl Pipeline {
             let changes = plan_changes(&plan, &verdict.accepted, &view);
             let targets = changes.targets();
             let placing = placing_nodes(&plan, &verdict);
+            let refused: HashSet<String> = verdict.rejected.keys().cloned().collect();
             let limit = applier.settings.max_in_flight;
             let mut waits = Vec::new();
             for (i, f) in self.in_flight.iter().enumerate() {
                 let over = self.in_flight.len() - waits.len() > limit.saturating_sub(1);
-                if f.blocks(&jobs, &targets, &placing) || over {
+                if f.blocks(&jobs, &targets, &placing, &refused) || over {
                     waits.push(i);
                 }
             }
@@ -387,6 +394,7 @@ impl Pipeline {
         let targets = changes.targets();
         let layer = optimistic_layer(&changes, &view, seq, now);
         let frees = layer.freed_nodes();
+        let places = placing_nodes(&plan, &verdict);
         self.overlay.push_in_flight(layer);
         let leadership = self.leadership.clone();
         let rejected = verdict.rejected;
@@ -422,6 +430,7 @@ impl Pipeline {
             targets,
             jobs,
             frees,
+            places,
         });
     }
 
@@ -645,6 +654,7 @@ mod tests {
             targets: [Target::Alloc("x".into())].into(),
             jobs: [("default".to_string(), "other".to_string())].into(),
             frees,
+            places: HashSet::new(),
         });
         let queue = PlanQueue::new();
         let mut p = plan(rev);
@@ -676,6 +686,7 @@ mod tests {
                 .collect(),
             jobs: [("default".to_string(), job.to_string())].into(),
             frees: frees.iter().map(|n| n.to_string()).collect(),
+            places: ["n3".to_string()].into(),
         }
     }
 
@@ -687,10 +698,26 @@ mod tests {
             ids.iter().map(|t| Target::Alloc(t.to_string())).collect()
         };
         let nodes = |ns: &[&str]| -> HashSet<String> { ns.iter().map(|n| n.to_string()).collect() };
-        assert!(!f.blocks(&jobs("api"), &targets(&["b1"]), &nodes(&["n2"])));
-        assert!(f.blocks(&jobs("web"), &targets(&["b1"]), &nodes(&["n2"])));
-        assert!(f.blocks(&jobs("api"), &targets(&["a1"]), &nodes(&["n2"])));
-        assert!(f.blocks(&jobs("api"), &targets(&["b1"]), &nodes(&["n1"])));
+        let none = nodes(&[]);
+        assert!(!f.blocks(&jobs("api"), &targets(&["b1"]), &nodes(&["n2"]), &none));
+        assert!(f.blocks(&jobs("web"), &targets(&["b1"]), &nodes(&["n2"]), &none));
+        assert!(f.blocks(&jobs("api"), &targets(&["a1"]), &nodes(&["n2"]), &none));
+        assert!(f.blocks(&jobs("api"), &targets(&["b1"]), &nodes(&["n1"]), &none));
+        assert!(
+            f.blocks(
+                &jobs("api"),
+                &targets(&["b1"]),
+                &nodes(&["n2"]),
+                &nodes(&["n3"])
+            ),
+            "refused where the commit places"
+        );
+        assert!(!f.blocks(
+            &jobs("api"),
+            &targets(&["b1"]),
+            &nodes(&["n2"]),
+            &nodes(&["n2"])
+        ));
     }
 
     #[test]
