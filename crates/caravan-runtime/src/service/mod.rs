@@ -6,6 +6,7 @@
 //! same steps: bind `grpc_addr`, work out the advertised address, build the
 //! router with the health and reflection services, and serve.
 
+mod health;
 mod launch;
 mod process;
 
@@ -22,8 +23,9 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::Router;
 
+pub use health::HealthArgs;
 pub use launch::{Running, run, start, start_on};
-pub use process::{ServiceArgs, main, main_with};
+pub use process::{ServiceArgs, ServiceCommand, main, main_with};
 
 use crate::store::StoreConfig;
 use crate::telemetry::TelemetryConfig;
