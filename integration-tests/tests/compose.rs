@@ -245,10 +245,10 @@ impl Stack {
 
 impl Drop for Stack {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            if let Ok(logs) = self.compose_run(&["logs", "--no-color", "--tail=25"]) {
-                eprintln!("--- the stack's last logs ---\n{logs}");
-            }
+        if std::thread::panicking()
+            && let Ok(logs) = self.compose_run(&["logs", "--no-color", "--tail=25"])
+        {
+            eprintln!("--- the stack's last logs ---\n{logs}");
         }
         self.step("compose down -v");
         if let Err(err) = self.compose_run(&["down", "-v", "--remove-orphans", "--timeout", "10"]) {
