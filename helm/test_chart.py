@@ -67,6 +67,8 @@ def render(values: dict[str, Any] | None) -> list[dict[str, Any]]:
     out = chart.render(values, name="caravan", namespace="scheduling", is_install=True)
     objects = []
     for path, text in sorted(out.items()):
+        if path.endswith("NOTES.txt"):  # shown to the user, not applied
+            continue
         for doc in yaml.safe_load_all(text):
             if doc:
                 doc["__template"] = path
