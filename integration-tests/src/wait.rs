@@ -3,43 +3,11 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use caravan_proto::Allocation;
 
-/// What one look at the cluster found.
-#[derive(Debug)]
-pub enum Progress<T> {
-    /// The awaited state, with what the caller wants from it.
-    Done(T),
-    /// Not yet; what was seen instead (reported if the deadline passes).
-    Waiting(String),
-}
-
-/// How often a condition is checked.
-const POLL_INTERVAL: Duration = Duration::from_millis(100);
-
-/// Calls `probe` until it reports [`Progress::Done`] or `timeout` passes.
-/// Errors from `probe` count as "not yet" (a service may be restarting);
-/// the last observation or error is in the timeout's message.
-pub async fn wait_for<T>(
-    what: &str,
-    timeout: Duration,
-    mut probe: impl AsyncFnMut() -> anyhow::Result<Progress<T>>,
-) -> anyhow::Result<T> {
-    let start = Instant::now();
-    loop {
-        let last = match probe().await {
-            Ok(Progress::Done(value)) => return Ok(value),
-            Ok(Progress::Waiting(seen)) => seen,
-            Err(err) => format!("error: {err:#}"),
-        };
-        if start.elapsed() >= timeout {
-            anyhow::bail!("timed out after {timeout:?} waiting for {what}; last seen: {last}");
-        }
-        tokio::time::sleep(POLL_INTERVAL).await;
-    }
-}
+pub use caravan_testkit::wait::{Progress, wait_for};
 
 /// Waits up to `timeout` for every alloc's task to have written its pid to
 /// `<dir>/<alloc id>.pid` (the test jobs' tasks do so first thing); returns

@@ -7,6 +7,7 @@
 //! - how allocations are named, Nomad's name of every status, the
 //!   evaluation triggers and task states;
 //! - whether a new job version needs new allocations ([`tasks_updated`]);
+//! - the ids of a node change's fanned-out evaluations ([`fan_out_eval_id`]);
 //! - the wall clock in Unix nanoseconds.
 //!
 //! The rules are extension traits on the messages `caravan-proto` generates
@@ -29,6 +30,7 @@ mod alloc;
 mod clock;
 mod deployment;
 mod eval;
+mod fan_out;
 mod job;
 mod name;
 mod names;
@@ -41,6 +43,7 @@ pub use alloc::{AllocClientStatusExt, AllocDesiredStatusExt, AllocExt};
 pub use clock::now_unix_ns;
 pub use deployment::DeploymentStatusExt;
 pub use eval::EvalStatusExt;
+pub use fan_out::fan_out_eval_id;
 pub use job::{
     DEFAULT_PRIORITY, JobExt, JobTypeExt, MAX_PRIORITY, MIN_PRIORITY, job_finished, job_status,
 };

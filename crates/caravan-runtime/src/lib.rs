@@ -15,3 +15,6 @@ pub mod status;
 pub mod store;
 pub mod telemetry;
 pub mod term;
+
+/// Pauses between attempts, for the services' retry loops.
+pub use caravan_store::Backoff;

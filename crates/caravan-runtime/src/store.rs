@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_store::{EtcdConfig, EtcdStore, Store, StoreError};
+use caravan_store::{Backoff, EtcdConfig, EtcdStore, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -70,7 +70,7 @@ impl StoreConfig {
                 }
                 Err(err) => err,
             };
-            let pause = pauses.next().unwrap_or(RECONNECT_MAX);
+            let pause = pauses.next_delay();
             tracing::warn!(
                 error = %err,
                 endpoints = ?self.endpoints,
@@ -89,8 +89,8 @@ impl StoreConfig {
 
 /// The pauses between connection attempts: doubling from
 /// [`RECONNECT_FIRST`], then [`RECONNECT_MAX`] for ever.
-fn reconnect_pauses() -> impl Iterator<Item = Duration> {
-    std::iter::successors(Some(RECONNECT_FIRST), |p| Some((*p * 2).min(RECONNECT_MAX)))
+fn reconnect_pauses() -> Backoff {
+    Backoff::new(RECONNECT_FIRST, RECONNECT_MAX)
 }
 
 #[cfg(test)]
@@ -99,9 +99,9 @@ mod tests {
 
     #[test]
     fn pauses_double_up_to_the_cap() {
-        let pauses: Vec<u64> = reconnect_pauses()
-            .take(7)
-            .map(|p| u64::try_from(p.as_millis()).unwrap())
+        let mut pauses = reconnect_pauses();
+        let pauses: Vec<u64> = (0..7)
+            .map(|_| u64::try_from(pauses.next_delay().as_millis()).unwrap())
             .collect();
         assert_eq!(pauses, [250, 500, 1_000, 2_000, 4_000, 5_000, 5_000]);
     }

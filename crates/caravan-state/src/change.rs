@@ -128,7 +128,7 @@ impl Change {
                 deployment: Some(Arc::new(decode(kv)?)),
             },
             StateKey::SchedulerConfig => Change::SchedulerConfig(Some(Arc::new(decode(kv)?))),
-            StateKey::Leader { .. } => return Ok(None),
+            StateKey::Leader { .. } | StateKey::JobPlan { .. } => return Ok(None),
         }))
     }
 
@@ -171,7 +171,7 @@ impl Change {
                 deployment: None,
             },
             StateKey::SchedulerConfig => Change::SchedulerConfig(None),
-            StateKey::Leader { .. } => return None,
+            StateKey::Leader { .. } | StateKey::JobPlan { .. } => return None,
         })
     }
 }

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use caravan_store::{Range, Revision, Store, StoreError, WatchBatch, WatchProgress, prefix_end};
+use caravan_store::{
+    Backoff, Range, Revision, Store, StoreError, WatchBatch, WatchProgress, prefix_end,
+};
 use futures::StreamExt;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
@@ -464,31 +466,4 @@ async fn list(store: &dyn Store, shared: &Shared) -> Result<Revision> {
     next.revision = revision;
     *shared.tables.write() = next;
     Ok(revision)
-}
-
-/// Exponential reconnect delays.
-struct Backoff {
-    min: Duration,
-    max: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    fn new(min: Duration, max: Duration) -> Self {
-        Backoff {
-            min,
-            max,
-            next: min,
-        }
-    }
-
-    fn next_delay(&mut self) -> Duration {
-        let delay = self.next;
-        self.next = (self.next * 2).min(self.max);
-        delay
-    }
-
-    fn reset(&mut self) {
-        self.next = self.min;
-    }
 }

@@ -32,11 +32,15 @@ pub enum Kind {
     SchedulerConfig,
     /// `leader/<service>/<lease-hex>`: election candidates.
     Leader,
+    /// `job_plans/<ns>/<job>`: rewritten by every plan commit for the job,
+    /// so a commit guarded by it cannot land next to a plan it did not see
+    /// (the plan applier's; not cached).
+    JobPlans,
 }
 
 impl Kind {
     /// Every kind, in layout order.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Jobs,
         Kind::JobVersions,
         Kind::Evals,
@@ -46,6 +50,7 @@ impl Kind {
         Kind::Deployments,
         Kind::SchedulerConfig,
         Kind::Leader,
+        Kind::JobPlans,
     ];
 
     /// The key segment right after the prefix.
@@ -60,6 +65,7 @@ impl Kind {
             Kind::Deployments => "deployments",
             Kind::SchedulerConfig => "scheduler_config",
             Kind::Leader => "leader",
+            Kind::JobPlans => "job_plans",
         }
     }
 
@@ -106,6 +112,13 @@ pub enum StateKey {
         /// The candidate's lease, in hex, as the key carries it.
         candidate: String,
     },
+    /// The plan mark of a job.
+    JobPlan {
+        /// Namespace.
+        namespace: String,
+        /// Job id.
+        id: String,
+    },
 }
 
 impl StateKey {
@@ -121,6 +134,7 @@ impl StateKey {
             StateKey::Deployment(_) => Kind::Deployments,
             StateKey::SchedulerConfig => Kind::SchedulerConfig,
             StateKey::Leader { .. } => Kind::Leader,
+            StateKey::JobPlan { .. } => Kind::JobPlans,
         }
     }
 }
@@ -185,6 +199,15 @@ impl Keyspace {
     /// `jobs/<ns>/<job>`.
     pub fn job(&self, namespace: &str, job_id: &str) -> Vec<u8> {
         self.build(&["jobs", &encode_segment(namespace), &encode_segment(job_id)])
+    }
+
+    /// `job_plans/<ns>/<job>`: the job's plan mark.
+    pub fn job_plan(&self, namespace: &str, job_id: &str) -> Vec<u8> {
+        self.build(&[
+            "job_plans",
+            &encode_segment(namespace),
+            &encode_segment(job_id),
+        ])
     }
 
     /// Prefix of the current jobs of one namespace.
@@ -267,6 +290,7 @@ impl Keyspace {
             StateKey::Deployment(id) => self.deployment(id),
             StateKey::SchedulerConfig => self.scheduler_config(),
             StateKey::Leader { service, candidate } => self.build(&["leader", service, candidate]),
+            StateKey::JobPlan { namespace, id } => self.job_plan(namespace, id),
         }
     }
 
@@ -297,6 +321,13 @@ impl Keyspace {
         Ok(match kind {
             Kind::Jobs => match parts.as_slice() {
                 [ns, id] => StateKey::Job {
+                    namespace: decode_segment(key, ns)?,
+                    id: decode_segment(key, id)?,
+                },
+                _ => return Err(StateError::key(key, "wrong number of segments")),
+            },
+            Kind::JobPlans => match parts.as_slice() {
+                [ns, id] => StateKey::JobPlan {
                     namespace: decode_segment(key, ns)?,
                     id: decode_segment(key, id)?,
                 },

@@ -7,6 +7,7 @@
 //! and `tests/etcd.rs`; the etcd run needs `CARAVAN_TEST_ETCD` pointing at a
 //! running etcd (`scripts/test` starts one) and fails without it.
 
+mod backoff;
 mod error;
 mod etcd;
 mod leadership;
@@ -14,6 +15,7 @@ mod mem;
 mod store;
 mod types;
 
+pub use backoff::Backoff;
 pub use error::{Result, StoreError};
 pub use etcd::{EtcdConfig, EtcdStore};
 pub use leadership::{FencingToken, Leadership, LeadershipError, current_leader, election_name};

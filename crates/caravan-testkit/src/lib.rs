@@ -1,5 +1,15 @@
-//! Helpers every crate's tests share: where the test etcd listens, and key
-//! prefixes that keep tests sharing one etcd from seeing each other's keys.
+//! Helpers every crate's tests share: where the test etcd listens, key
+//! prefixes that keep tests sharing one etcd from seeing each other's keys,
+//! the backend matrix that runs each service case on both stores
+//! ([`backend_cases!`]), waiting for a condition ([`wait`]), and a fake eval
+//! broker ([`fake_broker`]).
+
+pub mod backend;
+pub mod fake_broker;
+pub mod faults;
+pub mod wait;
+
+pub use backend::Backend;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use caravan_runtime::service::{ServiceConfig, StoreSection};
 use caravan_runtime::store::StoreConfig;
 use caravan_runtime::telemetry::TelemetryConfig;
 use serde::{Deserialize, Serialize};
@@ -31,6 +30,10 @@ pub struct GatewayConfig {
     pub max_query_wait_ms: u64,
     /// Attempts of a compare-and-swap write before giving up with ABORTED.
     pub write_attempts: u32,
+    /// Most operations of a node change's transaction (etcd's default
+    /// `--max-txn-ops`): the evaluations that do not fit are owed by a
+    /// fan-out on the node, which the eval broker finishes.
+    pub max_txn_ops: usize,
     /// Most allocations in one transaction of client status updates; the
     /// updates of all nodes that arrive while one commits share the next
     /// (a compare, a put and a read-back each: within etcd's `--max-txn-ops`).
@@ -53,6 +56,7 @@ impl Default for GatewayConfig {
             max_body_bytes: caravan_jobspec::DEFAULT_MAX_JOB_BYTES,
             max_query_wait_ms: 300_000,
             write_attempts: 16,
+            max_txn_ops: 128,
             status_batch_max_allocs: 1000,
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),
@@ -77,25 +81,7 @@ impl GatewayConfig {
     }
 }
 
-impl ServiceConfig for GatewayConfig {
-    fn telemetry(&self) -> &TelemetryConfig {
-        &self.telemetry
-    }
-
-    fn grpc_addr(&self) -> &str {
-        &self.grpc_addr
-    }
-
-    fn advertise_addr(&self) -> &str {
-        &self.advertise_addr
-    }
-}
-
-impl StoreSection for GatewayConfig {
-    fn store(&self) -> &StoreConfig {
-        &self.store
-    }
-}
+caravan_runtime::service_config!(GatewayConfig, store);
 
 #[cfg(test)]
 mod tests {

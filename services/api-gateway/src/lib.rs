@@ -21,6 +21,7 @@ mod grpc;
 mod http;
 mod jobs;
 mod logs;
+mod node_fan_out;
 mod nodes;
 mod operator;
 mod query;

@@ -1,9 +1,7 @@
 //! Client nodes as operators see them: reads, scheduling eligibility and
 //! drains, and the evaluations a node change owes its jobs.
 
-use std::collections::BTreeSet;
-
-use caravan_model::{AllocExt, JobExt, JobTypeExt, now_unix_ns, trigger};
+use caravan_model::{JobTypeExt, now_unix_ns, trigger};
 use caravan_proto::{
     Allocation, DrainMetadata, DrainStrategy, Evaluation, Node, QueryMeta, SchedulingEligibility,
 };
@@ -11,8 +9,8 @@ use caravan_state::{Snapshot, encode};
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
 use crate::error::{GatewayError, Result};
-use crate::evals;
 use crate::gateway::Gateway;
+use crate::node_fan_out;
 use crate::query::{self, Query};
 
 /// The outcome of a node write.
@@ -62,59 +60,16 @@ pub async fn allocations(
     Ok((allocs, query::meta(&snap)))
 }
 
-/// The evaluations a change of `node` owes: one per job with live
-/// allocations on it and, unless `only_placed`, one per system or sysbatch
-/// job of the node's pool (they may now place there). System jobs are left
-/// out with `ignore_system`.
-pub(crate) fn node_evals(
-    snap: &Snapshot,
-    node: &Node,
-    trigger: &str,
-    only_placed: bool,
-    ignore_system: bool,
-) -> Vec<Evaluation> {
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    let mut push = |job: &caravan_proto::Job, out: &mut Vec<Evaluation>| {
-        let system = job.r#type().runs_on_every_node();
-        if (ignore_system && system) || job.stop || job.is_template() {
-            return;
-        }
-        if !seen.insert((job.namespace.clone(), job.id.clone())) {
-            return;
-        }
-        let mut eval = evals::for_job(job, trigger);
-        eval.node_id = node.id.clone();
-        eval.node_modify_revision = node.modify_revision;
-        out.push(eval);
-    };
-    for alloc in snap.allocs_by_node(&node.id) {
-        if alloc.is_terminal() {
-            continue;
-        }
-        if let Some(job) = snap.job(&alloc.namespace, &alloc.job_id) {
-            push(job, &mut out);
-        }
-    }
-    if !only_placed {
-        for job in snap.jobs() {
-            let system = job.r#type().runs_on_every_node();
-            let pool_matches = job.node_pool == "all"
-                || job.node_pool == node.node_pool
-                || (job.node_pool.is_empty() && node.node_pool == "default");
-            if system && pool_matches {
-                push(job, &mut out);
-            }
-        }
-    }
-    out
-}
-
 fn require_node_id(node_id: &str) -> Result<()> {
     if node_id.is_empty() {
         return Err(GatewayError::field("node_id", "missing node ID"));
     }
     Ok(())
+}
+
+/// How many evals fit the transaction of [`write_node`] next to the node.
+fn write_node_room(gw: &Gateway) -> usize {
+    gw.config.max_txn_ops.saturating_sub(1).max(1)
 }
 
 /// Writes `node` (compared on `read_revision`) with `evals`.
@@ -178,23 +133,22 @@ pub async fn update_eligibility(
             && node.scheduling_eligibility() != SchedulingEligibility::Eligible;
         let mut updated = node.clone();
         updated.set_scheduling_eligibility(eligibility);
+        let scope = node_fan_out::scope(trigger::NODE_UPDATE, false, false);
         let evals = if becomes_eligible {
-            node_evals(
-                &gw.cache.snapshot(),
-                &node,
-                trigger::NODE_UPDATE,
-                false,
-                false,
-            )
+            node_fan_out::node_evals(&gw.cache.snapshot(), &node, &scope)
         } else {
             Vec::new()
         };
+        let (evals, eval_ids) = node_fan_out::fit(
+            &mut updated,
+            evals,
+            scope,
+            write_node_room(gw),
+            now_unix_ns(),
+        );
         if let Some(revision) = write_node(gw, &updated, node.modify_revision, &evals).await? {
             tracing::info!(node = %node_id, ?eligibility, revision, "node eligibility set");
-            return Ok(NodeUpdated {
-                eval_ids: evals.into_iter().map(|e| e.id).collect(),
-                revision,
-            });
+            return Ok(NodeUpdated { eval_ids, revision });
         }
     }
     Err(conflict(node_id))
@@ -218,7 +172,7 @@ pub async fn update_drain(
         let now = now_unix_ns();
         let mut updated = node.clone();
         let snap = gw.cache.snapshot();
-        let evals = match &strategy {
+        let scope = match &strategy {
             Some(asked) => {
                 let mut drain = *asked;
                 drain.started_at_unix_ns = now;
@@ -234,13 +188,7 @@ pub async fn update_drain(
                     updated_at_unix_ns: now,
                     status: "draining".into(),
                 });
-                node_evals(
-                    &snap,
-                    &node,
-                    trigger::NODE_DRAIN,
-                    true,
-                    asked.ignore_system_jobs,
-                )
+                node_fan_out::scope(trigger::NODE_DRAIN, true, asked.ignore_system_jobs)
             }
             None => {
                 updated.drain_strategy = None;
@@ -252,12 +200,20 @@ pub async fn update_drain(
                 }
                 if mark_eligible {
                     updated.set_scheduling_eligibility(SchedulingEligibility::Eligible);
-                    node_evals(&snap, &node, trigger::NODE_UPDATE, false, false)
+                    node_fan_out::scope(trigger::NODE_UPDATE, false, false)
                 } else {
-                    Vec::new()
+                    // Nothing to evaluate.
+                    node_fan_out::scope(trigger::NODE_UPDATE, true, true)
                 }
             }
         };
+        let evals = if strategy.is_none() && !mark_eligible {
+            Vec::new()
+        } else {
+            node_fan_out::node_evals(&snap, &node, &scope)
+        };
+        let (evals, eval_ids) =
+            node_fan_out::fit(&mut updated, evals, scope, write_node_room(gw), now);
         if let Some(revision) = write_node(gw, &updated, node.modify_revision, &evals).await? {
             tracing::info!(node = %node_id, draining = strategy.is_some(), revision, "node drain updated");
             // A node with nothing to move is drained at once.
@@ -266,10 +222,7 @@ pub async fn update_drain(
             } else {
                 revision
             };
-            return Ok(NodeUpdated {
-                eval_ids: evals.into_iter().map(|e| e.id).collect(),
-                revision,
-            });
+            return Ok(NodeUpdated { eval_ids, revision });
         }
     }
     Err(conflict(node_id))
@@ -283,17 +236,28 @@ pub async fn evaluate(gw: &Gateway, node_id: &str) -> Result<NodeUpdated> {
     let node = snap
         .node(node_id)
         .ok_or_else(|| GatewayError::NotFound(format!("node not found: {node_id}")))?;
-    let evals = node_evals(&snap, node, trigger::NODE_UPDATE, false, false);
-    let mut txn = Txn::new();
-    for eval in &evals {
-        txn = txn.and_then(Op::put(gw.keys.eval(&eval.id), encode(eval)));
-    }
-    let result = gw.store.txn(txn).await?;
-    gw.settle(result.revision).await;
+    let scope = node_fan_out::scope(trigger::NODE_UPDATE, false, false);
+    let evals = node_fan_out::node_evals(&snap, node, &scope);
+    let revision = put_evals(gw, &evals).await?.max(snap.revision());
+    gw.settle(revision).await;
     Ok(NodeUpdated {
         eval_ids: evals.into_iter().map(|e| e.id).collect(),
-        revision: result.revision,
+        revision,
     })
+}
+
+/// Writes new evals in transactions of at most `max_txn_ops`; returns the
+/// last commit revision (0 for none).
+async fn put_evals(gw: &Gateway, evals: &[Evaluation]) -> Result<Revision> {
+    let mut revision = 0;
+    for chunk in evals.chunks(gw.config.max_txn_ops.max(1)) {
+        let mut txn = Txn::new();
+        for eval in chunk {
+            txn = txn.and_then(Op::put(gw.keys.eval(&eval.id), encode(eval)));
+        }
+        revision = gw.store.txn(txn).await?.revision;
+    }
+    Ok(revision)
 }
 
 /// Removes a node and its heartbeat key in one transaction with
@@ -306,13 +270,16 @@ pub async fn purge(gw: &Gateway, node_id: &str) -> Result<NodeUpdated> {
         let Some(node) = gw.read::<Node>(&key).await? else {
             return Err(GatewayError::NotFound(format!("node not found: {node_id}")));
         };
-        let evals = node_evals(
-            &gw.cache.snapshot(),
-            &node,
-            trigger::NODE_UPDATE,
-            true,
-            false,
-        );
+        let scope = node_fan_out::scope(trigger::NODE_UPDATE, true, false);
+        let mut evals = node_fan_out::node_evals(&gw.cache.snapshot(), &node, &scope);
+        // A purged node can't carry a fan-out: what does not fit its
+        // transaction is written first (evaluating a job once too often
+        // does no harm).
+        let room = gw.config.max_txn_ops.saturating_sub(2).max(1);
+        if evals.len() > room {
+            put_evals(gw, &evals[room..]).await?;
+            evals.truncate(room);
+        }
         let mut txn = Txn::new()
             .when(Compare::mod_revision(
                 key.clone(),

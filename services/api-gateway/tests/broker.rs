@@ -15,6 +15,7 @@ use caravan_proto::{
 };
 use caravan_runtime::service::Running;
 use caravan_state::encode;
+use caravan_testkit::wait::holds_within;
 use common::{Backend, TestGateway};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -122,7 +123,7 @@ async fn forwarded_to_the_broker_leader(backend: Backend) {
     assert_eq!(r.status, 503, "{}", r.text());
 
     let broker = Broker::start(&gw).await;
-    let led = common::eventually(Duration::from_secs(10), || async {
+    let led = holds_within(Duration::from_secs(10), || async {
         gw.http("PUT", "/v1/system/gc", b"").await.status == 200
     })
     .await;

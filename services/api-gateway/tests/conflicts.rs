@@ -92,7 +92,7 @@ impl Store for RacingStore {
 
 async fn racing(backend: Backend, name: &str) -> (TestGateway, Arc<RacingStore>) {
     let racer = Arc::new(RacingStore {
-        inner: common::store(backend).await,
+        inner: backend.store().await,
         armed: Mutex::new(None),
         races: Mutex::new(0),
     });
@@ -251,28 +251,7 @@ async fn alloc_updates_retry_on_conflict(backend: Backend) {
     gw.stop().await;
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod mem {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Mem).await;
-                }
-            )*
-        }
-        mod etcd {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Etcd).await;
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+caravan_testkit::backend_cases!(backend => crate;
     register_retries_from_a_fresh_read,
     alloc_updates_retry_on_conflict
 );

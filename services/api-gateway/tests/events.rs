@@ -86,16 +86,6 @@ async fn job_and_eval_events_stream(backend: Backend) {
     gw.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mem_job_and_eval_events_stream() {
-    job_and_eval_events_stream(Backend::Mem).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn etcd_job_and_eval_events_stream() {
-    job_and_eval_events_stream(Backend::Etcd).await;
-}
-
 fn proto_job(id: &str) -> RegisterJobRequest {
     let mut job = Job {
         id: id.into(),
@@ -219,16 +209,6 @@ async fn grpc_stream_filters_and_resumes(backend: Backend) {
     gw.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mem_grpc_stream_filters_and_resumes() {
-    grpc_stream_filters_and_resumes(Backend::Mem).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn etcd_grpc_stream_filters_and_resumes() {
-    grpc_stream_filters_and_resumes(Backend::Etcd).await;
-}
-
 /// Compaction is only exercised on the embedded store: compacting the shared
 /// test etcd would pull history from under other tests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -251,3 +231,8 @@ async fn mem_grpc_stream_from_a_compacted_index_is_out_of_range() {
     assert_eq!(err.code(), Code::OutOfRange, "{err:?}");
     gw.stop().await;
 }
+
+caravan_testkit::backend_cases!(backend => crate;
+    job_and_eval_events_stream,
+    grpc_stream_filters_and_resumes,
+);

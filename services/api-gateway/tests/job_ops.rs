@@ -185,25 +185,5 @@ async fn dispatch_creates_a_child(backend: Backend) {
     gw.stop().await;
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod mem {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Mem).await;
-                }
-            )*
-        }
-        mod etcd {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Etcd).await;
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(revert_stable_and_scale, dispatch_creates_a_child);
+caravan_testkit::backend_cases!(backend => crate;
+revert_stable_and_scale, dispatch_creates_a_child);

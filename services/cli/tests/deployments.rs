@@ -8,7 +8,7 @@
 mod common;
 
 use caravan_cli::{Api, DevCluster, DevOptions};
-use common::{cli, eventually, options};
+use common::{WAIT, cli, eventually_some, options};
 
 const WEB_HCL: &str = r#"
 job "web" {
@@ -97,7 +97,7 @@ async fn deploy_revert_and_dispatch(options: DevOptions) {
     assert!(out.contains("Evaluation within deployment: \""), "{out}");
 
     // The watcher sees the alloc healthy and marks the deployment successful.
-    let list = eventually("the deployment to succeed", || async {
+    let list = eventually_some("the deployment to succeed", WAIT, || async {
         let (code, out, _) = cli(&address, &["deployment", "list"]).await;
         (code == 0 && out.contains("successful")).then_some(out)
     })
@@ -268,7 +268,7 @@ async fn deployment_of(
     what: &str,
     ready: impl Fn(&caravan_proto::Deployment) -> bool,
 ) -> String {
-    eventually(what, || async {
+    eventually_some(what, WAIT, || async {
         let deployments = api.list_deployments().await.ok()?;
         deployments
             .into_iter()

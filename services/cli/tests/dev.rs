@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use caravan_cli::{Api, DevCluster, DevOptions};
 use caravan_proto::AllocClientStatus;
-use common::{cli, eventually, options};
+use common::{WAIT, cli, eventually_some, options};
 
 fn hello_hcl() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.hcl")
@@ -53,14 +53,14 @@ async fn run_hello_and_stop_it(options: DevOptions) {
     assert!(out.contains("finished with status \"complete\""), "{out}");
 
     // The allocation runs a real process.
-    let alloc = eventually("the alloc to run", || async {
+    let alloc = eventually_some("the alloc to run", WAIT, || async {
         let allocs = api.job_allocations("hello").await.ok()?;
         allocs
             .into_iter()
             .find(|a| a.client_status() == AllocClientStatus::Running)
     })
     .await;
-    let pids = eventually("the task's process", || async {
+    let pids = eventually_some("the task's process", WAIT, || async {
         let pids = processes_of(&alloc.id);
         (!pids.is_empty()).then_some(pids)
     })
@@ -69,7 +69,7 @@ async fn run_hello_and_stop_it(options: DevOptions) {
     let short = &alloc.id[..8];
 
     // Its output is readable through the gateway by short id.
-    let logs = eventually("the task's output", || async {
+    let logs = eventually_some("the task's output", WAIT, || async {
         let (code, out, _) = cli(&address, &["alloc", "logs", short]).await;
         (code == 0 && out.contains("hello from hello.hello[0] (0)")).then_some(out)
     })
@@ -136,7 +136,7 @@ async fn run_hello_and_stop_it(options: DevOptions) {
     let (code, out, err) = cli(&address, &["job", "stop", "hello"]).await;
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("finished with status \"complete\""), "{out}");
-    eventually("the process to exit", || async {
+    eventually_some("the process to exit", WAIT, || async {
         processes_of(&alloc.id).is_empty().then_some(())
     })
     .await;

@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use caravan_runtime::service::ServiceConfig;
 use caravan_runtime::telemetry::TelemetryConfig;
 use serde::{Deserialize, Serialize};
 
@@ -209,20 +208,8 @@ impl ClientConfig {
     }
 }
 
-impl ServiceConfig for ClientConfig {
+caravan_runtime::service_config!(ClientConfig;
     const LIST_KEYS: &'static [&'static str] = ClientConfig::LIST_KEYS;
-
-    fn telemetry(&self) -> &TelemetryConfig {
-        &self.telemetry
-    }
-
-    fn grpc_addr(&self) -> &str {
-        &self.grpc_addr
-    }
-
-    fn advertise_addr(&self) -> &str {
-        &self.advertise_addr
-    }
 
     fn validate(&self) -> anyhow::Result<()> {
         Ok(ClientConfig::validate(self)?)
@@ -237,7 +224,7 @@ impl ServiceConfig for ClientConfig {
             Duration::ZERO
         }
     }
-}
+);
 
 fn split_list(items: &[String]) -> Vec<String> {
     items

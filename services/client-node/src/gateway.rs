@@ -196,50 +196,9 @@ impl Gateway {
     }
 }
 
-/// Exponential backoff with jitter between `base` and `max`.
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    base: Duration,
-    max: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    /// Starts at `base`, doubles up to `max`.
-    pub fn new(base: Duration, max: Duration) -> Self {
-        Backoff {
-            base,
-            max,
-            next: base,
-        }
-    }
-
-    /// The next wait (with up to 20% jitter).
-    pub fn next_delay(&mut self) -> Duration {
-        let d = self.next;
-        self.next = (self.next * 2).min(self.max);
-        d + d.mul_f64(rand::random::<f64>() * 0.2)
-    }
-
-    /// Back to `base` after a success.
-    pub fn reset(&mut self) {
-        self.next = self.base;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_grows_to_the_cap_and_resets() {
-        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
-        let d: Vec<Duration> = (0..6).map(|_| b.next_delay()).collect();
-        assert!(d[0] >= Duration::from_millis(100) && d[0] <= Duration::from_millis(120));
-        assert!(d[5] >= Duration::from_secs(1) && d[5] <= Duration::from_millis(1200));
-        b.reset();
-        assert!(b.next_delay() <= Duration::from_millis(120));
-    }
 
     #[test]
     fn retryable_codes() {

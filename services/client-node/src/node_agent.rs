@@ -11,7 +11,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::alloc_runner::NodeContext;
-use crate::gateway::{Backoff, Gateway};
+use caravan_runtime::Backoff;
+
+use crate::gateway::Gateway;
 use crate::node_allocs::NodeAllocs;
 use crate::state_dir::AllocRecord;
 
@@ -81,7 +83,8 @@ async fn heartbeat_loop(
             _ = shutdown.cancelled() => return,
         }
     }
-    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
+    let mut backoff =
+        Backoff::new(Duration::from_millis(200), Duration::from_secs(5)).with_jitter(0.2);
     'register: loop {
         let ttl = loop {
             // A call to a gateway that cannot reach etcd may hang for its
@@ -166,7 +169,8 @@ async fn watch_loop(
         r = registered.wait_for(|r| *r) => if r.is_err() { return },
         _ = shutdown.cancelled() => return,
     }
-    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
+    let mut backoff =
+        Backoff::new(Duration::from_millis(200), Duration::from_secs(5)).with_jitter(0.2);
     loop {
         let opened = tokio::select! {
             r = gateway.watch_allocations(node_id, 0) => r,

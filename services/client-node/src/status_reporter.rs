@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use caravan_proto::{AllocUpdate, UpdateAllocationsRequest};
+use caravan_runtime::Backoff;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -83,7 +84,7 @@ impl StatusSink {
         interval: Duration,
         shutdown: CancellationToken,
     ) {
-        let mut backoff = Duration::from_millis(100);
+        let mut backoff = Backoff::new(Duration::from_millis(100), MAX_BACKOFF);
         loop {
             if self.pending() == 0 {
                 tokio::select! {
@@ -117,7 +118,7 @@ impl StatusSink {
                 };
                 match sent {
                     Ok(_) => {
-                        backoff = Duration::from_millis(100);
+                        backoff.reset();
                         tracing::trace!(node = %node_id, updates = n, "sent alloc updates");
                     }
                     Err(status) if !is_retryable(&status) => {
@@ -128,10 +129,9 @@ impl StatusSink {
                         tracing::warn!(node = %node_id, updates = n, %status, "alloc updates not sent; will retry");
                         self.requeue(batch);
                         tokio::select! {
-                            _ = tokio::time::sleep(backoff) => {}
+                            _ = backoff.wait() => {}
                             _ = shutdown.cancelled() => {}
                         }
-                        backoff = (backoff * 2).min(MAX_BACKOFF);
                         if shutdown.is_cancelled() {
                             break;
                         }

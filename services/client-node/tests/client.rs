@@ -28,7 +28,7 @@ async fn registers_heartbeats_and_runs_pushed_allocs_with_batched_updates() {
         .unwrap();
     let node_id = client.ready.node_ids[0].clone();
 
-    eventually(WAIT, "registration", || {
+    until("registration", WAIT, || {
         fake.seen.lock().registrations.len() == 1
     })
     .await;
@@ -44,7 +44,7 @@ async fn registers_heartbeats_and_runs_pushed_allocs_with_batched_updates() {
         caravan_scheduler::compute_node_class(&node)
     );
     // TTL 600 ms: a heartbeat about every 300 ms.
-    eventually(WAIT, "three heartbeats", || {
+    until("three heartbeats", WAIT, || {
         fake.seen
             .lock()
             .heartbeats
@@ -62,7 +62,7 @@ async fn registers_heartbeats_and_runs_pushed_allocs_with_batched_updates() {
     );
     let allocs: Vec<_> = (0..30).map(|i| alloc(&job, i)).collect();
     fake.push(&node_id, allocs.clone(), vec![job.clone()]);
-    eventually(WAIT, "all allocs complete", || {
+    until("all allocs complete", WAIT, || {
         allocs
             .iter()
             .all(|a| fake.status(&a.id) == Some(AllocClientStatus::Complete))
@@ -113,7 +113,7 @@ async fn failing_tasks_restart_per_policy_then_fail_the_alloc() {
     );
     let a = alloc(&job, 0);
     fake.push(&node_id, vec![a.clone()], vec![job]);
-    eventually(WAIT, "alloc failed", || {
+    until("alloc failed", WAIT, || {
         fake.status(&a.id) == Some(AllocClientStatus::Failed)
     })
     .await;
@@ -160,7 +160,7 @@ async fn leader_exit_stops_the_other_tasks_and_a_failure_kills_siblings() {
     let b = alloc(&failing, 0);
 
     fake.push(&node_id, vec![a.clone(), b.clone()], vec![led, failing]);
-    eventually(WAIT, "led alloc complete", || {
+    until("led alloc complete", WAIT, || {
         fake.status(&a.id) == Some(AllocClientStatus::Complete)
     })
     .await;
@@ -173,7 +173,7 @@ async fn leader_exit_stops_the_other_tasks_and_a_failure_kills_siblings() {
     assert!(kinds.contains(&"Leader Task Dead"), "{kinds:?}");
     assert_eq!(kinds.last(), Some(&"Killed"));
 
-    eventually(WAIT, "failing alloc failed", || {
+    until("failing alloc failed", WAIT, || {
         fake.status(&b.id) == Some(AllocClientStatus::Failed)
             && fake.update(&b.id).unwrap().task_states["side"].state == "dead"
     })
@@ -212,14 +212,14 @@ async fn raw_exec_task_runs_logs_are_served_and_stop_kills_it() {
     let job = job("web", JobType::Service, vec![t]);
     let a = alloc(&job, 0);
     fake.push(&node_id, vec![a.clone()], vec![job.clone()]);
-    eventually(WAIT, "alloc running", || {
+    until("alloc running", WAIT, || {
         fake.status(&a.id) == Some(AllocClientStatus::Running)
     })
     .await;
 
     let alloc_dir = dir.path().join("allocs").join(&a.id);
     let log = alloc_dir.join("alloc/logs/web.stdout.0");
-    eventually(WAIT, "output in the log file", || {
+    until("output in the log file", WAIT, || {
         std::fs::read_to_string(&log).is_ok_and(|t| t.contains("hello"))
     })
     .await;
@@ -276,7 +276,7 @@ async fn raw_exec_task_runs_logs_are_served_and_stop_kills_it() {
         .unwrap();
     assert!(caravan_client_node::proc_stat(pid).is_some_and(|s| s.alive()));
     fake.push(&node_id, vec![stopped(a.clone())], vec![]);
-    eventually(WAIT, "alloc complete after stop", || {
+    until("alloc complete after stop", WAIT, || {
         fake.status(&a.id) == Some(AllocClientStatus::Complete)
     })
     .await;
@@ -295,7 +295,7 @@ async fn raw_exec_task_runs_logs_are_served_and_stop_kills_it() {
 
     // Gone from the set: the alloc dir goes too.
     fake.push(&node_id, vec![], vec![]);
-    eventually(WAIT, "alloc dir removed", || !alloc_dir.exists()).await;
+    until("alloc dir removed", WAIT, || !alloc_dir.exists()).await;
     stop(client, shutdown).await;
     stop_fake.cancel();
 }
@@ -317,7 +317,7 @@ async fn dispatch_payload_lands_in_the_task_dir() {
     job.payload = b"the payload".to_vec();
     let a = alloc(&job, 0);
     fake.push(&node_id, vec![a.clone()], vec![job]);
-    eventually(WAIT, "alloc complete", || {
+    until("alloc complete", WAIT, || {
         fake.status(&a.id) == Some(AllocClientStatus::Complete)
     })
     .await;
@@ -349,16 +349,16 @@ async fn registers_again_when_forgotten_and_fails_over_between_gateways() {
     let shutdown = CancellationToken::new();
     let client = start(conf, shutdown.clone()).await.unwrap();
     let node_id = client.ready.node_ids[0].clone();
-    eventually(WAIT, "registration through the second gateway", || {
+    until("registration through the second gateway", WAIT, || {
         fake.seen.lock().registrations.len() == 1
     })
     .await;
-    eventually(WAIT, "a heartbeat", || {
+    until("a heartbeat", WAIT, || {
         fake.seen.lock().heartbeats.contains_key(&node_id)
     })
     .await;
     fake.seen.lock().forgotten.insert(node_id.clone());
-    eventually(WAIT, "registered again", || {
+    until("registered again", WAIT, || {
         fake.seen.lock().registrations.len() == 2
     })
     .await;
@@ -382,7 +382,7 @@ async fn status_updates_survive_gateway_errors_without_going_backwards() {
         .await
         .unwrap();
     let node_id = client.ready.node_ids[0].clone();
-    eventually(WAIT, "registration", || {
+    until("registration", WAIT, || {
         fake.seen.lock().registrations.len() == 1
     })
     .await;
@@ -394,7 +394,7 @@ async fn status_updates_survive_gateway_errors_without_going_backwards() {
     );
     let a = alloc(&job, 0);
     fake.push(&node_id, vec![a.clone()], vec![job]);
-    eventually(WAIT, "alloc complete", || {
+    until("alloc complete", WAIT, || {
         fake.status(&a.id) == Some(AllocClientStatus::Complete)
     })
     .await;
@@ -445,7 +445,7 @@ async fn allocs_missing_a_driver_or_stopped_before_start_are_settled() {
     );
     let b = stopped(alloc(&job_b, 0));
     fake.push(&node_id, vec![a.clone(), b.clone()], vec![job_a, job_b]);
-    eventually(WAIT, "both settled", || {
+    until("both settled", WAIT, || {
         fake.status(&a.id) == Some(AllocClientStatus::Failed)
             && fake.status(&b.id) == Some(AllocClientStatus::Complete)
     })
@@ -506,7 +506,7 @@ async fn lifecycle_hooks_run_in_order_and_sidecars_stop_with_the_main_task() {
     let job = job("hooks", JobType::Batch, tasks);
     let a = alloc(&job, 0);
     fake.push(&node_id, vec![a.clone()], vec![job]);
-    eventually(WAIT, "alloc complete", || {
+    until("alloc complete", WAIT, || {
         fake.status(&a.id) == Some(AllocClientStatus::Complete)
     })
     .await;
@@ -575,7 +575,7 @@ async fn deployment_health_is_decided_by_the_client() {
             .and_then(|u| u.deployment_status)
             .and_then(|d| d.healthy)
     };
-    eventually(WAIT, "both verdicts", || {
+    until("both verdicts", WAIT, || {
         health(&a.id).is_some() && health(&b.id).is_some()
     })
     .await;

@@ -59,12 +59,12 @@ impl Scene {
         let job = job("svc", JobType::Service, vec![sh_task("web", SCRIPT)]);
         let a = alloc(&job, 0);
         self.fake.push(node_id, vec![a.clone()], vec![job]);
-        eventually(WAIT, "alloc running", || {
+        until("alloc running", WAIT, || {
             self.fake.status(&a.id) == Some(AllocClientStatus::Running)
         })
         .await;
         let pid_file = self.alloc_dir(&a).join("alloc/pid");
-        eventually(WAIT, "pid file", || {
+        until("pid file", WAIT, || {
             std::fs::read_to_string(&pid_file).is_ok_and(|t| t.ends_with('\n'))
         })
         .await;
@@ -102,7 +102,7 @@ async fn reattaches_to_a_live_task_and_stops_it_later() {
         second.ready.node_ids[0], node_id,
         "the node id is persisted"
     );
-    eventually(WAIT, "running reported again", || {
+    until("running reported again", WAIT, || {
         let seen = scene.fake.seen.lock();
         seen.update_calls[calls_before.min(seen.update_calls.len())..]
             .iter()
@@ -116,11 +116,11 @@ async fn reattaches_to_a_live_task_and_stops_it_later() {
     assert!(alive(pid));
 
     scene.fake.push(&node_id, vec![stopped(a.clone())], vec![]);
-    eventually(WAIT, "complete after the stop", || {
+    until("complete after the stop", WAIT, || {
         scene.fake.status(&a.id) == Some(AllocClientStatus::Complete)
     })
     .await;
-    eventually(WAIT, "process gone", || !alive(pid)).await;
+    until("process gone", WAIT, || !alive(pid)).await;
     stop(second, shutdown).await;
     scene.stop_fake.cancel();
 }
@@ -133,10 +133,10 @@ async fn a_task_that_died_while_the_client_was_down_is_lost_not_restarted() {
     let (a, pid) = scene.run_one(&node_id).await;
     stop(first, shutdown).await;
     kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
-    eventually(WAIT, "process gone", || !alive(pid)).await;
+    until("process gone", WAIT, || !alive(pid)).await;
 
     let (second, shutdown) = scene.client().await;
-    eventually(WAIT, "alloc failed", || {
+    until("alloc failed", WAIT, || {
         scene.fake.status(&a.id) == Some(AllocClientStatus::Failed)
     })
     .await;
@@ -161,8 +161,8 @@ async fn tasks_of_allocs_dropped_while_down_are_stopped_and_cleaned_up() {
     scene.fake.push(&node_id, vec![], vec![]);
 
     let (second, shutdown) = scene.client().await;
-    eventually(WAIT, "orphan process stopped", || !alive(pid)).await;
-    eventually(WAIT, "orphan alloc dir removed", || {
+    until("orphan process stopped", WAIT, || !alive(pid)).await;
+    until("orphan alloc dir removed", WAIT, || {
         !scene.alloc_dir(&a).exists()
     })
     .await;
@@ -195,7 +195,7 @@ async fn repeated_alloc_sets_never_start_a_second_copy() {
     assert_eq!(starts(&scene.alloc_dir(&a)), 1);
     assert!(alive(pid));
     scene.fake.push(&node_id, vec![stopped(a.clone())], vec![]);
-    eventually(WAIT, "process gone", || !alive(pid)).await;
+    until("process gone", WAIT, || !alive(pid)).await;
     stop(client, shutdown).await;
     scene.stop_fake.cancel();
 }

@@ -37,7 +37,7 @@ async fn simulate_200_registers_200_nodes_that_run_allocs() {
     let client = start(conf, shutdown.clone()).await.unwrap();
     assert_eq!(client.ready.node_ids.len(), 200);
 
-    eventually(Duration::from_secs(15), "200 registrations", || {
+    until("200 registrations", Duration::from_secs(15), || {
         fake.seen.lock().registrations.len() >= 200
     })
     .await;
@@ -63,9 +63,9 @@ async fn simulate_200_registers_200_nodes_that_run_allocs() {
         threads()
     );
 
-    eventually(
-        Duration::from_secs(15),
+    until(
         "heartbeats from every node",
+        Duration::from_secs(15),
         || fake.seen.lock().heartbeats.len() >= 200,
     )
     .await;
@@ -82,7 +82,7 @@ async fn simulate_200_registers_200_nodes_that_run_allocs() {
         fake.push(node, vec![a.clone()], vec![job.clone()]);
         placed.push((node.clone(), a));
     }
-    eventually(Duration::from_secs(10), "20 allocs running", || {
+    until("20 allocs running", Duration::from_secs(10), || {
         placed
             .iter()
             .all(|(_, a)| fake.status(&a.id) == Some(AllocClientStatus::Running))
@@ -101,7 +101,7 @@ async fn simulate_200_registers_200_nodes_that_run_allocs() {
     for (node, a) in &placed {
         fake.push(node, vec![stopped(a.clone())], vec![]);
     }
-    eventually(Duration::from_secs(10), "20 allocs complete", || {
+    until("20 allocs complete", Duration::from_secs(10), || {
         placed
             .iter()
             .all(|(_, a)| fake.status(&a.id) == Some(AllocClientStatus::Complete))

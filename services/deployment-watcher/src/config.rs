@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use caravan_runtime::service::{ServiceConfig, StoreSection};
 use caravan_runtime::store::StoreConfig;
 use caravan_runtime::telemetry::TelemetryConfig;
 use serde::{Deserialize, Serialize};
@@ -46,25 +45,7 @@ impl Default for DeploymentWatcherConfig {
     }
 }
 
-impl ServiceConfig for DeploymentWatcherConfig {
-    fn telemetry(&self) -> &TelemetryConfig {
-        &self.telemetry
-    }
-
-    fn grpc_addr(&self) -> &str {
-        &self.grpc_addr
-    }
-
-    fn advertise_addr(&self) -> &str {
-        &self.advertise_addr
-    }
-}
-
-impl StoreSection for DeploymentWatcherConfig {
-    fn store(&self) -> &StoreConfig {
-        &self.store
-    }
-}
+caravan_runtime::service_config!(DeploymentWatcherConfig, store);
 
 impl DeploymentWatcherConfig {
     /// The leadership lease TTL.

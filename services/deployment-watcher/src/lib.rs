@@ -33,12 +33,11 @@ mod writes;
 
 use std::sync::Arc;
 
-use anyhow::Context;
 use caravan_proto::deployment_watcher_service_server::{self, DeploymentWatcherServiceServer};
-use caravan_runtime::leader::{Candidate, serve_and_lead};
 use caravan_runtime::names::DEPLOYMENT_WATCHER;
-use caravan_runtime::service::{Service, Serving};
-use caravan_store::{Store, election_name};
+use caravan_runtime::service::{Lead, Service, Serving, serve_cached_leader};
+use caravan_store::{Leadership, Store};
+use tokio_util::sync::CancellationToken;
 
 pub use config::DeploymentWatcherConfig;
 pub use error::WatcherError;
@@ -68,42 +67,34 @@ impl Service for DeploymentWatcherService {
         serving: Serving<()>,
     ) -> anyhow::Result<()> {
         let prefix = config.store.prefix.clone();
-        let informer = caravan_runtime::cache::start_lean(&store, &prefix).await?;
+        let ttl = config.leader_ttl();
         let config = Arc::new(config);
-        let watcher = Arc::new(DeploymentWatcher::new(
-            Arc::clone(&store),
-            Arc::clone(&informer),
-            Arc::clone(&config),
-            election_name(&prefix, DEPLOYMENT_WATCHER),
-            serving.advertise_addr.clone(),
-        ));
-        let router = serving
-            .router
-            .add_service(DeploymentWatcherServiceServer::new(
-                DeploymentWatcherGrpc::new(Arc::clone(&watcher)),
-            ));
-        tracing::info!(local = %serving.local_addr, advertise = %serving.advertise_addr, prefix, "deployment-watcher listening");
-        serving.ready.report(());
-        let candidate = Candidate {
+        serve_cached_leader(
+            DEPLOYMENT_WATCHER,
             store,
             prefix,
-            service: DEPLOYMENT_WATCHER,
-            address: serving.advertise_addr,
-            ttl: config.leader_ttl(),
-        };
-        let served = serve_and_lead(
-            router,
-            serving.listener,
-            candidate,
-            serving.shutdown,
-            |leadership, term_stop| {
-                let watcher = Arc::clone(&watcher);
-                async move { watcher.lead(leadership, term_stop).await }
+            ttl,
+            serving,
+            |parts, router| {
+                let watcher = Arc::new(DeploymentWatcher::new(
+                    parts.store,
+                    parts.cache,
+                    config,
+                    parts.election,
+                    parts.advertise_addr,
+                ));
+                let grpc = DeploymentWatcherServiceServer::new(DeploymentWatcherGrpc::new(
+                    Arc::clone(&watcher),
+                ));
+                (watcher, router.add_service(grpc))
             },
         )
-        .await;
-        drop(watcher);
-        caravan_runtime::cache::stop(informer).await;
-        served.context("serving gRPC")
+        .await
+    }
+}
+
+impl Lead for DeploymentWatcher {
+    async fn lead(&self, leadership: Arc<Leadership>, stop: CancellationToken) {
+        DeploymentWatcher::lead(self, leadership, stop).await;
     }
 }

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use caravan_runtime::service::{ServiceConfig, StoreSection};
 use caravan_runtime::store::StoreConfig;
 use caravan_runtime::telemetry::TelemetryConfig;
 use serde::{Deserialize, Serialize};
@@ -113,25 +112,7 @@ impl GcConfig {
     }
 }
 
-impl ServiceConfig for EvalBrokerConfig {
-    fn telemetry(&self) -> &TelemetryConfig {
-        &self.telemetry
-    }
-
-    fn grpc_addr(&self) -> &str {
-        &self.grpc_addr
-    }
-
-    fn advertise_addr(&self) -> &str {
-        &self.advertise_addr
-    }
-}
-
-impl StoreSection for EvalBrokerConfig {
-    fn store(&self) -> &StoreConfig {
-        &self.store
-    }
-}
+caravan_runtime::service_config!(EvalBrokerConfig, store);
 
 impl EvalBrokerConfig {
     /// The delivery settings of the queues.

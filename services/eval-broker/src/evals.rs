@@ -238,26 +238,6 @@ pub fn node_down(node: &Node, now_ns: i64) -> Node {
     n
 }
 
-/// The eval that has the scheduler replace a job's allocations on a node
-/// that went down; type and priority come from the job when it still
-/// exists.
-pub fn node_update_eval(
-    node_id: &str,
-    namespace: &str,
-    job_id: &str,
-    job: Option<&Job>,
-    now_ns: i64,
-) -> Evaluation {
-    node_eval(
-        trigger::NODE_UPDATE,
-        node_id,
-        namespace,
-        job_id,
-        job,
-        now_ns,
-    )
-}
-
 /// A pending eval of a job's allocations on a node, for `trigger`; type
 /// and priority come from the job when it still exists.
 pub fn node_eval(
@@ -430,11 +410,11 @@ mod tests {
             job_modify_revision: 9,
             ..Default::default()
         };
-        let e = node_update_eval("n1", "default", "web", Some(&job), 5);
+        let e = node_eval(trigger::NODE_UPDATE, "n1", "default", "web", Some(&job), 5);
         assert_eq!((e.priority, e.r#type.as_str()), (80, "system"));
         assert_eq!((e.node_id.as_str(), e.job_modify_revision), ("n1", 9));
         assert_eq!(e.triggered_by, trigger::NODE_UPDATE);
-        let orphan = node_update_eval("n1", "default", "gone", None, 5);
+        let orphan = node_eval(trigger::NODE_UPDATE, "n1", "default", "gone", None, 5);
         assert_eq!((orphan.priority, orphan.r#type.as_str()), (50, "service"));
     }
 }

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_model::EvalStatusExt;
+use caravan_model::{EvalStatusExt, trigger};
 use caravan_proto::{EvalStatus, Evaluation};
 use caravan_state::{Snapshot, StateError};
 use tokio::sync::mpsc;
@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use crate::error::BrokerError;
 use crate::evals;
+use crate::fan_out;
 use crate::nodes;
 use crate::queues::job_key;
 use crate::term::{Effect, LeaderTerm, now};
@@ -106,6 +107,11 @@ impl Follower {
                 "restored the eval queues from the store"
             );
         }
+        backlog.extend(
+            nodes::owing_fan_outs(&snapshot)
+                .into_iter()
+                .map(Effect::FinishFanOuts),
+        );
         let suspects = nodes::without_heartbeat(&snapshot)
             .into_iter()
             .map(|id| (id, now.instant + RESTORE_NODE_GRACE))
@@ -235,6 +241,9 @@ impl Follower {
             tracing::info!(node_id, "heartbeat lost");
             self.backlog.push_back(Effect::NodeDown(node_id));
         }
+        for node_id in nodes::fan_outs_added(&self.seen, &next) {
+            self.backlog.push_back(Effect::FinishFanOuts(node_id));
+        }
         if !cancel.is_empty() {
             self.backlog.push_back(Effect::Cancel(
                 cancel,
@@ -324,7 +333,7 @@ impl Follower {
             Effect::Fail(eval) => self.fail(eval).await,
             Effect::Unblock(evals) => self.unblock(evals).await,
             Effect::NodeDown(node_id) => self.node_down(node_id).await,
-            Effect::Create(evals) => self.create(evals).await,
+            Effect::FinishFanOuts(node_id) => self.finish_fan_outs(node_id).await,
         };
         match result {
             Ok(None) => Ok(()),
@@ -448,7 +457,8 @@ impl Follower {
     }
 
     /// Marks a node down with node-update evals for its jobs, if it is still
-    /// up without a heartbeat.
+    /// up without a heartbeat. The evals that do not fit the transaction are
+    /// owed by a fan-out on the node, finished once the cache shows it.
     async fn node_down(&mut self, node_id: &str) -> Result<Option<Effect>, BrokerError> {
         let snapshot = self.term.informer.snapshot();
         let Some(node) = snapshot.node(node_id) else {
@@ -458,27 +468,59 @@ impl Follower {
             return Ok(None);
         }
         let now_ns = now().unix_ns;
-        let evals = nodes::node_update_evals(&snapshot, node_id, now_ns);
+        let owed = fan_out::node_down(trigger::NODE_UPDATE, now_ns);
+        let mut evals = fan_out::evals(&snapshot, node, &owed);
         let count = evals.len();
-        let down = evals::node_down(node, now_ns);
-        match self.term.writer.node_down(&down, evals).await? {
-            Some(rest) => {
-                tracing::warn!(node_id, evals = count, "node marked down: heartbeat missed");
-                if !rest.is_empty() {
-                    self.backlog.push_back(Effect::Create(rest));
-                }
-                Ok(None)
-            }
-            // The node changed or its heartbeat is back; look again once the
-            // cache has caught up.
-            None => Ok(Some(Effect::NodeDown(node_id.to_string()))),
+        let mut down = evals::node_down(node, now_ns);
+        let room = self.term.writer.node_down_room();
+        if evals.len() > room {
+            evals.truncate(room);
+            down.pending_fan_outs.push(owed);
         }
+        if self.term.writer.node_down(&down, &evals).await? {
+            tracing::warn!(node_id, evals = count, "node marked down: heartbeat missed");
+            return Ok(None);
+        }
+        // The node changed or its heartbeat is back; look again once the
+        // cache has caught up.
+        Ok(Some(Effect::NodeDown(node_id.to_string())))
     }
 
-    /// Creates evals; ones that exist already were created by an earlier try.
-    async fn create(&self, evals: &[Evaluation]) -> Result<Option<Effect>, BrokerError> {
-        let writes = evals.iter().cloned().map(GuardedEval::create).collect();
-        self.term.writer.put_evals(writes).await?;
-        Ok(None)
+    /// Creates the evals a node's pending fan-outs owe (those an earlier try
+    /// made already are skipped), then clears the fan-outs; tries again
+    /// later when the node changed meanwhile.
+    async fn finish_fan_outs(&self, node_id: &str) -> Result<Option<Effect>, BrokerError> {
+        let snapshot = self.term.informer.snapshot();
+        let Some(node) = snapshot.node(node_id) else {
+            return Ok(None);
+        };
+        if node.pending_fan_outs.is_empty() {
+            return Ok(None);
+        }
+        let mut finished = Vec::new();
+        for owed in &node.pending_fan_outs {
+            let writes = fan_out::evals(&snapshot, node, owed)
+                .into_iter()
+                .map(GuardedEval::create)
+                .collect();
+            let outcome = self.term.writer.put_evals(writes).await?;
+            tracing::info!(
+                node_id,
+                fan_out = owed.id,
+                created = outcome.written.len(),
+                existed = outcome.conflicted.len(),
+                "finished a node's eval fan-out"
+            );
+            finished.push(owed.id.clone());
+        }
+        if self
+            .term
+            .writer
+            .rewrite_node(&fan_out::cleared(node, &finished))
+            .await?
+        {
+            return Ok(None);
+        }
+        Ok(Some(Effect::FinishFanOuts(node_id.to_string())))
     }
 }

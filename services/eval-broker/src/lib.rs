@@ -23,6 +23,7 @@ mod config;
 mod drain;
 mod error;
 mod evals;
+mod fan_out;
 mod follow;
 mod gc;
 mod grpc;
@@ -36,12 +37,11 @@ mod writes;
 
 use std::sync::Arc;
 
-use anyhow::Context;
 use caravan_proto::eval_broker_service_server::{self, EvalBrokerServiceServer};
-use caravan_runtime::leader::{Candidate, serve_and_lead};
 use caravan_runtime::names::EVAL_BROKER;
-use caravan_runtime::service::{Service, Serving};
-use caravan_store::{Store, election_name};
+use caravan_runtime::service::{Lead, Service, Serving, serve_cached_leader};
+use caravan_store::{Leadership, Store};
+use tokio_util::sync::CancellationToken;
 
 pub use config::{EvalBrokerConfig, GcConfig};
 
@@ -68,42 +68,25 @@ impl Service for EvalBrokerService {
         serving: Serving<()>,
     ) -> anyhow::Result<()> {
         let prefix = config.store.prefix.clone();
-        let informer = caravan_runtime::cache::start_lean(&store, &prefix).await?;
+        let ttl = config.leader_ttl();
         let config = Arc::new(config);
-        let broker = Arc::new(EvalBroker::new(
-            Arc::clone(&store),
-            Arc::clone(&informer),
-            Arc::clone(&config),
-            election_name(&prefix, EVAL_BROKER),
-            serving.advertise_addr.clone(),
-        ));
-        let router = serving
-            .router
-            .add_service(EvalBrokerServiceServer::new(EvalBrokerGrpc::new(
-                Arc::clone(&broker),
-            )));
-        tracing::info!(local = %serving.local_addr, advertise = %serving.advertise_addr, prefix, "eval-broker listening");
-        serving.ready.report(());
-        let candidate = Candidate {
-            store,
-            prefix,
-            service: EVAL_BROKER,
-            address: serving.advertise_addr,
-            ttl: config.leader_ttl(),
-        };
-        let served = serve_and_lead(
-            router,
-            serving.listener,
-            candidate,
-            serving.shutdown,
-            |leadership, term_stop| {
-                let broker = Arc::clone(&broker);
-                async move { broker.lead(leadership, term_stop).await }
-            },
-        )
-        .await;
-        drop(broker);
-        caravan_runtime::cache::stop(informer).await;
-        served.context("serving gRPC")
+        serve_cached_leader(EVAL_BROKER, store, prefix, ttl, serving, |parts, router| {
+            let broker = Arc::new(EvalBroker::new(
+                parts.store,
+                parts.cache,
+                config,
+                parts.election,
+                parts.advertise_addr,
+            ));
+            let grpc = EvalBrokerServiceServer::new(EvalBrokerGrpc::new(Arc::clone(&broker)));
+            (broker, router.add_service(grpc))
+        })
+        .await
+    }
+}
+
+impl Lead for EvalBroker {
+    async fn lead(&self, leadership: Arc<Leadership>, stop: CancellationToken) {
+        EvalBroker::lead(self, leadership, stop).await;
     }
 }

@@ -1,16 +1,16 @@
 //! What node and allocation changes mean to the broker: capacity that grew or
-//! was freed for a computed class (which unblocks evals), nodes whose
-//! heartbeat is gone (which go down), and the evals a node going down needs.
+//! was freed for a computed class (which unblocks evals), and nodes whose
+//! heartbeat is gone (which go down).
 //! Pure functions of snapshots and their diffs.
 
 use std::collections::BTreeSet;
 
 use caravan_model::{AllocExt, NodeExt};
-use caravan_proto::{Allocation, Evaluation, Node};
+use caravan_proto::{Allocation, Node};
 use caravan_state::{ObjectChange, Tables};
 use caravan_store::Revision;
 
-use crate::evals::{node_counts_as_up, node_update_eval};
+use crate::evals::node_counts_as_up;
 
 /// Whether anything that decides what fits on a node differs.
 fn shape_changed(old: &Node, new: &Node) -> bool {
@@ -110,18 +110,21 @@ pub fn heartbeats_lost(older: &Tables, newer: &Tables) -> Vec<String> {
         .collect()
 }
 
-/// A `node-update` eval for every job with live allocations on the node.
-pub fn node_update_evals(snapshot: &Tables, node_id: &str, now_ns: i64) -> Vec<Evaluation> {
-    let jobs: BTreeSet<(&str, &str)> = snapshot
-        .allocs_by_node(node_id)
-        .filter(|a| !a.is_terminal())
-        .map(|a| (a.namespace.as_str(), a.job_id.as_str()))
-        .collect();
-    jobs.into_iter()
-        .map(|(ns, job_id)| {
-            let job = snapshot.job(ns, job_id).map(|j| j.as_ref());
-            node_update_eval(node_id, ns, job_id, job, now_ns)
-        })
+/// Nodes that owe evals from a pending fan-out.
+pub fn owing_fan_outs(snapshot: &Tables) -> Vec<String> {
+    snapshot
+        .nodes()
+        .filter(|n| !n.pending_fan_outs.is_empty())
+        .map(|n| n.id.clone())
+        .collect()
+}
+
+/// Nodes written between two snapshots that owe evals from a fan-out.
+pub fn fan_outs_added(older: &Tables, newer: &Tables) -> Vec<String> {
+    newer
+        .node_changes_since(older)
+        .filter_map(|c| c.new().filter(|n| !n.pending_fan_outs.is_empty()))
+        .map(|n| n.id.clone())
         .collect()
 }
 

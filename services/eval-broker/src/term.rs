@@ -37,8 +37,8 @@ pub enum Effect {
     Unblock(Vec<Arc<Evaluation>>),
     /// Mark a node whose heartbeat vanished down, with evals for its jobs.
     NodeDown(String),
-    /// Create evals (the remainder of a node going down).
-    Create(Vec<Evaluation>),
+    /// Create the evals a node's pending fan-outs owe, then clear them.
+    FinishFanOuts(String),
 }
 
 impl Effect {
@@ -49,7 +49,7 @@ impl Effect {
             Effect::Fail(eval) => format!("fail eval {} at the delivery limit", eval.id),
             Effect::Unblock(evals) => format!("unblock {} evals", evals.len()),
             Effect::NodeDown(node) => format!("mark node {node} down"),
-            Effect::Create(evals) => format!("create {} evals", evals.len()),
+            Effect::FinishFanOuts(node) => format!("finish the eval fan-outs of node {node}"),
         }
     }
 }

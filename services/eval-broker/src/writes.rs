@@ -184,17 +184,18 @@ impl EvalWriter {
         Ok(self.txn(txn).await?.succeeded)
     }
 
+    /// How many evals fit the transaction that marks a node down, next to
+    /// the fence, the node's two guards and its write.
+    pub fn node_down_room(&self) -> usize {
+        self.max_txn_ops.saturating_sub(3)
+    }
+
     /// Marks a node down, guarded by the mod revision it was read at and by
-    /// its heartbeat still being gone, with as many of the evals for its
-    /// jobs as fit one transaction. Returns the evals left for the caller
-    /// to create, or `None` when the node changed or came back, in which
-    /// case nothing was written.
-    pub async fn node_down(
-        &self,
-        node: &Node,
-        mut evals: Vec<Evaluation>,
-    ) -> Result<Option<Vec<Evaluation>>, BrokerError> {
-        let rest = evals.split_off(evals.len().min(self.max_txn_ops.saturating_sub(3)));
+    /// its heartbeat still being gone, with `evals` (at most
+    /// [`Self::node_down_room`]) for its jobs; a node that owes more carries
+    /// a pending fan-out. Returns `false` when the node changed or came
+    /// back, in which case nothing was written.
+    pub async fn node_down(&self, node: &Node, evals: &[Evaluation]) -> Result<bool, BrokerError> {
         let mut txn = Txn::new()
             .when(Compare::mod_revision(
                 self.keyspace.node(&node.id),
@@ -203,12 +204,26 @@ impl EvalWriter {
             ))
             .when(Compare::absent(self.keyspace.heartbeat(&node.id)))
             .and_then(Op::put(self.keyspace.node(&node.id), node_for_store(node)));
-        for e in &evals {
+        for e in evals {
             txn = txn
                 .when(self.guard(&GuardedEval::create(e.clone())))
                 .and_then(self.put(e));
         }
-        Ok(self.txn(txn).await?.succeeded.then_some(rest))
+        Ok(self.txn(txn).await?.succeeded)
+    }
+
+    /// Rewrites a node read at `node.modify_revision`; `false` when it
+    /// changed since.
+    pub async fn rewrite_node(&self, node: &Node) -> Result<bool, BrokerError> {
+        let key = self.keyspace.node(&node.id);
+        let txn = Txn::new()
+            .when(Compare::mod_revision(
+                key.clone(),
+                CompareOp::Equal,
+                node.modify_revision,
+            ))
+            .and_then(Op::put(key, node_for_store(node)));
+        Ok(self.txn(txn).await?.succeeded)
     }
 
     /// Writes units in as few transactions as the operation limit allows,

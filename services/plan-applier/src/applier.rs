@@ -23,7 +23,7 @@ use parking_lot::RwLock;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::commit::{CommitOutcome, Committer, optimistic_layer, plan_changes};
+use crate::commit::{CommitOutcome, Committer, PlanMarks, optimistic_layer, plan_changes};
 use crate::config::PlanApplierConfig;
 use crate::error::ApplierError;
 use crate::mutation::Target;
@@ -355,6 +355,14 @@ impl Pipeline {
         self.overlay.push_in_flight(layer);
         let leadership = self.leadership.clone();
         let rejected = verdict.rejected;
+        let marks = PlanMarks {
+            keys: jobs
+                .iter()
+                .map(|(ns, job)| applier.keyspace.job_plan(ns, job))
+                .collect(),
+            snapshot: plan.snapshot_revision,
+            value: plan.eval_id.clone().into_bytes(),
+        };
         let task = tokio::spawn(async move {
             let committer = Committer {
                 store: applier.store.as_ref(),
@@ -364,6 +372,7 @@ impl Pipeline {
                 max_bytes: applier.settings.txn_max_bytes,
                 retries: applier.settings.conflict_retries,
                 now,
+                marks,
             };
             let committing = std::time::Instant::now();
             let mut outcome = committer
@@ -537,7 +546,11 @@ fn plan_result(
     r.alloc_revision = outcome.revision;
     rejected.extend(outcome.refused.clone());
     if !rejected.is_empty() {
-        r.refresh_revision = outcome.revision.max(view_revision).max(1);
+        r.refresh_revision = outcome
+            .revision
+            .max(outcome.refresh)
+            .max(view_revision)
+            .max(1);
         r.rejected_nodes = rejected.keys().cloned().collect();
         r.rejection_reasons = rejected.into_iter().collect();
     }

@@ -283,6 +283,65 @@ pub(crate) struct CommitOutcome {
     pub(crate) skipped_evictions: HashSet<String>,
     /// Why the commit stopped early, if it did.
     pub(crate) error: Option<ApplierError>,
+    /// A revision the worker must refresh to beyond what was written: a
+    /// plan of the same job committed there, after this plan's snapshot.
+    pub(crate) refresh: Revision,
+}
+
+/// The plan marks a plan's transactions are guarded by: one key per job the
+/// plan touches (`job_plans/<ns>/<job>`), rewritten by each of them. The
+/// first transaction needs every mark to be no newer than the snapshot the
+/// plan was computed on, each later one the mark its predecessor wrote, so
+/// a commit can never land next to a plan of the same job it did not see,
+/// even one whose outcome was unknown and that the store applied late.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PlanMarks {
+    /// The mark keys.
+    pub(crate) keys: Vec<Vec<u8>>,
+    /// The snapshot revision the plan was computed on.
+    pub(crate) snapshot: Revision,
+    /// What the marks are set to (the plan's eval).
+    pub(crate) value: Vec<u8>,
+}
+
+impl PlanMarks {
+    /// Adds the guards and writes of the marks to `txn`; `prior` is the
+    /// revision an earlier transaction of the same plan wrote them at.
+    fn guard(&self, mut txn: Txn, prior: Option<Revision>) -> Txn {
+        for key in &self.keys {
+            txn = txn.when(match prior {
+                None => Compare::mod_revision(key.clone(), CompareOp::Less, self.snapshot + 1),
+                Some(rev) => Compare::mod_revision(key.clone(), CompareOp::Equal, rev),
+            });
+            txn = txn.and_then(Op::put(key.clone(), self.value.clone()));
+        }
+        txn
+    }
+
+    /// The newest revision a mark moved to behind the plan's back, if one
+    /// did: the plan must be computed again on a snapshot that has it.
+    async fn moved(
+        &self,
+        store: &dyn Store,
+        prior: Option<Revision>,
+    ) -> Result<Option<Revision>, ApplierError> {
+        let mut newest = None;
+        for key in &self.keys {
+            let rev = store
+                .get(key)
+                .await
+                .map_err(ApplierError::Store)?
+                .map_or(0, |kv| kv.mod_revision);
+            let moved = match prior {
+                None => rev > self.snapshot,
+                Some(p) => rev != p,
+            };
+            if moved {
+                newest = Some(newest.unwrap_or(0).max(rev));
+            }
+        }
+        Ok(newest)
+    }
 }
 
 /// Commits the changes of a plan.
@@ -294,6 +353,7 @@ pub(crate) struct Committer<'a> {
     pub(crate) max_bytes: usize,
     pub(crate) retries: u32,
     pub(crate) now: i64,
+    pub(crate) marks: PlanMarks,
 }
 
 impl Committer<'_> {
@@ -311,7 +371,8 @@ impl Committer<'_> {
             layer: OverlayLayer::new(seq),
             ..Default::default()
         };
-        let batches = batches(changes, self.max_ops, self.max_bytes);
+        let room = self.max_ops.saturating_sub(self.marks.keys.len()).max(1);
+        let batches = batches(changes, room, self.max_bytes);
         if all_at_once && batches.len() > 1 {
             for part in batches.iter().flatten() {
                 if let Some(node) = &part.node {
@@ -330,6 +391,18 @@ impl Committer<'_> {
                 .commit_batch(view, batch, &mut currents, all_at_once, &mut outcome)
                 .await
             {
+                Ok(()) if outcome.refresh > 0 => {
+                    let reason = format!(
+                        "a plan of the same job committed at revision {}, after this plan's snapshot",
+                        outcome.refresh
+                    );
+                    for part in pending.flatten() {
+                        if let Some(node) = part.node {
+                            outcome.refused.insert(node, reason.clone());
+                        }
+                    }
+                    break;
+                }
                 Ok(()) => {}
                 Err(err) => {
                     let reason = format!("not committed: {err}");
@@ -382,6 +455,8 @@ impl Committer<'_> {
                 self.record(parts, written, None, outcome);
                 return Ok(());
             }
+            let prior = outcome.layer.revision;
+            let txn = self.marks.guard(txn, prior);
             let res = self
                 .leadership
                 .fenced_txn(txn)
@@ -394,6 +469,18 @@ impl Committer<'_> {
                         .insert(w.target.clone(), w.stored(res.revision));
                 }
                 self.record(parts, written, Some(res.revision), outcome);
+                return Ok(());
+            }
+            if let Some(rev) = self.marks.moved(self.store, prior).await? {
+                let reason = format!(
+                    "a plan of the same job committed at revision {rev}, after this plan's snapshot"
+                );
+                for part in parts {
+                    if let Some(node) = part.node {
+                        outcome.refused.insert(node, reason.clone());
+                    }
+                }
+                outcome.refresh = rev;
                 return Ok(());
             }
             conflicts += 1;

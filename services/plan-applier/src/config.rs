@@ -1,7 +1,6 @@
 //! The plan-applier's configuration: where it listens, how it leads, and the
 //! budgets of its commits.
 
-use caravan_runtime::service::{ServiceConfig, StoreSection};
 use caravan_runtime::store::StoreConfig;
 use caravan_runtime::telemetry::TelemetryConfig;
 use serde::{Deserialize, Serialize};
@@ -65,25 +64,7 @@ impl Default for PlanApplierConfig {
     }
 }
 
-impl ServiceConfig for PlanApplierConfig {
-    fn telemetry(&self) -> &TelemetryConfig {
-        &self.telemetry
-    }
-
-    fn grpc_addr(&self) -> &str {
-        &self.grpc_addr
-    }
-
-    fn advertise_addr(&self) -> &str {
-        &self.advertise_addr
-    }
-}
-
-impl StoreSection for PlanApplierConfig {
-    fn store(&self) -> &StoreConfig {
-        &self.store
-    }
-}
+caravan_runtime::service_config!(PlanApplierConfig, store);
 
 impl PlanApplierConfig {
     /// The number of verification threads, resolving 0 to the core count.

@@ -12,37 +12,14 @@ use caravan_store::Store;
 use support::*;
 use tonic::Code;
 
-/// Instantiates each case for the embedded store and for etcd.
-macro_rules! cases {
-    ($($name:ident),* $(,)?) => {
-        mod mem_store {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let prefix = caravan_testkit::unique_prefix(stringify!($name));
-                    super::$name(super::support::mem(), prefix).await;
-                }
-            )*
-        }
-        mod etcd_store {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let prefix = caravan_testkit::unique_prefix(stringify!($name));
-                    super::$name(super::support::etcd().await, prefix).await;
-                }
-            )*
-        }
-    };
-}
-
-cases!(
+caravan_testkit::backend_cases!(store_and_prefix => crate;
     two_plans_over_one_node_commit_only_what_fits,
     an_unknown_token_refuses_the_whole_plan,
     a_stale_plan_is_refused_with_a_refresh_revision,
     a_follower_names_the_leader_and_a_deposed_leader_commits_nothing,
     bad_input_names_the_field,
     concurrent_plans_never_over_commit_a_node,
+    a_commit_applied_after_its_timeout_never_lands_beside_the_retry,
 );
 
 async fn two_plans_over_one_node_commit_only_what_fits(store: Arc<dyn Store>, prefix: String) {
@@ -128,7 +105,7 @@ async fn an_unknown_token_refuses_the_whole_plan(store: Arc<dyn Store>, prefix: 
     .await
     .unwrap();
     assert!(ok.alloc_revision > rev);
-    assert!(broker.broker.resets.lock().iter().any(|e| e == "e1"));
+    assert!(broker.broker.log.lock().resets.iter().any(|e| e == "e1"));
     app.shutdown().await;
 }
 
@@ -329,5 +306,65 @@ async fn concurrent_plans_never_over_commit_a_node(store: Arc<dyn Store>, prefix
         .filter(|a| a.node_id == "n1" && !a.is_terminal())
         .count();
     assert_eq!(live_n1, 4, "n1 fills up exactly");
+    app.shutdown().await;
+}
+
+/// A commit whose answer is lost while the store applies it later (a
+/// timeout at the client of a proposal etcd still commits) can't land next
+/// to the plan the worker sends again: one of the two commits, never both.
+async fn a_commit_applied_after_its_timeout_never_lands_beside_the_retry(
+    store: Arc<dyn Store>,
+    prefix: String,
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use caravan_state::{Keyspace, Kind};
+    use caravan_store::StoreError;
+    use caravan_testkit::faults::{Fault, FaultyStore, puts_under};
+
+    let broker = start_broker(&store, &prefix).await;
+    let rev = put_node(&store, &prefix, &node("n1", 8000)).await;
+    let allocs_prefix = Keyspace::new(&prefix).prefix_of(Kind::Allocs);
+    let lost_one = Arc::new(AtomicBool::new(false));
+    let first = Arc::clone(&lost_one);
+    let lossy = FaultyStore::new(
+        store.clone(),
+        Box::new(move |txn| {
+            (puts_under(txn, &allocs_prefix) && !first.swap(true, Ordering::SeqCst)).then(|| {
+                Fault::ApplyLate {
+                    error: StoreError::Unavailable("request timed out".into()),
+                    after: Duration::from_millis(500),
+                }
+            })
+        }),
+    );
+    let app = start_applier(&(lossy.clone() as Arc<dyn Store>), config(&prefix)).await;
+    wait_leading(&app).await;
+    broker.broker.grant("e1", "t1");
+    let mut client = app.client().await;
+    let lost = submit(
+        &mut client,
+        plan("e1", "t1", rev, vec![alloc("a1", "web", "n1", 100)]),
+    )
+    .await;
+    assert!(lost.is_err(), "the outcome is unknown: {lost:?}");
+    // The worker plans again on a snapshot without the first commit, which
+    // has not applied yet.
+    let retry = submit(
+        &mut client,
+        plan("e1", "t1", rev, vec![alloc("a2", "web", "n1", 100)]),
+    )
+    .await
+    .unwrap();
+    assert!(retry.rejected_nodes.is_empty(), "{retry:?}");
+    caravan_testkit::wait::until(
+        "the late commit to be tried",
+        Duration::from_secs(10),
+        || lossy.late_tried() == 1,
+    )
+    .await;
+    let stored = allocs(&store, &prefix).await;
+    let ids: Vec<&str> = stored.iter().map(|a| a.id.as_str()).collect();
+    assert_eq!(ids, ["a2"], "one of the two commits, never both");
     app.shutdown().await;
 }

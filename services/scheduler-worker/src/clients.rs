@@ -10,6 +10,7 @@ use std::time::Duration;
 use caravan_proto::eval_broker_service_client::EvalBrokerServiceClient;
 use caravan_proto::plan_applier_service_client::PlanApplierServiceClient;
 use caravan_proto::*;
+use caravan_runtime::Backoff;
 use caravan_runtime::leader::LeaderChannel;
 use caravan_runtime::names::PLAN_APPLIER;
 use caravan_runtime::status::{is_not_leader, not_applied};
@@ -49,18 +50,9 @@ fn never_sent(status: &Status) -> bool {
     false
 }
 
-/// Exponential pauses between attempts.
-struct Backoff(Duration);
-
-impl Backoff {
-    fn new() -> Self {
-        Backoff(BACKOFF_MIN)
-    }
-
-    async fn wait(&mut self) {
-        tokio::time::sleep(self.0).await;
-        self.0 = (self.0 * 2).min(BACKOFF_MAX);
-    }
+/// Pauses between attempts: doubling from 20 ms to 1 s.
+fn backoff() -> Backoff {
+    Backoff::new(BACKOFF_MIN, BACKOFF_MAX)
 }
 
 /// The eval broker's leader.
@@ -89,7 +81,7 @@ impl BrokerClient {
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
         let deadline = Instant::now() + self.leader_wait;
-        let mut backoff = Backoff::new();
+        let mut backoff = backoff();
         loop {
             let status = match self.channel.channel().await {
                 Ok(ch) => match call(EvalBrokerServiceClient::new(ch), timeout).await {
@@ -250,7 +242,7 @@ impl ApplierClient {
     /// failure after acceptance comes back as [`Submitted::Unknown`].
     pub async fn submit(&self, plan: Plan) -> Result<Submitted, WorkerError> {
         let deadline = Instant::now() + self.leader_wait;
-        let mut backoff = Backoff::new();
+        let mut backoff = backoff();
         let request = SubmitPlanRequest { plan: Some(plan) };
         loop {
             let status = match self.channel.channel().await {
@@ -298,7 +290,7 @@ impl ApplierClient {
     /// unknown outcome), for up to the leader wait.
     pub async fn await_leader(&self) -> Result<(), WorkerError> {
         let deadline = Instant::now() + self.leader_wait;
-        let mut backoff = Backoff::new();
+        let mut backoff = backoff();
         loop {
             match self.channel.channel().await {
                 Ok(_) => return Ok(()),

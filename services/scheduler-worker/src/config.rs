@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use caravan_runtime::service::{ServiceConfig, StoreSection};
 use caravan_runtime::store::StoreConfig;
 use caravan_runtime::telemetry::TelemetryConfig;
 use serde::{Deserialize, Serialize};
@@ -73,26 +72,9 @@ impl Default for SchedulerWorkerConfig {
     }
 }
 
-impl ServiceConfig for SchedulerWorkerConfig {
+caravan_runtime::service_config!(SchedulerWorkerConfig, store;
     const LIST_KEYS: &'static [&'static str] = &["schedulers"];
-    fn telemetry(&self) -> &TelemetryConfig {
-        &self.telemetry
-    }
-
-    fn grpc_addr(&self) -> &str {
-        &self.grpc_addr
-    }
-
-    fn advertise_addr(&self) -> &str {
-        &self.advertise_addr
-    }
-}
-
-impl StoreSection for SchedulerWorkerConfig {
-    fn store(&self) -> &StoreConfig {
-        &self.store
-    }
-}
+);
 
 /// The configuration as durations and counts, resolved once.
 #[derive(Clone, Debug)]
@@ -130,6 +112,7 @@ impl SchedulerWorkerConfig {
 mod tests {
     use caravan_runtime::config::ConfigLoader;
     use caravan_runtime::names::SCHEDULER_WORKER;
+    use caravan_runtime::service::ServiceConfig;
 
     use super::*;
 

@@ -21,31 +21,7 @@ use support::*;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-/// Instantiates each case for the embedded store and for etcd.
-macro_rules! cases {
-    ($($name:ident),* $(,)?) => {
-        mod mem_store {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let prefix = caravan_testkit::unique_prefix(stringify!($name));
-                    super::$name(super::support::mem(), prefix).await;
-                }
-            )*
-        }
-        mod etcd_store {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let prefix = caravan_testkit::unique_prefix(stringify!($name));
-                    super::$name(super::support::etcd().await, prefix).await;
-                }
-            )*
-        }
-    };
-}
-
-cases!(
+caravan_testkit::backend_cases!(store_and_prefix => crate;
     a_pending_eval_places_its_allocations_and_completes,
     a_job_that_does_not_fit_gets_a_blocked_eval,
     a_partial_commit_makes_the_worker_refresh_and_plan_again,

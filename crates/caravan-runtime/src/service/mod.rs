@@ -6,6 +6,8 @@
 //! same steps: bind `grpc_addr`, work out the advertised address, build the
 //! router with the health and reflection services, and serve.
 
+mod cached_leader;
+mod config_impl;
 mod health;
 mod launch;
 mod process;
@@ -23,6 +25,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::Router;
 
+pub use cached_leader::{Lead, LeaderParts, serve_cached_leader};
 pub use health::HealthArgs;
 pub use launch::{Running, run, start, start_on};
 pub use process::{ServiceArgs, ServiceCommand, main, main_with};

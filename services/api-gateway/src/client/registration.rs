@@ -12,7 +12,7 @@ use rand::Rng;
 
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
-use crate::nodes::node_evals;
+use crate::node_fan_out;
 
 /// The outcome of a registration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,10 +101,12 @@ fn as_registered(mut node: Node, existing: Option<&Node>, lease: LeaseId, now: i
             node.scheduling_eligibility = old.scheduling_eligibility;
             node.drain_strategy = old.drain_strategy;
             node.last_drain = old.last_drain.clone();
+            node.pending_fan_outs = old.pending_fan_outs.clone();
         }
         None => {
             node.set_scheduling_eligibility(SchedulingEligibility::Eligible);
             node.drain_strategy = None;
+            node.pending_fan_outs.clear();
         }
     }
     node
@@ -136,17 +138,16 @@ pub async fn register(gw: &Gateway, node: Node) -> Result<NodeRegistered> {
                 return Err(err);
             }
         };
-        let stored = as_registered(node.clone(), existing.as_ref(), lease.id, now_unix_ns());
+        let now = now_unix_ns();
+        let mut stored = as_registered(node.clone(), existing.as_ref(), lease.id, now);
+        let scope = node_fan_out::scope(trigger::NODE_UPDATE, false, false);
         let evals = match &existing {
             Some(old) if old.status() == NodeStatus::Ready => Vec::new(),
-            _ => node_evals(
-                &gw.cache.snapshot(),
-                &stored,
-                trigger::NODE_UPDATE,
-                false,
-                false,
-            ),
+            _ => node_fan_out::node_evals(&gw.cache.snapshot(), &stored, &scope),
         };
+        // The node and its heartbeat key take two operations.
+        let room = gw.config.max_txn_ops.saturating_sub(2).max(1);
+        let (evals, _) = node_fan_out::fit(&mut stored, evals, scope, room, now);
         let mut txn = Txn::new()
             .when(match &existing {
                 Some(old) => {
@@ -302,7 +303,21 @@ mod tests {
         validate(&node).unwrap();
         let mut old = node.clone();
         old.set_scheduling_eligibility(SchedulingEligibility::Ineligible);
-        let stored = as_registered(node.clone(), Some(&old), 7, 1);
+        let owed = caravan_proto::NodeFanOut {
+            id: "f1".into(),
+            triggered_by: "node-update".into(),
+            created_at_unix_ns: 1,
+            ..Default::default()
+        };
+        old.pending_fan_outs = vec![owed.clone()];
+        let mut forged = node.clone();
+        forged.pending_fan_outs = vec![caravan_proto::NodeFanOut::default()];
+        let stored = as_registered(forged.clone(), Some(&old), 7, 1);
+        assert_eq!(
+            stored.pending_fan_outs,
+            vec![owed],
+            "the evals it still owes stay"
+        );
         assert_eq!(
             stored.scheduling_eligibility(),
             SchedulingEligibility::Ineligible
@@ -314,7 +329,11 @@ mod tests {
             stored.computed_class,
             caravan_scheduler::compute_node_class(&stored)
         );
-        let fresh = as_registered(node, None, 8, 1);
+        let fresh = as_registered(forged, None, 8, 1);
+        assert!(
+            fresh.pending_fan_outs.is_empty(),
+            "a client can't claim fan-outs"
+        );
         assert_eq!(
             fresh.scheduling_eligibility(),
             SchedulingEligibility::Eligible

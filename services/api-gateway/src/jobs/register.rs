@@ -232,7 +232,8 @@ pub(crate) fn build_deregister(
             .and_then(Op::delete(job_key))
             .and_then(Op::Delete(Range::prefix(
                 keys.job_versions_of(&existing.namespace, &existing.id),
-            )));
+            )))
+            .and_then(Op::delete(keys.job_plan(&existing.namespace, &existing.id)));
         eval_job.job_modify_revision = 0;
     } else if !existing.stop {
         let mut stopped = existing.clone();
@@ -589,7 +590,8 @@ mod tests {
             deletes(&txn),
             vec![
                 "/t/jobs/default/web".to_string(),
-                "/t/job_versions/default/web/".to_string()
+                "/t/job_versions/default/web/".to_string(),
+                "/t/job_plans/default/web".to_string(),
             ]
         );
         assert!(eval.is_some());

@@ -9,34 +9,13 @@ use caravan_api_gateway::{ApiGatewayService, Bound, GatewayConfig};
 use caravan_proto::{Evaluation, Job, Node};
 use caravan_runtime::service::Running;
 use caravan_state::{Keyspace, StateObject, decode};
-use caravan_store::{EtcdStore, MemStore, Range, Store};
+use caravan_store::{Range, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
-/// Which store a test runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// The embedded store.
-    Mem,
-    /// The etcd named by `CARAVAN_TEST_ETCD`.
-    Etcd,
-}
-
-/// A store of `backend`.
-pub async fn store(backend: Backend) -> Arc<dyn Store> {
-    match backend {
-        Backend::Mem => Arc::new(MemStore::new()),
-        Backend::Etcd => {
-            let endpoints = caravan_testkit::etcd_endpoints();
-            match EtcdStore::connect(&endpoints).await {
-                Ok(s) => Arc::new(s),
-                Err(err) => panic!("cannot reach the test etcd at {endpoints:?}: {err}"),
-            }
-        }
-    }
-}
+pub use caravan_testkit::Backend;
 
 /// A running gateway.
 pub struct TestGateway {
@@ -50,7 +29,7 @@ pub struct TestGateway {
 impl TestGateway {
     /// Starts a gateway on a fresh store of `backend` under a unique prefix.
     pub async fn start(backend: Backend, name: &str) -> TestGateway {
-        Self::start_with(store(backend).await, name, |_| {}).await
+        Self::start_with(backend.store().await, name, |_| {}).await
     }
 
     /// Starts a gateway on `store` with `tweak` applied to its configuration.
@@ -241,23 +220,5 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
         let start = end + 2;
         out.extend_from_slice(&data[start..(start + size).min(data.len())]);
         data = &data[(start + size + 2).min(data.len())..];
-    }
-}
-
-/// Polls `check` until it holds or `within` passes.
-pub async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if check().await {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }

@@ -25,24 +25,7 @@ pub async fn cli(address: &str, line: &[&str]) -> (u8, String, String) {
     (code, captured.stdout(), captured.stderr())
 }
 
-/// Polls `probe` until it answers, failing the test after [`WAIT`].
-pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
+pub use caravan_testkit::wait::eventually_some;
 
 /// A dev cluster on free ports with its client's data under `dir`.
 pub fn options(dir: &Path) -> DevOptions {

@@ -205,19 +205,7 @@ impl NodeClientService for FakeGateway {
     }
 }
 
-/// Polls `cond` every 20 ms until it holds or `within` passes.
-pub async fn eventually(within: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if cond() {
-            return;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!("timed out after {within:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+pub use caravan_testkit::wait::until;
 
 /// A client config pointing at `gateway`, with its data in `data_dir`.
 pub fn config(gateway: SocketAddr, data_dir: &Path) -> ClientConfig {

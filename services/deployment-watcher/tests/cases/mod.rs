@@ -1,8 +1,8 @@
 //! Backend-neutral service tests of the deployment watcher: each case runs
 //! watchers in-process on a fresh key prefix of the store it is given,
 //! writes jobs, deployments and allocations as the other services would,
-//! steers over gRPC, and checks the store. `mem.rs` and `etcd.rs`
-//! instantiate every case through [`watcher_cases!`].
+//! steers over gRPC, and checks the store. `service.rs`
+//! instantiates every case on both stores.
 
 pub mod canaries;
 pub mod failover;
@@ -10,7 +10,6 @@ pub mod failure;
 pub mod rollout;
 pub mod steering;
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -28,56 +27,9 @@ use caravan_store::{Revision, Store};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
-/// How long a test waits for something that should happen promptly.
-pub const PATIENCE: Duration = Duration::from_secs(15);
+pub use caravan_testkit::wait::{PATIENCE, eventually};
 /// One second in nanoseconds.
 pub const SEC: i64 = 1_000_000_000;
-
-/// Instantiates every case as a test: `watcher_cases!(#[attr] store_fn)`
-/// where `store_fn` is an async fn returning a fresh `Arc<dyn Store>`.
-macro_rules! watcher_cases {
-    (#[$attr:meta] $backend:ident) => {
-        $crate::cases::watcher_cases!(@cases #[$attr] $backend;
-            rollout {
-                healthy_allocs_are_counted_and_roll_the_next_batch,
-                a_healthy_deployment_succeeds_and_its_version_turns_stable,
-                a_success_written_by_the_scheduler_marks_the_version_stable,
-                a_new_leader_writes_the_eval_a_healthy_batch_was_owed,
-            }
-            failure {
-                an_unhealthy_alloc_fails_and_reverts_to_the_stable_version,
-                without_auto_revert_a_failure_only_evaluates,
-                the_progress_deadline_fails_a_stalled_deployment,
-            }
-            canaries {
-                canaries_wait_for_promotion,
-                auto_promote_promotes_healthy_canaries,
-                a_failed_canary_deployment_evaluates_to_stop_its_canaries,
-                healthy_canaries_outlive_the_progress_deadline,
-            }
-            steering {
-                promote_by_group_then_all,
-                pause_holds_evals_and_resume_evaluates,
-                manual_fail_and_alloc_health,
-                bad_requests_name_the_field,
-            }
-            failover {
-                a_standby_names_the_leader_and_takes_over,
-                a_killed_leaders_work_is_picked_up,
-                a_deposed_leaders_write_is_refused,
-            }
-        );
-    };
-    (@cases #[$attr:meta] $backend:ident; $($module:ident { $($case:ident),* $(,)? })*) => {
-        $($(
-            #[$attr]
-            async fn $case() {
-                $crate::cases::$module::$case($backend().await).await;
-            }
-        )*)*
-    };
-}
-pub(crate) use watcher_cases;
 
 /// A watcher running in-process.
 pub struct Watcher {
@@ -108,7 +60,7 @@ impl Watcher {
     /// Waits until this watcher leads: a request for an unknown deployment
     /// is answered NOT_FOUND rather than refused as a follower.
     pub async fn wait_leading(&mut self) {
-        eventually("the watcher to lead", || {
+        eventually("the watcher to lead", PATIENCE, || {
             let mut client = self.client.clone();
             async move {
                 let answer = client
@@ -157,22 +109,6 @@ pub async fn start_leader(store: Arc<dyn Store>, prefix: &str) -> Watcher {
     let mut watcher = start(store, fast_config(prefix)).await;
     watcher.wait_leading().await;
     watcher
-}
-
-/// Polls `check` until it holds, failing the test after the patience.
-pub async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// The present time in unix nanoseconds.

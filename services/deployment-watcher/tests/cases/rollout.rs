@@ -121,7 +121,7 @@ pub async fn a_success_written_by_the_scheduler_marks_the_version_stable(store: 
     done.set_status(DeploymentStatus::Successful);
     done.status_description = "Deployment completed successfully".into();
     w.put_deployment(&done).await;
-    eventually("version 1 to turn stable", || async {
+    eventually("version 1 to turn stable", PATIENCE, || async {
         w.version("web", 1).await.is_some_and(|v| v.stable)
     })
     .await;

@@ -120,7 +120,7 @@ pub async fn promote_by_group_then_all(store: Arc<dyn Store>) {
         d.status() == DeploymentStatus::Successful
     })
     .await;
-    eventually("version 1 to turn stable", || async {
+    eventually("version 1 to turn stable", PATIENCE, || async {
         w.version("web", 1).await.is_some_and(|v| v.stable)
     })
     .await;

@@ -154,6 +154,7 @@ fn deletes(ks: &Keyspace, object: &Doomed) -> GuardedUnit {
             unit.ops.push(Op::Delete(Range::prefix(
                 ks.job_versions_of(&j.namespace, &j.id),
             )));
+            unit.ops.push(Op::delete(ks.job_plan(&j.namespace, &j.id)));
         }
     }
     unit
@@ -193,7 +194,11 @@ mod tests {
         let small = pieces(&ks, &unit(3, true), 10);
         assert_eq!(small.len(), 1);
         assert_eq!(small[0].guards.len(), 4);
-        assert_eq!(small[0].ops.len(), 5, "the job's versions go with it");
+        assert_eq!(
+            small[0].ops.len(),
+            6,
+            "the job's versions and plan mark go with it"
+        );
 
         let big = pieces(&ks, &unit(9, true), 4);
         assert!(big.iter().all(|p| p.size() <= 4), "{big:?}");

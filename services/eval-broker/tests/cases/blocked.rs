@@ -75,7 +75,7 @@ pub async fn a_blocked_eval_unblocks_when_a_node_registers(store: Arc<dyn Store>
         .await
         .expect("update");
     broker.ack(&got.id, &token).await;
-    eventually("the blocked eval to be held", || {
+    eventually("the blocked eval to be held", PATIENCE, || {
         let mut b = broker.client.clone();
         async move {
             b.stats(caravan_proto::BrokerStatsRequest {})
@@ -226,7 +226,7 @@ pub async fn a_reblocked_eval_waits_for_capacity_again(store: Arc<dyn Store>) {
     assert_eq!(stored.status(), EvalStatus::Blocked);
     assert_eq!(stored.class_eligibility.get("tiny"), Some(&false));
     broker.ack(&got.id, &token).await;
-    eventually("the reblocked eval to be held", || {
+    eventually("the reblocked eval to be held", PATIENCE, || {
         let mut b = broker.client.clone();
         async move {
             b.stats(caravan_proto::BrokerStatsRequest {})

@@ -225,7 +225,7 @@ pub async fn worker_writes_need_the_live_token(store: Arc<dyn Store>) {
         .await
         .expect_err("an acked token writes nothing");
     assert_eq!(late.code(), Code::FailedPrecondition);
-    eventually("the blocked eval to be held", || {
+    eventually("the blocked eval to be held", PATIENCE, || {
         let mut b = broker.client.clone();
         async move {
             b.stats(caravan_proto::BrokerStatsRequest {})
@@ -248,7 +248,7 @@ pub async fn ack_cancels_older_waiting_evals(store: Arc<dyn Store>) {
     let newer = pending_eval("web", "service", 50);
     put_eval(&store, &ks, &older).await;
     put_eval(&store, &ks, &newer).await;
-    eventually("both to wait behind the first", || {
+    eventually("both to wait behind the first", PATIENCE, || {
         let mut b = broker.client.clone();
         async move {
             b.stats(caravan_proto::BrokerStatsRequest {})
@@ -315,7 +315,7 @@ pub async fn delivery_limit_fails_the_eval_with_a_follow_up(store: Arc<dyn Store
         wait > 50_000_000_000 && wait <= 61_000_000_000,
         "follow-up waits about a minute, not {wait} ns"
     );
-    eventually("the follow-up to be delayed", || {
+    eventually("the follow-up to be delayed", PATIENCE, || {
         let mut b = broker.client.clone();
         async move {
             b.stats(caravan_proto::BrokerStatsRequest {})
@@ -390,7 +390,7 @@ pub async fn a_completed_but_unacked_eval_is_not_redelivered(store: Arc<dyn Stor
         .await
         .expect("update");
     // The worker crashes here, before acking.
-    eventually("the delivery to time out", || {
+    eventually("the delivery to time out", PATIENCE, || {
         let mut b = broker.client.clone();
         async move {
             b.stats(caravan_proto::BrokerStatsRequest {})

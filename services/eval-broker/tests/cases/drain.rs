@@ -105,7 +105,7 @@ pub async fn a_passed_deadline_migrates_what_is_left_then_completes(store: Arc<d
     let early: Allocation = read(&store, ks.alloc("w1")).await;
     assert!(!migrating(&early), "flagged before the deadline");
 
-    let drain_evals = wait_for("node-drain evals at the deadline", || async {
+    let drain_evals = eventually_some("node-drain evals at the deadline", PATIENCE, || async {
         let evals: Vec<_> = all_evals(&store, &ks)
             .await
             .into_iter()
@@ -151,7 +151,7 @@ pub async fn a_passed_deadline_migrates_what_is_left_then_completes(store: Arc<d
         a.client_status = AllocClientStatus::Complete as i32;
         put(&store, ks.alloc(id), &a).await;
     }
-    let done = wait_for("the drain to complete", || async {
+    let done = eventually_some("the drain to complete", PATIENCE, || async {
         let n: Node = read(&store, ks.node("n1")).await;
         n.drain_strategy.is_none().then_some(n)
     })

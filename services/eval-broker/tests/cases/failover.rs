@@ -81,7 +81,7 @@ pub async fn a_crashed_leader_loses_nothing(store: Arc<dyn Store>) {
     let (got, old_token, _) = leader.take().await;
     assert_eq!(got.id, handed_out.id);
     put_eval(&store, &ks, &queued).await;
-    eventually("the second eval to be queued", || {
+    eventually("the second eval to be queued", PATIENCE, || {
         let mut b = leader.client.clone();
         async move {
             b.stats(BrokerStatsRequest {})

@@ -225,7 +225,7 @@ pub async fn the_sweep_runs_on_its_interval_with_the_thresholds(store: Arc<dyn S
     );
     put_eval(&store, &ks, &batch).await;
 
-    eventually("the stale eval to be collected", || async {
+    eventually("the stale eval to be collected", PATIENCE, || async {
         !present(&store, ks.eval(&stale.id)).await
     })
     .await;

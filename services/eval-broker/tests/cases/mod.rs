@@ -1,7 +1,7 @@
 //! Backend-neutral service tests of the eval broker: each case runs brokers
 //! in-process on a fresh key prefix of the store it is given, talks to them
-//! over gRPC, and checks the store directly. `mem.rs` and `etcd.rs`
-//! instantiate every case through [`broker_cases!`].
+//! over gRPC, and checks the store directly. `service.rs`
+//! instantiates every case on both stores.
 
 pub mod blocked;
 pub mod delivery;
@@ -11,7 +11,6 @@ pub mod gc;
 pub mod nodes;
 pub mod periodic;
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,65 +27,7 @@ use caravan_store::{Revision, Store};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
-/// How long a test waits for something that should happen promptly.
-pub const PATIENCE: Duration = Duration::from_secs(15);
-
-/// Instantiates every case as a test: `broker_cases!(#[attr] store_fn)`
-/// where `store_fn` is an async fn returning a fresh `Arc<dyn Store>`.
-macro_rules! broker_cases {
-    (#[$attr:meta] $backend:ident) => {
-        $crate::cases::broker_cases!(@cases #[$attr] $backend;
-            delivery {
-                restores_evals_written_before_it_starts,
-                dequeue_long_poll_times_out_empty_and_wakes_on_new_evals,
-                worker_writes_need_the_live_token,
-                ack_cancels_older_waiting_evals,
-                delivery_limit_fails_the_eval_with_a_follow_up,
-                nack_timeout_redelivers_and_reset_extends_it,
-                a_completed_but_unacked_eval_is_not_redelivered,
-            }
-            blocked {
-                a_blocked_eval_unblocks_when_a_node_registers,
-                a_newer_blocked_eval_cancels_the_older,
-                a_later_complete_eval_cancels_the_blocked_one,
-                a_reblocked_eval_waits_for_capacity_again,
-                plan_failure_blocks_are_retried_periodically,
-            }
-            failover {
-                a_standby_names_the_leader_and_takes_over,
-                a_crashed_leader_loses_nothing,
-            }
-            nodes {
-                a_lost_heartbeat_marks_the_node_down_with_evals,
-                a_node_without_heartbeat_at_restore_goes_down,
-                a_node_with_many_jobs_goes_down_in_several_txns,
-            }
-            periodic {
-                children_launch_on_schedule_with_version_and_eval,
-                prohibit_overlap_waits_for_the_running_child,
-                a_failover_catches_up_once_and_never_launches_twice,
-                force_periodic_launches_now_and_checks_its_job,
-            }
-            gc {
-                force_gc_takes_terminal_objects_and_keeps_what_lives,
-                the_sweep_runs_on_its_interval_with_the_thresholds,
-            }
-            drain {
-                a_passed_deadline_migrates_what_is_left_then_completes,
-                a_drain_without_deadline_is_never_forced,
-            }
-        );
-    };
-    (@cases #[$attr:meta] $backend:ident; $($module:ident { $($case:ident),* $(,)? })*) => {
-        $($(
-            #[$attr]
-            async fn $case() {
-                $crate::cases::$module::$case($backend().await).await;
-            }
-        )*)*
-    };
-}
-pub(crate) use broker_cases;
+pub use caravan_testkit::wait::{PATIENCE, eventually, eventually_some};
 
 /// A broker running in-process.
 pub struct Broker {
@@ -116,7 +57,7 @@ impl Broker {
 
     /// Waits until this broker leads with its queues restored.
     pub async fn wait_leading(&mut self) {
-        eventually("the broker to lead", || {
+        eventually("the broker to lead", PATIENCE, || {
             let mut client = self.client.clone();
             async move { client.stats(BrokerStatsRequest {}).await.is_ok() }
         })
@@ -206,22 +147,6 @@ pub async fn start_leader(store: Arc<dyn Store>, prefix: &str) -> Broker {
     broker
 }
 
-/// Polls `check` until it holds, failing the test after the patience.
-pub async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// A fresh UUID.
 pub fn uuid() -> String {
     uuid::Uuid::new_v4().to_string()
@@ -269,26 +194,6 @@ pub async fn all_evals(store: &Arc<dyn Store>, ks: &Keyspace) -> Vec<Evaluation>
         .collect()
 }
 
-/// Polls `fetch` until it yields a value, failing the test after the
-/// patience.
-pub async fn wait_for<T, F, Fut>(what: &str, mut fetch: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        if let Some(found) = fetch().await {
-            return found;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Waits until the stored eval satisfies `check`; returns it.
 pub async fn eval_becomes(
     store: &Arc<dyn Store>,
@@ -297,7 +202,7 @@ pub async fn eval_becomes(
     what: &str,
     check: impl Fn(&Evaluation) -> bool,
 ) -> Evaluation {
-    wait_for(what, || async {
+    eventually_some(what, PATIENCE, || async {
         read_eval(store, ks, id).await.filter(|e| check(e))
     })
     .await

@@ -8,7 +8,8 @@ use caravan_proto::{
     SchedulingEligibility,
 };
 use caravan_state::Keyspace;
-use caravan_store::Store;
+use caravan_store::{Store, StoreError};
+use caravan_testkit::faults::{Fault, FaultyStore, puts, puts_under};
 
 use super::*;
 
@@ -92,7 +93,7 @@ pub async fn a_lost_heartbeat_marks_the_node_down_with_evals(store: Arc<dyn Stor
     assert!(all_evals(&store, &ks).await.is_empty());
     store.lease_revoke(lease.id).await.expect("the lease ends");
 
-    let down = wait_for("the node to be marked down", || async {
+    let down = eventually_some("the node to be marked down", PATIENCE, || async {
         let kv = store.get(&ks.node("n1")).await.expect("get")?;
         let n: Node = caravan_state::decode(&kv).expect("decode");
         (n.status() == NodeStatus::Down).then_some(n)
@@ -112,7 +113,7 @@ pub async fn a_lost_heartbeat_marks_the_node_down_with_evals(store: Arc<dyn Stor
         assert_eq!(e.status(), EvalStatus::Pending);
         assert_eq!(e.create_revision, down.modify_revision, "one txn");
     }
-    eventually("the node-update evals to be ready", || {
+    eventually("the node-update evals to be ready", PATIENCE, || {
         let mut b = broker.client.clone();
         async move {
             b.stats(caravan_proto::BrokerStatsRequest {})
@@ -134,7 +135,7 @@ pub async fn a_node_without_heartbeat_at_restore_goes_down(store: Arc<dyn Store>
     let already = put(&store, ks.node("dead"), &node("dead", NodeStatus::Down)).await;
 
     let broker = start_leader(store.clone(), &prefix).await;
-    eventually("the node without heartbeat to go down", || {
+    eventually("the node without heartbeat to go down", PATIENCE, || {
         let (store, ks) = (store.clone(), ks.clone());
         async move {
             let kv = store.get(&ks.node("gone")).await.expect("get");
@@ -179,7 +180,7 @@ pub async fn a_node_with_many_jobs_goes_down_in_several_txns(store: Arc<dyn Stor
     broker.wait_leading().await;
     store.lease_revoke(lease.id).await.expect("the lease ends");
 
-    let evals = wait_for("an eval for every job", || async {
+    let evals = eventually_some("an eval for every job", PATIENCE, || async {
         let evals = all_evals(&store, &ks).await;
         (evals.len() == jobs.len()).then_some(evals)
     })
@@ -200,4 +201,145 @@ pub async fn a_node_with_many_jobs_goes_down_in_several_txns(store: Arc<dyn Stor
     let n: Node = caravan_state::decode(&kv).expect("decode");
     assert_eq!(n.status(), NodeStatus::Down);
     broker.stop().await;
+}
+
+/// A leader that dies right after marking a node down, before the evals
+/// that did not fit that transaction: the next leader creates them.
+pub async fn a_crash_after_marking_a_node_down_loses_none_of_its_evals(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let jobs: Vec<String> = (0..7).map(|i| format!("job-{i}")).collect();
+    for job in &jobs {
+        put_job(&store, &ks, job, JobType::Batch, 40).await;
+        put_alloc(&store, &ks, job, "busy", AllocClientStatus::Running).await;
+    }
+    let lease = store.lease_grant(30).await.expect("lease");
+    store
+        .put(&ks.heartbeat("busy"), b"", lease.id)
+        .await
+        .expect("heartbeat");
+    put(&store, ks.node("busy"), &node("busy", NodeStatus::Ready)).await;
+    // The first leader's store takes the node-down transaction and then
+    // no write of an eval, as if its host died right after it.
+    let (node_key, evals_prefix) = (ks.node("busy"), ks.prefix_of(caravan_state::Kind::Evals));
+    let marked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = Arc::clone(&marked);
+    let dying: Arc<dyn Store> = FaultyStore::new(
+        store.clone(),
+        Box::new(move |txn| {
+            if seen.load(std::sync::atomic::Ordering::SeqCst) && puts_under(txn, &evals_prefix) {
+                let gone = StoreError::Unavailable("the leader's host is gone".into());
+                return Some(Fault::Fail(gone));
+            }
+            if puts(txn, &node_key) {
+                seen.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            None
+        }),
+    );
+    let mut config = fast_config(&prefix);
+    config.max_txn_ops = 4;
+    let mut first = start(dying, config.clone()).await;
+    first.wait_leading().await;
+    store.lease_revoke(lease.id).await.expect("the lease ends");
+    eventually_some("the node to be marked down", PATIENCE, || async {
+        let kv = store.get(&ks.node("busy")).await.expect("get")?;
+        let n: Node = caravan_state::decode(&kv).expect("decode");
+        (n.status() == NodeStatus::Down).then_some(n)
+    })
+    .await;
+    let written = all_evals(&store, &ks).await.len();
+    assert!(
+        written < jobs.len(),
+        "the node-down transaction holds only some of the evals ({written})"
+    );
+    first.stop().await;
+
+    let second = start_leader(store.clone(), &prefix).await;
+    let evals = eventually_some("an eval for every job", PATIENCE, || async {
+        let evals = all_evals(&store, &ks).await;
+        (evals.len() >= jobs.len()).then_some(evals)
+    })
+    .await;
+    let got: Vec<String> = node_evals(&evals, "busy")
+        .into_iter()
+        .map(|(job, _, _)| job)
+        .collect();
+    assert_eq!(got, jobs, "one eval per job, none twice");
+    eventually("the node's fan-out to be cleared", PATIENCE, || async {
+        let kv = store.get(&ks.node("busy")).await.expect("get");
+        kv.map(|kv| caravan_state::decode::<Node>(&kv).expect("decode"))
+            .is_some_and(|n| n.pending_fan_outs.is_empty() && n.status() == NodeStatus::Down)
+    })
+    .await;
+    second.stop().await;
+}
+
+/// A node change the gateway wrote with more evals than its transaction
+/// held carries a fan-out; the leader creates the evals still missing (the
+/// ones written with the change are not made again) and clears it.
+pub async fn a_nodes_pending_fan_out_is_finished_once(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let jobs: Vec<String> = (0..5).map(|i| format!("sys-{i}")).collect();
+    for job in &jobs {
+        put_job(&store, &ks, job, JobType::System, 60).await;
+    }
+    let owed = caravan_proto::NodeFanOut {
+        id: uuid(),
+        triggered_by: "node-update".into(),
+        created_at_unix_ns: 1,
+        ..Default::default()
+    };
+    let written = caravan_proto::Evaluation {
+        id: caravan_model::fan_out_eval_id(&owed.id, "default", "sys-0"),
+        namespace: "default".into(),
+        job_id: "sys-0".into(),
+        r#type: "system".into(),
+        priority: 60,
+        triggered_by: "node-update".into(),
+        node_id: "n1".into(),
+        status: EvalStatus::Complete as i32,
+        ..Default::default()
+    };
+    put(&store, ks.eval(&written.id), &written).await;
+    let lease = store.lease_grant(30).await.expect("lease");
+    store
+        .put(&ks.heartbeat("n1"), b"", lease.id)
+        .await
+        .expect("heartbeat");
+    let mut n1 = node("n1", NodeStatus::Ready);
+    n1.node_pool = "default".into();
+    n1.pending_fan_outs = vec![owed.clone()];
+    put(&store, ks.node("n1"), &n1).await;
+
+    let broker = start_leader(store.clone(), &prefix).await;
+    let evals = eventually_some("an eval for every system job", PATIENCE, || async {
+        let evals = all_evals(&store, &ks).await;
+        (evals.len() >= jobs.len()).then_some(evals)
+    })
+    .await;
+    let got: Vec<String> = node_evals(&evals, "n1")
+        .into_iter()
+        .map(|(job, _, _)| job)
+        .collect();
+    assert_eq!(got, jobs, "one eval per job, none twice");
+    for e in &evals {
+        assert_eq!(
+            e.id,
+            caravan_model::fan_out_eval_id(&owed.id, "default", &e.job_id)
+        );
+    }
+    let sys0 = evals.iter().find(|e| e.job_id == "sys-0").expect("sys-0");
+    assert_eq!(
+        sys0.status(),
+        EvalStatus::Complete,
+        "the one written is kept"
+    );
+    eventually("the fan-out to be cleared", PATIENCE, || async {
+        let kv = store.get(&ks.node("n1")).await.expect("get");
+        kv.map(|kv| caravan_state::decode::<Node>(&kv).expect("decode"))
+            .is_some_and(|n| n.pending_fan_outs.is_empty() && n.status() == NodeStatus::Ready)
+    })
+    .await;
+    broker.stop().await;
+    store.lease_revoke(lease.id).await.expect("revoke");
 }

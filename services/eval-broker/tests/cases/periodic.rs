@@ -89,7 +89,7 @@ pub async fn children_launch_on_schedule_with_version_and_eval(store: Arc<dyn St
     )
     .await;
 
-    let kids = wait_for("two periodic children", || async {
+    let kids = eventually_some("two periodic children", PATIENCE, || async {
         let kids = children_of(&store, &ks, "tick").await;
         (kids.len() >= 2).then_some(kids)
     })
@@ -136,7 +136,7 @@ pub async fn prohibit_overlap_waits_for_the_running_child(store: Arc<dyn Store>)
     )
     .await;
 
-    let first = wait_for("the first child", || async {
+    let first = eventually_some("the first child", PATIENCE, || async {
         children_of(&store, &ks, "solo").await.into_iter().next()
     })
     .await;
@@ -150,10 +150,14 @@ pub async fn prohibit_overlap_waits_for_the_running_child(store: Arc<dyn Store>)
     let mut done = launch_eval(&evals, &first.id)[0].clone();
     done.status = EvalStatus::Complete as i32;
     put_eval(&store, &ks, &done).await;
-    wait_for("a second child once the first finished", || async {
-        let kids = children_of(&store, &ks, "solo").await;
-        (kids.len() == 2).then_some(())
-    })
+    eventually_some(
+        "a second child once the first finished",
+        PATIENCE,
+        || async {
+            let kids = children_of(&store, &ks, "solo").await;
+            (kids.len() == 2).then_some(())
+        },
+    )
     .await;
     broker.stop().await;
 }
@@ -173,7 +177,7 @@ pub async fn a_failover_catches_up_once_and_never_launches_twice(store: Arc<dyn 
     assert!(children_of(&store, &ks, "yearly").await.is_empty());
     first.stop().await;
     second.wait_leading().await;
-    let kids = wait_for("the catch-up launch", || async {
+    let kids = eventually_some("the catch-up launch", PATIENCE, || async {
         let kids = children_of(&store, &ks, "yearly").await;
         (!kids.is_empty()).then_some(kids)
     })

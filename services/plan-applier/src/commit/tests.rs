@@ -51,6 +51,7 @@ fn committer<'a>(
         max_bytes: 1 << 20,
         retries: 3,
         now: 1_000,
+        marks: PlanMarks::default(),
     }
 }
 

@@ -1,156 +1,21 @@
-//! An in-process fake eval broker (token checks only), an applier replica on
-//! a free port, and fixtures written straight into the store.
+//! An applier replica on a free port and fixtures written straight into the
+//! store; the fake eval broker that checks plan tokens is the testkit's.
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use caravan_plan_applier::{MAX_MESSAGE_BYTES, PlanApplierConfig, PlanApplierService};
-use caravan_proto::eval_broker_service_server::{EvalBrokerService, EvalBrokerServiceServer};
 use caravan_proto::plan_applier_service_client::PlanApplierServiceClient;
 use caravan_proto::*;
-use caravan_runtime::names::EVAL_BROKER;
 use caravan_runtime::service::Running;
 use caravan_state::{Keyspace, decode, encode};
-use caravan_store::{EtcdStore, Leadership, MemStore, Store, election_name};
-use parking_lot::Mutex;
+use caravan_store::Store;
 use tokio_util::sync::CancellationToken;
-use tonic::{Request, Response, Status};
+use tonic::Status;
 
-/// The embedded store.
-pub fn mem() -> Arc<dyn Store> {
-    Arc::new(MemStore::new())
-}
-
-/// The test etcd named by `CARAVAN_TEST_ETCD`.
-pub async fn etcd() -> Arc<dyn Store> {
-    let endpoints = caravan_testkit::etcd_endpoints();
-    match EtcdStore::connect(&endpoints).await {
-        Ok(s) => Arc::new(s),
-        Err(err) => panic!("cannot reach the test etcd at {endpoints:?}: {err}"),
-    }
-}
-
-/// A broker that knows the tokens it was told about.
-#[derive(Default, Clone)]
-pub struct FakeBroker {
-    pub tokens: Arc<Mutex<HashMap<String, String>>>,
-    pub resets: Arc<Mutex<Vec<String>>>,
-}
-
-#[async_trait::async_trait]
-impl EvalBrokerService for FakeBroker {
-    async fn dequeue(
-        &self,
-        _: Request<DequeueRequest>,
-    ) -> Result<Response<DequeueResponse>, Status> {
-        Ok(Response::new(DequeueResponse::default()))
-    }
-    async fn ack(&self, _: Request<AckRequest>) -> Result<Response<AckResponse>, Status> {
-        Ok(Response::new(AckResponse {}))
-    }
-    async fn nack(&self, _: Request<NackRequest>) -> Result<Response<NackResponse>, Status> {
-        Ok(Response::new(NackResponse {}))
-    }
-    async fn outstanding_reset(
-        &self,
-        req: Request<OutstandingResetRequest>,
-    ) -> Result<Response<OutstandingResetResponse>, Status> {
-        let req = req.into_inner();
-        self.resets.lock().push(req.eval_id.clone());
-        match self.tokens.lock().get(&req.eval_id) {
-            Some(t) if *t == req.token => Ok(Response::new(OutstandingResetResponse {})),
-            _ => Err(Status::failed_precondition(format!(
-                "eval {} is not outstanding with that token",
-                req.eval_id
-            ))),
-        }
-    }
-    async fn update_eval(
-        &self,
-        _: Request<UpdateEvalRequest>,
-    ) -> Result<Response<EvalWriteResponse>, Status> {
-        Ok(Response::new(EvalWriteResponse::default()))
-    }
-    async fn create_eval(
-        &self,
-        _: Request<CreateEvalRequest>,
-    ) -> Result<Response<EvalWriteResponse>, Status> {
-        Ok(Response::new(EvalWriteResponse::default()))
-    }
-    async fn reblock_eval(
-        &self,
-        _: Request<ReblockEvalRequest>,
-    ) -> Result<Response<EvalWriteResponse>, Status> {
-        Ok(Response::new(EvalWriteResponse::default()))
-    }
-    async fn stats(
-        &self,
-        _: Request<BrokerStatsRequest>,
-    ) -> Result<Response<BrokerStatsResponse>, Status> {
-        Ok(Response::new(BrokerStatsResponse::default()))
-    }
-
-    async fn force_periodic(
-        &self,
-        _: Request<ForcePeriodicRequest>,
-    ) -> Result<Response<ForcePeriodicResponse>, Status> {
-        Err(Status::unimplemented(
-            "the fake broker launches no periodic jobs",
-        ))
-    }
-
-    async fn force_gc(
-        &self,
-        _: Request<ForceGcRequest>,
-    ) -> Result<Response<ForceGcResponse>, Status> {
-        Err(Status::unimplemented("the fake broker collects no garbage"))
-    }
-}
-
-impl FakeBroker {
-    /// Hands out `token` for `eval`.
-    pub fn grant(&self, eval: &str, token: &str) {
-        self.tokens.lock().insert(eval.into(), token.into());
-    }
-}
-
-/// A running fake broker, leader of `eval-broker` under the prefix.
-pub struct BrokerHandle {
-    pub broker: FakeBroker,
-    pub leadership: Leadership,
-    stop: CancellationToken,
-}
-
-impl Drop for BrokerHandle {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-/// Starts a fake broker and makes it the broker leader.
-pub async fn start_broker(store: &Arc<dyn Store>, prefix: &str) -> BrokerHandle {
-    let broker = FakeBroker::default();
-    let (listener, addr) = caravan_runtime::grpc::bind("127.0.0.1:0").await.unwrap();
-    let stop = CancellationToken::new();
-    let router =
-        caravan_runtime::grpc::server().add_service(EvalBrokerServiceServer::new(broker.clone()));
-    tokio::spawn(caravan_runtime::grpc::serve(router, listener, stop.clone()));
-    let leadership = Leadership::campaign(
-        store.clone(),
-        &election_name(prefix, EVAL_BROKER),
-        &addr.to_string(),
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
-    BrokerHandle {
-        broker,
-        leadership,
-        stop,
-    }
-}
+pub use caravan_testkit::fake_broker::start as start_broker;
 
 /// A running applier replica.
 pub struct ApplierHandle {

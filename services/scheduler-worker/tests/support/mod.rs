@@ -1,202 +1,20 @@
-//! A fake eval broker holding evals to hand out and recording what workers
-//! write back, the real plan applier in-process, and cluster fixtures
-//! written straight into the store.
+//! The real plan applier in-process and cluster fixtures written straight
+//! into the store; the fake eval broker that hands out evals and records
+//! what workers write back is the testkit's.
 #![allow(dead_code)]
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use caravan_plan_applier::PlanApplierService;
-use caravan_proto::eval_broker_service_server::{EvalBrokerService, EvalBrokerServiceServer};
 use caravan_proto::*;
-use caravan_runtime::names::EVAL_BROKER;
 use caravan_runtime::service::{Running, Service};
 use caravan_scheduler_worker::{SchedulerWorkerConfig, SchedulerWorkerService, WorkerPool};
 use caravan_state::{Keyspace, decode, encode};
-use caravan_store::{EtcdStore, Leadership, MemStore, Store, election_name};
-use parking_lot::Mutex;
+use caravan_store::Store;
 use tokio_util::sync::CancellationToken;
-use tonic::{Request, Response, Status};
 
-/// The embedded store.
-pub fn mem() -> Arc<dyn Store> {
-    Arc::new(MemStore::new())
-}
-
-/// The test etcd named by `CARAVAN_TEST_ETCD`.
-pub async fn etcd() -> Arc<dyn Store> {
-    let endpoints = caravan_testkit::etcd_endpoints();
-    match EtcdStore::connect(&endpoints).await {
-        Ok(s) => Arc::new(s),
-        Err(err) => panic!("cannot reach the test etcd at {endpoints:?}: {err}"),
-    }
-}
-
-/// What the fake broker saw.
-#[derive(Default)]
-pub struct BrokerLog {
-    pub ready: VecDeque<Evaluation>,
-    pub outstanding: HashMap<String, String>,
-    pub acked: Vec<String>,
-    pub nacked: Vec<String>,
-    pub updated: Vec<Evaluation>,
-    pub created: Vec<Evaluation>,
-    pub reblocked: Vec<Evaluation>,
-    pub resets: usize,
-    next_token: u64,
-}
-
-/// A broker handing out queued evals with tokens.
-#[derive(Clone)]
-pub struct FakeBroker {
-    pub log: Arc<Mutex<BrokerLog>>,
-    store: Arc<dyn Store>,
-}
-
-impl FakeBroker {
-    fn token_ok(&self, eval_id: &str, token: &str) -> Result<(), Status> {
-        match self.log.lock().outstanding.get(eval_id) {
-            Some(t) if t == token => Ok(()),
-            _ => Err(Status::failed_precondition(format!(
-                "eval {eval_id}: token not outstanding"
-            ))),
-        }
-    }
-
-    /// Queues an eval for a worker.
-    pub fn enqueue(&self, eval: Evaluation) {
-        self.log.lock().ready.push_back(eval);
-    }
-}
-
-#[async_trait::async_trait]
-impl EvalBrokerService for FakeBroker {
-    async fn dequeue(
-        &self,
-        req: Request<DequeueRequest>,
-    ) -> Result<Response<DequeueResponse>, Status> {
-        let timeout = Duration::from_nanos(u64::try_from(req.into_inner().timeout_ns).unwrap_or(0));
-        let deadline = tokio::time::Instant::now() + timeout.min(Duration::from_millis(500));
-        loop {
-            let next = {
-                let mut log = self.log.lock();
-                match log.ready.pop_front() {
-                    Some(eval) => {
-                        log.next_token += 1;
-                        let token = format!("token-{}", log.next_token);
-                        log.outstanding.insert(eval.id.clone(), token.clone());
-                        Some((eval, token))
-                    }
-                    None => None,
-                }
-            };
-            if let Some((eval, token)) = next {
-                let wait_revision = self.store.current_revision().await.unwrap_or(0);
-                return Ok(Response::new(DequeueResponse {
-                    eval: Some(eval),
-                    token,
-                    wait_revision,
-                }));
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Ok(Response::new(DequeueResponse::default()));
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-    async fn ack(&self, req: Request<AckRequest>) -> Result<Response<AckResponse>, Status> {
-        let req = req.into_inner();
-        self.token_ok(&req.eval_id, &req.token)?;
-        let mut log = self.log.lock();
-        log.outstanding.remove(&req.eval_id);
-        log.acked.push(req.eval_id);
-        Ok(Response::new(AckResponse {}))
-    }
-    async fn nack(&self, req: Request<NackRequest>) -> Result<Response<NackResponse>, Status> {
-        let req = req.into_inner();
-        self.token_ok(&req.eval_id, &req.token)?;
-        let mut log = self.log.lock();
-        log.outstanding.remove(&req.eval_id);
-        log.nacked.push(req.eval_id);
-        Ok(Response::new(NackResponse {}))
-    }
-    async fn outstanding_reset(
-        &self,
-        req: Request<OutstandingResetRequest>,
-    ) -> Result<Response<OutstandingResetResponse>, Status> {
-        let req = req.into_inner();
-        self.token_ok(&req.eval_id, &req.token)?;
-        self.log.lock().resets += 1;
-        Ok(Response::new(OutstandingResetResponse {}))
-    }
-    async fn update_eval(
-        &self,
-        req: Request<UpdateEvalRequest>,
-    ) -> Result<Response<EvalWriteResponse>, Status> {
-        let req = req.into_inner();
-        let eval = req.eval.ok_or_else(|| Status::invalid_argument("eval"))?;
-        self.token_ok(&eval.id, &req.token)?;
-        self.log.lock().updated.push(eval);
-        Ok(Response::new(EvalWriteResponse { revision: 1 }))
-    }
-    async fn create_eval(
-        &self,
-        req: Request<CreateEvalRequest>,
-    ) -> Result<Response<EvalWriteResponse>, Status> {
-        let req = req.into_inner();
-        let eval = req.eval.ok_or_else(|| Status::invalid_argument("eval"))?;
-        let previous = eval.previous_eval.clone();
-        self.token_ok(&previous, &req.token)?;
-        self.log.lock().created.push(eval);
-        Ok(Response::new(EvalWriteResponse { revision: 1 }))
-    }
-    async fn reblock_eval(
-        &self,
-        req: Request<ReblockEvalRequest>,
-    ) -> Result<Response<EvalWriteResponse>, Status> {
-        let req = req.into_inner();
-        let eval = req.eval.ok_or_else(|| Status::invalid_argument("eval"))?;
-        self.token_ok(&eval.id, &req.token)?;
-        self.log.lock().reblocked.push(eval);
-        Ok(Response::new(EvalWriteResponse { revision: 1 }))
-    }
-    async fn stats(
-        &self,
-        _: Request<BrokerStatsRequest>,
-    ) -> Result<Response<BrokerStatsResponse>, Status> {
-        Ok(Response::new(BrokerStatsResponse::default()))
-    }
-
-    async fn force_periodic(
-        &self,
-        _: Request<ForcePeriodicRequest>,
-    ) -> Result<Response<ForcePeriodicResponse>, Status> {
-        Err(Status::unimplemented(
-            "the fake broker launches no periodic jobs",
-        ))
-    }
-
-    async fn force_gc(
-        &self,
-        _: Request<ForceGcRequest>,
-    ) -> Result<Response<ForceGcResponse>, Status> {
-        Err(Status::unimplemented("the fake broker collects no garbage"))
-    }
-}
-
-/// A running fake broker, leader of `eval-broker`.
-pub struct BrokerHandle {
-    pub broker: FakeBroker,
-    pub leadership: Leadership,
-    stop: CancellationToken,
-}
-
-impl Drop for BrokerHandle {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
+pub use caravan_testkit::fake_broker::{BrokerLog, FakeBroker, start as start_broker};
 
 /// Serves a gRPC router on a free port; returns its address.
 pub async fn serve_router(
@@ -206,31 +24,6 @@ pub async fn serve_router(
     let (listener, addr) = caravan_runtime::grpc::bind("127.0.0.1:0").await.unwrap();
     tokio::spawn(caravan_runtime::grpc::serve(router, listener, stop));
     addr.to_string()
-}
-
-/// Starts the fake broker and makes it the broker leader.
-pub async fn start_broker(store: &Arc<dyn Store>, prefix: &str) -> BrokerHandle {
-    let broker = FakeBroker {
-        log: Arc::default(),
-        store: store.clone(),
-    };
-    let stop = CancellationToken::new();
-    let router =
-        caravan_runtime::grpc::server().add_service(EvalBrokerServiceServer::new(broker.clone()));
-    let addr = serve_router(router, stop.clone()).await;
-    let leadership = Leadership::campaign(
-        store.clone(),
-        &election_name(prefix, EVAL_BROKER),
-        &addr,
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
-    BrokerHandle {
-        broker,
-        leadership,
-        stop,
-    }
 }
 
 /// A service running in-process and the token that stops it.
@@ -400,11 +193,5 @@ pub async fn allocs(store: &Arc<dyn Store>, prefix: &str) -> Vec<Allocation> {
 
 /// Waits until `cond` holds on the broker log, for up to 10 s.
 pub async fn wait_for(broker: &FakeBroker, what: &str, cond: impl Fn(&BrokerLog) -> bool) {
-    for _ in 0..1000 {
-        if cond(&broker.log.lock()) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for {what}");
+    caravan_testkit::wait::until(what, Duration::from_secs(10), || cond(&broker.log.lock())).await;
 }

@@ -1,0 +1,43 @@
+//! Allocations over HTTP: the stub list and stopping an allocation.
+
+use caravan_proto::Allocation;
+use caravan_state::Kind;
+
+use crate::common::{Backend, TestGateway};
+use crate::fixtures::node_running_web;
+
+pub async fn allocations_list_as_stubs_with_client_status_and_job_type(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-allocs").await;
+    node_running_web(&gw, "").await;
+    let stub = gw.http("GET", "/v1/allocations", b"").await.json();
+    assert_eq!(stub[0]["ClientStatus"], "running");
+    assert_eq!(stub[0]["JobType"], "service");
+    gw.stop().await;
+}
+
+pub async fn stopping_an_allocation_migrates_it_with_an_alloc_stop_eval(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-alloc-stop").await;
+    node_running_web(&gw, "").await;
+    let r = gw.http("POST", "/v1/allocation/a1/stop", b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let eval_id = r.json()["EvalID"].as_str().unwrap().to_string();
+    let allocs: Vec<Allocation> = gw.objects(gw.keys.prefix_of(Kind::Allocs)).await;
+    assert_eq!(allocs[0].desired_transition.unwrap().migrate, Some(true));
+    let stop_eval = gw
+        .evals()
+        .await
+        .into_iter()
+        .find(|e| e.id == eval_id)
+        .unwrap();
+    assert_eq!(stop_eval.triggered_by, "alloc-stop");
+    gw.stop().await;
+}
+
+pub async fn stopping_an_unknown_allocation_is_404(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-alloc-stop-404").await;
+    assert_eq!(
+        gw.http("POST", "/v1/allocation/zzz/stop", b"").await.status,
+        404
+    );
+    gw.stop().await;
+}

@@ -1,0 +1,133 @@
+//! Task logs: the gateway proxies them from the node that runs the
+//! allocation, over HTTP (plain or framed) and over gRPC.
+
+use std::pin::Pin;
+
+use caravan_proto::client_node_service_server::{ClientNodeService, ClientNodeServiceServer};
+use caravan_proto::{LogChunk, ReadLogsRequest};
+use futures::Stream;
+
+use crate::common::{Backend, TestGateway};
+use crate::fixtures::node_running_web;
+
+/// A client node that serves one fixed log.
+struct FakeNode;
+
+type Chunks = Pin<Box<dyn Stream<Item = Result<LogChunk, tonic::Status>> + Send>>;
+
+#[tonic::async_trait]
+impl ClientNodeService for FakeNode {
+    type ReadLogsStream = Chunks;
+
+    async fn read_logs(
+        &self,
+        request: tonic::Request<ReadLogsRequest>,
+    ) -> Result<tonic::Response<Chunks>, tonic::Status> {
+        let req = request.into_inner();
+        let text = format!("{} of {} says hello\n", req.stream, req.task);
+        let chunks = vec![
+            Ok(LogChunk {
+                data: text.as_bytes()[..5].to_vec(),
+                offset: 0,
+            }),
+            Ok(LogChunk {
+                data: text.as_bytes()[5..].to_vec(),
+                offset: 5,
+            }),
+        ];
+        Ok(tonic::Response::new(Box::pin(futures::stream::iter(
+            chunks,
+        ))))
+    }
+}
+
+/// A gateway that knows alloc `a1` on node `n1`, which is a [`FakeNode`]
+/// serving until the gateway shuts down.
+async fn gateway_with_log_node(backend: Backend, name: &str) -> TestGateway {
+    let gw = TestGateway::start(backend, name).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let node_addr = listener.local_addr().unwrap();
+    let stop = gw.shutdown.clone();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(ClientNodeServiceServer::new(FakeNode))
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(listener),
+                stop.cancelled_owned(),
+            ),
+    );
+    node_running_web(&gw, &node_addr.to_string()).await;
+    gw
+}
+
+pub async fn plain_logs_are_proxied_from_the_node(backend: Backend) {
+    let gw = gateway_with_log_node(backend, "http-logs-plain").await;
+    let r = gw
+        .http(
+            "GET",
+            "/v1/client/fs/logs/a1?task=app&type=stderr&plain=true",
+            b"",
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "stderr of app says hello\n");
+    gw.stop().await;
+}
+
+pub async fn framed_logs_carry_the_nodes_offsets(backend: Backend) {
+    let gw = gateway_with_log_node(backend, "http-logs-framed").await;
+    let framed = gw
+        .http("GET", "/v1/client/fs/logs/a1?task=app&type=stdout", b"")
+        .await;
+    assert_eq!(framed.status, 200);
+    assert!(framed.text().contains("\"Offset\":5"), "{}", framed.text());
+    gw.stop().await;
+}
+
+pub async fn logs_of_an_unknown_task_are_400(backend: Backend) {
+    let gw = gateway_with_log_node(backend, "http-logs-task").await;
+    assert_eq!(
+        gw.http("GET", "/v1/client/fs/logs/a1?task=nope", b"")
+            .await
+            .status,
+        400
+    );
+    gw.stop().await;
+}
+
+pub async fn logs_of_an_unknown_allocation_are_404(backend: Backend) {
+    let gw = gateway_with_log_node(backend, "http-logs-alloc").await;
+    assert_eq!(
+        gw.http("GET", "/v1/client/fs/logs/zzz?task=app", b"")
+            .await
+            .status,
+        404
+    );
+    gw.stop().await;
+}
+
+pub async fn grpc_read_logs_streams_the_nodes_log(backend: Backend) {
+    let gw = gateway_with_log_node(backend, "http-logs-grpc").await;
+    let mut allocs =
+        caravan_proto::alloc_service_client::AllocServiceClient::new(gw.channel().await);
+    let mut stream = allocs
+        .read_logs(ReadLogsRequest {
+            alloc_id: "a1".into(),
+            task: "app".into(),
+            stream: "stdout".into(),
+            follow: false,
+            offset: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut data = Vec::new();
+    while let Some(chunk) = stream.message().await.unwrap() {
+        data.extend(chunk.data);
+    }
+    assert_eq!(
+        String::from_utf8(data).unwrap(),
+        "stdout of app says hello\n"
+    );
+    gw.stop().await;
+}

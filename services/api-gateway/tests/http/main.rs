@@ -1,0 +1,104 @@
+//! The Nomad-compatible HTTP API, in-process, against the embedded store and
+//! etcd: Nomad JSON in and out, blocking queries, the 400s that write
+//! nothing, plans, node operations and the logs proxy. Each case starts its
+//! own gateway and checks one behaviour; every case runs on both stores
+//! (`mem::…` and `etcd::…`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../common/mod.rs"]
+mod common;
+mod fixtures;
+
+mod agent;
+mod allocations;
+mod blocking;
+mod deployments;
+mod errors;
+mod jobs;
+mod logs;
+mod nodes;
+mod operator;
+mod plans;
+
+caravan_testkit::backend_cases!(backend => crate {
+    jobs {
+        registering_a_job_answers_its_eval_and_modify_index,
+        a_registered_job_reads_back_in_nomad_json,
+        the_job_list_filters_by_prefix_and_carries_summaries,
+        a_registered_job_has_a_pending_job_register_eval,
+        a_new_job_has_no_allocations,
+        a_new_job_lists_version_zero,
+        a_job_summary_names_its_job,
+        a_job_posted_under_another_jobs_path_is_400,
+        reading_an_unknown_job_is_404,
+        purging_a_job_answers_an_eval_and_removes_it,
+    },
+    errors {
+        malformed_json_is_400_and_writes_nothing,
+        a_task_without_driver_is_400_and_writes_nothing,
+        a_negative_count_is_400_and_writes_nothing,
+        a_bad_constraint_regexp_is_400_and_writes_nothing,
+        zero_cpu_is_400_and_writes_nothing,
+        a_body_without_job_is_400_and_writes_nothing,
+        a_10mb_job_is_refused_before_parsing_and_writes_nothing,
+        a_non_numeric_index_is_400,
+        an_unparseable_wait_is_400,
+    },
+    blocking {
+        an_idle_blocking_query_waits_out_its_wait_and_keeps_the_index,
+        a_new_job_wakes_a_blocking_query_with_a_higher_index,
+    },
+    plans {
+        hcl_parses_to_nomad_json,
+        unparseable_hcl_is_400,
+        a_plan_places_every_instance_and_diffs_the_job_as_added,
+        a_plan_writes_no_job_and_no_eval,
+        validation_reports_problems_in_a_200_and_writes_nothing,
+        validation_of_a_good_job_has_no_errors_and_writes_nothing,
+    },
+    nodes {
+        nodes_list_with_their_status_and_resources,
+        a_nodes_allocations_embed_their_job,
+        an_unknown_eligibility_is_400,
+        a_node_marked_ineligible_reads_back_ineligible,
+        a_drain_evaluates_each_job_on_the_node,
+        a_drained_node_reads_back_ineligible_with_its_deadline,
+        a_draining_node_cannot_be_made_eligible,
+        cancelling_a_drain_with_mark_eligible_records_it_canceled,
+        reading_an_unknown_node_is_404,
+        a_node_can_be_evaluated_on_demand,
+        purging_a_node_removes_it_and_its_heartbeat,
+        purging_a_purged_node_is_404,
+    },
+    allocations {
+        allocations_list_as_stubs_with_client_status_and_job_type,
+        stopping_an_allocation_migrates_it_with_an_alloc_stop_eval,
+        stopping_an_unknown_allocation_is_404,
+    },
+    logs {
+        plain_logs_are_proxied_from_the_node,
+        framed_logs_carry_the_nodes_offsets,
+        logs_of_an_unknown_task_are_400,
+        logs_of_an_unknown_allocation_are_404,
+        grpc_read_logs_streams_the_nodes_log,
+    },
+    operator {
+        the_default_scheduler_config_binpacks_and_preempts_system_jobs,
+        an_unknown_scheduler_algorithm_is_400,
+        a_check_and_set_config_write_applies_once,
+        reject_job_registration_refuses_new_jobs_with_403,
+    },
+    deployments {
+        a_stored_deployment_reads_back_in_nomad_json,
+        a_promotion_is_forwarded_to_the_watcher_leader,
+        the_watchers_refusal_is_passed_on_as_400,
+        promoting_an_unknown_deployment_is_404,
+    },
+    agent {
+        the_leader_is_the_gateways_grpc_address,
+        the_agent_reports_itself_alive,
+        the_agent_has_one_member,
+        json_metrics_count_registered_nodes,
+        prometheus_metrics_count_registered_nodes,
+    },
+});
