@@ -307,8 +307,12 @@ fn field<'a>(v: &'a Value, name: &str) -> &'a str {
 const REAL: &str = "client-";
 const SIMULATED: &str = "sim-";
 
-/// Waits until `job`'s allocations are `count`, each with client status
-/// `status` on a node whose name starts with `nodes`.
+/// Waits until `count` of `job`'s allocations that are meant to run have
+/// client status `status` on a node whose name starts with `nodes`, and no
+/// other of its allocations is live (pending or running). Allocations that
+/// were replaced (their node missed heartbeats while etcd failed over, say)
+/// may stay behind, stopped: the invariants from etcd check none of them
+/// shares a name with a live one.
 async fn wait_allocs(
     http: &HttpApi,
     job: &str,
@@ -321,20 +325,28 @@ async fn wait_allocs(
     wait_for(&what, JOB, async || {
         let allocs = http.get_json(&path).await?;
         let list = allocs.as_array().cloned().unwrap_or_default();
+        let meant = |a: &&Value| field(a, "DesiredStatus") == "run";
         let matching = list
             .iter()
+            .filter(meant)
             .filter(|a| {
                 field(a, "ClientStatus") == status && field(a, "NodeName").starts_with(nodes)
             })
             .count();
-        Ok(if list.len() == count && matching == count {
+        let live = list
+            .iter()
+            .filter(|a| matches!(field(a, "ClientStatus"), "pending" | "running"))
+            .count();
+        let live_wanted = if status == "running" { count } else { 0 };
+        Ok(if matching == count && live == live_wanted {
             Progress::Done(())
         } else {
             let seen: Vec<String> = list
                 .iter()
                 .map(|a| {
                     let (name, node) = (field(a, "Name"), field(a, "NodeName"));
-                    format!("{name}@{node}:{}", field(a, "ClientStatus"))
+                    let desired = field(a, "DesiredStatus");
+                    format!("{name}@{node}:{desired}/{}", field(a, "ClientStatus"))
                 })
                 .collect();
             Progress::Waiting(format!("{seen:?}"))
