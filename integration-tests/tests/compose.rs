@@ -10,7 +10,7 @@
 //! It needs Docker, docker-compose (or Compose v2) and the images
 //! `scripts/images` builds, so `cargo test` skips it; `scripts/compose-test`
 //! builds the images and runs it. Every wait is bounded; the run takes about
-//! two minutes on a two-core machine, 20 s of it with an etcd member cut off
+//! two minutes on a two-core machine, 10-36 s of it with an etcd member cut off
 //! (the script prints each step's time).
 
 use std::net::{SocketAddr, TcpListener};
