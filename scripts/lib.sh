@@ -92,3 +92,31 @@ stop_etcd() {
     ETCD_DIR=
   fi
 }
+
+# What scripts/images and the compose test need beyond REQUIRED_PACKAGES:
+# Debian's etcd and etcdctl go into the etcd image, dash and coreutils into
+# the client-node image; Docker builds and runs the images, docker-compose
+# runs the stack.
+IMAGE_PACKAGES=(
+  "command -v etcd:etcd-server"
+  "command -v etcdctl:etcd-client"
+  "command -v dash:dash"
+  "dpkg -L coreutils:coreutils"
+  "command -v ldd:libc-bin"
+  "command -v docker:docker.io"
+  "command -v docker-compose:docker-compose"
+)
+
+# Installs whatever IMAGE_PACKAGES finds missing, then checks that the Docker
+# daemon answers.
+ensure_image_packages() {
+  local saved=("${REQUIRED_PACKAGES[@]}") ok=1
+  REQUIRED_PACKAGES=("${IMAGE_PACKAGES[@]}")
+  ensure_packages || ok=0
+  REQUIRED_PACKAGES=("${saved[@]}")
+  [ "$ok" = 1 ] || return 1
+  if ! docker info >/dev/null 2>&1; then
+    echo "the Docker daemon does not answer (docker info); start it, or run as a user in the docker group" >&2
+    return 1
+  fi
+}

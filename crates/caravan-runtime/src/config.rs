@@ -95,10 +95,42 @@ impl ConfigLoader {
 
     /// Merges the layers over `defaults`.
     pub fn load<T: Serialize + DeserializeOwned>(&self, defaults: &T) -> Result<T, ConfigError> {
-        let invalid = |source| ConfigError::Invalid {
+        self.merged(defaults)?
+            .try_deserialize()
+            .map_err(|source| self.invalid(source))
+    }
+
+    /// The keys of the layers over `defaults` that `T` does not read (a
+    /// misspelt key is otherwise silently ignored), as dotted paths, except
+    /// those under the top-level `sections` another loader reads (such as
+    /// `shutdown`). Fails as [`ConfigLoader::load`] does on a bad value.
+    pub fn unknown_keys<T: Serialize + DeserializeOwned>(
+        &self,
+        defaults: &T,
+        sections: &[&str],
+    ) -> Result<Vec<String>, ConfigError> {
+        let merged = self.merged(defaults)?;
+        let mut unknown = Vec::new();
+        let _: T = serde_ignored::deserialize(merged, |path| unknown.push(path.to_string()))
+            .map_err(|source| self.invalid(source))?;
+        unknown.retain(|path| {
+            let top = path.split('.').next().unwrap_or_default();
+            !sections.contains(&top)
+        });
+        unknown.sort();
+        Ok(unknown)
+    }
+
+    fn invalid(&self, source: config::ConfigError) -> ConfigError {
+        ConfigError::Invalid {
             service: self.service.clone(),
             source,
-        };
+        }
+    }
+
+    /// The layers merged over `defaults`, not yet read into a type.
+    fn merged<T: Serialize>(&self, defaults: &T) -> Result<config::Config, ConfigError> {
+        let invalid = |source| self.invalid(source);
         let mut builder = config::Config::builder()
             .add_source(config::Config::try_from(defaults).map_err(invalid)?);
         if let Some(path) = &self.file {
@@ -136,11 +168,7 @@ impl ConfigLoader {
             }
             .map_err(invalid)?;
         }
-        builder
-            .build()
-            .map_err(invalid)?
-            .try_deserialize()
-            .map_err(invalid)
+        builder.build().map_err(invalid)
     }
 }
 
@@ -247,5 +275,26 @@ mod tests {
             ConfigLoader::new("x").set_all(["novalue"]),
             Err(ConfigError::BadOverride(_))
         ));
+    }
+
+    #[test]
+    fn unknown_keys_are_named_by_their_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("worker.toml");
+        std::fs::write(
+            &path,
+            "workers = 4\nworkerz = 5\n[store]\nprefx = \"/a\"\n[shutdown]\ndeadline_ms = 1\n",
+        )
+        .unwrap();
+        let loader = ConfigLoader::new("x")
+            .file(Some(&path))
+            .with_env(vec![("CARAVAN_X__GRPC_ADR".into(), "0.0.0.0:1".into())]);
+        let unknown = loader.unknown_keys(&defaults(), &["shutdown"]).unwrap();
+        assert_eq!(unknown, vec!["grpc_adr", "store.prefx", "workerz"]);
+        let known = ConfigLoader::new("x")
+            .with_env(vec![("CARAVAN_X__WORKERS".into(), "3".into())])
+            .set_all(["store.prefix=/b"])
+            .unwrap();
+        assert!(known.unknown_keys(&defaults(), &[]).unwrap().is_empty());
     }
 }

@@ -8,6 +8,7 @@
 
 mod cached_leader;
 mod config_impl;
+mod health;
 mod launch;
 mod process;
 
@@ -25,8 +26,9 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::server::Router;
 
 pub use cached_leader::{Lead, LeaderParts, serve_cached_leader};
+pub use health::HealthArgs;
 pub use launch::{Running, run, start, start_on};
-pub use process::{ServiceArgs, main, main_with};
+pub use process::{ServiceArgs, ServiceCommand, main, main_with};
 
 use crate::store::StoreConfig;
 use crate::telemetry::TelemetryConfig;

@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
+use super::health::{self, HealthArgs};
 use super::{Service, ServiceConfig, StoreAccess};
 use crate::config::ConfigLoader;
 use crate::shutdown::ShutdownConfig;
@@ -22,6 +23,22 @@ pub struct ServiceArgs {
     /// Override a configuration key, e.g. `--set store.prefix=/test` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Load the configuration from its layers, check it (a key no field
+    /// reads is an error too), print it as loaded and exit: 0 when it is
+    /// good, 2 naming what is wrong.
+    #[arg(long)]
+    pub check_config: bool,
+    /// What to do instead of serving.
+    #[command(subcommand)]
+    pub command: Option<ServiceCommand>,
+}
+
+/// What a service binary can do besides serving.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ServiceCommand {
+    /// Ask a running replica's gRPC health service whether it serves: exit
+    /// 0 only when `grpc.health.v1.Health/Check` answers SERVING, 1 otherwise.
+    Health(HealthArgs),
 }
 
 /// Runs `service` as the process: parses the flags and goes on as
@@ -45,6 +62,18 @@ pub fn main_with<S: Service>(service: S, args: ServiceArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(ServiceCommand::Health(probe)) = &args.command {
+        return match health::probe_addr(probe, config.grpc_addr()) {
+            Ok(addr) => health::probe(name, &addr, probe),
+            Err(err) => {
+                eprintln!("{name} health: {err}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    if args.check_config {
+        return check_config::<S>(&args, &config, &shutdown_config);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -58,17 +87,75 @@ pub fn main_with<S: Service>(service: S, args: ServiceArgs) -> ExitCode {
     runtime.block_on(serve_process(service, config, shutdown_config))
 }
 
-/// The service's configuration and the `[shutdown]` section, checked, with
-/// the deadline raised to what the configuration needs.
-fn load<S: Service>(args: &ServiceArgs) -> anyhow::Result<(S::Config, ShutdownConfig)> {
+/// `--check-config`: a configuration that loaded and validated may still
+/// name keys no field reads (a misspelling, a key of another service);
+/// those fail it too. Prints the configuration as loaded.
+fn check_config<S: Service>(
+    args: &ServiceArgs,
+    config: &S::Config,
+    shutdown: &ShutdownConfig,
+) -> ExitCode {
+    let name = S::NAME;
+    let unknown = loader::<S>(args)
+        .and_then(|loader| Ok(loader.unknown_keys(&S::Config::default(), &[SHUTDOWN_SECTION])?));
+    match unknown {
+        Ok(keys) if keys.is_empty() => {}
+        Ok(keys) => {
+            eprintln!(
+                "{name}: configuration keys {name} does not read: {}",
+                keys.join(", ")
+            );
+            return ExitCode::from(2);
+        }
+        Err(err) => {
+            eprintln!("{name}: {err}");
+            return ExitCode::from(2);
+        }
+    }
+    let mut loaded = match serde_json::to_value(config) {
+        Ok(v) => v,
+        Err(err) => {
+            eprintln!("{name}: cannot print the configuration: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let serde_json::Value::Object(map) = &mut loaded {
+        map.insert(
+            SHUTDOWN_SECTION.to_string(),
+            serde_json::json!({ "deadline_ms": shutdown.deadline_ms }),
+        );
+    }
+    match serde_json::to_string_pretty(&loaded) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("{name}: cannot print the configuration: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The configuration section [`ShutdownConfig`] reads beside the service's own.
+const SHUTDOWN_SECTION: &str = "shutdown";
+
+/// The loader of `S`'s configuration layers.
+fn loader<S: Service>(args: &ServiceArgs) -> anyhow::Result<ConfigLoader> {
     let mut list_keys: Vec<&str> = S::Config::LIST_KEYS.to_vec();
     if <S::Store as StoreAccess<S::Config>>::NEEDED {
         list_keys.extend_from_slice(STORE_LIST_KEYS);
     }
-    let loader = ConfigLoader::new(S::NAME)
+    Ok(ConfigLoader::new(S::NAME)
         .file(args.config.as_deref())
         .list_keys(&list_keys)
-        .set_all(args.set.iter().map(String::as_str))?;
+        .set_all(args.set.iter().map(String::as_str))?)
+}
+
+/// The service's configuration and the `[shutdown]` section, checked, with
+/// the deadline raised to what the configuration needs.
+fn load<S: Service>(args: &ServiceArgs) -> anyhow::Result<(S::Config, ShutdownConfig)> {
+    let loader = loader::<S>(args)?;
     let (config, shutdown) = ShutdownConfig::load_beside(&loader, &S::Config::default())?;
     config.validate()?;
     let shutdown = shutdown.at_least(config.min_shutdown_deadline());

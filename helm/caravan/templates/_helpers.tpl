@@ -1,0 +1,137 @@
+{{/*
+The release's name prefix for every object.
+*/}}
+{{- define "caravan.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Labels every object carries.
+*/}}
+{{- define "caravan.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/part-of: caravan
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end -}}
+
+{{/*
+Selector labels of one component: (dict "root" $ "component" "eval-broker").
+*/}}
+{{- define "caravan.selector" -}}
+app.kubernetes.io/name: caravan
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/*
+The services the chart runs, by values key: the binary's name, its gRPC
+port, whether it is leader-elected (its replicas campaign in etcd and it gets
+a PodDisruptionBudget and a headless Service), and the ConfigMap key of its
+config file.
+*/}}
+{{- define "caravan.services" -}}
+apiGateway:
+  name: api-gateway
+  binary: caravan-api-gateway
+  grpcPort: 4647
+  leaderElected: false
+evalBroker:
+  name: eval-broker
+  binary: caravan-eval-broker
+  grpcPort: 4650
+  leaderElected: true
+planApplier:
+  name: plan-applier
+  binary: caravan-plan-applier
+  grpcPort: 4651
+  leaderElected: true
+schedulerWorker:
+  name: scheduler-worker
+  binary: caravan-scheduler-worker
+  grpcPort: 4652
+  leaderElected: false
+deploymentWatcher:
+  name: deployment-watcher
+  binary: caravan-deployment-watcher
+  grpcPort: 4653
+  leaderElected: true
+{{- end -}}
+
+{{/*
+The etcd endpoints the services use: the bundled members by their stable
+names, or etcd.external.endpoints.
+*/}}
+{{- define "caravan.etcdEndpoints" -}}
+{{- $endpoints := list -}}
+{{- if .Values.etcd.enabled -}}
+{{- $fullname := include "caravan.fullname" . -}}
+{{- range $i := until (int .Values.etcd.replicaCount) -}}
+{{- $endpoints = append $endpoints (printf "http://%s-etcd-%d.%s-etcd-headless.%s.svc.%s:2379" $fullname $i $fullname $.Release.Namespace $.Values.clusterDomain) -}}
+{{- end -}}
+{{- else -}}
+{{- if not .Values.etcd.external.endpoints -}}
+{{- fail "etcd.enabled is false: set etcd.external.endpoints to the etcd the services use" -}}
+{{- end -}}
+{{- $endpoints = .Values.etcd.external.endpoints -}}
+{{- end -}}
+{{- toJson $endpoints -}}
+{{- end -}}
+
+{{/*
+One service's configuration as a map: what the chart decides (addresses,
+store, shutdown, telemetry) under the section's own `config` keys, which win.
+(dict "root" $ "key" "evalBroker" "svc" <caravan.services entry>)
+*/}}
+{{- define "caravan.serviceConfig" -}}
+{{- $root := .root -}}
+{{- $config := dict "grpc_addr" (printf "0.0.0.0:%d" (int .svc.grpcPort)) -}}
+{{- if eq .key "apiGateway" -}}
+{{- $_ := set $config "http_addr" (printf "0.0.0.0:%d" (int (index $root.Values .key).service.httpPort)) -}}
+{{- end -}}
+{{- $_ := set $config "store" (dict
+      "endpoints" (include "caravan.etcdEndpoints" $root | fromJsonArray)
+      "prefix" $root.Values.store.prefix
+      "connect_timeout_ms" $root.Values.store.connectTimeoutMs
+      "request_timeout_ms" $root.Values.store.requestTimeoutMs) -}}
+{{- $_ := set $config "shutdown" (dict "deadline_ms" $root.Values.shutdown.deadlineMs) -}}
+{{- $_ := set $config "telemetry" (dict
+      "log_filter" $root.Values.telemetry.logFilter
+      "log_format" $root.Values.telemetry.logFormat
+      "otlp_endpoint" $root.Values.telemetry.otlpEndpoint) -}}
+{{- $config = mergeOverwrite $config (deepCopy ((index $root.Values .key).config | default dict)) -}}
+{{- toJson $config -}}
+{{- end -}}
+
+{{/*
+A map as TOML: its scalar and list keys, then each map key as a [table].
+(dict "table" <map> "path" "prefix.of.this.table")
+*/}}
+{{- define "caravan.toml" -}}
+{{- $path := .path -}}
+{{- range $key, $value := .table -}}
+{{- if and (not (kindIs "map" $value)) (not (kindIs "invalid" $value)) }}
+{{ $key }} = {{ toJson $value }}
+{{- end -}}
+{{- end -}}
+{{- range $key, $value := .table -}}
+{{- if kindIs "map" $value -}}
+{{- $name := ternary $key (printf "%s.%s" $path $key) (eq $path "") }}
+
+[{{ $name }}]
+{{- include "caravan.toml" (dict "table" $value "path" $name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The image of a component.
+*/}}
+{{- define "caravan.image" -}}
+{{- printf "%s/%s:%s" .root.Values.image.repository .name (toString .root.Values.image.tag) -}}
+{{- end -}}

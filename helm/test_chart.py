@@ -1,0 +1,224 @@
+"""The caravan chart, rendered offline by Helm's own Go SDK (helm-python-sdk).
+
+There is no Kubernetes cluster here: nothing is installed or started. What is
+checked: the chart renders with its default values and with a scaled,
+external-etcd set (helm/caravan/ci/scaled-external-etcd-values.yaml); lints
+clean; values.schema.json rejects bad values; every manifest validates against
+Kubernetes' schemas (kubernetes-validate, strict); the objects the chart
+promises are there; and every rendered container's flags, environment and
+config file are accepted by its own binary: the file is taken from the
+rendered ConfigMap through the container's volume mounts and the binary runs
+with the container's args plus --check-config, which fails on a key it does
+not read. scripts/helm-test runs it in a venv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CHART = ROOT / "helm" / "caravan"
+SCALED = CHART / "ci" / "scaled-external-etcd-values.yaml"
+KUBE_VERSION = "1.30.0"
+BINARIES = [
+    "caravan-api-gateway",
+    "caravan-eval-broker",
+    "caravan-plan-applier",
+    "caravan-scheduler-worker",
+    "caravan-deployment-watcher",
+]
+SERVICES = {
+    "api-gateway": False,
+    "eval-broker": True,
+    "plan-applier": True,
+    "scheduler-worker": False,
+    "deployment-watcher": True,
+}
+
+
+def bin_dir() -> Path:
+    """Where the service binaries are: CARAVAN_BIN_DIR, else the first of
+    target/{debug,images,release} that has them all."""
+    if os.environ.get("CARAVAN_BIN_DIR"):
+        return Path(os.environ["CARAVAN_BIN_DIR"])
+    for profile in ("debug", "images", "release"):
+        d = ROOT / "target" / profile
+        if all((d / b).is_file() for b in BINARIES):
+            return d
+    pytest.fail("no service binaries in target/: build them (cargo build --bins) or set CARAVAN_BIN_DIR")
+
+
+def scaled_values() -> dict[str, Any]:
+    return yaml.safe_load(SCALED.read_text())
+
+
+def render(values: dict[str, Any] | None) -> list[dict[str, Any]]:
+    chart = helm.Chart.load(str(CHART))
+    out = chart.render(values, name="caravan", namespace="scheduling", is_install=True)
+    objects = []
+    for path, text in sorted(out.items()):
+        if path.endswith("NOTES.txt"):  # shown to the user, not applied
+            continue
+        for doc in yaml.safe_load_all(text):
+            if doc:
+                doc["__template"] = path
+                objects.append(doc)
+    return objects
+
+
+def of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+
+
+CASES = {"default": None, "scaled-external-etcd": "scaled"}
+
+
+@pytest.fixture(params=list(CASES), scope="module")
+def case(request) -> tuple[str, dict[str, Any] | None, list[dict[str, Any]]]:
+    values = scaled_values() if CASES[request.param] else None
+    return request.param, values, render(values)
+
+
+def test_lints_clean_with_both_sets_of_values():
+    for values in (None, scaled_values()):
+        report = helm.lint(str(CHART), values, strict=True, kube_version="v" + KUBE_VERSION)
+        problems = [m for m in report["messages"] if m["severity"] >= 2]
+        assert not problems and not report.get("errors"), report
+
+
+def test_every_manifest_is_valid_kubernetes(case):
+    name, _, objects = case
+    assert objects, name
+    for obj in objects:
+        template = obj.pop("__template")
+        try:
+            kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+        except Exception as err:  # kubernetes_validate's or jsonschema's ValidationError
+            message = getattr(err, "message", str(err))
+            pytest.fail(f"{name}: {template}: {obj['kind']} {obj['metadata']['name']}: {message}")
+        obj["__template"] = template
+
+
+def test_the_objects_the_chart_promises(case):
+    name, values, objects = case
+    deployments = of_kind(objects, "Deployment")
+    assert sorted(deployments) == sorted(f"caravan-{s}" for s in SERVICES), name
+    pdbs = of_kind(objects, "PodDisruptionBudget")
+    services = of_kind(objects, "Service")
+    for svc, leader in SERVICES.items():
+        if leader:
+            assert f"caravan-{svc}" in pdbs, f"{name}: no disruption budget for {svc}"
+            assert services[f"caravan-{svc}-headless"]["spec"]["clusterIP"] == "None"
+    gateway = services["caravan-api-gateway"]["spec"]["ports"]
+    assert {p["name"]: p["port"] for p in gateway} == {"http": 4646, "grpc": 4647}
+    hpas = of_kind(objects, "HorizontalPodAutoscaler")
+    workers = deployments["caravan-scheduler-worker"]["spec"]
+    etcd = of_kind(objects, "StatefulSet")
+    if values is None:
+        assert not hpas and workers["replicas"] == 3
+        assert deployments["caravan-eval-broker"]["spec"]["replicas"] == 2
+        assert etcd["caravan-etcd"]["spec"]["replicas"] == 3
+        assert "caravan-etcd" in pdbs
+    else:
+        hpa = hpas["caravan-scheduler-worker"]["spec"]
+        assert "replicas" not in workers, "the autoscaler owns the worker count"
+        assert (hpa["minReplicas"], hpa["maxReplicas"]) == (
+            values["schedulerWorker"]["autoscaling"]["minReplicas"],
+            values["schedulerWorker"]["autoscaling"]["maxReplicas"],
+        )
+        assert hpa["metrics"][0]["resource"]["name"] == "cpu"
+        assert deployments["caravan-eval-broker"]["spec"]["replicas"] == values["evalBroker"]["replicaCount"]
+        assert not etcd and "caravan-etcd" not in services, "external etcd: none bundled"
+    for dep in deployments.values():
+        pod = dep["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        sc = container["securityContext"]
+        assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
+        grpc = next(p["containerPort"] for p in container["ports"] if p["name"] == "grpc")
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert container[probe]["grpc"]["port"] == grpc, f"{probe} of {dep['metadata']['name']}"
+        assert container["resources"]["requests"], dep["metadata"]["name"]
+
+
+def config_files(objects: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    return {name: cm["data"] for name, cm in of_kind(objects, "ConfigMap").items()}
+
+
+def check_container(pod: dict[str, Any], container: dict[str, Any], configmaps, workdir: Path):
+    """Runs the container's binary with its args, env and config file (from
+    the ConfigMap its mounts name) and --check-config; the completed process."""
+    binary = Path(container["image"].split("/")[-1].split(":")[0])
+    binary = bin_dir() / f"caravan-{binary}"
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    args = list(container.get("args", []))
+    # Each file argument under a ConfigMap mount is replaced by the rendered file.
+    for i, arg in enumerate(args):
+        for mount in container.get("volumeMounts", []):
+            prefix = mount["mountPath"].rstrip("/") + "/"
+            if arg.startswith(prefix) and "configMap" in volumes[mount["name"]]:
+                cm = volumes[mount["name"]]["configMap"]["name"]
+                key = arg[len(prefix):]
+                assert key in configmaps[cm], f"{arg}: no key {key} in ConfigMap {cm}"
+                local = workdir / f"{cm}-{key}"
+                local.write_text(configmaps[cm][key])
+                args[i] = str(local)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    values = {"POD_IP": "10.1.2.3"}
+    for e in container.get("env", []):
+        if "value" in e:
+            env[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: values.get(m.group(1), m.group(0)), e["value"])
+    return subprocess.run(
+        [str(binary), *args, "--check-config"], env=env, capture_output=True, text=True, timeout=30
+    )
+
+
+def test_each_binary_accepts_its_rendered_flags_env_and_config(case, tmp_path):
+    name, values, objects = case
+    configmaps = config_files(objects)
+    for dep in of_kind(objects, "Deployment").values():
+        pod = dep["spec"]["template"]["spec"]
+        for container in pod["containers"]:
+            done = check_container(pod, container, configmaps, tmp_path)
+            assert done.returncode == 0, f"{name}: {container['name']}: {done.stderr}"
+            loaded = json.loads(done.stdout)
+            assert loaded["advertise_addr"] == f"10.1.2.3:{container['ports'][0]['containerPort']}"
+            if values is not None:
+                assert loaded["store"]["endpoints"] == values["etcd"]["external"]["endpoints"]
+            if container["name"] == "scheduler-worker" and values is not None:
+                assert loaded["workers"] == values["schedulerWorker"]["config"]["workers"]
+
+
+def test_a_key_the_binary_does_not_read_fails_the_check(tmp_path):
+    values = {"evalBroker": {"config": {"nack_timout_ms": 5000}}}
+    objects = render(values)
+    dep = of_kind(objects, "Deployment")["caravan-eval-broker"]
+    pod = dep["spec"]["template"]["spec"]
+    done = check_container(pod, pod["containers"][0], config_files(objects), tmp_path)
+    assert done.returncode == 2, done
+    assert "nack_timout_ms" in done.stderr, done.stderr
+
+
+def test_the_schema_rejects_bad_values():
+    chart = helm.Chart.load(str(CHART))
+    chart.validate_schema(None)
+    chart.validate_schema(scaled_values())
+    for bad, named in [
+        ({"evalBrokr": {"replicaCount": 2}}, "evalBrokr"),
+        ({"schedulerWorker": {"replicaCount": "three"}}, "replicaCount"),
+        ({"etcd": {"enabled": False}}, "endpoints"),
+        ({"etcd": {"enabled": False, "external": {"endpoints": ["etcd:2379"]}}}, "endpoints"),
+        ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
+    ]:
+        with pytest.raises(helm.HelmValuesError) as err:
+            chart.validate_schema(bad)
+        assert named in str(err.value), (bad, str(err.value))
