@@ -10,6 +10,7 @@ use caravan_state::Informer;
 use caravan_store::{Leadership, Store};
 use tokio_util::sync::CancellationToken;
 
+use crate::compact;
 use crate::config::EvalBrokerConfig;
 use crate::drain::enforcer::DrainEnforcer;
 use crate::error::BrokerError;
@@ -101,6 +102,7 @@ impl EvalBroker {
             async { until_failed("periodic launcher", launcher.run().await) },
             async { until_failed("drain deadlines", enforcer.run().await) },
             async { until_failed("garbage collector", collector::run(Arc::clone(&term)).await) },
+            async { until_failed("compactor", compact::run(Arc::clone(&term)).await) },
         );
         term.stop.cancel();
         self.terms.end();

@@ -42,6 +42,10 @@ pub struct EvalBrokerConfig {
     pub max_dequeue_timeout_ms: u64,
     /// Most operations the broker puts in one transaction.
     pub max_txn_ops: usize,
+    /// How often the leader compacts the store's history, in milliseconds,
+    /// each time up to the revision its cache had reached one interval
+    /// before (etcd keeps every revision until compacted); 0 never does.
+    pub compaction_interval_ms: u64,
     /// Garbage collection.
     pub gc: GcConfig,
     /// The state store.
@@ -65,6 +69,7 @@ impl Default for EvalBrokerConfig {
             failed_unblock_interval_ms: 60_000,
             max_dequeue_timeout_ms: 300_000,
             max_txn_ops: 128,
+            compaction_interval_ms: 300_000,
             gc: GcConfig::default(),
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),
@@ -139,6 +144,12 @@ impl EvalBrokerConfig {
             rand::random_range(0..=self.failed_follow_up_jitter_ms)
         };
         Duration::from_millis(self.failed_follow_up_base_ms.saturating_add(jitter))
+    }
+
+    /// How often the store's history is compacted; `None` never.
+    pub fn compaction_interval(&self) -> Option<Duration> {
+        (self.compaction_interval_ms > 0)
+            .then(|| Duration::from_millis(self.compaction_interval_ms.max(100)))
     }
 
     /// How often plan-failure blocked evals are retried.

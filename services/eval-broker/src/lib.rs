@@ -19,6 +19,7 @@
 
 mod blocked;
 mod broker;
+mod compact;
 mod config;
 mod drain;
 mod error;

@@ -111,6 +111,11 @@ impl EvalWriter {
         &self.keyspace
     }
 
+    /// The store it writes to.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
     /// Runs a transaction only while leading.
     pub async fn txn(&self, txn: Txn) -> Result<TxnResult, BrokerError> {
         Ok(self.leadership.fenced_txn(txn).await?)

@@ -42,6 +42,7 @@ caravan_testkit::backend_cases!(store => crate::cases {
     gc {
         force_gc_takes_terminal_objects_and_keeps_what_lives,
         the_sweep_runs_on_its_interval_with_the_thresholds,
+        the_leader_compacts_the_history_its_cache_has_seen,
     },
     drain {
         a_passed_deadline_migrates_what_is_left_then_completes,

@@ -236,3 +236,39 @@ pub async fn the_sweep_runs_on_its_interval_with_the_thresholds(store: Arc<dyn S
     assert!(present(&store, ks.job("default", "svc")).await);
     broker.stop().await;
 }
+
+/// The leader compacts the store's history every interval, up to what its
+/// cache had seen one interval before, and keeps delivering evals after.
+pub async fn the_leader_compacts_the_history_its_cache_has_seen(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let old = job("old", JobType::Batch, false);
+    let first = put(&store, ks.job("default", "old"), &old).await;
+    put(&store, ks.job("default", "old"), &old).await;
+    let mut config = fast_config(&prefix);
+    config.compaction_interval_ms = 300;
+    let mut broker = start(store.clone(), config).await;
+    broker.wait_leading().await;
+    eventually(
+        "the history up to the first write to be compacted",
+        PATIENCE,
+        || {
+            let (store, key) = (store.clone(), ks.job("default", "old"));
+            async move {
+                let at_first = caravan_store::Range::key(key).at_revision(first);
+                matches!(
+                    store.range(at_first).await,
+                    Err(caravan_store::StoreError::Compacted { .. })
+                )
+            }
+        },
+    )
+    .await;
+    let eval = pending_eval("web", "service", 50);
+    put(&store, ks.eval(&eval.id), &eval).await;
+    let (got, _, _) = broker.take().await;
+    assert_eq!(
+        got.id, eval.id,
+        "the broker still delivers after compacting"
+    );
+    broker.stop().await;
+}
