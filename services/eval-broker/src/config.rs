@@ -42,6 +42,15 @@ pub struct EvalBrokerConfig {
     pub max_dequeue_timeout_ms: u64,
     /// Most operations the broker puts in one transaction.
     pub max_txn_ops: usize,
+    /// Heartbeats lost together by at least this many nodes…
+    pub mass_heartbeat_loss_nodes: usize,
+    /// …and this percentage of the up nodes, within 10 s, point at the servers
+    /// (starved, partitioned) rather than the nodes: those nodes get
+    /// `mass_heartbeat_loss_grace_ms` to heartbeat again before they are
+    /// marked down. 0 nodes turns the grace off.
+    pub mass_heartbeat_loss_percent: u32,
+    /// The grace of a mass heartbeat loss, in milliseconds.
+    pub mass_heartbeat_loss_grace_ms: u64,
     /// How often the leader compacts the store's history, in milliseconds,
     /// each time up to the revision its cache had reached one interval
     /// before (etcd keeps every revision until compacted); 0 never does.
@@ -70,6 +79,9 @@ impl Default for EvalBrokerConfig {
             max_dequeue_timeout_ms: 300_000,
             max_txn_ops: 128,
             compaction_interval_ms: 300_000,
+            mass_heartbeat_loss_nodes: 10,
+            mass_heartbeat_loss_percent: 30,
+            mass_heartbeat_loss_grace_ms: 30_000,
             gc: GcConfig::default(),
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),
@@ -144,6 +156,11 @@ impl EvalBrokerConfig {
             rand::random_range(0..=self.failed_follow_up_jitter_ms)
         };
         Duration::from_millis(self.failed_follow_up_base_ms.saturating_add(jitter))
+    }
+
+    /// The grace of a mass heartbeat loss.
+    pub fn mass_heartbeat_loss_grace(&self) -> Duration {
+        Duration::from_millis(self.mass_heartbeat_loss_grace_ms)
     }
 
     /// How often the store's history is compacted; `None` never.

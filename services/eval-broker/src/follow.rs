@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use crate::error::BrokerError;
 use crate::evals;
 use crate::fan_out;
+use crate::heartbeat_loss::LossWindow;
 use crate::nodes;
 use crate::queues::job_key;
 use crate::term::{Effect, LeaderTerm, now};
@@ -27,6 +28,9 @@ const RETRY_DELAY: Duration = Duration::from_secs(1);
 /// A node found up without a heartbeat when a term starts gets this long to
 /// show one (its registration may be mid-flight) before it is marked down.
 const RESTORE_NODE_GRACE: Duration = Duration::from_secs(2);
+/// A node that lost its heartbeat goes down this much later, so the losses
+/// of one moment are counted together before any is acted on.
+const LOSS_SETTLE: Duration = Duration::from_secs(1);
 /// How often old capacity changes are forgotten, and how long they are kept.
 const PRUNE_EVERY: Duration = Duration::from_secs(300);
 const KEEP_CAPACITY_CHANGES: Duration = Duration::from_secs(900);
@@ -42,6 +46,8 @@ pub struct Follower {
     backlog: VecDeque<Effect>,
     retries: Vec<(Instant, Effect)>,
     suspects: BTreeMap<String, Instant>,
+    /// Recent heartbeat losses, to tell a mass loss.
+    losses: LossWindow,
     next_failed_unblock: Instant,
     next_prune: Instant,
     /// The queues' ready counter when pollers were last woken.
@@ -124,6 +130,7 @@ impl Follower {
             backlog,
             retries: Vec::new(),
             suspects,
+            losses: LossWindow::default(),
             next_failed_unblock,
             next_prune: now.instant + PRUNE_EVERY,
             readied_seen: 0,
@@ -237,9 +244,18 @@ impl Follower {
             }
             state.queues.readied()
         };
-        for node_id in nodes::heartbeats_lost(&self.seen, &next) {
+        let lost = nodes::heartbeats_lost(&self.seen, &next);
+        let grace = self.mass_loss_grace(&next, lost.len(), now.instant);
+        for node_id in lost {
             tracing::info!(node_id, "heartbeat lost");
-            self.backlog.push_back(Effect::NodeDown(node_id));
+            self.suspects
+                .insert(node_id, grace.unwrap_or(now.instant + LOSS_SETTLE));
+        }
+        if let Some(until) = grace {
+            // The nodes lost just before are part of the same loss.
+            for at in self.suspects.values_mut() {
+                *at = (*at).max(until);
+            }
         }
         for node_id in nodes::fan_outs_added(&self.seen, &next) {
             self.backlog.push_back(Effect::FinishFanOuts(node_id));
@@ -261,6 +277,32 @@ impl Follower {
         }
         self.seen = next;
         self.wake_pollers(readied);
+    }
+
+    /// Notes `lost` heartbeat losses; when they make a mass loss, the time
+    /// until which the lost nodes may heartbeat again before going down.
+    fn mass_loss_grace(&mut self, next: &Snapshot, lost: usize, now: Instant) -> Option<Instant> {
+        if lost == 0 {
+            return None;
+        }
+        self.losses.note(lost, now);
+        let config = &self.term.config;
+        let up = next.nodes().filter(|n| evals::node_counts_as_up(n)).count();
+        if !self.losses.is_mass(
+            up,
+            config.mass_heartbeat_loss_nodes,
+            config.mass_heartbeat_loss_percent,
+        ) {
+            return None;
+        }
+        let grace = config.mass_heartbeat_loss_grace();
+        tracing::warn!(
+            lost,
+            up,
+            grace_ms = grace.as_millis() as u64,
+            "many nodes lost their heartbeat at once: giving them a grace before marking them down"
+        );
+        Some(now + grace)
     }
 
     /// Wakes long polls if an eval entered a ready queue since last time.

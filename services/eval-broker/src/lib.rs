@@ -28,6 +28,7 @@ mod fan_out;
 mod follow;
 mod gc;
 mod grpc;
+mod heartbeat_loss;
 mod nodes;
 mod periodic;
 mod queues;

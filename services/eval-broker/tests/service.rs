@@ -32,6 +32,7 @@ caravan_testkit::backend_cases!(store => crate::cases {
         a_node_with_many_jobs_goes_down_in_several_txns,
         a_crash_after_marking_a_node_down_loses_none_of_its_evals,
         a_nodes_pending_fan_out_is_finished_once,
+        a_mass_heartbeat_loss_waits_a_grace_before_marking_nodes_down,
     },
     periodic {
         children_launch_on_schedule_with_version_and_eval,

@@ -2,6 +2,7 @@
 //! with a node-update eval for every job with live allocations on it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, Allocation, EvalStatus, Job, JobType, Node, NodeStatus,
@@ -342,4 +343,84 @@ pub async fn a_nodes_pending_fan_out_is_finished_once(store: Arc<dyn Store>) {
     .await;
     broker.stop().await;
     store.lease_revoke(lease.id).await.expect("revoke");
+}
+
+/// Many nodes losing their heartbeat at once point at the servers, not the
+/// nodes: they get a grace to heartbeat again, and only those that don't
+/// are marked down when it ends.
+pub async fn a_mass_heartbeat_loss_waits_a_grace_before_marking_nodes_down(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let ids: Vec<String> = (0..12).map(|i| format!("n{i:02}")).collect();
+    let lease = store.lease_grant(30).await.expect("lease");
+    for id in &ids {
+        store
+            .put(&ks.heartbeat(id), b"", lease.id)
+            .await
+            .expect("heartbeat");
+        put(&store, ks.node(id), &node(id, NodeStatus::Ready)).await;
+    }
+    let mut config = fast_config(&prefix);
+    config.mass_heartbeat_loss_grace_ms = 6_000;
+    let mut broker = start(store.clone(), config).await;
+    broker.wait_leading().await;
+    store
+        .lease_revoke(lease.id)
+        .await
+        .expect("all leases end at once");
+    let status = |id: String| {
+        let (store, ks) = (store.clone(), ks.clone());
+        async move {
+            let kv = store.get(&ks.node(&id)).await.expect("get").expect("node");
+            caravan_state::decode::<Node>(&kv).expect("decode").status()
+        }
+    };
+    // Past the moment a lone loss would be acted on: nothing is down yet.
+    let any_down_early = caravan_testkit::wait::holds_within(Duration::from_millis(2_000), || {
+        let ids = ids.clone();
+        let status = &status;
+        async move {
+            for id in ids {
+                if status(id).await == NodeStatus::Down {
+                    return true;
+                }
+            }
+            false
+        }
+    })
+    .await;
+    if any_down_early {
+        let mut states = Vec::new();
+        for id in &ids {
+            states.push((id.clone(), status(id.clone()).await));
+        }
+        panic!("no node goes down during the grace: {states:?}");
+    }
+    // Half of them come back (they register again) within the grace.
+    let back = store.lease_grant(30).await.expect("lease");
+    for id in &ids[..6] {
+        store
+            .put(&ks.heartbeat(id), b"", back.id)
+            .await
+            .expect("heartbeat again");
+    }
+    for id in &ids[6..] {
+        eventually(
+            "the silent nodes to go down after the grace",
+            PATIENCE,
+            || {
+                let (id, status) = (id.clone(), &status);
+                async move { status(id).await == NodeStatus::Down }
+            },
+        )
+        .await;
+    }
+    for id in &ids[..6] {
+        assert_eq!(
+            status(id.clone()).await,
+            NodeStatus::Ready,
+            "{id} came back"
+        );
+    }
+    broker.stop().await;
+    store.lease_revoke(back.id).await.expect("revoke");
 }
