@@ -36,6 +36,26 @@ pub(crate) fn node_evals(snap: &Tables, node: &Node, scope: &NodeFanOut) -> Vec<
         .collect()
 }
 
+/// What a change of `read` into `updated` owes when it concerns `scope`
+/// (`None`: nothing): the evals to write with it and the ids of all of
+/// them, `updated` carrying a fan-out for those past `room` (see [`fit`]).
+pub(crate) fn owed(
+    snap: &Tables,
+    read: &Node,
+    updated: &mut Node,
+    scope: Option<NodeFanOut>,
+    room: usize,
+    now_ns: i64,
+) -> (Vec<Evaluation>, Vec<String>) {
+    match scope {
+        Some(scope) => {
+            let evals = node_evals(snap, read, &scope);
+            fit(updated, evals, scope, room, now_ns)
+        }
+        None => (Vec::new(), Vec::new()),
+    }
+}
+
 /// The evals to write with a change of `node` when `room` operations of its
 /// transaction are left for them, and the ids of all of them. Past the
 /// room, `node` gets a fan-out of `scope` made at `now_ns` that owes them

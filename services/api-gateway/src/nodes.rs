@@ -133,15 +133,12 @@ pub async fn update_eligibility(
             && node.scheduling_eligibility() != SchedulingEligibility::Eligible;
         let mut updated = node.clone();
         updated.set_scheduling_eligibility(eligibility);
-        let scope = node_fan_out::scope(trigger::NODE_UPDATE, false, false);
-        let evals = if becomes_eligible {
-            node_fan_out::node_evals(&gw.cache.snapshot(), &node, &scope)
-        } else {
-            Vec::new()
-        };
-        let (evals, eval_ids) = node_fan_out::fit(
+        let scope =
+            becomes_eligible.then(|| node_fan_out::scope(trigger::NODE_UPDATE, false, false));
+        let (evals, eval_ids) = node_fan_out::owed(
+            &gw.cache.snapshot(),
+            &node,
             &mut updated,
-            evals,
             scope,
             write_node_room(gw),
             now_unix_ns(),
@@ -188,7 +185,11 @@ pub async fn update_drain(
                     updated_at_unix_ns: now,
                     status: "draining".into(),
                 });
-                node_fan_out::scope(trigger::NODE_DRAIN, true, asked.ignore_system_jobs)
+                Some(node_fan_out::scope(
+                    trigger::NODE_DRAIN,
+                    true,
+                    asked.ignore_system_jobs,
+                ))
             }
             None => {
                 updated.drain_strategy = None;
@@ -200,20 +201,12 @@ pub async fn update_drain(
                 }
                 if mark_eligible {
                     updated.set_scheduling_eligibility(SchedulingEligibility::Eligible);
-                    node_fan_out::scope(trigger::NODE_UPDATE, false, false)
-                } else {
-                    // Nothing to evaluate.
-                    node_fan_out::scope(trigger::NODE_UPDATE, true, true)
                 }
+                mark_eligible.then(|| node_fan_out::scope(trigger::NODE_UPDATE, false, false))
             }
         };
-        let evals = if strategy.is_none() && !mark_eligible {
-            Vec::new()
-        } else {
-            node_fan_out::node_evals(&snap, &node, &scope)
-        };
         let (evals, eval_ids) =
-            node_fan_out::fit(&mut updated, evals, scope, write_node_room(gw), now);
+            node_fan_out::owed(&snap, &node, &mut updated, scope, write_node_room(gw), now);
         if let Some(revision) = write_node(gw, &updated, node.modify_revision, &evals).await? {
             tracing::info!(node = %node_id, draining = strategy.is_some(), revision, "node drain updated");
             // A node with nothing to move is drained at once.

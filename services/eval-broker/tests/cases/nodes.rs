@@ -63,6 +63,14 @@ async fn put_alloc(
     put(store, ks.alloc(&alloc.id), &alloc).await;
 }
 
+/// Puts `node`'s heartbeat key on `lease`, as its registration does.
+async fn heartbeat(store: &Arc<dyn Store>, ks: &Keyspace, node: &str, lease: i64) {
+    store
+        .put(&ks.heartbeat(node), b"", lease)
+        .await
+        .expect("heartbeat");
+}
+
 fn node_evals(evals: &[caravan_proto::Evaluation], node: &str) -> Vec<(String, String, i32)> {
     let mut v: Vec<_> = evals
         .iter()
@@ -84,10 +92,7 @@ pub async fn a_lost_heartbeat_marks_the_node_down_with_evals(store: Arc<dyn Stor
     put_alloc(&store, &ks, "done", "n1", AllocClientStatus::Complete).await;
     put_alloc(&store, &ks, "web", "n2", AllocClientStatus::Running).await;
     let lease = store.lease_grant(30).await.expect("lease");
-    store
-        .put(&ks.heartbeat("n1"), b"", lease.id)
-        .await
-        .expect("heartbeat");
+    heartbeat(&store, &ks, "n1", lease.id).await;
     put(&store, ks.node("n1"), &node("n1", NodeStatus::Ready)).await;
 
     let mut broker = start_leader(store.clone(), &prefix).await;
@@ -170,10 +175,7 @@ pub async fn a_node_with_many_jobs_goes_down_in_several_txns(store: Arc<dyn Stor
         put_alloc(&store, &ks, job, "busy", AllocClientStatus::Running).await;
     }
     let lease = store.lease_grant(30).await.expect("lease");
-    store
-        .put(&ks.heartbeat("busy"), b"", lease.id)
-        .await
-        .expect("heartbeat");
+    heartbeat(&store, &ks, "busy", lease.id).await;
     put(&store, ks.node("busy"), &node("busy", NodeStatus::Ready)).await;
     let mut config = fast_config(&prefix);
     config.max_txn_ops = 4;
@@ -214,10 +216,7 @@ pub async fn a_crash_after_marking_a_node_down_loses_none_of_its_evals(store: Ar
         put_alloc(&store, &ks, job, "busy", AllocClientStatus::Running).await;
     }
     let lease = store.lease_grant(30).await.expect("lease");
-    store
-        .put(&ks.heartbeat("busy"), b"", lease.id)
-        .await
-        .expect("heartbeat");
+    heartbeat(&store, &ks, "busy", lease.id).await;
     put(&store, ks.node("busy"), &node("busy", NodeStatus::Ready)).await;
     // The first leader's store takes the node-down transaction and then
     // no write of an eval, as if its host died right after it.
@@ -303,10 +302,7 @@ pub async fn a_nodes_pending_fan_out_is_finished_once(store: Arc<dyn Store>) {
     };
     put(&store, ks.eval(&written.id), &written).await;
     let lease = store.lease_grant(30).await.expect("lease");
-    store
-        .put(&ks.heartbeat("n1"), b"", lease.id)
-        .await
-        .expect("heartbeat");
+    heartbeat(&store, &ks, "n1", lease.id).await;
     let mut n1 = node("n1", NodeStatus::Ready);
     n1.node_pool = "default".into();
     n1.pending_fan_outs = vec![owed.clone()];
@@ -353,10 +349,7 @@ pub async fn a_mass_heartbeat_loss_waits_a_grace_before_marking_nodes_down(store
     let ids: Vec<String> = (0..12).map(|i| format!("n{i:02}")).collect();
     let lease = store.lease_grant(30).await.expect("lease");
     for id in &ids {
-        store
-            .put(&ks.heartbeat(id), b"", lease.id)
-            .await
-            .expect("heartbeat");
+        heartbeat(&store, &ks, id, lease.id).await;
         put(&store, ks.node(id), &node(id, NodeStatus::Ready)).await;
     }
     let mut config = fast_config(&prefix);
@@ -398,10 +391,7 @@ pub async fn a_mass_heartbeat_loss_waits_a_grace_before_marking_nodes_down(store
     // Half of them come back (they register again) within the grace.
     let back = store.lease_grant(30).await.expect("lease");
     for id in &ids[..6] {
-        store
-            .put(&ks.heartbeat(id), b"", back.id)
-            .await
-            .expect("heartbeat again");
+        heartbeat(&store, &ks, id, back.id).await;
     }
     for id in &ids[6..] {
         eventually(
