@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use caravan_store::{
@@ -20,6 +20,7 @@ use crate::change::Change;
 use crate::codec::AllocDetail;
 use crate::error::{Result, StateError};
 use crate::keyspace::{Keyspace, StateKey};
+use crate::list_page::PageSize;
 use crate::snapshot::Snapshot;
 use crate::tables::Tables;
 
@@ -33,18 +34,13 @@ pub struct InformerConfig {
     pub retry_min: Duration,
     /// Longest delay between reconnect attempts.
     pub retry_max: Duration,
-    /// How often a waiter asks the store to confirm progress while the cache
-    /// is behind the revision it waits for.
+    /// How long a waiter behind the revision it wants waits for events
+    /// before writing a progress mark (see [`Keyspace::progress_mark`]).
     pub progress_interval: Duration,
-    /// Progress notifications are ignored for this long after a watch opens.
-    /// etcd before 3.4.25 / 3.5.8 answers a progress request at once with its
-    /// current revision even while a new watch is still catching up on older
-    /// events (etcd issue 15220); it catches a watch up every 100 ms.
-    pub catch_up_grace: Duration,
-    /// A progress notification is applied only once the stream has been
-    /// quiet this long, because the same etcd versions may send it ahead of
-    /// events already queued for the watch.
-    pub progress_settle: Duration,
+    /// After this long without a word from the watch, the informer asks the
+    /// store for a progress notification, so [`Informer::last_contact`]
+    /// stays truthful on a quiet store.
+    pub quiet_probe: Duration,
     /// How much of each allocation the cache keeps.
     pub alloc_detail: AllocDetail,
 }
@@ -56,9 +52,8 @@ impl Default for InformerConfig {
             page_size: 1000,
             retry_min: Duration::from_millis(50),
             retry_max: Duration::from_secs(5),
-            progress_interval: Duration::from_millis(200),
-            catch_up_grace: Duration::from_millis(300),
-            progress_settle: Duration::from_millis(10),
+            progress_interval: Duration::from_millis(100),
+            quiet_probe: Duration::from_secs(2),
             alloc_detail: AllocDetail::Full,
         }
     }
@@ -90,8 +85,12 @@ struct Shared {
     keyspace: Keyspace,
     config: InformerConfig,
     tables: RwLock<Tables>,
-    /// The running watch's progress handle, for waiters to poke.
-    progress: Mutex<Option<Arc<dyn WatchProgress>>>,
+    /// When the store last answered: a list, a watch batch or a progress
+    /// notification.
+    heard: Mutex<Instant>,
+    /// The revision of the latest progress mark written, so waiters share
+    /// one mark instead of each writing their own.
+    marked: AtomicI64,
     counters: Counters,
 }
 
@@ -99,6 +98,8 @@ struct Shared {
 /// the store in the background and hands out O(1) [`Snapshot`]s.
 pub struct Informer {
     shared: Arc<Shared>,
+    /// For progress marks.
+    store: Arc<dyn Store>,
     revision: watch::Receiver<Revision>,
     task: JoinHandle<()>,
 }
@@ -124,14 +125,16 @@ impl Informer {
             keyspace,
             config,
             tables: RwLock::new(Tables::new()),
-            progress: Mutex::new(None),
+            heard: Mutex::new(Instant::now()),
+            marked: AtomicI64::new(0),
             counters: Counters::default(),
         });
-        let revision = list(&*store, &shared).await?;
+        let revision = first_list(&*store, &shared).await?;
         let (tx, rx) = watch::channel(revision);
-        let task = tokio::spawn(run(store, Arc::clone(&shared), tx));
+        let task = tokio::spawn(run(Arc::clone(&store), Arc::clone(&shared), tx));
         Ok(Informer {
             shared,
+            store,
             revision: rx,
             task,
         })
@@ -168,10 +171,28 @@ impl Informer {
         }
     }
 
+    /// How long ago the store last answered the cache: a list, a watch
+    /// batch or a progress notification. A quiet watch is probed every
+    /// [`InformerConfig::quiet_probe`], so on a healthy store this stays
+    /// below about that interval.
+    pub fn last_contact(&self) -> Duration {
+        self.shared.heard.lock().elapsed()
+    }
+
     /// Waits until the cache has applied `revision` (or later) and returns a
-    /// snapshot at least that new. The revision may have been reached by
-    /// writes outside the prefix, which no event announces, so while behind
-    /// it the store is asked to confirm progress.
+    /// snapshot at least that new.
+    ///
+    /// The revision may have been reached by writes outside the prefix,
+    /// which no event announces. A progress notification cannot vouch for
+    /// it: etcd before 3.4.25 / 3.5.8 may send one carrying revision R while
+    /// events at or below R are still on their way to the watch (etcd issue
+    /// 15220). Nor can a cheap read: a count does not see a key rewritten in
+    /// between, and etcd filters a range by mod revision only after loading
+    /// every value in it. So a waiter still behind after
+    /// [`InformerConfig::progress_interval`] writes the keyspace's progress
+    /// mark and waits for its event: a watch delivers its events in revision
+    /// order on every etcd version, so once the mark's event is applied,
+    /// every change before it is too.
     pub async fn wait_for_revision(
         &self,
         revision: Revision,
@@ -192,24 +213,27 @@ impl Informer {
                 });
             }
             let step = (deadline - now).min(self.shared.config.progress_interval);
-            self.request_progress(step).await;
             match tokio::time::timeout(step, rx.changed()).await {
-                Ok(Ok(())) | Err(_) => {}
+                Ok(Ok(())) => {}
                 Ok(Err(_)) => return Err(StateError::Closed),
+                Err(_behind) => self.mark(revision, deadline).await,
             }
         }
     }
 
-    async fn request_progress(&self, within: Duration) {
-        let progress = self.shared.progress.lock().clone();
-        let Some(progress) = progress else {
-            // Between watches: the next one starts from the applied revision.
+    /// Writes the progress mark unless one at `revision` or later is
+    /// already on its way.
+    async fn mark(&self, revision: Revision, deadline: Instant) {
+        if self.shared.marked.load(Ordering::Acquire) >= revision {
             return;
-        };
-        match tokio::time::timeout(within, progress.request_progress()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => tracing::debug!(%err, "progress request failed"),
-            Err(_) => tracing::debug!("progress request timed out"),
+        }
+        let key = self.shared.keyspace.progress_mark();
+        match tokio::time::timeout_at(deadline, self.store.put(&key, b"", 0)).await {
+            Ok(Ok(at)) => {
+                self.shared.marked.fetch_max(at, Ordering::AcqRel);
+            }
+            Ok(Err(err)) => tracing::debug!(%err, "writing the progress mark failed"),
+            Err(_) => tracing::debug!("writing the progress mark timed out"),
         }
     }
 
@@ -227,6 +251,25 @@ impl Drop for Informer {
     }
 }
 
+/// The first list, tried again (logged, with growing pauses) while the
+/// store is unreachable: a service starting during an etcd outage waits for
+/// it rather than exiting.
+async fn first_list(store: &dyn Store, shared: &Shared) -> Result<Revision> {
+    let mut backoff = Backoff::new(shared.config.retry_min, shared.config.retry_max);
+    let mut attempt = 1u32;
+    loop {
+        match list(store, shared).await {
+            Err(StateError::Store(err @ StoreError::Unavailable(_))) => {
+                let pause = backoff.next_delay();
+                tracing::warn!(%err, attempt, retry_in = ?pause, "cannot list the state; trying again");
+                tokio::time::sleep(pause).await;
+                attempt = attempt.saturating_add(1);
+            }
+            done => return done,
+        }
+    }
+}
+
 /// Keeps the tables in step until aborted.
 async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revision>) {
     let config = shared.config.clone();
@@ -238,6 +281,7 @@ async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revis
         if relist {
             match list(&*store, &shared).await {
                 Ok(revision) => {
+                    heard(&shared);
                     relist = false;
                     shared.counters.relists.fetch_add(1, Ordering::Relaxed);
                     publish(&tx, revision);
@@ -267,31 +311,28 @@ async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revis
             shared.counters.reconnects.fetch_add(1, Ordering::Relaxed);
         }
         opened_before = true;
-        *shared.progress.lock() = Some(Arc::clone(&watch.progress));
-        let opened_at = Instant::now();
-        let mut pending_progress: Option<Revision> = None;
+        heard(&shared);
         loop {
-            let item = match pending_progress {
-                Some(progress) => {
-                    match tokio::time::timeout(config.progress_settle, watch.stream.next()).await {
-                        Ok(item) => item,
-                        Err(_quiet) => {
-                            pending_progress = None;
-                            publish(&tx, advance(&shared, progress));
-                            continue;
-                        }
-                    }
+            let item = match tokio::time::timeout(config.quiet_probe, watch.stream.next()).await {
+                Ok(item) => item,
+                Err(_quiet) => {
+                    // A silence the probe cannot break goes on the record
+                    // (`last_contact`) rather than ending a watch that may
+                    // just have nothing to say: a member that loses its
+                    // leader cancels its watches itself.
+                    probe(&*watch.progress, config.quiet_probe).await;
+                    continue;
                 }
-                None => watch.stream.next().await,
             };
             match item {
                 Some(Ok(batch)) if batch.events.is_empty() => {
+                    // A progress notification: proof the store is there,
+                    // but not of its revision (see `wait_for_revision`).
+                    heard(&shared);
                     shared.counters.batches.fetch_add(1, Ordering::Relaxed);
-                    if opened_at.elapsed() >= config.catch_up_grace {
-                        pending_progress = Some(pending_progress.unwrap_or(0).max(batch.revision));
-                    }
                 }
                 Some(Ok(batch)) => {
+                    heard(&shared);
                     backoff.reset();
                     let revision = apply_batch(&shared, batch);
                     publish(&tx, revision);
@@ -311,11 +352,23 @@ async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revis
                 }
             }
         }
-        *shared.progress.lock() = None;
         if !relist {
             tokio::time::sleep(backoff.next_delay()).await;
         }
     }
+}
+
+/// Asks a quiet watch for a progress notification, bounded by `within`.
+async fn probe(progress: &dyn WatchProgress, within: Duration) {
+    match tokio::time::timeout(within, progress.request_progress()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => tracing::debug!(%err, "progress request failed"),
+        Err(_) => tracing::debug!("progress request timed out"),
+    }
+}
+
+fn heard(shared: &Shared) {
+    *shared.heard.lock() = Instant::now();
 }
 
 /// Errors after which watching can only resume from a fresh list: history
@@ -338,13 +391,6 @@ fn publish(tx: &watch::Sender<Revision>, revision: Revision) {
 /// Changes applied under one hold of the write lock before readers get a turn.
 const LOCK_SLICE: usize = 64;
 
-/// Records a progress notification: every change up to `revision` is applied.
-fn advance(shared: &Shared, revision: Revision) -> Revision {
-    let mut tables = shared.tables.write();
-    tables.advance_to(revision);
-    tables.revision()
-}
-
 /// Decodes a batch of events outside the lock, applies it under the lock,
 /// and returns the revision the tables are at afterwards.
 fn apply_batch(shared: &Shared, batch: WatchBatch) -> Revision {
@@ -355,6 +401,9 @@ fn apply_batch(shared: &Shared, batch: WatchBatch) -> Revision {
     let mut changes = Vec::with_capacity(batch.events.len());
     for event in &batch.events {
         revision = revision.max(event.kv.mod_revision);
+        if shared.keyspace.is_progress_mark(&event.kv.key) {
+            continue;
+        }
         let key = match shared.keyspace.parse(&event.kv.key) {
             Ok(key) => key,
             Err(err) => {
@@ -414,17 +463,36 @@ async fn list(store: &dyn Store, shared: &Shared) -> Result<Revision> {
     let end = prefix_end(root);
     let mut start = root.to_vec();
     let mut revision = 0;
+    let mut size = PageSize::new(shared.config.page_size);
     loop {
-        let mut range =
-            Range::between(start.clone(), end.clone()).with_limit(shared.config.page_size);
+        let mut range = Range::between(start.clone(), end.clone()).with_limit(size.limit());
         if revision != 0 {
             range = range.at_revision(revision);
         }
-        let page = store.range(range).await?;
+        let page = match store.range(range).await {
+            Ok(page) => page,
+            // A reply over the client's limit: the same keys in smaller pages.
+            Err(StoreError::InvalidArgument(msg)) if size.shrink() => {
+                tracing::warn!(%msg, limit = size.limit(), "list page too large; asking for fewer keys");
+                continue;
+            }
+            Err(err) => return Err(err.into()),
+        };
         if revision == 0 {
             revision = page.revision;
         }
-        for kv in &page.kvs {
+        size.after_page(
+            page.kvs.len(),
+            page.kvs
+                .iter()
+                .map(|kv| kv.key.len() + kv.value.len())
+                .sum(),
+        );
+        for kv in page
+            .kvs
+            .iter()
+            .filter(|kv| !shared.keyspace.is_progress_mark(&kv.key))
+        {
             let key = match shared.keyspace.parse(&kv.key) {
                 Ok(key) => key,
                 Err(err) => {

@@ -74,6 +74,9 @@ impl Kind {
     }
 }
 
+/// The last segment of [`Keyspace::progress_mark`].
+const PROGRESS_MARK: &str = "progress_mark";
+
 /// What a key names, with its ids decoded.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum StateKey {
@@ -267,6 +270,19 @@ impl Keyspace {
     /// `scheduler_config`.
     pub fn scheduler_config(&self) -> Vec<u8> {
         self.build(&["scheduler_config"])
+    }
+
+    /// `progress_mark`: a key of no content that caches waiting for a
+    /// revision no event announces write, then wait to see, because a
+    /// watch delivers events in order while etcd's progress notifications
+    /// may not be (see `Informer::wait_for_revision`). It names no object.
+    pub fn progress_mark(&self) -> Vec<u8> {
+        self.build(&[PROGRESS_MARK])
+    }
+
+    /// Whether `key` is this keyspace's progress mark.
+    pub fn is_progress_mark(&self, key: &[u8]) -> bool {
+        key.strip_prefix(self.root.as_bytes()) == Some(PROGRESS_MARK.as_bytes())
     }
 
     /// `leader/<service>`: the election name a service's candidates campaign on.

@@ -11,6 +11,7 @@ mod fan_out;
 mod index;
 mod informer;
 mod keyspace;
+mod list_page;
 mod registration;
 mod snapshot;
 mod tables;

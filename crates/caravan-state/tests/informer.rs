@@ -12,7 +12,7 @@ use caravan_proto::{AllocClientStatus, Evaluation, SchedulerConfiguration};
 use caravan_state::{Informer, InformerConfig, Keyspace, Kind, StateError, encode};
 use caravan_store::{EtcdStore, MemStore, Op, Store, Txn};
 
-use support::{FaultyStore, alloc, delete_key, job, node, put_alloc};
+use support::{EarlyProgressStore, FaultyStore, alloc, delete_key, job, node, put_alloc};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -180,6 +180,39 @@ async fn waits_for_revisions_made_elsewhere(store: Arc<dyn Store>, ks: Keyspace)
     }
 }
 
+async fn progress_ahead_of_events_is_not_trusted(store: Arc<dyn Store>, ks: Keyspace) {
+    let early = EarlyProgressStore::new(Arc::clone(&store));
+    let informer = start(early, &ks).await;
+    // Enough rounds that some run well after the watch opened, when a
+    // progress notification is no longer taken for a catch-up artefact.
+    for i in 0..12 {
+        let id = format!("a{i}");
+        let rev = put_alloc(&*store, &ks, &alloc(&id, "n1", "web", 100, 10, 9000 + i)).await;
+        let snap = informer.wait_for_revision(rev, WAIT).await.unwrap();
+        assert!(snap.revision() >= rev);
+        assert!(
+            ids(snap.allocs()).contains(&id),
+            "the snapshot at {} lacks the write at {rev}",
+            snap.revision()
+        );
+    }
+    // A revision no event of this prefix announces is still reached.
+    let other = Keyspace::new(&format!("{}-elsewhere", ks.prefix()));
+    let rev = store.put(&other.node("x"), b"", 0).await.unwrap();
+    let snap = informer.wait_for_revision(rev, WAIT).await.unwrap();
+    assert!(snap.revision() >= rev);
+    assert_eq!(snap.alloc_count(), 12);
+}
+
+async fn starts_once_the_store_answers(store: Arc<dyn Store>, ks: Keyspace) {
+    put_alloc(&*store, &ks, &alloc("a1", "n1", "web", 100, 10, 8080)).await;
+    let faulty = FaultyStore::new(Arc::clone(&store));
+    faulty.fail_next_ranges(3);
+    let informer = start(faulty.clone(), &ks).await;
+    assert_eq!(faulty.ranges_to_fail(), 0);
+    assert_eq!(ids(informer.snapshot().allocs()), vec!["a1"]);
+}
+
 async fn reconnects_after_a_cut_without_relisting(store: Arc<dyn Store>, ks: Keyspace) {
     let faulty = FaultyStore::new(Arc::clone(&store));
     let informer = start(faulty.clone(), &ks).await;
@@ -258,6 +291,26 @@ async fn list_pages_share_one_revision(store: Arc<dyn Store>, ks: Keyspace) {
     let rev = store.current_revision().await.unwrap();
     let snap = informer.wait_for_revision(rev, WAIT).await.unwrap();
     assert_eq!(snap.alloc_count(), 6, "the watch brings it");
+}
+
+async fn list_pages_shrink_to_fit_the_reply_limit(store: Arc<dyn Store>, ks: Keyspace) {
+    // Six jobs of about 300 KB: three (the configured page) outgrow a 700 KB reply.
+    for i in 0..6 {
+        let mut j = job("default", &format!("big-{i}"), 1);
+        j.meta = (0..10_000)
+            .map(|k| (format!("key-{k:05}"), "x".repeat(20)))
+            .collect();
+        store
+            .put(&ks.job("default", &j.id), &encode(&j), 0)
+            .await
+            .unwrap();
+    }
+    let faulty = FaultyStore::new(Arc::clone(&store));
+    faulty.cap_replies(700 * 1024);
+    let informer = tokio::time::timeout(WAIT, start(faulty.clone(), &ks))
+        .await
+        .expect("the list fits the reply limit in smaller pages");
+    assert_eq!(informer.snapshot().jobs().count(), 6);
 }
 
 async fn bad_values_are_skipped_not_served(store: Arc<dyn Store>, ks: Keyspace) {
@@ -399,9 +452,12 @@ on_every_backend!(
     initial_list_then_watch,
     snapshots_are_isolated,
     waits_for_revisions_made_elsewhere,
+    progress_ahead_of_events_is_not_trusted,
+    starts_once_the_store_answers,
     reconnects_after_a_cut_without_relisting,
     compaction_relists_and_drops_what_vanished,
     list_pages_share_one_revision,
+    list_pages_shrink_to_fit_the_reply_limit,
     bad_values_are_skipped_not_served,
     heartbeats_follow_their_lease,
     snapshots_never_split_a_transaction,

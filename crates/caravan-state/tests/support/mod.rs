@@ -4,7 +4,8 @@
 #![allow(dead_code)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use caravan_proto::{
@@ -14,11 +15,11 @@ use caravan_proto::{
 use caravan_state::{Keyspace, encode};
 use caravan_store::{
     DeleteResult, LeaderInfo, LeaderKey, Lease, LeaseId, Range, RangeResult, Result, Revision,
-    Store, StoreError, Txn, TxnResult, Watch,
+    Store, StoreError, Txn, TxnResult, Watch, WatchBatch, WatchProgress,
 };
 use futures::StreamExt;
 use parking_lot::Mutex;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 /// Wraps a store so a test can cut every watch (as a network failure would)
 /// and keep new ones from opening, or slip a write in between list pages.
@@ -26,7 +27,11 @@ pub struct FaultyStore {
     inner: Arc<dyn Store>,
     cut: watch::Sender<u64>,
     refusing: AtomicBool,
+    failing_ranges: AtomicUsize,
     write_after_first_page: Mutex<Option<(Vec<u8>, Vec<u8>)>>,
+    /// Largest range reply answered, in key and value bytes (0: no limit),
+    /// as a client's message size limit refuses larger ones.
+    reply_cap: std::sync::atomic::AtomicUsize,
 }
 
 impl FaultyStore {
@@ -35,7 +40,9 @@ impl FaultyStore {
             inner,
             cut: watch::channel(0).0,
             refusing: AtomicBool::new(false),
+            failing_ranges: AtomicUsize::new(0),
             write_after_first_page: Mutex::new(None),
+            reply_cap: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -50,6 +57,22 @@ impl FaultyStore {
         self.refusing.store(false, Ordering::SeqCst);
     }
 
+    /// Range replies over `bytes` fail as a client's message limit fails them.
+    pub fn cap_replies(&self, bytes: usize) {
+        self.reply_cap.store(bytes, Ordering::SeqCst);
+    }
+
+    /// The next `n` range reads fail with `Unavailable`, as when etcd is
+    /// down.
+    pub fn fail_next_ranges(&self, n: usize) {
+        self.failing_ranges.store(n, Ordering::SeqCst);
+    }
+
+    /// How many of the failing range reads are still to come.
+    pub fn ranges_to_fail(&self) -> usize {
+        self.failing_ranges.load(Ordering::SeqCst)
+    }
+
     /// The next range read writes `key` right after answering.
     pub fn write_after_next_range(&self, key: Vec<u8>, value: Vec<u8>) {
         *self.write_after_first_page.lock() = Some((key, value));
@@ -59,7 +82,24 @@ impl FaultyStore {
 #[async_trait]
 impl Store for FaultyStore {
     async fn range(&self, range: Range) -> Result<RangeResult> {
+        let failing = self
+            .failing_ranges
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if failing.is_ok() {
+            return Err(StoreError::Unavailable("etcd is down in this test".into()));
+        }
         let page = self.inner.range(range).await?;
+        let cap = self.reply_cap.load(Ordering::SeqCst);
+        let bytes: usize = page
+            .kvs
+            .iter()
+            .map(|kv| kv.key.len() + kv.value.len())
+            .sum();
+        if cap != 0 && bytes > cap {
+            return Err(StoreError::InvalidArgument(format!(
+                "decoded message length too large: found {bytes} bytes, the limit is: {cap} bytes"
+            )));
+        }
         let write = self.write_after_first_page.lock().take();
         if let Some((key, value)) = write {
             self.inner.put(&key, &value, 0).await?;
@@ -193,4 +233,118 @@ pub async fn put_alloc(store: &dyn Store, ks: &Keyspace, a: &Allocation) -> Revi
 
 pub async fn delete_key(store: &dyn Store, key: Vec<u8>) -> Revision {
     store.delete(Range::key(key)).await.unwrap().revision
+}
+
+/// How far behind its progress notification [`EarlyProgressStore`] delivers
+/// a batch of events.
+pub const EVENTS_LATE_BY: Duration = Duration::from_millis(50);
+
+/// Wraps a store so its watches behave as etcd before 3.4.25 / 3.5.8 may:
+/// every batch of events is announced by a progress notification carrying
+/// its revision, and the events themselves follow [`EVENTS_LATE_BY`] later;
+/// a requested progress notification carries the store's current revision
+/// at once, ahead of events still on their way.
+pub struct EarlyProgressStore {
+    inner: Arc<dyn Store>,
+}
+
+impl EarlyProgressStore {
+    pub fn new(inner: Arc<dyn Store>) -> Arc<Self> {
+        Arc::new(EarlyProgressStore { inner })
+    }
+}
+
+struct EarlyProgress {
+    store: Arc<dyn Store>,
+    out: mpsc::UnboundedSender<Result<WatchBatch>>,
+}
+
+#[async_trait]
+impl WatchProgress for EarlyProgress {
+    async fn request_progress(&self) -> Result<()> {
+        let revision = self.store.current_revision().await?;
+        self.out
+            .send(Ok(WatchBatch {
+                revision,
+                events: Vec::new(),
+            }))
+            .map_err(|_| StoreError::Closed("watch is gone".into()))
+    }
+}
+
+#[async_trait]
+impl Store for EarlyProgressStore {
+    async fn range(&self, range: Range) -> Result<RangeResult> {
+        self.inner.range(range).await
+    }
+    async fn put(&self, key: &[u8], value: &[u8], lease: LeaseId) -> Result<Revision> {
+        self.inner.put(key, value, lease).await
+    }
+    async fn delete(&self, range: Range) -> Result<DeleteResult> {
+        self.inner.delete(range).await
+    }
+    async fn txn(&self, txn: Txn) -> Result<TxnResult> {
+        self.inner.txn(txn).await
+    }
+    async fn current_revision(&self) -> Result<Revision> {
+        self.inner.current_revision().await
+    }
+    async fn watch(&self, prefix: &[u8], start_revision: Revision) -> Result<Watch> {
+        let mut inner = self.inner.watch(prefix, start_revision).await?;
+        let (out, batches) = mpsc::unbounded_channel();
+        let forward = out.clone();
+        tokio::spawn(async move {
+            while let Some(item) = inner.stream.next().await {
+                if let Ok(batch) = &item
+                    && !batch.events.is_empty()
+                {
+                    let early = WatchBatch {
+                        revision: batch.revision,
+                        events: Vec::new(),
+                    };
+                    if forward.send(Ok(early)).is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(EVENTS_LATE_BY).await;
+                }
+                if forward.send(item).is_err() {
+                    return;
+                }
+            }
+        });
+        let stream = futures::stream::unfold(batches, |mut batches| async move {
+            batches.recv().await.map(|item| (item, batches))
+        });
+        Ok(Watch {
+            stream: Box::pin(stream),
+            progress: Arc::new(EarlyProgress {
+                store: Arc::clone(&self.inner),
+                out,
+            }),
+        })
+    }
+    async fn compact(&self, revision: Revision) -> Result<()> {
+        self.inner.compact(revision).await
+    }
+    async fn lease_grant(&self, ttl_secs: i64) -> Result<Lease> {
+        self.inner.lease_grant(ttl_secs).await
+    }
+    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64> {
+        self.inner.lease_keep_alive(lease).await
+    }
+    async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
+        self.inner.lease_revoke(lease).await
+    }
+    async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<i64>> {
+        self.inner.lease_time_to_live(lease).await
+    }
+    async fn campaign(&self, name: &[u8], value: &[u8], lease: LeaseId) -> Result<LeaderKey> {
+        self.inner.campaign(name, value, lease).await
+    }
+    async fn leader(&self, name: &[u8]) -> Result<Option<LeaderInfo>> {
+        self.inner.leader(name).await
+    }
+    async fn resign(&self, leader: &LeaderKey) -> Result<()> {
+        self.inner.resign(leader).await
+    }
 }

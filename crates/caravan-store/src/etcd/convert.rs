@@ -53,6 +53,39 @@ pub(super) fn error(err: ec::Error, ctx: Context) -> StoreError {
     }
 }
 
+/// Whether a failed request never reached etcd, so sending it again cannot
+/// apply it twice: the connection could not be made, or the member refused
+/// it for want of a leader before looking at it.
+pub(super) fn unsent(err: &ec::Error) -> bool {
+    let status = match err {
+        ec::Error::GRpcStatus(status) => status,
+        ec::Error::TransportError(_) => return true,
+        _ => return false,
+    };
+    if status.code() != Code::Unavailable {
+        return false;
+    }
+    if status.message().contains("etcdserver: no leader") {
+        return true;
+    }
+    let mut source = std::error::Error::source(status);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::AddrNotAvailable
+                    | std::io::ErrorKind::NotConnected
+            )
+        {
+            return true;
+        }
+        source = err.source();
+    }
+    // hyper's connector names its failure; the cause may not be attached.
+    status.message().contains("tcp connect error")
+}
+
 fn status_error(status: &tonic::Status, ctx: Context) -> StoreError {
     let msg = status.message();
     if msg.contains("requested lease not found") {
@@ -81,6 +114,11 @@ fn status_error(status: &tonic::Status, ctx: Context) -> StoreError {
     match status.code() {
         Code::InvalidArgument | Code::OutOfRange => StoreError::InvalidArgument(msg.to_string()),
         Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => {
+            StoreError::Unavailable(msg.to_string())
+        }
+        // tonic reports a connection that broke mid-request (a member killed
+        // or frozen) as Unknown "transport error" or an h2 error.
+        Code::Unknown if msg.contains("transport error") || msg.contains("h2 protocol error") => {
             StoreError::Unavailable(msg.to_string())
         }
         Code::NotFound if ctx.lease != 0 => StoreError::LeaseNotFound(ctx.lease),
@@ -218,4 +256,25 @@ pub(super) fn op_results(
             )),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_connection_is_unavailable() {
+        for msg in [
+            "transport error",
+            "h2 protocol error: stream no longer needed",
+        ] {
+            let err = status_error(&tonic::Status::unknown(msg), Context::default());
+            assert!(matches!(err, StoreError::Unavailable(_)), "{msg}: {err:?}");
+        }
+        let other = status_error(
+            &tonic::Status::unknown("something else"),
+            Context::default(),
+        );
+        assert!(matches!(other, StoreError::Internal(_)), "{other:?}");
+    }
 }

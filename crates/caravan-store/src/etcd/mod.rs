@@ -4,15 +4,19 @@
 
 mod convert;
 mod keepalive;
+mod members;
 mod watch;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use async_trait::async_trait;
 use etcd_client as ec;
 
+use crate::backoff::Backoff;
 use crate::error::{Result, StoreError};
 use crate::store::{Store, Watch};
 use crate::types::{
@@ -22,6 +26,7 @@ use crate::types::{
 
 use self::convert::Context;
 use self::keepalive::KeepAlives;
+use self::members::Members;
 
 /// How to reach etcd.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,19 +58,36 @@ impl EtcdConfig {
     }
 }
 
-/// The store on etcd. Clones share one connection.
+/// The pause after a round of failed attempts on every member, doubling.
+const ROUND_PAUSE_MIN: Duration = Duration::from_millis(50);
+/// The longest pause between rounds.
+const ROUND_PAUSE_MAX: Duration = Duration::from_secs(1);
+
+/// Whether a request that failed on one member may be sent to the next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Retry {
+    /// Reads and renewals: sending them twice changes nothing.
+    Always,
+    /// Writes: only if the failed attempt never reached etcd, since one
+    /// whose outcome is unknown may have been applied.
+    IfUnsent,
+}
+
+/// The store on etcd. Clones share one set of connections.
 ///
 /// etcd before 3.4.24 may send a requested progress notification ahead of
 /// events already on their way to the watcher (etcd issue 15220); later
 /// versions order them.
+///
+/// Every request goes to one pinned member; a member that fails (down, or
+/// without a leader: requests carry etcd's `require_leader`) is left for
+/// the next, so with a quorum up requests reach a live member.
 #[derive(Clone)]
 pub struct EtcdStore {
-    kv: ec::KvClient,
-    watch: ec::WatchClient,
-    lease: ec::LeaseClient,
-    election: ec::ElectionClient,
+    members: Arc<Members>,
     keepalives: Arc<KeepAlives>,
     request_timeout: Duration,
+    max_message_bytes: usize,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -81,63 +103,112 @@ impl EtcdStore {
     }
 
     /// Connects, and proves the connection with one request so a wrong
-    /// endpoint fails here rather than on first use.
+    /// endpoint fails here rather than on first use: some member must
+    /// answer within the connect timeout.
     pub async fn connect_with(config: EtcdConfig) -> Result<Self> {
         if config.endpoints.is_empty() {
             return Err(StoreError::InvalidArgument("no etcd endpoints".into()));
         }
+        // `require_leader`: a member cut off from its cluster refuses
+        // requests and cancels watches instead of serving them stale or
+        // keeping them silent forever.
         let options = ec::ConnectOptions::new()
             .with_connect_timeout(config.connect_timeout)
-            .with_keep_alive(config.keep_alive_interval, config.request_timeout);
-        let connecting = async {
-            let client = ec::Client::connect(&config.endpoints, Some(options))
-                .await
-                .map_err(|err| convert::error(err, Context::default()))?;
-            client
-                .maintenance_client()
-                .status()
-                .await
-                .map_err(|err| convert::error(err, Context::default()))?;
-            Ok::<_, StoreError>(client)
-        };
-        let client = tokio::time::timeout(config.connect_timeout, connecting)
-            .await
-            .map_err(|_| {
-                StoreError::Unavailable(format!(
-                    "no answer from etcd at {} within {:?}",
-                    config.endpoints.join(","),
-                    config.connect_timeout
-                ))
-            })??;
-        Ok(EtcdStore {
-            kv: client
-                .kv_client()
-                .max_decoding_message_size(config.max_message_bytes),
-            watch: client
-                .watch_client()
-                .max_decoding_message_size(config.max_message_bytes),
-            lease: client.lease_client(),
-            election: client.election_client(),
+            .with_keep_alive(config.keep_alive_interval, config.request_timeout)
+            .with_require_leader(true);
+        let store = EtcdStore {
+            members: Arc::new(Members::new(&config.endpoints, options)),
             keepalives: Arc::new(KeepAlives::default()),
+            request_timeout: config.connect_timeout,
+            max_message_bytes: config.max_message_bytes,
+        };
+        store
+            .call(Context::default(), Retry::Always, |client| async move {
+                client.maintenance_client().status().await
+            })
+            .await
+            .map_err(|err| {
+                StoreError::Unavailable(format!(
+                    "no answer from etcd at {}: {err}",
+                    store.members.endpoints()
+                ))
+            })?;
+        Ok(EtcdStore {
             request_timeout: config.request_timeout,
+            ..store
         })
     }
 
-    /// Awaits one request, bounded by the request timeout. A request that
-    /// may hang forever (the client waits for a reachable endpoint) must
-    /// fail with `Unavailable` instead.
-    async fn call<T>(
-        &self,
-        ctx: Context,
-        request: impl Future<Output = std::result::Result<T, ec::Error>>,
-    ) -> Result<T> {
-        match tokio::time::timeout(self.request_timeout, request).await {
-            Ok(answer) => answer.map_err(|err| convert::error(err, ctx)),
-            Err(_) => Err(StoreError::Unavailable(format!(
-                "etcd did not answer within {:?}",
-                self.request_timeout
-            ))),
+    /// Sends one etcd-client request to the pinned member; see
+    /// [`attempt`](Self::attempt).
+    async fn call<T, F, Fut>(&self, ctx: Context, retry: Retry, request: F) -> Result<T>
+    where
+        F: Fn(ec::Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, ec::Error>>,
+    {
+        self.attempt(retry, |_, client| {
+            let answer = request(client);
+            async move {
+                answer.await.map_err(|err| {
+                    let unsent = convert::unsent(&err);
+                    (convert::error(err, ctx), unsent)
+                })
+            }
+        })
+        .await
+    }
+
+    /// Runs `request` against the pinned member until it answers, within
+    /// the request timeout (a request may otherwise wait forever for a
+    /// reachable endpoint). A member failing with `Unavailable` is left for
+    /// the next and, as `retry` allows, the request sent there; after a
+    /// round of every member the next round waits a little, so an election
+    /// (no member has a leader for a second or two) is waited out. A
+    /// failure carries whether the request surely never reached etcd.
+    async fn attempt<T, F, Fut>(&self, retry: Retry, request: F) -> Result<T>
+    where
+        F: Fn(usize, ec::Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, (StoreError, bool)>>,
+    {
+        let deadline = Instant::now() + self.request_timeout;
+        let mut pauses = Backoff::new(ROUND_PAUSE_MIN, ROUND_PAUSE_MAX);
+        let mut tried = 0;
+        loop {
+            let (index, client) = self.members.pinned().await?;
+            let (err, unsent) =
+                match tokio::time::timeout_at(deadline, request(index, client)).await {
+                    Ok(Ok(answer)) => return Ok(answer),
+                    Ok(Err(failure)) => failure,
+                    Err(_) => (
+                        StoreError::Unavailable(format!(
+                            "etcd did not answer within {:?}",
+                            self.request_timeout
+                        )),
+                        false,
+                    ),
+                };
+            if !matches!(err, StoreError::Unavailable(_)) {
+                return Err(err);
+            }
+            self.members.failed(index, &err);
+            if retry == Retry::IfUnsent && !unsent {
+                return Err(err);
+            }
+            tried += 1;
+            if tried % self.members.len() == 0 {
+                let pause = pauses.next_delay();
+                if Instant::now() + pause >= deadline {
+                    return Err(err);
+                }
+                tokio::time::sleep(pause).await;
+            }
         }
+    }
+
+    fn kv(&self, client: &ec::Client) -> ec::KvClient {
+        client
+            .kv_client()
+            .max_decoding_message_size(self.max_message_bytes)
     }
 
     /// Fills in the current revision etcd leaves out of a future-revision
@@ -156,35 +227,40 @@ impl EtcdStore {
 #[async_trait]
 impl Store for EtcdStore {
     async fn range(&self, range: Range) -> Result<RangeResult> {
-        let mut kv = self.kv.clone();
         let options = convert::get_options(&range);
         let ctx = Context::revision(range.revision);
-        match self
-            .call(ctx, kv.get(range.start.clone(), Some(options)))
-            .await
-        {
+        let answer = self
+            .call(ctx, Retry::Always, |client| {
+                let (mut kv, key, options) =
+                    (self.kv(&client), range.start.clone(), options.clone());
+                async move { kv.get(key, Some(options)).await }
+            })
+            .await;
+        match answer {
             Ok(resp) => Ok(convert::range_result(&resp, range.keys_only)),
             Err(err) => Err(self.with_current(err).await),
         }
     }
 
     async fn put(&self, key: &[u8], value: &[u8], lease: LeaseId) -> Result<Revision> {
-        let mut kv = self.kv.clone();
         let options = (lease != 0).then(|| ec::PutOptions::new().with_lease(lease));
         let resp = self
-            .call(Context::lease(lease), kv.put(key, value, options))
+            .call(Context::lease(lease), Retry::IfUnsent, |client| {
+                let (mut kv, options) = (self.kv(&client), options.clone());
+                async move { kv.put(key, value, options).await }
+            })
             .await?;
         Ok(resp.header().map_or(0, |h| h.revision()))
     }
 
     async fn delete(&self, range: Range) -> Result<DeleteResult> {
-        let mut kv = self.kv.clone();
         let options = convert::delete_options(&range);
         let resp = self
-            .call(
-                Context::default(),
-                kv.delete(range.start.clone(), Some(options)),
-            )
+            .call(Context::default(), Retry::IfUnsent, |client| {
+                let (mut kv, key, options) =
+                    (self.kv(&client), range.start.clone(), options.clone());
+                async move { kv.delete(key, Some(options)).await }
+            })
             .await?;
         Ok(DeleteResult {
             deleted: resp.deleted(),
@@ -193,7 +269,6 @@ impl Store for EtcdStore {
     }
 
     async fn txn(&self, txn: Txn) -> Result<TxnResult> {
-        let mut kv = self.kv.clone();
         // A put on a missing lease is the one lease error a txn can hit.
         let lease = txn
             .success
@@ -204,10 +279,14 @@ impl Store for EtcdStore {
                 _ => None,
             })
             .unwrap_or(0);
-        let resp = match self
-            .call(Context::lease(lease), kv.txn(convert::txn(&txn)))
-            .await
-        {
+        let request = convert::txn(&txn);
+        let answer = self
+            .call(Context::lease(lease), Retry::IfUnsent, |client| {
+                let (mut kv, request) = (self.kv(&client), request.clone());
+                async move { kv.txn(request).await }
+            })
+            .await;
+        let resp = match answer {
             Ok(resp) => resp,
             Err(err) => return Err(self.with_current(err).await),
         };
@@ -226,40 +305,59 @@ impl Store for EtcdStore {
     }
 
     async fn current_revision(&self) -> Result<Revision> {
-        let mut kv = self.kv.clone();
         // Any key will do: the header carries the store's revision.
-        let options = ec::GetOptions::new().with_count_only();
         let resp = self
-            .call(Context::default(), kv.get(vec![0], Some(options)))
+            .call(Context::default(), Retry::Always, |client| {
+                let mut kv = self.kv(&client);
+                async move {
+                    kv.get(vec![0], Some(ec::GetOptions::new().with_count_only()))
+                        .await
+                }
+            })
             .await?;
         Ok(resp.header().map_or(0, |h| h.revision()))
     }
 
     async fn watch(&self, prefix: &[u8], start_revision: Revision) -> Result<Watch> {
-        watch::open(
-            &self.watch,
-            prefix,
-            start_revision.max(0),
-            self.request_timeout,
-        )
+        self.attempt(Retry::Always, |index, client| {
+            let watcher = client
+                .watch_client()
+                .max_decoding_message_size(self.max_message_bytes);
+            let members = Arc::clone(&self.members);
+            let lost = move |err: &StoreError| members.failed(index, err);
+            async move {
+                watch::open(
+                    &watcher,
+                    prefix,
+                    start_revision.max(0),
+                    self.request_timeout,
+                    lost,
+                )
+                .await
+                .map_err(|err| (err, false))
+            }
+        })
         .await
     }
 
     async fn compact(&self, revision: Revision) -> Result<()> {
-        let mut kv = self.kv.clone();
-        match self
-            .call(Context::revision(revision), kv.compact(revision, None))
-            .await
-        {
+        let answer = self
+            .call(Context::revision(revision), Retry::IfUnsent, |client| {
+                let mut kv = self.kv(&client);
+                async move { kv.compact(revision, None).await }
+            })
+            .await;
+        match answer {
             Ok(_) => Ok(()),
             Err(err) => Err(self.with_current(err).await),
         }
     }
 
     async fn lease_grant(&self, ttl_secs: i64) -> Result<Lease> {
-        let mut lease = self.lease.clone();
         let resp = self
-            .call(Context::default(), lease.grant(ttl_secs, None))
+            .call(Context::default(), Retry::IfUnsent, |client| async move {
+                client.lease_client().grant(ttl_secs, None).await
+            })
             .await?;
         Ok(Lease {
             id: resp.id(),
@@ -268,23 +366,31 @@ impl Store for EtcdStore {
     }
 
     async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64> {
-        self.keepalives
-            .renew(&self.lease, lease, self.request_timeout)
-            .await
+        self.attempt(Retry::Always, |_, client| async move {
+            self.keepalives
+                .renew(&client.lease_client(), lease, self.request_timeout)
+                .await
+                .map_err(|err| (err, false))
+        })
+        .await
     }
 
     async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
         self.keepalives.forget(lease);
-        let mut client = self.lease.clone();
-        self.call(Context::lease(lease), client.revoke(lease))
-            .await
-            .map(|_| ())
+        self.call(
+            Context::lease(lease),
+            Retry::IfUnsent,
+            |client| async move { client.lease_client().revoke(lease).await },
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<i64>> {
-        let mut client = self.lease.clone();
         match self
-            .call(Context::lease(lease), client.time_to_live(lease, None))
+            .call(Context::lease(lease), Retry::Always, |client| async move {
+                client.lease_client().time_to_live(lease, None).await
+            })
             .await
         {
             // etcd answers -1 for a lease it does not know.
@@ -295,13 +401,34 @@ impl Store for EtcdStore {
     }
 
     async fn campaign(&self, name: &[u8], value: &[u8], lease: LeaseId) -> Result<LeaderKey> {
-        let mut election = self.election.clone();
         // Not bounded by the request timeout: a campaign waits for the
         // candidates ahead of it, which may take as long as their leases.
-        let resp = election
-            .campaign(name, value, lease)
-            .await
-            .map_err(|err| convert::error(err, Context::lease(lease)))?;
+        // A campaign that never reached etcd is sent to the next member.
+        let mut attempts = self.members.len();
+        let resp = loop {
+            let (index, client) = self.members.pinned().await?;
+            match client.election_client().campaign(name, value, lease).await {
+                Ok(resp) => break resp,
+                Err(err) => {
+                    let unsent = convert::unsent(&err);
+                    let err = convert::error(err, Context::lease(lease));
+                    // etcd waits for the candidates ahead by watching from
+                    // a revision; a compaction meanwhile ends the wait. The
+                    // candidate key stays, and campaigning again on the
+                    // same lease picks it up and waits anew.
+                    if let StoreError::Compacted { .. } = err {
+                        continue;
+                    }
+                    if let StoreError::Unavailable(_) = err {
+                        self.members.failed(index, &err);
+                    }
+                    attempts -= 1;
+                    if !unsent || attempts == 0 {
+                        return Err(err);
+                    }
+                }
+            }
+        };
         let leader = resp.leader().ok_or_else(|| {
             StoreError::Internal("etcd's campaign answer has no leader key".into())
         })?;
@@ -314,8 +441,12 @@ impl Store for EtcdStore {
     }
 
     async fn leader(&self, name: &[u8]) -> Result<Option<LeaderInfo>> {
-        let mut election = self.election.clone();
-        match self.call(Context::default(), election.leader(name)).await {
+        match self
+            .call(Context::default(), Retry::Always, |client| async move {
+                client.election_client().leader(name).await
+            })
+            .await
+        {
             Ok(resp) => Ok(resp.kv().map(|kv| LeaderInfo {
                 key: kv.key().to_vec(),
                 value: kv.value().to_vec(),
@@ -329,7 +460,6 @@ impl Store for EtcdStore {
     }
 
     async fn resign(&self, leader: &LeaderKey) -> Result<()> {
-        let mut election = self.election.clone();
         let key = ec::LeaderKey::new()
             .with_name(leader.name.clone())
             .with_key(leader.key.clone())
@@ -337,7 +467,10 @@ impl Store for EtcdStore {
             .with_lease(leader.lease);
         let options = ec::ResignOptions::new().with_leader(key);
         match self
-            .call(Context::lease(leader.lease), election.resign(Some(options)))
+            .call(Context::lease(leader.lease), Retry::IfUnsent, |client| {
+                let options = options.clone();
+                async move { client.election_client().resign(Some(options)).await }
+            })
             .await
         {
             // The key went with its lease: nothing left to resign.

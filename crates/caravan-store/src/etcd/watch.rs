@@ -36,8 +36,13 @@ impl WatchProgress for EtcdProgress {
     }
 }
 
+/// Told when a watch fails with `Unavailable`, so the next request goes to
+/// another member.
+pub(super) type OnLost = Box<dyn Fn(&StoreError) + Send + Sync>;
+
 struct Cursor {
     answers: ec::WatchResponseStream,
+    lost: OnLost,
     /// The first revision not yet delivered, for the `Compacted` error.
     next: Revision,
     done: bool,
@@ -57,7 +62,11 @@ impl Cursor {
                 }
                 Err(err) => {
                     self.done = true;
-                    return Some(Err(convert::error(err, Context::revision(self.next))));
+                    let err = convert::error(err, Context::revision(self.next));
+                    if let StoreError::Unavailable(_) = err {
+                        (self.lost)(&err);
+                    }
+                    return Some(Err(err));
                 }
             };
             if answer.compact_revision() > 0 {
@@ -101,12 +110,14 @@ impl Cursor {
     }
 }
 
-/// Opens a watch of `prefix` from `start` (0: from the next change).
+/// Opens a watch of `prefix` from `start` (0: from the next change);
+/// `lost` hears of the watch failing with `Unavailable` later.
 pub(super) async fn open(
     client: &ec::WatchClient,
     prefix: &[u8],
     start: Revision,
     timeout: Duration,
+    lost: impl Fn(&StoreError) + Send + Sync + 'static,
 ) -> Result<Watch> {
     let mut options = ec::WatchOptions::new().with_prefix();
     if start > 0 {
@@ -141,6 +152,7 @@ pub(super) async fn open(
     let header = created.header().map_or(0, |h| h.revision());
     let mut cursor = Cursor {
         answers,
+        lost: Box::new(lost),
         next: if start > 0 { start } else { header + 1 },
         done: false,
     };

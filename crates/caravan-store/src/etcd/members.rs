@@ -1,0 +1,95 @@
+//! The etcd members a store talks to: one lazily built connection per
+//! endpoint, one of them pinned for every request until it fails, then the
+//! next. etcd-client's own balance over several endpoints keeps handing
+//! requests to a member that is down (each fails with a connect error), so
+//! failover is done here, the way etcd's own Go client pins an endpoint.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use etcd_client as ec;
+use parking_lot::Mutex;
+
+use crate::error::{Result, StoreError};
+
+use super::convert::{self, Context};
+
+/// One endpoint and its connection, built on first use and dropped when the
+/// member fails, so the next use starts from a fresh channel.
+struct Member {
+    endpoint: String,
+    client: Mutex<Option<ec::Client>>,
+}
+
+/// The endpoints of one etcd cluster and which one is in use.
+pub(super) struct Members {
+    members: Vec<Member>,
+    pinned: AtomicUsize,
+    options: ec::ConnectOptions,
+}
+
+impl Members {
+    /// Members for `endpoints` (not connected yet).
+    pub fn new(endpoints: &[String], options: ec::ConnectOptions) -> Self {
+        Members {
+            members: endpoints
+                .iter()
+                .map(|endpoint| Member {
+                    endpoint: endpoint.clone(),
+                    client: Mutex::new(None),
+                })
+                .collect(),
+            pinned: AtomicUsize::new(0),
+            options,
+        }
+    }
+
+    /// How many endpoints there are: the most attempts one request gets.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Every endpoint, for messages.
+    pub fn endpoints(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| m.endpoint.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The pinned member's index and client, connecting it if needed.
+    /// Connecting is lazy: an unreachable member fails on first request.
+    pub async fn pinned(&self) -> Result<(usize, ec::Client)> {
+        let index = self.pinned.load(Ordering::Acquire) % self.members.len();
+        let member = &self.members[index];
+        if let Some(client) = member.client.lock().clone() {
+            return Ok((index, client));
+        }
+        let client = ec::Client::connect([member.endpoint.as_str()], Some(self.options.clone()))
+            .await
+            .map_err(|err| convert::error(err, Context::default()))?;
+        let mut slot = member.client.lock();
+        Ok((index, slot.get_or_insert(client).clone()))
+    }
+
+    /// Records that member `index` failed with `err`: if it is still the
+    /// pinned one, its connection is dropped and the next member pinned.
+    pub fn failed(&self, index: usize, err: &StoreError) {
+        let next = (index + 1) % self.members.len();
+        if self
+            .pinned
+            .compare_exchange(index, next, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            self.members[index].client.lock().take();
+            if self.members.len() > 1 {
+                tracing::warn!(
+                    failed = %self.members[index].endpoint,
+                    next = %self.members[next].endpoint,
+                    %err,
+                    "etcd member unreachable; switching to the next"
+                );
+            }
+        }
+    }
+}
