@@ -90,6 +90,9 @@ fn canonicalize_groups_only(job: &mut Job) {
             if task.restart_policy.is_none() {
                 task.restart_policy = group.restart_policy.clone();
             }
+            if task.log_config.is_none() {
+                task.log_config = Some(defaults::default_log_config());
+            }
             if task.kill_timeout_ns == 0 {
                 task.kill_timeout_ns = defaults::DEFAULT_KILL_TIMEOUT_NS;
             }

@@ -27,6 +27,20 @@ pub const DEFAULT_MEMORY_MB: u32 = 300;
 pub const DEFAULT_DISK_MB: u32 = 300;
 /// Time between the stop signal and SIGKILL when a task sets none.
 pub const DEFAULT_KILL_TIMEOUT_NS: i64 = 5 * SECOND;
+/// Log files kept per stream of a task that sets none.
+pub const DEFAULT_LOG_MAX_FILES: i32 = 10;
+/// Size (MB) at which a task's log file is rotated when it sets none.
+pub const DEFAULT_LOG_MAX_FILE_SIZE_MB: i32 = 10;
+
+/// The `logs` block of a task that has none.
+pub fn default_log_config() -> caravan_proto::LogConfig {
+    caravan_proto::LogConfig {
+        max_files: DEFAULT_LOG_MAX_FILES,
+        max_file_size_mb: DEFAULT_LOG_MAX_FILE_SIZE_MB,
+        disabled: false,
+    }
+}
+
 /// Weight of an affinity or spread that sets none.
 pub const DEFAULT_WEIGHT: i32 = 50;
 /// Payload requirement of a parameterized job that sets none.

@@ -621,3 +621,45 @@ fn hcl_to_nomad_json_as_written_and_canonical() {
     let from_hcl = parse(&text);
     assert_eq!(from_raw.job, from_hcl.job);
 }
+
+#[test]
+fn the_logs_block_sets_rotation() {
+    let p = parse(&one_task(
+        "      logs {\n        max_files     = 3\n        max_file_size = 5\n      }",
+    ));
+    let lc = p.job.task_groups[0].tasks[0].log_config.unwrap();
+    assert_eq!(
+        (lc.max_files, lc.max_file_size_mb, lc.disabled),
+        (3, 5, false)
+    );
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    assert!(validate(&p.job).is_ok());
+
+    // Left out: Nomad's 10 files of 10 MB.
+    let p = parse(&one_task(""));
+    let lc = p.job.task_groups[0].tasks[0].log_config.unwrap();
+    assert_eq!(
+        (lc.max_files, lc.max_file_size_mb, lc.disabled),
+        (10, 10, false)
+    );
+    let p = parse(&one_task("      logs {\n        disabled = true\n      }"));
+    let lc = p.job.task_groups[0].tasks[0].log_config.unwrap();
+    assert_eq!(
+        (lc.max_files, lc.max_file_size_mb, lc.disabled),
+        (10, 10, true)
+    );
+
+    let p = parse(&one_task("      logs {\n        max_files = 0\n      }"));
+    let errs = validate(&p.job).unwrap_err().messages();
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with(r#"group "g": task "t": logs.max_files: must be at least 1"#)),
+        "{errs:?}"
+    );
+    let errs = parse_err(&one_task("      logs {\n        max_size = 5\n      }"));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("logs: max_size: unsupported argument")),
+        "{errs:?}"
+    );
+}

@@ -193,6 +193,10 @@ job "everything" {
       user        = "nobody"
       leader      = true
       kill_signal = "SIGINT"
+      logs {
+        max_files     = 2
+        max_file_size = 7
+      }
       kill_timeout = "30s"
       config {
         command = "/bin/true"

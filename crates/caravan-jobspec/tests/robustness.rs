@@ -159,3 +159,41 @@ fn deep_nesting_and_odd_text() {
     let r = parse_json(b"{\"Job\": null}", &ParseOptions::default());
     assert!(r.is_err_and(|e| e.to_string().contains("Job: must be a JSON object")));
 }
+
+/// A job whose `meta` object holds `keys` entries, then `extra` (one more line, if any).
+fn job_with_meta(keys: usize, extra: &str) -> String {
+    let mut text = String::from("job \"many\" {\n  meta = {\n");
+    for i in 0..keys {
+        text.push_str(&format!("    k{i} = \"v{i}\"\n"));
+    }
+    text.push_str(extra);
+    text.push_str("  }\n  group \"g\" {\n    task \"t\" {\n      driver = \"raw_exec\"\n");
+    text.push_str("      config { command = \"/bin/true\" }\n    }\n  }\n}\n");
+    text
+}
+
+#[test]
+fn a_large_object_keeps_every_key() {
+    let parsed = parse_hcl(&job_with_meta(20_000, ""), &ParseOptions::default()).unwrap();
+    assert_eq!(parsed.job.meta.len(), 20_000);
+    assert_eq!(parsed.job.meta["k19999"], "v19999");
+}
+
+#[test]
+fn a_key_repeated_far_apart_is_refused() {
+    for extra in ["    k3 = \"again\"\n", "    \"k3\" = \"again\"\n"] {
+        let err = parse_hcl(&job_with_meta(20_000, extra), &ParseOptions::default())
+            .expect_err("a repeated key")
+            .to_string();
+        assert!(
+            err.contains("redefined object key") || err.contains("duplicate object key \"k3\""),
+            "{extra:?}: {err}"
+        );
+    }
+    // The same name as a string twice is caught by the parser itself.
+    let twice = "    \"dup\" = \"a\"\n    \"dup\" = \"b\"\n";
+    let err = parse_hcl(&job_with_meta(10, twice), &ParseOptions::default())
+        .expect_err("a repeated string key")
+        .to_string();
+    assert!(err.contains("redefined object key"), "{err}");
+}

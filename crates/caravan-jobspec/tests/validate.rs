@@ -384,3 +384,39 @@ fn a_proto_built_in_code_validates_after_canonicalize() {
     assert_eq!(job.r#type(), JobType::Service);
     assert_eq!(errors(&job), Vec::<String>::new());
 }
+
+#[test]
+fn log_config_is_read_and_checked() {
+    let job = job_with(|j| {
+        j["TaskGroups"][0]["Tasks"][0]["LogConfig"] =
+            json!({"MaxFiles": 4, "MaxFileSizeMB": 2, "Disabled": false});
+    });
+    let lc = job.task_groups[0].tasks[0].log_config.unwrap();
+    assert_eq!(
+        (lc.max_files, lc.max_file_size_mb, lc.disabled),
+        (4, 2, false)
+    );
+    assert_eq!(errors(&job), Vec::<String>::new());
+    let lc = job_with(|_| {}).task_groups[0].tasks[0].log_config.unwrap();
+    assert_eq!((lc.max_files, lc.max_file_size_mb), (10, 10));
+    assert_error(
+        &job_with(|j| j["TaskGroups"][0]["Tasks"][0]["LogConfig"] = json!({"MaxFiles": 0})),
+        r#"group "web": task "app": logs.max_files: must be at least 1"#,
+    );
+    assert_error(
+        &job_with(|j| {
+            j["TaskGroups"][0]["Tasks"][0]["LogConfig"] = json!({"MaxFileSizeMB": -1});
+        }),
+        r#"group "web": task "app": logs.max_file_size: must be at least 1 MB"#,
+    );
+    let disabled = job_with(|j| {
+        j["TaskGroups"][0]["Tasks"][0]["LogConfig"] = json!({"Enabled": false});
+    });
+    assert!(
+        disabled.task_groups[0].tasks[0]
+            .log_config
+            .as_ref()
+            .unwrap()
+            .disabled
+    );
+}

@@ -71,7 +71,16 @@ pub fn task_destructive(
         || old.dispatch_payload_file != new.dispatch_payload_file
         || old.leader != new.leader
         || old.resources != new.resources
+        || log_config(old) != log_config(new)
         || merged_meta(old_job, old_tg, old) != merged_meta(new_job, new_tg, new)
+}
+
+/// A task's `logs` block as (max files, max file size in MB, disabled);
+/// none is Nomad's default of 10 files of 10 MB.
+fn log_config(t: &Task) -> (i32, i32, bool) {
+    t.log_config.as_ref().map_or((10, 10, false), |l| {
+        (l.max_files, l.max_file_size_mb, l.disabled)
+    })
 }
 
 /// Affinities (job, group, then task level, in order) or spreads (job, then

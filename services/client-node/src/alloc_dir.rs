@@ -27,6 +27,9 @@ pub struct TaskDirs {
     pub stdout: PathBuf,
     /// `alloc/logs/<task>.stderr.0`.
     pub stderr: PathBuf,
+    /// Where the task's supervisor records how the task ended,
+    /// `.<task>.exit.json` next to the task's dir.
+    pub exit_record: PathBuf,
 }
 
 /// Checks that `name` is one path segment, so ids and task names can't escape
@@ -50,15 +53,6 @@ pub fn check_segment(field: &str, name: &str) -> Result<(), ClientError> {
 /// The root under which every alloc dir lives.
 pub fn allocs_root(data_dir: &Path) -> PathBuf {
     data_dir.join("allocs")
-}
-
-/// The log file of a task's stream (`stdout` or `stderr`).
-pub fn log_path(data_dir: &Path, alloc_id: &str, task: &str, stream: &str) -> PathBuf {
-    allocs_root(data_dir)
-        .join(alloc_id)
-        .join("alloc")
-        .join("logs")
-        .join(format!("{task}.{stream}.0"))
 }
 
 impl AllocDir {
@@ -87,6 +81,7 @@ impl AllocDir {
             secrets_dir: task_dir.join("secrets"),
             stdout: logs.join(format!("{task}.stdout.0")),
             stderr: logs.join(format!("{task}.stderr.0")),
+            exit_record: self.root.join(format!(".{task}.exit.json")),
             alloc_dir,
             task_dir,
         })
@@ -158,7 +153,6 @@ mod tests {
             t.stdout,
             dir.path().join("allocs/a1/alloc/logs/web.stdout.0")
         );
-        assert_eq!(t.stdout, log_path(dir.path(), "a1", "web", "stdout"));
         a.destroy().unwrap();
         assert!(!a.root().exists());
         a.destroy().unwrap();

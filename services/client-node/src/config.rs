@@ -68,6 +68,11 @@ pub struct ClientConfig {
     /// Kill every task when the client stops (development); otherwise tasks keep
     /// running and the next client start re-attaches to them.
     pub stop_tasks_on_shutdown: bool,
+    /// Log streams the node follows at once (`alloc logs -f`); more are refused.
+    pub max_log_follows: usize,
+    /// The binary run as the supervisor of each `raw_exec` task (with the
+    /// `task-supervisor` argument); empty means this process's own binary.
+    pub task_supervisor: PathBuf,
     /// Logging and tracing.
     pub telemetry: TelemetryConfig,
 }
@@ -139,6 +144,8 @@ impl Default for ClientConfig {
             update_max_batch: 100,
             max_kill_timeout_ms: 30_000,
             stop_tasks_on_shutdown: false,
+            max_log_follows: 64,
+            task_supervisor: PathBuf::new(),
             telemetry: TelemetryConfig::default(),
         }
     }
@@ -172,6 +179,9 @@ impl ClientConfig {
                 "update_interval_ms",
                 "must be positive",
             ));
+        }
+        if self.max_log_follows == 0 {
+            return Err(ClientError::invalid("max_log_follows", "must be positive"));
         }
         if self.update_max_batch == 0 {
             return Err(ClientError::invalid("update_max_batch", "must be positive"));

@@ -15,6 +15,7 @@ mod fingerprint;
 mod gateway;
 mod health;
 mod lifecycle;
+mod log_rotate;
 mod logs;
 mod node_agent;
 mod node_allocs;
@@ -42,6 +43,14 @@ use crate::alloc_runner::NodeContext;
 pub use crate::config::ClientConfig;
 use crate::driver::Drivers;
 pub use crate::driver::{ProcStat, proc_stat};
+
+/// Runs this process as a task supervisor when its first argument asks for
+/// it (the `task-supervisor` argument); returns the exit code it should end with.
+pub fn task_supervisor_main() -> Option<i32> {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let (first, rest) = argv.split_first()?;
+    (first == driver::SUPERVISOR_ARG).then(|| driver::supervisor::main(rest))
+}
 pub use crate::error::ClientError;
 use crate::fingerprint::{HostFacts, build_node};
 use crate::gateway::Gateway;
@@ -115,6 +124,7 @@ impl Service for ClientNodeService {
         let api = ClientNodeApi::new(
             (config.simulate == 0).then(|| config.data_dir.clone()),
             shutdown.clone(),
+            config.max_log_follows,
         );
         let router = serving
             .router
@@ -145,7 +155,12 @@ fn real_agent(
     advertised: &str,
     shutdown: &CancellationToken,
 ) -> Result<NodeAgent, ClientError> {
-    let drivers = Drivers::from_names(&config.driver_names());
+    let supervisor = if config.task_supervisor.as_os_str().is_empty() {
+        std::env::current_exe().map_err(|e| ClientError::io("locate", "/proc/self/exe", e))?
+    } else {
+        config.task_supervisor.clone()
+    };
+    let drivers = Drivers::from_names(&config.driver_names(), &supervisor);
     let node = build_node(
         config,
         facts,

@@ -13,5 +13,8 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    if let Some(code) = caravan_client_node::task_supervisor_main() {
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     caravan_runtime::service::main_with(ClientNodeService, Args::parse().into_service_args())
 }

@@ -267,6 +267,11 @@ mod tests {
                     pid: 42,
                     start_ticks: 7,
                     started_at_unix_ns: 9,
+                    supervisor: Some(crate::driver::SupervisorState {
+                        pid: 43,
+                        start_ticks: 8,
+                        exit_record: dir.path().join(".web.exit.json"),
+                    }),
                 }),
             },
         );

@@ -341,6 +341,7 @@ mod tests {
                 config: TaskConfig::from_pairs(config),
                 env: None,
                 dirs: None,
+                logs: Default::default(),
             },
             kill_signal: Signal::SIGTERM,
             kill_timeout: Duration::from_secs(5),

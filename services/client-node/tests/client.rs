@@ -587,3 +587,94 @@ async fn deployment_health_is_decided_by_the_client() {
     stop(client, shutdown).await;
     stop_fake.cancel();
 }
+
+#[tokio::test]
+async fn task_logs_rotate_keeping_max_files_per_stream() {
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_secs(5));
+    let addr = fake.serve(stop_fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let client = start(config(addr, dir.path()), shutdown.clone())
+        .await
+        .unwrap();
+    let node_id = client.ready.node_ids[0].clone();
+    // 3.5 MB on each stream, more than 2 files × 1 MB.
+    let mut t = sh_task(
+        "chatty",
+        "head -c 3500000 /dev/zero | tr '\\0' o; head -c 3500000 /dev/zero | tr '\\0' e >&2",
+    );
+    t.log_config = Some(caravan_proto::LogConfig {
+        max_files: 2,
+        max_file_size_mb: 1,
+        disabled: false,
+    });
+    let job = job("chatty", JobType::Batch, vec![t]);
+    let a = alloc(&job, 0);
+    fake.push(&node_id, vec![a.clone()], vec![job]);
+    until("alloc complete", WAIT, || {
+        fake.status(&a.id) == Some(AllocClientStatus::Complete)
+    })
+    .await;
+    let logs = dir.path().join("allocs").join(&a.id).join("alloc/logs");
+    for stream in ["stdout", "stderr"] {
+        let mut files: Vec<(String, u64)> = std::fs::read_dir(&logs)
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("chatty.{stream}."))
+            })
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.metadata().unwrap().len(),
+                )
+            })
+            .collect();
+        files.sort();
+        // 3.5 MB in 1 MiB files: indices 0..=3, the newest two kept.
+        assert_eq!(
+            files.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            vec![
+                format!("chatty.{stream}.2").as_str(),
+                format!("chatty.{stream}.3").as_str()
+            ],
+            "{files:?}"
+        );
+        assert_eq!(files[0].1, 1024 * 1024, "a full file: {files:?}");
+        assert_eq!(files[1].1, 3_500_000 - 3 * 1024 * 1024, "{files:?}");
+    }
+    // The logs API reads the kept files in order.
+    let mut api = ClientNodeServiceClient::connect(format!("http://{}", client.local_addr))
+        .await
+        .unwrap();
+    let mut stream = api
+        .read_logs(ReadLogsRequest {
+            alloc_id: a.id.clone(),
+            task: "chatty".into(),
+            stream: "stderr".into(),
+            follow: false,
+            offset: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut total = 0;
+    let mut files = Vec::new();
+    while let Some(chunk) = stream.message().await.unwrap() {
+        assert!(chunk.data.iter().all(|b| *b == b'e'));
+        total += chunk.data.len();
+        if files.last() != Some(&chunk.file) {
+            files.push(chunk.file.clone());
+        }
+    }
+    assert_eq!(total, 3_500_000 - 2 * 1024 * 1024);
+    assert_eq!(
+        files,
+        vec!["alloc/logs/chatty.stderr.2", "alloc/logs/chatty.stderr.3"]
+    );
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}

@@ -1,6 +1,8 @@
 //! A client that restarts finds its tasks again: it re-attaches to live
-//! processes, marks the ones that died while it was down as lost, stops the
-//! tasks of allocs the servers dropped meanwhile, and never runs an alloc twice.
+//! processes, learns the exit of the ones that ended while it was down from
+//! their supervisors (and marks them lost when nothing was recorded), stops
+//! the tasks of allocs the servers dropped meanwhile, and never runs an alloc
+//! twice.
 
 // Helpers outside #[test] functions may unwrap too: a failure is a test failure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -125,13 +127,24 @@ async fn reattaches_to_a_live_task_and_stops_it_later() {
     scene.stop_fake.cancel();
 }
 
+/// The parent of `pid` (`/proc/<pid>/stat` field 4).
+fn parent_of(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 1..];
+    after.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
 #[tokio::test]
-async fn a_task_that_died_while_the_client_was_down_is_lost_not_restarted() {
+async fn a_task_that_died_unrecorded_while_the_client_was_down_is_lost_not_restarted() {
     let scene = Scene::new().await;
     let (first, shutdown) = scene.client().await;
     let node_id = first.ready.node_ids[0].clone();
     let (a, pid) = scene.run_one(&node_id).await;
     stop(first, shutdown).await;
+    // The supervisor goes first, so nobody records how the task ended.
+    let supervisor = parent_of(pid);
+    kill(Pid::from_raw(supervisor), Signal::SIGKILL).unwrap();
+    until("supervisor gone", WAIT, || !alive(supervisor)).await;
     kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
     until("process gone", WAIT, || !alive(pid)).await;
 
@@ -197,5 +210,162 @@ async fn repeated_alloc_sets_never_start_a_second_copy() {
     scene.fake.push(&node_id, vec![stopped(a.clone())], vec![]);
     until("process gone", WAIT, || !alive(pid)).await;
     stop(client, shutdown).await;
+    scene.stop_fake.cancel();
+}
+
+/// A client-node process (the real binary) serving the scene's fake gateway.
+struct ClientProcess(std::process::Child);
+
+impl ClientProcess {
+    /// SIGKILL: no shutdown, no last words.
+    fn kill9(mut self) {
+        kill(Pid::from_raw(self.0.id() as i32), Signal::SIGKILL).unwrap();
+        self.0.wait().unwrap();
+    }
+}
+
+impl Drop for ClientProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Scene {
+    /// Starts the client-node binary on the scene's data dir.
+    fn spawn_client(&self) -> ClientProcess {
+        let conf = self.dir.path().join("client.toml");
+        std::fs::write(
+            &conf,
+            format!(
+                "servers = [\"{}\"]\ngrpc_addr = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n\
+                 name = \"test-node\"\ncpu_total_mhz = 4000\nmemory_mb = 8192\n\
+                 disk_mb = 10000\ndrivers = [\"raw_exec\"]\nupdate_interval_ms = 50\n",
+                self.gateway,
+                self.dir.path().display()
+            ),
+        )
+        .unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("client.log"))
+            .unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_caravan-client-node"))
+            .arg("-c")
+            .arg(&conf)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        ClientProcess(child)
+    }
+
+    async fn registered_node(&self) -> String {
+        until("node registered", WAIT, || {
+            !self.fake.seen.lock().registrations.is_empty()
+        })
+        .await;
+        self.fake.seen.lock().registrations[0].id.clone()
+    }
+
+    /// Runs a batch task that waits for a `go` file in its alloc dir, then
+    /// appends to `marker` and exits with `code`; SIGKILLs the client while
+    /// it waits, lets it finish, and starts the client again.
+    async fn batch_across_a_client_kill(&self, code: i32) -> (Allocation, ClientProcess) {
+        let first = self.spawn_client();
+        let node_id = self.registered_node().await;
+        let script = format!(
+            "while [ ! -e $NOMAD_ALLOC_DIR/go ]; do sleep 0.05; done; \
+             echo ran >> $NOMAD_ALLOC_DIR/marker; exit {code}"
+        );
+        let mut job = job("batch", JobType::Batch, vec![sh_task("work", &script)]);
+        if let Some(p) = job.task_groups[0].restart_policy.as_mut() {
+            p.attempts = 0;
+        }
+        let a = alloc(&job, 0);
+        self.fake.push(&node_id, vec![a.clone()], vec![job]);
+        until("alloc running", WAIT, || {
+            self.fake.status(&a.id) == Some(AllocClientStatus::Running)
+        })
+        .await;
+        first.kill9();
+        let dir = self.alloc_dir(&a);
+        std::fs::write(dir.join("alloc/go"), "").unwrap();
+        until("the task finished while the client was down", WAIT, || {
+            dir.join(".work.exit.json").exists()
+        })
+        .await;
+        assert_eq!(ran(&dir), 1);
+        (a, self.spawn_client())
+    }
+}
+
+fn ran(alloc_dir: &Path) -> usize {
+    std::fs::read_to_string(alloc_dir.join("alloc/marker"))
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_batch_task_that_succeeds_while_the_client_is_killed_completes_once() {
+    let scene = Scene::new().await;
+    let (a, second) = scene.batch_across_a_client_kill(0).await;
+    until("alloc complete", WAIT, || {
+        scene.fake.status(&a.id) == Some(AllocClientStatus::Complete)
+    })
+    .await;
+    let u = scene.fake.update(&a.id).unwrap();
+    let work = &u.task_states["work"];
+    assert!(!work.failed, "{work:?}");
+    assert_eq!(work.state, "dead");
+    let term = work
+        .events
+        .iter()
+        .rfind(|e| e.r#type == "Terminated")
+        .unwrap();
+    assert_eq!((term.exit_code, term.signal), (0, 0), "{term:?}");
+    assert!(
+        !work.events.iter().any(|e| e.r#type == "Task Lost"),
+        "{work:?}"
+    );
+    let history = scene.fake.seen.lock().history[&a.id].clone();
+    assert!(
+        !history
+            .iter()
+            .any(|s| matches!(s, AllocClientStatus::Failed | AllocClientStatus::Lost)),
+        "never reported failed: {history:?}"
+    );
+    // Nothing starts it again.
+    let again = caravan_testkit::wait::holds_within(Duration::from_millis(500), || {
+        std::future::ready(ran(&scene.alloc_dir(&a)) != 1)
+    })
+    .await;
+    assert!(!again, "the task ran exactly once");
+    second.kill9();
+    scene.stop_fake.cancel();
+}
+
+#[tokio::test]
+async fn a_task_that_fails_while_the_client_is_killed_reports_its_exit_code() {
+    let scene = Scene::new().await;
+    let (a, second) = scene.batch_across_a_client_kill(3).await;
+    until("alloc failed", WAIT, || {
+        scene.fake.status(&a.id) == Some(AllocClientStatus::Failed)
+    })
+    .await;
+    let u = scene.fake.update(&a.id).unwrap();
+    let work = &u.task_states["work"];
+    assert!(work.failed);
+    let term = work
+        .events
+        .iter()
+        .rfind(|e| e.r#type == "Terminated")
+        .unwrap();
+    assert_eq!(term.exit_code, 3, "{term:?}");
+    assert!(term.message.starts_with("Exit Code: 3"), "{term:?}");
+    assert_eq!(ran(&scene.alloc_dir(&a)), 1);
+    second.kill9();
     scene.stop_fake.cancel();
 }

@@ -205,6 +205,16 @@ pub(crate) fn task_node(t: &Task) -> Node {
             }),
         )
         .single(
+            "LogConfig",
+            t.log_config.as_ref().map(|l| {
+                let mut n = Node::default();
+                n.field("Disabled", l.disabled)
+                    .field("MaxFileSizeMB", l.max_file_size_mb)
+                    .field("MaxFiles", l.max_files);
+                n
+            }),
+        )
+        .single(
             "DispatchPayload",
             (!t.dispatch_payload_file.is_empty()).then(|| {
                 let mut n = Node::default();

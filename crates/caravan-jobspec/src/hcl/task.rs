@@ -18,7 +18,6 @@ const TASK_UNSUPPORTED_BLOCKS: &[&str] = &[
     "consul",
     "volume_mount",
     "csi_plugin",
-    "logs",
     "scaling",
     "identity",
     "action",
@@ -97,6 +96,17 @@ pub(crate) fn decode_task(block: &Block, group: &Body<'_, '_>, diag: &mut Diag) 
         shutdown_delay: b.duration("shutdown_delay", diag),
         kill_signal: b.string("kill_signal", diag),
         kind: b.string("kind", diag),
+        log_config: b.single_block("logs", diag).map(|blk| {
+            let mut l = b.child(blk, b.field_path("logs"));
+            let logs = ApiLogConfig {
+                max_files: l.int("max_files", diag),
+                max_file_size_mb: l.int("max_file_size", diag),
+                disabled: l.bool("disabled", diag),
+                enabled: l.bool("enabled", diag),
+            };
+            l.finish(&[], &[], diag);
+            logs
+        }),
         ..Default::default()
     };
     b.finish(TASK_UNSUPPORTED_ATTRS, TASK_UNSUPPORTED_BLOCKS, diag);

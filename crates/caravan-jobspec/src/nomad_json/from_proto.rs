@@ -118,6 +118,17 @@ fn task_to_api(t: &Task) -> ApiTask {
         }),
         leader: Some(t.leader),
         kill_signal: Some(t.kill_signal.clone()),
+        log_config: Some({
+            let lc = t
+                .log_config
+                .unwrap_or_else(crate::defaults::default_log_config);
+            ApiLogConfig {
+                max_files: Some(i64::from(lc.max_files)),
+                max_file_size_mb: Some(i64::from(lc.max_file_size_mb)),
+                disabled: Some(lc.disabled),
+                enabled: None,
+            }
+        }),
         ..Default::default()
     }
 }

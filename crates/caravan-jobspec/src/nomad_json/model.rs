@@ -412,6 +412,21 @@ pub struct ApiDispatchPayload {
     pub file: Option<String>,
 }
 
+/// Nomad's `api.LogConfig`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "PascalCase")]
+pub struct ApiLogConfig {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_files: Option<i64>,
+    #[serde(rename = "MaxFileSizeMB", skip_serializing_if = "Option::is_none")]
+    pub max_file_size_mb: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disabled: Option<bool>,
+    /// Deprecated by Nomad in favour of `Disabled`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
 /// Nomad's `api.DisconnectStrategy`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "PascalCase")]
@@ -507,7 +522,7 @@ pub struct ApiTask {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kill_timeout: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub log_config: Option<Value>,
+    pub log_config: Option<ApiLogConfig>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub artifacts: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -14,7 +14,7 @@ use crate::defaults::{self, parse_job_type};
 use crate::error::{FieldError, join_path as join};
 use base64::Engine as _;
 use caravan_proto::{
-    Affinity, Constraint, EphemeralDisk, Job, JobStatus, JobType, NetworkResource,
+    Affinity, Constraint, EphemeralDisk, Job, JobStatus, JobType, LogConfig, NetworkResource,
     ParameterizedJobConfig, PeriodicConfig, Port, RequestedDevice, Resources, RestartPolicy,
     Spread, SpreadTarget, Task, TaskGroup, TaskLifecycle,
 };
@@ -378,14 +378,7 @@ fn task_to_proto(
         "ShutdownDelay",
         t.shutdown_delay.map(Value::from).as_ref(),
     );
-    // Nomad clients send the default log config with every task; only a change is news.
-    if let Some(lc) = t
-        .log_config
-        .as_ref()
-        .filter(|lc| !is_default_log_config(lc))
-    {
-        conv.unsupported(&base, "LogConfig", Some(lc));
-    }
+    let log_config = log_config(t.log_config, &join(&base, "LogConfig"), conv);
 
     let restart_policy = match t.restart_policy {
         None => group_restart.clone(),
@@ -415,7 +408,22 @@ fn task_to_proto(
         dispatch_payload_file: t.dispatch_payload.and_then(|d| d.file).unwrap_or_default(),
         restart_policy: Some(restart_policy),
         user: t.user.unwrap_or_default(),
+        log_config: Some(log_config),
     }
+}
+
+/// A task's `LogConfig` with Nomad's defaults for what it leaves out.
+fn log_config(lc: Option<ApiLogConfig>, base: &str, conv: &mut Conversion) -> LogConfig {
+    let lc = lc.unwrap_or_default();
+    let mut out = defaults::default_log_config();
+    if let Some(n) = lc.max_files {
+        out.max_files = conv.narrow(join(base, "MaxFiles"), n);
+    }
+    if let Some(n) = lc.max_file_size_mb {
+        out.max_file_size_mb = conv.narrow(join(base, "MaxFileSizeMB"), n);
+    }
+    out.disabled = lc.disabled.unwrap_or(false) || lc.enabled == Some(false);
+    out
 }
 
 fn is_default_identity(v: &Value) -> bool {
@@ -433,15 +441,6 @@ fn is_default_consul(v: &Value) -> bool {
             _ => !is_meaningful(v),
         })
     })
-}
-
-fn is_default_log_config(v: &Value) -> bool {
-    let field = |k: &str| v.get(k).filter(|x| !x.is_null());
-    let ten = |k: &str| field(k).is_none_or(|x| x.as_i64() == Some(10));
-    ten("MaxFiles")
-        && ten("MaxFileSizeMB")
-        && field("Disabled").is_none_or(|d| d.as_bool() == Some(false))
-        && field("Enabled").is_none_or(|e| e.as_bool() != Some(false))
 }
 
 fn resources(r: ApiResources, base: &str, conv: &mut Conversion) -> Resources {

@@ -386,6 +386,23 @@ fn task(t: &Task, base: &str, job_type: JobType, e: &mut Errors) {
     if let Some(r) = &t.restart_policy {
         policy::restart(r, &crate::error::join_path(base, "restart"), e);
     }
+    if let Some(l) = &t.log_config {
+        let at = crate::error::join_path(base, "logs");
+        if l.max_files < 1 {
+            e.at(
+                &at,
+                "max_files",
+                format!("must be at least 1 (got {})", l.max_files),
+            );
+        }
+        if l.max_file_size_mb < 1 {
+            e.at(
+                &at,
+                "max_file_size",
+                format!("must be at least 1 MB (got {})", l.max_file_size_mb),
+            );
+        }
+    }
     if !t.dispatch_payload_file.is_empty() && escapes_task_dir(&t.dispatch_payload_file) {
         e.at(
             &crate::error::join_path(base, "dispatch_payload"),

@@ -72,6 +72,14 @@ fn in_place_changes() {
         .constraints
         .push(Constraint::default())));
     assert!(!changed(|j| j.priority = 90));
+    // No logs block is Nomad's default one.
+    assert!(!changed(|j| {
+        j.task_groups[0].tasks[0].log_config = Some(caravan_proto::LogConfig {
+            max_files: 10,
+            max_file_size_mb: 10,
+            disabled: false,
+        });
+    }));
 }
 
 #[test]
@@ -89,6 +97,13 @@ fn destructive_changes() {
         }
     }));
     assert!(changed(|j| j.task_groups[0].tasks[0].user = "nobody".into()));
+    assert!(changed(|j| {
+        j.task_groups[0].tasks[0].log_config = Some(caravan_proto::LogConfig {
+            max_files: 3,
+            max_file_size_mb: 10,
+            disabled: false,
+        });
+    }));
     assert!(changed(|j| {
         j.meta.insert("k".into(), "v".into());
     }));

@@ -10,7 +10,7 @@ use caravan_proto::ReadLogsRequest;
 use futures::StreamExt;
 use serde_json::json;
 
-use crate::http::{ApiError, ApiResult, Http, Params, flag};
+use crate::http::{ApiError, ApiResult, Http, Params, flag, params};
 use crate::logs;
 
 /// Streams a task's log.
@@ -19,12 +19,7 @@ pub(crate) async fn logs(
     Path(alloc_id): Path<String>,
     QueryString(p): QueryString<Params>,
 ) -> ApiResult {
-    let offset = match p.get("offset") {
-        None => 0,
-        Some(v) => v
-            .parse::<i64>()
-            .map_err(|_| ApiError::field("offset", format!("invalid offset {v:?}")))?,
-    };
+    let offset = params::integer(&p, "offset", "offset")?.unwrap_or(0);
     match p.get("origin").map(String::as_str) {
         None | Some("start") => {}
         Some("end") => {
@@ -58,10 +53,11 @@ pub(crate) async fn logs(
     } else {
         Body::from_stream(chunks.map(move |c| {
             c.map(|chunk| {
+                // A task's log is rotated: each chunk says which file it is from.
                 let frame = json!({
                     "Offset": chunk.offset,
                     "Data": base64::engine::general_purpose::STANDARD.encode(&chunk.data),
-                    "File": file,
+                    "File": if chunk.file.is_empty() { file.as_str() } else { chunk.file.as_str() },
                 });
                 frame.to_string().into_bytes()
             })

@@ -26,13 +26,17 @@ impl ClientNodeService for FakeNode {
         let req = request.into_inner();
         let text = format!("{} of {} says hello\n", req.stream, req.task);
         let chunks = vec![
+            // A node that names no file (the first log file is meant).
             Ok(LogChunk {
                 data: text.as_bytes()[..5].to_vec(),
                 offset: 0,
+                file: String::new(),
             }),
+            // The rest from the log's next rotated file.
             Ok(LogChunk {
                 data: text.as_bytes()[5..].to_vec(),
                 offset: 5,
+                file: format!("alloc/logs/{}.{}.1", req.task, req.stream),
             }),
         ];
         Ok(tonic::Response::new(Box::pin(futures::stream::iter(
@@ -81,6 +85,20 @@ pub async fn framed_logs_carry_the_nodes_offsets(backend: Backend) {
         .await;
     assert_eq!(framed.status, 200);
     assert!(framed.text().contains("\"Offset\":5"), "{}", framed.text());
+    assert!(
+        framed
+            .text()
+            .contains("\"File\":\"alloc/logs/app.stdout.0\""),
+        "{}",
+        framed.text()
+    );
+    assert!(
+        framed
+            .text()
+            .contains("\"File\":\"alloc/logs/app.stdout.1\""),
+        "{}",
+        framed.text()
+    );
     gw.stop().await;
 }
 

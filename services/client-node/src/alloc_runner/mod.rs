@@ -309,6 +309,7 @@ impl AllocRunner {
                 config: TaskConfig(task.config.clone().unwrap_or_default()),
                 env,
                 dirs,
+                logs: crate::log_rotate::LogLimits::of(task.log_config.as_ref()),
             },
             kill_signal,
             kill_timeout,

@@ -229,6 +229,7 @@ mod tests {
             config: TaskConfig::from_pairs(pairs),
             env: None,
             dirs: None,
+            logs: Default::default(),
         }
     }
 
@@ -291,6 +292,7 @@ mod tests {
             pid: 1,
             start_ticks: 1,
             started_at_unix_ns: 0,
+            supervisor: None,
         };
         assert!(MockDriver::new().recover(&bad).is_none());
     }

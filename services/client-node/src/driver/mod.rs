@@ -5,9 +5,11 @@ mod config;
 mod mock;
 mod proc_stat;
 mod raw_exec;
+pub mod supervisor;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +18,7 @@ use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
 use crate::alloc_dir::TaskDirs;
+use crate::log_rotate::LogLimits;
 use crate::task_env::TaskEnv;
 
 pub use config::TaskConfig;
@@ -24,6 +27,7 @@ pub use config::{number_value, string_value};
 pub use mock::MockDriver;
 pub use proc_stat::{ProcStat, proc_stat};
 pub use raw_exec::RawExecDriver;
+pub use supervisor::SUPERVISOR_ARG;
 
 /// How one run of a task ended.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +59,10 @@ pub enum HandleState {
         start_ticks: u64,
         /// Wall-clock start.
         started_at_unix_ns: i64,
+        /// The supervisor that waits for the task and records its exit;
+        /// absent in records of tasks started without one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        supervisor: Option<SupervisorState>,
     },
     /// A simulated task.
     Mock {
@@ -67,6 +75,17 @@ pub enum HandleState {
         /// Time it takes to honour a stop signal.
         kill_after_ns: i64,
     },
+}
+
+/// The supervisor process of a `raw_exec` task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SupervisorState {
+    /// Its pid.
+    pub pid: i32,
+    /// Its start time in clock ticks since boot.
+    pub start_ticks: u64,
+    /// Where it records the task's exit.
+    pub exit_record: std::path::PathBuf,
 }
 
 /// Everything a driver needs to start a task.
@@ -82,6 +101,8 @@ pub struct TaskSpec {
     pub env: Option<TaskEnv>,
     /// The task's directories (for drivers that run something).
     pub dirs: Option<TaskDirs>,
+    /// How its output is kept (the task's `logs` block).
+    pub logs: LogLimits,
 }
 
 /// A driver failed to start a task.
@@ -147,12 +168,13 @@ pub struct Drivers {
 }
 
 impl Drivers {
-    /// The drivers named in the configuration.
-    pub fn from_names(names: &[String]) -> Drivers {
+    /// The drivers named in the configuration; `supervisor` is the binary
+    /// that supervises `raw_exec` tasks (the client node's own).
+    pub fn from_names(names: &[String], supervisor: &Path) -> Drivers {
         let mut d = Drivers::default();
         for n in names {
             match n.as_str() {
-                "raw_exec" => d.add(Arc::new(RawExecDriver)),
+                "raw_exec" => d.add(Arc::new(RawExecDriver::new(supervisor.to_path_buf()))),
                 "mock" => d.add(Arc::new(MockDriver::new())),
                 _ => {}
             }
@@ -236,7 +258,7 @@ mod tests {
         let d = Drivers::simulated();
         assert_eq!(d.get("docker").unwrap().name(), "mock");
         assert_eq!(d.get("raw_exec").unwrap().name(), "mock");
-        let real = Drivers::from_names(&["raw_exec".into()]);
+        let real = Drivers::from_names(&["raw_exec".into()], Path::new("/bin/true"));
         assert!(real.get("mock").is_none());
         assert_eq!(real.get("raw_exec").unwrap().name(), "raw_exec");
         assert!(real.infos()["raw_exec"].healthy);

@@ -1,8 +1,10 @@
 //! `raw_exec`: a task is a child process in its own process group, run in its
-//! task dir with the task's environment, output appended to its log files.
+//! task dir with the task's environment, its output in its rotated log files.
+//! A supervisor process (see [`super::supervisor`]) starts it, waits for it
+//! and records its exit, so a task that ends while the client is down keeps
+//! its exit status.
 
-use std::fs::OpenOptions;
-use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,18 +14,27 @@ use caravan_proto::DriverInfo;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use tokio::io::AsyncBufReadExt;
 use tokio::sync::watch;
 
-use super::{Driver, DriverError, ExitResult, HandleState, TaskHandle, TaskSpec, proc_stat};
+use super::supervisor::{SupervisorArgs, read_exit};
+use super::{
+    Driver, DriverError, ExitResult, HandleState, SupervisorState, TaskHandle, TaskSpec, proc_stat,
+};
 
-/// How often a re-attached process (not our child, so not waitable) is checked.
+/// How often a process that is not our child (so not waitable) is checked.
 const RECOVERED_POLL: Duration = Duration::from_millis(200);
 /// How long to wait for a process to go after SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(10);
+/// How long a supervisor may take to report the task's pid.
+const HANDSHAKE: Duration = Duration::from_secs(30);
 
-/// Runs tasks as plain child processes.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RawExecDriver;
+/// Runs tasks as plain processes under a supervisor.
+#[derive(Debug, Clone)]
+pub struct RawExecDriver {
+    /// The client-node binary, run as the task supervisor.
+    supervisor: PathBuf,
+}
 
 /// A process started (or re-attached) by `raw_exec`.
 #[derive(Debug)]
@@ -31,26 +42,10 @@ pub struct RawExecHandle {
     pid: i32,
     start_ticks: u64,
     started_at_unix_ns: i64,
+    supervisor: Option<SupervisorState>,
     exit: watch::Receiver<Option<ExitResult>>,
     /// Not our child: its pid is checked again before every signal.
     recovered: bool,
-}
-
-fn exit_of(status: std::process::ExitStatus) -> ExitResult {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => ExitResult {
-            exit_code: code,
-            ..Default::default()
-        },
-        (None, Some(sig)) => ExitResult {
-            signal: sig,
-            ..Default::default()
-        },
-        (None, None) => ExitResult {
-            err: Some(format!("unrecognised exit status {status}")),
-            ..Default::default()
-        },
-    }
 }
 
 /// Signals the whole process group; a group that is already gone is fine.
@@ -58,6 +53,97 @@ fn signal_group(pid: i32, signal: Signal) {
     match killpg(Pid::from_raw(pid), signal) {
         Ok(()) | Err(Errno::ESRCH) => {}
         Err(e) => tracing::warn!(pid, %signal, error = %e, "cannot signal task"),
+    }
+}
+
+fn alive(pid: i32, ticks: u64) -> bool {
+    proc_stat(pid).is_some_and(|s| s.alive() && s.start_ticks == ticks)
+}
+
+/// The task's exit as its supervisor recorded it, once the supervisor is gone.
+fn recorded_exit(sup: &SupervisorState, task_pid: i32, task_ticks: u64) -> ExitResult {
+    match read_exit(&sup.exit_record) {
+        Some(r) => r.exit,
+        None => {
+            // Without its supervisor nobody waits for the task: end it.
+            if task_ticks != 0 && alive(task_pid, task_ticks) {
+                signal_group(task_pid, Signal::SIGKILL);
+            }
+            ExitResult {
+                err: Some(format!(
+                    "the task's supervisor exited without recording its exit in {}",
+                    sup.exit_record.display()
+                )),
+                ..Default::default()
+            }
+        }
+    }
+}
+
+impl RawExecDriver {
+    /// A driver whose tasks are supervised by `supervisor` (the client-node
+    /// binary).
+    pub fn new(supervisor: PathBuf) -> Self {
+        RawExecDriver { supervisor }
+    }
+
+    /// Starts the supervisor and reads the task's pid from it.
+    async fn spawn(
+        &self,
+        spec: &TaskSpec,
+        sup_args: SupervisorArgs,
+    ) -> Result<(tokio::process::Child, i32), DriverError> {
+        let (Some(env), Some(dirs)) = (spec.env.as_ref(), spec.dirs.as_ref()) else {
+            return Err(DriverError::fatal("raw_exec needs the task's env and dirs"));
+        };
+        let mut cmd = tokio::process::Command::new(&self.supervisor);
+        cmd.args(sup_args.to_args())
+            .envs(env.process_env())
+            .current_dir(&dirs.task_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            // It outlives the client: it must hold none of the client's pipes.
+            .stderr(Stdio::null())
+            // Its own group: signals meant for the client don't reach it.
+            .process_group(0)
+            // The task outlives the client; the next client start re-attaches.
+            .kill_on_drop(false);
+        let mut child = cmd.spawn().map_err(|e| {
+            DriverError::recoverable(format!(
+                "failed to start the task supervisor {}: {e}",
+                self.supervisor.display()
+            ))
+        })?;
+        let Some(stdout) = child.stdout.take() else {
+            return Err(DriverError::recoverable(
+                "the task supervisor has no stdout",
+            ));
+        };
+        let mut line = String::new();
+        let mut reader = tokio::io::BufReader::new(stdout);
+        let read = tokio::time::timeout(HANDSHAKE, reader.read_line(&mut line)).await;
+        let line = line.trim();
+        if let Some(why) = line.strip_prefix("error ") {
+            let _ = child.wait().await;
+            return Err(DriverError::recoverable(why.to_string()));
+        }
+        match line
+            .strip_prefix("pid ")
+            .and_then(|p| p.parse::<i32>().ok())
+        {
+            Some(pid) if pid > 0 => Ok((child, pid)),
+            _ => {
+                let _ = child.start_kill();
+                Err(DriverError::recoverable(format!(
+                    "the task supervisor did not report the task's pid ({})",
+                    match read {
+                        Err(_) => "timed out".to_string(),
+                        Ok(Err(e)) => e.to_string(),
+                        Ok(Ok(_)) => format!("said {line:?}"),
+                    }
+                )))
+            }
+        }
     }
 }
 
@@ -96,45 +182,52 @@ impl Driver for RawExecDriver {
             .iter()
             .map(|a| env.interpolate(a))
             .collect();
-        let open = |path: &std::path::Path| {
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|e| DriverError::recoverable(format!("open log {}: {e}", path.display())))
+        let exit_record = dirs.exit_record.clone();
+        // A record of an earlier run of the task must not end this one.
+        match std::fs::remove_file(&exit_record) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(DriverError::recoverable(format!(
+                    "remove {}: {e}",
+                    exit_record.display()
+                )));
+            }
+        }
+        let log_dir = dirs
+            .stdout
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| dirs.alloc_dir.join("logs"));
+        let sup_args = SupervisorArgs {
+            status_file: exit_record.clone(),
+            log_dir,
+            task: spec.task.clone(),
+            limits: spec.logs,
+            command: command.clone().into(),
+            args: args.into_iter().map(Into::into).collect(),
         };
-        let stdout = open(&dirs.stdout)?;
-        let stderr = open(&dirs.stderr)?;
-        let mut cmd = tokio::process::Command::new(&command);
-        cmd.args(&args)
-            .envs(env.process_env())
-            .current_dir(&dirs.task_dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(stdout))
-            .stderr(Stdio::from(stderr))
-            // Its own group, so a stop reaches everything the task started.
-            .process_group(0)
-            // The task outlives the client; the next client start re-attaches.
-            .kill_on_drop(false);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| DriverError::recoverable(format!("failed to start {command:?}: {e}")))?;
-        let pid = child
+        let (mut child, pid) = self.spawn(&spec, sup_args).await?;
+        let sup_pid = child
             .id()
             .and_then(|p| i32::try_from(p).ok())
-            .ok_or_else(|| DriverError::recoverable("process exited before it had a pid"))?;
+            .unwrap_or_default();
+        let supervisor = SupervisorState {
+            pid: sup_pid,
+            start_ticks: proc_stat(sup_pid).map(|s| s.start_ticks).unwrap_or(0),
+            exit_record,
+        };
         let start_ticks = proc_stat(pid).map(|s| s.start_ticks).unwrap_or(0);
         let (tx, rx) = watch::channel(None);
+        let sup = supervisor.clone();
         tokio::spawn(async move {
             let result = match child.wait().await {
-                Ok(status) => exit_of(status),
+                Ok(_) => recorded_exit(&sup, pid, start_ticks),
                 Err(e) => ExitResult {
-                    err: Some(format!("wait: {e}")),
+                    err: Some(format!("wait for the task supervisor: {e}")),
                     ..Default::default()
                 },
             };
-            // Whatever the task left behind in its group goes with it.
-            signal_group(pid, Signal::SIGKILL);
             let _ = tx.send(Some(result));
         });
         tracing::debug!(alloc = %spec.alloc_id, task = %spec.task, pid, %command, "started process");
@@ -142,6 +235,7 @@ impl Driver for RawExecDriver {
             pid,
             start_ticks,
             started_at_unix_ns: now_unix_ns(),
+            supervisor: Some(supervisor),
             exit: rx,
             recovered: false,
         }))
@@ -152,38 +246,62 @@ impl Driver for RawExecDriver {
             pid,
             start_ticks,
             started_at_unix_ns,
-        } = *state
+            supervisor,
+        } = state.clone()
         else {
             return None;
         };
-        let alive =
-            |pid, ticks| proc_stat(pid).is_some_and(|s| s.alive() && s.start_ticks == ticks);
-        if !alive(pid, start_ticks) {
-            return None;
-        }
         let (tx, rx) = watch::channel(None);
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(RECOVERED_POLL) => {}
-                    _ = tx.closed() => return,
-                }
-                if !alive(pid, start_ticks) {
-                    break;
-                }
+        match &supervisor {
+            Some(sup) if alive(sup.pid, sup.start_ticks) => {
+                let sup = sup.clone();
+                tokio::spawn(async move {
+                    loop {
+                        tokio::select! {
+                            _ = tokio::time::sleep(RECOVERED_POLL) => {}
+                            _ = tx.closed() => return,
+                        }
+                        if !alive(sup.pid, sup.start_ticks) {
+                            break;
+                        }
+                    }
+                    let _ = tx.send(Some(recorded_exit(&sup, pid, start_ticks)));
+                });
             }
-            // Not our child: the exit status went to whoever reaped it.
-            let _ = tx.send(Some(ExitResult {
-                err: Some(
-                    "exit status unknown: the task was re-attached after a client restart".into(),
-                ),
-                ..Default::default()
-            }));
-        });
+            // The task ended while the client was down: its exit is on record.
+            Some(sup) => {
+                let done = read_exit(&sup.exit_record)?;
+                let _ = tx.send(Some(done.exit));
+            }
+            None => {
+                if !alive(pid, start_ticks) {
+                    return None;
+                }
+                tokio::spawn(async move {
+                    loop {
+                        tokio::select! {
+                            _ = tokio::time::sleep(RECOVERED_POLL) => {}
+                            _ = tx.closed() => return,
+                        }
+                        if !alive(pid, start_ticks) {
+                            break;
+                        }
+                    }
+                    // Not our child and no supervisor: nobody kept the status.
+                    let _ = tx.send(Some(ExitResult {
+                        err: Some(
+                            "exit status unknown: the task was started without a supervisor".into(),
+                        ),
+                        ..Default::default()
+                    }));
+                });
+            }
+        }
         Some(Arc::new(RawExecHandle {
             pid,
             start_ticks,
             started_at_unix_ns,
+            supervisor,
             exit: rx,
             recovered: true,
         }))
@@ -195,10 +313,10 @@ impl RawExecHandle {
         self.exit.borrow().clone()
     }
 
-    /// Whether signals still reach our task and not a process that reused its pid.
+    /// Whether signals still reach our task and not a process that reused its
+    /// pid (the supervisor, not us, reaps it).
     fn still_ours(&self) -> bool {
-        !self.recovered
-            || proc_stat(self.pid).is_some_and(|s| s.alive() && s.start_ticks == self.start_ticks)
+        (!self.recovered && self.supervisor.is_none()) || alive(self.pid, self.start_ticks)
     }
 }
 
@@ -209,6 +327,7 @@ impl TaskHandle for RawExecHandle {
             pid: self.pid,
             start_ticks: self.start_ticks,
             started_at_unix_ns: self.started_at_unix_ns,
+            supervisor: self.supervisor.clone(),
         }
     }
 
@@ -301,6 +420,7 @@ mod tests {
             ]),
             env: Some(env),
             dirs: Some(dirs),
+            logs: Default::default(),
         }
     }
 
@@ -312,7 +432,7 @@ mod tests {
             "echo hello $WHO from ${NOMAD_ALLOC_INDEX} in $(pwd); echo oops >&2; exit 3",
         );
         let dirs = s.dirs.clone().unwrap();
-        let h = RawExecDriver.start(s).await.unwrap();
+        let h = driver().start(s).await.unwrap();
         let r = h.wait().await;
         assert_eq!(r.exit_code, 3);
         let out = std::fs::read_to_string(&dirs.stdout).unwrap();
@@ -337,7 +457,7 @@ mod tests {
             "trap 'echo got-term' TERM; echo ready; while true; do sleep 0.05; done",
         );
         let dirs = s.dirs.clone().unwrap();
-        let h = RawExecDriver.start(s).await.unwrap();
+        let h = driver().start(s).await.unwrap();
         wait_for_file(&dirs.stdout, "ready").await;
         let began = Instant::now();
         let r = h.stop(Signal::SIGTERM, Duration::from_millis(500)).await;
@@ -353,7 +473,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = spec(dir.path(), "echo ready; exec sleep 30");
         let dirs = s.dirs.clone().unwrap();
-        let h = RawExecDriver.start(s).await.unwrap();
+        let h = driver().start(s).await.unwrap();
         wait_for_file(&dirs.stdout, "ready").await;
         let r = h.stop(Signal::SIGINT, Duration::from_secs(5)).await;
         assert_eq!(r.signal, Signal::SIGINT as i32);
@@ -363,29 +483,64 @@ mod tests {
     async fn recover_finds_the_live_process_and_not_a_dead_one() {
         let dir = tempfile::tempdir().unwrap();
         let s = spec(dir.path(), "exec sleep 30");
-        let h = RawExecDriver.start(s).await.unwrap();
+        let h = driver().start(s).await.unwrap();
         let state = h.state();
         let HandleState::RawExec {
-            pid, start_ticks, ..
+            pid,
+            start_ticks,
+            supervisor: Some(sup),
+            ..
         } = state.clone()
         else {
             panic!("{state:?}")
         };
         assert_eq!(proc_stat(pid).unwrap().start_ticks, start_ticks);
-        let again = RawExecDriver.recover(&state).expect("live process");
+        let again = driver().recover(&state).expect("live process");
         let wrong = HandleState::RawExec {
             pid,
             start_ticks: start_ticks + 1,
             started_at_unix_ns: 0,
+            supervisor: Some(SupervisorState {
+                start_ticks: sup.start_ticks + 1,
+                ..sup.clone()
+            }),
         };
         assert!(
-            RawExecDriver.recover(&wrong).is_none(),
+            driver().recover(&wrong).is_none(),
             "pid reuse is not our task"
         );
         let r = again.stop(Signal::SIGTERM, Duration::from_secs(5)).await;
-        assert!(!r.successful());
-        h.wait().await;
-        assert!(RawExecDriver.recover(&state).is_none());
+        assert_eq!(r.signal, Signal::SIGTERM as i32, "{r:?}");
+        assert_eq!(h.wait().await.signal, Signal::SIGTERM as i32);
+        // Gone, but its exit is on record.
+        let late = driver().recover(&state).expect("recorded exit");
+        assert_eq!(late.wait().await.signal, Signal::SIGTERM as i32);
+        std::fs::remove_file(&sup.exit_record).unwrap();
+        assert!(driver().recover(&state).is_none(), "no record: lost");
+    }
+
+    #[tokio::test]
+    async fn the_exit_code_survives_the_client() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = spec(dir.path(), "echo ready; sleep 0.3; exit 3");
+        let dirs = s.dirs.clone().unwrap();
+        let h = driver().start(s).await.unwrap();
+        let state = h.state();
+        let HandleState::RawExec {
+            supervisor: Some(sup),
+            ..
+        } = state.clone()
+        else {
+            panic!("{state:?}")
+        };
+        // A client that re-attaches while the task runs learns its exit code.
+        let again = driver().recover(&state).expect("live supervisor");
+        assert_eq!(again.wait().await.exit_code, 3);
+        assert_eq!(h.wait().await.exit_code, 3);
+        wait_for_file(&dirs.stdout, "ready").await;
+        let rec = read_exit(&sup.exit_record).unwrap();
+        assert_eq!(rec.exit.exit_code, 3);
+        assert!(rec.finished_at_unix_ns > 0);
     }
 
     #[tokio::test]
@@ -393,13 +548,29 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = spec(dir.path(), "true");
         s.config = TaskConfig::default();
-        let e = RawExecDriver.start(s).await.unwrap_err();
+        let e = driver().start(s).await.unwrap_err();
         assert!(!e.recoverable);
         assert!(e.message.contains("config.command"));
         let mut s = spec(dir.path(), "true");
         s.config = TaskConfig::from_pairs([("command", string_value("/nonexistent/bin"))]);
-        let e = RawExecDriver.start(s).await.unwrap_err();
+        let e = driver().start(s).await.unwrap_err();
         assert!(e.recoverable, "{e}");
+    }
+
+    /// The client-node binary, built next to the test binary's `deps/`.
+    fn driver() -> RawExecDriver {
+        let exe = std::env::current_exe().unwrap();
+        let bin = exe
+            .parent()
+            .and_then(|deps| deps.parent())
+            .unwrap()
+            .join("caravan-client-node");
+        assert!(
+            bin.exists(),
+            "{} is missing: build the binaries first (cargo build --bins)",
+            bin.display()
+        );
+        RawExecDriver::new(bin)
     }
 
     async fn wait_for_file(path: &std::path::Path, needle: &str) {

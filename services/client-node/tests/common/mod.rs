@@ -218,6 +218,7 @@ pub fn config(gateway: SocketAddr, data_dir: &Path) -> ClientConfig {
         memory_mb: 8192,
         disk_mb: 10_000,
         stop_tasks_on_shutdown: true,
+        task_supervisor: env!("CARGO_BIN_EXE_caravan-client-node").into(),
         ..Default::default()
     }
 }

@@ -1,0 +1,341 @@
+//! The task supervisor: a small process between the client and a `raw_exec`
+//! task (Nomad's executor). It starts the task in its own process group,
+//! writes the task's output to its rotated log files, waits for it and
+//! records how it ended in a file, so the exit status survives a client that
+//! died or restarted meanwhile.
+//!
+//! It is the client-node binary run as `caravan-client-node task-supervisor
+//! STATUS_FILE LOG_DIR TASK MAX_FILES MAX_FILE_BYTES on|off COMMAND [ARG…]`, with the
+//! task's environment and working directory. Its first line on stdout is
+//! `pid <task pid>` or `error <why>`; it then lets go of stdout.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use caravan_model::now_unix_ns;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+
+use super::ExitResult;
+use crate::log_rotate::{LogLimits, RotatingLog};
+
+/// The argument that runs the binary as a task supervisor.
+pub const SUPERVISOR_ARG: &str = "task-supervisor";
+
+/// How long output still buffered in the pipes may take to reach the logs
+/// after the task ended (a descendant that left the group may hold them open).
+const LOG_DRAIN: Duration = Duration::from_secs(2);
+
+/// What the supervisor records when the task ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedExit {
+    /// How the task ended.
+    pub exit: ExitResult,
+    /// When it ended.
+    pub finished_at_unix_ns: i64,
+}
+
+/// Reads a recorded exit; `None` when there is none (yet).
+pub fn read_exit(path: &Path) -> Option<RecordedExit> {
+    let bytes = std::fs::read(path).ok()?;
+    match serde_json::from_slice(&bytes) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "unreadable task exit record");
+            None
+        }
+    }
+}
+
+/// How a std exit status reads as a task exit.
+pub fn exit_of(status: std::process::ExitStatus) -> ExitResult {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => ExitResult {
+            exit_code: code,
+            ..Default::default()
+        },
+        (None, Some(sig)) => ExitResult {
+            signal: sig,
+            ..Default::default()
+        },
+        (None, None) => ExitResult {
+            err: Some(format!("unrecognised exit status {status}")),
+            ..Default::default()
+        },
+    }
+}
+
+/// The supervisor's command line after [`SUPERVISOR_ARG`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SupervisorArgs {
+    /// Where the exit is recorded.
+    pub status_file: PathBuf,
+    /// `alloc/logs`.
+    pub log_dir: PathBuf,
+    /// The task's name (log file prefix).
+    pub task: String,
+    /// Log rotation.
+    pub limits: LogLimits,
+    /// What to run.
+    pub command: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+}
+
+impl SupervisorArgs {
+    /// The arguments that make a supervisor of these (after the binary's path).
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut out: Vec<OsString> = vec![
+            SUPERVISOR_ARG.into(),
+            self.status_file.clone().into(),
+            self.log_dir.clone().into(),
+            self.task.clone().into(),
+            self.limits.max_files.to_string().into(),
+            self.limits.max_file_bytes.to_string().into(),
+            if self.limits.disabled { "off" } else { "on" }.into(),
+            self.command.clone(),
+        ];
+        out.extend(self.args.iter().cloned());
+        out
+    }
+
+    /// Parses what [`to_args`](Self::to_args) wrote (without the leading argument).
+    pub fn parse(argv: &[OsString]) -> Result<SupervisorArgs, String> {
+        let [
+            status,
+            log_dir,
+            task,
+            max_files,
+            max_bytes,
+            logs,
+            command,
+            args @ ..,
+        ] = argv
+        else {
+            return Err(
+                "usage: task-supervisor STATUS_FILE LOG_DIR TASK MAX_FILES MAX_FILE_BYTES on|off COMMAND [ARG...]"
+                    .into(),
+            );
+        };
+        let disabled = match logs.to_str() {
+            Some("on") => false,
+            Some("off") => true,
+            _ => return Err(format!("logs: expected on or off, got {logs:?}")),
+        };
+        let number = |name: &str, v: &OsString| {
+            v.to_str()
+                .and_then(|s| s.parse::<u64>().ok())
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("{name}: expected a positive number, got {v:?}"))
+        };
+        Ok(SupervisorArgs {
+            status_file: status.into(),
+            log_dir: log_dir.into(),
+            task: task
+                .to_str()
+                .ok_or_else(|| format!("task: not UTF-8: {task:?}"))?
+                .to_string(),
+            limits: LogLimits {
+                max_files: u32::try_from(number("max_files", max_files)?)
+                    .map_err(|_| "max_files: too large".to_string())?,
+                max_file_bytes: number("max_file_bytes", max_bytes)?,
+                disabled,
+            },
+            command: command.clone(),
+            args: args.to_vec(),
+        })
+    }
+}
+
+/// Runs the supervisor; returns the process's exit code.
+pub fn main(argv: &[OsString]) -> i32 {
+    let args = match SupervisorArgs::parse(argv) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return 2;
+        }
+    };
+    let mut handshake = std::io::stdout();
+    let logs = if args.limits.disabled {
+        None
+    } else {
+        let logs = ["stdout", "stderr"]
+            .map(|s| RotatingLog::open(&args.log_dir, &args.task, s, args.limits));
+        let [Ok(out_log), Ok(err_log)] = logs else {
+            let why = logs
+                .into_iter()
+                .find_map(Result::err)
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            let _ = writeln!(
+                handshake,
+                "error open log in {}: {why}",
+                args.log_dir.display()
+            );
+            return 1;
+        };
+        Some((out_log, err_log))
+    };
+    let output = || {
+        if logs.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        }
+    };
+    let spawned = Command::new(&args.command)
+        .args(&args.args)
+        .stdin(Stdio::null())
+        .stdout(output())
+        .stderr(output())
+        // Its own group, so a stop reaches everything the task started.
+        .process_group(0)
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(handshake, "error failed to start {:?}: {e}", args.command);
+            return 1;
+        }
+    };
+    let pid = child.id();
+    let _ = writeln!(handshake, "pid {pid}");
+    let _ = handshake.flush();
+    // The client may go away; nothing more is said to it.
+    release_stdout();
+
+    let (drained_tx, drained_rx) = mpsc::channel();
+    let mut copies = 0;
+    if let Some((out_log, err_log)) = logs {
+        if let Some(pipe) = child.stdout.take() {
+            copy_to(pipe, out_log, drained_tx.clone());
+            copies += 1;
+        }
+        if let Some(pipe) = child.stderr.take() {
+            copy_to(pipe, err_log, drained_tx.clone());
+            copies += 1;
+        }
+    }
+    drop(drained_tx);
+
+    let exit = match child.wait() {
+        Ok(status) => exit_of(status),
+        Err(e) => ExitResult {
+            err: Some(format!("wait: {e}")),
+            ..Default::default()
+        },
+    };
+    // Whatever the task left behind in its group goes with it.
+    if let Ok(pgid) = i32::try_from(pid) {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+    // The last output reaches the logs before the exit is recorded.
+    let deadline = std::time::Instant::now() + LOG_DRAIN;
+    for _ in 0..copies {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if drained_rx.recv_timeout(left).is_err() {
+            break;
+        }
+    }
+    let record = RecordedExit {
+        exit,
+        finished_at_unix_ns: now_unix_ns(),
+    };
+    match write_record(&args.status_file, &record) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!(
+                "cannot record the task's exit in {}: {e}",
+                args.status_file.display()
+            );
+            1
+        }
+    }
+}
+
+/// Points stdout at /dev/null, so a client that died doesn't matter.
+fn release_stdout() {
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        let _ = nix::unistd::dup2_stdout(&null);
+    }
+}
+
+fn copy_to(mut pipe: impl Read + Send + 'static, mut log: RotatingLog, done: mpsc::Sender<()>) {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match pipe.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if let Err(e) = log.write_all(&buf[..n]) {
+                        eprintln!("task log: {e}");
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let _ = done.send(());
+    });
+}
+
+/// Writes the record through a synced temporary file and a rename.
+fn write_record(path: &Path, record: &RecordedExit) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent()
+        && let Ok(d) = std::fs::File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_round_trip_and_bad_ones_are_named() {
+        let a = SupervisorArgs {
+            status_file: "/d/.web.exit".into(),
+            log_dir: "/d/alloc/logs".into(),
+            task: "web".into(),
+            limits: LogLimits {
+                max_files: 3,
+                max_file_bytes: 1000,
+                disabled: false,
+            },
+            command: "/bin/sh".into(),
+            args: vec!["-c".into(), "exit 3".into()],
+        };
+        let argv = a.to_args();
+        assert_eq!(argv[0], SUPERVISOR_ARG);
+        assert_eq!(SupervisorArgs::parse(&argv[1..]).unwrap(), a);
+        let mut bad = argv[1..].to_vec();
+        bad[3] = "0".into();
+        assert!(
+            SupervisorArgs::parse(&bad)
+                .unwrap_err()
+                .contains("max_files")
+        );
+        assert!(
+            SupervisorArgs::parse(&argv[1..4])
+                .unwrap_err()
+                .contains("usage")
+        );
+    }
+}
