@@ -19,7 +19,7 @@ pub async fn list(gw: &Gateway, query: &Query) -> (Vec<Allocation>, QueryMeta) {
         .filter(|a| query.matches_namespace(&a.namespace) && query.matches_prefix(&a.id))
         .map(|a| (**a).clone())
         .collect();
-    (allocs, query::meta(&snap))
+    (allocs, query::meta(gw, &snap))
 }
 
 /// One allocation.
@@ -29,7 +29,7 @@ pub async fn get(gw: &Gateway, alloc_id: &str, query: &Query) -> Result<(Allocat
         .alloc(alloc_id)
         .map(|a| (**a).clone())
         .ok_or_else(|| GatewayError::NotFound(format!("alloc not found: {alloc_id}")))?;
-    Ok((alloc, query::meta(&snap)))
+    Ok((alloc, query::meta(gw, &snap)))
 }
 
 /// Stops one allocation: marks it to migrate and creates an `alloc-stop`

@@ -21,7 +21,7 @@ pub async fn list(gw: &Gateway, query: &Query) -> (Vec<Deployment>, QueryMeta) {
         .filter(|d| query.matches_namespace(&d.namespace) && query.matches_prefix(&d.id))
         .map(|d| (**d).clone())
         .collect();
-    (deployments, query::meta(&snap))
+    (deployments, query::meta(gw, &snap))
 }
 
 /// One deployment.
@@ -35,7 +35,7 @@ pub async fn get(
         .deployment(deployment_id)
         .map(|d| (**d).clone())
         .ok_or_else(|| GatewayError::NotFound(format!("deployment not found: {deployment_id}")))?;
-    Ok((deployment, query::meta(&snap)))
+    Ok((deployment, query::meta(gw, &snap)))
 }
 
 /// The deployments of one job, newest first.
@@ -46,7 +46,7 @@ pub async fn of_job(gw: &Gateway, job_id: &str, query: &Query) -> (Vec<Deploymen
         .map(|d| (**d).clone())
         .collect();
     deployments.sort_by_key(|d| std::cmp::Reverse(d.create_revision));
-    (deployments, query::meta(&snap))
+    (deployments, query::meta(gw, &snap))
 }
 
 /// A steering request to the deployment-watcher.

@@ -36,7 +36,7 @@ pub async fn list(gw: &Gateway, query: &Query) -> (Vec<Evaluation>, QueryMeta) {
         .filter(|e| query.matches_namespace(&e.namespace) && query.matches_prefix(&e.id))
         .map(|e| (**e).clone())
         .collect();
-    (evals, query::meta(&snap))
+    (evals, query::meta(gw, &snap))
 }
 
 /// One evaluation.
@@ -46,7 +46,7 @@ pub async fn get(gw: &Gateway, eval_id: &str, query: &Query) -> Result<(Evaluati
         .eval(eval_id)
         .map(|e| (**e).clone())
         .ok_or_else(|| GatewayError::NotFound(format!("eval not found: {eval_id}")))?;
-    Ok((eval, query::meta(&snap)))
+    Ok((eval, query::meta(gw, &snap)))
 }
 
 /// The allocations an evaluation placed or last updated.
@@ -64,7 +64,7 @@ pub async fn allocations(
         .filter(|a| a.eval_id == eval_id)
         .map(|a| (**a).clone())
         .collect();
-    Ok((allocs, query::meta(&snap)))
+    Ok((allocs, query::meta(gw, &snap)))
 }
 
 #[cfg(test)]

@@ -19,6 +19,22 @@ use crate::error::Result;
 /// client reading through the same gateway sees its own write.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How recently the cache must have heard from etcd for the gateway to
+/// claim a known leader: the cache probes a quiet watch every 2 s, and etcd
+/// (asked to require a leader) answers only while it has one.
+const LEADER_CONTACT_FRESH: Duration = Duration::from_secs(5);
+
+/// What Nomad's `KnownLeader` and `LastContact` report, from this gateway's
+/// view of the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LeaderContact {
+    /// The store answered recently: it has a leader and this gateway
+    /// reaches it.
+    pub(crate) known: bool,
+    /// Milliseconds since the store last answered this gateway's cache.
+    pub(crate) last_contact_ms: u64,
+}
+
 /// Everything the domain operations share. Cheap to clone.
 #[derive(Clone)]
 pub struct Gateway {
@@ -96,6 +112,15 @@ impl Gateway {
         match self.store.get(key).await? {
             Some(kv) => Ok(Some(decode::<T>(&kv)?)),
             None => Ok(None),
+        }
+    }
+
+    /// How fresh this gateway's view of the store is.
+    pub(crate) fn leader_contact(&self) -> LeaderContact {
+        let last = self.cache.last_contact();
+        LeaderContact {
+            known: last < LEADER_CONTACT_FRESH,
+            last_contact_ms: u64::try_from(last.as_millis()).unwrap_or(u64::MAX),
         }
     }
 

@@ -30,7 +30,7 @@ pub async fn list(gw: &Gateway, query: &Query) -> (Vec<Node>, QueryMeta) {
         .filter(|n| query.matches_prefix(&n.id))
         .map(|n| (**n).clone())
         .collect();
-    (nodes, query::meta(&snap))
+    (nodes, query::meta(gw, &snap))
 }
 
 /// One node.
@@ -40,7 +40,7 @@ pub async fn get(gw: &Gateway, node_id: &str, query: &Query) -> Result<(Node, Qu
         .node(node_id)
         .map(|n| (**n).clone())
         .ok_or_else(|| GatewayError::NotFound(format!("node not found: {node_id}")))?;
-    Ok((node, query::meta(&snap)))
+    Ok((node, query::meta(gw, &snap)))
 }
 
 /// The allocations placed on a node, terminal ones included.
@@ -57,7 +57,7 @@ pub async fn allocations(
         .allocs_by_node(node_id)
         .map(|a| (**a).clone())
         .collect();
-    Ok((allocs, query::meta(&snap)))
+    Ok((allocs, query::meta(gw, &snap)))
 }
 
 fn require_node_id(node_id: &str) -> Result<()> {

@@ -100,11 +100,11 @@ pub async fn block(gw: &Gateway, query: &Query) -> Snapshot {
     gw.cache.snapshot()
 }
 
-/// The metadata of an answer given from `snapshot`.
-pub fn meta(snapshot: &Snapshot) -> QueryMeta {
+/// The metadata of an answer given from `snapshot` by `gw`.
+pub fn meta(gw: &Gateway, snapshot: &Snapshot) -> QueryMeta {
     QueryMeta {
         revision: snapshot.revision(),
-        known_leader: true,
+        known_leader: gw.leader_contact().known,
     }
 }
 

@@ -8,5 +8,10 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    // `caravan dev` runs a client node in this process: its raw_exec tasks are
+    // supervised by this same binary.
+    if let Some(code) = caravan_client_node::task_supervisor_main() {
+        return std::process::ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     caravan_cli::main()
 }

@@ -13,16 +13,14 @@ use serde_json::{Value, json};
 
 use crate::events::{self, Change, Filter, RevisionEvents, Tick};
 use crate::http::render;
-use crate::http::{ApiError, ApiResult, Http};
+use crate::http::{ApiError, ApiResult, Http, params};
 
 impl Filter {
     /// Reads the subscription from the query string.
     fn parse(raw: Option<&str>) -> Result<Filter, ApiError> {
         let mut filter = Filter::default();
-        for pair in raw.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            let v = percent_decode(v);
-            match k {
+        for (k, v) in params::pairs(raw.unwrap_or_default()) {
+            match k.as_str() {
                 "topic" => filter.add_topic("topic", &v)?,
                 "namespace" => filter.set_namespace(&v),
                 "index" => {
@@ -36,36 +34,6 @@ impl Filter {
         }
         Ok(filter.finish())
     }
-}
-
-fn percent_decode(s: &str) -> String {
-    fn hex(b: u8) -> Option<u8> {
-        (b as char).to_digit(16).and_then(|d| u8::try_from(d).ok())
-    }
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let decoded = match bytes[i] {
-            b'%' if i + 2 < bytes.len() => hex(bytes[i + 1]).zip(hex(bytes[i + 2])),
-            _ => None,
-        };
-        match (decoded, bytes[i]) {
-            (Some((hi, lo)), _) => {
-                out.push(hi * 16 + lo);
-                i += 3;
-            }
-            (None, b'+') => {
-                out.push(b' ');
-                i += 1;
-            }
-            (None, b) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// One change as a Nomad event.

@@ -120,7 +120,7 @@ pub(crate) async fn scale_status(
             }),
         );
     }
-    let meta = blocking::meta(&snap);
+    let meta = blocking::meta(&http.gw, &snap);
     Ok(read_answer(
         &meta,
         json!({

@@ -35,10 +35,25 @@ struct Submitted {
     raw: Value,
 }
 
-fn parse_submitted(http: &Http, p: &Params, body: &[u8]) -> Result<Submitted, ApiError> {
-    let options = ParseOptions {
-        max_bytes: http.gw.config.max_body_bytes,
-    };
+/// Decodes a register/plan/validate body. Decoding is CPU-bound and a job may be megabytes
+/// of JSON, so it runs off the async workers and the rest of the API keeps answering.
+async fn parse_submitted(http: &Http, p: &Params, body: &Bytes) -> Result<Submitted, ApiError> {
+    let max_bytes = http.gw.config.max_body_bytes;
+    let namespace = p.get("namespace").filter(|ns| !ns.is_empty()).cloned();
+    let body = body.clone();
+    tokio::task::spawn_blocking(move || decode_submitted(max_bytes, namespace, &body))
+        .await
+        .map_err(|err| {
+            GatewayError::Unavailable(format!("decoding the job was interrupted: {err}"))
+        })?
+}
+
+fn decode_submitted(
+    max_bytes: usize,
+    namespace: Option<String>,
+    body: &[u8],
+) -> Result<Submitted, ApiError> {
+    let options = ParseOptions { max_bytes };
     let raw: Value = decode(body)?;
     if !raw.get("Job").is_some_and(Value::is_object) {
         return Err(ApiError::field("Job", "Job must be specified"));
@@ -49,8 +64,8 @@ fn parse_submitted(http: &Http, p: &Params, body: &[u8]) -> Result<Submitted, Ap
         .pointer("/Job/Namespace")
         .and_then(Value::as_str)
         .is_some_and(|s| !s.is_empty());
-    if !explicit_ns && let Some(ns) = p.get("namespace").filter(|ns| !ns.is_empty()) {
-        job.namespace = ns.clone();
+    if !explicit_ns && let Some(ns) = namespace {
+        job.namespace = ns;
     }
     Ok(Submitted {
         job,
@@ -59,8 +74,8 @@ fn parse_submitted(http: &Http, p: &Params, body: &[u8]) -> Result<Submitted, Ap
     })
 }
 
-async fn do_register(http: &Http, p: &Params, body: &[u8], path_id: Option<&str>) -> ApiResult {
-    let s = parse_submitted(http, p, body)?;
+async fn do_register(http: &Http, p: &Params, body: &Bytes, path_id: Option<&str>) -> ApiResult {
+    let s = parse_submitted(http, p, body).await?;
     if let Some(id) = path_id
         && s.job.id != id
     {
@@ -79,6 +94,7 @@ async fn do_register(http: &Http, p: &Params, body: &[u8], path_id: Option<&str>
     let r = writes::register(&http.gw, s.job, enforce.then_some(wanted)).await?;
     let mut warnings = s.warnings;
     warnings.extend(r.warnings);
+    let contact = http.gw.leader_contact();
     Ok(with_index(
         index(r.revision),
         json!({
@@ -87,8 +103,8 @@ async fn do_register(http: &Http, p: &Params, body: &[u8], path_id: Option<&str>
             "JobModifyIndex": index(r.job_modify_revision),
             "Warnings": warnings.join("\n"),
             "Index": index(r.revision),
-            "LastContact": 0,
-            "KnownLeader": true,
+            "LastContact": contact.last_contact_ms,
+            "KnownLeader": contact.known,
         }),
     ))
 }
@@ -130,9 +146,8 @@ pub(crate) async fn parse(State(http): State<Http>, body: Bytes) -> ApiResult {
     let options = ParseOptions {
         max_bytes: http.gw.config.max_body_bytes,
     };
-    // Parsing is CPU-bound and grows faster than linearly with the size of
-    // an object: off the async workers, so the rest of the API keeps
-    // answering meanwhile.
+    // Parsing is CPU-bound (about 2 µs per object key): off the async
+    // workers, so the rest of the API keeps answering meanwhile.
     let canonicalize = req.canonicalize;
     let parsed = tokio::task::spawn_blocking(move || {
         caravan_jobspec::hcl_to_nomad_json(&hcl, canonicalize, &options)
@@ -149,7 +164,7 @@ pub(crate) async fn validate(
     QueryString(p): QueryString<Params>,
     body: Bytes,
 ) -> ApiResult {
-    let s = match parse_submitted(&http, &p, &body) {
+    let s = match parse_submitted(&http, &p, &body).await {
         Ok(s) => s,
         Err(ApiError(GatewayError::InvalidJob(errors))) => {
             return Ok(validation(errors.messages(), Vec::new()));
@@ -212,6 +227,7 @@ pub(crate) async fn deregister(
     let ns = p.get("namespace").map_or(DEFAULT_NAMESPACE, String::as_str);
     let r = writes::deregister(&http.gw, ns, &id, purge).await?;
     let rev = http.gw.cache().revision();
+    let contact = http.gw.leader_contact();
     Ok(with_index(
         index(rev),
         json!({
@@ -219,8 +235,8 @@ pub(crate) async fn deregister(
             "EvalCreateIndex": index(r.eval_create_revision),
             "JobModifyIndex": index(r.job_modify_revision),
             "Index": index(rev),
-            "LastContact": 0,
-            "KnownLeader": true,
+            "LastContact": contact.last_contact_ms,
+            "KnownLeader": contact.known,
         }),
     ))
 }
@@ -232,7 +248,7 @@ pub(crate) async fn plan(
     QueryString(p): QueryString<Params>,
     body: Bytes,
 ) -> ApiResult {
-    let s = parse_submitted(&http, &p, &body)?;
+    let s = parse_submitted(&http, &p, &body).await?;
     if s.job.id != id {
         return Err(ApiError::field("Job.ID", "Job ID does not match"));
     }
@@ -328,14 +344,15 @@ pub(crate) async fn versions(
     let q = query(&http, &p)?;
     let (versions, meta) = reads::versions(&http.gw, &id, &q).await?;
     let rendered: Vec<Value> = versions.iter().map(caravan_jobspec::render_json).collect();
+    let contact = http.gw.leader_contact();
     Ok(read_answer(
         &meta,
         json!({
             "Versions": rendered,
             "Diffs": Value::Null,
             "Index": index(meta.revision),
-            "LastContact": 0,
-            "KnownLeader": true,
+            "LastContact": contact.last_contact_ms,
+            "KnownLeader": contact.known,
         }),
     ))
 }

@@ -9,9 +9,8 @@ mod jobs;
 mod logs;
 mod metrics;
 mod operator;
+pub mod params;
 pub mod render;
-
-use std::collections::HashMap;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -19,7 +18,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use caravan_jobspec::JobspecError;
-use caravan_proto::{QueryMeta, QueryOptions};
+use caravan_proto::QueryMeta;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tonic::Code;
@@ -50,6 +49,7 @@ impl Http {
 /// The HTTP API's routes, with the body limit applied to every request.
 pub fn router(gw: Gateway, bound: Bound) -> Router {
     let limit = gw.config.max_body_bytes;
+    let contact = gw.clone();
     let state = Http { gw, bound };
     Router::new()
         .route(
@@ -167,6 +167,9 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
         .layer(axum::middleware::from_fn(move |req, next| {
             refuse_announced_oversize(limit, req, next)
         }))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            leader_headers(contact.clone(), req, next)
+        }))
         .with_state(state)
 }
 
@@ -249,39 +252,23 @@ impl IntoResponse for ApiError {
 /// A handler's answer.
 pub(crate) type ApiResult = Result<Response, ApiError>;
 
-/// The query string as given.
-pub(crate) type Params = HashMap<String, String>;
+pub(crate) use params::Params;
+
+impl From<params::ParamError> for ApiError {
+    fn from(err: params::ParamError) -> Self {
+        ApiError::field(err.field, err.message)
+    }
+}
 
 /// Whether a boolean query parameter is set (`?purge=true`, `?purge`).
 pub(crate) fn flag(params: &Params, name: &str) -> Result<bool, ApiError> {
-    match params.get(name).map(String::as_str) {
-        None => Ok(false),
-        Some("" | "true" | "1") => Ok(true),
-        Some("false" | "0") => Ok(false),
-        Some(other) => Err(ApiError::field(name, format!("invalid boolean {other:?}"))),
-    }
+    Ok(params::flag(params, name)?)
 }
 
 /// The blocking-query options of a request: `index`, `wait`, `namespace`,
 /// `prefix`.
 pub(crate) fn query(http: &Http, params: &Params) -> Result<Query, ApiError> {
-    let min_revision = match params.get("index") {
-        None => 0,
-        Some(v) => v
-            .parse::<u64>()
-            .map_err(|_| ApiError::field("index", format!("invalid index {v:?}")))?,
-    };
-    let wait_ns = match params.get("wait") {
-        None => 0,
-        Some(v) => caravan_jobspec::parse_duration(v)
-            .map_err(|e| ApiError::field("wait", format!("invalid wait {v:?}: {e}")))?,
-    };
-    let options = QueryOptions {
-        namespace: params.get("namespace").cloned().unwrap_or_default(),
-        min_revision: i64::try_from(min_revision).unwrap_or(i64::MAX),
-        wait_ns,
-        prefix: params.get("prefix").cloned().unwrap_or_default(),
-    };
+    let options = params::blocking(params)?;
     Ok(Query::new(Some(&options), http.gw.config.max_query_wait()))
 }
 
@@ -290,19 +277,40 @@ pub(crate) fn read_answer(meta: &QueryMeta, body: Value) -> Response {
     with_index(render::index(meta.revision), body)
 }
 
-/// A JSON answer carrying `X-Nomad-Index` (and the leader headers).
+/// A JSON answer carrying `X-Nomad-Index` (the leader headers are added by
+/// [`leader_headers`]).
 pub(crate) fn with_index(index: u64, body: Value) -> Response {
     let mut response = axum::Json(body).into_response();
     let headers = response.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&index.to_string()) {
         headers.insert("X-Nomad-Index", v);
     }
-    headers.insert("X-Nomad-KnownLeader", HeaderValue::from_static("true"));
-    headers.insert("X-Nomad-LastContact", HeaderValue::from_static("0"));
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    response
+}
+
+/// Adds Nomad's `X-Nomad-KnownLeader` and `X-Nomad-LastContact` to every
+/// answer carrying `X-Nomad-Index`, from how fresh the gateway's view of
+/// the store is.
+async fn leader_headers(
+    gw: Gateway,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let mut response = next.run(req).await;
+    if response.headers().contains_key("X-Nomad-Index") {
+        let contact = gw.leader_contact();
+        let headers = response.headers_mut();
+        let known = if contact.known { "true" } else { "false" };
+        headers.insert("X-Nomad-KnownLeader", HeaderValue::from_static(known));
+        headers.insert(
+            "X-Nomad-LastContact",
+            HeaderValue::from(contact.last_contact_ms),
+        );
+    }
     response
 }
 

@@ -7,7 +7,7 @@ use caravan_proto::{PreemptionConfig, SchedulerAlgorithm, SchedulerConfiguration
 use serde_json::{Value, json};
 
 use crate::http::render::index;
-use crate::http::{ApiError, ApiResult, Http, Params, decode, with_index};
+use crate::http::{ApiError, ApiResult, Http, Params, decode, params, with_index};
 use crate::operator;
 
 fn algorithm_name(a: SchedulerAlgorithm) -> &'static str {
@@ -21,6 +21,7 @@ fn algorithm_name(a: SchedulerAlgorithm) -> &'static str {
 pub(crate) async fn get_config(State(http): State<Http>) -> ApiResult {
     let (c, revision) = operator::get(&http.gw);
     let p = c.preemption_config.unwrap_or_default();
+    let contact = http.gw.leader_contact();
     Ok(with_index(
         index(revision),
         json!({
@@ -39,8 +40,8 @@ pub(crate) async fn get_config(State(http): State<Http>) -> ApiResult {
                 "ModifyIndex": index(c.modify_revision),
             },
             "Index": index(revision),
-            "LastContact": 0,
-            "KnownLeader": true,
+            "LastContact": contact.last_contact_ms,
+            "KnownLeader": contact.known,
         }),
     ))
 }
@@ -103,13 +104,7 @@ pub(crate) async fn set_config(
         ..Default::default()
     };
     config.set_scheduler_algorithm(algorithm);
-    let cas = match p.get("cas") {
-        None => None,
-        Some(c) => Some(
-            c.parse::<i64>()
-                .map_err(|_| ApiError::field("cas", format!("invalid index {c:?}")))?,
-        ),
-    };
+    let cas = params::integer(&p, "cas", "index")?;
     let (updated, revision) = operator::set(&http.gw, config, cas).await?;
     Ok(with_index(
         index(revision),

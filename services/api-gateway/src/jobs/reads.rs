@@ -34,7 +34,7 @@ pub async fn list(gw: &Gateway, query: &Query) -> (Vec<Job>, QueryMeta) {
         .filter(|j| query.matches_namespace(&j.namespace) && query.matches_prefix(&j.id))
         .map(|j| with_status(&snap, j))
         .collect();
-    (jobs, query::meta(&snap))
+    (jobs, query::meta(gw, &snap))
 }
 
 fn find<'a>(snap: &'a Snapshot, query: &Query, job_id: &str) -> Result<&'a Job> {
@@ -47,7 +47,7 @@ fn find<'a>(snap: &'a Snapshot, query: &Query, job_id: &str) -> Result<&'a Job> 
 pub async fn get(gw: &Gateway, job_id: &str, query: &Query) -> Result<(Job, QueryMeta)> {
     let snap = query::block(gw, query).await;
     let job = with_status(&snap, find(&snap, query, job_id)?);
-    Ok((job, query::meta(&snap)))
+    Ok((job, query::meta(gw, &snap)))
 }
 
 /// The kept versions of a job, newest first.
@@ -61,7 +61,7 @@ pub async fn versions(gw: &Gateway, job_id: &str, query: &Query) -> Result<(Vec<
     if versions.is_empty() {
         return Err(GatewayError::NotFound(format!("job not found: {job_id}")));
     }
-    Ok((versions, query::meta(&snap)))
+    Ok((versions, query::meta(gw, &snap)))
 }
 
 /// The allocations of a job, terminal ones included.
@@ -75,7 +75,7 @@ pub async fn allocations(
         .allocs_by_job(&query.namespace, job_id)
         .map(|a| (**a).clone())
         .collect();
-    Ok((allocs, query::meta(&snap)))
+    Ok((allocs, query::meta(gw, &snap)))
 }
 
 /// The evaluations of a job.
@@ -89,7 +89,7 @@ pub async fn evaluations(
         .evals_by_job(&query.namespace, job_id)
         .map(|e| (**e).clone())
         .collect();
-    Ok((evals, query::meta(&snap)))
+    Ok((evals, query::meta(gw, &snap)))
 }
 
 /// A job's summary: per task group, allocations by client status and the
@@ -137,5 +137,5 @@ pub async fn summary(gw: &Gateway, job_id: &str, query: &Query) -> Result<(JobSu
     let snap = query::block(gw, query).await;
     let job = with_status(&snap, find(&snap, query, job_id)?);
     let groups = summarize(&snap, &job);
-    Ok((JobSummary { job, groups }, query::meta(&snap)))
+    Ok((JobSummary { job, groups }, query::meta(gw, &snap)))
 }

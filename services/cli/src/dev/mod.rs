@@ -51,6 +51,9 @@ pub struct DevOptions {
     pub grpc_port: u16,
     /// The api-gateway's HTTP port (0: any free one).
     pub http_port: u16,
+    /// The binary that supervises raw_exec tasks (`caravan`, which runs as one
+    /// given `task-supervisor`); empty means this process's own binary.
+    pub task_supervisor: PathBuf,
 }
 
 impl Default for DevOptions {
@@ -62,6 +65,7 @@ impl Default for DevOptions {
             bind: "127.0.0.1".into(),
             grpc_port: 4647,
             http_port: 4646,
+            task_supervisor: PathBuf::new(),
         }
     }
 }
@@ -312,6 +316,7 @@ async fn start_services(
                 data_dir: data_dir.clone(),
                 drivers: vec!["raw_exec".into(), "mock".into()],
                 stop_tasks_on_shutdown: true,
+                task_supervisor: options.task_supervisor.clone(),
                 ..Default::default()
             },
             NoStore,

@@ -33,6 +33,7 @@ pub fn options(dir: &Path) -> DevOptions {
         data_dir: Some(dir.join("client")),
         grpc_port: 0,
         http_port: 0,
+        task_supervisor: env!("CARGO_BIN_EXE_caravan").into(),
         ..Default::default()
     }
 }
