@@ -10,7 +10,8 @@ as_root() {
 # What the scripts use, as "test package" pairs: a test that fails when the
 # package is missing, and the Debian package that provides it. protoc alone is
 # not enough: Caravan's protos import Google's well-known types, which Debian
-# ships in libprotobuf-dev, not in protobuf-compiler.
+# ships in libprotobuf-dev, not in protobuf-compiler. The fuzz targets' libFuzzer
+# (libfuzzer-sys) is C++.
 REQUIRED_PACKAGES=(
   "command -v protoc:protobuf-compiler"
   "test -f /usr/include/google/protobuf/struct.proto:libprotobuf-dev"
@@ -18,6 +19,7 @@ REQUIRED_PACKAGES=(
   "command -v curl:curl"
   "command -v python3:python3"
   "command -v cc:gcc"
+  "command -v c++:g++"
 )
 
 # Installs whatever REQUIRED_PACKAGES finds missing, then checks again, so a
@@ -49,8 +51,8 @@ free_port() {
 }
 
 # Starts etcd in its own temp dir on free loopback ports, with Caravan's raised
-# txn and request limits. Sets ETCD_ENDPOINT, ETCD_PID and ETCD_DIR; stop it with
-# stop_etcd.
+# txn and request limits and a backend quota of ETCD_QUOTA_BYTES (default 8 GiB).
+# Sets ETCD_ENDPOINT, ETCD_PID and ETCD_DIR; stop it with stop_etcd.
 start_etcd() {
   ETCD_DIR=$(mktemp -d -t caravan-etcd.XXXXXX)
   local client peer
@@ -63,7 +65,7 @@ start_etcd() {
     --initial-advertise-peer-urls "http://127.0.0.1:${peer}" \
     --initial-cluster "caravan-test=http://127.0.0.1:${peer}" \
     --max-txn-ops 10000 --max-request-bytes 33554432 \
-    --quota-backend-bytes 8589934592 \
+    --quota-backend-bytes "${ETCD_QUOTA_BYTES:-8589934592}" \
     --logger zap --log-level error >"$ETCD_DIR/etcd.log" 2>&1 &
   ETCD_PID=$!
   local i

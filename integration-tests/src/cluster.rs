@@ -236,12 +236,7 @@ impl Cluster {
         name: &str,
         limit: Duration,
     ) -> anyhow::Result<Option<(Duration, ExitStatus)>> {
-        let p = self
-            .processes
-            .iter_mut()
-            .find(|p| p.name == name)
-            .ok_or_else(|| anyhow::anyhow!("no process named {name}"))?;
-        Ok(p.terminate(limit))
+        Ok(self.process_mut(name)?.terminate(limit))
     }
 
     /// Starts an api-gateway and waits until its HTTP API answers.
@@ -458,6 +453,56 @@ impl Cluster {
         Ok(p.name.clone())
     }
 
+    /// The name of the process of `service` listening on `addr` (the
+    /// address it campaigns with), e.g. to find a leader's process.
+    pub fn process_at(&self, service: Service, addr: &str) -> Option<&str> {
+        self.processes
+            .iter()
+            .find(|p| p.name.starts_with(service.name()) && p.grpc.to_string() == addr)
+            .map(|p| p.name.as_str())
+    }
+
+    /// Every process's name, running or not, in start order.
+    pub fn process_names(&self) -> Vec<String> {
+        self.processes.iter().map(|p| p.name.clone()).collect()
+    }
+
+    /// SIGKILLs the process named `name`, as a crash.
+    pub fn crash_named(&mut self, name: &str) -> anyhow::Result<()> {
+        self.process_mut(name)?.kill_hard();
+        Ok(())
+    }
+
+    /// Sends `signal` to the process named `name` (SIGSTOP to freeze it,
+    /// SIGCONT to thaw it); whether it was sent.
+    pub fn signal(&mut self, name: &str, signal: nix::sys::signal::Signal) -> anyhow::Result<bool> {
+        Ok(self.process_mut(name)?.signal(signal))
+    }
+
+    /// Starts the process named `name` again, with its settings, addresses
+    /// and data dir, SIGKILLing it first if it still runs; waits until it
+    /// listens again.
+    pub async fn restart(&mut self, name: &str) -> anyhow::Result<()> {
+        let gateways = self.gateways.clone();
+        let p = self.process_mut(name)?;
+        p.respawn()?;
+        let mut addrs = vec![p.grpc];
+        addrs.extend(gateways.iter().filter(|g| g.grpc == p.grpc).map(|g| g.http));
+        wait_listening(p, &addrs).await.map_err(|err| {
+            err.context(format!(
+                "restarting {name}; its log:\n{}",
+                p.tail(LOG_TAIL_LINES)
+            ))
+        })
+    }
+
+    fn process_mut(&mut self, name: &str) -> anyhow::Result<&mut ServiceProcess> {
+        self.processes
+            .iter_mut()
+            .find(|p| p.name == name)
+            .ok_or_else(|| anyhow::anyhow!("no process named {name}"))
+    }
+
     /// SIGKILLs the real client node named `name` (its tasks keep running,
     /// as when a machine's agent dies).
     pub fn crash_client(&mut self, name: &str) -> anyhow::Result<()> {
@@ -594,17 +639,7 @@ impl Cluster {
                 log.clone(),
                 Duration::from_secs(5),
             )?;
-            let listening = wait_for(&format!("{name} to listen"), START_TIMEOUT, async || {
-                if let Some(status) = process.exited() {
-                    anyhow::bail!("{name} exited ({status})");
-                }
-                Ok(if addrs.iter().all(|a| process::accepts(*a)) {
-                    Progress::Done(())
-                } else {
-                    Progress::Waiting(format!("not listening on {addrs:?}"))
-                })
-            })
-            .await;
+            let listening = wait_listening(&mut process, &addrs).await;
             match listening {
                 Ok(()) => {
                     self.processes.push(process);
@@ -625,6 +660,23 @@ impl Cluster {
         }
         anyhow::bail!("{name}: lost the race for free ports three times")
     }
+}
+
+/// Waits until `process` accepts connections on every one of `addrs`;
+/// fails at once when it exits.
+async fn wait_listening(process: &mut ServiceProcess, addrs: &[SocketAddr]) -> anyhow::Result<()> {
+    let name = process.name.clone();
+    wait_for(&format!("{name} to listen"), START_TIMEOUT, async || {
+        if let Some(status) = process.exited() {
+            anyhow::bail!("{name} exited ({status})");
+        }
+        Ok(if addrs.iter().all(|a| process::accepts(*a)) {
+            Progress::Done(())
+        } else {
+            Progress::Waiting(format!("not listening on {addrs:?}"))
+        })
+    })
+    .await
 }
 
 async fn ready_count(state: &ClusterState) -> anyhow::Result<usize> {

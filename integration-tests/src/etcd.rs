@@ -4,7 +4,8 @@
 //! removed when dropped. For the benchmark without an etcd given and for
 //! tests that must take etcd away.
 
-use std::path::Path;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -18,6 +19,107 @@ use crate::wait::{Progress, wait_for};
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long etcd may take to stop on SIGTERM before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// How one etcd member is started: its name, data dir, addresses and the
+/// cluster it belongs to.
+#[derive(Clone, Debug)]
+pub(crate) struct Member {
+    /// The member's name, unique in its cluster.
+    pub name: String,
+    /// Its data dir (kept across restarts).
+    pub data_dir: PathBuf,
+    /// The address clients talk to.
+    pub client: SocketAddr,
+    /// The address the other members talk to.
+    pub peer: SocketAddr,
+    /// `--initial-cluster`: every member as `name=http://peer`.
+    pub initial_cluster: String,
+    /// Whether the member rejoins a cluster that exists already.
+    pub existing: bool,
+}
+
+impl Member {
+    /// Spawns etcd for this member, with Caravan's raised txn, request and
+    /// quota limits, its output appended to `log`.
+    pub fn spawn(&self, log: PathBuf) -> anyhow::Result<ServiceProcess> {
+        let endpoint = format!("http://{}", self.client);
+        let peer_url = format!("http://{}", self.peer);
+        let args: Vec<String> = [
+            "--name",
+            &self.name,
+            "--data-dir",
+            &self.data_dir.display().to_string(),
+            "--listen-client-urls",
+            &endpoint,
+            "--advertise-client-urls",
+            &endpoint,
+            "--listen-peer-urls",
+            &peer_url,
+            "--initial-advertise-peer-urls",
+            &peer_url,
+            "--initial-cluster",
+            &self.initial_cluster,
+            "--initial-cluster-state",
+            if self.existing { "existing" } else { "new" },
+            "--max-txn-ops",
+            "10000",
+            "--max-request-bytes",
+            "33554432",
+            "--quota-backend-bytes",
+            "8589934592",
+            "--logger",
+            "zap",
+            "--log-level",
+            "error",
+        ]
+        .map(String::from)
+        .to_vec();
+        ServiceProcess::spawn(
+            &self.name,
+            Path::new("etcd"),
+            &args,
+            self.client,
+            log,
+            STOP_GRACE,
+        )
+    }
+}
+
+/// Waits until the etcd `process` listening on `client` reports itself
+/// healthy (a member of a cluster: once the cluster has a leader).
+pub(crate) async fn wait_healthy(
+    process: &mut ServiceProcess,
+    client: SocketAddr,
+) -> anyhow::Result<()> {
+    let api = HttpApi::new(client);
+    wait_for("etcd to be healthy", START_TIMEOUT, async || {
+        if let Some(status) = process.exited() {
+            anyhow::bail!("etcd exited ({status})");
+        }
+        let reply = api.get("/health").await?;
+        Ok(if reply.text().contains(r#""health":"true""#) {
+            Progress::Done(())
+        } else {
+            Progress::Waiting(format!("HTTP {}: {}", reply.status, reply.text()))
+        })
+    })
+    .await
+}
+
+/// etcd's status through the maintenance API, from whichever of
+/// `endpoints` answers within `timeout`.
+pub async fn status(
+    endpoints: &[String],
+    timeout: Duration,
+) -> anyhow::Result<etcd_client::StatusResponse> {
+    let ask = async {
+        let mut client = etcd_client::Client::connect(endpoints, None).await?;
+        anyhow::Ok(client.status().await?)
+    };
+    tokio::time::timeout(timeout, ask)
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer within {timeout:?}"))?
+}
 
 /// A running etcd member alone in its cluster, with its data dir.
 #[derive(Debug)]
@@ -36,52 +138,16 @@ impl EtcdProcess {
         for _ in 0..3 {
             let (client, peer) = (process::free_addr()?, process::free_addr()?);
             let endpoint = format!("http://{client}");
-            let peer_url = format!("http://{peer}");
-            let args: Vec<String> = [
-                "--name",
-                "caravan-test",
-                "--data-dir",
-                &dir.path().join("data").display().to_string(),
-                "--listen-client-urls",
-                &endpoint,
-                "--advertise-client-urls",
-                &endpoint,
-                "--listen-peer-urls",
-                &peer_url,
-                "--initial-advertise-peer-urls",
-                &peer_url,
-                "--initial-cluster",
-                &format!("caravan-test={peer_url}"),
-                "--max-txn-ops",
-                "10000",
-                "--max-request-bytes",
-                "33554432",
-                "--quota-backend-bytes",
-                "8589934592",
-                "--logger",
-                "zap",
-                "--log-level",
-                "error",
-            ]
-            .map(String::from)
-            .to_vec();
-            let log = dir.path().join("etcd.log");
-            let mut process =
-                ServiceProcess::spawn("etcd", Path::new("etcd"), &args, client, log, STOP_GRACE)?;
-            let api = HttpApi::new(client);
-            let healthy = wait_for("etcd to be healthy", START_TIMEOUT, async || {
-                if let Some(status) = process.exited() {
-                    anyhow::bail!("etcd exited ({status})");
-                }
-                let reply = api.get("/health").await?;
-                Ok(if reply.text().contains(r#""health":"true""#) {
-                    Progress::Done(())
-                } else {
-                    Progress::Waiting(format!("HTTP {}: {}", reply.status, reply.text()))
-                })
-            })
-            .await;
-            match healthy {
+            let member = Member {
+                name: "caravan-test".into(),
+                data_dir: dir.path().join("data"),
+                client,
+                peer,
+                initial_cluster: format!("caravan-test=http://{peer}"),
+                existing: false,
+            };
+            let mut process = member.spawn(dir.path().join("etcd.log"))?;
+            match wait_healthy(&mut process, client).await {
                 Ok(()) => {
                     return Ok(EtcdProcess {
                         endpoint,
@@ -91,7 +157,7 @@ impl EtcdProcess {
                 }
                 Err(_) if process.exited().is_some() && process::lost_port_race(&process.log) => {
                     // The data dir may hold a half-made member: start afresh.
-                    let _ = std::fs::remove_dir_all(dir.path().join("data"));
+                    let _ = std::fs::remove_dir_all(&member.data_dir);
                     continue;
                 }
                 Err(err) => {

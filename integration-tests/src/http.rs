@@ -30,9 +30,19 @@ pub struct HttpReply {
     pub status: u16,
     /// The body as received.
     pub body: Vec<u8>,
+    /// The headers, names in lower case.
+    pub headers: Vec<(String, String)>,
 }
 
 impl HttpReply {
+    /// The value of header `name` (any case), if present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
     /// The body as text.
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
@@ -86,8 +96,22 @@ impl HttpApi {
         let exchange = async {
             let response = self.client.request(request).await?;
             let status = response.status().as_u16();
+            let headers = response
+                .headers()
+                .iter()
+                .map(|(n, v)| {
+                    (
+                        n.to_string(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect();
             let body = response.into_body().collect().await?.to_bytes().to_vec();
-            anyhow::Ok(HttpReply { status, body })
+            anyhow::Ok(HttpReply {
+                status,
+                body,
+                headers,
+            })
         };
         tokio::time::timeout(REQUEST_TIMEOUT, exchange)
             .await
@@ -154,7 +178,11 @@ impl HttpApi {
         let body = text
             .split_once("\r\n\r\n")
             .map_or_else(Vec::new, |(_, body)| body.as_bytes().to_vec());
-        Ok(HttpReply { status, body })
+        Ok(HttpReply {
+            status,
+            body,
+            headers: Vec::new(),
+        })
     }
 
     /// `DELETE path`.

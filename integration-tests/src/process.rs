@@ -38,6 +38,9 @@ pub struct ServiceProcess {
     child: Option<Child>,
     /// How long a graceful stop may take before SIGKILL.
     stop_grace: Duration,
+    /// The binary and its arguments, to start it again.
+    binary: PathBuf,
+    args: Vec<String>,
 }
 
 impl ServiceProcess {
@@ -50,24 +53,36 @@ impl ServiceProcess {
         log: PathBuf,
         stop_grace: Duration,
     ) -> anyhow::Result<ServiceProcess> {
-        let out = File::options().create(true).append(true).open(&log)?;
+        let mut process = ServiceProcess {
+            name: name.to_string(),
+            grpc,
+            log,
+            child: None,
+            stop_grace,
+            binary: binary.to_path_buf(),
+            args: args.to_vec(),
+        };
+        process.respawn()?;
+        Ok(process)
+    }
+
+    /// Starts the process again with the same arguments and log (appended
+    /// to), SIGKILLing it first if it still runs: a restart after a crash.
+    pub fn respawn(&mut self) -> anyhow::Result<()> {
+        self.kill_hard();
+        let out = File::options().create(true).append(true).open(&self.log)?;
         let err = out.try_clone()?;
-        let mut command = Command::new(binary);
+        let mut command = Command::new(&self.binary);
         command
-            .args(args)
+            .args(&self.args)
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err));
         let child = spawn_tied(command)
-            .map_err(|e| anyhow::anyhow!("starting {}: {e}", binary.display()))?;
-        Ok(ServiceProcess {
-            name: name.to_string(),
-            grpc,
-            log,
-            child: Some(child),
-            stop_grace,
-        })
+            .map_err(|e| anyhow::anyhow!("starting {}: {e}", self.binary.display()))?;
+        self.child = Some(child);
+        Ok(())
     }
 
     /// The process id while it runs.

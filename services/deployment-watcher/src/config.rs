@@ -36,7 +36,7 @@ impl Default for DeploymentWatcherConfig {
         DeploymentWatcherConfig {
             grpc_addr: "0.0.0.0:4653".into(),
             advertise_addr: String::new(),
-            leader_ttl_ms: 10_000,
+            leader_ttl_ms: 3_000,
             eval_batch_window_ms: 1_000,
             write_attempts: 5,
             store: StoreConfig::default(),

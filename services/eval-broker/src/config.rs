@@ -68,7 +68,7 @@ impl Default for EvalBrokerConfig {
         EvalBrokerConfig {
             grpc_addr: "0.0.0.0:4650".into(),
             advertise_addr: String::new(),
-            leader_ttl_ms: 10_000,
+            leader_ttl_ms: 3_000,
             nack_timeout_ms: 60_000,
             delivery_limit: 3,
             initial_nack_delay_ms: 1_000,

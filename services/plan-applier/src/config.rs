@@ -50,7 +50,7 @@ impl Default for PlanApplierConfig {
         PlanApplierConfig {
             grpc_addr: "0.0.0.0:4651".into(),
             advertise_addr: String::new(),
-            leader_ttl_ms: 10_000,
+            leader_ttl_ms: 3_000,
             txn_max_ops: 4_000,
             txn_max_bytes: 8 * 1024 * 1024,
             verify_threads: 0,

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use caravan_integration_tests::ClusterState;
 use caravan_integration_tests::state::{duplicated_allocs, overcommitted_nodes};
+use caravan_integration_tests::{ClusterState, etcd};
 use caravan_proto::NodeStatus;
 use serde::Serialize;
 
@@ -102,15 +102,8 @@ impl Checks {
     }
 }
 
-/// etcd's database size and the part of it in use, from the maintenance
-/// API (`caravan_store` does not expose it).
+/// etcd's database size and the part of it in use.
 async fn etcd_sizes(endpoints: &[String]) -> anyhow::Result<(i64, i64)> {
-    let ask = async {
-        let mut client = etcd_client::Client::connect(endpoints, None).await?;
-        let status = client.status().await?;
-        anyhow::Ok((status.db_size(), status.raft_used_db_size()))
-    };
-    tokio::time::timeout(STATUS_TIMEOUT, ask)
-        .await
-        .map_err(|_| anyhow::anyhow!("no answer within {STATUS_TIMEOUT:?}"))?
+    let status = etcd::status(endpoints, STATUS_TIMEOUT).await?;
+    Ok((status.db_size(), status.raft_used_db_size()))
 }

@@ -92,6 +92,10 @@ pub struct Args {
     /// Log filter of every service.
     #[arg(long, default_value = "info")]
     log_filter: String,
+    /// An eval-broker setting, `KEY=VALUE` (repeatable), e.g.
+    /// `compaction_interval_ms=10000` for a soak against a small etcd quota.
+    #[arg(long = "broker-set", value_parser = parse_setting)]
+    broker_settings: Vec<(String, String)>,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 900)]
     timeout_secs: u64,
@@ -101,6 +105,14 @@ pub struct Args {
     /// Also write every figure as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+}
+
+/// A `KEY=VALUE` setting.
+fn parse_setting(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
 }
 
 impl Args {

@@ -136,7 +136,13 @@ async fn start_cluster(c: &mut Cluster, args: &Args) -> anyhow::Result<()> {
     for _ in 0..args.gateways.max(1) {
         c.start_gateway(&log).await?;
     }
-    c.start_broker(&log).await?;
+    let mut broker_settings = log.to_vec();
+    broker_settings.extend(
+        args.broker_settings
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    c.start_broker(&broker_settings).await?;
     c.start_applier(&log).await?;
     let workers = args.workers.to_string();
     let mut worker_settings = log.to_vec();

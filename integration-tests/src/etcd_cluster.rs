@@ -1,0 +1,319 @@
+//! A throwaway etcd cluster of several members on loopback, each its own
+//! `etcd` process with its own data dir, for runs that take members away:
+//! killed, stopped (SIGSTOP, as behind a partition) and restarted with their
+//! data, while the others keep a quorum. Stopped and removed when dropped.
+
+use std::path::Path;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tempfile::TempDir;
+
+use crate::etcd::{self, Member};
+use crate::process::{self, ServiceProcess};
+
+/// How long one member may take to answer its status.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One member: how it is started, and its process while it runs.
+#[derive(Debug)]
+struct Running {
+    member: Member,
+    process: Option<ServiceProcess>,
+    paused: bool,
+}
+
+/// An etcd cluster of `n` members, each on free loopback ports.
+#[derive(Debug)]
+pub struct EtcdCluster {
+    members: Vec<Running>,
+    // Dropped after the processes have stopped (see `Drop`).
+    dir: TempDir,
+}
+
+impl EtcdCluster {
+    /// Starts `n` members and waits until every one reports itself healthy
+    /// (the cluster has a leader); retries with other ports when another
+    /// process took one first.
+    pub async fn start(n: usize) -> anyhow::Result<EtcdCluster> {
+        anyhow::ensure!(n > 0, "an etcd cluster needs at least one member");
+        for _ in 0..3 {
+            let dir = tempfile::Builder::new()
+                .prefix("caravan-etcd-cluster-")
+                .tempdir()?;
+            let mut addrs = Vec::with_capacity(n);
+            for _ in 0..n {
+                addrs.push((process::free_addr()?, process::free_addr()?));
+            }
+            let initial_cluster = (0..n)
+                .map(|i| format!("etcd-{i}=http://{}", addrs[i].1))
+                .collect::<Vec<_>>()
+                .join(",");
+            let mut members = Vec::with_capacity(n);
+            for (i, (client, peer)) in addrs.into_iter().enumerate() {
+                let member = Member {
+                    name: format!("etcd-{i}"),
+                    data_dir: dir.path().join(format!("etcd-{i}")),
+                    client,
+                    peer,
+                    initial_cluster: initial_cluster.clone(),
+                    existing: false,
+                };
+                let process = member.spawn(log_of(dir.path(), i))?;
+                members.push(Running {
+                    member,
+                    process: Some(process),
+                    paused: false,
+                });
+            }
+            let mut cluster = EtcdCluster { members, dir };
+            match cluster.wait_all_healthy().await {
+                Ok(()) => {
+                    for m in &mut cluster.members {
+                        m.member.existing = true;
+                    }
+                    return Ok(cluster);
+                }
+                // Dropping it stops the half-made members and their dirs.
+                Err(_) if cluster.lost_port_race() => continue,
+                Err(err) => {
+                    let logs = cluster.logs(20);
+                    return Err(err.context(format!("starting an etcd cluster; logs:\n{logs}")));
+                }
+            }
+        }
+        anyhow::bail!("the etcd cluster lost the race for free ports three times")
+    }
+
+    /// How many members the cluster has (running or not).
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether the cluster has no members (never, once started).
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Every member's client URL, e.g. `http://127.0.0.1:41234`, by index.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .map(|m| format!("http://{}", m.member.client))
+            .collect()
+    }
+
+    /// [`EtcdCluster::endpoints`] joined by commas, as services take them.
+    pub fn endpoints_joined(&self) -> String {
+        self.endpoints().join(",")
+    }
+
+    /// Member `i`'s process id while it runs.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.members
+            .get(i)?
+            .process
+            .as_ref()
+            .and_then(ServiceProcess::pid)
+    }
+
+    /// Every running member's process id, by index.
+    pub fn pids(&self) -> Vec<Option<u32>> {
+        (0..self.len()).map(|i| self.pid(i)).collect()
+    }
+
+    /// Whether member `i` runs and is not paused.
+    pub fn is_up(&mut self, i: usize) -> bool {
+        self.members.get_mut(i).is_some_and(|m| {
+            !m.paused && m.process.as_mut().is_some_and(ServiceProcess::is_running)
+        })
+    }
+
+    /// The data and log directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Leaves the data and log directory on disk when dropped.
+    pub fn keep_files(&mut self) {
+        self.dir.disable_cleanup(true);
+    }
+
+    /// SIGKILLs member `i`, as a crash or a lost machine; it stays down
+    /// until [`EtcdCluster::restart`].
+    pub fn kill(&mut self, i: usize) -> anyhow::Result<()> {
+        let m = self.member_mut(i)?;
+        if let Some(mut p) = m.process.take() {
+            p.kill_hard();
+        }
+        m.paused = false;
+        Ok(())
+    }
+
+    /// SIGSTOPs member `i`: it keeps its connections but answers nothing,
+    /// as behind a network partition.
+    pub fn pause(&mut self, i: usize) -> anyhow::Result<()> {
+        let m = self.member_mut(i)?;
+        if let Some(p) = &m.process {
+            p.signal(Signal::SIGSTOP);
+            m.paused = true;
+        }
+        Ok(())
+    }
+
+    /// SIGCONTs member `i` after [`EtcdCluster::pause`].
+    pub fn resume(&mut self, i: usize) -> anyhow::Result<()> {
+        let m = self.member_mut(i)?;
+        if let Some(p) = &m.process {
+            p.signal(Signal::SIGCONT);
+        }
+        m.paused = false;
+        Ok(())
+    }
+
+    /// Brings member `i` back: SIGCONT if it was paused, else starts it
+    /// again on its ports with its data (killing it first if it still
+    /// runs), and waits until it is healthy.
+    pub async fn restart(&mut self, i: usize) -> anyhow::Result<()> {
+        let dir = self.dir.path().to_path_buf();
+        let m = self.member_mut(i)?;
+        if m.paused {
+            if let Some(p) = &m.process {
+                p.signal(Signal::SIGCONT);
+            }
+            m.paused = false;
+        } else {
+            if let Some(mut p) = m.process.take() {
+                p.kill_hard();
+            }
+            m.process = Some(m.member.spawn(log_of(&dir, i))?);
+        }
+        let client = m.member.client;
+        let Some(process) = m.process.as_mut() else {
+            anyhow::bail!("etcd member {i} has no process");
+        };
+        etcd::wait_healthy(process, client)
+            .await
+            .map_err(|err| err.context(format!("restarting etcd member {i}")))
+    }
+
+    /// The index of the member that is the raft leader now, as the members
+    /// that answer say (each asked for its own status, with a short
+    /// timeout); `None` while there is none or none answers.
+    pub async fn leader(&mut self) -> Option<usize> {
+        let endpoints = self.endpoints();
+        for (i, endpoint) in endpoints.iter().enumerate() {
+            if !self.is_up(i) {
+                continue;
+            }
+            let Ok(status) = etcd::status(std::slice::from_ref(endpoint), STATUS_TIMEOUT).await
+            else {
+                continue;
+            };
+            let me = status.header().map(|h| h.member_id());
+            if status.leader() != 0 && me == Some(status.leader()) {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// The last `lines` lines of every member's log.
+    pub fn logs(&self, lines: usize) -> String {
+        (0..self.len())
+            .map(|i| {
+                let log = log_of(self.dir.path(), i);
+                format!(
+                    "----- etcd-{i} ({}) -----\n{}\n",
+                    log.display(),
+                    process::tail_file(&log, lines)
+                )
+            })
+            .collect()
+    }
+
+    fn member_mut(&mut self, i: usize) -> anyhow::Result<&mut Running> {
+        let n = self.members.len();
+        self.members
+            .get_mut(i)
+            .ok_or_else(|| anyhow::anyhow!("no etcd member {i} (the cluster has {n})"))
+    }
+
+    async fn wait_all_healthy(&mut self) -> anyhow::Result<()> {
+        for (i, m) in self.members.iter_mut().enumerate() {
+            let client = m.member.client;
+            let Some(process) = m.process.as_mut() else {
+                anyhow::bail!("etcd member {i} has no process");
+            };
+            etcd::wait_healthy(process, client)
+                .await
+                .map_err(|err| err.context(format!("etcd member {i}")))?;
+        }
+        Ok(())
+    }
+
+    fn lost_port_race(&mut self) -> bool {
+        self.members.iter_mut().any(|m| {
+            m.process
+                .as_mut()
+                .is_some_and(|p| p.exited().is_some() && process::lost_port_race(&p.log))
+        })
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        // Stop first: the temp dir is removed when the fields drop. A
+        // paused member would sit out the grace before its SIGKILL.
+        for m in &mut self.members {
+            if let Some(mut p) = m.process.take() {
+                p.signal(Signal::SIGCONT);
+                p.stop();
+            }
+        }
+    }
+}
+
+fn log_of(dir: &Path, i: usize) -> std::path::PathBuf {
+    dir.join(format!("etcd-{i}.log"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::wait::{Progress, wait_for};
+
+    async fn wait_leader(cluster: &mut EtcdCluster, not: Option<usize>) -> usize {
+        wait_for("an etcd leader", Duration::from_secs(30), async || {
+            Ok(match cluster.leader().await {
+                Some(i) if Some(i) != not => Progress::Done(i),
+                other => Progress::Waiting(format!("leader {other:?}")),
+            })
+        })
+        .await
+        .unwrap()
+    }
+
+    /// Three members elect a leader; with it killed the other two elect
+    /// another, and it rejoins with its data when restarted.
+    #[tokio::test]
+    async fn a_killed_leader_is_replaced_and_rejoins() {
+        let mut cluster = EtcdCluster::start(3).await.unwrap();
+        assert_eq!(cluster.endpoints().len(), 3);
+        assert!(cluster.pids().iter().all(Option::is_some));
+        let first = wait_leader(&mut cluster, None).await;
+        cluster.kill(first).unwrap();
+        assert_eq!(cluster.pid(first), None);
+        let second = wait_leader(&mut cluster, Some(first)).await;
+        assert_ne!(first, second);
+        cluster.restart(first).await.unwrap();
+        assert!(cluster.is_up(first));
+        let other = (0..3).find(|&i| i != second).unwrap();
+        cluster.pause(other).unwrap();
+        assert!(!cluster.is_up(other));
+        cluster.restart(other).await.unwrap();
+        assert!((0..3).all(|i| cluster.is_up(i)));
+    }
+}
