@@ -30,6 +30,9 @@ pub struct TaskDirs {
     /// Where the task's supervisor records how the task ended,
     /// `.<task>.exit.json` next to the task's dir.
     pub exit_record: PathBuf,
+    /// Where the supervisor records that it started the task, before the
+    /// client learns of it: `.<task>.start.json`.
+    pub start_record: PathBuf,
 }
 
 /// Checks that `name` is one path segment, so ids and task names can't escape
@@ -82,6 +85,7 @@ impl AllocDir {
             stdout: logs.join(format!("{task}.stdout.0")),
             stderr: logs.join(format!("{task}.stderr.0")),
             exit_record: self.root.join(format!(".{task}.exit.json")),
+            start_record: self.root.join(format!(".{task}.start.json")),
             alloc_dir,
             task_dir,
         })

@@ -179,35 +179,32 @@ impl TaskRunner {
         loop {
             let handle = match recovered.take() {
                 Some(h) => h,
-                None => {
-                    if let Some(req) = self.kill_requested() {
-                        return self.killed_before_running(req);
+                // A run started just before the client died, never recorded.
+                None => match self.driver.adopt(&self.spec) {
+                    Some(h) => {
+                        self.running(h, "Task started by client (adopted after a client restart)")
                     }
-                    match self.driver.start(self.spec.clone()).await {
-                        Ok(h) => {
-                            self.state.state = states::RUNNING.into();
-                            self.state.started_at_unix_ns = now_unix_ns();
-                            push_event(
-                                &mut self.state,
-                                event(events::STARTED, "Task started by client"),
-                            );
-                            self.send(Some(&h));
-                            h
+                    None => {
+                        if let Some(req) = self.kill_requested() {
+                            return self.killed_before_running(req);
                         }
-                        Err(e) => {
-                            let mut ev = event(events::DRIVER_FAILURE, e.message.clone());
-                            ev.driver_error = e.message.clone();
-                            push_event(&mut self.state, ev);
-                            let decision = self
-                                .restart
-                                .on_start_error(Instant::now().into_std(), e.recoverable);
-                            if self.after(decision).await {
-                                continue;
+                        match self.driver.start(self.spec.clone()).await {
+                            Ok(h) => self.running(h, "Task started by client"),
+                            Err(e) => {
+                                let mut ev = event(events::DRIVER_FAILURE, e.message.clone());
+                                ev.driver_error = e.message.clone();
+                                push_event(&mut self.state, ev);
+                                let decision = self
+                                    .restart
+                                    .on_start_error(Instant::now().into_std(), e.recoverable);
+                                if self.after(decision).await {
+                                    continue;
+                                }
+                                return;
                             }
-                            return;
                         }
                     }
-                }
+                },
             };
             let waited = {
                 let h = handle.clone();
@@ -217,6 +214,7 @@ impl TaskRunner {
                 Woken::Detach => return,
                 Woken::Kill(req) => return self.stop(&handle, req).await,
                 Woken::Done(exit) => {
+                    self.driver.release(&self.spec);
                     self.terminated(&exit);
                     let decision = self.restart.on_exit(Instant::now().into_std(), &exit);
                     if !self.after(decision).await {
@@ -225,6 +223,15 @@ impl TaskRunner {
                 }
             }
         }
+    }
+
+    /// The task runs as `h`: recorded, with the handle to re-attach to.
+    fn running(&mut self, h: Arc<dyn TaskHandle>, message: &str) -> Arc<dyn TaskHandle> {
+        self.state.state = states::RUNNING.into();
+        self.state.started_at_unix_ns = now_unix_ns();
+        push_event(&mut self.state, event(events::STARTED, message));
+        self.send(Some(&h));
+        h
     }
 
     fn terminated(&mut self, exit: &ExitResult) {
@@ -301,6 +308,7 @@ impl TaskRunner {
             // The client is going away: leave the rest to the next start.
             _ = self.detach.cancelled() => return,
         };
+        self.driver.release(&self.spec);
         self.terminated(&exit);
         push_event(
             &mut self.state,
@@ -312,10 +320,12 @@ impl TaskRunner {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
     use caravan_proto::RestartPolicy;
 
     use super::*;
-    use crate::driver::{MockDriver, TaskConfig, number_value, string_value};
+    use crate::driver::{DriverError, MockDriver, TaskConfig, number_value, string_value};
 
     struct Harness {
         updates: mpsc::UnboundedReceiver<Box<TaskUpdate>>,
@@ -360,6 +370,88 @@ mod tests {
             detach,
             join: tokio::spawn(r.run(None)),
         }
+    }
+
+    /// A driver with one run to adopt, which counts starts and releases.
+    #[derive(Debug, Default)]
+    struct Adopting {
+        run: std::sync::Mutex<Option<Arc<dyn TaskHandle>>>,
+        starts: std::sync::atomic::AtomicUsize,
+        releases: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl Driver for Adopting {
+        fn name(&self) -> &'static str {
+            "mock"
+        }
+        fn info(&self) -> caravan_proto::DriverInfo {
+            MockDriver::new().info()
+        }
+        fn wants_env(&self) -> bool {
+            false
+        }
+        async fn start(&self, spec: TaskSpec) -> Result<Arc<dyn TaskHandle>, DriverError> {
+            self.starts.fetch_add(1, Ordering::SeqCst);
+            MockDriver::new().start(spec).await
+        }
+        fn recover(&self, state: &HandleState) -> Option<Arc<dyn TaskHandle>> {
+            MockDriver::new().recover(state)
+        }
+        fn adopt(&self, _spec: &TaskSpec) -> Option<Arc<dyn TaskHandle>> {
+            self.run.lock().unwrap().clone()
+        }
+        fn release(&self, _spec: &TaskSpec) {
+            self.run.lock().unwrap().take();
+            self.releases.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_the_driver_holds_is_adopted_not_started_again() {
+        let spec = TaskSpec {
+            alloc_id: "a".into(),
+            task: "t".into(),
+            config: TaskConfig::from_pairs([("run_for", string_value("1s"))]),
+            env: None,
+            dirs: None,
+            logs: Default::default(),
+        };
+        let driver = Arc::new(Adopting::default());
+        *driver.run.lock().unwrap() = Some(MockDriver::new().start(spec.clone()).await.unwrap());
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (_kill_tx, kill_rx) = watch::channel(None);
+        let r = TaskRunner {
+            name: "t".into(),
+            driver: driver.clone(),
+            spec,
+            kill_signal: Signal::SIGTERM,
+            kill_timeout: Duration::from_secs(5),
+            restart: RestartTracker::new(&policy(2, "fail"), true).without_jitter(),
+            state: TaskState {
+                state: states::PENDING.into(),
+                ..Default::default()
+            },
+            updates: tx,
+            kill: kill_rx,
+            detach: CancellationToken::new(),
+        };
+        r.run(None).await;
+        let mut last = None;
+        while let Some(u) = rx.recv().await {
+            last = Some(u.state);
+        }
+        let s = last.unwrap();
+        assert_eq!(s.state, "dead");
+        assert!(!s.failed);
+        assert_eq!(kinds(&s), vec!["Started", "Terminated"]);
+        assert!(s.events[0].message.contains("adopted"), "{:?}", s.events[0]);
+        assert_eq!(
+            driver.starts.load(Ordering::SeqCst),
+            0,
+            "adopted, not started"
+        );
+        assert_eq!(driver.releases.load(Ordering::SeqCst), 1);
     }
 
     fn policy(attempts: i32, mode: &str) -> RestartPolicy {

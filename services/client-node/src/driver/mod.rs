@@ -157,6 +157,16 @@ pub trait Driver: Send + Sync + Debug {
     async fn start(&self, spec: TaskSpec) -> Result<Arc<dyn TaskHandle>, DriverError>;
     /// Finds a task again from its persisted state; `None` when it is gone.
     fn recover(&self, state: &HandleState) -> Option<Arc<dyn TaskHandle>>;
+    /// A run of the task this driver started whose handle the client may
+    /// never have persisted (it died in between): its handle, so the run is
+    /// adopted instead of started a second time. Drivers whose tasks don't
+    /// outlive the client have none.
+    fn adopt(&self, _spec: &TaskSpec) -> Option<Arc<dyn TaskHandle>> {
+        None
+    }
+    /// The client has taken the run's end into account: it is not adopted
+    /// again.
+    fn release(&self, _spec: &TaskSpec) {}
 }
 
 /// The drivers of a node.

@@ -17,7 +17,7 @@ use nix::unistd::Pid;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::watch;
 
-use super::supervisor::{SupervisorArgs, read_exit};
+use super::supervisor::{SupervisorArgs, read_exit, read_start};
 use super::{
     Driver, DriverError, ExitResult, HandleState, SupervisorState, TaskHandle, TaskSpec, proc_stat,
 };
@@ -183,16 +183,9 @@ impl Driver for RawExecDriver {
             .map(|a| env.interpolate(a))
             .collect();
         let exit_record = dirs.exit_record.clone();
-        // A record of an earlier run of the task must not end this one.
-        match std::fs::remove_file(&exit_record) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(DriverError::recoverable(format!(
-                    "remove {}: {e}",
-                    exit_record.display()
-                )));
-            }
+        // Records of an earlier run of the task must not end nor stand for this one.
+        for record in [&exit_record, &dirs.start_record] {
+            remove_record(record).map_err(DriverError::recoverable)?;
         }
         let log_dir = dirs
             .stdout
@@ -201,6 +194,7 @@ impl Driver for RawExecDriver {
             .unwrap_or_else(|| dirs.alloc_dir.join("logs"));
         let sup_args = SupervisorArgs {
             status_file: exit_record.clone(),
+            start_file: dirs.start_record.clone(),
             log_dir,
             task: spec.task.clone(),
             limits: spec.logs,
@@ -305,6 +299,58 @@ impl Driver for RawExecDriver {
             exit: rx,
             recovered: true,
         }))
+    }
+
+    fn adopt(&self, spec: &TaskSpec) -> Option<Arc<dyn TaskHandle>> {
+        let dirs = spec.dirs.as_ref()?;
+        let start = read_start(&dirs.start_record)?;
+        let supervisor = SupervisorState {
+            pid: start.supervisor_pid,
+            start_ticks: start.supervisor_ticks,
+            exit_record: dirs.exit_record.clone(),
+        };
+        let state = HandleState::RawExec {
+            pid: start.pid,
+            start_ticks: start.start_ticks,
+            started_at_unix_ns: start.started_at_unix_ns,
+            supervisor: Some(supervisor.clone()),
+        };
+        tracing::info!(alloc = %spec.alloc_id, task = %spec.task, pid = start.pid, "adopting a run the client had not recorded");
+        if let Some(h) = self.recover(&state) {
+            return Some(h);
+        }
+        // The supervisor died without recording the exit: the run ended
+        // unknown, which is not a reason to run the task again unasked.
+        let (_tx, exit) = watch::channel(Some(recorded_exit(
+            &supervisor,
+            start.pid,
+            start.start_ticks,
+        )));
+        Some(Arc::new(RawExecHandle {
+            pid: start.pid,
+            start_ticks: start.start_ticks,
+            started_at_unix_ns: start.started_at_unix_ns,
+            supervisor: Some(supervisor),
+            exit,
+            recovered: true,
+        }))
+    }
+
+    fn release(&self, spec: &TaskSpec) {
+        if let Some(dirs) = &spec.dirs
+            && let Err(e) = remove_record(&dirs.start_record)
+        {
+            tracing::warn!(alloc = %spec.alloc_id, task = %spec.task, error = %e, "cannot forget the task's run");
+        }
+    }
+}
+
+/// Removes a task record; one that isn't there is fine.
+fn remove_record(path: &Path) -> Result<(), String> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("remove {}: {e}", path.display())),
     }
 }
 
@@ -541,6 +587,72 @@ mod tests {
         let rec = read_exit(&sup.exit_record).unwrap();
         assert_eq!(rec.exit.exit_code, 3);
         assert!(rec.finished_at_unix_ns > 0);
+    }
+
+    #[tokio::test]
+    async fn a_run_the_client_never_recorded_is_adopted_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let ran = dir.path().join("ran");
+        let s = spec(
+            dir.path(),
+            &format!("echo run >> {}; sleep 0.3; exit 4", ran.display()),
+        );
+        // The client dies right after the start: the handle is never persisted.
+        let first = driver().start(s.clone()).await.unwrap();
+        let HandleState::RawExec { pid, .. } = first.state() else {
+            panic!("{:?}", first.state())
+        };
+        drop(first);
+        let adopted = driver().adopt(&s).expect("the run is on record");
+        let HandleState::RawExec { pid: same, .. } = adopted.state() else {
+            panic!("{:?}", adopted.state())
+        };
+        assert_eq!(same, pid);
+        assert_eq!(adopted.wait().await.exit_code, 4);
+        // Its end is on record until the client has taken it into account.
+        let late = driver().adopt(&s).expect("still on record");
+        assert_eq!(late.wait().await.exit_code, 4);
+        driver().release(&s);
+        assert!(
+            driver().adopt(&s).is_none(),
+            "released runs are not adopted"
+        );
+        assert_eq!(std::fs::read_to_string(&ran).unwrap().lines().count(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_run_whose_supervisor_died_unrecorded_ends_unknown_and_is_not_rerun() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = spec(dir.path(), "exec sleep 30");
+        let h = driver().start(s.clone()).await.unwrap();
+        let HandleState::RawExec {
+            pid,
+            start_ticks,
+            supervisor: Some(sup),
+            ..
+        } = h.state()
+        else {
+            panic!("{:?}", h.state())
+        };
+        nix::sys::signal::kill(Pid::from_raw(sup.pid), Signal::SIGKILL).unwrap();
+        let r = h.wait().await;
+        assert!(r.err.is_some(), "{r:?}");
+        let adopted = driver().adopt(&s).expect("the run is on record");
+        let r = adopted.wait().await;
+        assert!(
+            r.err
+                .as_deref()
+                .is_some_and(|e| e.contains("without recording")),
+            "{r:?}"
+        );
+        // Nobody waits for the task any more: it is ended.
+        for _ in 0..200 {
+            if !alive(pid, start_ticks) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("the task of a run that ended unknown still runs");
     }
 
     #[tokio::test]

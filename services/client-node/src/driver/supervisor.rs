@@ -5,9 +5,13 @@
 //! died or restarted meanwhile.
 //!
 //! It is the client-node binary run as `caravan-client-node task-supervisor
-//! STATUS_FILE LOG_DIR TASK MAX_FILES MAX_FILE_BYTES on|off COMMAND [ARG…]`, with the
-//! task's environment and working directory. Its first line on stdout is
-//! `pid <task pid>` or `error <why>`; it then lets go of stdout.
+//! STATUS_FILE START_FILE LOG_DIR TASK MAX_FILES MAX_FILE_BYTES on|off COMMAND
+//! [ARG…]`, with the task's environment and working directory. Once the task
+//! runs it records so in START_FILE (synced), and only then says
+//! `pid <task pid>` as its first line on stdout (or `error <why>`); it then
+//! lets go of stdout. A client killed between the start and persisting the
+//! task's handle finds the run in START_FILE and adopts it instead of starting
+//! the task a second time.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -41,13 +45,37 @@ pub struct RecordedExit {
     pub finished_at_unix_ns: i64,
 }
 
+/// What the supervisor records once the task runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedStart {
+    /// The supervisor's pid.
+    pub supervisor_pid: i32,
+    /// The supervisor's start time in clock ticks since boot.
+    pub supervisor_ticks: u64,
+    /// The task's pid (its process group).
+    pub pid: i32,
+    /// The task's start time in clock ticks since boot.
+    pub start_ticks: u64,
+    /// When it started.
+    pub started_at_unix_ns: i64,
+}
+
 /// Reads a recorded exit; `None` when there is none (yet).
 pub fn read_exit(path: &Path) -> Option<RecordedExit> {
+    read_record(path)
+}
+
+/// Reads a recorded start; `None` when there is none.
+pub fn read_start(path: &Path) -> Option<RecordedStart> {
+    read_record(path)
+}
+
+fn read_record<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
     let bytes = std::fs::read(path).ok()?;
     match serde_json::from_slice(&bytes) {
         Ok(r) => Some(r),
         Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "unreadable task exit record");
+            tracing::warn!(path = %path.display(), error = %e, "unreadable task record");
             None
         }
     }
@@ -76,6 +104,8 @@ pub fn exit_of(status: std::process::ExitStatus) -> ExitResult {
 pub struct SupervisorArgs {
     /// Where the exit is recorded.
     pub status_file: PathBuf,
+    /// Where the start is recorded.
+    pub start_file: PathBuf,
     /// `alloc/logs`.
     pub log_dir: PathBuf,
     /// The task's name (log file prefix).
@@ -94,6 +124,7 @@ impl SupervisorArgs {
         let mut out: Vec<OsString> = vec![
             SUPERVISOR_ARG.into(),
             self.status_file.clone().into(),
+            self.start_file.clone().into(),
             self.log_dir.clone().into(),
             self.task.clone().into(),
             self.limits.max_files.to_string().into(),
@@ -109,6 +140,7 @@ impl SupervisorArgs {
     pub fn parse(argv: &[OsString]) -> Result<SupervisorArgs, String> {
         let [
             status,
+            start,
             log_dir,
             task,
             max_files,
@@ -119,7 +151,7 @@ impl SupervisorArgs {
         ] = argv
         else {
             return Err(
-                "usage: task-supervisor STATUS_FILE LOG_DIR TASK MAX_FILES MAX_FILE_BYTES on|off COMMAND [ARG...]"
+                "usage: task-supervisor STATUS_FILE START_FILE LOG_DIR TASK MAX_FILES MAX_FILE_BYTES on|off COMMAND [ARG...]"
                     .into(),
             );
         };
@@ -136,6 +168,7 @@ impl SupervisorArgs {
         };
         Ok(SupervisorArgs {
             status_file: status.into(),
+            start_file: start.into(),
             log_dir: log_dir.into(),
             task: task
                 .to_str()
@@ -206,6 +239,19 @@ pub fn main(argv: &[OsString]) -> i32 {
         }
     };
     let pid = child.id();
+    if let Err(e) = record_start(&args.start_file, pid) {
+        // Unrecorded, a run could be started twice: it doesn't run at all.
+        if let Ok(pgid) = i32::try_from(pid) {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        }
+        let _ = child.wait();
+        let _ = writeln!(
+            handshake,
+            "error cannot record the task's start in {}: {e}",
+            args.start_file.display()
+        );
+        return 1;
+    }
     let _ = writeln!(handshake, "pid {pid}");
     let _ = handshake.flush();
     // The client may go away; nothing more is said to it.
@@ -260,6 +306,23 @@ pub fn main(argv: &[OsString]) -> i32 {
     }
 }
 
+/// Records that the task `pid` runs under this supervisor.
+fn record_start(path: &Path, pid: u32) -> std::io::Result<()> {
+    let ticks = |pid: i32| super::proc_stat(pid).map(|s| s.start_ticks).unwrap_or(0);
+    let supervisor_pid = i32::try_from(std::process::id()).map_err(std::io::Error::other)?;
+    let pid = i32::try_from(pid).map_err(std::io::Error::other)?;
+    write_record(
+        path,
+        &RecordedStart {
+            supervisor_pid,
+            supervisor_ticks: ticks(supervisor_pid),
+            pid,
+            start_ticks: ticks(pid),
+            started_at_unix_ns: now_unix_ns(),
+        },
+    )
+}
+
 /// Points stdout at /dev/null, so a client that died doesn't matter.
 fn release_stdout() {
     if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
@@ -287,7 +350,7 @@ fn copy_to(mut pipe: impl Read + Send + 'static, mut log: RotatingLog, done: mps
 }
 
 /// Writes the record through a synced temporary file and a rename.
-fn write_record(path: &Path, record: &RecordedExit) -> std::io::Result<()> {
+fn write_record(path: &Path, record: &impl Serialize) -> std::io::Result<()> {
     let bytes = serde_json::to_vec(record).map_err(std::io::Error::other)?;
     let tmp = path.with_extension("tmp");
     {
@@ -312,6 +375,7 @@ mod tests {
     fn args_round_trip_and_bad_ones_are_named() {
         let a = SupervisorArgs {
             status_file: "/d/.web.exit".into(),
+            start_file: "/d/.web.start".into(),
             log_dir: "/d/alloc/logs".into(),
             task: "web".into(),
             limits: LogLimits {
@@ -326,7 +390,7 @@ mod tests {
         assert_eq!(argv[0], SUPERVISOR_ARG);
         assert_eq!(SupervisorArgs::parse(&argv[1..]).unwrap(), a);
         let mut bad = argv[1..].to_vec();
-        bad[3] = "0".into();
+        bad[4] = "0".into();
         assert!(
             SupervisorArgs::parse(&bad)
                 .unwrap_err()
