@@ -2,11 +2,9 @@
 //! they worked from, so the broker can tell whether a change came after it.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
+use crate::common::*;
 use caravan_proto::{AllocClientStatus, EvalStatus, JobType, TaskState, UpdateStrategy};
 use caravan_scheduler::harness::Harness;
-use common::*;
 
 const S: i64 = 1_000_000_000;
 const REVISION: i64 = 7;

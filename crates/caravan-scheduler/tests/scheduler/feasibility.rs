@@ -2,10 +2,8 @@
 //! (datacenters, pools, drivers) and the distinct constraints.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
+use crate::common::*;
 use caravan_proto::{DriverInfo, EvalStatus, JobType};
-use common::*;
 
 /// Places one allocation on two nodes where only `b` satisfies the constraint.
 fn only_b_matches(

@@ -3,8 +3,7 @@
 //! blocked evals, deployments and canaries.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
+use crate::common::*;
 use caravan_proto::{
     AllocClientStatus, AllocDeploymentStatus, AllocDesiredStatus, DeploymentStatus,
     DesiredTransition, DrainStrategy, EvalStatus, JobType, NodeStatus, ReschedulePolicy, TaskState,
@@ -12,7 +11,6 @@ use caravan_proto::{
 };
 use caravan_scheduler::harness::Harness;
 use caravan_scheduler::*;
-use common::*;
 
 const S: i64 = 1_000_000_000;
 

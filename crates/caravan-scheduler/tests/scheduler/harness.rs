@@ -2,14 +2,12 @@
 //! instances and host ports per address, not only summed resources.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
+use crate::common::*;
 use caravan_proto::{
     AllocList, AllocatedDevice, AllocatedPort, Allocation, NodeDevice, Plan, PlanResult,
 };
 use caravan_scheduler::harness::Harness;
 use caravan_scheduler::{Planner, State};
-use common::*;
 
 fn harness() -> Harness {
     let j = service("web", 2);

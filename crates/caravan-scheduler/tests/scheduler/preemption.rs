@@ -2,13 +2,11 @@
 //! is respected, and the configuration turns it on per scheduler.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
+use crate::common::*;
 use caravan_proto::{
     AllocDesiredStatus, EvalStatus, Job, JobType, PreemptionConfig, SchedulerConfiguration,
 };
 use caravan_scheduler::harness::Harness;
-use common::*;
 
 fn low(id: &str, priority: i32) -> Job {
     let mut j = service(id, 1);

@@ -9,10 +9,9 @@
 //! `CARAVAN_PROPERTY_SEED=<seed>` replays that case alone.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::common::{alloc, constraint, eval, node, reclass};
 use caravan_model::AllocExt;
 use caravan_proto::{
     Allocation, Constraint, Job, JobType, Node, NodeStatus, Resources, Spread, Task, TaskGroup,
@@ -20,7 +19,6 @@ use caravan_proto::{
 use caravan_scheduler::NodeUsage;
 use caravan_scheduler::harness::Harness;
 use caravan_scheduler::rng::Rng;
-use common::{alloc, constraint, eval, node, reclass};
 
 /// Cases per run: enough to meet every shape of job, quick in a debug build.
 const CASES: u64 = 300;
@@ -51,7 +49,7 @@ impl Case {
 
     /// Fills some nodes part-way with allocations of a job that is not evaluated.
     fn add_existing_allocs(&mut self) {
-        let old = common::service("old", 0);
+        let old = crate::common::service("old", 0);
         self.h.state.upsert_job(old.clone());
         let nodes: Vec<Node> = self.nodes();
         let mut index = 0;
@@ -202,7 +200,7 @@ fn random_node(rng: &mut Rng, i: usize) -> Node {
 
 /// A job of `ty` with one to three groups of random counts, sizes and rules.
 fn random_job(rng: &mut Rng, id: &str, ty: JobType) -> Job {
-    let mut job = common::job(id, ty, 1);
+    let mut job = crate::common::job(id, ty, 1);
     let groups = 1 + rng.below(3);
     job.task_groups = (0..groups).map(|g| random_group(rng, g)).collect();
     if rng.below(4) == 0 {

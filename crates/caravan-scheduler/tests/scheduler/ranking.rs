@@ -2,15 +2,13 @@
 //! spreads honoured over many placements, ports, determinism.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::collections::BTreeMap;
 
+use crate::common::*;
 use caravan_proto::{
     Affinity, AllocatedPort, EvalStatus, NetworkResource, Port, SchedulerAlgorithm,
     SchedulerConfiguration, Spread, SpreadTarget,
 };
-use common::*;
 
 fn busy_and_empty(algorithm: SchedulerAlgorithm) -> String {
     let j = service("web", 1);

@@ -1,10 +1,8 @@
 //! Resource scenarios: exclusive cores, reserved node resources, disk.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
+use crate::common::*;
 use caravan_proto::{EphemeralDisk, Resources};
-use common::*;
 
 #[test]
 fn cores_are_exclusive_and_count_as_cpu() {

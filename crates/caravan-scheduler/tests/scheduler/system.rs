@@ -2,14 +2,12 @@
 //! join later, completed sysbatch work, rolling updates, tainted nodes.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
+use crate::common::*;
 use caravan_proto::{
     AllocClientStatus, DrainStrategy, EvalStatus, JobType, NodeStatus, SchedulingEligibility,
     UpdateStrategy,
 };
 use caravan_scheduler::*;
-use common::*;
 
 const S: i64 = 1_000_000_000;
 

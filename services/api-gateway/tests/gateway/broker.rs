@@ -3,10 +3,9 @@
 //! HTTP and gRPC, and what the gateway answers while no broker leads.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::{Backend, TestGateway};
 use caravan_eval_broker::{EvalBrokerConfig, EvalBrokerService};
 use caravan_proto::job_service_client::JobServiceClient;
 use caravan_proto::system_service_client::SystemServiceClient;
@@ -16,7 +15,6 @@ use caravan_proto::{
 use caravan_runtime::service::Running;
 use caravan_state::encode;
 use caravan_testkit::wait::holds_within;
-use common::{Backend, TestGateway};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

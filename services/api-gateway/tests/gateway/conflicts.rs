@@ -4,11 +4,10 @@
 //! an enforced index, refuse).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::{Backend, TestGateway};
 use caravan_proto::job_service_client::JobServiceClient;
 use caravan_proto::node_client_service_client::NodeClientServiceClient;
 use caravan_proto::{
@@ -17,7 +16,6 @@ use caravan_proto::{
 };
 use caravan_state::{Kind, encode};
 use caravan_testkit::faults::{Fault, FaultyStore};
-use common::{Backend, TestGateway};
 use parking_lot::Mutex;
 use tonic::Code;
 
@@ -201,7 +199,7 @@ async fn alloc_updates_retry_on_conflict(backend: Backend) {
     gw.stop().await;
 }
 
-caravan_testkit::backend_cases!(backend => crate;
+caravan_testkit::backend_cases!(backend => crate::conflicts;
     register_retries_from_a_fresh_read,
     alloc_updates_retry_on_conflict
 );

@@ -2,11 +2,10 @@
 //! store and etcd.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::{Backend, TestGateway};
 use caravan_proto::event::Payload;
 use caravan_proto::event_service_client::EventServiceClient;
 use caravan_proto::job_service_client::JobServiceClient;
@@ -14,7 +13,6 @@ use caravan_proto::{
     EventBatch, EventStreamRequest, Job, JobType, RegisterJobRequest, Resources, Task, TaskGroup,
 };
 use caravan_store::{MemStore, Store};
-use common::{Backend, TestGateway};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -232,7 +230,7 @@ async fn mem_grpc_stream_from_a_compacted_index_is_out_of_range() {
     gw.stop().await;
 }
 
-caravan_testkit::backend_cases!(backend => crate;
+caravan_testkit::backend_cases!(backend => crate::events;
     job_and_eval_events_stream,
     grpc_stream_filters_and_resumes,
 );

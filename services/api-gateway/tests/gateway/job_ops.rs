@@ -2,14 +2,12 @@
 //! embedded store and etcd.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::collections::BTreeMap;
 
+use crate::common::{Backend, TestGateway};
 use caravan_proto::DispatchJobRequest;
 use caravan_proto::job_service_client::JobServiceClient;
 use caravan_state::Kind;
-use common::{Backend, TestGateway};
 use serde_json::{Value, json};
 use tonic::Code;
 
@@ -185,5 +183,5 @@ async fn dispatch_creates_a_child(backend: Backend) {
     gw.stop().await;
 }
 
-caravan_testkit::backend_cases!(backend => crate;
+caravan_testkit::backend_cases!(backend => crate::job_ops;
 revert_stable_and_scale, dispatch_creates_a_child);

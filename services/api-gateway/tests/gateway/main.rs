@@ -1,0 +1,11 @@
+//! The gateway's flows across services, in one binary: work forwarded to the
+//! broker, conflicting writes, the event stream and job operations.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod broker;
+mod conflicts;
+mod events;
+mod job_ops;
