@@ -74,30 +74,50 @@ pub async fn serve_as_leader<F, Fut>(
         });
         let leading = lead(leadership.clone(), stop.clone());
         let what = format!("leader work of {service}");
+        let work_ended = CancellationToken::new();
         // Only a shutdown cuts the work short: on lost leadership it winds
         // down at its own pace before the next campaign.
-        let _ = crate::shutdown::within_grace(&what, leading, &shutdown, STOP_GRACE).await;
+        let work = async {
+            let _ = crate::shutdown::within_grace(&what, leading, &shutdown, STOP_GRACE).await;
+            work_ended.cancel();
+        };
+        // On shutdown, hand over at once rather than after the work wound
+        // down or the lease lapsed: every write of the work is fenced by the
+        // leader key, so none lands once the key is gone. (Both run in this
+        // future, so a replica aborted mid-term holds no handle on.)
+        let resigner = async {
+            tokio::select! {
+                _ = shutdown.cancelled() => {
+                    resign(&leadership, service).await;
+                    true
+                }
+                _ = work_ended.cancelled() => false,
+            }
+        };
+        let ((), resigned) = tokio::join!(work, resigner);
         stop.cancel();
         relay.abort();
+        if resigned {
+            continue;
+        }
         if leadership.is_lost() {
             tracing::warn!(service, reason = ?leadership.lost_reason(), "leadership lost");
             continue;
         }
-        // Shutting down: hand over now rather than after the lease TTL.
-        match Arc::try_unwrap(leadership) {
-            Ok(l) => match tokio::time::timeout(RESIGN_TIMEOUT, l.resign()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(err)) => tracing::warn!(service, error = %err, "resign failed"),
-                Err(_) => tracing::warn!(
-                    service,
-                    "resign got no answer in {RESIGN_TIMEOUT:?}; the lease will lapse"
-                ),
-            },
-            Err(_) => tracing::warn!(
-                service,
-                "leader work still holds the handle; its lease will lapse"
-            ),
-        }
+        // The work ended by itself: make way for the next campaign now.
+        resign(&leadership, service).await;
+    }
+}
+
+/// Resigns, waiting at most [`RESIGN_TIMEOUT`] for etcd.
+async fn resign(leadership: &Leadership, service: &str) {
+    match tokio::time::timeout(RESIGN_TIMEOUT, leadership.resign()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => tracing::warn!(service, error = %err, "resign failed"),
+        Err(_) => tracing::warn!(
+            service,
+            "resign got no answer in {RESIGN_TIMEOUT:?}; the lease will lapse"
+        ),
     }
 }
 
@@ -234,6 +254,17 @@ mod tests {
         shutdown: CancellationToken,
         terms: Arc<AtomicUsize>,
     ) {
+        replica_winding_down(store, address, shutdown, terms, Duration::ZERO).await
+    }
+
+    /// A replica whose leader work takes `wind_down` to stop.
+    async fn replica_winding_down(
+        store: Arc<dyn Store>,
+        address: &'static str,
+        shutdown: CancellationToken,
+        terms: Arc<AtomicUsize>,
+        wind_down: Duration,
+    ) {
         serve_as_leader(
             store,
             "/t",
@@ -246,6 +277,7 @@ mod tests {
                 async move {
                     terms.fetch_add(1, Ordering::SeqCst);
                     stop.cancelled().await;
+                    tokio::time::sleep(wind_down).await;
                 }
             },
         )
@@ -308,5 +340,50 @@ mod tests {
         b.await.expect("b stops");
         assert_eq!(a_terms.load(Ordering::SeqCst), 1);
         assert_eq!(b_terms.load(Ordering::SeqCst), 1);
+    }
+
+    async fn until_leading(terms: &AtomicUsize, within: Duration) -> bool {
+        tokio::time::timeout(within, async {
+            while terms.load(Ordering::SeqCst) == 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+
+    #[tokio::test]
+    async fn a_leader_winding_down_slowly_hands_over_before_it_is_done() {
+        let store: Arc<dyn Store> = Arc::new(MemStore::new());
+        let (a_stop, b_stop) = (CancellationToken::new(), CancellationToken::new());
+        let (a_terms, b_terms) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let a = tokio::spawn(replica_winding_down(
+            store.clone(),
+            "a:1",
+            a_stop.clone(),
+            a_terms.clone(),
+            Duration::from_millis(2500),
+        ));
+        assert!(
+            until_leading(&a_terms, Duration::from_secs(2)).await,
+            "a leads"
+        );
+        let b = tokio::spawn(replica(
+            store.clone(),
+            "b:1",
+            b_stop.clone(),
+            b_terms.clone(),
+        ));
+        let asked = tokio::time::Instant::now();
+        a_stop.cancel();
+        assert!(
+            until_leading(&b_terms, Duration::from_secs(1)).await,
+            "b leads while a's work still winds down"
+        );
+        assert!(!a.is_finished(), "a's work is still winding down");
+        a.await.expect("a stops");
+        assert!(asked.elapsed() >= Duration::from_millis(2500));
+        b_stop.cancel();
+        b.await.expect("b stops");
     }
 }

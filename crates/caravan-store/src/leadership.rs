@@ -3,6 +3,7 @@
 //! every write of the leader compares, and a signal when leadership is lost.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -108,7 +109,7 @@ struct Candidacy {
     loss: LossSignal,
     stop: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
-    revoke_on_drop: bool,
+    revoke_on_drop: AtomicBool,
 }
 
 impl Drop for Candidacy {
@@ -118,7 +119,7 @@ impl Drop for Candidacy {
             task.abort();
         }
         self.loss.fire("the leadership handle was dropped");
-        if !self.revoke_on_drop {
+        if !self.revoke_on_drop.load(Ordering::Acquire) {
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -171,7 +172,7 @@ impl Leadership {
             loss: LossSignal::default(),
             stop: CancellationToken::new(),
             tasks: Vec::new(),
-            revoke_on_drop: true,
+            revoke_on_drop: AtomicBool::new(true),
         };
         // Renewing starts before campaigning: waiting in line may outlast
         // the TTL.
@@ -294,8 +295,9 @@ impl Leadership {
 
     /// Gives up leadership at once: deletes the leader key so the next
     /// candidate wins without waiting for the TTL, revokes the lease and
-    /// stops renewing it.
-    pub async fn resign(mut self) -> Result<(), LeadershipError> {
+    /// stops renewing it. Work still running under this leadership is not
+    /// waited for: its fenced writes fail from the moment the key is gone.
+    pub async fn resign(&self) -> Result<(), LeadershipError> {
         self.candidacy.stop.cancel();
         self.candidacy.loss.fire("resigned");
         let resigned = self.store.resign(&self.key).await;
@@ -303,7 +305,9 @@ impl Leadership {
             Ok(()) | Err(StoreError::LeaseNotFound(_)) => Ok(()),
             Err(err) => Err(err),
         };
-        self.candidacy.revoke_on_drop = revoked.is_err();
+        self.candidacy
+            .revoke_on_drop
+            .store(revoked.is_err(), Ordering::Release);
         resigned?;
         revoked?;
         tracing::info!(election = %self.election, "resigned leadership");

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_runtime::term::{CurrentTerm, wait_until_released};
+use caravan_runtime::term::CurrentTerm;
 use caravan_state::Informer;
 use caravan_store::{Leadership, Store};
 use tokio_util::sync::CancellationToken;
@@ -17,9 +17,6 @@ use crate::writes::DeploymentWriter;
 
 /// How long a new leader waits for its cache to reach the store's revision.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a term that ended waits for in-flight requests to let go of it,
-/// so its leadership can be resigned rather than left to lapse.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One replica of the deployment watcher.
 pub struct DeploymentWatcher {
@@ -84,7 +81,6 @@ impl DeploymentWatcher {
         }
         term.stop.cancel();
         self.terms.end();
-        wait_until_released(&term, DRAIN_TIMEOUT).await;
         tracing::info!("deployment watcher term ended");
     }
 }

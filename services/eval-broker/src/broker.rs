@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_runtime::term::{CurrentTerm, wait_until_released};
+use caravan_runtime::term::CurrentTerm;
 use caravan_state::Informer;
 use caravan_store::{Leadership, Store};
 use tokio_util::sync::CancellationToken;
@@ -22,9 +22,6 @@ use crate::writes::EvalWriter;
 
 /// How long a new leader waits for its cache to reach the store's revision.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a term that ended waits for in-flight requests to let go of it,
-/// so its leadership can be resigned rather than left to lapse.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One replica of the eval broker.
 pub struct EvalBroker {
@@ -107,7 +104,6 @@ impl EvalBroker {
         term.stop.cancel();
         self.terms.end();
         term.ready.notify_waiters();
-        wait_until_released(&term, DRAIN_TIMEOUT).await;
         tracing::info!("eval broker term ended");
     }
 }
