@@ -44,7 +44,9 @@ pub struct GatewayConfig {
     /// The key Nomad Variables are encrypted with: base64 of 32 random bytes
     /// (`caravan dev` makes one per data dir). Every replica needs the same
     /// key; without one (here or in `variables_key_file`) the variables API
-    /// answers that it is unavailable.
+    /// answers that it is unavailable. Printed (`--check-config`) as
+    /// `<redacted>`.
+    #[serde(serialize_with = "redacted")]
     pub variables_key: String,
     /// A file holding the variables key (base64), read at start; the
     /// alternative to `variables_key` that keeps the key out of the
@@ -124,6 +126,12 @@ impl GatewayConfig {
 
 caravan_runtime::service_config!(GatewayConfig, store);
 
+/// Serializes a secret as `<redacted>` (empty stays empty, so an unset
+/// secret still reads as unset).
+fn redacted<S: serde::Serializer>(secret: &str, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(if secret.is_empty() { "" } else { "<redacted>" })
+}
+
 #[cfg(test)]
 mod tests {
     use caravan_runtime::config::ConfigLoader;
@@ -154,6 +162,11 @@ mod tests {
         let key = crate::vars::VariableKey::generate();
         config.variables_key = key.clone();
         let inline = config.variables_key().unwrap().unwrap();
+        let printed = serde_json::to_string(&config).unwrap();
+        assert!(
+            !printed.contains(&key) && printed.contains("<redacted>"),
+            "{printed}"
+        );
         let dir = std::env::temp_dir().join(format!("caravan-vk-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("variables.key");

@@ -221,7 +221,7 @@ pub async fn list(gw: &Gateway, q: &Query) -> Result<(Vec<VariableMetadata>, Que
 /// is none.
 pub async fn get(gw: &Gateway, path: &str, q: &Query) -> Result<(VariableDecrypted, QueryMeta)> {
     let namespace = read_namespace(q)?;
-    rules::check_path(path)?;
+    rules::check_lookup_path(path)?;
     let key = gw.keys.var(namespace, path);
     wait_for_change(gw, &key, q, |k| k == key.as_slice()).await;
     let found = gw.store.range(Range::key(key.clone())).await?;
@@ -356,7 +356,7 @@ pub async fn delete(
     cas: Option<Revision>,
 ) -> Result<VarWrite> {
     rules::check_namespace(namespace)?;
-    rules::check_path(path)?;
+    rules::check_lookup_path(path)?;
     let key = gw.keys.var(namespace, path);
     let mut txn = caravan_store::Txn::new();
     match cas {

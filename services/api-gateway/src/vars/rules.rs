@@ -58,6 +58,15 @@ pub fn check_path(path: &str) -> Result<()> {
     }
 }
 
+/// Checks the path of a read or delete: as Nomad, only that there is one
+/// (a path no write could create simply is not there).
+pub fn check_lookup_path(path: &str) -> Result<()> {
+    if path.is_empty() {
+        return Err(GatewayError::field("Path", "missing variable path"));
+    }
+    Ok(())
+}
+
 /// Checks the namespace a variable is written to or read from.
 pub fn check_namespace(namespace: &str) -> Result<()> {
     if namespace.is_empty() {
