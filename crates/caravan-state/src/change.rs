@@ -128,7 +128,9 @@ impl Change {
                 deployment: Some(Arc::new(decode(kv)?)),
             },
             StateKey::SchedulerConfig => Change::SchedulerConfig(Some(Arc::new(decode(kv)?))),
-            StateKey::Leader { .. } | StateKey::JobPlan { .. } => return Ok(None),
+            StateKey::Leader { .. } | StateKey::JobPlan { .. } | StateKey::Var { .. } => {
+                return Ok(None);
+            }
         }))
     }
 
@@ -171,7 +173,9 @@ impl Change {
                 deployment: None,
             },
             StateKey::SchedulerConfig => Change::SchedulerConfig(None),
-            StateKey::Leader { .. } | StateKey::JobPlan { .. } => return None,
+            StateKey::Leader { .. } | StateKey::JobPlan { .. } | StateKey::Var { .. } => {
+                return None;
+            }
         })
     }
 }

@@ -2,7 +2,9 @@
 //! from the key's metadata (docs/state-layout.md, "Revisions").
 
 use caravan_model::AllocExt;
-use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node, SchedulerConfiguration};
+use caravan_proto::{
+    Allocation, Deployment, Evaluation, Job, Node, SchedulerConfiguration, Variable,
+};
 use caravan_store::{KeyValue, Revision};
 use prost::Message;
 
@@ -71,7 +73,7 @@ macro_rules! plain_revisions {
     )*};
 }
 
-plain_revisions!(Node, Deployment, SchedulerConfiguration);
+plain_revisions!(Node, Deployment, SchedulerConfiguration, Variable);
 
 /// The bytes to store for `msg`.
 pub fn encode<T: Message>(msg: &T) -> Vec<u8> {

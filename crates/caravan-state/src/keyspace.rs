@@ -36,11 +36,14 @@ pub enum Kind {
     /// so a commit guarded by it cannot land next to a plan it did not see
     /// (the plan applier's; not cached).
     JobPlans,
+    /// `vars/<ns>/<path>`: Nomad Variables, items sealed (the gateway's;
+    /// not cached).
+    Vars,
 }
 
 impl Kind {
     /// Every kind, in layout order.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Jobs,
         Kind::JobVersions,
         Kind::Evals,
@@ -51,6 +54,7 @@ impl Kind {
         Kind::SchedulerConfig,
         Kind::Leader,
         Kind::JobPlans,
+        Kind::Vars,
     ];
 
     /// The key segment right after the prefix.
@@ -66,6 +70,7 @@ impl Kind {
             Kind::SchedulerConfig => "scheduler_config",
             Kind::Leader => "leader",
             Kind::JobPlans => "job_plans",
+            Kind::Vars => "vars",
         }
     }
 
@@ -122,6 +127,13 @@ pub enum StateKey {
         /// Job id.
         id: String,
     },
+    /// A variable.
+    Var {
+        /// Namespace.
+        namespace: String,
+        /// The variable's path (`/` allowed).
+        path: String,
+    },
 }
 
 impl StateKey {
@@ -138,6 +150,7 @@ impl StateKey {
             StateKey::SchedulerConfig => Kind::SchedulerConfig,
             StateKey::Leader { .. } => Kind::Leader,
             StateKey::JobPlan { .. } => Kind::JobPlans,
+            StateKey::Var { .. } => Kind::Vars,
         }
     }
 }
@@ -242,6 +255,21 @@ impl Keyspace {
         key
     }
 
+    /// `vars/<ns>/<path>`: the path is one segment (its `/` encoded), so a
+    /// key prefix of it is exactly a path prefix.
+    pub fn var(&self, namespace: &str, path: &str) -> Vec<u8> {
+        self.build(&["vars", &encode_segment(namespace), &encode_segment(path)])
+    }
+
+    /// Prefix of the variables of one namespace whose path starts with
+    /// `path_prefix` (`""`: all of them).
+    pub fn vars_in(&self, namespace: &str, path_prefix: &str) -> Vec<u8> {
+        let mut key = self.build(&["vars", &encode_segment(namespace)]);
+        key.push(b'/');
+        key.extend_from_slice(encode_segment(path_prefix).as_bytes());
+        key
+    }
+
     /// `evals/<eval>`.
     pub fn eval(&self, eval_id: &str) -> Vec<u8> {
         self.build(&["evals", eval_id])
@@ -307,6 +335,7 @@ impl Keyspace {
             StateKey::SchedulerConfig => self.scheduler_config(),
             StateKey::Leader { service, candidate } => self.build(&["leader", service, candidate]),
             StateKey::JobPlan { namespace, id } => self.job_plan(namespace, id),
+            StateKey::Var { namespace, path } => self.var(namespace, path),
         }
     }
 
@@ -346,6 +375,13 @@ impl Keyspace {
                 [ns, id] => StateKey::JobPlan {
                     namespace: decode_segment(key, ns)?,
                     id: decode_segment(key, id)?,
+                },
+                _ => return Err(StateError::key(key, "wrong number of segments")),
+            },
+            Kind::Vars => match parts.as_slice() {
+                [ns, path] => StateKey::Var {
+                    namespace: decode_segment(key, ns)?,
+                    path: decode_segment(key, path)?,
                 },
                 _ => return Err(StateError::key(key, "wrong number of segments")),
             },
@@ -495,6 +531,10 @@ mod tests {
                 service: "eval-broker".into(),
                 candidate: "694d7a0b2c".into(),
             },
+            StateKey::Var {
+                namespace: "default".into(),
+                path: "nomad/jobs/web".into(),
+            },
         ];
         for key in keys {
             let bytes = ks.key_of(&key);
@@ -518,6 +558,23 @@ mod tests {
         assert!(!sibling.starts_with(&parent));
         assert!(ks.job_version("default", "web", 3).starts_with(&parent));
         assert!(ks.job("default", "web").starts_with(&ks.jobs_in("default")));
+    }
+
+    #[test]
+    fn a_var_prefix_is_a_path_prefix() {
+        let ks = ks();
+        assert_eq!(ks.var("default", "a/b"), b"/t/x/vars/default/a%2Fb");
+        let under_a = ks.vars_in("default", "a/");
+        assert!(ks.var("default", "a/b").starts_with(&under_a));
+        assert!(!ks.var("default", "ab").starts_with(&under_a));
+        assert!(
+            !ks.var("other", "a/b")
+                .starts_with(&ks.vars_in("default", ""))
+        );
+        assert!(
+            ks.var("default", "x")
+                .starts_with(&ks.prefix_of(Kind::Vars))
+        );
     }
 
     #[test]
@@ -554,6 +611,8 @@ mod tests {
             b"/t/x/scheduler_config/x",
             b"/t/x/widgets/a",
             b"/t/x/nodes/\xff",
+            b"/t/x/vars/default",
+            b"/t/x/vars/default/a/b",
         ] {
             let err = ks.parse(bad).unwrap_err();
             let shown = String::from_utf8_lossy(bad).into_owned();

@@ -251,7 +251,10 @@ impl Tables {
             StateKey::SchedulerConfig => {
                 self.scheduler_config.as_ref().map(|c| c.modify_revision())
             }
-            StateKey::Heartbeat(_) | StateKey::Leader { .. } | StateKey::JobPlan { .. } => None,
+            StateKey::Heartbeat(_)
+            | StateKey::Leader { .. }
+            | StateKey::JobPlan { .. }
+            | StateKey::Var { .. } => None,
         }
     }
 

@@ -72,6 +72,12 @@ async fn initial_list_then_watch(store: Arc<dyn Store>, ks: Keyspace) {
     let mut candidate = ks.leader("eval-broker");
     candidate.extend_from_slice(b"/694d7a0b2c");
     store.put(&candidate, b"127.0.0.1:1", 0).await.unwrap();
+    // So does a variable (the gateway reads those from the store).
+    let var = encode(&caravan_proto::Variable::default());
+    store
+        .put(&ks.var("default", "app/db"), &var, 0)
+        .await
+        .unwrap();
 
     let informer = start(Arc::clone(&store), &ks).await;
     let snap = informer.snapshot();
@@ -107,6 +113,8 @@ async fn initial_list_then_watch(store: Arc<dyn Store>, ks: Keyspace) {
         )
         .await
         .unwrap();
+    store.put(&ks.var("team", "a/b"), &var, 0).await.unwrap();
+    delete_key(&*store, ks.var("default", "app/db")).await;
     let last = delete_key(&*store, ks.heartbeat("n1")).await;
     let snap = informer.wait_for_revision(last, WAIT).await.unwrap();
     assert!(snap.revision() >= last);
@@ -121,6 +129,11 @@ async fn initial_list_then_watch(store: Arc<dyn Store>, ks: Keyspace) {
     assert_eq!(snap.node_usage("n1").allocs, 5);
     assert!(snap.scheduler_config().is_some());
     assert!(!snap.heartbeat_live("n1"));
+    assert_eq!(
+        informer.stats().decode_errors,
+        0,
+        "variables are passed over"
+    );
     informer.shutdown().await;
 }
 

@@ -41,6 +41,17 @@ pub struct GatewayConfig {
     /// updates of all nodes that arrive while one commits share the next
     /// (a compare, a put and a read-back each: within etcd's `--max-txn-ops`).
     pub status_batch_max_allocs: usize,
+    /// The key Nomad Variables are encrypted with: base64 of 32 random bytes
+    /// (`caravan dev` makes one per data dir). Every replica needs the same
+    /// key; without one (here or in `variables_key_file`) the variables API
+    /// answers that it is unavailable. Printed (`--check-config`) as
+    /// `<redacted>`.
+    #[serde(serialize_with = "redacted")]
+    pub variables_key: String,
+    /// A file holding the variables key (base64), read at start; the
+    /// alternative to `variables_key` that keeps the key out of the
+    /// configuration.
+    pub variables_key_file: String,
     /// The state store.
     pub store: StoreConfig,
     /// Logs and traces.
@@ -62,6 +73,8 @@ impl Default for GatewayConfig {
             max_txn_ops: 128,
             max_job_allocs: 100_000,
             status_batch_max_allocs: 1000,
+            variables_key: String::new(),
+            variables_key_file: String::new(),
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),
         }
@@ -79,6 +92,32 @@ impl GatewayConfig {
         Duration::from_millis(self.min_heartbeat_ttl_ms)
     }
 
+    /// The variables key from `variables_key` or `variables_key_file`, if
+    /// either is set (both is an error).
+    pub fn variables_key(&self) -> Result<Option<crate::vars::VariableKey>, String> {
+        use crate::vars::VariableKey;
+        match (
+            self.variables_key.trim().is_empty(),
+            self.variables_key_file.is_empty(),
+        ) {
+            (true, true) => Ok(None),
+            (false, false) => {
+                Err("set one of variables_key and variables_key_file, not both".into())
+            }
+            (false, true) => VariableKey::from_base64(&self.variables_key, "variables_key")
+                .map(Some)
+                .map_err(|e| e.to_string()),
+            (true, false) => {
+                let file = &self.variables_key_file;
+                let text = std::fs::read_to_string(file)
+                    .map_err(|e| format!("variables_key_file {file}: {e}"))?;
+                VariableKey::from_base64(&text, &format!("variables_key_file {file}"))
+                    .map(Some)
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+
     /// The longest wait of a blocking query.
     pub fn max_query_wait(&self) -> Duration {
         Duration::from_millis(self.max_query_wait_ms.max(1))
@@ -86,6 +125,12 @@ impl GatewayConfig {
 }
 
 caravan_runtime::service_config!(GatewayConfig, store);
+
+/// Serializes a secret as `<redacted>` (empty stays empty, so an unset
+/// secret still reads as unset).
+fn redacted<S: serde::Serializer>(secret: &str, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(if secret.is_empty() { "" } else { "<redacted>" })
+}
 
 #[cfg(test)]
 mod tests {
@@ -108,5 +153,34 @@ mod tests {
         assert_eq!(config.store.prefix, "/t");
         assert_eq!(config.heartbeat_grace(), Duration::from_millis(2500));
         assert_eq!(config.http_addr, "127.0.0.1:4646");
+    }
+
+    #[test]
+    fn the_variables_key_comes_from_one_place() {
+        let mut config = GatewayConfig::default();
+        assert!(config.variables_key().unwrap().is_none());
+        let key = crate::vars::VariableKey::generate();
+        config.variables_key = key.clone();
+        let inline = config.variables_key().unwrap().unwrap();
+        let printed = serde_json::to_string(&config).unwrap();
+        assert!(
+            !printed.contains(&key) && printed.contains("<redacted>"),
+            "{printed}"
+        );
+        let dir = std::env::temp_dir().join(format!("caravan-vk-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("variables.key");
+        std::fs::write(&file, format!("{key}\n")).unwrap();
+        config.variables_key_file = file.display().to_string();
+        assert!(config.variables_key().unwrap_err().contains("not both"));
+        config.variables_key.clear();
+        let from_file = config.variables_key().unwrap().unwrap();
+        assert_eq!(from_file.id(), inline.id());
+        std::fs::write(&file, "short").unwrap();
+        let err = config.variables_key().unwrap_err();
+        assert!(err.contains("variables_key_file"), "{err}");
+        config.variables_key_file = dir.join("missing").display().to_string();
+        assert!(config.variables_key().unwrap_err().contains("missing"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

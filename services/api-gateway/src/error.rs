@@ -48,6 +48,10 @@ pub enum GatewayError {
     /// The watch cache failed or a stored value did not decode.
     #[error(transparent)]
     State(#[from] StateError),
+    /// Variables cannot be sealed or opened: no key, a wrong key, a damaged
+    /// value.
+    #[error("{0}")]
+    Keyring(String),
 }
 
 /// Result of a gateway operation.
@@ -92,7 +96,7 @@ impl GatewayError {
             GatewayError::State(StateError::Timeout { .. } | StateError::Closed) => {
                 Code::Unavailable
             }
-            GatewayError::State(_) => Code::Internal,
+            GatewayError::State(_) | GatewayError::Keyring(_) => Code::Internal,
         }
     }
 }
@@ -103,6 +107,12 @@ impl From<JobspecError> for GatewayError {
             JobspecError::Invalid(errors) => GatewayError::InvalidJob(errors),
             other => GatewayError::Jobspec(other),
         }
+    }
+}
+
+impl From<crate::vars::SealError> for GatewayError {
+    fn from(err: crate::vars::SealError) -> Self {
+        GatewayError::Keyring(err.to_string())
     }
 }
 

@@ -47,6 +47,8 @@ pub struct Gateway {
     pub(crate) broker: LeaderChannel,
     pub(crate) feed: Arc<NodeAllocFeed>,
     pub(crate) status_writes: StatusWrites,
+    /// The key variables are sealed with; `None` when none is configured.
+    pub(crate) variables_key: Option<Arc<crate::vars::VariableKey>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -93,7 +95,14 @@ impl Gateway {
             broker,
             feed,
             status_writes,
+            variables_key: None,
         }
+    }
+
+    /// The gateway with `key` sealing its variables.
+    pub(crate) fn with_variables_key(mut self, key: Option<crate::vars::VariableKey>) -> Self {
+        self.variables_key = key.map(Arc::new);
+        self
     }
 
     /// The watch cache.

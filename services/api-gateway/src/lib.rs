@@ -4,8 +4,8 @@
 //! directly, so any number of replicas can run side by side.
 //!
 //! The domain modules (`jobs`, `evals`, `allocs`, `nodes`, `deployments`,
-//! `broker`, `client`, `status`, `logs`, `operator`, `query`, `events`)
-//! hold the logic; `grpc` and `http` are thin transports over them.
+//! `broker`, `client`, `status`, `logs`, `operator`, `query`, `events`,
+//! `vars`) hold the logic; `grpc` and `http` are thin transports over them.
 //! [`ApiGatewayService`] is how a process or `caravan dev` runs it.
 
 mod allocs;
@@ -26,6 +26,7 @@ mod nodes;
 mod operator;
 mod query;
 mod status;
+mod vars;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -37,6 +38,7 @@ use caravan_state::{Informer, InformerConfig, Keyspace};
 use caravan_store::Store;
 
 pub use config::GatewayConfig;
+pub use vars::VariableKey;
 
 use crate::gateway::Gateway;
 
@@ -70,6 +72,7 @@ impl Service for ApiGatewayService {
         store: Arc<dyn Store>,
         serving: Serving<Bound>,
     ) -> anyhow::Result<()> {
+        let variables_key = config.variables_key().map_err(anyhow::Error::msg)?;
         let (http_listener, http_addr) = caravan_runtime::grpc::bind(&config.http_addr)
             .await
             .with_context(|| format!("binding http_addr {}", config.http_addr))?;
@@ -85,7 +88,8 @@ impl Service for ApiGatewayService {
             http: http_addr,
         };
         let shutdown = serving.shutdown;
-        let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone());
+        let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone())
+            .with_variables_key(variables_key);
         let grpc_router = grpc::routes(serving.router, &gw);
         let http_router = http::router(gw.clone(), bound);
         tracing::info!(grpc = %bound.grpc, http = %bound.http, prefix = gw.keys().prefix(), "api-gateway serving");

@@ -81,11 +81,19 @@ impl Api {
         &self.namespace
     }
 
-    fn err<'a>(&'a self, context: &'a str) -> impl FnOnce(tonic::Status) -> CliError + 'a {
+    /// The connection, for the services with their own client module.
+    pub(crate) fn channel(&self) -> Channel {
+        self.channel.clone()
+    }
+
+    pub(crate) fn err<'a>(
+        &'a self,
+        context: &'a str,
+    ) -> impl FnOnce(tonic::Status) -> CliError + 'a {
         move |status| CliError::api(context, &self.address, status)
     }
 
-    fn options(&self, prefix: &str) -> Option<QueryOptions> {
+    pub(crate) fn options(&self, prefix: &str) -> Option<QueryOptions> {
         Some(QueryOptions {
             namespace: self.namespace.clone(),
             prefix: prefix.to_string(),

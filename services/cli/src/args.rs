@@ -52,6 +52,9 @@ pub enum Command {
     /// Cluster-wide maintenance.
     #[command(subcommand)]
     System(SystemCommand),
+    /// Read, write, list and purge variables (Nomad Variables).
+    #[command(subcommand)]
+    Var(VarCommand),
     /// List jobs, or show the job, allocation, evaluation, node or
     /// deployment with an id.
     Status {
@@ -242,6 +245,57 @@ pub enum DeploymentCommand {
         verbose: bool,
         /// The deployment id or an id prefix.
         id: String,
+    },
+}
+
+/// `caravan var …`.
+#[derive(Debug, Subcommand)]
+pub enum VarCommand {
+    /// Print a variable: its metadata and items, as a table or JSON.
+    Get {
+        /// Print only this item's value.
+        #[arg(long)]
+        item: Option<String>,
+        /// `table` (the default) or `json`.
+        #[arg(long, default_value = "table")]
+        out: String,
+        /// The variable's path.
+        path: String,
+    },
+    /// Create or update a variable from `key=value` pairs and/or a JSON
+    /// specification (`@file.json`, or `-` for standard input). A value of
+    /// `@file` is read from the file; an empty value removes the item. Without
+    /// -force or -check-index the variable must not exist yet.
+    Put {
+        /// Write whatever the variable's current index.
+        #[arg(long, conflicts_with = "check_index")]
+        force: bool,
+        /// Write only if the variable's modify index is this (0: only if new).
+        #[arg(long = "check-index", value_name = "INDEX")]
+        check_index: Option<u64>,
+        /// The format of a specification on standard input (only `json`).
+        #[arg(long = "in", default_value = "json")]
+        input: String,
+        /// The variable's path, or `@file.json` / `-` for a specification
+        /// naming it; then an optional specification, then `key=value` pairs.
+        #[arg(required = true, num_args = 1..)]
+        args: Vec<String>,
+    },
+    /// List variables (their metadata) whose path starts with a prefix.
+    List {
+        /// `table` (the default) or `json`.
+        #[arg(long, default_value = "table")]
+        out: String,
+        /// The path prefix.
+        prefix: Option<String>,
+    },
+    /// Delete a variable.
+    Purge {
+        /// Delete only if the variable's modify index is this.
+        #[arg(long = "check-index", value_name = "INDEX")]
+        check_index: Option<u64>,
+        /// The variable's path.
+        path: String,
     },
 }
 

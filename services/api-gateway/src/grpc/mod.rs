@@ -5,6 +5,7 @@ mod client;
 mod cluster;
 mod events;
 mod jobs;
+mod vars;
 
 use caravan_proto::QueryOptions;
 use caravan_proto::alloc_service_server::{self, AllocServiceServer};
@@ -16,12 +17,14 @@ use caravan_proto::node_client_service_server::{self, NodeClientServiceServer};
 use caravan_proto::node_service_server::{self, NodeServiceServer};
 use caravan_proto::status_service_server::{self, StatusServiceServer};
 use caravan_proto::system_service_server::{self, SystemServiceServer};
+use caravan_proto::variable_service_server::{self, VariableServiceServer};
 use tonic::transport::server::Router;
 
 use client::NodeClientApi;
 use cluster::ClusterApi;
 use events::EventApi;
 use jobs::JobApi;
+use vars::VariableApi;
 
 use crate::gateway::Gateway;
 use crate::query::Query;
@@ -42,6 +45,7 @@ pub(crate) const SERVICES: &[&str] = &[
     status_service_server::SERVICE_NAME,
     system_service_server::SERVICE_NAME,
     node_client_service_server::SERVICE_NAME,
+    variable_service_server::SERVICE_NAME,
 ];
 
 /// `router` with every gRPC service of the gateway added.
@@ -68,6 +72,11 @@ pub(crate) fn routes(router: Router, gw: &Gateway) -> Router {
         .add_service(
             NodeClientServiceServer::new(NodeClientApi(gw.clone()))
                 .max_decoding_message_size(limit.max(16 * 1024 * 1024))
+                .max_encoding_message_size(usize::MAX),
+        )
+        .add_service(
+            VariableServiceServer::new(VariableApi(gw.clone()))
+                .max_decoding_message_size(limit)
                 .max_encoding_message_size(usize::MAX),
         )
 }

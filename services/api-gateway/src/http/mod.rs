@@ -11,6 +11,7 @@ mod metrics;
 mod operator;
 pub mod params;
 pub mod render;
+mod vars;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -162,6 +163,7 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
         .route("/v1/client/fs/logs/{alloc_id}", get(logs::logs))
         .route("/v1/event/stream", get(events::stream))
         .route("/v1/metrics", get(metrics::metrics))
+        .merge(vars::routes())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn(move |req, next| {

@@ -19,6 +19,7 @@ mod logs;
 mod nodes;
 mod operator;
 mod plans;
+mod vars;
 
 caravan_testkit::backend_cases!(backend => crate {
     jobs {
@@ -101,5 +102,15 @@ caravan_testkit::backend_cases!(backend => crate {
         the_agent_has_one_member,
         json_metrics_count_registered_nodes,
         prometheus_metrics_count_registered_nodes,
+    },
+    vars {
+        a_variable_reads_back_with_its_items_and_indexes,
+        items_are_encrypted_at_rest_and_metadata_is_not,
+        a_gateway_with_another_key_refuses_clearly,
+        check_and_set_conflicts_answer_409_with_the_current_variable,
+        concurrent_check_and_set_writes_let_exactly_one_win,
+        lists_filter_by_prefix_and_namespace,
+        bad_paths_and_bodies_are_400_naming_the_field,
+        a_blocking_list_wakes_on_a_variable_change_only,
     },
 });

@@ -8,6 +8,7 @@ mod eval;
 mod job;
 mod node;
 mod periodic;
+mod var;
 mod versions;
 
 use crate::api::Api;
@@ -27,6 +28,7 @@ pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
         Command::Node(cmd) => node::dispatch(&api, ui, cmd).await,
         Command::Eval(cmd) => eval::dispatch(&api, ui, cmd).await,
         Command::Deployment(cmd) => deployment::dispatch(&api, ui, cmd).await,
+        Command::Var(cmd) => var::dispatch(&api, ui, cmd).await,
         Command::System(SystemCommand::Gc) => {
             // Nomad prints nothing when the collection succeeds.
             api.garbage_collect().await?;

@@ -227,6 +227,30 @@ impl DevCluster {
     }
 }
 
+/// The file of the dev cluster's variables key in `data_dir`, made (readable
+/// by its owner only) on the first start and kept, so variables written on
+/// a persistent store stay readable across restarts with the same data dir.
+fn dev_variables_key(data_dir: &std::path::Path) -> anyhow::Result<PathBuf> {
+    let file = data_dir.join("variables.key");
+    if file.exists() {
+        return Ok(file);
+    }
+    let key = format!("{}\n", caravan_api_gateway::VariableKey::generate());
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut out = options
+        .open(&file)
+        .with_context(|| format!("cannot create the variables key {}", file.display()))?;
+    std::io::Write::write_all(&mut out, key.as_bytes())
+        .with_context(|| format!("cannot write the variables key {}", file.display()))?;
+    Ok(file)
+}
+
 /// Starts each service in turn into its tier, every one on its own port of
 /// `options.bind` and on `store`; where they listen.
 async fn start_services(
@@ -293,12 +317,14 @@ async fn start_services(
             store.clone(),
         )
         .await?;
+    let variables_key_file = dev_variables_key(&data_dir)?;
     let (gateway, _) = front
         .start(
             ApiGatewayService,
             GatewayConfig {
                 grpc_addr: host_port(&options.bind, options.grpc_port),
                 http_addr: host_port(&options.bind, options.http_port),
+                variables_key_file: variables_key_file.display().to_string(),
                 store: store_config,
                 ..Default::default()
             },

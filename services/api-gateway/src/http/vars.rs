@@ -1,0 +1,209 @@
+//! `GET /v1/vars` and `GET|PUT|POST|DELETE /v1/var/:path`: Nomad Variables
+//! in Nomad's JSON, check-and-set conflicts as 409 with the current variable.
+
+use std::collections::BTreeMap;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query as QueryString, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::{any, get};
+use caravan_proto::{VariableDecrypted, VariableMetadata};
+use serde_json::{Map, Value, json};
+
+use crate::http::render::index;
+use crate::http::{ApiError, ApiResult, Http, Params, decode, query, read_answer, with_index};
+use crate::query::DEFAULT_NAMESPACE;
+use crate::vars::{self, VarWrite};
+
+fn metadata_json(m: &VariableMetadata) -> Map<String, Value> {
+    let mut out = Map::new();
+    out.insert("Namespace".into(), json!(m.namespace));
+    out.insert("Path".into(), json!(m.path));
+    out.insert("CreateIndex".into(), json!(index(m.create_revision)));
+    out.insert("CreateTime".into(), json!(m.create_time));
+    out.insert("ModifyIndex".into(), json!(index(m.modify_revision)));
+    out.insert("ModifyTime".into(), json!(m.modify_time));
+    out
+}
+
+/// Nomad's `VariableDecrypted`: the metadata with `Items` beside it (left
+/// out when there are none, as Nomad's `omitempty`).
+fn variable_json(v: &VariableDecrypted) -> Value {
+    let mut out = metadata_json(&v.meta.clone().unwrap_or_default());
+    if !v.items.is_empty() {
+        out.insert("Items".into(), json!(v.items));
+    }
+    Value::Object(out)
+}
+
+/// `GET /v1/vars?prefix=&namespace=`: the metadata of the variables.
+async fn list(State(http): State<Http>, QueryString(p): QueryString<Params>) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (list, meta) = vars::list(&http.gw, &q).await?;
+    Ok(read_answer(
+        &meta,
+        Value::Array(
+            list.iter()
+                .map(|m| Value::Object(metadata_json(m)))
+                .collect(),
+        ),
+    ))
+}
+
+/// `GET /v1/var/:path`: the variable with its items; 404 when missing.
+async fn get_var(
+    State(http): State<Http>,
+    Path(path): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let (var, meta) = vars::get(&http.gw, &path, &q).await?;
+    Ok(read_answer(&meta, variable_json(&var)))
+}
+
+/// The `?cas=` of a write: an unsigned index.
+fn cas(p: &Params) -> Result<Option<i64>, ApiError> {
+    p.get("cas")
+        .map(|v| {
+            v.parse::<u64>()
+                .ok()
+                .and_then(|c| i64::try_from(c).ok())
+                .ok_or_else(|| ApiError::field("cas", format!("can not parse cas: {v:?}")))
+        })
+        .transpose()
+}
+
+/// The namespace a write targets: the body's, else `?namespace=`, else
+/// the default.
+fn write_namespace(body_ns: Option<&str>, p: &Params) -> String {
+    body_ns
+        .filter(|ns| !ns.is_empty())
+        .or_else(|| {
+            p.get("namespace")
+                .map(String::as_str)
+                .filter(|ns| !ns.is_empty())
+        })
+        .unwrap_or(DEFAULT_NAMESPACE)
+        .to_string()
+}
+
+/// The answer to a write: 200 with the variable written, or 409 with the
+/// one that won the check-and-set.
+fn write_answer(w: VarWrite, success: StatusCode) -> ApiResult {
+    if w.applied {
+        let mut response = match &w.variable {
+            Some(v) => with_index(index(w.revision), variable_json(v)),
+            None => with_index(index(w.revision), Value::Null),
+        };
+        *response.status_mut() = success;
+        if success == StatusCode::NO_CONTENT {
+            *response.body_mut() = axum::body::Body::empty();
+            response
+                .headers_mut()
+                .remove(axum::http::header::CONTENT_TYPE);
+        }
+        return Ok(response);
+    }
+    let conflict = w.variable.unwrap_or_default();
+    let at = conflict.meta.as_ref().map_or(0, |m| m.modify_revision);
+    let mut response = with_index(index(at), variable_json(&conflict));
+    *response.status_mut() = StatusCode::CONFLICT;
+    Ok(response.into_response())
+}
+
+/// `PUT|POST /v1/var/:path?cas=`: writes the variable in the body (its
+/// `Items`; the URL's path wins over the body's).
+async fn put(
+    State(http): State<Http>,
+    Path(path): Path<String>,
+    QueryString(p): QueryString<Params>,
+    body: Bytes,
+) -> ApiResult {
+    let v: Value = decode(&body)?;
+    let Some(obj) = v.as_object() else {
+        return Err(ApiError::field(
+            "body",
+            "must be a JSON object (a variable)",
+        ));
+    };
+    let namespace = match obj.get("Namespace") {
+        None | Some(Value::Null) => write_namespace(None, &p),
+        Some(Value::String(ns)) => write_namespace(Some(ns), &p),
+        Some(_) => return Err(ApiError::field("Namespace", "must be a string")),
+    };
+    let items = match obj.get("Items") {
+        None | Some(Value::Null) => BTreeMap::new(),
+        Some(Value::Object(items)) => {
+            let mut out = BTreeMap::new();
+            for (k, v) in items {
+                let Value::String(s) = v else {
+                    return Err(ApiError::field(format!("Items.{k}"), "must be a string"));
+                };
+                out.insert(k.clone(), s.clone());
+            }
+            out
+        }
+        Some(_) => return Err(ApiError::field("Items", "must be an object of strings")),
+    };
+    let cas = cas(&p)?;
+    let w = vars::put(&http.gw, &namespace, &path, items, cas).await?;
+    write_answer(w, StatusCode::OK)
+}
+
+/// `DELETE /v1/var/:path?cas=`: 204 when deleted (or already absent), 409
+/// when the check-and-set lost.
+async fn delete(
+    State(http): State<Http>,
+    Path(path): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let namespace = write_namespace(None, &p);
+    let cas = cas(&p)?;
+    let w = vars::delete(&http.gw, &namespace, &path, cas).await?;
+    write_answer(w, StatusCode::NO_CONTENT)
+}
+
+/// `/v1/var/` without a path.
+async fn missing_path() -> ApiResult {
+    Err(ApiError::field("path", "missing variable path"))
+}
+
+/// The variables routes, merged into the HTTP API's router.
+pub(crate) fn routes() -> Router<Http> {
+    Router::new()
+        .route("/v1/vars", get(list))
+        .route("/v1/var/", any(missing_path))
+        .route(
+            "/v1/var/{*path}",
+            get(get_var).put(put).post(put).delete(delete),
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cas_is_an_unsigned_index() {
+        let mut p = Params::new();
+        assert_eq!(cas(&p).unwrap(), None);
+        p.insert("cas".into(), "0".into());
+        assert_eq!(cas(&p).unwrap(), Some(0));
+        p.insert("cas".into(), "-1".into());
+        assert!(cas(&p).is_err());
+        p.insert("cas".into(), "x".into());
+        assert!(cas(&p).is_err());
+    }
+
+    #[test]
+    fn the_body_namespace_wins_over_the_query() {
+        let mut p = Params::new();
+        assert_eq!(write_namespace(None, &p), "default");
+        p.insert("namespace".into(), "q".into());
+        assert_eq!(write_namespace(None, &p), "q");
+        assert_eq!(write_namespace(Some(""), &p), "q");
+        assert_eq!(write_namespace(Some("b"), &p), "b");
+    }
+}

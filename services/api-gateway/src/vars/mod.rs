@@ -1,0 +1,391 @@
+//! Nomad Variables: items sealed at rest under `vars/<ns>/<path>`, metadata
+//! in clear so lists never decrypt, check-and-set writes fenced by the key's
+//! mod revision in one transaction, and blocking reads that wait on a watch
+//! of exactly the keys they read.
+//!
+//! Variables are not in the watch cache: every read goes to the store.
+//! ACLs are not enforced; a caller may read what it may write. The place for
+//! Nomad's variable capabilities is [`may_read_conflict`] and the entry of
+//! each operation.
+
+pub mod rules;
+pub mod seal;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use caravan_proto::{QueryMeta, Variable, VariableDecrypted, VariableItems, VariableMetadata};
+use caravan_state::{Kind, StateKey, decode, encode};
+use caravan_store::{Compare, CompareOp, KeyValue, Op, OpResult, Range, Revision, prefix_end};
+use futures::StreamExt;
+use prost::Message;
+
+use crate::error::{GatewayError, Result};
+use crate::gateway::Gateway;
+use crate::query::{ALL_NAMESPACES, Query};
+
+pub use seal::{SealError, VariableKey};
+
+/// Keys per range request when listing.
+const LIST_PAGE: i64 = 1000;
+
+/// The outcome of a check-and-set write or delete.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VarWrite {
+    /// Whether the write (or delete) happened; false when the check-and-set
+    /// lost.
+    pub applied: bool,
+    /// The variable written, or the one that won the conflict (only its
+    /// namespace and path when it does not exist); `None` after a delete.
+    pub variable: Option<VariableDecrypted>,
+    /// The revision of the write, or of the read that found the conflict.
+    pub revision: Revision,
+}
+
+/// Whether the caller may see the items of a variable that beat its
+/// check-and-set. Nomad shows them to readers of the path; without ACLs
+/// every caller is one.
+fn may_read_conflict(_namespace: &str, _path: &str) -> bool {
+    true
+}
+
+fn key_of(gw: &Gateway) -> Result<&Arc<VariableKey>> {
+    gw.variables_key.as_ref().ok_or_else(|| {
+        GatewayError::Keyring(
+            "variables are unavailable: this api-gateway has no variables key \
+             (set variables_key or variables_key_file in its configuration)"
+                .into(),
+        )
+    })
+}
+
+fn metadata(v: &Variable) -> VariableMetadata {
+    VariableMetadata {
+        namespace: v.namespace.clone(),
+        path: v.path.clone(),
+        create_revision: v.create_revision,
+        modify_revision: v.modify_revision,
+        create_time: v.create_time,
+        modify_time: v.modify_time,
+    }
+}
+
+/// Decodes a stored variable; the namespace and path come from the key, so a
+/// value copied under another key is not taken for that key's variable.
+fn decode_var(gw: &Gateway, kv: &KeyValue) -> Result<Variable> {
+    let mut v: Variable = decode(kv)?;
+    if let StateKey::Var { namespace, path } = gw.keys.parse(&kv.key)? {
+        v.namespace = namespace;
+        v.path = path;
+    }
+    Ok(v)
+}
+
+/// Opens a stored variable's items.
+fn decrypt(key: &VariableKey, v: &Variable) -> Result<VariableDecrypted> {
+    let plain = key.open(&v.namespace, &v.path, &v.key_id, &v.sealed_items)?;
+    let items = VariableItems::decode(plain.as_slice()).map_err(|e| {
+        GatewayError::Keyring(format!(
+            "variable {}/{}: decrypted items do not decode: {e}",
+            v.namespace, v.path
+        ))
+    })?;
+    Ok(VariableDecrypted {
+        meta: Some(metadata(v)),
+        items: items.items,
+    })
+}
+
+/// What a conflict shows of `current`: all of it to a reader, else its
+/// metadata.
+fn conflict_view(key: &VariableKey, current: &Variable) -> Result<VariableDecrypted> {
+    if may_read_conflict(&current.namespace, &current.path) {
+        decrypt(key, current)
+    } else {
+        Ok(VariableDecrypted {
+            meta: Some(metadata(current)),
+            items: BTreeMap::new(),
+        })
+    }
+}
+
+/// The conflict when the variable does not exist: its namespace and path.
+fn absent_view(namespace: &str, path: &str) -> VariableDecrypted {
+    VariableDecrypted {
+        meta: Some(VariableMetadata {
+            namespace: namespace.to_string(),
+            path: path.to_string(),
+            ..Default::default()
+        }),
+        items: BTreeMap::new(),
+    }
+}
+
+/// The namespace a read targets: a single one.
+fn read_namespace(q: &Query) -> Result<&str> {
+    rules::check_namespace(&q.namespace)?;
+    Ok(&q.namespace)
+}
+
+/// Waits, for a blocking query, until a key under `prefix` for which
+/// `relevant` holds changes after `q.min_revision`, the wait ends or the
+/// gateway shuts down. The watch replays history from that revision, so a
+/// change made before the wait began ends it at once; a compacted history
+/// ends it too (the caller reads afresh).
+async fn wait_for_change(gw: &Gateway, prefix: &[u8], q: &Query, relevant: impl Fn(&[u8]) -> bool) {
+    if q.min_revision <= 0 {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + q.wait;
+    let from = q.min_revision.saturating_add(1);
+    let mut watch = match gw.store.watch(prefix, from).await {
+        Ok(watch) => watch,
+        Err(err) => {
+            tracing::debug!(%err, "variables watch failed; answering at once");
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            batch = watch.stream.next() => match batch {
+                Some(Ok(batch)) => {
+                    if batch.events.iter().any(|e| relevant(&e.kv.key)) {
+                        return;
+                    }
+                }
+                _ => return,
+            },
+            _ = tokio::time::sleep_until(deadline) => return,
+            _ = gw.shutdown.cancelled() => return,
+        }
+    }
+}
+
+fn meta(gw: &Gateway, revision: Revision) -> QueryMeta {
+    QueryMeta {
+        revision,
+        known_leader: gw.leader_contact().known,
+    }
+}
+
+/// The metadata of the variables `q` selects: one namespace or every one
+/// (`*`), paths starting with `q.prefix`, sorted by namespace and path.
+/// Nothing is decrypted.
+pub async fn list(gw: &Gateway, q: &Query) -> Result<(Vec<VariableMetadata>, QueryMeta)> {
+    let all = q.namespace == ALL_NAMESPACES;
+    if !all {
+        rules::check_namespace(&q.namespace)?;
+    }
+    let prefix = if all {
+        gw.keys.prefix_of(Kind::Vars)
+    } else {
+        gw.keys.vars_in(&q.namespace, &q.prefix)
+    };
+    let selects = |key: &[u8]| match gw.keys.parse(key) {
+        Ok(StateKey::Var { path, .. }) => path.starts_with(&q.prefix),
+        _ => false,
+    };
+    wait_for_change(gw, &prefix, q, selects).await;
+    let end = prefix_end(&prefix);
+    let mut start = prefix.clone();
+    let mut revision = 0;
+    let mut out = Vec::new();
+    loop {
+        let mut range = Range::between(start.clone(), end.clone()).with_limit(LIST_PAGE);
+        if revision != 0 {
+            range = range.at_revision(revision);
+        }
+        let page = gw.store.range(range).await?;
+        if revision == 0 {
+            revision = page.revision;
+        }
+        for kv in &page.kvs {
+            if !selects(&kv.key) {
+                continue;
+            }
+            out.push(metadata(&decode_var(gw, kv)?));
+        }
+        match page.kvs.last() {
+            Some(last) if page.more => {
+                start = last.key.clone();
+                start.push(0);
+            }
+            _ => break,
+        }
+    }
+    out.sort_by(|a, b| (&a.namespace, &a.path).cmp(&(&b.namespace, &b.path)));
+    Ok((out, meta(gw, revision)))
+}
+
+/// The variable at `path` in `q.namespace`, decrypted; NOT_FOUND when there
+/// is none.
+pub async fn get(gw: &Gateway, path: &str, q: &Query) -> Result<(VariableDecrypted, QueryMeta)> {
+    let namespace = read_namespace(q)?;
+    rules::check_lookup_path(path)?;
+    let key = gw.keys.var(namespace, path);
+    wait_for_change(gw, &key, q, |k| k == key.as_slice()).await;
+    let found = gw.store.range(Range::key(key.clone())).await?;
+    let kv = found
+        .kvs
+        .first()
+        .ok_or_else(|| GatewayError::NotFound("variable not found".into()))?;
+    let var = decrypt(key_of(gw)?, &decode_var(gw, kv)?)?;
+    Ok((var, meta(gw, found.revision)))
+}
+
+/// Writes `items` at `namespace`/`path`. With `cas`, only if the variable's
+/// modify revision is `cas` (0: only if it does not exist); a lost
+/// check-and-set answers the current variable. Without, it overwrites,
+/// keeping the first write's create time.
+pub async fn put(
+    gw: &Gateway,
+    namespace: &str,
+    path: &str,
+    items: BTreeMap<String, String>,
+    cas: Option<Revision>,
+) -> Result<VarWrite> {
+    rules::check_namespace(namespace)?;
+    rules::check_path(path)?;
+    rules::check_items(&items)?;
+    if cas.is_some_and(|c| c < 0) {
+        return Err(GatewayError::field("cas", "must not be negative"));
+    }
+    let seal_key = key_of(gw)?;
+    let plain = VariableItems {
+        items: items.clone(),
+    }
+    .encode_to_vec();
+    let sealed = seal_key.seal(namespace, path, &plain)?;
+    let key = gw.keys.var(namespace, path);
+    for _ in 0..gw.attempts() {
+        // Read first only to keep the create time; the write below is
+        // fenced on what was read, so a concurrent writer makes it retry
+        // (or, with `cas`, lose) instead of being overwritten unseen.
+        let found = gw.store.range(Range::key(key.clone())).await?;
+        let existing = found.kvs.first().map(|kv| decode_var(gw, kv)).transpose()?;
+        if let Some(cas) = cas {
+            let lost = match &existing {
+                None => cas != 0,
+                Some(v) => v.modify_revision != cas,
+            };
+            if lost {
+                let view = match &existing {
+                    Some(v) => conflict_view(seal_key, v)?,
+                    None => absent_view(namespace, path),
+                };
+                return Ok(VarWrite {
+                    applied: false,
+                    variable: Some(view),
+                    revision: found.revision,
+                });
+            }
+        }
+        let now = caravan_model::now_unix_ns();
+        let stored = Variable {
+            namespace: namespace.to_string(),
+            path: path.to_string(),
+            sealed_items: sealed.clone(),
+            key_id: seal_key.id().to_string(),
+            create_time: existing.as_ref().map_or(now, |v| v.create_time),
+            modify_time: now,
+            create_revision: 0,
+            modify_revision: 0,
+        };
+        let guard = match &existing {
+            Some(v) => Compare::mod_revision(key.clone(), CompareOp::Equal, v.modify_revision),
+            None => Compare::absent(key.clone()),
+        };
+        let result = gw
+            .store
+            .txn(
+                caravan_store::Txn::new()
+                    .when(guard)
+                    .and_then(Op::put(key.clone(), encode(&stored)))
+                    .or_else(Op::get(key.clone())),
+            )
+            .await?;
+        if result.succeeded {
+            let mut written = stored;
+            written.create_revision = existing
+                .as_ref()
+                .map_or(result.revision, |v| v.create_revision);
+            written.modify_revision = result.revision;
+            return Ok(VarWrite {
+                applied: true,
+                variable: Some(VariableDecrypted {
+                    meta: Some(metadata(&written)),
+                    items,
+                }),
+                revision: result.revision,
+            });
+        }
+        if cas.is_some() {
+            // The variable moved since the read that matched `cas`: lost.
+            let current = current_of(gw, &result.results)?;
+            let view = match &current {
+                Some(v) => conflict_view(seal_key, v)?,
+                None => absent_view(namespace, path),
+            };
+            return Ok(VarWrite {
+                applied: false,
+                variable: Some(view),
+                revision: result.revision,
+            });
+        }
+    }
+    Err(GatewayError::Conflict(format!(
+        "variable {namespace}/{path} kept changing under this write; try again"
+    )))
+}
+
+/// The variable an `or_else(get)` branch read, if any.
+fn current_of(gw: &Gateway, responses: &[OpResult]) -> Result<Option<Variable>> {
+    match responses.first() {
+        Some(OpResult::Get(range)) => range.kvs.first().map(|kv| decode_var(gw, kv)).transpose(),
+        _ => Ok(None),
+    }
+}
+
+/// Deletes `namespace`/`path`; deleting what does not exist succeeds. With
+/// `cas`, only if the variable's modify revision is `cas` (0: only if it
+/// does not exist, which deletes nothing), in one transaction.
+pub async fn delete(
+    gw: &Gateway,
+    namespace: &str,
+    path: &str,
+    cas: Option<Revision>,
+) -> Result<VarWrite> {
+    rules::check_namespace(namespace)?;
+    rules::check_lookup_path(path)?;
+    let key = gw.keys.var(namespace, path);
+    let mut txn = caravan_store::Txn::new();
+    match cas {
+        None => {}
+        Some(c) if c < 0 => return Err(GatewayError::field("cas", "must not be negative")),
+        Some(0) => txn = txn.when(Compare::absent(key.clone())),
+        Some(c) => txn = txn.when(Compare::mod_revision(key.clone(), CompareOp::Equal, c)),
+    }
+    let result = gw
+        .store
+        .txn(
+            txn.and_then(Op::delete(key.clone()))
+                .or_else(Op::get(key.clone())),
+        )
+        .await?;
+    if result.succeeded {
+        return Ok(VarWrite {
+            applied: true,
+            variable: None,
+            revision: result.revision,
+        });
+    }
+    let view = match current_of(gw, &result.results)? {
+        Some(v) => conflict_view(key_of(gw)?, &v)?,
+        None => absent_view(namespace, path),
+    };
+    Ok(VarWrite {
+        applied: false,
+        variable: Some(view),
+        revision: result.revision,
+    })
+}
