@@ -4,13 +4,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
+use crate::common::{WAIT, cli, eventually_some, options};
 use caravan_cli::{Api, DevCluster, DevOptions};
 use caravan_proto::AllocClientStatus;
-use common::{WAIT, cli, eventually_some, options};
 
 fn hello_hcl() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.hcl")

@@ -4,10 +4,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
+use crate::common::{cli, options};
 use caravan_cli::DevCluster;
-use common::{cli, options};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn var_put_get_list_and_purge_like_nomad() {

@@ -2,7 +2,7 @@
 //! line against a dev cluster, waiting for a condition, and the options of
 //! a cluster on free ports.
 
-#![allow(clippy::unwrap_used, dead_code, unused_imports)]
+#![allow(clippy::unwrap_used, dead_code)]
 
 use std::path::Path;
 use std::time::Duration;

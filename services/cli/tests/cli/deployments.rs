@@ -5,10 +5,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
+use crate::common::{WAIT, cli, eventually_some, options};
 use caravan_cli::{Api, DevCluster, DevOptions};
-use common::{WAIT, cli, eventually_some, options};
 
 const WEB_HCL: &str = r#"
 job "web" {
@@ -332,7 +330,7 @@ async fn promote_pause_resume_and_fail(options: DevOptions) {
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
     // The monitor follows it to its end.
     let (code, out, err) = tokio::time::timeout(
-        common::WAIT,
+        crate::common::WAIT,
         cli(&address, &["deployment", "status", "-monitor", &id]),
     )
     .await

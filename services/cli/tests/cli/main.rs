@@ -1,0 +1,7 @@
+//! The CLI against real stacks (`caravan dev` and the service binaries), in
+//! one binary: one link of the CLI's dependencies instead of one per file.
+
+mod common;
+mod deployments;
+mod dev;
+mod vars;
