@@ -10,7 +10,7 @@ use caravan_proto::{
 use serde_json::{Value, json};
 
 use crate::deployments::Steer;
-use crate::http::render::{self, index};
+use crate::http::render::{self, NodeStubFields, index};
 use crate::http::{
     ApiError, ApiResult, Http, Params, decode, flag, query, read_answer, with_index,
 };
@@ -91,21 +91,21 @@ pub(crate) async fn stop_alloc(State(http): State<Http>, Path(id): Path<String>)
     ))
 }
 
-/// `GET /v1/nodes` (`?resources=true` adds resources to the stubs).
+/// `GET /v1/nodes` (`?resources=true` adds resources to the stubs, `?os=true`
+/// the `os.name` attribute).
 pub(crate) async fn nodes(
     State(http): State<Http>,
     QueryString(p): QueryString<Params>,
 ) -> ApiResult {
     let q = query(&http, &p)?;
-    let with_resources = flag(&p, "resources")?;
+    let fields = NodeStubFields {
+        resources: flag(&p, "resources")?,
+        os: flag(&p, "os")?,
+    };
     let (list, meta) = nodes::list(&http.gw, &q).await;
     Ok(read_answer(
         &meta,
-        Value::Array(
-            list.iter()
-                .map(|n| render::node_stub(n, with_resources))
-                .collect(),
-        ),
+        Value::Array(list.iter().map(|n| render::node_stub(n, fields)).collect()),
     ))
 }
 
@@ -266,7 +266,8 @@ pub(crate) async fn peers(State(http): State<Http>) -> ApiResult {
     ))
 }
 
-fn member(http: &Http) -> Value {
+/// This gateway as a member of Nomad's gossip pool (`/v1/agent/members`).
+pub(crate) fn member(http: &Http) -> Value {
     let addr = http.advertised();
     let (host, port) = addr.rsplit_once(':').map_or((addr.clone(), 0), |(h, p)| {
         (h.to_string(), p.parse().unwrap_or(0))
@@ -277,7 +278,7 @@ fn member(http: &Http) -> Value {
         "Port": port,
         "Tags": {
             "role": "nomad",
-            "region": "global",
+            "region": http.gw.config.region,
             "dc": "dc1",
             "build": env!("CARGO_PKG_VERSION"),
             "port": port.to_string(),
@@ -298,7 +299,7 @@ pub(crate) async fn agent_self(State(http): State<Http>) -> ApiResult {
     Ok(axum::response::IntoResponse::into_response(axum::Json(
         json!({
             "config": {
-                "Region": "global",
+                "Region": http.gw.config.region,
                 "Datacenter": "dc1",
                 "Version": {"Version": env!("CARGO_PKG_VERSION"), "VersionPrerelease": "", "Revision": ""},
                 "Server": {"Enabled": true},
@@ -321,7 +322,7 @@ pub(crate) async fn members(State(http): State<Http>) -> ApiResult {
     Ok(axum::response::IntoResponse::into_response(axum::Json(
         json!({
             "ServerName": member(&http)["Name"],
-            "ServerRegion": "global",
+            "ServerRegion": http.gw.config.region,
             "ServerDC": "dc1",
             "Members": [member(&http)],
         }),

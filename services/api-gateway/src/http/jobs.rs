@@ -224,6 +224,9 @@ pub(crate) async fn deregister(
     QueryString(p): QueryString<Params>,
 ) -> ApiResult {
     let purge = flag(&p, "purge")?;
+    // A multiregion job would be stopped in every region; Caravan has one
+    // region, so `global` changes nothing once it reads as a boolean.
+    flag(&p, "global")?;
     let ns = p.get("namespace").map_or(DEFAULT_NAMESPACE, String::as_str);
     let r = writes::deregister(&http.gw, ns, &id, purge).await?;
     let rev = http.gw.cache().revision();

@@ -19,6 +19,8 @@ mod logs;
 mod nodes;
 mod operator;
 mod plans;
+mod query_params;
+mod search;
 
 caravan_testkit::backend_cases!(backend => crate {
     jobs {
@@ -59,6 +61,7 @@ caravan_testkit::backend_cases!(backend => crate {
     },
     nodes {
         nodes_list_with_their_status_and_resources,
+        node_stubs_add_resources_and_os_only_when_asked,
         a_nodes_allocations_embed_their_job,
         an_unknown_eligibility_is_400,
         a_node_marked_ineligible_reads_back_ineligible,
@@ -95,10 +98,28 @@ caravan_testkit::backend_cases!(backend => crate {
         the_watchers_refusal_is_passed_on_as_400,
         promoting_an_unknown_deployment_is_404,
     },
+    query_params {
+        purge_accepts_gos_capitalised_true,
+        purge_false_only_stops_the_job,
+        a_bad_boolean_is_400_naming_it_and_stops_nothing,
+        stale_reads_as_a_boolean_on_every_read,
+        waits_and_indexes_read_as_go_does,
+    },
+    search {
+        prefix_search_finds_ids_in_each_context,
+        prefix_search_truncates_at_twenty,
+        fuzzy_search_matches_names_with_their_scope,
+        searches_refuse_unknown_contexts_and_short_text,
+    },
     agent {
         the_leader_is_the_gateways_grpc_address,
         the_agent_reports_itself_alive,
         the_agent_has_one_member,
+        the_only_region_is_the_configured_one,
+        the_servers_are_this_gateways_address,
+        joining_reports_what_joined_like_nomad,
+        force_leave_checks_its_arguments,
+        the_raft_configuration_lists_the_store_members,
         json_metrics_count_registered_nodes,
         prometheus_metrics_count_registered_nodes,
     },
