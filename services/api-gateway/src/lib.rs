@@ -25,6 +25,7 @@ mod node_fan_out;
 mod nodes;
 mod operator;
 mod query;
+mod scaling;
 mod search;
 mod status;
 

@@ -2,7 +2,8 @@
 //! (`/v1/search`) and fuzzy search of names (`/v1/search/fuzzy`), with
 //! Nomad's contexts, ordering and limits.
 //!
-//! Namespaces are not stored objects in Caravan: the `namespaces` context
+//! Scaling policies are the jobs' groups' `scaling` blocks (see
+//! [`crate::scaling`]). Namespaces are not stored objects in Caravan: the `namespaces` context
 //! searches the namespaces in use (`default` and every namespace a job is
 //! registered in).
 
@@ -39,17 +40,20 @@ pub enum Context {
     Namespaces,
     /// Client nodes, by id (prefix) or name (fuzzy).
     Nodes,
+    /// Task groups' scaling policies, by id.
+    ScalingPolicy,
 }
 
 impl Context {
     /// Every context, which `all` stands for.
-    pub const ALL: [Context; 6] = [
+    pub const ALL: [Context; 7] = [
         Context::Allocs,
         Context::Deployment,
         Context::Evals,
         Context::Jobs,
         Context::Namespaces,
         Context::Nodes,
+        Context::ScalingPolicy,
     ];
 
     /// Nomad's name of the context.
@@ -61,6 +65,7 @@ impl Context {
             Context::Jobs => "jobs",
             Context::Namespaces => "namespaces",
             Context::Nodes => "nodes",
+            Context::ScalingPolicy => "scaling_policy",
         }
     }
 
@@ -86,7 +91,10 @@ impl Context {
     /// Whether a fuzzy search matches ids by prefix here (objects whose id
     /// is a UUID and that have no name), as Nomad does.
     fn prefix_only(self) -> bool {
-        matches!(self, Context::Evals | Context::Deployment)
+        matches!(
+            self,
+            Context::Evals | Context::Deployment | Context::ScalingPolicy
+        )
     }
 }
 
@@ -157,6 +165,10 @@ fn ids(snap: &Snapshot, query: &Query, context: Context) -> Vec<String> {
             .collect(),
         Context::Nodes => snap.nodes().map(|n| n.id.clone()).collect(),
         Context::Namespaces => return namespaces(snap).into_iter().collect(),
+        Context::ScalingPolicy => crate::scaling::list(snap, query, None, None)
+            .into_iter()
+            .map(|found| found.id)
+            .collect(),
     };
     ids.sort();
     ids
@@ -297,7 +309,7 @@ fn fuzzy_objects(
             let found = names.iter().take(limit).map(|n| single(n, Vec::new()));
             (names.len(), found.collect())
         }
-        Context::Evals | Context::Deployment => (0, Vec::new()),
+        Context::Evals | Context::Deployment | Context::ScalingPolicy => (0, Vec::new()),
     }
 }
 

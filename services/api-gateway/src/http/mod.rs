@@ -12,6 +12,7 @@ mod metrics;
 mod operator;
 pub mod params;
 pub mod render;
+mod scaling;
 mod search;
 
 use axum::Router;
@@ -173,6 +174,8 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
             put(agent::force_leave).post(agent::force_leave),
         )
         .route("/v1/regions", get(agent::regions))
+        .route("/v1/scaling/policies", get(scaling::list))
+        .route("/v1/scaling/policy/{id}", get(scaling::get))
         .route(
             "/v1/search",
             get(search::prefix_get)

@@ -20,6 +20,7 @@ mod nodes;
 mod operator;
 mod plans;
 mod query_params;
+mod scaling;
 mod search;
 
 caravan_testkit::backend_cases!(backend => crate {
@@ -110,6 +111,13 @@ caravan_testkit::backend_cases!(backend => crate {
         prefix_search_truncates_at_twenty,
         fuzzy_search_matches_names_with_their_scope,
         searches_refuse_unknown_contexts_and_short_text,
+    },
+    scaling {
+        without_scaling_blocks_there_are_no_policies,
+        a_groups_policy_is_listed_and_read_by_a_stable_id,
+        policies_filter_by_job_and_type,
+        a_scaling_block_out_of_bounds_is_400_and_writes_nothing,
+        scaling_outside_the_policy_bounds_is_400,
     },
     agent {
         the_leader_is_the_gateways_grpc_address,

@@ -53,7 +53,8 @@ pub async fn prefix_search_finds_ids_in_each_context(backend: Backend) {
             "evals",
             "jobs",
             "namespaces",
-            "nodes"
+            "nodes",
+            "scaling_policy"
         ]
     );
     assert_eq!(found["Matches"]["evals"], json!([eval_id]));
