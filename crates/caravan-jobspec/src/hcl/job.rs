@@ -29,8 +29,9 @@ pub(crate) fn decode_job(block: &Block, parent: &mut Body<'_, '_>, diag: &mut Di
     let job = ApiJob {
         region: b.string("region", diag),
         namespace: b.string("namespace", diag),
+        // Nomad names a job after its id unless told otherwise.
+        name: b.string("name", diag).or_else(|| Some(id.clone())),
         id: Some(id),
-        name: b.string("name", diag),
         r#type: b.string("type", diag),
         priority: b.int("priority", diag),
         all_at_once: b.bool("all_at_once", diag),

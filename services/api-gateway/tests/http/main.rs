@@ -54,6 +54,7 @@ caravan_testkit::backend_cases!(backend => crate {
     },
     plans {
         hcl_parses_to_nomad_json,
+        parse_answers_the_job_as_written_unless_canonicalized,
         unparseable_hcl_is_400,
         a_plan_places_every_instance_and_diffs_the_job_as_added,
         a_plan_writes_no_job_and_no_eval,
