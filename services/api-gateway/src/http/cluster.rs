@@ -376,6 +376,21 @@ fn optional_body(body: &[u8]) -> Result<Value, ApiError> {
     }
 }
 
+/// A steering body's `DeploymentID`, which Nomad requires to match the path.
+/// (Nomad also requires it present; Caravan takes the path's id when it is
+/// left out.)
+fn check_body_id(v: &Value, path_id: &str) -> Result<(), ApiError> {
+    match v.get("DeploymentID") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(id)) if id.is_empty() || id == path_id => Ok(()),
+        Some(Value::String(_)) => Err(ApiError::field(
+            "DeploymentID",
+            "Deployment ID does not match",
+        )),
+        Some(_) => Err(ApiError::field("DeploymentID", "must be a string")),
+    }
+}
+
 /// `POST /v1/deployment/promote/:id` with `{"All": bool, "Groups": [..]}`.
 pub(crate) async fn promote(
     State(http): State<Http>,
@@ -383,6 +398,7 @@ pub(crate) async fn promote(
     body: Bytes,
 ) -> ApiResult {
     let v = optional_body(&body)?;
+    check_body_id(&v, &id)?;
     let groups = id_list(&v, "Groups")?;
     let all = v
         .get("All")
@@ -401,7 +417,12 @@ pub(crate) async fn promote(
 }
 
 /// `POST /v1/deployment/fail/:id`.
-pub(crate) async fn fail(State(http): State<Http>, Path(id): Path<String>) -> ApiResult {
+pub(crate) async fn fail(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    check_body_id(&optional_body(&body)?, &id)?;
     let r = deployments::steer(
         &http.gw,
         Steer::Fail(WatcherFailRequest { deployment_id: id }),
@@ -417,6 +438,7 @@ pub(crate) async fn pause(
     body: Bytes,
 ) -> ApiResult {
     let v = optional_body(&body)?;
+    check_body_id(&v, &id)?;
     let pause = match v.get("Pause") {
         Some(Value::Bool(b)) => *b,
         _ => return Err(ApiError::field("Pause", "must be true or false")),
@@ -440,12 +462,24 @@ pub(crate) async fn alloc_health(
     body: Bytes,
 ) -> ApiResult {
     let v: Value = decode(&body)?;
+    check_body_id(&v, &id)?;
+    // The arguments are checked before the deployment is looked at, as
+    // Nomad does: a request naming no allocation is refused even for an
+    // unknown or terminal deployment.
+    let healthy_alloc_ids = id_list(&v, "HealthyAllocationIDs")?;
+    let unhealthy_alloc_ids = id_list(&v, "UnhealthyAllocationIDs")?;
+    if healthy_alloc_ids.is_empty() && unhealthy_alloc_ids.is_empty() {
+        return Err(ApiError::field(
+            "HealthyAllocationIDs",
+            "must specify at least one healthy/unhealthy allocation ID",
+        ));
+    }
     let r = deployments::steer(
         &http.gw,
         Steer::AllocHealth(WatcherAllocHealthRequest {
             deployment_id: id,
-            healthy_alloc_ids: id_list(&v, "HealthyAllocationIDs")?,
-            unhealthy_alloc_ids: id_list(&v, "UnhealthyAllocationIDs")?,
+            healthy_alloc_ids,
+            unhealthy_alloc_ids,
         }),
     )
     .await?;

@@ -99,6 +99,8 @@ caravan_testkit::backend_cases!(backend => crate {
         a_promotion_is_forwarded_to_the_watcher_leader,
         the_watchers_refusal_is_passed_on_as_400,
         promoting_an_unknown_deployment_is_404,
+        steering_a_terminal_deployment_is_refused_in_nomads_words,
+        allocation_health_checks_its_arguments_before_the_deployment,
     },
     query_params {
         purge_accepts_gos_capitalised_true,
