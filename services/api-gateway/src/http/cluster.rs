@@ -267,7 +267,7 @@ pub(crate) async fn peers(State(http): State<Http>) -> ApiResult {
 }
 
 /// This gateway as a member of Nomad's gossip pool (`/v1/agent/members`).
-pub(crate) fn member(http: &Http) -> Value {
+fn member(http: &Http) -> Value {
     let addr = http.advertised();
     let (host, port) = addr.rsplit_once(':').map_or((addr.clone(), 0), |(h, p)| {
         (h.to_string(), p.parse().unwrap_or(0))

@@ -109,5 +109,13 @@ pub async fn waits_and_indexes_read_as_go_does(backend: Backend) {
         assert_eq!(r.status, 400, "{query}");
         assert!(r.text().starts_with(&format!("{name}:")), "{}", r.text());
     }
+    // The event stream reads its index the same way.
+    for index in ["-1", "%2B1", "1.0"] {
+        let r = gw
+            .http("GET", &format!("/v1/event/stream?index={index}"), b"")
+            .await;
+        assert_eq!(r.status, 400, "{index}");
+        assert!(r.text().starts_with("index:"), "{}", r.text());
+    }
     gw.stop().await;
 }
