@@ -16,6 +16,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .filter(|p| p.extension().is_some_and(|x| x == "proto"))
         .collect();
     files.sort();
+    // The directory too, so a new file is compiled.
+    println!("cargo:rerun-if-changed={}", dir.display());
     for f in &files {
         println!("cargo:rerun-if-changed={}", f.display());
     }

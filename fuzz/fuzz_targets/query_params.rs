@@ -10,7 +10,9 @@ mod params;
 
 use libfuzzer_sys::fuzz_target;
 
-const FLAGS: [&str; 6] = ["purge", "follow", "plain", "resources", "stale", "global"];
+const FLAGS: [&str; 8] = [
+    "purge", "follow", "plain", "resources", "os", "stale", "global", "prune",
+];
 
 fuzz_target!(|data: &[u8]| {
     let Ok(raw) = std::str::from_utf8(data) else {
@@ -21,6 +23,9 @@ fuzz_target!(|data: &[u8]| {
         if let Err(e) = params::flag(&p, name) {
             assert_eq!(e.field, name);
         }
+    }
+    if let Err(e) = params::stale(&p) {
+        assert_eq!(e.field, "stale");
     }
     for name in ["offset", "cas"] {
         if let Err(e) = params::integer(&p, name, "integer") {

@@ -72,6 +72,11 @@ pub fn canonicalize(job: &mut Job) {
 /// The defaults that do not depend on the job type.
 fn canonicalize_groups_only(job: &mut Job) {
     for group in &mut job.task_groups {
+        if let Some(scaling) = &mut group.scaling
+            && scaling.r#type.is_empty()
+        {
+            scaling.r#type = defaults::SCALING_HORIZONTAL.to_string();
+        }
         let disk = group
             .ephemeral_disk
             .get_or_insert_with(defaults::default_ephemeral_disk);

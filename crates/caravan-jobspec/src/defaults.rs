@@ -13,6 +13,23 @@ const HOUR: i64 = 60 * MINUTE;
 pub const DEFAULT_NAMESPACE: &str = "default";
 /// Region every Caravan job lives in.
 pub const DEFAULT_REGION: &str = "global";
+/// The scaling policy type of a task group (Nomad's only open-source one).
+pub const SCALING_HORIZONTAL: &str = "horizontal";
+
+/// The id of a task group's scaling policy: a UUID derived from what the
+/// policy targets, so it stays the same across versions of the job (as a
+/// Nomad policy keeps its id while its target exists).
+pub fn scaling_policy_id(namespace: &str, job_id: &str, group: &str) -> String {
+    // Lengths first, so no two targets share one name.
+    let name = format!(
+        "caravan/scaling/{}:{namespace}/{}:{job_id}/{}:{group}",
+        namespace.len(),
+        job_id.len(),
+        group.len()
+    );
+    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, name.as_bytes()).to_string()
+}
+
 /// Node pool of a job that names none.
 pub const DEFAULT_NODE_POOL: &str = "default";
 /// Datacenter glob of a job that names none.

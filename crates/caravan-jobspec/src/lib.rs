@@ -23,7 +23,8 @@ pub use canonicalize::canonicalize;
 pub use caravan_proto::Job;
 pub use defaults::{
     DEFAULT_CPU_MHZ, DEFAULT_DISK_MB, DEFAULT_KILL_TIMEOUT_NS, DEFAULT_MEMORY_MB,
-    DEFAULT_NAMESPACE, DEFAULT_NODE_POOL, DEFAULT_PRIORITY, MAX_COUNT, parse_job_type,
+    DEFAULT_NAMESPACE, DEFAULT_NODE_POOL, DEFAULT_PRIORITY, MAX_COUNT, SCALING_HORIZONTAL,
+    parse_job_type, scaling_policy_id,
 };
 pub use diff::{
     DiffType, FORCES_CREATE, FORCES_DESTROY, FORCES_DESTRUCTIVE_UPDATE, FORCES_IN_PLACE_UPDATE,
@@ -107,6 +108,16 @@ pub fn parse_job(body: &[u8], options: &ParseOptions) -> Result<Parsed, JobspecE
 /// `job inspect` wraps it as `{"Job": ...}`).
 pub fn render_json(job: &Job) -> serde_json::Value {
     nomad_json::render(job)
+}
+
+/// The scaling policy of `job`'s group `group` in Nomad's JSON
+/// (`ScalingPolicy`: `ID`, `Type`, `Target`, `Policy`, `Min`, `Max`,
+/// `Enabled`, indexes), or `None` when the group has none.
+pub fn render_scaling_policy(
+    job: &Job,
+    group: &caravan_proto::TaskGroup,
+) -> Option<serde_json::Value> {
+    nomad_json::render_scaling(job, group)
 }
 
 /// `POST /v1/jobs/parse`: HCL in, Nomad JSON job out, canonicalized or as written.

@@ -9,7 +9,7 @@ use futures::Stream;
 use crate::error::Result;
 use crate::types::{
     DeleteResult, KeyValue, LeaderInfo, LeaderKey, Lease, LeaseId, Range, RangeResult, Revision,
-    Txn, TxnResult, WatchBatch,
+    StoreMember, Txn, TxnResult, WatchBatch,
 };
 
 /// The batches of a watch. After an `Err` (for example
@@ -98,4 +98,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Gives up leadership; the next campaigner takes over at once.
     async fn resign(&self, leader: &LeaderKey) -> Result<()>;
+
+    /// The members of the cluster holding the store, ordered by id, with
+    /// which one is the raft leader.
+    async fn members(&self) -> Result<Vec<StoreMember>>;
 }

@@ -392,6 +392,24 @@ pub struct LeaderKey {
     pub lease: LeaseId,
 }
 
+/// One member of the cluster that holds the store (an etcd member; the
+/// embedded store is a cluster of one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreMember {
+    /// The member's id, unique in its cluster.
+    pub id: u64,
+    /// The member's name (empty while an added member has not started).
+    pub name: String,
+    /// Where the other members reach it.
+    pub peer_urls: Vec<String>,
+    /// Where clients reach it.
+    pub client_urls: Vec<String>,
+    /// Whether it is the cluster's raft leader.
+    pub leader: bool,
+    /// Whether it is a learner: it follows the log but does not vote.
+    pub learner: bool,
+}
+
 /// The current leader of an election.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaderInfo {

@@ -54,3 +54,17 @@ async fn renewal_stream_notices_a_revoke_by_another_client() {
         other => panic!("expected LeaseNotFound, got {other:?}"),
     }
 }
+
+/// The member list is etcd's own: the test etcd is among the members, by the
+/// client URL it advertises.
+#[tokio::test]
+async fn members_are_the_etcd_clusters() {
+    let endpoints = caravan_testkit::etcd_endpoints();
+    let members = store().await.members().await.unwrap();
+    assert!(
+        members
+            .iter()
+            .any(|m| m.client_urls.iter().any(|u| endpoints.contains(u))),
+        "{members:?} vs {endpoints:?}"
+    );
+}

@@ -21,3 +21,11 @@ leadership::leadership_cases!(
     #[tokio::test(start_paused = true)]
     store
 );
+
+/// The embedded store is a cluster of one member, without addresses.
+#[tokio::test]
+async fn the_embedded_store_is_one_member() {
+    let members = store().await.members().await.unwrap();
+    assert_eq!(members.len(), 1);
+    assert!(members[0].leader && members[0].client_urls.is_empty());
+}

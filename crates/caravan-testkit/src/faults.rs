@@ -144,4 +144,7 @@ impl Store for FaultyStore {
     async fn resign(&self, leader: &LeaderKey) -> Result<()> {
         self.inner.resign(leader).await
     }
+    async fn members(&self) -> Result<Vec<caravan_store::StoreMember>> {
+        self.inner.members().await
+    }
 }

@@ -2,6 +2,7 @@
 //! allocation health) forwarded to the deployment-watcher leader, which
 //! owns every deployment write.
 
+use caravan_model::DeploymentStatusExt;
 use caravan_proto::deployment_watcher_service_client::DeploymentWatcherServiceClient;
 use caravan_proto::{
     Deployment, QueryMeta, WatcherAllocHealthRequest, WatcherFailRequest, WatcherPauseRequest,
@@ -71,6 +72,17 @@ impl Steer {
             Steer::AllocHealth(r) => &r.deployment_id,
         }
     }
+
+    /// Nomad's refusal of this request for a terminal deployment.
+    fn terminal_refusal(&self) -> &'static str {
+        match self {
+            Steer::Promote(_) => "can't promote terminal deployment",
+            Steer::Fail(_) => "can't fail terminal deployment",
+            Steer::Pause(r) if r.pause => "can't pause terminal deployment",
+            Steer::Pause(_) => "can't resume terminal deployment",
+            Steer::AllocHealth(_) => "can't set health of allocations for a terminal deployment",
+        }
+    }
 }
 
 /// Forwards a steering request to the deployment-watcher leader, following
@@ -83,10 +95,17 @@ pub async fn steer(gw: &Gateway, request: Steer) -> Result<WatcherResponse> {
             "missing deployment ID",
         ));
     }
-    if gw.cache.snapshot().deployment(&id).is_none() {
+    let Some(deployment) = gw.cache.snapshot().deployment(&id).cloned() else {
         return Err(GatewayError::NotFound(format!(
             "deployment not found: {id}"
         )));
+    };
+    // Refused here with Nomad's words; the watcher checks again against
+    // the store, should the deployment end meanwhile.
+    if !deployment.status().is_followed() {
+        return Err(GatewayError::FailedPrecondition(
+            request.terminal_refusal().to_string(),
+        ));
     }
     let mut last = None;
     for _ in 0..2 {

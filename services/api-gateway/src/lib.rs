@@ -25,6 +25,8 @@ mod node_fan_out;
 mod nodes;
 mod operator;
 mod query;
+mod scaling;
+mod search;
 mod status;
 mod vars;
 

@@ -29,8 +29,9 @@ pub(crate) fn decode_job(block: &Block, parent: &mut Body<'_, '_>, diag: &mut Di
     let job = ApiJob {
         region: b.string("region", diag),
         namespace: b.string("namespace", diag),
+        // Nomad names a job after its id unless told otherwise.
+        name: b.string("name", diag).or_else(|| Some(id.clone())),
         id: Some(id),
-        name: b.string("name", diag),
         r#type: b.string("type", diag),
         priority: b.int("priority", diag),
         all_at_once: b.bool("all_at_once", diag),
@@ -137,14 +138,29 @@ fn decode_group(block: &Block, job: &Body<'_, '_>, diag: &mut Diag) -> ApiTaskGr
     group
 }
 
-/// Only `min` matters to Caravan: Nomad starts a group without a count at its minimum.
+/// A group's `scaling` block in Nomad's JSON shape: bounds, `enabled`,
+/// `type`, and the autoscaler's free-form `policy`.
 fn decode_scaling(block: &Block, parent: &Body<'_, '_>, diag: &mut Diag) -> serde_json::Value {
     let mut b = parent.child(block, parent.field_path("scaling"));
-    let min = b.int("min", diag);
-    // The policy itself is for an autoscaler Caravan does not have; consume it silently,
-    // the group reports the whole scaling block as unsupported.
-    let _ = b.remaining();
-    serde_json::json!({ "Min": min, "Enabled": true })
+    let mut out = serde_json::Map::new();
+    if let Some(min) = b.int("min", diag) {
+        out.insert("Min".into(), min.into());
+    }
+    if let Some(max) = b.int("max", diag) {
+        out.insert("Max".into(), max.into());
+    }
+    if let Some(enabled) = b.bool("enabled", diag) {
+        out.insert("Enabled".into(), enabled.into());
+    }
+    if let Some(kind) = b.string("type", diag) {
+        out.insert("Type".into(), kind.into());
+    }
+    if let Some(policy) = b.single_block("policy", diag) {
+        let policy = super::task::config_body(&policy.body, &b, "policy", diag);
+        out.insert("Policy".into(), serde_json::Value::Object(policy));
+    }
+    b.finish(&[], &[], diag);
+    serde_json::Value::Object(out)
 }
 
 pub(crate) fn to_map(pairs: Vec<(String, String)>) -> BTreeMap<String, String> {

@@ -30,7 +30,7 @@ pub(crate) fn decode_task(block: &Block, group: &Body<'_, '_>, diag: &mut Diag) 
     let name = group.label(block, diag).unwrap_or_default();
     let mut b = group.child(block, format!("{}: task {name:?}", group.path()));
     let config = match (b.single_block("config", diag), b.value("config", diag)) {
-        (Some(blk), None) => Some(config_body(&blk.body, &b, diag)),
+        (Some(blk), None) => Some(config_body(&blk.body, &b, "config", diag)),
         (None, Some(Val::Object(fields))) => Some(
             fields
                 .iter()
@@ -201,15 +201,18 @@ pub(crate) fn decode_network(
     network
 }
 
-/// A driver `config` body as JSON: arguments become fields; nested blocks become lists of
-/// objects under their type (labeled ones keyed by label), the shape Nomad's drivers see.
-fn config_body(
+/// A free-form body (a driver `config`, a scaling `policy`) as JSON, named
+/// `field` in errors: arguments become fields; nested blocks become lists of
+/// objects under their type (labeled ones keyed by label), the shape Nomad's
+/// drivers and autoscaler see.
+pub(crate) fn config_body(
     body: &HclBody,
     parent: &Body<'_, '_>,
+    field: &str,
     diag: &mut Diag,
 ) -> serde_json::Map<String, serde_json::Value> {
     let src = parent.source();
-    let path = parent.field_path("config");
+    let path = parent.field_path(field);
     let mut out = serde_json::Map::new();
     for structure in body.iter() {
         match structure {
@@ -219,19 +222,19 @@ fn config_body(
                     Ok(v) => {
                         if out.insert(key.clone(), value::to_json(&v)).is_some() {
                             parent.error_at(
-                                &format!("config.{key}"),
+                                &format!("{field}.{key}"),
                                 "set more than once",
                                 a.span(),
                                 diag,
                             );
                         }
                     }
-                    Err(e) => parent.error_at(&format!("config.{key}"), &e, a.value.span(), diag),
+                    Err(e) => parent.error_at(&format!("{field}.{key}"), &e, a.value.span(), diag),
                 }
             }
             Structure::Block(blk) => {
                 let key = blk.ident.as_str().to_string();
-                let inner = serde_json::Value::Object(config_body(&blk.body, parent, diag));
+                let inner = serde_json::Value::Object(config_body(&blk.body, parent, field, diag));
                 let item = blk.labels.iter().rev().fold(inner, |acc, label| {
                     let mut m = serde_json::Map::new();
                     m.insert(label.as_str().to_string(), acc);
@@ -243,7 +246,7 @@ fn config_body(
                 {
                     serde_json::Value::Array(items) => items.push(item),
                     _ => parent.error_at(
-                        &format!("config.{key}"),
+                        &format!("{field}.{key}"),
                         &format!("is both an argument and a block in {path}"),
                         blk.span(),
                         diag,

@@ -27,7 +27,12 @@ pub(crate) fn job_to_api(job: &Job) -> ApiJob {
         node_pool: Some(job.node_pool.clone()),
         constraints: Some(constraints(&job.constraints)),
         affinities: Some(affinities(&job.affinities)),
-        task_groups: Some(job.task_groups.iter().map(group_to_api).collect()),
+        task_groups: Some(
+            job.task_groups
+                .iter()
+                .map(|tg| group_to_api(job, tg))
+                .collect(),
+        ),
         update: job.update.as_ref().map(update_to_api),
         spreads: Some(spreads(&job.spreads)),
         periodic: job.periodic.as_ref().map(|p| ApiPeriodic {
@@ -70,7 +75,24 @@ fn index(revision: i64) -> u64 {
     u64::try_from(revision).unwrap_or(0)
 }
 
-fn group_to_api(tg: &TaskGroup) -> ApiTaskGroup {
+/// A group's scaling policy as Nomad's job JSON shows it, with its id,
+/// target and the job's indexes.
+pub(crate) fn scaling_to_api(job: &Job, tg: &TaskGroup) -> Option<Value> {
+    let s = tg.scaling.as_ref()?;
+    Some(serde_json::json!({
+        "ID": defaults::scaling_policy_id(&job.namespace, &job.id, &tg.name),
+        "Type": s.r#type,
+        "Target": {"Namespace": job.namespace, "Job": job.id, "Group": tg.name},
+        "Policy": s.policy.as_ref().map_or(Value::Null, |p| Value::Object(struct_to_json_map(p))),
+        "Min": s.min,
+        "Max": s.max,
+        "Enabled": s.enabled,
+        "CreateIndex": index(job.create_revision),
+        "ModifyIndex": index(job.job_modify_revision),
+    }))
+}
+
+fn group_to_api(job: &Job, tg: &TaskGroup) -> ApiTaskGroup {
     ApiTaskGroup {
         name: Some(tg.name.clone()),
         count: Some(i64::from(tg.count)),
@@ -92,6 +114,7 @@ fn group_to_api(tg: &TaskGroup) -> ApiTaskGroup {
         shutdown_delay: Some(tg.shutdown_delay_ns),
         max_client_disconnect: (tg.max_client_disconnect_ns != 0)
             .then_some(tg.max_client_disconnect_ns),
+        scaling: scaling_to_api(job, tg),
         ..Default::default()
     }
 }

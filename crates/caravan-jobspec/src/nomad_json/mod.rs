@@ -10,7 +10,7 @@ use caravan_proto::Job;
 use model::{ApiJob, ApiJobRequest};
 use serde_json::Value;
 
-pub(crate) use from_proto::job_to_api;
+pub(crate) use from_proto::{job_to_api, scaling_to_api as render_scaling};
 pub(crate) use to_proto::{Conversion, job_to_proto};
 
 /// Parses JSON text, reporting syntax errors with their position.

@@ -16,7 +16,7 @@ use base64::Engine as _;
 use caravan_proto::{
     Affinity, Constraint, EphemeralDisk, Job, JobStatus, JobType, LogConfig, NetworkResource,
     ParameterizedJobConfig, PeriodicConfig, Port, RequestedDevice, Resources, RestartPolicy,
-    Spread, SpreadTarget, Task, TaskGroup, TaskLifecycle,
+    ScalingPolicy, Spread, SpreadTarget, Task, TaskGroup, TaskLifecycle,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -250,7 +250,6 @@ fn group_to_proto(
     if let Some(consul) = tg.consul.as_ref().filter(|c| !is_default_consul(c)) {
         conv.unsupported(&base, "Consul", Some(consul));
     }
-    conv.unsupported(&base, "Scaling", tg.scaling.as_ref());
     conv.unsupported(
         &base,
         "StopAfterClientDisconnect",
@@ -318,6 +317,10 @@ fn group_to_proto(
             ));
     }
 
+    let scaling = tg
+        .scaling
+        .and_then(|s| scaling_to_proto(s, count, &join(&base, "scaling"), conv));
+
     let tasks = tg
         .tasks
         .unwrap_or_default()
@@ -342,7 +345,85 @@ fn group_to_proto(
         meta: tg.meta.unwrap_or_default(),
         shutdown_delay_ns: tg.shutdown_delay.unwrap_or(0),
         max_client_disconnect_ns,
+        scaling,
     }
+}
+
+/// A group's `Scaling` block as Nomad reads it: `Enabled` defaults to true,
+/// `Min` to the group's count, `Type` to `horizontal`; a missing `Max` is
+/// left negative for validation to refuse. `ID`, `Target` and the indexes
+/// are derived, so a rendered job reads back unchanged.
+fn scaling_to_proto(
+    value: Value,
+    count: i32,
+    path: &str,
+    conv: &mut Conversion,
+) -> Option<ScalingPolicy> {
+    let mut block = match value {
+        Value::Null => return None,
+        Value::Object(block) => block,
+        other => {
+            conv.err(path.to_string(), format!("must be an object (got {other})"));
+            return None;
+        }
+    };
+    let mut int = |name: &str, default: i64, conv: &mut Conversion| match block.remove(name) {
+        None | Some(Value::Null) => default,
+        Some(Value::Number(n)) if n.as_i64().is_some() => n.as_i64().unwrap_or(default),
+        Some(other) => {
+            conv.err(
+                join(path, name),
+                format!("must be an integer (got {other})"),
+            );
+            default
+        }
+    };
+    let min = int("Min", i64::from(count), conv);
+    let max = int("Max", -1, conv);
+    let enabled = match block.remove("Enabled") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => b,
+        Some(other) => {
+            conv.err(
+                join(path, "Enabled"),
+                format!("must be true or false (got {other})"),
+            );
+            true
+        }
+    };
+    let policy_type = match block.remove("Type") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(t)) => t,
+        Some(other) => {
+            conv.err(
+                join(path, "Type"),
+                format!("must be a string (got {other})"),
+            );
+            String::new()
+        }
+    };
+    let policy = match block.remove("Policy") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(map)) => Some(json_map_to_struct(map)),
+        Some(other) => {
+            conv.err(
+                join(path, "Policy"),
+                format!("must be an object (got {other})"),
+            );
+            None
+        }
+    };
+    Some(ScalingPolicy {
+        min,
+        max,
+        enabled,
+        r#type: if policy_type.is_empty() {
+            defaults::SCALING_HORIZONTAL.to_string()
+        } else {
+            policy_type
+        },
+        policy,
+    })
 }
 
 fn task_to_proto(

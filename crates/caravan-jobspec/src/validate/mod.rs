@@ -258,6 +258,9 @@ fn group(tg: &TaskGroup, base: &str, job_type: JobType, e: &mut Errors) {
     if tg.max_client_disconnect_ns < 0 {
         e.on(base, "max_client_disconnect", "must be >= 0");
     }
+    if let Some(s) = &tg.scaling {
+        policy::scaling(tg.count, s, &crate::error::join_path(base, "scaling"), e);
+    }
     match &tg.restart_policy {
         Some(r) => policy::restart(r, &crate::error::join_path(base, "restart"), e),
         None => e.on(base, "restart", "missing restart policy"),

@@ -1,4 +1,5 @@
-//! Sanity of the policies a group carries: restart, reschedule, update and migrate.
+//! Sanity of the policies a group carries: restart, reschedule, update, migrate and
+//! scaling.
 
 use super::Errors;
 use crate::duration::format_duration as fmt;
@@ -380,6 +381,56 @@ pub(super) fn migrate(m: &MigrateStrategy, path: &str, e: &mut Errors) {
             path,
             "min_healthy_time",
             "must be less than healthy_deadline",
+        );
+    }
+}
+
+/// Nomad's checks of a group's scaling policy: a horizontal policy whose
+/// bounds are ordered, not negative, and hold the group's count.
+pub(super) fn scaling(count: i32, s: &caravan_proto::ScalingPolicy, base: &str, e: &mut Errors) {
+    if s.r#type != crate::defaults::SCALING_HORIZONTAL {
+        e.on(
+            base,
+            "type",
+            format!(
+                "scaling policy type {:?} is not valid for a task group (only {:?})",
+                s.r#type,
+                crate::defaults::SCALING_HORIZONTAL
+            ),
+        );
+    }
+    if s.max < 0 {
+        e.on(
+            base,
+            "max",
+            "maximum count must be specified and non-negative",
+        );
+    } else if s.max < s.min {
+        e.on(
+            base,
+            "max",
+            "maximum count must not be less than minimum count",
+        );
+    }
+    if s.min < 0 {
+        e.on(
+            base,
+            "min",
+            "minimum count must be specified and non-negative",
+        );
+    }
+    if s.max >= 0 && s.max < i64::from(count) {
+        e.on(
+            base,
+            "max",
+            "task group count must not be greater than maximum count in scaling policy",
+        );
+    }
+    if i64::from(count) < s.min {
+        e.on(
+            base,
+            "min",
+            "task group count must not be less than minimum count in scaling policy",
         );
     }
 }

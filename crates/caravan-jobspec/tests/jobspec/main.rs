@@ -1,7 +1,8 @@
-//! The job specification's tests, in one binary (one link instead of five).
+//! The job specification's tests, in one binary (one link instead of six).
 
 mod diff;
 mod hcl;
 mod json;
 mod robustness;
+mod scaling;
 mod validate;

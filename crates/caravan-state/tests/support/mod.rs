@@ -172,6 +172,9 @@ impl Store for FaultyStore {
     async fn resign(&self, leader: &LeaderKey) -> Result<()> {
         self.inner.resign(leader).await
     }
+    async fn members(&self) -> Result<Vec<caravan_store::StoreMember>> {
+        self.inner.members().await
+    }
 }
 
 /// An allocation of `cpu` MHz and `mem` MB with one port.
@@ -346,5 +349,8 @@ impl Store for EarlyProgressStore {
     }
     async fn resign(&self, leader: &LeaderKey) -> Result<()> {
         self.inner.resign(leader).await
+    }
+    async fn members(&self) -> Result<Vec<caravan_store::StoreMember>> {
+        self.inner.members().await
     }
 }

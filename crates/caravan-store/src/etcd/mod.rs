@@ -20,8 +20,8 @@ use crate::backoff::Backoff;
 use crate::error::{Result, StoreError};
 use crate::store::{Store, Watch};
 use crate::types::{
-    DeleteResult, LeaderInfo, LeaderKey, Lease, LeaseId, Range, RangeResult, Revision, Txn,
-    TxnResult,
+    DeleteResult, LeaderInfo, LeaderKey, Lease, LeaseId, Range, RangeResult, Revision, StoreMember,
+    Txn, TxnResult,
 };
 
 use self::convert::Context;
@@ -477,5 +477,31 @@ impl Store for EtcdStore {
             Ok(_) | Err(StoreError::LeaseNotFound(_)) => Ok(()),
             Err(err) => Err(err),
         }
+    }
+
+    async fn members(&self) -> Result<Vec<StoreMember>> {
+        // Both answers come from the pinned member: its member list, and its
+        // status naming the raft leader it follows (0 while there is none).
+        let (list, status) = self
+            .call(Context::default(), Retry::Always, |client| async move {
+                let list = client.cluster_client().member_list().await?;
+                let status = client.maintenance_client().status().await?;
+                Ok((list, status))
+            })
+            .await?;
+        let mut members: Vec<StoreMember> = list
+            .members()
+            .iter()
+            .map(|m| StoreMember {
+                id: m.id(),
+                name: m.name().to_string(),
+                peer_urls: m.peer_urls().to_vec(),
+                client_urls: m.client_urls().to_vec(),
+                leader: m.id() == status.leader(),
+                learner: m.is_learner(),
+            })
+            .collect();
+        members.sort_by_key(|m| m.id);
+        Ok(members)
     }
 }

@@ -22,7 +22,7 @@ use crate::error::Result;
 use crate::store::{Store, Watch};
 use crate::types::{
     DeleteResult, LeaderInfo, LeaderKey, Lease, LeaseId, Op, OpResult, Range, RangeResult,
-    Revision, Txn, TxnResult,
+    Revision, StoreMember, Txn, TxnResult,
 };
 
 use self::txn::{Limits, State};
@@ -255,5 +255,18 @@ impl Store for MemStore {
     async fn resign(&self, leader: &LeaderKey) -> Result<()> {
         election::resign_key(&self.shared, &leader.key, leader.create_revision);
         Ok(())
+    }
+
+    /// The embedded store is a cluster of one member, which leads; it has no
+    /// network address.
+    async fn members(&self) -> Result<Vec<StoreMember>> {
+        Ok(vec![StoreMember {
+            id: 1,
+            name: "embedded".to_string(),
+            peer_urls: Vec::new(),
+            client_urls: Vec::new(),
+            leader: true,
+            learner: false,
+        }])
     }
 }

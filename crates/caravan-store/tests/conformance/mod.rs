@@ -3,6 +3,7 @@
 //! backend instantiates the whole list through [`all_cases!`], so the
 //! backends' lists cannot drift apart.
 
+pub mod cluster;
 pub mod election;
 pub mod kv;
 pub mod lease;
@@ -74,6 +75,9 @@ macro_rules! all_cases {
                 lease_revoke_hands_over,
                 recampaign_reuses_key,
                 campaign_with_unknown_lease_fails,
+            }
+            cluster {
+                members_name_one_voting_leader,
             }
         );
     };

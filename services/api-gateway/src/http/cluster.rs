@@ -10,7 +10,7 @@ use caravan_proto::{
 use serde_json::{Value, json};
 
 use crate::deployments::Steer;
-use crate::http::render::{self, index};
+use crate::http::render::{self, NodeStubFields, index};
 use crate::http::{
     ApiError, ApiResult, Http, Params, decode, flag, query, read_answer, with_index,
 };
@@ -91,21 +91,21 @@ pub(crate) async fn stop_alloc(State(http): State<Http>, Path(id): Path<String>)
     ))
 }
 
-/// `GET /v1/nodes` (`?resources=true` adds resources to the stubs).
+/// `GET /v1/nodes` (`?resources=true` adds resources to the stubs, `?os=true`
+/// the `os.name` attribute).
 pub(crate) async fn nodes(
     State(http): State<Http>,
     QueryString(p): QueryString<Params>,
 ) -> ApiResult {
     let q = query(&http, &p)?;
-    let with_resources = flag(&p, "resources")?;
+    let fields = NodeStubFields {
+        resources: flag(&p, "resources")?,
+        os: flag(&p, "os")?,
+    };
     let (list, meta) = nodes::list(&http.gw, &q).await;
     Ok(read_answer(
         &meta,
-        Value::Array(
-            list.iter()
-                .map(|n| render::node_stub(n, with_resources))
-                .collect(),
-        ),
+        Value::Array(list.iter().map(|n| render::node_stub(n, fields)).collect()),
     ))
 }
 
@@ -266,6 +266,7 @@ pub(crate) async fn peers(State(http): State<Http>) -> ApiResult {
     ))
 }
 
+/// This gateway as a member of Nomad's gossip pool (`/v1/agent/members`).
 fn member(http: &Http) -> Value {
     let addr = http.advertised();
     let (host, port) = addr.rsplit_once(':').map_or((addr.clone(), 0), |(h, p)| {
@@ -277,7 +278,7 @@ fn member(http: &Http) -> Value {
         "Port": port,
         "Tags": {
             "role": "nomad",
-            "region": "global",
+            "region": http.gw.config.region,
             "dc": "dc1",
             "build": env!("CARGO_PKG_VERSION"),
             "port": port.to_string(),
@@ -298,7 +299,7 @@ pub(crate) async fn agent_self(State(http): State<Http>) -> ApiResult {
     Ok(axum::response::IntoResponse::into_response(axum::Json(
         json!({
             "config": {
-                "Region": "global",
+                "Region": http.gw.config.region,
                 "Datacenter": "dc1",
                 "Version": {"Version": env!("CARGO_PKG_VERSION"), "VersionPrerelease": "", "Revision": ""},
                 "Server": {"Enabled": true},
@@ -321,7 +322,7 @@ pub(crate) async fn members(State(http): State<Http>) -> ApiResult {
     Ok(axum::response::IntoResponse::into_response(axum::Json(
         json!({
             "ServerName": member(&http)["Name"],
-            "ServerRegion": "global",
+            "ServerRegion": http.gw.config.region,
             "ServerDC": "dc1",
             "Members": [member(&http)],
         }),
@@ -375,6 +376,21 @@ fn optional_body(body: &[u8]) -> Result<Value, ApiError> {
     }
 }
 
+/// A steering body's `DeploymentID`, which Nomad requires to match the path.
+/// (Nomad also requires it present; Caravan takes the path's id when it is
+/// left out.)
+fn check_body_id(v: &Value, path_id: &str) -> Result<(), ApiError> {
+    match v.get("DeploymentID") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(id)) if id.is_empty() || id == path_id => Ok(()),
+        Some(Value::String(_)) => Err(ApiError::field(
+            "DeploymentID",
+            "Deployment ID does not match",
+        )),
+        Some(_) => Err(ApiError::field("DeploymentID", "must be a string")),
+    }
+}
+
 /// `POST /v1/deployment/promote/:id` with `{"All": bool, "Groups": [..]}`.
 pub(crate) async fn promote(
     State(http): State<Http>,
@@ -382,6 +398,7 @@ pub(crate) async fn promote(
     body: Bytes,
 ) -> ApiResult {
     let v = optional_body(&body)?;
+    check_body_id(&v, &id)?;
     let groups = id_list(&v, "Groups")?;
     let all = v
         .get("All")
@@ -400,7 +417,12 @@ pub(crate) async fn promote(
 }
 
 /// `POST /v1/deployment/fail/:id`.
-pub(crate) async fn fail(State(http): State<Http>, Path(id): Path<String>) -> ApiResult {
+pub(crate) async fn fail(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    check_body_id(&optional_body(&body)?, &id)?;
     let r = deployments::steer(
         &http.gw,
         Steer::Fail(WatcherFailRequest { deployment_id: id }),
@@ -416,6 +438,7 @@ pub(crate) async fn pause(
     body: Bytes,
 ) -> ApiResult {
     let v = optional_body(&body)?;
+    check_body_id(&v, &id)?;
     let pause = match v.get("Pause") {
         Some(Value::Bool(b)) => *b,
         _ => return Err(ApiError::field("Pause", "must be true or false")),
@@ -439,12 +462,24 @@ pub(crate) async fn alloc_health(
     body: Bytes,
 ) -> ApiResult {
     let v: Value = decode(&body)?;
+    check_body_id(&v, &id)?;
+    // The arguments are checked before the deployment is looked at, as
+    // Nomad does: a request naming no allocation is refused even for an
+    // unknown or terminal deployment.
+    let healthy_alloc_ids = id_list(&v, "HealthyAllocationIDs")?;
+    let unhealthy_alloc_ids = id_list(&v, "UnhealthyAllocationIDs")?;
+    if healthy_alloc_ids.is_empty() && unhealthy_alloc_ids.is_empty() {
+        return Err(ApiError::field(
+            "HealthyAllocationIDs",
+            "must specify at least one healthy/unhealthy allocation ID",
+        ));
+    }
     let r = deployments::steer(
         &http.gw,
         Steer::AllocHealth(WatcherAllocHealthRequest {
             deployment_id: id,
-            healthy_alloc_ids: id_list(&v, "HealthyAllocationIDs")?,
-            unhealthy_alloc_ids: id_list(&v, "UnhealthyAllocationIDs")?,
+            healthy_alloc_ids,
+            unhealthy_alloc_ids,
         }),
     )
     .await?;

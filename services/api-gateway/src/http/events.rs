@@ -23,10 +23,12 @@ impl Filter {
             match k.as_str() {
                 "topic" => filter.add_topic("topic", &v)?,
                 "namespace" => filter.set_namespace(&v),
+                // An empty index is absent, as Go's `query.Get` reads it.
+                "index" if v.is_empty() => {}
                 "index" => {
-                    let index = v
-                        .parse::<i64>()
-                        .map_err(|_| ApiError::field("index", format!("invalid index {v:?}")))?;
+                    let index = params::unsigned(&v)
+                        .and_then(|i| i64::try_from(i).ok())
+                        .ok_or_else(|| ApiError::field("index", format!("invalid index {v:?}")))?;
                     filter.set_index(index)?;
                 }
                 _ => {}

@@ -137,11 +137,13 @@ struct ParseRequest {
     canonicalize: bool,
 }
 
-/// `POST /v1/jobs/parse`: an HCL job file to Nomad's JSON job.
+/// `POST /v1/jobs/parse`: an HCL job file to Nomad's JSON job, answered as
+/// the job object itself; with `Canonicalize` every default is filled in,
+/// without it the job is as written (named after its id when unnamed).
 pub(crate) async fn parse(State(http): State<Http>, body: Bytes) -> ApiResult {
     let req: ParseRequest = decode(&body)?;
     let Some(hcl) = req.job_hcl.filter(|h| !h.trim().is_empty()) else {
-        return Err(ApiError::field("JobHCL", "Job HCL must be specified"));
+        return Err(ApiError::field("JobHCL", "Job spec is empty"));
     };
     let options = ParseOptions {
         max_bytes: http.gw.config.max_body_bytes,
@@ -224,6 +226,9 @@ pub(crate) async fn deregister(
     QueryString(p): QueryString<Params>,
 ) -> ApiResult {
     let purge = flag(&p, "purge")?;
+    // A multiregion job would be stopped in every region; Caravan has one
+    // region, so `global` changes nothing once it reads as a boolean.
+    flag(&p, "global")?;
     let ns = p.get("namespace").map_or(DEFAULT_NAMESPACE, String::as_str);
     let r = writes::deregister(&http.gw, ns, &id, purge).await?;
     let rev = http.gw.cache().revision();

@@ -2,6 +2,7 @@
 //! domain functions as the gRPC API, Nomad's JSON shapes, blocking queries
 //! (`?index=&wait=`) and its response headers.
 
+mod agent;
 mod cluster;
 mod events;
 mod job_ops;
@@ -11,6 +12,8 @@ mod metrics;
 mod operator;
 pub mod params;
 pub mod render;
+mod scaling;
+mod search;
 mod vars;
 
 use axum::Router;
@@ -160,6 +163,31 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
         .route("/v1/status/peers", get(cluster::peers))
         .route("/v1/agent/self", get(cluster::agent_self))
         .route("/v1/agent/members", get(cluster::members))
+        .route(
+            "/v1/agent/servers",
+            get(agent::servers)
+                .put(agent::set_servers)
+                .post(agent::set_servers),
+        )
+        .route("/v1/agent/join", put(agent::join).post(agent::join))
+        .route(
+            "/v1/agent/force-leave",
+            put(agent::force_leave).post(agent::force_leave),
+        )
+        .route("/v1/regions", get(agent::regions))
+        .route("/v1/scaling/policies", get(scaling::list))
+        .route("/v1/scaling/policy/{id}", get(scaling::get))
+        .route(
+            "/v1/search",
+            get(search::prefix_get)
+                .post(search::prefix)
+                .put(search::prefix),
+        )
+        .route("/v1/search/fuzzy", post(search::fuzzy).put(search::fuzzy))
+        .route(
+            "/v1/operator/raft/configuration",
+            get(operator::raft_configuration),
+        )
         .route("/v1/client/fs/logs/{alloc_id}", get(logs::logs))
         .route("/v1/event/stream", get(events::stream))
         .route("/v1/metrics", get(metrics::metrics))
@@ -262,7 +290,8 @@ impl From<params::ParamError> for ApiError {
     }
 }
 
-/// Whether a boolean query parameter is set (`?purge=true`, `?purge`).
+/// Whether a boolean query parameter is set (`?purge=true`), read as Go's
+/// `strconv.ParseBool`; absent or empty is false.
 pub(crate) fn flag(params: &Params, name: &str) -> Result<bool, ApiError> {
     Ok(params::flag(params, name)?)
 }
@@ -270,6 +299,9 @@ pub(crate) fn flag(params: &Params, name: &str) -> Result<bool, ApiError> {
 /// The blocking-query options of a request: `index`, `wait`, `namespace`,
 /// `prefix`.
 pub(crate) fn query(http: &Http, params: &Params) -> Result<Query, ApiError> {
+    // Every read is answered from the gateway's watch cache, which a stale
+    // read would accept as well; `?stale` is only checked for its spelling.
+    params::stale(params)?;
     let options = params::blocking(params)?;
     Ok(Query::new(Some(&options), http.gw.config.max_query_wait()))
 }

@@ -1,4 +1,5 @@
-//! `GET|PUT /v1/operator/scheduler/configuration` and `PUT /v1/system/gc`.
+//! `GET|PUT /v1/operator/scheduler/configuration`,
+//! `GET /v1/operator/raft/configuration` and `PUT /v1/system/gc`.
 
 use axum::body::Bytes;
 use axum::extract::{Query as QueryString, State};
@@ -6,6 +7,7 @@ use axum::response::IntoResponse;
 use caravan_proto::{PreemptionConfig, SchedulerAlgorithm, SchedulerConfiguration};
 use serde_json::{Value, json};
 
+use crate::error::GatewayError;
 use crate::http::render::index;
 use crate::http::{ApiError, ApiResult, Http, Params, decode, params, with_index};
 use crate::operator;
@@ -118,4 +120,55 @@ pub(crate) async fn garbage_collect(State(http): State<Http>) -> ApiResult {
     let counts = crate::broker::garbage_collect(&http.gw).await?;
     tracing::info!(?counts, "forced garbage collection");
     Ok(axum::http::StatusCode::OK.into_response())
+}
+
+/// A raft peer address (`host:port`) from an etcd peer URL.
+fn peer_address(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    rest.trim_end_matches('/').to_string()
+}
+
+/// `GET /v1/operator/raft/configuration`: the raft peers holding the state,
+/// which for Caravan are the etcd cluster's members, in Nomad's
+/// `RaftConfigurationResponse` shape. `ID` is the member id in hex (as
+/// `etcdctl member list` prints it), `Address` its first peer address;
+/// `RaftProtocol` names Nomad's raft protocol version, which etcd's raft
+/// has none of, so it is `unknown` as Nomad says of a peer it cannot read.
+/// The embedded store is one member without an address.
+pub(crate) async fn raft_configuration(
+    State(http): State<Http>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    params::stale(&p)?;
+    let members = http.gw.store.members().await.map_err(GatewayError::from)?;
+    let servers: Vec<Value> = members
+        .iter()
+        .map(|m| {
+            json!({
+                "ID": format!("{:x}", m.id),
+                "Node": m.name,
+                "Address": m.peer_urls.first().map(|u| peer_address(u)).unwrap_or_default(),
+                "Leader": m.leader,
+                "Voter": !m.learner,
+                "RaftProtocol": "unknown",
+            })
+        })
+        .collect();
+    Ok(axum::Json(json!({
+        "Servers": servers,
+        "Index": index(http.gw.cache().revision()),
+    }))
+    .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_urls_become_host_port() {
+        assert_eq!(peer_address("http://10.0.0.1:2380"), "10.0.0.1:2380");
+        assert_eq!(peer_address("https://[::1]:2380/"), "[::1]:2380");
+        assert_eq!(peer_address("etcd-0:2380"), "etcd-0:2380");
+    }
 }

@@ -31,13 +31,46 @@ impl ParamError {
     }
 }
 
-/// Whether a boolean parameter is set (`?purge=true`, `?purge`).
-pub fn flag(params: &Params, name: &str) -> Result<bool, ParamError> {
+/// Go's `strconv.ParseBool`, which Nomad reads every boolean parameter with:
+/// these twelve spellings and nothing else.
+pub fn parse_bool(text: &str) -> Option<bool> {
+    match text {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// A boolean parameter as Nomad's `parseBool` reads it: `None` when absent or
+/// empty (`?purge=`), else one of Go's spellings.
+pub fn boolean(params: &Params, name: &str) -> Result<Option<bool>, ParamError> {
     match params.get(name).map(String::as_str) {
+        None | Some("") => Ok(None),
+        Some(text) => parse_bool(text).map(Some).ok_or_else(|| {
+            ParamError::new(
+                name,
+                format!(
+                    "invalid boolean {text:?} (expected 1, t, T, TRUE, true, True, \
+                     0, f, F, FALSE, false or False)"
+                ),
+            )
+        }),
+    }
+}
+
+/// Whether a boolean parameter is set (`?purge=true`); absent or empty is
+/// false, as in Nomad.
+pub fn flag(params: &Params, name: &str) -> Result<bool, ParamError> {
+    Ok(boolean(params, name)?.unwrap_or(false))
+}
+
+/// `?stale`: a bare `?stale` (no value) asks for a stale read, as in Nomad;
+/// otherwise a boolean.
+pub fn stale(params: &Params) -> Result<bool, ParamError> {
+    match params.get("stale").map(String::as_str) {
         None => Ok(false),
-        Some("" | "true" | "1") => Ok(true),
-        Some("false" | "0") => Ok(false),
-        Some(other) => Err(ParamError::new(name, format!("invalid boolean {other:?}"))),
+        Some("") => Ok(true),
+        Some(_) => flag(params, "stale"),
     }
 }
 
@@ -55,13 +88,15 @@ pub fn integer(params: &Params, name: &str, what: &str) -> Result<Option<i64>, P
 /// The blocking-query options: `index` (a revision, capped at `i64::MAX`),
 /// `wait` (a Go duration), `namespace` and `prefix`.
 pub fn blocking(params: &Params) -> Result<QueryOptions, ParamError> {
-    let min_revision = match params.get("index") {
+    // Go's `query.Get` reads an empty value as absent.
+    let given = |name: &str| params.get(name).filter(|v| !v.is_empty());
+    let min_revision = match given("index") {
         None => 0,
-        Some(v) => v
-            .parse::<u64>()
-            .map_err(|_| ParamError::new("index", format!("invalid index {v:?}")))?,
+        Some(v) => {
+            unsigned(v).ok_or_else(|| ParamError::new("index", format!("invalid index {v:?}")))?
+        }
     };
-    let wait_ns = match params.get("wait") {
+    let wait_ns = match given("wait") {
         None => 0,
         Some(v) => caravan_jobspec::parse_duration(v)
             .map_err(|e| ParamError::new("wait", format!("invalid wait {v:?}: {e}")))?,
@@ -72,6 +107,14 @@ pub fn blocking(params: &Params) -> Result<QueryOptions, ParamError> {
         wait_ns,
         prefix: params.get("prefix").cloned().unwrap_or_default(),
     })
+}
+
+/// Go's `strconv.ParseUint(v, 10, 64)`: decimal digits only (no sign).
+pub fn unsigned(v: &str) -> Option<u64> {
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse().ok()
 }
 
 /// A raw query string's `key=value` pairs in order, percent-decoded (`+` is a
@@ -151,12 +194,74 @@ mod tests {
         assert_eq!(e.field, "offset");
         assert_eq!(integer(&params("cas=-4"), "cas", "index"), Ok(Some(-4)));
         assert_eq!(integer(&params(""), "cas", "index"), Ok(None));
-        assert_eq!(flag(&params("purge"), "purge"), Ok(true));
+        assert_eq!(flag(&params("purge"), "purge"), Ok(false));
         assert_eq!(flag(&params("purge=0"), "purge"), Ok(false));
         assert_eq!(
             flag(&params("purge=yes"), "purge").unwrap_err().field,
             "purge"
         );
+    }
+
+    #[test]
+    fn booleans_read_as_gos_parse_bool() {
+        for yes in ["1", "t", "T", "TRUE", "true", "True"] {
+            assert_eq!(
+                flag(&params(&format!("purge={yes}")), "purge"),
+                Ok(true),
+                "{yes}"
+            );
+            assert_eq!(stale(&params(&format!("stale={yes}"))), Ok(true), "{yes}");
+        }
+        for no in ["0", "f", "F", "FALSE", "false", "False"] {
+            assert_eq!(flag(&params(&format!("os={no}")), "os"), Ok(false), "{no}");
+            assert_eq!(boolean(&params(&format!("os={no}")), "os"), Ok(Some(false)));
+        }
+        for bad in ["yes", "tRUE", "2", "on", "true%20", "fAlse"] {
+            let e = flag(&params(&format!("global={bad}")), "global").unwrap_err();
+            assert_eq!(e.field, "global", "{bad}");
+            assert!(e.message.contains("invalid boolean"), "{}", e.message);
+            assert_eq!(
+                stale(&params(&format!("stale={bad}"))).unwrap_err().field,
+                "stale"
+            );
+        }
+        // Absent or empty: the default (Nomad's parseBool), except that a bare
+        // `?stale` asks for a stale read.
+        assert_eq!(boolean(&params("resources="), "resources"), Ok(None));
+        assert_eq!(boolean(&params(""), "resources"), Ok(None));
+        assert_eq!(stale(&params("stale")), Ok(true));
+        assert_eq!(stale(&params("")), Ok(false));
+    }
+
+    #[test]
+    fn waits_read_as_gos_parse_duration() {
+        for (raw, ns) in [
+            ("wait=5s", 5_000_000_000),
+            ("wait=1m30s", 90_000_000_000),
+            ("wait=300ms", 300_000_000),
+            ("wait=1.5h", 5_400_000_000_000),
+            ("wait=0", 0),
+            ("wait=2us", 2_000),
+        ] {
+            assert_eq!(blocking(&params(raw)).unwrap().wait_ns, ns, "{raw}");
+        }
+        for raw in [
+            "wait=5",
+            "wait=5 s",
+            "wait=s",
+            "wait=1d",
+            "wait=",
+            "index=1.5",
+            "index=+1",
+            "index=-0",
+        ] {
+            if raw == "wait=" {
+                // Empty is absent, as Go's `query.Get` reads it.
+                assert_eq!(blocking(&params(raw)).unwrap().wait_ns, 0);
+                continue;
+            }
+            assert!(blocking(&params(raw)).is_err(), "{raw}");
+        }
     }
 
     #[test]

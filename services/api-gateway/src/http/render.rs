@@ -471,8 +471,17 @@ fn node_address(n: &Node) -> String {
         })
 }
 
+/// The optional parts of a node stub (Nomad's `NodeStubFields`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeStubFields {
+    /// `?resources=true`: `NodeResources` and `ReservedResources`.
+    pub resources: bool,
+    /// `?os=true`: `Attributes` holding `os.name`.
+    pub os: bool,
+}
+
 /// Nomad's `NodeListStub`.
-pub fn node_stub(n: &Node, with_resources: bool) -> Value {
+pub fn node_stub(n: &Node, fields: NodeStubFields) -> Value {
     let mut stub = json!({
         "Address": node_address(n),
         "ID": n.id,
@@ -490,9 +499,16 @@ pub fn node_stub(n: &Node, with_resources: bool) -> Value {
         "CreateIndex": index(n.create_revision),
         "ModifyIndex": index(n.modify_revision),
     });
-    if with_resources && let Value::Object(map) = &mut stub {
-        map.insert("NodeResources".into(), node_resources(n));
-        map.insert("ReservedResources".into(), reserved_resources(n));
+    if let Value::Object(map) = &mut stub {
+        if fields.resources {
+            map.insert("NodeResources".into(), node_resources(n));
+            map.insert("ReservedResources".into(), reserved_resources(n));
+        }
+        if fields.os {
+            // Nomad copies just this key, empty when the node has none.
+            let os_name = n.attributes.get("os.name").cloned().unwrap_or_default();
+            map.insert("Attributes".into(), json!({ "os.name": os_name }));
+        }
     }
     stub
 }
@@ -513,6 +529,8 @@ pub fn node(n: &Node) -> Value {
         "NodePool": n.node_pool,
         "ComputedClass": n.computed_class,
         "DrainStrategy": drain_strategy(n),
+        // Older Nomad clients read this flag rather than the strategy.
+        "Drain": n.drain_strategy.is_some(),
         "SchedulingEligibility": eligibility(n.scheduling_eligibility()),
         "Status": node_status(n.status()),
         "StatusDescription": n.status_description,
@@ -677,11 +695,17 @@ mod tests {
         assert_eq!(evaluation(&e)["Status"], "blocked");
         let mut n = Node::default();
         n.set_status(NodeStatus::Ready);
-        let v = node_stub(&n, false);
+        let v = node_stub(&n, NodeStubFields::default());
+        assert!(v.get("Attributes").is_none() && v.get("NodeResources").is_none());
         assert_eq!(v["Status"], "ready");
         assert_eq!(v["SchedulingEligibility"], "eligible");
         assert!(v.get("NodeResources").is_none());
-        assert!(node_stub(&n, true).get("NodeResources").is_some());
+        let both = NodeStubFields {
+            resources: true,
+            os: true,
+        };
+        assert!(node_stub(&n, both).get("NodeResources").is_some());
+        assert_eq!(node_stub(&n, both)["Attributes"], json!({"os.name": ""}));
     }
 
     #[test]

@@ -138,6 +138,26 @@ pub async fn scale(
                 format!("task group {group:?} not found in job {job_id:?}"),
             ));
         };
+        if let Some(bounds) = &tg.scaling {
+            if i64::from(count) < bounds.min {
+                return Err(GatewayError::field(
+                    "count",
+                    format!(
+                        "group count was less than scaling policy minimum: {count} < {}",
+                        bounds.min
+                    ),
+                ));
+            }
+            if bounds.max < i64::from(count) {
+                return Err(GatewayError::field(
+                    "count",
+                    format!(
+                        "group count was greater than scaling policy maximum: {count} > {}",
+                        bounds.max
+                    ),
+                ));
+            }
+        }
         tg.count = count;
         match register_with(
             gw,

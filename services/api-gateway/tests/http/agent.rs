@@ -51,3 +51,122 @@ pub async fn prometheus_metrics_count_registered_nodes(backend: Backend) {
     );
     gw.stop().await;
 }
+
+pub async fn the_only_region_is_the_configured_one(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-regions").await;
+    let r = gw.http("GET", "/v1/regions", b"").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json(), json!(["global"]));
+    gw.stop().await;
+    let store = backend.store().await;
+    let gw = TestGateway::start_with(store, "http-regions-eu", |c| c.region = "eu".into()).await;
+    assert_eq!(
+        gw.http("GET", "/v1/regions", b"").await.json(),
+        json!(["eu"])
+    );
+    let me = gw.http("GET", "/v1/agent/self", b"").await.json();
+    assert_eq!(me["config"]["Region"], "eu");
+    gw.stop().await;
+}
+
+pub async fn the_servers_are_this_gateways_address(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-agent-servers").await;
+    let grpc = gw.bound.grpc.to_string();
+    let servers = gw.http("GET", "/v1/agent/servers", b"").await.json();
+    assert_eq!(servers, json!([grpc]));
+    // Naming the servers it already has changes nothing and succeeds.
+    let r = gw
+        .http("PUT", &format!("/v1/agent/servers?address={grpc}"), b"")
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // Another address is refused, not silently dropped; none at all is 400.
+    let r = gw
+        .http(
+            "POST",
+            &format!("/v1/agent/servers?address={grpc}&address=10.9.9.9:4647"),
+            b"",
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("10.9.9.9:4647"), "{}", r.text());
+    assert_eq!(gw.http("PUT", "/v1/agent/servers", b"").await.status, 400);
+    gw.stop().await;
+}
+
+pub async fn joining_reports_what_joined_like_nomad(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-agent-join").await;
+    let r = gw.http("PUT", "/v1/agent/join?address=nope", b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let answer = r.json();
+    assert_eq!(answer["num_joined"], 0);
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("Failed to join nope"),
+        "{answer}"
+    );
+    let own = gw.bound.grpc.to_string();
+    let answer = gw
+        .http("POST", &format!("/v1/agent/join?address={own}"), b"")
+        .await
+        .json();
+    assert_eq!(answer, json!({"num_joined": 1, "error": "", "warning": ""}));
+    let r = gw.http("PUT", "/v1/agent/join", b"").await;
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("address"), "{}", r.text());
+    assert_eq!(
+        gw.http("GET", "/v1/agent/join?address=x", b"").await.status,
+        405
+    );
+    gw.stop().await;
+}
+
+pub async fn force_leave_checks_its_arguments(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-agent-force-leave").await;
+    let r = gw.http("PUT", "/v1/agent/force-leave?node=nope", b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.body.is_empty());
+    let r = gw
+        .http("POST", "/v1/agent/force-leave?node=nope&prune=True", b"")
+        .await;
+    assert_eq!(r.status, 200);
+    let r = gw
+        .http("PUT", "/v1/agent/force-leave?node=nope&prune=maybe", b"")
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(r.text().starts_with("prune:"), "{}", r.text());
+    assert_eq!(
+        gw.http("PUT", "/v1/agent/force-leave", b"").await.status,
+        400
+    );
+    gw.stop().await;
+}
+
+pub async fn the_raft_configuration_lists_the_store_members(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-raft-config").await;
+    let r = gw
+        .http("GET", "/v1/operator/raft/configuration?stale=False", b"")
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let config = r.json();
+    let servers = config["Servers"].as_array().unwrap();
+    let members = gw.store.members().await.unwrap();
+    assert_eq!(servers.len(), members.len());
+    assert_eq!(servers.iter().filter(|s| s["Leader"] == true).count(), 1);
+    for (s, m) in servers.iter().zip(&members) {
+        assert_eq!(s["ID"], format!("{:x}", m.id));
+        assert_eq!(s["Node"], m.name);
+        assert_eq!(s["Voter"], !m.learner);
+        assert!(s["RaftProtocol"].is_string());
+        if let Some(url) = m.peer_urls.first() {
+            assert!(url.ends_with(s["Address"].as_str().unwrap()), "{s}");
+        }
+    }
+    assert!(config["Index"].is_u64());
+    let r = gw
+        .http("GET", "/v1/operator/raft/configuration?stale=nah", b"")
+        .await;
+    assert_eq!(r.status, 400);
+    gw.stop().await;
+}

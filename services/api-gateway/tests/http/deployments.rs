@@ -162,3 +162,134 @@ pub async fn promoting_an_unknown_deployment_is_404(backend: Backend) {
     assert_eq!(r.status, 404);
     s.stop().await;
 }
+
+/// Stores deployment `id` of job `web` with `status`, and waits until the
+/// gateway reads it.
+async fn store_deployment(gw: &TestGateway, id: &str, status: DeploymentStatus) {
+    let mut d = Deployment {
+        id: id.into(),
+        namespace: "default".into(),
+        job_id: "web".into(),
+        ..Default::default()
+    };
+    d.set_status(status);
+    gw.store
+        .put(&gw.keys.deployment(id), &encode(&d), 0)
+        .await
+        .unwrap();
+    let seen = holds_within(Duration::from_secs(5), || async {
+        gw.http("GET", &format!("/v1/deployment/{id}"), b"")
+            .await
+            .status
+            == 200
+    })
+    .await;
+    assert!(seen, "deployment {id} never showed");
+}
+
+pub async fn steering_a_terminal_deployment_is_refused_in_nomads_words(backend: Backend) {
+    let s = Steered::start(backend, "http-deployment-terminal").await;
+    store_deployment(&s.gw, "d2", DeploymentStatus::Successful).await;
+    for (path, request, want) in [
+        (
+            "/v1/deployment/promote/d2",
+            json!({"All": true, "DeploymentID": "d2"}),
+            "can't promote terminal deployment",
+        ),
+        (
+            "/v1/deployment/promote/d2",
+            json!({"Groups": null, "DeploymentID": "d2"}),
+            "can't promote terminal deployment",
+        ),
+        (
+            "/v1/deployment/fail/d2",
+            json!({"DeploymentID": "d2"}),
+            "can't fail terminal deployment",
+        ),
+        (
+            "/v1/deployment/pause/d2",
+            json!({"Pause": true, "DeploymentID": "d2"}),
+            "can't pause terminal deployment",
+        ),
+        (
+            "/v1/deployment/pause/d2",
+            json!({"Pause": false, "DeploymentID": "d2"}),
+            "can't resume terminal deployment",
+        ),
+        (
+            "/v1/deployment/allocation-health/d2",
+            json!({"UnhealthyAllocationIDs": ["a1"], "DeploymentID": "d2"}),
+            "can't set health of allocations for a terminal deployment",
+        ),
+    ] {
+        let r = s.gw.http("POST", path, &body(&request)).await;
+        assert_eq!(r.status, 400, "{path} {request}");
+        assert_eq!(r.text(), want, "{path} {request}");
+    }
+    assert!(
+        s.watcher.promoted.lock().is_empty(),
+        "nothing was forwarded"
+    );
+    s.stop().await;
+}
+
+pub async fn allocation_health_checks_its_arguments_before_the_deployment(backend: Backend) {
+    let s = Steered::start(backend, "http-deployment-health-args").await;
+    store_deployment(&s.gw, "d2", DeploymentStatus::Failed).await;
+    // No allocation named: refused before the deployment (unknown or
+    // terminal) is looked at.
+    for path in [
+        "/v1/deployment/allocation-health/d2",
+        "/v1/deployment/allocation-health/nope",
+    ] {
+        for request in [
+            json!({"DeploymentID": path.rsplit('/').next().unwrap()}),
+            json!({"HealthyAllocationIDs": [], "UnhealthyAllocationIDs": null}),
+        ] {
+            let r = s.gw.http("POST", path, &body(&request)).await;
+            assert_eq!(r.status, 400, "{path} {request}");
+            assert!(
+                r.text()
+                    .contains("must specify at least one healthy/unhealthy allocation ID"),
+                "{}",
+                r.text()
+            );
+        }
+    }
+    let r =
+        s.gw.http(
+            "POST",
+            "/v1/deployment/allocation-health/d2",
+            &body(&json!({"HealthyAllocationIDs": "a1"})),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(
+        r.text().starts_with("HealthyAllocationIDs:"),
+        "{}",
+        r.text()
+    );
+    let r =
+        s.gw.http(
+            "POST",
+            "/v1/deployment/allocation-health/d1",
+            &body(&json!({"HealthyAllocationIDs": ["a1"], "DeploymentID": "d2"})),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(
+        r.text().contains("Deployment ID does not match"),
+        "{}",
+        r.text()
+    );
+    // A running deployment with an allocation named goes to the watcher.
+    let r =
+        s.gw.http(
+            "POST",
+            "/v1/deployment/allocation-health/d1",
+            &body(&json!({"HealthyAllocationIDs": ["a1"], "DeploymentID": "d1"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    s.stop().await;
+}

@@ -19,6 +19,9 @@ mod logs;
 mod nodes;
 mod operator;
 mod plans;
+mod query_params;
+mod scaling;
+mod search;
 mod vars;
 
 caravan_testkit::backend_cases!(backend => crate {
@@ -52,6 +55,7 @@ caravan_testkit::backend_cases!(backend => crate {
     },
     plans {
         hcl_parses_to_nomad_json,
+        parse_answers_the_job_as_written_unless_canonicalized,
         unparseable_hcl_is_400,
         a_plan_places_every_instance_and_diffs_the_job_as_added,
         a_plan_writes_no_job_and_no_eval,
@@ -60,6 +64,7 @@ caravan_testkit::backend_cases!(backend => crate {
     },
     nodes {
         nodes_list_with_their_status_and_resources,
+        node_stubs_add_resources_and_os_only_when_asked,
         a_nodes_allocations_embed_their_job,
         an_unknown_eligibility_is_400,
         a_node_marked_ineligible_reads_back_ineligible,
@@ -95,11 +100,38 @@ caravan_testkit::backend_cases!(backend => crate {
         a_promotion_is_forwarded_to_the_watcher_leader,
         the_watchers_refusal_is_passed_on_as_400,
         promoting_an_unknown_deployment_is_404,
+        steering_a_terminal_deployment_is_refused_in_nomads_words,
+        allocation_health_checks_its_arguments_before_the_deployment,
+    },
+    query_params {
+        purge_accepts_gos_capitalised_true,
+        purge_false_only_stops_the_job,
+        a_bad_boolean_is_400_naming_it_and_stops_nothing,
+        stale_reads_as_a_boolean_on_every_read,
+        waits_and_indexes_read_as_go_does,
+    },
+    search {
+        prefix_search_finds_ids_in_each_context,
+        prefix_search_truncates_at_twenty,
+        fuzzy_search_matches_names_with_their_scope,
+        searches_refuse_unknown_contexts_and_short_text,
+    },
+    scaling {
+        without_scaling_blocks_there_are_no_policies,
+        a_groups_policy_is_listed_and_read_by_a_stable_id,
+        policies_filter_by_job_and_type,
+        a_scaling_block_out_of_bounds_is_400_and_writes_nothing,
+        scaling_outside_the_policy_bounds_is_400,
     },
     agent {
         the_leader_is_the_gateways_grpc_address,
         the_agent_reports_itself_alive,
         the_agent_has_one_member,
+        the_only_region_is_the_configured_one,
+        the_servers_are_this_gateways_address,
+        joining_reports_what_joined_like_nomad,
+        force_leave_checks_its_arguments,
+        the_raft_configuration_lists_the_store_members,
         json_metrics_count_registered_nodes,
         prometheus_metrics_count_registered_nodes,
     },

@@ -44,6 +44,26 @@ pub async fn nodes_list_with_their_status_and_resources(backend: Backend) {
     gw.stop().await;
 }
 
+pub async fn node_stubs_add_resources_and_os_only_when_asked(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-nodes-fields").await;
+    let mut node = client_node("n1", "");
+    node.attributes.insert("os.name".into(), "ubuntu".into());
+    node.attributes.insert("os.version".into(), "24.04".into());
+    register_node(&gw, node).await;
+    let plain = gw.http("GET", "/v1/nodes", b"").await.json();
+    assert!(plain[0].get("Attributes").is_none());
+    assert!(plain[0].get("NodeResources").is_none());
+    assert_eq!(plain[0]["Drain"], false);
+    let os = gw.http("GET", "/v1/nodes?os=True", b"").await.json();
+    assert_eq!(os[0]["Attributes"], json!({"os.name": "ubuntu"}));
+    assert!(os[0].get("NodeResources").is_none());
+    let res = gw.http("GET", "/v1/nodes?resources=1", b"").await.json();
+    assert_eq!(res[0]["NodeResources"]["Memory"]["MemoryMB"], 8192);
+    assert!(res[0]["ReservedResources"].is_object());
+    assert!(res[0].get("Attributes").is_none());
+    gw.stop().await;
+}
+
 pub async fn a_nodes_allocations_embed_their_job(backend: Backend) {
     let gw = TestGateway::start(backend, "http-node-allocs").await;
     node_running_web(&gw, "").await;
@@ -91,6 +111,7 @@ pub async fn a_drained_node_reads_back_ineligible_with_its_deadline(backend: Bac
     drain_n1(&gw).await;
     let node = gw.http("GET", "/v1/node/n1", b"").await.json();
     assert_eq!(node["SchedulingEligibility"], "ineligible");
+    assert_eq!(node["Drain"], true);
     assert_eq!(node["DrainStrategy"]["DrainSpec"]["Deadline"], HOUR_NS);
     let stored = gw.node("n1").await.unwrap();
     let d = stored.drain_strategy.unwrap();
@@ -116,6 +137,8 @@ pub async fn cancelling_a_drain_with_mark_eligible_records_it_canceled(backend: 
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
+    let read = gw.http("GET", "/v1/node/n1", b"").await.json();
+    assert_eq!(read["Drain"], false);
     let node = gw.node("n1").await.unwrap();
     assert!(node.drain_strategy.is_none());
     assert_eq!(node.last_drain.unwrap().status, "canceled");

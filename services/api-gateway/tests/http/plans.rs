@@ -58,6 +58,39 @@ pub async fn hcl_parses_to_nomad_json(backend: Backend) {
     gw.stop().await;
 }
 
+pub async fn parse_answers_the_job_as_written_unless_canonicalized(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-parse-canonical").await;
+    let as_written = gw
+        .http("POST", "/v1/jobs/parse", &body(&json!({"JobHCL": WEB_HCL})))
+        .await;
+    assert_eq!(as_written.status, 200, "{}", as_written.text());
+    let job = as_written.json();
+    assert_eq!(
+        (job["ID"].clone(), job["Name"].clone()),
+        (json!("web"), json!("web"))
+    );
+    assert!(job.get("Type").is_none_or(Value::is_null), "{job}");
+    assert!(job.get("Priority").is_none_or(Value::is_null), "{job}");
+    assert!(job.get("Job").is_none(), "the job is the answer itself");
+    let canonical = gw
+        .http(
+            "POST",
+            "/v1/jobs/parse",
+            &body(&json!({"JobHCL": WEB_HCL, "Canonicalize": true})),
+        )
+        .await
+        .json();
+    assert_eq!(canonical["Type"], "service");
+    assert_eq!(canonical["Priority"], 50);
+    assert_eq!(canonical["Name"], "web");
+    let r = gw
+        .http("POST", "/v1/jobs/parse", &body(&json!({"JobHCL": ""})))
+        .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.text(), "JobHCL: Job spec is empty");
+    gw.stop().await;
+}
+
 pub async fn unparseable_hcl_is_400(backend: Backend) {
     let gw = TestGateway::start(backend, "http-parse-bad").await;
     let r = gw

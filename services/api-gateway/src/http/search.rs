@@ -1,0 +1,140 @@
+//! `/v1/search` (prefix search of ids) and `/v1/search/fuzzy` (fuzzy search
+//! of names), answered as Nomad's `SearchResponse` and
+//! `FuzzySearchResponse`: `Matches` and `Truncations` per context, with the
+//! query metadata. Both are blocking queries.
+
+use axum::body::Bytes;
+use axum::extract::{Query as QueryString, State};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::http::render::index;
+use crate::http::{ApiError, ApiResult, Http, Params, decode, query, read_answer};
+use crate::query as blocking;
+use crate::search::{self, Context, FUZZY_MIN_TERM};
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct PrefixRequest {
+    #[serde(default)]
+    prefix: String,
+    #[serde(default)]
+    context: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct FuzzyRequest {
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    context: String,
+}
+
+fn contexts(name: &str) -> Result<Vec<Context>, ApiError> {
+    Context::expand(name).ok_or_else(|| {
+        ApiError::field(
+            "Context",
+            format!("context must be one of {}; got {name:?}", Context::names()),
+        )
+    })
+}
+
+/// The answer body with Nomad's `QueryMeta` fields beside the results.
+fn answer(
+    http: &Http,
+    meta: &caravan_proto::QueryMeta,
+    matches: Value,
+    truncations: Value,
+) -> ApiResult {
+    let contact = http.gw.leader_contact();
+    Ok(read_answer(
+        meta,
+        json!({
+            "Matches": matches,
+            "Truncations": truncations,
+            "Index": index(meta.revision),
+            "LastContact": contact.last_contact_ms,
+            "KnownLeader": contact.known,
+        }),
+    ))
+}
+
+async fn prefix_search(http: &Http, p: &Params, req: PrefixRequest) -> ApiResult {
+    let contexts = contexts(&req.context)?;
+    let q = query(http, p)?;
+    let snap = blocking::block(&http.gw, &q).await;
+    let found = search::prefix(&snap, &q, &req.prefix, &contexts);
+    let meta = blocking::meta(&http.gw, &snap);
+    answer(http, &meta, json!(found.matches), json!(found.truncations))
+}
+
+/// `POST|PUT /v1/search` with `{"Prefix": "…", "Context": "jobs"}`.
+pub(crate) async fn prefix(
+    State(http): State<Http>,
+    QueryString(p): QueryString<Params>,
+    body: Bytes,
+) -> ApiResult {
+    let req: PrefixRequest = decode(&body)?;
+    prefix_search(&http, &p, req).await
+}
+
+/// `GET /v1/search?prefix=…&context=…`: the same search with its arguments
+/// in the query string, for clients that cannot send a body.
+pub(crate) async fn prefix_get(
+    State(http): State<Http>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let req = PrefixRequest {
+        prefix: p.get("prefix").cloned().unwrap_or_default(),
+        context: p.get("context").cloned().unwrap_or_default(),
+    };
+    prefix_search(&http, &p, req).await
+}
+
+/// `POST|PUT /v1/search/fuzzy` with `{"Text": "…", "Context": "all"}`.
+pub(crate) async fn fuzzy(
+    State(http): State<Http>,
+    QueryString(p): QueryString<Params>,
+    body: Bytes,
+) -> ApiResult {
+    let req: FuzzyRequest = decode(&body)?;
+    let contexts = contexts(&req.context)?;
+    let length = req.text.len();
+    if length < FUZZY_MIN_TERM {
+        return Err(ApiError::field(
+            "Text",
+            format!(
+                "fuzzy search query must be at least {FUZZY_MIN_TERM} characters, got {length}"
+            ),
+        ));
+    }
+    let q = query(&http, &p)?;
+    let snap = blocking::block(&http.gw, &q).await;
+    let found = search::fuzzy(&snap, &q, &req.text, &contexts);
+    let matches: serde_json::Map<String, Value> = found
+        .matches
+        .iter()
+        .map(|(context, list)| {
+            let list: Vec<Value> = list
+                .iter()
+                .map(|m| {
+                    // Nomad leaves out an empty scope.
+                    if m.scope.is_empty() {
+                        json!({"ID": m.id})
+                    } else {
+                        json!({"ID": m.id, "Scope": m.scope})
+                    }
+                })
+                .collect();
+            (context.to_string(), Value::Array(list))
+        })
+        .collect();
+    let meta = blocking::meta(&http.gw, &snap);
+    answer(
+        &http,
+        &meta,
+        Value::Object(matches),
+        json!(found.truncations),
+    )
+}

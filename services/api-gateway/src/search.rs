@@ -1,0 +1,507 @@
+//! Nomad's search over one snapshot of the cache: prefix search of ids
+//! (`/v1/search`) and fuzzy search of names (`/v1/search/fuzzy`), with
+//! Nomad's contexts, ordering and limits.
+//!
+//! Scaling policies are the jobs' groups' `scaling` blocks (see
+//! [`crate::scaling`]). Namespaces are not stored objects in Caravan: the `namespaces` context
+//! searches the namespaces in use (`default` and every namespace a job is
+//! registered in).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use caravan_proto::Job;
+use caravan_state::Snapshot;
+
+use crate::query::{DEFAULT_NAMESPACE, Query};
+
+/// Most prefix matches per context (Nomad's `truncateLimit`).
+pub const PREFIX_LIMIT: usize = 20;
+/// Objects a fuzzy search looks at per context (Nomad's default
+/// `search.limit_query`).
+pub const FUZZY_QUERY_LIMIT: usize = 20;
+/// Most fuzzy matches per context (Nomad's default `search.limit_results`).
+pub const FUZZY_RESULT_LIMIT: usize = 100;
+/// Shortest fuzzy search text (Nomad's default `search.min_term_length`).
+pub const FUZZY_MIN_TERM: usize = 2;
+
+/// A kind of object a search looks through (Nomad's `structs.Context`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Context {
+    /// Allocations, by id (prefix) or name (fuzzy).
+    Allocs,
+    /// Deployments, by id.
+    Deployment,
+    /// Evaluations, by id.
+    Evals,
+    /// Jobs, by id (prefix) or by the names in them (fuzzy).
+    Jobs,
+    /// Namespaces in use, by name.
+    Namespaces,
+    /// Client nodes, by id (prefix) or name (fuzzy).
+    Nodes,
+    /// Task groups' scaling policies, by id.
+    ScalingPolicy,
+}
+
+impl Context {
+    /// Every context, which `all` stands for.
+    pub const ALL: [Context; 7] = [
+        Context::Allocs,
+        Context::Deployment,
+        Context::Evals,
+        Context::Jobs,
+        Context::Namespaces,
+        Context::Nodes,
+        Context::ScalingPolicy,
+    ];
+
+    /// Nomad's name of the context.
+    pub fn name(self) -> &'static str {
+        match self {
+            Context::Allocs => "allocs",
+            Context::Deployment => "deployment",
+            Context::Evals => "evals",
+            Context::Jobs => "jobs",
+            Context::Namespaces => "namespaces",
+            Context::Nodes => "nodes",
+            Context::ScalingPolicy => "scaling_policy",
+        }
+    }
+
+    /// The contexts `name` asks for (`all` is every one); `None` when it
+    /// names none Caravan has.
+    pub fn expand(name: &str) -> Option<Vec<Context>> {
+        if name == "all" {
+            return Some(Context::ALL.to_vec());
+        }
+        Context::ALL
+            .into_iter()
+            .find(|c| c.name() == name)
+            .map(|c| vec![c])
+    }
+
+    /// The names `Context` may take, for messages.
+    pub fn names() -> String {
+        let mut names: Vec<&str> = Context::ALL.iter().map(|c| c.name()).collect();
+        names.push("all");
+        names.join(", ")
+    }
+
+    /// Whether a fuzzy search matches ids by prefix here (objects whose id
+    /// is a UUID and that have no name), as Nomad does.
+    fn prefix_only(self) -> bool {
+        matches!(
+            self,
+            Context::Evals | Context::Deployment | Context::ScalingPolicy
+        )
+    }
+}
+
+/// The result of a prefix search: ids per context (`None` where nothing
+/// matched, as Nomad answers `null`) and whether each was cut at the limit.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct PrefixMatches {
+    /// Matching ids per context name, in id order.
+    pub matches: BTreeMap<&'static str, Option<Vec<String>>>,
+    /// Whether more than [`PREFIX_LIMIT`] matched, per context name.
+    pub truncations: BTreeMap<&'static str, bool>,
+}
+
+/// One fuzzy match: the matched name or id, and the ids of what holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FuzzyMatch {
+    /// The name (or id) that matched.
+    pub id: String,
+    /// The ids of its parents, outermost first (namespace, job, group, …).
+    pub scope: Vec<String>,
+    /// Where in the name the text was found: lower is better.
+    score: usize,
+}
+
+/// The result of a fuzzy search, keyed by Nomad's context names (a job's
+/// groups, tasks, images, commands and classes have contexts of their own).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct FuzzyMatches {
+    /// Matches per context name, best first.
+    pub matches: BTreeMap<&'static str, Vec<FuzzyMatch>>,
+    /// Whether a context's matches were cut by a limit.
+    pub truncations: BTreeMap<&'static str, bool>,
+}
+
+/// The namespaces in use: `default` and every job's.
+fn namespaces(snap: &Snapshot) -> BTreeSet<String> {
+    let mut names: BTreeSet<String> = snap.jobs().map(|j| j.namespace.clone()).collect();
+    names.insert(DEFAULT_NAMESPACE.to_string());
+    names
+}
+
+/// Every id of `context` that `query`'s namespace covers, in Nomad's
+/// iteration order (by namespace then id for jobs, by id otherwise).
+fn ids(snap: &Snapshot, query: &Query, context: Context) -> Vec<String> {
+    let mut ids: Vec<String> = match context {
+        Context::Jobs => {
+            let mut jobs: Vec<&Arc<Job>> = snap
+                .jobs()
+                .filter(|j| query.matches_namespace(&j.namespace))
+                .collect();
+            jobs.sort_by(|a, b| (&a.namespace, &a.id).cmp(&(&b.namespace, &b.id)));
+            return jobs.into_iter().map(|j| j.id.clone()).collect();
+        }
+        Context::Evals => snap
+            .evals()
+            .filter(|e| query.matches_namespace(&e.namespace))
+            .map(|e| e.id.clone())
+            .collect(),
+        Context::Allocs => snap
+            .allocs()
+            .filter(|a| query.matches_namespace(&a.namespace))
+            .map(|a| a.id.clone())
+            .collect(),
+        Context::Deployment => snap
+            .deployments()
+            .filter(|d| query.matches_namespace(&d.namespace))
+            .map(|d| d.id.clone())
+            .collect(),
+        Context::Nodes => snap.nodes().map(|n| n.id.clone()).collect(),
+        Context::Namespaces => return namespaces(snap).into_iter().collect(),
+        Context::ScalingPolicy => crate::scaling::list(snap, query, None, None)
+            .into_iter()
+            .map(|found| found.id)
+            .collect(),
+    };
+    ids.sort();
+    ids
+}
+
+/// The first [`PREFIX_LIMIT`] ids starting with `prefix`, and whether more
+/// matched.
+fn first_with_prefix(ids: Vec<String>, prefix: &str) -> (Vec<String>, bool) {
+    let mut matching = ids.into_iter().filter(|id| id.starts_with(prefix));
+    let first: Vec<String> = matching.by_ref().take(PREFIX_LIMIT).collect();
+    (first, matching.next().is_some())
+}
+
+/// Nomad's prefix search: the ids of each context that start with `prefix`.
+pub fn prefix(snap: &Snapshot, query: &Query, prefix: &str, contexts: &[Context]) -> PrefixMatches {
+    let mut out = PrefixMatches::default();
+    for &context in contexts {
+        let (found, truncated) = first_with_prefix(ids(snap, query, context), prefix);
+        out.matches
+            .insert(context.name(), (!found.is_empty()).then_some(found));
+        out.truncations.insert(context.name(), truncated);
+    }
+    out
+}
+
+/// Where `text` (lower case) is in `name`, ignoring case.
+fn fuzzy_index(name: &str, text: &str) -> Option<usize> {
+    name.to_lowercase().find(text)
+}
+
+fn scored(id: &str, score: usize, scope: Vec<String>) -> FuzzyMatch {
+    FuzzyMatch {
+        id: id.to_string(),
+        scope,
+        score,
+    }
+}
+
+/// A string setting of a task's driver config.
+fn config_string(task: &caravan_proto::Task, key: &str) -> String {
+    use prost_types::value::Kind;
+    task.config
+        .as_ref()
+        .and_then(|c| c.fields.get(key))
+        .and_then(|v| match &v.kind {
+            Some(Kind::StringValue(s)) => Some(s.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// The names in a job that match `text`, by context: the job's name, its
+/// groups, tasks, and the image, command or class its tasks run.
+fn job_matches(job: &Job, text: &str) -> Vec<(&'static str, FuzzyMatch)> {
+    let ns = job.namespace.clone();
+    let mut out = Vec::new();
+    if let Some(i) = fuzzy_index(&job.name, text) {
+        out.push((
+            "jobs",
+            scored(&job.name, i, vec![ns.clone(), job.id.clone()]),
+        ));
+    }
+    for group in &job.task_groups {
+        let in_job = vec![ns.clone(), job.id.clone()];
+        if let Some(i) = fuzzy_index(&group.name, text) {
+            out.push(("groups", scored(&group.name, i, in_job.clone())));
+        }
+        let mut in_group = in_job;
+        in_group.push(group.name.clone());
+        for task in &group.tasks {
+            if let Some(i) = fuzzy_index(&task.name, text) {
+                out.push(("tasks", scored(&task.name, i, in_group.clone())));
+            }
+            let (context, key) = match task.driver.as_str() {
+                "docker" => ("images", "image"),
+                "exec" | "raw_exec" => ("commands", "command"),
+                "java" => ("classes", "class"),
+                _ => continue,
+            };
+            let value = config_string(task, key);
+            if let Some(i) = fuzzy_index(&value, text) {
+                let mut in_task = in_group.clone();
+                in_task.push(task.name.clone());
+                out.push((context, scored(&value, i, in_task)));
+            }
+        }
+    }
+    out
+}
+
+/// The objects of a fuzzy-searched context in Nomad's order, as the number
+/// of them and the matches of each of the first `limit`.
+fn fuzzy_objects(
+    snap: &Snapshot,
+    query: &Query,
+    context: Context,
+    text: &str,
+    limit: usize,
+) -> (usize, Vec<Vec<(&'static str, FuzzyMatch)>>) {
+    let single = |name: &str, scope: Vec<String>| {
+        fuzzy_index(name, text)
+            .map(|i| vec![(context.name(), scored(name, i, scope))])
+            .unwrap_or_default()
+    };
+    match context {
+        Context::Jobs => {
+            let mut jobs: Vec<&Arc<Job>> = snap
+                .jobs()
+                .filter(|j| query.matches_namespace(&j.namespace))
+                .collect();
+            jobs.sort_by(|a, b| (&a.namespace, &a.id).cmp(&(&b.namespace, &b.id)));
+            let found = jobs.iter().take(limit).map(|j| job_matches(j, text));
+            (jobs.len(), found.collect())
+        }
+        Context::Allocs => {
+            let mut allocs: Vec<_> = snap
+                .allocs()
+                .filter(|a| query.matches_namespace(&a.namespace))
+                .collect();
+            allocs.sort_by(|a, b| a.id.cmp(&b.id));
+            let found = allocs
+                .iter()
+                .take(limit)
+                .map(|a| single(&a.name, vec![a.namespace.clone(), a.id.clone()]));
+            (allocs.len(), found.collect())
+        }
+        Context::Nodes => {
+            let mut nodes: Vec<_> = snap.nodes().collect();
+            nodes.sort_by(|a, b| a.id.cmp(&b.id));
+            let found = nodes
+                .iter()
+                .take(limit)
+                .map(|n| single(&n.name, vec![n.id.clone()]));
+            (nodes.len(), found.collect())
+        }
+        Context::Namespaces => {
+            let names = namespaces(snap);
+            let found = names.iter().take(limit).map(|n| single(n, Vec::new()));
+            (names.len(), found.collect())
+        }
+        Context::Evals | Context::Deployment | Context::ScalingPolicy => (0, Vec::new()),
+    }
+}
+
+/// Nomad's fuzzy search: names containing `text` (any case) in the
+/// fuzzy contexts, ids starting with it where objects have no name. Like
+/// Nomad it looks at the first [`FUZZY_QUERY_LIMIT`] objects of each
+/// context and keeps at most [`FUZZY_RESULT_LIMIT`] matches; either cut
+/// is reported in `truncations`. Best matches come first: found earlier in
+/// the name, then shorter, then alphabetical.
+pub fn fuzzy(snap: &Snapshot, query: &Query, text: &str, contexts: &[Context]) -> FuzzyMatches {
+    let text = text.to_lowercase();
+    let mut out = FuzzyMatches::default();
+    for &context in contexts {
+        if context.prefix_only() {
+            let (found, truncated) = first_with_prefix(ids(snap, query, context), &text);
+            let found = found.iter().map(|id| scored(id, 0, Vec::new())).collect();
+            out.matches.insert(context.name(), found);
+            out.truncations.insert(context.name(), truncated);
+            continue;
+        }
+        out.truncations.insert(context.name(), false);
+        let (total, objects) = fuzzy_objects(snap, query, context, &text, FUZZY_QUERY_LIMIT);
+        let more_than_looked_at = total > FUZZY_QUERY_LIMIT;
+        for (i, found) in objects.into_iter().enumerate() {
+            let limited = more_than_looked_at && i == FUZZY_QUERY_LIMIT - 1;
+            for (name, m) in found {
+                let list = out.matches.entry(name).or_default();
+                if list.len() >= FUZZY_RESULT_LIMIT {
+                    out.truncations.insert(name, true);
+                    break;
+                }
+                list.push(m);
+                if limited {
+                    out.truncations.insert(name, true);
+                    break;
+                }
+            }
+        }
+    }
+    for list in out.matches.values_mut() {
+        list.sort_by(|a, b| (a.score, a.id.len(), &a.id).cmp(&(b.score, b.id.len(), &b.id)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_proto::{Evaluation, Node, Task, TaskGroup};
+    use caravan_state::{Change, Id, Tables};
+
+    use super::*;
+
+    fn job(ns: &str, id: &str) -> Job {
+        Job {
+            id: id.into(),
+            name: id.into(),
+            namespace: ns.into(),
+            task_groups: vec![TaskGroup {
+                name: "cache".into(),
+                tasks: vec![Task {
+                    name: "redis".into(),
+                    driver: "docker".into(),
+                    config: Some(prost_types::Struct {
+                        fields: [(
+                            "image".to_string(),
+                            prost_types::Value {
+                                kind: Some(prost_types::value::Kind::StringValue("redis:7".into())),
+                            },
+                        )]
+                        .into_iter()
+                        .collect(),
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn snapshot(jobs: Vec<Job>, evals: Vec<Evaluation>) -> Snapshot {
+        let mut tables = Tables::new();
+        for j in jobs {
+            tables.apply(Change::Job {
+                namespace: Id::from(j.namespace.as_str()),
+                id: Id::from(j.id.as_str()),
+                job: Some(Arc::new(j)),
+            });
+        }
+        for e in evals {
+            tables.apply(Change::Eval {
+                id: Id::from(e.id.as_str()),
+                eval: Some(Arc::new(e)),
+            });
+        }
+        let node = Node {
+            id: "f00d0000-0000-0000-0000-000000000000".into(),
+            name: "worker-redis-1".into(),
+            ..Default::default()
+        };
+        tables.apply(Change::Node {
+            id: Id::from(node.id.as_str()),
+            node: Some(Arc::new(node)),
+        });
+        Snapshot::new(tables)
+    }
+
+    fn query(ns: &str) -> Query {
+        Query::new(
+            Some(&caravan_proto::QueryOptions {
+                namespace: ns.into(),
+                ..Default::default()
+            }),
+            std::time::Duration::from_secs(1),
+        )
+    }
+
+    #[test]
+    fn prefix_search_keeps_to_the_namespace_and_cuts_at_twenty() {
+        let jobs = (0..25)
+            .map(|i| job("default", &format!("web-{i:02}")))
+            .chain([job("prod", "web-prod"), job("default", "api")])
+            .collect();
+        let snap = snapshot(jobs, Vec::new());
+        let found = prefix(&snap, &query("default"), "web", &[Context::Jobs]);
+        let ids = found.matches["jobs"].as_ref().unwrap();
+        assert_eq!(ids.len(), PREFIX_LIMIT);
+        assert_eq!(ids[0], "web-00");
+        assert!(found.truncations["jobs"]);
+        let found = prefix(&snap, &query("*"), "web-p", &[Context::Jobs]);
+        assert_eq!(found.matches["jobs"], Some(vec!["web-prod".to_string()]));
+        assert!(!found.truncations["jobs"]);
+        let found = prefix(&snap, &query("default"), "zzz", &Context::ALL);
+        assert_eq!(found.matches.len(), Context::ALL.len());
+        assert!(found.matches.values().all(Option::is_none));
+        let found = prefix(&snap, &query("default"), "pro", &[Context::Namespaces]);
+        assert_eq!(found.matches["namespaces"], Some(vec!["prod".to_string()]));
+    }
+
+    #[test]
+    fn fuzzy_search_finds_names_inside_jobs_best_first() {
+        let snap = snapshot(
+            vec![job("default", "my-redis"), job("default", "redis")],
+            vec![Evaluation {
+                id: "abcd0000-0000-0000-0000-000000000000".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            }],
+        );
+        let found = fuzzy(&snap, &query("default"), "REDIS", &Context::ALL);
+        let jobs: Vec<&str> = found.matches["jobs"]
+            .iter()
+            .map(|m| m.id.as_str())
+            .collect();
+        assert_eq!(jobs, ["redis", "my-redis"]);
+        assert_eq!(found.matches["jobs"][0].scope, ["default", "redis"]);
+        assert_eq!(found.matches["tasks"].len(), 2);
+        assert_eq!(
+            found.matches["tasks"][0].scope,
+            ["default", "my-redis", "cache"]
+        );
+        assert_eq!(found.matches["images"][0].id, "redis:7");
+        assert_eq!(found.matches["nodes"][0].scope.len(), 1);
+        assert!(!found.matches.contains_key("groups"));
+        assert!(found.matches["evals"].is_empty());
+        assert!(!found.truncations["jobs"]);
+        let found = fuzzy(&snap, &query("default"), "abcd", &[Context::Evals]);
+        assert_eq!(found.matches["evals"].len(), 1);
+    }
+
+    #[test]
+    fn fuzzy_search_looks_at_twenty_objects_and_says_so() {
+        let jobs = (0..30)
+            .map(|i| job("default", &format!("app-{i:02}")))
+            .collect();
+        let snap = snapshot(jobs, Vec::new());
+        let found = fuzzy(&snap, &query("default"), "app", &[Context::Jobs]);
+        assert_eq!(found.matches["jobs"].len(), FUZZY_QUERY_LIMIT);
+        assert!(found.truncations["jobs"]);
+        let found = fuzzy(&snap, &query("default"), "nothing", &[Context::Jobs]);
+        assert!(found.matches.is_empty());
+        assert!(!found.truncations["jobs"]);
+    }
+
+    #[test]
+    fn contexts_expand_like_nomads() {
+        assert_eq!(Context::expand("all").unwrap().len(), Context::ALL.len());
+        assert_eq!(
+            Context::expand("deployment"),
+            Some(vec![Context::Deployment])
+        );
+        assert_eq!(Context::expand("job"), None);
+        assert!(Context::names().ends_with("all"));
+    }
+}

@@ -1,0 +1,121 @@
+//! Query parameters read as Nomad reads them: booleans with Go's
+//! `strconv.ParseBool`, waits with `time.ParseDuration`, indexes as unsigned
+//! integers; anything else is a 400 naming the parameter.
+
+use crate::common::{Backend, TestGateway};
+use crate::fixtures::{body, nomad_job};
+
+async fn register(gw: &TestGateway, id: &str) {
+    let r = gw.http("PUT", "/v1/jobs", &body(&nomad_job(id, 1))).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+pub async fn purge_accepts_gos_capitalised_true(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-purge-True").await;
+    register(&gw, "web").await;
+    register(&gw, "api").await;
+    let r = gw.http("DELETE", "/v1/job/web?purge=True", b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(gw.job("web").await.is_none());
+    let r = gw
+        .http("DELETE", "/v1/job/api?purge=T&global=FALSE", b"")
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(gw.job("api").await.is_none());
+    gw.stop().await;
+}
+
+pub async fn purge_false_only_stops_the_job(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-purge-False").await;
+    register(&gw, "web").await;
+    let r = gw.http("DELETE", "/v1/job/web?purge=False", b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(gw.job("web").await.unwrap().stop);
+    gw.stop().await;
+}
+
+pub async fn a_bad_boolean_is_400_naming_it_and_stops_nothing(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-bad-bool").await;
+    register(&gw, "web").await;
+    for (query, name) in [("purge=yes", "purge"), ("purge=1&global=on", "global")] {
+        let r = gw
+            .http("DELETE", &format!("/v1/job/web?{query}"), b"")
+            .await;
+        assert_eq!(r.status, 400, "{query}: {}", r.text());
+        assert!(r.text().starts_with(&format!("{name}:")), "{}", r.text());
+    }
+    assert!(!gw.job("web").await.unwrap().stop);
+    let r = gw.http("GET", "/v1/nodes?resources=yes", b"").await;
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("resources"), "{}", r.text());
+    let r = gw.http("GET", "/v1/nodes?os=2", b"").await;
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("os"), "{}", r.text());
+    gw.stop().await;
+}
+
+pub async fn stale_reads_as_a_boolean_on_every_read(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-stale").await;
+    register(&gw, "web").await;
+    for path in [
+        "/v1/jobs?stale",
+        "/v1/jobs?stale=False",
+        "/v1/job/web?stale=true",
+        "/v1/evaluations?stale=1",
+        "/v1/nodes?stale=f",
+    ] {
+        let r = gw.http("GET", path, b"").await;
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+    }
+    for path in ["/v1/jobs?stale=maybe", "/v1/job/web?stale=yes"] {
+        let r = gw.http("GET", path, b"").await;
+        assert_eq!(r.status, 400, "{path}");
+        assert!(r.text().starts_with("stale:"), "{}", r.text());
+    }
+    gw.stop().await;
+}
+
+pub async fn waits_and_indexes_read_as_go_does(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-wait-forms").await;
+    register(&gw, "web").await;
+    let index: u64 = gw
+        .http("GET", "/v1/jobs", b"")
+        .await
+        .header("X-Nomad-Index")
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Each wait form is accepted; with a past index the answer is immediate.
+    for wait in ["5s", "1m30s", "300ms", "1h0m0.5s"] {
+        let r = gw
+            .http("GET", &format!("/v1/jobs?index=1&wait={wait}"), b"")
+            .await;
+        assert_eq!(r.status, 200, "{wait}: {}", r.text());
+    }
+    // A current index with a short wait blocks for about that long.
+    let started = std::time::Instant::now();
+    let r = gw
+        .http("GET", &format!("/v1/jobs?index={index}&wait=300ms"), b"")
+        .await;
+    assert_eq!(r.status, 200);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(290));
+    for (query, name) in [
+        ("wait=5", "wait"),
+        ("wait=1d", "wait"),
+        ("index=-1", "index"),
+        ("index=%2B1", "index"),
+    ] {
+        let r = gw.http("GET", &format!("/v1/jobs?{query}"), b"").await;
+        assert_eq!(r.status, 400, "{query}");
+        assert!(r.text().starts_with(&format!("{name}:")), "{}", r.text());
+    }
+    // The event stream reads its index the same way.
+    for index in ["-1", "%2B1", "1.0"] {
+        let r = gw
+            .http("GET", &format!("/v1/event/stream?index={index}"), b"")
+            .await;
+        assert_eq!(r.status, 400, "{index}");
+        assert!(r.text().starts_with("index:"), "{}", r.text());
+    }
+    gw.stop().await;
+}
