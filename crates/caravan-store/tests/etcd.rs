@@ -41,6 +41,35 @@ async fn connecting_to_nothing_fails_fast() {
 
 /// A lease renewed over a kept-open stream and then revoked by another
 /// client is reported gone on the next renewal.
+/// A member that accepts connections and never answers (frozen, or cut off
+/// mid-connection) costs its own timeout only: the members after it still
+/// get theirs, so connecting and requests go on through them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_never_answers_does_not_use_up_the_others_time() {
+    let hung = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hung_at = format!("http://{}", hung.local_addr().unwrap());
+    // Connections are accepted and held, and nothing is ever said on them.
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = hung.accept().await {
+            held.push(conn);
+        }
+    });
+    let mut endpoints = vec![hung_at];
+    endpoints.extend(caravan_testkit::etcd_endpoints());
+    let mut config = caravan_store::EtcdConfig::new(&endpoints);
+    config.connect_timeout = std::time::Duration::from_millis(1500);
+    config.request_timeout = std::time::Duration::from_millis(1500);
+    let store = EtcdStore::connect_with(config)
+        .await
+        .expect("connected through the member that answers");
+    store
+        .current_revision()
+        .await
+        .expect("requests go to the member that answers");
+    holder.abort();
+}
+
 #[tokio::test]
 async fn renewal_stream_notices_a_revoke_by_another_client() {
     let ours = store().await;

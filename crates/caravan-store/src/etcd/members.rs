@@ -57,19 +57,29 @@ impl Members {
             .join(",")
     }
 
+    /// The pinned member's index.
+    pub fn pinned_index(&self) -> usize {
+        self.pinned.load(Ordering::Acquire) % self.members.len()
+    }
+
     /// The pinned member's index and client, connecting it if needed.
-    /// Connecting is lazy: an unreachable member fails on first request.
-    pub async fn pinned(&self) -> Result<(usize, ec::Client)> {
-        let index = self.pinned.load(Ordering::Acquire) % self.members.len();
+    /// Connecting is lazy: an unreachable member fails on first request. A
+    /// connection that fails is the member's failure (see
+    /// [`failed`](Self::failed)), hence the index either way.
+    pub async fn pinned(&self) -> (usize, Result<ec::Client>) {
+        let index = self.pinned_index();
         let member = &self.members[index];
         if let Some(client) = member.client.lock().clone() {
-            return Ok((index, client));
+            return (index, Ok(client));
         }
-        let client = ec::Client::connect([member.endpoint.as_str()], Some(self.options.clone()))
-            .await
-            .map_err(|err| convert::error(err, Context::default()))?;
+        let connected =
+            ec::Client::connect([member.endpoint.as_str()], Some(self.options.clone())).await;
+        let client = match connected {
+            Ok(client) => client,
+            Err(err) => return (index, Err(convert::error(err, Context::default()))),
+        };
         let mut slot = member.client.lock();
-        Ok((index, slot.get_or_insert(client).clone()))
+        (index, Ok(slot.get_or_insert(client).clone()))
     }
 
     /// Records that member `index` failed with `err`: if it is still the

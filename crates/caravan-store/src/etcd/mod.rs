@@ -170,23 +170,39 @@ impl EtcdStore {
         F: Fn(usize, ec::Client) -> Fut,
         Fut: Future<Output = std::result::Result<T, (StoreError, bool)>>,
     {
-        let deadline = Instant::now() + self.request_timeout;
+        // Each member gets the whole request timeout: a member that hangs
+        // (frozen, or cut off mid-connection) must not use up the time of
+        // the members after it. All of them together bound the request.
+        let members = u32::try_from(self.members.len()).unwrap_or(u32::MAX);
+        let deadline = Instant::now() + self.request_timeout.saturating_mul(members);
         let mut pauses = Backoff::new(ROUND_PAUSE_MIN, ROUND_PAUSE_MAX);
         let mut tried = 0;
         loop {
-            let (index, client) = self.members.pinned().await?;
-            let (err, unsent) =
-                match tokio::time::timeout_at(deadline, request(index, client)).await {
-                    Ok(Ok(answer)) => return Ok(answer),
-                    Ok(Err(failure)) => failure,
-                    Err(_) => (
+            let attempt_deadline = deadline.min(Instant::now() + self.request_timeout);
+            let pinned = self.members.pinned_index();
+            let answer = tokio::time::timeout_at(attempt_deadline, async {
+                let (index, client) = self.members.pinned().await;
+                match client {
+                    // Nothing was sent to a member never connected to.
+                    Err(err) => (index, Err((err, true))),
+                    Ok(client) => (index, request(index, client).await),
+                }
+            })
+            .await;
+            let (index, (err, unsent)) = match answer {
+                Ok((_, Ok(answer))) => return Ok(answer),
+                Ok((index, Err(failure))) => (index, failure),
+                Err(_) => (
+                    pinned,
+                    (
                         StoreError::Unavailable(format!(
                             "etcd did not answer within {:?}",
                             self.request_timeout
                         )),
                         false,
                     ),
-                };
+                ),
+            };
             if !matches!(err, StoreError::Unavailable(_)) {
                 return Err(err);
             }
@@ -406,7 +422,20 @@ impl Store for EtcdStore {
         // A campaign that never reached etcd is sent to the next member.
         let mut attempts = self.members.len();
         let resp = loop {
-            let (index, client) = self.members.pinned().await?;
+            let (index, client) = self.members.pinned().await;
+            let client = match client {
+                Ok(client) => client,
+                Err(err) => {
+                    if let StoreError::Unavailable(_) = err {
+                        self.members.failed(index, &err);
+                    }
+                    attempts -= 1;
+                    if attempts == 0 {
+                        return Err(err);
+                    }
+                    continue;
+                }
+            };
             match client.election_client().campaign(name, value, lease).await {
                 Ok(resp) => break resp,
                 Err(err) => {
