@@ -9,6 +9,8 @@ use caravan_integration_tests::{ClusterState, etcd};
 use caravan_proto::NodeStatus;
 use serde::Serialize;
 
+/// How many replaced allocations a report describes.
+const REPLACED_SHOWN: usize = 5;
 /// How long asking etcd for its status may take.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -23,6 +25,9 @@ pub struct Checks {
     pub allocs_wanted: usize,
     /// Allocations replacing another (`previous_allocation` set).
     pub replacements: usize,
+    /// The first few replaced allocations, with how they ended, so a run
+    /// that replaced any says why.
+    pub replaced: Vec<String>,
     /// Nodes whose live allocations exceed what they offer.
     pub overcommitted: Vec<String>,
     /// Live allocations of one job sharing a name.
@@ -57,7 +62,30 @@ impl Checks {
             .map(|n| n.name.clone())
             .collect();
         nodes_down.sort();
+        let by_id: std::collections::HashMap<&str, &caravan_proto::Allocation> =
+            allocs.iter().map(|a| (a.id.as_str(), a)).collect();
+        let replaced = allocs
+            .iter()
+            .filter(|a| !a.previous_allocation.is_empty())
+            .take(REPLACED_SHOWN)
+            .map(|a| match by_id.get(a.previous_allocation.as_str()) {
+                Some(p) => format!(
+                    "{} on node {}: client {:?} ({:?}), desired {:?} ({:?})",
+                    p.name,
+                    p.node_id,
+                    p.client_status(),
+                    p.client_description,
+                    p.desired_status(),
+                    p.desired_description
+                ),
+                None => format!(
+                    "{}: its predecessor {} is gone",
+                    a.name, a.previous_allocation
+                ),
+            })
+            .collect();
         Ok(Checks {
+            replaced,
             nodes_down,
             allocs_in_etcd: allocs.len(),
             allocs_wanted,
@@ -84,7 +112,11 @@ impl Checks {
             ));
         }
         if self.replacements > 0 {
-            failed.push(format!("{} allocations were replaced", self.replacements));
+            failed.push(format!(
+                "{} allocations were replaced, e.g. {}",
+                self.replacements,
+                self.replaced.join("; ")
+            ));
         }
         if self.allocs_in_etcd != self.allocs_wanted {
             failed.push(format!(

@@ -96,6 +96,10 @@ pub struct Args {
     /// `compaction_interval_ms=10000` for a soak against a small etcd quota.
     #[arg(long = "broker-set", value_parser = parse_setting)]
     broker_settings: Vec<(String, String)>,
+    /// An api-gateway setting, `KEY=VALUE` (repeatable), e.g.
+    /// `min_heartbeat_ttl_ms=30000`.
+    #[arg(long = "gateway-set", value_parser = parse_setting)]
+    gateway_settings: Vec<(String, String)>,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 900)]
     timeout_secs: u64,

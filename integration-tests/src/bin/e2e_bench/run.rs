@@ -133,8 +133,14 @@ pub async fn run(args: Args, shared: Arc<Shared>) -> anyhow::Result<()> {
 /// the scheduler-workers, and waits for the two leaders.
 async fn start_cluster(c: &mut Cluster, args: &Args) -> anyhow::Result<()> {
     let log = [("telemetry.log_filter", args.log_filter.as_str())];
+    let mut gateway_settings = log.to_vec();
+    gateway_settings.extend(
+        args.gateway_settings
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    );
     for _ in 0..args.gateways.max(1) {
-        c.start_gateway(&log).await?;
+        c.start_gateway(&gateway_settings).await?;
     }
     let mut broker_settings = log.to_vec();
     broker_settings.extend(
