@@ -62,24 +62,19 @@ impl Members {
         self.pinned.load(Ordering::Acquire) % self.members.len()
     }
 
-    /// The pinned member's index and client, connecting it if needed.
-    /// Connecting is lazy: an unreachable member fails on first request. A
-    /// connection that fails is the member's failure (see
-    /// [`failed`](Self::failed)), hence the index either way.
-    pub async fn pinned(&self) -> (usize, Result<ec::Client>) {
-        let index = self.pinned_index();
+    /// Member `index`'s client, connecting it if needed. Connecting is
+    /// lazy: an unreachable member fails on first request, and a connection
+    /// that fails is the member's failure (see [`failed`](Self::failed)).
+    pub async fn client(&self, index: usize) -> Result<ec::Client> {
         let member = &self.members[index];
         if let Some(client) = member.client.lock().clone() {
-            return (index, Ok(client));
+            return Ok(client);
         }
-        let connected =
-            ec::Client::connect([member.endpoint.as_str()], Some(self.options.clone())).await;
-        let client = match connected {
-            Ok(client) => client,
-            Err(err) => return (index, Err(convert::error(err, Context::default()))),
-        };
+        let client = ec::Client::connect([member.endpoint.as_str()], Some(self.options.clone()))
+            .await
+            .map_err(|err| convert::error(err, Context::default()))?;
         let mut slot = member.client.lock();
-        (index, Ok(slot.get_or_insert(client).clone()))
+        Ok(slot.get_or_insert(client).clone())
     }
 
     /// Records that member `index` failed with `err`: if it is still the

@@ -179,28 +179,24 @@ impl EtcdStore {
         let mut tried = 0;
         loop {
             let attempt_deadline = deadline.min(Instant::now() + self.request_timeout);
-            let pinned = self.members.pinned_index();
+            let index = self.members.pinned_index();
             let answer = tokio::time::timeout_at(attempt_deadline, async {
-                let (index, client) = self.members.pinned().await;
-                match client {
+                match self.members.client(index).await {
                     // Nothing was sent to a member never connected to.
-                    Err(err) => (index, Err((err, true))),
-                    Ok(client) => (index, request(index, client).await),
+                    Err(err) => Err((err, true)),
+                    Ok(client) => request(index, client).await,
                 }
             })
             .await;
-            let (index, (err, unsent)) = match answer {
-                Ok((_, Ok(answer))) => return Ok(answer),
-                Ok((index, Err(failure))) => (index, failure),
+            let (err, unsent) = match answer {
+                Ok(Ok(answer)) => return Ok(answer),
+                Ok(Err(failure)) => failure,
                 Err(_) => (
-                    pinned,
-                    (
-                        StoreError::Unavailable(format!(
-                            "etcd did not answer within {:?}",
-                            self.request_timeout
-                        )),
-                        false,
-                    ),
+                    StoreError::Unavailable(format!(
+                        "etcd did not answer within {:?}",
+                        self.request_timeout
+                    )),
+                    false,
                 ),
             };
             if !matches!(err, StoreError::Unavailable(_)) {
@@ -422,8 +418,8 @@ impl Store for EtcdStore {
         // A campaign that never reached etcd is sent to the next member.
         let mut attempts = self.members.len();
         let resp = loop {
-            let (index, client) = self.members.pinned().await;
-            let client = match client {
+            let index = self.members.pinned_index();
+            let client = match self.members.client(index).await {
                 Ok(client) => client,
                 Err(err) => {
                     if let StoreError::Unavailable(_) = err {
