@@ -128,7 +128,10 @@ impl Change {
                 deployment: Some(Arc::new(decode(kv)?)),
             },
             StateKey::SchedulerConfig => Change::SchedulerConfig(Some(Arc::new(decode(kv)?))),
-            StateKey::Leader { .. } | StateKey::JobPlan { .. } | StateKey::Var { .. } => {
+            StateKey::Leader { .. }
+            | StateKey::JobPlan { .. }
+            | StateKey::Var { .. }
+            | StateKey::Acl(_) => {
                 return Ok(None);
             }
         }))
@@ -173,7 +176,10 @@ impl Change {
                 deployment: None,
             },
             StateKey::SchedulerConfig => Change::SchedulerConfig(None),
-            StateKey::Leader { .. } | StateKey::JobPlan { .. } | StateKey::Var { .. } => {
+            StateKey::Leader { .. }
+            | StateKey::JobPlan { .. }
+            | StateKey::Var { .. }
+            | StateKey::Acl(_) => {
                 return None;
             }
         })

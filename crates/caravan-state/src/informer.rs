@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use crate::change::Change;
 use crate::codec::AllocDetail;
 use crate::error::{Result, StateError};
-use crate::keyspace::{Keyspace, StateKey};
+use crate::keyspace::{Keyspace, Kind, StateKey};
 use crate::list_page::PageSize;
 use crate::snapshot::Snapshot;
 use crate::tables::Tables;
@@ -450,7 +450,7 @@ fn skipped(shared: &Shared, err: &StateError) {
     tracing::warn!(%err, "skipping a state key");
 }
 
-/// Lists the whole keyspace at one revision, page by page, and brings the
+/// Lists the cached kinds at one revision, page by page, and brings the
 /// tables to it: values whose revision the tables already hold are not
 /// decoded again, and objects the list no longer has are deleted (with their
 /// index entries and usage). Works on an O(1) copy so readers keep the old
@@ -459,67 +459,67 @@ async fn list(store: &dyn Store, shared: &Shared) -> Result<Revision> {
     let mut next = shared.tables.read().clone();
     let check_vanished = !next.is_empty();
     let mut seen: HashSet<StateKey> = HashSet::new();
-    let root = shared.keyspace.root();
-    let end = prefix_end(root);
-    let mut start = root.to_vec();
     let mut revision = 0;
     let mut size = PageSize::new(shared.config.page_size);
-    loop {
-        let mut range = Range::between(start.clone(), end.clone()).with_limit(size.limit());
-        if revision != 0 {
-            range = range.at_revision(revision);
-        }
-        let page = match store.range(range).await {
-            Ok(page) => page,
-            // A reply over the client's limit: the same keys in smaller pages.
-            Err(StoreError::InvalidArgument(msg)) if size.shrink() => {
-                tracing::warn!(%msg, limit = size.limit(), "list page too large; asking for fewer keys");
-                continue;
+    // Only what the tables hold: the keys of uncached kinds (plan marks,
+    // sealed variables, election candidates) are never read on a list.
+    for kind in Kind::ALL.into_iter().filter(|kind| kind.cached()) {
+        let prefix = shared.keyspace.prefix_of(kind);
+        let end = prefix_end(&prefix);
+        let mut start = prefix;
+        loop {
+            let mut range = Range::between(start.clone(), end.clone()).with_limit(size.limit());
+            if revision != 0 {
+                range = range.at_revision(revision);
             }
-            Err(err) => return Err(err.into()),
-        };
-        if revision == 0 {
-            revision = page.revision;
-        }
-        size.after_page(
-            page.kvs.len(),
-            page.kvs
-                .iter()
-                .map(|kv| kv.key.len() + kv.value.len())
-                .sum(),
-        );
-        for kv in page
-            .kvs
-            .iter()
-            .filter(|kv| !shared.keyspace.is_progress_mark(&kv.key))
-        {
-            let key = match shared.keyspace.parse(&kv.key) {
-                Ok(key) => key,
-                Err(err) => {
-                    skipped(shared, &err);
+            let page = match store.range(range).await {
+                Ok(page) => page,
+                // A reply over the client's limit: the same keys in smaller pages.
+                Err(StoreError::InvalidArgument(msg)) if size.shrink() => {
+                    tracing::warn!(%msg, limit = size.limit(), "list page too large; asking for fewer keys");
                     continue;
                 }
+                Err(err) => return Err(err.into()),
             };
-            if next.mod_revision_of(&key) != Some(kv.mod_revision) {
-                match Change::put(&key, kv, shared.config.alloc_detail) {
-                    Ok(change) => next.apply_all(change),
+            if revision == 0 {
+                revision = page.revision;
+            }
+            size.after_page(
+                page.kvs.len(),
+                page.kvs
+                    .iter()
+                    .map(|kv| kv.key.len() + kv.value.len())
+                    .sum(),
+            );
+            for kv in &page.kvs {
+                let key = match shared.keyspace.parse(&kv.key) {
+                    Ok(key) => key,
                     Err(err) => {
                         skipped(shared, &err);
-                        next.apply_all(Change::delete(&key));
                         continue;
                     }
+                };
+                if next.mod_revision_of(&key) != Some(kv.mod_revision) {
+                    match Change::put(&key, kv, shared.config.alloc_detail) {
+                        Ok(change) => next.apply_all(change),
+                        Err(err) => {
+                            skipped(shared, &err);
+                            next.apply_all(Change::delete(&key));
+                            continue;
+                        }
+                    }
+                }
+                if check_vanished {
+                    seen.insert(key);
                 }
             }
-            if check_vanished {
-                seen.insert(key);
+            match page.kvs.last() {
+                Some(last) if page.more => {
+                    start = last.key.clone();
+                    start.push(0);
+                }
+                _ => break,
             }
-        }
-        match page.kvs.last() {
-            Some(last) if page.more => {
-                start = last.key.clone();
-                start.push(0);
-            }
-            _ => break,
         }
     }
     if check_vanished {

@@ -39,11 +39,15 @@ pub enum Kind {
     /// `vars/<ns>/<path>`: Nomad Variables, items sealed (the gateway's;
     /// not cached).
     Vars,
+    /// `acl/<entry>`: ACL policies, tokens and the bootstrap mark (the
+    /// gateway's; not in the watch cache, which the gateway's ACL cache
+    /// replaces).
+    Acl,
 }
 
 impl Kind {
     /// Every kind, in layout order.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Jobs,
         Kind::JobVersions,
         Kind::Evals,
@@ -55,6 +59,7 @@ impl Kind {
         Kind::Leader,
         Kind::JobPlans,
         Kind::Vars,
+        Kind::Acl,
     ];
 
     /// The key segment right after the prefix.
@@ -71,6 +76,23 @@ impl Kind {
             Kind::Leader => "leader",
             Kind::JobPlans => "job_plans",
             Kind::Vars => "vars",
+            Kind::Acl => "acl",
+        }
+    }
+
+    /// Whether the watch cache holds objects of this kind (and so lists
+    /// them); the others are read by their one user when needed.
+    pub fn cached(self) -> bool {
+        match self {
+            Kind::Jobs
+            | Kind::JobVersions
+            | Kind::Evals
+            | Kind::Allocs
+            | Kind::Nodes
+            | Kind::Heartbeats
+            | Kind::Deployments
+            | Kind::SchedulerConfig => true,
+            Kind::Leader | Kind::JobPlans | Kind::Vars | Kind::Acl => false,
         }
     }
 
@@ -134,6 +156,9 @@ pub enum StateKey {
         /// The variable's path (`/` allowed).
         path: String,
     },
+    /// An ACL entry: what follows `acl/` (`policy/<name>`,
+    /// `token/<accessor>`, `bootstrap`).
+    Acl(String),
 }
 
 impl StateKey {
@@ -151,6 +176,7 @@ impl StateKey {
             StateKey::Leader { .. } => Kind::Leader,
             StateKey::JobPlan { .. } => Kind::JobPlans,
             StateKey::Var { .. } => Kind::Vars,
+            StateKey::Acl(_) => Kind::Acl,
         }
     }
 }
@@ -270,6 +296,12 @@ impl Keyspace {
         key
     }
 
+    /// `acl/<entry>`: an ACL policy (`policy/<name>`), token
+    /// (`token/<accessor>`) or the bootstrap mark (`bootstrap`).
+    pub fn acl(&self, entry: &str) -> Vec<u8> {
+        self.build(&["acl", entry])
+    }
+
     /// `evals/<eval>`.
     pub fn eval(&self, eval_id: &str) -> Vec<u8> {
         self.build(&["evals", eval_id])
@@ -336,6 +368,7 @@ impl Keyspace {
             StateKey::Leader { service, candidate } => self.build(&["leader", service, candidate]),
             StateKey::JobPlan { namespace, id } => self.job_plan(namespace, id),
             StateKey::Var { namespace, path } => self.var(namespace, path),
+            StateKey::Acl(entry) => self.acl(entry),
         }
     }
 
@@ -354,6 +387,9 @@ impl Keyspace {
             .ok_or_else(|| StateError::key(key, format!("unknown kind {segment:?}")))?;
         let parts: Vec<&str> = match (kind, tail) {
             (Kind::SchedulerConfig, None) => return Ok(StateKey::SchedulerConfig),
+            (Kind::Acl, Some(tail)) if !tail.is_empty() => {
+                return Ok(StateKey::Acl(tail.to_owned()));
+            }
             (Kind::SchedulerConfig, Some(_)) | (_, None) => {
                 return Err(StateError::key(key, "wrong number of segments"));
             }
@@ -406,6 +442,7 @@ impl Keyspace {
                 _ => return Err(StateError::key(key, "wrong number of segments")),
             },
             Kind::SchedulerConfig => StateKey::SchedulerConfig,
+            Kind::Acl => return Err(StateError::key(key, "wrong number of segments")),
         })
     }
 
@@ -535,6 +572,8 @@ mod tests {
                 namespace: "default".into(),
                 path: "nomad/jobs/web".into(),
             },
+            StateKey::Acl("policy/readonly".into()),
+            StateKey::Acl("bootstrap".into()),
         ];
         for key in keys {
             let bytes = ks.key_of(&key);

@@ -254,7 +254,8 @@ impl Tables {
             StateKey::Heartbeat(_)
             | StateKey::Leader { .. }
             | StateKey::JobPlan { .. }
-            | StateKey::Var { .. } => None,
+            | StateKey::Var { .. }
+            | StateKey::Acl(_) => None,
         }
     }
 

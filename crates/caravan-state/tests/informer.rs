@@ -12,7 +12,7 @@ use caravan_proto::{AllocClientStatus, Evaluation, SchedulerConfiguration};
 use caravan_state::{Informer, InformerConfig, Keyspace, Kind, StateError, encode};
 use caravan_store::{EtcdStore, MemStore, Op, Store, Txn};
 
-use support::{EarlyProgressStore, FaultyStore, alloc, delete_key, job, node, put_alloc};
+use support::{alloc, delete_key, early_progress_store, faulty_store, job, node, put_alloc};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -194,7 +194,7 @@ async fn waits_for_revisions_made_elsewhere(store: Arc<dyn Store>, ks: Keyspace)
 }
 
 async fn progress_ahead_of_events_is_not_trusted(store: Arc<dyn Store>, ks: Keyspace) {
-    let early = EarlyProgressStore::new(Arc::clone(&store));
+    let early = early_progress_store(Arc::clone(&store));
     let informer = start(early, &ks).await;
     // Enough rounds that some run well after the watch opened, when a
     // progress notification is no longer taken for a catch-up artefact.
@@ -219,7 +219,7 @@ async fn progress_ahead_of_events_is_not_trusted(store: Arc<dyn Store>, ks: Keys
 
 async fn starts_once_the_store_answers(store: Arc<dyn Store>, ks: Keyspace) {
     put_alloc(&*store, &ks, &alloc("a1", "n1", "web", 100, 10, 8080)).await;
-    let faulty = FaultyStore::new(Arc::clone(&store));
+    let faulty = faulty_store(Arc::clone(&store));
     faulty.fail_next_ranges(3);
     let informer = start(faulty.clone(), &ks).await;
     assert_eq!(faulty.ranges_to_fail(), 0);
@@ -227,7 +227,7 @@ async fn starts_once_the_store_answers(store: Arc<dyn Store>, ks: Keyspace) {
 }
 
 async fn reconnects_after_a_cut_without_relisting(store: Arc<dyn Store>, ks: Keyspace) {
-    let faulty = FaultyStore::new(Arc::clone(&store));
+    let faulty = faulty_store(Arc::clone(&store));
     let informer = start(faulty.clone(), &ks).await;
     let rev = put_alloc(&*store, &ks, &alloc("a1", "n1", "web", 100, 10, 8080)).await;
     // Seen through the watch, so the watch is up when it is cut.
@@ -246,7 +246,7 @@ async fn reconnects_after_a_cut_without_relisting(store: Arc<dyn Store>, ks: Key
 }
 
 async fn compaction_relists_and_drops_what_vanished(store: Arc<dyn Store>, ks: Keyspace) {
-    let faulty = FaultyStore::new(Arc::clone(&store));
+    let faulty = faulty_store(Arc::clone(&store));
     for (id, n) in [("a1", "n1"), ("a2", "n1"), ("a3", "n2")] {
         put_alloc(&*store, &ks, &alloc(id, n, "web", 100, 10, 8080)).await;
     }
@@ -288,7 +288,7 @@ async fn list_pages_share_one_revision(store: Arc<dyn Store>, ks: Keyspace) {
         )
         .await;
     }
-    let faulty = FaultyStore::new(Arc::clone(&store));
+    let faulty = faulty_store(Arc::clone(&store));
     // Keep the watch from running so the snapshot shows the list alone.
     faulty.cut_watches();
     let late = alloc("a9", "n1", "web", 10, 10, 8009);
@@ -318,12 +318,36 @@ async fn list_pages_shrink_to_fit_the_reply_limit(store: Arc<dyn Store>, ks: Key
             .await
             .unwrap();
     }
-    let faulty = FaultyStore::new(Arc::clone(&store));
+    let faulty = faulty_store(Arc::clone(&store));
     faulty.cap_replies(700 * 1024);
     let informer = tokio::time::timeout(WAIT, start(faulty.clone(), &ks))
         .await
         .expect("the list fits the reply limit in smaller pages");
     assert_eq!(informer.snapshot().jobs().count(), 6);
+}
+
+async fn a_list_reads_only_what_the_cache_holds(store: Arc<dyn Store>, ks: Keyspace) {
+    // A sealed variable of 1 MB: past a 700 KB reply limit, a list that read
+    // it could never finish, however small its pages.
+    store
+        .put(&ks.var("default", "big"), &vec![b'x'; 1024 * 1024], 0)
+        .await
+        .unwrap();
+    store
+        .put(
+            &ks.job("default", "web"),
+            &encode(&job("default", "web", 1)),
+            0,
+        )
+        .await
+        .unwrap();
+    let faulty = faulty_store(Arc::clone(&store));
+    faulty.cap_replies(700 * 1024);
+    let informer = tokio::time::timeout(WAIT, start(faulty.clone(), &ks))
+        .await
+        .expect("the list never reads the variable");
+    assert_eq!(informer.snapshot().jobs().count(), 1);
+    assert_eq!(informer.stats().decode_errors, 0);
 }
 
 async fn bad_values_are_skipped_not_served(store: Arc<dyn Store>, ks: Keyspace) {
@@ -471,6 +495,7 @@ on_every_backend!(
     compaction_relists_and_drops_what_vanished,
     list_pages_share_one_revision,
     list_pages_shrink_to_fit_the_reply_limit,
+    a_list_reads_only_what_the_cache_holds,
     bad_values_are_skipped_not_served,
     heartbeats_follow_their_lease,
     snapshots_never_split_a_transaction,

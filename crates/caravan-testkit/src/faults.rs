@@ -9,10 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use caravan_store::{
-    DeleteResult, KeyValue, LeaderInfo, LeaderKey, Lease, LeaseId, Range, RangeResult, Result,
-    Revision, Store, StoreError, Txn, TxnResult, Watch,
-};
+use caravan_store::{Result, Store, StoreError, Txn, TxnResult};
+
+use crate::layered::{Layered, StoreLayer};
 
 /// What happens to a transaction instead of reaching the store.
 pub enum Fault {
@@ -41,8 +40,10 @@ pub enum Fault {
 pub type TxnFault = Box<dyn Fn(&Txn) -> Option<Fault> + Send + Sync>;
 
 /// A store whose transactions fail where `fault` says so.
-pub struct FaultyStore {
-    inner: Arc<dyn Store>,
+pub type FaultyStore = Layered<TxnFaults>;
+
+/// The layer of a [`FaultyStore`].
+pub struct TxnFaults {
     fault: TxnFault,
     late_tried: Arc<AtomicUsize>,
 }
@@ -50,13 +51,17 @@ pub struct FaultyStore {
 impl FaultyStore {
     /// Wraps `inner`; `fault` is asked before every transaction.
     pub fn new(inner: Arc<dyn Store>, fault: TxnFault) -> Arc<Self> {
-        Arc::new(FaultyStore {
+        Layered::wrap(
             inner,
-            fault,
-            late_tried: Arc::default(),
-        })
+            TxnFaults {
+                fault,
+                late_tried: Arc::default(),
+            },
+        )
     }
+}
 
+impl TxnFaults {
     /// How many late transactions the store has tried to apply so far
     /// (whether their conditions held or not).
     pub fn late_tried(&self) -> usize {
@@ -79,29 +84,17 @@ pub fn puts_under(txn: &Txn, prefix: &[u8]) -> bool {
 }
 
 #[async_trait]
-impl Store for FaultyStore {
-    async fn range(&self, range: Range) -> Result<RangeResult> {
-        self.inner.range(range).await
-    }
-    async fn get(&self, key: &[u8]) -> Result<Option<KeyValue>> {
-        self.inner.get(key).await
-    }
-    async fn put(&self, key: &[u8], value: &[u8], lease: LeaseId) -> Result<Revision> {
-        self.inner.put(key, value, lease).await
-    }
-    async fn delete(&self, range: Range) -> Result<DeleteResult> {
-        self.inner.delete(range).await
-    }
-    async fn txn(&self, txn: Txn) -> Result<TxnResult> {
+impl StoreLayer for TxnFaults {
+    async fn txn(&self, inner: &Arc<dyn Store>, txn: Txn) -> Result<TxnResult> {
         match (self.fault)(&txn) {
-            None => self.inner.txn(txn).await,
+            None => inner.txn(txn).await,
             Some(Fault::Fail(err)) => Err(err),
             Some(Fault::WriteFirst { key, value }) => {
-                self.inner.put(&key, &value, 0).await?;
-                self.inner.txn(txn).await
+                inner.put(&key, &value, 0).await?;
+                inner.txn(txn).await
             }
             Some(Fault::ApplyLate { error, after }) => {
-                let inner = Arc::clone(&self.inner);
+                let inner = Arc::clone(inner);
                 let tried = Arc::clone(&self.late_tried);
                 tokio::spawn(async move {
                     tokio::time::sleep(after).await;
@@ -113,38 +106,5 @@ impl Store for FaultyStore {
                 Err(error)
             }
         }
-    }
-    async fn current_revision(&self) -> Result<Revision> {
-        self.inner.current_revision().await
-    }
-    async fn watch(&self, prefix: &[u8], start_revision: Revision) -> Result<Watch> {
-        self.inner.watch(prefix, start_revision).await
-    }
-    async fn compact(&self, revision: Revision) -> Result<()> {
-        self.inner.compact(revision).await
-    }
-    async fn lease_grant(&self, ttl_secs: i64) -> Result<Lease> {
-        self.inner.lease_grant(ttl_secs).await
-    }
-    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64> {
-        self.inner.lease_keep_alive(lease).await
-    }
-    async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
-        self.inner.lease_revoke(lease).await
-    }
-    async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<i64>> {
-        self.inner.lease_time_to_live(lease).await
-    }
-    async fn campaign(&self, name: &[u8], value: &[u8], lease: LeaseId) -> Result<LeaderKey> {
-        self.inner.campaign(name, value, lease).await
-    }
-    async fn leader(&self, name: &[u8]) -> Result<Option<LeaderInfo>> {
-        self.inner.leader(name).await
-    }
-    async fn resign(&self, leader: &LeaderKey) -> Result<()> {
-        self.inner.resign(leader).await
-    }
-    async fn members(&self) -> Result<Vec<caravan_store::StoreMember>> {
-        self.inner.members().await
     }
 }

@@ -7,6 +7,7 @@
 pub mod backend;
 pub mod fake_broker;
 pub mod faults;
+pub mod layered;
 pub mod wait;
 
 pub use backend::Backend;

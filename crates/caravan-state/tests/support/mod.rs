@@ -14,38 +14,43 @@ use caravan_proto::{
 };
 use caravan_state::{Keyspace, encode};
 use caravan_store::{
-    DeleteResult, LeaderInfo, LeaderKey, Lease, LeaseId, Range, RangeResult, Result, Revision,
-    Store, StoreError, Txn, TxnResult, Watch, WatchBatch, WatchProgress,
+    Range, RangeResult, Result, Revision, Store, StoreError, Watch, WatchBatch, WatchProgress,
 };
+use caravan_testkit::layered::{Layered, StoreLayer};
 use futures::StreamExt;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
-/// Wraps a store so a test can cut every watch (as a network failure would)
-/// and keep new ones from opening, or slip a write in between list pages.
-pub struct FaultyStore {
-    inner: Arc<dyn Store>,
+/// A store a test can cut every watch of (as a network failure would) and
+/// keep new ones from opening, or slip a write in between list pages.
+pub type FaultyStore = Layered<Faults>;
+
+/// The controls of a [`FaultyStore`].
+pub struct Faults {
     cut: watch::Sender<u64>,
     refusing: AtomicBool,
     failing_ranges: AtomicUsize,
     write_after_first_page: Mutex<Option<(Vec<u8>, Vec<u8>)>>,
     /// Largest range reply answered, in key and value bytes (0: no limit),
     /// as a client's message size limit refuses larger ones.
-    reply_cap: std::sync::atomic::AtomicUsize,
+    reply_cap: AtomicUsize,
 }
 
-impl FaultyStore {
-    pub fn new(inner: Arc<dyn Store>) -> Arc<Self> {
-        Arc::new(FaultyStore {
-            inner,
+/// `inner` with [`Faults`] a test controls.
+pub fn faulty_store(inner: Arc<dyn Store>) -> Arc<FaultyStore> {
+    Layered::wrap(
+        inner,
+        Faults {
             cut: watch::channel(0).0,
             refusing: AtomicBool::new(false),
             failing_ranges: AtomicUsize::new(0),
             write_after_first_page: Mutex::new(None),
-            reply_cap: std::sync::atomic::AtomicUsize::new(0),
-        })
-    }
+            reply_cap: AtomicUsize::new(0),
+        },
+    )
+}
 
+impl Faults {
     /// Ends every open watch with `Unavailable` and refuses new ones.
     pub fn cut_watches(&self) {
         self.refusing.store(true, Ordering::SeqCst);
@@ -80,15 +85,15 @@ impl FaultyStore {
 }
 
 #[async_trait]
-impl Store for FaultyStore {
-    async fn range(&self, range: Range) -> Result<RangeResult> {
+impl StoreLayer for Faults {
+    async fn range(&self, inner: &Arc<dyn Store>, range: Range) -> Result<RangeResult> {
         let failing = self
             .failing_ranges
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
         if failing.is_ok() {
             return Err(StoreError::Unavailable("etcd is down in this test".into()));
         }
-        let page = self.inner.range(range).await?;
+        let page = inner.range(range).await?;
         let cap = self.reply_cap.load(Ordering::SeqCst);
         let bytes: usize = page
             .kvs
@@ -102,30 +107,23 @@ impl Store for FaultyStore {
         }
         let write = self.write_after_first_page.lock().take();
         if let Some((key, value)) = write {
-            self.inner.put(&key, &value, 0).await?;
+            inner.put(&key, &value, 0).await?;
         }
         Ok(page)
     }
-    async fn put(&self, key: &[u8], value: &[u8], lease: LeaseId) -> Result<Revision> {
-        self.inner.put(key, value, lease).await
-    }
-    async fn delete(&self, range: Range) -> Result<DeleteResult> {
-        self.inner.delete(range).await
-    }
-    async fn txn(&self, txn: Txn) -> Result<TxnResult> {
-        self.inner.txn(txn).await
-    }
-    async fn current_revision(&self) -> Result<Revision> {
-        self.inner.current_revision().await
-    }
-    async fn watch(&self, prefix: &[u8], start_revision: Revision) -> Result<Watch> {
+    async fn watch(
+        &self,
+        inner: &Arc<dyn Store>,
+        prefix: &[u8],
+        start_revision: Revision,
+    ) -> Result<Watch> {
         // Subscribed before the check, so a cut landing while the watch
         // opens still ends it.
         let cut = self.cut.subscribe();
         if self.refusing.load(Ordering::SeqCst) {
             return Err(StoreError::Unavailable("watches cut by the test".into()));
         }
-        let inner = self.inner.watch(prefix, start_revision).await?;
+        let inner = inner.watch(prefix, start_revision).await?;
         let stream = futures::stream::unfold(
             (inner.stream, cut, false),
             |(mut stream, mut cut, done)| async move {
@@ -147,33 +145,6 @@ impl Store for FaultyStore {
             stream: Box::pin(stream),
             progress: inner.progress,
         })
-    }
-    async fn compact(&self, revision: Revision) -> Result<()> {
-        self.inner.compact(revision).await
-    }
-    async fn lease_grant(&self, ttl_secs: i64) -> Result<Lease> {
-        self.inner.lease_grant(ttl_secs).await
-    }
-    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64> {
-        self.inner.lease_keep_alive(lease).await
-    }
-    async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
-        self.inner.lease_revoke(lease).await
-    }
-    async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<i64>> {
-        self.inner.lease_time_to_live(lease).await
-    }
-    async fn campaign(&self, name: &[u8], value: &[u8], lease: LeaseId) -> Result<LeaderKey> {
-        self.inner.campaign(name, value, lease).await
-    }
-    async fn leader(&self, name: &[u8]) -> Result<Option<LeaderInfo>> {
-        self.inner.leader(name).await
-    }
-    async fn resign(&self, leader: &LeaderKey) -> Result<()> {
-        self.inner.resign(leader).await
-    }
-    async fn members(&self) -> Result<Vec<caravan_store::StoreMember>> {
-        self.inner.members().await
     }
 }
 
@@ -247,14 +218,14 @@ pub const EVENTS_LATE_BY: Duration = Duration::from_millis(50);
 /// its revision, and the events themselves follow [`EVENTS_LATE_BY`] later;
 /// a requested progress notification carries the store's current revision
 /// at once, ahead of events still on their way.
-pub struct EarlyProgressStore {
-    inner: Arc<dyn Store>,
-}
+pub type EarlyProgressStore = Layered<EarlyProgressLayer>;
 
-impl EarlyProgressStore {
-    pub fn new(inner: Arc<dyn Store>) -> Arc<Self> {
-        Arc::new(EarlyProgressStore { inner })
-    }
+/// The layer of an [`EarlyProgressStore`].
+pub struct EarlyProgressLayer;
+
+/// `inner` with its watches' progress running ahead of their events.
+pub fn early_progress_store(inner: Arc<dyn Store>) -> Arc<EarlyProgressStore> {
+    Layered::wrap(inner, EarlyProgressLayer)
 }
 
 struct EarlyProgress {
@@ -276,28 +247,18 @@ impl WatchProgress for EarlyProgress {
 }
 
 #[async_trait]
-impl Store for EarlyProgressStore {
-    async fn range(&self, range: Range) -> Result<RangeResult> {
-        self.inner.range(range).await
-    }
-    async fn put(&self, key: &[u8], value: &[u8], lease: LeaseId) -> Result<Revision> {
-        self.inner.put(key, value, lease).await
-    }
-    async fn delete(&self, range: Range) -> Result<DeleteResult> {
-        self.inner.delete(range).await
-    }
-    async fn txn(&self, txn: Txn) -> Result<TxnResult> {
-        self.inner.txn(txn).await
-    }
-    async fn current_revision(&self) -> Result<Revision> {
-        self.inner.current_revision().await
-    }
-    async fn watch(&self, prefix: &[u8], start_revision: Revision) -> Result<Watch> {
-        let mut inner = self.inner.watch(prefix, start_revision).await?;
+impl StoreLayer for EarlyProgressLayer {
+    async fn watch(
+        &self,
+        inner: &Arc<dyn Store>,
+        prefix: &[u8],
+        start_revision: Revision,
+    ) -> Result<Watch> {
+        let mut upstream = inner.watch(prefix, start_revision).await?;
         let (out, batches) = mpsc::unbounded_channel();
         let forward = out.clone();
         tokio::spawn(async move {
-            while let Some(item) = inner.stream.next().await {
+            while let Some(item) = upstream.stream.next().await {
                 if let Ok(batch) = &item
                     && !batch.events.is_empty()
                 {
@@ -321,36 +282,9 @@ impl Store for EarlyProgressStore {
         Ok(Watch {
             stream: Box::pin(stream),
             progress: Arc::new(EarlyProgress {
-                store: Arc::clone(&self.inner),
+                store: Arc::clone(inner),
                 out,
             }),
         })
-    }
-    async fn compact(&self, revision: Revision) -> Result<()> {
-        self.inner.compact(revision).await
-    }
-    async fn lease_grant(&self, ttl_secs: i64) -> Result<Lease> {
-        self.inner.lease_grant(ttl_secs).await
-    }
-    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64> {
-        self.inner.lease_keep_alive(lease).await
-    }
-    async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
-        self.inner.lease_revoke(lease).await
-    }
-    async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<i64>> {
-        self.inner.lease_time_to_live(lease).await
-    }
-    async fn campaign(&self, name: &[u8], value: &[u8], lease: LeaseId) -> Result<LeaderKey> {
-        self.inner.campaign(name, value, lease).await
-    }
-    async fn leader(&self, name: &[u8]) -> Result<Option<LeaderInfo>> {
-        self.inner.leader(name).await
-    }
-    async fn resign(&self, leader: &LeaderKey) -> Result<()> {
-        self.inner.resign(leader).await
-    }
-    async fn members(&self) -> Result<Vec<caravan_store::StoreMember>> {
-        self.inner.members().await
     }
 }
