@@ -581,6 +581,8 @@ impl Cluster {
         let mut s = vec![
             ("servers".to_string(), servers.join(",")),
             ("data_dir".to_string(), data_dir.display().to_string()),
+            // raw_exec is off unless enabled; the tests run real tasks.
+            ("drivers".to_string(), "raw_exec,mock".to_string()),
         ];
         if let Some(name) = name {
             s.push(("name".into(), name.to_string()));

@@ -100,7 +100,21 @@ fn reflection<'b>(services: &[&str]) -> tonic_reflection::server::Builder<'b> {
 pub async fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
+    if exposed(local) {
+        tracing::warn!(
+            addr = %local,
+            "listening beyond loopback without TLS: anyone who can reach this address \
+             can call it unauthenticated and read its traffic; bind 127.0.0.1 unless \
+             the network around it is trusted"
+        );
+    }
     Ok((listener, local))
+}
+
+/// Whether a listener on `local` can be reached from beyond this machine
+/// (Caravan's listeners speak plaintext: they say so at start when it is).
+pub fn exposed(local: SocketAddr) -> bool {
+    !local.ip().is_loopback()
 }
 
 /// Binds a service's configured `grpc_addr`, with an error that names the
@@ -207,6 +221,16 @@ impl Injector for MetadataInjector<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_loopback_listeners_are_private() {
+        for private in ["127.0.0.1:4650", "[::1]:4650"] {
+            assert!(!exposed(private.parse().unwrap()), "{private}");
+        }
+        for public in ["0.0.0.0:4650", "[::]:4650", "10.1.2.3:4650"] {
+            assert!(exposed(public.parse().unwrap()), "{public}");
+        }
+    }
+
     use super::*;
 
     #[test]

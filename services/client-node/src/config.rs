@@ -51,7 +51,10 @@ pub struct ClientConfig {
     pub disk_mb: u64,
     /// Network speed advertised for the node's interface.
     pub network_speed_mbits: u32,
-    /// Enabled task drivers (`raw_exec`, `mock`).
+    /// Enabled task drivers (`raw_exec`, `mock`). `raw_exec` runs a job's
+    /// commands as the client's own user with no isolation, so it is off
+    /// unless listed here, as Nomad's is unless its plugin block enables it;
+    /// the default enables only `mock`.
     pub drivers: Vec<String>,
     /// Run this many simulated nodes (mock driver only) instead of one real node.
     pub simulate: u32,
@@ -136,7 +139,7 @@ impl Default for ClientConfig {
             memory_mb: 0,
             disk_mb: 0,
             network_speed_mbits: 1000,
-            drivers: vec!["raw_exec".into(), "mock".into()],
+            drivers: vec!["mock".into()],
             simulate: 0,
             simulate_resources: SimulatedResources::default(),
             simulate_nodes_per_channel: 100,
@@ -254,6 +257,22 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         ClientConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn raw_exec_is_off_unless_listed() {
+        assert!(
+            !ClientConfig::default()
+                .drivers
+                .iter()
+                .any(|d| d == "raw_exec")
+        );
+        let conf: ClientConfig = ConfigLoader::new(caravan_runtime::names::CLIENT_NODE)
+            .list_keys(ClientConfig::LIST_KEYS)
+            .set("drivers", "raw_exec,mock")
+            .load(&ClientConfig::default())
+            .unwrap();
+        assert_eq!(conf.drivers, ["raw_exec", "mock"]);
     }
 
     #[test]

@@ -236,6 +236,7 @@ async fn raw_exec_task_runs_logs_are_served_and_stop_kills_it() {
             stream: "stdout".into(),
             follow: false,
             offset: 0,
+            from_end: false,
         })
         .await
         .unwrap()
@@ -657,6 +658,7 @@ async fn task_logs_rotate_keeping_max_files_per_stream() {
             stream: "stderr".into(),
             follow: false,
             offset: 0,
+            from_end: false,
         })
         .await
         .unwrap()

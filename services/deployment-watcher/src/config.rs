@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DeploymentWatcherConfig {
-    /// gRPC listen address; port 0 picks a free port.
+    /// gRPC listen address (loopback unless configured; other processes
+    /// reach it only when it binds a routable address); port 0 picks a free
+    /// port.
     pub grpc_addr: String,
     /// Address other services reach this replica at, campaigned with so
     /// followers can name the leader; empty means the bound address (with
@@ -34,7 +36,7 @@ pub struct DeploymentWatcherConfig {
 impl Default for DeploymentWatcherConfig {
     fn default() -> Self {
         DeploymentWatcherConfig {
-            grpc_addr: "0.0.0.0:4653".into(),
+            grpc_addr: "127.0.0.1:4653".into(),
             advertise_addr: String::new(),
             leader_ttl_ms: 3_000,
             eval_batch_window_ms: 1_000,
@@ -73,7 +75,7 @@ mod tests {
     #[test]
     fn defaults_and_overrides() {
         let d = DeploymentWatcherConfig::default();
-        assert_eq!(d.grpc_addr, "0.0.0.0:4653");
+        assert_eq!(d.grpc_addr, "127.0.0.1:4653");
         assert_eq!(d.eval_batch_window(), Duration::from_secs(1));
         let conf: DeploymentWatcherConfig =
             ConfigLoader::new(caravan_runtime::names::DEPLOYMENT_WATCHER)

@@ -13,7 +13,9 @@ use crate::queues::QueueConfig;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct EvalBrokerConfig {
-    /// gRPC listen address; port 0 picks a free port.
+    /// gRPC listen address (loopback unless configured; other processes
+    /// reach it only when it binds a routable address); port 0 picks a free
+    /// port.
     pub grpc_addr: String,
     /// Address other services reach this replica at, campaigned with so
     /// followers can name the leader; empty means the bound address (with
@@ -66,7 +68,7 @@ pub struct EvalBrokerConfig {
 impl Default for EvalBrokerConfig {
     fn default() -> Self {
         EvalBrokerConfig {
-            grpc_addr: "0.0.0.0:4650".into(),
+            grpc_addr: "127.0.0.1:4650".into(),
             advertise_addr: String::new(),
             leader_ttl_ms: 3_000,
             nack_timeout_ms: 60_000,

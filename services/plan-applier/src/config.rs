@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PlanApplierConfig {
-    /// gRPC listen address; port 0 picks a free port.
+    /// gRPC listen address (loopback unless configured; other processes
+    /// reach it only when it binds a routable address); port 0 picks a free
+    /// port.
     pub grpc_addr: String,
     /// Address other services reach this replica on, written into the
     /// leader key; empty means the bound address (loopback when bound to
@@ -48,7 +50,7 @@ pub struct PlanApplierConfig {
 impl Default for PlanApplierConfig {
     fn default() -> Self {
         PlanApplierConfig {
-            grpc_addr: "0.0.0.0:4651".into(),
+            grpc_addr: "127.0.0.1:4651".into(),
             advertise_addr: String::new(),
             leader_ttl_ms: 3_000,
             txn_max_ops: 4_000,

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SchedulerWorkerConfig {
-    /// gRPC listen address (control API and health); port 0 picks a free port.
+    /// gRPC listen address (control API and health; loopback unless
+    /// configured); port 0 picks a free port.
     pub grpc_addr: String,
     /// Address this replica is reachable on, for logs; empty means the
     /// bound address (loopback when bound to all interfaces). Also read as
@@ -53,7 +54,7 @@ pub struct SchedulerWorkerConfig {
 impl Default for SchedulerWorkerConfig {
     fn default() -> Self {
         SchedulerWorkerConfig {
-            grpc_addr: "0.0.0.0:4652".into(),
+            grpc_addr: "127.0.0.1:4652".into(),
             advertise_addr: String::new(),
             workers: 0,
             schedulers: ["service", "batch", "system", "sysbatch"]

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use caravan_model::{AllocExt, trigger};
+use caravan_model::{AllocClientStatusExt, AllocExt, trigger};
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Evaluation, Job,
 };
@@ -65,6 +65,16 @@ pub(crate) fn apply(alloc: &Allocation, update: &AllocUpdate, now: i64) -> Alloc
     }
     next.modify_time_unix_ns = now;
     next
+}
+
+/// Whether a client may report `update` for `alloc`: a finished allocation
+/// (complete, failed, lost) never becomes pending, running or unknown
+/// again, whatever a client says (a late report, or a node lying), so it
+/// can neither hold its node's resources again nor share its name with its
+/// replacement. The check is against the version the write compares, so a
+/// status the servers set meanwhile fails the write and is checked again.
+pub(crate) fn may_report(alloc: &Allocation, update: &AllocUpdate) -> bool {
+    !alloc.client_status().is_terminal() || update.client_status().is_terminal()
 }
 
 /// Whether applying `next` over `prev` is the moment the allocation failed
@@ -156,6 +166,16 @@ pub(crate) fn build_batch(
         let key = keys.alloc(&update.alloc_id);
         txn = txn.or_else(Op::get(key.clone()));
         let Some(alloc) = alloc else { continue };
+        if !may_report(alloc, update) {
+            tracing::warn!(
+                alloc = %alloc.id,
+                node = %alloc.node_id,
+                from = ?alloc.client_status(),
+                to = ?update.client_status(),
+                "a finished allocation stays finished; the report is dropped"
+            );
+            continue;
+        }
         let next = apply(alloc, update, now);
         if newly_failed(alloc, &next)
             && let Some(job) = snap.job(&alloc.namespace, &alloc.job_id)
@@ -424,6 +444,40 @@ mod tests {
         let evals = build_batch(&keys, &snap, &[(healthy, Some(Arc::new(replacement)))], 5).evals;
         assert_eq!(evals.len(), 1);
         assert_eq!(evals[0].triggered_by, "node-drain");
+    }
+
+    #[test]
+    fn a_finished_allocation_never_runs_again() {
+        let keys = Keyspace::new("/t");
+        let snap = Snapshot::new(caravan_state::Tables::new());
+        let mut running = AllocUpdate {
+            alloc_id: "a1".into(),
+            ..Default::default()
+        };
+        running.set_client_status(AllocClientStatus::Running);
+        for finished in [
+            AllocClientStatus::Complete,
+            AllocClientStatus::Failed,
+            AllocClientStatus::Lost,
+        ] {
+            let mut a = alloc("a1");
+            a.set_client_status(finished);
+            let current = vec![(running.clone(), Some(Arc::new(a)))];
+            let batch = build_batch(&keys, &snap, &current, 5);
+            assert!(batch.allocs.is_empty(), "{finished:?} became running");
+            assert!(
+                batch.txn.success.is_empty(),
+                "{finished:?}: nothing written"
+            );
+        }
+        // Finished to finished, and running to finished, are reports.
+        let mut complete = running.clone();
+        complete.set_client_status(AllocClientStatus::Complete);
+        let mut lost = alloc("a1");
+        lost.set_client_status(AllocClientStatus::Lost);
+        assert!(may_report(&lost, &complete));
+        assert!(may_report(&alloc("a1"), &complete));
+        assert!(may_report(&alloc("a1"), &running));
     }
 
     #[test]

@@ -219,6 +219,7 @@ pub fn config(gateway: SocketAddr, data_dir: &Path) -> ClientConfig {
         disk_mb: 10_000,
         stop_tasks_on_shutdown: true,
         task_supervisor: env!("CARGO_BIN_EXE_caravan-client-node").into(),
+        drivers: vec!["raw_exec".into(), "mock".into()],
         ..Default::default()
     }
 }
