@@ -55,6 +55,8 @@ pub struct GatewayConfig {
     /// alternative to `variables_key` that keeps the key out of the
     /// configuration.
     pub variables_key_file: String,
+    /// ACLs (`acl { enabled = true }`), off by default.
+    pub acl: crate::acl::AclConfig,
     /// The state store.
     pub store: StoreConfig,
     /// Logs and traces.
@@ -79,6 +81,7 @@ impl Default for GatewayConfig {
             status_batch_max_allocs: 1000,
             variables_key: String::new(),
             variables_key_file: String::new(),
+            acl: crate::acl::AclConfig::default(),
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),
         }

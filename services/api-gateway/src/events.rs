@@ -33,6 +33,10 @@ pub struct Filter {
     pub namespace: String,
     /// Resume after this revision; 0 starts from now.
     pub index: i64,
+    /// With ACLs on, the subscriber's: events it may not read are left out
+    /// (jobs and what belongs to them need `read-job` in their namespace,
+    /// nodes `node` read).
+    pub acl: Option<std::sync::Arc<crate::acl::Acl>>,
 }
 
 impl Default for Filter {
@@ -41,6 +45,7 @@ impl Default for Filter {
             topics: Vec::new(),
             namespace: DEFAULT_NAMESPACE.into(),
             index: 0,
+            acl: None,
         }
     }
 }
@@ -89,6 +94,15 @@ impl Filter {
     /// Whether an event on `topic` about `key` in `namespace` (none for
     /// cluster-wide objects like nodes) is wanted.
     pub fn wants(&self, topic: &str, key: &str, namespace: Option<&str>) -> bool {
+        if let Some(acl) = &self.acl {
+            let readable = match namespace {
+                Some(ns) => acl.allow_ns_op(ns, "read-job"),
+                None => acl.allow_node_read(),
+            };
+            if !readable {
+                return false;
+            }
+        }
         if let Some(ns) = namespace
             && self.namespace != ALL_NAMESPACES
             && self.namespace != ns

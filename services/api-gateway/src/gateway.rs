@@ -49,6 +49,8 @@ pub struct Gateway {
     pub(crate) status_writes: StatusWrites,
     /// The key variables are sealed with; `None` when none is configured.
     pub(crate) variables_key: Option<Arc<crate::vars::VariableKey>>,
+    /// The ACL entries, when ACLs are enabled.
+    pub(crate) acl: Option<Arc<crate::acl::AclCache>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -85,7 +87,16 @@ impl Gateway {
             },
             shutdown.clone(),
         );
+        let acl = config.acl.enabled.then(|| {
+            let acl = crate::acl::AclCache::new();
+            tokio::spawn(
+                acl.clone()
+                    .run(store.clone(), keys.clone(), shutdown.clone()),
+            );
+            acl
+        });
         Gateway {
+            acl,
             store,
             keys,
             cache,

@@ -84,7 +84,11 @@ impl EventService for EventApi {
         &self,
         request: Request<EventStreamRequest>,
     ) -> Result<Response<EventStream>, Status> {
-        let filter = filter(request.get_ref())?;
+        let mut filter = filter(request.get_ref())?;
+        filter.acl = request
+            .extensions()
+            .get::<crate::acl::Caller>()
+            .map(|c| c.acl.clone());
         let ticks = events::subscribe(&self.0, filter).await?;
         let stream = ticks.flat_map(|tick| {
             let items: Vec<Result<EventBatch, Status>> = match tick {

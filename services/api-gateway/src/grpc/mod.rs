@@ -1,6 +1,8 @@
 //! The gRPC layer: tonic service impls whose handlers only translate
 //! messages and call the domain modules, and the router serving them all.
 
+mod acl;
+mod acl_guard;
 mod client;
 mod cluster;
 mod events;
@@ -8,6 +10,7 @@ mod jobs;
 mod vars;
 
 use caravan_proto::QueryOptions;
+use caravan_proto::acl_service_server::{self, AclServiceServer};
 use caravan_proto::alloc_service_server::{self, AllocServiceServer};
 use caravan_proto::deployment_service_server::{self, DeploymentServiceServer};
 use caravan_proto::eval_service_server::{self, EvalServiceServer};
@@ -20,6 +23,8 @@ use caravan_proto::system_service_server::{self, SystemServiceServer};
 use caravan_proto::variable_service_server::{self, VariableServiceServer};
 use tonic::transport::server::Router;
 
+use acl::AclApi;
+use acl_guard::Guarded;
 use client::NodeClientApi;
 use cluster::ClusterApi;
 use events::EventApi;
@@ -46,37 +51,53 @@ pub(crate) const SERVICES: &[&str] = &[
     system_service_server::SERVICE_NAME,
     node_client_service_server::SERVICE_NAME,
     variable_service_server::SERVICE_NAME,
+    acl_service_server::SERVICE_NAME,
 ];
 
-/// `router` with every gRPC service of the gateway added.
+/// `router` with every gRPC service of the gateway added; every public one
+/// behind the ACL guard (which passes requests through when ACLs are off).
 pub(crate) fn routes(router: Router, gw: &Gateway) -> Router {
     let limit = gw.config.max_body_bytes;
     let cluster = ClusterApi(gw.clone());
     router
-        .add_service(
+        .add_service(Guarded::new(
             JobServiceServer::new(JobApi(gw.clone()))
                 .max_decoding_message_size(limit)
                 .max_encoding_message_size(usize::MAX),
-        )
-        .add_service(EvalServiceServer::new(cluster.clone()).max_encoding_message_size(usize::MAX))
-        .add_service(AllocServiceServer::new(cluster.clone()).max_encoding_message_size(usize::MAX))
-        .add_service(NodeServiceServer::new(cluster.clone()).max_encoding_message_size(usize::MAX))
-        .add_service(
+            gw,
+        ))
+        .add_service(Guarded::new(
+            EvalServiceServer::new(cluster.clone()).max_encoding_message_size(usize::MAX),
+            gw,
+        ))
+        .add_service(Guarded::new(
+            AllocServiceServer::new(cluster.clone()).max_encoding_message_size(usize::MAX),
+            gw,
+        ))
+        .add_service(Guarded::new(
+            NodeServiceServer::new(cluster.clone()).max_encoding_message_size(usize::MAX),
+            gw,
+        ))
+        .add_service(Guarded::new(
             DeploymentServiceServer::new(cluster.clone()).max_encoding_message_size(usize::MAX),
-        )
-        .add_service(
+            gw,
+        ))
+        .add_service(Guarded::new(
             EventServiceServer::new(EventApi(gw.clone())).max_encoding_message_size(usize::MAX),
-        )
-        .add_service(StatusServiceServer::new(cluster.clone()))
-        .add_service(SystemServiceServer::new(cluster))
+            gw,
+        ))
+        .add_service(Guarded::new(StatusServiceServer::new(cluster.clone()), gw))
+        .add_service(Guarded::new(SystemServiceServer::new(cluster), gw))
         .add_service(
             NodeClientServiceServer::new(NodeClientApi(gw.clone()))
                 .max_decoding_message_size(limit.max(16 * 1024 * 1024))
                 .max_encoding_message_size(usize::MAX),
         )
-        .add_service(
+        .add_service(Guarded::new(
             VariableServiceServer::new(VariableApi(gw.clone()))
                 .max_decoding_message_size(limit)
                 .max_encoding_message_size(usize::MAX),
-        )
+            gw,
+        ))
+        .add_service(Guarded::new(AclServiceServer::new(AclApi(gw.clone())), gw))
 }

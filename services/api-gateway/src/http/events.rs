@@ -78,8 +78,13 @@ fn lines(snap: &Snapshot, revisions: &[RevisionEvents]) -> Vec<u8> {
 }
 
 /// Streams events until the client leaves or the gateway stops.
-pub(crate) async fn stream(State(http): State<Http>, RawQuery(raw): RawQuery) -> ApiResult {
-    let filter = Filter::parse(raw.as_deref())?;
+pub(crate) async fn stream(
+    State(http): State<Http>,
+    RawQuery(raw): RawQuery,
+    caller: Option<axum::Extension<crate::acl::Caller>>,
+) -> ApiResult {
+    let mut filter = Filter::parse(raw.as_deref())?;
+    filter.acl = caller.map(|axum::Extension(c)| c.acl);
     let gw = http.gw.clone();
     let ticks = events::subscribe(&gw, filter).await?;
     let body = ticks.map(move |tick| {

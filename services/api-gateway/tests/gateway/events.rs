@@ -29,8 +29,9 @@ fn job(id: &str) -> Vec<u8> {
     .unwrap()
 }
 
-/// Reads the stream until `want` events arrived or the time is up.
-async fn read_events(stream: &mut TcpStream, want: usize) -> Vec<Value> {
+/// Reads the NDJSON event stream until `want` events arrived or the time
+/// is up.
+pub(crate) async fn read_events(stream: &mut TcpStream, want: usize) -> Vec<Value> {
     let mut raw = Vec::new();
     let mut events = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);

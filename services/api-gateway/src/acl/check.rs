@@ -1,0 +1,328 @@
+//! A token's policies compiled into one [`Acl`], and the checks Nomad makes
+//! against it: namespace capabilities (an exact namespace wins, else the
+//! closest glob), variable path capabilities, and the `agent`, `node` and
+//! `operator` levels, where `deny` anywhere wins.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::policy::{DENY, LIST, Policy, READ, WRITE};
+
+/// The namespace that selects every namespace on list endpoints.
+pub const ALL_NAMESPACES: &str = "*";
+
+type Caps = BTreeSet<String>;
+
+/// What one token may do.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Acl {
+    management: bool,
+    namespaces: BTreeMap<String, Caps>,
+    wildcard_namespaces: BTreeMap<String, Caps>,
+    /// Keyed `namespace\0path`.
+    variables: BTreeMap<String, Caps>,
+    wildcard_variables: BTreeMap<String, Caps>,
+    agent: String,
+    node: String,
+    operator: String,
+    quota: String,
+    plugin: String,
+}
+
+/// Nomad's `maxPrivilege`: deny wins, then write, read, list.
+fn max_privilege(a: &str, b: &str) -> String {
+    for level in [DENY, WRITE, READ, LIST] {
+        if a == level || b == level {
+            return level.to_string();
+        }
+    }
+    String::new()
+}
+
+/// Go-glob matching as Nomad uses it: `*` matches any run of characters
+/// (none included); without `*` the pattern must equal the name.
+pub fn glob_matches(pattern: &str, name: &str) -> bool {
+    if !pattern.contains('*') {
+        return pattern == name;
+    }
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !name.starts_with(first) {
+        return false;
+    }
+    let mut rest = &name[first.len()..];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// Nomad's `findClosestMatchingGlob`: of the globs matching `name`, the
+/// one with the smallest difference in length (each `*` counted).
+fn closest_glob<'a>(globs: &'a BTreeMap<String, Caps>, name: &str) -> Option<&'a Caps> {
+    let len = name.len() as i64;
+    globs
+        .iter()
+        .filter(|(pattern, _)| glob_matches(pattern, name))
+        .min_by_key(|(pattern, _)| len - pattern.len() as i64 + pattern.matches('*').count() as i64)
+        .map(|(_, caps)| caps)
+}
+
+impl Acl {
+    /// The ACL of a management token: everything is allowed.
+    pub fn management() -> Acl {
+        Acl {
+            management: true,
+            ..Acl::default()
+        }
+    }
+
+    /// Compiles `policies` as Nomad's `NewACL` does.
+    pub fn compile<'a>(policies: impl IntoIterator<Item = &'a Policy>) -> Acl {
+        let mut acl = Acl::default();
+        for policy in policies {
+            for ns in &policy.namespaces {
+                let glob = ns.name.contains('*');
+                for path in &ns.variables {
+                    let key = format!("{}\0{}", ns.name, path.path);
+                    let table = if glob || path.path.contains('*') {
+                        &mut acl.wildcard_variables
+                    } else {
+                        &mut acl.variables
+                    };
+                    table
+                        .entry(key)
+                        .or_default()
+                        .extend(path.capabilities.iter().cloned());
+                }
+                let table = if glob {
+                    &mut acl.wildcard_namespaces
+                } else {
+                    &mut acl.namespaces
+                };
+                let caps = table.entry(ns.name.clone()).or_default();
+                if caps.contains(DENY) {
+                    continue;
+                }
+                for cap in &ns.capabilities {
+                    if cap == DENY {
+                        caps.clear();
+                        caps.insert(DENY.to_string());
+                        break;
+                    }
+                    caps.insert(cap.clone());
+                }
+            }
+            if let Some(level) = &policy.agent {
+                acl.agent = max_privilege(&acl.agent, level);
+            }
+            if let Some(level) = &policy.node {
+                acl.node = max_privilege(&acl.node, level);
+            }
+            if let Some(op) = &policy.operator {
+                acl.operator = max_privilege(&acl.operator, &op.policy);
+            }
+            if let Some(level) = &policy.quota {
+                acl.quota = max_privilege(&acl.quota, level);
+            }
+            if let Some(level) = &policy.plugin {
+                acl.plugin = max_privilege(&acl.plugin, level);
+            }
+        }
+        acl
+    }
+
+    /// Whether this is a management token's ACL.
+    pub fn is_management(&self) -> bool {
+        self.management
+    }
+
+    fn namespace_caps(&self, ns: &str) -> Option<&Caps> {
+        self.namespaces
+            .get(ns)
+            .or_else(|| closest_glob(&self.wildcard_namespaces, ns))
+    }
+
+    fn any_namespace(&self, cb: impl Fn(&Caps) -> bool) -> bool {
+        self.namespaces
+            .values()
+            .chain(self.wildcard_namespaces.values())
+            .any(cb)
+    }
+
+    /// Nomad's `AllowNamespaceOperation`: `op` granted in `ns`; for `*`,
+    /// granted in any namespace.
+    pub fn allow_ns_op(&self, ns: &str, op: &str) -> bool {
+        if self.management {
+            return true;
+        }
+        if ns == ALL_NAMESPACES && self.any_namespace(|c| c.contains(op)) {
+            return true;
+        }
+        self.namespace_caps(ns).is_some_and(|c| c.contains(op))
+    }
+
+    /// Nomad's `AllowNamespace`: any operation granted in `ns`.
+    pub fn allow_namespace(&self, ns: &str) -> bool {
+        if self.management {
+            return true;
+        }
+        let usable = |c: &Caps| !c.is_empty() && !c.contains(DENY);
+        if ns == ALL_NAMESPACES && self.any_namespace(usable) {
+            return true;
+        }
+        self.namespace_caps(ns).is_some_and(usable)
+    }
+
+    /// Nomad's `AllowVariableOperation`: `op` (`list`, `read`, `write`,
+    /// `destroy`) on the variable at `path` in `ns`.
+    pub fn allow_variable_op(&self, ns: &str, path: &str, op: &str) -> bool {
+        if self.management {
+            return true;
+        }
+        let key = format!("{ns}\0{path}");
+        self.variables
+            .get(&key)
+            .or_else(|| closest_glob(&self.wildcard_variables, &key))
+            .is_some_and(|c| c.contains(op))
+    }
+
+    /// Whether any variables path of `ns` (any namespace for `*`) is
+    /// granted at all: the loose check before a list is filtered by path.
+    pub fn allow_variable_search(&self, ns: &str) -> bool {
+        if self.management {
+            return true;
+        }
+        if ns == ALL_NAMESPACES {
+            return !self.variables.is_empty() || !self.wildcard_variables.is_empty();
+        }
+        let prefix = format!("{ns}\0");
+        self.variables.keys().any(|k| k.starts_with(&prefix))
+            || self.wildcard_variables.keys().any(|k| {
+                let (pattern_ns, _) = k.split_once('\0').unwrap_or((k, ""));
+                glob_matches(pattern_ns, ns)
+            })
+    }
+
+    fn level_allows(&self, level: &str, write: bool) -> bool {
+        self.management || level == WRITE || (!write && level == READ)
+    }
+
+    /// `agent` read.
+    pub fn allow_agent_read(&self) -> bool {
+        self.level_allows(&self.agent, false)
+    }
+
+    /// `agent` write.
+    pub fn allow_agent_write(&self) -> bool {
+        self.level_allows(&self.agent, true)
+    }
+
+    /// `node` read.
+    pub fn allow_node_read(&self) -> bool {
+        self.level_allows(&self.node, false)
+    }
+
+    /// `node` write.
+    pub fn allow_node_write(&self) -> bool {
+        self.level_allows(&self.node, true)
+    }
+
+    /// `operator` read.
+    pub fn allow_operator_read(&self) -> bool {
+        self.level_allows(&self.operator, false)
+    }
+
+    /// `operator` write.
+    pub fn allow_operator_write(&self) -> bool {
+        self.level_allows(&self.operator, true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acl::policy::parse;
+
+    fn acl(rules: &[&str]) -> Acl {
+        let policies: Vec<Policy> = rules.iter().map(|r| parse(r).unwrap()).collect();
+        Acl::compile(&policies)
+    }
+
+    #[test]
+    fn globs_match_like_go_glob() {
+        assert!(glob_matches("*", ""));
+        assert!(glob_matches("prod-*", "prod-web"));
+        assert!(glob_matches("*-web", "prod-web"));
+        assert!(glob_matches("p*d*b", "prod-web"));
+        assert!(!glob_matches("prod-*", "dev-web"));
+        assert!(!glob_matches("a*a", "a"));
+        assert!(glob_matches("a*a", "aa"));
+        assert!(!glob_matches("web", "web2"));
+    }
+
+    #[test]
+    fn the_exact_namespace_wins_then_the_closest_glob() {
+        let a = acl(&[r#"
+            namespace "*" { policy = "read" }
+            namespace "prod-*" { policy = "write" }
+            namespace "prod-secret" { policy = "deny" }
+        "#]);
+        assert!(a.allow_ns_op("dev", "read-job"));
+        assert!(!a.allow_ns_op("dev", "submit-job"));
+        assert!(a.allow_ns_op("prod-web", "submit-job"));
+        assert!(!a.allow_ns_op("prod-secret", "read-job"));
+        assert!(!a.allow_namespace("prod-secret"));
+        assert!(a.allow_namespace("dev"));
+        assert!(a.allow_ns_op("*", "submit-job"));
+        assert!(!a.allow_ns_op("*", "alloc-node-exec"));
+    }
+
+    #[test]
+    fn deny_wins_across_policies_and_levels_merge() {
+        let a = acl(&[
+            r#"namespace "default" { policy = "write" }
+               node { policy = "read" }
+               agent { policy = "write" }"#,
+            r#"namespace "default" { policy = "deny" }
+               node { policy = "write" }
+               operator { policy = "read" }"#,
+        ]);
+        assert!(!a.allow_ns_op("default", "read-job"));
+        assert!(a.allow_node_write() && a.allow_node_read());
+        assert!(a.allow_agent_write());
+        assert!(a.allow_operator_read() && !a.allow_operator_write());
+        let none = acl(&[r#"namespace "default" { policy = "read" }"#]);
+        assert!(!none.allow_node_read() && !none.allow_agent_read());
+        assert!(!none.allow_ns_op("other", "read-job"));
+        let m = Acl::management();
+        assert!(m.allow_ns_op("x", "submit-job") && m.allow_operator_write());
+    }
+
+    #[test]
+    fn variable_paths_match_exactly_or_by_glob() {
+        let a = acl(&[r#"
+            namespace "default" {
+              variables {
+                path "app/*" { capabilities = ["read"] }
+                path "app/secret" { capabilities = ["deny"] }
+                path "ops/db" { capabilities = ["write", "list"] }
+              }
+            }
+            namespace "dev-*" {
+              variables { path "*" { capabilities = ["write"] } }
+            }
+        "#]);
+        assert!(a.allow_variable_op("default", "app/web", "read"));
+        assert!(a.allow_variable_op("default", "app/web", "list"));
+        assert!(!a.allow_variable_op("default", "app/web", "write"));
+        assert!(!a.allow_variable_op("default", "app/secret", "read"));
+        assert!(a.allow_variable_op("default", "ops/db", "write"));
+        assert!(a.allow_variable_op("dev-1", "x", "write"));
+        assert!(!a.allow_variable_op("prod", "x", "read"));
+        assert!(a.allow_variable_search("default") && a.allow_variable_search("dev-2"));
+        assert!(!a.allow_variable_search("prod"));
+    }
+}

@@ -1,0 +1,54 @@
+//! Nomad's ACL system: policies in Nomad's policy language ([`policy`]),
+//! compiled per token into the checks Nomad makes ([`check`]), tokens and
+//! policies in the store with a watched cache for per-request lookups
+//! ([`store`]), and the table of what each HTTP route needs ([`routes`]).
+//! The transports enforce it: `http::acl_guard` on every HTTP route,
+//! `grpc::acl_guard` on the public gRPC services.
+
+pub mod check;
+pub mod policy;
+pub mod routes;
+pub mod store;
+
+use serde::{Deserialize, Serialize};
+
+pub use check::Acl;
+pub use store::{AclCache, Caller};
+
+/// The `acl` section of the gateway's configuration (Nomad's agent
+/// `acl { enabled = true }`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AclConfig {
+    /// Enforce ACLs: every request needs a token allowed to make it (or the
+    /// `anonymous` policy's leave). Off, nothing is checked and the ACL
+    /// endpoints answer that ACLs are disabled.
+    pub enabled: bool,
+}
+
+/// The token a request presents: `X-Nomad-Token`, else
+/// `Authorization: Bearer <secret>`; empty counts as none.
+pub fn token_of(x_nomad_token: Option<&str>, authorization: Option<&str>) -> Option<String> {
+    let direct = x_nomad_token.map(str::trim).filter(|t| !t.is_empty());
+    let bearer = authorization
+        .and_then(|a| {
+            let (scheme, rest) = a.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(rest.trim())
+        })
+        .filter(|t| !t.is_empty());
+    direct.or(bearer).map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_come_from_either_header() {
+        assert_eq!(token_of(Some("s1"), None).as_deref(), Some("s1"));
+        assert_eq!(token_of(None, Some("Bearer s2")).as_deref(), Some("s2"));
+        assert_eq!(token_of(None, Some("bearer  s3 ")).as_deref(), Some("s3"));
+        assert_eq!(token_of(Some(""), Some("Basic x")), None);
+        assert_eq!(token_of(Some("a"), Some("Bearer b")).as_deref(), Some("a"));
+    }
+}

@@ -1,0 +1,281 @@
+//! ACL enforcement on every HTTP route, in one place: a layer over the
+//! whole router that resolves the request's token, looks the matched
+//! route up in [`routes::RULES`] (a route missing there is refused), checks
+//! what it needs in the request's namespace (and in the namespace a
+//! written body names), hands the resolved [`Caller`] to the handler, and
+//! filters the items of list answers to the namespaces the token may read.
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{MatchedPath, Request};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use crate::acl::check::ALL_NAMESPACES;
+use crate::acl::routes::{self, Need, Rule};
+use crate::acl::store::ResolveError;
+use crate::acl::{Acl, Caller, token_of};
+use crate::gateway::Gateway;
+use crate::http::acl::{permission_denied, token_not_found};
+use crate::http::params;
+use crate::query::DEFAULT_NAMESPACE;
+
+/// The namespace a request names (`?namespace=`), else `default`.
+fn request_namespace(query: Option<&str>) -> String {
+    params::pairs(query.unwrap_or_default())
+        .into_iter()
+        .rev()
+        .find(|(k, v)| k == "namespace" && !v.is_empty())
+        .map_or_else(|| DEFAULT_NAMESPACE.to_string(), |(_, v)| v)
+}
+
+/// The variable path of a `/v1/var/<path>` request, decoded.
+fn variable_path(path: &str) -> String {
+    path.strip_prefix("/v1/var/")
+        .map(|p| params::percent_decode(&p.replace('+', "%2B")))
+        .unwrap_or_default()
+}
+
+/// The namespaces a written body names: its `Namespace` and its job's.
+fn body_namespaces(body: &[u8]) -> Vec<String> {
+    let Ok(Value::Object(obj)) = serde_json::from_slice::<Value>(body) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut take = |v: Option<&Value>| {
+        if let Some(Value::String(ns)) = v
+            && !ns.is_empty()
+        {
+            out.push(ns.clone());
+        }
+    };
+    take(obj.get("Namespace"));
+    if let Some(Value::Object(job)) = obj.get("Job") {
+        take(job.get("Namespace"));
+    }
+    out
+}
+
+/// The value of the `{param}` segment of `pattern` in `path`.
+fn path_param(pattern: &str, path: &str, param: &str) -> Option<String> {
+    let at = pattern.split('/').position(|seg| seg == param)?;
+    path.split('/').nth(at).map(params::percent_decode)
+}
+
+/// The namespace of the object a route names by id (an allocation,
+/// evaluation, deployment or scaling policy), from the watch cache: a token is checked
+/// where the object lives, not only where the request says it looks.
+fn owner_namespace(gw: &Gateway, pattern: &str, path: &str) -> Option<String> {
+    let snap = gw.cache.snapshot();
+    if let Some(id) = path_param(pattern, path, "{alloc_id}") {
+        return snap.alloc(&id).map(|a| a.namespace.clone());
+    }
+    let id = path_param(pattern, path, "{id}")?;
+    if pattern.starts_with("/v1/allocation/") {
+        snap.alloc(&id).map(|a| a.namespace.clone())
+    } else if pattern.starts_with("/v1/evaluation/") {
+        snap.eval(&id).map(|e| e.namespace.clone())
+    } else if pattern.starts_with("/v1/deployment/") {
+        snap.deployment(&id).map(|d| d.namespace.clone())
+    } else if pattern.starts_with("/v1/scaling/policy/") {
+        crate::scaling::get(&snap, &id).map(|found| found.job.namespace.clone())
+    } else {
+        None
+    }
+}
+
+/// Keeps the items of a JSON list the token may see: those in a namespace
+/// where `rule`'s capability is granted (for variables, `list` on the
+/// item's path). Items without a namespace are kept.
+fn filter_list(acl: &Acl, rule: &Rule, items: Vec<Value>) -> Vec<Value> {
+    items
+        .into_iter()
+        .filter(|item| {
+            // Scaling policies carry theirs in `Target`.
+            let ns = item
+                .get("Namespace")
+                .or_else(|| item.get("Target").and_then(|t| t.get("Namespace")))
+                .and_then(Value::as_str);
+            let Some(ns) = ns else {
+                return true;
+            };
+            match rule.need {
+                Need::Var(_) => {
+                    let path = item.get("Path").and_then(Value::as_str).unwrap_or_default();
+                    acl.allow_variable_op(ns, path, "list")
+                }
+                Need::Ns(cap) => acl.allow_ns_op(ns, cap),
+                _ => acl.allow_ns_op(ns, "read-job"),
+            }
+        })
+        .collect()
+}
+
+async fn filtered(acl: &Acl, rule: &Rule, response: Response) -> Response {
+    if !response.status().is_success() {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = to_bytes(body, usize::MAX).await else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "the answer was cut off").into_response();
+    };
+    let bytes = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Array(items)) => {
+            let kept = Value::Array(filter_list(acl, rule, items));
+            parts.headers.remove(header::CONTENT_LENGTH);
+            axum::body::Bytes::from(kept.to_string())
+        }
+        _ => bytes,
+    };
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// The guard: see the module documentation.
+pub(crate) async fn guard(gw: Gateway, limit: usize, mut req: Request, next: Next) -> Response {
+    let Some(cache) = gw.acl.clone() else {
+        return next.run(req).await;
+    };
+    // No route matched: the router's 404 says nothing a token would hide.
+    let Some(pattern) = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+    else {
+        return next.run(req).await;
+    };
+    let rule = match routes::lookup(req.method().as_str(), &pattern) {
+        Ok(Some(rule)) => rule,
+        // Another method of a known route: the router answers 405.
+        Ok(None) => return next.run(req).await,
+        Err(()) => {
+            tracing::warn!(pattern, "HTTP route without an ACL entry refused");
+            return permission_denied();
+        }
+    };
+    if !cache.ready().await {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ACL state not loaded yet; try again",
+        )
+            .into_response();
+    }
+    let headers = req.headers();
+    let secret = token_of(
+        headers.get("X-Nomad-Token").and_then(|v| v.to_str().ok()),
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let caller: Caller = match cache.resolve(secret.as_deref()) {
+        Ok(caller) => caller,
+        Err(ResolveError::NotFound) => return token_not_found(),
+    };
+    let acl = caller.acl.clone();
+    if rule.need == Need::Token && caller.token.is_none() {
+        return permission_denied();
+    }
+    let namespace = request_namespace(req.uri().query());
+    let var_path = variable_path(req.uri().path());
+    if !rule.need.allowed(&acl, &namespace, &var_path) {
+        return permission_denied();
+    }
+    // Only lists are filtered: elsewhere `*` (every namespace) needs a
+    // management token.
+    if namespace == ALL_NAMESPACES
+        && !rule.list
+        && matches!(rule.need, Need::Ns(_))
+        && !acl.is_management()
+    {
+        return permission_denied();
+    }
+    if let Need::Ns(_) = rule.need
+        && let Some(owner) = owner_namespace(&gw, &pattern, req.uri().path())
+        && !rule.need.allowed(&acl, &owner, &var_path)
+    {
+        return permission_denied();
+    }
+    let writes = matches!(*req.method(), Method::PUT | Method::POST);
+    if writes && matches!(rule.need, Need::Ns(_) | Need::Var(_)) {
+        let (parts, body) = req.into_parts();
+        let bytes = match to_bytes(body, limit).await {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                return (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("length limit exceeded: {err}"),
+                )
+                    .into_response();
+            }
+        };
+        for ns in body_namespaces(&bytes) {
+            if !rule.need.allowed(&acl, &ns, &var_path) {
+                return permission_denied();
+            }
+        }
+        req = Request::from_parts(parts, Body::from(bytes));
+    }
+    req.extensions_mut().insert(caller);
+    let response = next.run(req).await;
+    if rule.list && !acl.is_management() {
+        return filtered(&acl, rule, response).await;
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acl::policy::parse;
+
+    #[test]
+    fn the_namespace_comes_from_the_query_or_defaults() {
+        assert_eq!(request_namespace(None), "default");
+        assert_eq!(request_namespace(Some("namespace=prod&x=1")), "prod");
+        assert_eq!(request_namespace(Some("namespace=%2A")), "*");
+        assert_eq!(request_namespace(Some("namespace=")), "default");
+        assert_eq!(variable_path("/v1/var/a%2Fb/c"), "a/b/c");
+        assert_eq!(variable_path("/v1/var/a+b"), "a+b");
+    }
+
+    #[test]
+    fn path_params_are_read_by_position() {
+        let pattern = "/v1/deployment/promote/{id}";
+        assert_eq!(
+            path_param(pattern, "/v1/deployment/promote/d-1", "{id}").as_deref(),
+            Some("d-1")
+        );
+        assert_eq!(
+            path_param(pattern, "/v1/deployment/promote/d-1", "{alloc_id}"),
+            None
+        );
+    }
+
+    #[test]
+    fn bodies_name_their_namespaces() {
+        assert_eq!(
+            body_namespaces(br#"{"Job": {"ID": "x", "Namespace": "prod"}}"#),
+            vec!["prod"]
+        );
+        assert_eq!(
+            body_namespaces(br#"{"Namespace": "a", "Items": {}}"#),
+            vec!["a"]
+        );
+        assert!(body_namespaces(b"job \"x\" {}").is_empty());
+    }
+
+    #[test]
+    fn lists_keep_what_the_token_may_read() {
+        let acl = Acl::compile([&parse(r#"namespace "default" { policy = "read" }"#).unwrap()]);
+        let rule = routes::lookup("GET", "/v1/jobs").unwrap().unwrap();
+        let items = vec![
+            serde_json::json!({"ID": "a", "Namespace": "default"}),
+            serde_json::json!({"ID": "b", "Namespace": "prod"}),
+            serde_json::json!({"ID": "n"}),
+            serde_json::json!({"ID": "s", "Target": {"Namespace": "prod"}}),
+        ];
+        let kept = filter_list(&acl, rule, items);
+        let ids: Vec<&str> = kept.iter().filter_map(|v| v["ID"].as_str()).collect();
+        assert_eq!(ids, vec!["a", "n"]);
+    }
+}

@@ -1,0 +1,272 @@
+//! `acl bootstrap`, `acl policy apply|list|info|delete` and `acl token
+//! create|list|info|self|delete`: Nomad's ACL verbs over the gateway's
+//! `AclService`, printed as Nomad prints them.
+
+use std::path::PathBuf;
+
+use caravan_proto::acl_service_client::AclServiceClient;
+use caravan_proto::{
+    AclBootstrapRequest, AclPolicy, AclToken, AclTokenSelfRequest, DeleteAclPolicyRequest,
+    DeleteAclTokenRequest, GetAclPolicyRequest, GetAclTokenRequest, ListAclPoliciesRequest,
+    ListAclTokensRequest, UpsertAclPolicyRequest, UpsertAclTokenRequest,
+};
+use clap::Subcommand;
+
+use crate::api::{Api, Conn};
+use crate::error::CliError;
+use crate::format::{kv, rfc3339, table};
+use crate::ui::Ui;
+
+type Result<T> = std::result::Result<T, CliError>;
+
+/// `caravan acl …`.
+#[derive(Debug, Subcommand)]
+pub enum AclCommand {
+    /// Create the first management token (once per cluster).
+    Bootstrap,
+    /// Write, list, show and delete policies.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+    /// Create, list, show and delete tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+/// `caravan acl policy …`.
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Create or replace a policy from a file of rules (HCL or JSON; `-`
+    /// reads standard input).
+    Apply {
+        /// A description of the policy.
+        #[arg(long, default_value = "")]
+        description: String,
+        /// The policy's name.
+        name: String,
+        /// The rules file.
+        file: PathBuf,
+    },
+    /// List policies.
+    List,
+    /// Show a policy and its rules.
+    Info {
+        /// The policy's name.
+        name: String,
+    },
+    /// Delete a policy.
+    Delete {
+        /// The policy's name.
+        name: String,
+    },
+}
+
+/// `caravan acl token …`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token; prints its secret.
+    Create {
+        /// A name for the token.
+        #[arg(long, default_value = "")]
+        name: String,
+        /// `client` (the default) or `management`.
+        #[arg(long = "type", default_value = "client")]
+        token_type: String,
+        /// A policy of the token (repeatable).
+        #[arg(long = "policy")]
+        policies: Vec<String>,
+        /// Replicate the token to every region.
+        #[arg(long)]
+        global: bool,
+    },
+    /// List tokens.
+    List,
+    /// Show a token.
+    Info {
+        /// The token's accessor ID.
+        accessor: String,
+    },
+    /// Show the token in use.
+    #[command(name = "self")]
+    Own,
+    /// Delete a token.
+    Delete {
+        /// The token's accessor ID.
+        accessor: String,
+    },
+}
+
+fn client(api: &Api) -> AclServiceClient<Conn> {
+    AclServiceClient::new(api.channel())
+}
+
+fn or_na(items: &[String]) -> String {
+    if items.is_empty() {
+        "n/a".into()
+    } else {
+        items.join(",")
+    }
+}
+
+/// A token as Nomad's `acl token info` prints it.
+fn token_page(t: &AclToken) -> String {
+    kv(&[
+        ("Accessor ID", t.accessor_id.clone()),
+        ("Secret ID", t.secret_id.clone()),
+        ("Name", t.name.clone()),
+        ("Type", t.r#type.clone()),
+        ("Global", t.global.to_string()),
+        ("Create Time", rfc3339(t.create_time)),
+        ("Expiry Time", "<none>".into()),
+        ("Create Index", t.create_revision.to_string()),
+        ("Modify Index", t.modify_revision.to_string()),
+        ("Policies", or_na(&t.policies)),
+        ("Roles", "n/a".into()),
+    ])
+}
+
+fn read_rules(file: &PathBuf) -> Result<String> {
+    let read = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(file)
+    };
+    read.map_err(|e| CliError::Usage(format!("Error reading policy file {}: {e}", file.display())))
+}
+
+pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AclCommand) -> Result<u8> {
+    let mut acl = client(api);
+    match cmd {
+        AclCommand::Bootstrap => {
+            let resp = acl
+                .bootstrap(AclBootstrapRequest {})
+                .await
+                .map_err(api.err("Error bootstrapping"))?;
+            ui.output(token_page(&resp.into_inner().token.unwrap_or_default()));
+        }
+        AclCommand::Policy(PolicyCommand::Apply {
+            description,
+            name,
+            file,
+        }) => {
+            let rules = read_rules(&file)?;
+            acl.upsert_policy(UpsertAclPolicyRequest {
+                policy: Some(AclPolicy {
+                    name: name.clone(),
+                    description,
+                    rules,
+                    ..Default::default()
+                }),
+            })
+            .await
+            .map_err(api.err("Error writing ACL policy"))?;
+            ui.output(format!("Successfully wrote {name:?} ACL policy!"));
+        }
+        AclCommand::Policy(PolicyCommand::List) => {
+            let resp = acl
+                .list_policies(ListAclPoliciesRequest {})
+                .await
+                .map_err(api.err("Error listing ACL policies"))?;
+            let policies = resp.into_inner().policies;
+            if policies.is_empty() {
+                ui.output("No policies found");
+            } else {
+                let mut rows = vec![vec!["Name".to_string(), "Description".to_string()]];
+                rows.extend(policies.into_iter().map(|p| vec![p.name, p.description]));
+                ui.output(table(rows));
+            }
+        }
+        AclCommand::Policy(PolicyCommand::Info { name }) => {
+            let resp = acl
+                .get_policy(GetAclPolicyRequest { name })
+                .await
+                .map_err(api.err("Error reading ACL policy"))?;
+            let p = resp.into_inner().policy.unwrap_or_default();
+            let head = kv(&[
+                ("Name", p.name.clone()),
+                ("Description", p.description.clone()),
+                ("CreateIndex", p.create_revision.to_string()),
+                ("ModifyIndex", p.modify_revision.to_string()),
+            ]);
+            ui.output(format!("{head}\n\nRules\n\n{}", p.rules.trim_end()));
+        }
+        AclCommand::Policy(PolicyCommand::Delete { name }) => {
+            acl.delete_policy(DeleteAclPolicyRequest { name: name.clone() })
+                .await
+                .map_err(api.err("Error deleting ACL policy"))?;
+            ui.output(format!("Successfully deleted {name:?} ACL policy!"));
+        }
+        AclCommand::Token(TokenCommand::Create {
+            name,
+            token_type,
+            policies,
+            global,
+        }) => {
+            let resp = acl
+                .upsert_token(UpsertAclTokenRequest {
+                    token: Some(AclToken {
+                        name,
+                        r#type: token_type,
+                        policies,
+                        global,
+                        ..Default::default()
+                    }),
+                })
+                .await
+                .map_err(api.err("Error creating token"))?;
+            ui.output(token_page(&resp.into_inner().token.unwrap_or_default()));
+        }
+        AclCommand::Token(TokenCommand::List) => {
+            let resp = acl
+                .list_tokens(ListAclTokensRequest {})
+                .await
+                .map_err(api.err("Error listing tokens"))?;
+            let tokens = resp.into_inner().tokens;
+            if tokens.is_empty() {
+                ui.output("No tokens found");
+            } else {
+                let mut rows = vec![vec![
+                    "Name".to_string(),
+                    "Type".to_string(),
+                    "Global".to_string(),
+                    "Accessor ID".to_string(),
+                    "Expired".to_string(),
+                ]];
+                rows.extend(tokens.into_iter().map(|t| {
+                    vec![
+                        t.name,
+                        t.r#type,
+                        t.global.to_string(),
+                        t.accessor_id,
+                        "false".to_string(),
+                    ]
+                }));
+                ui.output(table(rows));
+            }
+        }
+        AclCommand::Token(TokenCommand::Info { accessor }) => {
+            let resp = acl
+                .get_token(GetAclTokenRequest {
+                    accessor_id: accessor,
+                })
+                .await
+                .map_err(api.err("Error fetching token"))?;
+            ui.output(token_page(&resp.into_inner().token.unwrap_or_default()));
+        }
+        AclCommand::Token(TokenCommand::Own) => {
+            let resp = acl
+                .token_self(AclTokenSelfRequest {})
+                .await
+                .map_err(api.err("Error fetching self token"))?;
+            ui.output(token_page(&resp.into_inner().token.unwrap_or_default()));
+        }
+        AclCommand::Token(TokenCommand::Delete { accessor }) => {
+            acl.delete_token(DeleteAclTokenRequest {
+                accessor_id: accessor.clone(),
+            })
+            .await
+            .map_err(api.err("Error deleting token"))?;
+            ui.output(format!("Token {accessor} successfully deleted"));
+        }
+    }
+    Ok(0)
+}
