@@ -1,9 +1,7 @@
 //! Task logs: found on the client node running the allocation and streamed
 //! through the gateway from that node's own API.
 
-use caravan_proto::client_node_service_client::ClientNodeServiceClient;
 use caravan_proto::{LogChunk, ReadLogsRequest};
-use caravan_runtime::grpc::{channel, propagate_trace};
 
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
@@ -28,8 +26,13 @@ pub fn validate(mut request: ReadLogsRequest) -> Result<ReadLogsRequest> {
             format!("must be stdout or stderr, not {:?}", request.stream),
         ));
     }
-    if request.offset < 0 {
-        return Err(GatewayError::field("offset", "must not be negative"));
+    // A negative offset counts back from the log's end; so does a positive
+    // one from the end.
+    if request.from_end && request.offset < 0 {
+        return Err(GatewayError::field(
+            "offset",
+            "must not be negative when read from the end",
+        ));
     }
     Ok(request)
 }
@@ -64,19 +67,7 @@ pub async fn read_logs(
     let node = snap
         .node(&alloc.node_id)
         .ok_or_else(|| GatewayError::NotFound(format!("node not found: {}", alloc.node_id)))?;
-    if node.http_addr.is_empty() {
-        return Err(GatewayError::Unavailable(format!(
-            "node {} does not serve a client API",
-            node.id
-        )));
-    }
-    let ch = channel(&node.http_addr).map_err(|e| {
-        GatewayError::Unavailable(format!(
-            "client node {} at {}: {e}",
-            node.id, node.http_addr
-        ))
-    })?;
-    let mut client = ClientNodeServiceClient::with_interceptor(ch, propagate_trace);
+    let mut client = crate::client_fs::dial(node)?;
     let stream = client
         .read_logs(request)
         .await
@@ -106,7 +97,7 @@ mod tests {
             ..ok.clone()
         };
         assert!(validate(bad).unwrap_err().to_string().starts_with("task"));
-        let bad = ReadLogsRequest { offset: -1, ..ok };
-        assert!(validate(bad).unwrap_err().to_string().starts_with("offset"));
+        let from_end = ReadLogsRequest { offset: -1, ..ok };
+        assert_eq!(validate(from_end).unwrap().offset, -1);
     }
 }

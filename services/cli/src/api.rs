@@ -25,6 +25,9 @@ use caravan_proto::{
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 use crate::error::CliError;
@@ -37,12 +40,33 @@ const MAX_MESSAGE_BYTES: usize = 512 * 1024 * 1024;
 
 type Result<T> = std::result::Result<T, CliError>;
 
+/// Puts the ACL token, if any, in every call's `x-nomad-token` metadata.
+#[derive(Debug, Clone, Default)]
+pub struct TokenHeader(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for TokenHeader {
+    fn call(
+        &mut self,
+        mut req: tonic::Request<()>,
+    ) -> std::result::Result<tonic::Request<()>, tonic::Status> {
+        if let Some(token) = &self.0 {
+            req.metadata_mut().insert("x-nomad-token", token.clone());
+        }
+        Ok(req)
+    }
+}
+
+/// The connection every client of the CLI uses: the channel with the
+/// token added to each call.
+pub type Conn = InterceptedService<Channel, TokenHeader>;
+
 /// A connection to one api-gateway.
 #[derive(Debug, Clone)]
 pub struct Api {
     address: String,
     namespace: String,
-    channel: Channel,
+    raw: Channel,
+    channel: Conn,
 }
 
 /// A read's answer and the revision it reflects.
@@ -67,8 +91,24 @@ impl Api {
         Ok(Api {
             address: address.to_string(),
             namespace: namespace.to_string(),
-            channel,
+            raw: channel.clone(),
+            channel: InterceptedService::new(channel, TokenHeader::default()),
         })
+    }
+
+    /// The same connection sending `token` (an ACL secret) with every call;
+    /// `None` or empty sends none.
+    pub fn with_token(mut self, token: Option<&str>) -> Result<Api> {
+        let token = token.map(str::trim).filter(|t| !t.is_empty());
+        let header = token
+            .map(|t| {
+                t.parse::<MetadataValue<Ascii>>().map_err(|_| {
+                    CliError::Usage("Invalid -token: not a printable ASCII secret".into())
+                })
+            })
+            .transpose()?;
+        self.channel = InterceptedService::new(self.raw.clone(), TokenHeader(header));
+        Ok(self)
     }
 
     /// The gateway's address.
@@ -82,7 +122,7 @@ impl Api {
     }
 
     /// The connection, for the services with their own client module.
-    pub(crate) fn channel(&self) -> Channel {
+    pub(crate) fn channel(&self) -> Conn {
         self.channel.clone()
     }
 
@@ -111,25 +151,25 @@ impl Api {
         })
     }
 
-    fn jobs(&self) -> JobServiceClient<Channel> {
+    fn jobs(&self) -> JobServiceClient<Conn> {
         JobServiceClient::new(self.channel.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES)
     }
 
-    fn evals(&self) -> EvalServiceClient<Channel> {
+    fn evals(&self) -> EvalServiceClient<Conn> {
         EvalServiceClient::new(self.channel.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 
-    fn allocs(&self) -> AllocServiceClient<Channel> {
+    pub(crate) fn allocs(&self) -> AllocServiceClient<Conn> {
         AllocServiceClient::new(self.channel.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 
-    fn nodes(&self) -> NodeServiceClient<Channel> {
+    fn nodes(&self) -> NodeServiceClient<Conn> {
         NodeServiceClient::new(self.channel.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 
-    fn deployments(&self) -> DeploymentServiceClient<Channel> {
+    fn deployments(&self) -> DeploymentServiceClient<Conn> {
         DeploymentServiceClient::new(self.channel.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
     }

@@ -26,6 +26,10 @@ pub struct Cli {
         default_value = "default"
     )]
     pub namespace: String,
+    /// The ACL token's secret, sent with every call (`NOMAD_TOKEN` is read
+    /// too when this and `CARAVAN_TOKEN` are unset).
+    #[arg(long, global = true, env = "CARAVAN_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -55,6 +59,9 @@ pub enum Command {
     /// Read, write, list and purge variables (Nomad Variables).
     #[command(subcommand)]
     Var(VarCommand),
+    /// ACLs: bootstrap, policies and tokens.
+    #[command(subcommand)]
+    Acl(crate::commands::acl::AclCommand),
     /// List jobs, or show the job, allocation, evaluation, node or
     /// deployment with an id.
     Status {
@@ -312,12 +319,53 @@ pub enum AllocCommand {
         /// Print the standard error log instead of standard output.
         #[arg(long)]
         stderr: bool,
-        /// Keep printing as the log grows.
-        #[arg(short = 'f', long)]
-        follow: bool,
+        #[command(flatten)]
+        window: TailArgs,
         /// The allocation id or an id prefix.
         alloc: String,
         /// The task; needed when the allocation has more than one.
+        task: Option<String>,
+    },
+    /// List a directory of an allocation's file system, or print a file.
+    Fs {
+        /// Show the file's or directory's details instead of its contents.
+        #[arg(long)]
+        stat: bool,
+        #[command(flatten)]
+        window: TailArgs,
+        /// Sizes in bytes rather than KiB, MiB….
+        #[arg(short = 'H')]
+        machine: bool,
+        /// The allocation id or an id prefix.
+        alloc: String,
+        /// The path inside the allocation's directory (`alloc/logs`,
+        /// `<task>/local`); the directory itself by default.
+        path: Option<String>,
+    },
+    /// Send a signal to an allocation's tasks (or one of them).
+    Signal {
+        /// The signal; SIGKILL by default.
+        #[arg(short = 's', value_name = "SIGNAL")]
+        signal: Option<String>,
+        /// Only this task (as the second argument does).
+        #[arg(long = "task", value_name = "TASK")]
+        task_flag: Option<String>,
+        /// The allocation id or an id prefix.
+        alloc: String,
+        /// Only this task.
+        task: Option<String>,
+    },
+    /// Restart an allocation's running tasks (or one of them) in place.
+    Restart {
+        /// Restart every task, not only the running ones.
+        #[arg(long = "all-tasks")]
+        all_tasks: bool,
+        /// Only this task (as the second argument does).
+        #[arg(long = "task", value_name = "TASK")]
+        task_flag: Option<String>,
+        /// The allocation id or an id prefix.
+        alloc: String,
+        /// Only this task.
         task: Option<String>,
     },
     /// Stop an allocation; the scheduler places a replacement.
@@ -396,6 +444,24 @@ pub enum EvalCommand {
     List,
 }
 
+/// How much of a log or file to print, and whether to follow it (`alloc
+/// logs` and `alloc fs`).
+#[derive(Debug, Clone, Copy, Args)]
+pub struct TailArgs {
+    /// Keep printing as it grows.
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// Print the end (the last 10 lines unless `-n` or `-c`).
+    #[arg(long)]
+    pub tail: bool,
+    /// With `-tail`, the number of lines to print.
+    #[arg(short = 'n', value_name = "LINES")]
+    pub lines: Option<i64>,
+    /// With `-tail`, the number of bytes to print.
+    #[arg(short = 'c', value_name = "BYTES")]
+    pub bytes: Option<i64>,
+}
+
 /// `caravan dev`.
 #[derive(Debug, Clone, Args)]
 pub struct DevArgs {
@@ -418,6 +484,13 @@ pub struct DevArgs {
     /// Log filter (`info`, `warn`, `caravan_api_gateway=debug`).
     #[arg(long = "log-level", default_value = "info")]
     pub log_level: String,
+    /// The client node's name (Nomad's `-node`); the host name when unset.
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+    /// Enforce ACLs (Nomad's `acl { enabled = true }`); bootstrap with
+    /// `caravan acl bootstrap`.
+    #[arg(long = "acl-enabled")]
+    pub acl_enabled: bool,
 }
 
 /// Rewrites Nomad's one-dash long flags (`-detach`, `-address=x`) to the
@@ -525,11 +598,68 @@ mod tests {
     }
 
     #[test]
+    fn alloc_fs_signal_restart_and_log_tail_flags() {
+        let cli = parse("alloc fs -stat -H 0af9 alloc/logs");
+        assert!(matches!(
+            cli.command,
+            Command::Alloc(AllocCommand::Fs { stat: true, machine: true, ref path, .. })
+                if path.as_deref() == Some("alloc/logs")
+        ));
+        let cli = parse("alloc fs -tail -f -n 5 0af9 web/local/x");
+        assert!(matches!(
+            cli.command,
+            Command::Alloc(AllocCommand::Fs {
+                window: TailArgs {
+                    tail: true,
+                    follow: true,
+                    lines: Some(5),
+                    bytes: None,
+                },
+                ..
+            })
+        ));
+        let cli = parse("alloc signal -s SIGUSR1 0af9 web");
+        assert!(matches!(
+            cli.command,
+            Command::Alloc(AllocCommand::Signal { ref signal, ref task, .. })
+                if signal.as_deref() == Some("SIGUSR1") && task.as_deref() == Some("web")
+        ));
+        let cli = parse("alloc signal -task web 0af9");
+        assert!(matches!(
+            cli.command,
+            Command::Alloc(AllocCommand::Signal { ref task_flag, task: None, .. })
+                if task_flag.as_deref() == Some("web")
+        ));
+        let cli = parse("alloc restart -all-tasks 0af9");
+        assert!(matches!(
+            cli.command,
+            Command::Alloc(AllocCommand::Restart {
+                all_tasks: true,
+                task: None,
+                ..
+            })
+        ));
+        let cli = parse("alloc logs -tail -c 100 0af9");
+        assert!(matches!(
+            cli.command,
+            Command::Alloc(AllocCommand::Logs {
+                window: TailArgs {
+                    tail: true,
+                    bytes: Some(100),
+                    lines: None,
+                    ..
+                },
+                ..
+            })
+        ));
+    }
+
+    #[test]
     fn logs_stop_drain_and_dev_flags() {
         let cli = parse("alloc logs -stderr -f 0af9 web");
         assert!(matches!(
             cli.command,
-            Command::Alloc(AllocCommand::Logs { stderr: true, follow: true, ref alloc, task: Some(ref t) })
+            Command::Alloc(AllocCommand::Logs { stderr: true, window: TailArgs { follow: true, .. }, ref alloc, task: Some(ref t), .. })
                 if alloc == "0af9" && t == "web"
         ));
         let cli = parse("job stop -purge -detach web");
@@ -558,6 +688,38 @@ mod tests {
                 assert_eq!(d.bind, "0.0.0.0");
                 assert_eq!((d.grpc_port, d.http_port), (4647, 4646));
             }
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn acl_flags_parse_like_nomad() {
+        use crate::commands::acl::{AclCommand, TokenCommand};
+        let cli = parse("-token s3cret acl token create -name ci -type client -policy a -policy b");
+        assert_eq!(cli.token.as_deref(), Some("s3cret"));
+        match cli.command {
+            Command::Acl(AclCommand::Token(TokenCommand::Create {
+                name,
+                token_type,
+                policies,
+                global,
+            })) => {
+                assert_eq!((name.as_str(), token_type.as_str()), ("ci", "client"));
+                assert_eq!(policies, vec!["a", "b"]);
+                assert!(!global);
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+        assert!(matches!(
+            parse("acl token self").command,
+            Command::Acl(AclCommand::Token(TokenCommand::Own))
+        ));
+        match parse("dev -acl-enabled").command {
+            Command::Dev(d) => assert!(d.acl_enabled),
+            other => panic!("parsed as {other:?}"),
+        }
+        match parse("dev --acl-enabled").command {
+            Command::Dev(d) => assert!(d.acl_enabled),
             other => panic!("parsed as {other:?}"),
         }
     }

@@ -1,6 +1,7 @@
 //! Caravan's client-node service: fingerprints the machine, registers with
 //! the api-gateway and heartbeats, runs the node's allocations with task
-//! drivers, reports their status in batches, and serves task logs.
+//! drivers, reports their status in batches, and serves task logs, the
+//! alloc file system, resource usage and alloc signals, restarts and GC.
 //!
 //! It talks only gRPC (the gateway's `NodeClientService`), so unlike the
 //! other services it needs no store. [`ClientNodeService`] is how a process
@@ -12,9 +13,11 @@ mod config;
 mod driver;
 mod error;
 mod fingerprint;
+mod fs;
 mod gateway;
 mod health;
 mod lifecycle;
+mod live_allocs;
 mod log_rotate;
 mod logs;
 mod node_agent;
@@ -24,6 +27,7 @@ mod service;
 mod shared_jobs;
 mod simulate;
 mod state_dir;
+mod stats;
 mod status_reporter;
 mod task_env;
 mod task_runner;
@@ -121,11 +125,24 @@ impl Service for ClientNodeService {
             servers = ?servers,
             "client node starting"
         );
+        // The allocs of the node (or of every simulated node: they share one
+        // registry; their tasks have no processes or files to show).
+        let live = agents
+            .first()
+            .map(|a| a.ctx.live.clone())
+            .unwrap_or_default();
+        let cpu_mhz = match agents.as_slice() {
+            [one] if config.simulate == 0 => {
+                one.ctx.node.resources.as_ref().map_or(0, |r| r.cpu_mhz)
+            }
+            _ => 0,
+        };
         let api = ClientNodeApi::new(
             (config.simulate == 0).then(|| config.data_dir.clone()),
             shutdown.clone(),
             config.max_log_follows,
-        );
+        )
+        .with_allocs(live, cpu_mhz);
         let router = serving
             .router
             .add_service(ClientNodeServiceServer::new(api));
@@ -185,6 +202,7 @@ fn real_agent(
         stop_on_shutdown: config.stop_tasks_on_shutdown,
         max_kill_timeout: Duration::from_millis(config.max_kill_timeout_ms),
         jobs: Default::default(),
+        live: Default::default(),
     });
     Ok(NodeAgent {
         ctx,

@@ -31,6 +31,8 @@ pub struct LogRequest {
     pub stream: String,
     /// Where to start: from the start when ≥ 0, from the end when < 0.
     pub offset: i64,
+    /// `offset` counts back from the end, whatever its sign.
+    pub from_end: bool,
     /// Keep sending what is appended.
     pub follow: bool,
 }
@@ -68,6 +70,7 @@ impl LogRequest {
             task: req.task.clone(),
             stream: stream.to_string(),
             offset: req.offset,
+            from_end: req.from_end,
             follow: req.follow,
         })
     }
@@ -100,7 +103,7 @@ impl LogRequest {
         let (Some(&(first, _)), Some(&(last, last_len))) = (files.first(), files.last()) else {
             return (0, 0);
         };
-        if self.offset >= 0 {
+        if self.offset >= 0 && !self.from_end {
             let mut skip = self.offset.unsigned_abs();
             for &(i, len) in &files {
                 if skip < len {
@@ -212,6 +215,7 @@ mod tests {
             stream: stream.into(),
             follow: false,
             offset: 0,
+            from_end: false,
         }
     }
 
@@ -259,6 +263,13 @@ mod tests {
         assert_eq!(collect(at(6)).await.0, "world\n");
         assert_eq!(collect(at(-6)).await.0, "world\n");
         assert_eq!(collect(at(1000)).await.0, "");
+        let back = |offset: i64| {
+            let mut r = at(offset);
+            r.from_end = true;
+            r
+        };
+        assert_eq!(collect(back(0)).await.0, "");
+        assert_eq!(collect(back(6)).await.0, "world\n");
 
         let parsed = LogRequest::parse(
             dir.path(),

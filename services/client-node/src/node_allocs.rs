@@ -348,6 +348,7 @@ mod tests {
             stop_on_shutdown: false,
             max_kill_timeout: Duration::from_secs(30),
             jobs: Default::default(),
+            live: Default::default(),
         });
         (NodeAllocs::new(ctx, BTreeMap::new()), counting, shutdown)
     }

@@ -1,16 +1,26 @@
 //! The node's own gRPC API (`ClientNodeService`): task logs for `alloc logs`,
-//! which the api-gateway proxies here through `Node.http_addr`.
+//! the alloc file system for `alloc fs`, host and alloc resource usage, and
+//! signal, restart and garbage collection of allocs; the api-gateway proxies
+//! here through `Node.http_addr`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use caravan_proto::client_node_service_server::ClientNodeService;
-use caravan_proto::{LogChunk, ReadLogsRequest};
+use caravan_proto::{
+    AllocActionResponse, AllocFileChunk, AllocFileInfo, AllocPathRequest, AllocResourceUsage,
+    AllocStatsRequest, GcAllocRequest, GcNodeRequest, GcNodeResponse, HostStats, HostStatsRequest,
+    ListAllocFilesResponse, LogChunk, ReadAllocFileRequest, ReadLogsRequest, RestartAllocRequest,
+    SignalAllocRequest,
+};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
+use crate::driver::HandleState;
+use crate::fs::{AllocFs, FileRead, stream_file};
+use crate::live_allocs::LiveAllocs;
 use crate::logs::{LogRequest, stream_log};
 
 /// The tonic face of the node's API.
@@ -22,6 +32,10 @@ pub struct ClientNodeApi {
     /// One permit per followed stream.
     follows: Arc<Semaphore>,
     max_follows: usize,
+    /// The allocs running here, for usage, signals, restarts and GC.
+    live: Arc<LiveAllocs>,
+    /// The node's CPU in MHz, to turn CPU shares into Nomad's ticks.
+    cpu_total_mhz: u64,
 }
 
 impl ClientNodeApi {
@@ -33,8 +47,72 @@ impl ClientNodeApi {
             shutdown,
             follows: Arc::new(Semaphore::new(max_follows)),
             max_follows,
+            live: Arc::default(),
+            cpu_total_mhz: 0,
         }
     }
+
+    /// Serves the allocs of `live` on a node of `cpu_total_mhz`.
+    pub fn with_allocs(mut self, live: Arc<LiveAllocs>, cpu_total_mhz: u64) -> Self {
+        self.live = live;
+        self.cpu_total_mhz = cpu_total_mhz;
+        self
+    }
+
+    fn data_dir(&self) -> Result<&PathBuf, Status> {
+        self.data_dir
+            .as_ref()
+            .ok_or_else(|| Status::failed_precondition("simulated nodes keep no alloc files"))
+    }
+
+    fn alloc_fs(&self, alloc_id: &str) -> Result<AllocFs, Status> {
+        AllocFs::open(self.data_dir()?, alloc_id)
+    }
+
+    /// Runs `produce` on its own task, sending into the stream answered; a
+    /// followed stream holds one of the node's follow places while it runs.
+    /// Refused once the node is shutting down.
+    fn stream<T, F, Fut>(
+        &self,
+        follow: bool,
+        produce: F,
+    ) -> Result<ReceiverStream<Result<T, Status>>, Status>
+    where
+        T: Send + 'static,
+        F: FnOnce(mpsc::Sender<Result<T, Status>>, CancellationToken) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        if self.shutdown.is_cancelled() {
+            return Err(Status::unavailable("the client node is shutting down"));
+        }
+        let permit = if follow {
+            Some(self.follow_permit()?)
+        } else {
+            None
+        };
+        let (tx, rx) = mpsc::channel(16);
+        let producing = produce(tx, self.shutdown.clone());
+        tokio::spawn(async move {
+            producing.await;
+            drop(permit);
+        });
+        Ok(ReceiverStream::new(rx))
+    }
+
+    /// A place among the followed streams, or a refusal naming the cap.
+    fn follow_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Status> {
+        self.follows.clone().try_acquire_owned().map_err(|_| {
+            Status::resource_exhausted(format!(
+                "this node already follows {} log streams (max_log_follows); \
+                 end one or read without follow",
+                self.max_follows
+            ))
+        })
+    }
+}
+
+fn no_alloc_id() -> Status {
+    Status::invalid_argument("must provide a valid alloc id")
 }
 
 #[tonic::async_trait]
@@ -49,28 +127,145 @@ impl ClientNodeService for ClientNodeApi {
             .data_dir
             .as_ref()
             .ok_or_else(|| Status::not_found("simulated nodes keep no task logs"))?;
-        if self.shutdown.is_cancelled() {
-            return Err(Status::unavailable("the client node is shutting down"));
-        }
         let req = LogRequest::parse(data_dir, request.get_ref())?;
-        let permit = if req.follow {
-            Some(self.follows.clone().try_acquire_owned().map_err(|_| {
-                Status::resource_exhausted(format!(
-                    "this node already follows {} log streams (max_log_follows); \
-                     end one or read without follow",
-                    self.max_follows
-                ))
-            })?)
-        } else {
-            None
-        };
-        let (tx, rx) = mpsc::channel(16);
-        let stop = self.shutdown.clone();
-        tokio::spawn(async move {
-            stream_log(req, tx, stop).await;
-            drop(permit);
-        });
-        Ok(Response::new(ReceiverStream::new(rx)))
+        let follow = req.follow;
+        self.stream(follow, move |tx, stop| stream_log(req, tx, stop))
+            .map(Response::new)
+    }
+
+    async fn list_alloc_files(
+        &self,
+        request: Request<AllocPathRequest>,
+    ) -> Result<Response<ListAllocFilesResponse>, Status> {
+        let req = request.into_inner();
+        let files = self.alloc_fs(&req.alloc_id)?.list(&req.path)?;
+        Ok(Response::new(ListAllocFilesResponse { files }))
+    }
+
+    async fn stat_alloc_file(
+        &self,
+        request: Request<AllocPathRequest>,
+    ) -> Result<Response<AllocFileInfo>, Status> {
+        let req = request.into_inner();
+        if req.path.is_empty() {
+            return Err(Status::invalid_argument("must provide a file name"));
+        }
+        Ok(Response::new(
+            self.alloc_fs(&req.alloc_id)?.stat(&req.path)?,
+        ))
+    }
+
+    type ReadAllocFileStream = ReceiverStream<Result<AllocFileChunk, Status>>;
+
+    async fn read_alloc_file(
+        &self,
+        request: Request<ReadAllocFileRequest>,
+    ) -> Result<Response<Self::ReadAllocFileStream>, Status> {
+        let req = FileRead::parse(self.data_dir()?, request.get_ref())?;
+        let follow = req.follow;
+        self.stream(follow, move |tx, stop| stream_file(req, tx, stop))
+            .map(Response::new)
+    }
+
+    async fn get_host_stats(
+        &self,
+        _request: Request<HostStatsRequest>,
+    ) -> Result<Response<HostStats>, Status> {
+        let dir = self.data_dir()?;
+        Ok(Response::new(
+            crate::stats::host_stats(dir, self.cpu_total_mhz).await,
+        ))
+    }
+
+    async fn alloc_stats(
+        &self,
+        request: Request<AllocStatsRequest>,
+    ) -> Result<Response<AllocResourceUsage>, Status> {
+        let req = request.into_inner();
+        if req.alloc_id.is_empty() {
+            return Err(no_alloc_id());
+        }
+        let tasks = self.live.tasks(&req.alloc_id).await?;
+        if !req.task.is_empty() && !tasks.contains_key(&req.task) {
+            return Err(Status::invalid_argument(format!(
+                "task {:?} not found in allocation",
+                req.task
+            )));
+        }
+        let leaders = tasks
+            .into_iter()
+            .filter(|(name, _)| req.task.is_empty() || *name == req.task)
+            .map(|(name, view)| {
+                let pid = match view.handle {
+                    Some(HandleState::RawExec { pid, .. }) if view.running() => Some(pid),
+                    _ => None,
+                };
+                (name, pid)
+            })
+            .collect();
+        Ok(Response::new(
+            crate::stats::alloc_usage(&leaders, self.cpu_total_mhz).await,
+        ))
+    }
+
+    async fn signal_alloc(
+        &self,
+        request: Request<SignalAllocRequest>,
+    ) -> Result<Response<AllocActionResponse>, Status> {
+        let req = request.into_inner();
+        if req.alloc_id.is_empty() {
+            return Err(no_alloc_id());
+        }
+        let signal =
+            crate::driver::parse_signal_name(&req.signal).map_err(Status::invalid_argument)?;
+        let task = (!req.task.is_empty()).then_some(req.task.as_str());
+        self.live.signal(&req.alloc_id, task, signal).await?;
+        Ok(Response::new(AllocActionResponse {}))
+    }
+
+    async fn restart_alloc(
+        &self,
+        request: Request<RestartAllocRequest>,
+    ) -> Result<Response<AllocActionResponse>, Status> {
+        let req = request.into_inner();
+        if req.alloc_id.is_empty() {
+            return Err(no_alloc_id());
+        }
+        if req.all_tasks && !req.task.is_empty() {
+            return Err(Status::invalid_argument(
+                "task name cannot be set when restarting all tasks",
+            ));
+        }
+        let task = (!req.task.is_empty()).then_some(req.task);
+        self.live
+            .restart(&req.alloc_id, task, req.all_tasks)
+            .await?;
+        Ok(Response::new(AllocActionResponse {}))
+    }
+
+    async fn gc_alloc(
+        &self,
+        request: Request<GcAllocRequest>,
+    ) -> Result<Response<AllocActionResponse>, Status> {
+        let req = request.into_inner();
+        if req.alloc_id.is_empty() {
+            return Err(no_alloc_id());
+        }
+        self.live.gc(&req.alloc_id).await?;
+        Ok(Response::new(AllocActionResponse {}))
+    }
+
+    async fn gc_node(
+        &self,
+        _request: Request<GcNodeRequest>,
+    ) -> Result<Response<GcNodeResponse>, Status> {
+        let mut alloc_ids = Vec::new();
+        for id in self.live.ids() {
+            if self.live.gc(&id).await.is_ok() {
+                alloc_ids.push(id);
+            }
+        }
+        Ok(Response::new(GcNodeResponse { alloc_ids }))
     }
 }
 
@@ -87,6 +282,7 @@ mod tests {
             stream: "stdout".into(),
             follow: true,
             offset: 0,
+            from_end: false,
         })
     }
 

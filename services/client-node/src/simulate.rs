@@ -60,6 +60,8 @@ pub fn simulated_agents(
     let mut agents = Vec::with_capacity(n as usize);
     let mut gateway: Option<Gateway> = None;
     let jobs = Arc::new(SharedJobs::default());
+    // One registry: the node API serves every simulated node's allocs.
+    let live: Arc<crate::live_allocs::LiveAllocs> = Arc::default();
     for i in 0..n {
         // A few nodes per connection: one HTTP/2 connection caps its streams.
         if i % per_channel == 0 || gateway.is_none() {
@@ -106,6 +108,7 @@ pub fn simulated_agents(
             stop_on_shutdown: false,
             max_kill_timeout: Duration::from_millis(config.max_kill_timeout_ms),
             jobs: Arc::clone(&jobs),
+            live: Arc::clone(&live),
         });
         agents.push(NodeAgent {
             ctx,

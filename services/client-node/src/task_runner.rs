@@ -50,6 +50,22 @@ pub mod events {
     pub const MAIN_DEAD: &str = "Main Tasks Dead";
     /// The client restarted and the task's process was gone.
     pub const TASK_LOST: &str = "Task Lost";
+    /// A user asked for the task to restart.
+    pub const RESTART_SIGNALED: &str = "Restart Signaled";
+    /// A user sent the task a signal.
+    pub const SIGNALING: &str = "Signaling";
+}
+
+/// How a user-requested restart ended: `Err` says why it did not happen.
+pub type RestartReply = tokio::sync::oneshot::Sender<Result<(), String>>;
+
+/// What a user asks of a task through its runner.
+#[derive(Debug)]
+pub enum TaskControl {
+    /// Stop the task and start it again in place.
+    Restart(RestartReply),
+    /// The task's process was sent this signal: recorded as an event.
+    Signaled(String),
 }
 
 /// A state change of a task, sent to its alloc runner.
@@ -116,6 +132,9 @@ pub struct TaskRunner {
     pub kill: watch::Receiver<Option<KillRequest>>,
     /// Cancelled when the client stops: leave the task running and return.
     pub detach: CancellationToken,
+    /// What users ask: restarts (`alloc restart`: the task is stopped and
+    /// started again in place, outside its restart policy) and signals sent.
+    pub control: mpsc::UnboundedReceiver<TaskControl>,
 }
 
 /// How a wait ended.
@@ -123,6 +142,7 @@ enum Woken<T> {
     Done(T),
     Kill(KillRequest),
     Detach,
+    Restart(RestartReply),
 }
 
 impl TaskRunner {
@@ -138,20 +158,43 @@ impl TaskRunner {
         self.kill.borrow().clone()
     }
 
-    /// Waits for `fut`, a kill request or the client's shutdown.
-    async fn until<T>(&mut self, fut: impl std::future::Future<Output = T>) -> Woken<T> {
+    /// Waits for `fut`, a kill request, a restart request or the client's
+    /// shutdown; records signals sent meanwhile to the run `handle`.
+    async fn until<T>(
+        &mut self,
+        handle: Option<&Arc<dyn TaskHandle>>,
+        fut: impl std::future::Future<Output = T>,
+    ) -> Woken<T> {
         if let Some(k) = self.kill_requested() {
             return Woken::Kill(k);
         }
         let mut kill = self.kill.clone();
-        tokio::select! {
-            v = fut => Woken::Done(v),
-            r = kill.wait_for(Option::is_some) => match r {
-                Ok(k) => Woken::Kill(k.clone().unwrap_or_default()),
-                // The alloc runner is gone; nobody can ask for a stop any more.
-                Err(_) => Woken::Detach,
-            },
-            _ = self.detach.cancelled() => Woken::Detach,
+        let detach = self.detach.clone();
+        let mut fut = std::pin::pin!(fut);
+        loop {
+            let control = tokio::select! {
+                v = &mut fut => return Woken::Done(v),
+                r = kill.wait_for(Option::is_some) => return match r {
+                    Ok(k) => Woken::Kill(k.clone().unwrap_or_default()),
+                    // The alloc runner is gone; nobody can ask for a stop any more.
+                    Err(_) => Woken::Detach,
+                },
+                _ = detach.cancelled() => return Woken::Detach,
+                Some(c) = self.control.recv() => c,
+            };
+            match control {
+                TaskControl::Restart(reply) => return Woken::Restart(reply),
+                TaskControl::Signaled(signal) => {
+                    push_event(
+                        &mut self.state,
+                        event(
+                            events::SIGNALING,
+                            format!("Task being sent signal {signal}"),
+                        ),
+                    );
+                    self.send(handle);
+                }
+            }
         }
     }
 
@@ -208,11 +251,17 @@ impl TaskRunner {
             };
             let waited = {
                 let h = handle.clone();
-                self.until(async move { h.wait().await }).await
+                self.until(Some(&handle), async move { h.wait().await })
+                    .await
             };
             match waited {
                 Woken::Detach => return,
                 Woken::Kill(req) => return self.stop(&handle, req).await,
+                Woken::Restart(reply) => {
+                    if !self.restart_in_place(&handle, reply).await {
+                        return;
+                    }
+                }
                 Woken::Done(exit) => {
                     self.driver.release(&self.spec);
                     self.terminated(&exit);
@@ -273,10 +322,15 @@ impl TaskRunner {
                 self.state.last_restart_unix_ns = now_unix_ns();
                 self.send(None);
                 match self
-                    .until(tokio::time::sleep_until(Instant::now() + delay))
+                    .until(None, tokio::time::sleep_until(Instant::now() + delay))
                     .await
                 {
                     Woken::Done(()) => true,
+                    // Asked to restart while waiting to: start now.
+                    Woken::Restart(reply) => {
+                        let _ = reply.send(Ok(()));
+                        true
+                    }
                     Woken::Detach => false,
                     Woken::Kill(req) => {
                         self.killed_before_running(req);
@@ -285,6 +339,41 @@ impl TaskRunner {
                 }
             }
         }
+    }
+
+    /// A user-requested restart: stops the run with the kill signal and
+    /// timeout and starts the task again at once, counted as a restart but
+    /// outside the restart policy, as Nomad does. False when the client is
+    /// going away meanwhile.
+    async fn restart_in_place(
+        &mut self,
+        handle: &Arc<dyn TaskHandle>,
+        reply: RestartReply,
+    ) -> bool {
+        push_event(
+            &mut self.state,
+            event(events::RESTART_SIGNALED, "User requested restart"),
+        );
+        self.send(Some(handle));
+        let stop = handle.stop(self.kill_signal, self.kill_timeout);
+        let exit = tokio::select! {
+            r = stop => r,
+            _ = self.detach.cancelled() => {
+                let _ = reply.send(Err("the client node is shutting down".into()));
+                return false;
+            }
+        };
+        self.driver.release(&self.spec);
+        self.terminated(&exit);
+        let mut ev = event(events::RESTARTING, "Task restarting in 0s");
+        ev.restart_delay_ns = 0;
+        push_event(&mut self.state, ev);
+        self.state.state = states::PENDING.into();
+        self.state.restarts += 1;
+        self.state.last_restart_unix_ns = now_unix_ns();
+        self.send(None);
+        let _ = reply.send(Ok(()));
+        true
     }
 
     async fn stop(&mut self, handle: &Arc<dyn TaskHandle>, req: KillRequest) {
@@ -331,6 +420,7 @@ mod tests {
         updates: mpsc::UnboundedReceiver<Box<TaskUpdate>>,
         kill: watch::Sender<Option<KillRequest>>,
         detach: CancellationToken,
+        control: mpsc::UnboundedSender<TaskControl>,
         join: tokio::task::JoinHandle<()>,
     }
 
@@ -342,6 +432,7 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel();
         let (kill_tx, kill_rx) = watch::channel(None);
         let detach = CancellationToken::new();
+        let (control_tx, control) = mpsc::unbounded_channel();
         let r = TaskRunner {
             name: "t".into(),
             driver: Arc::new(MockDriver::new()),
@@ -363,11 +454,13 @@ mod tests {
             updates: tx,
             kill: kill_rx,
             detach: detach.clone(),
+            control,
         };
         Harness {
             updates: rx,
             kill: kill_tx,
             detach,
+            control: control_tx,
             join: tokio::spawn(r.run(None)),
         }
     }
@@ -435,6 +528,7 @@ mod tests {
             updates: tx,
             kill: kill_rx,
             detach: CancellationToken::new(),
+            control: mpsc::unbounded_channel().1,
         };
         r.run(None).await;
         let mut last = None;
@@ -524,6 +618,43 @@ mod tests {
         let restarting = s.events.iter().find(|e| e.r#type == "Restarting").unwrap();
         assert_eq!(restarting.restart_delay_ns, 1_000_000_000);
         assert!(s.events.last().unwrap().fails_task);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_requested_restart_runs_the_task_again_in_place() {
+        let mut h = runner(
+            vec![("run_for", string_value("1h"))],
+            policy(0, "fail"),
+            false,
+        );
+        assert_eq!(h.updates.recv().await.unwrap().state.state, "running");
+        h.control
+            .send(TaskControl::Signaled("SIGUSR1".into()))
+            .unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        h.control.send(TaskControl::Restart(tx)).unwrap();
+        rx.await.unwrap().unwrap();
+        let s = loop {
+            let u = h.updates.recv().await.unwrap();
+            if u.state.state == "running" && u.state.restarts > 0 {
+                break u.state;
+            }
+        };
+        // A policy of no attempts does not stop a user's restart.
+        assert_eq!(s.restarts, 1);
+        assert_eq!(
+            kinds(&s),
+            vec![
+                "Started",
+                "Signaling",
+                "Restart Signaled",
+                "Terminated",
+                "Restarting",
+                "Started"
+            ]
+        );
+        h.detach.cancel();
+        (&mut h.join).await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]

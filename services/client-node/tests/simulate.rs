@@ -129,3 +129,74 @@ async fn simulated_node_ids_survive_a_restart() {
     stop(second, shutdown).await;
     stop_fake.cancel();
 }
+
+/// The node API serves simulated allocs too: a restart runs the mock task
+/// again in place, a running alloc is not collected, a finished one is.
+#[tokio::test]
+async fn simulated_allocs_restart_and_are_collected() {
+    use caravan_proto::client_node_service_client::ClientNodeServiceClient;
+    use caravan_proto::{GcAllocRequest, GcNodeRequest, RestartAllocRequest, SignalAllocRequest};
+
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_secs(5));
+    let addr = fake.serve(stop_fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut conf = config(addr, dir.path());
+    conf.simulate = 2;
+    let shutdown = CancellationToken::new();
+    let client = start(conf, shutdown.clone()).await.unwrap();
+    let node = client.ready.node_ids[1].clone();
+    let job = job("web", JobType::Service, vec![sh_task("web", "mock")]);
+    let a = alloc(&job, 0);
+    fake.push(&node, vec![a.clone()], vec![job.clone()]);
+    until("the alloc runs", Duration::from_secs(10), || {
+        fake.status(&a.id) == Some(AllocClientStatus::Running)
+    })
+    .await;
+
+    let mut api = ClientNodeServiceClient::connect(format!("http://{}", client.ready.advertised))
+        .await
+        .unwrap();
+    let restart = RestartAllocRequest {
+        alloc_id: a.id.clone(),
+        ..Default::default()
+    };
+    api.restart_alloc(restart).await.unwrap();
+    until("the restart is reported", Duration::from_secs(10), || {
+        fake.seen.lock().latest.get(&a.id).is_some_and(|u| {
+            u.task_states
+                .get("web")
+                .is_some_and(|t| t.restarts == 1 && t.state == "running")
+        })
+    })
+    .await;
+    let bad = SignalAllocRequest {
+        alloc_id: a.id.clone(),
+        signal: "SIGNOPE".into(),
+        task: String::new(),
+    };
+    let e = api.signal_alloc(bad).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(e.message().contains("invalid signal"), "{e:?}");
+    let gc = GcAllocRequest {
+        alloc_id: a.id.clone(),
+    };
+    let e = api.gc_alloc(gc.clone()).await.unwrap_err();
+    assert!(e.message().contains("not eligible for GC"), "{e:?}");
+
+    fake.push(&node, vec![stopped(a.clone())], vec![]);
+    until("the alloc completes", Duration::from_secs(10), || {
+        fake.status(&a.id) == Some(AllocClientStatus::Complete)
+    })
+    .await;
+    let collected = api
+        .gc_node(GcNodeRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(collected.alloc_ids, vec![a.id.clone()]);
+    let e = api.gc_alloc(gc).await.unwrap_err();
+    assert!(e.message().contains("not eligible for GC"), "{e:?}");
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}

@@ -20,21 +20,16 @@ pub(crate) async fn logs(
     QueryString(p): QueryString<Params>,
 ) -> ApiResult {
     let offset = params::integer(&p, "offset", "offset")?.unwrap_or(0);
-    match p.get("origin").map(String::as_str) {
-        None | Some("start") => {}
-        Some("end") => {
-            return Err(ApiError::field(
-                "origin",
-                "only origin=start is supported; read from an offset instead",
-            ));
-        }
+    let from_end = match p.get("origin").map(String::as_str) {
+        None | Some("start") => false,
+        Some("end") => true,
         Some(other) => {
             return Err(ApiError::field(
                 "origin",
                 format!("must be start or end, not {other:?}"),
             ));
         }
-    }
+    };
     let stream_name = p.get("type").cloned().unwrap_or_default();
     let task = p.get("task").cloned().unwrap_or_default();
     let request = ReadLogsRequest {
@@ -43,6 +38,7 @@ pub(crate) async fn logs(
         stream: stream_name,
         follow: flag(&p, "follow")?,
         offset,
+        from_end,
     };
     let plain = flag(&p, "plain")?;
     let request = logs::validate(request)?;

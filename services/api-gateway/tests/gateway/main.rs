@@ -5,7 +5,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod acl;
 mod broker;
+mod client_fs;
 mod conflicts;
 mod events;
 mod job_ops;

@@ -4,7 +4,12 @@
 use std::pin::Pin;
 
 use caravan_proto::client_node_service_server::{ClientNodeService, ClientNodeServiceServer};
-use caravan_proto::{LogChunk, ReadLogsRequest};
+use caravan_proto::{
+    AllocActionResponse, AllocFileChunk, AllocFileInfo, AllocPathRequest, AllocResourceUsage,
+    AllocStatsRequest, GcAllocRequest, GcNodeRequest, GcNodeResponse, HostStats, HostStatsRequest,
+    ListAllocFilesResponse, LogChunk, ReadAllocFileRequest, ReadLogsRequest, RestartAllocRequest,
+    SignalAllocRequest,
+};
 use futures::Stream;
 
 use crate::common::{Backend, TestGateway};
@@ -14,6 +19,7 @@ use crate::fixtures::node_running_web;
 struct FakeNode;
 
 type Chunks = Pin<Box<dyn Stream<Item = Result<LogChunk, tonic::Status>> + Send>>;
+type FileChunks = Pin<Box<dyn Stream<Item = Result<AllocFileChunk, tonic::Status>> + Send>>;
 
 #[tonic::async_trait]
 impl ClientNodeService for FakeNode {
@@ -42,6 +48,74 @@ impl ClientNodeService for FakeNode {
         Ok(tonic::Response::new(Box::pin(futures::stream::iter(
             chunks,
         ))))
+    }
+
+    // The rest of the node's API is not this fake's: the client_fs tests
+    // run a real node.
+
+    async fn list_alloc_files(
+        &self,
+        _: tonic::Request<AllocPathRequest>,
+    ) -> Result<tonic::Response<ListAllocFilesResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("fake node"))
+    }
+
+    async fn stat_alloc_file(
+        &self,
+        _: tonic::Request<AllocPathRequest>,
+    ) -> Result<tonic::Response<AllocFileInfo>, tonic::Status> {
+        Err(tonic::Status::unimplemented("fake node"))
+    }
+
+    type ReadAllocFileStream = FileChunks;
+
+    async fn read_alloc_file(
+        &self,
+        _: tonic::Request<ReadAllocFileRequest>,
+    ) -> Result<tonic::Response<FileChunks>, tonic::Status> {
+        Err(tonic::Status::unimplemented("fake node"))
+    }
+
+    async fn get_host_stats(
+        &self,
+        _: tonic::Request<HostStatsRequest>,
+    ) -> Result<tonic::Response<HostStats>, tonic::Status> {
+        Err(tonic::Status::unimplemented("fake node"))
+    }
+
+    async fn alloc_stats(
+        &self,
+        _: tonic::Request<AllocStatsRequest>,
+    ) -> Result<tonic::Response<AllocResourceUsage>, tonic::Status> {
+        Err(tonic::Status::unimplemented("fake node"))
+    }
+
+    async fn signal_alloc(
+        &self,
+        _: tonic::Request<SignalAllocRequest>,
+    ) -> Result<tonic::Response<AllocActionResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("fake node"))
+    }
+
+    async fn restart_alloc(
+        &self,
+        _: tonic::Request<RestartAllocRequest>,
+    ) -> Result<tonic::Response<AllocActionResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("fake node"))
+    }
+
+    async fn gc_alloc(
+        &self,
+        _: tonic::Request<GcAllocRequest>,
+    ) -> Result<tonic::Response<AllocActionResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("fake node"))
+    }
+
+    async fn gc_node(
+        &self,
+        _: tonic::Request<GcNodeRequest>,
+    ) -> Result<tonic::Response<GcNodeResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("fake node"))
     }
 }
 
@@ -135,6 +209,7 @@ pub async fn grpc_read_logs_streams_the_nodes_log(backend: Backend) {
             stream: "stdout".into(),
             follow: false,
             offset: 0,
+            from_end: false,
         })
         .await
         .unwrap()

@@ -1,11 +1,13 @@
-//! `alloc status`, `alloc logs`, `alloc stop`.
+//! `alloc status`, `alloc logs`, `alloc stop`; `alloc fs`, `alloc signal`
+//! and `alloc restart` are in [`super::alloc_fs`].
 
 use caravan_model::now_unix_ns;
 use caravan_proto::ReadLogsRequest;
 use futures::StreamExt;
 
+use super::alloc_fs::{self, FsArgs, Tail, print_stream};
 use crate::api::Api;
-use crate::args::AllocCommand;
+use crate::args::{AllocCommand, TailArgs};
 use crate::error::CliError;
 use crate::lookup;
 use crate::monitor::monitor;
@@ -14,16 +16,59 @@ use crate::views;
 
 type Result<T> = std::result::Result<T, CliError>;
 
+/// The window `-tail`, `-n` and `-c` ask for, if any.
+fn tail(window: TailArgs) -> Option<Tail> {
+    window.tail.then_some(Tail {
+        lines: window.lines,
+        bytes: window.bytes,
+    })
+}
+
 pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AllocCommand) -> Result<u8> {
     match cmd {
         AllocCommand::Status { id } => status(api, ui, &id).await,
         AllocCommand::Logs {
             stderr,
-            follow,
+            window,
             alloc,
             task,
-        } => logs(api, ui, &alloc, task, stderr, follow).await,
+        } => logs(api, ui, &alloc, task, stderr, window.follow, tail(window)).await,
         AllocCommand::Stop { id, detach } => stop(api, ui, &id, detach).await,
+        AllocCommand::Fs {
+            stat,
+            window,
+            machine,
+            alloc,
+            path,
+        } => {
+            let args = FsArgs {
+                alloc,
+                path,
+                stat,
+                follow: window.follow,
+                tail: tail(window),
+                machine,
+            };
+            alloc_fs::fs(api, ui, args).await
+        }
+        AllocCommand::Signal {
+            signal,
+            task_flag,
+            alloc,
+            task,
+        } => {
+            let task = alloc_fs::one_task(task_flag, task)?;
+            alloc_fs::signal(api, &alloc, signal, task).await
+        }
+        AllocCommand::Restart {
+            all_tasks,
+            task_flag,
+            alloc,
+            task,
+        } => {
+            let task = alloc_fs::one_task(task_flag, task)?;
+            alloc_fs::restart(api, &alloc, task, all_tasks).await
+        }
     }
 }
 
@@ -59,7 +104,9 @@ async fn logs(
     task: Option<String>,
     stderr: bool,
     follow: bool,
+    tail: Option<Tail>,
 ) -> Result<u8> {
+    let window = tail.map(Tail::window).transpose()?;
     let alloc = lookup::alloc(api, id).await?;
     let task = match task {
         Some(t) => t,
@@ -89,13 +136,18 @@ async fn logs(
         task,
         stream: if stderr { "stderr" } else { "stdout" }.into(),
         follow,
-        offset: 0,
+        offset: window.map_or(0, |(back, _)| back),
+        from_end: window.is_some(),
     };
-    let mut stream = api.read_logs(request).await?;
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|s| CliError::api("Error reading file", api.address(), s))?;
-        ui.raw(false, &chunk.data);
-    }
+    let stream = api
+        .read_logs(request)
+        .await?
+        .map(|c| c.map(|chunk| chunk.data));
+    let keep_lines = window.and_then(|(_, lines)| lines);
+    print_stream(ui, stream, keep_lines, |s| {
+        CliError::api("Error reading file", api.address(), s)
+    })
+    .await?;
     Ok(0)
 }
 

@@ -1,7 +1,9 @@
 //! The verbs: each parses nothing itself (see [`crate::args`]), calls the
 //! api-gateway through [`Api`], and prints through [`Ui`].
 
+pub mod acl;
 mod alloc;
+mod alloc_fs;
 mod deployment;
 mod dispatch;
 mod eval;
@@ -21,7 +23,13 @@ pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
     if let Command::Dev(args) = cli.command {
         return crate::dev::run(args, ui).await;
     }
-    let api = Api::new(&cli.address, &cli.namespace)?;
+    // Nomad's NOMAD_TOKEN is honoured when neither -token nor
+    // CARAVAN_TOKEN is set.
+    let token = cli
+        .token
+        .clone()
+        .or_else(|| std::env::var("NOMAD_TOKEN").ok());
+    let api = Api::new(&cli.address, &cli.namespace)?.with_token(token.as_deref())?;
     match cli.command {
         Command::Job(cmd) => job::dispatch(&api, ui, cmd).await,
         Command::Alloc(cmd) => alloc::dispatch(&api, ui, cmd).await,
@@ -29,6 +37,7 @@ pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
         Command::Eval(cmd) => eval::dispatch(&api, ui, cmd).await,
         Command::Deployment(cmd) => deployment::dispatch(&api, ui, cmd).await,
         Command::Var(cmd) => var::dispatch(&api, ui, cmd).await,
+        Command::Acl(cmd) => acl::dispatch(&api, ui, cmd).await,
         Command::System(SystemCommand::Gc) => {
             // Nomad prints nothing when the collection succeeds.
             api.garbage_collect().await?;

@@ -1,6 +1,8 @@
 //! The CLI against real stacks (`caravan dev` and the service binaries), in
 //! one binary: one link of the CLI's dependencies instead of one per file.
 
+mod acl;
+mod alloc_fs;
 mod common;
 mod deployments;
 mod dev;

@@ -14,7 +14,7 @@ use caravan_model::{AllocExt, JobTypeExt, now_unix_ns};
 use caravan_proto::{
     AllocClientStatus, AllocUpdate, Allocation, Job, Node, Task, TaskGroup, TaskState,
 };
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -23,12 +23,15 @@ use crate::alloc_dir::AllocDir;
 use crate::driver::{Drivers, HandleState, TaskConfig, TaskHandle, TaskSpec, parse_signal};
 use crate::health::HealthTracker;
 use crate::lifecycle::{self, Phase};
+use crate::live_allocs::{LiveAllocs, RestartTickets, TaskView};
 use crate::restart::RestartTracker;
 use crate::shared_jobs::SharedJobs;
 use crate::state_dir::{AllocRecord, StateDir};
 use crate::status_reporter::StatusSink;
 use crate::task_env::TaskEnv;
-use crate::task_runner::{KillRequest, TaskRunner, TaskUpdate, event, events, push_event, states};
+use crate::task_runner::{
+    KillRequest, TaskControl, TaskRunner, TaskUpdate, event, events, push_event, states,
+};
 
 /// Kill timeout of a task that sets none.
 const DEFAULT_KILL_TIMEOUT: Duration =
@@ -55,15 +58,40 @@ pub struct NodeContext {
     pub max_kill_timeout: Duration,
     /// Job versions, shared with the process's other nodes.
     pub jobs: Arc<SharedJobs>,
+    /// The live allocs, for the node's API.
+    pub live: Arc<LiveAllocs>,
 }
 
 /// What the node tells a running alloc.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum AllocCommand {
     /// A newer version of the alloc from the servers.
     Update(Arc<Allocation>),
     /// The alloc is gone from the servers: stop everything and delete its dir.
     Destroy,
+    /// What the alloc's tasks are doing.
+    Tasks(oneshot::Sender<BTreeMap<String, TaskView>>),
+    /// Restart a task (or every running one; with `all`, every task) in place.
+    Restart {
+        /// Only this task.
+        task: Option<String>,
+        /// Every task, running or not.
+        all: bool,
+        /// The tasks asked, each with where its outcome comes; `Err` when
+        /// none can be.
+        reply: oneshot::Sender<Result<RestartTickets, String>>,
+    },
+    /// The task's process was sent a signal: its runner records it.
+    Signaled {
+        /// The task.
+        task: String,
+        /// The signal's name.
+        signal: String,
+    },
+    /// Garbage-collect a finished alloc: delete its dir and record. The
+    /// answer is false (and nothing happens) while a task is not dead;
+    /// true once the dir is gone.
+    Gc(oneshot::Sender<bool>),
 }
 
 struct Slot {
@@ -71,6 +99,10 @@ struct Slot {
     handle: Option<HandleState>,
     kill: watch::Sender<Option<KillRequest>>,
     leader: bool,
+    /// Restarts and signals users ask for go to the task's runner here.
+    control: mpsc::UnboundedSender<TaskControl>,
+    /// The runner's end, until the task is handed to one.
+    control_rx: Option<mpsc::UnboundedReceiver<TaskControl>>,
 }
 
 /// One alloc's runner.
@@ -85,6 +117,8 @@ pub struct AllocRunner {
     stopping: bool,
     stop_at: Option<Instant>,
     destroying: bool,
+    /// Answered once a garbage collection removed the dir.
+    gc_reply: Option<oneshot::Sender<bool>>,
     detaching: bool,
     last_reported: Option<AllocUpdate>,
     /// Don't report (an orphan the servers don't know).
@@ -120,6 +154,7 @@ impl AllocRunner {
         quiet: bool,
     ) -> AllocRunnerHandle {
         let (tx, rx) = mpsc::unbounded_channel();
+        ctx.live.insert(&alloc.id, &tx);
         let (updates_tx, updates) = mpsc::unbounded_channel();
         let runner = AllocRunner {
             ctx,
@@ -131,6 +166,7 @@ impl AllocRunner {
             stopping: false,
             stop_at: None,
             destroying: false,
+            gc_reply: None,
             detaching: false,
             last_reported: None,
             quiet,
@@ -189,6 +225,25 @@ impl AllocRunner {
                         self.destroying = true;
                         self.kill_all(KillRequest::default());
                     }
+                    Some(AllocCommand::Tasks(reply)) => {
+                        let _ = reply.send(self.task_views());
+                    }
+                    Some(AllocCommand::Signaled { task, signal }) => {
+                        if let Some(slot) = self.slots.get(&task) {
+                            let _ = slot.control.send(TaskControl::Signaled(signal));
+                        }
+                    }
+                    Some(AllocCommand::Restart { task, all, reply }) => {
+                        let _ = reply.send(self.restart_tasks(task.as_deref(), all));
+                    }
+                    Some(AllocCommand::Gc(reply)) => {
+                        if self.slots.values().all(|s| s.state.state == states::DEAD) {
+                            self.destroying = true;
+                            self.gc_reply = Some(reply);
+                        } else {
+                            let _ = reply.send(false);
+                        }
+                    }
                 },
                 _ = async { if let Some(at) = stop_at { tokio::time::sleep_until(at).await } }, if stop_at.is_some() => {
                     self.stop_at = None;
@@ -214,6 +269,7 @@ impl AllocRunner {
                 break;
             }
         }
+        self.ctx.live.remove(&self.alloc.id);
         if self.destroying {
             if let Some(dir) = self.alloc_dir()
                 && let Err(e) = dir.destroy()
@@ -225,15 +281,73 @@ impl AllocRunner {
             {
                 tracing::warn!(alloc = %self.alloc.id, error = %e, "cannot remove alloc record");
             }
+            if let Some(reply) = self.gc_reply.take() {
+                let _ = reply.send(true);
+            }
         }
     }
 
+    fn task_views(&self) -> BTreeMap<String, TaskView> {
+        self.slots
+            .iter()
+            .map(|(name, slot)| {
+                let view = TaskView {
+                    state: slot.state.state.clone(),
+                    handle: slot.handle.clone(),
+                };
+                (name.clone(), view)
+            })
+            .collect()
+    }
+
+    /// Asks the runners of the running tasks to restart (Nomad restarts
+    /// only running tasks; `all` asks for every task, and a dead one is
+    /// refused like one not running).
+    fn restart_tasks(&self, task: Option<&str>, all: bool) -> Result<RestartTickets, String> {
+        if self.stopping || self.destroying {
+            return Err("Allocation is stopping".into());
+        }
+        let names: Vec<&String> = match task {
+            Some(name) => {
+                let (key, _) = self
+                    .slots
+                    .get_key_value(name)
+                    .ok_or_else(|| format!("Could not find task runner for task: {name}"))?;
+                vec![key]
+            }
+            None => self.slots.keys().collect(),
+        };
+        let mut tickets = Vec::new();
+        for name in names {
+            let slot = &self.slots[name];
+            let running = slot.state.state == states::RUNNING && slot.handle.is_some();
+            if !running {
+                if task.is_some() || all {
+                    return Err(format!("Task not running: {name}"));
+                }
+                continue;
+            }
+            let (tx, rx) = oneshot::channel();
+            if slot.control.send(TaskControl::Restart(tx)).is_err() {
+                return Err(format!("Task not running: {name}"));
+            }
+            tickets.push((name.clone(), rx));
+        }
+        if tickets.is_empty() {
+            return Err("Task not running".into());
+        }
+        Ok(tickets)
+    }
+
     fn slot(&self, state: TaskState, leader: bool) -> Slot {
+        let (control, control_rx) = mpsc::unbounded_channel();
         Slot {
             state,
             handle: None,
             kill: watch::channel(None).0,
             leader,
+            control,
+            control_rx: Some(control_rx),
         }
     }
 
@@ -297,9 +411,13 @@ impl AllocRunner {
             .filter(|n| *n > 0)
             .map_or(DEFAULT_KILL_TIMEOUT, Duration::from_nanos)
             .min(self.ctx.max_kill_timeout);
-        let Some(slot) = self.slots.get(&task.name) else {
+        let Some(slot) = self.slots.get_mut(&task.name) else {
             return;
         };
+        let control = slot
+            .control_rx
+            .take()
+            .unwrap_or_else(|| mpsc::unbounded_channel().1);
         let runner = TaskRunner {
             name: task.name.clone(),
             driver,
@@ -317,6 +435,7 @@ impl AllocRunner {
             state: slot.state.clone(),
             updates: self.updates_tx.clone(),
             kill: slot.kill.subscribe(),
+            control,
             detach: if self.ctx.stop_on_shutdown {
                 CancellationToken::new()
             } else {

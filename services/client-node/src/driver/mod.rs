@@ -251,9 +251,27 @@ pub fn parse_signal(name: &str) -> Result<Signal, String> {
         .map_err(|_| format!("unknown signal {name:?}"))
 }
 
+/// Parses the signal a user sends to a task (`alloc signal`): as
+/// [`parse_signal`], but empty means SIGKILL, as Nomad, and a bad name is an
+/// "invalid signal".
+pub fn parse_signal_name(name: &str) -> Result<Signal, String> {
+    if name.trim().is_empty() {
+        return Ok(Signal::SIGKILL);
+    }
+    parse_signal(name).map_err(|_| format!("invalid signal: {name:?}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn user_signals_default_to_kill_and_name_bad_ones() {
+        assert_eq!(parse_signal_name(""), Ok(Signal::SIGKILL));
+        assert_eq!(parse_signal_name("usr1"), Ok(Signal::SIGUSR1));
+        let e = parse_signal_name("SIGNOPE").unwrap_err();
+        assert!(e.contains("invalid signal"), "{e}");
+    }
 
     #[test]
     fn signals_parse_with_or_without_prefix() {
