@@ -14,6 +14,7 @@ not read. scripts/helm-test runs it in a venv.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -154,9 +155,18 @@ def config_files(objects: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
     return {name: cm["data"] for name, cm in of_kind(objects, "ConfigMap").items()}
 
 
-def check_container(pod: dict[str, Any], container: dict[str, Any], configmaps, workdir: Path):
+def secret_files(objects: list[dict[str, Any]]) -> dict[str, dict[str, bytes]]:
+    return {
+        name: {k: base64.b64decode(v) for k, v in secret.get("data", {}).items()}
+        for name, secret in of_kind(objects, "Secret").items()
+    }
+
+
+def check_container(pod: dict[str, Any], container: dict[str, Any], configmaps, workdir: Path, secrets=None):
     """Runs the container's binary with its args, env and config file (from
-    the ConfigMap its mounts name) and --check-config; the completed process."""
+    the ConfigMap its mounts name) and --check-config; the completed process.
+    An env value naming a file under a Secret mount gets the rendered
+    Secret's file."""
     binary = Path(container["image"].split("/")[-1].split(":")[0])
     binary = bin_dir() / f"caravan-{binary}"
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
@@ -177,6 +187,15 @@ def check_container(pod: dict[str, Any], container: dict[str, Any], configmaps, 
     for e in container.get("env", []):
         if "value" in e:
             env[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: values.get(m.group(1), m.group(0)), e["value"])
+            for mount in container.get("volumeMounts", []):
+                prefix = mount["mountPath"].rstrip("/") + "/"
+                if env[e["name"]].startswith(prefix) and "secret" in volumes[mount["name"]]:
+                    name = volumes[mount["name"]]["secret"]["secretName"]
+                    key = env[e["name"]][len(prefix):]
+                    assert key in (secrets or {}).get(name, {}), f"{e['name']}: no key {key} in Secret {name}"
+                    local = workdir / f"{name}-{key}"
+                    local.write_bytes(secrets[name][key])
+                    env[e["name"]] = str(local)
     return subprocess.run(
         [str(binary), *args, "--check-config"], env=env, capture_output=True, text=True, timeout=30
     )
@@ -185,10 +204,11 @@ def check_container(pod: dict[str, Any], container: dict[str, Any], configmaps, 
 def test_each_binary_accepts_its_rendered_flags_env_and_config(case, tmp_path):
     name, values, objects = case
     configmaps = config_files(objects)
+    secrets = secret_files(objects)
     for dep in of_kind(objects, "Deployment").values():
         pod = dep["spec"]["template"]["spec"]
         for container in pod["containers"]:
-            done = check_container(pod, container, configmaps, tmp_path)
+            done = check_container(pod, container, configmaps, tmp_path, secrets)
             assert done.returncode == 0, f"{name}: {container['name']}: {done.stderr}"
             loaded = json.loads(done.stdout)
             assert loaded["advertise_addr"] == f"10.1.2.3:{container['ports'][0]['containerPort']}"
@@ -196,6 +216,33 @@ def test_each_binary_accepts_its_rendered_flags_env_and_config(case, tmp_path):
                 assert loaded["store"]["endpoints"] == values["etcd"]["external"]["endpoints"]
             if container["name"] == "scheduler-worker" and values is not None:
                 assert loaded["workers"] == values["schedulerWorker"]["config"]["workers"]
+
+
+def test_the_gateways_share_one_variables_key(case, tmp_path):
+    name, _, objects = case
+    secrets = secret_files(objects)
+    key = base64.b64decode(secrets["caravan-variables-key"]["variables.key"])
+    assert len(key) == 32, f"{name}: the key is base64 of 32 bytes"
+    gateway = of_kind(objects, "Deployment")["caravan-api-gateway"]["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in gateway["volumes"]}
+    assert volumes["variables-key"]["secret"]["secretName"] == "caravan-variables-key"
+    done = check_container(gateway, gateway["containers"][0], config_files(objects), tmp_path, secrets)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["variables_key_file"].endswith("caravan-variables-key-variables.key")
+    # Only the gateways hold it.
+    for dep_name, dep in of_kind(objects, "Deployment").items():
+        if dep_name != "caravan-api-gateway":
+            assert "variables-key" not in {v["name"] for v in dep["spec"]["template"]["spec"]["volumes"]}
+
+
+def test_an_existing_secret_replaces_the_charts_key():
+    objects = render({"apiGateway": {"variablesKey": {"existingSecret": "mine", "secretKey": "k"}}})
+    assert "caravan-variables-key" not in of_kind(objects, "Secret")
+    gateway = of_kind(objects, "Deployment")["caravan-api-gateway"]["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in gateway["volumes"]}
+    assert volumes["variables-key"]["secret"]["secretName"] == "mine"
+    env = {e["name"]: e.get("value") for e in gateway["containers"][0]["env"]}
+    assert env["CARAVAN_API_GATEWAY__VARIABLES_KEY_FILE"] == "/etc/caravan-keys/k"
 
 
 def test_a_key_the_binary_does_not_read_fails_the_check(tmp_path):

@@ -45,6 +45,32 @@ ensure_packages() {
   fi
 }
 
+# The compose stack's gateways share one key for Nomad Variables
+# (docker/variables.key): made once, random, and kept, since a new key would
+# leave the variables written under the old one unreadable. It stays out of
+# git; the containers' user must be able to read it.
+ensure_compose_variables_key() {
+  if [ ! -s docker/variables.key ]; then
+    rm -rf docker/variables.key
+    head -c 32 /dev/urandom | base64 > docker/variables.key
+    chmod 0644 docker/variables.key
+  fi
+}
+
+# Makes a Python venv at $1 unless one is there; Debian's python3 makes venvs
+# with pip only once python3-venv is installed, which this installs if need be.
+make_venv() {
+  local venv=$1
+  [ -x "$venv/bin/python" ] && return 0
+  rm -rf "$venv"
+  if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+    rm -rf "$venv"
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    python3 -m venv "$venv"
+  fi
+}
+
 # Prints a TCP port nobody listens on, on 127.0.0.1.
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'

@@ -405,6 +405,16 @@ async fn the_compose_stack_runs_jobs_while_its_parts_die() {
     .expect("two real and 100 simulated nodes");
     stack.step("102 nodes ready (2 real, 100 simulated)");
 
+    // Nomad Variables work: the gateways share the stack's key.
+    let var = serde_json::json!({"Items": {"greeting": "hello"}});
+    http.put_json("/v1/var/compose/check", &var)
+        .await
+        .and_then(|reply| reply.ok_json())
+        .expect("a variable written");
+    let read = http.get_json("/v1/var/compose/check").await.unwrap();
+    assert_eq!(read["Items"]["greeting"], "hello", "{read}");
+    stack.step("a Nomad Variable written and read back");
+
     // A service job on the real nodes, one across the simulated ones (their
     // node pool), and a batch job.
     let web = jobs::service_job(

@@ -8,9 +8,11 @@
 //! `vars`) hold the logic; `grpc` and `http` are thin transports over them.
 //! [`ApiGatewayService`] is how a process or `caravan dev` runs it.
 
+mod acl;
 mod allocs;
 mod broker;
 mod client;
+mod client_fs;
 mod config;
 mod deployments;
 mod error;
@@ -39,6 +41,8 @@ use caravan_runtime::service::{Service, Serving};
 use caravan_state::{Informer, InformerConfig, Keyspace};
 use caravan_store::Store;
 
+pub use acl::AclConfig;
+pub use acl::routes::{Need as AclNeed, RULES as ACL_ROUTES, Rule as AclRule};
 pub use config::GatewayConfig;
 pub use vars::VariableKey;
 

@@ -10,6 +10,11 @@ use caravan_proto::node_service_server::NodeService;
 use caravan_proto::status_service_server::StatusService;
 use caravan_proto::system_service_server::SystemService;
 use caravan_proto::{
+    AllocActionResponse, AllocFileChunk, AllocFileInfo, AllocPathRequest, AllocResourceUsage,
+    AllocStatsRequest, GcAllocRequest, GcNodeRequest, GcNodeResponse, HostStats, HostStatsRequest,
+    ListAllocFilesResponse, ReadAllocFileRequest, RestartAllocRequest, SignalAllocRequest,
+};
+use caravan_proto::{
     DeploymentUpdateResponse, EvaluateNodeRequest, EvaluationAllocationsRequest,
     FailDeploymentRequest, GarbageCollectRequest, GarbageCollectResponse, GetAllocationRequest,
     GetAllocationResponse, GetDeploymentRequest, GetDeploymentResponse, GetEvaluationRequest,
@@ -24,6 +29,8 @@ use caravan_proto::{
 };
 use futures::Stream;
 use tonic::{Request, Response, Status};
+
+use crate::client_fs;
 
 use crate::deployments::Steer;
 use crate::gateway::Gateway;
@@ -79,6 +86,9 @@ impl EvalService for ClusterApi {
 /// The stream of a task's log chunks.
 pub type LogStream = Pin<Box<dyn Stream<Item = Result<LogChunk, Status>> + Send + 'static>>;
 
+/// A file of an alloc dir as the node sends it.
+pub type FileStream = Pin<Box<dyn Stream<Item = Result<AllocFileChunk, Status>> + Send + 'static>>;
+
 #[tonic::async_trait]
 impl AllocService for ClusterApi {
     async fn get_allocation(
@@ -122,6 +132,87 @@ impl AllocService for ClusterApi {
     ) -> Result<Response<Self::ReadLogsStream>, Status> {
         let stream = logs::read_logs(&self.0, request.into_inner()).await?;
         Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn list_alloc_files(
+        &self,
+        request: Request<AllocPathRequest>,
+    ) -> Result<Response<ListAllocFilesResponse>, Status> {
+        Ok(Response::new(
+            client_fs::list(&self.0, request.into_inner()).await?,
+        ))
+    }
+
+    async fn stat_alloc_file(
+        &self,
+        request: Request<AllocPathRequest>,
+    ) -> Result<Response<AllocFileInfo>, Status> {
+        Ok(Response::new(
+            client_fs::stat(&self.0, request.into_inner()).await?,
+        ))
+    }
+
+    type ReadAllocFileStream = FileStream;
+
+    async fn read_alloc_file(
+        &self,
+        request: Request<ReadAllocFileRequest>,
+    ) -> Result<Response<Self::ReadAllocFileStream>, Status> {
+        let stream = client_fs::read(&self.0, request.into_inner()).await?;
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn get_host_stats(
+        &self,
+        request: Request<HostStatsRequest>,
+    ) -> Result<Response<HostStats>, Status> {
+        let (_, stats) = client_fs::host_stats(&self.0, request.into_inner()).await?;
+        Ok(Response::new(stats))
+    }
+
+    async fn alloc_stats(
+        &self,
+        request: Request<AllocStatsRequest>,
+    ) -> Result<Response<AllocResourceUsage>, Status> {
+        Ok(Response::new(
+            client_fs::alloc_stats(&self.0, request.into_inner()).await?,
+        ))
+    }
+
+    async fn signal_alloc(
+        &self,
+        request: Request<SignalAllocRequest>,
+    ) -> Result<Response<AllocActionResponse>, Status> {
+        Ok(Response::new(
+            client_fs::signal(&self.0, request.into_inner()).await?,
+        ))
+    }
+
+    async fn restart_alloc(
+        &self,
+        request: Request<RestartAllocRequest>,
+    ) -> Result<Response<AllocActionResponse>, Status> {
+        Ok(Response::new(
+            client_fs::restart(&self.0, request.into_inner()).await?,
+        ))
+    }
+
+    async fn gc_alloc(
+        &self,
+        request: Request<GcAllocRequest>,
+    ) -> Result<Response<AllocActionResponse>, Status> {
+        Ok(Response::new(
+            client_fs::gc_alloc(&self.0, request.into_inner()).await?,
+        ))
+    }
+
+    async fn gc_node(
+        &self,
+        request: Request<GcNodeRequest>,
+    ) -> Result<Response<GcNodeResponse>, Status> {
+        Ok(Response::new(
+            client_fs::gc_node(&self.0, request.into_inner()).await?,
+        ))
     }
 }
 

@@ -30,8 +30,13 @@ impl VariableService for VariableApi {
         &self,
         request: Request<ListVariablesRequest>,
     ) -> Result<Response<ListVariablesResponse>, Status> {
+        let caller = request.extensions().get::<crate::acl::Caller>().cloned();
         let q = query(&self.0, request.into_inner().options);
-        let (variables, meta) = vars::list(&self.0, &q).await?;
+        let (mut variables, meta) = vars::list(&self.0, &q).await?;
+        if let Some(caller) = caller {
+            // With ACLs on, only the paths the caller may list.
+            variables.retain(|v| caller.acl.allow_variable_op(&v.namespace, &v.path, "list"));
+        }
         Ok(Response::new(ListVariablesResponse {
             variables,
             meta: Some(meta),

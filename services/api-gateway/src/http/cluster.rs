@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use crate::deployments::Steer;
 use crate::http::render::{self, NodeStubFields, index};
 use crate::http::{
-    ApiError, ApiResult, Http, Params, decode, flag, query, read_answer, with_index,
+    ApiError, ApiResult, Http, Params, body_field, decode, flag, optional_body, query, read_answer,
+    with_index,
 };
 use crate::nodes::NodeUpdated;
 use crate::{allocs, deployments, evals, nodes, status};
@@ -154,7 +155,7 @@ pub(crate) async fn eligibility(
     body: Bytes,
 ) -> ApiResult {
     let v: Value = decode(&body)?;
-    let eligibility = match v.get("Eligibility").and_then(Value::as_str) {
+    let eligibility = match body_field(&v, "Eligibility").and_then(Value::as_str) {
         Some("eligible") => SchedulingEligibility::Eligible,
         Some("ineligible") => SchedulingEligibility::Ineligible,
         Some(other) => {
@@ -177,16 +178,16 @@ pub(crate) async fn drain(
     body: Bytes,
 ) -> ApiResult {
     let v: Value = decode(&body)?;
-    let strategy = match v.get("DrainSpec") {
+    let strategy = match body_field(&v, "DrainSpec") {
         None | Some(Value::Null) => None,
         Some(spec @ Value::Object(_)) => {
-            let deadline = match spec.get("Deadline") {
+            let deadline = match body_field(spec, "Deadline") {
                 None | Some(Value::Null) => 0,
                 Some(d) => d.as_i64().ok_or_else(|| {
                     ApiError::field("DrainSpec.Deadline", "must be an integer of nanoseconds")
                 })?,
             };
-            let ignore = match spec.get("IgnoreSystemJobs") {
+            let ignore = match body_field(spec, "IgnoreSystemJobs") {
                 None | Some(Value::Null) => false,
                 Some(b) => b.as_bool().ok_or_else(|| {
                     ApiError::field("DrainSpec.IgnoreSystemJobs", "must be a boolean")
@@ -200,8 +201,7 @@ pub(crate) async fn drain(
         }
         Some(_) => return Err(ApiError::field("DrainSpec", "must be an object or null")),
     };
-    let mark_eligible = v
-        .get("MarkEligible")
+    let mark_eligible = body_field(&v, "MarkEligible")
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let u = nodes::update_drain(&http.gw, &id, strategy, mark_eligible).await?;
@@ -354,7 +354,7 @@ fn steered(r: &caravan_proto::WatcherResponse) -> axum::response::Response {
 }
 
 fn id_list(v: &Value, field: &str) -> Result<Vec<String>, ApiError> {
-    match v.get(field) {
+    match body_field(v, field) {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => items
             .iter()
@@ -368,19 +368,11 @@ fn id_list(v: &Value, field: &str) -> Result<Vec<String>, ApiError> {
     }
 }
 
-fn optional_body(body: &[u8]) -> Result<Value, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        Ok(json!({}))
-    } else {
-        decode(body)
-    }
-}
-
 /// A steering body's `DeploymentID`, which Nomad requires to match the path.
 /// (Nomad also requires it present; Caravan takes the path's id when it is
 /// left out.)
 fn check_body_id(v: &Value, path_id: &str) -> Result<(), ApiError> {
-    match v.get("DeploymentID") {
+    match body_field(v, "DeploymentID") {
         None | Some(Value::Null) => Ok(()),
         Some(Value::String(id)) if id.is_empty() || id == path_id => Ok(()),
         Some(Value::String(_)) => Err(ApiError::field(
@@ -400,8 +392,7 @@ pub(crate) async fn promote(
     let v = optional_body(&body)?;
     check_body_id(&v, &id)?;
     let groups = id_list(&v, "Groups")?;
-    let all = v
-        .get("All")
+    let all = body_field(&v, "All")
         .and_then(Value::as_bool)
         .unwrap_or(groups.is_empty());
     let r = deployments::steer(
@@ -439,7 +430,7 @@ pub(crate) async fn pause(
 ) -> ApiResult {
     let v = optional_body(&body)?;
     check_body_id(&v, &id)?;
-    let pause = match v.get("Pause") {
+    let pause = match body_field(&v, "Pause") {
         Some(Value::Bool(b)) => *b,
         _ => return Err(ApiError::field("Pause", "must be true or false")),
     };

@@ -10,7 +10,9 @@ use caravan_proto::AllocClientStatus;
 use serde_json::{Value, json};
 
 use crate::http::render::index;
-use crate::http::{ApiError, ApiResult, Http, Params, decode, query, read_answer, with_index};
+use crate::http::{
+    ApiError, ApiResult, Http, Params, body_field, decode, query, read_answer, with_index,
+};
 use crate::jobs::lifecycle;
 use crate::jobs::register::Registered;
 use crate::query::{self as blocking, DEFAULT_NAMESPACE};
@@ -33,7 +35,7 @@ fn registered(r: &Registered) -> axum::response::Response {
 }
 
 fn version_field(v: &Value, field: &str) -> Result<Option<u64>, ApiError> {
-    match v.get(field) {
+    match body_field(v, field) {
         None | Some(Value::Null) => Ok(None),
         Some(n) => n
             .as_u64()
@@ -67,7 +69,7 @@ pub(crate) async fn stable(
     let v: Value = decode(&body)?;
     let version = version_field(&v, "JobVersion")?
         .ok_or_else(|| ApiError::field("JobVersion", "missing job version"))?;
-    let stable = match v.get("Stable") {
+    let stable = match body_field(&v, "Stable") {
         Some(Value::Bool(b)) => *b,
         _ => return Err(ApiError::field("Stable", "must be true or false")),
     };
@@ -147,7 +149,7 @@ pub(crate) async fn scale(
         .and_then(Value::as_str)
         .filter(|g| !g.is_empty())
         .ok_or_else(|| ApiError::field("Target.Group", "missing task group name"))?;
-    let count = match v.get("Count") {
+    let count = match body_field(&v, "Count") {
         Some(c) => c
             .as_i64()
             .ok_or_else(|| ApiError::field("Count", "must be an integer"))?,
@@ -169,7 +171,7 @@ pub(crate) async fn dispatch(
     } else {
         decode(&body)?
     };
-    let payload = match v.get("Payload") {
+    let payload = match body_field(&v, "Payload") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(s)) => base64::engine::general_purpose::STANDARD
             .decode(s)
@@ -177,7 +179,7 @@ pub(crate) async fn dispatch(
         Some(_) => return Err(ApiError::field("Payload", "must be a base64 string")),
     };
     let mut meta = BTreeMap::new();
-    match v.get("Meta") {
+    match body_field(&v, "Meta") {
         None | Some(Value::Null) => {}
         Some(Value::Object(m)) => {
             for (k, val) in m {

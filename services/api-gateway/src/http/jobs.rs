@@ -11,7 +11,7 @@ use crate::deployments;
 use crate::error::GatewayError;
 use crate::http::render::{self, index};
 use crate::http::{
-    ApiError, ApiResult, Http, Params, decode, flag, query, read_answer, with_index,
+    ApiError, ApiResult, Http, Params, body_field, decode, flag, query, read_answer, with_index,
 };
 use crate::jobs::{plan as planning, reads, register as writes};
 use crate::query::DEFAULT_NAMESPACE;
@@ -55,7 +55,7 @@ fn decode_submitted(
 ) -> Result<Submitted, ApiError> {
     let options = ParseOptions { max_bytes };
     let raw: Value = decode(body)?;
-    if !raw.get("Job").is_some_and(Value::is_object) {
+    if !body_field(&raw, "Job").is_some_and(Value::is_object) {
         return Err(ApiError::field("Job", "Job must be specified"));
     }
     let parsed = parse_json(body, &options).map_err(GatewayError::from)?;
@@ -81,14 +81,10 @@ async fn do_register(http: &Http, p: &Params, body: &Bytes, path_id: Option<&str
     {
         return Err(ApiError::field("Job.ID", "Job ID does not match name"));
     }
-    let enforce = s
-        .raw
-        .get("EnforceIndex")
+    let enforce = body_field(&s.raw, "EnforceIndex")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let wanted = s
-        .raw
-        .get("JobModifyIndex")
+    let wanted = body_field(&s.raw, "JobModifyIndex")
         .and_then(Value::as_i64)
         .unwrap_or(0);
     let r = writes::register(&http.gw, s.job, enforce.then_some(wanted)).await?;
@@ -219,7 +215,8 @@ pub(crate) async fn get(
     Ok(read_answer(&meta, caravan_jobspec::render_json(&job)))
 }
 
-/// `DELETE /v1/job/:id?purge=`: stop (or purge) a job.
+/// `DELETE /v1/job/:id?purge=`: stop (or purge) a job; a job that does not
+/// exist answers with no evaluation, as Nomad's does.
 pub(crate) async fn deregister(
     State(http): State<Http>,
     Path(id): Path<String>,
@@ -230,7 +227,12 @@ pub(crate) async fn deregister(
     // region, so `global` changes nothing once it reads as a boolean.
     flag(&p, "global")?;
     let ns = p.get("namespace").map_or(DEFAULT_NAMESPACE, String::as_str);
-    let r = writes::deregister(&http.gw, ns, &id, purge).await?;
+    // Nomad answers a stop of a job it does not know with an empty reply:
+    // nothing to stop, no evaluation (its `Job.Deregister`).
+    let r = match writes::deregister(&http.gw, ns, &id, purge).await {
+        Err(GatewayError::NotFound(_)) => writes::Deregistered::default(),
+        other => other?,
+    };
     let rev = http.gw.cache().revision();
     let contact = http.gw.leader_contact();
     Ok(with_index(
@@ -257,7 +259,9 @@ pub(crate) async fn plan(
     if s.job.id != id {
         return Err(ApiError::field("Job.ID", "Job ID does not match"));
     }
-    let want_diff = s.raw.get("Diff").and_then(Value::as_bool).unwrap_or(false);
+    let want_diff = body_field(&s.raw, "Diff")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let planned = planning::plan(&http.gw, s.job, want_diff).await?;
     let snap = http.gw.cache().snapshot();
     let annotations = planned.annotations.as_ref().map_or(Value::Null, |a| {

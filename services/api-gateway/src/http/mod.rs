@@ -2,7 +2,10 @@
 //! domain functions as the gRPC API, Nomad's JSON shapes, blocking queries
 //! (`?index=&wait=`) and its response headers.
 
+mod acl;
+mod acl_guard;
 mod agent;
+mod client_fs;
 mod cluster;
 mod events;
 mod job_ops;
@@ -54,8 +57,9 @@ impl Http {
 pub fn router(gw: Gateway, bound: Bound) -> Router {
     let limit = gw.config.max_body_bytes;
     let contact = gw.clone();
+    let guarded = gw.acl.is_some().then(|| gw.clone());
     let state = Http { gw, bound };
-    Router::new()
+    let mut routes = Router::new()
         .route(
             "/v1/jobs",
             get(jobs::list).put(jobs::register).post(jobs::register),
@@ -192,7 +196,17 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
         .route("/v1/event/stream", get(events::stream))
         .route("/v1/metrics", get(metrics::metrics))
         .merge(vars::routes())
-        .fallback(not_found)
+        .merge(client_fs::routes())
+        .merge(acl::routes())
+        .fallback(not_found);
+    if let Some(gw) = guarded {
+        // Over every route above: each request is checked against the
+        // route's entry in the ACL table.
+        routes = routes.layer(axum::middleware::from_fn(move |req, next| {
+            acl_guard::guard(gw.clone(), limit, req, next)
+        }));
+    }
+    routes
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn(move |req, next| {
             refuse_announced_oversize(limit, req, next)
@@ -349,6 +363,47 @@ async fn leader_headers(
 }
 
 /// Decodes a JSON body, answering 400 with the parser's complaint.
+/// A field of a request body read as Nomad's Go decoder reads it: the
+/// exact key, else a key that differs only in case (python-nomad sends
+/// `UnHealthyAllocationIDs`, Nomad reads it as `UnhealthyAllocationIDs`).
+pub(crate) fn body_field<'a>(body: &'a Value, name: &str) -> Option<&'a Value> {
+    let object = body.as_object()?;
+    object.get(name).or_else(|| {
+        object
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value)
+    })
+}
+
+/// A body that may be left out: an empty one reads as `{}`.
+pub(crate) fn optional_body(body: &[u8]) -> Result<Value, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        Ok(Value::Object(serde_json::Map::new()))
+    } else {
+        decode(body)
+    }
+}
+
+/// A text field of a body: absent or `null` reads as empty, as Go's decoder
+/// leaves a string it is given `null` for.
+pub(crate) fn text_field(body: &Value, name: &str) -> Result<String, ApiError> {
+    match body_field(body, name) {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(text)) => Ok(text.clone()),
+        Some(_) => Err(ApiError::field(name, "must be a string")),
+    }
+}
+
+/// A boolean field of a body: absent or `null` reads as false.
+pub(crate) fn bool_field(body: &Value, name: &str) -> Result<bool, ApiError> {
+    match body_field(body, name) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(ApiError::field(name, "must be a boolean")),
+    }
+}
+
 pub(crate) fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::field("body", "request body is empty"));
@@ -365,6 +420,31 @@ pub(crate) fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn body_fields_are_found_whatever_their_case() {
+        let body = serde_json::json!({"UnHealthyAllocationIDs": ["a"], "All": true, "all": false});
+        assert_eq!(
+            body_field(&body, "UnhealthyAllocationIDs"),
+            Some(&serde_json::json!(["a"]))
+        );
+        // The exact key wins over one that differs in case.
+        assert_eq!(body_field(&body, "All"), Some(&Value::Bool(true)));
+        assert_eq!(body_field(&body, "Missing"), None);
+        assert_eq!(body_field(&Value::Null, "All"), None);
+    }
+
+    #[test]
+    fn text_and_bool_fields_take_null_as_unset() {
+        let body = serde_json::json!({"Signal": "SIGUSR1", "Task": null, "allTasks": true});
+        assert_eq!(text_field(&body, "Signal").unwrap(), "SIGUSR1");
+        assert_eq!(text_field(&body, "Task").unwrap(), "");
+        assert_eq!(text_field(&body, "Missing").unwrap(), "");
+        assert!(bool_field(&body, "AllTasks").unwrap());
+        let err = text_field(&serde_json::json!({"Task": 3}), "Task").unwrap_err();
+        assert!(format!("{err:?}").contains("Task"), "{err:?}");
+        assert!(bool_field(&serde_json::json!({"AllTasks": "yes"}), "AllTasks").is_err());
+    }
 
     #[test]
     fn errors_map_to_nomads_codes() {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::error::GatewayError;
 use crate::http::render::index;
-use crate::http::{ApiError, ApiResult, Http, Params, decode, params, with_index};
+use crate::http::{ApiError, ApiResult, Http, Params, body_field, decode, params, with_index};
 use crate::operator;
 
 fn algorithm_name(a: SchedulerAlgorithm) -> &'static str {
@@ -63,7 +63,7 @@ pub(crate) async fn set_config(
     body: Bytes,
 ) -> ApiResult {
     let v: Value = decode(&body)?;
-    let algorithm = match v.get("SchedulerAlgorithm").and_then(Value::as_str) {
+    let algorithm = match body_field(&v, "SchedulerAlgorithm").and_then(Value::as_str) {
         None | Some("" | "binpack") => SchedulerAlgorithm::Binpack,
         Some("spread") => SchedulerAlgorithm::Spread,
         Some(other) => {

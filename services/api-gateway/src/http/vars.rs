@@ -13,7 +13,9 @@ use caravan_proto::{VariableDecrypted, VariableMetadata};
 use serde_json::{Map, Value, json};
 
 use crate::http::render::index;
-use crate::http::{ApiError, ApiResult, Http, Params, decode, query, read_answer, with_index};
+use crate::http::{
+    ApiError, ApiResult, Http, Params, body_field, decode, query, read_answer, with_index,
+};
 use crate::query::DEFAULT_NAMESPACE;
 use crate::vars::{self, VarWrite};
 
@@ -122,18 +124,18 @@ async fn put(
     body: Bytes,
 ) -> ApiResult {
     let v: Value = decode(&body)?;
-    let Some(obj) = v.as_object() else {
+    if !v.is_object() {
         return Err(ApiError::field(
             "body",
             "must be a JSON object (a variable)",
         ));
-    };
-    let namespace = match obj.get("Namespace") {
+    }
+    let namespace = match body_field(&v, "Namespace") {
         None | Some(Value::Null) => write_namespace(None, &p),
         Some(Value::String(ns)) => write_namespace(Some(ns), &p),
         Some(_) => return Err(ApiError::field("Namespace", "must be a string")),
     };
-    let items = match obj.get("Items") {
+    let items = match body_field(&v, "Items") {
         None | Some(Value::Null) => BTreeMap::new(),
         Some(Value::Object(items)) => {
             let mut out = BTreeMap::new();

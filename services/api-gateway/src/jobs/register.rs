@@ -29,7 +29,7 @@ pub struct Registered {
 }
 
 /// The outcome of a deregistration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Deregistered {
     /// The evaluation created; empty for periodic and parameterized parents.
     pub eval_id: String,

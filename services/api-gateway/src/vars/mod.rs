@@ -4,9 +4,9 @@
 //! of exactly the keys they read.
 //!
 //! Variables are not in the watch cache: every read goes to the store.
-//! ACLs are not enforced; a caller may read what it may write. The place for
-//! Nomad's variable capabilities is [`may_read_conflict`] and the entry of
-//! each operation.
+//! With ACLs on, the transports check Nomad's variable capabilities before
+//! each operation; a lost check-and-set still shows the writer the current
+//! items ([`may_read_conflict`] is where reading them would be checked).
 
 pub mod rules;
 pub mod seal;

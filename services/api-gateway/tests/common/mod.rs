@@ -166,9 +166,24 @@ impl HttpAnswer {
 
 /// A minimal HTTP/1.1 client: one request per connection.
 pub async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &[u8]) -> HttpAnswer {
+    http_with(addr, method, path, &[], body).await
+}
+
+/// [`http`] with extra request headers.
+pub async fn http_with(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> HttpAnswer {
     let mut stream = TcpStream::connect(addr).await.unwrap();
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).await.unwrap();

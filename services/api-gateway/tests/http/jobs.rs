@@ -128,3 +128,13 @@ pub async fn purging_a_job_answers_an_eval_and_removes_it(backend: Backend) {
     assert!(gw.job("web").await.is_none());
     gw.stop().await;
 }
+
+pub async fn stopping_an_unknown_job_answers_no_eval(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-job-stop-unknown").await;
+    // Nomad answers 200 with no evaluation: there is nothing to stop.
+    let r = gw.http("DELETE", "/v1/job/nope?purge=true", b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["EvalID"], "");
+    assert!(gw.evals().await.is_empty());
+    gw.stop().await;
+}

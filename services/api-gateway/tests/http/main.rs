@@ -36,6 +36,7 @@ caravan_testkit::backend_cases!(backend => crate {
         a_job_posted_under_another_jobs_path_is_400,
         reading_an_unknown_job_is_404,
         purging_a_job_answers_an_eval_and_removes_it,
+        stopping_an_unknown_job_answers_no_eval,
     },
     errors {
         malformed_json_is_400_and_writes_nothing,

@@ -11,7 +11,6 @@ use caravan_proto::{
     VariableDecrypted, VariableMetadata,
 };
 use serde_json::{Map, Value, json};
-use tonic::transport::Channel;
 
 use crate::api::Api;
 use crate::args::VarCommand;
@@ -21,7 +20,7 @@ use crate::ui::Ui;
 
 type Result<T> = std::result::Result<T, CliError>;
 
-fn client(api: &Api) -> VariableServiceClient<Channel> {
+fn client(api: &Api) -> VariableServiceClient<crate::api::Conn> {
     VariableServiceClient::new(api.channel())
 }
 

@@ -54,6 +54,10 @@ pub struct DevOptions {
     /// The binary that supervises raw_exec tasks (`caravan`, which runs as one
     /// given `task-supervisor`); empty means this process's own binary.
     pub task_supervisor: PathBuf,
+    /// The client node's name (Nomad's `-node`); the host name when empty.
+    pub node_name: String,
+    /// Enforce ACLs on the gateway's HTTP and public gRPC APIs.
+    pub acl_enabled: bool,
 }
 
 impl Default for DevOptions {
@@ -66,6 +70,8 @@ impl Default for DevOptions {
             grpc_port: 4647,
             http_port: 4646,
             task_supervisor: PathBuf::new(),
+            node_name: String::new(),
+            acl_enabled: false,
         }
     }
 }
@@ -102,6 +108,7 @@ pub struct DevCluster {
     pub addresses: DevAddresses,
     tiers: Tiers,
     owned_data_dir: bool,
+    acl_enabled: bool,
 }
 
 fn host_port(bind: &str, port: u16) -> String {
@@ -167,6 +174,7 @@ impl DevCluster {
             addresses,
             tiers,
             owned_data_dir,
+            acl_enabled: options.acl_enabled,
         };
         cluster.wait_ready().await;
         Ok(cluster)
@@ -179,17 +187,19 @@ impl DevCluster {
 
     /// Waits (bounded) until the node is ready and the eval broker, plan
     /// applier and deployment watcher have leaders, so a job run right after
-    /// start is placed at once.
+    /// start is placed at once. With ACLs on, reading the node needs a token
+    /// nobody holds before the bootstrap, so only the leaders are awaited.
     async fn wait_ready(&self) {
         let Ok(api) = Api::new(&self.address(), "default") else {
             return;
         };
         let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
         while tokio::time::Instant::now() < deadline {
-            let node_ready = api
-                .node(&self.addresses.node_id)
-                .await
-                .is_ok_and(|n| n.status() == NodeStatus::Ready);
+            let node_ready = self.acl_enabled
+                || api
+                    .node(&self.addresses.node_id)
+                    .await
+                    .is_ok_and(|n| n.status() == NodeStatus::Ready);
             let leaders = api.leaders().await.unwrap_or_default();
             let led = self
                 .tiers
@@ -325,6 +335,9 @@ async fn start_services(
                 grpc_addr: host_port(&options.bind, options.grpc_port),
                 http_addr: host_port(&options.bind, options.http_port),
                 variables_key_file: variables_key_file.display().to_string(),
+                acl: caravan_api_gateway::AclConfig {
+                    enabled: options.acl_enabled,
+                },
                 store: store_config,
                 ..Default::default()
             },
@@ -343,6 +356,7 @@ async fn start_services(
                 drivers: vec!["raw_exec".into(), "mock".into()],
                 stop_tasks_on_shutdown: true,
                 task_supervisor: options.task_supervisor.clone(),
+                name: options.node_name.clone(),
                 ..Default::default()
             },
             NoStore,
@@ -379,6 +393,8 @@ pub async fn run(args: DevArgs, ui: &mut Ui) -> Result<u8, CliError> {
         bind: args.bind.clone(),
         grpc_port: args.grpc_port,
         http_port: args.http_port,
+        node_name: args.node.clone().unwrap_or_default(),
+        acl_enabled: args.acl_enabled,
         ..Default::default()
     };
     let store = match &args.etcd {
@@ -391,6 +407,12 @@ pub async fn run(args: DevArgs, ui: &mut Ui) -> Result<u8, CliError> {
         () = shutdown.cancelled() => return Ok(0),
     };
     ui.output(banner(&cluster.addresses, &store));
+    if args.acl_enabled {
+        ui.output(
+            "==> ACLs are enabled: `caravan acl bootstrap` prints the management token; \
+             pass a token with -token, CARAVAN_TOKEN or NOMAD_TOKEN",
+        );
+    }
     let failure = tokio::select! {
         () = shutdown.cancelled() => None,
         (name, err) = cluster.failed() => Some(format!("{name}: {err:#}")),
