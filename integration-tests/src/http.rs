@@ -87,10 +87,24 @@ impl HttpApi {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> anyhow::Result<HttpReply> {
+        self.request_with(method, path, body, &[]).await
+    }
+
+    /// Sends one request with extra `headers`.
+    pub async fn request_with(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, &str)],
+    ) -> anyhow::Result<HttpReply> {
         let uri = format!("{}{path}", self.base);
         let mut builder = Request::builder().method(method.clone()).uri(&uri);
         if body.is_some() {
             builder = builder.header("content-type", "application/json");
+        }
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
         }
         let request = builder.body(Full::new(Bytes::from(body.unwrap_or_default())))?;
         let exchange = async {

@@ -7,15 +7,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context;
-use opentelemetry::propagation::{Extractor, Injector};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::codegen::http;
-use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
 use tonic::transport::server::{Router, TcpIncoming};
 use tonic::transport::{Channel, Endpoint, Server};
 use tonic_health::ServingStatus;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// How long requests in flight at shutdown may take to finish before the
 /// server is dropped with them. A handler waiting on an unreachable etcd
@@ -49,11 +46,7 @@ const MAX_PENDING_RESETS: usize = 4096;
 
 fn request_span(req: &http::Request<()>) -> tracing::Span {
     let span = tracing::info_span!("grpc", method = %req.uri().path());
-    let parent = opentelemetry::global::get_text_map_propagator(|p| {
-        p.extract(&HeaderExtractor(req.headers()))
-    });
-    // Without an OpenTelemetry layer installed there is nothing to attach to.
-    let _ = span.set_parent(parent);
+    crate::trace::follow_headers(&span, req.headers());
     span
 }
 
@@ -187,36 +180,8 @@ pub fn channel(addr: &str) -> Result<Channel, tonic::transport::Error> {
 
 /// Client interceptor that carries the current span's trace to the callee.
 pub fn propagate_trace(mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-    let context = tracing::Span::current().context();
-    opentelemetry::global::get_text_map_propagator(|p| {
-        p.inject_context(&context, &mut MetadataInjector(req.metadata_mut()))
-    });
+    crate::trace::inject(req.metadata_mut());
     Ok(req)
-}
-
-struct HeaderExtractor<'a>(&'a http::HeaderMap);
-
-impl Extractor for HeaderExtractor<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok())
-    }
-
-    fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(|k| k.as_str()).collect()
-    }
-}
-
-struct MetadataInjector<'a>(&'a mut MetadataMap);
-
-impl Injector for MetadataInjector<'_> {
-    fn set(&mut self, key: &str, value: String) {
-        if let (Ok(key), Ok(value)) = (
-            MetadataKey::from_bytes(key.as_bytes()),
-            MetadataValue::try_from(value),
-        ) {
-            self.0.insert(key, value);
-        }
-    }
 }
 
 #[cfg(test)]

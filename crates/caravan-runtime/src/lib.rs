@@ -15,6 +15,7 @@ pub mod status;
 pub mod store;
 pub mod telemetry;
 pub mod term;
+pub mod trace;
 
 /// Pauses between attempts, for the services' retry loops.
 pub use caravan_store::Backoff;

@@ -1,17 +1,21 @@
 //! Tracing for every service: structured logs, and OpenTelemetry spans
 //! exported over OTLP when an endpoint is configured.
 
+use std::time::Duration;
+
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider,
+};
 use serde::{Deserialize, Serialize};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 /// Logging and tracing settings, the `[telemetry]` section of every service.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TelemetryConfig {
     /// `tracing` filter directives, e.g. `info,caravan_plan_applier=debug`.
@@ -20,7 +24,17 @@ pub struct TelemetryConfig {
     pub log_format: String,
     /// OTLP/gRPC collector, e.g. `http://127.0.0.1:4317`; empty disables export.
     pub otlp_endpoint: String,
+    /// The share of new traces recorded, from 0.0 to 1.0 (default 1.0). A
+    /// span whose caller (or evaluation) was sampled is always recorded, so
+    /// a trace is kept whole or not at all.
+    pub sample_ratio: f64,
+    /// How long finished spans wait to be sent in a batch, in milliseconds.
+    pub export_delay_ms: u64,
 }
+
+// `sample_ratio` is checked to lie in 0.0..=1.0 before use (never NaN), so
+// equality is reflexive.
+impl Eq for TelemetryConfig {}
 
 impl Default for TelemetryConfig {
     fn default() -> Self {
@@ -28,6 +42,8 @@ impl Default for TelemetryConfig {
             log_filter: "info".into(),
             log_format: "text".into(),
             otlp_endpoint: String::new(),
+            sample_ratio: 1.0,
+            export_delay_ms: 5_000,
         }
     }
 }
@@ -38,6 +54,9 @@ pub enum TelemetryError {
     /// The filter directives do not parse.
     #[error("telemetry.log_filter: {0}")]
     Filter(String),
+    /// The sample ratio is not a share.
+    #[error("telemetry.sample_ratio: must be between 0.0 and 1.0, got {0}")]
+    SampleRatio(f64),
     /// The OTLP exporter could not be built.
     #[error("telemetry.otlp_endpoint: {0}")]
     Exporter(String),
@@ -65,6 +84,9 @@ impl Drop for TelemetryGuard {
 pub fn init(service: &str, config: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
     let filter = EnvFilter::try_new(&config.log_filter)
         .map_err(|e| TelemetryError::Filter(e.to_string()))?;
+    if !(0.0..=1.0).contains(&config.sample_ratio) {
+        return Err(TelemetryError::SampleRatio(config.sample_ratio));
+    }
     let fmt = if config.log_format == "json" {
         tracing_subscriber::fmt::layer()
             .json()
@@ -90,7 +112,20 @@ pub fn init(service: &str, config: &TelemetryConfig) -> Result<TelemetryGuard, T
                         .with_service_name(service.to_string())
                         .build(),
                 )
-                .with_batch_exporter(exporter)
+                .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
+                    config.sample_ratio,
+                ))))
+                .with_span_processor(
+                    BatchSpanProcessor::builder(exporter)
+                        .with_batch_config(
+                            BatchConfigBuilder::default()
+                                .with_scheduled_delay(Duration::from_millis(
+                                    config.export_delay_ms.max(1),
+                                ))
+                                .build(),
+                        )
+                        .build(),
+                )
                 .build(),
         )
     };

@@ -8,6 +8,7 @@ mod blocked;
 mod failover;
 mod http_api;
 mod raw_exec;
+mod traces;
 mod validation;
 
 use std::time::Duration;

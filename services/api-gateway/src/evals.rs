@@ -22,6 +22,8 @@ pub(crate) fn for_job(job: &Job, trigger: &str) -> Evaluation {
         job_modify_revision: job.job_modify_revision,
         create_time_unix_ns: now,
         modify_time_unix_ns: now,
+        // The request's trace, continued by every service that handles it.
+        trace_context: caravan_runtime::trace::capture(),
         ..Default::default()
     };
     eval.set_status(EvalStatus::Pending);

@@ -2,6 +2,7 @@
 //! restart policy on exit, stop with the kill signal and timeout when asked,
 //! and report each state change with Nomad's task events.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::driver::{Driver, ExitResult, HandleState, TaskHandle, TaskSpec};
 use crate::restart::{RestartDecision, RestartTracker};
@@ -135,6 +137,9 @@ pub struct TaskRunner {
     /// What users ask: restarts (`alloc restart`: the task is stopped and
     /// started again in place, outside its restart policy) and signals sent.
     pub control: mpsc::UnboundedReceiver<TaskControl>,
+    /// The trace of the scheduling that placed the alloc: each start of the
+    /// task is a span in it.
+    pub trace_context: BTreeMap<String, String>,
 }
 
 /// How a wait ended.
@@ -231,7 +236,14 @@ impl TaskRunner {
                         if let Some(req) = self.kill_requested() {
                             return self.killed_before_running(req);
                         }
-                        match self.driver.start(self.spec.clone()).await {
+                        let starting = tracing::info_span!(
+                            "task.start",
+                            alloc = %self.spec.alloc_id,
+                            task = %self.name
+                        );
+                        caravan_runtime::trace::follow(&starting, &self.trace_context);
+                        let started = self.driver.start(self.spec.clone()).instrument(starting);
+                        match started.await {
                             Ok(h) => self.running(h, "Task started by client"),
                             Err(e) => {
                                 let mut ev = event(events::DRIVER_FAILURE, e.message.clone());
@@ -455,6 +467,7 @@ mod tests {
             kill: kill_rx,
             detach: detach.clone(),
             control,
+            trace_context: BTreeMap::new(),
         };
         Harness {
             updates: rx,
@@ -529,6 +542,7 @@ mod tests {
             kill: kill_rx,
             detach: CancellationToken::new(),
             control: mpsc::unbounded_channel().1,
+            trace_context: BTreeMap::new(),
         };
         r.run(None).await;
         let mut last = None;

@@ -31,6 +31,13 @@ pub fn for_deployment(d: &Deployment, job: &Job, now_unix_ns: i64) -> Evaluation
         deployment_id: d.id.clone(),
         create_time_unix_ns: now_unix_ns,
         modify_time_unix_ns: now_unix_ns,
+        // A deployment step starts its own trace (a child of the current
+        // span, e.g. a promote request's, when there is one).
+        trace_context: caravan_runtime::trace::of(&tracing::info_span!(
+            "deployment.eval",
+            deployment = %d.id,
+            job = %d.job_id
+        )),
         ..Default::default()
     };
     eval.set_status(EvalStatus::Pending);

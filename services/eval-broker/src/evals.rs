@@ -192,6 +192,8 @@ pub fn failed_follow_up(eval: &Evaluation, wait: Duration, now_ns: i64) -> Evalu
         previous_eval: eval.id.clone(),
         create_time_unix_ns: now_ns,
         modify_time_unix_ns: now_ns,
+        // The retry belongs to the failed eval's trace.
+        trace_context: eval.trace_context.clone(),
         ..Default::default()
     }
 }
@@ -262,6 +264,12 @@ pub fn node_eval(
         status: EvalStatus::Pending as i32,
         create_time_unix_ns: now_ns,
         modify_time_unix_ns: now_ns,
+        trace_context: caravan_runtime::trace::of(&tracing::info_span!(
+            "node.eval",
+            node = %node_id,
+            job = %job_id,
+            triggered_by = %trigger
+        )),
         ..Default::default()
     }
 }

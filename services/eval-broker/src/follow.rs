@@ -227,6 +227,10 @@ impl Follower {
             }
             pending.sort_by_key(|e| e.create_revision);
             for eval in pending {
+                if !eval.trace_context.is_empty() && !state.queues.contains(&eval.id) {
+                    let span = tracing::info_span!("broker.enqueue", eval = %eval.id, job = %eval.job_id, triggered_by = %eval.triggered_by);
+                    caravan_runtime::trace::follow(&span, &eval.trace_context);
+                }
                 state.queues.upsert(eval, now);
             }
             for class in nodes::classes_with_new_capacity(&self.seen, &next) {

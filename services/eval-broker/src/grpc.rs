@@ -57,6 +57,15 @@ impl EvalBrokerService for EvalBrokerGrpc {
             Some(d) => {
                 let mut eval = (*d.eval).clone();
                 eval.delivery_count = d.deliveries.saturating_sub(1);
+                if !eval.trace_context.is_empty() {
+                    let span = tracing::info_span!(
+                        "broker.dequeue",
+                        eval = %eval.id,
+                        deliveries = d.deliveries,
+                        wait_revision = d.wait_revision
+                    );
+                    caravan_runtime::trace::follow(&span, &eval.trace_context);
+                }
                 DequeueResponse {
                     eval: Some(eval),
                     token: d.token,

@@ -22,6 +22,7 @@ use caravan_store::{Leadership, Revision, Store, current_leader, election_name};
 use parking_lot::RwLock;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::commit::{CommitOutcome, Committer, PlanMarks, optimistic_layer, plan_changes};
 use crate::config::PlanApplierConfig;
@@ -329,7 +330,18 @@ impl Pipeline {
         }
         let checked = started.elapsed();
         let view = self.overlay.view(self.informer.snapshot());
-        let mut verdict = self.verify(&view, &plan).await;
+        let verifying = tracing::info_span!(
+            parent: &pending.span,
+            "plan.verify",
+            eval = %plan.eval_id,
+            rejected = tracing::field::Empty
+        );
+        let mut verdict = self
+            .verify(&view, &plan)
+            .instrument(verifying.clone())
+            .await;
+        verifying.record("rejected", verdict.rejected.len());
+        drop(verifying);
         let verified = started.elapsed();
         let jobs = plan_jobs(&view, &plan);
         // Commits that touch what this plan touches (or free the room it
@@ -399,31 +411,41 @@ impl Pipeline {
         let leadership = self.leadership.clone();
         let rejected = verdict.rejected;
         let marks = PlanMarks::of(&applier.keyspace, &jobs, &plan);
-        let task = tokio::spawn(async move {
-            let committer = Committer {
-                store: applier.store.as_ref(),
-                leadership: &leadership,
-                keyspace: &applier.keyspace,
-                max_ops: applier.settings.txn_max_ops,
-                max_bytes: applier.settings.txn_max_bytes,
-                retries: applier.settings.conflict_retries,
-                now,
-                marks,
-            };
-            let committing = std::time::Instant::now();
-            let outcome = committer
-                .commit(&view, changes, plan.all_at_once, seq)
-                .await;
-            tracing::debug!(
-                eval = %plan.eval_id,
-                token_and_cache_ms = checked.as_secs_f64() * 1e3,
-                verify_ms = (verified - checked).as_secs_f64() * 1e3,
-                queued_ms = (committing.duration_since(started) - verified).as_secs_f64() * 1e3,
-                commit_ms = committing.elapsed().as_secs_f64() * 1e3,
-                "plan timings"
-            );
-            answer(&applier, &plan, rejected, view.revision(), outcome, pending)
-        });
+        let committing = tracing::info_span!(
+            parent: &pending.span,
+            "plan.commit",
+            eval = %plan.eval_id,
+            seq,
+            nodes = verdict.accepted.len()
+        );
+        let task = tokio::spawn(
+            async move {
+                let committer = Committer {
+                    store: applier.store.as_ref(),
+                    leadership: &leadership,
+                    keyspace: &applier.keyspace,
+                    max_ops: applier.settings.txn_max_ops,
+                    max_bytes: applier.settings.txn_max_bytes,
+                    retries: applier.settings.conflict_retries,
+                    now,
+                    marks,
+                };
+                let committing = std::time::Instant::now();
+                let outcome = committer
+                    .commit(&view, changes, plan.all_at_once, seq)
+                    .await;
+                tracing::debug!(
+                    eval = %plan.eval_id,
+                    token_and_cache_ms = checked.as_secs_f64() * 1e3,
+                    verify_ms = (verified - checked).as_secs_f64() * 1e3,
+                    queued_ms = (committing.duration_since(started) - verified).as_secs_f64() * 1e3,
+                    commit_ms = committing.elapsed().as_secs_f64() * 1e3,
+                    "plan timings"
+                );
+                answer(&applier, &plan, rejected, view.revision(), outcome, pending)
+            }
+            .instrument(committing),
+        );
         self.in_flight.push(InFlight {
             seq,
             task,

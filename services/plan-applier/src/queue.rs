@@ -18,6 +18,9 @@ pub(crate) type PlanAnswer = Result<PlanResult, ApplierError>;
 pub(crate) struct PendingPlan {
     pub(crate) plan: Arc<Plan>,
     pub(crate) seq: u64,
+    /// The submitter's request span: verification and commit are its
+    /// children, so they join the evaluation's trace.
+    pub(crate) span: tracing::Span,
     respond: oneshot::Sender<PlanAnswer>,
 }
 
@@ -87,6 +90,7 @@ impl PlanQueue {
             state.heap.push(PendingPlan {
                 plan: Arc::new(plan),
                 seq,
+                span: tracing::Span::current(),
                 respond: tx,
             });
         }

@@ -110,7 +110,7 @@ impl BrokerClient {
             timeout_ns: i64::try_from(timeout.as_nanos()).unwrap_or(i64::MAX),
         };
         self.call(timeout + self.rpc_timeout, |mut c, t| {
-            let mut r = tonic::Request::new(req.clone());
+            let mut r = caravan_runtime::trace::request(req.clone());
             r.set_timeout(t);
             async move { c.dequeue(r).await }
         })
@@ -124,7 +124,7 @@ impl BrokerClient {
             token: token.into(),
         };
         self.call(self.rpc_timeout, |mut c, t| {
-            let mut r = tonic::Request::new(req.clone());
+            let mut r = caravan_runtime::trace::request(req.clone());
             r.set_timeout(t);
             async move { c.ack(r).await }
         })
@@ -139,7 +139,7 @@ impl BrokerClient {
             token: token.into(),
         };
         self.call(self.rpc_timeout, |mut c, t| {
-            let mut r = tonic::Request::new(req.clone());
+            let mut r = caravan_runtime::trace::request(req.clone());
             r.set_timeout(t);
             async move { c.nack(r).await }
         })
@@ -154,7 +154,7 @@ impl BrokerClient {
             token: token.into(),
         };
         self.call(self.rpc_timeout, |mut c, t| {
-            let mut r = tonic::Request::new(req.clone());
+            let mut r = caravan_runtime::trace::request(req.clone());
             r.set_timeout(t);
             async move { c.outstanding_reset(r).await }
         })
@@ -169,7 +169,7 @@ impl BrokerClient {
             token: token.into(),
         };
         self.call(self.rpc_timeout, |mut c, t| {
-            let mut r = tonic::Request::new(req.clone());
+            let mut r = caravan_runtime::trace::request(req.clone());
             r.set_timeout(t);
             async move { c.update_eval(r).await }
         })
@@ -184,7 +184,7 @@ impl BrokerClient {
             token: token.into(),
         };
         self.call(self.rpc_timeout, |mut c, t| {
-            let mut r = tonic::Request::new(req.clone());
+            let mut r = caravan_runtime::trace::request(req.clone());
             r.set_timeout(t);
             async move { c.create_eval(r).await }
         })
@@ -199,7 +199,7 @@ impl BrokerClient {
             token: token.into(),
         };
         self.call(self.rpc_timeout, |mut c, t| {
-            let mut r = tonic::Request::new(req.clone());
+            let mut r = caravan_runtime::trace::request(req.clone());
             r.set_timeout(t);
             async move { c.reblock_eval(r).await }
         })
@@ -250,7 +250,7 @@ impl ApplierClient {
                     let mut client = PlanApplierServiceClient::new(ch)
                         .max_decoding_message_size(MAX_MESSAGE_BYTES)
                         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-                    let mut r = tonic::Request::new(request.clone());
+                    let mut r = caravan_runtime::trace::request(request.clone());
                     r.set_timeout(self.rpc_timeout);
                     match client.submit_plan(r).await {
                         Ok(resp) => {

@@ -5,6 +5,7 @@
 //! each call blocks on the async client through the runtime handle.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use caravan_proto::{Evaluation, Plan, PlanResult};
@@ -17,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clients::{ApplierClient, BrokerClient, Submitted};
 use crate::error::WorkerError;
 use crate::state::SnapshotState;
+use crate::worker::WorkerCounters;
 
 /// The planner of one evaluation's run.
 pub struct WorkerPlanner {
@@ -33,8 +35,42 @@ pub struct WorkerPlanner {
     /// Cancelled once the shutdown grace is over: calls fail and the eval is
     /// nacked.
     pub(crate) abort: CancellationToken,
-    /// Plans submitted, for the replica's counters.
-    pub(crate) plans: u64,
+    /// What the run submitted, for the replica's counters and the eval's span.
+    pub(crate) tally: Tally,
+}
+
+/// What one evaluation's run submitted.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tally {
+    /// Plans submitted.
+    pub plans: u64,
+    /// Allocations the plans placed or updated.
+    pub placements: u64,
+    /// Allocations the plans evicted to make room.
+    pub preemptions: u64,
+    /// Blocked evaluations created for what did not fit.
+    pub blocked: u64,
+}
+
+impl Tally {
+    /// Adds the run to the replica's counters and to the eval's `span`.
+    pub(crate) fn record(self, counters: &WorkerCounters, span: &tracing::Span) {
+        counters.plans.fetch_add(self.plans, Ordering::Relaxed);
+        span.record("plans", self.plans);
+        span.record("placements", self.placements);
+        span.record("preemptions", self.preemptions);
+        span.record("blocked", self.blocked);
+    }
+
+    fn add_plan(&mut self, plan: &Plan) {
+        self.plans += 1;
+        self.placements += count(&plan.node_allocation);
+        self.preemptions += count(&plan.node_preemptions);
+    }
+}
+
+fn count(lists: &std::collections::BTreeMap<String, caravan_proto::AllocList>) -> u64 {
+    lists.values().map(|l| l.allocs.len() as u64).sum()
 }
 
 impl WorkerPlanner {
@@ -62,6 +98,10 @@ impl WorkerPlanner {
     fn stamp(&self, mut eval: Evaluation) -> Evaluation {
         if eval.snapshot_revision == 0 {
             eval.snapshot_revision = self.snapshot_revision;
+        }
+        // Follow-up and blocked evals continue the trace of this run.
+        if eval.trace_context.is_empty() {
+            eval.trace_context = caravan_runtime::trace::capture();
         }
         eval
     }
@@ -121,11 +161,32 @@ impl Planner for WorkerPlanner {
 
     fn submit_plan(&mut self, mut plan: Plan) -> Result<PlanOutcome<SnapshotState>, PlannerError> {
         plan.eval_token = self.token.clone();
-        self.plans += 1;
+        self.tally.add_plan(&plan);
+        let span = tracing::info_span!(
+            "plan.submit",
+            placements = count(&plan.node_allocation),
+            stops = count(&plan.node_update),
+        );
+        let _entered = span.enter();
+        // The client's start of each placed alloc joins this trace.
+        let context = caravan_runtime::trace::capture();
+        if !context.is_empty() {
+            for list in plan.node_allocation.values_mut() {
+                for alloc in &mut list.allocs {
+                    alloc.trace_context.clone_from(&context);
+                }
+            }
+            for eval in plan.evals.iter_mut().filter(|e| e.trace_context.is_empty()) {
+                eval.trace_context.clone_from(&context);
+            }
+        }
         self.run(self.submit(plan))
     }
 
     fn create_eval(&mut self, eval: Evaluation) -> Result<(), PlannerError> {
+        if eval.status() == caravan_proto::EvalStatus::Blocked {
+            self.tally.blocked += 1;
+        }
         let eval = self.stamp(eval);
         self.run(self.broker.create_eval(eval, &self.token))
             .map(|_| ())

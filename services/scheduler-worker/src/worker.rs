@@ -19,7 +19,7 @@ use tracing::Instrument;
 use crate::clients::{ApplierClient, BrokerClient};
 use crate::config::Timing;
 use crate::error::WorkerError;
-use crate::planner::WorkerPlanner;
+use crate::planner::{Tally, WorkerPlanner};
 use crate::state::SnapshotState;
 
 /// Dequeue errors are only logged after this long: leaders are still being
@@ -171,8 +171,19 @@ impl WorkerPool {
 
     /// Processes one dequeued evaluation and acks or nacks it.
     async fn process(&self, eval: Evaluation, token: String, wait_revision: i64) {
-        let span =
-            tracing::info_span!("eval", id = %eval.id, r#type = %eval.r#type, job = %eval.job_id);
+        let span = tracing::info_span!(
+            "eval",
+            id = %eval.id,
+            r#type = %eval.r#type,
+            job = %eval.job_id,
+            triggered_by = %eval.triggered_by,
+            plans = tracing::field::Empty,
+            placements = tracing::field::Empty,
+            preemptions = tracing::field::Empty,
+            blocked = tracing::field::Empty,
+        );
+        // The eval's trace: the request (or launch, or step) that created it.
+        caravan_runtime::trace::follow(&span, &eval.trace_context);
         self.schedule(eval, token, wait_revision)
             .instrument(span)
             .await;
@@ -185,6 +196,7 @@ impl WorkerPool {
         let snapshot = match self
             .informer
             .wait_for_revision(wanted, self.timing.wait_revision)
+            .instrument(tracing::info_span!("snapshot.wait", revision = wanted))
             .await
         {
             Ok(s) => s,
@@ -206,24 +218,29 @@ impl WorkerPool {
             snapshot_revision: snapshot.revision(),
             wait_revision: self.timing.wait_revision,
             abort: self.abort.clone(),
-            plans: 0,
+            tally: Tally::default(),
         };
         let state = SnapshotState::new(snapshot);
         let now = now_unix_ns();
+        let scheduling =
+            tracing::info_span!("schedule", snapshot_revision = planner.snapshot_revision);
         let ran = tokio::task::spawn_blocking(move || {
+            // Entered on the scheduler's thread: the planner's calls to the
+            // applier and the broker run inside it and carry it on.
+            let _entered = scheduling.enter();
             let outcome = caravan_scheduler::process(&eval, state, &mut planner, now);
-            (outcome, planner.plans)
+            (outcome, planner.tally)
         })
         .await;
         heartbeat.cancel();
         let scheduled = started.elapsed() - waited;
         let ok = match ran {
-            Ok((Ok(()), plans)) => {
-                self.counters.plans.fetch_add(plans, Ordering::Relaxed);
+            Ok((Ok(()), tally)) => {
+                tally.record(&self.counters, &tracing::Span::current());
                 true
             }
-            Ok((Err(err), plans)) => {
-                self.counters.plans.fetch_add(plans, Ordering::Relaxed);
+            Ok((Err(err), tally)) => {
+                tally.record(&self.counters, &tracing::Span::current());
                 tracing::warn!(%err, "scheduling failed; nacking");
                 false
             }

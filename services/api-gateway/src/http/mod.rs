@@ -214,7 +214,22 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
         .layer(axum::middleware::from_fn(move |req, next| {
             leader_headers(contact.clone(), req, next)
         }))
+        .layer(axum::middleware::from_fn(request_span))
         .with_state(state)
+}
+
+/// Runs each request in an `http` span named by its method and route, the
+/// child of the caller's trace when it sent a `traceparent` header: the
+/// evaluations a request creates carry this span's context.
+async fn request_span(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    use tracing::Instrument;
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or_else(|| req.uri().path().to_string(), |p| p.as_str().to_string());
+    let span = tracing::info_span!("http", method = %req.method(), route = %route);
+    caravan_runtime::trace::follow_headers(&span, req.headers());
+    next.run(req).instrument(span).await
 }
 
 /// Answers 413 at once to a request whose Content-Length is over `limit`,

@@ -436,6 +436,7 @@ impl AllocRunner {
             updates: self.updates_tx.clone(),
             kill: slot.kill.subscribe(),
             control,
+            trace_context: self.alloc.trace_context.clone(),
             detach: if self.ctx.stop_on_shutdown {
                 CancellationToken::new()
             } else {

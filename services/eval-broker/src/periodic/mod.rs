@@ -113,6 +113,8 @@ pub fn derive_child(parent: &Job, launch: i64, now_ns: i64) -> Job {
 /// The pending eval that schedules a freshly launched child; its job
 /// revision resolves to the launch transaction's.
 pub fn launch_eval(child: &Job, now_ns: i64) -> Evaluation {
+    // A launch starts its own trace, which the child's scheduling continues.
+    let launch = tracing::info_span!("periodic.launch", job = %child.id);
     Evaluation {
         id: uuid::Uuid::new_v4().to_string(),
         namespace: child.namespace.clone(),
@@ -124,6 +126,7 @@ pub fn launch_eval(child: &Job, now_ns: i64) -> Evaluation {
         status: EvalStatus::Pending as i32,
         create_time_unix_ns: now_ns,
         modify_time_unix_ns: now_ns,
+        trace_context: caravan_runtime::trace::of(&launch),
         ..Default::default()
     }
 }
