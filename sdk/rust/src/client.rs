@@ -112,8 +112,8 @@ impl ClientBuilder {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Config`] for an address that is not a URI, a token
-    /// that is not printable ASCII, or no runtime.
+    /// [`crate::Error::InvalidAddress`], [`crate::Error::InvalidToken`], or
+    /// [`crate::Error::Config`] outside a Tokio runtime.
     pub fn build(self) -> Result<Client> {
         let addresses = if self.addresses.is_empty() {
             vec![DEFAULT_ADDRESS.to_string()]
@@ -144,7 +144,7 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Config`] for an address that is not a URI.
+    /// [`crate::Error::InvalidAddress`] for an address that is not a URI.
     pub async fn connect(address: impl Into<String>) -> Result<Client> {
         Client::builder().address(address).connect().await
     }

@@ -35,6 +35,8 @@ pub enum Error {
     /// precondition (FAILED_PRECONDITION, ABORTED, ALREADY_EXISTS).
     #[error("{message}")]
     Conflict {
+        /// The gRPC code.
+        code: Code,
         /// The gateway's message.
         message: String,
     },
@@ -55,7 +57,18 @@ pub enum Error {
         /// The transport's innermost complaint (`Connection refused`).
         reason: String,
     },
-    /// The client was built with a bad address or token.
+    /// An address given to the builder is not a usable URI.
+    #[error("invalid address {address:?}: {reason}")]
+    InvalidAddress {
+        /// The address as given.
+        address: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The token given to the builder is not a printable ASCII secret.
+    #[error("invalid token: not a printable ASCII secret")]
+    InvalidToken,
+    /// The client cannot be built as asked (no address, no runtime).
     #[error("{0}")]
     Config(String),
     /// Any other status (INTERNAL, DEADLINE_EXCEEDED, ...).
@@ -82,8 +95,8 @@ impl Error {
                 field: field_name(&message),
                 message,
             },
-            Code::FailedPrecondition | Code::Aborted | Code::AlreadyExists => {
-                Error::Conflict { message }
+            code @ (Code::FailedPrecondition | Code::Aborted | Code::AlreadyExists) => {
+                Error::Conflict { code, message }
             }
             Code::Unavailable if was_not_sent(status) => Error::Unreachable {
                 address: address.to_string(),
@@ -103,10 +116,13 @@ impl Error {
             Error::NotFound { .. } => Some(Code::NotFound),
             Error::PermissionDenied { .. } => Some(Code::PermissionDenied),
             Error::InvalidArgument { .. } => Some(Code::InvalidArgument),
-            Error::Conflict { .. } => Some(Code::FailedPrecondition),
+            Error::Conflict { code, .. } => Some(*code),
             Error::Unavailable { .. } => Some(Code::Unavailable),
             Error::Other { code, .. } => Some(*code),
-            Error::Unreachable { .. } | Error::Config(_) => None,
+            Error::Unreachable { .. }
+            | Error::InvalidAddress { .. }
+            | Error::InvalidToken
+            | Error::Config(_) => None,
         }
     }
 
@@ -184,6 +200,9 @@ mod tests {
         assert!(matches!(e, Error::PermissionDenied { .. }));
         let e = Error::from_status(&Status::failed_precondition("index mismatch"), "a");
         assert!(matches!(e, Error::Conflict { .. }));
+        assert_eq!(e.code(), Some(Code::FailedPrecondition));
+        let e = Error::from_status(&Status::aborted("lost to concurrent writers"), "a");
+        assert_eq!(e.code(), Some(Code::Aborted));
         let e = Error::from_status(&Status::internal("boom"), "a");
         assert_eq!(e.code(), Some(Code::Internal));
         let e = Error::from_status(&Status::unavailable("store: down"), "a");

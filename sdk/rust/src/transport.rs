@@ -78,9 +78,8 @@ impl Transport {
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .map(|t| {
-                t.parse::<MetadataValue<Ascii>>().map_err(|_| {
-                    Error::Config("invalid token: not a printable ASCII secret".into())
-                })
+                t.parse::<MetadataValue<Ascii>>()
+                    .map_err(|_| Error::InvalidToken)
             })
             .transpose()?;
         let gateways = addresses
@@ -192,12 +191,15 @@ fn lazy_channel(address: &str) -> Result<Channel> {
         format!("http://{address}")
     };
     if uri.starts_with("https://") {
-        return Err(Error::Config(format!(
-            "invalid address {address:?}: TLS is not supported by this client yet"
-        )));
+        return Err(Error::InvalidAddress {
+            address: address.to_string(),
+            reason: "TLS is not supported by this client yet".into(),
+        });
     }
-    let endpoint = Endpoint::from_shared(uri)
-        .map_err(|e| Error::Config(format!("invalid address {address:?}: {e}")))?;
+    let endpoint = Endpoint::from_shared(uri).map_err(|e| Error::InvalidAddress {
+        address: address.to_string(),
+        reason: e.to_string(),
+    })?;
     Ok(endpoint
         .connect_timeout(Duration::from_secs(3))
         .tcp_nodelay(true)
@@ -244,11 +246,19 @@ mod tests {
             Transport::new(&a, token, Duration::from_secs(1), RetryPolicy::default())
         };
         assert!(matches!(cfg(&[], None), Err(Error::Config(_))));
-        assert!(matches!(cfg(&["https://x:1"], None), Err(Error::Config(_))));
         assert!(matches!(
-            cfg(&["127.0.0.1:1"], Some("bad\ntoken")),
-            Err(Error::Config(_))
+            cfg(&["https://x:1"], None),
+            Err(Error::InvalidAddress { .. })
         ));
+        assert!(matches!(
+            cfg(&["http://[::1:1"], None),
+            Err(Error::InvalidAddress { .. })
+        ));
+        let bad_token = cfg(&["127.0.0.1:1"], Some("bad\ntoken"));
+        assert!(
+            matches!(bad_token, Err(Error::InvalidToken)),
+            "{bad_token:?}"
+        );
         let t = cfg(&["127.0.0.1:1", "http://127.0.0.1:2"], Some("  ")).expect("valid");
         assert_eq!(t.address(), "127.0.0.1:1");
     }
