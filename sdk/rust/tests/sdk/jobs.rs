@@ -215,3 +215,56 @@ async fn a_parameterized_job_dispatched() {
     .await;
     cluster.stop().await.unwrap();
 }
+
+/// The README's five lines, as written there, against a dev cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_readme_example_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster(dir.path()).await;
+    let address = cluster.address();
+    let placed = async {
+        use caravan_client::{
+            Client,
+            proto::{Job, JobType, Task, TaskGroup},
+        };
+        let client = Client::connect(address).await?;
+        let job = Job {
+            id: "hello".into(),
+            r#type: JobType::Batch.into(),
+            task_groups: vec![TaskGroup {
+                name: "g".into(),
+                count: 1,
+                tasks: vec![Task {
+                    name: "t".into(),
+                    driver: "mock".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let eval = client
+            .evals()
+            .wait(
+                &client.jobs().register(job).await?.eval_id,
+                std::time::Duration::from_secs(60),
+            )
+            .await?;
+        println!(
+            "{:?}",
+            client
+                .evals()
+                .allocations(&eval.id)
+                .await?
+                .iter()
+                .map(|a| (&a.id, &a.node_name))
+                .collect::<Vec<_>>()
+        );
+        Ok::<_, caravan_client::Error>(client.evals().allocations(&eval.id).await?)
+    }
+    .await
+    .unwrap();
+    assert_eq!(placed.len(), 1, "{placed:?}");
+    assert_eq!(placed[0].job_id, "hello");
+    cluster.stop().await.unwrap();
+}
