@@ -5,6 +5,7 @@
 mod acl;
 mod common;
 mod deployments;
+mod fakes;
 mod jobs;
 mod nodes;
 mod retries;
