@@ -260,7 +260,7 @@ async fn the_readme_example_runs() {
                 .map(|a| (&a.id, &a.node_name))
                 .collect::<Vec<_>>()
         );
-        Ok::<_, caravan_client::Error>(client.evals().allocations(&eval.id).await?)
+        client.evals().allocations(&eval.id).await
     }
     .await
     .unwrap();
