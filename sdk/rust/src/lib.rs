@@ -32,7 +32,7 @@
 //!   dispatch, force a periodic launch, evaluate, promote, fail, drain,
 //!   allocation stop) and a check-index register (whose second attempt would
 //!   fail with a spurious conflict) are sent again only when they certainly
-//!   were not acted on: the connection was refused, or the gateway answered
+//!   were not acted on: no connection could be made, or the gateway answered
 //!   UNAVAILABLE marked as a refusal by a replica that does not lead or as
 //!   not applied. Any other UNAVAILABLE is returned, since the write may have
 //!   committed; [`Error::Unavailable`] then carries the leader the refusal

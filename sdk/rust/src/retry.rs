@@ -6,7 +6,7 @@
 //! next gateway address when one does not answer, and a call that must not
 //! be repeated is sent again only when it certainly was not acted on:
 //!
-//! * it never left this process (the connection was refused), or
+//! * it never left this process (no connection could be made), or
 //! * the gateway answered UNAVAILABLE marked as a refusal by a replica that
 //!   does not lead (`x-caravan-not-leader`, with the leader named in
 //!   `x-caravan-leader` when known) or as not applied
@@ -99,11 +99,16 @@ fn was_not_acted_on(status: &Status) -> bool {
         || meta.get(NOT_APPLIED).is_some()
 }
 
-/// Whether the request never reached a gateway: its connection was refused.
-/// Told by the I/O error in the status's causes, not by its wording.
+/// Whether the request never reached a gateway: no connection could be made
+/// (refused, unresolvable, timed out while connecting). Told by the error
+/// types among the status's causes (tonic's `ConnectError`, a refused
+/// connection's I/O error), not by its wording.
 pub fn was_not_sent(status: &Status) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
     while let Some(s) = source {
+        if s.downcast_ref::<tonic::ConnectError>().is_some() {
+            return true;
+        }
         if let Some(io) = s.downcast_ref::<std::io::Error>()
             && matches!(
                 io.kind(),
@@ -189,6 +194,12 @@ mod tests {
             std::io::ErrorKind::ConnectionReset,
         )));
         assert!(!may_retry(Idempotence::Once, &reset));
+        // Any failure to connect, a DNS failure say, is told by its type.
+        let mut dns = Status::unavailable("dns error");
+        dns.set_source(std::sync::Arc::new(tonic::ConnectError(
+            "failed to lookup address information".into(),
+        )));
+        assert!(was_not_sent(&dns));
     }
 
     #[test]
