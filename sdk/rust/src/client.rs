@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 use crate::error::Result;
 use crate::retry::{Idempotence, RetryPolicy};
 use crate::transport::{GrpcChannel, Transport};
-use crate::{Allocs, Deployments, Evals, Events, Jobs, Nodes};
+use crate::{Acl, Allocs, Deployments, Evals, Events, Jobs, Nodes, Variables};
 
 /// Where a client looks for an api-gateway unless told otherwise.
 pub const DEFAULT_ADDRESS: &str = "http://127.0.0.1:4647";
@@ -184,6 +184,16 @@ impl Client {
         Events::new(self)
     }
 
+    /// Variables.
+    pub fn variables(&self) -> Variables<'_> {
+        Variables::new(self)
+    }
+
+    /// ACL policies and tokens.
+    pub fn acl(&self) -> Acl<'_> {
+        Acl::new(self)
+    }
+
     /// The leader address of each leader-elected service, by service name.
     ///
     /// # Errors
@@ -227,8 +237,8 @@ impl Client {
     }
 
     /// The channel to the gateway calls go to first, sending the token: for
-    /// the services this client does not wrap (ACLs, variables, the alloc
-    /// file system) through the generated `proto::*_client` types. Calls
+    /// the calls this client does not wrap (the alloc file system, signals
+    /// and restarts) through the generated `proto::*_client` types. Calls
     /// made on it are not retried.
     pub fn grpc_channel(&self) -> GrpcChannel {
         self.transport.channel()

@@ -12,8 +12,8 @@
 //! ```
 //!
 //! Calls are grouped by domain: [`Client::jobs`], [`Client::evals`],
-//! [`Client::allocs`], [`Client::deployments`], [`Client::nodes`] and
-//! [`Client::events`]; answers are the generated messages, re-exported as
+//! [`Client::allocs`], [`Client::deployments`], [`Client::nodes`],
+//! [`Client::events`], [`Client::variables`] and [`Client::acl`]; answers are the generated messages, re-exported as
 //! [`proto`]. A [`ClientBuilder`] takes several gateway addresses, the ACL
 //! token (sent as `x-nomad-token`), the namespace, the timeout and the
 //! [`RetryPolicy`].
@@ -27,19 +27,24 @@
 //!
 //! * Reads, plans and validations, and writes whose repetition leaves the
 //!   same state (node eligibility, deployment pause, allocation health, job
-//!   stability, garbage collection), are retried on any UNAVAILABLE.
+//!   stability, garbage collection, a variable written or deleted without
+//!   check-and-set, an ACL policy or an existing token written), are
+//!   retried on any UNAVAILABLE.
 //! * Writes that create something each time (register, stop, revert, scale,
 //!   dispatch, force a periodic launch, evaluate, promote, fail, drain,
-//!   allocation stop) and a check-index register (whose second attempt would
-//!   fail with a spurious conflict) are sent again only when they certainly
-//!   were not acted on: no connection could be made, or the gateway answered
-//!   UNAVAILABLE marked as a refusal by a replica that does not lead or as
-//!   not applied. Any other UNAVAILABLE is returned, since the write may have
-//!   committed; [`Error::Unavailable`] then carries the leader the refusal
-//!   named, if any.
+//!   allocation stop, ACL bootstrap, token creation), writes that would fail
+//!   the second time (policy and token deletion) and check-and-set writes (a
+//!   check-index register, a variable write or delete with `cas`, whose
+//!   second attempt would fail with a spurious conflict) are sent again only
+//!   when they certainly were not acted on: no connection could be made, or
+//!   the gateway answered UNAVAILABLE marked as a refusal by a replica that
+//!   does not lead or as not applied. Any other UNAVAILABLE is returned,
+//!   since the write may have committed; [`Error::Unavailable`] then carries
+//!   the leader the refusal named, if any.
 //! * The event stream resumes from the last index seen when its gateway
 //!   goes away.
 
+mod acl;
 mod allocs;
 mod client;
 mod deployments;
@@ -50,7 +55,9 @@ mod jobs;
 mod nodes;
 pub mod retry;
 mod transport;
+mod variables;
 
+pub use acl::Acl;
 pub use allocs::Allocs;
 pub use client::{Client, ClientBuilder, DEFAULT_ADDRESS, DEFAULT_NAMESPACE, DEFAULT_TIMEOUT};
 pub use deployments::Deployments;
@@ -61,6 +68,7 @@ pub use jobs::{JobStatus, Jobs};
 pub use nodes::Nodes;
 pub use retry::RetryPolicy;
 pub use transport::{GrpcChannel, TOKEN_METADATA, TokenHeader};
+pub use variables::Variables;
 
 /// The API's messages and generated gRPC clients (`caravan_proto`).
 pub use caravan_proto as proto;

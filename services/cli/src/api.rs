@@ -9,8 +9,8 @@ use caravan_client::proto::alloc_service_client::AllocServiceClient;
 use caravan_client::proto::{
     Allocation, Deployment, DeploymentUpdateResponse, DeregisterJobResponse, DispatchJobResponse,
     DrainStrategy, Evaluation, ForcePeriodicJobResponse, GarbageCollectResponse, Job,
-    JobSummaryResponse, LogChunk, Node, NodeUpdateResponse, PlanJobResponse, QueryOptions,
-    ReadLogsRequest, RegisterJobResponse, StopAllocationResponse, ValidateJobResponse,
+    JobSummaryResponse, LogChunk, Node, NodeUpdateResponse, PlanJobResponse, ReadLogsRequest,
+    RegisterJobResponse, StopAllocationResponse, ValidateJobResponse,
 };
 use caravan_client::{Client, GrpcChannel};
 
@@ -103,14 +103,6 @@ impl Api {
         context: &'a str,
     ) -> impl FnOnce(tonic::Status) -> CliError + 'a {
         move |status| CliError::api(context, &self.address, status)
-    }
-
-    pub(crate) fn options(&self, prefix: &str) -> Option<QueryOptions> {
-        Some(QueryOptions {
-            namespace: self.namespace().to_string(),
-            prefix: prefix.to_string(),
-            ..Default::default()
-        })
     }
 
     /// Registers a job; with `check_index`, only if its modify revision matches.
@@ -388,6 +380,6 @@ impl Api {
 }
 
 /// Phrases a failed SDK call made to do `context`.
-fn sdk(context: &str) -> impl FnOnce(caravan_client::Error) -> CliError + '_ {
+pub(crate) fn sdk(context: &str) -> impl FnOnce(caravan_client::Error) -> CliError + '_ {
     move |err| CliError::sdk(context, err)
 }
