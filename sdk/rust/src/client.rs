@@ -237,9 +237,9 @@ impl Client {
     }
 
     /// The channel to the gateway calls go to first, sending the token: for
-    /// the calls this client does not wrap (the alloc file system, signals
-    /// and restarts) through the generated `proto::*_client` types. Calls
-    /// made on it are not retried.
+    /// the calls this client does not wrap (node GC, host stats) through
+    /// the generated `proto::*_client` types. Calls made on it are not
+    /// retried.
     pub fn grpc_channel(&self) -> GrpcChannel {
         self.transport.channel()
     }

@@ -32,7 +32,8 @@
 //!   retried on any UNAVAILABLE.
 //! * Writes that create something each time (register, stop, revert, scale,
 //!   dispatch, force a periodic launch, evaluate, promote, fail, drain,
-//!   allocation stop, ACL bootstrap, token creation), writes that would fail
+//!   allocation stop, signal, restart and GC, ACL bootstrap, token
+//!   creation), writes that would fail
 //!   the second time (policy and token deletion) and check-and-set writes (a
 //!   check-index register, a variable write or delete with `cas`, whose
 //!   second attempt would fail with a spurious conflict) are sent again only

@@ -5,14 +5,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use caravan_client::proto::alloc_service_client::AllocServiceClient;
+use caravan_client::Client;
 use caravan_client::proto::{
     Allocation, Deployment, DeploymentUpdateResponse, DeregisterJobResponse, DispatchJobResponse,
     DrainStrategy, Evaluation, ForcePeriodicJobResponse, GarbageCollectResponse, Job,
     JobSummaryResponse, LogChunk, Node, NodeUpdateResponse, PlanJobResponse, ReadLogsRequest,
     RegisterJobResponse, StopAllocationResponse, ValidateJobResponse,
 };
-use caravan_client::{Client, GrpcChannel};
 
 use crate::error::CliError;
 
@@ -23,10 +22,6 @@ pub use caravan_client::{DEFAULT_ADDRESS, Read};
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 type Result<T> = std::result::Result<T, CliError>;
-
-/// The connection every generated client of the CLI uses: a channel to the
-/// gateway sending the token with each call.
-pub type Conn = GrpcChannel;
 
 /// A client of one api-gateway, in one namespace, with one token.
 #[derive(Debug, Clone)]
@@ -85,24 +80,6 @@ impl Api {
     /// The SDK client.
     pub fn client(&self) -> &Client {
         &self.client
-    }
-
-    /// The connection, for the services the SDK does not wrap.
-    pub(crate) fn channel(&self) -> Conn {
-        self.client.grpc_channel()
-    }
-
-    /// The alloc service on the connection (file system, signals, restarts).
-    pub(crate) fn allocs(&self) -> AllocServiceClient<Conn> {
-        AllocServiceClient::new(self.channel())
-    }
-
-    /// Phrases a failed generated-client call made to do `context`.
-    pub(crate) fn err<'a>(
-        &'a self,
-        context: &'a str,
-    ) -> impl FnOnce(tonic::Status) -> CliError + 'a {
-        move |status| CliError::api(context, &self.address, status)
     }
 
     /// Registers a job; with `check_index`, only if its modify revision matches.

@@ -52,6 +52,27 @@ async fn a_job_registered_scaled_reverted_and_stopped() {
     })
     .await;
     assert_eq!(running.job.status(), JobStatus::Running);
+    // The allocation's directory, served by the client node running it.
+    let root = client.allocs().stat_file(&alloc.id, "/").await.unwrap();
+    assert!(root.is_dir, "{root:?}");
+    let entries = client.allocs().list_files(&alloc.id, "/").await.unwrap();
+    assert!(
+        entries.iter().any(|f| f.name == "app" && f.is_dir),
+        "{entries:?}"
+    );
+    let err = client
+        .allocs()
+        .stat_file(&alloc.id, "/nope")
+        .await
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+    let unknown = "00000000-0000-0000-0000-000000000000";
+    let err = client
+        .allocs()
+        .signal(unknown, None, "SIGHUP")
+        .await
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
     assert_eq!(client.jobs().list("we").await.unwrap().len(), 1);
     assert!(client.jobs().get("nope").await.unwrap_err().is_not_found());
 
