@@ -57,19 +57,30 @@ pub enum CliError {
 }
 
 impl CliError {
-    /// Builds the error of a failed call made to do `context`.
+    /// Builds the error of a failed generated-client call made to do `context`.
     pub fn api(context: &str, address: &str, status: tonic::Status) -> CliError {
-        let message = status.message().to_string();
-        if status.code() == Code::Unavailable && is_transport_failure(&message) {
-            return CliError::Unreachable {
-                address: address.to_string(),
-                message: transport_reason(&status),
-            };
-        }
-        CliError::Api {
-            context: context.to_string(),
-            code: status.code(),
-            message,
+        CliError::sdk(
+            context,
+            caravan_client::Error::from_status(&status, address),
+        )
+    }
+
+    /// Builds the error of a failed SDK call made to do `context`.
+    pub fn sdk(context: &str, err: caravan_client::Error) -> CliError {
+        use caravan_client::Error;
+        match err {
+            Error::Unreachable { address, reason } => CliError::Unreachable {
+                address,
+                message: reason,
+            },
+            Error::InvalidAddress { .. } | Error::InvalidToken | Error::Config(_) => {
+                CliError::Usage(err.to_string())
+            }
+            other => CliError::Api {
+                context: context.to_string(),
+                code: other.code().unwrap_or(Code::Unknown),
+                message: other.to_string(),
+            },
         }
     }
 
@@ -83,26 +94,6 @@ impl CliError {
     pub fn exit_code(&self) -> u8 {
         1
     }
-}
-
-fn is_transport_failure(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    m.contains("transport error")
-        || m.contains("tcp connect")
-        || m.contains("connection refused")
-        || m.contains("dns error")
-        || m.contains("connect error")
-}
-
-/// The innermost cause of a transport failure (`Connection refused (os error 111)`).
-fn transport_reason(status: &tonic::Status) -> String {
-    let mut reason = status.message().to_string();
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
-    while let Some(s) = source {
-        reason = s.to_string();
-        source = s.source();
-    }
-    reason
 }
 
 #[cfg(test)]
@@ -126,14 +117,17 @@ mod tests {
 
     #[test]
     fn transport_failures_name_the_address() {
-        let e = CliError::api(
-            "Error querying jobs",
-            "http://127.0.0.1:1",
-            tonic::Status::unavailable("tcp connect error"),
-        );
+        let mut refused = tonic::Status::unavailable("tcp connect error");
+        refused.set_source(std::sync::Arc::new(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )));
+        let e = CliError::api("Error querying jobs", "http://127.0.0.1:1", refused);
         let text = e.to_string();
         assert!(text.starts_with("Error connecting to the api-gateway at http://127.0.0.1:1"));
         assert!(text.contains("CARAVAN_ADDR"));
+        // A gateway that answered UNAVAILABLE was reached.
+        let e = CliError::api("x", "a", tonic::Status::unavailable("store: down"));
+        assert_eq!(e.to_string(), "x: store: down");
         let e = CliError::api("x", "a", tonic::Status::not_found("job not found: web"));
         assert!(e.is_not_found());
     }

@@ -4,8 +4,9 @@
 //! node in one process.
 //!
 //! `args` is the command line, `commands` the verbs, `views` and `monitor`
-//! what they print, `api` and `lookup` how they ask, and `dev` the
-//! one-process cluster ([`DevCluster`]).
+//! what they print, `api` (the `caravan-client` SDK's calls, phrased for
+//! the operator) and `lookup` how they ask, and `dev` the one-process
+//! cluster ([`DevCluster`]).
 
 mod api;
 mod args;

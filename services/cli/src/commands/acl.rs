@@ -1,18 +1,13 @@
 //! `acl bootstrap`, `acl policy apply|list|info|delete` and `acl token
-//! create|list|info|self|delete`: Nomad's ACL verbs over the gateway's
-//! `AclService`, printed as Nomad prints them.
+//! create|list|info|self|delete`: Nomad's ACL verbs over the SDK's ACL
+//! calls, printed as Nomad prints them.
 
 use std::path::PathBuf;
 
-use caravan_proto::acl_service_client::AclServiceClient;
-use caravan_proto::{
-    AclBootstrapRequest, AclPolicy, AclToken, AclTokenSelfRequest, DeleteAclPolicyRequest,
-    DeleteAclTokenRequest, GetAclPolicyRequest, GetAclTokenRequest, ListAclPoliciesRequest,
-    ListAclTokensRequest, UpsertAclPolicyRequest, UpsertAclTokenRequest,
-};
+use caravan_proto::{AclPolicy, AclToken};
 use clap::Subcommand;
 
-use crate::api::{Api, Conn};
+use crate::api::{Api, sdk};
 use crate::error::CliError;
 use crate::format::{kv, rfc3339, table};
 use crate::ui::Ui;
@@ -95,10 +90,6 @@ pub enum TokenCommand {
     },
 }
 
-fn client(api: &Api) -> AclServiceClient<Conn> {
-    AclServiceClient::new(api.channel())
-}
-
 fn or_na(items: &[String]) -> String {
     if items.is_empty() {
         "n/a".into()
@@ -134,14 +125,11 @@ fn read_rules(file: &PathBuf) -> Result<String> {
 }
 
 pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AclCommand) -> Result<u8> {
-    let mut acl = client(api);
+    let acl = api.client().acl();
     match cmd {
         AclCommand::Bootstrap => {
-            let resp = acl
-                .bootstrap(AclBootstrapRequest {})
-                .await
-                .map_err(api.err("Error bootstrapping"))?;
-            ui.output(token_page(&resp.into_inner().token.unwrap_or_default()));
+            let token = acl.bootstrap().await.map_err(sdk("Error bootstrapping"))?;
+            ui.output(token_page(&token));
         }
         AclCommand::Policy(PolicyCommand::Apply {
             description,
@@ -149,24 +137,21 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AclCommand) -> Result<
             file,
         }) => {
             let rules = read_rules(&file)?;
-            acl.upsert_policy(UpsertAclPolicyRequest {
-                policy: Some(AclPolicy {
-                    name: name.clone(),
-                    description,
-                    rules,
-                    ..Default::default()
-                }),
+            acl.upsert_policy(AclPolicy {
+                name: name.clone(),
+                description,
+                rules,
+                ..Default::default()
             })
             .await
-            .map_err(api.err("Error writing ACL policy"))?;
+            .map_err(sdk("Error writing ACL policy"))?;
             ui.output(format!("Successfully wrote {name:?} ACL policy!"));
         }
         AclCommand::Policy(PolicyCommand::List) => {
-            let resp = acl
-                .list_policies(ListAclPoliciesRequest {})
+            let policies = acl
+                .policies()
                 .await
-                .map_err(api.err("Error listing ACL policies"))?;
-            let policies = resp.into_inner().policies;
+                .map_err(sdk("Error listing ACL policies"))?;
             if policies.is_empty() {
                 ui.output("No policies found");
             } else {
@@ -176,11 +161,10 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AclCommand) -> Result<
             }
         }
         AclCommand::Policy(PolicyCommand::Info { name }) => {
-            let resp = acl
-                .get_policy(GetAclPolicyRequest { name })
+            let p = acl
+                .policy(&name)
                 .await
-                .map_err(api.err("Error reading ACL policy"))?;
-            let p = resp.into_inner().policy.unwrap_or_default();
+                .map_err(sdk("Error reading ACL policy"))?;
             let head = kv(&[
                 ("Name", p.name.clone()),
                 ("Description", p.description.clone()),
@@ -190,9 +174,9 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AclCommand) -> Result<
             ui.output(format!("{head}\n\nRules\n\n{}", p.rules.trim_end()));
         }
         AclCommand::Policy(PolicyCommand::Delete { name }) => {
-            acl.delete_policy(DeleteAclPolicyRequest { name: name.clone() })
+            acl.delete_policy(&name)
                 .await
-                .map_err(api.err("Error deleting ACL policy"))?;
+                .map_err(sdk("Error deleting ACL policy"))?;
             ui.output(format!("Successfully deleted {name:?} ACL policy!"));
         }
         AclCommand::Token(TokenCommand::Create {
@@ -201,26 +185,20 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AclCommand) -> Result<
             policies,
             global,
         }) => {
-            let resp = acl
-                .upsert_token(UpsertAclTokenRequest {
-                    token: Some(AclToken {
-                        name,
-                        r#type: token_type,
-                        policies,
-                        global,
-                        ..Default::default()
-                    }),
+            let token = acl
+                .upsert_token(AclToken {
+                    name,
+                    r#type: token_type,
+                    policies,
+                    global,
+                    ..Default::default()
                 })
                 .await
-                .map_err(api.err("Error creating token"))?;
-            ui.output(token_page(&resp.into_inner().token.unwrap_or_default()));
+                .map_err(sdk("Error creating token"))?;
+            ui.output(token_page(&token));
         }
         AclCommand::Token(TokenCommand::List) => {
-            let resp = acl
-                .list_tokens(ListAclTokensRequest {})
-                .await
-                .map_err(api.err("Error listing tokens"))?;
-            let tokens = resp.into_inner().tokens;
+            let tokens = acl.tokens().await.map_err(sdk("Error listing tokens"))?;
             if tokens.is_empty() {
                 ui.output("No tokens found");
             } else {
@@ -244,27 +222,23 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AclCommand) -> Result<
             }
         }
         AclCommand::Token(TokenCommand::Info { accessor }) => {
-            let resp = acl
-                .get_token(GetAclTokenRequest {
-                    accessor_id: accessor,
-                })
+            let token = acl
+                .token(&accessor)
                 .await
-                .map_err(api.err("Error fetching token"))?;
-            ui.output(token_page(&resp.into_inner().token.unwrap_or_default()));
+                .map_err(sdk("Error fetching token"))?;
+            ui.output(token_page(&token));
         }
         AclCommand::Token(TokenCommand::Own) => {
-            let resp = acl
-                .token_self(AclTokenSelfRequest {})
+            let token = acl
+                .own_token()
                 .await
-                .map_err(api.err("Error fetching self token"))?;
-            ui.output(token_page(&resp.into_inner().token.unwrap_or_default()));
+                .map_err(sdk("Error fetching self token"))?;
+            ui.output(token_page(&token));
         }
         AclCommand::Token(TokenCommand::Delete { accessor }) => {
-            acl.delete_token(DeleteAclTokenRequest {
-                accessor_id: accessor.clone(),
-            })
-            .await
-            .map_err(api.err("Error deleting token"))?;
+            acl.delete_token(&accessor)
+                .await
+                .map_err(sdk("Error deleting token"))?;
             ui.output(format!("Token {accessor} successfully deleted"));
         }
     }

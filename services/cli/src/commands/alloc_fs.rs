@@ -1,15 +1,13 @@
 //! `alloc fs`, `alloc signal`, `alloc restart`, and the `-tail` of
 //! `alloc logs`: what the client node running an allocation answers,
-//! reached through the api-gateway's `AllocService`.
+//! reached through the api-gateway by the SDK's alloc calls.
 
 use std::time::Duration;
 
-use caravan_proto::{
-    AllocFileInfo, AllocPathRequest, ReadAllocFileRequest, RestartAllocRequest, SignalAllocRequest,
-};
+use caravan_proto::{AllocFileInfo, ReadAllocFileRequest};
 use futures::{Stream, StreamExt};
 
-use crate::api::Api;
+use crate::api::{Api, sdk};
 use crate::error::CliError;
 use crate::format::{ibytes, rfc3339, table};
 use crate::lookup;
@@ -178,28 +176,20 @@ pub(super) async fn fs(api: &Api, ui: &mut Ui, args: FsArgs) -> Result<u8> {
     let window = args.tail.map(Tail::window).transpose()?;
     let alloc = lookup::alloc(api, &args.alloc).await?;
     let path = args.path.unwrap_or_else(|| "/".into());
-    let at = AllocPathRequest {
-        alloc_id: alloc.id.clone(),
-        path: path.clone(),
-    };
-    let file = api
-        .allocs()
-        .stat_alloc_file(at.clone())
+    let allocs = api.client().allocs();
+    let file = allocs
+        .stat_file(&alloc.id, &path)
         .await
-        .map_err(api.err("Error querying file"))?
-        .into_inner();
+        .map_err(sdk("Error querying file"))?;
     if args.stat {
         ui.output(stat_table(&file, args.machine));
         return Ok(0);
     }
     if file.is_dir {
-        let files = api
-            .allocs()
-            .list_alloc_files(at)
+        let files = allocs
+            .list_files(&alloc.id, &path)
             .await
-            .map_err(api.err("Error listing alloc dir"))?
-            .into_inner()
-            .files;
+            .map_err(sdk("Error listing alloc dir"))?;
         ui.output(listing(&files, args.machine));
         return Ok(0);
     }
@@ -215,12 +205,10 @@ pub(super) async fn fs(api: &Api, ui: &mut Ui, args: FsArgs) -> Result<u8> {
         limit: 0,
         follow: args.follow,
     };
-    let stream = api
-        .allocs()
-        .read_alloc_file(req)
+    let stream = allocs
+        .read_file(req)
         .await
-        .map_err(api.err("Error reading file"))?
-        .into_inner()
+        .map_err(sdk("Error reading file"))?
         .map(|c| c.map(|chunk| chunk.data));
     print_stream(ui, stream, keep_lines, |s| {
         CliError::api("Error reading file", api.address(), s)
@@ -248,15 +236,11 @@ pub(super) async fn signal(
     task: Option<String>,
 ) -> Result<u8> {
     let alloc = lookup::alloc(api, id).await?;
-    let req = SignalAllocRequest {
-        alloc_id: alloc.id,
-        signal: signal.unwrap_or_default(),
-        task: task.unwrap_or_default(),
-    };
-    api.allocs()
-        .signal_alloc(req)
+    api.client()
+        .allocs()
+        .signal(&alloc.id, task.as_deref(), &signal.unwrap_or_default())
         .await
-        .map_err(api.err("Error signalling allocation"))?;
+        .map_err(sdk("Error signalling allocation"))?;
     Ok(0)
 }
 
@@ -273,15 +257,11 @@ pub(super) async fn restart(
         ));
     }
     let alloc = lookup::alloc(api, id).await?;
-    let req = RestartAllocRequest {
-        alloc_id: alloc.id,
-        task: task.unwrap_or_default(),
-        all_tasks,
-    };
-    api.allocs()
-        .restart_alloc(req)
+    api.client()
+        .allocs()
+        .restart(&alloc.id, task.as_deref(), all_tasks)
         .await
-        .map_err(api.err("Failed to restart allocation"))?;
+        .map_err(sdk("Failed to restart allocation"))?;
     Ok(0)
 }
 

@@ -5,24 +5,16 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 
-use caravan_proto::variable_service_client::VariableServiceClient;
-use caravan_proto::{
-    DeleteVariableRequest, GetVariableRequest, ListVariablesRequest, PutVariableRequest,
-    VariableDecrypted, VariableMetadata,
-};
+use caravan_proto::{VariableDecrypted, VariableMetadata};
 use serde_json::{Map, Value, json};
 
-use crate::api::Api;
+use crate::api::{Api, sdk};
 use crate::args::VarCommand;
 use crate::error::CliError;
 use crate::format::{kv, rfc3339, table};
 use crate::ui::Ui;
 
 type Result<T> = std::result::Result<T, CliError>;
-
-fn client(api: &Api) -> VariableServiceClient<crate::api::Conn> {
-    VariableServiceClient::new(api.channel())
-}
 
 pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: VarCommand) -> Result<u8> {
     match cmd {
@@ -86,14 +78,12 @@ fn variable_page(v: &VariableDecrypted) -> String {
 
 async fn get(api: &Api, ui: &mut Ui, path: &str, item: Option<&str>, out: &str) -> Result<u8> {
     check_out(out)?;
-    let resp = client(api)
-        .get_variable(GetVariableRequest {
-            path: path.to_string(),
-            options: api.options(""),
-        })
+    let v = api
+        .client()
+        .variables()
+        .get(path)
         .await
-        .map_err(api.err("Error retrieving variable"))?;
-    let v = resp.into_inner().variable.unwrap_or_default();
+        .map_err(sdk("Error retrieving variable"))?;
     if let Some(item) = item {
         let value = v
             .items
@@ -114,13 +104,12 @@ async fn get(api: &Api, ui: &mut Ui, path: &str, item: Option<&str>, out: &str) 
 
 async fn list(api: &Api, ui: &mut Ui, prefix: &str, out: &str) -> Result<u8> {
     check_out(out)?;
-    let resp = client(api)
-        .list_variables(ListVariablesRequest {
-            options: api.options(prefix),
-        })
+    let vars = api
+        .client()
+        .variables()
+        .list(prefix)
         .await
-        .map_err(api.err("Error retrieving vars"))?;
-    let vars = resp.into_inner().variables;
+        .map_err(sdk("Error retrieving vars"))?;
     if out == "json" {
         let all: Vec<Value> = vars
             .iter()
@@ -321,18 +310,15 @@ async fn put(
         })
         .transpose()?;
     let path = spec.path.clone();
-    let resp = client(api)
-        .put_variable(PutVariableRequest {
-            namespace: spec
-                .namespace
-                .unwrap_or_else(|| api.namespace().to_string()),
-            path: spec.path,
-            items: spec.items,
-            cas: cas_revision,
-        })
+    let namespace = spec
+        .namespace
+        .unwrap_or_else(|| api.namespace().to_string());
+    let resp = api
+        .client()
+        .variables()
+        .put_in(&namespace, &spec.path, spec.items, cas_revision)
         .await
-        .map_err(api.err("Error creating variable"))?
-        .into_inner();
+        .map_err(sdk("Error creating variable"))?;
     if !resp.written {
         return Ok(cas_conflict(ui, cas.unwrap_or(0), resp.variable.as_ref()));
     }
@@ -354,15 +340,12 @@ async fn purge(api: &Api, ui: &mut Ui, path: &str, check_index: Option<u64>) -> 
             })
         })
         .transpose()?;
-    let resp = client(api)
-        .delete_variable(DeleteVariableRequest {
-            namespace: api.namespace().to_string(),
-            path: path.to_string(),
-            cas,
-        })
+    let resp = api
+        .client()
+        .variables()
+        .delete(path, cas)
         .await
-        .map_err(api.err("Error purging variable"))?
-        .into_inner();
+        .map_err(sdk("Error purging variable"))?;
     if !resp.deleted {
         return Ok(cas_conflict(
             ui,
