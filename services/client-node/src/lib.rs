@@ -207,6 +207,7 @@ fn real_agent(
     Ok(NodeAgent {
         ctx,
         gateway: Gateway::new(&config.server_addrs())?,
+        secret_id: state.node_secret()?,
         update_interval: config.update_interval(),
         initial_delay: Duration::ZERO,
         recovered,
