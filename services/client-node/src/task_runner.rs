@@ -443,6 +443,7 @@ mod tests {
                 env: None,
                 dirs: None,
                 logs: Default::default(),
+                user: String::new(),
             },
             kill_signal: Signal::SIGTERM,
             kill_timeout: Duration::from_secs(5),
@@ -509,6 +510,7 @@ mod tests {
             env: None,
             dirs: None,
             logs: Default::default(),
+            user: String::new(),
         };
         let driver = Arc::new(Adopting::default());
         *driver.run.lock().unwrap() = Some(MockDriver::new().start(spec.clone()).await.unwrap());
