@@ -156,15 +156,15 @@ impl StateDir {
     /// A stable random secret stored under `name`, mode 0600 (simulated
     /// nodes derive theirs from one).
     pub fn stable_secret(&self, name: &str) -> Result<String, ClientError> {
-        self.stable(name, 0o600)
+        self.stable(name, Access::Private)
     }
 
     /// A stable random id stored under `name` (simulated nodes derive theirs from one).
     pub fn stable_id(&self, name: &str) -> Result<String, ClientError> {
-        self.stable(name, 0o666)
+        self.stable(name, Access::Shared)
     }
 
-    fn stable(&self, name: &str, mode: u32) -> Result<String, ClientError> {
+    fn stable(&self, name: &str, access: Access) -> Result<String, ClientError> {
         let path = self.root.join(name);
         match std::fs::read_to_string(&path) {
             Ok(text) => {
@@ -177,7 +177,7 @@ impl StateDir {
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let id = uuid::Uuid::new_v4().to_string();
-                write_atomic(&path, id.as_bytes(), mode)?;
+                write_atomic(&path, id.as_bytes(), access)?;
                 Ok(id)
             }
             Err(e) => Err(ClientError::io("read", path, e)),
@@ -195,7 +195,7 @@ impl StateDir {
             path: path.clone(),
             problem: e.to_string(),
         })?;
-        write_atomic(&path, &bytes, 0o666)
+        write_atomic(&path, &bytes, Access::Shared)
     }
 
     /// Forgets an alloc.
@@ -234,19 +234,34 @@ impl StateDir {
     }
 }
 
-/// Writes through a temporary file (created with `mode`) and a rename, so a
-/// crash leaves the old or the new contents, never half of one.
-fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), ClientError> {
+/// Who may read a file the client keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// As the umask allows.
+    Shared,
+    /// The client's user only (0600), whatever a stale temporary file had.
+    Private,
+}
+
+/// Writes through a temporary file and a rename, so a crash leaves the old or
+/// the new contents, never half of one.
+fn write_atomic(path: &Path, bytes: &[u8], access: Access) -> Result<(), ClientError> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    if access == Access::Private {
+        options.mode(0o600);
+    }
+    options
         .open(&tmp)
-        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|mut f| {
+            if access == Access::Private {
+                f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            }
+            f.write_all(bytes)
+        })
         .map_err(|e| ClientError::io("write", &tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| ClientError::io("rename", path, e))
 }
@@ -276,6 +291,18 @@ mod tests {
         );
         assert_ne!(secret, s.node_id().unwrap());
         let mode = std::fs::metadata(dir.path().join("client/secret-id"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        // A readable leftover of a crashed write does not make it readable.
+        let other = tempfile::tempdir().unwrap();
+        let s = StateDir::open(other.path()).unwrap();
+        let stale = other.path().join("client/secret-id.tmp");
+        std::fs::write(&stale, "old").unwrap();
+        std::fs::set_permissions(&stale, std::fs::Permissions::from_mode(0o644)).unwrap();
+        s.node_secret().unwrap();
+        let mode = std::fs::metadata(other.path().join("client/secret-id"))
             .unwrap()
             .permissions()
             .mode();
