@@ -228,7 +228,8 @@ async fn a_task_runs_as_its_user_with_its_groups_home_and_name() {
     let (fake, stop_fake, client, shutdown, node_id) = in_process_client(dir.path()).await;
     let mut t = sh_task(
         "who",
-        "id -u; id -g; echo \"HOME=$HOME USER=$USER\"; touch \"$NOMAD_TASK_DIR/mine\" && echo wrote",
+        "id -u; id -g; echo \"HOME=$HOME USER=$USER\"; touch \"$NOMAD_TASK_DIR/mine\" mine \
+         \"$NOMAD_ALLOC_DIR/data/mine\" && echo wrote",
     );
     t.user = "nobody".into();
     let alloc_id = run_batch(&fake, &node_id, vec![t], AllocClientStatus::Complete).await;
@@ -245,6 +246,21 @@ async fn a_task_runs_as_its_user_with_its_groups_home_and_name() {
         lines[3], "wrote",
         "the task writes in its own local dir: {out}"
     );
+    // Whatever the umask, the task's dirs are the user's and the shared ones
+    // open to all, as /tmp is.
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let alloc_dir = dir.path().join("allocs").join(&alloc_id);
+    for own in ["who", "who/local", "who/secrets", "who/tmp"] {
+        let meta = std::fs::metadata(alloc_dir.join(own)).unwrap();
+        assert_eq!(meta.uid(), nobody.uid.as_raw(), "{own}");
+    }
+    for shared in ["alloc/data", "alloc/tmp"] {
+        let mode = std::fs::metadata(alloc_dir.join(shared))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o1777, "{shared}: {mode:o}");
+    }
     stop(client, shutdown).await;
     stop_fake.cancel();
 }

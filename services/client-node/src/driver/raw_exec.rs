@@ -194,15 +194,18 @@ impl Driver for RawExecDriver {
             .collect();
         let user = task_user::resolve(&spec.user)?;
         if let Some(user) = user.as_ref().filter(|u| u.switch) {
-            // The task may write in its own dirs, as it could as the client's user.
+            // The task may write in its own dirs and the alloc's shared ones,
+            // as it could as the client's user.
             task_user::hand_over(
                 user,
                 &[
+                    &dirs.task_dir,
                     &dirs.local_dir,
                     &dirs.secrets_dir,
                     &dirs.task_dir.join("tmp"),
                 ],
             )?;
+            task_user::open_shared(&[&dirs.alloc_dir.join("data"), &dirs.alloc_dir.join("tmp")])?;
         }
         let exit_record = dirs.exit_record.clone();
         // Records of an earlier run of the task must not end nor stand for this one.

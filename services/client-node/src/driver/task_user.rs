@@ -128,6 +128,19 @@ fn groups_of(user: &User) -> Result<Vec<u32>, DriverError> {
     Ok(ids)
 }
 
+/// Opens the alloc's shared `dirs` (`alloc/data`, `alloc/tmp`) to tasks of
+/// any user, as `/tmp` is: writable by all, each file removable only by its
+/// owner. The logs beside them stay the supervisor's.
+pub fn open_shared(dirs: &[&std::path::Path]) -> Result<(), DriverError> {
+    use std::os::unix::fs::PermissionsExt;
+    for dir in dirs.iter().filter(|d| d.exists()) {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777)).map_err(|e| {
+            DriverError::recoverable(format!("cannot open {} to every task: {e}", dir.display()))
+        })?;
+    }
+    Ok(())
+}
+
 /// Gives `user` the directories `dirs` (those of its task that exist).
 pub fn hand_over(user: &TaskUser, dirs: &[&std::path::Path]) -> Result<(), DriverError> {
     for dir in dirs.iter().filter(|d| d.exists()) {
