@@ -203,7 +203,8 @@ pub fn classify(keys: &Keyspace, event: &caravan_store::Event) -> Option<Change>
             } else {
                 "NodeDeregistration"
             };
-            let node = obj::<Node>(put, event).map(Payload::Node);
+            let node =
+                obj::<Node>(put, event).map(|n| Payload::Node(crate::client::identity::public(n)));
             Some(change("Node", kind, id, None, node))
         }
         _ => None,

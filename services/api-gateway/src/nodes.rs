@@ -8,6 +8,7 @@ use caravan_proto::{
 use caravan_state::{Snapshot, encode};
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
+use crate::client::identity::public;
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
 use crate::node_fan_out;
@@ -28,7 +29,7 @@ pub async fn list(gw: &Gateway, query: &Query) -> (Vec<Node>, QueryMeta) {
     let nodes = snap
         .nodes()
         .filter(|n| query.matches_prefix(&n.id))
-        .map(|n| (**n).clone())
+        .map(|n| public((**n).clone()))
         .collect();
     (nodes, query::meta(gw, &snap))
 }
@@ -38,7 +39,7 @@ pub async fn get(gw: &Gateway, node_id: &str, query: &Query) -> Result<(Node, Qu
     let snap = query::block(gw, query).await;
     let node = snap
         .node(node_id)
-        .map(|n| (**n).clone())
+        .map(|n| public((**n).clone()))
         .ok_or_else(|| GatewayError::NotFound(format!("node not found: {node_id}")))?;
     Ok((node, query::meta(gw, &snap)))
 }

@@ -137,11 +137,16 @@ impl Gateway {
         req
     }
 
-    /// Registers (or re-registers) the node.
-    pub async fn register(&self, node: &Node) -> Result<RegisterNodeResponse, Status> {
+    /// Registers (or re-registers) the node, proving it holds `secret_id`.
+    pub async fn register(
+        &self,
+        node: &Node,
+        secret_id: &str,
+    ) -> Result<RegisterNodeResponse, Status> {
         self.call(Lane::Control, "RegisterNode", |mut c| {
             let req = Self::request(RegisterNodeRequest {
                 node: Some(node.clone()),
+                secret_id: secret_id.to_string(),
             });
             async move { c.register_node(req).await.map(tonic::Response::into_inner) }
         })
@@ -149,10 +154,15 @@ impl Gateway {
     }
 
     /// Keeps the node's heartbeat lease alive.
-    pub async fn heartbeat(&self, node_id: &str) -> Result<HeartbeatResponse, Status> {
+    pub async fn heartbeat(
+        &self,
+        node_id: &str,
+        secret_id: &str,
+    ) -> Result<HeartbeatResponse, Status> {
         self.call(Lane::Control, "Heartbeat", |mut c| {
             let req = Self::request(HeartbeatRequest {
                 node_id: node_id.to_string(),
+                secret_id: secret_id.to_string(),
             });
             async move { c.heartbeat(req).await.map(tonic::Response::into_inner) }
         })
@@ -179,12 +189,14 @@ impl Gateway {
     pub async fn watch_allocations(
         &self,
         node_id: &str,
+        secret_id: &str,
         min_revision: i64,
     ) -> Result<Streaming<NodeAllocations>, Status> {
         self.call(Lane::Bulk, "WatchAllocations", |mut c| {
             let req = tonic::Request::new(WatchAllocationsRequest {
                 node_id: node_id.to_string(),
                 min_revision,
+                secret_id: secret_id.to_string(),
             });
             async move {
                 c.watch_allocations(req)

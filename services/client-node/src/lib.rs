@@ -48,12 +48,19 @@ pub use crate::config::ClientConfig;
 use crate::driver::Drivers;
 pub use crate::driver::{ProcStat, proc_stat};
 
-/// Runs this process as a task supervisor when its first argument asks for
-/// it (the `task-supervisor` argument); returns the exit code it should end with.
+/// Runs this process as a task supervisor, or as the credential switch
+/// before a task, when its first argument asks for it (`task-supervisor`,
+/// `task-exec`); returns the exit code it should end with.
 pub fn task_supervisor_main() -> Option<i32> {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let (first, rest) = argv.split_first()?;
-    (first == driver::SUPERVISOR_ARG).then(|| driver::supervisor::main(rest))
+    if first == driver::SUPERVISOR_ARG {
+        Some(driver::supervisor::main(rest))
+    } else if first == driver::task_user::TASK_EXEC_ARG {
+        Some(driver::task_user::exec_main(rest))
+    } else {
+        None
+    }
 }
 pub use crate::error::ClientError;
 use crate::fingerprint::{HostFacts, build_node};
@@ -207,6 +214,7 @@ fn real_agent(
     Ok(NodeAgent {
         ctx,
         gateway: Gateway::new(&config.server_addrs())?,
+        secret_id: state.node_secret()?,
         update_interval: config.update_interval(),
         initial_delay: Duration::ZERO,
         recovered,

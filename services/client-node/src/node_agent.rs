@@ -27,6 +27,8 @@ pub struct NodeAgent {
     pub ctx: Arc<NodeContext>,
     /// The api-gateways.
     pub gateway: Gateway,
+    /// The node's secret, generated once with its id; every call presents it.
+    pub secret_id: String,
     /// Status batching interval.
     pub update_interval: Duration,
     /// Delay before the first registration (spreads simulated nodes out).
@@ -50,18 +52,21 @@ impl NodeAgent {
         let reporter = tokio::spawn(self.ctx.sink.clone().run(
             self.gateway.clone(),
             node_id.clone(),
+            self.secret_id.clone(),
             self.update_interval,
             reporter_stop.clone(),
         ));
         let heartbeat = tokio::spawn(heartbeat_loop(
             self.gateway.clone(),
             self.ctx.node.clone(),
+            self.secret_id.clone(),
             self.initial_delay,
             registered_tx,
             shutdown.clone(),
         ));
         let mut allocs = NodeAllocs::new(self.ctx.clone(), self.recovered);
-        watch_loop(&self.gateway, &node_id, registered, &mut allocs, &shutdown).await;
+        let who = (node_id.as_str(), self.secret_id.as_str());
+        watch_loop(&self.gateway, who, registered, &mut allocs, &shutdown).await;
         allocs.join_all().await;
         reporter_stop.cancel();
         let _ = reporter.await;
@@ -73,6 +78,7 @@ impl NodeAgent {
 async fn heartbeat_loop(
     gateway: Gateway,
     node: Arc<Node>,
+    secret_id: String,
     initial_delay: Duration,
     registered: watch::Sender<bool>,
     shutdown: CancellationToken,
@@ -90,7 +96,7 @@ async fn heartbeat_loop(
             // A call to a gateway that cannot reach etcd may hang for its
             // whole timeout: shutdown does not wait for it.
             let registered = tokio::select! {
-                r = gateway.register(&node) => r,
+                r = gateway.register(&node, &secret_id) => r,
                 _ = shutdown.cancelled() => return,
             };
             match registered {
@@ -99,6 +105,16 @@ async fn heartbeat_loop(
                     let ttl = ttl_of(resp.heartbeat_ttl_ns);
                     tracing::info!(node = %node.id, name = %node.name, ?ttl, "registered");
                     break ttl;
+                }
+                Err(status) if status.code() == tonic::Code::PermissionDenied => {
+                    // Only an operator can mend this: the data dir lost its
+                    // secret, or another machine runs with a copy of its id.
+                    tracing::error!(node = %node.id, %status,
+                        "the servers know this node id with another secret; retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff.next_delay()) => {}
+                        _ = shutdown.cancelled() => return,
+                    }
                 }
                 Err(status) => {
                     tracing::warn!(node = %node.id, %status, "registration failed; retrying");
@@ -118,7 +134,7 @@ async fn heartbeat_loop(
                 _ = shutdown.cancelled() => return,
             }
             let beat = tokio::select! {
-                r = gateway.heartbeat(&node.id) => r,
+                r = gateway.heartbeat(&node.id, &secret_id) => r,
                 _ = shutdown.cancelled() => return,
             };
             match beat {
@@ -160,7 +176,7 @@ fn half_with_jitter(ttl: Duration) -> Duration {
 /// Follows the node's alloc stream, reconnecting (to any gateway) on errors.
 async fn watch_loop(
     gateway: &Gateway,
-    node_id: &str,
+    (node_id, secret_id): (&str, &str),
     mut registered: watch::Receiver<bool>,
     allocs: &mut NodeAllocs,
     shutdown: &CancellationToken,
@@ -173,7 +189,7 @@ async fn watch_loop(
         Backoff::new(Duration::from_millis(200), Duration::from_secs(5)).with_jitter(0.2);
     loop {
         let opened = tokio::select! {
-            r = gateway.watch_allocations(node_id, 0) => r,
+            r = gateway.watch_allocations(node_id, secret_id, 0) => r,
             _ = shutdown.cancelled() => return,
         };
         match opened {

@@ -41,6 +41,18 @@ pub fn simulated_node_id(seed: &str, index: u32) -> String {
         .to_string()
 }
 
+/// The secret of simulated node `index`: stable across runs of the same data
+/// dir (the servers keep the hash of the first one), derived from the
+/// private `secret_seed` by SHA-256 so that neither node ids nor other nodes'
+/// secrets give it away.
+pub fn simulated_node_secret(secret_seed: &str, index: u32) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(secret_seed.as_bytes());
+    h.update(index.to_le_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Builds the agents of `config.simulate` simulated nodes.
 pub fn simulated_agents(
     config: &ClientConfig,
@@ -51,6 +63,7 @@ pub fn simulated_agents(
 ) -> Result<Vec<NodeAgent>, ClientError> {
     let n = config.simulate;
     let seed = state.stable_id("simulation-seed")?;
+    let secret_seed = state.stable_secret("simulation-secret")?;
     let res = &config.simulate_resources;
     let cores = res.cores.max(1);
     let servers = config.server_addrs();
@@ -113,6 +126,7 @@ pub fn simulated_agents(
         agents.push(NodeAgent {
             ctx,
             gateway: gw,
+            secret_id: simulated_node_secret(&secret_seed, i),
             update_interval: config.update_interval(),
             initial_delay: spread.mul_f64(f64::from(i) / f64::from(n.max(1))),
             recovered: Default::default(),
@@ -164,5 +178,19 @@ mod tests {
                 .all(|a| a.ctx.node.computed_class == first.computed_class)
         );
         assert!(agents[4].initial_delay > agents[1].initial_delay);
+        // Each node has its own secret, the same on the next run.
+        let secrets: std::collections::BTreeSet<&str> =
+            agents.iter().map(|a| a.secret_id.as_str()).collect();
+        assert_eq!(secrets.len(), 5);
+        let again = simulated_agents(
+            &config,
+            &state,
+            "127.0.0.1".parse().unwrap(),
+            "127.0.0.1:4660",
+            &CancellationToken::new(),
+        )
+        .unwrap();
+        assert_eq!(again[3].secret_id, agents[3].secret_id);
+        assert_ne!(agents[3].secret_id, agents[3].ctx.node.id);
     }
 }

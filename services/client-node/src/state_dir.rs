@@ -1,5 +1,6 @@
-//! What the client keeps on disk between restarts: its node id and one record
-//! per alloc (task states and the driver handles needed to re-attach).
+//! What the client keeps on disk between restarts: its node id and secret,
+//! and one record per alloc (task states and the driver handles needed to
+//! re-attach).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -144,8 +145,26 @@ impl StateDir {
         self.stable_id("node-id")
     }
 
+    /// The node's secret (Nomad's `SecretID`): created with the node id and
+    /// readable by the client's user only. The servers record its hash at the
+    /// first registration and refuse any other secret for this node id, so
+    /// losing this file means registering as a new node.
+    pub fn node_secret(&self) -> Result<String, ClientError> {
+        self.stable_secret("secret-id")
+    }
+
+    /// A stable random secret stored under `name`, mode 0600 (simulated
+    /// nodes derive theirs from one).
+    pub fn stable_secret(&self, name: &str) -> Result<String, ClientError> {
+        self.stable(name, Access::Private)
+    }
+
     /// A stable random id stored under `name` (simulated nodes derive theirs from one).
     pub fn stable_id(&self, name: &str) -> Result<String, ClientError> {
+        self.stable(name, Access::Shared)
+    }
+
+    fn stable(&self, name: &str, access: Access) -> Result<String, ClientError> {
         let path = self.root.join(name);
         match std::fs::read_to_string(&path) {
             Ok(text) => {
@@ -158,7 +177,7 @@ impl StateDir {
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let id = uuid::Uuid::new_v4().to_string();
-                write_atomic(&path, id.as_bytes())?;
+                write_atomic(&path, id.as_bytes(), access)?;
                 Ok(id)
             }
             Err(e) => Err(ClientError::io("read", path, e)),
@@ -176,7 +195,7 @@ impl StateDir {
             path: path.clone(),
             problem: e.to_string(),
         })?;
-        write_atomic(&path, &bytes)
+        write_atomic(&path, &bytes, Access::Shared)
     }
 
     /// Forgets an alloc.
@@ -215,11 +234,35 @@ impl StateDir {
     }
 }
 
+/// Who may read a file the client keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// As the umask allows.
+    Shared,
+    /// The client's user only (0600), whatever a stale temporary file had.
+    Private,
+}
+
 /// Writes through a temporary file and a rename, so a crash leaves the old or
 /// the new contents, never half of one.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ClientError> {
+fn write_atomic(path: &Path, bytes: &[u8], access: Access) -> Result<(), ClientError> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(|e| ClientError::io("write", &tmp, e))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    if access == Access::Private {
+        options.mode(0o600);
+    }
+    options
+        .open(&tmp)
+        .and_then(|mut f| {
+            if access == Access::Private {
+                f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            }
+            f.write_all(bytes)
+        })
+        .map_err(|e| ClientError::io("write", &tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| ClientError::io("rename", path, e))
 }
 
@@ -234,6 +277,36 @@ mod tests {
         let b = StateDir::open(dir.path()).unwrap().node_id().unwrap();
         assert_eq!(a, b);
         assert!(uuid::Uuid::parse_str(&a).is_ok());
+    }
+
+    #[test]
+    fn node_secret_is_stable_private_and_not_the_id() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let s = StateDir::open(dir.path()).unwrap();
+        let secret = s.node_secret().unwrap();
+        assert_eq!(
+            StateDir::open(dir.path()).unwrap().node_secret().unwrap(),
+            secret
+        );
+        assert_ne!(secret, s.node_id().unwrap());
+        let mode = std::fs::metadata(dir.path().join("client/secret-id"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        // A readable leftover of a crashed write does not make it readable.
+        let other = tempfile::tempdir().unwrap();
+        let s = StateDir::open(other.path()).unwrap();
+        let stale = other.path().join("client/secret-id.tmp");
+        std::fs::write(&stale, "old").unwrap();
+        std::fs::set_permissions(&stale, std::fs::Permissions::from_mode(0o644)).unwrap();
+        s.node_secret().unwrap();
+        let mode = std::fs::metadata(other.path().join("client/secret-id"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
     }
 
     #[test]

@@ -75,12 +75,14 @@ impl StatusSink {
         }
     }
 
-    /// Sends batches through `gateway` for `node_id` until `shutdown`, then
-    /// makes one last attempt to send what is left.
+    /// Sends batches through `gateway` for `node_id` (whose secret is
+    /// `secret_id`) until `shutdown`, then makes one last attempt to send
+    /// what is left.
     pub async fn run(
         self,
         gateway: Gateway,
         node_id: String,
+        secret_id: String,
         interval: Duration,
         shutdown: CancellationToken,
     ) {
@@ -107,6 +109,7 @@ impl StatusSink {
                 let req = UpdateAllocationsRequest {
                     node_id: node_id.clone(),
                     updates: batch.clone(),
+                    secret_id: secret_id.clone(),
                 };
                 let sent = tokio::select! {
                     sent = gateway.update_allocations(req) => sent,
@@ -147,6 +150,7 @@ impl StatusSink {
             let req = UpdateAllocationsRequest {
                 node_id: node_id.clone(),
                 updates: rest,
+                secret_id: secret_id.clone(),
             };
             match tokio::time::timeout(LAST_FLUSH_TIMEOUT, gateway.update_allocations(req)).await {
                 Ok(Ok(_)) => {}

@@ -455,6 +455,7 @@ mod tests {
                 env: None,
                 dirs: None,
                 logs: Default::default(),
+                user: String::new(),
             },
             kill_signal: Signal::SIGTERM,
             kill_timeout: Duration::from_secs(5),
@@ -522,6 +523,7 @@ mod tests {
             env: None,
             dirs: None,
             logs: Default::default(),
+            user: String::new(),
         };
         let driver = Arc::new(Adopting::default());
         *driver.run.lock().unwrap() = Some(MockDriver::new().start(spec.clone()).await.unwrap());

@@ -1,6 +1,7 @@
 //! Node registration and heartbeats: a node is written ready with a
 //! `heartbeats/<node>` key on a fresh lease (TTL = heartbeat TTL + grace),
-//! and each heartbeat is a keepalive of that lease.
+//! and each heartbeat is a keepalive of that lease. Both are made by the
+//! holder of the node's secret only (see [`identity`](super::identity)).
 
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use caravan_state::encode;
 use caravan_store::{Compare, CompareOp, LeaseId, Op, Revision, StoreError, Txn};
 use rand::Rng;
 
+use crate::client::identity::Presented;
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
 use crate::node_fan_out;
@@ -84,8 +86,16 @@ pub fn validate(node: &Node) -> Result<()> {
 }
 
 /// The node as stored: ready, on `lease`, with the server-side computed
-/// class, keeping the operator's eligibility and drain from `existing`.
-fn as_registered(mut node: Node, existing: Option<&Node>, lease: LeaseId, now: i64) -> Node {
+/// class and `secret_hash`, keeping the operator's eligibility and drain from
+/// `existing`.
+fn as_registered(
+    mut node: Node,
+    existing: Option<&Node>,
+    secret_hash: &str,
+    lease: LeaseId,
+    now: i64,
+) -> Node {
+    node.secret_hash = secret_hash.to_string();
     if node.node_pool.is_empty() {
         node.node_pool = caravan_jobspec::DEFAULT_NODE_POOL.to_string();
     }
@@ -114,9 +124,14 @@ fn as_registered(mut node: Node, existing: Option<&Node>, lease: LeaseId, now: i
 
 /// Registers (or re-registers) a node: one transaction writes it ready with
 /// its heartbeat key on a new lease, and `node-update` evaluations when it
-/// was new or not ready; a previous lease is revoked afterwards.
-pub async fn register(gw: &Gateway, node: Node) -> Result<NodeRegistered> {
+/// was new or not ready; a previous lease is revoked afterwards. The first
+/// registration records the secret's hash; a later one with another secret
+/// is refused, checked against the version the transaction compares, so two
+/// callers racing for a new node id cannot both win.
+pub async fn register(gw: &Gateway, node: Node, secret: &str) -> Result<NodeRegistered> {
     validate(&node)?;
+    let presented = Presented::new(secret)?;
+    let secret_hash = presented.to_record()?.to_string();
     let snap = gw.cache.snapshot();
     let known = snap.node(&node.id).is_some();
     let nodes = snap.node_count() + usize::from(!known);
@@ -138,8 +153,15 @@ pub async fn register(gw: &Gateway, node: Node) -> Result<NodeRegistered> {
                 return Err(err);
             }
         };
+        if let Some(old) = &existing
+            && let Err(err) = presented.verify(old)
+        {
+            revoke(gw, lease.id).await;
+            return Err(err);
+        }
         let now = now_unix_ns();
-        let mut stored = as_registered(node.clone(), existing.as_ref(), lease.id, now);
+        let mut stored =
+            as_registered(node.clone(), existing.as_ref(), &secret_hash, lease.id, now);
         let scope = node_fan_out::scope(trigger::NODE_UPDATE, false, false);
         let evals = match &existing {
             Some(old) if old.status() == NodeStatus::Ready => Vec::new(),
@@ -203,16 +225,14 @@ async fn revoke(gw: &Gateway, lease: LeaseId) {
     }
 }
 
-/// A heartbeat: keeps the node's lease alive. NOT_FOUND tells the client to
-/// register again (unknown node, expired lease, or a node marked down).
-pub async fn heartbeat(gw: &Gateway, node_id: &str) -> Result<Duration> {
-    if node_id.is_empty() {
-        return Err(GatewayError::field("node_id", "missing node ID"));
-    }
-    let cached = gw.cache.snapshot().node(node_id).map(|n| (**n).clone());
-    if let Some(node) = &cached
-        && node.status() == NodeStatus::Ready
-        && let Some(ttl) = keep_alive(gw, node.heartbeat_lease_id).await?
+/// A heartbeat from the holder of the node's secret: keeps the node's lease
+/// alive. NOT_FOUND tells the client to register again (unknown node,
+/// expired lease, or a node marked down); PERMISSION_DENIED, that the caller
+/// is not the node.
+pub async fn heartbeat(gw: &Gateway, node_id: &str, secret: &str) -> Result<Duration> {
+    let known = super::identity::authenticate(gw, node_id, secret).await?;
+    if known.status() == NodeStatus::Ready
+        && let Some(ttl) = keep_alive(gw, known.heartbeat_lease_id).await?
     {
         return Ok(ttl);
     }
@@ -223,6 +243,7 @@ pub async fn heartbeat(gw: &Gateway, node_id: &str) -> Result<Duration> {
             "node not registered: {node_id}"
         )));
     };
+    Presented::new(secret)?.verify(&node)?;
     if node.status() != NodeStatus::Ready {
         return Err(GatewayError::NotFound(format!(
             "node {node_id} is {}; register again",
@@ -311,8 +332,9 @@ mod tests {
         };
         old.pending_fan_outs = vec![owed.clone()];
         let mut forged = node.clone();
+        forged.secret_hash = "chosen by the client".into();
         forged.pending_fan_outs = vec![caravan_proto::NodeFanOut::default()];
-        let stored = as_registered(forged.clone(), Some(&old), 7, 1);
+        let stored = as_registered(forged.clone(), Some(&old), "h", 7, 1);
         assert_eq!(
             stored.pending_fan_outs,
             vec![owed],
@@ -324,12 +346,16 @@ mod tests {
         );
         assert_eq!(stored.status(), NodeStatus::Ready);
         assert_eq!(stored.heartbeat_lease_id, 7);
+        assert_eq!(
+            stored.secret_hash, "h",
+            "the server's hash, not the client's"
+        );
         assert_eq!(stored.node_pool, "default");
         assert_eq!(
             stored.computed_class,
             caravan_scheduler::compute_node_class(&stored)
         );
-        let fresh = as_registered(forged, None, 8, 1);
+        let fresh = as_registered(forged, None, "h", 8, 1);
         assert!(
             fresh.pending_fan_outs.is_empty(),
             "a client can't claim fan-outs"

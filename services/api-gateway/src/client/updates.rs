@@ -265,20 +265,31 @@ pub async fn update_allocations(
                     .map(Arc::new);
             }
         }
+        // A node reports only its own allocations. The whole request is
+        // refused rather than the stranger skipped: an honest node never
+        // names another node's allocation (placements never move), so the
+        // caller is broken or lying and should hear so, and nothing of a
+        // request it forged is written.
         for (i, (update, alloc)) in current.iter().enumerate() {
             if let Some(alloc) = alloc
                 && alloc.node_id != node_id
             {
-                return Err(GatewayError::field(
-                    format!("updates[{}].alloc_id", first_index + i),
-                    format!(
-                        "allocation {} is not placed on node {node_id}",
-                        update.alloc_id
-                    ),
-                ));
+                return Err(GatewayError::PermissionDenied(format!(
+                    "updates[{}].alloc_id: allocation {} is not placed on node {node_id}",
+                    first_index + i,
+                    update.alloc_id
+                )));
             }
         }
         first_index += current.len();
+        // An allocation found nowhere is gone and its update writes nothing.
+        // Dropping it here also keeps the writer's re-read after a conflict
+        // from finding it later (created meanwhile, on any node) and writing
+        // an update that was never checked against its node.
+        current.retain(|(_, alloc)| alloc.is_some());
+        if current.is_empty() {
+            continue;
+        }
         revision = gw
             .status_writes
             .write(current)

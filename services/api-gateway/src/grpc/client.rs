@@ -1,5 +1,6 @@
 //! `NodeClientService` over gRPC: the API client nodes call, thin handlers
-//! over [`crate::client`].
+//! over [`crate::client`]. Every call carries the node's secret, checked by
+//! [`identity`] before anything else is done for the node.
 
 use std::pin::Pin;
 
@@ -14,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use crate::client::{registration, updates, watch};
+use crate::client::{identity, registration, updates, watch};
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 
@@ -36,11 +37,11 @@ impl NodeClientService for NodeClientApi {
         &self,
         request: Request<RegisterNodeRequest>,
     ) -> Result<Response<RegisterNodeResponse>, Status> {
-        let node = request
-            .into_inner()
+        let req = request.into_inner();
+        let node = req
             .node
             .ok_or_else(|| Status::from(GatewayError::field("node", "missing node")))?;
-        let r = registration::register(&self.0, node).await?;
+        let r = registration::register(&self.0, node, &req.secret_id).await?;
         Ok(Response::new(RegisterNodeResponse {
             heartbeat_ttl_ns: duration_ns(r.heartbeat_ttl),
             revision: r.revision,
@@ -51,7 +52,8 @@ impl NodeClientService for NodeClientApi {
         &self,
         request: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatResponse>, Status> {
-        let ttl = registration::heartbeat(&self.0, &request.into_inner().node_id).await?;
+        let req = request.into_inner();
+        let ttl = registration::heartbeat(&self.0, &req.node_id, &req.secret_id).await?;
         Ok(Response::new(HeartbeatResponse {
             heartbeat_ttl_ns: duration_ns(ttl),
         }))
@@ -65,6 +67,7 @@ impl NodeClientService for NodeClientApi {
     ) -> Result<Response<Self::WatchAllocationsStream>, Status> {
         let req = request.into_inner();
         watch::validate(&req.node_id)?;
+        identity::authenticate(&self.0, &req.node_id, &req.secret_id).await?;
         let (tx, rx) = mpsc::channel(4);
         tokio::spawn(watch::stream_allocations(
             self.0.clone(),
@@ -80,6 +83,7 @@ impl NodeClientService for NodeClientApi {
         request: Request<UpdateAllocationsRequest>,
     ) -> Result<Response<UpdateAllocationsResponse>, Status> {
         let req = request.into_inner();
+        identity::authenticate(&self.0, &req.node_id, &req.secret_id).await?;
         let revision = updates::update_allocations(&self.0, &req.node_id, req.updates).await?;
         Ok(Response::new(UpdateAllocationsResponse { revision }))
     }

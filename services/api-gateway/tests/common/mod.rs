@@ -237,3 +237,8 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
         data = &data[(start + size + 2).min(data.len())..];
     }
 }
+
+/// The secret the tests' node `node_id` registers and calls with.
+pub fn node_secret(node_id: &str) -> String {
+    format!("secret-of-{node_id}")
+}

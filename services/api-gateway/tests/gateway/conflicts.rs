@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::common::{Backend, TestGateway};
+use crate::common::{Backend, TestGateway, node_secret};
 use caravan_proto::job_service_client::JobServiceClient;
 use caravan_proto::node_client_service_client::NodeClientServiceClient;
 use caravan_proto::{
@@ -134,6 +134,7 @@ async fn alloc_updates_retry_on_conflict(backend: Backend) {
                 datacenter: "dc1".into(),
                 ..Default::default()
             }),
+            secret_id: node_secret("n1"),
         })
         .await
         .unwrap();
@@ -157,6 +158,7 @@ async fn alloc_updates_retry_on_conflict(backend: Backend) {
         .watch_allocations(caravan_proto::WatchAllocationsRequest {
             node_id: "n1".into(),
             min_revision: 0,
+            secret_id: node_secret("n1"),
         })
         .await
         .unwrap()
@@ -185,6 +187,7 @@ async fn alloc_updates_retry_on_conflict(backend: Backend) {
         .update_allocations(UpdateAllocationsRequest {
             node_id: "n1".into(),
             updates: vec![update],
+            secret_id: node_secret("n1"),
         })
         .await
         .unwrap();

@@ -11,3 +11,4 @@ mod client_fs;
 mod conflicts;
 mod events;
 mod job_ops;
+mod simulated_nodes;

@@ -13,7 +13,7 @@ use caravan_state::{Kind, encode};
 use tonic::transport::Channel;
 use tonic::{Code, Streaming};
 
-use crate::common::{Backend, TestGateway};
+use crate::common::{Backend, TestGateway, node_secret};
 use crate::fixtures::{job, node, placed, register};
 
 /// A gateway with node `n1` registered and job `web` registered, and a node
@@ -31,6 +31,7 @@ impl OnN1 {
         client
             .register_node(RegisterNodeRequest {
                 node: Some(node("n1")),
+                secret_id: node_secret("n1"),
             })
             .await
             .unwrap();
@@ -48,6 +49,7 @@ impl OnN1 {
             .watch_allocations(WatchAllocationsRequest {
                 node_id: "n1".into(),
                 min_revision: 0,
+                secret_id: node_secret("n1"),
             })
             .await
             .unwrap()
@@ -91,6 +93,7 @@ impl OnN1 {
             .update_allocations(UpdateAllocationsRequest {
                 node_id: node_id.into(),
                 updates: vec![update],
+                secret_id: node_secret(node_id),
             })
             .await
             .map(drop)
@@ -229,14 +232,23 @@ pub async fn a_failed_report_writes_an_alloc_failure_eval_in_the_same_txn(backen
 pub async fn a_report_on_another_nodes_alloc_is_refused(backend: Backend) {
     let mut n1 = OnN1::start(backend, "grpc-allocs-wrong-node").await;
     n1.put(&placed("a1", "n1", "web")).await;
-    // An update for another node's alloc is refused and writes nothing.
+    // n2 is a node in good standing, with its own secret…
+    n1.client
+        .register_node(RegisterNodeRequest {
+            node: Some(node("n2")),
+            secret_id: node_secret("n2"),
+        })
+        .await
+        .unwrap();
+    // …yet its update of n1's alloc is refused and writes nothing.
     let err = n1
         .report("n2", AllocClientStatus::Complete, "")
         .await
         .unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
+    assert_eq!(err.code(), Code::PermissionDenied);
     assert!(
-        err.message().starts_with("updates[0].alloc_id"),
+        err.message().starts_with("updates[0].alloc_id")
+            && err.message().contains("not placed on node n2"),
         "{}",
         err.message()
     );
@@ -244,5 +256,22 @@ pub async fn a_report_on_another_nodes_alloc_is_refused(backend: Backend) {
         n1.stored_alloc().await.client_status(),
         AllocClientStatus::Pending
     );
+    n1.gw.stop().await;
+}
+
+pub async fn a_finished_alloc_is_never_reported_running_again(backend: Backend) {
+    let mut n1 = OnN1::start(backend, "grpc-allocs-terminal").await;
+    n1.put(&placed("a1", "n1", "web")).await;
+    n1.report("n1", AllocClientStatus::Complete, "done")
+        .await
+        .unwrap();
+    // A late (or lying) report of the same alloc running is dropped: the
+    // alloc would hold its node's resources again.
+    n1.report("n1", AllocClientStatus::Running, "back from the dead")
+        .await
+        .unwrap();
+    let stored = n1.stored_alloc().await;
+    assert_eq!(stored.client_status(), AllocClientStatus::Complete);
+    assert_eq!(stored.client_description, "done");
     n1.gw.stop().await;
 }

@@ -14,7 +14,7 @@ use caravan_state::encode;
 use caravan_testkit::wait::holds_within;
 use tonic::transport::Channel;
 
-use crate::common::{Backend, TestGateway};
+use crate::common::{Backend, TestGateway, node_secret};
 use crate::fixtures::{job, node, placed, register};
 
 /// Nodes `n1`, running alloc `a1` of job `web`, and `n2`, running nothing,
@@ -31,6 +31,7 @@ async fn drain_both(
         client
             .register_node(RegisterNodeRequest {
                 node: Some(node(id)),
+                secret_id: node_secret(id),
             })
             .await
             .unwrap();
@@ -105,6 +106,7 @@ pub async fn a_drain_completes_when_the_last_alloc_finishes(backend: Backend) {
         .update_allocations(UpdateAllocationsRequest {
             node_id: "n1".into(),
             updates: vec![done],
+            secret_id: node_secret("n1"),
         })
         .await
         .unwrap();

@@ -12,6 +12,7 @@ mod allocations;
 mod blocking;
 mod drains;
 mod errors;
+mod identity;
 mod jobs;
 mod nodes;
 mod plans;
@@ -65,6 +66,15 @@ caravan_testkit::backend_cases!(backend => crate {
         a_failed_report_is_stored_with_its_description,
         a_failed_report_writes_an_alloc_failure_eval_in_the_same_txn,
         a_report_on_another_nodes_alloc_is_refused,
+        a_finished_alloc_is_never_reported_running_again,
+    },
+    identity {
+        a_node_id_is_not_registered_again_with_another_secret,
+        a_new_node_must_present_a_secret,
+        heartbeats_with_a_wrong_or_missing_secret_are_refused,
+        updates_and_alloc_streams_with_a_wrong_secret_are_refused,
+        a_node_stored_before_secrets_records_the_first_one_presented,
+        the_secret_hash_never_leaves_the_servers,
     },
     drains {
         an_empty_node_is_drained_at_once_and_stays_ineligible,

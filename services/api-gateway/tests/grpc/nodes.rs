@@ -9,7 +9,7 @@ use caravan_testkit::wait::holds_within;
 use tonic::Code;
 use tonic::transport::Channel;
 
-use crate::common::{Backend, TestGateway};
+use crate::common::{Backend, TestGateway, node_secret};
 use crate::fixtures::node;
 
 type Client = NodeClientServiceClient<Channel>;
@@ -30,6 +30,7 @@ async fn register_n1(client: &mut Client) -> RegisterNodeResponse {
     client
         .register_node(RegisterNodeRequest {
             node: Some(node("n1")),
+            secret_id: node_secret("n1"),
         })
         .await
         .unwrap()
@@ -40,6 +41,7 @@ async fn heartbeat(client: &mut Client, node_id: &str) -> Result<(), Code> {
     client
         .heartbeat(HeartbeatRequest {
             node_id: node_id.into(),
+            secret_id: node_secret(node_id),
         })
         .await
         .map(drop)
@@ -136,6 +138,7 @@ pub async fn a_node_without_datacenter_is_invalid(backend: Backend) {
                 datacenter: String::new(),
                 ..node("n2")
             }),
+            secret_id: node_secret("n2"),
         })
         .await
         .unwrap_err();

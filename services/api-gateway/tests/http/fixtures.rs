@@ -71,7 +71,10 @@ pub fn client_node(id: &str, http_addr: &str) -> Node {
 /// Registers `node` over the node-facing gRPC API.
 pub async fn register_node(gw: &TestGateway, node: Node) {
     NodeClientServiceClient::new(gw.channel().await)
-        .register_node(RegisterNodeRequest { node: Some(node) })
+        .register_node(RegisterNodeRequest {
+            secret_id: crate::common::node_secret(&node.id),
+            node: Some(node),
+        })
         .await
         .unwrap();
 }

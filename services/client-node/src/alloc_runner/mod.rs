@@ -428,6 +428,7 @@ impl AllocRunner {
                 env,
                 dirs,
                 logs: crate::log_rotate::LogLimits::of(task.log_config.as_ref()),
+                user: task.user.clone(),
             },
             kill_signal,
             kill_timeout,

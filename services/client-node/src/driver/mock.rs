@@ -230,6 +230,7 @@ mod tests {
             env: None,
             dirs: None,
             logs: Default::default(),
+            user: String::new(),
         }
     }
 

@@ -6,6 +6,7 @@ mod mock;
 mod proc_stat;
 mod raw_exec;
 pub mod supervisor;
+pub mod task_user;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -103,6 +104,8 @@ pub struct TaskSpec {
     pub dirs: Option<TaskDirs>,
     /// How its output is kept (the task's `logs` block).
     pub logs: LogLimits,
+    /// The user to run it as (the task's `user`); empty for the client's.
+    pub user: String,
 }
 
 /// A driver failed to start a task.

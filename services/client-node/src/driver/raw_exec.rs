@@ -1,5 +1,6 @@
 //! `raw_exec`: a task is a child process in its own process group, run in its
-//! task dir with the task's environment, its output in its rotated log files.
+//! task dir with the task's environment (never the client's) as the task's
+//! `user`, its output in its rotated log files.
 //! A supervisor process (see [`super::supervisor`]) starts it, waits for it
 //! and records its exit, so a task that ends while the client is down keeps
 //! its exit status.
@@ -18,6 +19,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::watch;
 
 use super::supervisor::{SupervisorArgs, read_exit, read_start};
+use super::task_user::{self, DEFAULT_PATH, TaskUser};
 use super::{
     Driver, DriverError, ExitResult, HandleState, SupervisorState, TaskHandle, TaskSpec, proc_stat,
 };
@@ -91,12 +93,20 @@ impl RawExecDriver {
     async fn spawn(
         &self,
         spec: &TaskSpec,
+        user: Option<&TaskUser>,
         sup_args: SupervisorArgs,
     ) -> Result<(tokio::process::Child, i32), DriverError> {
         let (Some(env), Some(dirs)) = (spec.env.as_ref(), spec.dirs.as_ref()) else {
             return Err(DriverError::fatal("raw_exec needs the task's env and dirs"));
         };
         let mut cmd = tokio::process::Command::new(&self.supervisor);
+        // The supervisor passes its environment on to the task: it gets the
+        // task's alone, so nothing of the client's (tokens, credentials in
+        // its variables) leaks into a job. The task's env may set PATH.
+        cmd.env_clear().env("PATH", DEFAULT_PATH);
+        if let Some(user) = user {
+            cmd.env("HOME", &user.home).env("USER", &user.name);
+        }
         cmd.args(sup_args.to_args())
             .envs(env.process_env())
             .current_dir(&dirs.task_dir)
@@ -182,6 +192,21 @@ impl Driver for RawExecDriver {
             .iter()
             .map(|a| env.interpolate(a))
             .collect();
+        let user = task_user::resolve(&spec.user)?;
+        if let Some(user) = user.as_ref().filter(|u| u.switch) {
+            // The task may write in its own dirs and the alloc's shared ones,
+            // as it could as the client's user.
+            task_user::hand_over(
+                user,
+                &[
+                    &dirs.task_dir,
+                    &dirs.local_dir,
+                    &dirs.secrets_dir,
+                    &dirs.task_dir.join("tmp"),
+                ],
+            )?;
+            task_user::open_shared(&[&dirs.alloc_dir.join("data"), &dirs.alloc_dir.join("tmp")])?;
+        }
         let exit_record = dirs.exit_record.clone();
         // Records of an earlier run of the task must not end nor stand for this one.
         for record in [&exit_record, &dirs.start_record] {
@@ -198,10 +223,14 @@ impl Driver for RawExecDriver {
             log_dir,
             task: spec.task.clone(),
             limits: spec.logs,
+            credentials: user
+                .as_ref()
+                .filter(|u| u.switch)
+                .map(TaskUser::credentials),
             command: command.clone().into(),
             args: args.into_iter().map(Into::into).collect(),
         };
-        let (mut child, pid) = self.spawn(&spec, sup_args).await?;
+        let (mut child, pid) = self.spawn(&spec, user.as_ref(), sup_args).await?;
         let sup_pid = child
             .id()
             .and_then(|p| i32::try_from(p).ok())
@@ -467,6 +496,7 @@ mod tests {
             env: Some(env),
             dirs: Some(dirs),
             logs: Default::default(),
+            user: String::new(),
         }
     }
 

@@ -5,8 +5,10 @@
 //! died or restarted meanwhile.
 //!
 //! It is the client-node binary run as `caravan-client-node task-supervisor
-//! STATUS_FILE START_FILE LOG_DIR TASK MAX_FILES MAX_FILE_BYTES on|off COMMAND
-//! [ARG…]`, with the task's environment and working directory. Once the task
+//! STATUS_FILE START_FILE LOG_DIR TASK MAX_FILES MAX_FILE_BYTES on|off
+//! CREDENTIALS COMMAND [ARG…]`, with the task's environment (and nothing of
+//! the client's) and working directory. CREDENTIALS is `-`, or the
+//! `uid:gid:groups` the task runs with (see [`super::task_user`]). Once the task
 //! runs it records so in START_FILE (synced), and only then says
 //! `pid <task pid>` as its first line on stdout (or `error <why>`); it then
 //! lets go of stdout. A client killed between the start and persisting the
@@ -27,10 +29,17 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use super::ExitResult;
+use super::task_user::{Credentials, TASK_EXEC_ARG};
 use crate::log_rotate::{LogLimits, RotatingLog};
 
 /// The argument that runs the binary as a task supervisor.
 pub const SUPERVISOR_ARG: &str = "task-supervisor";
+
+/// CREDENTIALS of a task that runs as the supervisor's user.
+const NO_CREDENTIALS: &str = "-";
+
+/// This very binary, even when its file was replaced by an upgrade since.
+const SELF_EXE: &str = "/proc/self/exe";
 
 /// How long output still buffered in the pipes may take to reach the logs
 /// after the task ended (a descendant that left the group may hold them open).
@@ -112,6 +121,8 @@ pub struct SupervisorArgs {
     pub task: String,
     /// Log rotation.
     pub limits: LogLimits,
+    /// `uid:gid:groups` to run the task with; `None` keeps the supervisor's.
+    pub credentials: Option<String>,
     /// What to run.
     pub command: OsString,
     /// Its arguments.
@@ -130,6 +141,7 @@ impl SupervisorArgs {
             self.limits.max_files.to_string().into(),
             self.limits.max_file_bytes.to_string().into(),
             if self.limits.disabled { "off" } else { "on" }.into(),
+            self.credentials.as_deref().unwrap_or(NO_CREDENTIALS).into(),
             self.command.clone(),
         ];
         out.extend(self.args.iter().cloned());
@@ -146,14 +158,23 @@ impl SupervisorArgs {
             max_files,
             max_bytes,
             logs,
+            credentials,
             command,
             args @ ..,
         ] = argv
         else {
             return Err(
-                "usage: task-supervisor STATUS_FILE START_FILE LOG_DIR TASK MAX_FILES MAX_FILE_BYTES on|off COMMAND [ARG...]"
+                "usage: task-supervisor STATUS_FILE START_FILE LOG_DIR TASK MAX_FILES MAX_FILE_BYTES on|off CREDENTIALS COMMAND [ARG...]"
                     .into(),
             );
+        };
+        let credentials = match credentials.to_str() {
+            Some(NO_CREDENTIALS) => None,
+            Some(c) => {
+                Credentials::parse(c)?;
+                Some(c.to_string())
+            }
+            None => return Err(format!("credentials: not UTF-8: {credentials:?}")),
         };
         let disabled = match logs.to_str() {
             Some("on") => false,
@@ -180,6 +201,7 @@ impl SupervisorArgs {
                 max_file_bytes: number("max_file_bytes", max_bytes)?,
                 disabled,
             },
+            credentials,
             command: command.clone(),
             args: args.to_vec(),
         })
@@ -223,7 +245,17 @@ pub fn main(argv: &[OsString]) -> i32 {
             Stdio::null()
         }
     };
-    let spawned = Command::new(&args.command)
+    // The task inherits this process's environment: the client gave it the
+    // task's, and nothing of its own.
+    let mut command = match &args.credentials {
+        None => Command::new(&args.command),
+        Some(credentials) => {
+            let mut c = Command::new(SELF_EXE);
+            c.arg(TASK_EXEC_ARG).arg(credentials).arg(&args.command);
+            c
+        }
+    };
+    let spawned = command
         .args(&args.args)
         .stdin(Stdio::null())
         .stdout(output())
@@ -383,12 +415,28 @@ mod tests {
                 max_file_bytes: 1000,
                 disabled: false,
             },
+            credentials: None,
             command: "/bin/sh".into(),
             args: vec!["-c".into(), "exit 3".into()],
         };
         let argv = a.to_args();
         assert_eq!(argv[0], SUPERVISOR_ARG);
         assert_eq!(SupervisorArgs::parse(&argv[1..]).unwrap(), a);
+        let as_user = SupervisorArgs {
+            credentials: Some("65534:65534:65534".into()),
+            ..a.clone()
+        };
+        assert_eq!(
+            SupervisorArgs::parse(&as_user.to_args()[1..]).unwrap(),
+            as_user
+        );
+        let mut forged = argv[1..].to_vec();
+        forged[7] = "root".into();
+        assert!(
+            SupervisorArgs::parse(&forged)
+                .unwrap_err()
+                .contains("credentials")
+        );
         let mut bad = argv[1..].to_vec();
         bad[4] = "0".into();
         assert!(

@@ -41,6 +41,9 @@ pub struct Seen {
     pub forgotten: HashSet<String>,
     /// UpdateAllocations calls still to fail with UNAVAILABLE.
     pub fail_updates: u32,
+    /// The secret each call presented, by call (`register`, `heartbeat`,
+    /// `watch`, `update`).
+    pub secrets: Vec<(&'static str, String)>,
 }
 
 /// The fake gateway.
@@ -143,11 +146,12 @@ impl NodeClientService for FakeGateway {
         &self,
         request: Request<RegisterNodeRequest>,
     ) -> Result<Response<RegisterNodeResponse>, Status> {
-        let node = request
-            .into_inner()
+        let req = request.into_inner();
+        let node = req
             .node
             .ok_or_else(|| Status::invalid_argument("node: required"))?;
         let mut seen = self.seen.lock();
+        seen.secrets.push(("register", req.secret_id));
         seen.forgotten.remove(&node.id);
         seen.registrations.push(node);
         Ok(Response::new(RegisterNodeResponse {
@@ -160,8 +164,10 @@ impl NodeClientService for FakeGateway {
         &self,
         request: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatResponse>, Status> {
-        let id = request.into_inner().node_id;
+        let req = request.into_inner();
+        let id = req.node_id;
         let mut seen = self.seen.lock();
+        seen.secrets.push(("heartbeat", req.secret_id));
         if seen.forgotten.contains(&id) || !seen.registrations.iter().any(|n| n.id == id) {
             return Err(Status::not_found(format!("node {id}")));
         }
@@ -176,6 +182,10 @@ impl NodeClientService for FakeGateway {
         request: Request<WatchAllocationsRequest>,
     ) -> Result<Response<Self::WatchAllocationsStream>, Status> {
         let req = request.into_inner();
+        self.seen
+            .lock()
+            .secrets
+            .push(("watch", req.secret_id.clone()));
         let rx = self.sender(&req.node_id).subscribe();
         let stream = WatchStream::new(rx)
             .filter(move |set| req.min_revision == 0 || set.revision > req.min_revision)
@@ -189,6 +199,7 @@ impl NodeClientService for FakeGateway {
     ) -> Result<Response<UpdateAllocationsResponse>, Status> {
         let req = request.into_inner();
         let mut seen = self.seen.lock();
+        seen.secrets.push(("update", req.secret_id.clone()));
         if seen.fail_updates > 0 {
             seen.fail_updates -= 1;
             return Err(Status::unavailable("fake outage"));
