@@ -11,6 +11,7 @@ use caravan_store::{Leadership, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::compact;
+use crate::metrics;
 use crate::config::EvalBrokerConfig;
 use crate::drain::enforcer::DrainEnforcer;
 use crate::error::BrokerError;
@@ -100,6 +101,7 @@ impl EvalBroker {
             async { until_failed("drain deadlines", enforcer.run().await) },
             async { until_failed("garbage collector", collector::run(Arc::clone(&term)).await) },
             async { until_failed("compactor", compact::run(Arc::clone(&term)).await) },
+            async { until_failed("queue metrics", metrics::run(&term).await) },
         );
         term.stop.cancel();
         self.terms.end();

@@ -123,7 +123,7 @@ impl EtcdStore {
             max_message_bytes: config.max_message_bytes,
         };
         store
-            .call(Context::default(), Retry::Always, |client| async move {
+            .call("status", Context::default(), Retry::Always, |client| async move {
                 client.maintenance_client().status().await
             })
             .await
@@ -141,12 +141,18 @@ impl EtcdStore {
 
     /// Sends one etcd-client request to the pinned member; see
     /// [`attempt`](Self::attempt).
-    async fn call<T, F, Fut>(&self, ctx: Context, retry: Retry, request: F) -> Result<T>
+    async fn call<T, F, Fut>(
+        &self,
+        op: &'static str,
+        ctx: Context,
+        retry: Retry,
+        request: F,
+    ) -> Result<T>
     where
         F: Fn(ec::Client) -> Fut,
         Fut: Future<Output = std::result::Result<T, ec::Error>>,
     {
-        self.attempt(retry, |_, client| {
+        self.attempt(op, retry, |_, client| {
             let answer = request(client);
             async move {
                 answer.await.map_err(|err| {
@@ -165,7 +171,19 @@ impl EtcdStore {
     /// round of every member the next round waits a little, so an election
     /// (no member has a leader for a second or two) is waited out. A
     /// failure carries whether the request surely never reached etcd.
-    async fn attempt<T, F, Fut>(&self, retry: Retry, request: F) -> Result<T>
+    async fn attempt<T, F, Fut>(&self, op: &'static str, retry: Retry, request: F) -> Result<T>
+    where
+        F: Fn(usize, ec::Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, (StoreError, bool)>>,
+    {
+        let timer = crate::metrics::request_timer(op);
+        let answer = self.attempt_members(retry, request).await;
+        timer.finish(answer.as_ref().err());
+        answer
+    }
+
+    /// [`attempt`](Self::attempt), untimed.
+    async fn attempt_members<T, F, Fut>(&self, retry: Retry, request: F) -> Result<T>
     where
         F: Fn(usize, ec::Client) -> Fut,
         Fut: Future<Output = std::result::Result<T, (StoreError, bool)>>,
@@ -242,7 +260,7 @@ impl Store for EtcdStore {
         let options = convert::get_options(&range);
         let ctx = Context::revision(range.revision);
         let answer = self
-            .call(ctx, Retry::Always, |client| {
+            .call("range", ctx, Retry::Always, |client| {
                 let (mut kv, key, options) =
                     (self.kv(&client), range.start.clone(), options.clone());
                 async move { kv.get(key, Some(options)).await }
@@ -257,7 +275,7 @@ impl Store for EtcdStore {
     async fn put(&self, key: &[u8], value: &[u8], lease: LeaseId) -> Result<Revision> {
         let options = (lease != 0).then(|| ec::PutOptions::new().with_lease(lease));
         let resp = self
-            .call(Context::lease(lease), Retry::IfUnsent, |client| {
+            .call("put", Context::lease(lease), Retry::IfUnsent, |client| {
                 let (mut kv, options) = (self.kv(&client), options.clone());
                 async move { kv.put(key, value, options).await }
             })
@@ -268,7 +286,7 @@ impl Store for EtcdStore {
     async fn delete(&self, range: Range) -> Result<DeleteResult> {
         let options = convert::delete_options(&range);
         let resp = self
-            .call(Context::default(), Retry::IfUnsent, |client| {
+            .call("delete", Context::default(), Retry::IfUnsent, |client| {
                 let (mut kv, key, options) =
                     (self.kv(&client), range.start.clone(), options.clone());
                 async move { kv.delete(key, Some(options)).await }
@@ -293,7 +311,7 @@ impl Store for EtcdStore {
             .unwrap_or(0);
         let request = convert::txn(&txn);
         let answer = self
-            .call(Context::lease(lease), Retry::IfUnsent, |client| {
+            .call("txn", Context::lease(lease), Retry::IfUnsent, |client| {
                 let (mut kv, request) = (self.kv(&client), request.clone());
                 async move { kv.txn(request).await }
             })
@@ -319,7 +337,7 @@ impl Store for EtcdStore {
     async fn current_revision(&self) -> Result<Revision> {
         // Any key will do: the header carries the store's revision.
         let resp = self
-            .call(Context::default(), Retry::Always, |client| {
+            .call("current_revision", Context::default(), Retry::Always, |client| {
                 let mut kv = self.kv(&client);
                 async move {
                     kv.get(vec![0], Some(ec::GetOptions::new().with_count_only()))
@@ -331,7 +349,7 @@ impl Store for EtcdStore {
     }
 
     async fn watch(&self, prefix: &[u8], start_revision: Revision) -> Result<Watch> {
-        self.attempt(Retry::Always, |index, client| {
+        self.attempt("watch", Retry::Always, |index, client| {
             let watcher = client
                 .watch_client()
                 .max_decoding_message_size(self.max_message_bytes);
@@ -354,7 +372,7 @@ impl Store for EtcdStore {
 
     async fn compact(&self, revision: Revision) -> Result<()> {
         let answer = self
-            .call(Context::revision(revision), Retry::IfUnsent, |client| {
+            .call("compact", Context::revision(revision), Retry::IfUnsent, |client| {
                 let mut kv = self.kv(&client);
                 async move { kv.compact(revision, None).await }
             })
@@ -367,7 +385,7 @@ impl Store for EtcdStore {
 
     async fn lease_grant(&self, ttl_secs: i64) -> Result<Lease> {
         let resp = self
-            .call(Context::default(), Retry::IfUnsent, |client| async move {
+            .call("lease_grant", Context::default(), Retry::IfUnsent, |client| async move {
                 client.lease_client().grant(ttl_secs, None).await
             })
             .await?;
@@ -378,7 +396,7 @@ impl Store for EtcdStore {
     }
 
     async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64> {
-        self.attempt(Retry::Always, |_, client| async move {
+        self.attempt("lease_keep_alive", Retry::Always, |_, client| async move {
             self.keepalives
                 .renew(&client.lease_client(), lease, self.request_timeout)
                 .await
@@ -390,6 +408,7 @@ impl Store for EtcdStore {
     async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
         self.keepalives.forget(lease);
         self.call(
+            "lease_revoke",
             Context::lease(lease),
             Retry::IfUnsent,
             |client| async move { client.lease_client().revoke(lease).await },
@@ -400,7 +419,7 @@ impl Store for EtcdStore {
 
     async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<i64>> {
         match self
-            .call(Context::lease(lease), Retry::Always, |client| async move {
+            .call("lease_time_to_live", Context::lease(lease), Retry::Always, |client| async move {
                 client.lease_client().time_to_live(lease, None).await
             })
             .await
@@ -467,7 +486,7 @@ impl Store for EtcdStore {
 
     async fn leader(&self, name: &[u8]) -> Result<Option<LeaderInfo>> {
         match self
-            .call(Context::default(), Retry::Always, |client| async move {
+            .call("leader", Context::default(), Retry::Always, |client| async move {
                 client.election_client().leader(name).await
             })
             .await
@@ -492,7 +511,7 @@ impl Store for EtcdStore {
             .with_lease(leader.lease);
         let options = ec::ResignOptions::new().with_leader(key);
         match self
-            .call(Context::lease(leader.lease), Retry::IfUnsent, |client| {
+            .call("resign", Context::lease(leader.lease), Retry::IfUnsent, |client| {
                 let options = options.clone();
                 async move { client.election_client().resign(Some(options)).await }
             })
@@ -508,7 +527,7 @@ impl Store for EtcdStore {
         // Both answers come from the pinned member: its member list, and its
         // status naming the raft leader it follows (0 while there is none).
         let (list, status) = self
-            .call(Context::default(), Retry::Always, |client| async move {
+            .call("members", Context::default(), Retry::Always, |client| async move {
                 let list = client.cluster_client().member_list().await?;
                 let status = client.maintenance_client().status().await?;
                 Ok((list, status))

@@ -1,0 +1,46 @@
+//! What the watch cache records: the revision it has applied and how far
+//! that is behind the store's revision, by key prefix.
+
+use std::sync::LazyLock;
+
+use caravan_metrics::IntGaugeVec;
+use caravan_store::Revision;
+
+struct CacheMetrics {
+    revision: IntGaugeVec,
+    lag: IntGaugeVec,
+}
+
+static METRICS: LazyLock<CacheMetrics> = LazyLock::new(|| CacheMetrics {
+    revision: caravan_metrics::gauge_vec(
+        "caravan_watch_cache_revision",
+        "The store revision the watch cache has applied, by key prefix.",
+        &["prefix"],
+    ),
+    lag: caravan_metrics::gauge_vec(
+        "caravan_watch_cache_lag_revisions",
+        "The store's revision as its watch last reported it minus the revision the watch cache has applied, by key prefix.",
+        &["prefix"],
+    ),
+});
+
+/// Registers the watch cache's metrics in the process registry.
+pub fn register() {
+    LazyLock::force(&METRICS);
+}
+
+/// Records that the cache of `prefix` applied `applied` while the store
+/// was at `store` (its watch's latest header revision).
+pub(crate) fn applied(prefix: &str, applied: Revision, store: Revision) {
+    let metrics = &*METRICS;
+    metrics.revision.with_label_values(&[prefix]).set(applied);
+    metrics
+        .lag
+        .with_label_values(&[prefix])
+        .set(store.saturating_sub(applied).max(0));
+}
+
+#[cfg(test)]
+pub(crate) fn lag_of(prefix: &str) -> i64 {
+    METRICS.lag.with_label_values(&[prefix]).get()
+}
