@@ -13,6 +13,7 @@ mod catalog;
 use std::sync::LazyLock;
 
 pub use catalog::{Entry, Kind, catalog, conflicts, documented_names, undocumented};
+pub use prometheus::proto;
 pub use prometheus::proto::MetricFamily;
 pub use prometheus::{
     Histogram, HistogramTimer, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
@@ -55,10 +56,15 @@ pub fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     catalog::register(&REGISTRY, Kind::Counter, name, help, labels, metric)
 }
 
+/// A gauge in `registry` (the process's, or one built for a single scrape).
+pub fn gauge_in(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    let metric = IntGauge::with_opts(Opts::new(name, help)).unwrap_or_else(|err| invalid(name, err));
+    catalog::register(registry, Kind::Gauge, name, help, &[], metric)
+}
+
 /// A gauge in the process registry.
 pub fn gauge(name: &str, help: &str) -> IntGauge {
-    let metric = IntGauge::with_opts(Opts::new(name, help)).unwrap_or_else(|err| invalid(name, err));
-    catalog::register(&REGISTRY, Kind::Gauge, name, help, &[], metric)
+    gauge_in(&REGISTRY, name, help)
 }
 
 /// A gauge with `labels` in `registry` (the process's, or one built for a

@@ -462,7 +462,7 @@ fn gauge(name: &str, label: &str) -> Option<i64> {
         .get_metric()
         .iter()
         .find(|m| m.get_label().iter().any(|l| l.value() == label))
-        .map(|m| m.get_gauge().value() as i64)
+        .map(|m| m.get_gauge().get_value() as i64)
 }
 
 async fn metrics_follow_the_applied_revision(store: Arc<dyn Store>, ks: Keyspace) {
