@@ -100,7 +100,12 @@ pub fn conflicts() -> Vec<String> {
 pub fn documented_names(markdown: &str) -> BTreeMap<String, (String, Vec<String>)> {
     let mut out = BTreeMap::new();
     for line in markdown.lines() {
-        let cells: Vec<&str> = line.trim().trim_matches('|').split('|').map(str::trim).collect();
+        let cells: Vec<&str> = line
+            .trim()
+            .trim_matches('|')
+            .split('|')
+            .map(str::trim)
+            .collect();
         let [name, kind, labels, ..] = cells.as_slice() else {
             continue;
         };
@@ -129,14 +134,13 @@ pub fn undocumented(markdown: &str) -> Vec<String> {
     for entry in catalog() {
         match documented.get(&entry.name) {
             None => wrong.push(format!("{} is not listed", entry.name)),
-            Some((kind, labels)) if kind != entry.kind.as_str() || *labels != entry.labels => {
-                wrong.push(format!(
+            Some((kind, labels)) if kind != entry.kind.as_str() || *labels != entry.labels => wrong
+                .push(format!(
                     "{} is a {} with labels {:?}, listed as a {kind} with {labels:?}",
                     entry.name,
                     entry.kind.as_str(),
                     entry.labels
-                ))
-            }
+                )),
             Some(_) => {}
         }
     }

@@ -15,11 +15,11 @@ use std::sync::LazyLock;
 pub use catalog::{Entry, Kind, catalog, conflicts, documented_names, undocumented};
 pub use prometheus::proto;
 pub use prometheus::proto::MetricFamily;
+use prometheus::{Encoder, HistogramOpts, Opts, TextEncoder};
 pub use prometheus::{
     Histogram, HistogramTimer, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
     Registry,
 };
-use prometheus::{Encoder, HistogramOpts, Opts, TextEncoder};
 
 /// The Content-Type of the text exposition format.
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -45,7 +45,8 @@ pub fn registry() -> &'static Registry {
 
 /// A counter in the process registry.
 pub fn counter(name: &str, help: &str) -> IntCounter {
-    let metric = IntCounter::with_opts(Opts::new(name, help)).unwrap_or_else(|err| invalid(name, err));
+    let metric =
+        IntCounter::with_opts(Opts::new(name, help)).unwrap_or_else(|err| invalid(name, err));
     catalog::register(&REGISTRY, Kind::Counter, name, help, &[], metric)
 }
 
@@ -58,7 +59,8 @@ pub fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
 
 /// A gauge in `registry` (the process's, or one built for a single scrape).
 pub fn gauge_in(registry: &Registry, name: &str, help: &str) -> IntGauge {
-    let metric = IntGauge::with_opts(Opts::new(name, help)).unwrap_or_else(|err| invalid(name, err));
+    let metric =
+        IntGauge::with_opts(Opts::new(name, help)).unwrap_or_else(|err| invalid(name, err));
     catalog::register(registry, Kind::Gauge, name, help, &[], metric)
 }
 

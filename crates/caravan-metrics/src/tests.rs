@@ -12,8 +12,14 @@ fn a_metric_shows_in_the_exposition_and_the_catalog() {
     let hits = counter_vec("caravan_test_hits_total", "Hits of a test.", &["path"]);
     hits.with_label_values(&["/a"]).inc_by(3);
     let text = exposition();
-    assert!(text.contains("# TYPE caravan_test_hits_total counter"), "{text}");
-    assert!(text.contains("caravan_test_hits_total{path=\"/a\"} 3"), "{text}");
+    assert!(
+        text.contains("# TYPE caravan_test_hits_total counter"),
+        "{text}"
+    );
+    assert!(
+        text.contains("caravan_test_hits_total{path=\"/a\"} 3"),
+        "{text}"
+    );
     let entry = catalog()
         .into_iter()
         .find(|e| e.name == "caravan_test_hits_total")
@@ -29,7 +35,9 @@ fn registering_a_name_twice_is_a_conflict_not_a_panic() {
     first.set(1);
     second.set(2);
     assert!(
-        conflicts().iter().any(|c| c.starts_with("caravan_test_twice")),
+        conflicts()
+            .iter()
+            .any(|c| c.starts_with("caravan_test_twice")),
         "{:?}",
         conflicts()
     );
@@ -43,12 +51,19 @@ fn a_scrape_registry_is_separate_from_the_process_one() {
     let g = gauge_vec_in(&scrape, "caravan_test_scraped", "Per scrape.", &["status"]);
     g.with_label_values(&["ready"]).set(4);
     let text = encode_text(&scrape.gather());
-    assert!(text.contains("caravan_test_scraped{status=\"ready\"} 4"), "{text}");
+    assert!(
+        text.contains("caravan_test_scraped{status=\"ready\"} 4"),
+        "{text}"
+    );
     assert!(!exposition().contains("caravan_test_scraped"));
     // A second scrape registers the same name in a new registry: no conflict.
     let again = Registry::new();
     gauge_vec_in(&again, "caravan_test_scraped", "Per scrape.", &["status"]);
-    assert!(!conflicts().iter().any(|c| c.contains("caravan_test_scraped")));
+    assert!(
+        !conflicts()
+            .iter()
+            .any(|c| c.contains("caravan_test_scraped"))
+    );
 }
 
 #[test]
@@ -59,7 +74,10 @@ fn documented_rows_are_read_with_their_type_and_labels() {
          | `caravan_b` | gauge | — | B. |\n| `other` | gauge | — | not ours |\n",
     );
     assert_eq!(docs.len(), 2);
-    assert_eq!(docs["caravan_a_total"], ("counter".into(), vec!["op".into(), "kind".into()]));
+    assert_eq!(
+        docs["caravan_a_total"],
+        ("counter".into(), vec!["op".into(), "kind".into()])
+    );
     assert_eq!(docs["caravan_b"], ("gauge".into(), vec![]));
 }
 
@@ -90,7 +108,11 @@ fn the_dashboard_shows_only_documented_metrics() {
     let panels = dashboard["panels"].as_array().unwrap();
     assert!(!panels.is_empty());
     let documented = documented_names(DOCS);
-    assert!(documented.len() > 20, "docs/metrics.md lists {}", documented.len());
+    assert!(
+        documented.len() > 20,
+        "docs/metrics.md lists {}",
+        documented.len()
+    );
     let mut exprs = String::new();
     for panel in panels {
         for target in panel["targets"].as_array().into_iter().flatten() {
@@ -104,5 +126,8 @@ fn the_dashboard_shows_only_documented_metrics() {
         .iter()
         .filter(|n| !documented.contains_key(n.as_str()))
         .collect();
-    assert!(undocumented.is_empty(), "not in docs/metrics.md: {undocumented:?}");
+    assert!(
+        undocumented.is_empty(),
+        "not in docs/metrics.md: {undocumented:?}"
+    );
 }

@@ -134,7 +134,10 @@ mod tests {
             answer.contains("caravan_leader_changes_total{service=\"test-service\"} 1"),
             "{answer}"
         );
-        assert!(answer.contains("caravan_leader{service=\"test-service\"} 1"), "{answer}");
+        assert!(
+            answer.contains("caravan_leader{service=\"test-service\"} 1"),
+            "{answer}"
+        );
         assert!(get(addr, "/nothing").await.starts_with("HTTP/1.0 404"));
         shutdown.cancel();
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
@@ -143,7 +146,10 @@ mod tests {
 
     #[tokio::test]
     async fn an_empty_address_serves_nothing() {
-        assert_eq!(serve_admin("", CancellationToken::new()).await.unwrap(), None);
+        assert_eq!(
+            serve_admin("", CancellationToken::new()).await.unwrap(),
+            None
+        );
     }
 
     #[test]

@@ -39,8 +39,3 @@ pub(crate) fn applied(prefix: &str, applied: Revision, store: Revision) {
         .with_label_values(&[prefix])
         .set(store.saturating_sub(applied).max(0));
 }
-
-#[cfg(test)]
-pub(crate) fn lag_of(prefix: &str) -> i64 {
-    METRICS.lag.with_label_values(&[prefix]).get()
-}

@@ -94,7 +94,11 @@ pub(crate) fn cluster(snapshot: &Snapshot) -> Vec<MetricFamily> {
         "caravan_deployments",
         "Deployments by status, as the gateway's cache holds them.",
         "status",
-        count(&mut snapshot.deployments().map(|d| deployment_status(d.status()))),
+        count(
+            &mut snapshot
+                .deployments()
+                .map(|d| deployment_status(d.status())),
+        ),
     );
     scrape.gather()
 }

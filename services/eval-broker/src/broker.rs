@@ -11,12 +11,12 @@ use caravan_store::{Leadership, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::compact;
-use crate::metrics;
 use crate::config::EvalBrokerConfig;
 use crate::drain::enforcer::DrainEnforcer;
 use crate::error::BrokerError;
 use crate::follow::Follower;
 use crate::gc::collector;
+use crate::metrics;
 use crate::periodic::launcher::PeriodicLauncher;
 use crate::term::LeaderTerm;
 use crate::writes::EvalWriter;

@@ -33,7 +33,8 @@ struct BrokerMetrics {
 }
 
 static METRICS: LazyLock<BrokerMetrics> = LazyLock::new(|| {
-    let by_scheduler = |name: &str, help: &str| caravan_metrics::gauge_vec(name, help, &["scheduler"]);
+    let by_scheduler =
+        |name: &str, help: &str| caravan_metrics::gauge_vec(name, help, &["scheduler"]);
     BrokerMetrics {
         ready: by_scheduler(
             "caravan_broker_ready",
@@ -82,7 +83,9 @@ pub fn register() {
 
 /// `eval` was delivered to a worker now.
 pub(crate) fn delivered(eval: &Evaluation) {
-    let waited = now_unix_ns().saturating_sub(eval.create_time_unix_ns).max(0);
+    let waited = now_unix_ns()
+        .saturating_sub(eval.create_time_unix_ns)
+        .max(0);
     METRICS
         .wait
         .with_label_values(&[eval.r#type.as_str()])

@@ -27,12 +27,12 @@ use tracing::Instrument;
 use crate::commit::{CommitOutcome, Committer, PlanMarks, optimistic_layer, plan_changes};
 use crate::config::PlanApplierConfig;
 use crate::error::ApplierError;
+use crate::metrics;
 use crate::mutation::Target;
 use crate::overlay::{Overlay, OverlayLayer, View};
 use crate::queue::{PendingPlan, PlanQueue};
 use crate::tokens::TokenCheck;
 use crate::verify::{Verdict, plan_jobs, plan_nodes, stale_revision, validate_plan, verify_plan};
-use crate::metrics;
 
 /// The knobs of the pipeline, from [`PlanApplierConfig`].
 #[derive(Clone, Debug)]

@@ -70,9 +70,13 @@ pub(crate) fn failed() {
 
 /// The `outcome` label of a plan answered with `result`.
 fn outcome(result: &PlanResult) -> &'static str {
-    let committed_any = [&result.node_allocation, &result.node_update, &result.node_preemptions]
-        .iter()
-        .any(|m| m.values().any(|l| !l.allocs.is_empty()))
+    let committed_any = [
+        &result.node_allocation,
+        &result.node_update,
+        &result.node_preemptions,
+    ]
+    .iter()
+    .any(|m| m.values().any(|l| !l.allocs.is_empty()))
         || result.deployment.is_some()
         || !result.deployment_updates.is_empty();
     match (result.rejected_nodes.is_empty(), committed_any) {
@@ -112,6 +116,9 @@ mod tests {
         assert_eq!(outcome(&result), "refused");
         let before = METRICS.plans.with_label_values(&["refused"]).get();
         answered(&result);
-        assert_eq!(METRICS.plans.with_label_values(&["refused"]).get(), before + 1);
+        assert_eq!(
+            METRICS.plans.with_label_values(&["refused"]).get(),
+            before + 1
+        );
     }
 }

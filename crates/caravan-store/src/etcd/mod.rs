@@ -123,9 +123,12 @@ impl EtcdStore {
             max_message_bytes: config.max_message_bytes,
         };
         store
-            .call("status", Context::default(), Retry::Always, |client| async move {
-                client.maintenance_client().status().await
-            })
+            .call(
+                "status",
+                Context::default(),
+                Retry::Always,
+                |client| async move { client.maintenance_client().status().await },
+            )
             .await
             .map_err(|err| {
                 StoreError::Unavailable(format!(
@@ -337,13 +340,18 @@ impl Store for EtcdStore {
     async fn current_revision(&self) -> Result<Revision> {
         // Any key will do: the header carries the store's revision.
         let resp = self
-            .call("current_revision", Context::default(), Retry::Always, |client| {
-                let mut kv = self.kv(&client);
-                async move {
-                    kv.get(vec![0], Some(ec::GetOptions::new().with_count_only()))
-                        .await
-                }
-            })
+            .call(
+                "current_revision",
+                Context::default(),
+                Retry::Always,
+                |client| {
+                    let mut kv = self.kv(&client);
+                    async move {
+                        kv.get(vec![0], Some(ec::GetOptions::new().with_count_only()))
+                            .await
+                    }
+                },
+            )
             .await?;
         Ok(resp.header().map_or(0, |h| h.revision()))
     }
@@ -372,10 +380,15 @@ impl Store for EtcdStore {
 
     async fn compact(&self, revision: Revision) -> Result<()> {
         let answer = self
-            .call("compact", Context::revision(revision), Retry::IfUnsent, |client| {
-                let mut kv = self.kv(&client);
-                async move { kv.compact(revision, None).await }
-            })
+            .call(
+                "compact",
+                Context::revision(revision),
+                Retry::IfUnsent,
+                |client| {
+                    let mut kv = self.kv(&client);
+                    async move { kv.compact(revision, None).await }
+                },
+            )
             .await;
         match answer {
             Ok(_) => Ok(()),
@@ -385,9 +398,12 @@ impl Store for EtcdStore {
 
     async fn lease_grant(&self, ttl_secs: i64) -> Result<Lease> {
         let resp = self
-            .call("lease_grant", Context::default(), Retry::IfUnsent, |client| async move {
-                client.lease_client().grant(ttl_secs, None).await
-            })
+            .call(
+                "lease_grant",
+                Context::default(),
+                Retry::IfUnsent,
+                |client| async move { client.lease_client().grant(ttl_secs, None).await },
+            )
             .await?;
         Ok(Lease {
             id: resp.id(),
@@ -419,9 +435,12 @@ impl Store for EtcdStore {
 
     async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<i64>> {
         match self
-            .call("lease_time_to_live", Context::lease(lease), Retry::Always, |client| async move {
-                client.lease_client().time_to_live(lease, None).await
-            })
+            .call(
+                "lease_time_to_live",
+                Context::lease(lease),
+                Retry::Always,
+                |client| async move { client.lease_client().time_to_live(lease, None).await },
+            )
             .await
         {
             // etcd answers -1 for a lease it does not know.
@@ -486,9 +505,12 @@ impl Store for EtcdStore {
 
     async fn leader(&self, name: &[u8]) -> Result<Option<LeaderInfo>> {
         match self
-            .call("leader", Context::default(), Retry::Always, |client| async move {
-                client.election_client().leader(name).await
-            })
+            .call(
+                "leader",
+                Context::default(),
+                Retry::Always,
+                |client| async move { client.election_client().leader(name).await },
+            )
             .await
         {
             Ok(resp) => Ok(resp.kv().map(|kv| LeaderInfo {
@@ -511,10 +533,15 @@ impl Store for EtcdStore {
             .with_lease(leader.lease);
         let options = ec::ResignOptions::new().with_leader(key);
         match self
-            .call("resign", Context::lease(leader.lease), Retry::IfUnsent, |client| {
-                let options = options.clone();
-                async move { client.election_client().resign(Some(options)).await }
-            })
+            .call(
+                "resign",
+                Context::lease(leader.lease),
+                Retry::IfUnsent,
+                |client| {
+                    let options = options.clone();
+                    async move { client.election_client().resign(Some(options)).await }
+                },
+            )
             .await
         {
             // The key went with its lease: nothing left to resign.
@@ -527,11 +554,16 @@ impl Store for EtcdStore {
         // Both answers come from the pinned member: its member list, and its
         // status naming the raft leader it follows (0 while there is none).
         let (list, status) = self
-            .call("members", Context::default(), Retry::Always, |client| async move {
-                let list = client.cluster_client().member_list().await?;
-                let status = client.maintenance_client().status().await?;
-                Ok((list, status))
-            })
+            .call(
+                "members",
+                Context::default(),
+                Retry::Always,
+                |client| async move {
+                    let list = client.cluster_client().member_list().await?;
+                    let status = client.maintenance_client().status().await?;
+                    Ok((list, status))
+                },
+            )
             .await?;
         let mut members: Vec<StoreMember> = list
             .members()

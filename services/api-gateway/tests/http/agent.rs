@@ -84,7 +84,10 @@ pub async fn metrics_are_served_as_text_and_count_job_registrations(backend: Bac
         after.header("content-type")
     );
     let text = after.text();
-    assert!(text.contains("# TYPE caravan_gateway_evals_created_total counter"), "{text}");
+    assert!(
+        text.contains("# TYPE caravan_gateway_evals_created_total counter"),
+        "{text}"
+    );
     let now: f64 = samples(&text, registered).iter().sum();
     assert!(now >= before + 1.0, "{before} then {now}");
     // The job is counted from this gateway's cache, and nothing else is.

@@ -431,13 +431,24 @@ pub async fn metrics_show_the_queues_and_time_each_delivery(store: Arc<dyn Store
         before.contains("caravan_leader{service=\"eval-broker\"} 1"),
         "{before}"
     );
-    assert!(before.contains("# TYPE caravan_broker_ready gauge"), "{before}");
+    assert!(
+        before.contains("# TYPE caravan_broker_ready gauge"),
+        "{before}"
+    );
     put_eval(&store, &ks, &pending_eval("nightly", "sysbatch", 50)).await;
     let (eval, token, _) = broker.take().await;
     broker.ack(&eval.id, &token).await;
     let after = broker.scrape().await;
-    assert!(sample(&after, waited) >= sample(&before, waited) + 1.0, "{after}");
-    assert!(sample(&after, held) >= sample(&before, held) + 1.0, "{after}");
-    assert!(after.contains("caravan_etcd_request") || after.contains("caravan_watch_cache_revision"));
+    assert!(
+        sample(&after, waited) >= sample(&before, waited) + 1.0,
+        "{after}"
+    );
+    assert!(
+        sample(&after, held) >= sample(&before, held) + 1.0,
+        "{after}"
+    );
+    assert!(
+        after.contains("caravan_etcd_request") || after.contains("caravan_watch_cache_revision")
+    );
     broker.stop().await;
 }
