@@ -61,9 +61,10 @@ fn nomad_json(families: &[MetricFamily]) -> Value {
                     "Name": name, "Value": metric.get_gauge().get_value(), "Labels": labels,
                 })),
                 MetricType::COUNTER => {
+                    // Counters hold whole numbers: Nomad's Count is one.
                     let total = metric.get_counter().get_value();
                     counters.push(json!({
-                        "Name": name, "Count": total, "Sum": total, "Labels": labels,
+                        "Name": name, "Count": total.round() as u64, "Sum": total, "Labels": labels,
                     }));
                 }
                 MetricType::HISTOGRAM => {
