@@ -286,6 +286,7 @@ async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revis
                     heard(&shared);
                     relist = false;
                     shared.counters.relists.fetch_add(1, Ordering::Relaxed);
+                    metrics::event(shared.keyspace.prefix(), "relist");
                     metrics::applied(shared.keyspace.prefix(), revision, revision);
                     publish(&tx, revision);
                 }
@@ -312,6 +313,7 @@ async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revis
         };
         if opened_before {
             shared.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+            metrics::event(shared.keyspace.prefix(), "reconnect");
         }
         opened_before = true;
         heard(&shared);
@@ -455,6 +457,7 @@ fn skipped(shared: &Shared, err: &StateError) {
         .counters
         .decode_errors
         .fetch_add(1, Ordering::Relaxed);
+    metrics::event(shared.keyspace.prefix(), "decode_error");
     tracing::warn!(%err, "skipping a state key");
 }
 

@@ -465,8 +465,35 @@ fn gauge(name: &str, label: &str) -> Option<i64> {
         .map(|m| m.get_gauge().get_value() as i64)
 }
 
+/// The value of a counter whose labels include every one of `labels`.
+fn counter(name: &str, labels: &[&str]) -> Option<u64> {
+    let family = caravan_metrics::gather()
+        .into_iter()
+        .find(|f| f.name() == name)?;
+    family
+        .get_metric()
+        .iter()
+        .find(|m| {
+            labels
+                .iter()
+                .all(|want| m.get_label().iter().any(|l| l.value() == *want))
+        })
+        .map(|m| m.get_counter().get_value() as u64)
+}
+
 async fn metrics_follow_the_applied_revision(store: Arc<dyn Store>, ks: Keyspace) {
+    store
+        .put(&ks.alloc("junk"), &[0xff, 0xff, 0xff], 0)
+        .await
+        .unwrap();
     let informer = start(Arc::clone(&store), &ks).await;
+    assert_eq!(
+        counter(
+            "caravan_watch_cache_events_total",
+            &[ks.prefix(), "decode_error"]
+        ),
+        Some(1)
+    );
     let listed = informer.revision();
     assert_eq!(
         gauge("caravan_watch_cache_revision", ks.prefix()),
