@@ -149,6 +149,12 @@ def test_the_objects_the_chart_promises(case):
         for probe in ("readinessProbe", "livenessProbe"):
             assert container[probe]["grpc"]["port"] == grpc, f"{probe} of {dep['metadata']['name']}"
         assert container["resources"]["requests"], dep["metadata"]["name"]
+        # Prometheus finds /metrics on a port the container declares.
+        annotations = dep["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true", dep["metadata"]["name"]
+        assert annotations["prometheus.io/path"] == "/metrics"
+        ports = {p["containerPort"] for p in container["ports"]}
+        assert int(annotations["prometheus.io/port"]) in ports, dep["metadata"]["name"]
 
 
 def config_files(objects: list[dict[str, Any]]) -> dict[str, dict[str, str]]:

@@ -64,6 +64,7 @@ pub async fn serve_as_leader<F, Fut>(
             }
         };
         tracing::info!(service, address, "leading");
+        crate::metrics::leading(service, true);
         // The work stops when leadership is lost or the service shuts down.
         let stop = shutdown.child_token();
         let lost = leadership.lost_signal();
@@ -96,6 +97,7 @@ pub async fn serve_as_leader<F, Fut>(
         };
         let ((), resigned) = tokio::join!(work, resigner);
         stop.cancel();
+        crate::metrics::leading(service, false);
         relay.abort();
         if resigned {
             continue;

@@ -2,12 +2,14 @@
 //! and the one bootstrap that runs it (as a process or in-process), layered
 //! configuration, the watch cache's start and stop, tracing, graceful
 //! shutdown, gRPC serving with health and reflection, leadership loops and
-//! terms, the service names, and the mapping of errors to gRPC statuses.
+//! terms, the service names, the `/metrics` admin listener, and the
+//! mapping of errors to gRPC statuses.
 
 pub mod cache;
 pub mod config;
 pub mod grpc;
 pub mod leader;
+pub mod metrics;
 pub mod names;
 pub mod service;
 pub mod shutdown;

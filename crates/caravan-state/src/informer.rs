@@ -21,6 +21,7 @@ use crate::codec::AllocDetail;
 use crate::error::{Result, StateError};
 use crate::keyspace::{Keyspace, Kind, StateKey};
 use crate::list_page::PageSize;
+use crate::metrics;
 use crate::snapshot::Snapshot;
 use crate::tables::Tables;
 
@@ -130,6 +131,7 @@ impl Informer {
             counters: Counters::default(),
         });
         let revision = first_list(&*store, &shared).await?;
+        metrics::applied(shared.keyspace.prefix(), revision, revision);
         let (tx, rx) = watch::channel(revision);
         let task = tokio::spawn(run(Arc::clone(&store), Arc::clone(&shared), tx));
         Ok(Informer {
@@ -284,6 +286,8 @@ async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revis
                     heard(&shared);
                     relist = false;
                     shared.counters.relists.fetch_add(1, Ordering::Relaxed);
+                    metrics::event(shared.keyspace.prefix(), "relist");
+                    metrics::applied(shared.keyspace.prefix(), revision, revision);
                     publish(&tx, revision);
                 }
                 Err(err) => {
@@ -309,6 +313,7 @@ async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revis
         };
         if opened_before {
             shared.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+            metrics::event(shared.keyspace.prefix(), "reconnect");
         }
         opened_before = true;
         heard(&shared);
@@ -328,13 +333,18 @@ async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revis
                 Some(Ok(batch)) if batch.events.is_empty() => {
                     // A progress notification: proof the store is there,
                     // but not of its revision (see `wait_for_revision`).
+                    // Every event before it has arrived: no lag.
                     heard(&shared);
                     shared.counters.batches.fetch_add(1, Ordering::Relaxed);
+                    let applied = shared.tables.read().revision();
+                    metrics::applied(shared.keyspace.prefix(), applied, applied);
                 }
                 Some(Ok(batch)) => {
                     heard(&shared);
                     backoff.reset();
+                    let store_revision = batch.revision;
                     let revision = apply_batch(&shared, batch);
+                    metrics::applied(shared.keyspace.prefix(), revision, store_revision);
                     publish(&tx, revision);
                 }
                 Some(Err(err)) if needs_relist(&err) => {
@@ -447,6 +457,7 @@ fn skipped(shared: &Shared, err: &StateError) {
         .counters
         .decode_errors
         .fetch_add(1, Ordering::Relaxed);
+    metrics::event(shared.keyspace.prefix(), "decode_error");
     tracing::warn!(%err, "skipping a state key");
 }
 

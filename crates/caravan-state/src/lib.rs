@@ -12,6 +12,7 @@ mod index;
 mod informer;
 mod keyspace;
 mod list_page;
+pub mod metrics;
 mod registration;
 mod snapshot;
 mod tables;

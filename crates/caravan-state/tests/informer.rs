@@ -453,6 +453,67 @@ async fn snapshots_never_split_a_transaction(store: Arc<dyn Store>, ks: Keyspace
     assert_eq!(on_n1, 10 * (200 + 72));
 }
 
+/// The value of a gauge with one label, as the process registry exports it.
+fn gauge(name: &str, label: &str) -> Option<i64> {
+    let family = caravan_metrics::gather()
+        .into_iter()
+        .find(|f| f.name() == name)?;
+    family
+        .get_metric()
+        .iter()
+        .find(|m| m.get_label().iter().any(|l| l.value() == label))
+        .map(|m| m.get_gauge().get_value() as i64)
+}
+
+/// The value of a counter whose labels include every one of `labels`.
+fn counter(name: &str, labels: &[&str]) -> Option<u64> {
+    let family = caravan_metrics::gather()
+        .into_iter()
+        .find(|f| f.name() == name)?;
+    family
+        .get_metric()
+        .iter()
+        .find(|m| {
+            labels
+                .iter()
+                .all(|want| m.get_label().iter().any(|l| l.value() == *want))
+        })
+        .map(|m| m.get_counter().get_value() as u64)
+}
+
+async fn metrics_follow_the_applied_revision(store: Arc<dyn Store>, ks: Keyspace) {
+    store
+        .put(&ks.alloc("junk"), &[0xff, 0xff, 0xff], 0)
+        .await
+        .unwrap();
+    let informer = start(Arc::clone(&store), &ks).await;
+    assert_eq!(
+        counter(
+            "caravan_watch_cache_events_total",
+            &[ks.prefix(), "decode_error"]
+        ),
+        Some(1)
+    );
+    let listed = informer.revision();
+    assert_eq!(
+        gauge("caravan_watch_cache_revision", ks.prefix()),
+        Some(listed)
+    );
+    let rev = store
+        .put(&ks.node("n1"), &encode(&node("n1")), 0)
+        .await
+        .unwrap();
+    informer.wait_for_revision(rev, WAIT).await.unwrap();
+    assert_eq!(
+        gauge("caravan_watch_cache_revision", ks.prefix()),
+        Some(informer.revision())
+    );
+    assert!(informer.revision() >= rev);
+    let lag = gauge("caravan_watch_cache_lag_revisions", ks.prefix()).unwrap();
+    assert!(lag >= 0, "lag {lag}");
+    informer.shutdown().await;
+}
+
 macro_rules! on_every_backend {
     ($($name:ident),* $(,)?) => {
         mod mem {
@@ -486,6 +547,7 @@ macro_rules! on_every_backend {
 }
 
 on_every_backend!(
+    metrics_follow_the_applied_revision,
     initial_list_then_watch,
     snapshots_are_isolated,
     waits_for_revisions_made_elsewhere,

@@ -12,6 +12,7 @@ mod error;
 mod etcd;
 mod leadership;
 mod mem;
+pub mod metrics;
 mod store;
 mod types;
 

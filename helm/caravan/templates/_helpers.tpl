@@ -85,7 +85,7 @@ names, or etcd.external.endpoints.
 
 {{/*
 One service's configuration as a map: what the chart decides (addresses,
-store, shutdown, telemetry) under the section's own `config` keys, which win.
+the metrics listener, store, shutdown, telemetry) under the section's own `config` keys, which win.
 (dict "root" $ "key" "evalBroker" "svc" <caravan.services entry>)
 */}}
 {{- define "caravan.serviceConfig" -}}
@@ -93,6 +93,8 @@ store, shutdown, telemetry) under the section's own `config` keys, which win.
 {{- $config := dict "grpc_addr" (printf "0.0.0.0:%d" (int .svc.grpcPort)) -}}
 {{- if eq .key "apiGateway" -}}
 {{- $_ := set $config "http_addr" (printf "0.0.0.0:%d" (int (index $root.Values .key).service.httpPort)) -}}
+{{- else -}}
+{{- $_ := set $config "metrics_addr" (printf "0.0.0.0:%d" (int $root.Values.metrics.port)) -}}
 {{- end -}}
 {{- $_ := set $config "store" (dict
       "endpoints" (include "caravan.etcdEndpoints" $root | fromJsonArray)

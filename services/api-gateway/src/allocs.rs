@@ -70,6 +70,7 @@ pub async fn stop(gw: &Gateway, alloc_id: &str) -> Result<(String, Revision)> {
         if result.succeeded {
             gw.settle(result.revision).await;
             tracing::info!(alloc = %alloc_id, eval = %eval.id, "allocation stop requested");
+            crate::metrics::eval_created(&eval.triggered_by);
             return Ok((eval.id, result.revision));
         }
     }

@@ -18,6 +18,9 @@ pub struct GatewayConfig {
     pub http_addr: String,
     /// The gRPC address other processes should use; the bound address when empty.
     pub advertise_addr: String,
+    /// A listen address of its own for `/metrics` besides `http_addr`, which
+    /// always serves it; empty (the default) opens none. See docs/metrics.md.
+    pub metrics_addr: String,
     /// The region this cluster answers for (Nomad's `region`); Caravan runs
     /// one region per cluster.
     pub region: String,
@@ -69,6 +72,7 @@ impl Default for GatewayConfig {
             grpc_addr: "127.0.0.1:4647".into(),
             http_addr: "127.0.0.1:4646".into(),
             advertise_addr: String::new(),
+            metrics_addr: String::new(),
             region: "global".into(),
             heartbeat_grace_ms: 10_000,
             min_heartbeat_ttl_ms: 10_000,

@@ -23,6 +23,7 @@ mod grpc;
 mod http;
 mod jobs;
 mod logs;
+pub mod metrics;
 mod node_fan_out;
 mod nodes;
 mod operator;
@@ -78,6 +79,7 @@ impl Service for ApiGatewayService {
         store: Arc<dyn Store>,
         serving: Serving<Bound>,
     ) -> anyhow::Result<()> {
+        metrics::register();
         let variables_key = config.variables_key().map_err(anyhow::Error::msg)?;
         let (http_listener, http_addr) = caravan_runtime::grpc::bind(&config.http_addr)
             .await

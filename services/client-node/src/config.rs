@@ -27,6 +27,9 @@ pub struct ClientConfig {
     /// Address advertised to the servers as `Node.http_addr`; empty means the
     /// bound address (with an unspecified IP replaced by the node's IP).
     pub advertise_addr: String,
+    /// Listen address of `/metrics` (Prometheus text); port 0 picks a free
+    /// port (logged at start), empty serves none. See docs/metrics.md.
+    pub metrics_addr: String,
     /// Where the node id, alloc state and alloc directories live.
     pub data_dir: PathBuf,
     /// Node name; the host name when empty.
@@ -127,6 +130,7 @@ impl Default for ClientConfig {
             servers: vec!["127.0.0.1:4647".into()],
             grpc_addr: format!("127.0.0.1:{DEFAULT_PORT}"),
             advertise_addr: String::new(),
+            metrics_addr: "127.0.0.1:0".into(),
             data_dir: PathBuf::from("/var/lib/caravan/client"),
             name: String::new(),
             datacenter: "dc1".into(),

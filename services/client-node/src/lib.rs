@@ -20,6 +20,7 @@ mod lifecycle;
 mod live_allocs;
 mod log_rotate;
 mod logs;
+pub mod metrics;
 mod node_agent;
 mod node_allocs;
 mod restart;
@@ -98,6 +99,7 @@ impl Service for ClientNodeService {
         _store: NoStore,
         serving: Serving<StartedNodes>,
     ) -> anyhow::Result<()> {
+        metrics::register();
         config.validate()?;
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| ClientError::io("create", &config.data_dir, e))?;

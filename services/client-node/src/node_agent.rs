@@ -137,6 +137,7 @@ async fn heartbeat_loop(
                 r = gateway.heartbeat(&node.id, &secret_id) => r,
                 _ = shutdown.cancelled() => return,
             };
+            crate::metrics::heartbeat(beat.is_ok());
             match beat {
                 Ok(resp) => {
                     backoff.reset();

@@ -119,6 +119,7 @@ impl StatusSink {
                         break;
                     }
                 };
+                crate::metrics::alloc_updates(sent.is_ok(), n);
                 match sent {
                     Ok(_) => {
                         backoff.reset();

@@ -19,6 +19,9 @@ pub struct DeploymentWatcherConfig {
     /// followers can name the leader; empty means the bound address (with
     /// 127.0.0.1 for an unspecified host).
     pub advertise_addr: String,
+    /// Listen address of `/metrics` (Prometheus text); port 0 picks a free
+    /// port (logged at start), empty serves none. See docs/metrics.md.
+    pub metrics_addr: String,
     /// TTL of the leadership lease, in milliseconds (whole seconds are used).
     pub leader_ttl_ms: u64,
     /// How long the first reason for a deployment's next evaluation waits
@@ -38,6 +41,7 @@ impl Default for DeploymentWatcherConfig {
         DeploymentWatcherConfig {
             grpc_addr: "127.0.0.1:4653".into(),
             advertise_addr: String::new(),
+            metrics_addr: "127.0.0.1:0".into(),
             leader_ttl_ms: 3_000,
             eval_batch_window_ms: 1_000,
             write_attempts: 5,

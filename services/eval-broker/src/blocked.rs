@@ -4,7 +4,7 @@
 //! snapshot they were computed from, or periodically when a plan failure
 //! blocked them. Pure: the caller writes the consequences.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,6 +45,15 @@ impl BlockedEvals {
     /// Number of blocked evals held.
     pub fn len(&self) -> usize {
         self.evals.len()
+    }
+
+    /// Blocked evals per scheduler type.
+    pub fn count_by_scheduler(&self) -> BTreeMap<String, u64> {
+        let mut counts = BTreeMap::new();
+        for eval in self.evals.values() {
+            *counts.entry(eval.r#type.clone()).or_default() += 1;
+        }
+        counts
     }
 
     /// Whether none are held.

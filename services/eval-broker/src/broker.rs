@@ -16,6 +16,7 @@ use crate::drain::enforcer::DrainEnforcer;
 use crate::error::BrokerError;
 use crate::follow::Follower;
 use crate::gc::collector;
+use crate::metrics;
 use crate::periodic::launcher::PeriodicLauncher;
 use crate::term::LeaderTerm;
 use crate::writes::EvalWriter;
@@ -100,6 +101,7 @@ impl EvalBroker {
             async { until_failed("drain deadlines", enforcer.run().await) },
             async { until_failed("garbage collector", collector::run(Arc::clone(&term)).await) },
             async { until_failed("compactor", compact::run(Arc::clone(&term)).await) },
+            async { until_failed("queue metrics", metrics::run(&term).await) },
         );
         term.stop.cancel();
         self.terms.end();

@@ -21,6 +21,9 @@ pub struct EvalBrokerConfig {
     /// followers can name the leader; empty means the bound address (with
     /// 127.0.0.1 for an unspecified host).
     pub advertise_addr: String,
+    /// Listen address of `/metrics` (Prometheus text); port 0 picks a free
+    /// port (logged at start), empty serves none. See docs/metrics.md.
+    pub metrics_addr: String,
     /// TTL of the leadership lease, in milliseconds (whole seconds are used).
     pub leader_ttl_ms: u64,
     /// A delivery neither acked, nacked nor reset for this long counts as
@@ -70,6 +73,7 @@ impl Default for EvalBrokerConfig {
         EvalBrokerConfig {
             grpc_addr: "127.0.0.1:4650".into(),
             advertise_addr: String::new(),
+            metrics_addr: "127.0.0.1:0".into(),
             leader_ttl_ms: 3_000,
             nack_timeout_ms: 60_000,
             delivery_limit: 3,

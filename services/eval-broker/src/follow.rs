@@ -17,6 +17,7 @@ use crate::error::BrokerError;
 use crate::evals;
 use crate::fan_out;
 use crate::heartbeat_loss::LossWindow;
+use crate::metrics;
 use crate::nodes;
 use crate::queues::job_key;
 use crate::term::{Effect, LeaderTerm, now};
@@ -252,6 +253,7 @@ impl Follower {
         let grace = self.mass_loss_grace(&next, lost.len(), now.instant);
         for node_id in lost {
             tracing::info!(node_id, "heartbeat lost");
+            metrics::heartbeat_missed();
             self.suspects
                 .insert(node_id, grace.unwrap_or(now.instant + LOSS_SETTLE));
         }
@@ -337,6 +339,9 @@ impl Follower {
         };
         for eval_id in &expired.timed_out {
             tracing::info!(eval_id, "nack timeout: the delivery counts as nacked");
+            if let Some((_, scheduler)) = self.term.state.lock().delivered_at.remove(eval_id) {
+                metrics::nacked(&scheduler);
+            }
         }
         if !expired.canceled.is_empty() {
             self.backlog.push_back(Effect::Cancel(

@@ -29,6 +29,7 @@ mod follow;
 mod gc;
 mod grpc;
 mod heartbeat_loss;
+pub mod metrics;
 mod nodes;
 mod periodic;
 mod queues;
@@ -69,6 +70,7 @@ impl Service for EvalBrokerService {
         store: Arc<dyn Store>,
         serving: Serving<()>,
     ) -> anyhow::Result<()> {
+        metrics::register();
         let prefix = config.store.prefix.clone();
         let ttl = config.leader_ttl();
         let config = Arc::new(config);

@@ -4,6 +4,7 @@
 //! against their delivery). What must be written in reaction goes to the
 //! term's follower as [`Effect`]s.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ use crate::blocked::BlockedEvals;
 use crate::config::EvalBrokerConfig;
 use crate::error::BrokerError;
 use crate::evals;
+use crate::metrics;
 use crate::queues::{Delivery, EvalQueues, Nacked, Now, Released};
 use crate::writes::{EvalWriter, GuardedEval};
 
@@ -61,6 +63,9 @@ pub struct TermState {
     pub queues: EvalQueues,
     /// Blocked evals.
     pub blocked: BlockedEvals,
+    /// When each unacked eval was delivered, and its scheduler type: how
+    /// long its worker held it is recorded on ack.
+    pub delivered_at: HashMap<String, (Instant, String)>,
 }
 
 /// A leadership term: its state, its fenced writer and its signals.
@@ -117,6 +122,7 @@ impl LeaderTerm {
             state: Mutex::new(TermState {
                 queues: EvalQueues::new(config.queue_config()),
                 blocked: BlockedEvals::new(),
+                delivered_at: HashMap::new(),
             }),
             ready: Notify::new(),
             wake: Notify::new(),
@@ -207,6 +213,10 @@ impl LeaderTerm {
             .eval(&delivery.eval.id)
             .cloned()
             .unwrap_or_else(|| Arc::clone(&delivery.eval));
+        metrics::delivered(&eval);
+        state
+            .delivered_at
+            .insert(eval.id.clone(), (Instant::now(), eval.r#type.clone()));
         tracing::debug!(
             eval_id = %eval.id,
             job_id = %eval.job_id,
@@ -221,7 +231,14 @@ impl LeaderTerm {
     pub fn ack(&self, eval_id: &str, token: &str) -> Result<(), BrokerError> {
         require("eval_id", eval_id)?;
         require("token", token)?;
-        let released = self.state.lock().queues.ack(eval_id, token)?;
+        let released = {
+            let mut state = self.state.lock();
+            let released = state.queues.ack(eval_id, token)?;
+            if let Some((since, scheduler)) = state.delivered_at.remove(eval_id) {
+                metrics::acked(&scheduler, since);
+            }
+            released
+        };
         tracing::debug!(eval_id, "eval acked");
         self.released(released);
         Ok(())
@@ -242,6 +259,9 @@ impl LeaderTerm {
 
     /// Reacts to a nack or a nack timeout.
     pub fn nacked(&self, eval_id: &str, outcome: Nacked) {
+        if let Some((_, scheduler)) = self.state.lock().delivered_at.remove(eval_id) {
+            metrics::nacked(&scheduler);
+        }
         match outcome {
             Nacked::Requeued { delay } => {
                 tracing::info!(eval_id, ?delay, "eval nacked; re-enqueued after a backoff");

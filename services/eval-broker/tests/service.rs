@@ -14,6 +14,7 @@ caravan_testkit::backend_cases!(store => crate::cases {
         delivery_limit_fails_the_eval_with_a_follow_up,
         nack_timeout_redelivers_and_reset_extends_it,
         a_completed_but_unacked_eval_is_not_redelivered,
+        metrics_show_the_queues_and_time_each_delivery,
     },
     blocked {
         a_blocked_eval_unblocks_when_a_node_registers,

@@ -27,6 +27,7 @@ use tracing::Instrument;
 use crate::commit::{CommitOutcome, Committer, PlanMarks, optimistic_layer, plan_changes};
 use crate::config::PlanApplierConfig;
 use crate::error::ApplierError;
+use crate::metrics;
 use crate::mutation::Target;
 use crate::overlay::{Overlay, OverlayLayer, View};
 use crate::queue::{PendingPlan, PlanQueue};
@@ -207,6 +208,7 @@ impl PlanApplier {
     }
 
     fn count(&self, result: &PlanResult) {
+        metrics::answered(result);
         let c = &self.counters;
         c.plans.fetch_add(1, Ordering::Relaxed);
         let placed: usize = result
@@ -434,6 +436,7 @@ impl Pipeline {
                 let outcome = committer
                     .commit(&view, changes, plan.all_at_once, seq)
                     .await;
+                metrics::committed(committing.elapsed());
                 tracing::debug!(
                     eval = %plan.eval_id,
                     token_and_cache_ms = checked.as_secs_f64() * 1e3,
@@ -478,6 +481,13 @@ impl Pipeline {
     }
 
     async fn verify(&self, view: &View, plan: &Arc<Plan>) -> Verdict {
+        let started = std::time::Instant::now();
+        let verdict = self.verify_untimed(view, plan).await;
+        metrics::verified(started.elapsed());
+        verdict
+    }
+
+    async fn verify_untimed(&self, view: &View, plan: &Arc<Plan>) -> Verdict {
         let (v, p) = (view.clone(), plan.clone());
         let threads = self.applier.settings.verify_threads;
         match tokio::task::spawn_blocking(move || verify_plan(&v, &p, threads)).await {

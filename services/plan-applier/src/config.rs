@@ -19,6 +19,9 @@ pub struct PlanApplierConfig {
     /// defaults layer when empty, so that spelling is not read twice.
     #[serde(alias = "advertised_addr", skip_serializing_if = "String::is_empty")]
     pub advertise_addr: String,
+    /// Listen address of `/metrics` (Prometheus text); port 0 picks a free
+    /// port (logged at start), empty serves none. See docs/metrics.md.
+    pub metrics_addr: String,
     /// TTL of the leader lease in milliseconds.
     pub leader_ttl_ms: u64,
     /// Most compares plus writes in one commit transaction; a plan over it is
@@ -52,6 +55,7 @@ impl Default for PlanApplierConfig {
         PlanApplierConfig {
             grpc_addr: "127.0.0.1:4651".into(),
             advertise_addr: String::new(),
+            metrics_addr: "127.0.0.1:0".into(),
             leader_ttl_ms: 3_000,
             txn_max_ops: 4_000,
             txn_max_bytes: 8 * 1024 * 1024,

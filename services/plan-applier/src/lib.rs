@@ -14,6 +14,7 @@ mod applier;
 mod commit;
 mod config;
 mod error;
+pub mod metrics;
 mod mutation;
 mod overlay;
 mod queue;
@@ -86,6 +87,7 @@ impl Service for PlanApplierService {
         store: Arc<dyn Store>,
         serving: Serving<()>,
     ) -> anyhow::Result<()> {
+        metrics::register();
         let prefix = config.store.prefix.clone();
         let tokens = self.tokens.unwrap_or_else(|| {
             Arc::new(BrokerTokens::new(

@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot};
 
 use crate::error::ApplierError;
+use crate::metrics;
 
 /// The answer to one plan.
 pub(crate) type PlanAnswer = Result<PlanResult, ApplierError>;
@@ -27,6 +28,9 @@ pub(crate) struct PendingPlan {
 impl PendingPlan {
     /// Answers the submitter (who may have gone away; then nobody listens).
     pub(crate) fn respond(self, answer: PlanAnswer) {
+        if answer.is_err() {
+            metrics::failed();
+        }
         let _ignored_if_gone = self.respond.send(answer);
     }
 }
@@ -93,6 +97,7 @@ impl PlanQueue {
                 span: tracing::Span::current(),
                 respond: tx,
             });
+            metrics::queue_depth(state.heap.len());
         }
         self.ready.notify_one();
         Ok(rx)
@@ -107,6 +112,7 @@ impl PlanQueue {
                     return None;
                 }
                 if let Some(p) = state.heap.pop() {
+                    metrics::queue_depth(state.heap.len());
                     return Some(p);
                 }
             }

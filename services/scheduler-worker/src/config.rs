@@ -20,6 +20,9 @@ pub struct SchedulerWorkerConfig {
     /// spelling is not read twice.
     #[serde(alias = "advertised_addr", skip_serializing_if = "String::is_empty")]
     pub advertise_addr: String,
+    /// Listen address of `/metrics` (Prometheus text); port 0 picks a free
+    /// port (logged at start), empty serves none. See docs/metrics.md.
+    pub metrics_addr: String,
     /// Worker loops, each processing one evaluation at a time; 0 means one
     /// per core.
     pub workers: usize,
@@ -56,6 +59,7 @@ impl Default for SchedulerWorkerConfig {
         SchedulerWorkerConfig {
             grpc_addr: "127.0.0.1:4652".into(),
             advertise_addr: String::new(),
+            metrics_addr: "127.0.0.1:0".into(),
             workers: 0,
             schedulers: ["service", "batch", "system", "sysbatch"]
                 .map(String::from)

@@ -8,6 +8,7 @@
 mod clients;
 mod config;
 mod error;
+pub mod metrics;
 mod planner;
 mod service;
 mod state;
@@ -53,6 +54,7 @@ impl Service for SchedulerWorkerService {
         store: Arc<dyn Store>,
         serving: Serving<Arc<WorkerPool>>,
     ) -> anyhow::Result<()> {
+        metrics::register();
         let prefix = config.store.prefix.clone();
         let timing = config.timing();
         let informer = caravan_runtime::cache::start_lean(&store, &prefix).await?;

@@ -19,6 +19,7 @@ use tracing::Instrument;
 use crate::clients::{ApplierClient, BrokerClient};
 use crate::config::Timing;
 use crate::error::WorkerError;
+use crate::metrics;
 use crate::planner::{Tally, WorkerPlanner};
 use crate::state::SnapshotState;
 
@@ -145,10 +146,17 @@ impl WorkerPool {
     pub(crate) async fn run_worker(self: Arc<Self>, index: usize) {
         let mut pause = Duration::from_millis(20);
         while self.wait_unpaused().await {
+            let dequeuing = std::time::Instant::now();
             let polled = tokio::select! {
                 r = self.broker.dequeue(&self.schedulers, self.timing.dequeue_timeout) => r,
                 _ = self.shutdown.cancelled() => break,
             };
+            let result = match &polled {
+                Ok(r) if r.eval.is_some() => "eval",
+                Ok(_) => "empty",
+                Err(_) => "error",
+            };
+            metrics::dequeued(result, dequeuing.elapsed());
             let resp = match polled {
                 Ok(r) => r,
                 Err(err) => {
@@ -207,6 +215,8 @@ impl WorkerPool {
             }
         };
         let waited = started.elapsed();
+        metrics::cache_waited(waited);
+        let scheduler = eval.r#type.clone();
         let heartbeat = self.heartbeat(eval_id.clone(), token.clone());
         let mut planner = WorkerPlanner {
             handle: Handle::current(),
@@ -249,6 +259,7 @@ impl WorkerPool {
                 false
             }
         };
+        metrics::invoked(&scheduler, ok, scheduled);
         self.finish(&eval_id, &token, ok).await;
         tracing::debug!(
             cache_wait_ms = waited.as_secs_f64() * 1e3,

@@ -3,7 +3,7 @@
 
 /// Implements [`ServiceConfig`](crate::service::ServiceConfig) for a
 /// configuration struct with the standard keys `grpc_addr`,
-/// `advertise_addr` and `[telemetry]`; with `, store` also
+/// `advertise_addr`, `metrics_addr` and `[telemetry]`; with `, store` also
 /// [`StoreSection`](crate::service::StoreSection) for its `[store]`. Items
 /// after `;` (`LIST_KEYS`, `validate`, …) go into the `ServiceConfig` impl.
 ///
@@ -37,6 +37,10 @@ macro_rules! service_config {
 
             fn advertise_addr(&self) -> &str {
                 &self.advertise_addr
+            }
+
+            fn metrics_addr(&self) -> &str {
+                &self.metrics_addr
             }
         }
     };

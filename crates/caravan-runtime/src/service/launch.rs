@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{Readiness, Service, ServiceConfig, Serving};
-use crate::grpc;
+use crate::{grpc, metrics};
 
 /// A service started in this process by [`start`], up and serving.
 pub struct Running<S: Service> {
@@ -21,6 +21,8 @@ pub struct Running<S: Service> {
     pub local_addr: SocketAddr,
     /// The address it names itself by.
     pub advertise_addr: String,
+    /// Where it serves `/metrics`, when it does.
+    pub metrics_addr: Option<SocketAddr>,
     task: JoinHandle<anyhow::Result<()>>,
 }
 
@@ -30,6 +32,7 @@ impl<S: Service> std::fmt::Debug for Running<S> {
             .field("service", &S::NAME)
             .field("local_addr", &self.local_addr)
             .field("advertise_addr", &self.advertise_addr)
+            .field("metrics_addr", &self.metrics_addr)
             .finish_non_exhaustive()
     }
 }
@@ -91,12 +94,14 @@ pub async fn start_on<S: Service>(
         serving::<S>(&config, listener, shutdown, Readiness(Some(tx)))
             .await
             .with_context(|| S::NAME)?;
+    let metrics_addr = serving.metrics_addr;
     let task = tokio::spawn(service.serve(config, store, serving));
     match rx.await {
         Ok(ready) => Ok(Running {
             ready,
             local_addr,
             advertise_addr,
+            metrics_addr,
             task,
         }),
         // It stopped before it was up: its own error says why.
@@ -118,6 +123,7 @@ async fn serving<S: Service>(
         .local_addr()
         .context("reading the listener's address")?;
     let advertise_addr = grpc::advertise_addr(config.advertise_addr(), local_addr);
+    let metrics_addr = metrics::serve_admin(config.metrics_addr(), shutdown.clone()).await?;
     let router = grpc::router(S::GRPC_SERVICES)
         .await
         .context("building the gRPC reflection service")?;
@@ -126,6 +132,7 @@ async fn serving<S: Service>(
         listener,
         local_addr,
         advertise_addr,
+        metrics_addr,
         router,
         shutdown,
         ready,

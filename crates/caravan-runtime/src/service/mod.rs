@@ -3,8 +3,9 @@
 //! leader-elected, the gRPC services it serves, and how it serves on a bound
 //! listener until its shutdown token fires. [`main`] runs it as a process;
 //! [`start`] runs it inside this one (tests, `caravan dev`). Both take the
-//! same steps: bind `grpc_addr`, work out the advertised address, build the
-//! router with the health and reflection services, and serve.
+//! same steps: bind `grpc_addr`, work out the advertised address, start the
+//! `/metrics` listener on `metrics_addr`, build the router with the health
+//! and reflection services, and serve.
 
 mod cached_leader;
 mod config_impl;
@@ -72,6 +73,9 @@ pub trait ServiceConfig: Serialize + DeserializeOwned + Default + Send + Sync + 
     /// The address to name this replica by (`advertise_addr`); empty means
     /// the bound one (see [`crate::grpc::advertise_addr`]).
     fn advertise_addr(&self) -> &str;
+    /// The listen address of `/metrics` (`metrics_addr`); port 0 picks a
+    /// free port, empty serves none (the gateway serves it on its HTTP port).
+    fn metrics_addr(&self) -> &str;
     /// Checks what serving relies on, naming the first bad key; the process
     /// exits with code 2 before starting when it fails.
     fn validate(&self) -> anyhow::Result<()> {
@@ -131,6 +135,8 @@ pub struct Serving<R> {
     /// `advertise_addr`, else the bound one with loopback for "every
     /// interface" ([`crate::grpc::advertise_addr`]).
     pub advertise_addr: String,
+    /// Where `/metrics` is served (`metrics_addr`), when it is.
+    pub metrics_addr: Option<SocketAddr>,
     /// A router already serving health and reflection for
     /// [`Service::GRPC_SERVICES`]; the service adds its own.
     pub router: Router,
@@ -145,6 +151,7 @@ impl<R> std::fmt::Debug for Serving<R> {
         f.debug_struct("Serving")
             .field("local_addr", &self.local_addr)
             .field("advertise_addr", &self.advertise_addr)
+            .field("metrics_addr", &self.metrics_addr)
             .finish_non_exhaustive()
     }
 }

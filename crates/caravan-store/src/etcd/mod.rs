@@ -123,9 +123,12 @@ impl EtcdStore {
             max_message_bytes: config.max_message_bytes,
         };
         store
-            .call(Context::default(), Retry::Always, |client| async move {
-                client.maintenance_client().status().await
-            })
+            .call(
+                "status",
+                Context::default(),
+                Retry::Always,
+                |client| async move { client.maintenance_client().status().await },
+            )
             .await
             .map_err(|err| {
                 StoreError::Unavailable(format!(
@@ -141,12 +144,18 @@ impl EtcdStore {
 
     /// Sends one etcd-client request to the pinned member; see
     /// [`attempt`](Self::attempt).
-    async fn call<T, F, Fut>(&self, ctx: Context, retry: Retry, request: F) -> Result<T>
+    async fn call<T, F, Fut>(
+        &self,
+        op: &'static str,
+        ctx: Context,
+        retry: Retry,
+        request: F,
+    ) -> Result<T>
     where
         F: Fn(ec::Client) -> Fut,
         Fut: Future<Output = std::result::Result<T, ec::Error>>,
     {
-        self.attempt(retry, |_, client| {
+        self.attempt(op, retry, |_, client| {
             let answer = request(client);
             async move {
                 answer.await.map_err(|err| {
@@ -165,7 +174,19 @@ impl EtcdStore {
     /// round of every member the next round waits a little, so an election
     /// (no member has a leader for a second or two) is waited out. A
     /// failure carries whether the request surely never reached etcd.
-    async fn attempt<T, F, Fut>(&self, retry: Retry, request: F) -> Result<T>
+    async fn attempt<T, F, Fut>(&self, op: &'static str, retry: Retry, request: F) -> Result<T>
+    where
+        F: Fn(usize, ec::Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, (StoreError, bool)>>,
+    {
+        let timer = crate::metrics::request_timer(op);
+        let answer = self.attempt_members(retry, request).await;
+        timer.finish(answer.as_ref().err());
+        answer
+    }
+
+    /// [`attempt`](Self::attempt), untimed.
+    async fn attempt_members<T, F, Fut>(&self, retry: Retry, request: F) -> Result<T>
     where
         F: Fn(usize, ec::Client) -> Fut,
         Fut: Future<Output = std::result::Result<T, (StoreError, bool)>>,
@@ -242,7 +263,7 @@ impl Store for EtcdStore {
         let options = convert::get_options(&range);
         let ctx = Context::revision(range.revision);
         let answer = self
-            .call(ctx, Retry::Always, |client| {
+            .call("range", ctx, Retry::Always, |client| {
                 let (mut kv, key, options) =
                     (self.kv(&client), range.start.clone(), options.clone());
                 async move { kv.get(key, Some(options)).await }
@@ -257,7 +278,7 @@ impl Store for EtcdStore {
     async fn put(&self, key: &[u8], value: &[u8], lease: LeaseId) -> Result<Revision> {
         let options = (lease != 0).then(|| ec::PutOptions::new().with_lease(lease));
         let resp = self
-            .call(Context::lease(lease), Retry::IfUnsent, |client| {
+            .call("put", Context::lease(lease), Retry::IfUnsent, |client| {
                 let (mut kv, options) = (self.kv(&client), options.clone());
                 async move { kv.put(key, value, options).await }
             })
@@ -268,7 +289,7 @@ impl Store for EtcdStore {
     async fn delete(&self, range: Range) -> Result<DeleteResult> {
         let options = convert::delete_options(&range);
         let resp = self
-            .call(Context::default(), Retry::IfUnsent, |client| {
+            .call("delete", Context::default(), Retry::IfUnsent, |client| {
                 let (mut kv, key, options) =
                     (self.kv(&client), range.start.clone(), options.clone());
                 async move { kv.delete(key, Some(options)).await }
@@ -293,7 +314,7 @@ impl Store for EtcdStore {
             .unwrap_or(0);
         let request = convert::txn(&txn);
         let answer = self
-            .call(Context::lease(lease), Retry::IfUnsent, |client| {
+            .call("txn", Context::lease(lease), Retry::IfUnsent, |client| {
                 let (mut kv, request) = (self.kv(&client), request.clone());
                 async move { kv.txn(request).await }
             })
@@ -319,19 +340,24 @@ impl Store for EtcdStore {
     async fn current_revision(&self) -> Result<Revision> {
         // Any key will do: the header carries the store's revision.
         let resp = self
-            .call(Context::default(), Retry::Always, |client| {
-                let mut kv = self.kv(&client);
-                async move {
-                    kv.get(vec![0], Some(ec::GetOptions::new().with_count_only()))
-                        .await
-                }
-            })
+            .call(
+                "current_revision",
+                Context::default(),
+                Retry::Always,
+                |client| {
+                    let mut kv = self.kv(&client);
+                    async move {
+                        kv.get(vec![0], Some(ec::GetOptions::new().with_count_only()))
+                            .await
+                    }
+                },
+            )
             .await?;
         Ok(resp.header().map_or(0, |h| h.revision()))
     }
 
     async fn watch(&self, prefix: &[u8], start_revision: Revision) -> Result<Watch> {
-        self.attempt(Retry::Always, |index, client| {
+        self.attempt("watch", Retry::Always, |index, client| {
             let watcher = client
                 .watch_client()
                 .max_decoding_message_size(self.max_message_bytes);
@@ -354,10 +380,15 @@ impl Store for EtcdStore {
 
     async fn compact(&self, revision: Revision) -> Result<()> {
         let answer = self
-            .call(Context::revision(revision), Retry::IfUnsent, |client| {
-                let mut kv = self.kv(&client);
-                async move { kv.compact(revision, None).await }
-            })
+            .call(
+                "compact",
+                Context::revision(revision),
+                Retry::IfUnsent,
+                |client| {
+                    let mut kv = self.kv(&client);
+                    async move { kv.compact(revision, None).await }
+                },
+            )
             .await;
         match answer {
             Ok(_) => Ok(()),
@@ -367,9 +398,12 @@ impl Store for EtcdStore {
 
     async fn lease_grant(&self, ttl_secs: i64) -> Result<Lease> {
         let resp = self
-            .call(Context::default(), Retry::IfUnsent, |client| async move {
-                client.lease_client().grant(ttl_secs, None).await
-            })
+            .call(
+                "lease_grant",
+                Context::default(),
+                Retry::IfUnsent,
+                |client| async move { client.lease_client().grant(ttl_secs, None).await },
+            )
             .await?;
         Ok(Lease {
             id: resp.id(),
@@ -378,7 +412,7 @@ impl Store for EtcdStore {
     }
 
     async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64> {
-        self.attempt(Retry::Always, |_, client| async move {
+        self.attempt("lease_keep_alive", Retry::Always, |_, client| async move {
             self.keepalives
                 .renew(&client.lease_client(), lease, self.request_timeout)
                 .await
@@ -390,6 +424,7 @@ impl Store for EtcdStore {
     async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
         self.keepalives.forget(lease);
         self.call(
+            "lease_revoke",
             Context::lease(lease),
             Retry::IfUnsent,
             |client| async move { client.lease_client().revoke(lease).await },
@@ -400,9 +435,12 @@ impl Store for EtcdStore {
 
     async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<i64>> {
         match self
-            .call(Context::lease(lease), Retry::Always, |client| async move {
-                client.lease_client().time_to_live(lease, None).await
-            })
+            .call(
+                "lease_time_to_live",
+                Context::lease(lease),
+                Retry::Always,
+                |client| async move { client.lease_client().time_to_live(lease, None).await },
+            )
             .await
         {
             // etcd answers -1 for a lease it does not know.
@@ -467,9 +505,12 @@ impl Store for EtcdStore {
 
     async fn leader(&self, name: &[u8]) -> Result<Option<LeaderInfo>> {
         match self
-            .call(Context::default(), Retry::Always, |client| async move {
-                client.election_client().leader(name).await
-            })
+            .call(
+                "leader",
+                Context::default(),
+                Retry::Always,
+                |client| async move { client.election_client().leader(name).await },
+            )
             .await
         {
             Ok(resp) => Ok(resp.kv().map(|kv| LeaderInfo {
@@ -492,10 +533,15 @@ impl Store for EtcdStore {
             .with_lease(leader.lease);
         let options = ec::ResignOptions::new().with_leader(key);
         match self
-            .call(Context::lease(leader.lease), Retry::IfUnsent, |client| {
-                let options = options.clone();
-                async move { client.election_client().resign(Some(options)).await }
-            })
+            .call(
+                "resign",
+                Context::lease(leader.lease),
+                Retry::IfUnsent,
+                |client| {
+                    let options = options.clone();
+                    async move { client.election_client().resign(Some(options)).await }
+                },
+            )
             .await
         {
             // The key went with its lease: nothing left to resign.
@@ -508,11 +554,16 @@ impl Store for EtcdStore {
         // Both answers come from the pinned member: its member list, and its
         // status naming the raft leader it follows (0 while there is none).
         let (list, status) = self
-            .call(Context::default(), Retry::Always, |client| async move {
-                let list = client.cluster_client().member_list().await?;
-                let status = client.maintenance_client().status().await?;
-                Ok((list, status))
-            })
+            .call(
+                "members",
+                Context::default(),
+                Retry::Always,
+                |client| async move {
+                    let list = client.cluster_client().member_list().await?;
+                    let status = client.maintenance_client().status().await?;
+                    Ok((list, status))
+                },
+            )
             .await?;
         let mut members: Vec<StoreMember> = list
             .members()

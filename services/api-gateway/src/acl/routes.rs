@@ -279,6 +279,7 @@ pub const RULES: &[Rule] = &[
     r("PUT", "/v1/client/gc", Need::NodeWrite),
     r("GET", "/v1/event/stream", Need::Events),
     r("GET", "/v1/metrics", Need::Public),
+    r("GET", "/metrics", Need::Public),
     list("/v1/vars", Need::Var("list")),
     r("*", "/v1/var/", Need::Public),
     r("GET", "/v1/var/{*path}", Need::Var("read")),

@@ -54,6 +54,7 @@ impl NodeClientService for NodeClientApi {
     ) -> Result<Response<HeartbeatResponse>, Status> {
         let req = request.into_inner();
         let ttl = registration::heartbeat(&self.0, &req.node_id, &req.secret_id).await?;
+        crate::metrics::heartbeat_received();
         Ok(Response::new(HeartbeatResponse {
             heartbeat_ttl_ns: duration_ns(ttl),
         }))

@@ -1,108 +1,90 @@
-//! `GET /v1/metrics`: gauges of the gateway's view of the cluster, in
-//! Nomad's JSON layout or, with `?format=prometheus`, Prometheus text.
+//! `GET /metrics` (Prometheus text) and `GET /v1/metrics` (Nomad's JSON
+//! layout, or the same text with `?format=prometheus`): the process
+//! registry and the cluster as the gateway's cache holds it.
 
 use std::collections::BTreeMap;
 
 use axum::extract::{Query as QueryString, State};
-use axum::http::{HeaderValue, header};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
+use caravan_metrics::MetricFamily;
+use caravan_metrics::proto::MetricType;
 use caravan_model::now_unix_ns;
 use serde_json::{Value, json};
 
-use crate::http::render::{self, client_status, eval_status};
+use crate::http::render;
 use crate::http::{ApiError, ApiResult, Http, Params};
 
-/// (name, labels, value) of every gauge.
-fn gauges(http: &Http) -> Vec<(String, BTreeMap<String, String>, f64)> {
-    let snap = http.gw.cache().snapshot();
-    let stats = http.gw.cache().stats();
-    let plain = |name: &str, value: f64| {
-        (
-            format!("caravan.api_gateway.{name}"),
-            BTreeMap::new(),
-            value,
-        )
-    };
-    let mut out = vec![
-        plain("cache.revision", snap.revision() as f64),
-        plain("cache.relists", stats.relists as f64),
-        plain("cache.reconnects", stats.reconnects as f64),
-        plain("cache.batches", stats.batches as f64),
-        plain("cache.decode_errors", stats.decode_errors as f64),
-        plain("jobs", snap.job_count() as f64),
-        plain("nodes", snap.node_count() as f64),
-        plain("nodes.live", snap.live_heartbeats().count() as f64),
-    ];
-    let mut evals: BTreeMap<&str, u64> = BTreeMap::new();
-    for e in snap.evals() {
-        *evals.entry(eval_status(e.status())).or_default() += 1;
-    }
-    for (status, n) in evals {
-        out.push((
-            "caravan.api_gateway.evals".into(),
-            BTreeMap::from([("status".to_string(), status.to_string())]),
-            n as f64,
-        ));
-    }
-    let mut allocs: BTreeMap<&str, u64> = BTreeMap::new();
-    for a in snap.allocs() {
-        *allocs.entry(client_status(a.client_status())).or_default() += 1;
-    }
-    for (status, n) in allocs {
-        out.push((
-            "caravan.api_gateway.allocs".into(),
-            BTreeMap::from([("client_status".to_string(), status.to_string())]),
-            n as f64,
-        ));
-    }
-    out
+/// Every family the gateway exports.
+fn families(http: &Http) -> Vec<MetricFamily> {
+    crate::metrics::all(&http.gw.cache().snapshot())
 }
 
-/// The gateway's gauges.
+/// `GET /metrics`: the text exposition.
+pub(crate) async fn prometheus(State(http): State<Http>) -> Response {
+    caravan_runtime::metrics::text_response(&families(&http))
+}
+
+/// `GET /v1/metrics`: Nomad's JSON layout unless `format=prometheus`.
 pub(crate) async fn metrics(
     State(http): State<Http>,
     QueryString(p): QueryString<Params>,
 ) -> ApiResult {
-    let gauges = gauges(&http);
+    let families = families(&http);
     match p.get("format").map(String::as_str) {
-        None | Some("" | "json") => {
-            let list: Vec<Value> = gauges
-                .iter()
-                .map(
-                    |(name, labels, value)| json!({"Name": name, "Value": value, "Labels": labels}),
-                )
-                .collect();
-            Ok(axum::Json(json!({
-                "Timestamp": render::time(now_unix_ns()),
-                "Gauges": list,
-                "Points": [],
-                "Counters": [],
-                "Samples": [],
-            }))
-            .into_response())
-        }
-        Some("prometheus") => {
-            let mut text = String::new();
-            for (name, labels, value) in &gauges {
-                let name = name.replace('.', "_");
-                let labels: Vec<String> =
-                    labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-                if labels.is_empty() {
-                    text.push_str(&format!("{name} {value}\n"));
-                } else {
-                    text.push_str(&format!("{name}{{{}}} {value}\n", labels.join(",")));
-                }
-            }
-            let mut response = text.into_response();
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; version=0.0.4"),
-            );
-            Ok(response)
-        }
+        None | Some("" | "json") => Ok(axum::Json(nomad_json(&families)).into_response()),
+        Some("prometheus") => Ok(caravan_runtime::metrics::text_response(&families)),
         Some(other) => Err(ApiError::field(
             "format",
             format!("must be json or prometheus, not {other:?}"),
         )),
     }
+}
+
+/// `families` in the layout of Nomad's `/v1/metrics`: gauges, counters
+/// (their total as Count and Sum) and histograms (as Samples: count, sum,
+/// mean), each named `caravan.<rest of the Prometheus name>`.
+fn nomad_json(families: &[MetricFamily]) -> Value {
+    let (mut gauges, mut counters, mut samples) = (Vec::new(), Vec::new(), Vec::new());
+    for family in families {
+        let name = match family.name().strip_prefix("caravan_") {
+            Some(rest) => format!("caravan.{rest}"),
+            None => family.name().to_string(),
+        };
+        for metric in family.get_metric() {
+            let labels: BTreeMap<&str, &str> = metric
+                .get_label()
+                .iter()
+                .map(|l| (l.name(), l.value()))
+                .collect();
+            match family.get_field_type() {
+                MetricType::GAUGE => gauges.push(json!({
+                    "Name": name, "Value": metric.get_gauge().get_value(), "Labels": labels,
+                })),
+                MetricType::COUNTER => {
+                    // Counters hold whole numbers: Nomad's Count is one.
+                    let total = metric.get_counter().get_value();
+                    counters.push(json!({
+                        "Name": name, "Count": total.round() as u64, "Sum": total, "Labels": labels,
+                    }));
+                }
+                MetricType::HISTOGRAM => {
+                    let h = metric.get_histogram();
+                    let count = h.get_sample_count();
+                    let sum = h.get_sample_sum();
+                    let mean = if count == 0 { 0.0 } else { sum / count as f64 };
+                    samples.push(json!({
+                        "Name": name, "Count": count, "Sum": sum, "Mean": mean, "Labels": labels,
+                    }));
+                }
+                _ => {}
+            }
+        }
+    }
+    json!({
+        "Timestamp": render::time(now_unix_ns()),
+        "Gauges": gauges,
+        "Points": [],
+        "Counters": counters,
+        "Samples": samples,
+    })
 }

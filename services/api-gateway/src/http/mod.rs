@@ -195,6 +195,7 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
         .route("/v1/client/fs/logs/{alloc_id}", get(logs::logs))
         .route("/v1/event/stream", get(events::stream))
         .route("/v1/metrics", get(metrics::metrics))
+        .route("/metrics", get(metrics::prometheus))
         .merge(vars::routes())
         .merge(client_fs::routes())
         .merge(acl::routes())

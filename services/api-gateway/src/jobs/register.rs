@@ -194,6 +194,9 @@ pub(crate) async fn register_with(
         };
         tracing::info!(job = %job.id, namespace = %job.namespace, revision = result.revision,
             changed = write.changed, "job registered");
+        if let Some(eval) = &write.eval {
+            crate::metrics::eval_created(&eval.triggered_by);
+        }
         return Ok(Registered {
             eval_id: write
                 .eval
@@ -324,6 +327,9 @@ pub async fn deregister(
             existing.job_modify_revision
         };
         tracing::info!(job = %job_id, namespace, purge, revision = result.revision, "job deregistered");
+        if let Some(eval) = &eval {
+            crate::metrics::eval_created(&eval.triggered_by);
+        }
         return Ok(Deregistered {
             eval_id: eval.as_ref().map(|e| e.id.clone()).unwrap_or_default(),
             eval_create_revision: if eval.is_some() { result.revision } else { 0 },

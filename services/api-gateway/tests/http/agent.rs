@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use crate::common::{Backend, TestGateway};
-use crate::fixtures::{client_node, register_node};
+use crate::fixtures::{body, client_node, nomad_job, register_node};
 
 pub async fn the_leader_is_the_gateways_grpc_address(backend: Backend) {
     let gw = TestGateway::start(backend, "http-leader").await;
@@ -30,13 +30,17 @@ pub async fn json_metrics_count_registered_nodes(backend: Backend) {
     let gw = TestGateway::start(backend, "http-metrics").await;
     register_node(&gw, client_node("n1", "")).await;
     let m = gw.http("GET", "/v1/metrics", b"").await.json();
-    let nodes = m["Gauges"]
+    let nodes: f64 = m["Gauges"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|g| g["Name"] == "caravan.api_gateway.nodes")
-        .unwrap();
-    assert_eq!(nodes["Value"], 1.0);
+        .filter(|g| g["Name"] == "caravan.nodes")
+        .map(|g| g["Value"].as_f64().unwrap())
+        .sum();
+    assert_eq!(nodes, 1.0, "{m}");
+    for list in ["Counters", "Samples", "Points"] {
+        assert!(m[list].is_array(), "{list} in {m}");
+    }
     gw.stop().await;
 }
 
@@ -44,10 +48,56 @@ pub async fn prometheus_metrics_count_registered_nodes(backend: Backend) {
     let gw = TestGateway::start(backend, "http-metrics-prom").await;
     register_node(&gw, client_node("n1", "")).await;
     let prom = gw.http("GET", "/v1/metrics?format=prometheus", b"").await;
+    let text = prom.text();
+    assert!(text.contains("# TYPE caravan_nodes gauge"), "{text}");
+    let nodes: f64 = samples(&text, "caravan_nodes{").iter().sum();
+    assert_eq!(nodes, 1.0, "{text}");
+    gw.stop().await;
+}
+
+/// The values of every sample whose series starts with `series` (a name,
+/// or a name and the start of its labels) in a text exposition.
+fn samples(text: &str, series: &str) -> Vec<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(series))
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(_, v)| v.parse::<f64>().unwrap())
+        .collect()
+}
+
+pub async fn metrics_are_served_as_text_and_count_job_registrations(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-metrics-text").await;
+    let registered = "caravan_gateway_evals_created_total{triggered_by=\"job-register\"}";
+    let before = gw.http("GET", "/metrics", b"").await;
+    let before: f64 = samples(&before.text(), registered).iter().sum();
+    let reg = gw
+        .http("PUT", "/v1/jobs", &body(&nomad_job("web", 1)))
+        .await;
+    assert_eq!(reg.status, 200, "{}", reg.text());
+    let after = gw.http("GET", "/metrics", b"").await;
+    assert_eq!(after.status, 200);
     assert!(
-        prom.text().contains("caravan_api_gateway_nodes 1"),
-        "{}",
-        prom.text()
+        after
+            .header("content-type")
+            .is_some_and(|t| t.starts_with("text/plain; version=0.0.4")),
+        "{:?}",
+        after.header("content-type")
+    );
+    let text = after.text();
+    assert!(
+        text.contains("# TYPE caravan_gateway_evals_created_total counter"),
+        "{text}"
+    );
+    let now: f64 = samples(&text, registered).iter().sum();
+    assert!(now >= before + 1.0, "{before} then {now}");
+    // The job is counted from this gateway's cache, and nothing else is.
+    let jobs: f64 = samples(&text, "caravan_jobs{").iter().sum();
+    assert_eq!(jobs, 1.0, "{text}");
+    assert!(
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .all(|l| l.starts_with("caravan_")),
+        "every series is Caravan's: {text}"
     );
     gw.stop().await;
 }

@@ -135,6 +135,7 @@ caravan_testkit::backend_cases!(backend => crate {
         the_raft_configuration_lists_the_store_members,
         json_metrics_count_registered_nodes,
         prometheus_metrics_count_registered_nodes,
+        metrics_are_served_as_text_and_count_job_registrations,
     },
     vars {
         a_variable_reads_back_with_its_items_and_indexes,

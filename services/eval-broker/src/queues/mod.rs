@@ -162,6 +162,10 @@ pub struct QueueStats {
     pub pending_by_job: u64,
     /// Evals past the delivery limit whose failure is being written.
     pub failing: u64,
+    /// Unacked evals per scheduler type.
+    pub unacked_by_scheduler: BTreeMap<String, u64>,
+    /// Delayed evals per scheduler type.
+    pub delayed_by_scheduler: BTreeMap<String, u64>,
 }
 
 /// Where a tracked eval is.
@@ -613,9 +617,16 @@ impl EvalQueues {
             stats.ready += set.len() as u64;
         }
         for entry in self.entries.values() {
+            let scheduler = || entry.eval.r#type.clone();
             match entry.place {
-                Place::Unacked { .. } => stats.unacked += 1,
-                Place::Delayed(_) | Place::Backoff(_) => stats.delayed += 1,
+                Place::Unacked { .. } => {
+                    stats.unacked += 1;
+                    *stats.unacked_by_scheduler.entry(scheduler()).or_default() += 1;
+                }
+                Place::Delayed(_) | Place::Backoff(_) => {
+                    stats.delayed += 1;
+                    *stats.delayed_by_scheduler.entry(scheduler()).or_default() += 1;
+                }
                 Place::Waiting => stats.pending_by_job += 1,
                 Place::Failing => stats.failing += 1,
                 Place::Ready => {}

@@ -331,6 +331,7 @@ fn settled_evals_leave_every_queue() {
         q.stats(),
         QueueStats {
             unacked: 1,
+            unacked_by_scheduler: [("service".to_string(), 1)].into(),
             ..Default::default()
         }
     );

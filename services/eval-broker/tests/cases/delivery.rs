@@ -411,3 +411,44 @@ pub async fn a_completed_but_unacked_eval_is_not_redelivered(store: Arc<dyn Stor
     assert_eq!(stored.status(), EvalStatus::Complete);
     broker.stop().await;
 }
+
+/// The sum of the samples of `series` (a name and the start of its labels).
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(series))
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(_, v)| v.parse::<f64>().unwrap())
+        .sum()
+}
+
+pub async fn metrics_show_the_queues_and_time_each_delivery(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let mut broker = start_leader(store.clone(), &prefix).await;
+    let waited = "caravan_eval_wait_seconds_count{scheduler=\"sysbatch\"}";
+    let held = "caravan_eval_schedule_seconds_count{scheduler=\"sysbatch\"}";
+    let before = broker.scrape().await;
+    assert!(
+        before.contains("caravan_leader{service=\"eval-broker\"} 1"),
+        "{before}"
+    );
+    assert!(
+        before.contains("# TYPE caravan_broker_ready gauge"),
+        "{before}"
+    );
+    put_eval(&store, &ks, &pending_eval("nightly", "sysbatch", 50)).await;
+    let (eval, token, _) = broker.take().await;
+    broker.ack(&eval.id, &token).await;
+    let after = broker.scrape().await;
+    assert!(
+        sample(&after, waited) >= sample(&before, waited) + 1.0,
+        "{after}"
+    );
+    assert!(
+        sample(&after, held) >= sample(&before, held) + 1.0,
+        "{after}"
+    );
+    assert!(
+        after.contains("caravan_etcd_request") || after.contains("caravan_watch_cache_revision")
+    );
+    broker.stop().await;
+}

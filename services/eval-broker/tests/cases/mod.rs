@@ -95,6 +95,21 @@ impl Broker {
         (eval, got.token, got.wait_revision)
     }
 
+    /// What its `/metrics` listener serves: the process registry as text.
+    pub async fn scrape(&self) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = self.running.metrics_addr.expect("a metrics listener");
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.0\r\nHost: broker\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
+        answer
+    }
+
     /// Acks a delivery.
     pub async fn ack(&mut self, eval_id: &str, token: &str) {
         self.client
