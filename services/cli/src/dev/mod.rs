@@ -35,6 +35,11 @@ use tier::Tiers;
 /// elected before handing the cluster over.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Every service of a dev cluster shares one process and so one metrics
+/// registry, which the gateway serves at `/metrics` on its HTTP port: the
+/// others open no listener of their own (an empty `metrics_addr`).
+const NO_METRICS_LISTENER: &str = "";
+
 /// What `caravan dev` starts.
 #[derive(Debug, Clone)]
 pub struct DevOptions {
@@ -286,6 +291,7 @@ async fn start_services(
             EvalBrokerConfig {
                 grpc_addr: any_port.clone(),
                 store: store_config.clone(),
+                metrics_addr: NO_METRICS_LISTENER.into(),
                 ..Default::default()
             },
             store.clone(),
@@ -297,6 +303,7 @@ async fn start_services(
             PlanApplierConfig {
                 grpc_addr: any_port.clone(),
                 store: store_config.clone(),
+                metrics_addr: NO_METRICS_LISTENER.into(),
                 ..Default::default()
             },
             store.clone(),
@@ -310,6 +317,7 @@ async fn start_services(
             DeploymentWatcherConfig {
                 grpc_addr: any_port.clone(),
                 store: store_config.clone(),
+                metrics_addr: NO_METRICS_LISTENER.into(),
                 ..Default::default()
             },
             store.clone(),
@@ -322,6 +330,7 @@ async fn start_services(
             SchedulerWorkerConfig {
                 grpc_addr: any_port.clone(),
                 store: store_config.clone(),
+                metrics_addr: NO_METRICS_LISTENER.into(),
                 ..Default::default()
             },
             store.clone(),
@@ -357,6 +366,7 @@ async fn start_services(
                 stop_tasks_on_shutdown: true,
                 task_supervisor: options.task_supervisor.clone(),
                 name: options.node_name.clone(),
+                metrics_addr: NO_METRICS_LISTENER.into(),
                 ..Default::default()
             },
             NoStore,
