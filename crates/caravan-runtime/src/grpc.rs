@@ -1,7 +1,9 @@
 //! gRPC serving and calling: a server with tracing spans that continue the
 //! caller's trace, the standard health and reflection services every service
 //! serves beside its own, a graceful stop on shutdown bounded by a drain
-//! period, and a client interceptor that passes the current trace on.
+//! period, and a client interceptor that passes the current trace on. With
+//! `[tls]` enabled servers require a client certificate whose role the
+//! called service allows, and channels dial with TLS.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -10,8 +12,9 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::codegen::http;
-use tonic::transport::server::{Router, TcpIncoming};
+use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Endpoint, Server};
+use tower::layer::util::{Identity, Stack};
 use tonic_health::ServingStatus;
 
 /// How long requests in flight at shutdown may take to finish before the
@@ -20,10 +23,28 @@ use tonic_health::ServingStatus;
 /// and a stream that ignores the shutdown token for ever.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// A Caravan server's layers: the role check over the routes.
+pub type Layers = Stack<crate::tls::RoleCheckLayer, Identity>;
+
+/// A router of a server built by [`server`].
+pub type Router = tonic::transport::server::Router<Layers>;
+
 /// A server builder with Caravan's settings: one span per request named after
-/// the gRPC method, continuing the caller's trace.
-pub fn server() -> Server<tower::layer::util::Identity> {
-    Server::builder()
+/// the gRPC method, continuing the caller's trace; with the process's TLS
+/// (see [`crate::tls::install`]) it requires client certificates and checks
+/// their roles.
+pub fn server() -> Server<Layers> {
+    let tls = crate::tls::current();
+    let builder = match tls {
+        // `tls::install` built this configuration once already, refusing a
+        // bad key or certificate at start, so it cannot fail here; never
+        // fall back to plaintext.
+        Some(tls) => Server::builder()
+            .tls_config(tls.server_config())
+            .expect("TLS configuration checked by tls::install"),
+        None => Server::builder(),
+    };
+    builder
         .tcp_nodelay(true)
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
         // Windows sized for alloc sets and plans of thousands of allocations,
@@ -35,6 +56,7 @@ pub fn server() -> Server<tower::layer::util::Identity> {
         // (20) the whole connection, with every node multiplexed on it, goes.
         .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_RESETS))
         .trace_fn(request_span)
+        .layer(crate::tls::RoleCheckLayer::new(tls.map(|t| t.region())))
 }
 
 /// HTTP/2 flow-control window of a whole connection, in bytes.
@@ -93,19 +115,19 @@ fn reflection<'b>(services: &[&str]) -> tonic_reflection::server::Builder<'b> {
 pub async fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    if exposed(local) {
+    if exposed(local) && crate::tls::current().is_none() {
         tracing::warn!(
             addr = %local,
             "listening beyond loopback without TLS: anyone who can reach this address \
-             can call it unauthenticated and read its traffic; bind 127.0.0.1 unless \
-             the network around it is trusted"
+             can call it unauthenticated and read its traffic; enable [tls] or bind \
+             127.0.0.1 unless the network around it is trusted"
         );
     }
     Ok((listener, local))
 }
 
 /// Whether a listener on `local` can be reached from beyond this machine
-/// (Caravan's listeners speak plaintext: they say so at start when it is).
+/// (a plaintext listener says so at start when it is).
 pub fn exposed(local: SocketAddr) -> bool {
     !local.ip().is_loopback()
 }
@@ -161,14 +183,17 @@ pub async fn serve(
 }
 
 /// A lazily connecting channel to `addr` (`host:port` or a URL) with
-/// Caravan's timeouts.
+/// Caravan's timeouts; over TLS with the process's identity when `[tls]`
+/// is enabled, whatever scheme `addr` names.
 pub fn channel(addr: &str) -> Result<Channel, tonic::transport::Error> {
-    let uri = if addr.contains("://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
-    };
-    Ok(Endpoint::from_shared(uri)?
+    let tls = crate::tls::current();
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let authority = addr.split_once("://").map_or(addr, |(_, rest)| rest);
+    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{authority}"))?;
+    if let Some(tls) = tls {
+        endpoint = endpoint.tls_config(tls.client_config())?;
+    }
+    Ok(endpoint
         .connect_timeout(Duration::from_secs(3))
         .tcp_nodelay(true)
         .initial_connection_window_size(CONNECTION_WINDOW)

@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
-use tonic::transport::server::Router;
+use crate::grpc::Router;
 
 use crate::grpc;
 use crate::status::leader_hint;

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use caravan_state::Informer;
 use caravan_store::{Leadership, Store, election_name};
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::Router;
+use crate::grpc::Router;
 
 use super::Serving;
 use crate::leader::{Candidate, serve_and_lead};
