@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::codegen::http;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Endpoint, Server};
-use tower::layer::util::{Identity, Stack};
 use tonic_health::ServingStatus;
+use tower::layer::util::{Identity, Stack};
 
 /// How long requests in flight at shutdown may take to finish before the
 /// server is dropped with them. A handler waiting on an unreachable etcd

@@ -18,13 +18,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::grpc::Router;
 use caravan_store::Store;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-use crate::grpc::Router;
 
 pub use cached_leader::{Lead, LeaderParts, serve_cached_leader};
 pub use health::HealthArgs;

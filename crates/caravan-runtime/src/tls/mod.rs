@@ -85,7 +85,8 @@ impl Tls {
     /// Reads the files `config` names.
     pub fn load(config: &TlsConfig) -> anyhow::Result<Tls> {
         let read = |key: &str, path: &PathBuf| {
-            std::fs::read(path).with_context(|| format!("tls.{key}: cannot read {}", path.display()))
+            std::fs::read(path)
+                .with_context(|| format!("tls.{key}: cannot read {}", path.display()))
         };
         let ca = read("ca_file", &config.ca_file)?;
         let cert = read("cert_file", &config.cert_file)?;

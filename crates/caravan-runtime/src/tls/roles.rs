@@ -31,8 +31,9 @@ pub fn allowed(service: &str) -> &'static [Role] {
     match name {
         // The gateway's public API.
         "JobService" | "EvalService" | "AllocService" | "NodeService" | "DeploymentService"
-        | "StatusService" | "SystemService" | "EventService" | "VariableService"
-        | "AclService" => FROM_ANYONE,
+        | "StatusService" | "SystemService" | "EventService" | "VariableService" | "AclService" => {
+            FROM_ANYONE
+        }
         // What client nodes call on the gateway.
         "NodeClientService" => FROM_NODES,
         // Internal services, and a node's own service (the gateway calls it).
@@ -147,7 +148,11 @@ where
                 .extensions()
                 .get::<TlsConnectInfo<TcpConnectInfo>>()
                 .and_then(TlsConnectInfo::peer_certs);
-            if let Err(status) = check(req.uri().path(), certs.as_deref().map(Vec::as_slice), region) {
+            if let Err(status) = check(
+                req.uri().path(),
+                certs.as_deref().map(Vec::as_slice),
+                region,
+            ) {
                 tracing::warn!(path = %req.uri().path(), reason = %status.message(), "call refused");
                 return Box::pin(std::future::ready(Ok(status.into_http())));
             }
@@ -204,29 +209,58 @@ mod tests {
         assert_eq!(roles_of(&client, "global"), [Role::Client]);
         assert!(roles_of(&client, "europe").is_empty(), "another region");
         let chain = [client];
-        check("/caravan.v1.NodeClientService/Register", Some(&chain), "global").unwrap();
+        check(
+            "/caravan.v1.NodeClientService/Register",
+            Some(&chain),
+            "global",
+        )
+        .unwrap();
         check("/caravan.v1.JobService/Register", Some(&chain), "global").unwrap();
-        let refused = check("/caravan.v1.PlanApplierService/SubmitPlan", Some(&chain), "global")
-            .unwrap_err();
+        let refused = check(
+            "/caravan.v1.PlanApplierService/SubmitPlan",
+            Some(&chain),
+            "global",
+        )
+        .unwrap_err();
         assert_eq!(refused.code(), tonic::Code::PermissionDenied);
         assert!(
             refused.message().contains("names client.global.caravan")
-                && refused.message().contains("server.global.caravan is needed"),
+                && refused
+                    .message()
+                    .contains("server.global.caravan is needed"),
             "{}",
             refused.message()
         );
 
         let cli = [cert_of(Role::Cli, "global")];
         check("/caravan.v1.JobService/List", Some(&cli), "global").unwrap();
-        let refused = check("/caravan.v1.NodeClientService/Register", Some(&cli), "global")
-            .unwrap_err();
+        let refused = check(
+            "/caravan.v1.NodeClientService/Register",
+            Some(&cli),
+            "global",
+        )
+        .unwrap_err();
         assert_eq!(refused.code(), tonic::Code::PermissionDenied);
 
         let server = [cert_of(Role::Server, "global")];
-        check("/caravan.v1.EvalBrokerService/Dequeue", Some(&server), "global").unwrap();
-        check("/caravan.v1.ClientNodeService/Logs", Some(&server), "global").unwrap();
+        check(
+            "/caravan.v1.EvalBrokerService/Dequeue",
+            Some(&server),
+            "global",
+        )
+        .unwrap();
+        check(
+            "/caravan.v1.ClientNodeService/Logs",
+            Some(&server),
+            "global",
+        )
+        .unwrap();
 
         let none = check("/caravan.v1.JobService/List", None, "global").unwrap_err();
-        assert!(none.message().contains("no Caravan role"), "{}", none.message());
+        assert!(
+            none.message().contains("no Caravan role"),
+            "{}",
+            none.message()
+        );
     }
 }
