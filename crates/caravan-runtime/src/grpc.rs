@@ -182,16 +182,22 @@ pub async fn serve(
     .unwrap_or(Ok(()))
 }
 
-/// A lazily connecting channel to `addr` (`host:port` or a URL) with
-/// Caravan's timeouts; over TLS with the process's identity when `[tls]`
-/// is enabled, whatever scheme `addr` names.
+/// A lazily connecting channel to a server (a control-plane service) at
+/// `addr` (`host:port` or a URL) with Caravan's timeouts; over TLS with the
+/// process's identity when `[tls]` is enabled, whatever scheme `addr` names.
 pub fn channel(addr: &str) -> Result<Channel, tonic::transport::Error> {
+    channel_to(addr, crate::tls::Role::Server)
+}
+
+/// [`channel`] to a peer of `role`: with TLS its certificate must name it
+/// (the gateway dials client nodes, whose certificates name `client`).
+pub fn channel_to(addr: &str, role: crate::tls::Role) -> Result<Channel, tonic::transport::Error> {
     let tls = crate::tls::current();
     let scheme = if tls.is_some() { "https" } else { "http" };
     let authority = addr.split_once("://").map_or(addr, |(_, rest)| rest);
     let mut endpoint = Endpoint::from_shared(format!("{scheme}://{authority}"))?;
     if let Some(tls) = tls {
-        endpoint = endpoint.tls_config(tls.client_config())?;
+        endpoint = endpoint.tls_config(tls.client_config(role))?;
     }
     Ok(endpoint
         .connect_timeout(Duration::from_secs(3))

@@ -84,7 +84,7 @@ async fn check(addr: &str, service: &str, timeout: Duration) -> anyhow::Result<S
         .connect_timeout(timeout)
         .timeout(timeout);
     if let Some(tls) = tls {
-        endpoint = endpoint.tls_config(tls.client_config())?;
+        endpoint = endpoint.tls_config(tls.client_config(crate::tls::Role::Server))?;
     }
     let asked = async {
         let channel = endpoint.connect().await?;

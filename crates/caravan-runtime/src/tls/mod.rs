@@ -102,7 +102,7 @@ impl Tls {
             .tls_config(tls.server_config())
             .context("tls: the certificate, key or CA is not usable")?;
         tonic::transport::Endpoint::from_static("https://127.0.0.1")
-            .tls_config(tls.client_config())
+            .tls_config(tls.client_config(Role::Server))
             .context("tls: the certificate, key or CA is not usable")?;
         Ok(tls)
     }
@@ -120,13 +120,14 @@ impl Tls {
             .client_ca_root(self.ca.clone())
     }
 
-    /// Channels dial with this identity and accept only a server whose
-    /// certificate names the server role, whatever address they dial.
-    pub fn client_config(&self) -> ClientTlsConfig {
+    /// Channels dial with this identity and accept only a peer whose
+    /// certificate names `peer`'s role (the control plane's services are
+    /// servers; the gateway dials client nodes), whatever address they dial.
+    pub fn client_config(&self, peer: Role) -> ClientTlsConfig {
         ClientTlsConfig::new()
             .ca_certificate(self.ca.clone())
             .identity(self.identity.clone())
-            .domain_name(Role::Server.dns_name(&self.region))
+            .domain_name(peer.dns_name(&self.region))
     }
 }
 
