@@ -120,7 +120,9 @@ async fn every_hop_requires_a_certificate_of_the_right_ca_and_role() {
     assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
     assert!(
         refused.message().contains("client.global.caravan")
-            && refused.message().contains("server.global.caravan is needed"),
+            && refused
+                .message()
+                .contains("server.global.caravan is needed"),
         "{}",
         refused.message()
     );
@@ -179,7 +181,10 @@ async fn every_hop_requires_a_certificate_of_the_right_ca_and_role() {
     .output()
     .await
     .unwrap();
-    assert!(!bare.status.success(), "a CLI without certificates listed jobs");
+    assert!(
+        !bare.status.success(),
+        "a CLI without certificates listed jobs"
+    );
 
     let out = c.cli(&["job", "stop", JOB]).await.unwrap();
     assert!(

@@ -110,17 +110,22 @@ fn reflection<'b>(services: &[&str]) -> tonic_reflection::server::Builder<'b> {
         .fold(builder, |b, service| b.with_service_name(*service))
 }
 
-/// Binds `addr` (port 0 picks a free port) and returns the listener with its
-/// real address.
+/// Binds `addr` (port 0 picks a free port) for a plaintext listener (HTTP,
+/// `/metrics`) and returns it with its real address; says so loudly when
+/// it can be reached from beyond this machine.
 pub async fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
+    bind_with(addr, false).await
+}
+
+async fn bind_with(addr: &str, tls: bool) -> std::io::Result<(TcpListener, SocketAddr)> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    if exposed(local) && crate::tls::current().is_none() {
+    if exposed(local) && !tls {
         tracing::warn!(
             addr = %local,
             "listening beyond loopback without TLS: anyone who can reach this address \
-             can call it unauthenticated and read its traffic; enable [tls] or bind \
-             127.0.0.1 unless the network around it is trusted"
+             can call it unauthenticated and read its traffic; enable [tls] (gRPC) or \
+             bind 127.0.0.1 unless the network around it is trusted"
         );
     }
     Ok((listener, local))
@@ -135,7 +140,7 @@ pub fn exposed(local: SocketAddr) -> bool {
 /// Binds a service's configured `grpc_addr`, with an error that names the
 /// config key.
 pub async fn listen(grpc_addr: &str) -> anyhow::Result<TcpListener> {
-    let (listener, _) = bind(grpc_addr)
+    let (listener, _) = bind_with(grpc_addr, crate::tls::current().is_some())
         .await
         .with_context(|| format!("grpc_addr: cannot listen on {grpc_addr}"))?;
     Ok(listener)
