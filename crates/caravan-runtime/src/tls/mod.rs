@@ -154,3 +154,58 @@ pub fn install(config: &TlsConfig) -> anyhow::Result<()> {
 pub fn current() -> Option<&'static Tls> {
     CURRENT.get().and_then(Option::as_ref)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dir: &std::path::Path, role: &str) -> TlsConfig {
+        TlsConfig {
+            enabled: true,
+            ca_file: dir.join(certs::CA_CERT_FILE),
+            cert_file: dir.join(format!("global-{role}-caravan.pem")),
+            key_file: dir.join(format!("global-{role}-caravan-key.pem")),
+            region: "global".into(),
+        }
+    }
+
+    #[test]
+    fn files_are_read_and_checked_at_start_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = Tls::load(&config(dir.path(), "server")).unwrap_err();
+        assert!(
+            format!("{missing:#}").starts_with("tls.ca_file: cannot read"),
+            "{missing:#}"
+        );
+
+        certs::create_ca(dir.path(), 10).unwrap();
+        let request = certs::CertRequest {
+            role: Role::Server,
+            region: "global".into(),
+            days: 10,
+            dns_names: Vec::new(),
+            ip_addresses: Vec::new(),
+            ca_cert: dir.path().join(certs::CA_CERT_FILE),
+            ca_key: dir.path().join(certs::CA_KEY_FILE),
+        };
+        certs::create_cert(dir.path(), &request).unwrap();
+        let tls = Tls::load(&config(dir.path(), "server")).unwrap();
+        assert_eq!(tls.region(), "global");
+
+        // A key that is not a key stops the start rather than a later dial.
+        let mut bad = config(dir.path(), "server");
+        bad.key_file = dir.path().join(certs::CA_CERT_FILE);
+        let unusable = Tls::load(&bad).unwrap_err();
+        assert!(
+            format!("{unusable:#}").contains("not usable"),
+            "{unusable:#}"
+        );
+    }
+
+    #[test]
+    fn tls_is_off_by_default() {
+        let config = TlsConfig::default();
+        assert!(!config.enabled);
+        assert_eq!(config.region, "global");
+    }
+}
