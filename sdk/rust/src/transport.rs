@@ -260,6 +260,20 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn tls_files_that_do_not_parse_are_refused_up_front() {
+        let built = crate::Client::builder()
+            .address("https://127.0.0.1:1")
+            .tls(b"not a CA", b"not a certificate", b"not a key")
+            .build();
+        match built {
+            Err(Error::InvalidAddress { reason, .. }) => {
+                assert!(reason.starts_with("TLS: "), "{reason}");
+            }
+            other => panic!("built with junk TLS files: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
     async fn bad_addresses_and_tokens_are_refused_up_front() {
         let cfg = |a: &[&str], token| {
             let a: Vec<String> = a.iter().map(|s| s.to_string()).collect();
