@@ -126,6 +126,8 @@ pub struct Cluster {
     clients: BTreeMap<String, usize>,
     /// Whether `Service::test_settings` apply.
     test_timings: bool,
+    /// Where the CA and certificates are when processes run with `[tls]`.
+    tls: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -170,6 +172,7 @@ impl Cluster {
             gateways: Vec::new(),
             clients: BTreeMap::new(),
             test_timings,
+            tls: None,
         })
     }
 
@@ -514,11 +517,74 @@ impl Cluster {
         Ok(())
     }
 
+    /// Makes a CA and a server, a client and a CLI certificate (with
+    /// `caravan tls`) in the cluster's directory; processes started from
+    /// now on run with `[tls]` (servers with the server certificate, client
+    /// nodes with the client one), and [`Cluster::cli`] presents the CLI's.
+    /// Returns the directory of the files.
+    pub async fn enable_tls(&mut self) -> anyhow::Result<PathBuf> {
+        let dir = self.dir().join("tls");
+        std::fs::create_dir_all(&dir)?;
+        let bin = binaries::binary(&self.bins, "caravan")?;
+        for args in [
+            &["ca", "create"][..],
+            &["cert", "create", "-server"],
+            &["cert", "create", "-client"],
+            &["cert", "create", "-cli"],
+        ] {
+            let out = tokio::process::Command::new(&bin)
+                .arg("tls")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .await?;
+            anyhow::ensure!(
+                out.status.success(),
+                "caravan tls {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        self.tls = Some(dir.clone());
+        Ok(dir)
+    }
+
+    /// The `[tls]` settings of `service` when TLS is on.
+    fn tls_settings(&self, service: Service) -> Vec<(String, String)> {
+        let Some(dir) = &self.tls else {
+            return Vec::new();
+        };
+        let role = if service == Service::ClientNode {
+            "client"
+        } else {
+            "server"
+        };
+        let file = |name: String| dir.join(name).display().to_string();
+        vec![
+            ("tls.enabled".into(), "true".into()),
+            ("tls.ca_file".into(), file("caravan-agent-ca.pem".into())),
+            (
+                "tls.cert_file".into(),
+                file(format!("global-{role}-caravan.pem")),
+            ),
+            (
+                "tls.key_file".into(),
+                file(format!("global-{role}-caravan-key.pem")),
+            ),
+        ]
+    }
+
     /// Runs the `caravan` CLI against the first gateway.
     pub async fn cli(&self, args: &[&str]) -> anyhow::Result<Output> {
         let bin = binaries::binary(&self.bins, "caravan")?;
         let address = format!("http://{}", self.gateway_grpc()?);
-        let output = tokio::process::Command::new(bin)
+        let mut command = tokio::process::Command::new(bin);
+        if let Some(dir) = &self.tls {
+            command
+                .env("CARAVAN_CACERT", dir.join("caravan-agent-ca.pem"))
+                .env("CARAVAN_CLIENT_CERT", dir.join("global-cli-caravan.pem"))
+                .env("CARAVAN_CLIENT_KEY", dir.join("global-cli-caravan-key.pem"));
+        }
+        let output = command
             .arg("--address")
             .arg(&address)
             .args(args)
@@ -618,12 +684,15 @@ impl Cluster {
             } else {
                 &[]
             };
-            let layers = settings(&addrs).into_iter().chain(
-                defaults
-                    .iter()
-                    .chain(extra.iter())
-                    .map(|(k, v)| (k.to_string(), v.to_string())),
-            );
+            let layers = settings(&addrs)
+                .into_iter()
+                .chain(self.tls_settings(service))
+                .chain(
+                    defaults
+                        .iter()
+                        .chain(extra.iter())
+                        .map(|(k, v)| (k.to_string(), v.to_string())),
+                );
             for (k, v) in layers {
                 merged.insert(k, v);
             }

@@ -1,7 +1,9 @@
 //! gRPC serving and calling: a server with tracing spans that continue the
 //! caller's trace, the standard health and reflection services every service
 //! serves beside its own, a graceful stop on shutdown bounded by a drain
-//! period, and a client interceptor that passes the current trace on.
+//! period, and a client interceptor that passes the current trace on. With
+//! `[tls]` enabled servers require a client certificate whose role the
+//! called service allows, and channels dial with TLS.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -10,9 +12,10 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::codegen::http;
-use tonic::transport::server::{Router, TcpIncoming};
+use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Endpoint, Server};
 use tonic_health::ServingStatus;
+use tower::layer::util::{Identity, Stack};
 
 /// How long requests in flight at shutdown may take to finish before the
 /// server is dropped with them. A handler waiting on an unreachable etcd
@@ -20,10 +23,28 @@ use tonic_health::ServingStatus;
 /// and a stream that ignores the shutdown token for ever.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// A Caravan server's layers: the role check over the routes.
+pub type Layers = Stack<crate::tls::RoleCheckLayer, Identity>;
+
+/// A router of a server built by [`server`].
+pub type Router = tonic::transport::server::Router<Layers>;
+
 /// A server builder with Caravan's settings: one span per request named after
-/// the gRPC method, continuing the caller's trace.
-pub fn server() -> Server<tower::layer::util::Identity> {
-    Server::builder()
+/// the gRPC method, continuing the caller's trace; with the process's TLS
+/// (see [`crate::tls::install`]) it requires client certificates and checks
+/// their roles.
+pub fn server() -> Server<Layers> {
+    let tls = crate::tls::current();
+    let builder = match tls {
+        // `tls::install` built this configuration once already, refusing a
+        // bad key or certificate at start, so it cannot fail here; never
+        // fall back to plaintext.
+        Some(tls) => Server::builder()
+            .tls_config(tls.server_config())
+            .expect("TLS configuration checked by tls::install"),
+        None => Server::builder(),
+    };
+    builder
         .tcp_nodelay(true)
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
         // Windows sized for alloc sets and plans of thousands of allocations,
@@ -35,6 +56,7 @@ pub fn server() -> Server<tower::layer::util::Identity> {
         // (20) the whole connection, with every node multiplexed on it, goes.
         .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_RESETS))
         .trace_fn(request_span)
+        .layer(crate::tls::RoleCheckLayer::new(tls.map(|t| t.region())))
 }
 
 /// HTTP/2 flow-control window of a whole connection, in bytes.
@@ -88,24 +110,29 @@ fn reflection<'b>(services: &[&str]) -> tonic_reflection::server::Builder<'b> {
         .fold(builder, |b, service| b.with_service_name(*service))
 }
 
-/// Binds `addr` (port 0 picks a free port) and returns the listener with its
-/// real address.
+/// Binds `addr` (port 0 picks a free port) for a plaintext listener (HTTP,
+/// `/metrics`) and returns it with its real address; says so loudly when
+/// it can be reached from beyond this machine.
 pub async fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
+    bind_with(addr, false).await
+}
+
+async fn bind_with(addr: &str, tls: bool) -> std::io::Result<(TcpListener, SocketAddr)> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    if exposed(local) {
+    if exposed(local) && !tls {
         tracing::warn!(
             addr = %local,
             "listening beyond loopback without TLS: anyone who can reach this address \
-             can call it unauthenticated and read its traffic; bind 127.0.0.1 unless \
-             the network around it is trusted"
+             can call it unauthenticated and read its traffic; enable [tls] (gRPC) or \
+             bind 127.0.0.1 unless the network around it is trusted"
         );
     }
     Ok((listener, local))
 }
 
 /// Whether a listener on `local` can be reached from beyond this machine
-/// (Caravan's listeners speak plaintext: they say so at start when it is).
+/// (a plaintext listener says so at start when it is).
 pub fn exposed(local: SocketAddr) -> bool {
     !local.ip().is_loopback()
 }
@@ -113,7 +140,7 @@ pub fn exposed(local: SocketAddr) -> bool {
 /// Binds a service's configured `grpc_addr`, with an error that names the
 /// config key.
 pub async fn listen(grpc_addr: &str) -> anyhow::Result<TcpListener> {
-    let (listener, _) = bind(grpc_addr)
+    let (listener, _) = bind_with(grpc_addr, crate::tls::current().is_some())
         .await
         .with_context(|| format!("grpc_addr: cannot listen on {grpc_addr}"))?;
     Ok(listener)
@@ -160,15 +187,24 @@ pub async fn serve(
     .unwrap_or(Ok(()))
 }
 
-/// A lazily connecting channel to `addr` (`host:port` or a URL) with
-/// Caravan's timeouts.
+/// A lazily connecting channel to a server (a control-plane service) at
+/// `addr` (`host:port` or a URL) with Caravan's timeouts; over TLS with the
+/// process's identity when `[tls]` is enabled, whatever scheme `addr` names.
 pub fn channel(addr: &str) -> Result<Channel, tonic::transport::Error> {
-    let uri = if addr.contains("://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
-    };
-    Ok(Endpoint::from_shared(uri)?
+    channel_to(addr, crate::tls::Role::Server)
+}
+
+/// [`channel`] to a peer of `role`: with TLS its certificate must name it
+/// (the gateway dials client nodes, whose certificates name `client`).
+pub fn channel_to(addr: &str, role: crate::tls::Role) -> Result<Channel, tonic::transport::Error> {
+    let tls = crate::tls::current();
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let authority = addr.split_once("://").map_or(addr, |(_, rest)| rest);
+    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{authority}"))?;
+    if let Some(tls) = tls {
+        endpoint = endpoint.tls_config(tls.client_config(role))?;
+    }
+    Ok(endpoint
         .connect_timeout(Duration::from_secs(3))
         .tcp_nodelay(true)
         .initial_connection_window_size(CONNECTION_WINDOW)

@@ -11,12 +11,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::grpc::Router;
 use caravan_store::{Leadership, LeadershipError, Store, current_leader, election_name};
 use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
-use tonic::transport::server::Router;
 
 use crate::grpc;
 use crate::status::leader_hint;

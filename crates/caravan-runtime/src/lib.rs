@@ -2,7 +2,7 @@
 //! and the one bootstrap that runs it (as a process or in-process), layered
 //! configuration, the watch cache's start and stop, tracing, graceful
 //! shutdown, gRPC serving with health and reflection, leadership loops and
-//! terms, the service names, the `/metrics` admin listener, and the
+//! terms, the service names, the `/metrics` admin listener, mutual TLS with roles, and the
 //! mapping of errors to gRPC statuses.
 
 pub mod cache;
@@ -17,6 +17,7 @@ pub mod status;
 pub mod store;
 pub mod telemetry;
 pub mod term;
+pub mod tls;
 pub mod trace;
 
 /// Pauses between attempts, for the services' retry loops.

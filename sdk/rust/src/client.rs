@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use caravan_proto::{LeadersRequest, QueryOptions};
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 use tonic::{Request, Response, Status};
 
 use crate::error::Result;
@@ -48,7 +49,13 @@ pub struct ClientBuilder {
     namespace: String,
     timeout: Duration,
     retry: RetryPolicy,
+    tls: Option<ClientTlsConfig>,
 }
+
+/// The name a Caravan server's certificate carries in the default region
+/// (`caravan tls cert create -server`); TLS clients verify the gateway
+/// against it, whatever address they dial.
+pub const DEFAULT_SERVER_NAME: &str = "server.global.caravan";
 
 impl Default for ClientBuilder {
     fn default() -> Self {
@@ -58,12 +65,14 @@ impl Default for ClientBuilder {
             namespace: DEFAULT_NAMESPACE.into(),
             timeout: DEFAULT_TIMEOUT,
             retry: RetryPolicy::default(),
+            tls: None,
         }
     }
 }
 
 impl ClientBuilder {
-    /// Adds a gateway address (`host:port` or `http://host:port`); calls go
+    /// Adds a gateway address (`host:port`, `http://host:port`, or
+    /// `https://host:port` with [`ClientBuilder::tls`]); calls go
     /// to the one that answered last and move on to the next when it does
     /// not answer. [`DEFAULT_ADDRESS`] when none is given.
     pub fn address(mut self, address: impl Into<String>) -> Self {
@@ -106,6 +115,32 @@ impl ClientBuilder {
         self
     }
 
+    /// Calls the gateways over TLS: `ca` (PEM) signs the gateway's
+    /// certificate, which must name [`DEFAULT_SERVER_NAME`] (see
+    /// [`ClientBuilder::tls_server_name`]); `cert` and `key` (PEM) are this
+    /// client's identity, e.g. from `caravan tls cert create -cli`.
+    pub fn tls(
+        mut self,
+        ca: impl AsRef<[u8]>,
+        cert: impl AsRef<[u8]>,
+        key: impl AsRef<[u8]>,
+    ) -> Self {
+        self.tls = Some(
+            ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(ca))
+                .identity(Identity::from_pem(cert, key))
+                .domain_name(DEFAULT_SERVER_NAME),
+        );
+        self
+    }
+
+    /// The name the gateway's certificate must carry (with [`ClientBuilder::tls`]),
+    /// e.g. `server.europe.caravan` in another region.
+    pub fn tls_server_name(mut self, name: impl Into<String>) -> Self {
+        self.tls = self.tls.map(|tls| tls.domain_name(name));
+        self
+    }
+
     /// The client, without connecting: the first call connects, so a client
     /// may be built before its gateway is up. Must be called inside a Tokio
     /// runtime, which runs the connections.
@@ -120,8 +155,13 @@ impl ClientBuilder {
         } else {
             self.addresses
         };
-        let transport =
-            Transport::new(&addresses, self.token.as_deref(), self.timeout, self.retry)?;
+        let transport = Transport::new(
+            &addresses,
+            self.token.as_deref(),
+            self.timeout,
+            self.retry,
+            self.tls.as_ref(),
+        )?;
         Ok(Client {
             transport: Arc::new(transport),
             namespace: self.namespace,

@@ -60,7 +60,9 @@ mod variables;
 
 pub use acl::Acl;
 pub use allocs::Allocs;
-pub use client::{Client, ClientBuilder, DEFAULT_ADDRESS, DEFAULT_NAMESPACE, DEFAULT_TIMEOUT};
+pub use client::{
+    Client, ClientBuilder, DEFAULT_ADDRESS, DEFAULT_NAMESPACE, DEFAULT_SERVER_NAME, DEFAULT_TIMEOUT,
+};
 pub use deployments::Deployments;
 pub use error::{Error, Result};
 pub use evals::Evals;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Response, Status};
 
 use crate::error::{Error, Result};
@@ -64,6 +64,7 @@ impl Transport {
         token: Option<&str>,
         timeout: Duration,
         retry: RetryPolicy,
+        tls: Option<&ClientTlsConfig>,
     ) -> Result<Transport> {
         if addresses.is_empty() {
             return Err(Error::Config("no api-gateway address given".into()));
@@ -85,7 +86,7 @@ impl Transport {
         let gateways = addresses
             .iter()
             .map(|address| {
-                let channel = lazy_channel(address)?;
+                let channel = lazy_channel(address, tls)?;
                 Ok(Gateway {
                     address: address.clone(),
                     channel: InterceptedService::new(channel, TokenHeader(header.clone())),
@@ -183,23 +184,29 @@ fn retry_at_least_once(mut retry: RetryPolicy) -> RetryPolicy {
 }
 
 /// A channel to `address` that connects on first use (and reconnects after
-/// a failure), so a client can be built before its gateway is up.
-fn lazy_channel(address: &str) -> Result<Channel> {
-    let uri = if address.contains("://") {
-        address.to_string()
-    } else {
-        format!("http://{address}")
-    };
-    if uri.starts_with("https://") {
-        return Err(Error::InvalidAddress {
-            address: address.to_string(),
-            reason: "TLS is not supported by this client yet".into(),
-        });
-    }
-    let endpoint = Endpoint::from_shared(uri).map_err(|e| Error::InvalidAddress {
+/// a failure), so a client can be built before its gateway is up; over TLS
+/// when `tls` is given, whatever scheme the address names.
+fn lazy_channel(address: &str, tls: Option<&ClientTlsConfig>) -> Result<Channel> {
+    let invalid = |reason: String| Error::InvalidAddress {
         address: address.to_string(),
-        reason: e.to_string(),
-    })?;
+        reason,
+    };
+    let authority = address.split_once("://").map_or(address, |(_, rest)| rest);
+    let uri = match (tls, address.starts_with("https://")) {
+        (Some(_), _) => format!("https://{authority}"),
+        (None, true) => {
+            return Err(invalid(
+                "an https:// address needs the client's TLS files (ClientBuilder::tls)".into(),
+            ));
+        }
+        (None, false) => format!("http://{authority}"),
+    };
+    let mut endpoint = Endpoint::from_shared(uri).map_err(|e| invalid(e.to_string()))?;
+    if let Some(tls) = tls {
+        endpoint = endpoint
+            .tls_config(tls.clone())
+            .map_err(|e| invalid(format!("TLS: {e}")))?;
+    }
     Ok(endpoint
         .connect_timeout(Duration::from_secs(3))
         .tcp_nodelay(true)
@@ -229,21 +236,54 @@ mod tests {
             initial_backoff: Duration::from_millis(10),
             max_backoff: Duration::from_millis(10),
         };
-        Transport::new(addresses, Some("s3cret"), Duration::from_secs(5), retry).expect("transport")
+        Transport::new(
+            addresses,
+            Some("s3cret"),
+            Duration::from_secs(5),
+            retry,
+            None,
+        )
+        .expect("transport")
     }
 
     #[test]
     fn a_client_needs_a_runtime() {
         let a = vec!["127.0.0.1:1".to_string()];
-        let t = Transport::new(&a, None, Duration::from_secs(1), RetryPolicy::default());
+        let t = Transport::new(
+            &a,
+            None,
+            Duration::from_secs(1),
+            RetryPolicy::default(),
+            None,
+        );
         assert!(matches!(t, Err(Error::Config(_))));
+    }
+
+    #[tokio::test]
+    async fn tls_files_that_do_not_parse_are_refused_up_front() {
+        let built = crate::Client::builder()
+            .address("https://127.0.0.1:1")
+            .tls(b"not a CA", b"not a certificate", b"not a key")
+            .build();
+        match built {
+            Err(Error::InvalidAddress { reason, .. }) => {
+                assert!(reason.starts_with("TLS: "), "{reason}");
+            }
+            other => panic!("built with junk TLS files: {other:?}"),
+        }
     }
 
     #[tokio::test]
     async fn bad_addresses_and_tokens_are_refused_up_front() {
         let cfg = |a: &[&str], token| {
             let a: Vec<String> = a.iter().map(|s| s.to_string()).collect();
-            Transport::new(&a, token, Duration::from_secs(1), RetryPolicy::default())
+            Transport::new(
+                &a,
+                token,
+                Duration::from_secs(1),
+                RetryPolicy::default(),
+                None,
+            )
         };
         assert!(matches!(cfg(&[], None), Err(Error::Config(_))));
         assert!(matches!(

@@ -10,7 +10,8 @@ use caravan_proto::{
     ListAllocFilesResponse, Node, NodeStatus, ReadAllocFileRequest, RestartAllocRequest,
     SignalAllocRequest,
 };
-use caravan_runtime::grpc::{channel, propagate_trace};
+use caravan_runtime::grpc::{channel_to, propagate_trace};
+use caravan_runtime::tls::Role;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
@@ -32,7 +33,7 @@ pub(crate) fn dial(node: &Node) -> Result<NodeClient> {
             node.id
         )));
     }
-    let ch = channel(&node.http_addr).map_err(|e| {
+    let ch = channel_to(&node.http_addr, Role::Client).map_err(|e| {
         GatewayError::Unavailable(format!(
             "client node {} at {}: {e}",
             node.id, node.http_addr

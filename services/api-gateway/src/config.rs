@@ -64,6 +64,8 @@ pub struct GatewayConfig {
     pub store: StoreConfig,
     /// Logs and traces.
     pub telemetry: TelemetryConfig,
+    /// Mutual TLS on every gRPC hop (`[tls]`).
+    pub tls: caravan_runtime::tls::TlsConfig,
 }
 
 impl Default for GatewayConfig {
@@ -88,6 +90,7 @@ impl Default for GatewayConfig {
             acl: crate::acl::AclConfig::default(),
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),
+            tls: caravan_runtime::tls::TlsConfig::default(),
         }
     }
 }

@@ -23,6 +23,17 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 type Result<T> = std::result::Result<T, CliError>;
 
+/// The files a CLI calling a TLS gateway presents and trusts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The CA that signed the gateway's certificate.
+    pub ca_cert: std::path::PathBuf,
+    /// This CLI's certificate (`caravan tls cert create -cli`).
+    pub client_cert: std::path::PathBuf,
+    /// Its key.
+    pub client_key: std::path::PathBuf,
+}
+
 /// A client of one api-gateway, in one namespace, with one token.
 #[derive(Debug, Clone)]
 pub struct Api {
@@ -44,11 +55,46 @@ impl Api {
         Api::with(&self.address, &namespace, token)
     }
 
-    fn with(address: &str, namespace: &str, token: Option<&str>) -> Result<Api> {
+    /// A client of the gateway at `address` sending `token`, over TLS with
+    /// `tls`'s files when given.
+    pub fn with_tls(
+        address: &str,
+        namespace: &str,
+        token: Option<&str>,
+        tls: Option<&TlsFiles>,
+    ) -> Result<Api> {
         let mut builder = Client::builder()
             .address(address)
             .namespace(namespace)
             .timeout(CALL_TIMEOUT);
+        if let Some(tls) = tls {
+            let read = |flag: &str, path: &std::path::Path| {
+                std::fs::read(path).map_err(|e| {
+                    CliError::Usage(format!("Error reading -{flag} {}: {e}", path.display()))
+                })
+            };
+            builder = builder.tls(
+                read("ca-cert", &tls.ca_cert)?,
+                read("client-cert", &tls.client_cert)?,
+                read("client-key", &tls.client_key)?,
+            );
+        }
+        Api::finish(builder, address, token)
+    }
+
+    fn with(address: &str, namespace: &str, token: Option<&str>) -> Result<Api> {
+        let builder = Client::builder()
+            .address(address)
+            .namespace(namespace)
+            .timeout(CALL_TIMEOUT);
+        Api::finish(builder, address, token)
+    }
+
+    fn finish(
+        mut builder: caravan_client::ClientBuilder,
+        address: &str,
+        token: Option<&str>,
+    ) -> Result<Api> {
         if let Some(token) = token {
             builder = builder.token(token);
         }

@@ -30,6 +30,17 @@ pub struct Cli {
     /// too when this and `CARAVAN_TOKEN` are unset).
     #[arg(long, global = true, env = "CARAVAN_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// The CA certificate that signed the gateway's (TLS; `NOMAD_CACERT`
+    /// is read too).
+    #[arg(long = "ca-cert", global = true, env = "CARAVAN_CACERT")]
+    pub ca_cert: Option<PathBuf>,
+    /// This CLI's certificate (`caravan tls cert create -cli`;
+    /// `NOMAD_CLIENT_CERT` is read too).
+    #[arg(long = "client-cert", global = true, env = "CARAVAN_CLIENT_CERT")]
+    pub client_cert: Option<PathBuf>,
+    /// Its private key (`NOMAD_CLIENT_KEY` is read too).
+    #[arg(long = "client-key", global = true, env = "CARAVAN_CLIENT_KEY")]
+    pub client_key: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -71,6 +82,9 @@ pub enum Command {
     },
     /// Run every service and one client node in this process (development).
     Dev(DevArgs),
+    /// Make the agent CA and the certificates of servers, clients and the CLI.
+    #[command(subcommand)]
+    Tls(crate::commands::tls::TlsCommand),
 }
 
 /// `caravan job …`.

@@ -81,6 +81,8 @@ pub struct ClientConfig {
     pub task_supervisor: PathBuf,
     /// Logging and tracing.
     pub telemetry: TelemetryConfig,
+    /// Mutual TLS on every gRPC hop (`[tls]`).
+    pub tls: caravan_runtime::tls::TlsConfig,
 }
 
 /// Resources a node keeps for itself.
@@ -154,6 +156,7 @@ impl Default for ClientConfig {
             max_log_follows: 64,
             task_supervisor: PathBuf::new(),
             telemetry: TelemetryConfig::default(),
+            tls: caravan_runtime::tls::TlsConfig::default(),
         }
     }
 }

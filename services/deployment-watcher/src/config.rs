@@ -34,6 +34,8 @@ pub struct DeploymentWatcherConfig {
     pub store: StoreConfig,
     /// Logging and tracing.
     pub telemetry: TelemetryConfig,
+    /// Mutual TLS on every gRPC hop (`[tls]`).
+    pub tls: caravan_runtime::tls::TlsConfig,
 }
 
 impl Default for DeploymentWatcherConfig {
@@ -47,6 +49,7 @@ impl Default for DeploymentWatcherConfig {
             write_attempts: 5,
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),
+            tls: caravan_runtime::tls::TlsConfig::default(),
         }
     }
 }

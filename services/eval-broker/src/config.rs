@@ -66,6 +66,8 @@ pub struct EvalBrokerConfig {
     pub store: StoreConfig,
     /// Logging and tracing.
     pub telemetry: TelemetryConfig,
+    /// Mutual TLS on every gRPC hop (`[tls]`).
+    pub tls: caravan_runtime::tls::TlsConfig,
 }
 
 impl Default for EvalBrokerConfig {
@@ -91,6 +93,7 @@ impl Default for EvalBrokerConfig {
             gc: GcConfig::default(),
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),
+            tls: caravan_runtime::tls::TlsConfig::default(),
         }
     }
 }

@@ -48,6 +48,8 @@ pub struct PlanApplierConfig {
     pub store: StoreConfig,
     /// Logs and traces.
     pub telemetry: TelemetryConfig,
+    /// Mutual TLS on every gRPC hop (`[tls]`).
+    pub tls: caravan_runtime::tls::TlsConfig,
 }
 
 impl Default for PlanApplierConfig {
@@ -66,6 +68,7 @@ impl Default for PlanApplierConfig {
             max_in_flight_commits: 16,
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),
+            tls: caravan_runtime::tls::TlsConfig::default(),
         }
     }
 }

@@ -52,6 +52,8 @@ pub struct SchedulerWorkerConfig {
     pub store: StoreConfig,
     /// Logs and traces.
     pub telemetry: TelemetryConfig,
+    /// Mutual TLS on every gRPC hop (`[tls]`).
+    pub tls: caravan_runtime::tls::TlsConfig,
 }
 
 impl Default for SchedulerWorkerConfig {
@@ -73,6 +75,7 @@ impl Default for SchedulerWorkerConfig {
             paused: false,
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),
+            tls: caravan_runtime::tls::TlsConfig::default(),
         }
     }
 }

@@ -6,11 +6,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::grpc::Router;
 use anyhow::Context as _;
 use caravan_state::Informer;
 use caravan_store::{Leadership, Store, election_name};
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::Router;
 
 use super::Serving;
 use crate::leader::{Candidate, serve_and_lead};

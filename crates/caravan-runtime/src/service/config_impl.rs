@@ -3,7 +3,7 @@
 
 /// Implements [`ServiceConfig`](crate::service::ServiceConfig) for a
 /// configuration struct with the standard keys `grpc_addr`,
-/// `advertise_addr`, `metrics_addr` and `[telemetry]`; with `, store` also
+/// `advertise_addr`, `metrics_addr`, `[telemetry]` and `[tls]`; with `, store` also
 /// [`StoreSection`](crate::service::StoreSection) for its `[store]`. Items
 /// after `;` (`LIST_KEYS`, `validate`, …) go into the `ServiceConfig` impl.
 ///
@@ -29,6 +29,10 @@ macro_rules! service_config {
 
             fn telemetry(&self) -> &$crate::telemetry::TelemetryConfig {
                 &self.telemetry
+            }
+
+            fn tls(&self) -> &$crate::tls::TlsConfig {
+                &self.tls
             }
 
             fn grpc_addr(&self) -> &str {

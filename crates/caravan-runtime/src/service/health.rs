@@ -76,15 +76,16 @@ pub(super) fn probe(name: &str, addr: &str, args: &HealthArgs) -> ExitCode {
 }
 
 async fn check(addr: &str, service: &str, timeout: Duration) -> anyhow::Result<ServingStatus> {
-    let uri = if addr.contains("://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
-    };
-    let endpoint = Endpoint::from_shared(uri)
+    let tls = crate::tls::current();
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let authority = addr.split_once("://").map_or(addr, |(_, rest)| rest);
+    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{authority}"))
         .map_err(|err| anyhow::anyhow!("not an address: {err}"))?
         .connect_timeout(timeout)
         .timeout(timeout);
+    if let Some(tls) = tls {
+        endpoint = endpoint.tls_config(tls.client_config(crate::tls::Role::Server))?;
+    }
     let asked = async {
         let channel = endpoint.connect().await?;
         let reply = HealthClient::new(channel)

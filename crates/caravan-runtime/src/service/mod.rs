@@ -18,13 +18,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::grpc::Router;
 use caravan_store::Store;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::Router;
 
 pub use cached_leader::{Lead, LeaderParts, serve_cached_leader};
 pub use health::HealthArgs;
@@ -68,6 +68,8 @@ pub trait ServiceConfig: Serialize + DeserializeOwned + Default + Send + Sync + 
     const LIST_KEYS: &'static [&'static str] = &[];
     /// The `[telemetry]` section.
     fn telemetry(&self) -> &TelemetryConfig;
+    /// The `[tls]` section.
+    fn tls(&self) -> &crate::tls::TlsConfig;
     /// The gRPC listen address (`grpc_addr`); port 0 picks a free port.
     fn grpc_addr(&self) -> &str;
     /// The address to name this replica by (`advertise_addr`); empty means

@@ -62,6 +62,10 @@ pub fn main_with<S: Service>(service: S, args: ServiceArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(err) = crate::tls::install(config.tls()) {
+        eprintln!("{name}: {err:#}");
+        return ExitCode::from(2);
+    }
     if let Some(ServiceCommand::Health(probe)) = &args.command {
         return match health::probe_addr(probe, config.grpc_addr()) {
             Ok(addr) => health::probe(name, &addr, probe),

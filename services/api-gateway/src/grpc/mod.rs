@@ -21,7 +21,7 @@ use caravan_proto::node_service_server::{self, NodeServiceServer};
 use caravan_proto::status_service_server::{self, StatusServiceServer};
 use caravan_proto::system_service_server::{self, SystemServiceServer};
 use caravan_proto::variable_service_server::{self, VariableServiceServer};
-use tonic::transport::server::Router;
+use caravan_runtime::grpc::Router;
 
 use acl::AclApi;
 use acl_guard::Guarded;

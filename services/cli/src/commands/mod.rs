@@ -10,6 +10,7 @@ mod eval;
 mod job;
 mod node;
 mod periodic;
+pub mod tls;
 mod var;
 mod versions;
 
@@ -23,13 +24,19 @@ pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
     if let Command::Dev(args) = cli.command {
         return crate::dev::run(args, ui).await;
     }
+    if let Command::Tls(cmd) = cli.command {
+        let dir = std::env::current_dir()
+            .map_err(|e| CliError::Usage(format!("Error: the current directory: {e}")))?;
+        return tls::dispatch(&dir, ui, cmd);
+    }
     // Nomad's NOMAD_TOKEN is honoured when neither -token nor
     // CARAVAN_TOKEN is set.
     let token = cli
         .token
         .clone()
         .or_else(|| std::env::var("NOMAD_TOKEN").ok());
-    let api = Api::new(&cli.address, &cli.namespace)?.with_token(token.as_deref())?;
+    let tls = tls_files(&cli)?;
+    let api = Api::with_tls(&cli.address, &cli.namespace, token.as_deref(), tls.as_ref())?;
     match cli.command {
         Command::Job(cmd) => job::dispatch(&api, ui, cmd).await,
         Command::Alloc(cmd) => alloc::dispatch(&api, ui, cmd).await,
@@ -45,7 +52,32 @@ pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
         }
         Command::Status { id: None } => job::list(&api, ui).await,
         Command::Status { id: Some(id) } => status(&api, ui, &id).await,
-        Command::Dev(_) => Ok(0),
+        Command::Dev(_) | Command::Tls(_) => Ok(0),
+    }
+}
+
+/// The TLS files from the flags, else `CARAVAN_*`, else Nomad's `NOMAD_*`
+/// variables; none when no file is named; all three when one is.
+fn tls_files(cli: &Cli) -> Result<Option<crate::api::TlsFiles>, CliError> {
+    let pick = |flag: &Option<std::path::PathBuf>, nomad: &str| {
+        flag.clone()
+            .or_else(|| std::env::var_os(nomad).map(std::path::PathBuf::from))
+    };
+    let ca = pick(&cli.ca_cert, "NOMAD_CACERT");
+    let cert = pick(&cli.client_cert, "NOMAD_CLIENT_CERT");
+    let key = pick(&cli.client_key, "NOMAD_CLIENT_KEY");
+    match (ca, cert, key) {
+        (None, None, None) => Ok(None),
+        (Some(ca_cert), Some(client_cert), Some(client_key)) => Ok(Some(crate::api::TlsFiles {
+            ca_cert,
+            client_cert,
+            client_key,
+        })),
+        _ => Err(CliError::Usage(
+            "TLS needs all of -ca-cert, -client-cert and -client-key (or CARAVAN_CACERT, \
+             CARAVAN_CLIENT_CERT and CARAVAN_CLIENT_KEY)"
+                .into(),
+        )),
     }
 }
 

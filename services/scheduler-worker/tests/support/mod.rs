@@ -18,7 +18,7 @@ pub use caravan_testkit::fake_broker::{BrokerLog, FakeBroker, start as start_bro
 
 /// Serves a gRPC router on a free port; returns its address.
 pub async fn serve_router(
-    router: tonic::transport::server::Router,
+    router: caravan_runtime::grpc::Router,
     stop: CancellationToken,
 ) -> String {
     let (listener, addr) = caravan_runtime::grpc::bind("127.0.0.1:0").await.unwrap();
