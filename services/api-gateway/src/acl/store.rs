@@ -231,6 +231,26 @@ impl Caller {
     pub fn is_management(&self) -> bool {
         self.acl.is_management()
     }
+
+    /// Whether the caller's token holds the policy `name`.
+    pub fn holds_policy(&self, name: &str) -> bool {
+        self.token
+            .as_ref()
+            .is_some_and(|t| t.stored.policies.iter().any(|p| p == name))
+    }
+
+    /// Whether the caller's token is the one with `accessor`.
+    pub fn owns(&self, accessor: &str) -> bool {
+        self.token
+            .as_ref()
+            .is_some_and(|t| t.stored.accessor_id == accessor)
+    }
+
+    /// Whether the caller may read the policy `name`: management, or a
+    /// token holding it.
+    pub fn may_read_policy(&self, name: &str) -> bool {
+        self.is_management() || self.holds_policy(name)
+    }
 }
 
 /// Why a token does not resolve.

@@ -74,6 +74,18 @@ impl Presented {
 /// whose cached copy refuses the secret (it may lag a purge and a new
 /// registration), is read from the store.
 pub async fn authenticate(gw: &Gateway, node_id: &str, secret: &str) -> Result<Arc<Node>> {
+    authenticate_read(gw, node_id, secret)
+        .await
+        .map(|(node, _)| node)
+}
+
+/// [`authenticate`], also saying whether the node was read from the store
+/// (so a caller needing the store's copy need not read it again).
+pub async fn authenticate_read(
+    gw: &Gateway,
+    node_id: &str,
+    secret: &str,
+) -> Result<(Arc<Node>, bool)> {
     if node_id.is_empty() {
         return Err(GatewayError::field("node_id", "missing node ID"));
     }
@@ -81,7 +93,7 @@ pub async fn authenticate(gw: &Gateway, node_id: &str, secret: &str) -> Result<A
     if let Some(cached) = gw.cache.snapshot().node(node_id)
         && presented.verify(cached).is_ok()
     {
-        return Ok(Arc::clone(cached));
+        return Ok((Arc::clone(cached), false));
     }
     let stored: Option<Node> = gw.read(&gw.keys.node(node_id)).await?;
     let Some(node) = stored else {
@@ -90,7 +102,7 @@ pub async fn authenticate(gw: &Gateway, node_id: &str, secret: &str) -> Result<A
         )));
     };
     presented.verify(&node)?;
-    Ok(Arc::new(node))
+    Ok((Arc::new(node), true))
 }
 
 /// `node` as the public APIs show it: without its secret's hash.

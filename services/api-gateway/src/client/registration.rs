@@ -230,20 +230,26 @@ async fn revoke(gw: &Gateway, lease: LeaseId) {
 /// expired lease, or a node marked down); PERMISSION_DENIED, that the caller
 /// is not the node.
 pub async fn heartbeat(gw: &Gateway, node_id: &str, secret: &str) -> Result<Duration> {
-    let known = super::identity::authenticate(gw, node_id, secret).await?;
+    let (known, from_store) = super::identity::authenticate_read(gw, node_id, secret).await?;
     if known.status() == NodeStatus::Ready
         && let Some(ttl) = keep_alive(gw, known.heartbeat_lease_id).await?
     {
         return Ok(ttl);
     }
-    // The cache may lag a re-registration: ask the store before giving up.
-    let stored: Option<Node> = gw.read(&gw.keys.node(node_id)).await?;
-    let Some(node) = stored else {
-        return Err(GatewayError::NotFound(format!(
-            "node not registered: {node_id}"
-        )));
+    // The cache may lag a re-registration: ask the store before giving up
+    // (unless the node just came from there).
+    let node = if from_store {
+        known
+    } else {
+        let stored: Option<Node> = gw.read(&gw.keys.node(node_id)).await?;
+        let Some(node) = stored else {
+            return Err(GatewayError::NotFound(format!(
+                "node not registered: {node_id}"
+            )));
+        };
+        Presented::new(secret)?.verify(&node)?;
+        std::sync::Arc::new(node)
     };
-    Presented::new(secret)?.verify(&node)?;
     if node.status() != NodeStatus::Ready {
         return Err(GatewayError::NotFound(format!(
             "node {node_id} is {}; register again",

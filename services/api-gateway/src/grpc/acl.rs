@@ -92,15 +92,10 @@ impl AclService for AclApi {
     ) -> Result<Response<ListAclPoliciesResponse>, Status> {
         let cache = self.cache()?;
         let caller = caller(&request)?;
-        let held = caller
-            .token
-            .as_ref()
-            .map(|t| t.stored.policies.clone())
-            .unwrap_or_default();
         let policies = cache
             .policies()
             .iter()
-            .filter(|p| caller.is_management() || held.contains(&p.stored.name))
+            .filter(|p| caller.may_read_policy(&p.stored.name))
             .map(|p| policy(p, false))
             .collect();
         Ok(Response::new(ListAclPoliciesResponse {
@@ -116,11 +111,7 @@ impl AclService for AclApi {
         let cache = self.cache()?;
         let caller = caller(&request)?;
         let name = request.into_inner().name;
-        let holds = caller
-            .token
-            .as_ref()
-            .is_some_and(|t| t.stored.policies.contains(&name));
-        if !caller.is_management() && !holds {
+        if !caller.may_read_policy(&name) {
             return Err(Status::permission_denied("Permission denied"));
         }
         let found = cache
@@ -181,10 +172,7 @@ impl AclService for AclApi {
         let cache = self.cache()?;
         let caller = caller(&request)?;
         let accessor = request.into_inner().accessor_id;
-        let own = caller
-            .token
-            .as_ref()
-            .is_some_and(|t| t.stored.accessor_id == accessor);
+        let own = caller.owns(&accessor);
         if !caller.is_management() && !own {
             return Err(Status::permission_denied("Permission denied"));
         }

@@ -18,7 +18,9 @@ use crate::acl::store::{
 };
 use crate::error::GatewayError;
 use crate::http::render::{index, time};
-use crate::http::{ApiError, ApiResult, Http, decode, with_index};
+use crate::http::{
+    ApiError, ApiResult, Http, body_field, bool_field, decode, text_field, with_index,
+};
 
 fn cache(http: &Http) -> Result<&Arc<AclCache>, ApiError> {
     http.gw.acl.as_ref().ok_or_else(|| {
@@ -99,28 +101,12 @@ fn written_json(w: &TokenWritten) -> Value {
     token_json(&w.token, w.secret.as_deref())
 }
 
-/// A body field by name, matched case-insensitively as Go's JSON decoder
-/// matches struct fields.
-fn field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
-    obj.get(name).or_else(|| {
-        obj.iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
-    })
-}
-
-fn string_field(obj: &Map<String, Value>, name: &str) -> Result<String, ApiError> {
-    match field(obj, name) {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(_) => Err(ApiError::field(name, "must be a string")),
-    }
-}
-
-fn object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
-    match decode::<Value>(body)? {
-        Value::Object(obj) => Ok(obj),
-        _ => Err(ApiError::field("body", "must be a JSON object")),
+fn object(body: &[u8]) -> Result<Value, ApiError> {
+    let value = decode::<Value>(body)?;
+    if value.is_object() {
+        Ok(value)
+    } else {
+        Err(ApiError::field("body", "must be a JSON object"))
     }
 }
 
@@ -136,15 +122,10 @@ async fn bootstrap(State(http): State<Http>) -> ApiResult {
 async fn list_policies(State(http): State<Http>, c: Option<Extension<Caller>>) -> ApiResult {
     let cache = cache(&http)?;
     let caller = caller(c)?;
-    let held = caller
-        .token
-        .as_ref()
-        .map(|t| t.stored.policies.clone())
-        .unwrap_or_default();
     let list: Vec<Value> = cache
         .policies()
         .iter()
-        .filter(|p| caller.is_management() || held.contains(&p.stored.name))
+        .filter(|p| caller.may_read_policy(&p.stored.name))
         .map(|p| policy_stub(p))
         .collect();
     Ok(with_index(index(cache.revision()), Value::Array(list)))
@@ -158,11 +139,7 @@ async fn get_policy(
 ) -> ApiResult {
     let cache = cache(&http)?;
     let caller = caller(c)?;
-    let holds = caller
-        .token
-        .as_ref()
-        .is_some_and(|t| t.stored.policies.contains(&name));
-    if !caller.is_management() && !holds {
+    if !caller.may_read_policy(&name) {
         return Err(denied());
     }
     let policy = cache
@@ -176,7 +153,7 @@ async fn get_policy(
 async fn put_policy(State(http): State<Http>, Path(name): Path<String>, body: Bytes) -> ApiResult {
     let cache = cache(&http)?;
     let obj = object(&body)?;
-    let body_name = string_field(&obj, "Name")?;
+    let body_name = text_field(&obj, "Name")?;
     if !body_name.is_empty() && body_name != name {
         return Err(ApiError::from(GatewayError::FailedPrecondition(
             "ACL policy name does not match request path".into(),
@@ -184,8 +161,8 @@ async fn put_policy(State(http): State<Http>, Path(name): Path<String>, body: By
     }
     let stored = StoredPolicy {
         name,
-        description: string_field(&obj, "Description")?,
-        rules: string_field(&obj, "Rules")?,
+        description: text_field(&obj, "Description")?,
+        rules: text_field(&obj, "Rules")?,
     };
     let revision =
         store::upsert_policy(http.gw.store.as_ref(), &http.gw.keys, cache, stored).await?;
@@ -211,8 +188,8 @@ async fn list_tokens(State(http): State<Http>) -> ApiResult {
     Ok(with_index(index(cache.revision()), Value::Array(list)))
 }
 
-fn token_request(obj: &Map<String, Value>) -> Result<TokenRequest, ApiError> {
-    let policies = match field(obj, "Policies") {
+fn token_request(obj: &Value) -> Result<TokenRequest, ApiError> {
+    let policies = match body_field(obj, "Policies") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(items)) => items
             .iter()
@@ -224,15 +201,11 @@ fn token_request(obj: &Map<String, Value>) -> Result<TokenRequest, ApiError> {
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(ApiError::field("Policies", "must be a list of strings")),
     };
-    let global = match field(obj, "Global") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(ApiError::field("Global", "must be a boolean")),
-    };
+    let global = bool_field(obj, "Global")?;
     Ok(TokenRequest {
-        accessor_id: string_field(obj, "AccessorID")?,
-        name: string_field(obj, "Name")?,
-        token_type: string_field(obj, "Type")?,
+        accessor_id: text_field(obj, "AccessorID")?,
+        name: text_field(obj, "Name")?,
+        token_type: text_field(obj, "Type")?,
         policies,
         global,
     })
@@ -287,10 +260,7 @@ async fn get_token(
 ) -> ApiResult {
     let cache = cache(&http)?;
     let caller = caller(c)?;
-    let own = caller
-        .token
-        .as_ref()
-        .is_some_and(|t| t.stored.accessor_id == accessor);
+    let own = caller.owns(&accessor);
     if !caller.is_management() && !own {
         return Err(denied());
     }

@@ -378,7 +378,6 @@ async fn leader_headers(
     response
 }
 
-/// Decodes a JSON body, answering 400 with the parser's complaint.
 /// A field of a request body read as Nomad's Go decoder reads it: the
 /// exact key, else a key that differs only in case (python-nomad sends
 /// `UnHealthyAllocationIDs`, Nomad reads it as `UnhealthyAllocationIDs`).
@@ -420,6 +419,7 @@ pub(crate) fn bool_field(body: &Value, name: &str) -> Result<bool, ApiError> {
     }
 }
 
+/// Decodes a JSON body, answering 400 with the parser's complaint.
 pub(crate) fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::field("body", "request body is empty"));
