@@ -6,7 +6,7 @@
 use std::io::SeekFrom;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 use caravan_proto::{AllocFileChunk, AllocFileInfo, ReadAllocFileRequest};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
@@ -15,11 +15,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
 use crate::alloc_dir::{allocs_root, check_segment};
+use crate::logs::{CHUNK, FOLLOW_POLL};
 
-/// Largest chunk sent at once, Nomad's stream frame size.
-pub const CHUNK: usize = 64 * 1024;
-/// How often a followed file is checked for growth.
-const FOLLOW_POLL: Duration = Duration::from_millis(200);
 /// Nomad's answer to a path out of the alloc dir.
 const ESCAPES: &str = "Path escapes the alloc directory";
 

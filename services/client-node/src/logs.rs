@@ -18,7 +18,7 @@ use crate::log_rotate::{file_path, indices};
 /// Largest chunk sent at once.
 pub const CHUNK: usize = 64 * 1024;
 /// How often a followed file is checked for growth.
-const FOLLOW_POLL: Duration = Duration::from_millis(200);
+pub(crate) const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
 /// A validated request for one stream of a task's log.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -326,13 +326,7 @@ impl TaskRunner {
                 false
             }
             RestartDecision::Restart { delay, reason } => {
-                let mut ev = event(events::RESTARTING, reason);
-                ev.restart_delay_ns = ns(delay);
-                push_event(&mut self.state, ev);
-                self.state.state = states::PENDING.into();
-                self.state.restarts += 1;
-                self.state.last_restart_unix_ns = now_unix_ns();
-                self.send(None);
+                self.restarting(delay, reason);
                 match self
                     .until(None, tokio::time::sleep_until(Instant::now() + delay))
                     .await
@@ -377,15 +371,21 @@ impl TaskRunner {
         };
         self.driver.release(&self.spec);
         self.terminated(&exit);
-        let mut ev = event(events::RESTARTING, "Task restarting in 0s");
-        ev.restart_delay_ns = 0;
+        self.restarting(Duration::ZERO, "Task restarting in 0s");
+        let _ = reply.send(Ok(()));
+        true
+    }
+
+    /// Records a restart after `delay` (an event, pending, one more restart)
+    /// and reports it.
+    fn restarting(&mut self, delay: Duration, reason: impl Into<String>) {
+        let mut ev = event(events::RESTARTING, reason);
+        ev.restart_delay_ns = ns(delay);
         push_event(&mut self.state, ev);
         self.state.state = states::PENDING.into();
         self.state.restarts += 1;
         self.state.last_restart_unix_ns = now_unix_ns();
         self.send(None);
-        let _ = reply.send(Ok(()));
-        true
     }
 
     async fn stop(&mut self, handle: &Arc<dyn TaskHandle>, req: KillRequest) {

@@ -51,7 +51,7 @@ impl BlockedEvals {
     pub fn count_by_scheduler(&self) -> BTreeMap<String, u64> {
         let mut counts = BTreeMap::new();
         for eval in self.evals.values() {
-            *counts.entry(eval.r#type.clone()).or_default() += 1;
+            crate::queues::count_one(&mut counts, &eval.r#type);
         }
         counts
     }

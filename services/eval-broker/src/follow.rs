@@ -326,6 +326,11 @@ impl Follower {
         let (expired, failed_unblocked, ready) = {
             let mut state = self.term.state.lock();
             let expired = state.queues.expire(now);
+            for eval_id in &expired.timed_out {
+                if let Some((_, scheduler)) = state.delivered_at.remove(eval_id) {
+                    metrics::nacked(&scheduler);
+                }
+            }
             let mut failed_unblocked = Vec::new();
             if now >= self.next_failed_unblock {
                 failed_unblocked = state.blocked.unblock_failed();
@@ -339,9 +344,6 @@ impl Follower {
         };
         for eval_id in &expired.timed_out {
             tracing::info!(eval_id, "nack timeout: the delivery counts as nacked");
-            if let Some((_, scheduler)) = self.term.state.lock().delivered_at.remove(eval_id) {
-                metrics::nacked(&scheduler);
-            }
         }
         if !expired.canceled.is_empty() {
             self.backlog.push_back(Effect::Cancel(

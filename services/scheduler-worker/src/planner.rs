@@ -62,10 +62,13 @@ impl Tally {
         span.record("blocked", self.blocked);
     }
 
-    fn add_plan(&mut self, plan: &Plan) {
+    /// Adds `plan`; returns its placements.
+    fn add_plan(&mut self, plan: &Plan) -> u64 {
+        let placements = count(&plan.node_allocation);
         self.plans += 1;
-        self.placements += count(&plan.node_allocation);
+        self.placements += placements;
         self.preemptions += count(&plan.node_preemptions);
+        placements
     }
 }
 
@@ -161,12 +164,9 @@ impl Planner for WorkerPlanner {
 
     fn submit_plan(&mut self, mut plan: Plan) -> Result<PlanOutcome<SnapshotState>, PlannerError> {
         plan.eval_token = self.token.clone();
-        self.tally.add_plan(&plan);
-        let span = tracing::info_span!(
-            "plan.submit",
-            placements = count(&plan.node_allocation),
-            stops = count(&plan.node_update),
-        );
+        let placements = self.tally.add_plan(&plan);
+        let span =
+            tracing::info_span!("plan.submit", placements, stops = count(&plan.node_update),);
         let _entered = span.enter();
         // The client's start of each placed alloc joins this trace.
         let context = caravan_runtime::trace::capture();

@@ -49,15 +49,21 @@ pub fn roles_of(cert: &CertificateDer<'_>, region: &str) -> Vec<Role> {
     };
     Role::ALL
         .into_iter()
-        .filter(|role| {
-            DnsName::try_from(role.dns_name(region))
-                .map(|name| {
-                    cert.verify_is_valid_for_subject_name(&ServerName::DnsName(name))
-                        .is_ok()
-                })
-                .unwrap_or(false)
-        })
+        .filter(|role| names_role(&cert, *role, region))
         .collect()
+}
+
+/// Whether `cert` names one of `roles` in `region`; stops at the first.
+fn holds_any(cert: &CertificateDer<'_>, roles: &[Role], region: &str) -> bool {
+    EndEntityCert::try_from(cert)
+        .is_ok_and(|cert| roles.iter().any(|role| names_role(&cert, *role, region)))
+}
+
+fn names_role(cert: &EndEntityCert<'_>, role: Role, region: &str) -> bool {
+    DnsName::try_from(role.dns_name(region)).is_ok_and(|name| {
+        cert.verify_is_valid_for_subject_name(&ServerName::DnsName(name))
+            .is_ok()
+    })
 }
 
 /// Whether a peer presenting `certs` may call `path` (`/pkg.Service/Method`);
@@ -69,13 +75,12 @@ pub fn check(
 ) -> Result<(), tonic::Status> {
     let service = path.trim_start_matches('/').split('/').next().unwrap_or("");
     let needed = allowed(service);
-    let found = certs
-        .and_then(|c| c.first())
-        .map(|leaf| roles_of(leaf, region))
-        .unwrap_or_default();
-    if found.iter().any(|role| needed.contains(role)) {
+    let leaf = certs.and_then(|c| c.first());
+    if leaf.is_some_and(|leaf| holds_any(leaf, needed, region)) {
         return Ok(());
     }
+    // Only a refusal needs every role the certificate names.
+    let found = leaf.map(|leaf| roles_of(leaf, region)).unwrap_or_default();
     let names = |roles: &[Role]| {
         roles
             .iter()

@@ -20,6 +20,17 @@ mod tests;
 /// A job as the broker serializes it: (namespace, job id).
 pub type JobKey = (String, String);
 
+/// Adds one to `key`'s count, copying the key only the first time it is
+/// counted (the queue stats are refreshed every second under the term lock).
+pub(crate) fn count_one(counts: &mut BTreeMap<String, u64>, key: &str) {
+    match counts.get_mut(key) {
+        Some(n) => *n += 1,
+        None => {
+            counts.insert(key.to_string(), 1);
+        }
+    }
+}
+
 /// The job an eval belongs to.
 pub fn job_key(eval: &Evaluation) -> JobKey {
     (eval.namespace.clone(), eval.job_id.clone())
@@ -617,15 +628,15 @@ impl EvalQueues {
             stats.ready += set.len() as u64;
         }
         for entry in self.entries.values() {
-            let scheduler = || entry.eval.r#type.clone();
+            let scheduler = &entry.eval.r#type;
             match entry.place {
                 Place::Unacked { .. } => {
                     stats.unacked += 1;
-                    *stats.unacked_by_scheduler.entry(scheduler()).or_default() += 1;
+                    count_one(&mut stats.unacked_by_scheduler, scheduler);
                 }
                 Place::Delayed(_) | Place::Backoff(_) => {
                     stats.delayed += 1;
-                    *stats.delayed_by_scheduler.entry(scheduler()).or_default() += 1;
+                    count_one(&mut stats.delayed_by_scheduler, scheduler);
                 }
                 Place::Waiting => stats.pending_by_job += 1,
                 Place::Failing => stats.failing += 1,
