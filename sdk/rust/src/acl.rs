@@ -179,12 +179,12 @@ impl<'a> Acl<'a> {
     pub async fn upsert_token(&self, token: AclToken) -> Result<AclToken> {
         let creates = token.accessor_id.is_empty();
         let req = UpsertAclTokenRequest { token: Some(token) };
-        let call = |ch, r| async move { service(ch).upsert_token(r).await };
-        let resp = if creates {
-            self.client.write_once(req, call).await?
-        } else {
-            self.client.read(req, call).await?
-        };
+        let resp = self
+            .client
+            .write(creates, req, |ch, r| async move {
+                service(ch).upsert_token(r).await
+            })
+            .await?;
         resp.token
             .ok_or_else(|| Error::missing("token", "upserted"))
     }

@@ -315,10 +315,11 @@ impl Client {
             .await
     }
 
-    /// A read that may take `timeout` (a blocking read's wait included).
-    pub(crate) async fn read_within<Req, Resp, F, Fut>(
+    /// A blocking read, which may take its `wait` on top of the call's
+    /// timeout.
+    pub(crate) async fn read_blocking<Req, Resp, F, Fut>(
         &self,
-        timeout: Duration,
+        wait: Duration,
         request: Req,
         call: F,
     ) -> Result<Resp>
@@ -327,9 +328,23 @@ impl Client {
         F: Fn(GrpcChannel, Request<Req>) -> Fut,
         Fut: Future<Output = std::result::Result<Response<Resp>, Status>>,
     {
+        self.read_within(self.transport.timeout() + wait, request, call)
+            .await
+    }
+
+    fn read_within<Req, Resp, F, Fut>(
+        &self,
+        timeout: Duration,
+        request: Req,
+        call: F,
+    ) -> impl Future<Output = Result<Resp>>
+    where
+        Req: Clone,
+        F: Fn(GrpcChannel, Request<Req>) -> Fut,
+        Fut: Future<Output = std::result::Result<Response<Resp>, Status>>,
+    {
         self.transport
             .call(Idempotence::Repeatable, timeout, request, call)
-            .await
     }
 
     /// A write that must not be repeated: sent again only when it certainly
@@ -340,14 +355,30 @@ impl Client {
         F: Fn(GrpcChannel, Request<Req>) -> Fut,
         Fut: Future<Output = std::result::Result<Response<Resp>, Status>>,
     {
-        self.transport
-            .call(Idempotence::Once, self.transport.timeout(), request, call)
-            .await
+        self.write(true, request, call).await
     }
 
-    /// The timeout of one unary call.
-    pub(crate) fn timeout(&self) -> Duration {
-        self.transport.timeout()
+    /// A write sent once when `once` (it creates something, or checks and
+    /// sets), else retried like a read (repeating it changes nothing).
+    pub(crate) async fn write<Req, Resp, F, Fut>(
+        &self,
+        once: bool,
+        request: Req,
+        call: F,
+    ) -> Result<Resp>
+    where
+        Req: Clone,
+        F: Fn(GrpcChannel, Request<Req>) -> Fut,
+        Fut: Future<Output = std::result::Result<Response<Resp>, Status>>,
+    {
+        let idempotence = if once {
+            Idempotence::Once
+        } else {
+            Idempotence::Repeatable
+        };
+        self.transport
+            .call(idempotence, self.transport.timeout(), request, call)
+            .await
     }
 
     /// How calls are retried.

@@ -76,10 +76,9 @@ impl<'a> Deployments<'a> {
             deployment_id: deployment_id.to_string(),
             options: self.client.blocking(min_revision, wait),
         };
-        let timeout = self.client.timeout() + wait;
         let resp = self
             .client
-            .read_within(timeout, req, |ch, r| async move {
+            .read_blocking(wait, req, |ch, r| async move {
                 service(ch).get_deployment(r).await
             })
             .await?;

@@ -65,10 +65,9 @@ impl<'a> Evals<'a> {
             eval_id: eval_id.to_string(),
             options: self.client.blocking(min_revision, wait),
         };
-        let timeout = self.client.timeout() + wait;
         let resp = self
             .client
-            .read_within(timeout, req, |ch, r| async move {
+            .read_blocking(wait, req, |ch, r| async move {
                 service(ch).get_evaluation(r).await
             })
             .await?;

@@ -114,11 +114,11 @@ impl<'a> Variables<'a> {
             items,
             cas,
         };
-        let call = |ch, r| async move { service(ch).put_variable(r).await };
-        match cas {
-            Some(_) => self.client.write_once(req, call).await,
-            None => self.client.read(req, call).await,
-        }
+        self.client
+            .write(cas.is_some(), req, |ch, r| async move {
+                service(ch).put_variable(r).await
+            })
+            .await
     }
 
     /// Deletes a variable; with `cas`, only if its modify revision is `cas`,
@@ -135,10 +135,10 @@ impl<'a> Variables<'a> {
             path: path.to_string(),
             cas,
         };
-        let call = |ch, r| async move { service(ch).delete_variable(r).await };
-        match cas {
-            Some(_) => self.client.write_once(req, call).await,
-            None => self.client.read(req, call).await,
-        }
+        self.client
+            .write(cas.is_some(), req, |ch, r| async move {
+                service(ch).delete_variable(r).await
+            })
+            .await
     }
 }

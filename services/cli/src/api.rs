@@ -45,14 +45,7 @@ impl Api {
     /// A client of the gateway at `address` (`http://host:port` or
     /// `host:port`) reading and writing in `namespace`; connects on first use.
     pub fn new(address: &str, namespace: &str) -> Result<Api> {
-        Api::with(address, namespace, None)
-    }
-
-    /// The same connection sending `token` (an ACL secret) with every call;
-    /// `None` or empty sends none.
-    pub fn with_token(self, token: Option<&str>) -> Result<Api> {
-        let namespace = self.client.namespace().to_string();
-        Api::with(&self.address, &namespace, token)
+        Api::with_tls(address, namespace, None, None)
     }
 
     /// A client of the gateway at `address` sending `token`, over TLS with
@@ -79,14 +72,6 @@ impl Api {
                 read("client-key", &tls.client_key)?,
             );
         }
-        Api::finish(builder, address, token)
-    }
-
-    fn with(address: &str, namespace: &str, token: Option<&str>) -> Result<Api> {
-        let builder = Client::builder()
-            .address(address)
-            .namespace(namespace)
-            .timeout(CALL_TIMEOUT);
         Api::finish(builder, address, token)
     }
 
