@@ -41,11 +41,9 @@ pub fn register() {
     LazyLock::force(&METRICS);
 }
 
-/// The queue now holds `depth` plans.
-pub(crate) fn queue_depth(depth: usize) {
-    METRICS
-        .queue_depth
-        .set(i64::try_from(depth).unwrap_or(i64::MAX));
+/// The gauge of the plans waiting in the queue.
+pub(crate) fn queue_depth_gauge() -> IntGauge {
+    METRICS.queue_depth.clone()
 }
 
 /// Verifying one plan took `took`.

@@ -5,6 +5,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
+use caravan_metrics::IntGauge;
 use caravan_proto::{Plan, PlanResult};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot};
@@ -67,17 +68,37 @@ struct QueueState {
 }
 
 /// Plans waiting for one leadership term of the applier.
-#[derive(Default)]
 pub(crate) struct PlanQueue {
     state: Mutex<QueueState>,
     /// One consumer: a stored permit covers a push made before it waits.
     ready: Notify,
+    /// Where the number of waiting plans is published.
+    depth: IntGauge,
+}
+
+impl Default for PlanQueue {
+    fn default() -> Self {
+        PlanQueue::with_depth_gauge(metrics::queue_depth_gauge())
+    }
 }
 
 impl PlanQueue {
-    /// An open, empty queue.
+    /// An open, empty queue publishing its depth as `caravan_plan_queue_depth`.
     pub(crate) fn new() -> Self {
         PlanQueue::default()
+    }
+
+    /// An open, empty queue publishing its depth to `depth`.
+    fn with_depth_gauge(depth: IntGauge) -> Self {
+        PlanQueue {
+            state: Mutex::default(),
+            ready: Notify::new(),
+            depth,
+        }
+    }
+
+    fn publish_depth(&self, depth: usize) {
+        self.depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
     }
 
     /// Queues a plan; the receiver gets its answer. A closed queue (the term
@@ -97,7 +118,7 @@ impl PlanQueue {
                 span: tracing::Span::current(),
                 respond: tx,
             });
-            metrics::queue_depth(state.heap.len());
+            self.publish_depth(state.heap.len());
         }
         self.ready.notify_one();
         Ok(rx)
@@ -112,7 +133,7 @@ impl PlanQueue {
                     return None;
                 }
                 if let Some(p) = state.heap.pop() {
-                    metrics::queue_depth(state.heap.len());
+                    self.publish_depth(state.heap.len());
                     return Some(p);
                 }
             }
@@ -125,6 +146,8 @@ impl PlanQueue {
         let drained: Vec<PendingPlan> = {
             let mut state = self.state.lock();
             state.closed = true;
+            // A replica that is not leader holds no plans: its gauge says so.
+            self.publish_depth(0);
             std::mem::take(&mut state.heap).into_vec()
         };
         for p in drained {
@@ -175,6 +198,21 @@ mod tests {
         assert!(matches!(rx.await.unwrap(), Err(ApplierError::NotCommitted)));
         assert!(q.push(plan("b", 50)).is_err());
         assert!(q.pop().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn the_depth_gauge_follows_the_queue_and_drops_to_zero_when_the_term_ends() {
+        let gauge = IntGauge::new("depth", "plans waiting").unwrap();
+        let q = PlanQueue::with_depth_gauge(gauge.clone());
+        let _a = q.push(plan("a", 50)).unwrap();
+        let _b = q.push(plan("b", 50)).unwrap();
+        assert_eq!(gauge.get(), 2);
+        let _popped = q.pop().await.unwrap();
+        assert_eq!(gauge.get(), 1);
+        // A replica that lost its term holds nothing: its gauge must not
+        // keep reporting the plans it failed back to their submitters.
+        q.close(|| ApplierError::NotCommitted);
+        assert_eq!(gauge.get(), 0);
     }
 
     #[tokio::test]
