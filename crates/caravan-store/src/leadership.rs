@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::error::StoreError;
 use crate::store::Store;
@@ -183,6 +184,15 @@ impl Leadership {
             candidacy.loss.clone(),
             candidacy.stop.clone(),
         )));
+        // While waiting, depose a leader that holds its lease but has gone
+        // silent: the lease alone can outlive a frozen holder (etcd renews
+        // every lease to its full TTL when its own leader changes).
+        let _watchdog = AbortOnDropHandle::new(tokio::spawn(depose_a_silent_leader(
+            store.clone(),
+            election.as_bytes().to_vec(),
+            lease.id,
+            ttl,
+        )));
         let key = tokio::select! {
             won = store.campaign(election.as_bytes(), address.as_bytes(), lease.id) => won?,
             _ = candidacy.loss.token.cancelled() => {
@@ -201,6 +211,14 @@ impl Leadership {
             store.clone(),
             key.key.clone(),
             key.create_revision,
+            candidacy.loss.clone(),
+            candidacy.stop.clone(),
+        )));
+        candidacy.tasks.push(tokio::spawn(mark_alive(
+            store.clone(),
+            key.clone(),
+            address.as_bytes().to_vec(),
+            ttl,
             candidacy.loss.clone(),
             candidacy.stop.clone(),
         )));
@@ -362,6 +380,113 @@ async fn keep_lease_alive(
                 ttl / 2
             ));
             return;
+        }
+    }
+}
+
+/// Rewrites the leader key (same value, same lease) every third of the TTL,
+/// fenced by its create revision, so candidates see a live leader's key
+/// change; a candidate that sees it unchanged for a whole TTL deposes the
+/// leader ([`depose_a_silent_leader`]).
+async fn mark_alive(
+    store: Arc<dyn Store>,
+    key: LeaderKey,
+    value: Vec<u8>,
+    ttl: Duration,
+    loss: LossSignal,
+    stop: CancellationToken,
+) {
+    let token = FencingToken {
+        key: key.key.clone(),
+        revision: key.create_revision,
+    };
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(ttl / 3) => {}
+        }
+        let txn = Txn::new()
+            .when(token.compare())
+            .and_then(Op::put_with_lease(
+                key.key.clone(),
+                value.clone(),
+                key.lease,
+            ));
+        match store.txn(txn).await {
+            Ok(res) if res.succeeded => {}
+            Ok(_) => {
+                loss.fire("the leader key was deleted or replaced");
+                return;
+            }
+            Err(err) => tracing::warn!(%err, "marking the leader key alive failed"),
+        }
+    }
+}
+
+/// What a candidate last saw of the leader's key: which key, its last
+/// write, and when the candidate first saw that write.
+struct LeaderMark {
+    key: Vec<u8>,
+    written: Revision,
+    seen: Instant,
+}
+
+/// Watches the leader of `election` while this candidate (on `own_lease`)
+/// waits, and revokes the leader's lease once its key has gone a whole
+/// `ttl` without the leader's mark ([`mark_alive`], every third of it) in
+/// reads that all succeeded: a frozen leader whose lease outlives it would
+/// otherwise hold the election past its TTL. Any failed read starts the
+/// count again, so a store that this candidate cannot reach either (an
+/// etcd election, a partition) never deposes a leader. A live leader that
+/// is deposed by mistake only loses its term: every leader write is fenced.
+async fn depose_a_silent_leader(
+    store: Arc<dyn Store>,
+    election: Vec<u8>,
+    own_lease: LeaseId,
+    ttl: Duration,
+) {
+    let mut last: Option<LeaderMark> = None;
+    loop {
+        tokio::time::sleep(ttl / 3).await;
+        let leader = match store.leader(&election).await {
+            Ok(Some(leader)) if leader.lease != own_lease => leader,
+            Ok(Some(_)) => return,
+            Ok(None) | Err(_) => {
+                last = None;
+                continue;
+            }
+        };
+        let written = match store.range(Range::key(leader.key.clone())).await {
+            Ok(res) => res.kvs.first().map(|kv| kv.mod_revision),
+            Err(_) => None,
+        };
+        let Some(written) = written else {
+            last = None;
+            continue;
+        };
+        match &last {
+            Some(mark) if mark.key == leader.key && mark.written == written => {
+                if mark.seen.elapsed() < ttl {
+                    continue;
+                }
+                tracing::warn!(
+                    leader = %String::from_utf8_lossy(&leader.value),
+                    silent_for = ?mark.seen.elapsed(),
+                    "the leader holds its lease but has not marked its key; revoking its lease"
+                );
+                match store.lease_revoke(leader.lease).await {
+                    Ok(()) | Err(StoreError::LeaseNotFound(_)) => {}
+                    Err(err) => tracing::warn!(%err, "revoking a silent leader's lease failed"),
+                }
+                last = None;
+            }
+            _ => {
+                last = Some(LeaderMark {
+                    key: leader.key,
+                    written,
+                    seen: Instant::now(),
+                });
+            }
         }
     }
 }

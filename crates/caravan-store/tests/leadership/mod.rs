@@ -31,6 +31,8 @@ macro_rules! leadership_cases {
             dropping_the_handle_gives_up_leadership,
             renewals_keep_leadership_past_ttl,
             waiting_candidate_gives_up_when_its_lease_is_revoked,
+            a_silent_leader_whose_lease_lives_on_is_deposed,
+            a_live_leader_is_not_deposed_by_waiting_candidates,
         );
     };
     (@cases #[$attr:meta] $backend:ident; $($case:ident),* $(,)?) => {
@@ -339,4 +341,60 @@ pub async fn waiting_candidate_gives_up_when_its_lease_is_revoked(
     );
     assert!(!first.is_lost());
     first.resign().await.unwrap();
+}
+
+/// A leader frozen while its lease lives on (etcd renews every lease to its
+/// full TTL when its own leader changes) must not hold the election: a
+/// waiting candidate revokes the lease of a leader that stopped marking its
+/// key.
+pub async fn a_silent_leader_whose_lease_lives_on_is_deposed(
+    store: Arc<dyn Store>,
+    prefix: String,
+) {
+    let name = election(&prefix);
+    let lease = store.lease_grant(2).await.unwrap();
+    let frozen = store
+        .campaign(name.as_bytes(), b"frozen:1", lease.id)
+        .await
+        .unwrap();
+    // The lease is kept alive from outside, as etcd's refresh would; the
+    // frozen holder never marks its key.
+    let renewals = tokio::spawn({
+        let store = store.clone();
+        async move {
+            loop {
+                let _renewed = store.lease_keep_alive(lease.id).await;
+                tokio::time::sleep(TTL / 4).await;
+            }
+        }
+    });
+    let started = tokio::time::Instant::now();
+    let candidate = spawn_candidate(&store, &prefix, "b:1");
+    let second = wins(candidate).await;
+    renewals.abort();
+    assert!(
+        started.elapsed() < TTL * 3,
+        "a silent leader held the election for {:?}",
+        started.elapsed()
+    );
+    assert!(second.token().revision > frozen.create_revision);
+    assert_eq!(store.lease_time_to_live(lease.id).await.unwrap(), None);
+    second.resign().await.unwrap();
+}
+
+/// A leader that keeps marking its key is never deposed, however long a
+/// candidate waits.
+pub async fn a_live_leader_is_not_deposed_by_waiting_candidates(
+    store: Arc<dyn Store>,
+    prefix: String,
+) {
+    let leader = lead(&store, &prefix, "a:1").await;
+    let second = spawn_candidate(&store, &prefix, "b:1");
+    tokio::time::sleep(TTL * 3).await;
+    assert!(!leader.is_lost(), "lost: {:?}", leader.lost_reason());
+    assert!(!second.is_finished(), "the candidate must still wait");
+    let res = leader.fenced_txn(put(&prefix, "still", "1")).await.unwrap();
+    assert!(res.succeeded);
+    leader.resign().await.unwrap();
+    wins(second).await.resign().await.unwrap();
 }
