@@ -291,3 +291,46 @@ async fn an_unknown_user_fails_the_task_naming_the_user() {
     stop(client, shutdown).await;
     stop_fake.cancel();
 }
+
+#[tokio::test]
+async fn a_task_run_as_its_user_that_cannot_start_is_a_driver_failure() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!(
+            "skipped: running a task as another user needs a client running as root, \
+             and this test runs as uid {}",
+            nix::unistd::Uid::effective()
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, stop_fake, client, shutdown, node_id) = in_process_client(dir.path()).await;
+    let mut t = task(
+        "missing",
+        "raw_exec",
+        vec![("command", s("/caravan/no/such/command"))],
+    );
+    t.user = "nobody".into();
+    let alloc_id = run_batch(&fake, &node_id, vec![t], AllocClientStatus::Failed).await;
+    let update = fake.update(&alloc_id).unwrap();
+    let state = &update.task_states["missing"];
+    assert!(state.failed);
+    // As without a user: the start failed, nothing ran and exited 127.
+    let failure = state
+        .events
+        .iter()
+        .find(|e| e.r#type == "Driver Failure")
+        .unwrap_or_else(|| panic!("a driver failure event: {:?}", state.events));
+    assert!(
+        failure.message.contains("/caravan/no/such/command")
+            && failure.message.contains("No such file"),
+        "{}",
+        failure.message
+    );
+    assert!(
+        !state.events.iter().any(|e| e.r#type == "Terminated"),
+        "{:?}",
+        state.events
+    );
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}

@@ -29,7 +29,7 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use super::ExitResult;
-use super::task_user::{Credentials, TASK_EXEC_ARG};
+use super::task_user::{Credentials, ExecReport, TASK_EXEC_ARG};
 use crate::log_rotate::{LogLimits, RotatingLog};
 
 /// The argument that runs the binary as a task supervisor.
@@ -247,22 +247,41 @@ pub fn main(argv: &[OsString]) -> i32 {
     };
     // The task inherits this process's environment: the client gave it the
     // task's, and nothing of its own.
+    // Through the credential switch, a task that cannot be started is known
+    // only from its report pipe: it fails as one started directly would.
+    let mut report = None;
     let mut command = match &args.credentials {
-        None => Command::new(&args.command),
+        None => {
+            let mut c = Command::new(&args.command);
+            c.stdin(Stdio::null());
+            c
+        }
         Some(credentials) => {
+            let (read, write) = match ExecReport::open() {
+                Ok(pipe) => pipe,
+                Err(e) => {
+                    let _ = writeln!(handshake, "error failed to start {:?}: {e}", args.command);
+                    return 1;
+                }
+            };
             let mut c = Command::new(SELF_EXE);
-            c.arg(TASK_EXEC_ARG).arg(credentials).arg(&args.command);
+            c.arg(TASK_EXEC_ARG)
+                .arg(credentials)
+                .arg(&args.command)
+                .stdin(Stdio::from(write));
+            report = Some(read);
             c
         }
     };
     let spawned = command
         .args(&args.args)
-        .stdin(Stdio::null())
         .stdout(output())
         .stderr(output())
         // Its own group, so a stop reaches everything the task started.
         .process_group(0)
         .spawn();
+    // The command holds this process's copy of the report's writing end.
+    drop(command);
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
@@ -270,6 +289,15 @@ pub fn main(argv: &[OsString]) -> i32 {
             return 1;
         }
     };
+    if let Some(read) = report {
+        // Only the switch holds the writing end now: the read ends when it
+        // becomes the task (its copy closes on exec) or reports and exits.
+        if let Some(e) = ExecReport::wait(read) {
+            let _ = child.wait();
+            let _ = writeln!(handshake, "error failed to start {:?}: {e}", args.command);
+            return 1;
+        }
+    }
     let pid = child.id();
     if let Err(e) = record_start(&args.start_file, pid) {
         // Unrecorded, a run could be started twice: it doesn't run at all.

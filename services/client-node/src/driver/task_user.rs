@@ -10,10 +10,13 @@
 //! process group and the supervisor keeps the root it needs for the logs.
 
 use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
 
+use nix::fcntl::OFlag;
 use nix::unistd::{Gid, Uid, User};
 
 use super::DriverError;
@@ -202,24 +205,65 @@ impl Credentials {
     }
 }
 
+/// The pipe through which the credential switch tells the supervisor that
+/// the task could not be started. The switch gets its writing end as its
+/// standard input, keeps a copy that closes on exec, and gives the task
+/// `/dev/null` instead: the supervisor reads either nothing (the task runs)
+/// or the reason (nothing ran).
+pub struct ExecReport;
+
+impl ExecReport {
+    /// The pipe: the supervisor keeps the reading end and hands the writing
+    /// end to the switch as its standard input.
+    pub fn open() -> std::io::Result<(OwnedFd, OwnedFd)> {
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(std::io::Error::from)
+    }
+
+    /// Waits until the switch has become the task (`None`) or said why it
+    /// could not.
+    pub fn wait(read: OwnedFd) -> Option<String> {
+        let mut reason = String::new();
+        match std::fs::File::from(read).read_to_string(&mut reason) {
+            Ok(_) if reason.is_empty() => None,
+            Ok(_) => Some(reason),
+            Err(e) => Some(format!("reading the start report: {e}")),
+        }
+    }
+
+    /// In the switch: a copy of the writing end that closes when the task
+    /// is executed.
+    fn take() -> std::io::Result<std::fs::File> {
+        Ok(std::fs::File::from(
+            std::io::stdin().as_fd().try_clone_to_owned()?,
+        ))
+    }
+}
+
 /// Runs as [`TASK_EXEC_ARG`]: takes on the credentials, then becomes the
 /// task. Returns only on failure, with the exit code (127, as a shell does
-/// for a command it cannot run); the reason goes to stderr, the task's log.
+/// for a command it cannot run); the reason goes to the supervisor through
+/// the report pipe, and to stderr, the task's log.
 pub fn exec_main(argv: &[OsString]) -> i32 {
     let [credentials, command, args @ ..] = argv else {
         eprintln!("usage: {TASK_EXEC_ARG} UID:GID:GROUPS COMMAND [ARG...]");
         return 2;
     };
+    let mut report = match ExecReport::take() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("the start report: {e}");
+            return 2;
+        }
+    };
+    let mut fail = |why: String| {
+        let _ = report.write_all(why.as_bytes());
+        eprintln!("{why}");
+        127
+    };
     let creds = match credentials.to_str().map(Credentials::parse) {
         Some(Ok(c)) => c,
-        Some(Err(e)) => {
-            eprintln!("{e}");
-            return 2;
-        }
-        None => {
-            eprintln!("credentials: not UTF-8: {credentials:?}");
-            return 2;
-        }
+        Some(Err(e)) => return fail(e),
+        None => return fail(format!("credentials: not UTF-8: {credentials:?}")),
     };
     // Groups and gid first: once the uid is dropped they can't be changed.
     let groups: Vec<Gid> = creds.groups.iter().map(|g| Gid::from_raw(*g)).collect();
@@ -234,12 +278,13 @@ pub fn exec_main(argv: &[OsString]) -> i32 {
                 .map_err(|e| format!("setuid {}: {e}", creds.uid))
         });
     if let Err(e) = switched {
-        eprintln!("cannot run the task as uid {}: {e}", creds.uid);
-        return 127;
+        return fail(format!("cannot run the task as uid {}: {e}", creds.uid));
     }
-    let err = Command::new(command).args(args).exec();
-    eprintln!("failed to start {command:?}: {err}");
-    127
+    let err = Command::new(command)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .exec();
+    fail(err.to_string())
 }
 
 #[cfg(test)]
