@@ -31,8 +31,8 @@ pub enum Need {
     /// URL's path (any path of the namespace for `list`).
     Var(&'static str),
     /// Some read in the namespace (any namespace for `*`), of its
-    /// variables, or of nodes; the event stream then carries only what the
-    /// token may read.
+    /// variables, or of nodes; the event stream and search then answer
+    /// only what the token may read.
     AnyRead,
 }
 
@@ -242,11 +242,12 @@ pub const RULES: &[Rule] = &[
         "/v1/scaling/policy/{id}",
         Need::Ns("read-scaling-policy"),
     ),
-    r("GET", "/v1/search", READ_JOB),
-    r("POST", "/v1/search", READ_JOB),
-    r("PUT", "/v1/search", READ_JOB),
-    r("POST", "/v1/search/fuzzy", READ_JOB),
-    r("PUT", "/v1/search/fuzzy", READ_JOB),
+    // Search keeps to what the token may read (see `crate::search`).
+    r("GET", "/v1/search", Need::AnyRead),
+    r("POST", "/v1/search", Need::AnyRead),
+    r("PUT", "/v1/search", Need::AnyRead),
+    r("POST", "/v1/search/fuzzy", Need::AnyRead),
+    r("PUT", "/v1/search/fuzzy", Need::AnyRead),
     r("GET", "/v1/operator/raft/configuration", Need::OperatorRead),
     r(
         "GET",
