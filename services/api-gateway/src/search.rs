@@ -6,6 +6,13 @@
 //! [`crate::scaling`]). Namespaces are not stored objects in Caravan: the `namespaces` context
 //! searches the namespaces in use (`default` and every namespace a job is
 //! registered in).
+//!
+//! With ACLs on a search shows only what the token may read, as Nomad's
+//! does: it looks through the contexts the token may read somewhere in the
+//! request's namespace ([`permitted`]; none is a refusal), and in each only
+//! at objects of namespaces where the token reads that context, before any
+//! limit is applied, so `truncations` speak of what the token sees. With
+//! `namespace=*` that is every namespace the token reads.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -13,6 +20,8 @@ use std::sync::Arc;
 use caravan_proto::Job;
 use caravan_state::Snapshot;
 
+use crate::acl::Acl;
+use crate::error::GatewayError;
 use crate::query::{DEFAULT_NAMESPACE, Query};
 
 /// Most prefix matches per context (Nomad's `truncateLimit`).
@@ -88,6 +97,22 @@ impl Context {
         names.join(", ")
     }
 
+    /// Whether `acl` may read this context's objects in `namespace` (in
+    /// some namespace for `*`): Nomad's `filteredSearchContexts`.
+    fn readable(self, acl: &Acl, namespace: &str) -> bool {
+        match self {
+            Context::Allocs | Context::Deployment | Context::Evals | Context::Jobs => {
+                acl.allow_ns_op(namespace, "read-job")
+            }
+            Context::ScalingPolicy => {
+                acl.allow_ns_op(namespace, "read-job")
+                    || acl.allow_ns_op(namespace, "list-scaling-policies")
+            }
+            Context::Namespaces => acl.allow_namespace(namespace),
+            Context::Nodes => acl.allow_node_read(),
+        }
+    }
+
     /// Whether a fuzzy search matches ids by prefix here (objects whose id
     /// is a UUID and that have no name), as Nomad does.
     fn prefix_only(self) -> bool {
@@ -96,6 +121,35 @@ impl Context {
             Context::Evals | Context::Deployment | Context::ScalingPolicy
         )
     }
+}
+
+/// The contexts of `requested` a search in `namespace` looks through:
+/// with ACLs on (`acl`), those the token may read there. None left is
+/// Nomad's refusal: a context named alone that the token may not read, or
+/// a token with no read the search could use.
+pub fn permitted(
+    acl: Option<&Acl>,
+    namespace: &str,
+    requested: Vec<Context>,
+) -> Result<Vec<Context>, GatewayError> {
+    let Some(acl) = acl else {
+        return Ok(requested);
+    };
+    let contexts: Vec<Context> = requested
+        .into_iter()
+        .filter(|c| c.readable(acl, namespace))
+        .collect();
+    if contexts.is_empty() {
+        return Err(GatewayError::PermissionDenied("Permission denied".into()));
+    }
+    Ok(contexts)
+}
+
+/// Whether a search shows an object of `context` in namespace `ns`: one of
+/// the query's namespaces and, with ACLs on, one where the token reads the
+/// context.
+fn shown(query: &Query, acl: Option<&Acl>, context: Context, ns: &str) -> bool {
+    query.matches_namespace(ns) && acl.is_none_or(|acl| context.readable(acl, ns))
 }
 
 /// The result of a prefix search: ids per context (`None` where nothing
@@ -129,44 +183,47 @@ pub struct FuzzyMatches {
     pub truncations: BTreeMap<&'static str, bool>,
 }
 
-/// The namespaces in use: `default` and every job's.
-fn namespaces(snap: &Snapshot) -> BTreeSet<String> {
+/// The namespaces in use (`default` and every job's) that `acl` may see.
+fn namespaces(snap: &Snapshot, acl: Option<&Acl>) -> BTreeSet<String> {
     let mut names: BTreeSet<String> = snap.jobs().map(|j| j.namespace.clone()).collect();
     names.insert(DEFAULT_NAMESPACE.to_string());
+    names.retain(|n| acl.is_none_or(|acl| acl.allow_namespace(n)));
     names
 }
 
-/// Every id of `context` that `query`'s namespace covers, in Nomad's
+/// Every id of `context` the search shows (see [`shown`]), in Nomad's
 /// iteration order (by namespace then id for jobs, by id otherwise).
-fn ids(snap: &Snapshot, query: &Query, context: Context) -> Vec<String> {
+fn ids(snap: &Snapshot, query: &Query, acl: Option<&Acl>, context: Context) -> Vec<String> {
+    let shows = |ns: &str| shown(query, acl, context, ns);
     let mut ids: Vec<String> = match context {
         Context::Jobs => {
-            let mut jobs: Vec<&Arc<Job>> = snap
-                .jobs()
-                .filter(|j| query.matches_namespace(&j.namespace))
-                .collect();
+            let mut jobs: Vec<&Arc<Job>> = snap.jobs().filter(|j| shows(&j.namespace)).collect();
             jobs.sort_by(|a, b| (&a.namespace, &a.id).cmp(&(&b.namespace, &b.id)));
             return jobs.into_iter().map(|j| j.id.clone()).collect();
         }
         Context::Evals => snap
             .evals()
-            .filter(|e| query.matches_namespace(&e.namespace))
+            .filter(|e| shows(&e.namespace))
             .map(|e| e.id.clone())
             .collect(),
         Context::Allocs => snap
             .allocs()
-            .filter(|a| query.matches_namespace(&a.namespace))
+            .filter(|a| shows(&a.namespace))
             .map(|a| a.id.clone())
             .collect(),
         Context::Deployment => snap
             .deployments()
-            .filter(|d| query.matches_namespace(&d.namespace))
+            .filter(|d| shows(&d.namespace))
             .map(|d| d.id.clone())
             .collect(),
-        Context::Nodes => snap.nodes().map(|n| n.id.clone()).collect(),
-        Context::Namespaces => return namespaces(snap).into_iter().collect(),
+        Context::Nodes if acl.is_none_or(Acl::allow_node_read) => {
+            snap.nodes().map(|n| n.id.clone()).collect()
+        }
+        Context::Nodes => Vec::new(),
+        Context::Namespaces => return namespaces(snap, acl).into_iter().collect(),
         Context::ScalingPolicy => crate::scaling::list(snap, query, None, None)
             .into_iter()
+            .filter(|found| shows(&found.job.namespace))
             .map(|found| found.id)
             .collect(),
     };
@@ -182,11 +239,18 @@ fn first_with_prefix(ids: Vec<String>, prefix: &str) -> (Vec<String>, bool) {
     (first, matching.next().is_some())
 }
 
-/// Nomad's prefix search: the ids of each context that start with `prefix`.
-pub fn prefix(snap: &Snapshot, query: &Query, prefix: &str, contexts: &[Context]) -> PrefixMatches {
+/// Nomad's prefix search: the ids of each context that start with
+/// `prefix`, of what `acl` may read (everything without ACLs).
+pub fn prefix(
+    snap: &Snapshot,
+    query: &Query,
+    acl: Option<&Acl>,
+    prefix: &str,
+    contexts: &[Context],
+) -> PrefixMatches {
     let mut out = PrefixMatches::default();
     for &context in contexts {
-        let (found, truncated) = first_with_prefix(ids(snap, query, context), prefix);
+        let (found, truncated) = first_with_prefix(ids(snap, query, acl, context), prefix);
         out.matches
             .insert(context.name(), (!found.is_empty()).then_some(found));
         out.truncations.insert(context.name(), truncated);
@@ -264,10 +328,12 @@ fn job_matches(job: &Job, text: &str) -> Vec<(&'static str, FuzzyMatch)> {
 fn fuzzy_objects(
     snap: &Snapshot,
     query: &Query,
+    acl: Option<&Acl>,
     context: Context,
     text: &str,
     limit: usize,
 ) -> (usize, Vec<Vec<(&'static str, FuzzyMatch)>>) {
+    let shows = |ns: &str| shown(query, acl, context, ns);
     let single = |name: &str, scope: Vec<String>| {
         fuzzy_index(name, text)
             .map(|i| vec![(context.name(), scored(name, i, scope))])
@@ -275,19 +341,13 @@ fn fuzzy_objects(
     };
     match context {
         Context::Jobs => {
-            let mut jobs: Vec<&Arc<Job>> = snap
-                .jobs()
-                .filter(|j| query.matches_namespace(&j.namespace))
-                .collect();
+            let mut jobs: Vec<&Arc<Job>> = snap.jobs().filter(|j| shows(&j.namespace)).collect();
             jobs.sort_by(|a, b| (&a.namespace, &a.id).cmp(&(&b.namespace, &b.id)));
             let found = jobs.iter().take(limit).map(|j| job_matches(j, text));
             (jobs.len(), found.collect())
         }
         Context::Allocs => {
-            let mut allocs: Vec<_> = snap
-                .allocs()
-                .filter(|a| query.matches_namespace(&a.namespace))
-                .collect();
+            let mut allocs: Vec<_> = snap.allocs().filter(|a| shows(&a.namespace)).collect();
             allocs.sort_by(|a, b| a.id.cmp(&b.id));
             let found = allocs
                 .iter()
@@ -295,7 +355,7 @@ fn fuzzy_objects(
                 .map(|a| single(&a.name, vec![a.namespace.clone(), a.id.clone()]));
             (allocs.len(), found.collect())
         }
-        Context::Nodes => {
+        Context::Nodes if acl.is_none_or(Acl::allow_node_read) => {
             let mut nodes: Vec<_> = snap.nodes().collect();
             nodes.sort_by(|a, b| a.id.cmp(&b.id));
             let found = nodes
@@ -305,11 +365,13 @@ fn fuzzy_objects(
             (nodes.len(), found.collect())
         }
         Context::Namespaces => {
-            let names = namespaces(snap);
+            let names = namespaces(snap, acl);
             let found = names.iter().take(limit).map(|n| single(n, Vec::new()));
             (names.len(), found.collect())
         }
-        Context::Evals | Context::Deployment | Context::ScalingPolicy => (0, Vec::new()),
+        Context::Nodes | Context::Evals | Context::Deployment | Context::ScalingPolicy => {
+            (0, Vec::new())
+        }
     }
 }
 
@@ -318,20 +380,27 @@ fn fuzzy_objects(
 /// Nomad it looks at the first [`FUZZY_QUERY_LIMIT`] objects of each
 /// context and keeps at most [`FUZZY_RESULT_LIMIT`] matches; either cut
 /// is reported in `truncations`. Best matches come first: found earlier in
-/// the name, then shorter, then alphabetical.
-pub fn fuzzy(snap: &Snapshot, query: &Query, text: &str, contexts: &[Context]) -> FuzzyMatches {
+/// the name, then shorter, then alphabetical. Only what `acl` may read is
+/// looked at (everything without ACLs).
+pub fn fuzzy(
+    snap: &Snapshot,
+    query: &Query,
+    acl: Option<&Acl>,
+    text: &str,
+    contexts: &[Context],
+) -> FuzzyMatches {
     let text = text.to_lowercase();
     let mut out = FuzzyMatches::default();
     for &context in contexts {
         if context.prefix_only() {
-            let (found, truncated) = first_with_prefix(ids(snap, query, context), &text);
+            let (found, truncated) = first_with_prefix(ids(snap, query, acl, context), &text);
             let found = found.iter().map(|id| scored(id, 0, Vec::new())).collect();
             out.matches.insert(context.name(), found);
             out.truncations.insert(context.name(), truncated);
             continue;
         }
         out.truncations.insert(context.name(), false);
-        let (total, objects) = fuzzy_objects(snap, query, context, &text, FUZZY_QUERY_LIMIT);
+        let (total, objects) = fuzzy_objects(snap, query, acl, context, &text, FUZZY_QUERY_LIMIT);
         let more_than_looked_at = total > FUZZY_QUERY_LIMIT;
         for (i, found) in objects.into_iter().enumerate() {
             let limited = more_than_looked_at && i == FUZZY_QUERY_LIMIT - 1;
@@ -434,18 +503,24 @@ mod tests {
             .chain([job("prod", "web-prod"), job("default", "api")])
             .collect();
         let snap = snapshot(jobs, Vec::new());
-        let found = prefix(&snap, &query("default"), "web", &[Context::Jobs]);
+        let found = prefix(&snap, &query("default"), None, "web", &[Context::Jobs]);
         let ids = found.matches["jobs"].as_ref().unwrap();
         assert_eq!(ids.len(), PREFIX_LIMIT);
         assert_eq!(ids[0], "web-00");
         assert!(found.truncations["jobs"]);
-        let found = prefix(&snap, &query("*"), "web-p", &[Context::Jobs]);
+        let found = prefix(&snap, &query("*"), None, "web-p", &[Context::Jobs]);
         assert_eq!(found.matches["jobs"], Some(vec!["web-prod".to_string()]));
         assert!(!found.truncations["jobs"]);
-        let found = prefix(&snap, &query("default"), "zzz", &Context::ALL);
+        let found = prefix(&snap, &query("default"), None, "zzz", &Context::ALL);
         assert_eq!(found.matches.len(), Context::ALL.len());
         assert!(found.matches.values().all(Option::is_none));
-        let found = prefix(&snap, &query("default"), "pro", &[Context::Namespaces]);
+        let found = prefix(
+            &snap,
+            &query("default"),
+            None,
+            "pro",
+            &[Context::Namespaces],
+        );
         assert_eq!(found.matches["namespaces"], Some(vec!["prod".to_string()]));
     }
 
@@ -459,7 +534,7 @@ mod tests {
                 ..Default::default()
             }],
         );
-        let found = fuzzy(&snap, &query("default"), "REDIS", &Context::ALL);
+        let found = fuzzy(&snap, &query("default"), None, "REDIS", &Context::ALL);
         let jobs: Vec<&str> = found.matches["jobs"]
             .iter()
             .map(|m| m.id.as_str())
@@ -476,7 +551,7 @@ mod tests {
         assert!(!found.matches.contains_key("groups"));
         assert!(found.matches["evals"].is_empty());
         assert!(!found.truncations["jobs"]);
-        let found = fuzzy(&snap, &query("default"), "abcd", &[Context::Evals]);
+        let found = fuzzy(&snap, &query("default"), None, "abcd", &[Context::Evals]);
         assert_eq!(found.matches["evals"].len(), 1);
     }
 
@@ -486,12 +561,75 @@ mod tests {
             .map(|i| job("default", &format!("app-{i:02}")))
             .collect();
         let snap = snapshot(jobs, Vec::new());
-        let found = fuzzy(&snap, &query("default"), "app", &[Context::Jobs]);
+        let found = fuzzy(&snap, &query("default"), None, "app", &[Context::Jobs]);
         assert_eq!(found.matches["jobs"].len(), FUZZY_QUERY_LIMIT);
         assert!(found.truncations["jobs"]);
-        let found = fuzzy(&snap, &query("default"), "nothing", &[Context::Jobs]);
+        let found = fuzzy(&snap, &query("default"), None, "nothing", &[Context::Jobs]);
         assert!(found.matches.is_empty());
         assert!(!found.truncations["jobs"]);
+    }
+
+    fn acl(rules: &str) -> Acl {
+        Acl::compile([&crate::acl::policy::parse(rules).unwrap()])
+    }
+
+    #[test]
+    fn a_search_shows_only_what_the_token_reads() {
+        let jobs = (0..25)
+            .map(|i| job("b", &format!("web-b{i:02}")))
+            .chain([job("a", "web-a1"), job("a", "web-a2")])
+            .collect();
+        let snap = snapshot(jobs, Vec::new());
+        let reader = acl(r#"namespace "a" { policy = "read" }"#);
+        let contexts = permitted(Some(&reader), "*", Context::ALL.to_vec()).unwrap();
+        assert!(!contexts.contains(&Context::Nodes), "{contexts:?}");
+        for ns in ["*", "a"] {
+            let found = prefix(&snap, &query(ns), Some(&reader), "web", &contexts);
+            let ids = found.matches["jobs"].clone().unwrap();
+            assert_eq!(ids, ["web-a1", "web-a2"], "namespace {ns}");
+            assert!(!found.truncations["jobs"], "namespace {ns}");
+            assert!(!found.matches.contains_key("nodes"));
+            let found = fuzzy(&snap, &query(ns), Some(&reader), "web", &contexts);
+            let ids: Vec<&str> = found.matches["jobs"]
+                .iter()
+                .map(|m| m.id.as_str())
+                .collect();
+            assert_eq!(ids, ["web-a1", "web-a2"], "namespace {ns}");
+            assert!(!found.truncations["jobs"]);
+        }
+        let found = prefix(&snap, &query("b"), Some(&reader), "web", &contexts);
+        assert_eq!(found.matches["jobs"], None);
+        let found = prefix(
+            &snap,
+            &query("*"),
+            Some(&reader),
+            "",
+            &[Context::Namespaces],
+        );
+        assert_eq!(found.matches["namespaces"], Some(vec!["a".to_string()]));
+        // Nodes are searched with node read, even alone.
+        let nodes = acl(r#"node { policy = "read" }"#);
+        let only = permitted(Some(&nodes), "default", Context::ALL.to_vec()).unwrap();
+        assert_eq!(only, [Context::Nodes]);
+        let found = prefix(&snap, &query("default"), Some(&nodes), "f00d", &only);
+        assert_eq!(found.matches.len(), 1);
+        assert!(found.matches["nodes"].is_some());
+    }
+
+    #[test]
+    fn a_search_the_token_cannot_read_is_refused() {
+        let reader = acl(r#"namespace "a" { policy = "read" }"#);
+        let refused = |ns: &str, contexts: &[Context]| {
+            permitted(Some(&reader), ns, contexts.to_vec()).is_err()
+        };
+        assert!(refused("a", &[Context::Nodes]));
+        assert!(refused("b", &Context::ALL));
+        assert!(!refused("a", &[Context::Jobs]));
+        assert!(permitted(Some(&Acl::default()), "*", Context::ALL.to_vec()).is_err());
+        assert_eq!(
+            permitted(None, "b", Context::ALL.to_vec()).unwrap().len(),
+            Context::ALL.len()
+        );
     }
 
     #[test]

@@ -176,6 +176,13 @@ impl Acl {
         self.namespace_caps(ns).is_some_and(usable)
     }
 
+    /// Some read in `ns` (any namespace for `*`), of its variables, or of
+    /// nodes: what the event stream and search need before their answers
+    /// are cut to what the token may read.
+    pub fn allow_any_read(&self, ns: &str) -> bool {
+        self.allow_namespace(ns) || self.allow_variable_search(ns) || self.allow_node_read()
+    }
+
     /// Nomad's `AllowVariableOperation`: `op` (`list`, `read`, `write`,
     /// `destroy`) on the variable at `path` in `ns`.
     pub fn allow_variable_op(&self, ns: &str, path: &str, op: &str) -> bool {
@@ -278,6 +285,11 @@ mod tests {
         assert!(a.allow_namespace("dev"));
         assert!(a.allow_ns_op("*", "submit-job"));
         assert!(!a.allow_ns_op("*", "alloc-node-exec"));
+        let one = acl(&[r#"namespace "a" { policy = "read" }"#]);
+        assert!(one.allow_any_read("a") && one.allow_any_read("*"));
+        assert!(!one.allow_any_read("b"));
+        assert!(!acl(&[]).allow_any_read("*"));
+        assert!(acl(&[r#"node { policy = "read" }"#]).allow_any_read("b"));
     }
 
     #[test]

@@ -1,11 +1,16 @@
 //! Nomad's ACL system: policies in Nomad's policy language ([`policy`]),
 //! compiled per token into the checks Nomad makes ([`check`]), tokens and
 //! policies in the store with a watched cache for per-request lookups
-//! ([`store`]), and the table of what each HTTP route needs ([`routes`]).
-//! The transports enforce it: `http::acl_guard` on every HTTP route,
-//! `grpc::acl_guard` on the public gRPC services.
+//! ([`store`]), the table of what each HTTP route needs ([`routes`]), and
+//! what both transports share: the token of a request's headers, the
+//! namespace an object named by id lives in ([`owner`]) and the cut of a
+//! list to what its caller may read ([`list`]). The transports enforce it:
+//! `http::acl_guard` on every HTTP route, `grpc::acl_guard` on the public
+//! gRPC services.
 
 pub mod check;
+pub mod list;
+pub mod owner;
 pub mod policy;
 pub mod routes;
 pub mod store;
@@ -13,6 +18,7 @@ pub mod store;
 use serde::{Deserialize, Serialize};
 
 pub use check::Acl;
+pub use list::ListScope;
 pub use store::{AclCache, Caller};
 
 /// The `acl` section of the gateway's configuration (Nomad's agent
@@ -39,6 +45,16 @@ pub fn token_of(x_nomad_token: Option<&str>, authorization: Option<&str>) -> Opt
     direct.or(bearer).map(str::to_string)
 }
 
+/// The token in a request's headers (HTTP or gRPC metadata), as
+/// [`token_of`] reads it.
+pub fn token_from_headers(headers: &axum::http::HeaderMap) -> Option<String> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    token_of(
+        header("x-nomad-token"),
+        header(axum::http::header::AUTHORIZATION.as_str()),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,5 +66,10 @@ mod tests {
         assert_eq!(token_of(None, Some("bearer  s3 ")).as_deref(), Some("s3"));
         assert_eq!(token_of(Some(""), Some("Basic x")), None);
         assert_eq!(token_of(Some("a"), Some("Bearer b")).as_deref(), Some("a"));
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert("authorization", "Bearer s4".parse().unwrap());
+        assert_eq!(token_from_headers(&headers).as_deref(), Some("s4"));
+        headers.insert("X-Nomad-Token", "s5".parse().unwrap());
+        assert_eq!(token_from_headers(&headers).as_deref(), Some("s5"));
     }
 }

@@ -2,7 +2,7 @@
 //! pattern (as the router spells it) and [`Need`]. A route missing here is
 //! refused, so adding a route means adding its line.
 
-use super::check::Acl;
+use super::check::{ALL_NAMESPACES, Acl};
 
 /// What a request must be allowed to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,9 +30,10 @@ pub enum Need {
     /// A variables capability (`list`, `read`, `write`, `destroy`) on the
     /// URL's path (any path of the namespace for `list`).
     Var(&'static str),
-    /// Some read in the namespace, or of nodes; the event stream then
-    /// carries only what the token may read.
-    Events,
+    /// Some read in the namespace (any namespace for `*`), of its
+    /// variables, or of nodes; the event stream and search then answer
+    /// only what the token may read.
+    AnyRead,
 }
 
 impl Need {
@@ -50,7 +51,7 @@ impl Need {
             Need::OperatorWrite => "operator:write".into(),
             Need::Management => "management".into(),
             Need::Var(cap) => format!("var:{cap}"),
-            Need::Events => "events".into(),
+            Need::AnyRead => "any-read".into(),
         }
     }
 
@@ -70,7 +71,30 @@ impl Need {
             Need::Management => acl.is_management(),
             Need::Var("list") => acl.allow_variable_search(ns),
             Need::Var(cap) => acl.allow_variable_op(ns, path, cap),
-            Need::Events => acl.allow_namespace(ns) || acl.allow_node_read(),
+            Need::AnyRead => acl.allow_any_read(ns),
+        }
+    }
+
+    /// Whether `acl` may make a request needing this in `ns` (on `path`)
+    /// through either transport. Over every namespace (`*`) a namespace
+    /// capability is enough only for lists, whose answers are then cut to
+    /// what the token may read ([`Need::shows`]); elsewhere `*` takes a
+    /// management token.
+    pub fn permits(self, acl: &Acl, ns: &str, path: &str, list: bool) -> bool {
+        if ns == ALL_NAMESPACES && !list && matches!(self, Need::Ns(_)) && !acl.is_management() {
+            return false;
+        }
+        self.allowed(acl, ns, path)
+    }
+
+    /// Whether a list needing this shows `acl` an item of namespace `ns`
+    /// (a variable at `path`): the capability granted there (for
+    /// variables, `list` on the item's path; for node lists, `read-job`).
+    pub fn shows(self, acl: &Acl, ns: &str, path: &str) -> bool {
+        match self {
+            Need::Var(_) => acl.allow_variable_op(ns, path, "list"),
+            Need::Ns(cap) => acl.allow_ns_op(ns, cap),
+            _ => acl.allow_ns_op(ns, "read-job"),
         }
     }
 }
@@ -218,11 +242,12 @@ pub const RULES: &[Rule] = &[
         "/v1/scaling/policy/{id}",
         Need::Ns("read-scaling-policy"),
     ),
-    r("GET", "/v1/search", READ_JOB),
-    r("POST", "/v1/search", READ_JOB),
-    r("PUT", "/v1/search", READ_JOB),
-    r("POST", "/v1/search/fuzzy", READ_JOB),
-    r("PUT", "/v1/search/fuzzy", READ_JOB),
+    // Search keeps to what the token may read (see `crate::search`).
+    r("GET", "/v1/search", Need::AnyRead),
+    r("POST", "/v1/search", Need::AnyRead),
+    r("PUT", "/v1/search", Need::AnyRead),
+    r("POST", "/v1/search/fuzzy", Need::AnyRead),
+    r("PUT", "/v1/search/fuzzy", Need::AnyRead),
     r("GET", "/v1/operator/raft/configuration", Need::OperatorRead),
     r(
         "GET",
@@ -277,7 +302,7 @@ pub const RULES: &[Rule] = &[
     r("GET", "/v1/client/gc", Need::NodeWrite),
     r("POST", "/v1/client/gc", Need::NodeWrite),
     r("PUT", "/v1/client/gc", Need::NodeWrite),
-    r("GET", "/v1/event/stream", Need::Events),
+    r("GET", "/v1/event/stream", Need::AnyRead),
     r("GET", "/v1/metrics", Need::Public),
     r("GET", "/metrics", Need::Public),
     list("/v1/vars", Need::Var("list")),
@@ -398,6 +423,20 @@ mod tests {
             })
             .collect();
         assert!(stale.is_empty(), "entries for no route: {stale:?}");
+    }
+
+    #[test]
+    fn every_namespace_is_open_to_lists_and_cut_to_what_is_read() {
+        let policy = crate::acl::policy::parse(r#"namespace "a" { policy = "read" }"#).unwrap();
+        let acl = Acl::compile([&policy]);
+        let read_job = Need::Ns("read-job");
+        assert!(read_job.permits(&acl, "*", "", true));
+        assert!(!read_job.permits(&acl, "*", "", false));
+        assert!(read_job.permits(&Acl::management(), "*", "", false));
+        assert!(!read_job.permits(&Acl::default(), "*", "", true));
+        assert!(Need::AnyRead.permits(&acl, "*", "", false));
+        assert!(read_job.shows(&acl, "a", "") && !read_job.shows(&acl, "b", ""));
+        assert!(Need::NodeRead.shows(&acl, "a", "") && !Need::NodeRead.shows(&acl, "b", ""));
     }
 
     #[test]

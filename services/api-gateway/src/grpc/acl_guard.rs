@@ -2,10 +2,13 @@
 //! [`Guarded`], which resolves the token in the metadata (`x-nomad-token`
 //! or `authorization: Bearer`), looks the method up in [`METHODS`] (a
 //! method missing there is refused), reads the namespace the request
-//! targets from its message (or the namespace of the allocation,
-//! evaluation or deployment it names), checks the method's [`Need`] there,
-//! and hands the resolved [`Caller`] to the handler in the request's
-//! extensions. The node-facing `NodeClientService` is not wrapped.
+//! targets from its message when the method's [`Need`] depends on it (or
+//! the namespace of the allocation, evaluation or deployment it names),
+//! checks the need there, and hands the resolved
+//! [`Caller`](crate::acl::Caller) to the handler in the request's
+//! extensions, with a [`ListScope`] for list methods, whose handlers keep
+//! to what the token may read. The node-facing `NodeClientService` is not
+//! wrapped.
 
 use std::convert::Infallible;
 
@@ -17,10 +20,10 @@ use tonic::body::Body;
 use tonic::codegen::{BoxFuture, Context, Poll, Service, http};
 use tonic::server::NamedService;
 
-use crate::acl::check::ALL_NAMESPACES;
+use crate::acl::owner::{Object, owner_namespace};
 use crate::acl::routes::Need;
 use crate::acl::store::ResolveError;
-use crate::acl::token_of;
+use crate::acl::{Acl, ListScope, token_from_headers};
 use crate::gateway::Gateway;
 use crate::query::DEFAULT_NAMESPACE;
 
@@ -33,14 +36,6 @@ pub(crate) struct Target {
     pub object: Option<Object>,
     /// A variable path.
     pub path: String,
-}
-
-/// An object named by id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Object {
-    Alloc(String),
-    Eval(String),
-    Deployment(String),
 }
 
 type Extract = fn(&[u8]) -> Result<Target, prost::DecodeError>;
@@ -71,12 +66,14 @@ fn job_ns(job: &Option<Job>) -> Target {
     ns(job.as_ref().map_or("", |j| j.namespace.as_str()))
 }
 
-/// One method's entry: its full path, what it needs, and how to read the
-/// target from its message.
+/// One method's entry: its full path, what it needs, how to read the
+/// target from its message, and whether it lists objects of several
+/// namespaces (its answer then keeps to what the token may read).
 pub(crate) struct MethodRule {
     pub path: &'static str,
     pub need: Need,
     pub extract: Extract,
+    pub list: bool,
 }
 
 const fn m(path: &'static str, need: Need, extract: Extract) -> MethodRule {
@@ -84,6 +81,24 @@ const fn m(path: &'static str, need: Need, extract: Extract) -> MethodRule {
         path,
         need,
         extract,
+        list: false,
+    }
+}
+
+const fn list(path: &'static str, need: Need, extract: Extract) -> MethodRule {
+    MethodRule {
+        path,
+        need,
+        extract,
+        list: true,
+    }
+}
+
+impl MethodRule {
+    /// Whether checking this method reads the target from the request's
+    /// message; other requests pass the guard unread.
+    fn reads_message(&self) -> bool {
+        matches!(self.need, Need::Ns(_) | Need::Var(_) | Need::AnyRead)
     }
 }
 
@@ -102,7 +117,7 @@ pub(crate) const METHODS: &[MethodRule] = &[
     m("/caravan.v1.JobService/GetJob", READ_JOB, |b| {
         Ok(opts(&GetJobRequest::decode(b)?.options))
     }),
-    m("/caravan.v1.JobService/ListJobs", LIST_JOBS, |b| {
+    list("/caravan.v1.JobService/ListJobs", LIST_JOBS, |b| {
         Ok(opts(&ListJobsRequest::decode(b)?.options))
     }),
     m("/caravan.v1.JobService/ValidateJob", READ_JOB, |b| {
@@ -149,7 +164,7 @@ pub(crate) const METHODS: &[MethodRule] = &[
         let r = GetEvaluationRequest::decode(b)?;
         Ok(object(Object::Eval(r.eval_id), &r.options))
     }),
-    m("/caravan.v1.EvalService/ListEvaluations", READ_JOB, |b| {
+    list("/caravan.v1.EvalService/ListEvaluations", READ_JOB, |b| {
         Ok(opts(&ListEvaluationsRequest::decode(b)?.options))
     }),
     m(
@@ -164,7 +179,7 @@ pub(crate) const METHODS: &[MethodRule] = &[
         let r = GetAllocationRequest::decode(b)?;
         Ok(object(Object::Alloc(r.alloc_id), &r.options))
     }),
-    m("/caravan.v1.AllocService/ListAllocations", READ_JOB, |b| {
+    list("/caravan.v1.AllocService/ListAllocations", READ_JOB, |b| {
         Ok(opts(&ListAllocationsRequest::decode(b)?.options))
     }),
     m(
@@ -240,7 +255,7 @@ pub(crate) const METHODS: &[MethodRule] = &[
     m("/caravan.v1.AllocService/GcNode", Need::NodeWrite, none),
     m("/caravan.v1.NodeService/GetNode", Need::NodeRead, none),
     m("/caravan.v1.NodeService/ListNodes", Need::NodeRead, none),
-    m(
+    list(
         "/caravan.v1.NodeService/NodeAllocations",
         Need::NodeRead,
         none,
@@ -265,7 +280,7 @@ pub(crate) const METHODS: &[MethodRule] = &[
             Ok(object(Object::Deployment(r.deployment_id), &r.options))
         },
     ),
-    m(
+    list(
         "/caravan.v1.DeploymentService/ListDeployments",
         READ_JOB,
         |b| Ok(opts(&ListDeploymentsRequest::decode(b)?.options)),
@@ -308,10 +323,10 @@ pub(crate) const METHODS: &[MethodRule] = &[
         Need::Management,
         none,
     ),
-    m("/caravan.v1.EventService/Stream", Need::Events, |b| {
+    m("/caravan.v1.EventService/Stream", Need::AnyRead, |b| {
         Ok(ns(&EventStreamRequest::decode(b)?.namespace))
     }),
-    m(
+    list(
         "/caravan.v1.VariableService/ListVariables",
         Need::Var("list"),
         |b| Ok(opts(&ListVariablesRequest::decode(b)?.options)),
@@ -384,55 +399,30 @@ fn first_message(body: &[u8]) -> Option<&[u8]> {
     rest.get(4..4 + len)
 }
 
-/// The namespace of the object `target` names, from the watch cache.
-fn owner_namespace(gw: &Gateway, object: &Object) -> Option<String> {
-    let snap = gw.cache.snapshot();
-    match object {
-        Object::Alloc(id) => snap.alloc(id).map(|a| a.namespace.clone()),
-        Object::Eval(id) => snap.eval(id).map(|e| e.namespace.clone()),
-        Object::Deployment(id) => snap.deployment(id).map(|d| d.namespace.clone()),
-    }
-}
-
-/// Whether the caller's ACL allows `rule` for the request `body`.
-fn allows(
-    gw: &Gateway,
-    acl: &crate::acl::Acl,
-    rule: &MethodRule,
-    body: &[u8],
-) -> Result<(), Status> {
+/// Whether the caller's ACL allows `rule` for the request `body` (its
+/// first message is read only when [`MethodRule::reads_message`]).
+fn allows(gw: &Gateway, acl: &Acl, rule: &MethodRule, body: &[u8]) -> Result<(), Status> {
     let denied = || Err(Status::permission_denied("Permission denied"));
-    let target = match rule.need {
-        Need::Ns(_) | Need::Var(_) | Need::Events => {
-            let message = first_message(body).ok_or_else(|| {
-                Status::invalid_argument("the request message is missing or compressed")
-            })?;
-            (rule.extract)(message)
-                .map_err(|e| Status::invalid_argument(format!("request does not decode: {e}")))?
-        }
-        _ => Target::default(),
+    let target = if rule.reads_message() {
+        let message = first_message(body).ok_or_else(|| {
+            Status::invalid_argument("the request message is missing or compressed")
+        })?;
+        (rule.extract)(message)
+            .map_err(|e| Status::invalid_argument(format!("request does not decode: {e}")))?
+    } else {
+        Target::default()
     };
     let namespace = if target.namespace.is_empty() {
         DEFAULT_NAMESPACE
     } else {
         target.namespace.as_str()
     };
-    // A list over every namespace is only filtered for events and
-    // variables; other lists of `*` need a management token.
-    if namespace == ALL_NAMESPACES
-        && !acl.is_management()
-        && !matches!(rule.need, Need::Events | Need::Var(_))
-    {
-        return Err(Status::permission_denied(
-            "Permission denied: listing every namespace over gRPC needs a management token",
-        ));
-    }
-    if !rule.need.allowed(acl, namespace, &target.path) {
+    if !rule.need.permits(acl, namespace, &target.path, rule.list) {
         return denied();
     }
     if let Need::Ns(_) = rule.need
         && let Some(object) = &target.object
-        && let Some(owner) = owner_namespace(gw, object)
+        && let Some(owner) = owner_namespace(&gw.cache.snapshot(), object)
         && !rule.need.allowed(acl, &owner, &target.path)
     {
         return denied();
@@ -502,13 +492,7 @@ where
                     "ACL state not loaded yet; try again",
                 )));
             }
-            let headers = req.headers();
-            let secret = token_of(
-                headers.get("x-nomad-token").and_then(|v| v.to_str().ok()),
-                headers
-                    .get(http::header::AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok()),
-            );
+            let secret = token_from_headers(req.headers());
             let caller = match cache.resolve(secret.as_deref()) {
                 Ok(caller) => caller,
                 Err(ResolveError::NotFound) => {
@@ -518,23 +502,37 @@ where
             if rule.need == Need::Token && caller.token.is_none() {
                 return Ok(refuse(Status::permission_denied("Permission denied")));
             }
-            let (parts, body) = req.into_parts();
-            // The request is read whole to find its target, within the
-            // largest message the gateway accepts.
-            let limit = gw.config.max_body_bytes.max(16 * 1024 * 1024);
-            let bytes = match http_body_util::Limited::new(body, limit).collect().await {
-                Ok(collected) => collected.to_bytes(),
-                Err(err) => {
-                    return Ok(refuse(Status::resource_exhausted(format!(
-                        "reading the request: {err}"
-                    ))));
+            let mut req = if rule.reads_message() {
+                let (parts, body) = req.into_parts();
+                // The request is read whole to find its target, within the
+                // largest message the gateway accepts.
+                let limit = gw.config.max_body_bytes.max(16 * 1024 * 1024);
+                let bytes = match http_body_util::Limited::new(body, limit).collect().await {
+                    Ok(collected) => collected.to_bytes(),
+                    Err(err) => {
+                        return Ok(refuse(Status::resource_exhausted(format!(
+                            "reading the request: {err}"
+                        ))));
+                    }
+                };
+                if let Err(status) = allows(&gw, &caller.acl, rule, &bytes) {
+                    return Ok(refuse(status));
                 }
+                http::Request::from_parts(parts, Body::new(http_body_util::Full::new(bytes)))
+            } else {
+                // Nothing to read: the body (a stream, perhaps large or
+                // still open) goes on untouched.
+                if let Err(status) = allows(&gw, &caller.acl, rule, &[]) {
+                    return Ok(refuse(status));
+                }
+                req
             };
-            if let Err(status) = allows(&gw, &caller.acl, rule, &bytes) {
-                return Ok(refuse(status));
+            if rule.list && !caller.acl.is_management() {
+                req.extensions_mut().insert(ListScope {
+                    acl: caller.acl.clone(),
+                    need: rule.need,
+                });
             }
-            let mut req =
-                http::Request::from_parts(parts, Body::new(http_body_util::Full::new(bytes)));
             req.extensions_mut().insert(caller);
             inner.call(req).await
         })

@@ -32,9 +32,10 @@ use tonic::{Request, Response, Status};
 
 use crate::client_fs;
 
+use crate::acl::ListScope;
 use crate::deployments::Steer;
 use crate::gateway::Gateway;
-use crate::grpc::query;
+use crate::grpc::{list_scope, query};
 use crate::nodes::NodeUpdated;
 use crate::{allocs, deployments, evals, logs, nodes, status};
 
@@ -61,8 +62,10 @@ impl EvalService for ClusterApi {
         &self,
         request: Request<ListEvaluationsRequest>,
     ) -> Result<Response<ListEvaluationsResponse>, Status> {
+        let scope = list_scope(&request);
         let q = query(&self.0, request.into_inner().options);
-        let (evals, meta) = evals::list(&self.0, &q).await;
+        let (mut evals, meta) = evals::list(&self.0, &q).await;
+        ListScope::keep(scope.as_ref(), &mut evals, |e| (&e.namespace, ""));
         Ok(Response::new(ListEvaluationsResponse {
             evals,
             meta: Some(meta),
@@ -108,8 +111,10 @@ impl AllocService for ClusterApi {
         &self,
         request: Request<ListAllocationsRequest>,
     ) -> Result<Response<ListAllocationsResponse>, Status> {
+        let scope = list_scope(&request);
         let q = query(&self.0, request.into_inner().options);
-        let (allocs, meta) = allocs::list(&self.0, &q).await;
+        let (mut allocs, meta) = allocs::list(&self.0, &q).await;
+        ListScope::keep(scope.as_ref(), &mut allocs, |a| (&a.namespace, ""));
         Ok(Response::new(ListAllocationsResponse {
             allocs,
             meta: Some(meta),
@@ -254,9 +259,11 @@ impl NodeService for ClusterApi {
         &self,
         request: Request<NodeAllocationsRequest>,
     ) -> Result<Response<ListAllocationsResponse>, Status> {
+        let scope = list_scope(&request);
         let req = request.into_inner();
         let q = query(&self.0, req.options);
-        let (allocs, meta) = nodes::allocations(&self.0, &req.node_id, &q).await?;
+        let (mut allocs, meta) = nodes::allocations(&self.0, &req.node_id, &q).await?;
+        ListScope::keep(scope.as_ref(), &mut allocs, |a| (&a.namespace, ""));
         Ok(Response::new(ListAllocationsResponse {
             allocs,
             meta: Some(meta),
@@ -328,8 +335,10 @@ impl DeploymentService for ClusterApi {
         &self,
         request: Request<ListDeploymentsRequest>,
     ) -> Result<Response<ListDeploymentsResponse>, Status> {
+        let scope = list_scope(&request);
         let q = query(&self.0, request.into_inner().options);
-        let (deployments, meta) = deployments::list(&self.0, &q).await;
+        let (mut deployments, meta) = deployments::list(&self.0, &q).await;
+        ListScope::keep(scope.as_ref(), &mut deployments, |d| (&d.namespace, ""));
         Ok(Response::new(ListDeploymentsResponse {
             deployments,
             meta: Some(meta),

@@ -12,9 +12,10 @@ use caravan_proto::{
 };
 use tonic::{Request, Response, Status};
 
+use crate::acl::ListScope;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
-use crate::grpc::query;
+use crate::grpc::{list_scope, query};
 use crate::jobs::{lifecycle, plan, reads, register};
 
 /// The job API.
@@ -77,8 +78,10 @@ impl JobService for JobApi {
         &self,
         request: Request<ListJobsRequest>,
     ) -> Result<Response<ListJobsResponse>, Status> {
+        let scope = list_scope(&request);
         let q = query(&self.0, request.into_inner().options);
-        let (jobs, meta) = reads::list(&self.0, &q).await;
+        let (mut jobs, meta) = reads::list(&self.0, &q).await;
+        ListScope::keep(scope.as_ref(), &mut jobs, |j| (&j.namespace, ""));
         Ok(Response::new(ListJobsResponse {
             jobs,
             meta: Some(meta),

@@ -31,12 +31,19 @@ use events::EventApi;
 use jobs::JobApi;
 use vars::VariableApi;
 
+use crate::acl::ListScope;
 use crate::gateway::Gateway;
 use crate::query::Query;
 
 /// Resolves a request's query options against the gateway's limits.
 pub(crate) fn query(gw: &Gateway, options: Option<QueryOptions>) -> Query {
     Query::new(options.as_ref(), gw.config.max_query_wait())
+}
+
+/// The [`ListScope`] the ACL guard handed a list method's request: with
+/// it the answer keeps to what the caller may read.
+pub(crate) fn list_scope<T>(request: &tonic::Request<T>) -> Option<ListScope> {
+    request.extensions().get::<ListScope>().cloned()
 }
 
 /// The gRPC services the gateway serves.

@@ -7,8 +7,9 @@ use caravan_proto::{
 };
 use tonic::{Request, Response, Status};
 
+use crate::acl::ListScope;
 use crate::gateway::Gateway;
-use crate::grpc::query;
+use crate::grpc::{list_scope, query};
 use crate::query::DEFAULT_NAMESPACE;
 use crate::vars;
 
@@ -30,13 +31,10 @@ impl VariableService for VariableApi {
         &self,
         request: Request<ListVariablesRequest>,
     ) -> Result<Response<ListVariablesResponse>, Status> {
-        let caller = request.extensions().get::<crate::acl::Caller>().cloned();
+        let scope = list_scope(&request);
         let q = query(&self.0, request.into_inner().options);
         let (mut variables, meta) = vars::list(&self.0, &q).await?;
-        if let Some(caller) = caller {
-            // With ACLs on, only the paths the caller may list.
-            variables.retain(|v| caller.acl.allow_variable_op(&v.namespace, &v.path, "list"));
-        }
+        ListScope::keep(scope.as_ref(), &mut variables, |v| (&v.namespace, &v.path));
         Ok(Response::new(ListVariablesResponse {
             variables,
             meta: Some(meta),

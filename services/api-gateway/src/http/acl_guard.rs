@@ -12,10 +12,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use crate::acl::check::ALL_NAMESPACES;
+use crate::acl::owner::{Object, owner_namespace};
 use crate::acl::routes::{self, Need, Rule};
 use crate::acl::store::ResolveError;
-use crate::acl::{Acl, Caller, token_of};
+use crate::acl::{Acl, Caller, token_from_headers};
 use crate::gateway::Gateway;
 use crate::http::acl::{permission_denied, token_not_found};
 use crate::http::params;
@@ -63,23 +63,21 @@ fn path_param(pattern: &str, path: &str, param: &str) -> Option<String> {
     path.split('/').nth(at).map(params::percent_decode)
 }
 
-/// The namespace of the object a route names by id (an allocation,
-/// evaluation, deployment or scaling policy), from the watch cache: a token is checked
-/// where the object lives, not only where the request says it looks.
-fn owner_namespace(gw: &Gateway, pattern: &str, path: &str) -> Option<String> {
-    let snap = gw.cache.snapshot();
+/// The object a route names by id (an allocation, evaluation,
+/// deployment or scaling policy), checked where it lives.
+fn named_object(pattern: &str, path: &str) -> Option<Object> {
     if let Some(id) = path_param(pattern, path, "{alloc_id}") {
-        return snap.alloc(&id).map(|a| a.namespace.clone());
+        return Some(Object::Alloc(id));
     }
     let id = path_param(pattern, path, "{id}")?;
     if pattern.starts_with("/v1/allocation/") {
-        snap.alloc(&id).map(|a| a.namespace.clone())
+        Some(Object::Alloc(id))
     } else if pattern.starts_with("/v1/evaluation/") {
-        snap.eval(&id).map(|e| e.namespace.clone())
+        Some(Object::Eval(id))
     } else if pattern.starts_with("/v1/deployment/") {
-        snap.deployment(&id).map(|d| d.namespace.clone())
+        Some(Object::Deployment(id))
     } else if pattern.starts_with("/v1/scaling/policy/") {
-        crate::scaling::get(&snap, &id).map(|found| found.job.namespace.clone())
+        Some(Object::ScalingPolicy(id))
     } else {
         None
     }
@@ -100,14 +98,8 @@ fn filter_list(acl: &Acl, rule: &Rule, items: Vec<Value>) -> Vec<Value> {
             let Some(ns) = ns else {
                 return true;
             };
-            match rule.need {
-                Need::Var(_) => {
-                    let path = item.get("Path").and_then(Value::as_str).unwrap_or_default();
-                    acl.allow_variable_op(ns, path, "list")
-                }
-                Need::Ns(cap) => acl.allow_ns_op(ns, cap),
-                _ => acl.allow_ns_op(ns, "read-job"),
-            }
+            let path = item.get("Path").and_then(Value::as_str).unwrap_or_default();
+            rule.need.shows(acl, ns, path)
         })
         .collect()
 }
@@ -160,13 +152,7 @@ pub(crate) async fn guard(gw: Gateway, limit: usize, mut req: Request, next: Nex
         )
             .into_response();
     }
-    let headers = req.headers();
-    let secret = token_of(
-        headers.get("X-Nomad-Token").and_then(|v| v.to_str().ok()),
-        headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok()),
-    );
+    let secret = token_from_headers(req.headers());
     let caller: Caller = match cache.resolve(secret.as_deref()) {
         Ok(caller) => caller,
         Err(ResolveError::NotFound) => return token_not_found(),
@@ -177,20 +163,12 @@ pub(crate) async fn guard(gw: Gateway, limit: usize, mut req: Request, next: Nex
     }
     let namespace = request_namespace(req.uri().query());
     let var_path = variable_path(req.uri().path());
-    if !rule.need.allowed(&acl, &namespace, &var_path) {
-        return permission_denied();
-    }
-    // Only lists are filtered: elsewhere `*` (every namespace) needs a
-    // management token.
-    if namespace == ALL_NAMESPACES
-        && !rule.list
-        && matches!(rule.need, Need::Ns(_))
-        && !acl.is_management()
-    {
+    if !rule.need.permits(&acl, &namespace, &var_path, rule.list) {
         return permission_denied();
     }
     if let Need::Ns(_) = rule.need
-        && let Some(owner) = owner_namespace(&gw, &pattern, req.uri().path())
+        && let Some(object) = named_object(&pattern, req.uri().path())
+        && let Some(owner) = owner_namespace(&gw.cache.snapshot(), &object)
         && !rule.need.allowed(&acl, &owner, &var_path)
     {
         return permission_denied();
@@ -249,6 +227,15 @@ mod tests {
             path_param(pattern, "/v1/deployment/promote/d-1", "{alloc_id}"),
             None
         );
+        assert_eq!(
+            named_object(pattern, "/v1/deployment/promote/d-1"),
+            Some(Object::Deployment("d-1".into()))
+        );
+        assert_eq!(
+            named_object("/v1/client/fs/ls/{alloc_id}", "/v1/client/fs/ls/a-1"),
+            Some(Object::Alloc("a-1".into()))
+        );
+        assert_eq!(named_object("/v1/job/{id}", "/v1/job/web"), None);
     }
 
     #[test]

@@ -1,13 +1,16 @@
 //! `/v1/search` (prefix search of ids) and `/v1/search/fuzzy` (fuzzy search
 //! of names), answered as Nomad's `SearchResponse` and
 //! `FuzzySearchResponse`: `Matches` and `Truncations` per context, with the
-//! query metadata. Both are blocking queries.
+//! query metadata. Both are blocking queries, and with ACLs on answer only
+//! what the caller's token may read (see [`crate::search`]).
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Query as QueryString, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::acl::Caller;
 use crate::http::render::index;
 use crate::http::{ApiError, ApiResult, Http, Params, decode, query, read_answer};
 use crate::query as blocking;
@@ -31,13 +34,24 @@ struct FuzzyRequest {
     context: String,
 }
 
-fn contexts(name: &str) -> Result<Vec<Context>, ApiError> {
-    Context::expand(name).ok_or_else(|| {
+/// The contexts `name` asks for that the caller may search in the
+/// request's namespace.
+fn contexts(
+    name: &str,
+    caller: Option<&Caller>,
+    q: &blocking::Query,
+) -> Result<Vec<Context>, ApiError> {
+    let requested = Context::expand(name).ok_or_else(|| {
         ApiError::field(
             "Context",
             format!("context must be one of {}; got {name:?}", Context::names()),
         )
-    })
+    })?;
+    Ok(search::permitted(
+        caller.map(|c| &*c.acl),
+        &q.namespace,
+        requested,
+    )?)
 }
 
 /// The answer body with Nomad's `QueryMeta` fields beside the results.
@@ -60,11 +74,17 @@ fn answer(
     ))
 }
 
-async fn prefix_search(http: &Http, p: &Params, req: PrefixRequest) -> ApiResult {
-    let contexts = contexts(&req.context)?;
+async fn prefix_search(
+    http: &Http,
+    p: &Params,
+    caller: Option<&Caller>,
+    req: PrefixRequest,
+) -> ApiResult {
     let q = query(http, p)?;
+    let contexts = contexts(&req.context, caller, &q)?;
     let snap = blocking::block(&http.gw, &q).await;
-    let found = search::prefix(&snap, &q, &req.prefix, &contexts);
+    let acl = caller.map(|c| &*c.acl);
+    let found = search::prefix(&snap, &q, acl, &req.prefix, &contexts);
     let meta = blocking::meta(&http.gw, &snap);
     answer(http, &meta, json!(found.matches), json!(found.truncations))
 }
@@ -73,10 +93,11 @@ async fn prefix_search(http: &Http, p: &Params, req: PrefixRequest) -> ApiResult
 pub(crate) async fn prefix(
     State(http): State<Http>,
     QueryString(p): QueryString<Params>,
+    caller: Option<Extension<Caller>>,
     body: Bytes,
 ) -> ApiResult {
     let req: PrefixRequest = decode(&body)?;
-    prefix_search(&http, &p, req).await
+    prefix_search(&http, &p, caller.as_deref(), req).await
 }
 
 /// `GET /v1/search?prefix=…&context=…`: the same search with its arguments
@@ -84,22 +105,25 @@ pub(crate) async fn prefix(
 pub(crate) async fn prefix_get(
     State(http): State<Http>,
     QueryString(p): QueryString<Params>,
+    caller: Option<Extension<Caller>>,
 ) -> ApiResult {
     let req = PrefixRequest {
         prefix: p.get("prefix").cloned().unwrap_or_default(),
         context: p.get("context").cloned().unwrap_or_default(),
     };
-    prefix_search(&http, &p, req).await
+    prefix_search(&http, &p, caller.as_deref(), req).await
 }
 
 /// `POST|PUT /v1/search/fuzzy` with `{"Text": "…", "Context": "all"}`.
 pub(crate) async fn fuzzy(
     State(http): State<Http>,
     QueryString(p): QueryString<Params>,
+    caller: Option<Extension<Caller>>,
     body: Bytes,
 ) -> ApiResult {
     let req: FuzzyRequest = decode(&body)?;
-    let contexts = contexts(&req.context)?;
+    let q = query(&http, &p)?;
+    let contexts = contexts(&req.context, caller.as_deref(), &q)?;
     let length = req.text.len();
     if length < FUZZY_MIN_TERM {
         return Err(ApiError::field(
@@ -109,9 +133,9 @@ pub(crate) async fn fuzzy(
             ),
         ));
     }
-    let q = query(&http, &p)?;
     let snap = blocking::block(&http.gw, &q).await;
-    let found = search::fuzzy(&snap, &q, &req.text, &contexts);
+    let acl = caller.as_deref().map(|c| &*c.acl);
+    let found = search::fuzzy(&snap, &q, acl, &req.text, &contexts);
     let matches: serde_json::Map<String, Value> = found
         .matches
         .iter()

@@ -1,5 +1,6 @@
 //! The gateway's flows across services, in one binary: work forwarded to the
-//! broker, conflicting writes, the event stream and job operations.
+//! broker, conflicting writes, the event stream, job operations and ACLs
+//! over both APIs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../common/mod.rs"]
@@ -10,5 +11,6 @@ mod broker;
 mod client_fs;
 mod conflicts;
 mod events;
+mod grpc_acl;
 mod job_ops;
 mod simulated_nodes;
