@@ -2,7 +2,7 @@
 //! plain HTTP gets nowhere, HTTPS with the cluster's CA answers, a client
 //! certificate of another CA is refused; with `tls.verify_https_client` a
 //! client certificate signed by the CA is required, and a `cli` one is
-//! enough.
+//! enough; new files of another CA are served without a restart.
 //!
 //! Needs the service binaries (`cargo build --workspace --bins`) and
 //! `CARAVAN_TEST_ETCD`.
@@ -211,7 +211,7 @@ async fn the_http_api_serves_https_and_can_require_client_certificates() {
 
     // verify_https_client: no certificate, no answer; any role of the CA
     // will do.
-    let (_gw, http) = gateway(
+    let (verifying, http) = gateway(
         dir.path(),
         &tls,
         "api-gateway-verify",
@@ -241,6 +241,48 @@ async fn the_http_api_serves_https_and_can_require_client_certificates() {
     .await
     .expect("HTTPS with a server certificate");
     assert_eq!(status, 200);
+
+    // New files of another CA: served without a restart, and logged.
+    for name in [
+        "global-server-caravan-key.pem",
+        "global-server-caravan.pem",
+        certs::CA_CERT_FILE,
+    ] {
+        std::fs::copy(other.join(name), tls.join(name)).unwrap();
+    }
+    let other_ca = other.join(certs::CA_CERT_FILE);
+    wait_for(
+        "the new certificates to be served",
+        Duration::from_secs(15),
+        async || {
+            let reply = https_get(
+                http,
+                &other_ca,
+                Some((&other, "global-cli-caravan")),
+                "/v1/status/leader",
+            )
+            .await;
+            Ok(match reply {
+                Ok((200, _)) => Progress::Done(()),
+                other => Progress::Waiting(format!("{other:?}")),
+            })
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        https_get(
+            http,
+            &ca,
+            Some((&tls, "global-cli-caravan")),
+            "/v1/status/leader"
+        )
+        .await
+        .is_err(),
+        "the old CA's client still got in"
+    );
+    let log = std::fs::read_to_string(&verifying.log).unwrap();
+    assert!(log.contains("reloaded TLS certificates"), "{log}");
 }
 
 /// `tls.http` without the files stops the gateway at start, naming the key.
