@@ -117,6 +117,11 @@ async fn accept_loop(
                     // The server has stopped taking connections: drop it.
                     let _closed = tx.send(stream).await;
                 }
+                // Connected and hung up without a word: a TCP probe (a
+                // load balancer's, Kubernetes'), not a failed peer.
+                Ok(Err(err)) if err.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    tracing::debug!(%peer, "closed before a TLS handshake");
+                }
                 Ok(Err(err)) => failures.note(peer, &err.to_string()),
                 Err(_) => failures.note(peer, "no handshake within the timeout"),
             }
