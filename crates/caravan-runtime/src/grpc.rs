@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context;
+use futures::future::BoxFuture;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::codegen::http;
@@ -34,17 +35,10 @@ pub type Router = tonic::transport::server::Router<Layers>;
 /// (see [`crate::tls::install`]) it requires client certificates and checks
 /// their roles.
 pub fn server() -> Server<Layers> {
+    // TLS is not tonic's here: [`serve`] accepts through the process's own
+    // acceptor, whose certificate reloads.
     let tls = crate::tls::current();
-    let builder = match tls {
-        // `tls::install` built this configuration once already, refusing a
-        // bad key or certificate at start, so it cannot fail here; never
-        // fall back to plaintext.
-        Some(tls) => Server::builder()
-            .tls_config(tls.server_config())
-            .expect("TLS configuration checked by tls::install"),
-        None => Server::builder(),
-    };
-    builder
+    Server::builder()
         .tcp_nodelay(true)
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
         // Windows sized for alloc sets and plans of thousands of allocations,
@@ -110,22 +104,41 @@ fn reflection<'b>(services: &[&str]) -> tonic_reflection::server::Builder<'b> {
         .fold(builder, |b, service| b.with_service_name(*service))
 }
 
-/// Binds `addr` (port 0 picks a free port) for a plaintext listener (HTTP,
-/// `/metrics`) and returns it with its real address; says so loudly when
+/// Binds `addr` (port 0 picks a free port) for a plaintext listener
+/// (`/metrics`) and returns it with its real address; says so loudly when
 /// it can be reached from beyond this machine.
 pub async fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
-    bind_with(addr, false).await
+    bind_with(addr, Some("")).await
 }
 
-async fn bind_with(addr: &str, tls: bool) -> std::io::Result<(TcpListener, SocketAddr)> {
+/// [`bind`] for the HTTP API, which is plaintext unless `tls.http` is set
+/// (see [`crate::tls::https`]).
+pub async fn bind_http(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let plaintext = crate::tls::https().is_none();
+    bind_with(
+        addr,
+        plaintext.then_some("set tls.http (with [tls]'s files) or "),
+    )
+    .await
+}
+
+/// Binds `addr`; `plaintext` (when the listener has no TLS) is how to turn
+/// TLS on, ending in "or ", or empty when it cannot be, for the warning
+/// when it can be reached from beyond this machine.
+async fn bind_with(
+    addr: &str,
+    plaintext: Option<&str>,
+) -> std::io::Result<(TcpListener, SocketAddr)> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    if exposed(local) && !tls {
+    if let Some(remedy) = plaintext
+        && exposed(local)
+    {
         tracing::warn!(
             addr = %local,
             "listening beyond loopback without TLS: anyone who can reach this address \
-             can call it unauthenticated and read its traffic; enable [tls] (gRPC) or \
-             bind 127.0.0.1 unless the network around it is trusted"
+             can call it unauthenticated and read its traffic; {remedy}bind 127.0.0.1 \
+             unless the network around it is trusted"
         );
     }
     Ok((listener, local))
@@ -140,7 +153,8 @@ pub fn exposed(local: SocketAddr) -> bool {
 /// Binds a service's configured `grpc_addr`, with an error that names the
 /// config key.
 pub async fn listen(grpc_addr: &str) -> anyhow::Result<TcpListener> {
-    let (listener, _) = bind_with(grpc_addr, crate::tls::current().is_some())
+    let plaintext = crate::tls::current().is_none();
+    let (listener, _) = bind_with(grpc_addr, plaintext.then_some("enable [tls] or "))
         .await
         .with_context(|| format!("grpc_addr: cannot listen on {grpc_addr}"))?;
     Ok(listener)
@@ -165,7 +179,9 @@ pub fn advertise_addr(configured: &str, local: SocketAddr) -> String {
 }
 
 /// Serves `router` on `listener` until `shutdown` is cancelled, then stops
-/// accepting and gives in-flight requests [`DRAIN_TIMEOUT`] to finish.
+/// accepting and gives in-flight requests [`DRAIN_TIMEOUT`] to finish. With
+/// the process's TLS it accepts through [`crate::tls::TlsIncoming`]: each
+/// new connection gets the certificate current at its handshake.
 pub async fn serve(
     router: Router,
     listener: TcpListener,
@@ -174,8 +190,17 @@ pub async fn serve(
     let local = listener
         .local_addr()
         .map_or_else(|_| "?".to_string(), |a| a.to_string());
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let serving = router.serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned());
+    let stop = shutdown.clone().cancelled_owned();
+    let serving: BoxFuture<'_, _> = match crate::tls::current() {
+        Some(tls) => {
+            let incoming = crate::tls::TlsIncoming::new(listener, tls.server_config());
+            Box::pin(router.serve_with_incoming_shutdown(incoming.into_stream(), stop))
+        }
+        None => {
+            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+            Box::pin(router.serve_with_incoming_shutdown(incoming, stop))
+        }
+    };
     crate::shutdown::within_grace(
         &format!("gRPC server on {local}"),
         serving,
@@ -197,21 +222,25 @@ pub fn channel(addr: &str) -> Result<Channel, tonic::transport::Error> {
 /// [`channel`] to a peer of `role`: with TLS its certificate must name it
 /// (the gateway dials client nodes, whose certificates name `client`).
 pub fn channel_to(addr: &str, role: crate::tls::Role) -> Result<Channel, tonic::transport::Error> {
-    let tls = crate::tls::current();
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let authority = addr.split_once("://").map_or(addr, |(_, rest)| rest);
-    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{authority}"))?;
-    if let Some(tls) = tls {
-        endpoint = endpoint.tls_config(tls.client_config(role))?;
-    }
-    Ok(endpoint
+    let endpoint = endpoint(addr)?
         .connect_timeout(Duration::from_secs(3))
         .tcp_nodelay(true)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .initial_stream_window_size(STREAM_WINDOW)
         .http2_keep_alive_interval(Duration::from_secs(20))
-        .keep_alive_while_idle(true)
-        .connect_lazy())
+        .keep_alive_while_idle(true);
+    Ok(match crate::tls::current() {
+        Some(tls) => endpoint.connect_with_connector_lazy(tls.connector(role)),
+        None => endpoint.connect_lazy(),
+    })
+}
+
+/// An endpoint for `addr` (`host:port` or a URL). Always `http://`: with
+/// TLS the process's connector ([`crate::tls::Tls::connector`]) does the
+/// handshake, which tonic would otherwise try to do again.
+pub fn endpoint(addr: &str) -> Result<Endpoint, tonic::transport::Error> {
+    let authority = addr.split_once("://").map_or(addr, |(_, rest)| rest);
+    Endpoint::from_shared(format!("http://{authority}"))
 }
 
 /// Client interceptor that carries the current span's trace to the callee.

@@ -41,6 +41,7 @@ use caravan_runtime::names::API_GATEWAY;
 use caravan_runtime::service::{Service, Serving};
 use caravan_state::{Informer, InformerConfig, Keyspace};
 use caravan_store::Store;
+use futures::future::BoxFuture;
 
 pub use acl::AclConfig;
 pub use acl::routes::{Need as AclNeed, RULES as ACL_ROUTES, Rule as AclRule};
@@ -81,7 +82,13 @@ impl Service for ApiGatewayService {
     ) -> anyhow::Result<()> {
         metrics::register();
         let variables_key = config.variables_key().map_err(anyhow::Error::msg)?;
-        let (http_listener, http_addr) = caravan_runtime::grpc::bind(&config.http_addr)
+        // Never plaintext when HTTPS was asked for: the process's TLS is
+        // installed at start (`tls::install`) from this same section.
+        anyhow::ensure!(
+            !config.tls.http || caravan_runtime::tls::https().is_some(),
+            "tls.http: set, but this process's TLS was installed without it"
+        );
+        let (http_listener, http_addr) = caravan_runtime::grpc::bind_http(&config.http_addr)
             .await
             .with_context(|| format!("binding http_addr {}", config.http_addr))?;
         let cache = Informer::start(
@@ -100,13 +107,29 @@ impl Service for ApiGatewayService {
             .with_variables_key(variables_key);
         let grpc_router = grpc::routes(serving.router, &gw);
         let http_router = http::router(gw.clone(), bound);
-        tracing::info!(grpc = %bound.grpc, http = %bound.http, prefix = gw.keys().prefix(), "api-gateway serving");
+        let https = caravan_runtime::tls::https().is_some();
+        tracing::info!(grpc = %bound.grpc, http = %bound.http, https, prefix = gw.keys().prefix(), "api-gateway serving");
         serving.ready.report(bound);
         let grpc_serve =
             caravan_runtime::grpc::serve(grpc_router, serving.listener, shutdown.clone());
-        let http_serve = axum::serve(http_listener, http_router)
-            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-            .into_future();
+        let stop = shutdown.clone().cancelled_owned();
+        // HTTPS with `tls.http`: the process's certificate, reloaded with it.
+        let http_serve: BoxFuture<'_, std::io::Result<()>> = match caravan_runtime::tls::https() {
+            Some(tls) => {
+                let listener =
+                    caravan_runtime::tls::TlsIncoming::new(http_listener, tls.https_config());
+                Box::pin(
+                    axum::serve(listener, http_router)
+                        .with_graceful_shutdown(stop)
+                        .into_future(),
+                )
+            }
+            None => Box::pin(
+                axum::serve(http_listener, http_router)
+                    .with_graceful_shutdown(stop)
+                    .into_future(),
+            ),
+        };
         // Requests in flight (a write waiting on an unreachable etcd, a blocking
         // query) get the same drain as gRPC's, then are dropped.
         let http_name = format!("HTTP server on {http_addr}");

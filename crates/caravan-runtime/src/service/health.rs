@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tonic::transport::Endpoint;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
@@ -76,18 +75,20 @@ pub(super) fn probe(name: &str, addr: &str, args: &HealthArgs) -> ExitCode {
 }
 
 async fn check(addr: &str, service: &str, timeout: Duration) -> anyhow::Result<ServingStatus> {
-    let tls = crate::tls::current();
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let authority = addr.split_once("://").map_or(addr, |(_, rest)| rest);
-    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{authority}"))
+    let endpoint = crate::grpc::endpoint(addr)
         .map_err(|err| anyhow::anyhow!("not an address: {err}"))?
         .connect_timeout(timeout)
         .timeout(timeout);
-    if let Some(tls) = tls {
-        endpoint = endpoint.tls_config(tls.client_config(crate::tls::Role::Server))?;
-    }
     let asked = async {
-        let channel = endpoint.connect().await?;
+        // Over TLS with the process's files, checking the server role.
+        let channel = match crate::tls::current() {
+            Some(tls) => {
+                endpoint
+                    .connect_with_connector(tls.connector(crate::tls::Role::Server))
+                    .await?
+            }
+            None => endpoint.connect().await?,
+        };
         let reply = HealthClient::new(channel)
             .check(HealthCheckRequest {
                 service: service.to_string(),

@@ -1,17 +1,28 @@
-//! Mutual TLS on every gRPC hop: the `[tls]` section every service shares,
-//! the process's identity that its servers present and its channels dial
-//! with, the roles certificates name, and making them (`caravan tls`).
+//! Mutual TLS on every gRPC hop and HTTPS on the HTTP API: the `[tls]`
+//! section every service shares, the process's identity that its servers
+//! present and its channels dial with — reloaded when its files change —,
+//! the roles certificates name, and making them (`caravan tls`).
 
+pub mod accept;
 pub mod certs;
+mod configs;
+mod connect;
+mod material;
+mod reload;
 pub mod roles;
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::Context;
+use rustls_pki_types::ServerName;
 use serde::{Deserialize, Serialize};
-use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
 
+pub use accept::TlsIncoming;
+use configs::ClientAuth;
+pub use connect::TlsConnector;
+use reload::Reloadable;
+pub use reload::{RELOAD_PERIOD, Reload};
 pub use roles::RoleCheckLayer;
 
 /// The `[tls]` section of every service.
@@ -29,6 +40,40 @@ pub struct TlsConfig {
     pub key_file: PathBuf,
     /// The region in role names: `server.<region>.caravan`.
     pub region: String,
+    /// Whether the HTTP API (the gateway's) serves HTTPS with `cert_file`
+    /// (Nomad's `tls.http`); `enabled` is the gRPC side.
+    pub http: bool,
+    /// Whether HTTPS requires a client certificate signed by `ca_file`, of
+    /// any role (Nomad's `tls.verify_https_client`); without it one is
+    /// checked when presented.
+    pub verify_https_client: bool,
+}
+
+impl TlsConfig {
+    /// Refuses HTTP TLS settings that cannot work, naming them.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.verify_https_client && !self.http {
+            anyhow::bail!(
+                "tls.verify_https_client: asks HTTPS clients for a certificate, so it needs tls.http = true"
+            );
+        }
+        let unset = [
+            ("ca_file", &self.ca_file),
+            ("cert_file", &self.cert_file),
+            ("key_file", &self.key_file),
+        ]
+        .into_iter()
+        .filter(|(_, path)| path.as_os_str().is_empty())
+        .map(|(key, _)| format!("tls.{key}"))
+        .collect::<Vec<_>>();
+        if self.http && !unset.is_empty() {
+            anyhow::bail!(
+                "tls.http: serving the HTTP API over TLS needs {} set",
+                unset.join(", ")
+            );
+        }
+        Ok(())
+    }
 }
 
 impl Default for TlsConfig {
@@ -39,6 +84,8 @@ impl Default for TlsConfig {
             cert_file: PathBuf::new(),
             key_file: PathBuf::new(),
             region: "global".to_string(),
+            http: false,
+            verify_https_client: false,
         }
     }
 }
@@ -71,63 +118,93 @@ impl Role {
     pub fn dns_name(self, region: &str) -> String {
         format!("{}.{region}.caravan", self.name())
     }
+
+    /// [`Role::dns_name`] as the name a TLS peer is checked against.
+    pub fn server_name(self, region: &str) -> Result<ServerName<'static>, String> {
+        let name = self.dns_name(region);
+        ServerName::try_from(name.clone()).map_err(|_| format!("{name:?} is not a DNS name"))
+    }
 }
 
-/// The TLS material of a process with `[tls]` enabled, loaded once.
+/// The TLS of a process with `[tls]` enabled (gRPC) or `tls.http` set:
+/// configurations built once whose certificate and CA come from material
+/// that [`Tls::watch`] reloads when the files change. Clones share it.
 #[derive(Debug, Clone)]
 pub struct Tls {
-    ca: Certificate,
-    identity: Identity,
-    region: String,
+    config: TlsConfig,
+    holder: Arc<Reloadable>,
+    grpc_server: Arc<rustls::ServerConfig>,
+    https_server: Arc<rustls::ServerConfig>,
+    client: Arc<rustls::ClientConfig>,
 }
 
 impl Tls {
-    /// Reads the files `config` names.
+    /// Reads and checks the files `config` names; the error names the key
+    /// and file at fault.
     pub fn load(config: &TlsConfig) -> anyhow::Result<Tls> {
-        let read = |key: &str, path: &PathBuf| {
-            std::fs::read(path)
-                .with_context(|| format!("tls.{key}: cannot read {}", path.display()))
+        for role in Role::ALL {
+            role.server_name(&config.region)
+                .map_err(|err| anyhow::anyhow!("tls.region: {err}"))?;
+        }
+        let holder = Arc::new(Reloadable::load(config).map_err(anyhow::Error::msg)?);
+        let https_auth = if config.verify_https_client {
+            ClientAuth::Required
+        } else {
+            ClientAuth::Optional
         };
-        let ca = read("ca_file", &config.ca_file)?;
-        let cert = read("cert_file", &config.cert_file)?;
-        let key = read("key_file", &config.key_file)?;
-        let tls = Tls {
-            ca: Certificate::from_pem(ca),
-            identity: Identity::from_pem(cert, key),
-            region: config.region.clone(),
-        };
-        // tonic parses the PEM when a server or channel is built: parse it
-        // now so a bad file stops the start instead of a later dial.
-        tonic::transport::Server::builder()
-            .tls_config(tls.server_config())
-            .context("tls: the certificate, key or CA is not usable")?;
-        tonic::transport::Endpoint::from_static("https://127.0.0.1")
-            .tls_config(tls.client_config(Role::Server))
-            .context("tls: the certificate, key or CA is not usable")?;
-        Ok(tls)
+        let unusable = "tls: cannot build a TLS configuration";
+        Ok(Tls {
+            grpc_server: configs::server(&holder, ClientAuth::Required, configs::ALPN_H2)
+                .context(unusable)?,
+            https_server: configs::server(&holder, https_auth, configs::ALPN_HTTP1)
+                .context(unusable)?,
+            client: configs::client(&holder).context(unusable)?,
+            config: config.clone(),
+            holder,
+        })
     }
 
     /// The region whose role names peers must carry.
     pub fn region(&self) -> &str {
-        &self.region
+        &self.config.region
     }
 
-    /// Servers present this identity and require a client certificate
-    /// signed by the CA.
-    pub fn server_config(&self) -> ServerTlsConfig {
-        ServerTlsConfig::new()
-            .identity(self.identity.clone())
-            .client_ca_root(self.ca.clone())
+    /// gRPC servers present the current certificate and require a client
+    /// certificate signed by the current CA.
+    pub fn server_config(&self) -> Arc<rustls::ServerConfig> {
+        self.grpc_server.clone()
     }
 
-    /// Channels dial with this identity and accept only a peer whose
-    /// certificate names `peer`'s role (the control plane's services are
-    /// servers; the gateway dials client nodes), whatever address they dial.
-    pub fn client_config(&self, peer: Role) -> ClientTlsConfig {
-        ClientTlsConfig::new()
-            .ca_certificate(self.ca.clone())
-            .identity(self.identity.clone())
-            .domain_name(peer.dns_name(&self.region))
+    /// The HTTP API presents the same certificate; it requires a client
+    /// certificate with `verify_https_client` and checks one when presented
+    /// otherwise.
+    pub fn https_config(&self) -> Arc<rustls::ServerConfig> {
+        self.https_server.clone()
+    }
+
+    /// Channels dial with the current certificate and accept only a peer
+    /// whose certificate names `peer`'s role (the control plane's services
+    /// are servers; the gateway dials client nodes), whatever address they
+    /// dial.
+    pub fn connector(&self, peer: Role) -> TlsConnector {
+        let name = peer
+            .server_name(self.region())
+            .expect("role names checked by Tls::load");
+        TlsConnector::new(self.client.clone(), name)
+    }
+
+    /// Reads the files once, swapping in their material when they changed
+    /// and are usable ([`Tls::watch`] does this periodically).
+    pub fn reload(&self) -> Reload {
+        self.holder.check()
+    }
+
+    /// Starts re-reading the files every [`RELOAD_PERIOD`] for as long as
+    /// the process runs.
+    pub fn watch(&self) -> anyhow::Result<()> {
+        self.holder
+            .watch()
+            .context("tls: cannot start the thread that reloads certificates")
     }
 }
 
@@ -137,21 +214,39 @@ impl Tls {
 /// it is built.
 static CURRENT: OnceLock<Option<Tls>> = OnceLock::new();
 
-/// Loads `config` as the process's TLS (nothing when it is disabled).
-/// The first call wins: a process has one identity.
+/// Loads `config` as the process's TLS (nothing when neither gRPC nor HTTP
+/// TLS is on) and starts reloading it when its files change. The first
+/// call wins: a process has one identity.
 pub fn install(config: &TlsConfig) -> anyhow::Result<()> {
-    let tls = if config.enabled {
+    config.validate()?;
+    if CURRENT.get().is_some() {
+        // A later call (an in-process service beside another) keeps the first.
+        return Ok(());
+    }
+    let tls = if config.enabled || config.http {
         Some(Tls::load(config)?)
     } else {
         None
     };
-    // A later call (an in-process service beside another) keeps the first.
-    let _first = CURRENT.set(tls);
+    if CURRENT.set(tls).is_ok()
+        && let Some(tls) = CURRENT.get().and_then(Option::as_ref)
+    {
+        tls.watch()?;
+    }
     Ok(())
 }
 
-/// The process's TLS, when enabled.
+/// The process's TLS for gRPC, when `[tls]` is enabled.
 pub fn current() -> Option<&'static Tls> {
+    installed().filter(|tls| tls.config.enabled)
+}
+
+/// The process's TLS for the HTTP API, when `tls.http` is set.
+pub fn https() -> Option<&'static Tls> {
+    installed().filter(|tls| tls.config.http)
+}
+
+fn installed() -> Option<&'static Tls> {
     CURRENT.get().and_then(Option::as_ref)
 }
 
@@ -165,7 +260,7 @@ mod tests {
             ca_file: dir.join(certs::CA_CERT_FILE),
             cert_file: dir.join(format!("global-{role}-caravan.pem")),
             key_file: dir.join(format!("global-{role}-caravan-key.pem")),
-            region: "global".into(),
+            ..TlsConfig::default()
         }
     }
 
@@ -197,15 +292,56 @@ mod tests {
         bad.key_file = dir.path().join(certs::CA_CERT_FILE);
         let unusable = Tls::load(&bad).unwrap_err();
         assert!(
-            format!("{unusable:#}").contains("not usable"),
+            format!("{unusable:#}").starts_with("tls.key_file: ")
+                && format!("{unusable:#}").contains("no PEM private key"),
+            "{unusable:#}"
+        );
+
+        let mut bad = config(dir.path(), "server");
+        bad.region = "no region".into();
+        let unusable = Tls::load(&bad).unwrap_err();
+        assert!(
+            format!("{unusable:#}").starts_with("tls.region: "),
             "{unusable:#}"
         );
     }
 
     #[test]
+    fn https_settings_need_the_files_and_each_other() {
+        let http = TlsConfig {
+            http: true,
+            ..TlsConfig::default()
+        };
+        let err = http.validate().unwrap_err().to_string();
+        assert!(
+            err.starts_with("tls.http: ")
+                && err.contains("tls.ca_file, tls.cert_file, tls.key_file"),
+            "{err}"
+        );
+        let verify_only = TlsConfig {
+            verify_https_client: true,
+            ca_file: "ca.pem".into(),
+            cert_file: "cert.pem".into(),
+            key_file: "key.pem".into(),
+            ..TlsConfig::default()
+        };
+        let err = verify_only.validate().unwrap_err().to_string();
+        assert!(
+            err.starts_with("tls.verify_https_client: ") && err.contains("tls.http"),
+            "{err}"
+        );
+        let both = TlsConfig {
+            http: true,
+            ..verify_only
+        };
+        both.validate().unwrap();
+        TlsConfig::default().validate().unwrap();
+    }
+
+    #[test]
     fn tls_is_off_by_default() {
         let config = TlsConfig::default();
-        assert!(!config.enabled);
+        assert!(!config.enabled && !config.http && !config.verify_https_client);
         assert_eq!(config.region, "global");
     }
 }
