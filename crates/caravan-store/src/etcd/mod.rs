@@ -143,8 +143,9 @@ impl EtcdStore {
             .await
             .map_err(|err| {
                 StoreError::Unavailable(format!(
-                    "no answer from etcd at {}: {err}",
-                    store.members.endpoints()
+                    "no answer from etcd at {}: {err}{}",
+                    store.members.endpoints(),
+                    tls::refusal_hint(config.tls.as_ref(), &err)
                 ))
             })?;
         Ok(EtcdStore {

@@ -44,10 +44,7 @@ impl EtcdTls {
         let ca = read("CA", &self.ca_file)?;
         // An empty trust store would refuse every etcd with an unhelpful
         // "unknown issuer": say what is wrong with the file instead.
-        if !ca
-            .windows(PEM_CERT.len())
-            .any(|w| w == PEM_CERT.as_bytes())
-        {
+        if !ca.windows(PEM_CERT.len()).any(|w| w == PEM_CERT.as_bytes()) {
             return Err(StoreError::InvalidArgument(format!(
                 "etcd TLS: the CA file {} holds no PEM certificate",
                 self.ca_file.display()
@@ -79,6 +76,28 @@ impl EtcdTls {
                 ))
             })?;
         Ok(())
+    }
+}
+
+/// What to add to a failure to reach etcd over `tls`: an etcd with
+/// `--client-cert-auth` refuses a client's certificate, or its absence,
+/// after the TLS 1.3 handshake, with an alert that often reaches the client
+/// (`CertificateRequired`, `BadCertificate`) but may not, when etcd has
+/// closed the connection first: the client then sees it close, without a
+/// reason, and the likely one is added.
+pub(super) fn refusal_hint(tls: Option<&EtcdTls>, err: &StoreError) -> &'static str {
+    match tls {
+        Some(tls) if err.to_string().contains("connection closed") => {
+            if tls.client_cert.is_none() {
+                " (etcd closed the TLS connection: an etcd with --client-cert-auth does so \
+                 when, as here, no client certificate is configured)"
+            } else {
+                " (etcd closed the TLS connection: an etcd with --client-cert-auth does so \
+                 when the client certificate is not signed by its --trusted-ca-file or \
+                 lacks the clientAuth usage)"
+            }
+        }
+        _ => "",
     }
 }
 
