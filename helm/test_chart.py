@@ -1,15 +1,16 @@
 """The caravan chart, rendered offline by Helm's own Go SDK (helm-python-sdk).
 
 There is no Kubernetes cluster here: nothing is installed or started. What is
-checked: the chart renders with its default values and with a scaled,
-external-etcd set (helm/caravan/ci/scaled-external-etcd-values.yaml); lints
-clean; values.schema.json rejects bad values; every manifest validates against
+checked: the chart renders with its default values, with a scaled,
+external-etcd set (helm/caravan/ci/scaled-external-etcd-values.yaml) and with
+TLS on every hop and to etcd (helm/caravan/ci/tls-values.yaml); lints clean; values.schema.json rejects bad values; every manifest validates against
 Kubernetes' schemas (kubernetes-validate, strict); the objects the chart
 promises are there; and every rendered container's flags, environment and
 config file are accepted by its own binary: the file is taken from the
 rendered ConfigMap through the container's volume mounts and the binary runs
 with the container's args plus --check-config, which fails on a key it does
-not read. scripts/helm-test runs it in a venv.
+not read (with TLS, the certificate files it names are made with openssl and
+put where the Secret would be mounted). scripts/helm-test runs it in a venv.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "helm" / "caravan"
 SCALED = CHART / "ci" / "scaled-external-etcd-values.yaml"
+TLS = CHART / "ci" / "tls-values.yaml"
 KUBE_VERSION = "1.30.0"
 BINARIES = [
     "caravan-api-gateway",
@@ -63,6 +65,37 @@ def scaled_values() -> dict[str, Any]:
     return yaml.safe_load(SCALED.read_text())
 
 
+def tls_values() -> dict[str, Any]:
+    return yaml.safe_load(TLS.read_text())
+
+
+def openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def tls_secret(tmp_path_factory) -> dict[str, bytes]:
+    """The files of the Secret tls-values.yaml names, as `caravan tls` would
+    make them: a CA, a server and a client certificate (made with openssl
+    here; the binaries only need them to parse)."""
+    d = tmp_path_factory.mktemp("tls")
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", str(d / "ca-key.pem"), "-out", str(d / "ca.pem"), "-days", "1",
+            "-subj", "/CN=Caravan Agent CA")
+    for role in ("server", "client"):
+        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                "-keyout", str(d / f"{role}-key.pem"), "-out", str(d / f"{role}.csr"),
+                "-subj", f"/CN={role}.global.caravan")
+        ext = d / f"{role}.ext"
+        ext.write_text(f"subjectAltName=DNS:{role}.global.caravan,DNS:localhost\n"
+                       "extendedKeyUsage=serverAuth,clientAuth\n")
+        openssl("x509", "-req", "-in", str(d / f"{role}.csr"), "-CA", str(d / "ca.pem"),
+                "-CAkey", str(d / "ca-key.pem"), "-CAcreateserial", "-days", "1",
+                "-extfile", str(ext), "-out", str(d / f"{role}.pem"))
+    names = ["ca.pem", "server.pem", "server-key.pem", "client.pem", "client-key.pem"]
+    return {n: (d / n).read_bytes() for n in names}
+
+
 def render(values: dict[str, Any] | None) -> list[dict[str, Any]]:
     chart = helm.Chart.load(str(CHART))
     out = chart.render(values, name="caravan", namespace="scheduling", is_install=True)
@@ -81,17 +114,25 @@ def of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any
     return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
 
 
-CASES = {"default": None, "scaled-external-etcd": "scaled"}
+CASES = {"default": lambda: None, "scaled-external-etcd": scaled_values, "tls": tls_values}
 
 
 @pytest.fixture(params=list(CASES), scope="module")
 def case(request) -> tuple[str, dict[str, Any] | None, list[dict[str, Any]]]:
-    values = scaled_values() if CASES[request.param] else None
+    values = CASES[request.param]()
     return request.param, values, render(values)
 
 
-def test_lints_clean_with_both_sets_of_values():
-    for values in (None, scaled_values()):
+def tls_on(values: dict[str, Any] | None) -> bool:
+    return bool(values and values.get("tls", {}).get("enabled"))
+
+
+def etcd_tls_on(values: dict[str, Any] | None) -> bool:
+    return bool(values and values.get("etcd", {}).get("tls", {}).get("enabled"))
+
+
+def test_lints_clean_with_every_set_of_values():
+    for values in (None, scaled_values(), tls_values()):
         report = helm.lint(str(CHART), values, strict=True, kube_version="v" + KUBE_VERSION)
         problems = [m for m in report["messages"] if m["severity"] >= 2]
         assert not problems and not report.get("errors"), report
@@ -125,7 +166,7 @@ def test_the_objects_the_chart_promises(case):
     hpas = of_kind(objects, "HorizontalPodAutoscaler")
     workers = deployments["caravan-scheduler-worker"]["spec"]
     etcd = of_kind(objects, "StatefulSet")
-    if values is None:
+    if values is None or not values.get("schedulerWorker"):
         assert not hpas and workers["replicas"] == 3
         assert deployments["caravan-eval-broker"]["spec"]["replicas"] == 2
         assert etcd["caravan-etcd"]["spec"]["replicas"] == 3
@@ -146,8 +187,25 @@ def test_the_objects_the_chart_promises(case):
         sc = container["securityContext"]
         assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
         grpc = next(p["containerPort"] for p in container["ports"] if p["name"] == "grpc")
+        component = dep["metadata"]["name"].removeprefix("caravan-")
         for probe in ("readinessProbe", "livenessProbe"):
-            assert container[probe]["grpc"]["port"] == grpc, f"{probe} of {dep['metadata']['name']}"
+            if tls_on(values):
+                # Kubernetes' gRPC probe has no client certificate: the
+                # binary's own health subcommand, with the pod's config.
+                assert container[probe]["exec"]["command"] == [
+                    f"caravan-{component}", "--config", f"/etc/caravan/{component}.toml", "health"
+                ], f"{probe} of {dep['metadata']['name']}"
+            else:
+                assert container[probe]["grpc"]["port"] == grpc, f"{probe} of {dep['metadata']['name']}"
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        for volume, on, path in (("tls", tls_on(values), "/etc/caravan-tls"),
+                                 ("etcd-tls", etcd_tls_on(values), "/etc/caravan-etcd-tls")):
+            if on:
+                assert mounts[volume] == path, dep["metadata"]["name"]
+                assert volumes[volume]["secret"]["secretName"] == "caravan-tls"
+            else:
+                assert volume not in mounts, dep["metadata"]["name"]
         assert container["resources"]["requests"], dep["metadata"]["name"]
         # Prometheus finds /metrics on a port the container declares.
         annotations = dep["spec"]["template"]["metadata"]["annotations"]
@@ -172,7 +230,7 @@ def check_container(pod: dict[str, Any], container: dict[str, Any], configmaps, 
     """Runs the container's binary with its args, env and config file (from
     the ConfigMap its mounts name) and --check-config; the completed process.
     An env value naming a file under a Secret mount gets the rendered
-    Secret's file."""
+    Secret's file, and so does a path in the config file under one."""
     binary = Path(container["image"].split("/")[-1].split(":")[0])
     binary = bin_dir() / f"caravan-{binary}"
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
@@ -186,7 +244,7 @@ def check_container(pod: dict[str, Any], container: dict[str, Any], configmaps, 
                 key = arg[len(prefix):]
                 assert key in configmaps[cm], f"{arg}: no key {key} in ConfigMap {cm}"
                 local = workdir / f"{cm}-{key}"
-                local.write_text(configmaps[cm][key])
+                local.write_text(secret_paths(configmaps[cm][key], container, volumes, workdir, secrets))
                 args[i] = str(local)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     values = {"POD_IP": "10.1.2.3"}
@@ -207,10 +265,36 @@ def check_container(pod: dict[str, Any], container: dict[str, Any], configmaps, 
     )
 
 
-def test_each_binary_accepts_its_rendered_flags_env_and_config(case, tmp_path):
+def secret_paths(text: str, container, volumes, workdir: Path, secrets) -> str:
+    """`text` with every file under one of the container's Secret mounts
+    replaced by a local copy of the Secret's file."""
+    for mount in container.get("volumeMounts", []):
+        volume = volumes[mount["name"]]
+        if "secret" not in volume:
+            continue
+        name = volume["secret"]["secretName"]
+        prefix = mount["mountPath"].rstrip("/") + "/"
+        for key in re.findall(re.escape(prefix) + r"([\w.-]+)", text):
+            assert key in (secrets or {}).get(name, {}), f"{prefix}{key}: no key {key} in Secret {name}"
+            local = workdir / f"{name}-{key}"
+            local.write_bytes(secrets[name][key])
+            text = text.replace(prefix + key, str(local))
+    return text
+
+
+def pod_secrets(objects, values, tls_secret) -> dict[str, dict[str, bytes]]:
+    """The Secrets the pods mount: the rendered ones and, with TLS, the one
+    the operator makes."""
+    secrets = secret_files(objects)
+    if tls_on(values) or etcd_tls_on(values):
+        secrets["caravan-tls"] = tls_secret
+    return secrets
+
+
+def test_each_binary_accepts_its_rendered_flags_env_and_config(case, tmp_path, tls_secret):
     name, values, objects = case
     configmaps = config_files(objects)
-    secrets = secret_files(objects)
+    secrets = pod_secrets(objects, values, tls_secret)
     for dep in of_kind(objects, "Deployment").values():
         pod = dep["spec"]["template"]["spec"]
         for container in pod["containers"]:
@@ -218,15 +302,28 @@ def test_each_binary_accepts_its_rendered_flags_env_and_config(case, tmp_path):
             assert done.returncode == 0, f"{name}: {container['name']}: {done.stderr}"
             loaded = json.loads(done.stdout)
             assert loaded["advertise_addr"] == f"10.1.2.3:{container['ports'][0]['containerPort']}"
-            if values is not None:
+            if values is not None and not values["etcd"].get("enabled", True):
                 assert loaded["store"]["endpoints"] == values["etcd"]["external"]["endpoints"]
-            if container["name"] == "scheduler-worker" and values is not None:
+            store = loaded["store"]
+            if etcd_tls_on(values):
+                assert all(e.startswith("https://") for e in store["endpoints"]), store
+                for key, file in (("ca_file", "ca.pem"), ("cert_file", "client.pem"), ("key_file", "client-key.pem")):
+                    assert store[key].endswith(f"caravan-tls-{file}"), (key, store)
+                assert store["tls_server_name"] == "server.global.caravan"
+            else:
+                assert all(e.startswith("http://") for e in store["endpoints"]), store
+                assert store["ca_file"] == "" and store["cert_file"] == "", store
+            tls = loaded["tls"]
+            assert tls["enabled"] == tls_on(values), tls
+            if tls_on(values):
+                assert tls["cert_file"].endswith("caravan-tls-server.pem"), tls
+            if container["name"] == "scheduler-worker" and values and values.get("schedulerWorker"):
                 assert loaded["workers"] == values["schedulerWorker"]["config"]["workers"]
 
 
-def test_the_gateways_share_one_variables_key(case, tmp_path):
-    name, _, objects = case
-    secrets = secret_files(objects)
+def test_the_gateways_share_one_variables_key(case, tmp_path, tls_secret):
+    name, values, objects = case
+    secrets = pod_secrets(objects, values, tls_secret)
     key = base64.b64decode(secrets["caravan-variables-key"]["variables.key"])
     assert len(key) == 32, f"{name}: the key is base64 of 32 bytes"
     gateway = of_kind(objects, "Deployment")["caravan-api-gateway"]["spec"]["template"]["spec"]
@@ -261,16 +358,60 @@ def test_a_key_the_binary_does_not_read_fails_the_check(tmp_path):
     assert "nack_timout_ms" in done.stderr, done.stderr
 
 
+def test_the_bundled_etcd_requires_client_certificates_with_etcd_tls():
+    objects = render(tls_values())
+    etcd = of_kind(objects, "StatefulSet")["caravan-etcd"]["spec"]["template"]["spec"]
+    (container,) = etcd["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["ETCD_LISTEN_CLIENT_URLS"] == "https://0.0.0.0:2379"
+    assert env["ETCD_ADVERTISE_CLIENT_URLS"].startswith("https://$(ETCD_NAME).")
+    assert env["ETCD_CLIENT_CERT_AUTH"] == "true"
+    mount = next(m["mountPath"] for m in container["volumeMounts"] if m["name"] == "tls")
+    volume = next(v for v in etcd["volumes"] if v["name"] == "tls")
+    assert volume["secret"]["secretName"] == "caravan-tls"
+    for key, file in (("ETCD_CERT_FILE", "server.pem"), ("ETCD_KEY_FILE", "server-key.pem"),
+                      ("ETCD_TRUSTED_CA_FILE", "ca.pem")):
+        assert env[key] == f"{mount}/{file}", key
+    # The client port answers only certificate holders: probes use the
+    # plaintext /health listener.
+    assert env["ETCD_LISTEN_METRICS_URLS"] == "http://0.0.0.0:2381"
+    health = next(p["containerPort"] for p in container["ports"] if p["name"] == "health")
+    assert health == 2381
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["port"] == "health", probe
+    # Without etcd.tls: plaintext, and no Secret.
+    plain = of_kind(render(None), "StatefulSet")["caravan-etcd"]["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in plain["containers"][0]["env"]}
+    assert env["ETCD_LISTEN_CLIENT_URLS"] == "http://0.0.0.0:2379" and "ETCD_CERT_FILE" not in env
+
+
+def test_external_etcd_endpoints_must_match_etcd_tls():
+    values = scaled_values()
+    values["etcd"]["tls"] = {"enabled": True, "secretName": "etcd-client"}
+    with pytest.raises(Exception) as err:
+        render(values)
+    assert "etcd.external.endpoints" in str(err.value), str(err.value)
+    values["etcd"]["external"]["endpoints"] = [
+        e.replace("http://", "https://") for e in values["etcd"]["external"]["endpoints"]
+    ]
+    deployments = of_kind(render(values), "Deployment")
+    volumes = deployments["caravan-eval-broker"]["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "etcd-tls", "secret": {"secretName": "etcd-client", "defaultMode": 0o440}} in volumes
+
+
 def test_the_schema_rejects_bad_values():
     chart = helm.Chart.load(str(CHART))
     chart.validate_schema(None)
     chart.validate_schema(scaled_values())
+    chart.validate_schema(tls_values())
     for bad, named in [
         ({"evalBrokr": {"replicaCount": 2}}, "evalBrokr"),
         ({"schedulerWorker": {"replicaCount": "three"}}, "replicaCount"),
         ({"etcd": {"enabled": False}}, "endpoints"),
         ({"etcd": {"enabled": False, "external": {"endpoints": ["etcd:2379"]}}}, "endpoints"),
         ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
+        ({"tls": {"enabled": True}}, "secretName"),
+        ({"etcd": {"enabled": True, "tls": {"enabled": True, "secretName": ""}}}, "secretName"),
     ]:
         with pytest.raises(helm.HelmValuesError) as err:
             chart.validate_schema(bad)

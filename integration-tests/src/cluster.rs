@@ -12,10 +12,11 @@ use std::time::Duration;
 use caravan_proto::NodeStatus;
 use caravan_runtime::names;
 use caravan_state::Keyspace;
-use caravan_store::{EtcdStore, Store};
+use caravan_store::{EtcdConfig, EtcdStore, Store};
 use tempfile::TempDir;
 
 use crate::binaries;
+use crate::etcd::{EtcdProcess, EtcdTlsFiles};
 use crate::http::HttpApi;
 use crate::process::{self, ServiceProcess};
 use crate::state::ClusterState;
@@ -128,6 +129,8 @@ pub struct Cluster {
     test_timings: bool,
     /// Where the CA and certificates are when processes run with `[tls]`.
     tls: Option<PathBuf>,
+    /// The `store.*` TLS settings of every service, when etcd needs TLS.
+    store_tls: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -155,10 +158,36 @@ impl Cluster {
         etcd: Vec<String>,
         test_timings: bool,
     ) -> anyhow::Result<Cluster> {
+        let config = EtcdConfig::new(&etcd);
+        Cluster::on_store(name, config, Vec::new(), test_timings).await
+    }
+
+    /// A cluster on the etcd `etcd` started, with test timings: every
+    /// service gets its `[store]` settings, TLS included.
+    pub async fn on_etcd_process(name: &str, etcd: &EtcdProcess) -> anyhow::Result<Cluster> {
+        let store_tls = etcd.tls().map(EtcdTlsFiles::store_settings);
+        Cluster::on_store(
+            name,
+            etcd.etcd_config(),
+            store_tls.unwrap_or_default(),
+            true,
+        )
+        .await
+    }
+
+    /// A cluster on the etcd `config` reaches; `store_tls` are the
+    /// `store.*` TLS settings every service gets.
+    async fn on_store(
+        name: &str,
+        config: EtcdConfig,
+        store_tls: Vec<(String, String)>,
+        test_timings: bool,
+    ) -> anyhow::Result<Cluster> {
         let bins = binaries::bin_dir()?;
         binaries::check_all(&bins)?;
         let prefix = caravan_testkit::unique_prefix(name);
-        let store: Arc<dyn Store> = Arc::new(EtcdStore::connect(&etcd).await?);
+        let etcd = config.endpoints.clone();
+        let store: Arc<dyn Store> = Arc::new(EtcdStore::connect_with(config).await?);
         let dir = tempfile::Builder::new()
             .prefix(&format!("caravan-e2e-{name}-"))
             .tempdir()?;
@@ -173,6 +202,7 @@ impl Cluster {
             clients: BTreeMap::new(),
             test_timings,
             tls: None,
+            store_tls,
         })
     }
 
@@ -636,10 +666,12 @@ impl Cluster {
     }
 
     fn store_settings(&self) -> Vec<(String, String)> {
-        vec![
+        let mut settings = vec![
             ("store.endpoints".into(), self.etcd.join(",")),
             ("store.prefix".into(), self.prefix().to_string()),
-        ]
+        ];
+        settings.extend(self.store_tls.iter().cloned());
+        settings
     }
 
     fn client_settings(&self, data_dir: &Path, name: Option<&str>) -> Vec<(String, String)> {

@@ -1,13 +1,17 @@
 //! A throwaway etcd of our own: the `etcd` binary on `PATH` in a temp dir,
 //! on free loopback ports, with Caravan's raised txn, request and quota
 //! limits (as `start_etcd` in `scripts/lib.sh` starts it), stopped and
-//! removed when dropped. For the benchmark without an etcd given and for
-//! tests that must take etcd away.
+//! removed when dropped. For the benchmark without an etcd given, for
+//! tests that must take etcd away, and for tests of etcd over TLS
+//! ([`EtcdProcess::start_tls`]).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use caravan_runtime::tls::Role;
+use caravan_runtime::tls::certs::{self, CertRequest};
+use caravan_store::{EtcdClientCert, EtcdConfig, EtcdTls};
 use nix::sys::signal::Signal;
 use tempfile::TempDir;
 
@@ -36,15 +40,33 @@ pub(crate) struct Member {
     pub initial_cluster: String,
     /// Whether the member rejoins a cluster that exists already.
     pub existing: bool,
+    /// TLS on the client URL, with client certificates required.
+    pub tls: Option<MemberTls>,
+}
+
+/// A member's TLS on its client URL: `https://`, its certificate, and the
+/// CA every client certificate must be signed by (`--client-cert-auth`).
+#[derive(Clone, Debug)]
+pub(crate) struct MemberTls {
+    /// `--trusted-ca-file`.
+    pub ca_file: PathBuf,
+    /// `--cert-file`: valid for 127.0.0.1 and `localhost`.
+    pub cert_file: PathBuf,
+    /// `--key-file`.
+    pub key_file: PathBuf,
+    /// A plaintext listener for `/health` (`--listen-metrics-urls`): the
+    /// client URL answers only holders of a client certificate.
+    pub health: SocketAddr,
 }
 
 impl Member {
     /// Spawns etcd for this member, with Caravan's raised txn, request and
     /// quota limits, its output appended to `log`.
     pub fn spawn(&self, log: PathBuf) -> anyhow::Result<ServiceProcess> {
-        let endpoint = format!("http://{}", self.client);
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let endpoint = format!("{scheme}://{}", self.client);
         let peer_url = format!("http://{}", self.peer);
-        let args: Vec<String> = [
+        let mut args: Vec<String> = [
             "--name",
             &self.name,
             "--data-dir",
@@ -74,6 +96,19 @@ impl Member {
         ]
         .map(String::from)
         .to_vec();
+        if let Some(tls) = &self.tls {
+            args.extend([
+                "--cert-file".to_string(),
+                tls.cert_file.display().to_string(),
+                "--key-file".to_string(),
+                tls.key_file.display().to_string(),
+                "--trusted-ca-file".to_string(),
+                tls.ca_file.display().to_string(),
+                "--client-cert-auth".to_string(),
+                "--listen-metrics-urls".to_string(),
+                format!("http://{}", tls.health),
+            ]);
+        }
         ServiceProcess::spawn(
             &self.name,
             Path::new("etcd"),
@@ -83,10 +118,15 @@ impl Member {
             STOP_GRACE,
         )
     }
+
+    /// Where the member answers `/health` in plaintext.
+    pub fn health_addr(&self) -> SocketAddr {
+        self.tls.as_ref().map_or(self.client, |tls| tls.health)
+    }
 }
 
-/// Waits until the etcd `process` listening on `client` reports itself
-/// healthy (a member of a cluster: once the cluster has a leader).
+/// Waits until the etcd `process` answering `/health` on `client` reports
+/// itself healthy (a member of a cluster: once the cluster has a leader).
 pub(crate) async fn wait_healthy(
     process: &mut ServiceProcess,
     client: SocketAddr,
@@ -121,10 +161,77 @@ pub async fn status(
         .map_err(|_| anyhow::anyhow!("no answer within {timeout:?}"))?
 }
 
+/// The files of an etcd that requires TLS with client certificates, made
+/// with `caravan tls` (its CA and certificates): etcd's certificate is a
+/// server one (valid for 127.0.0.1 and `localhost`), the client's a
+/// client one (whose `clientAuth` usage etcd checks).
+#[derive(Clone, Debug)]
+pub struct EtcdTlsFiles {
+    /// The CA that signs etcd's certificate and the client's.
+    pub ca_file: PathBuf,
+    /// A client certificate etcd accepts.
+    pub cert_file: PathBuf,
+    /// Its key.
+    pub key_file: PathBuf,
+    /// etcd's own certificate.
+    server_cert: PathBuf,
+    /// Its key.
+    server_key: PathBuf,
+}
+
+impl EtcdTlsFiles {
+    /// Makes a CA and a server and a client certificate in `dir`.
+    pub fn create(dir: &Path) -> anyhow::Result<EtcdTlsFiles> {
+        std::fs::create_dir_all(dir)?;
+        let ca = certs::create_ca(dir, certs::CA_DAYS)?;
+        let request = |role| CertRequest {
+            role,
+            region: "global".to_string(),
+            days: 1,
+            dns_names: Vec::new(),
+            ip_addresses: Vec::new(),
+            ca_cert: ca.cert.clone(),
+            ca_key: ca.key.clone(),
+        };
+        let server = certs::create_cert(dir, &request(Role::Server))?;
+        let client = certs::create_cert(dir, &request(Role::Client))?;
+        Ok(EtcdTlsFiles {
+            ca_file: ca.cert,
+            cert_file: client.cert,
+            key_file: client.key,
+            server_cert: server.cert,
+            server_key: server.key,
+        })
+    }
+
+    /// The `[store]` settings of a service using these files.
+    pub fn store_settings(&self) -> Vec<(String, String)> {
+        let path = |p: &PathBuf| p.display().to_string();
+        vec![
+            ("store.ca_file".into(), path(&self.ca_file)),
+            ("store.cert_file".into(), path(&self.cert_file)),
+            ("store.key_file".into(), path(&self.key_file)),
+        ]
+    }
+
+    /// The store's TLS with these files.
+    pub fn etcd_tls(&self) -> EtcdTls {
+        EtcdTls {
+            ca_file: self.ca_file.clone(),
+            client_cert: Some(EtcdClientCert {
+                cert_file: self.cert_file.clone(),
+                key_file: self.key_file.clone(),
+            }),
+            server_name: None,
+        }
+    }
+}
+
 /// A running etcd member alone in its cluster, with its data dir.
 #[derive(Debug)]
 pub struct EtcdProcess {
     endpoint: String,
+    tls: Option<EtcdTlsFiles>,
     process: ServiceProcess,
     // Dropped after the process has stopped (see `Drop`).
     dir: TempDir,
@@ -134,10 +241,35 @@ impl EtcdProcess {
     /// Starts etcd and waits until it reports itself healthy; retries with
     /// other ports when another process took one first.
     pub async fn start() -> anyhow::Result<EtcdProcess> {
+        EtcdProcess::start_with(false).await
+    }
+
+    /// Starts etcd serving clients over TLS only, to holders of a client
+    /// certificate signed by its CA (see [`EtcdTlsFiles`]).
+    pub async fn start_tls() -> anyhow::Result<EtcdProcess> {
+        EtcdProcess::start_with(true).await
+    }
+
+    async fn start_with(tls: bool) -> anyhow::Result<EtcdProcess> {
         let dir = tempfile::Builder::new().prefix("caravan-etcd-").tempdir()?;
+        let files = if tls {
+            Some(EtcdTlsFiles::create(&dir.path().join("tls"))?)
+        } else {
+            None
+        };
         for _ in 0..3 {
             let (client, peer) = (process::free_addr()?, process::free_addr()?);
-            let endpoint = format!("http://{client}");
+            let member_tls = match &files {
+                Some(files) => Some(MemberTls {
+                    ca_file: files.ca_file.clone(),
+                    cert_file: files.server_cert.clone(),
+                    key_file: files.server_key.clone(),
+                    health: process::free_addr()?,
+                }),
+                None => None,
+            };
+            let scheme = if tls { "https" } else { "http" };
+            let endpoint = format!("{scheme}://{client}");
             let member = Member {
                 name: "caravan-test".into(),
                 data_dir: dir.path().join("data"),
@@ -145,12 +277,14 @@ impl EtcdProcess {
                 peer,
                 initial_cluster: format!("caravan-test=http://{peer}"),
                 existing: false,
+                tls: member_tls,
             };
             let mut process = member.spawn(dir.path().join("etcd.log"))?;
-            match wait_healthy(&mut process, client).await {
+            match wait_healthy(&mut process, member.health_addr()).await {
                 Ok(()) => {
                     return Ok(EtcdProcess {
                         endpoint,
+                        tls: files,
                         process,
                         dir,
                     });
@@ -169,9 +303,30 @@ impl EtcdProcess {
         anyhow::bail!("etcd lost the race for free ports three times")
     }
 
-    /// The client URL, e.g. `http://127.0.0.1:41234`.
+    /// The client URL, e.g. `http://127.0.0.1:41234` (`https://` with TLS).
     pub fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+
+    /// The CA and client certificate, when etcd requires TLS.
+    pub fn tls(&self) -> Option<&EtcdTlsFiles> {
+        self.tls.as_ref()
+    }
+
+    /// How a store reaches this etcd, TLS included.
+    pub fn etcd_config(&self) -> EtcdConfig {
+        let mut config = EtcdConfig::new(&[self.endpoint.as_str()]);
+        config.tls = self.tls.as_ref().map(EtcdTlsFiles::etcd_tls);
+        config
+    }
+
+    /// The `[store]` settings of a service using this etcd, but its prefix.
+    pub fn store_settings(&self) -> Vec<(String, String)> {
+        let mut settings = vec![("store.endpoints".to_string(), self.endpoint.clone())];
+        if let Some(tls) = &self.tls {
+            settings.extend(tls.store_settings());
+        }
+        settings
     }
 
     /// The process id while it runs.

@@ -58,6 +58,7 @@ impl EtcdCluster {
                     peer,
                     initial_cluster: initial_cluster.clone(),
                     existing: false,
+                    tls: None,
                 };
                 let process = member.spawn(log_of(dir.path(), i))?;
                 members.push(Running {

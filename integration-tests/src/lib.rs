@@ -14,7 +14,7 @@ pub mod wait;
 
 pub use cluster::{Cluster, GatewayAddrs, Service};
 pub use cost::ProcessCost;
-pub use etcd::EtcdProcess;
+pub use etcd::{EtcdProcess, EtcdTlsFiles};
 pub use etcd_cluster::EtcdCluster;
 pub use http::{HttpApi, HttpReply};
 pub use state::ClusterState;

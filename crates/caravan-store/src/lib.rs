@@ -18,7 +18,7 @@ mod types;
 
 pub use backoff::Backoff;
 pub use error::{Result, StoreError};
-pub use etcd::{EtcdConfig, EtcdStore};
+pub use etcd::{EtcdClientCert, EtcdConfig, EtcdStore, EtcdTls};
 pub use leadership::{FencingToken, Leadership, LeadershipError, current_leader, election_name};
 pub use mem::{MemStore, MemStoreConfig};
 pub use store::{Store, Watch, WatchProgress, WatchStream};

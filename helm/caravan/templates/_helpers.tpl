@@ -69,14 +69,20 @@ names, or etcd.external.endpoints.
 */}}
 {{- define "caravan.etcdEndpoints" -}}
 {{- $endpoints := list -}}
+{{- $scheme := ternary "https" "http" (include "caravan.etcdTls" . | eq "true") -}}
 {{- if .Values.etcd.enabled -}}
 {{- $fullname := include "caravan.fullname" . -}}
 {{- range $i := until (int .Values.etcd.replicaCount) -}}
-{{- $endpoints = append $endpoints (printf "http://%s-etcd-%d.%s-etcd-headless.%s.svc.%s:2379" $fullname $i $fullname $.Release.Namespace $.Values.clusterDomain) -}}
+{{- $endpoints = append $endpoints (printf "%s://%s-etcd-%d.%s-etcd-headless.%s.svc.%s:2379" $scheme $fullname $i $fullname $.Release.Namespace $.Values.clusterDomain) -}}
 {{- end -}}
 {{- else -}}
 {{- if not .Values.etcd.external.endpoints -}}
 {{- fail "etcd.enabled is false: set etcd.external.endpoints to the etcd the services use" -}}
+{{- end -}}
+{{- range .Values.etcd.external.endpoints -}}
+{{- if ne (hasPrefix "https://" .) (eq $scheme "https") -}}
+{{- fail (printf "etcd.external.endpoints: %s must be %s:// when etcd.tls.enabled is %v" . $scheme (eq $scheme "https")) -}}
+{{- end -}}
 {{- end -}}
 {{- $endpoints = .Values.etcd.external.endpoints -}}
 {{- end -}}
@@ -84,8 +90,45 @@ names, or etcd.external.endpoints.
 {{- end -}}
 
 {{/*
+"true" when the services reach etcd over TLS (etcd.tls.enabled), which needs
+etcd.tls.secretName.
+*/}}
+{{- define "caravan.etcdTls" -}}
+{{- $tls := .Values.etcd.tls | default dict -}}
+{{- if $tls.enabled -}}
+{{- if not $tls.secretName -}}
+{{- fail "etcd.tls.enabled: set etcd.tls.secretName to the Secret with ca.pem, client.pem and client-key.pem" -}}
+{{- end -}}
+true
+{{- else -}}
+false
+{{- end -}}
+{{- end -}}
+
+{{/*
+"true" when [tls] is on (tls.enabled), which needs tls.secretName.
+*/}}
+{{- define "caravan.tls" -}}
+{{- $tls := .Values.tls | default dict -}}
+{{- if $tls.enabled -}}
+{{- if not $tls.secretName -}}
+{{- fail "tls.enabled: set tls.secretName to the Secret with ca.pem, server.pem and server-key.pem" -}}
+{{- end -}}
+true
+{{- else -}}
+false
+{{- end -}}
+{{- end -}}
+
+{{/*
+Where a pod mounts the tls Secret and the etcd.tls Secret.
+*/}}
+{{- define "caravan.tlsDir" -}}/etc/caravan-tls{{- end -}}
+{{- define "caravan.etcdTlsDir" -}}/etc/caravan-etcd-tls{{- end -}}
+
+{{/*
 One service's configuration as a map: what the chart decides (addresses,
-the metrics listener, store, shutdown, telemetry) under the section's own `config` keys, which win.
+the metrics listener, store and its TLS, tls, shutdown, telemetry) under the section's own `config` keys, which win.
 (dict "root" $ "key" "evalBroker" "svc" <caravan.services entry>)
 */}}
 {{- define "caravan.serviceConfig" -}}
@@ -96,11 +139,28 @@ the metrics listener, store, shutdown, telemetry) under the section's own `confi
 {{- else -}}
 {{- $_ := set $config "metrics_addr" (printf "0.0.0.0:%d" (int $root.Values.metrics.port)) -}}
 {{- end -}}
-{{- $_ := set $config "store" (dict
+{{- $store := dict
       "endpoints" (include "caravan.etcdEndpoints" $root | fromJsonArray)
       "prefix" $root.Values.store.prefix
       "connect_timeout_ms" $root.Values.store.connectTimeoutMs
-      "request_timeout_ms" $root.Values.store.requestTimeoutMs) -}}
+      "request_timeout_ms" $root.Values.store.requestTimeoutMs -}}
+{{- if eq (include "caravan.etcdTls" $root) "true" -}}
+{{- $dir := include "caravan.etcdTlsDir" $root -}}
+{{- $_ := set $store "ca_file" (printf "%s/ca.pem" $dir) -}}
+{{- $_ := set $store "cert_file" (printf "%s/client.pem" $dir) -}}
+{{- $_ := set $store "key_file" (printf "%s/client-key.pem" $dir) -}}
+{{- $_ := set $store "tls_server_name" ($root.Values.etcd.tls.serverName | default "") -}}
+{{- end -}}
+{{- $_ := set $config "store" $store -}}
+{{- if eq (include "caravan.tls" $root) "true" -}}
+{{- $dir := include "caravan.tlsDir" $root -}}
+{{- $_ := set $config "tls" (dict
+      "enabled" true
+      "ca_file" (printf "%s/ca.pem" $dir)
+      "cert_file" (printf "%s/server.pem" $dir)
+      "key_file" (printf "%s/server-key.pem" $dir)
+      "region" ($root.Values.tls.region | default "global")) -}}
+{{- end -}}
 {{- $_ := set $config "shutdown" (dict "deadline_ms" $root.Values.shutdown.deadlineMs) -}}
 {{- $_ := set $config "telemetry" (dict
       "log_filter" $root.Values.telemetry.logFilter
@@ -136,4 +196,22 @@ The image of a component.
 */}}
 {{- define "caravan.image" -}}
 {{- printf "%s/%s:%s" .root.Values.image.repository .name (toString .root.Values.image.tag) -}}
+{{- end -}}
+
+
+{{/*
+A service's probe: Kubernetes' gRPC probe, or with [tls] the binary's own
+`health` subcommand, which dials with the pod's certificate.
+(dict "root" $ "svc" <caravan.services entry>)
+*/}}
+{{- define "caravan.probe" -}}
+{{- if eq (include "caravan.tls" .root) "true" -}}
+exec:
+  command: [{{ .svc.binary | quote }}, "--config", "/etc/caravan/{{ .svc.name }}.toml", "health"]
+# The subcommand gives up after 3 s.
+timeoutSeconds: 4
+{{- else -}}
+grpc:
+  port: {{ .svc.grpcPort }}
+{{- end -}}
 {{- end -}}

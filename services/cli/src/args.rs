@@ -482,6 +482,15 @@ pub struct DevArgs {
     /// Keep state in this etcd (`http://127.0.0.1:2379`) instead of in memory.
     #[arg(long)]
     pub etcd: Option<String>,
+    /// With an `https://` `-etcd`: the CA (PEM) that signs etcd's certificate.
+    #[arg(long = "etcd-ca-file", value_name = "PEM")]
+    pub etcd_ca_file: Option<PathBuf>,
+    /// The client certificate (PEM) to present to etcd.
+    #[arg(long = "etcd-cert-file", value_name = "PEM")]
+    pub etcd_cert_file: Option<PathBuf>,
+    /// Its key (PEM).
+    #[arg(long = "etcd-key-file", value_name = "PEM")]
+    pub etcd_key_file: Option<PathBuf>,
     /// Where the client node keeps its allocations; a fresh temporary
     /// directory when unset.
     #[arg(long = "data-dir")]
@@ -701,6 +710,17 @@ mod tests {
                 assert_eq!(d.data_dir, Some(PathBuf::from("/tmp/d")));
                 assert_eq!(d.bind, "0.0.0.0");
                 assert_eq!((d.grpc_port, d.http_port), (4647, 4646));
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+        let cli = parse(
+            "dev -etcd https://127.0.0.1:2379 -etcd-ca-file ca.pem -etcd-cert-file c.pem -etcd-key-file k.pem",
+        );
+        match cli.command {
+            Command::Dev(d) => {
+                assert_eq!(d.etcd_ca_file, Some(PathBuf::from("ca.pem")));
+                assert_eq!(d.etcd_cert_file, Some(PathBuf::from("c.pem")));
+                assert_eq!(d.etcd_key_file, Some(PathBuf::from("k.pem")));
             }
             other => panic!("parsed as {other:?}"),
         }

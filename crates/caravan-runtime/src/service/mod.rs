@@ -102,6 +102,11 @@ pub trait StoreAccess<C>: Sized + Send + 'static {
     /// Whether the service needs the store: the bootstrap connects to it
     /// (retrying until it answers) before the service serves.
     const NEEDED: bool;
+    /// Checks the store settings in `config`, naming the first bad key;
+    /// the process exits with code 2 before starting when it fails.
+    fn check(_config: &C) -> anyhow::Result<()> {
+        Ok(())
+    }
     /// Reaches the store `config` names; `None` when `shutdown` fired first.
     fn reach(config: &C, shutdown: &CancellationToken)
     -> impl Future<Output = Option<Self>> + Send;
@@ -109,6 +114,10 @@ pub trait StoreAccess<C>: Sized + Send + 'static {
 
 impl<C: StoreSection + Sync> StoreAccess<C> for Arc<dyn Store> {
     const NEEDED: bool = true;
+
+    fn check(config: &C) -> anyhow::Result<()> {
+        config.store().validate()
+    }
 
     async fn reach(config: &C, shutdown: &CancellationToken) -> Option<Self> {
         config.store().connect_until(shutdown).await

@@ -162,6 +162,7 @@ fn load<S: Service>(args: &ServiceArgs) -> anyhow::Result<(S::Config, ShutdownCo
     let loader = loader::<S>(args)?;
     let (config, shutdown) = ShutdownConfig::load_beside(&loader, &S::Config::default())?;
     config.validate()?;
+    <S::Store as StoreAccess<S::Config>>::check(&config)?;
     let shutdown = shutdown.at_least(config.min_shutdown_deadline());
     Ok((config, shutdown))
 }

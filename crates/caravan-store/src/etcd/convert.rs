@@ -40,7 +40,7 @@ impl Context {
 pub(super) fn error(err: ec::Error, ctx: Context) -> StoreError {
     match err {
         ec::Error::GRpcStatus(status) => status_error(&status, ctx),
-        ec::Error::TransportError(err) => StoreError::Unavailable(err.to_string()),
+        ec::Error::TransportError(err) => StoreError::Unavailable(error_chain(&err)),
         ec::Error::IoError(err) => StoreError::Unavailable(err.to_string()),
         ec::Error::LeaseKeepAliveError(msg) if msg.contains("not found") => {
             StoreError::LeaseNotFound(ctx.lease)
@@ -114,16 +114,47 @@ fn status_error(status: &tonic::Status, ctx: Context) -> StoreError {
     match status.code() {
         Code::InvalidArgument | Code::OutOfRange => StoreError::InvalidArgument(msg.to_string()),
         Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => {
-            StoreError::Unavailable(msg.to_string())
+            StoreError::Unavailable(with_causes(status))
         }
         // tonic reports a connection that broke mid-request (a member killed
         // or frozen) as Unknown "transport error" or an h2 error.
         Code::Unknown if msg.contains("transport error") || msg.contains("h2 protocol error") => {
-            StoreError::Unavailable(msg.to_string())
+            StoreError::Unavailable(with_causes(status))
         }
         Code::NotFound if ctx.lease != 0 => StoreError::LeaseNotFound(ctx.lease),
         _ => StoreError::Internal(format!("{:?}: {msg}", status.code())),
     }
+}
+
+/// A status's message followed by its causes: why a connection failed (a
+/// refused TLS handshake, an unknown CA) is only in the causes.
+fn with_causes(status: &tonic::Status) -> String {
+    append_causes(
+        status.message().to_string(),
+        std::error::Error::source(status),
+    )
+}
+
+/// An error with its causes, `outer: inner: innermost`: tonic's and
+/// rustls's own messages say only "transport error" at the top, and why a
+/// handshake failed (unknown CA, no client certificate) is further down.
+pub(super) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    append_causes(err.to_string(), err.source())
+}
+
+fn append_causes(
+    mut text: String,
+    mut source: Option<&(dyn std::error::Error + 'static)>,
+) -> String {
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// A key from etcd.

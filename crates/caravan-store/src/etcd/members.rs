@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use crate::error::{Result, StoreError};
 
 use super::convert::{self, Context};
+use super::tls::EtcdTls;
 
 /// One endpoint and its connection, built on first use and dropped when the
 /// member fails, so the next use starts from a fresh channel.
@@ -25,11 +26,14 @@ pub(super) struct Members {
     members: Vec<Member>,
     pinned: AtomicUsize,
     options: ec::ConnectOptions,
+    /// Read again for every connection, so rotated files are picked up.
+    tls: Option<EtcdTls>,
 }
 
 impl Members {
-    /// Members for `endpoints` (not connected yet).
-    pub fn new(endpoints: &[String], options: ec::ConnectOptions) -> Self {
+    /// Members for `endpoints` (not connected yet), each connected with
+    /// `options` and, when given, `tls`.
+    pub fn new(endpoints: &[String], options: ec::ConnectOptions, tls: Option<EtcdTls>) -> Self {
         Members {
             members: endpoints
                 .iter()
@@ -40,6 +44,7 @@ impl Members {
                 .collect(),
             pinned: AtomicUsize::new(0),
             options,
+            tls,
         }
     }
 
@@ -65,12 +70,18 @@ impl Members {
     /// Member `index`'s client, connecting it if needed. Connecting is
     /// lazy: an unreachable member fails on first request, and a connection
     /// that fails is the member's failure (see [`failed`](Self::failed)).
+    /// The TLS files are read here, so a new connection uses the files as
+    /// they are now.
     pub async fn client(&self, index: usize) -> Result<ec::Client> {
         let member = &self.members[index];
         if let Some(client) = member.client.lock().clone() {
             return Ok(client);
         }
-        let client = ec::Client::connect([member.endpoint.as_str()], Some(self.options.clone()))
+        let options = match &self.tls {
+            Some(tls) => self.options.clone().with_tls(tls.options()?),
+            None => self.options.clone(),
+        };
+        let client = ec::Client::connect([member.endpoint.as_str()], Some(options))
             .await
             .map_err(|err| convert::error(err, Context::default()))?;
         let mut slot = member.client.lock();

@@ -5,6 +5,7 @@
 mod convert;
 mod keepalive;
 mod members;
+mod tls;
 mod watch;
 
 use std::future::Future;
@@ -28,11 +29,16 @@ use self::convert::Context;
 use self::keepalive::KeepAlives;
 use self::members::Members;
 
+pub use self::tls::{EtcdClientCert, EtcdTls};
+
 /// How to reach etcd.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EtcdConfig {
-    /// Client URLs, e.g. `http://127.0.0.1:2379`.
+    /// Client URLs, e.g. `http://127.0.0.1:2379`; all `https://` when
+    /// [`tls`](Self::tls) is set, none otherwise.
     pub endpoints: Vec<String>,
+    /// TLS to every member, for `https://` endpoints.
+    pub tls: Option<EtcdTls>,
     /// How long connecting (and the first request proving it) may take.
     pub connect_timeout: Duration,
     /// How long one request may wait for an answer. Campaigns and open
@@ -50,6 +56,7 @@ impl EtcdConfig {
     pub fn new<S: AsRef<str>>(endpoints: &[S]) -> Self {
         EtcdConfig {
             endpoints: endpoints.iter().map(|e| e.as_ref().to_string()).collect(),
+            tls: None,
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(10),
             max_message_bytes: 512 * 1024 * 1024,
@@ -109,6 +116,10 @@ impl EtcdStore {
         if config.endpoints.is_empty() {
             return Err(StoreError::InvalidArgument("no etcd endpoints".into()));
         }
+        tls::check_endpoints(&config.endpoints, config.tls.as_ref())?;
+        if let Some(tls) = &config.tls {
+            tls.check()?;
+        }
         // `require_leader`: a member cut off from its cluster refuses
         // requests and cancels watches instead of serving them stale or
         // keeping them silent forever.
@@ -117,7 +128,7 @@ impl EtcdStore {
             .with_keep_alive(config.keep_alive_interval, config.request_timeout)
             .with_require_leader(true);
         let store = EtcdStore {
-            members: Arc::new(Members::new(&config.endpoints, options)),
+            members: Arc::new(Members::new(&config.endpoints, options, config.tls.clone())),
             keepalives: Arc::new(KeepAlives::default()),
             request_timeout: config.connect_timeout,
             max_message_bytes: config.max_message_bytes,
@@ -132,8 +143,9 @@ impl EtcdStore {
             .await
             .map_err(|err| {
                 StoreError::Unavailable(format!(
-                    "no answer from etcd at {}: {err}",
-                    store.members.endpoints()
+                    "no answer from etcd at {}: {err}{}",
+                    store.members.endpoints(),
+                    tls::refusal_hint(config.tls.as_ref(), &err)
                 ))
             })?;
         Ok(EtcdStore {

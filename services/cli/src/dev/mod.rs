@@ -45,6 +45,12 @@ const NO_METRICS_LISTENER: &str = "";
 pub struct DevOptions {
     /// etcd endpoints; empty keeps the state in memory.
     pub etcd: Vec<String>,
+    /// With `https://` endpoints: the CA that signs etcd's certificate.
+    pub etcd_ca_file: PathBuf,
+    /// The client certificate etcd asks for; empty for none.
+    pub etcd_cert_file: PathBuf,
+    /// Its key.
+    pub etcd_key_file: PathBuf,
     /// The key prefix of the state.
     pub prefix: String,
     /// The client node's data directory; a fresh temporary one when unset
@@ -65,10 +71,31 @@ pub struct DevOptions {
     pub acl_enabled: bool,
 }
 
+impl DevOptions {
+    /// The `[store]` section of every service: the etcd given, TLS
+    /// included, or the default endpoints when the state is in memory.
+    pub fn store_config(&self) -> StoreConfig {
+        let mut config = StoreConfig {
+            prefix: self.prefix.clone(),
+            ..StoreConfig::default()
+        };
+        if !self.etcd.is_empty() {
+            config.endpoints = self.etcd.clone();
+            config.ca_file = self.etcd_ca_file.clone();
+            config.cert_file = self.etcd_cert_file.clone();
+            config.key_file = self.etcd_key_file.clone();
+        }
+        config
+    }
+}
+
 impl Default for DevOptions {
     fn default() -> Self {
         DevOptions {
             etcd: Vec::new(),
+            etcd_ca_file: PathBuf::new(),
+            etcd_cert_file: PathBuf::new(),
+            etcd_key_file: PathBuf::new(),
             prefix: StoreConfig::default().prefix,
             data_dir: None,
             bind: "127.0.0.1".into(),
@@ -145,12 +172,8 @@ impl DevCluster {
         let store: Arc<dyn Store> = if options.etcd.is_empty() {
             Arc::new(MemStore::new())
         } else {
-            let config = StoreConfig {
-                endpoints: options.etcd.clone(),
-                prefix: options.prefix.clone(),
-                ..Default::default()
-            };
-            config
+            options
+                .store_config()
                 .connect()
                 .await
                 .with_context(|| format!("cannot reach etcd at {}", options.etcd.join(",")))?
@@ -275,15 +298,7 @@ async fn start_services(
     data_dir: PathBuf,
 ) -> anyhow::Result<DevAddresses> {
     let any_port = host_port(&options.bind, 0);
-    let store_config = StoreConfig {
-        endpoints: if options.etcd.is_empty() {
-            StoreConfig::default().endpoints
-        } else {
-            options.etcd.clone()
-        },
-        prefix: options.prefix.clone(),
-        ..Default::default()
-    };
+    let store_config = options.store_config();
     let back = &mut tiers.back;
     let (_, eval_broker) = back
         .start(
@@ -399,6 +414,9 @@ pub async fn run(args: DevArgs, ui: &mut Ui) -> Result<u8, CliError> {
         .map_err(|e| CliError::Other(format!("Cannot install signal handlers: {e}")))?;
     let options = DevOptions {
         etcd: args.etcd.clone().into_iter().collect(),
+        etcd_ca_file: args.etcd_ca_file.clone().unwrap_or_default(),
+        etcd_cert_file: args.etcd_cert_file.clone().unwrap_or_default(),
+        etcd_key_file: args.etcd_key_file.clone().unwrap_or_default(),
         data_dir: args.data_dir.clone(),
         bind: args.bind.clone(),
         grpc_port: args.grpc_port,
@@ -407,6 +425,9 @@ pub async fn run(args: DevArgs, ui: &mut Ui) -> Result<u8, CliError> {
         acl_enabled: args.acl_enabled,
         ..Default::default()
     };
+    if let Err(err) = options.store_config().validate() {
+        return Err(CliError::Usage(as_flags(&err.to_string())));
+    }
     let store = match &args.etcd {
         Some(e) => format!("in etcd at {e}"),
         None => "in memory".to_string(),
@@ -436,9 +457,49 @@ pub async fn run(args: DevArgs, ui: &mut Ui) -> Result<u8, CliError> {
     Ok(0)
 }
 
+/// The `[store]` keys as `caravan dev`'s flags, for its messages.
+const STORE_FLAGS: [(&str, &str); 4] = [
+    ("store.endpoints", "-etcd"),
+    ("store.ca_file", "-etcd-ca-file"),
+    ("store.cert_file", "-etcd-cert-file"),
+    ("store.key_file", "-etcd-key-file"),
+];
+
+/// A `[store]` message with the keys it names as the flags that set them.
+fn as_flags(message: &str) -> String {
+    STORE_FLAGS
+        .iter()
+        .fold(message.to_string(), |m, (key, flag)| m.replace(key, flag))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn etcd_tls_flags_reach_the_store_section_and_are_checked() {
+        let options = DevOptions {
+            etcd: vec!["https://10.0.0.1:2379".into()],
+            etcd_ca_file: "/tls/ca.pem".into(),
+            etcd_cert_file: "/tls/client.pem".into(),
+            etcd_key_file: "/tls/client-key.pem".into(),
+            ..DevOptions::default()
+        };
+        let tls = options.store_config().tls().unwrap().unwrap();
+        assert_eq!(tls.ca_file, PathBuf::from("/tls/ca.pem"));
+        assert!(tls.client_cert.is_some());
+        let missing_ca = DevOptions {
+            etcd_ca_file: PathBuf::new(),
+            ..options
+        };
+        let err = missing_ca.store_config().validate().unwrap_err();
+        assert!(
+            as_flags(&err.to_string()).starts_with("-etcd-ca-file:"),
+            "{err}"
+        );
+        // In memory: the default (plaintext) endpoints, no TLS.
+        assert_eq!(DevOptions::default().store_config().tls().unwrap(), None);
+    }
 
     #[test]
     fn addresses_bracket_ipv6_and_dial_loopback() {
