@@ -26,6 +26,10 @@ use crate::wait::{Progress, wait_for};
 
 /// How long a service binary may take to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// What each simulated node adds to [`START_TIMEOUT`] while they register:
+/// 2,000 nodes on a loaded two-core machine, with a TLS handshake each, need
+/// more than a minute.
+const START_PER_SIMULATED_NODE: Duration = Duration::from_millis(30);
 /// Lines of each log printed when a test fails.
 const LOG_TAIL_LINES: usize = 40;
 
@@ -434,7 +438,7 @@ impl Cluster {
         let state = self.state.clone();
         wait_for(
             &format!("{count} simulated nodes to register"),
-            START_TIMEOUT,
+            START_TIMEOUT + START_PER_SIMULATED_NODE * count,
             async || {
                 let ready = ready_count(&state).await?;
                 Ok(if ready >= want {
