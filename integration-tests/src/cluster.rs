@@ -11,19 +11,26 @@ use std::time::Duration;
 
 use caravan_proto::NodeStatus;
 use caravan_runtime::names;
+use caravan_runtime::tls::Role;
 use caravan_state::Keyspace;
 use caravan_store::{EtcdConfig, EtcdStore, Store};
 use tempfile::TempDir;
+use tonic::transport::Channel;
 
 use crate::binaries;
 use crate::etcd::{EtcdProcess, EtcdTlsFiles};
 use crate::http::HttpApi;
 use crate::process::{self, ServiceProcess};
 use crate::state::ClusterState;
+use crate::tls::TlsFiles;
 use crate::wait::{Progress, wait_for};
 
 /// How long a service binary may take to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// What each simulated node adds to [`START_TIMEOUT`] while they register:
+/// 2,000 nodes on a loaded two-core machine, with a TLS handshake each, need
+/// more than a minute.
+const START_PER_SIMULATED_NODE: Duration = Duration::from_millis(30);
 /// Lines of each log printed when a test fails.
 const LOG_TAIL_LINES: usize = 40;
 
@@ -57,8 +64,31 @@ impl Service {
         }
     }
 
+    /// The service named `name` (as [`Service::name`] gives it).
+    pub fn from_name(name: &str) -> Option<Service> {
+        [
+            Service::Gateway,
+            Service::EvalBroker,
+            Service::PlanApplier,
+            Service::SchedulerWorker,
+            Service::ClientNode,
+            Service::DeploymentWatcher,
+        ]
+        .into_iter()
+        .find(|s| s.name() == name)
+    }
+
     fn binary(self) -> String {
         names::binary(self.name())
+    }
+
+    /// The role its certificate names with TLS: client nodes serve and dial
+    /// with the client certificate, everything else with the server one.
+    pub fn role(self) -> Role {
+        match self {
+            Service::ClientNode => Role::Client,
+            _ => Role::Server,
+        }
     }
 
     /// Short timings for tests: quick failover, quick redelivery, quick
@@ -127,8 +157,8 @@ pub struct Cluster {
     clients: BTreeMap<String, usize>,
     /// Whether `Service::test_settings` apply.
     test_timings: bool,
-    /// Where the CA and certificates are when processes run with `[tls]`.
-    tls: Option<PathBuf>,
+    /// The CA and certificates when processes run with `[tls]`.
+    tls: Option<TlsFiles>,
     /// The `store.*` TLS settings of every service, when etcd needs TLS.
     store_tls: Vec<(String, String)>,
 }
@@ -146,13 +176,15 @@ impl std::fmt::Debug for Cluster {
 impl Cluster {
     /// A cluster on the test etcd (`CARAVAN_TEST_ETCD`, which must be set),
     /// under a fresh prefix, with test timings. Fails when the service
-    /// binaries are not built.
+    /// binaries are not built. With `CARAVAN_TEST_TLS=1` every service runs
+    /// with mutual TLS (see [`Cluster::enable_tls`]).
     pub async fn new(name: &str) -> anyhow::Result<Cluster> {
         Cluster::on_etcd(name, caravan_testkit::etcd_endpoints(), true).await
     }
 
     /// A cluster on the given etcd; `test_timings` shortens TTLs and
-    /// timeouts for tests (the benchmark keeps the defaults).
+    /// timeouts for tests (the benchmark keeps the defaults). TLS is on
+    /// from the start when `CARAVAN_TEST_TLS` asks for it.
     pub async fn on_etcd(
         name: &str,
         etcd: Vec<String>,
@@ -183,6 +215,7 @@ impl Cluster {
         store_tls: Vec<(String, String)>,
         test_timings: bool,
     ) -> anyhow::Result<Cluster> {
+        let tls = crate::tls::requested()?;
         let bins = binaries::bin_dir()?;
         binaries::check_all(&bins)?;
         let prefix = caravan_testkit::unique_prefix(name);
@@ -191,7 +224,7 @@ impl Cluster {
         let dir = tempfile::Builder::new()
             .prefix(&format!("caravan-e2e-{name}-"))
             .tempdir()?;
-        Ok(Cluster {
+        let mut cluster = Cluster {
             name: name.to_string(),
             etcd,
             bins,
@@ -203,7 +236,11 @@ impl Cluster {
             test_timings,
             tls: None,
             store_tls,
-        })
+        };
+        if tls {
+            cluster.enable_tls().await?;
+        }
+        Ok(cluster)
     }
 
     /// The cluster's key prefix.
@@ -431,7 +468,7 @@ impl Cluster {
         let state = self.state.clone();
         wait_for(
             &format!("{count} simulated nodes to register"),
-            START_TIMEOUT,
+            START_TIMEOUT + START_PER_SIMULATED_NODE * count,
             async || {
                 let ready = ready_count(&state).await?;
                 Ok(if ready >= want {
@@ -551,56 +588,40 @@ impl Cluster {
     /// `caravan tls`) in the cluster's directory; processes started from
     /// now on run with `[tls]` (servers with the server certificate, client
     /// nodes with the client one), and [`Cluster::cli`] presents the CLI's.
-    /// Returns the directory of the files.
+    /// Returns the directory of the files; once on (`CARAVAN_TEST_TLS`, or
+    /// an earlier call), the same directory again.
     pub async fn enable_tls(&mut self) -> anyhow::Result<PathBuf> {
-        let dir = self.dir().join("tls");
-        std::fs::create_dir_all(&dir)?;
-        let bin = binaries::binary(&self.bins, "caravan")?;
-        for args in [
-            &["ca", "create"][..],
-            &["cert", "create", "-server"],
-            &["cert", "create", "-client"],
-            &["cert", "create", "-cli"],
-        ] {
-            let out = tokio::process::Command::new(&bin)
-                .arg("tls")
-                .args(args)
-                .current_dir(&dir)
-                .output()
-                .await?;
-            anyhow::ensure!(
-                out.status.success(),
-                "caravan tls {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+        if let Some(tls) = &self.tls {
+            return Ok(tls.dir().to_path_buf());
         }
-        self.tls = Some(dir.clone());
+        let bin = binaries::binary(&self.bins, "caravan")?;
+        let tls = TlsFiles::create(&bin, &self.dir().join("tls")).await?;
+        let dir = tls.dir().to_path_buf();
+        self.tls = Some(tls);
         Ok(dir)
+    }
+
+    /// The CA and certificates when the cluster runs with TLS.
+    pub fn tls(&self) -> Option<&TlsFiles> {
+        self.tls.as_ref()
+    }
+
+    /// A channel to the gRPC server of `service` at `addr`, as an operator's
+    /// tool (`grpcurl`) would dial it: plaintext, or with TLS the CLI's
+    /// certificate, accepting the certificate `service` serves with.
+    pub fn grpc_channel(&self, service: Service, addr: &str) -> anyhow::Result<Channel> {
+        match &self.tls {
+            Some(tls) => tls.channel(addr, Role::Cli, service.role()),
+            None => Ok(caravan_runtime::grpc::channel(addr)?),
+        }
     }
 
     /// The `[tls]` settings of `service` when TLS is on.
     fn tls_settings(&self, service: Service) -> Vec<(String, String)> {
-        let Some(dir) = &self.tls else {
-            return Vec::new();
-        };
-        let role = if service == Service::ClientNode {
-            "client"
-        } else {
-            "server"
-        };
-        let file = |name: String| dir.join(name).display().to_string();
-        vec![
-            ("tls.enabled".into(), "true".into()),
-            ("tls.ca_file".into(), file("caravan-agent-ca.pem".into())),
-            (
-                "tls.cert_file".into(),
-                file(format!("global-{role}-caravan.pem")),
-            ),
-            (
-                "tls.key_file".into(),
-                file(format!("global-{role}-caravan-key.pem")),
-            ),
-        ]
+        self.tls
+            .as_ref()
+            .map(|tls| tls.settings(service.role()))
+            .unwrap_or_default()
     }
 
     /// Runs the `caravan` CLI against the first gateway.
@@ -608,11 +629,11 @@ impl Cluster {
         let bin = binaries::binary(&self.bins, "caravan")?;
         let address = format!("http://{}", self.gateway_grpc()?);
         let mut command = tokio::process::Command::new(bin);
-        if let Some(dir) = &self.tls {
+        if let Some(tls) = &self.tls {
             command
-                .env("CARAVAN_CACERT", dir.join("caravan-agent-ca.pem"))
-                .env("CARAVAN_CLIENT_CERT", dir.join("global-cli-caravan.pem"))
-                .env("CARAVAN_CLIENT_KEY", dir.join("global-cli-caravan-key.pem"));
+                .env("CARAVAN_CACERT", tls.ca())
+                .env("CARAVAN_CLIENT_CERT", tls.cert(Role::Cli))
+                .env("CARAVAN_CLIENT_KEY", tls.key(Role::Cli));
         }
         let output = command
             .arg("--address")

@@ -10,6 +10,7 @@ pub mod http;
 pub mod jobs;
 pub mod process;
 pub mod state;
+pub mod tls;
 pub mod wait;
 
 pub use cluster::{Cluster, GatewayAddrs, Service};

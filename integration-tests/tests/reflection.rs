@@ -1,6 +1,8 @@
 //! Every service binary serves gRPC server reflection, listing its own
 //! Caravan service (so `grpcurl list` works against it), and the standard
-//! health check, answering SERVING for that service.
+//! health check, answering SERVING for that service. With
+//! `CARAVAN_TEST_TLS=1` the calls present the CLI's certificate, as
+//! `grpcurl -cacert -cert -key` would.
 //!
 //! Needs the service binaries (`cargo build --workspace --bins`) and
 //! `CARAVAN_TEST_ETCD`.
@@ -8,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use caravan_integration_tests::Cluster;
+use caravan_integration_tests::{Cluster, Service};
 use caravan_proto::{
     client_node_service_server, deployment_watcher_service_server, eval_broker_service_server,
     job_service_server, node_client_service_server, plan_applier_service_server,
@@ -69,7 +71,9 @@ async fn every_service_answers_reflection_and_the_health_check() {
         let expected = own
             .get(service)
             .unwrap_or_else(|| panic!("{process} is no known service"));
-        let channel = caravan_runtime::grpc::channel(&addr.to_string()).unwrap();
+        let channel = c
+            .grpc_channel(Service::from_name(service).unwrap(), &addr.to_string())
+            .unwrap();
         let listed = list_services(channel.clone()).await;
         for name in expected {
             assert!(

@@ -57,7 +57,15 @@ impl Service for SchedulerWorkerService {
         metrics::register();
         let prefix = config.store.prefix.clone();
         let timing = config.timing();
-        let informer = caravan_runtime::cache::start_lean(&store, &prefix).await?;
+        // The first read of the state waits out an etcd outage; a SIGTERM
+        // meanwhile stops the worker instead of waiting with it.
+        let informer = tokio::select! {
+            informer = caravan_runtime::cache::start_lean(&store, &prefix) => informer?,
+            () = serving.shutdown.cancelled() => {
+                tracing::info!("stopped before the state could be read");
+                return Ok(());
+            }
+        };
         let broker = BrokerClient::new(
             LeaderChannel::new(store.clone(), &prefix, EVAL_BROKER),
             timing.rpc,
