@@ -83,11 +83,11 @@ impl EtcdTls {
 /// `--client-cert-auth` refuses a client's certificate, or its absence,
 /// after the TLS 1.3 handshake, with an alert that often reaches the client
 /// (`CertificateRequired`, `BadCertificate`) but may not, when etcd has
-/// closed the connection first: the client then sees it close, without a
-/// reason, and the likely one is added.
+/// closed the connection first: the client then sees it close (or a broken
+/// pipe, or a reset) without a reason, and the likely one is added.
 pub(super) fn refusal_hint(tls: Option<&EtcdTls>, err: &StoreError) -> &'static str {
     match tls {
-        Some(tls) if err.to_string().contains("connection closed") => {
+        Some(tls) if closed_without_reason(&err.to_string()) => {
             if tls.client_cert.is_none() {
                 " (etcd closed the TLS connection: an etcd with --client-cert-auth does so \
                  when, as here, no client certificate is configured)"
@@ -99,6 +99,14 @@ pub(super) fn refusal_hint(tls: Option<&EtcdTls>, err: &StoreError) -> &'static 
         }
         _ => "",
     }
+}
+
+/// Whether a failure reads as the peer closing the connection (seen as a
+/// close, a broken pipe or a reset, depending on when the client writes).
+fn closed_without_reason(message: &str) -> bool {
+    ["connection closed", "broken pipe", "connection reset"]
+        .iter()
+        .any(|sign| message.contains(sign))
 }
 
 fn read(what: &str, path: &Path) -> Result<Vec<u8>> {
