@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::error::StoreError;
+use crate::patience::with_member_timeout;
 use crate::store::Store;
 use crate::types::{
     Compare, CompareOp, EventKind, LeaderKey, LeaseId, Op, OpResult, Range, Revision, Txn,
@@ -22,6 +23,15 @@ use crate::types::{
 
 /// How long a dropped handle's background revoke may take.
 const REVOKE_ON_DROP_TIMEOUT: Duration = Duration::from_secs(5);
+/// The least time one etcd member gets to answer a leadership request.
+const MIN_MEMBER_PATIENCE: Duration = Duration::from_millis(200);
+
+/// How long one etcd member may take to answer a leadership request on a
+/// lease of `ttl` before the request moves on to the next member: short
+/// enough that a renewal can try two members within half the TTL.
+fn member_patience(ttl: Duration) -> Duration {
+    (ttl / 8).max(MIN_MEMBER_PATIENCE)
+}
 
 /// What can go wrong leading.
 #[derive(Debug, thiserror::Error)]
@@ -163,10 +173,13 @@ impl Leadership {
         ttl: Duration,
     ) -> Result<Leadership, LeadershipError> {
         let asked = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
-        let lease = store
-            .lease_grant(i64::try_from(asked.max(1)).unwrap_or(i64::MAX))
-            .await?;
+        let lease = with_member_timeout(
+            member_patience(ttl),
+            store.lease_grant(i64::try_from(asked.max(1)).unwrap_or(i64::MAX)),
+        )
+        .await?;
         let ttl = Duration::from_secs(u64::try_from(lease.ttl_secs.max(1)).unwrap_or(1));
+
         let mut candidacy = Candidacy {
             store: store.clone(),
             lease: lease.id,
@@ -193,10 +206,34 @@ impl Leadership {
             lease.id,
             ttl,
         )));
-        let key = tokio::select! {
-            won = store.campaign(election.as_bytes(), address.as_bytes(), lease.id) => won?,
-            _ = candidacy.loss.token.cancelled() => {
-                return Err(LeadershipError::Lost(candidacy.loss.reason()));
+        // A campaign waits on one member. When the store has since left
+        // that member (a renewal or a read found it silent or failing), the
+        // campaign is sent again: on the same lease it picks up its own key
+        // and waits on, through a member that answers.
+        let key = loop {
+            let failovers = store.failovers();
+            let campaign = store.campaign(election.as_bytes(), address.as_bytes(), lease.id);
+            tokio::pin!(campaign);
+            let mut check = tokio::time::interval(member_patience(ttl));
+            let won = loop {
+                tokio::select! {
+                    won = &mut campaign => break Some(won),
+                    _ = check.tick() => {
+                        if store.failovers() != failovers {
+                            break None;
+                        }
+                    }
+                    _ = candidacy.loss.token.cancelled() => {
+                        return Err(LeadershipError::Lost(candidacy.loss.reason()));
+                    }
+                }
+            };
+            match won {
+                Some(won) => break won?,
+                None => tracing::debug!(
+                    election,
+                    "the store moved to another member; campaigning there"
+                ),
             }
         };
         // etcd's campaign can return after the candidate's own key vanished
@@ -339,9 +376,12 @@ impl Leadership {
     }
 }
 
-/// Renews the lease every third of its TTL (more often after a failure) and
-/// fires `loss` when the lease is gone or went half its TTL unrenewed: past
-/// that point another candidate may win before this one notices.
+/// Renews the lease every quarter of its TTL (at once again after a
+/// failure) and fires `loss` when the lease is gone or went half its TTL
+/// unrenewed: past that point another candidate may win before this one
+/// notices. Each member gets [`member_patience`] to answer, so a silent
+/// member costs a fraction of the window and the renewal goes on to the
+/// next.
 async fn keep_lease_alive(
     store: Arc<dyn Store>,
     lease: LeaseId,
@@ -349,17 +389,19 @@ async fn keep_lease_alive(
     loss: LossSignal,
     stop: CancellationToken,
 ) {
+    let patience = member_patience(ttl);
     let mut renewed = Instant::now();
     let mut failing = false;
     loop {
-        let pause = if failing { ttl / 10 } else { ttl / 3 };
+        let pause = if failing { ttl / 20 } else { ttl / 4 };
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(pause) => {}
         }
         let deadline = renewed + ttl / 2;
         let sent = Instant::now();
-        match tokio::time::timeout_at(deadline, store.lease_keep_alive(lease)).await {
+        let renewal = with_member_timeout(patience, store.lease_keep_alive(lease));
+        match tokio::time::timeout_at(deadline, renewal).await {
             Ok(Ok(_)) => {
                 renewed = sent;
                 failing = false;
@@ -412,7 +454,10 @@ async fn mark_alive(
                 value.clone(),
                 key.lease,
             ));
-        match store.txn(txn).await {
+        // A member that does not answer costs a mark, not the whole request
+        // timeout: candidates depose a leader whose key stays unmarked for a
+        // TTL, so the next mark must not wait behind a silent member.
+        match with_member_timeout(member_patience(ttl), store.txn(txn)).await {
             Ok(res) if res.succeeded => {}
             Ok(_) => {
                 loss.fire("the leader key was deleted or replaced");
@@ -445,10 +490,11 @@ async fn depose_a_silent_leader(
     own_lease: LeaseId,
     ttl: Duration,
 ) {
+    let patience = member_patience(ttl);
     let mut last: Option<LeaderMark> = None;
     loop {
         tokio::time::sleep(ttl / 3).await;
-        let leader = match store.leader(&election).await {
+        let leader = match with_member_timeout(patience, store.leader(&election)).await {
             Ok(Some(leader)) if leader.lease != own_lease => leader,
             Ok(Some(_)) => return,
             Ok(None) | Err(_) => {
@@ -456,7 +502,8 @@ async fn depose_a_silent_leader(
                 continue;
             }
         };
-        let written = match store.range(Range::key(leader.key.clone())).await {
+        let read = with_member_timeout(patience, store.range(Range::key(leader.key.clone())));
+        let written = match read.await {
             Ok(res) => res.kvs.first().map(|kv| kv.mod_revision),
             Err(_) => None,
         };

@@ -13,6 +13,7 @@ mod etcd;
 mod leadership;
 mod mem;
 pub mod metrics;
+mod patience;
 mod store;
 mod types;
 
@@ -21,5 +22,6 @@ pub use error::{Result, StoreError};
 pub use etcd::{EtcdClientCert, EtcdConfig, EtcdStore, EtcdTls};
 pub use leadership::{FencingToken, Leadership, LeadershipError, current_leader, election_name};
 pub use mem::{MemStore, MemStoreConfig};
+pub use patience::with_member_timeout;
 pub use store::{Store, Watch, WatchProgress, WatchStream};
 pub use types::*;

@@ -102,4 +102,12 @@ pub trait Store: Send + Sync + 'static {
     /// The members of the cluster holding the store, ordered by id, with
     /// which one is the raft leader.
     async fn members(&self) -> Result<Vec<StoreMember>>;
+
+    /// How many times this client has left a member that failed or did not
+    /// answer for the next one. A long-lived request (a campaign) sent
+    /// before a change may still wait on the member that was left, and is
+    /// worth sending again. Always 0 for a store without members.
+    fn failovers(&self) -> u64 {
+        0
+    }
 }

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod conformance;
+mod frozen_member;
 mod leadership;
 
 use std::sync::Arc;

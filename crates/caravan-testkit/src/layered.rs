@@ -112,4 +112,7 @@ impl<L: StoreLayer> Store for Layered<L> {
     async fn members(&self) -> Result<Vec<StoreMember>> {
         self.inner.members().await
     }
+    fn failovers(&self) -> u64 {
+        self.inner.failovers()
+    }
 }

@@ -23,6 +23,8 @@ const IDLE_STREAM: Duration = Duration::from_secs(120);
 
 /// One lease's open stream.
 struct Channel {
+    /// The member the stream is open to.
+    member: usize,
     keeper: ec::LeaseKeeper,
     answers: ec::LeaseKeepAliveStream,
     /// Requests sent whose answers were not read (their caller gave up).
@@ -43,10 +45,13 @@ pub(super) struct KeepAlives {
 }
 
 impl KeepAlives {
-    /// Renews `lease`; returns its TTL.
+    /// Renews `lease` through member `member`'s `client`; returns its TTL.
+    /// A stream open to another member (the one before a failover) is
+    /// closed and a new one opened here.
     pub async fn renew(
         &self,
         client: &ec::LeaseClient,
+        member: usize,
         lease: LeaseId,
         timeout: Duration,
     ) -> Result<i64> {
@@ -54,11 +59,14 @@ impl KeepAlives {
         let slot = self.slots.lock().entry(lease).or_default().clone();
         *slot.last_used.lock() = Some(Instant::now());
         let mut channel = slot.channel.lock().await;
+        if channel.as_ref().is_some_and(|open| open.member != member) {
+            *channel = None;
+        }
         // A stream that broke since its last use is reopened once.
         for attempt in 0..2 {
             let open = match channel.as_mut() {
                 Some(open) => open,
-                None => match open(client, lease, timeout).await {
+                None => match open(client, member, lease, timeout).await {
                     Ok(opened) => channel.insert(opened),
                     Err(err) => {
                         if matches!(err, StoreError::LeaseNotFound(_)) {
@@ -118,10 +126,16 @@ impl KeepAlives {
 }
 
 /// Opens a stream; etcd-client renews once while opening it.
-async fn open(client: &ec::LeaseClient, lease: LeaseId, timeout: Duration) -> Result<Channel> {
+async fn open(
+    client: &ec::LeaseClient,
+    member: usize,
+    lease: LeaseId,
+    timeout: Duration,
+) -> Result<Channel> {
     let mut client = client.clone();
     match tokio::time::timeout(timeout, client.keep_alive(lease)).await {
         Ok(Ok((keeper, answers))) => Ok(Channel {
+            member,
             keeper,
             answers,
             unanswered: 0,

@@ -4,7 +4,7 @@
 //! requests to a member that is down (each fails with a connect error), so
 //! failover is done here, the way etcd's own Go client pins an endpoint.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use etcd_client as ec;
 use parking_lot::Mutex;
@@ -25,6 +25,8 @@ struct Member {
 pub(super) struct Members {
     members: Vec<Member>,
     pinned: AtomicUsize,
+    /// How many times the pinned member changed.
+    failovers: AtomicU64,
     options: ec::ConnectOptions,
     /// Read again for every connection, so rotated files are picked up.
     tls: Option<EtcdTls>,
@@ -43,6 +45,7 @@ impl Members {
                 })
                 .collect(),
             pinned: AtomicUsize::new(0),
+            failovers: AtomicU64::new(0),
             options,
             tls,
         }
@@ -60,6 +63,16 @@ impl Members {
             .map(|m| m.endpoint.as_str())
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    /// Member `index`'s endpoint, for messages.
+    pub fn endpoint(&self, index: usize) -> &str {
+        &self.members[index].endpoint
+    }
+
+    /// How many times the pinned member changed.
+    pub fn failovers(&self) -> u64 {
+        self.failovers.load(Ordering::Acquire)
     }
 
     /// The pinned member's index.
@@ -97,6 +110,7 @@ impl Members {
             .compare_exchange(index, next, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
+            self.failovers.fetch_add(1, Ordering::AcqRel);
             self.members[index].client.lock().take();
             if self.members.len() > 1 {
                 tracing::warn!(

@@ -203,15 +203,17 @@ impl EtcdStore {
         F: Fn(usize, ec::Client) -> Fut,
         Fut: Future<Output = std::result::Result<T, (StoreError, bool)>>,
     {
-        // Each member gets the whole request timeout: a member that hangs
+        // Each member gets the whole request timeout (or the caller's
+        // shorter one, see `with_member_timeout`): a member that hangs
         // (frozen, or cut off mid-connection) must not use up the time of
         // the members after it. All of them together bound the request.
+        let per_member = self.member_timeout();
         let members = u32::try_from(self.members.len()).unwrap_or(u32::MAX);
-        let deadline = Instant::now() + self.request_timeout.saturating_mul(members);
+        let deadline = Instant::now() + per_member.saturating_mul(members);
         let mut pauses = Backoff::new(ROUND_PAUSE_MIN, ROUND_PAUSE_MAX);
         let mut tried = 0;
         loop {
-            let attempt_deadline = deadline.min(Instant::now() + self.request_timeout);
+            let attempt_deadline = deadline.min(Instant::now() + per_member);
             let index = self.members.pinned_index();
             let answer = tokio::time::timeout_at(attempt_deadline, async {
                 match self.members.client(index).await {
@@ -226,8 +228,8 @@ impl EtcdStore {
                 Ok(Err(failure)) => failure,
                 Err(_) => (
                     StoreError::Unavailable(format!(
-                        "etcd did not answer within {:?}",
-                        self.request_timeout
+                        "etcd at {} did not answer within {per_member:?}",
+                        self.members.endpoint(index)
                     )),
                     false,
                 ),
@@ -248,6 +250,13 @@ impl EtcdStore {
                 tokio::time::sleep(pause).await;
             }
         }
+    }
+
+    /// How long one member may take to answer a request made now.
+    fn member_timeout(&self) -> Duration {
+        crate::patience::member_timeout().map_or(self.request_timeout, |asked| {
+            asked.min(self.request_timeout)
+        })
     }
 
     fn kv(&self, client: &ec::Client) -> ec::KvClient {
@@ -409,11 +418,13 @@ impl Store for EtcdStore {
     }
 
     async fn lease_grant(&self, ttl_secs: i64) -> Result<Lease> {
+        // Sent again to the next member even if the first may have granted
+        // it: a lease nobody holds and no key uses just runs out its TTL.
         let resp = self
             .call(
                 "lease_grant",
                 Context::default(),
-                Retry::IfUnsent,
+                Retry::Always,
                 |client| async move { client.lease_client().grant(ttl_secs, None).await },
             )
             .await?;
@@ -424,12 +435,17 @@ impl Store for EtcdStore {
     }
 
     async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64> {
-        self.attempt("lease_keep_alive", Retry::Always, |_, client| async move {
-            self.keepalives
-                .renew(&client.lease_client(), lease, self.request_timeout)
-                .await
-                .map_err(|err| (err, false))
-        })
+        let per_member = self.member_timeout();
+        self.attempt(
+            "lease_keep_alive",
+            Retry::Always,
+            |index, client| async move {
+                self.keepalives
+                    .renew(&client.lease_client(), index, lease, per_member)
+                    .await
+                    .map_err(|err| (err, false))
+            },
+        )
         .await
     }
 
@@ -560,6 +576,10 @@ impl Store for EtcdStore {
             Ok(_) | Err(StoreError::LeaseNotFound(_)) => Ok(()),
             Err(err) => Err(err),
         }
+    }
+
+    fn failovers(&self) -> u64 {
+        self.members.failovers()
     }
 
     async fn members(&self) -> Result<Vec<StoreMember>> {
