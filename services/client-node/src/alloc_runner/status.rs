@@ -59,9 +59,10 @@ impl AllocRunner {
             .collect()
     }
 
-    pub(super) fn persist(&self) {
+    /// Saves the alloc's record; false when it could not be written.
+    pub(super) fn persist(&self) -> bool {
         let Some(state) = &self.ctx.state else {
-            return;
+            return true;
         };
         let (status, _) = client_status(&self.task_states());
         let rec = AllocRecord {
@@ -81,8 +82,12 @@ impl AllocRunner {
                 })
                 .collect(),
         };
-        if let Err(e) = state.save(&rec) {
-            tracing::error!(alloc = %self.alloc.id, error = %e, "cannot persist alloc state");
+        match state.save(&rec) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(alloc = %self.alloc.id, error = %e, "cannot persist alloc state");
+                false
+            }
         }
     }
 
