@@ -26,6 +26,10 @@ pub struct NodeAllocs {
     settled: HashSet<String>,
     /// Allocs whose job version hasn't arrived (warned once).
     waiting_for_job: HashSet<String>,
+    /// The newest revision a message of the servers carried: a stream opened
+    /// again asks for a view at least this new, since a whole set from an
+    /// older one (a gateway whose cache lags) would stop allocs placed since.
+    revision: i64,
 }
 
 #[derive(Debug)]
@@ -60,7 +64,13 @@ impl NodeAllocs {
             recovered: Some(recovered),
             settled: HashSet::new(),
             waiting_for_job: HashSet::new(),
+            revision: 0,
         }
+    }
+
+    /// The newest revision the servers' messages carried so far (0: none yet).
+    pub fn revision(&self) -> i64 {
+        self.revision
     }
 
     /// Allocs with a runner that hasn't been told to go away.
@@ -78,6 +88,7 @@ impl NodeAllocs {
         }
         self.runners
             .retain(|_, e| !(e.destroyed && e.handle.join.is_finished()));
+        self.revision = self.revision.max(set.revision);
         if set.full {
             self.apply_full(set);
         } else {
