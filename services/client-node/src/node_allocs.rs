@@ -57,6 +57,9 @@ fn job_key(ns: &str, id: &str, version: u64) -> JobKey {
 impl NodeAllocs {
     /// An empty set; `recovered` are the alloc records found on disk.
     pub fn new(ctx: Arc<NodeContext>, recovered: BTreeMap<String, AllocRecord>) -> Self {
+        // The allocs it ran before a restart were in a view at least as new
+        // as each one's revision: so must be the first set it takes now.
+        let revision = recovered.values().map(|r| r.revision).max().unwrap_or(0);
         NodeAllocs {
             ctx,
             runners: HashMap::new(),
@@ -64,7 +67,7 @@ impl NodeAllocs {
             recovered: Some(recovered),
             settled: HashSet::new(),
             waiting_for_job: HashSet::new(),
-            revision: 0,
+            revision,
         }
     }
 
@@ -477,10 +480,16 @@ mod tests {
             alloc_id: "old".into(),
             client_status: 3,
             tasks,
+            revision: 4,
         };
         let mut allocs = NodeAllocs::new(
             allocs.ctx.clone(),
             BTreeMap::from([("old".to_string(), rec)]),
+        );
+        assert_eq!(
+            allocs.revision(),
+            4,
+            "a restarted node asks for a view as new as its records"
         );
         allocs.apply(set(vec![], 0, false));
         assert!(

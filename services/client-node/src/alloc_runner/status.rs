@@ -68,6 +68,7 @@ impl AllocRunner {
         let rec = AllocRecord {
             alloc_id: self.alloc.id.clone(),
             client_status: status as i32,
+            revision: self.alloc.modify_revision,
             tasks: self
                 .slots
                 .iter()
