@@ -189,8 +189,10 @@ async fn watch_loop(
     let mut backoff =
         Backoff::new(Duration::from_millis(200), Duration::from_secs(5)).with_jitter(0.2);
     loop {
+        // Never a whole set older than what this node already acts on.
+        let seen = allocs.revision();
         let opened = tokio::select! {
-            r = gateway.watch_allocations(node_id, secret_id, 0) => r,
+            r = gateway.watch_allocations(node_id, secret_id, seen) => r,
             _ = shutdown.cancelled() => return,
         };
         match opened {

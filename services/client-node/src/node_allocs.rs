@@ -26,6 +26,10 @@ pub struct NodeAllocs {
     settled: HashSet<String>,
     /// Allocs whose job version hasn't arrived (warned once).
     waiting_for_job: HashSet<String>,
+    /// The newest revision a message of the servers carried: a stream opened
+    /// again asks for a view at least this new, since a whole set from an
+    /// older one (a gateway whose cache lags) would stop allocs placed since.
+    revision: i64,
 }
 
 #[derive(Debug)]
@@ -53,6 +57,9 @@ fn job_key(ns: &str, id: &str, version: u64) -> JobKey {
 impl NodeAllocs {
     /// An empty set; `recovered` are the alloc records found on disk.
     pub fn new(ctx: Arc<NodeContext>, recovered: BTreeMap<String, AllocRecord>) -> Self {
+        // The allocs it ran before a restart were in a view at least as new
+        // as each one's revision: so must be the first set it takes now.
+        let revision = recovered.values().map(|r| r.revision).max().unwrap_or(0);
         NodeAllocs {
             ctx,
             runners: HashMap::new(),
@@ -60,7 +67,13 @@ impl NodeAllocs {
             recovered: Some(recovered),
             settled: HashSet::new(),
             waiting_for_job: HashSet::new(),
+            revision,
         }
+    }
+
+    /// The newest revision the servers' messages carried so far (0: none yet).
+    pub fn revision(&self) -> i64 {
+        self.revision
     }
 
     /// Allocs with a runner that hasn't been told to go away.
@@ -78,6 +91,7 @@ impl NodeAllocs {
         }
         self.runners
             .retain(|_, e| !(e.destroyed && e.handle.join.is_finished()));
+        self.revision = self.revision.max(set.revision);
         if set.full {
             self.apply_full(set);
         } else {
@@ -466,10 +480,16 @@ mod tests {
             alloc_id: "old".into(),
             client_status: 3,
             tasks,
+            revision: 4,
         };
         let mut allocs = NodeAllocs::new(
             allocs.ctx.clone(),
             BTreeMap::from([("old".to_string(), rec)]),
+        );
+        assert_eq!(
+            allocs.revision(),
+            4,
+            "a restarted node asks for a view as new as its records"
         );
         allocs.apply(set(vec![], 0, false));
         assert!(

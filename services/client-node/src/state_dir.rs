@@ -26,6 +26,11 @@ pub struct AllocRecord {
     pub client_status: i32,
     /// Per task: its reported state and the live driver handle, if any.
     pub tasks: BTreeMap<String, TaskRecord>,
+    /// The alloc's modify revision as the client last received it (0 in
+    /// records written before it was kept): a restarted client asks for a
+    /// view of the servers at least this new.
+    #[serde(default)]
+    pub revision: i64,
 }
 
 /// The persisted state of one task.
@@ -352,6 +357,7 @@ mod tests {
             alloc_id: "a1".into(),
             client_status: 2,
             tasks,
+            revision: 7,
         };
         s.save(&rec).unwrap();
         std::fs::write(dir.path().join("client/allocs/bad.json"), b"{").unwrap();

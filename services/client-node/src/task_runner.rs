@@ -9,7 +9,7 @@ use std::time::Duration;
 use caravan_model::now_unix_ns;
 use caravan_proto::{TaskEvent, TaskState};
 use nix::sys::signal::Signal;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -71,7 +71,7 @@ pub enum TaskControl {
 }
 
 /// A state change of a task, sent to its alloc runner.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct TaskUpdate {
     /// The task.
     pub task: String,
@@ -79,6 +79,9 @@ pub struct TaskUpdate {
     pub state: TaskState,
     /// The handle of the running task, persisted to re-attach after a restart.
     pub handle: Option<HandleState>,
+    /// Told whether the alloc runner persisted this state (true) or could
+    /// not (false), once it has tried.
+    pub persisted: Option<oneshot::Sender<bool>>,
 }
 
 /// Why a task is being stopped: an optional event first (e.g. `Sibling Task Failed`).
@@ -140,6 +143,8 @@ pub struct TaskRunner {
     /// The trace of the scheduling that placed the alloc: each start of the
     /// task is a span in it.
     pub trace_context: BTreeMap<String, String>,
+    /// Answers whether the last state sent was persisted.
+    pub unrecorded: Option<oneshot::Receiver<bool>>,
 }
 
 /// How a wait ended.
@@ -151,12 +156,33 @@ enum Woken<T> {
 }
 
 impl TaskRunner {
-    fn send(&self, handle: Option<&Arc<dyn TaskHandle>>) {
+    fn send(&mut self, handle: Option<&Arc<dyn TaskHandle>>) {
+        let (persisted, unrecorded) = oneshot::channel();
+        self.unrecorded = Some(unrecorded);
         let _ = self.updates.send(Box::new(TaskUpdate {
             task: self.name.clone(),
             state: self.state.clone(),
             handle: handle.map(|h| h.state()),
+            persisted: Some(persisted),
         }));
+    }
+
+    /// Lets the driver forget the run that just ended, once the client's own
+    /// record holds the state sent last (the run's end). Until then the
+    /// driver's record of the run is all a client killed meanwhile has: its
+    /// next start would find neither a handle nor a run, and start the task
+    /// a second time. Kept when the state could not be persisted (the run
+    /// is then adopted again, ended, rather than run again).
+    async fn release_once_recorded(&mut self) {
+        let recorded = match self.unrecorded.take() {
+            Some(answer) => answer.await.unwrap_or(false),
+            None => true,
+        };
+        if recorded {
+            self.driver.release(&self.spec);
+        } else {
+            tracing::warn!(alloc = %self.spec.alloc_id, task = %self.name, "the end of the task's run is not persisted; the driver keeps its record of the run");
+        }
     }
 
     fn kill_requested(&self) -> Option<KillRequest> {
@@ -252,7 +278,7 @@ impl TaskRunner {
                                 let decision = self
                                     .restart
                                     .on_start_error(Instant::now().into_std(), e.recoverable);
-                                if self.after(decision).await {
+                                if self.after(decision, false).await {
                                     continue;
                                 }
                                 return;
@@ -275,10 +301,9 @@ impl TaskRunner {
                     }
                 }
                 Woken::Done(exit) => {
-                    self.driver.release(&self.spec);
                     self.terminated(&exit);
                     let decision = self.restart.on_exit(Instant::now().into_std(), &exit);
-                    if !self.after(decision).await {
+                    if !self.after(decision, true).await {
                         return;
                     }
                 }
@@ -312,10 +337,15 @@ impl TaskRunner {
     }
 
     /// Applies a restart decision; true when the task should start again.
-    async fn after(&mut self, decision: RestartDecision) -> bool {
+    /// `ran`: a run of the task ended, which the driver may forget once the
+    /// decision is persisted.
+    async fn after(&mut self, decision: RestartDecision, ran: bool) -> bool {
         match decision {
             RestartDecision::Complete => {
                 self.die(false);
+                if ran {
+                    self.release_once_recorded().await;
+                }
                 false
             }
             RestartDecision::Fail { reason } => {
@@ -323,10 +353,16 @@ impl TaskRunner {
                 ev.fails_task = true;
                 push_event(&mut self.state, ev);
                 self.die(true);
+                if ran {
+                    self.release_once_recorded().await;
+                }
                 false
             }
             RestartDecision::Restart { delay, reason } => {
                 self.restarting(delay, reason);
+                if ran {
+                    self.release_once_recorded().await;
+                }
                 match self
                     .until(None, tokio::time::sleep_until(Instant::now() + delay))
                     .await
@@ -369,9 +405,9 @@ impl TaskRunner {
                 return false;
             }
         };
-        self.driver.release(&self.spec);
         self.terminated(&exit);
         self.restarting(Duration::ZERO, "Task restarting in 0s");
+        self.release_once_recorded().await;
         let _ = reply.send(Ok(()));
         true
     }
@@ -409,13 +445,13 @@ impl TaskRunner {
             // The client is going away: leave the rest to the next start.
             _ = self.detach.cancelled() => return,
         };
-        self.driver.release(&self.spec);
         self.terminated(&exit);
         push_event(
             &mut self.state,
             event(events::KILLED, "Task successfully killed"),
         );
         self.die(false);
+        self.release_once_recorded().await;
     }
 }
 
@@ -469,9 +505,10 @@ mod tests {
             detach: detach.clone(),
             control,
             trace_context: BTreeMap::new(),
+            unrecorded: None,
         };
         Harness {
-            updates: rx,
+            updates: persisting(rx),
             kill: kill_tx,
             detach,
             control: control_tx,
@@ -527,7 +564,7 @@ mod tests {
         };
         let driver = Arc::new(Adopting::default());
         *driver.run.lock().unwrap() = Some(MockDriver::new().start(spec.clone()).await.unwrap());
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::unbounded_channel();
         let (_kill_tx, kill_rx) = watch::channel(None);
         let r = TaskRunner {
             name: "t".into(),
@@ -545,7 +582,9 @@ mod tests {
             detach: CancellationToken::new(),
             control: mpsc::unbounded_channel().1,
             trace_context: BTreeMap::new(),
+            unrecorded: None,
         };
+        let mut rx = persisting(rx);
         r.run(None).await;
         let mut last = None;
         while let Some(u) = rx.recv().await {
@@ -561,6 +600,83 @@ mod tests {
             0,
             "adopted, not started"
         );
+        assert_eq!(driver.releases.load(Ordering::SeqCst), 1);
+    }
+
+    /// Stands for the alloc runner: persists every update at once and passes
+    /// it on to the test.
+    fn persisting(
+        mut rx: mpsc::UnboundedReceiver<Box<TaskUpdate>>,
+    ) -> mpsc::UnboundedReceiver<Box<TaskUpdate>> {
+        let (tx, out) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Some(mut u) = rx.recv().await {
+                if let Some(answer) = u.persisted.take() {
+                    let _ = answer.send(true);
+                }
+                let _ = tx.send(u);
+            }
+        });
+        out
+    }
+
+    /// The driver forgets a run that ended only once the alloc runner has
+    /// persisted its end: a client killed in between would otherwise start
+    /// again with neither a handle nor a run on record, and run the task a
+    /// second time.
+    #[tokio::test(start_paused = true)]
+    async fn a_run_is_released_only_once_its_end_is_persisted() {
+        let driver = Arc::new(Adopting::default());
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (_kill_tx, kill_rx) = watch::channel(None);
+        let r = TaskRunner {
+            name: "t".into(),
+            driver: driver.clone(),
+            spec: TaskSpec {
+                alloc_id: "a".into(),
+                task: "t".into(),
+                config: TaskConfig::from_pairs([("run_for", string_value("1s"))]),
+                env: None,
+                dirs: None,
+                logs: Default::default(),
+                user: String::new(),
+            },
+            kill_signal: Signal::SIGTERM,
+            kill_timeout: Duration::from_secs(5),
+            restart: RestartTracker::new(&policy(2, "fail"), true).without_jitter(),
+            state: TaskState {
+                state: states::PENDING.into(),
+                ..Default::default()
+            },
+            updates: tx,
+            kill: kill_rx,
+            detach: CancellationToken::new(),
+            control: mpsc::unbounded_channel().1,
+            trace_context: BTreeMap::new(),
+            unrecorded: None,
+        };
+        let join = tokio::spawn(r.run(None));
+        // A slow alloc runner: it has the updates but has persisted none.
+        let mut unanswered = Vec::new();
+        loop {
+            let mut u = rx.recv().await.unwrap();
+            let dead = u.state.state == states::DEAD;
+            unanswered.push(u.persisted.take().unwrap());
+            if dead {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(
+            driver.releases.load(Ordering::SeqCst),
+            0,
+            "the run was forgotten before its end was persisted"
+        );
+        for answer in unanswered {
+            let _ = answer.send(true);
+        }
+        join.await.unwrap();
+        assert_eq!(driver.starts.load(Ordering::SeqCst), 1);
         assert_eq!(driver.releases.load(Ordering::SeqCst), 1);
     }
 

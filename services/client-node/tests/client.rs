@@ -372,6 +372,68 @@ async fn registers_again_when_forgotten_and_fails_over_between_gateways() {
     stop_fake.cancel();
 }
 
+/// A node whose alloc stream breaks and is opened again on a gateway whose
+/// cache lags behind the one it came from must not take that gateway's
+/// older whole set for the truth: it would stop the allocs placed since (and
+/// report them complete while the servers still want them running). It asks
+/// for a view at least as new as what it acts on.
+#[tokio::test]
+async fn a_stream_opened_again_never_takes_an_older_whole_set() {
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_secs(5));
+    let addr = fake.serve(stop_fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let client = start(config(addr, dir.path()), shutdown.clone())
+        .await
+        .unwrap();
+    let node_id = client.ready.node_ids[0].clone();
+    let job = job(
+        "web",
+        JobType::Service,
+        vec![task("t", "mock", vec![("run_for", s("1h"))])],
+    );
+    let a = alloc(&job, 0);
+    let placed_at = fake.push(&node_id, vec![a.clone()], vec![job.clone()]);
+    until("the alloc runs", WAIT, || {
+        fake.status(&a.id) == Some(AllocClientStatus::Running)
+    })
+    .await;
+    // The gateway goes away; the next one's view is from before the placement.
+    fake.end_streams_with(
+        &node_id,
+        caravan_proto::NodeAllocations {
+            revision: placed_at - 1,
+            full: true,
+            ..Default::default()
+        },
+    );
+    until("the stream opened again", WAIT, || {
+        fake.seen.lock().watch_min_revisions.len() >= 2
+    })
+    .await;
+    assert!(
+        fake.seen.lock().watch_min_revisions[1] >= placed_at,
+        "{:?}",
+        fake.seen.lock().watch_min_revisions
+    );
+    // The view catches up, with a new placement the node acts on.
+    let b = alloc(&job, 1);
+    fake.push(&node_id, vec![a.clone(), b.clone()], vec![job]);
+    until("the new alloc runs", WAIT, || {
+        fake.status(&b.id) == Some(AllocClientStatus::Running)
+    })
+    .await;
+    let history = fake.seen.lock().history[&a.id].clone();
+    assert!(
+        !history.contains(&AllocClientStatus::Complete),
+        "the alloc was stopped by an older set: {history:?}"
+    );
+    assert_eq!(fake.status(&a.id), Some(AllocClientStatus::Running));
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}
+
 #[tokio::test]
 async fn status_updates_survive_gateway_errors_without_going_backwards() {
     let stop_fake = CancellationToken::new();

@@ -89,6 +89,54 @@ fn alive(pid: i32) -> bool {
     proc_stat(pid).is_some_and(|s| s.alive())
 }
 
+/// A client restarted while the gateway it reaches lags behind the view its
+/// allocs came from must not take that gateway's older whole set for the
+/// truth: it would stop the tasks of its allocs as orphans. It asks for a
+/// view at least as new as its records.
+#[tokio::test]
+async fn a_restarted_client_never_takes_an_older_whole_set() {
+    let scene = Scene::new().await;
+    let (first, shutdown) = scene.client().await;
+    let node_id = first.ready.node_ids[0].clone();
+    let (a, pid) = scene.run_one(&node_id).await;
+    let placed_at = scene.fake.current(&node_id).revision;
+    stop(first, shutdown).await;
+    // The gateway the next client reaches has a view from before the placement.
+    scene.fake.end_streams_with(
+        &node_id,
+        caravan_proto::NodeAllocations {
+            revision: placed_at - 1,
+            full: true,
+            ..Default::default()
+        },
+    );
+    let calls_before = scene.fake.seen.lock().update_calls.len();
+    let (second, shutdown) = scene.client().await;
+    until("the stream opened again", WAIT, || {
+        scene.fake.seen.lock().watch_min_revisions.len() >= 2
+    })
+    .await;
+    let asked = scene.fake.seen.lock().watch_min_revisions.clone();
+    assert!(asked[1] >= placed_at, "{asked:?}");
+    // The view catches up: the task ran on, once.
+    let job = job("svc", JobType::Service, vec![sh_task("web", SCRIPT)]);
+    scene.fake.push(&node_id, vec![a.clone()], vec![job]);
+    until("running reported again", WAIT, || {
+        let seen = scene.fake.seen.lock();
+        seen.update_calls[calls_before.min(seen.update_calls.len())..]
+            .iter()
+            .flat_map(|c| &c.updates)
+            .any(|u| u.alloc_id == a.id && u.client_status() == AllocClientStatus::Running)
+    })
+    .await;
+    assert!(alive(pid), "the task was stopped as an orphan");
+    assert_eq!(starts(&scene.alloc_dir(&a)), 1, "never two copies");
+    scene.fake.push(&node_id, vec![stopped(a.clone())], vec![]);
+    until("the task stopped", WAIT, || !alive(pid)).await;
+    stop(second, shutdown).await;
+    scene.stop_fake.cancel();
+}
+
 #[tokio::test]
 async fn reattaches_to_a_live_task_and_stops_it_later() {
     let scene = Scene::new().await;

@@ -400,6 +400,23 @@ fn failed_allocs_are_rescheduled_now_away_from_their_node() {
     assert!(!scores.contains_key("node-reschedule-penalty"));
 }
 
+/// A service allocation its client reports complete while it should run
+/// (its tasks killed on the client) is replaced under its name, as Nomad's
+/// reconciler does: it neither counts as running nor needs stopping.
+#[test]
+fn a_service_alloc_complete_on_its_client_is_replaced() {
+    let j = service("web", 2);
+    let mut h = cluster(three_nodes(), &j);
+    let mut done = alloc("a0", &j, 0, "n0");
+    done.client_status = AllocClientStatus::Complete as i32;
+    h.state.upsert_alloc(done);
+    h.state.upsert_alloc(alloc("a1", &j, 1, "n1"));
+    h.process(&eval("e1", &j, "alloc-failure")).unwrap();
+    assert_eq!(names(&placed(&h)), vec!["web.web[0]"]);
+    assert!(stopped(&h).is_empty(), "{:?}", names(&stopped(&h)));
+    assert_eq!(last_status(&h), EvalStatus::Complete);
+}
+
 #[test]
 fn failed_allocs_within_their_delay_get_a_follow_up_eval() {
     let j = service("web", 1);

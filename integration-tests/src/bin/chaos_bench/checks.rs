@@ -56,9 +56,13 @@ impl Checks {
             duplicated: duplicated_allocs(&allocs),
             ..Checks::default()
         };
+        let node_name: HashMap<&str, &str> = nodes
+            .iter()
+            .map(|n| (n.id.as_str(), n.name.as_str()))
+            .collect();
         checks.check_evals(&evals);
-        checks.check_jobs(work, &jobs, &allocs);
-        checks.check_runs(work, &allocs, &nodes, &runs);
+        checks.check_jobs(work, &jobs, &allocs, &node_name);
+        checks.check_runs(work, &allocs, &node_name, &runs);
         Ok(checks)
     }
 
@@ -109,7 +113,13 @@ impl Checks {
         self.blocked_jobs.sort();
     }
 
-    fn check_jobs(&mut self, work: &Workload, jobs: &[Job], allocs: &[Allocation]) {
+    fn check_jobs(
+        &mut self,
+        work: &Workload,
+        jobs: &[Job],
+        allocs: &[Allocation],
+        node_name: &HashMap<&str, &str>,
+    ) {
         let by_id: HashMap<&str, &Job> = jobs.iter().map(|j| (j.id.as_str(), j)).collect();
         let mut of_job: HashMap<&str, Vec<&Allocation>> = HashMap::new();
         for a in allocs {
@@ -161,11 +171,12 @@ impl Checks {
                 }
             };
             if let Some(problem) = problem {
-                let owned: Vec<Allocation> = mine.into_iter().cloned().collect();
+                let owned: Vec<Allocation> = mine.iter().map(|a| (*a).clone()).collect();
                 self.jobs_not_at_desired_state.push(format!(
-                    "{}: {problem}; allocs {:?}",
+                    "{}: {problem}; allocs {:?} [{}]",
                     spec.id,
-                    alloc_histogram(&owned)
+                    alloc_histogram(&owned),
+                    history(&mine, node_name)
                 ));
             }
         }
@@ -175,13 +186,9 @@ impl Checks {
         &mut self,
         work: &Workload,
         allocs: &[Allocation],
-        nodes: &[caravan_proto::Node],
+        node_name: &HashMap<&str, &str>,
         runs: &BTreeMap<String, usize>,
     ) {
-        let node_name: HashMap<&str, &str> = nodes
-            .iter()
-            .map(|n| (n.id.as_str(), n.name.as_str()))
-            .collect();
         let mut by_name: HashMap<&str, Vec<&Allocation>> = HashMap::new();
         for a in allocs {
             by_name.entry(a.name.as_str()).or_default().push(a);
@@ -193,33 +200,10 @@ impl Checks {
                     .copied()
                     .unwrap_or(0);
                 let history = || {
-                    let mut list: Vec<&&Allocation> = by_name
-                        .get(name.as_str())
-                        .map(|v| v.iter().collect())
-                        .unwrap_or_default();
-                    list.sort_by_key(|a| a.create_revision);
-                    list.iter()
-                        .map(|a| {
-                            format!(
-                                "{} on {} {:?}/{:?} {:?}{}",
-                                &a.id[..a.id.len().min(8)],
-                                node_name.get(a.node_id.as_str()).unwrap_or(&"?"),
-                                a.desired_status(),
-                                a.client_status(),
-                                a.client_description,
-                                if a.previous_allocation.is_empty() {
-                                    String::new()
-                                } else {
-                                    format!(
-                                        " replacing {}",
-                                        &a.previous_allocation
-                                            [..a.previous_allocation.len().min(8)]
-                                    )
-                                }
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join("; ")
+                    history(
+                        by_name.get(name.as_str()).map_or(&[][..], Vec::as_slice),
+                        node_name,
+                    )
                 };
                 match ran {
                     1 => self.batch_ran_once += 1,
@@ -234,6 +218,52 @@ impl Checks {
             }
         }
     }
+}
+
+/// What etcd says of each alloc, oldest first: where it ran, its desired and
+/// client status, and its tasks' events with their messages (so a task
+/// started twice, adopted after a client restart, killed by its client or
+/// restarted shows how), for a failure to explain itself.
+fn history(allocs: &[&Allocation], node_name: &HashMap<&str, &str>) -> String {
+    let mut list: Vec<&Allocation> = allocs.to_vec();
+    list.sort_by_key(|a| a.create_revision);
+    list.iter()
+        .map(|a| {
+            let short = |id: &str| id[..id.len().min(8)].to_string();
+            let tasks: Vec<String> = a
+                .task_states
+                .iter()
+                .map(|(task, s)| {
+                    let events: Vec<String> = s
+                        .events
+                        .iter()
+                        .map(|e| format!("{}: {}", e.r#type, e.message))
+                        .collect();
+                    format!(
+                        "{task} {} restarts {} [{}]",
+                        s.state,
+                        s.restarts,
+                        events.join(" | ")
+                    )
+                })
+                .collect();
+            format!(
+                "{} on {} {:?}/{:?} {:?} ({}){}",
+                short(&a.id),
+                node_name.get(a.node_id.as_str()).unwrap_or(&"?"),
+                a.desired_status(),
+                a.client_status(),
+                a.client_description,
+                tasks.join("; "),
+                if a.previous_allocation.is_empty() {
+                    String::new()
+                } else {
+                    format!(" replacing {}", short(&a.previous_allocation))
+                }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// One eval, for a message.

@@ -213,11 +213,20 @@ async fn settle(
             );
             return Ok((checks, outcome));
         }
-        eprintln!("settling {:.0} s: {print}", start.elapsed().as_secs_f64());
+        // The progress line stays short; the report names each alloc's history.
+        let brief: String = print.chars().take(PROGRESS_CHARS).collect();
+        let more = if brief.len() < print.len() { "…" } else { "" };
+        eprintln!(
+            "settling {:.0} s: {brief}{more}",
+            start.elapsed().as_secs_f64()
+        );
         last = Some((failures, since));
         tokio::time::sleep(SETTLE_POLL).await;
     }
 }
+
+/// How much of the first failure a settling progress line shows.
+const PROGRESS_CHARS: usize = 240;
 
 /// A seed from the clock, for a run not given one.
 fn fresh_seed() -> u64 {

@@ -2,14 +2,15 @@
 //! the gateway's [`StatusWrites`](crate::client::status_writes::StatusWrites)
 //! together with other nodes' updates, each allocation compared on its mod
 //! revision and re-read from the store and retried on conflict. An
-//! allocation that turns failed gets an `alloc-failure` evaluation of its job
-//! in the same transaction, so its replacement never depends on another
-//! process noticing.
+//! allocation that turns failed (or, in a job whose allocations run until
+//! stopped, complete) while it should run gets an `alloc-failure` evaluation
+//! of its job in the same transaction, so its replacement never depends on
+//! another process noticing.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use caravan_model::{AllocClientStatusExt, AllocExt, trigger};
+use caravan_model::{AllocClientStatusExt, AllocExt, JobTypeExt, trigger};
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Evaluation, Job,
 };
@@ -77,12 +78,25 @@ pub(crate) fn may_report(alloc: &Allocation, update: &AllocUpdate) -> bool {
     !alloc.client_status().is_terminal() || update.client_status().is_terminal()
 }
 
-/// Whether applying `next` over `prev` is the moment the allocation failed
-/// while the servers still want it running.
-fn newly_failed(prev: &Allocation, next: &Allocation) -> bool {
-    next.client_status() == AllocClientStatus::Failed
-        && prev.client_status() != AllocClientStatus::Failed
-        && prev.desired_status() == AllocDesiredStatus::Run
+/// Whether applying `next` over `prev` is the moment the allocation
+/// finished on its client while the servers still want it running, in a way
+/// its scheduler replaces: failed, or (for a job whose allocations run until
+/// stopped: service, system) complete. Nothing else would look at the job
+/// again, so the write carries an evaluation of it; a batch allocation that
+/// completes is done.
+fn needs_replacing(prev: &Allocation, next: &Allocation, job: &Job) -> bool {
+    if prev.desired_status() != AllocDesiredStatus::Run
+        || next.client_status() == prev.client_status()
+    {
+        return false;
+    }
+    match next.client_status() {
+        AllocClientStatus::Failed => true,
+        AllocClientStatus::Complete => {
+            !job.r#type().runs_to_completion() && !prev.client_status().is_terminal()
+        }
+        _ => false,
+    }
 }
 
 /// The nodes being drained, and for each job asked about, whether it still
@@ -177,9 +191,9 @@ pub(crate) fn build_batch(
             continue;
         }
         let next = apply(alloc, update, now);
-        if newly_failed(alloc, &next)
-            && let Some(job) = snap.job(&alloc.namespace, &alloc.job_id)
+        if let Some(job) = snap.job(&alloc.namespace, &alloc.job_id)
             && !job.stop
+            && needs_replacing(alloc, &next, job)
         {
             failed_jobs
                 .entry((job.namespace.clone(), job.id.clone()))
@@ -489,6 +503,58 @@ mod tests {
         assert!(may_report(&lost, &complete));
         assert!(may_report(&alloc("a1"), &complete));
         assert!(may_report(&alloc("a1"), &running));
+    }
+
+    /// A service allocation its client reports complete while the servers
+    /// want it running (its tasks killed by the client, say) is one the
+    /// scheduler replaces: the write carries the evaluation that does. A
+    /// batch allocation that completes, or one asked to stop, needs none.
+    #[test]
+    fn a_service_allocation_complete_while_wanted_running_gets_an_eval() {
+        let keys = Keyspace::new("/t");
+        let mut tables = caravan_state::Tables::new();
+        for (id, kind) in [
+            ("web", caravan_proto::JobType::Service),
+            ("etl", caravan_proto::JobType::Batch),
+        ] {
+            let mut job = Job {
+                id: id.into(),
+                namespace: "default".into(),
+                ..Default::default()
+            };
+            job.set_type(kind);
+            tables.apply(caravan_state::Change::Job {
+                namespace: "default".into(),
+                id: id.into(),
+                job: Some(std::sync::Arc::new(job)),
+            });
+        }
+        let snap = Snapshot::new(tables);
+        let mut complete = AllocUpdate {
+            alloc_id: "a1".into(),
+            ..Default::default()
+        };
+        complete.set_client_status(AllocClientStatus::Complete);
+        let evals = |a: Allocation| {
+            build_batch(&keys, &snap, &[(complete.clone(), Some(Arc::new(a)))], 5).evals
+        };
+        let service = evals(alloc("a1"));
+        assert_eq!(service.len(), 1, "{service:?}");
+        assert_eq!(service[0].job_id, "web");
+        assert_eq!(service[0].triggered_by, "alloc-failure");
+        assert_eq!(service[0].related_alloc_ids, vec!["a1"]);
+        let mut batch = alloc("a1");
+        batch.job_id = "etl".into();
+        assert!(
+            evals(batch).is_empty(),
+            "a batch alloc that completes is done"
+        );
+        let mut stopping = alloc("a1");
+        stopping.set_desired_status(AllocDesiredStatus::Stop);
+        assert!(evals(stopping).is_empty(), "asked to stop, it did");
+        let mut already = alloc("a1");
+        already.set_client_status(AllocClientStatus::Complete);
+        assert!(evals(already).is_empty(), "no news, no eval");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! O(k) per change, and its own status reports never come back to it.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use caravan_proto::{Allocation, Job, NodeAllocations};
 use caravan_state::{Id, Snapshot};
@@ -125,16 +126,42 @@ fn job_version<'a>(snap: &'a Snapshot, alloc: &Allocation) -> Option<&'a Job> {
         .map(|j| &**j)
 }
 
-/// Whether any allocation of the node was written after `revision`.
-fn changed_after(snap: &Snapshot, node_id: &str, revision: Revision) -> bool {
-    snap.allocs_by_node(node_id)
-        .any(|a| a.modify_revision > revision)
+/// How long a stream waits for this gateway's cache to reach the revision
+/// its node has already seen before it ends, so the node opens its stream
+/// again (on whichever gateway answers).
+const CATCH_UP: Duration = Duration::from_secs(15);
+
+/// The snapshot the node's whole set is taken from: one at `min_revision`
+/// or later. A node that saw revision R through another gateway (or an
+/// earlier stream) stops whatever a whole set leaves out, so a set from a
+/// cache still behind R would stop allocations placed up to R that this
+/// cache has not heard of yet. `None` when the cache does not get there in
+/// time: the stream ends and the node asks again. A store whose history
+/// went back (a restore) never reaches R: the node's revision is from the
+/// lost history, and the current set is all there is.
+async fn first_snapshot(gw: &Gateway, node_id: &str, min_revision: Revision) -> Option<Snapshot> {
+    if min_revision <= 0 {
+        return Some(gw.cache.snapshot());
+    }
+    match gw.cache.wait_for_revision(min_revision, CATCH_UP).await {
+        Ok(snap) => Some(snap),
+        Err(err) => match gw.store.current_revision().await {
+            Ok(current) if current < min_revision => {
+                tracing::warn!(node = %node_id, min_revision, current, "the node saw a revision the store does not have; sending the current set");
+                Some(gw.cache.snapshot())
+            }
+            _ => {
+                tracing::info!(node = %node_id, min_revision, %err, "cache behind what the node saw; ending its stream");
+                None
+            }
+        },
+    }
 }
 
 /// Sends `node_id`'s allocations on `out` until the receiver goes away or
 /// the gateway shuts down: the whole set first, then what changed. With
-/// `min_revision` 0 the set goes out at once; otherwise once some allocation
-/// of the node was written after `min_revision`.
+/// `min_revision` 0 the set goes out at once; otherwise once this gateway's
+/// cache has reached `min_revision` (see [`first_snapshot`]).
 pub async fn stream_allocations(
     gw: Gateway,
     node_id: String,
@@ -154,13 +181,14 @@ pub async fn stream_allocations(
         } else {
             // Cleared before the snapshot: whatever changes after it is kept.
             changes.clear();
-            let snap = gw.cache.snapshot();
-            if min_revision > 0 && !changed_after(&snap, &node_id, min_revision) {
-                if take(&changes, &gw, &out).await.is_none() {
-                    return;
-                }
-                continue;
-            }
+            let first = tokio::select! {
+                snap = first_snapshot(&gw, &node_id, min_revision) => snap,
+                _ = out.closed() => return,
+                _ = gw.shutdown.cancelled() => return,
+            };
+            let Some(snap) = first else {
+                return;
+            };
             started = true;
             Some(sent.full(&snap, &node_id))
         };

@@ -125,6 +125,43 @@ pub async fn an_alloc_stream_starts_with_the_whole_empty_set(backend: Backend) {
     n1.gw.stop().await;
 }
 
+/// A node that has seen revision R (through another gateway, or an earlier
+/// stream) gets its whole set from a view at R or later, never an older one:
+/// it stops whatever a whole set leaves out.
+pub async fn a_stream_asked_from_a_revision_starts_from_a_view_that_new(backend: Backend) {
+    let mut n1 = OnN1::start(backend, "grpc-allocs-min-revision").await;
+    n1.put(&placed("a1", "n1", "web")).await;
+    // A write outside the gateway's keyspace: the store moves on and no
+    // event of the cache's says so; the gateway must find out it is there.
+    let outside = format!("{}-outside", n1.gw.keys.prefix());
+    let seen = n1.gw.store.put(outside.as_bytes(), b"x", 0).await.unwrap();
+    let mut stream = n1
+        .client
+        .watch_allocations(WatchAllocationsRequest {
+            node_id: "n1".into(),
+            min_revision: seen,
+            secret_id: node_secret("n1"),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = next(&mut stream).await;
+    assert!(first.full, "a stream starts with the whole set");
+    assert!(
+        first.revision >= seen,
+        "a set at {} for a node that saw {seen}",
+        first.revision
+    );
+    let ids: Vec<&str> = first.allocs.iter().map(|a| a.id.as_str()).collect();
+    assert_eq!(ids, vec!["a1"]);
+    n1.gw
+        .store
+        .delete(caravan_store::Range::key(outside.as_bytes()))
+        .await
+        .unwrap();
+    n1.gw.stop().await;
+}
+
 pub async fn a_placed_alloc_is_streamed_with_the_job_version_it_runs(backend: Backend) {
     let mut n1 = OnN1::start(backend, "grpc-allocs-placed").await;
     let (mut stream, _) = n1.watch().await;

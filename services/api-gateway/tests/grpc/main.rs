@@ -59,6 +59,7 @@ caravan_testkit::backend_cases!(backend => crate {
     allocations {
         an_alloc_stream_starts_with_the_whole_empty_set,
         a_placed_alloc_is_streamed_with_the_job_version_it_runs,
+        a_stream_asked_from_a_revision_starts_from_a_view_that_new,
         a_nodes_own_status_report_is_not_streamed_back,
         a_job_version_is_streamed_once_per_stream,
         a_stopped_alloc_is_streamed_with_its_desired_stop,

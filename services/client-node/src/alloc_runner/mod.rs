@@ -438,6 +438,7 @@ impl AllocRunner {
             kill: slot.kill.subscribe(),
             control,
             trace_context: self.alloc.trace_context.clone(),
+            unrecorded: None,
             detach: if self.ctx.stop_on_shutdown {
                 CancellationToken::new()
             } else {
@@ -456,7 +457,10 @@ impl AllocRunner {
         let leader = slot.leader;
         slot.handle = if dead { None } else { u.handle };
         slot.state = u.state;
-        self.persist();
+        let persisted = self.persist();
+        if let Some(answer) = u.persisted {
+            let _ = answer.send(persisted);
+        }
         if dead {
             self.after_death(&u.task, failed, leader);
             self.stop_sidecars_after_main();

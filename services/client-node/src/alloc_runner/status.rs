@@ -59,14 +59,16 @@ impl AllocRunner {
             .collect()
     }
 
-    pub(super) fn persist(&self) {
+    /// Saves the alloc's record; false when it could not be written.
+    pub(super) fn persist(&self) -> bool {
         let Some(state) = &self.ctx.state else {
-            return;
+            return true;
         };
         let (status, _) = client_status(&self.task_states());
         let rec = AllocRecord {
             alloc_id: self.alloc.id.clone(),
             client_status: status as i32,
+            revision: self.alloc.modify_revision,
             tasks: self
                 .slots
                 .iter()
@@ -81,8 +83,12 @@ impl AllocRunner {
                 })
                 .collect(),
         };
-        if let Err(e) = state.save(&rec) {
-            tracing::error!(alloc = %self.alloc.id, error = %e, "cannot persist alloc state");
+        match state.save(&rec) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(alloc = %self.alloc.id, error = %e, "cannot persist alloc state");
+                false
+            }
         }
     }
 

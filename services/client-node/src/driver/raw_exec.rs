@@ -18,7 +18,7 @@ use nix::unistd::Pid;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::watch;
 
-use super::supervisor::{SupervisorArgs, read_exit, read_start};
+use super::supervisor::{RECORDED, SupervisorArgs, read_exit, read_start, write_launch};
 use super::task_user::{self, DEFAULT_PATH, TaskUser};
 use super::{
     Driver, DriverError, ExitResult, HandleState, SupervisorState, TaskHandle, TaskSpec, proc_stat,
@@ -36,6 +36,14 @@ const HANDSHAKE: Duration = Duration::from_secs(30);
 pub struct RawExecDriver {
     /// The client-node binary, run as the task supervisor.
     supervisor: PathBuf,
+}
+
+/// What a supervisor started for a launch.
+enum Launched {
+    /// It runs the task: its process and the task's pid.
+    Task(tokio::process::Child, i32),
+    /// A run of the task was on record already (an earlier launch's).
+    Recorded,
 }
 
 /// A process started (or re-attached) by `raw_exec`.
@@ -95,7 +103,7 @@ impl RawExecDriver {
         spec: &TaskSpec,
         user: Option<&TaskUser>,
         sup_args: SupervisorArgs,
-    ) -> Result<(tokio::process::Child, i32), DriverError> {
+    ) -> Result<Launched, DriverError> {
         let (Some(env), Some(dirs)) = (spec.env.as_ref(), spec.dirs.as_ref()) else {
             return Err(DriverError::fatal("raw_exec needs the task's env and dirs"));
         };
@@ -137,11 +145,15 @@ impl RawExecDriver {
             let _ = child.wait().await;
             return Err(DriverError::recoverable(why.to_string()));
         }
+        if line == RECORDED {
+            let _ = child.wait().await;
+            return Ok(Launched::Recorded);
+        }
         match line
             .strip_prefix("pid ")
             .and_then(|p| p.parse::<i32>().ok())
         {
-            Some(pid) if pid > 0 => Ok((child, pid)),
+            Some(pid) if pid > 0 => Ok(Launched::Task(child, pid)),
             _ => {
                 let _ = child.start_kill();
                 Err(DriverError::recoverable(format!(
@@ -208,10 +220,16 @@ impl Driver for RawExecDriver {
             task_user::open_shared(&[&dirs.alloc_dir.join("data"), &dirs.alloc_dir.join("tmp")])?;
         }
         let exit_record = dirs.exit_record.clone();
-        // Records of an earlier run of the task must not end nor stand for this one.
-        for record in [&exit_record, &dirs.start_record] {
-            remove_record(record).map_err(DriverError::recoverable)?;
-        }
+        // The supervisor runs the task only for the latest launch, and only
+        // while no run is on record: a supervisor an earlier client started
+        // just before it died may still be on its way (see `supervisor`).
+        let launch = uuid::Uuid::new_v4().to_string();
+        write_launch(&dirs.start_record, &launch).map_err(|e| {
+            DriverError::recoverable(format!(
+                "cannot record the task's launch beside {}: {e}",
+                dirs.start_record.display()
+            ))
+        })?;
         let log_dir = dirs
             .stdout
             .parent()
@@ -220,6 +238,7 @@ impl Driver for RawExecDriver {
         let sup_args = SupervisorArgs {
             status_file: exit_record.clone(),
             start_file: dirs.start_record.clone(),
+            launch,
             log_dir,
             task: spec.task.clone(),
             limits: spec.logs,
@@ -230,7 +249,14 @@ impl Driver for RawExecDriver {
             command: command.clone().into(),
             args: args.into_iter().map(Into::into).collect(),
         };
-        let (mut child, pid) = self.spawn(&spec, user.as_ref(), sup_args).await?;
+        let (mut child, pid) = match self.spawn(&spec, user.as_ref(), sup_args).await? {
+            Launched::Task(child, pid) => (child, pid),
+            Launched::Recorded => {
+                return self.adopt(&spec).ok_or_else(|| {
+                    DriverError::recoverable("a run of the task was on record, then gone")
+                });
+            }
+        };
         let sup_pid = child
             .id()
             .and_then(|p| i32::try_from(p).ok())
@@ -648,6 +674,34 @@ mod tests {
             "released runs are not adopted"
         );
         assert_eq!(std::fs::read_to_string(&ran).unwrap().lines().count(), 1);
+    }
+
+    /// A client killed right after it started a supervisor, before the run
+    /// was recorded, starts again and finds no run on record: the start it
+    /// makes then must not run the task a second time beside the first
+    /// supervisor, still on its way.
+    #[tokio::test]
+    async fn a_start_racing_an_earlier_clients_supervisor_runs_the_task_once() {
+        for round in 0..5 {
+            let dir = tempfile::tempdir().unwrap();
+            let ran = dir.path().join("ran");
+            let s = spec(
+                dir.path(),
+                &format!("echo run >> {}; sleep 0.3", ran.display()),
+            );
+            // The client dies once its supervisor is spawned, before the
+            // handshake: the start is dropped at its first wait.
+            let died = tokio::time::timeout(Duration::ZERO, driver().start(s.clone())).await;
+            assert!(died.is_err(), "the start was cut short");
+            // The next client, as its task runner does: adopt, else start.
+            let h = match driver().adopt(&s) {
+                Some(h) => h,
+                None => driver().start(s.clone()).await.unwrap(),
+            };
+            assert_eq!(h.wait().await.exit_code, 0);
+            let runs = std::fs::read_to_string(&ran).unwrap_or_default();
+            assert_eq!(runs.lines().count(), 1, "round {round}: {runs:?}");
+        }
     }
 
     #[tokio::test]

@@ -5,7 +5,7 @@
 //! died or restarted meanwhile.
 //!
 //! It is the client-node binary run as `caravan-client-node task-supervisor
-//! STATUS_FILE START_FILE LOG_DIR TASK MAX_FILES MAX_FILE_BYTES on|off
+//! STATUS_FILE START_FILE LAUNCH LOG_DIR TASK MAX_FILES MAX_FILE_BYTES on|off
 //! CREDENTIALS COMMAND [ARG…]`, with the task's environment (and nothing of
 //! the client's) and working directory. CREDENTIALS is `-`, or the
 //! `uid:gid:groups` the task runs with (see [`super::task_user`]). Once the task
@@ -14,6 +14,14 @@
 //! lets go of stdout. A client killed between the start and persisting the
 //! task's handle finds the run in START_FILE and adopts it instead of starting
 //! the task a second time.
+//!
+//! A client killed before its supervisor recorded the start finds no run,
+//! and starts another supervisor while the first may still be on its way.
+//! So a supervisor claims the run under a lock of the task's first: it runs
+//! the task only if the client's launch record (written before each start)
+//! still names LAUNCH, its own, and no run is on record yet. A supervisor of
+//! a later launch that finds the run of an earlier one recorded says
+//! `recorded`, and the client adopts that run instead.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -41,6 +49,9 @@ const NO_CREDENTIALS: &str = "-";
 /// This very binary, even when its file was replaced by an upgrade since.
 const SELF_EXE: &str = "/proc/self/exe";
 
+/// What a supervisor says when a run of the task is already on record.
+pub const RECORDED: &str = "recorded";
+
 /// How long output still buffered in the pipes may take to reach the logs
 /// after the task ended (a descendant that left the group may hold them open).
 const LOG_DRAIN: Duration = Duration::from_secs(2);
@@ -67,6 +78,73 @@ pub struct RecordedStart {
     pub start_ticks: u64,
     /// When it started.
     pub started_at_unix_ns: i64,
+}
+
+/// Where the client names the launch it made last, beside START_FILE.
+pub fn launch_record(start_file: &Path) -> PathBuf {
+    beside(start_file, "launch")
+}
+
+/// The lock a supervisor holds from claiming the run to recording it.
+fn run_lock(start_file: &Path) -> PathBuf {
+    beside(start_file, "lock")
+}
+
+/// `<file>.<suffix>` in the same directory.
+fn beside(file: &Path, suffix: &str) -> PathBuf {
+    let mut name = file.file_name().unwrap_or_default().to_os_string();
+    name.push(".");
+    name.push(suffix);
+    file.with_file_name(name)
+}
+
+/// Names `launch` as the client's latest launch of the task whose runs are
+/// recorded in `start_file`: any supervisor of an earlier launch still on
+/// its way will not run the task.
+pub fn write_launch(start_file: &Path, launch: &str) -> std::io::Result<()> {
+    let path = launch_record(start_file);
+    let tmp = beside(&path, "tmp");
+    std::fs::write(&tmp, launch)?;
+    std::fs::rename(&tmp, &path)
+}
+
+/// How a supervisor's claim of the run came out.
+enum Claim {
+    /// The run is this supervisor's: the lock is held until it is recorded.
+    Mine(std::fs::File),
+    /// A run of the task is on record already: the client adopts it.
+    Recorded,
+    /// The client launched the task again since: this supervisor is stale.
+    Superseded,
+}
+
+/// Claims the task's run for `args.launch`, under the task's run lock.
+fn claim(args: &SupervisorArgs) -> std::io::Result<Claim> {
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(run_lock(&args.start_file))?;
+    lock.lock()?;
+    let latest = match std::fs::read_to_string(launch_record(&args.start_file)) {
+        Ok(latest) => latest,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e),
+    };
+    if latest.trim() != args.launch {
+        return Ok(Claim::Superseded);
+    }
+    if args.start_file.exists() {
+        return Ok(Claim::Recorded);
+    }
+    // No run on record: an exit record left is an earlier run's, which the
+    // client has taken into account; it must not stand for this run.
+    match std::fs::remove_file(&args.status_file) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    Ok(Claim::Mine(lock))
 }
 
 /// Reads a recorded exit; `None` when there is none (yet).
@@ -115,6 +193,8 @@ pub struct SupervisorArgs {
     pub status_file: PathBuf,
     /// Where the start is recorded.
     pub start_file: PathBuf,
+    /// This launch's name, as the client wrote it to the launch record.
+    pub launch: String,
     /// `alloc/logs`.
     pub log_dir: PathBuf,
     /// The task's name (log file prefix).
@@ -136,6 +216,7 @@ impl SupervisorArgs {
             SUPERVISOR_ARG.into(),
             self.status_file.clone().into(),
             self.start_file.clone().into(),
+            self.launch.clone().into(),
             self.log_dir.clone().into(),
             self.task.clone().into(),
             self.limits.max_files.to_string().into(),
@@ -153,6 +234,7 @@ impl SupervisorArgs {
         let [
             status,
             start,
+            launch,
             log_dir,
             task,
             max_files,
@@ -164,7 +246,7 @@ impl SupervisorArgs {
         ] = argv
         else {
             return Err(
-                "usage: task-supervisor STATUS_FILE START_FILE LOG_DIR TASK MAX_FILES MAX_FILE_BYTES on|off CREDENTIALS COMMAND [ARG...]"
+                "usage: task-supervisor STATUS_FILE START_FILE LAUNCH LOG_DIR TASK MAX_FILES MAX_FILE_BYTES on|off CREDENTIALS COMMAND [ARG...]"
                     .into(),
             );
         };
@@ -190,6 +272,11 @@ impl SupervisorArgs {
         Ok(SupervisorArgs {
             status_file: status.into(),
             start_file: start.into(),
+            launch: launch
+                .to_str()
+                .filter(|l| !l.is_empty())
+                .ok_or_else(|| format!("launch: expected a name, got {launch:?}"))?
+                .to_string(),
             log_dir: log_dir.into(),
             task: task
                 .to_str()
@@ -218,6 +305,28 @@ pub fn main(argv: &[OsString]) -> i32 {
         }
     };
     let mut handshake = std::io::stdout();
+    let run_lock = match claim(&args) {
+        Ok(Claim::Mine(lock)) => lock,
+        Ok(Claim::Recorded) => {
+            let _ = writeln!(handshake, "{RECORDED}");
+            return 0;
+        }
+        Ok(Claim::Superseded) => {
+            let _ = writeln!(
+                handshake,
+                "error superseded: the task was launched again since"
+            );
+            return 1;
+        }
+        Err(e) => {
+            let _ = writeln!(
+                handshake,
+                "error cannot claim the task's run beside {}: {e}",
+                args.start_file.display()
+            );
+            return 1;
+        }
+    };
     let logs = if args.limits.disabled {
         None
     } else {
@@ -312,6 +421,8 @@ pub fn main(argv: &[OsString]) -> i32 {
         );
         return 1;
     }
+    // Recorded: a supervisor of a later launch finds the run and leaves it.
+    drop(run_lock);
     let _ = writeln!(handshake, "pid {pid}");
     let _ = handshake.flush();
     // The client may go away; nothing more is said to it.
@@ -436,6 +547,7 @@ mod tests {
         let a = SupervisorArgs {
             status_file: "/d/.web.exit".into(),
             start_file: "/d/.web.start".into(),
+            launch: "l1".into(),
             log_dir: "/d/alloc/logs".into(),
             task: "web".into(),
             limits: LogLimits {
@@ -459,14 +571,14 @@ mod tests {
             as_user
         );
         let mut forged = argv[1..].to_vec();
-        forged[7] = "root".into();
+        forged[8] = "root".into();
         assert!(
             SupervisorArgs::parse(&forged)
                 .unwrap_err()
                 .contains("credentials")
         );
         let mut bad = argv[1..].to_vec();
-        bad[4] = "0".into();
+        bad[5] = "0".into();
         assert!(
             SupervisorArgs::parse(&bad)
                 .unwrap_err()

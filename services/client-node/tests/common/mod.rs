@@ -44,6 +44,8 @@ pub struct Seen {
     /// The secret each call presented, by call (`register`, `heartbeat`,
     /// `watch`, `update`).
     pub secrets: Vec<(&'static str, String)>,
+    /// The `min_revision` of each alloc stream opened, in order.
+    pub watch_min_revisions: Vec<i64>,
 }
 
 /// The fake gateway.
@@ -117,6 +119,16 @@ impl FakeGateway {
         rev
     }
 
+    /// Ends the node's open alloc streams (as a gateway that died would)
+    /// and makes `set` what the next stream starts from: e.g. an older whole
+    /// set, as a gateway whose cache lags would send.
+    pub fn end_streams_with(&self, node_id: &str, set: NodeAllocations) {
+        // Dropping the old sender ends every stream subscribed to it.
+        self.sets
+            .lock()
+            .insert(node_id.to_string(), watch::channel(set).0);
+    }
+
     /// The alloc set last pushed to `node_id`.
     pub fn current(&self, node_id: &str) -> NodeAllocations {
         self.sender(node_id).borrow().clone()
@@ -182,13 +194,15 @@ impl NodeClientService for FakeGateway {
         request: Request<WatchAllocationsRequest>,
     ) -> Result<Response<Self::WatchAllocationsStream>, Status> {
         let req = request.into_inner();
-        self.seen
-            .lock()
-            .secrets
-            .push(("watch", req.secret_id.clone()));
+        {
+            let mut seen = self.seen.lock();
+            seen.secrets.push(("watch", req.secret_id.clone()));
+            seen.watch_min_revisions.push(req.min_revision);
+        }
         let rx = self.sender(&req.node_id).subscribe();
+        // As the gateway: never a set older than what the node has seen.
         let stream = WatchStream::new(rx)
-            .filter(move |set| req.min_revision == 0 || set.revision > req.min_revision)
+            .filter(move |set| set.revision >= req.min_revision)
             .map(Ok);
         Ok(Response::new(Box::pin(stream)))
     }
