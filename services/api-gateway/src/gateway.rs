@@ -11,6 +11,7 @@ use caravan_store::{Revision, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::feed::NodeAllocFeed;
+use crate::client::heartbeats::Heartbeats;
 use crate::client::status_writes::{StatusWrites, WriterContext};
 use crate::config::GatewayConfig;
 use crate::error::Result;
@@ -51,6 +52,8 @@ pub struct Gateway {
     pub(crate) variables_key: Option<Arc<crate::vars::VariableKey>>,
     /// The ACL entries, when ACLs are enabled.
     pub(crate) acl: Option<Arc<crate::acl::AclCache>>,
+    /// Where heartbeats renew their leases.
+    pub(crate) heartbeats: Heartbeats,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -97,6 +100,7 @@ impl Gateway {
         });
         Gateway {
             acl,
+            heartbeats: Heartbeats::shared(store.clone()),
             store,
             keys,
             cache,
@@ -113,6 +117,12 @@ impl Gateway {
     /// The gateway with `key` sealing its variables.
     pub(crate) fn with_variables_key(mut self, key: Option<crate::vars::VariableKey>) -> Self {
         self.variables_key = key.map(Arc::new);
+        self
+    }
+
+    /// The gateway with heartbeats renewing their leases through `heartbeats`.
+    pub(crate) fn with_heartbeats(mut self, heartbeats: Heartbeats) -> Self {
+        self.heartbeats = heartbeats;
         self
     }
 

@@ -40,11 +40,11 @@ use anyhow::Context;
 use caravan_runtime::names::API_GATEWAY;
 use caravan_runtime::service::{Service, Serving};
 use caravan_state::{Informer, InformerConfig, Keyspace};
-use caravan_store::Store;
 use futures::future::BoxFuture;
 
 pub use acl::AclConfig;
 pub use acl::routes::{Need as AclNeed, RULES as ACL_ROUTES, Rule as AclRule};
+pub use client::heartbeats::GatewayStore;
 pub use config::GatewayConfig;
 pub use vars::VariableKey;
 
@@ -71,13 +71,13 @@ impl Service for ApiGatewayService {
     const LEADER_ELECTED: bool = false;
     const GRPC_SERVICES: &'static [&'static str] = grpc::SERVICES;
     type Config = GatewayConfig;
-    type Store = Arc<dyn Store>;
+    type Store = GatewayStore;
     type Ready = Bound;
 
     async fn serve(
         self,
         config: GatewayConfig,
-        store: Arc<dyn Store>,
+        store: GatewayStore,
         serving: Serving<Bound>,
     ) -> anyhow::Result<()> {
         metrics::register();
@@ -91,6 +91,7 @@ impl Service for ApiGatewayService {
         let (http_listener, http_addr) = caravan_runtime::grpc::bind_http(&config.http_addr)
             .await
             .with_context(|| format!("binding http_addr {}", config.http_addr))?;
+        let GatewayStore { store, heartbeats } = store;
         let cache = Informer::start(
             store.clone(),
             Keyspace::new(&config.store.prefix),
@@ -104,7 +105,8 @@ impl Service for ApiGatewayService {
         };
         let shutdown = serving.shutdown;
         let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone())
-            .with_variables_key(variables_key);
+            .with_variables_key(variables_key)
+            .with_heartbeats(heartbeats);
         let grpc_router = grpc::routes(serving.router, &gw);
         let http_router = http::router(gw.clone(), bound);
         let https = caravan_runtime::tls::https().is_some();

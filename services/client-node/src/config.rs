@@ -63,7 +63,9 @@ pub struct ClientConfig {
     pub simulate: u32,
     /// Resources of each simulated node.
     pub simulate_resources: SimulatedResources,
-    /// Simulated nodes sharing one gRPC connection to a gateway.
+    /// Simulated nodes sharing one connection to a gateway for their alloc
+    /// streams and status updates (registrations and heartbeats of every
+    /// node share the heartbeat thread's connections).
     pub simulate_nodes_per_channel: u32,
     /// Longest a status update waits to be batched, in milliseconds.
     pub update_interval_ms: u64,

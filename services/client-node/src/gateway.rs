@@ -1,9 +1,13 @@
 //! The node-facing API of the api-gateways, with failover: calls go to one
-//! gateway until it fails, then to the next in the list. Registration and
-//! heartbeats have connections of their own, so they never queue behind a
-//! large alloc set or status batch on a busy connection: a late heartbeat
-//! gets a node marked down.
+//! gateway until it fails, then to the next in the list. Every node of the
+//! process shares one [`Gateway`]: alloc streams and status batches spread
+//! over a small pool of connections to each gateway, and registration and
+//! heartbeats have connections of their own, driven by the process's
+//! [`HeartbeatThread`], so a heartbeat never queues behind a large alloc set
+//! or status batch, nor behind the work of the main runtime: a late
+//! heartbeat gets a node marked down.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -14,11 +18,13 @@ use caravan_proto::{
     RegisterNodeResponse, UpdateAllocationsRequest, UpdateAllocationsResponse,
     WatchAllocationsRequest,
 };
+use tokio::task::JoinHandle;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Code, Status, Streaming};
 
 use crate::error::ClientError;
+use crate::heartbeat_thread::HeartbeatThread;
 
 /// Deadline of one unary call.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -26,27 +32,39 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 type Interceptor = fn(tonic::Request<()>) -> Result<tonic::Request<()>, Status>;
 type Client = NodeClientServiceClient<InterceptedService<Channel, Interceptor>>;
 
-/// A set of api-gateways the node talks to; cheap to clone.
+/// The api-gateways the nodes of this process talk to; cheap to clone.
+/// Clones made by [`Gateway::for_node`] share every connection and pick
+/// their bulk connection by node.
 #[derive(Debug, Clone)]
 pub struct Gateway {
     inner: Arc<Inner>,
+    /// Which of each gateway's bulk connections this node's calls use.
+    slot: usize,
 }
 
 #[derive(Debug)]
 struct Inner {
     addrs: Vec<String>,
-    /// Alloc streams and status updates.
-    bulk: Vec<Channel>,
-    /// Registration and heartbeats.
-    control: Vec<Channel>,
+    /// Alloc streams and status updates: for each gateway, a pool of
+    /// connections the nodes are spread over (an HTTP/2 connection caps the
+    /// streams open at once).
+    bulk: Vec<Vec<Channel>>,
+    /// Registrations, for each gateway: driven by the heartbeat thread,
+    /// apart from heartbeats so a burst of them delays no heartbeat.
+    register: Vec<Channel>,
+    /// Heartbeats, for each gateway: driven by the heartbeat thread.
+    heartbeat: Vec<Channel>,
     current: AtomicUsize,
+    /// Declared last: the connections above close before their runtime.
+    heartbeats: HeartbeatThread,
 }
 
 /// Which connections a call uses.
 #[derive(Clone, Copy, Debug)]
 enum Lane {
     Bulk,
-    Control,
+    Register,
+    Heartbeat,
 }
 
 /// Whether another gateway (or a later try) may succeed where this failed.
@@ -64,8 +82,15 @@ pub fn is_retryable(status: &Status) -> bool {
 }
 
 impl Gateway {
-    /// Lazily connecting channels to every address.
+    /// Lazily connecting channels to every address: one bulk connection
+    /// to each, and the registration and heartbeat connections.
     pub fn new(addrs: &[String]) -> Result<Gateway, ClientError> {
+        Gateway::pooled(addrs, 1)
+    }
+
+    /// [`Gateway::new`] with `pool` bulk connections to each gateway, for
+    /// the simulated nodes of one process. Starts the heartbeat thread.
+    pub fn pooled(addrs: &[String], pool: usize) -> Result<Gateway, ClientError> {
         if addrs.is_empty() {
             return Err(ClientError::invalid("servers", "no api-gateway address"));
         }
@@ -78,24 +103,61 @@ impl Gateway {
                 })
                 .collect::<Result<Vec<_>, _>>()
         };
+        let mut bulk: Vec<Vec<Channel>> = vec![Vec::new(); addrs.len()];
+        for _ in 0..pool.max(1) {
+            for (channels, channel) in bulk.iter_mut().zip(connect()?) {
+                channels.push(channel);
+            }
+        }
+        let heartbeats = HeartbeatThread::start()?;
+        // A channel's connection is driven by the runtime it is made in.
+        let (register, heartbeat) = {
+            let _on = heartbeats.handle().enter();
+            (connect()?, connect()?)
+        };
         Ok(Gateway {
             inner: Arc::new(Inner {
                 addrs: addrs.to_vec(),
-                bulk: connect()?,
-                control: connect()?,
+                bulk,
+                register,
+                heartbeat,
                 current: AtomicUsize::new(0),
+                heartbeats,
             }),
+            slot: 0,
         })
     }
 
+    /// This gateway set for node `index` of the process: the same
+    /// connections, with the node's share of the bulk pool.
+    pub fn for_node(&self, index: usize) -> Gateway {
+        Gateway {
+            inner: Arc::clone(&self.inner),
+            slot: index,
+        }
+    }
+
+    /// Runs `future` (a node's registration and heartbeat loop) on the
+    /// heartbeat thread, which drives the connections it calls on.
+    pub fn spawn_heartbeats<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.inner.heartbeats.spawn(future)
+    }
+
     fn client(&self, lane: Lane, i: usize) -> Client {
-        let channels = match lane {
-            Lane::Bulk => &self.inner.bulk,
-            Lane::Control => &self.inner.control,
+        let ch = match lane {
+            Lane::Bulk => {
+                let pool = &self.inner.bulk[i];
+                &pool[self.slot % pool.len()]
+            }
+            Lane::Register => &self.inner.register[i],
+            Lane::Heartbeat => &self.inner.heartbeat[i],
         };
-        let ch = channels[i % channels.len()].clone();
         NodeClientServiceClient::with_interceptor(
-            ch,
+            ch.clone(),
             caravan_runtime::grpc::propagate_trace as Interceptor,
         )
     }
@@ -143,7 +205,7 @@ impl Gateway {
         node: &Node,
         secret_id: &str,
     ) -> Result<RegisterNodeResponse, Status> {
-        self.call(Lane::Control, "RegisterNode", |mut c| {
+        self.call(Lane::Register, "RegisterNode", |mut c| {
             let req = Self::request(RegisterNodeRequest {
                 node: Some(node.clone()),
                 secret_id: secret_id.to_string(),
@@ -159,7 +221,7 @@ impl Gateway {
         node_id: &str,
         secret_id: &str,
     ) -> Result<HeartbeatResponse, Status> {
-        self.call(Lane::Control, "Heartbeat", |mut c| {
+        self.call(Lane::Heartbeat, "Heartbeat", |mut c| {
             let req = Self::request(HeartbeatRequest {
                 node_id: node_id.to_string(),
                 secret_id: secret_id.to_string(),

@@ -16,6 +16,7 @@ mod fingerprint;
 mod fs;
 mod gateway;
 mod health;
+mod heartbeat_thread;
 mod lifecycle;
 mod live_allocs;
 mod log_rotate;

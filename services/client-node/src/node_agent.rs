@@ -56,7 +56,9 @@ impl NodeAgent {
             self.update_interval,
             reporter_stop.clone(),
         ));
-        let heartbeat = tokio::spawn(heartbeat_loop(
+        // On the heartbeat thread: however busy this runtime gets with the
+        // node's allocs, its heartbeats go out on time.
+        let heartbeat = self.gateway.spawn_heartbeats(heartbeat_loop(
             self.gateway.clone(),
             self.ctx.node.clone(),
             self.secret_id.clone(),
@@ -129,14 +131,24 @@ async fn heartbeat_loop(
         let mut ttl = ttl;
         let mut wait = half_with_jitter(ttl);
         loop {
+            let due = tokio::time::Instant::now() + wait;
             tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
+                _ = tokio::time::sleep_until(due) => {}
                 _ = shutdown.cancelled() => return,
             }
+            let sent = tokio::time::Instant::now();
             let beat = tokio::select! {
                 r = gateway.heartbeat(&node.id, &secret_id) => r,
                 _ = shutdown.cancelled() => return,
             };
+            // Sent late (this thread starved) or answered late (the
+            // gateway or etcd starved): either eats the lease's margin.
+            let late = sent.duration_since(due);
+            let took = sent.elapsed();
+            if late + took > ttl / 2 {
+                tracing::warn!(node = %node.id, late_ms = late.as_millis() as u64,
+                    took_ms = took.as_millis() as u64, ok = beat.is_ok(), "slow heartbeat");
+            }
             crate::metrics::heartbeat(beat.is_ok());
             match beat {
                 Ok(resp) => {

@@ -1,7 +1,8 @@
 //! Simulated nodes: N virtual nodes in one process for load tests, each with
 //! its own id, name (`sim-<i>`), heartbeat and alloc stream, running every
-//! task with the mock driver. They are tokio tasks, not threads, and share a
-//! few gRPC connections.
+//! task with the mock driver. They are tokio tasks, not threads, and share
+//! the process's connections: a pool for alloc streams and status updates,
+//! and the heartbeat thread's for registrations and heartbeats.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -68,21 +69,16 @@ pub fn simulated_agents(
     let cores = res.cores.max(1);
     let servers = config.server_addrs();
     let per_channel = config.simulate_nodes_per_channel.max(1);
+    // One gateway set for every node: one TLS handshake per connection,
+    // not per node, and one heartbeat thread for the process.
+    let gateway = Gateway::pooled(&servers, n.div_ceil(per_channel) as usize)?;
     let spread = Duration::from_millis(u64::from(n)).min(MAX_REGISTER_SPREAD);
     let drivers = Drivers::simulated();
     let mut agents = Vec::with_capacity(n as usize);
-    let mut gateway: Option<Gateway> = None;
     let jobs = Arc::new(SharedJobs::default());
     // One registry: the node API serves every simulated node's allocs.
     let live: Arc<crate::live_allocs::LiveAllocs> = Arc::default();
     for i in 0..n {
-        // A few nodes per connection: one HTTP/2 connection caps its streams.
-        if i % per_channel == 0 || gateway.is_none() {
-            gateway = Some(Gateway::new(&servers)?);
-        }
-        let Some(gw) = gateway.clone() else {
-            continue;
-        };
         let name = format!("sim-{i}");
         let facts = HostFacts {
             cores,
@@ -125,7 +121,9 @@ pub fn simulated_agents(
         });
         agents.push(NodeAgent {
             ctx,
-            gateway: gw,
+            // A few nodes per bulk connection: one HTTP/2 connection caps
+            // its streams.
+            gateway: gateway.for_node((i / per_channel) as usize),
             secret_id: simulated_node_secret(&secret_seed, i),
             update_interval: config.update_interval(),
             initial_delay: spread.mul_f64(f64::from(i) / f64::from(n.max(1))),

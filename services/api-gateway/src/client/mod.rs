@@ -1,7 +1,9 @@
 //! The node-facing API's logic: node identity, registration and
-//! heartbeats, the allocation stream, and batched client status updates.
+//! heartbeats (and where their leases are renewed), the allocation stream,
+//! and batched client status updates.
 
 pub mod feed;
+pub mod heartbeats;
 pub mod identity;
 pub mod registration;
 pub mod status_writes;

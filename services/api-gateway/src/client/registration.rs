@@ -269,7 +269,7 @@ async fn keep_alive(gw: &Gateway, lease: LeaseId) -> Result<Option<Duration>> {
     if lease == 0 {
         return Ok(None);
     }
-    match gw.store.lease_keep_alive(lease).await {
+    match gw.heartbeats.renew(lease).await {
         Ok(secs) => {
             let total = Duration::from_secs(u64::try_from(secs).unwrap_or(0));
             let ttl = total

@@ -50,7 +50,7 @@ impl TestGateway {
         let started = caravan_runtime::service::start(
             ApiGatewayService,
             config,
-            store.clone(),
+            store.clone().into(),
             shutdown.clone(),
         );
         let running = tokio::time::timeout(Duration::from_secs(10), started)

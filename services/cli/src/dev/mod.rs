@@ -365,7 +365,9 @@ async fn start_services(
                 store: store_config,
                 ..Default::default()
             },
-            store,
+            // Heartbeats on the shared runtime and connection: `caravan dev`
+            // runs every service in this one process.
+            caravan_api_gateway::GatewayStore::from(store),
         )
         .await?;
     let gateway_grpc = dialable(gateway.grpc);
