@@ -19,6 +19,19 @@ pub trait Planner {
     type State: State;
     /// Submits a plan; on a partial commit the outcome should carry a refreshed state.
     fn submit_plan(&mut self, plan: Plan) -> Result<PlanOutcome<Self::State>, PlannerError>;
+    /// Submits a plan whose full commit ends the evaluation as `completion`
+    /// says (status complete), so the planner may write both at once; the
+    /// result's `eval_revision` is non-zero when it did, and the scheduler
+    /// then leaves out its own [`Planner::update_eval`]. By default the plan
+    /// goes alone and the evaluation is written afterwards.
+    fn submit_plan_completing(
+        &mut self,
+        plan: Plan,
+        completion: Evaluation,
+    ) -> Result<PlanOutcome<Self::State>, PlannerError> {
+        let _ = completion;
+        self.submit_plan(plan)
+    }
     /// Creates a new evaluation (blocked, follow-up or rolling).
     fn create_eval(&mut self, eval: Evaluation) -> Result<(), PlannerError>;
     /// Updates the evaluation being processed (its final status).

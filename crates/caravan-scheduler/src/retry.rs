@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use caravan_proto::{AllocMetric, EvalStatus, Evaluation, PlanResult};
+use caravan_proto::{AllocMetric, EvalStatus, Evaluation, Plan, PlanResult};
 
 use crate::context::{Eligibility, EvalContext, ShortKeyBuild, count_allocs};
 use crate::error::SchedulerError;
@@ -74,6 +74,12 @@ pub(crate) struct EvalRun<'e> {
     pub deployment_id: String,
     /// Class eligibility learnt by the last attempt, for blocked evaluations.
     pub eligibility: Eligibility,
+    /// Whether the evaluation, a blocked one, goes back to the blocked set
+    /// instead of completing when placements still fail.
+    pub reblocks: bool,
+    /// The completion a fully committed plan wrote with its allocations: the
+    /// final write it matches is left out.
+    pub completed_in_plan: Option<Evaluation>,
 }
 
 /// Processes `eval` with `scheduler`: attempts until one is done, fails, or
@@ -88,6 +94,7 @@ pub(crate) fn process<S: Scheduler, P: Planner>(
     now: i64,
 ) -> Result<(), SchedulerError> {
     let mut run = EvalRun::new(eval, &state, now);
+    run.reblocks = policy.reblock && eval.status() == EvalStatus::Blocked;
     if !caravan_model::trigger::KNOWN.contains(&eval.triggered_by.as_str()) {
         let desc = format!(
             "scheduler cannot handle {:?} evaluation reason",
@@ -120,7 +127,7 @@ pub(crate) fn process<S: Scheduler, P: Planner>(
         }
         run.attempt += 1;
     }
-    if policy.reblock && eval.status() == EvalStatus::Blocked && !run.failed.is_empty() {
+    if run.ends_in_reblock() {
         return run.reblock(planner, &state);
     }
     run.finish(planner, &state, EvalStatus::Complete, String::new())
@@ -143,7 +150,58 @@ impl<'e> EvalRun<'e> {
             next_eval: None,
             deployment_id: String::new(),
             eligibility: Eligibility::default(),
+            reblocks: false,
+            completed_in_plan: None,
         }
+    }
+
+    /// Whether the evaluation ends put back among the blocked, not finished.
+    fn ends_in_reblock(&self) -> bool {
+        self.reblocks && !self.failed.is_empty()
+    }
+
+    /// The evaluation as it ends with `status`, `queued` still waiting, on
+    /// the state at `revision`.
+    fn final_eval(
+        &self,
+        status: EvalStatus,
+        description: String,
+        queued: BTreeMap<String, i64>,
+        revision: i64,
+    ) -> Evaluation {
+        evals::finished(
+            self.eval,
+            FinalStatus {
+                status: status as i32,
+                description,
+                next_eval: id_of(self.next_eval.as_ref()),
+                blocked_eval: id_of(self.blocked.as_ref()),
+                failed: self.failed.clone(),
+                queued,
+                deployment_id: self.deployment_id.clone(),
+            },
+            revision,
+            self.now,
+        )
+    }
+
+    /// The evaluation completed as it would be once `plan` committed in
+    /// full: every new placement in it taken off the queue.
+    fn completion_on_full_commit(
+        &self,
+        plan: &Plan,
+        placed: &HashSet<String, ShortKeyBuild>,
+        revision: i64,
+    ) -> Evaluation {
+        let mut queued = self.queued.clone();
+        for a in plan.node_allocation.values().flat_map(|l| &l.allocs) {
+            if placed.contains(&a.id)
+                && let Some(q) = queued.get_mut(&a.task_group)
+            {
+                *q -= 1;
+            }
+        }
+        self.final_eval(EvalStatus::Complete, String::new(), queued, revision)
     }
 
     /// Writes the evaluation's final status.
@@ -154,20 +212,11 @@ impl<'e> EvalRun<'e> {
         status: EvalStatus,
         description: String,
     ) -> Result<(), SchedulerError> {
-        let e = evals::finished(
-            self.eval,
-            FinalStatus {
-                status: status as i32,
-                description,
-                next_eval: id_of(self.next_eval.as_ref()),
-                blocked_eval: id_of(self.blocked.as_ref()),
-                failed: self.failed.clone(),
-                queued: self.queued.clone(),
-                deployment_id: self.deployment_id.clone(),
-            },
-            state.revision(),
-            self.now,
-        );
+        let e = self.final_eval(status, description, self.queued.clone(), state.revision());
+        if self.completed_in_plan.as_ref() == Some(&e) {
+            // The plan's commit wrote exactly this already.
+            return Ok(());
+        }
         planner.update_eval(e)?;
         Ok(())
     }
@@ -232,7 +281,8 @@ impl<'e> EvalRun<'e> {
 
     /// Submits the attempt's plan and takes the committed placements (`placed`
     /// holds the ids of the new ones) off the queue. A partial commit retries
-    /// on the refreshed state.
+    /// on the refreshed state. Unless the evaluation ends in a reblock, the
+    /// plan carries the evaluation's completion for a full commit to write.
     pub fn submit<P: Planner>(
         &mut self,
         planner: &mut P,
@@ -240,10 +290,19 @@ impl<'e> EvalRun<'e> {
         placed: &HashSet<String, ShortKeyBuild>,
     ) -> Result<Step<P::State>, SchedulerError> {
         let plan = std::mem::take(&mut ctx.plan);
+        let revision = ctx.state.revision();
         drop(ctx);
         let expected = count_allocs(&plan.node_allocation);
-        let outcome = planner.submit_plan(plan)?;
+        let completion = (!self.ends_in_reblock())
+            .then(|| self.completion_on_full_commit(&plan, placed, revision));
+        let outcome = match completion.clone() {
+            Some(c) => planner.submit_plan_completing(plan, c)?,
+            None => planner.submit_plan(plan)?,
+        };
         let result = outcome.result;
+        if result.eval_revision > 0 {
+            self.completed_in_plan = completion;
+        }
         let progress = progress_made(&result);
         for list in result.node_allocation.values() {
             for a in &list.allocs {

@@ -24,7 +24,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::commit::{CommitOutcome, Committer, PlanMarks, optimistic_layer, plan_changes};
+use crate::commit::{
+    CommitOutcome, Committer, Completion, PlanMarks, optimistic_layer, plan_changes,
+};
 use crate::config::PlanApplierConfig;
 use crate::error::ApplierError;
 use crate::metrics;
@@ -404,7 +406,10 @@ impl Pipeline {
         let now = now_unix_ns();
         self.next_seq += 1;
         let seq = self.next_seq;
-        let changes = plan_changes(&plan, &verdict.accepted, &view);
+        let mut changes = plan_changes(&plan, &verdict.accepted, &view);
+        if verdict.rejected.is_empty() {
+            changes.completion = Completion::of(&plan);
+        }
         let targets = changes.targets();
         let layer = optimistic_layer(&changes, &view, seq, now);
         let frees = layer.freed_nodes();
@@ -592,6 +597,7 @@ fn plan_result(
         r.deployment_updates = plan.deployment_updates.clone();
     }
     r.alloc_revision = outcome.revision;
+    r.eval_revision = outcome.eval_revision;
     rejected.extend(outcome.refused.clone());
     if !rejected.is_empty() {
         r.refresh_revision = outcome

@@ -2,13 +2,14 @@
 //! transactions within the op and byte budget (never splitting one node's
 //! part), each a fenced transaction that compares every object it rewrites,
 //! recomputed from fresh values and retried when a client status write got
-//! in between.
+//! in between. The plan's eval completion rides on the last transaction when
+//! nothing was refused, so a fully committed plan costs one write, not two.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use caravan_model::AllocExt;
-use caravan_proto::{Allocation, Deployment, Plan};
+use caravan_proto::{Allocation, Deployment, Evaluation, Plan};
 use caravan_state::{Keyspace, decode as codec_decode, encode};
 use caravan_store::{
     Compare, CompareOp, Leadership, Op, OpResult, Revision, Store, StoreError, Txn,
@@ -48,6 +49,69 @@ pub(crate) struct Changes {
     pub(crate) nodes: Vec<Part>,
     /// Evictions dropped because their allocation is already terminal or gone.
     pub(crate) skipped_evictions: HashSet<String>,
+    /// The plan's eval as it ends if everything above commits.
+    pub(crate) completion: Option<Completion>,
+}
+
+/// The plan's own eval, completed: written in the plan's last transaction
+/// when no part of the plan was refused, and only while the eval is still
+/// at the revision it was delivered at, so a write by the broker or by a
+/// later delivery is never overwritten. Left out otherwise; the worker then
+/// writes the eval through the broker.
+#[derive(Debug, Clone)]
+pub(crate) struct Completion {
+    /// The eval as it should be stored (revisions cleared).
+    eval: Box<Evaluation>,
+    /// The mod revision the eval must still have.
+    expect: Revision,
+}
+
+impl Completion {
+    /// The completion a plan carries, if any.
+    pub(crate) fn of(plan: &Plan) -> Option<Completion> {
+        let e = plan.eval_completion.as_ref()?;
+        let mut eval = Box::new(e.clone());
+        eval.create_revision = 0;
+        eval.modify_revision = 0;
+        Some(Completion {
+            eval,
+            expect: e.modify_revision,
+        })
+    }
+
+    fn target(&self) -> Target {
+        Target::Eval(self.eval.id.clone())
+    }
+
+    /// Room it takes in a transaction: a compare and a put, and its bytes.
+    fn ops(&self) -> usize {
+        2
+    }
+
+    fn bytes(&self) -> usize {
+        self.eval.encoded_len() + KEY_OVERHEAD
+    }
+
+    /// Its guard and write, if the eval is still as delivered.
+    fn guarded(
+        &self,
+        currents: &mut Currents,
+        view: &View,
+        keyspace: &Keyspace,
+        now: i64,
+    ) -> Option<(Compare, Op)> {
+        match currents.get(&self.target(), view) {
+            Some((Stored::Eval, rev)) if rev == self.expect => {}
+            _ => return None,
+        }
+        let key = keyspace.eval(&self.eval.id);
+        let mut eval = (*self.eval).clone();
+        eval.modify_time_unix_ns = now;
+        Some((
+            Compare::mod_revision(key.clone(), CompareOp::Equal, self.expect),
+            Op::put(key, encode(&eval)),
+        ))
+    }
 }
 
 impl Changes {
@@ -281,6 +345,9 @@ pub(crate) struct CommitOutcome {
     pub(crate) layer: OverlayLayer,
     /// Evictions dropped because their allocation was already terminal.
     pub(crate) skipped_evictions: HashSet<String>,
+    /// The revision the plan's eval completion was written at; 0 if it was
+    /// not.
+    pub(crate) eval_revision: Revision,
     /// Why the commit stopped early, if it did.
     pub(crate) error: Option<ApplierError>,
     /// A revision the worker must refresh to beyond what was written: a
@@ -378,7 +445,7 @@ impl Committer<'_> {
     pub(crate) async fn commit(
         &self,
         view: &View,
-        changes: Changes,
+        mut changes: Changes,
         all_at_once: bool,
         seq: u64,
     ) -> CommitOutcome {
@@ -387,8 +454,19 @@ impl Committer<'_> {
             layer: OverlayLayer::new(seq),
             ..Default::default()
         };
-        let room = self.max_ops.saturating_sub(self.marks.keys.len()).max(1);
-        let batches = batches(changes, room, self.max_bytes);
+        let completion = changes.completion.take();
+        // Every batch keeps room for the completion, which rides on the last.
+        let (completion_ops, completion_bytes) =
+            completion.as_ref().map_or((0, 0), |c| (c.ops(), c.bytes()));
+        let room = self
+            .max_ops
+            .saturating_sub(self.marks.keys.len() + completion_ops)
+            .max(1);
+        let batches = batches(
+            changes,
+            room,
+            self.max_bytes.saturating_sub(completion_bytes),
+        );
         if all_at_once && batches.len() > 1 {
             for part in batches.iter().flatten() {
                 if let Some(node) = &part.node {
@@ -401,10 +479,19 @@ impl Committer<'_> {
             return outcome;
         }
         let mut currents = Currents::default();
-        let mut pending = batches.into_iter();
-        while let Some(batch) = pending.next() {
+        let last = batches.len().saturating_sub(1);
+        let mut pending = batches.into_iter().enumerate();
+        while let Some((i, batch)) = pending.next() {
+            let completing = completion.as_ref().filter(|_| i == last);
             match self
-                .commit_batch(view, batch, &mut currents, all_at_once, &mut outcome)
+                .commit_batch(
+                    view,
+                    batch,
+                    &mut currents,
+                    all_at_once,
+                    completing,
+                    &mut outcome,
+                )
                 .await
             {
                 Ok(()) if outcome.refresh > 0 => {
@@ -412,7 +499,7 @@ impl Committer<'_> {
                         "a plan of the same job committed at revision {}, after this plan's snapshot",
                         outcome.refresh
                     );
-                    for part in pending.flatten() {
+                    for part in pending.flat_map(|(_, b)| b) {
                         if let Some(node) = part.node {
                             outcome.refused.insert(node, reason.clone());
                         }
@@ -422,7 +509,7 @@ impl Committer<'_> {
                 Ok(()) => {}
                 Err(err) => {
                     let reason = format!("not committed: {err}");
-                    for part in pending.flatten() {
+                    for part in pending.flat_map(|(_, b)| b) {
                         if let Some(node) = part.node {
                             outcome.refused.insert(node, reason.clone());
                         }
@@ -444,6 +531,7 @@ impl Committer<'_> {
         mut parts: Vec<Part>,
         currents: &mut Currents,
         all_at_once: bool,
+        completion: Option<&Completion>,
         outcome: &mut CommitOutcome,
     ) -> Result<(), ApplierError> {
         let mut conflicts = 0;
@@ -466,8 +554,17 @@ impl Committer<'_> {
                     continue;
                 }
             };
-            let (txn, written) = prepared;
-            if written.is_empty() {
+            let (mut txn, written) = prepared;
+            // Only a commit of everything completes the eval: any refusal,
+            // in this batch or an earlier one, leaves it to the worker.
+            let completing = completion
+                .filter(|_| outcome.refused.is_empty())
+                .and_then(|c| {
+                    let (guard, put) = c.guarded(currents, view, self.keyspace, self.now)?;
+                    txn = std::mem::take(&mut txn).when(guard).and_then(put);
+                    Some(c)
+                });
+            if written.is_empty() && completing.is_none() {
                 self.record(parts, written, None, outcome);
                 return Ok(());
             }
@@ -483,6 +580,12 @@ impl Committer<'_> {
                     currents
                         .known
                         .insert(w.target.clone(), w.stored(res.revision));
+                }
+                if let Some(c) = completing {
+                    currents
+                        .known
+                        .insert(c.target(), Some((Stored::Eval, res.revision)));
+                    outcome.eval_revision = res.revision;
                 }
                 self.record(parts, written, Some(res.revision), outcome);
                 return Ok(());
@@ -510,9 +613,12 @@ impl Committer<'_> {
                 }
                 return Ok(());
             }
+            // The eval's guard may be what failed: re-read it too, so the
+            // next try leaves it out if it changed.
             let targets: BTreeSet<Target> = parts
                 .iter()
                 .flat_map(|p| p.changes.iter().map(|(t, _)| t.clone()))
+                .chain(completing.map(Completion::target))
                 .collect();
             tracing::debug!(
                 targets = targets.len(),

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocatedPort, AllocatedResources,
-    AllocatedSharedResources, AllocatedTaskResources, Allocation, Node, NodeResources, NodeStatus,
-    Plan, SchedulingEligibility,
+    AllocatedSharedResources, AllocatedTaskResources, Allocation, Evaluation, Node, NodeResources,
+    NodeStatus, Plan, SchedulingEligibility,
 };
 use caravan_state::{Change, Id, Snapshot, Tables};
 use caravan_store::Revision;
@@ -92,7 +92,24 @@ pub(crate) fn with_cores(mut a: Allocation, cores: &[u32]) -> Allocation {
 /// A snapshot at `revision` holding `nodes` and `allocs` (each alloc's
 /// revisions as given).
 pub(crate) fn snapshot(revision: Revision, nodes: &[Node], allocs: &[Allocation]) -> Snapshot {
+    snapshot_with_evals(revision, nodes, allocs, &[])
+}
+
+/// A snapshot at `revision` holding `nodes`, `allocs` and `evals` (each
+/// object's revisions as given).
+pub(crate) fn snapshot_with_evals(
+    revision: Revision,
+    nodes: &[Node],
+    allocs: &[Allocation],
+    evals: &[Evaluation],
+) -> Snapshot {
     let mut t = Tables::new();
+    for e in evals {
+        t.apply(Change::Eval {
+            id: Id::from(e.id.as_str()),
+            eval: Some(Arc::new(e.clone())),
+        });
+    }
     for n in nodes {
         t.apply(Change::Node {
             id: Id::from(n.id.as_str()),

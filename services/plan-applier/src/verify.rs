@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use caravan_model::AllocExt;
-use caravan_proto::{AllocList, Allocation, NodeStatus, Plan, SchedulingEligibility};
+use caravan_proto::{
+    AllocList, Allocation, EvalStatus, Evaluation, NodeStatus, Plan, SchedulingEligibility,
+};
 use caravan_store::Revision;
 
 use crate::error::ApplierError;
@@ -89,6 +91,32 @@ pub(crate) fn validate_plan(plan: &Plan) -> Result<(), ApplierError> {
                 "must not be empty",
             ));
         }
+    }
+    if let Some(e) = &plan.eval_completion {
+        validate_completion(plan, e)?;
+    }
+    Ok(())
+}
+
+/// A completion may only finish the plan's own eval, as delivered.
+fn validate_completion(plan: &Plan, e: &Evaluation) -> Result<(), ApplierError> {
+    if e.id != plan.eval_id {
+        return Err(ApplierError::invalid(
+            "plan.eval_completion.id",
+            format!("is {:?}, not the plan's eval {:?}", e.id, plan.eval_id),
+        ));
+    }
+    if e.status() != EvalStatus::Complete {
+        return Err(ApplierError::invalid(
+            "plan.eval_completion.status",
+            "must be complete",
+        ));
+    }
+    if e.modify_revision <= 0 {
+        return Err(ApplierError::invalid(
+            "plan.eval_completion.modify_revision",
+            "must be the positive revision the eval had when delivered",
+        ));
     }
     Ok(())
 }

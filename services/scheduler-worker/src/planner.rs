@@ -1,5 +1,6 @@
 //! The scheduler's [`Planner`] in a worker: plans go to the plan applier,
-//! eval writes to the eval broker with the delivery token, and after a
+//! eval writes to the eval broker with the delivery token (save the
+//! completion a fully committed plan writes with itself), and after a
 //! partial commit the worker's cache is brought to the refresh revision and
 //! a fresh snapshot handed back. The scheduler runs on a blocking thread;
 //! each call blocks on the async client through the runtime handle.
@@ -181,6 +182,21 @@ impl Planner for WorkerPlanner {
             }
         }
         self.run(self.submit(plan))
+    }
+
+    fn submit_plan_completing(
+        &mut self,
+        mut plan: Plan,
+        completion: Evaluation,
+    ) -> Result<PlanOutcome<SnapshotState>, PlannerError> {
+        // The applier guards the write with the revision the eval was
+        // delivered at; without one the broker writes it, as before.
+        if completion.modify_revision > 0 {
+            // Stamped as an update through the broker would be, so the
+            // final eval is the same whichever path writes it.
+            plan.eval_completion = Some(self.stamp(completion));
+        }
+        self.submit_plan(plan)
     }
 
     fn create_eval(&mut self, eval: Evaluation) -> Result<(), PlannerError> {

@@ -24,6 +24,7 @@ use tonic::{Request, Response, Status};
 
 caravan_testkit::backend_cases!(store_and_prefix => crate;
     a_pending_eval_places_its_allocations_and_completes,
+    a_stored_eval_is_completed_by_its_plan_not_by_an_update,
     a_job_that_does_not_fit_gets_a_blocked_eval,
     a_partial_commit_makes_the_worker_refresh_and_plan_again,
     an_unknown_plan_outcome_makes_the_worker_refresh_and_plan_again,
@@ -74,6 +75,56 @@ async fn a_pending_eval_places_its_allocations_and_completes(
         pool.processed() == 1
     })
     .await;
+    worker.shutdown().await;
+    applier.shutdown().await;
+}
+
+/// An eval stored as the api-gateway writes it: the plan that places its
+/// allocations completes it in the same transaction, and the worker sends
+/// no separate update.
+async fn a_stored_eval_is_completed_by_its_plan_not_by_an_update(
+    store: Arc<dyn Store>,
+    prefix: String,
+) {
+    let broker = start_broker(&store, &prefix).await;
+    let job = job("web", 3, 500);
+    seed(
+        &store,
+        &prefix,
+        &[node("n1", 4000, 8192), node("n2", 4000, 8192)],
+        &job,
+    )
+    .await;
+    let mut delivered = eval("e1", &job);
+    let key = caravan_state::Keyspace::new(&prefix).eval("e1");
+    let rev = store
+        .put(&key, &caravan_state::encode(&delivered), 0)
+        .await
+        .unwrap();
+    delivered.create_revision = rev;
+    delivered.modify_revision = rev;
+    let applier = start_applier(&store, &prefix).await;
+    let (worker, _pool) = start_worker(&store, &prefix, 1).await;
+    broker.broker.enqueue(delivered);
+    wait_for(&broker.broker, "the eval to be acked", |l| {
+        l.acked.contains(&"e1".to_string())
+    })
+    .await;
+    {
+        let log = broker.broker.log.lock();
+        assert!(log.updated.is_empty(), "{:?}", log.updated);
+        assert!(log.nacked.is_empty());
+    }
+    let kv = store.get(&key).await.unwrap().unwrap();
+    let stored: caravan_proto::Evaluation = caravan_state::decode(&kv).unwrap();
+    assert_eq!(stored.status(), EvalStatus::Complete);
+    assert_eq!(stored.queued_allocations.get("web"), Some(&0));
+    assert!(stored.snapshot_revision >= rev);
+    let placed = allocs(&store, &prefix).await;
+    assert_eq!(placed.len(), 3);
+    for a in &placed {
+        assert_eq!(a.modify_revision, stored.modify_revision, "one write");
+    }
     worker.shutdown().await;
     applier.shutdown().await;
 }

@@ -2,6 +2,7 @@
 //! share a process, and one link instead of nine keeps the build small.
 
 mod common;
+mod completion;
 mod evals;
 mod feasibility;
 mod generic;

@@ -9,7 +9,7 @@ use caravan_state::{Keyspace, decode, encode};
 use caravan_store::{Leadership, MemStore, Store};
 
 use super::*;
-use crate::fixtures::{alloc, node, place, plan, snapshot, stop};
+use crate::fixtures::{alloc, node, place, plan, snapshot, snapshot_with_evals, stop};
 use crate::overlay::View;
 
 const PREFIX: &str = "/t";
@@ -296,4 +296,205 @@ async fn evictions_of_terminal_allocs_are_dropped() {
     let live = stored(&store, "live").await.unwrap();
     assert_eq!(live.desired_status(), AllocDesiredStatus::Evict);
     assert_eq!(live.preempted_by_allocation, "big");
+}
+
+/// A pending eval `e1` stored under the prefix; returns it as a read would
+/// show it (revisions filled).
+async fn seed_eval(store: &Arc<dyn Store>) -> caravan_proto::Evaluation {
+    let mut e = caravan_proto::Evaluation {
+        id: "e1".into(),
+        namespace: "default".into(),
+        job_id: "web".into(),
+        r#type: "service".into(),
+        status: caravan_proto::EvalStatus::Pending as i32,
+        ..Default::default()
+    };
+    let rev = store
+        .put(&Keyspace::new(PREFIX).eval("e1"), &encode(&e), 0)
+        .await
+        .unwrap();
+    e.create_revision = rev;
+    e.modify_revision = rev;
+    e
+}
+
+async fn stored_eval(store: &Arc<dyn Store>) -> caravan_proto::Evaluation {
+    let kv = store
+        .get(&Keyspace::new(PREFIX).eval("e1"))
+        .await
+        .unwrap()
+        .unwrap();
+    decode(&kv).unwrap()
+}
+
+/// `delivered` as the scheduler finishes it.
+fn completed(delivered: &caravan_proto::Evaluation) -> caravan_proto::Evaluation {
+    let mut e = delivered.clone();
+    e.status = caravan_proto::EvalStatus::Complete as i32;
+    e.queued_allocations.insert("web".into(), 0);
+    e
+}
+
+/// The changes of `p` with its completion, as the pipeline hands them on
+/// when no node was refused in verification.
+fn with_completion(p: &Plan, view: &View) -> Changes {
+    let mut changes = plan_changes(p, &accepted(p), view);
+    changes.completion = Completion::of(p);
+    changes
+}
+
+#[tokio::test]
+async fn a_full_commit_completes_the_eval_in_its_own_transaction() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    let ks = Keyspace::new(PREFIX);
+    let l = leader(&store).await;
+    let delivered = seed_eval(&store).await;
+    let rev = delivered.modify_revision;
+    let view = View::of(snapshot_with_evals(
+        rev,
+        &[node("n1"), node("n2")],
+        &[],
+        std::slice::from_ref(&delivered),
+    ));
+    let mut p = plan(rev);
+    place(&mut p, alloc("a1", "n1", 10, 10));
+    place(&mut p, alloc("a2", "n2", 10, 10));
+    p.eval_completion = Some(completed(&delivered));
+    let before = store.current_revision().await.unwrap();
+    let outcome = committer(&store, &l, &ks, 100)
+        .commit(&view, with_completion(&p, &view), false, 1)
+        .await;
+    assert!(outcome.error.is_none() && outcome.refused.is_empty());
+    // One write for the placements and the eval's status together.
+    assert_eq!(store.current_revision().await.unwrap(), before + 1);
+    assert_eq!(outcome.eval_revision, outcome.revision);
+    let e = stored_eval(&store).await;
+    assert_eq!(e.status(), caravan_proto::EvalStatus::Complete);
+    assert_eq!(e.modify_revision, outcome.revision);
+    assert_eq!(e.queued_allocations.get("web"), Some(&0));
+    assert_eq!(e.modify_time_unix_ns, 1_000, "stamped at commit time");
+    assert_eq!(
+        stored(&store, "a1").await.unwrap().modify_revision,
+        e.modify_revision
+    );
+}
+
+#[tokio::test]
+async fn a_split_commit_completes_the_eval_with_its_last_transaction() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    let ks = Keyspace::new(PREFIX);
+    let l = leader(&store).await;
+    let delivered = seed_eval(&store).await;
+    let rev = delivered.modify_revision;
+    let nodes: Vec<_> = (0..4).map(|i| node(&format!("n{i}"))).collect();
+    let view = View::of(snapshot_with_evals(
+        rev,
+        &nodes,
+        &[],
+        std::slice::from_ref(&delivered),
+    ));
+    let mut p = plan(rev);
+    for i in 0..4 {
+        place(&mut p, alloc(&format!("a{i}"), &format!("n{i}"), 10, 10));
+    }
+    p.eval_completion = Some(completed(&delivered));
+    // Room for one node and the completion per transaction.
+    let outcome = committer(&store, &l, &ks, 4)
+        .commit(&view, with_completion(&p, &view), false, 1)
+        .await;
+    assert_eq!(outcome.committed.len(), 4);
+    assert_eq!(outcome.eval_revision, outcome.revision, "the last one");
+    assert_eq!(
+        stored(&store, "a3").await.unwrap().modify_revision,
+        outcome.eval_revision
+    );
+    assert!(stored(&store, "a0").await.unwrap().modify_revision < outcome.eval_revision);
+}
+
+#[tokio::test]
+async fn a_node_refused_at_commit_leaves_the_eval_to_the_worker() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    let ks = Keyspace::new(PREFIX);
+    let l = leader(&store).await;
+    let delivered = seed_eval(&store).await;
+    let rev = delivered.modify_revision;
+    let view = View::of(snapshot_with_evals(
+        rev,
+        &[node("n1"), node("n2")],
+        &[],
+        std::slice::from_ref(&delivered),
+    ));
+    // Committed by an earlier attempt the view does not show yet.
+    seed(&store, &alloc("dup", "n1", 10, 10)).await;
+    let mut p = plan(rev);
+    place(&mut p, alloc("dup", "n1", 10, 10));
+    place(&mut p, alloc("fresh", "n2", 10, 10));
+    p.eval_completion = Some(completed(&delivered));
+    let outcome = committer(&store, &l, &ks, 100)
+        .commit(&view, with_completion(&p, &view), false, 1)
+        .await;
+    assert_eq!(outcome.committed, vec!["n2"]);
+    assert!(outcome.revision > 0);
+    assert_eq!(outcome.eval_revision, 0);
+    let e = stored_eval(&store).await;
+    assert_eq!(e.status(), caravan_proto::EvalStatus::Pending);
+    assert_eq!(e.modify_revision, rev);
+}
+
+#[tokio::test]
+async fn an_eval_written_since_its_delivery_is_not_overwritten() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    let ks = Keyspace::new(PREFIX);
+    let l = leader(&store).await;
+    let delivered = seed_eval(&store).await;
+    let rev = delivered.modify_revision;
+    // The broker failed the eval after the view was taken (the view lags).
+    let mut failed = delivered.clone();
+    failed.status = caravan_proto::EvalStatus::Failed as i32;
+    let failed_at = store
+        .put(&ks.eval("e1"), &encode(&failed), 0)
+        .await
+        .unwrap();
+    let view = View::of(snapshot_with_evals(
+        rev,
+        &[node("n1")],
+        &[],
+        std::slice::from_ref(&delivered),
+    ));
+    let mut p = plan(rev);
+    place(&mut p, alloc("a1", "n1", 10, 10));
+    p.eval_completion = Some(completed(&delivered));
+    let outcome = committer(&store, &l, &ks, 100)
+        .commit(&view, with_completion(&p, &view), false, 1)
+        .await;
+    assert!(outcome.error.is_none() && outcome.refused.is_empty());
+    assert_eq!(outcome.committed, vec!["n1"], "the placements still commit");
+    assert!(stored(&store, "a1").await.is_some());
+    assert_eq!(outcome.eval_revision, 0);
+    let e = stored_eval(&store).await;
+    assert_eq!(e.status(), caravan_proto::EvalStatus::Failed);
+    assert_eq!(e.modify_revision, failed_at);
+}
+
+#[tokio::test]
+async fn a_plan_without_a_completion_leaves_the_eval_alone() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    let ks = Keyspace::new(PREFIX);
+    let l = leader(&store).await;
+    let delivered = seed_eval(&store).await;
+    let rev = delivered.modify_revision;
+    let view = View::of(snapshot_with_evals(
+        rev,
+        &[node("n1")],
+        &[],
+        std::slice::from_ref(&delivered),
+    ));
+    let mut p = plan(rev);
+    place(&mut p, alloc("a1", "n1", 10, 10));
+    let outcome = committer(&store, &l, &ks, 100)
+        .commit(&view, with_completion(&p, &view), false, 1)
+        .await;
+    assert!(outcome.revision > rev);
+    assert_eq!(outcome.eval_revision, 0);
+    assert_eq!(stored_eval(&store).await.modify_revision, rev);
 }
