@@ -165,13 +165,39 @@ impl std::fmt::Debug for Leadership {
 impl Leadership {
     /// Campaigns in `election` with `address` as the value followers read,
     /// on a lease of `ttl` (rounded up to whole seconds, and up to the
-    /// store's minimum) renewed every third of it. Returns once leading.
+    /// store's minimum) renewed every quarter of it. Returns once leading.
     pub async fn campaign(
         store: Arc<dyn Store>,
         election: &str,
         address: &str,
         ttl: Duration,
     ) -> Result<Leadership, LeadershipError> {
+        loop {
+            if let Some(won) = Self::campaign_once(store.clone(), election, address, ttl).await? {
+                return Ok(won);
+            }
+            tracing::debug!(
+                election,
+                "the store left the member the campaign waited on; campaigning anew"
+            );
+        }
+    }
+
+    /// One candidacy on a lease of its own: leadership once won, or `None`
+    /// when the store left the etcd member the campaign waited on. A
+    /// campaign waits on one member; when a renewal or a read finds that
+    /// member silent or failing, the store moves on, and the campaign must
+    /// be made again through the member now in use. It is made on a new
+    /// lease: the old campaign's member, once it answers again, ends the
+    /// abandoned campaign by deleting its candidate key, which would be the
+    /// new campaign's key too if the lease were the same. The old lease is
+    /// revoked as the candidacy is dropped.
+    async fn campaign_once(
+        store: Arc<dyn Store>,
+        election: &str,
+        address: &str,
+        ttl: Duration,
+    ) -> Result<Option<Leadership>, LeadershipError> {
         let asked = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
         let lease = with_member_timeout(
             member_patience(ttl),
@@ -206,34 +232,23 @@ impl Leadership {
             lease.id,
             ttl,
         )));
-        // A campaign waits on one member. When the store has since left
-        // that member (a renewal or a read found it silent or failing), the
-        // campaign is sent again: on the same lease it picks up its own key
-        // and waits on, through a member that answers.
-        let key = loop {
-            let failovers = store.failovers();
+        let failovers = store.failovers();
+        let key = {
             let campaign = store.campaign(election.as_bytes(), address.as_bytes(), lease.id);
             tokio::pin!(campaign);
             let mut check = tokio::time::interval(member_patience(ttl));
-            let won = loop {
+            loop {
                 tokio::select! {
-                    won = &mut campaign => break Some(won),
+                    won = &mut campaign => break won?,
                     _ = check.tick() => {
                         if store.failovers() != failovers {
-                            break None;
+                            return Ok(None);
                         }
                     }
                     _ = candidacy.loss.token.cancelled() => {
                         return Err(LeadershipError::Lost(candidacy.loss.reason()));
                     }
                 }
-            };
-            match won {
-                Some(won) => break won?,
-                None => tracing::debug!(
-                    election,
-                    "the store moved to another member; campaigning there"
-                ),
             }
         };
         // etcd's campaign can return after the candidate's own key vanished
@@ -260,12 +275,12 @@ impl Leadership {
             candidacy.stop.clone(),
         )));
         tracing::info!(election, revision = key.create_revision, "won leadership");
-        Ok(Leadership {
+        Ok(Some(Leadership {
             store,
             election: election.to_string(),
             key,
             candidacy,
-        })
+        }))
     }
 
     /// The fencing token: the leader key and its create revision.

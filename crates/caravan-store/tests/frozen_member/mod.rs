@@ -50,6 +50,10 @@ impl FreezableMember {
     fn freeze(&self) {
         self.frozen.store(true, Ordering::SeqCst);
     }
+
+    fn thaw(&self) {
+        self.frozen.store(false, Ordering::SeqCst);
+    }
 }
 
 impl Drop for FreezableMember {
@@ -98,7 +102,10 @@ fn election(test: &str) -> String {
 }
 
 /// A waiting candidate whose member goes silent moves to the next member and
-/// wins as soon as the leader resigns, as a replica's campaign loop would.
+/// wins as soon as the leader resigns, as a replica's campaign loop would;
+/// and when the silent member answers again (ending the campaign abandoned
+/// there, which deletes that campaign's candidate key) the winner still
+/// leads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_candidate_whose_member_goes_silent_wins_through_another() {
     let member = FreezableMember::start().await;
@@ -142,6 +149,15 @@ async fn a_candidate_whose_member_goes_silent_wins_through_another() {
         .unwrap();
     assert!(!won.is_lost());
     eprintln!("won {:?} after the resign", resigned.elapsed());
+    member.thaw();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!won.is_lost(), "leadership lost: {:?}", won.lost_reason());
+    let key = format!("{election}-data").into_bytes();
+    let written = won
+        .fenced_txn(Txn::new().and_then(Op::put(key, b"v".to_vec())))
+        .await
+        .expect("the winner's fenced write");
+    assert!(written.succeeded);
 }
 
 /// A leader whose member goes silent keeps its leadership: its renewals move
