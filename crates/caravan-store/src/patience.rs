@@ -18,7 +18,9 @@ tokio::task_local! {
 
 /// Runs `work` with each store request in it giving one etcd member at most
 /// `timeout` (never more than the store's own request timeout) before moving
-/// on to the next member. The embedded store answers at once and ignores it.
+/// on to the next member, doubled after each round of all of them. A store
+/// of one member gives it its whole request timeout, there being no other
+/// to move on to; the embedded store answers at once and ignores it.
 pub async fn with_member_timeout<F: Future>(timeout: Duration, work: F) -> F::Output {
     MEMBER_TIMEOUT.scope(timeout, work).await
 }

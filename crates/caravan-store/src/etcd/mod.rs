@@ -204,15 +204,15 @@ impl EtcdStore {
         Fut: Future<Output = std::result::Result<T, (StoreError, bool)>>,
     {
         // Each member gets the whole request timeout (or the caller's
-        // shorter one, see `with_member_timeout`): a member that hangs
-        // (frozen, or cut off mid-connection) must not use up the time of
-        // the members after it. All of them together bound the request.
-        let per_member = self.member_timeout();
+        // shorter one, see `member_timeout`): a member that hangs (frozen,
+        // or cut off mid-connection) must not use up the time of the
+        // members after it. All of them together bound the request.
         let members = u32::try_from(self.members.len()).unwrap_or(u32::MAX);
-        let deadline = Instant::now() + per_member.saturating_mul(members);
+        let deadline = Instant::now() + self.request_timeout.saturating_mul(members);
         let mut pauses = Backoff::new(ROUND_PAUSE_MIN, ROUND_PAUSE_MAX);
         let mut tried = 0;
         loop {
+            let per_member = self.member_timeout(tried);
             let attempt_deadline = deadline.min(Instant::now() + per_member);
             let index = self.members.pinned_index();
             let answer = tokio::time::timeout_at(attempt_deadline, async {
@@ -252,11 +252,20 @@ impl EtcdStore {
         }
     }
 
-    /// How long one member may take to answer a request made now.
-    fn member_timeout(&self) -> Duration {
-        crate::patience::member_timeout().map_or(self.request_timeout, |asked| {
-            asked.min(self.request_timeout)
-        })
+    /// How long one member may take to answer the attempt after `tried`
+    /// failed ones: the request timeout, or within `with_member_timeout`
+    /// the caller's shorter time, doubled after each round of every member
+    /// (members that are all slow, not silent, still answer in time). With
+    /// one member there is nobody to move on to, so it gets the whole time.
+    fn member_timeout(&self, tried: usize) -> Duration {
+        let members = self.members.len();
+        match crate::patience::member_timeout() {
+            Some(asked) if members > 1 => {
+                let round = u32::try_from(tried / members).unwrap_or(u32::MAX).min(16);
+                asked.saturating_mul(1 << round).min(self.request_timeout)
+            }
+            _ => self.request_timeout,
+        }
     }
 
     fn kv(&self, client: &ec::Client) -> ec::KvClient {
@@ -435,7 +444,8 @@ impl Store for EtcdStore {
     }
 
     async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64> {
-        let per_member = self.member_timeout();
+        // The attempt's own timeout (see `attempt`) bounds the renewal.
+        let per_member = self.request_timeout;
         self.attempt(
             "lease_keep_alive",
             Retry::Always,

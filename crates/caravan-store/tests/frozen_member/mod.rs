@@ -185,3 +185,22 @@ async fn a_leader_whose_member_goes_silent_keeps_leading() {
         .unwrap();
     assert!(written.succeeded);
 }
+
+/// With a single member there is no other to move on to: a short member
+/// timeout does not cut a slow answer short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_slow_member_is_waited_for_whatever_the_member_timeout() {
+    let member = FreezableMember::start().await;
+    let store = EtcdStore::connect(std::slice::from_ref(&member.endpoint))
+        .await
+        .expect("connected through the proxy");
+    member.freeze();
+    let thaw = async {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        member.thaw();
+    };
+    let read =
+        caravan_store::with_member_timeout(Duration::from_millis(100), store.current_revision());
+    let (answer, ()) = tokio::join!(read, thaw);
+    answer.expect("the lone member's slow answer");
+}
