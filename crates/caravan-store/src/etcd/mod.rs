@@ -444,14 +444,14 @@ impl Store for EtcdStore {
     }
 
     async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64> {
-        // The attempt's own timeout (see `attempt`) bounds the renewal.
-        let per_member = self.request_timeout;
+        // The attempt's own timeout (see `attempt`) may cut a renewal
+        // shorter than this.
         self.attempt(
             "lease_keep_alive",
             Retry::Always,
             |index, client| async move {
                 self.keepalives
-                    .renew(&client.lease_client(), index, lease, per_member)
+                    .renew(&client.lease_client(), index, lease, self.request_timeout)
                     .await
                     .map_err(|err| (err, false))
             },
