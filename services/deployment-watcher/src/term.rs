@@ -13,6 +13,7 @@ use caravan_model::{AllocExt, DeploymentStatusExt, now_unix_ns};
 use caravan_proto::{Allocation, Deployment, DeploymentStatus, EvalStatus, Job};
 use caravan_state::{Informer, Snapshot, as_spec, register_txn};
 use caravan_store::Revision;
+use futures::TryStreamExt;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -31,6 +32,11 @@ const RETRY_PAUSE: Duration = Duration::from_millis(500);
 const CATCH_UP: Duration = Duration::from_secs(5);
 /// Attempts at marking a version stable when it keeps changing.
 const STABLE_ATTEMPTS: usize = 3;
+/// Writes of one kind a step keeps in flight: each is a fenced transaction
+/// of its own on keys of its own, and etcd commits concurrent ones under
+/// one disk sync, so a backlog (thousands of jobs registered in a burst)
+/// drains at many deployments per sync instead of one.
+const WRITES_IN_FLIGHT: usize = 32;
 
 /// What a term keeps in memory, behind one lock.
 #[derive(Debug)]
@@ -275,37 +281,50 @@ impl LeaderTerm {
             state.dirty.extend(due);
             std::mem::take(&mut state.dirty).into_iter().collect()
         };
-        for id in dirty {
-            let done = self.assess_one(snap, &id).await;
-            self.settle(&id, done).await?;
-        }
+        futures::stream::iter(dirty.into_iter().map(Ok))
+            .try_for_each_concurrent(WRITES_IN_FLIGHT, |id| async move {
+                let done = self.assess_one(snap, &id).await;
+                self.settle(&id, done).await
+            })
+            .await?;
         let stable: Vec<(String, String, u64)> = std::mem::take(&mut self.state.lock().stable)
             .into_iter()
             .collect();
-        for (namespace, job_id, version) in stable {
-            self.mark_stable(&namespace, &job_id, version).await?;
-        }
+        futures::stream::iter(stable.into_iter().map(Ok))
+            .try_for_each_concurrent(
+                WRITES_IN_FLIGHT,
+                |(namespace, job_id, version)| async move {
+                    self.mark_stable(&namespace, &job_id, version).await
+                },
+            )
+            .await?;
         let due = self.state.lock().batcher.due(Instant::now());
-        for id in due {
-            let Some(d) = snap.deployment(&id) else {
-                continue;
-            };
-            if d.status() != DeploymentStatus::Running {
-                continue;
+        futures::stream::iter(due.into_iter().map(Ok))
+            .try_for_each_concurrent(WRITES_IN_FLIGHT, |id| self.evaluate_next_batch(snap, id))
+            .await
+    }
+
+    /// Creates the evaluation that places the next batch of deployment
+    /// `id`, if it still runs; a failure other than deposition asks again.
+    async fn evaluate_next_batch(&self, snap: &Snapshot, id: String) -> Result<(), WatcherError> {
+        let Some(d) = snap.deployment(&id) else {
+            return Ok(());
+        };
+        if d.status() != DeploymentStatus::Running {
+            return Ok(());
+        }
+        let eval = for_deployment(d, &job_for(snap, d), now_unix_ns());
+        match self.writer.create_eval(&eval).await {
+            Ok(Commit::Done(revision)) => {
+                tracing::info!(deployment_id = %id, eval_id = %eval.id, revision, "evaluation created for the next batch");
             }
-            let eval = for_deployment(d, &job_for(snap, d), now_unix_ns());
-            match self.writer.create_eval(&eval).await {
-                Ok(Commit::Done(revision)) => {
-                    tracing::info!(deployment_id = %id, eval_id = %eval.id, revision, "evaluation created for the next batch");
-                }
-                Ok(Commit::Conflict(_)) => {}
-                Err(err) if err.is_deposed() => return Err(err),
-                Err(err) => {
-                    tracing::warn!(deployment_id = %id, error = %err, "cannot create the evaluation; retrying");
-                    let mut state = self.state.lock();
-                    state.batcher.request(&id, Instant::now());
-                    state.retry_at = Some(Instant::now() + RETRY_PAUSE);
-                }
+            Ok(Commit::Conflict(_)) => {}
+            Err(err) if err.is_deposed() => return Err(err),
+            Err(err) => {
+                tracing::warn!(deployment_id = %id, error = %err, "cannot create the evaluation; retrying");
+                let mut state = self.state.lock();
+                state.batcher.request(&id, Instant::now());
+                state.retry_at = Some(Instant::now() + RETRY_PAUSE);
             }
         }
         Ok(())

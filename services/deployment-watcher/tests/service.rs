@@ -11,6 +11,7 @@ caravan_testkit::backend_cases!(store => crate::cases {
         a_healthy_deployment_succeeds_and_its_version_turns_stable,
         a_success_written_by_the_scheduler_marks_the_version_stable,
         a_new_leader_writes_the_eval_a_healthy_batch_was_owed,
+        a_backlog_of_deployments_is_written_several_at_a_time,
     },
     failure {
         an_unhealthy_alloc_fails_and_reverts_to_the_stable_version,

@@ -3,9 +3,14 @@
 //! version marked stable.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use async_trait::async_trait;
 use caravan_proto::DeploymentStatus;
-use caravan_store::Store;
+use caravan_state::Kind;
+use caravan_store::{Store, Txn, TxnResult};
+use caravan_testkit::faults::puts_under;
+use caravan_testkit::layered::{Layered, StoreLayer};
 
 use super::*;
 
@@ -166,4 +171,67 @@ pub async fn a_new_leader_writes_the_eval_a_healthy_batch_was_owed(store: Arc<dy
     );
     assert_eq!(w.job("web").await.version, 1);
     again.stop().await;
+}
+
+/// Deployment writes that take a while each, counting how many are in
+/// flight at once.
+struct SlowDeploymentWrites {
+    deployments: Vec<u8>,
+    in_flight: AtomicUsize,
+    most: AtomicUsize,
+}
+
+#[async_trait]
+impl StoreLayer for SlowDeploymentWrites {
+    async fn txn(&self, inner: &Arc<dyn Store>, txn: Txn) -> caravan_store::Result<TxnResult> {
+        if !puts_under(&txn, &self.deployments) {
+            return inner.txn(txn).await;
+        }
+        let now = self.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+        self.most.fetch_max(now, Ordering::AcqRel);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let res = inner.txn(txn).await;
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        res
+    }
+}
+
+pub async fn a_backlog_of_deployments_is_written_several_at_a_time(store: Arc<dyn Store>) {
+    let w = World::new(store.clone(), "dw-backlog");
+    let slow = Layered::wrap(
+        store.clone(),
+        SlowDeploymentWrites {
+            deployments: w.ks.prefix_of(Kind::Deployments),
+            in_flight: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
+        },
+    );
+    let update = rolling();
+    let mut backlog = Vec::new();
+    for i in 0..12 {
+        let mut job = job(0, 1, update.clone());
+        job.id = format!("web-{i}");
+        job.name = job.id.clone();
+        w.put_job(&job).await;
+        let d = deployment(&job, 1, &update);
+        w.put_deployment(&d).await;
+        let a = alloc(&d, 0);
+        w.put_alloc(&a).await;
+        w.report_health(&a.id, true).await;
+        backlog.push(d);
+    }
+    // Every deployment is owed its success when the term begins.
+    let watcher = start_leader(slow.clone(), &w.prefix).await;
+    for d in &backlog {
+        w.deployment_becomes(&d.id, "success", |d| {
+            d.status() == DeploymentStatus::Successful
+        })
+        .await;
+    }
+    let most = slow.most.load(Ordering::Acquire);
+    assert!(
+        most > 1,
+        "the backlog was written one deployment at a time ({most} in flight at most)"
+    );
+    watcher.stop().await;
 }
