@@ -91,11 +91,14 @@ impl Member {
             "8589934592",
             "--logger",
             "zap",
-            "--log-level",
-            "error",
         ]
         .map(String::from)
         .to_vec();
+        // `CARAVAN_ETCD_LOG_LEVEL=info` keeps etcd's elections in its log.
+        args.extend([
+            "--log-level".to_string(),
+            std::env::var("CARAVAN_ETCD_LOG_LEVEL").unwrap_or_else(|_| "error".into()),
+        ]);
         if let Some(tls) = &self.tls {
             args.extend([
                 "--cert-file".to_string(),

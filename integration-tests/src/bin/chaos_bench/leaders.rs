@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use caravan_integration_tests::{ClusterState, Service};
+use caravan_store::with_member_timeout;
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 
@@ -21,6 +22,12 @@ pub const ELECTED: [Service; 3] = [
 const POLL_EVERY: Duration = Duration::from_millis(50);
 /// How long one read may take (a member may be down or frozen).
 const READ_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long one etcd member may take to answer a read before the store
+/// moves on to the next: a read dropped at [`READ_TIMEOUT`] alone would
+/// leave the store on a frozen member (its own request timeout is longer),
+/// and every poll until the member thaws would go unanswered, timing the
+/// bench's stall instead of the failover.
+const MEMBER_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// One change of a service's leader.
 #[derive(Clone, Debug)]
@@ -70,7 +77,8 @@ pub fn monitor(state: ClusterState) -> (Arc<Mutex<Leaders>>, JoinHandle<()>) {
         loop {
             tick.tick().await;
             for service in ELECTED {
-                let read = tokio::time::timeout(READ_TIMEOUT, state.leader(service.name())).await;
+                let read = with_member_timeout(MEMBER_TIMEOUT, state.leader(service.name()));
+                let read = tokio::time::timeout(READ_TIMEOUT, read).await;
                 // An unanswered read says nothing: keep what was seen.
                 let Ok(Ok(leader)) = read else { continue };
                 let mut l = shared.lock();
