@@ -2,7 +2,9 @@
 //! `kill_every` a SIGKILL of one process among the leaders, the gateways,
 //! the workers and the client nodes, restarted at once (a leader once
 //! another replica has taken over, so the failover is timed); every
-//! `freeze_every` a SIGSTOP of a leader for `freeze_for`; every `etcd_every`
+//! `freeze_every` a SIGSTOP of a leader for `freeze_for` (a leader is taken
+//! away only while another replica of its service is up and not frozen);
+//! every `etcd_every`
 //! an etcd member down for `etcd_down_for` (the first time the etcd leader;
 //! SIGKILL and SIGSTOP in turn). Processes that exit on their own are noted
 //! and restarted.
@@ -306,10 +308,22 @@ impl<'a> Chaos<'a> {
         Some((name, addr))
     }
 
+    /// Whether another replica of `service` than `leader` is up and not
+    /// frozen, so that it can take over. A leader without one is not taken
+    /// away: nothing could replace it before a replica came back, and the
+    /// failover would time that return (a restart or the end of a freeze).
+    fn has_standby(&self, cluster: &Cluster, service: Service, leader: &str) -> bool {
+        cluster.process_names().iter().any(|name| {
+            name.starts_with(service.name()) && name != leader && !self.busy.contains(name)
+        })
+    }
+
     async fn kill_one(&mut self, cluster: &mut Cluster) {
         let mut candidates: Vec<(String, Option<(Service, String)>)> = Vec::new();
         for service in ELECTED {
-            if let Some((name, addr)) = self.leader_process(cluster, service) {
+            if let Some((name, addr)) = self.leader_process(cluster, service)
+                && self.has_standby(cluster, service, &name)
+            {
                 candidates.push((name, Some((service, addr))));
             }
         }
@@ -357,6 +371,7 @@ impl<'a> Chaos<'a> {
             .into_iter()
             .filter_map(|s| self.leader_process(cluster, s).map(|(n, a)| (s, n, a)))
             .filter(|(_, name, _)| !self.busy.contains(name))
+            .filter(|(service, name, _)| self.has_standby(cluster, *service, name))
             .collect();
         let Some((service, name, addr)) = leaders.choose(&mut self.rng).cloned() else {
             return;
