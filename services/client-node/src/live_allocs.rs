@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 use tonic::Status;
 
-use crate::alloc_runner::AllocCommand;
+use crate::alloc_runner::{AllocCommand, RestartRequest, TaskSignaled};
 use crate::driver::HandleState;
 use crate::task_runner::states;
 
@@ -115,10 +115,10 @@ impl LiveAllocs {
                 // Gone meanwhile: the signal went, only its event is lost.
                 let _ = self.send(
                     alloc_id,
-                    AllocCommand::Signaled {
+                    AllocCommand::Signaled(Box::new(TaskSignaled {
                         task: name.clone(),
                         signal: signal.as_str().to_string(),
-                    },
+                    })),
                 );
             }
         }
@@ -136,11 +136,11 @@ impl LiveAllocs {
         let (tx, rx) = oneshot::channel();
         self.send(
             alloc_id,
-            AllocCommand::Restart {
+            AllocCommand::Restart(Box::new(RestartRequest {
                 task,
                 all,
                 reply: tx,
-            },
+            })),
         )?;
         let tickets = rx
             .await

@@ -363,6 +363,7 @@ mod tests {
             max_kill_timeout: Duration::from_secs(30),
             jobs: Default::default(),
             live: Default::default(),
+            park_idle_allocs: false,
         });
         (NodeAllocs::new(ctx, BTreeMap::new()), counting, shutdown)
     }

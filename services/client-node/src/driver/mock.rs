@@ -201,6 +201,12 @@ impl TaskHandle for MockHandle {
         }
     }
 
+    fn unwatched_until(&self) -> Option<Option<Instant>> {
+        // Once it has ended, or its end is here, someone must see the end.
+        let ending = self.deadline.is_some_and(|at| at <= Instant::now());
+        (self.exit.borrow().is_none() && !ending).then_some(self.deadline)
+    }
+
     async fn stop(&self, signal: Signal, timeout: Duration) -> ExitResult {
         let honoured = self.kill_after <= timeout;
         let delay = self.kill_after.min(timeout);
