@@ -213,7 +213,7 @@ fn real_agent(
         max_kill_timeout: Duration::from_millis(config.max_kill_timeout_ms),
         jobs: Default::default(),
         live: Default::default(),
-        park_idle_allocs: false,
+        simulated: false,
     });
     Ok(NodeAgent {
         ctx,

@@ -62,10 +62,11 @@ pub struct NodeContext {
     pub jobs: Arc<SharedJobs>,
     /// The live allocs, for the node's API.
     pub live: Arc<LiveAllocs>,
-    /// An alloc whose tasks all run and need no watching (simulated runs)
-    /// gives up its runners until something happens to it: a command, a
-    /// run's natural end, or the client's stop.
-    pub park_idle_allocs: bool,
+    /// A simulated node: an alloc whose tasks all run gives up its runners
+    /// until something happens to it (a command, a run's natural end, the
+    /// client's stop), and runners keep only the parts of an alloc they
+    /// read (no task environment is built).
+    pub simulated: bool,
 }
 
 /// What the node tells a running alloc.
@@ -198,9 +199,16 @@ impl AllocRunner {
             updates,
             parking: false,
         };
+        // Boxed, as is the runner's future below: a parked alloc keeps only
+        // this task's small future, which holds what it captures for good.
+        let start = Box::new((runner, recovered));
         let join = tokio::spawn(async move {
             let mut commands = rx;
-            // Boxed: a parked alloc keeps only the small future below.
+            // (Out of the box at once: the box is freed here, not at the end.)
+            let (runner, recovered) = {
+                let start = start;
+                *start
+            };
             let mut parked = Box::pin(runner.run(&mut commands, recovered)).await;
             while let Some(p) = parked {
                 parked = match p.wait(&mut commands).await {

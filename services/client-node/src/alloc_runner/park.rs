@@ -65,7 +65,7 @@ impl AllocRunner {
     /// watch, no state the servers have not been sent.
     fn idle(&self) -> bool {
         let ctx = &self.ctx;
-        ctx.park_idle_allocs
+        ctx.simulated
             && !ctx.stop_on_shutdown
             && !ctx.shutdown.is_cancelled()
             && !self.quiet
@@ -168,12 +168,14 @@ impl AllocRunner {
             .into_values()
             .filter_map(|s| {
                 let mut run = s.parked?;
+                let mut state = s.state;
+                state.events.shrink_to_fit();
                 // Nothing can be waiting in it: only a driven alloc sends
                 // there. A woken alloc's tasks get new channels.
                 run.control = None;
                 Some(ParkedSlot {
                     run,
-                    state: s.state,
+                    state,
                     handle: s.handle,
                     leader: s.leader,
                 })
@@ -251,7 +253,7 @@ mod tests {
             max_kill_timeout: Duration::from_secs(30),
             jobs: Default::default(),
             live: Default::default(),
-            park_idle_allocs: park,
+            simulated: park,
         })
     }
 

@@ -109,14 +109,15 @@ fn a_running_simulated_alloc_keeps_few_bytes() {
         max_kill_timeout: Duration::from_secs(30),
         jobs: Default::default(),
         live: Default::default(),
-        park_idle_allocs: true,
+        simulated: true,
     });
     let mut allocs = NodeAllocs::new(ctx.clone(), BTreeMap::new());
     let job = bench_job();
-    let set: Vec<Allocation> = (0..ALLOCS).map(|i| placed(&job, i)).collect();
     let mut statuses: HashMap<String, AllocClientStatus> = HashMap::with_capacity(ALLOCS);
     let held = allocation_counter::measure(|| {
         rt.block_on(async {
+            // Built here, as the node decodes them from its stream.
+            let set: Vec<Allocation> = (0..ALLOCS).map(|i| placed(&job, i)).collect();
             allocs.apply(NodeAllocations {
                 allocs: set,
                 jobs: vec![job],

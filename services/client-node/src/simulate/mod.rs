@@ -118,7 +118,7 @@ pub fn simulated_agents(
             max_kill_timeout: Duration::from_millis(config.max_kill_timeout_ms),
             jobs: Arc::clone(&jobs),
             live: Arc::clone(&live),
-            park_idle_allocs: true,
+            simulated: true,
         });
         agents.push(NodeAgent {
             ctx,
