@@ -2,6 +2,7 @@
 //! them when the servers say so (or when the leader dies or a sibling fails),
 //! persists their state for a client restart, and reports the alloc's status.
 
+mod mailbox;
 mod park;
 mod setup;
 mod status;
@@ -33,6 +34,7 @@ use crate::task_env::TaskEnv;
 use crate::task_runner::{
     KillRequest, ParkedTask, TaskControl, TaskRunner, TaskUpdate, event, events, push_event, states,
 };
+pub use mailbox::{CommandReceiver, CommandSender, WeakCommandSender};
 use park::{ParkedAlloc, Wake};
 
 /// Kill timeout of a task that sets none.
@@ -160,7 +162,7 @@ pub struct AllocRunner {
 #[derive(Debug)]
 pub struct AllocRunnerHandle {
     /// Commands to the runner.
-    pub commands: mpsc::UnboundedSender<AllocCommand>,
+    pub commands: CommandSender,
     /// The runner's task; finished once the alloc is destroyed or the client stopped.
     pub join: tokio::task::JoinHandle<()>,
 }
@@ -175,7 +177,7 @@ impl AllocRunner {
         recovered: Option<AllocRecord>,
         quiet: bool,
     ) -> AllocRunnerHandle {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mailbox::mailbox();
         ctx.live.insert(&alloc.id, &tx);
         let (updates_tx, updates) = mpsc::unbounded_channel();
         let runner = AllocRunner {
@@ -234,7 +236,7 @@ impl AllocRunner {
 
     async fn run(
         mut self,
-        commands: &mut mpsc::UnboundedReceiver<AllocCommand>,
+        commands: &mut CommandReceiver,
         recovered: Option<AllocRecord>,
     ) -> Option<ParkedAlloc> {
         self.group = self.ctx.jobs.group(&self.job, &self.alloc.task_group);
@@ -266,7 +268,7 @@ impl AllocRunner {
     /// command to handle first (the one that woke it from a park).
     async fn drive(
         mut self,
-        commands: &mut mpsc::UnboundedReceiver<AllocCommand>,
+        commands: &mut CommandReceiver,
         first: Option<Option<AllocCommand>>,
     ) -> Option<ParkedAlloc> {
         if let Some(cmd) = first {

@@ -50,7 +50,7 @@ pub(super) enum Wake {
 
 impl ParkedAlloc {
     /// Waits for what wakes the alloc.
-    pub(super) async fn wait(&self, commands: &mut mpsc::UnboundedReceiver<AllocCommand>) -> Wake {
+    pub(super) async fn wait(&self, commands: &mut super::CommandReceiver) -> Wake {
         let due = self.due;
         tokio::select! {
             c = commands.recv() => Wake::Command(c),

@@ -145,8 +145,9 @@ fn a_running_simulated_alloc_keeps_few_bytes() {
         "a running simulated alloc holds {per_alloc} B in {} heap blocks",
         held.count_current / ALLOCS as i64
     );
+    // The goal is 4 KB: about 3 KB measured, with room for noise.
     assert!(
-        per_alloc <= 4_096,
+        per_alloc <= 3_500,
         "{per_alloc} B held per running simulated alloc"
     );
     shutdown.cancel();
