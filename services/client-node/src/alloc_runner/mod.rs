@@ -311,11 +311,11 @@ impl AllocRunner {
                 }
                 break;
             }
-            if self.parking && self.runners.is_empty() {
-                match self.park() {
-                    Ok(parked) => return Some(parked),
-                    Err(runner) => self = runner,
-                }
+            if self.parking
+                && self.runners.is_empty()
+                && let Some(parked) = self.park()
+            {
+                return Some(parked);
             }
         }
         self.ctx.live.remove(&self.alloc.id);

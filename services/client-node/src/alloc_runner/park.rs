@@ -139,9 +139,10 @@ impl AllocRunner {
         }
     }
 
-    /// Every runner has stepped aside: the parked alloc, or the runner
-    /// again (its runs re-attached) when something changed meanwhile.
-    pub(super) fn park(mut self) -> Result<ParkedAlloc, Self> {
+    /// Every runner has stepped aside: the parked alloc (this runner is
+    /// then done), or `None` and the runs re-attached when something
+    /// changed meanwhile.
+    pub(super) fn park(&mut self) -> Option<ParkedAlloc> {
         // A state sent just before a runner stepped aside.
         while let Ok(u) = self.updates.try_recv() {
             self.on_task_update(*u);
@@ -162,7 +163,7 @@ impl AllocRunner {
         }
         let Some(group) = self.group.clone().filter(|_| all_unwatched) else {
             self.cancel_parking();
-            return Err(self);
+            return None;
         };
         let tasks = std::mem::take(&mut self.slots)
             .into_values()
@@ -181,7 +182,7 @@ impl AllocRunner {
                 })
             })
             .collect();
-        Ok(ParkedAlloc {
+        Some(ParkedAlloc {
             ctx: Arc::clone(&self.ctx),
             alloc: Arc::clone(&self.alloc),
             job: Arc::clone(&self.job),
