@@ -213,6 +213,7 @@ fn real_agent(
         max_kill_timeout: Duration::from_millis(config.max_kill_timeout_ms),
         jobs: Default::default(),
         live: Default::default(),
+        simulated: false,
     });
     Ok(NodeAgent {
         ctx,

@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tonic::Status;
 
-use crate::alloc_runner::AllocCommand;
+use crate::alloc_runner::{
+    AllocCommand, CommandSender, RestartRequest, TaskSignaled, WeakCommandSender,
+};
 use crate::driver::HandleState;
 use crate::task_runner::states;
 
@@ -41,7 +43,7 @@ pub type RestartTickets = Vec<(String, oneshot::Receiver<Result<(), String>>)>;
 #[derive(Debug, Default)]
 pub struct LiveAllocs {
     // Weak: a runner still ends when the node lets go of it.
-    runners: Mutex<HashMap<String, mpsc::WeakUnboundedSender<AllocCommand>>>,
+    runners: Mutex<HashMap<String, WeakCommandSender>>,
 }
 
 fn gone(alloc_id: &str) -> Status {
@@ -50,7 +52,7 @@ fn gone(alloc_id: &str) -> Status {
 
 impl LiveAllocs {
     /// Registers the runner of `alloc_id`.
-    pub fn insert(&self, alloc_id: &str, commands: &mpsc::UnboundedSender<AllocCommand>) {
+    pub fn insert(&self, alloc_id: &str, commands: &CommandSender) {
         self.runners
             .lock()
             .insert(alloc_id.to_string(), commands.downgrade());
@@ -73,7 +75,7 @@ impl LiveAllocs {
             .runners
             .lock()
             .get(alloc_id)
-            .and_then(mpsc::WeakUnboundedSender::upgrade)
+            .and_then(|weak| weak.upgrade())
             .ok_or_else(|| gone(alloc_id))?;
         tx.send(cmd).map_err(|_| gone(alloc_id))
     }
@@ -115,10 +117,10 @@ impl LiveAllocs {
                 // Gone meanwhile: the signal went, only its event is lost.
                 let _ = self.send(
                     alloc_id,
-                    AllocCommand::Signaled {
+                    AllocCommand::Signaled(Box::new(TaskSignaled {
                         task: name.clone(),
                         signal: signal.as_str().to_string(),
-                    },
+                    })),
                 );
             }
         }
@@ -136,11 +138,11 @@ impl LiveAllocs {
         let (tx, rx) = oneshot::channel();
         self.send(
             alloc_id,
-            AllocCommand::Restart {
+            AllocCommand::Restart(Box::new(RestartRequest {
                 task,
                 all,
                 reply: tx,
-            },
+            })),
         )?;
         let tickets = rx
             .await

@@ -165,10 +165,8 @@ impl NodeAllocs {
                 entry.alloc_modify_revision = alloc.alloc_modify_revision;
                 entry.desired_status = alloc.desired_status;
                 entry.modify_revision = alloc.modify_revision;
-                let _ = entry
-                    .handle
-                    .commands
-                    .send(AllocCommand::Update(Arc::new(alloc)));
+                let alloc = Arc::new(Self::runner_view(&self.ctx, alloc));
+                let _ = entry.handle.commands.send(AllocCommand::Update(alloc));
             }
             return;
         }
@@ -216,9 +214,40 @@ impl NodeAllocs {
             desired_status: alloc.desired_status,
             modify_revision: alloc.modify_revision,
             destroyed: false,
-            handle: AllocRunner::spawn(self.ctx.clone(), Arc::new(alloc), job, record, false),
+            handle: AllocRunner::spawn(
+                self.ctx.clone(),
+                Arc::new(Self::runner_view(&self.ctx, alloc)),
+                job,
+                record,
+                false,
+            ),
         };
         self.runners.insert(id, entry);
+    }
+
+    /// The alloc as its runner keeps it. A simulated node keeps only what
+    /// a runner reads: it holds hundreds of thousands of them, and builds
+    /// no task environment (which reads the allocated resources).
+    fn runner_view(ctx: &NodeContext, alloc: Allocation) -> Allocation {
+        if !ctx.simulated {
+            return alloc;
+        }
+        let mut view = Allocation {
+            id: alloc.id,
+            name: alloc.name,
+            namespace: alloc.namespace,
+            job_id: alloc.job_id,
+            job_version: alloc.job_version,
+            task_group: alloc.task_group,
+            deployment_id: alloc.deployment_id,
+            deployment_status: alloc.deployment_status,
+            previous_allocation: alloc.previous_allocation,
+            modify_revision: alloc.modify_revision,
+            trace_context: alloc.trace_context,
+            ..Default::default()
+        };
+        view.desired_status = alloc.desired_status;
+        view
     }
 
     fn settle(&mut self, alloc: &Allocation, status: AllocClientStatus, desc: &str) {
@@ -363,6 +392,7 @@ mod tests {
             max_kill_timeout: Duration::from_secs(30),
             jobs: Default::default(),
             live: Default::default(),
+            simulated: false,
         });
         (NodeAllocs::new(ctx, BTreeMap::new()), counting, shutdown)
     }

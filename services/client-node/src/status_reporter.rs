@@ -61,7 +61,8 @@ impl StatusSink {
         self.inner.pending.lock().len()
     }
 
-    fn take(&self) -> Vec<AllocUpdate> {
+    /// Takes up to one batch of the updates waiting to be sent.
+    pub(crate) fn take(&self) -> Vec<AllocUpdate> {
         let mut p = self.inner.pending.lock();
         let keys: Vec<String> = p.keys().take(self.inner.max_batch).cloned().collect();
         keys.iter().filter_map(|k| p.remove(k)).collect()

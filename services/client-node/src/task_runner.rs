@@ -67,7 +67,24 @@ pub enum TaskControl {
     /// Stop the task and start it again in place.
     Restart(RestartReply),
     /// The task's process was sent this signal: recorded as an event.
-    Signaled(String),
+    Signaled(Box<str>),
+    /// Leave the run unwatched and hand it back (see [`ParkedTask`]), if
+    /// it may go unwatched; ignored otherwise.
+    Park,
+}
+
+/// A running task whose runner stepped aside: the run and the restart
+/// bookkeeping a new runner takes over, so nothing about the task changes.
+#[derive(Debug)]
+pub struct ParkedTask {
+    /// The task.
+    pub task: String,
+    /// Its run.
+    pub handle: Arc<dyn TaskHandle>,
+    /// Its restart policy's count so far.
+    pub restart: RestartTracker,
+    /// What users asked that the runner had not read yet, for the next one.
+    pub control: Option<mpsc::UnboundedReceiver<TaskControl>>,
 }
 
 /// A state change of a task, sent to its alloc runner.
@@ -145,6 +162,8 @@ pub struct TaskRunner {
     pub trace_context: BTreeMap<String, String>,
     /// Answers whether the last state sent was persisted.
     pub unrecorded: Option<oneshot::Receiver<bool>>,
+    /// The run handed back on a [`TaskControl::Park`].
+    pub parked: Option<Arc<dyn TaskHandle>>,
 }
 
 /// How a wait ended.
@@ -153,6 +172,7 @@ enum Woken<T> {
     Kill(KillRequest),
     Detach,
     Restart(RestartReply),
+    Park,
 }
 
 impl TaskRunner {
@@ -215,6 +235,11 @@ impl TaskRunner {
             };
             match control {
                 TaskControl::Restart(reply) => return Woken::Restart(reply),
+                TaskControl::Park => {
+                    if handle.is_some_and(|h| h.unwatched_until().is_some()) {
+                        return Woken::Park;
+                    }
+                }
                 TaskControl::Signaled(signal) => {
                     push_event(
                         &mut self.state,
@@ -247,9 +272,21 @@ impl TaskRunner {
         self.die(false);
     }
 
-    /// Runs the task to its end (or until the client stops). `recovered` is a
-    /// handle re-attached after a client restart.
-    pub async fn run(mut self, mut recovered: Option<Arc<dyn TaskHandle>>) {
+    /// Runs the task to its end (or until the client stops, or until it is
+    /// parked: then its run comes back). `recovered` is a handle re-attached
+    /// after a client restart or a park.
+    pub async fn run(mut self, recovered: Option<Arc<dyn TaskHandle>>) -> Option<ParkedTask> {
+        self.drive(recovered).await;
+        let handle = self.parked.take()?;
+        Some(ParkedTask {
+            task: self.name,
+            handle,
+            restart: self.restart,
+            control: Some(self.control),
+        })
+    }
+
+    async fn drive(&mut self, mut recovered: Option<Arc<dyn TaskHandle>>) {
         loop {
             let handle = match recovered.take() {
                 Some(h) => h,
@@ -294,6 +331,10 @@ impl TaskRunner {
             };
             match waited {
                 Woken::Detach => return,
+                Woken::Park => {
+                    self.parked = Some(handle);
+                    return;
+                }
                 Woken::Kill(req) => return self.stop(&handle, req).await,
                 Woken::Restart(reply) => {
                     if !self.restart_in_place(&handle, reply).await {
@@ -367,7 +408,8 @@ impl TaskRunner {
                     .until(None, tokio::time::sleep_until(Instant::now() + delay))
                     .await
                 {
-                    Woken::Done(()) => true,
+                    // (No run to park while waiting to start one.)
+                    Woken::Done(()) | Woken::Park => true,
                     // Asked to restart while waiting to: start now.
                     Woken::Restart(reply) => {
                         let _ = reply.send(Ok(()));
@@ -469,7 +511,7 @@ mod tests {
         kill: watch::Sender<Option<KillRequest>>,
         detach: CancellationToken,
         control: mpsc::UnboundedSender<TaskControl>,
-        join: tokio::task::JoinHandle<()>,
+        join: tokio::task::JoinHandle<Option<ParkedTask>>,
     }
 
     fn runner(
@@ -506,6 +548,7 @@ mod tests {
             control,
             trace_context: BTreeMap::new(),
             unrecorded: None,
+            parked: None,
         };
         Harness {
             updates: persisting(rx),
@@ -583,6 +626,7 @@ mod tests {
             control: mpsc::unbounded_channel().1,
             trace_context: BTreeMap::new(),
             unrecorded: None,
+            parked: None,
         };
         let mut rx = persisting(rx);
         r.run(None).await;
@@ -654,6 +698,7 @@ mod tests {
             control: mpsc::unbounded_channel().1,
             trace_context: BTreeMap::new(),
             unrecorded: None,
+            parked: None,
         };
         let join = tokio::spawn(r.run(None));
         // A slow alloc runner: it has the updates but has persisted none.

@@ -2,6 +2,8 @@
 //! them when the servers say so (or when the leader dies or a sibling fails),
 //! persists their state for a client restart, and reports the alloc's status.
 
+mod mailbox;
+mod park;
 mod setup;
 mod status;
 
@@ -30,8 +32,10 @@ use crate::state_dir::{AllocRecord, StateDir};
 use crate::status_reporter::StatusSink;
 use crate::task_env::TaskEnv;
 use crate::task_runner::{
-    KillRequest, TaskControl, TaskRunner, TaskUpdate, event, events, push_event, states,
+    KillRequest, ParkedTask, TaskControl, TaskRunner, TaskUpdate, event, events, push_event, states,
 };
+pub use mailbox::{CommandReceiver, CommandSender, WeakCommandSender};
+use park::{ParkedAlloc, Wake};
 
 /// Kill timeout of a task that sets none.
 const DEFAULT_KILL_TIMEOUT: Duration =
@@ -60,6 +64,11 @@ pub struct NodeContext {
     pub jobs: Arc<SharedJobs>,
     /// The live allocs, for the node's API.
     pub live: Arc<LiveAllocs>,
+    /// A simulated node: an alloc whose tasks all run gives up its runners
+    /// until something happens to it (a command, a run's natural end, the
+    /// client's stop), and runners keep only the parts of an alloc they
+    /// read (no task environment is built).
+    pub simulated: bool,
 }
 
 /// What the node tells a running alloc.
@@ -71,27 +80,37 @@ pub enum AllocCommand {
     Destroy,
     /// What the alloc's tasks are doing.
     Tasks(oneshot::Sender<BTreeMap<String, TaskView>>),
-    /// Restart a task (or every running one; with `all`, every task) in place.
-    Restart {
-        /// Only this task.
-        task: Option<String>,
-        /// Every task, running or not.
-        all: bool,
-        /// The tasks asked, each with where its outcome comes; `Err` when
-        /// none can be.
-        reply: oneshot::Sender<Result<RestartTickets, String>>,
-    },
+    /// Restart a task (or every running one; with `all`, every task) in
+    /// place. (Boxed, as is `Signaled`: every alloc's channel allocates
+    /// room for 32 commands up front.)
+    Restart(Box<RestartRequest>),
     /// The task's process was sent a signal: its runner records it.
-    Signaled {
-        /// The task.
-        task: String,
-        /// The signal's name.
-        signal: String,
-    },
+    Signaled(Box<TaskSignaled>),
     /// Garbage-collect a finished alloc: delete its dir and record. The
     /// answer is false (and nothing happens) while a task is not dead;
     /// true once the dir is gone.
     Gc(oneshot::Sender<bool>),
+}
+
+/// A restart a user asked for.
+#[derive(Debug)]
+pub struct RestartRequest {
+    /// Only this task.
+    pub task: Option<String>,
+    /// Every task, running or not.
+    pub all: bool,
+    /// The tasks asked, each with where its outcome comes; `Err` when
+    /// none can be.
+    pub reply: oneshot::Sender<Result<RestartTickets, String>>,
+}
+
+/// A signal sent to a task's process.
+#[derive(Debug)]
+pub struct TaskSignaled {
+    /// The task.
+    pub task: String,
+    /// The signal's name.
+    pub signal: String,
 }
 
 struct Slot {
@@ -103,6 +122,8 @@ struct Slot {
     control: mpsc::UnboundedSender<TaskControl>,
     /// The runner's end, until the task is handed to one.
     control_rx: Option<mpsc::UnboundedReceiver<TaskControl>>,
+    /// The run its runner handed back while the alloc parks.
+    parked: Option<ParkedTask>,
 }
 
 /// One alloc's runner.
@@ -127,7 +148,10 @@ pub struct AllocRunner {
     health: Option<HealthTracker>,
     /// The health decided for the current deployment, with when.
     health_verdict: Option<(bool, i64)>,
-    runners: JoinSet<()>,
+    runners: JoinSet<Option<ParkedTask>>,
+    /// Runners were asked to hand their runs back: the alloc parks once
+    /// they all have, unless something happens first.
+    parking: bool,
     // Boxed: a channel allocates room for 32 messages up front, and a node
     // runs hundreds of these.
     updates_tx: mpsc::UnboundedSender<Box<TaskUpdate>>,
@@ -138,7 +162,7 @@ pub struct AllocRunner {
 #[derive(Debug)]
 pub struct AllocRunnerHandle {
     /// Commands to the runner.
-    pub commands: mpsc::UnboundedSender<AllocCommand>,
+    pub commands: CommandSender,
     /// The runner's task; finished once the alloc is destroyed or the client stopped.
     pub join: tokio::task::JoinHandle<()>,
 }
@@ -153,7 +177,7 @@ impl AllocRunner {
         recovered: Option<AllocRecord>,
         quiet: bool,
     ) -> AllocRunnerHandle {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mailbox::mailbox();
         ctx.live.insert(&alloc.id, &tx);
         let (updates_tx, updates) = mpsc::unbounded_channel();
         let runner = AllocRunner {
@@ -175,8 +199,33 @@ impl AllocRunner {
             runners: JoinSet::new(),
             updates_tx,
             updates,
+            parking: false,
         };
-        let join = tokio::spawn(runner.run(rx, recovered));
+        // Boxed, as is the runner's future below: a parked alloc keeps only
+        // this task's small future, which holds what it captures for good.
+        let start = Box::new((runner, recovered));
+        let join = tokio::spawn(async move {
+            let mut commands = rx;
+            // (Out of the box at once: the box is freed here, not at the end.)
+            let (runner, recovered) = {
+                let start = start;
+                *start
+            };
+            let mut parked = Box::pin(runner.run(&mut commands, recovered)).await;
+            while let Some(p) = parked {
+                parked = match p.wait(&mut commands).await {
+                    Wake::Shutdown => {
+                        // As a runner detaching: the tasks are left running.
+                        p.ctx.live.remove(&p.alloc.id);
+                        None
+                    }
+                    Wake::Due => Box::pin(AllocRunner::resume(p).drive(&mut commands, None)).await,
+                    Wake::Command(c) => {
+                        Box::pin(AllocRunner::resume(p).drive(&mut commands, Some(c))).await
+                    }
+                };
+            }
+        });
         AllocRunnerHandle { commands: tx, join }
     }
 
@@ -187,9 +236,9 @@ impl AllocRunner {
 
     async fn run(
         mut self,
-        mut commands: mpsc::UnboundedReceiver<AllocCommand>,
+        commands: &mut CommandReceiver,
         recovered: Option<AllocRecord>,
-    ) {
+    ) -> Option<ParkedAlloc> {
         self.group = self.ctx.jobs.group(&self.job, &self.alloc.task_group);
         self.health = self
             .group
@@ -212,39 +261,32 @@ impl AllocRunner {
         if stop_now {
             self.begin_stop(&self.alloc.clone());
         }
+        self.drive(commands, None).await
+    }
+
+    /// Runs the alloc until it ends (`None`) or parks; `first` is a
+    /// command to handle first (the one that woke it from a park).
+    async fn drive(
+        mut self,
+        commands: &mut CommandReceiver,
+        first: Option<Option<AllocCommand>>,
+    ) -> Option<ParkedAlloc> {
+        if let Some(cmd) = first {
+            self.on_command(cmd);
+        }
         let mut shutdown_seen = false;
         loop {
+            self.begin_parking_if_idle();
             let stop_at = self.stop_at;
             let health_at = self.health.as_ref().and_then(HealthTracker::next_check);
             tokio::select! {
                 Some(u) = self.updates.recv() => self.on_task_update(*u),
-                Some(_) = self.runners.join_next(), if !self.runners.is_empty() => {}
-                cmd = commands.recv(), if !self.destroying => match cmd {
-                    Some(AllocCommand::Update(a)) => self.on_alloc_update(a),
-                    Some(AllocCommand::Destroy) | None => {
-                        self.destroying = true;
-                        self.kill_all(KillRequest::default());
+                Some(ended) = self.runners.join_next(), if !self.runners.is_empty() => {
+                    if let Ok(Some(run)) = ended {
+                        self.on_parked(run);
                     }
-                    Some(AllocCommand::Tasks(reply)) => {
-                        let _ = reply.send(self.task_views());
-                    }
-                    Some(AllocCommand::Signaled { task, signal }) => {
-                        if let Some(slot) = self.slots.get(&task) {
-                            let _ = slot.control.send(TaskControl::Signaled(signal));
-                        }
-                    }
-                    Some(AllocCommand::Restart { task, all, reply }) => {
-                        let _ = reply.send(self.restart_tasks(task.as_deref(), all));
-                    }
-                    Some(AllocCommand::Gc(reply)) => {
-                        if self.slots.values().all(|s| s.state.state == states::DEAD) {
-                            self.destroying = true;
-                            self.gc_reply = Some(reply);
-                        } else {
-                            let _ = reply.send(false);
-                        }
-                    }
-                },
+                }
+                cmd = commands.recv(), if !self.destroying => self.on_command(cmd),
                 _ = async { if let Some(at) = stop_at { tokio::time::sleep_until(at).await } }, if stop_at.is_some() => {
                     self.stop_at = None;
                     self.kill_all(KillRequest::default());
@@ -255,6 +297,7 @@ impl AllocRunner {
                 }
                 _ = self.ctx.shutdown.cancelled(), if !shutdown_seen => {
                     shutdown_seen = true;
+                    self.cancel_parking();
                     if self.ctx.stop_on_shutdown {
                         self.kill_all(KillRequest::default());
                     } else {
@@ -267,6 +310,12 @@ impl AllocRunner {
                     self.on_task_update(*u);
                 }
                 break;
+            }
+            if self.parking
+                && self.runners.is_empty()
+                && let Some(parked) = self.park()
+            {
+                return Some(parked);
             }
         }
         self.ctx.live.remove(&self.alloc.id);
@@ -283,6 +332,41 @@ impl AllocRunner {
             }
             if let Some(reply) = self.gc_reply.take() {
                 let _ = reply.send(true);
+            }
+        }
+        None
+    }
+
+    fn on_command(&mut self, cmd: Option<AllocCommand>) {
+        self.cancel_parking();
+        match cmd {
+            Some(AllocCommand::Update(a)) => self.on_alloc_update(a),
+            Some(AllocCommand::Destroy) | None => {
+                self.destroying = true;
+                self.kill_all(KillRequest::default());
+            }
+            Some(AllocCommand::Tasks(reply)) => {
+                let _ = reply.send(self.task_views());
+            }
+            Some(AllocCommand::Signaled(sent)) => {
+                if let Some(slot) = self.slots.get(&sent.task) {
+                    let _ = slot
+                        .control
+                        .send(TaskControl::Signaled(sent.signal.into_boxed_str()));
+                }
+            }
+            Some(AllocCommand::Restart(req)) => {
+                let _ = req
+                    .reply
+                    .send(self.restart_tasks(req.task.as_deref(), req.all));
+            }
+            Some(AllocCommand::Gc(reply)) => {
+                if self.slots.values().all(|s| s.state.state == states::DEAD) {
+                    self.destroying = true;
+                    self.gc_reply = Some(reply);
+                } else {
+                    let _ = reply.send(false);
+                }
             }
         }
     }
@@ -348,6 +432,7 @@ impl AllocRunner {
             leader,
             control,
             control_rx: Some(control_rx),
+            parked: None,
         }
     }
 
@@ -363,11 +448,14 @@ impl AllocRunner {
         }
     }
 
+    /// Hands `task` to a runner; `recovered` is a run to re-attach to,
+    /// `restart` its restart bookkeeping so far (after a park).
     fn start_task(
         &mut self,
         group: &TaskGroup,
         task: &Task,
         recovered: Option<Arc<dyn TaskHandle>>,
+        restart: Option<RestartTracker>,
     ) {
         if !self.started.insert(task.name.clone()) {
             return;
@@ -432,13 +520,14 @@ impl AllocRunner {
             },
             kill_signal,
             kill_timeout,
-            restart: RestartTracker::new(&policy, batch),
+            restart: restart.unwrap_or_else(|| RestartTracker::new(&policy, batch)),
             state: slot.state.clone(),
             updates: self.updates_tx.clone(),
             kill: slot.kill.subscribe(),
             control,
             trace_context: self.alloc.trace_context.clone(),
             unrecorded: None,
+            parked: None,
             detach: if self.ctx.stop_on_shutdown {
                 CancellationToken::new()
             } else {
@@ -449,6 +538,7 @@ impl AllocRunner {
     }
 
     fn on_task_update(&mut self, u: TaskUpdate) {
+        self.cancel_parking();
         let Some(slot) = self.slots.get_mut(&u.task) else {
             return;
         };
@@ -486,7 +576,9 @@ impl AllocRunner {
                 && slot.state.state != states::DEAD
                 && slot.kill.borrow().is_none()
             {
-                let _ = slot.kill.send(Some(KillRequest {
+                // Kept even while no runner listens (one parked meanwhile):
+                // the next runner of the task sees it.
+                slot.kill.send_replace(Some(KillRequest {
                     cause: Some((
                         events::MAIN_DEAD.into(),
                         "Main tasks of the group are dead".into(),
@@ -584,7 +676,8 @@ impl AllocRunner {
             }
             if self.started.contains(name) {
                 if slot.kill.borrow().is_none() {
-                    let _ = slot.kill.send(Some(req.clone()));
+                    // Kept even while no runner listens (see above).
+                    slot.kill.send_replace(Some(req.clone()));
                 }
             } else if !poststop.contains(name.as_str()) {
                 push_event(

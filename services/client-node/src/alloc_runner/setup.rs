@@ -69,7 +69,7 @@ impl AllocRunner {
         let ready = lifecycle::startable(&group, &self.task_states(), &self.started, self.stopping);
         for name in ready {
             if let Some(task) = group.tasks.iter().find(|t| t.name == name) {
-                self.start_task(&group, task, None);
+                self.start_task(&group, task, None, None);
             }
         }
     }
@@ -120,7 +120,7 @@ impl AllocRunner {
             match recovered {
                 Some(Some(handle)) => {
                     tracing::info!(alloc = %self.alloc.id, task = %task.name, "re-attached to task");
-                    self.start_task(group, task, Some(handle));
+                    self.start_task(group, task, Some(handle), None);
                 }
                 Some(None) => {
                     push_event(

@@ -109,6 +109,27 @@ impl AllocRunner {
         desc: &str,
         states: BTreeMap<String, TaskState>,
     ) {
+        let u = self.update_of(status, desc, states);
+        if self.quiet || self.last_reported.as_ref() == Some(&u) {
+            return;
+        }
+        self.last_reported = Some(u.clone());
+        self.ctx.sink.report(u);
+    }
+
+    /// What [`Self::report`] would send now.
+    pub(super) fn current_update(&self) -> AllocUpdate {
+        let states = self.task_states();
+        let (status, desc) = client_status(&states);
+        self.update_of(status, desc, states)
+    }
+
+    fn update_of(
+        &self,
+        status: AllocClientStatus,
+        desc: &str,
+        states: BTreeMap<String, TaskState>,
+    ) -> AllocUpdate {
         let mut u = AllocUpdate {
             alloc_id: self.alloc.id.clone(),
             client_description: desc.to_string(),
@@ -128,11 +149,7 @@ impl AllocRunner {
                 modify_revision: 0,
             });
         }
-        if self.quiet || self.last_reported.as_ref() == Some(&u) {
-            return;
-        }
-        self.last_reported = Some(u.clone());
-        self.ctx.sink.report(u);
+        u
     }
 }
 

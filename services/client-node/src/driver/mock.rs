@@ -7,7 +7,8 @@ use std::time::Duration;
 use caravan_model::now_unix_ns;
 use caravan_proto::DriverInfo;
 use nix::sys::signal::Signal;
-use tokio::sync::watch;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{Driver, DriverError, ExitResult, HandleState, TaskHandle, TaskSpec};
@@ -45,7 +46,10 @@ pub struct MockHandle {
     deadline: Option<Instant>,
     natural: ExitResult,
     kill_after: Duration,
-    exit: watch::Sender<Option<ExitResult>>,
+    /// How it ended, once it has. (Not a watch channel: a simulated node
+    /// holds one handle per running task, and a watch costs 400 bytes.)
+    exit: Mutex<Option<ExitResult>>,
+    ended: Notify,
 }
 
 fn ns(d: Duration) -> i64 {
@@ -155,19 +159,17 @@ impl MockHandle {
             deadline,
             natural,
             kill_after,
-            exit: watch::channel(None).0,
+            exit: Mutex::new(None),
+            ended: Notify::new(),
         }
     }
 
     fn finish(&self, result: ExitResult) {
-        self.exit.send_if_modified(|v| {
-            if v.is_none() {
-                *v = Some(result);
-                true
-            } else {
-                false
-            }
-        });
+        let mut exit = self.exit.lock();
+        if exit.is_none() {
+            *exit = Some(result);
+            self.ended.notify_waiters();
+        }
     }
 }
 
@@ -183,22 +185,28 @@ impl TaskHandle for MockHandle {
     }
 
     async fn wait(&self) -> ExitResult {
-        let mut rx = self.exit.subscribe();
         loop {
-            if let Some(r) = rx.borrow_and_update().clone() {
+            // Registered before the look, so an end in between still wakes it.
+            let ended = self.ended.notified();
+            let mut ended = std::pin::pin!(ended);
+            ended.as_mut().enable();
+            if let Some(r) = self.exit.lock().clone() {
                 return r;
             }
             match self.deadline {
                 Some(at) => tokio::select! {
                     _ = tokio::time::sleep_until(at) => self.finish(self.natural.clone()),
-                    _ = rx.changed() => {}
+                    _ = ended => {}
                 },
-                None => {
-                    // The sender lives in self, so this only returns on a change.
-                    let _ = rx.changed().await;
-                }
+                None => ended.await,
             }
         }
+    }
+
+    fn unwatched_until(&self) -> Option<Option<Instant>> {
+        // Once it has ended, or its end is here, someone must see the end.
+        let ending = self.deadline.is_some_and(|at| at <= Instant::now());
+        (self.exit.lock().is_none() && !ending).then_some(self.deadline)
     }
 
     async fn stop(&self, signal: Signal, timeout: Duration) -> ExitResult {

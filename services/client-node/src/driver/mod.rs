@@ -145,6 +145,12 @@ pub trait TaskHandle: Send + Sync + Debug {
     async fn wait(&self) -> ExitResult;
     /// Sends `signal`, waits up to `timeout`, then kills; returns how it ended.
     async fn stop(&self, signal: Signal, timeout: Duration) -> ExitResult;
+    /// Until when the run may go unwatched: `None` when someone must wait
+    /// on it all along (a process), `Some(None)` when nothing happens to it
+    /// until it is stopped, `Some(Some(at))` when it ends by itself at `at`.
+    fn unwatched_until(&self) -> Option<Option<tokio::time::Instant>> {
+        None
+    }
 }
 
 /// A task driver.

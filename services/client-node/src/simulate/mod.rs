@@ -118,6 +118,7 @@ pub fn simulated_agents(
             max_kill_timeout: Duration::from_millis(config.max_kill_timeout_ms),
             jobs: Arc::clone(&jobs),
             live: Arc::clone(&live),
+            simulated: true,
         });
         agents.push(NodeAgent {
             ctx,
@@ -132,6 +133,9 @@ pub fn simulated_agents(
     }
     Ok(agents)
 }
+
+#[cfg(test)]
+mod footprint_tests;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,373 @@
+//! Parking: an alloc whose tasks all run and need no watching (simulated
+//! runs) lets its runners go, with their channels and buffers, and keeps
+//! only what new runners need to take over where the old ones were. A
+//! command, a run's natural end or the client's stop wakes it; nothing the
+//! servers or the node's API see changes.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use caravan_proto::{Allocation, Job, TaskGroup, TaskState};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::{AllocCommand, AllocRunner, NodeContext};
+use crate::driver::HandleState;
+use crate::task_runner::{ParkedTask, TaskControl, states};
+
+/// A parked alloc: what its runner knew, without the runner.
+#[derive(Debug)]
+pub(super) struct ParkedAlloc {
+    pub(super) ctx: Arc<NodeContext>,
+    pub(super) alloc: Arc<Allocation>,
+    job: Arc<Job>,
+    group: Arc<TaskGroup>,
+    health_verdict: Option<(bool, i64)>,
+    tasks: Box<[ParkedSlot]>,
+    /// The earliest natural end of a run.
+    due: Option<Instant>,
+}
+
+/// One task of a parked alloc.
+#[derive(Debug)]
+struct ParkedSlot {
+    state: TaskState,
+    handle: Option<HandleState>,
+    leader: bool,
+    run: ParkedTask,
+}
+
+/// What woke a parked alloc.
+pub(super) enum Wake {
+    /// A command came (`None`: the node let go of the alloc).
+    Command(Option<AllocCommand>),
+    /// A run ends now.
+    Due,
+    /// The client stops.
+    Shutdown,
+}
+
+impl ParkedAlloc {
+    /// Waits for what wakes the alloc.
+    pub(super) async fn wait(&self, commands: &mut super::CommandReceiver) -> Wake {
+        let due = self.due;
+        tokio::select! {
+            c = commands.recv() => Wake::Command(c),
+            _ = async { if let Some(at) = due { tokio::time::sleep_until(at).await } }, if due.is_some() => Wake::Due,
+            _ = self.ctx.shutdown.cancelled() => Wake::Shutdown,
+        }
+    }
+}
+
+impl AllocRunner {
+    /// Every task runs and nothing is under way: no stop, no health
+    /// watch, no state the servers have not been sent.
+    fn idle(&self) -> bool {
+        let ctx = &self.ctx;
+        ctx.simulated
+            && !ctx.stop_on_shutdown
+            && !ctx.shutdown.is_cancelled()
+            && !self.quiet
+            && !self.stopping
+            && !self.destroying
+            && !self.detaching
+            && self.stop_at.is_none()
+            && self.health.is_none()
+            && self.gc_reply.is_none()
+            && self.group.is_some()
+            && !self.slots.is_empty()
+            && self.runners.len() == self.slots.len()
+            && self.slots.iter().all(|(name, s)| {
+                s.state.state == states::RUNNING
+                    && s.handle.is_some()
+                    && s.parked.is_none()
+                    && self.started.contains(name)
+                    && s.kill.borrow().is_none()
+            })
+            && self.last_reported.as_ref() == Some(&self.current_update())
+    }
+
+    /// Asks every runner for its run when the alloc is idle.
+    pub(super) fn begin_parking_if_idle(&mut self) {
+        if self.parking || !self.idle() {
+            return;
+        }
+        self.parking = true;
+        for slot in self.slots.values() {
+            let _ = slot.control.send(TaskControl::Park);
+        }
+    }
+
+    /// A runner handed its run back.
+    pub(super) fn on_parked(&mut self, run: ParkedTask) {
+        let Some(slot) = self.slots.get_mut(&run.task) else {
+            return;
+        };
+        slot.parked = Some(run);
+        if !self.parking {
+            // A late answer to a park given up meanwhile.
+            self.reattach();
+        }
+    }
+
+    /// Something happened: the runs handed back get runners again.
+    pub(super) fn cancel_parking(&mut self) {
+        if self.parking {
+            self.parking = false;
+            self.reattach();
+        }
+    }
+
+    fn reattach(&mut self) {
+        let Some(group) = self.group.clone() else {
+            return;
+        };
+        for task in &group.tasks {
+            let Some(slot) = self.slots.get_mut(&task.name) else {
+                continue;
+            };
+            let Some(run) = slot.parked.take() else {
+                continue;
+            };
+            // What users asked meanwhile goes to the next runner.
+            if let Some(rx) = run.control {
+                slot.control_rx = Some(rx);
+            }
+            self.started.remove(&task.name);
+            self.start_task(&group, task, Some(run.handle), Some(run.restart));
+        }
+    }
+
+    /// Every runner has stepped aside: the parked alloc (this runner is
+    /// then done), or `None` and the runs re-attached when something
+    /// changed meanwhile.
+    pub(super) fn park(&mut self) -> Option<ParkedAlloc> {
+        // A state sent just before a runner stepped aside.
+        while let Ok(u) = self.updates.try_recv() {
+            self.on_task_update(*u);
+        }
+        let mut due: Option<Instant> = None;
+        let mut all_unwatched = self.parking;
+        for slot in self.slots.values() {
+            let until = slot
+                .parked
+                .as_ref()
+                .filter(|_| slot.state.state == states::RUNNING)
+                .and_then(|r| r.handle.unwatched_until());
+            match until {
+                Some(Some(at)) => due = Some(due.map_or(at, |d| d.min(at))),
+                Some(None) => {}
+                None => all_unwatched = false,
+            }
+        }
+        let Some(group) = self.group.clone().filter(|_| all_unwatched) else {
+            self.cancel_parking();
+            return None;
+        };
+        let tasks = std::mem::take(&mut self.slots)
+            .into_values()
+            .filter_map(|s| {
+                let mut run = s.parked?;
+                let mut state = s.state;
+                state.events.shrink_to_fit();
+                // Nothing can be waiting in it: only a driven alloc sends
+                // there. A woken alloc's tasks get new channels.
+                run.control = None;
+                Some(ParkedSlot {
+                    run,
+                    state,
+                    handle: s.handle,
+                    leader: s.leader,
+                })
+            })
+            .collect();
+        Some(ParkedAlloc {
+            ctx: Arc::clone(&self.ctx),
+            alloc: Arc::clone(&self.alloc),
+            job: Arc::clone(&self.job),
+            group,
+            health_verdict: self.health_verdict,
+            tasks,
+            due,
+        })
+    }
+
+    /// New runners for a parked alloc's tasks, re-attached to their runs.
+    pub(super) fn resume(p: ParkedAlloc) -> AllocRunner {
+        let (updates_tx, updates) = mpsc::unbounded_channel();
+        let mut runner = AllocRunner {
+            ctx: p.ctx,
+            alloc: p.alloc,
+            job: p.job,
+            group: Some(p.group),
+            slots: BTreeMap::new(),
+            started: HashSet::new(),
+            stopping: false,
+            stop_at: None,
+            destroying: false,
+            gc_reply: None,
+            detaching: false,
+            last_reported: None,
+            quiet: false,
+            health: None,
+            health_verdict: p.health_verdict,
+            runners: JoinSet::new(),
+            updates_tx,
+            updates,
+            parking: false,
+        };
+        for t in p.tasks {
+            let mut slot = runner.slot(t.state, t.leader);
+            slot.handle = t.handle;
+            let name = t.run.task.clone();
+            slot.parked = Some(t.run);
+            runner.slots.insert(name, slot);
+        }
+        // It parked only once its newest state was sent.
+        runner.last_reported = Some(runner.current_update());
+        runner.reattach();
+        runner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use caravan_proto::{AllocClientStatus, AllocDesiredStatus, AllocUpdate, JobType, Node, Task};
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::driver::{Drivers, string_value};
+    use crate::status_reporter::StatusSink;
+
+    fn ctx(park: bool) -> Arc<NodeContext> {
+        Arc::new(NodeContext {
+            node: Arc::new(Node::default()),
+            drivers: Drivers::simulated(),
+            data_dir: None,
+            state: None,
+            sink: StatusSink::new(100),
+            shutdown: CancellationToken::new(),
+            stop_on_shutdown: false,
+            max_kill_timeout: Duration::from_secs(30),
+            jobs: Default::default(),
+            live: Default::default(),
+            simulated: park,
+        })
+    }
+
+    /// Task `a` runs 30 s at a time (restarted twice by the service
+    /// policy, then failed); `b` runs until stopped.
+    fn job() -> Job {
+        let mut config = prost_types::Struct::default();
+        config.fields.insert("run_for".into(), string_value("30s"));
+        let mut job = Job {
+            id: "j".into(),
+            namespace: "default".into(),
+            task_groups: vec![TaskGroup {
+                name: "g".into(),
+                tasks: vec![
+                    Task {
+                        name: "a".into(),
+                        driver: "mock".into(),
+                        config: Some(config),
+                        ..Default::default()
+                    },
+                    Task {
+                        name: "b".into(),
+                        driver: "mock".into(),
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        job.set_type(JobType::Service);
+        job
+    }
+
+    fn alloc() -> Allocation {
+        let mut a = Allocation {
+            id: "a1".into(),
+            namespace: "default".into(),
+            job_id: "j".into(),
+            task_group: "g".into(),
+            ..Default::default()
+        };
+        a.set_desired_status(AllocDesiredStatus::Run);
+        a
+    }
+
+    /// What the servers see of a task: its state and its events' kinds.
+    type Seen = Vec<(String, String, bool, u64, Vec<String>)>;
+
+    fn seen(u: &AllocUpdate) -> (AllocClientStatus, Seen) {
+        let tasks = u
+            .task_states
+            .iter()
+            .map(|(name, s)| {
+                let kinds = s.events.iter().map(|e| e.r#type.clone()).collect();
+                (name.clone(), s.state.clone(), s.failed, s.restarts, kinds)
+            })
+            .collect();
+        (u.client_status(), tasks)
+    }
+
+    fn newest(ctx: &NodeContext, into: &mut Vec<(AllocClientStatus, Seen)>) {
+        for u in ctx.sink.take() {
+            into.push(seen(&u));
+        }
+    }
+
+    /// Runs the alloc through a user restart, its task's natural ends and
+    /// restarts, and a policy that gives up; returns every report sent and
+    /// the runtime's live tasks while it idled.
+    async fn life(park: bool) -> (Vec<(AllocClientStatus, Seen)>, usize) {
+        let ctx = ctx(park);
+        let handle =
+            AllocRunner::spawn(ctx.clone(), Arc::new(alloc()), Arc::new(job()), None, false);
+        let mut reports = Vec::new();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        newest(&ctx, &mut reports);
+        let idle_tasks = tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks();
+        let tasks = ctx.live.tasks("a1").await.unwrap();
+        assert!(tasks.values().all(|t| t.running()), "{tasks:?}");
+        ctx.live
+            .restart("a1", Some("b".into()), false)
+            .await
+            .unwrap();
+        for _ in 0..200 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            newest(&ctx, &mut reports);
+        }
+        let _ = handle.commands.send(AllocCommand::Destroy);
+        handle.join.await.unwrap();
+        newest(&ctx, &mut reports);
+        (reports, idle_tasks)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_parked_alloc_tells_the_servers_what_a_watched_one_does() {
+        let (watched, busy) = life(false).await;
+        let (parked, idle) = life(true).await;
+        assert_eq!(busy, 3, "the alloc's runner and one per task");
+        assert_eq!(idle, 1, "a parked alloc keeps one small task");
+        assert_eq!(parked, watched);
+        let (status, tasks) = parked.last().unwrap().clone();
+        assert_eq!(status, AllocClientStatus::Failed);
+        let a = &tasks[0];
+        assert_eq!((a.1.as_str(), a.2, a.3), ("dead", true, 2), "{a:?}");
+        assert_eq!(a.4.last().unwrap(), "Not Restarting");
+        let b = &tasks[1];
+        assert_eq!(b.3, 1, "the user's restart");
+        assert_eq!(
+            b.4[b.4.len() - 4..],
+            ["Sibling Task Failed", "Killing", "Terminated", "Killed"]
+        );
+    }
+}
