@@ -160,11 +160,13 @@ fn event(ks: &Keyspace, kind: EventKind, a: &Allocation, revision: i64) -> Event
 }
 
 /// How much of each allocation the cache keeps: `CARAVAN_BENCH_DETAIL=
-/// scheduling` measures the lean copy the workers, broker and
-/// deployment-watcher keep; anything else the gateway's full copy.
+/// scheduling` measures the lean copy the workers, broker, plan applier and
+/// deployment-watcher keep, `without-metrics` the gateway's; anything else
+/// the full copy.
 fn detail() -> AllocDetail {
     match std::env::var("CARAVAN_BENCH_DETAIL").as_deref() {
         Ok("scheduling") => AllocDetail::Scheduling,
+        Ok("without-metrics") => AllocDetail::WithoutMetrics,
         _ => AllocDetail::Full,
     }
 }

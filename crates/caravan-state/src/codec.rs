@@ -86,6 +86,12 @@ pub enum AllocDetail {
     /// Everything stored.
     #[default]
     Full,
+    /// Everything but the placement metrics: what lists, client streams and
+    /// status bookkeeping read (task states included). Metrics are read by
+    /// whoever shows one whole allocation, from the store. Like
+    /// [`AllocDetail::Scheduling`], such an allocation must never be written
+    /// back: rewrites read the stored value first.
+    WithoutMetrics,
     /// What scheduling, verification and the servers' bookkeeping read: no
     /// placement metrics, and task states only once the allocation is
     /// finished on its client or asked to stop (reschedule timing and a batch
@@ -107,8 +113,24 @@ const ALLOC_METRICS: u32 = 19;
 pub fn decode_alloc(kv: &KeyValue, detail: AllocDetail) -> Result<Allocation> {
     match detail {
         AllocDetail::Full => decode(kv),
+        AllocDetail::WithoutMetrics => filled(kv, decode_without_metrics(&kv.value)),
         AllocDetail::Scheduling => filled(kv, decode_for_scheduling(&kv.value)),
     }
+}
+
+/// Decodes field by field, skipping the placement metrics.
+fn decode_without_metrics(bytes: &[u8]) -> std::result::Result<Allocation, prost::DecodeError> {
+    use prost::encoding::{DecodeContext, decode_key, skip_field};
+    let mut alloc = Allocation::default();
+    let mut buf = bytes;
+    while !buf.is_empty() {
+        let (tag, wire_type) = decode_key(&mut buf)?;
+        match tag {
+            ALLOC_METRICS => skip_field(wire_type, tag, &mut buf, DecodeContext::default())?,
+            _ => alloc.merge_field(tag, wire_type, &mut buf, DecodeContext::default())?,
+        }
+    }
+    Ok(alloc)
 }
 
 /// Whether a [`AllocDetail::Scheduling`] reader needs the task states: the
@@ -293,6 +315,25 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn a_read_without_metrics_keeps_every_other_field() {
+        let full = full_alloc();
+        let stored = kv("/c/allocs/a1", encode(&full), 4, 12);
+        let read = decode_alloc(&stored, AllocDetail::WithoutMetrics).unwrap();
+        assert!(read.metrics.is_none());
+        assert_eq!(read.task_states, full.task_states, "live task states kept");
+        let mut expected = full;
+        expected.metrics = None;
+        expected.fill_revisions(4, 12);
+        assert_eq!(read, expected);
+        let err = decode_alloc(
+            &kv("/c/allocs/bad", vec![0xff, 0xff], 4, 12),
+            AllocDetail::WithoutMetrics,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("/c/allocs/bad"), "{err}");
     }
 
     #[test]

@@ -3,8 +3,8 @@
 
 use caravan_model::trigger;
 use caravan_proto::{Allocation, Job, JobType, QueryMeta};
-use caravan_state::encode;
-use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
+use caravan_state::{Keyspace, decode, encode};
+use caravan_store::{Compare, CompareOp, Op, OpResult, Revision, Store, Txn};
 
 use crate::error::{GatewayError, Result};
 use crate::evals;
@@ -22,14 +22,49 @@ pub async fn list(gw: &Gateway, query: &Query) -> (Vec<Allocation>, QueryMeta) {
     (allocs, query::meta(gw, &snap))
 }
 
-/// One allocation.
+/// One allocation, whole. The cache keeps allocations without their
+/// placement metrics: one the cache shows is read from the store once the
+/// cache has reached the revision the query waits for, so the answer is
+/// never older than the cache, and the index reported covers it.
 pub async fn get(gw: &Gateway, alloc_id: &str, query: &Query) -> Result<(Allocation, QueryMeta)> {
+    let not_found = || GatewayError::NotFound(format!("alloc not found: {alloc_id}"));
     let snap = query::block(gw, query).await;
-    let alloc = snap
-        .alloc(alloc_id)
-        .map(|a| (**a).clone())
-        .ok_or_else(|| GatewayError::NotFound(format!("alloc not found: {alloc_id}")))?;
-    Ok((alloc, query::meta(gw, &snap)))
+    if snap.alloc(alloc_id).is_none() {
+        return Err(not_found());
+    }
+    let alloc = gw
+        .read::<Allocation>(&gw.keys.alloc(alloc_id))
+        .await?
+        .ok_or_else(not_found)?;
+    let mut meta = query::meta(gw, &snap);
+    meta.revision = meta.revision.max(alloc.modify_revision);
+    Ok((alloc, meta))
+}
+
+/// The stored values of allocations `ids`, in their order (`None` for one
+/// gone), read in transactions of at most `max_ops` gets: for answers and
+/// rewrites that need what the cache leaves out.
+pub(crate) async fn read_stored(
+    store: &dyn Store,
+    keys: &Keyspace,
+    ids: &[&str],
+    max_ops: usize,
+) -> Result<Vec<Option<Allocation>>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(max_ops.max(1)) {
+        let txn = chunk
+            .iter()
+            .fold(Txn::new(), |txn, id| txn.and_then(Op::get(keys.alloc(id))));
+        let result = store.txn(txn).await?;
+        for i in 0..chunk.len() {
+            let kv = match result.results.get(i) {
+                Some(OpResult::Get(range)) => range.kvs.first(),
+                _ => None,
+            };
+            out.push(kv.map(decode::<Allocation>).transpose()?);
+        }
+    }
+    Ok(out)
 }
 
 /// Stops one allocation: marks it to migrate and creates an `alloc-stop`

@@ -39,7 +39,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use caravan_runtime::names::API_GATEWAY;
 use caravan_runtime::service::{Service, Serving};
-use caravan_state::{Informer, InformerConfig, Keyspace};
+use caravan_state::{AllocDetail, Informer, InformerConfig, Keyspace};
 use futures::future::BoxFuture;
 
 pub use acl::AclConfig;
@@ -95,7 +95,7 @@ impl Service for ApiGatewayService {
         let cache = Informer::start(
             store.clone(),
             Keyspace::new(&config.store.prefix),
-            InformerConfig::default(),
+            cache_config(),
         )
         .await
         .context("starting the watch cache")?;
@@ -145,5 +145,15 @@ impl Service for ApiGatewayService {
         grpc_result.context("serving gRPC")?;
         http_result.unwrap_or(Ok(())).context("serving HTTP")?;
         Ok(())
+    }
+}
+
+/// The gateway's watch cache keeps allocations without their placement
+/// metrics: lists, client streams and status bookkeeping never read them,
+/// and the answers that show one whole allocation read it from the store.
+pub(crate) fn cache_config() -> InformerConfig {
+    InformerConfig {
+        alloc_detail: AllocDetail::WithoutMetrics,
+        ..InformerConfig::default()
     }
 }

@@ -44,7 +44,9 @@ pub async fn get(gw: &Gateway, node_id: &str, query: &Query) -> Result<(Node, Qu
     Ok((node, query::meta(gw, &snap)))
 }
 
-/// The allocations placed on a node, terminal ones included.
+/// The allocations placed on a node, terminal ones included, whole (as
+/// Nomad answers): the cache names them, their stored values carry the
+/// placement metrics it leaves out.
 pub async fn allocations(
     gw: &Gateway,
     node_id: &str,
@@ -54,11 +56,22 @@ pub async fn allocations(
     if snap.node(node_id).is_none() {
         return Err(GatewayError::NotFound(format!("node not found: {node_id}")));
     }
-    let allocs = snap
+    let ids: Vec<&str> = snap
         .allocs_by_node(node_id)
-        .map(|a| (**a).clone())
+        .map(|a| a.id.as_str())
         .collect();
-    Ok((allocs, query::meta(gw, &snap)))
+    let allocs: Vec<Allocation> =
+        crate::allocs::read_stored(gw.store.as_ref(), &gw.keys, &ids, gw.config.max_txn_ops)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+    let mut meta = query::meta(gw, &snap);
+    meta.revision = allocs
+        .iter()
+        .map(|a| a.modify_revision)
+        .fold(meta.revision, Revision::max);
+    Ok((allocs, meta))
 }
 
 fn require_node_id(node_id: &str) -> Result<()> {

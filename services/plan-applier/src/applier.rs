@@ -17,7 +17,7 @@ use std::time::Duration;
 use caravan_model::now_unix_ns;
 use caravan_proto::{Plan, PlanResult};
 use caravan_runtime::names::PLAN_APPLIER;
-use caravan_state::{Informer, InformerConfig, Keyspace};
+use caravan_state::{AllocDetail, Informer, InformerConfig, Keyspace};
 use caravan_store::{Leadership, Revision, Store, current_leader, election_name};
 use parking_lot::RwLock;
 use tokio::task::JoinHandle;
@@ -166,7 +166,7 @@ impl PlanApplier {
     /// in flight, so no clone of `leadership` outlives the term.
     pub async fn lead(self: &Arc<Self>, leadership: Arc<Leadership>, stop: CancellationToken) {
         let started = tokio::select! {
-            s = Informer::start(self.store.clone(), self.keyspace.clone(), InformerConfig::default()) => s,
+            s = Informer::start(self.store.clone(), self.keyspace.clone(), cache_config()) => s,
             _ = stop.cancelled() => return,
         };
         let informer = match started {
@@ -537,6 +537,17 @@ impl Pipeline {
     }
 }
 
+/// The applier's watch cache keeps allocations as scheduling reads them:
+/// verification needs no placement metrics nor the task states of running
+/// allocations, and a commit reads the stored value of every allocation it
+/// rewrites.
+fn cache_config() -> InformerConfig {
+    InformerConfig {
+        alloc_detail: AllocDetail::Scheduling,
+        ..InformerConfig::default()
+    }
+}
+
 /// The accepted nodes where a plan places or updates allocations.
 fn placing_nodes(plan: &Plan, verdict: &Verdict) -> HashSet<String> {
     verdict
@@ -706,6 +717,80 @@ mod tests {
         assert_eq!(result.rejected_nodes, vec!["n1"]);
         assert!(result.rejection_reasons["n1"].contains("cpu"));
         assert!(store.get(&ks.alloc("y")).await.unwrap().is_none());
+    }
+
+    /// The cache keeps allocations lean (no metrics, no task states while
+    /// they run), yet a plan stopping one writes back everything stored.
+    #[tokio::test]
+    async fn the_lean_cache_never_thins_what_a_commit_writes() {
+        let store: Arc<dyn Store> = Arc::new(MemStore::new());
+        let ks = Keyspace::new("/t");
+        store
+            .put(&ks.node("n1"), &encode(&node("n1")), 0)
+            .await
+            .unwrap();
+        let mut running = alloc("x", "n1", 100, 64);
+        running.metrics = Some(caravan_proto::AllocMetric {
+            nodes_evaluated: 3,
+            ..Default::default()
+        });
+        running.task_states.insert(
+            "web".into(),
+            caravan_proto::TaskState {
+                state: "running".into(),
+                ..Default::default()
+            },
+        );
+        let rev = store
+            .put(&ks.alloc("x"), &encode(&running), 0)
+            .await
+            .unwrap();
+        let applier = Arc::new(PlanApplier::new(
+            store.clone(),
+            "/t",
+            Arc::new(AnyToken),
+            Settings::from(&PlanApplierConfig::default()),
+        ));
+        let leadership = Arc::new(
+            Leadership::campaign(
+                store.clone(),
+                "/t/leader/plan-applier",
+                "me",
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap(),
+        );
+        let informer = Informer::start(store.clone(), ks.clone(), cache_config())
+            .await
+            .unwrap();
+        let cached = informer.snapshot().alloc("x").cloned().unwrap();
+        assert!(cached.metrics.is_none() && cached.task_states.is_empty());
+        let mut pipeline = Pipeline {
+            applier,
+            leadership,
+            informer,
+            overlay: Overlay::default(),
+            in_flight: Vec::new(),
+            next_seq: 0,
+            resync: false,
+        };
+        let queue = PlanQueue::new();
+        let mut p = plan(rev);
+        crate::fixtures::stop(&mut p, "n1", "x");
+        let answer = queue.push(p).unwrap();
+        pipeline.handle(queue.pop().await.unwrap()).await;
+        pipeline.finish().await;
+        let result = answer.await.unwrap().unwrap();
+        assert_eq!(result.node_update.len(), 1, "{result:?}");
+        let kv = store.get(&ks.alloc("x")).await.unwrap().unwrap();
+        let now: caravan_proto::Allocation = caravan_state::decode(&kv).unwrap();
+        assert_eq!(
+            now.desired_status(),
+            caravan_proto::AllocDesiredStatus::Stop
+        );
+        assert_eq!(now.metrics, running.metrics);
+        assert_eq!(now.task_states, running.task_states);
     }
 
     fn in_flight(targets: &[&str], job: &str, frees: &[&str]) -> InFlight {

@@ -117,10 +117,36 @@ impl Completion {
 impl Changes {
     /// Every object the changes write.
     pub(crate) fn targets(&self) -> HashSet<Target> {
-        std::iter::once(&self.global)
-            .chain(&self.nodes)
+        self.parts()
             .flat_map(|p| p.changes.iter().map(|(t, _)| t.clone()))
             .collect()
+    }
+
+    fn parts(&self) -> impl Iterator<Item = &Part> {
+        std::iter::once(&self.global).chain(&self.nodes)
+    }
+
+    /// The existing allocations the changes rewrite (update, stop, evict or
+    /// link): their values are read from the store before the commit, as
+    /// the cache keeps only a lean copy of each.
+    fn rewritten_allocs(&self) -> BTreeSet<Target> {
+        self.parts()
+            .flat_map(|p| &p.changes)
+            .filter(|(t, c)| matches!(t, Target::Alloc(_)) && !matches!(c, Change::Place(_)))
+            .map(|(t, _)| t.clone())
+            .collect()
+    }
+
+    /// Adds `extra` bytes to every part that writes one of its targets: the
+    /// stored values outweigh the cached copies the parts were sized by.
+    fn grow(&mut self, extra: &HashMap<Target, usize>) {
+        if extra.is_empty() {
+            return;
+        }
+        for part in std::iter::once(&mut self.global).chain(&mut self.nodes) {
+            let more: usize = part.changes.iter().filter_map(|(t, _)| extra.get(t)).sum();
+            part.bytes += more;
+        }
     }
 }
 
@@ -455,6 +481,16 @@ impl Committer<'_> {
             ..Default::default()
         };
         let completion = changes.completion.take();
+        let mut currents = Currents::default();
+        if let Err(err) = self.read_rewritten(view, &mut changes, &mut currents).await {
+            for node in changes.parts().filter_map(|p| p.node.as_ref()) {
+                outcome
+                    .refused
+                    .insert(node.clone(), format!("not committed: {err}"));
+            }
+            outcome.error = Some(err);
+            return outcome;
+        }
         // Every batch keeps room for the completion, which rides on the last.
         let (completion_ops, completion_bytes) =
             completion.as_ref().map_or((0, 0), |c| (c.ops(), c.bytes()));
@@ -478,7 +514,6 @@ impl Committer<'_> {
             }
             return outcome;
         }
-        let mut currents = Currents::default();
         let last = batches.len().saturating_sub(1);
         let mut pending = batches.into_iter().enumerate();
         while let Some((i, batch)) = pending.next() {
@@ -525,6 +560,35 @@ impl Committer<'_> {
         outcome
     }
 
+    /// Reads the stored values of the allocations `changes` rewrite into
+    /// `currents`, so what is written keeps every field the cache's lean
+    /// copy lacks (placement metrics, task states), and sizes the parts by
+    /// them.
+    async fn read_rewritten(
+        &self,
+        view: &View,
+        changes: &mut Changes,
+        currents: &mut Currents,
+    ) -> Result<(), ApplierError> {
+        let targets = changes.rewritten_allocs();
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let fresh = read_current(self.store, self.keyspace, &targets, self.max_ops)
+            .await
+            .map_err(ApplierError::Store)?;
+        let mut extra = HashMap::new();
+        for (target, stored) in fresh {
+            if let (Target::Alloc(id), Some((Stored::Alloc(a), _))) = (&target, &stored) {
+                let cached = view.alloc(id).map_or(0, |c| c.encoded_len());
+                extra.insert(target.clone(), a.encoded_len().saturating_sub(cached));
+            }
+            currents.known.insert(target, stored);
+        }
+        changes.grow(&extra);
+        Ok(())
+    }
+
     async fn commit_batch(
         &self,
         view: &View,
@@ -565,7 +629,7 @@ impl Committer<'_> {
                     Some(c)
                 });
             if written.is_empty() && completing.is_none() {
-                self.record(parts, written, None, outcome);
+                self.record(parts, Vec::new(), None, outcome);
                 return Ok(());
             }
             let prior = outcome.layer.revision;
@@ -576,10 +640,12 @@ impl Committer<'_> {
                 .await
                 .map_err(ApplierError::from_leadership)?;
             if res.succeeded {
+                let written: Vec<Settled> = written
+                    .into_iter()
+                    .map(|w| w.settle(res.revision))
+                    .collect();
                 for w in &written {
-                    currents
-                        .known
-                        .insert(w.target.clone(), w.stored(res.revision));
+                    currents.known.insert(w.target.clone(), w.stored());
                 }
                 if let Some(c) = completing {
                     currents
@@ -724,7 +790,7 @@ impl Committer<'_> {
     fn record(
         &self,
         parts: Vec<Part>,
-        written: Vec<Written>,
+        written: Vec<Settled>,
         revision: Option<Revision>,
         outcome: &mut CommitOutcome,
     ) {
@@ -740,18 +806,9 @@ impl Committer<'_> {
         outcome.layer.revision = Some(outcome.layer.revision.map_or(rev, |r| r.max(rev)));
         for w in written {
             match w.value {
-                WrittenValue::Alloc(mut a) => {
-                    settle_alloc(&mut a, rev);
-                    outcome.layer.put_alloc(Arc::new(*a));
-                }
-                WrittenValue::Deployment(mut d) => {
-                    d.modify_revision = rev;
-                    if d.create_revision == 0 {
-                        d.create_revision = rev;
-                    }
-                    outcome.layer.put_deployment(Arc::new(*d));
-                }
-                WrittenValue::Eval => {}
+                Stored::Alloc(a) => outcome.layer.put_alloc(a),
+                Stored::Deployment(d) => outcome.layer.put_deployment(d),
+                Stored::Eval => {}
             }
         }
     }
@@ -765,21 +822,41 @@ fn settle_alloc(a: &mut Allocation, rev: Revision) {
     }
 }
 
+/// What a committed transaction wrote, as a read at its revision would
+/// return it: shared by the commit's later batches and the overlay.
+struct Settled {
+    target: Target,
+    value: Stored,
+    revision: Revision,
+}
+
+impl Settled {
+    fn stored(&self) -> Option<(Stored, Revision)> {
+        Some((self.value.clone(), self.revision))
+    }
+}
+
 impl Written {
-    fn stored(&self, rev: Revision) -> Option<(Stored, Revision)> {
-        Some(match &self.value {
-            WrittenValue::Alloc(a) => {
-                let mut a = (**a).clone();
+    fn settle(self, rev: Revision) -> Settled {
+        let value = match self.value {
+            WrittenValue::Alloc(mut a) => {
                 settle_alloc(&mut a, rev);
-                (Stored::Alloc(Arc::new(a)), rev)
+                Stored::Alloc(Arc::new(*a))
             }
-            WrittenValue::Deployment(d) => {
-                let mut d = (**d).clone();
+            WrittenValue::Deployment(mut d) => {
                 d.modify_revision = rev;
-                (Stored::Deployment(Arc::new(d)), rev)
+                if d.create_revision == 0 {
+                    d.create_revision = rev;
+                }
+                Stored::Deployment(Arc::new(*d))
             }
-            WrittenValue::Eval => (Stored::Eval, rev),
-        })
+            WrittenValue::Eval => Stored::Eval,
+        };
+        Settled {
+            target: self.target,
+            value,
+            revision: rev,
+        }
     }
 }
 

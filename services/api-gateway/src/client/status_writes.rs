@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use caravan_model::now_unix_ns;
 use caravan_proto::{AllocUpdate, Allocation};
-use caravan_state::{Informer, Keyspace, Snapshot};
+use caravan_state::{Informer, Keyspace};
 use caravan_store::{Revision, Store};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
@@ -73,7 +73,6 @@ fn shutting_down() -> GatewayError {
 async fn run(ctx: WriterContext, mut rx: mpsc::Receiver<Request>, shutdown: CancellationToken) {
     let max = ctx.max_allocs.max(1);
     let mut carried: Option<Request> = None;
-    let mut written = Written::default();
     loop {
         let first = match carried.take() {
             Some(r) => r,
@@ -100,55 +99,32 @@ async fn run(ctx: WriterContext, mut rx: mpsc::Receiver<Request>, shutdown: Canc
                 Err(_) => break,
             }
         }
-        commit(&ctx, &mut written, batch).await;
+        commit(&ctx, batch).await;
     }
 }
 
-/// The allocations this writer wrote that the cache may not show yet: a
-/// node reports an allocation pending, then running a moment later, and the
-/// second report must compare against the first one's write, not against
-/// the cache's older copy (which would fail the whole batch's transaction).
-#[derive(Default)]
-struct Written {
-    allocs: HashMap<String, Arc<Allocation>>,
-}
-
-impl Written {
-    /// Forgets what the cache has caught up with.
-    fn prune(&mut self, cache_revision: Revision) {
-        self.allocs
-            .retain(|_, a| a.modify_revision > cache_revision);
-    }
-
-    /// The newest copy of each allocation among the caller's, the cache's
-    /// and this writer's own writes.
-    fn freshen(&self, snap: &Snapshot, current: &mut Current) {
-        for (update, alloc) in current.iter_mut() {
-            let Some(held) = alloc else { continue };
-            if let Some(cached) = snap.alloc(&update.alloc_id)
-                && cached.modify_revision > held.modify_revision
-            {
-                *held = Arc::clone(cached);
+/// Replaces the callers' copies (the cache's, without placement metrics) by
+/// the stored values, which the batch rewrites whole; the freshest values
+/// also spare a conflict when a node reports one allocation twice in a row.
+/// An allocation gone since, or no longer on the node it was checked
+/// against, is left alone.
+async fn read_stored(ctx: &WriterContext, current: &mut Current) -> Result<()> {
+    let ids: Vec<&str> = current.iter().map(|(u, _)| u.alloc_id.as_str()).collect();
+    let stored =
+        crate::allocs::read_stored(ctx.store.as_ref(), &ctx.keys, &ids, ctx.max_allocs).await?;
+    for ((_, held), fresh) in current.iter_mut().zip(stored) {
+        *held = match (held.as_ref(), fresh) {
+            (Some(checked), Some(fresh)) if fresh.node_id == checked.node_id => {
+                Some(Arc::new(fresh))
             }
-            if let Some(mine) = self.allocs.get(&update.alloc_id)
-                && mine.modify_revision > held.modify_revision
-            {
-                *held = Arc::clone(mine);
-            }
-        }
+            _ => None,
+        };
     }
-
-    /// Remembers what a transaction at `revision` wrote.
-    fn record(&mut self, allocs: Vec<Allocation>, revision: Revision) {
-        for mut alloc in allocs {
-            alloc.modify_revision = revision;
-            self.allocs.insert(alloc.id.clone(), Arc::new(alloc));
-        }
-    }
+    Ok(())
 }
 
 /// Writes one batch and answers each of its callers.
-async fn commit(ctx: &WriterContext, written: &mut Written, mut batch: Vec<Request>) {
+async fn commit(ctx: &WriterContext, mut batch: Vec<Request>) {
     // A caller that gave up waiting (its deadline passed while the queue was
     // long) sends its updates again, newest state first: writing the stale
     // copy would only lengthen the queue for everyone behind it.
@@ -157,9 +133,7 @@ async fn commit(ctx: &WriterContext, written: &mut Written, mut batch: Vec<Reque
         return;
     }
     let mut merged = merge(batch.iter_mut().map(|r| std::mem::take(&mut r.current)));
-    written.prune(ctx.cache.revision());
-    written.freshen(&ctx.cache.snapshot(), &mut merged);
-    let outcome = write_merged(ctx, written, &mut merged).await;
+    let outcome = write_merged(ctx, &mut merged).await;
     for request in batch {
         let answer = match &outcome {
             Ok(revision) => Ok(*revision),
@@ -189,18 +163,17 @@ fn merge(requests: impl Iterator<Item = Current>) -> Current {
 
 /// Commits the merged updates, re-reading and retrying on conflict; the
 /// error is the message every caller gets.
-async fn write_merged(
-    ctx: &WriterContext,
-    written: &mut Written,
-    current: &mut Current,
-) -> Result<Revision, String> {
+async fn write_merged(ctx: &WriterContext, current: &mut Current) -> Result<Revision, String> {
+    read_stored(ctx, current)
+        .await
+        .map_err(|err| format!("reading allocations: {err}"))?;
     for attempt in 0..ctx.attempts.max(1) {
         if current.iter().all(|(_, a)| a.is_none()) {
             // Every allocation is gone (garbage collected): nothing to record.
             return Ok(ctx.cache.revision());
         }
         let snap = ctx.cache.snapshot();
-        let Batch { txn, evals, allocs } = build_batch(&ctx.keys, &snap, current, now_unix_ns());
+        let Batch { txn, evals } = build_batch(&ctx.keys, &snap, current, now_unix_ns());
         let result = ctx
             .store
             .txn(txn)
@@ -210,7 +183,6 @@ async fn write_merged(
             if !evals.is_empty() {
                 tracing::info!(evals = evals.len(), "client updates created evaluations");
             }
-            written.record(allocs, result.revision);
             return Ok(result.revision);
         }
         tracing::debug!(
@@ -267,22 +239,56 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_second_report_compares_against_the_writers_own_write() {
-        let cache = Snapshot::new(caravan_state::Tables::new());
-        let mut written = Written::default();
-        let (_, stale) = update("a", AllocClientStatus::Pending);
-        let mut ours = (*stale.unwrap()).clone();
-        ours.set_client_status(AllocClientStatus::Pending);
-        written.record(vec![ours], 42);
-        let mut current = vec![update("a", AllocClientStatus::Running)];
-        written.freshen(&cache, &mut current);
-        let held = current[0].1.as_ref().unwrap();
-        assert_eq!(held.modify_revision, 42);
-        assert_eq!(held.client_status(), AllocClientStatus::Pending);
-        // Once the cache has caught up, the writer's copy goes.
-        written.prune(42);
-        assert!(written.allocs.is_empty());
+    /// A node reports an allocation twice before the cache shows the first
+    /// write, and the cache holds no placement metrics: the second write
+    /// compares against the store, not the stale copy (one attempt only),
+    /// and keeps what the cache leaves out.
+    #[tokio::test]
+    async fn a_write_rewrites_the_stored_value_not_the_cached_copy() {
+        let store: Arc<dyn Store> = Arc::new(caravan_store::MemStore::new());
+        let keys = Keyspace::new("/t");
+        let mut alloc = Allocation {
+            id: "a".into(),
+            node_id: "n1".into(),
+            metrics: Some(caravan_proto::AllocMetric {
+                nodes_evaluated: 5,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        alloc.set_client_status(AllocClientStatus::Pending);
+        store
+            .put(&keys.alloc("a"), &caravan_state::encode(&alloc), 0)
+            .await
+            .unwrap();
+        let cache = Arc::new(
+            Informer::start(store.clone(), keys.clone(), crate::cache_config())
+                .await
+                .unwrap(),
+        );
+        let cached = cache.snapshot().alloc("a").cloned().unwrap();
+        assert!(cached.metrics.is_none(), "the cache holds no metrics");
+        let ctx = WriterContext {
+            store: store.clone(),
+            keys: keys.clone(),
+            cache,
+            attempts: 1,
+            max_allocs: 100,
+        };
+        for status in [AllocClientStatus::Running, AllocClientStatus::Complete] {
+            let (u, _) = update("a", status);
+            let (respond, answer) = oneshot::channel();
+            let request = Request {
+                current: vec![(u, Some(Arc::clone(&cached)))],
+                respond,
+            };
+            commit(&ctx, vec![request]).await;
+            answer.await.unwrap().unwrap();
+        }
+        let kv = store.get(&keys.alloc("a")).await.unwrap().unwrap();
+        let now: Allocation = caravan_state::decode(&kv).unwrap();
+        assert_eq!(now.client_status(), AllocClientStatus::Complete);
+        assert_eq!(now.metrics, alloc.metrics);
     }
 
     #[tokio::test]
@@ -315,14 +321,13 @@ mod tests {
             held.modify_revision = created;
             vec![(u, Some(Arc::new(held)))]
         };
-        let mut written = Written::default();
         let (respond, answer) = oneshot::channel();
         drop(answer);
         let left = Request {
             current: current(AllocClientStatus::Pending),
             respond,
         };
-        commit(&ctx, &mut written, vec![left]).await;
+        commit(&ctx, vec![left]).await;
         assert_eq!(store.current_revision().await.unwrap(), created);
 
         let (respond, answer) = oneshot::channel();
@@ -330,7 +335,7 @@ mod tests {
             current: current(AllocClientStatus::Running),
             respond,
         };
-        commit(&ctx, &mut written, vec![waiting]).await;
+        commit(&ctx, vec![waiting]).await;
         let revision = answer.await.unwrap().unwrap();
         assert!(revision > created);
     }

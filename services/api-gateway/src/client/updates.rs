@@ -153,12 +153,10 @@ impl<'a> Drains<'a> {
     }
 }
 
-/// One batch's transaction, the evaluations it creates and the allocations
-/// it writes.
+/// One batch's transaction and the evaluations it creates.
 pub(crate) struct Batch {
     pub(crate) txn: Txn,
     pub(crate) evals: Vec<Evaluation>,
-    pub(crate) allocs: Vec<Allocation>,
 }
 
 /// The transaction of one batch: each present allocation compared and
@@ -172,7 +170,6 @@ pub(crate) fn build_batch(
     now: i64,
 ) -> Batch {
     let mut txn = Txn::new();
-    let mut allocs = Vec::with_capacity(current.len());
     // One evaluation per job; a failure's wins over a drain's.
     let mut failed_jobs: BTreeMap<(String, String), Evaluation> = BTreeMap::new();
     let mut drains = Drains::of(snap);
@@ -215,13 +212,12 @@ pub(crate) fn build_batch(
                 alloc.modify_revision,
             ))
             .and_then(Op::put(key, encode(&next)));
-        allocs.push(next);
     }
     let evals: Vec<Evaluation> = failed_jobs.into_values().collect();
     for eval in &evals {
         txn = txn.and_then(Op::put(keys.eval(&eval.id), encode(eval)));
     }
-    Batch { txn, evals, allocs }
+    Batch { txn, evals }
 }
 
 fn failure_eval(job: &Job) -> Evaluation {
@@ -489,7 +485,6 @@ mod tests {
             a.set_client_status(finished);
             let current = vec![(running.clone(), Some(Arc::new(a)))];
             let batch = build_batch(&keys, &snap, &current, 5);
-            assert!(batch.allocs.is_empty(), "{finished:?} became running");
             assert!(
                 batch.txn.success.is_empty(),
                 "{finished:?}: nothing written"
@@ -585,8 +580,7 @@ mod tests {
             (failed, Some(Arc::new(alloc("a1")))),
             (failed2, Some(Arc::new(alloc("a2")))),
         ];
-        let Batch { txn, evals, allocs } = build_batch(&keys, &snap, &current, 5);
-        assert_eq!(allocs.len(), 2);
+        let Batch { txn, evals } = build_batch(&keys, &snap, &current, 5);
         assert_eq!(evals.len(), 1);
         assert_eq!(evals[0].triggered_by, "alloc-failure");
         assert_eq!(evals[0].priority, 60);

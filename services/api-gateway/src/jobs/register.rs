@@ -377,12 +377,26 @@ pub async fn evaluate(
             .and_then(Op::put(gw.keys.eval(&eval.id), encode(&eval)));
         if force_reschedule {
             let snap = gw.cache.snapshot();
-            for alloc in snap.allocs_by_job(namespace, job_id) {
-                if alloc.client_status() != AllocClientStatus::Failed || not_wanted_running(alloc) {
-                    continue;
-                }
-                let key = gw.keys.alloc(&alloc.id);
-                let mut updated = (**alloc).clone();
+            let failed = |a: &caravan_proto::Allocation| {
+                a.client_status() == AllocClientStatus::Failed && !not_wanted_running(a)
+            };
+            let ids: Vec<&str> = snap
+                .allocs_by_job(namespace, job_id)
+                .filter(|a| failed(a))
+                .map(|a| a.id.as_str())
+                .collect();
+            // The cache's copies lack the placement metrics: rewrite the
+            // stored values.
+            let stored = crate::allocs::read_stored(
+                gw.store.as_ref(),
+                &gw.keys,
+                &ids,
+                gw.config.max_txn_ops,
+            )
+            .await?;
+            for mut updated in stored.into_iter().flatten().filter(|a| failed(a)) {
+                let key = gw.keys.alloc(&updated.id);
+                let read_at = updated.modify_revision;
                 updated
                     .desired_transition
                     .get_or_insert_with(Default::default)
@@ -391,7 +405,7 @@ pub async fn evaluate(
                     .when(Compare::mod_revision(
                         key.clone(),
                         CompareOp::Equal,
-                        alloc.modify_revision,
+                        read_at,
                     ))
                     .and_then(Op::put(key, encode(&updated)));
             }

@@ -246,6 +246,28 @@ pub async fn a_failed_report_is_stored_with_its_description(backend: Backend) {
     n1.gw.stop().await;
 }
 
+/// The gateway's cache keeps no placement metrics; a status report rewrites
+/// the stored allocation, metrics and all.
+pub async fn a_report_keeps_the_placement_metrics(backend: Backend) {
+    let mut n1 = OnN1::start(backend, "grpc-allocs-metrics").await;
+    let mut a1 = placed("a1", "n1", "web");
+    a1.metrics = Some(caravan_proto::AllocMetric {
+        nodes_evaluated: 4,
+        ..Default::default()
+    });
+    let (mut stream, _) = n1.watch().await;
+    n1.put(&a1).await;
+    // Streamed: the cache holds it, without its metrics.
+    assert!(next(&mut stream).await.allocs[0].metrics.is_none());
+    n1.report("n1", AllocClientStatus::Running, "")
+        .await
+        .unwrap();
+    let alloc = n1.stored_alloc().await;
+    assert_eq!(alloc.client_status(), AllocClientStatus::Running);
+    assert_eq!(alloc.metrics, a1.metrics);
+    n1.gw.stop().await;
+}
+
 pub async fn a_failed_report_writes_an_alloc_failure_eval_in_the_same_txn(backend: Backend) {
     let mut n1 = OnN1::start(backend, "grpc-allocs-failure-eval").await;
     n1.put(&placed("a1", "n1", "web")).await;

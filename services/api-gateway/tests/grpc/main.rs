@@ -65,6 +65,7 @@ caravan_testkit::backend_cases!(backend => crate {
         a_stopped_alloc_is_streamed_with_its_desired_stop,
         a_deleted_alloc_is_streamed_as_removed,
         a_failed_report_is_stored_with_its_description,
+        a_report_keeps_the_placement_metrics,
         a_failed_report_writes_an_alloc_failure_eval_in_the_same_txn,
         a_report_on_another_nodes_alloc_is_refused,
         a_finished_alloc_is_never_reported_running_again,

@@ -1,10 +1,11 @@
-//! Allocations over HTTP: the stub list and stopping an allocation.
+//! Allocations over HTTP: the stub list, one whole allocation and stopping
+//! an allocation.
 
-use caravan_proto::Allocation;
-use caravan_state::Kind;
+use caravan_proto::{AllocMetric, Allocation};
+use caravan_state::{Kind, encode};
 
 use crate::common::{Backend, TestGateway};
-use crate::fixtures::node_running_web;
+use crate::fixtures::{node_running_web, placed};
 
 pub async fn allocations_list_as_stubs_with_client_status_and_job_type(backend: Backend) {
     let gw = TestGateway::start(backend, "http-allocs").await;
@@ -39,5 +40,37 @@ pub async fn stopping_an_unknown_allocation_is_404(backend: Backend) {
         gw.http("POST", "/v1/allocation/zzz/stop", b"").await.status,
         404
     );
+    gw.stop().await;
+}
+
+/// The cache keeps no placement metrics; the answers that show whole
+/// allocations still carry them, with an index that covers the allocation.
+pub async fn a_whole_allocation_carries_its_placement_metrics(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-alloc-metrics").await;
+    node_running_web(&gw, "").await;
+    let mut a1 = placed("a1", "n1");
+    a1.metrics = Some(AllocMetric {
+        nodes_evaluated: 7,
+        ..Default::default()
+    });
+    let rev = gw
+        .store
+        .put(&gw.keys.alloc("a1"), &encode(&a1), 0)
+        .await
+        .unwrap();
+    let r = gw
+        .http("GET", &format!("/v1/allocation/a1?index={}", rev - 1), b"")
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["Metrics"]["NodesEvaluated"], 7, "{}", r.text());
+    let index: i64 = r.header("X-Nomad-Index").unwrap().parse().unwrap();
+    assert!(
+        index >= rev,
+        "index {index} older than the allocation ({rev})"
+    );
+    let on_node = gw.http("GET", "/v1/node/n1/allocations", b"").await.json();
+    assert_eq!(on_node[0]["Metrics"]["NodesEvaluated"], 7, "{on_node}");
+    let listed = gw.http("GET", "/v1/allocations", b"").await.json();
+    assert_eq!(listed[0]["ID"], "a1", "stubs list it, without metrics");
     gw.stop().await;
 }

@@ -82,6 +82,7 @@ caravan_testkit::backend_cases!(backend => crate {
         allocations_list_as_stubs_with_client_status_and_job_type,
         stopping_an_allocation_migrates_it_with_an_alloc_stop_eval,
         stopping_an_unknown_allocation_is_404,
+        a_whole_allocation_carries_its_placement_metrics,
     },
     logs {
         plain_logs_are_proxied_from_the_node,

@@ -498,3 +498,79 @@ async fn a_plan_without_a_completion_leaves_the_eval_alone() {
     assert_eq!(outcome.eval_revision, 0);
     assert_eq!(stored_eval(&store).await.modify_revision, rev);
 }
+
+/// `a` as stored with what only the full value carries: placement metrics
+/// and the task states of a running allocation.
+fn detailed(mut a: Allocation) -> Allocation {
+    a.set_client_status(AllocClientStatus::Running);
+    a.metrics = Some(caravan_proto::AllocMetric {
+        nodes_evaluated: 9,
+        ..Default::default()
+    });
+    a.task_states.insert(
+        "web".into(),
+        caravan_proto::TaskState {
+            state: "running".into(),
+            ..Default::default()
+        },
+    );
+    a
+}
+
+/// `a` as the applier's lean cache holds it after it was stored at `rev`.
+fn cached(a: &Allocation, rev: i64) -> Allocation {
+    let kv = caravan_store::KeyValue {
+        key: Keyspace::new(PREFIX).alloc(&a.id),
+        value: encode(a),
+        create_revision: rev,
+        mod_revision: rev,
+        version: 1,
+        lease: 0,
+    };
+    caravan_state::decode_alloc(&kv, caravan_state::AllocDetail::Scheduling).unwrap()
+}
+
+#[tokio::test]
+async fn a_rewrite_keeps_what_the_lean_cache_lacks() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    let ks = Keyspace::new(PREFIX);
+    let l = leader(&store).await;
+    let old = detailed(alloc("old", "n1", 100, 64));
+    let kept = detailed(alloc("kept", "n1", 100, 64));
+    let rev_old = seed(&store, &old).await;
+    let rev_kept = seed(&store, &kept).await;
+    let lean = [cached(&old, rev_old), cached(&kept, rev_kept)];
+    assert!(
+        lean.iter()
+            .all(|a| a.metrics.is_none() && a.task_states.is_empty())
+    );
+    let view = View::of(snapshot(rev_kept, &[node("n1")], &lean));
+    // Stops `old` for a replacement (a stop and a link), updates `kept` in place.
+    let mut p = plan(rev_kept);
+    stop(&mut p, "n1", "old");
+    let mut next = alloc("new", "n1", 100, 64);
+    next.previous_allocation = "old".into();
+    place(&mut p, next);
+    let mut update = lean[1].clone();
+    update.job_version = 2;
+    place(&mut p, update);
+    let changes = plan_changes(&p, &accepted(&p), &view);
+    let outcome = committer(&store, &l, &ks, 100)
+        .commit(&view, changes, false, 1)
+        .await;
+    assert!(
+        outcome.error.is_none() && outcome.refused.is_empty(),
+        "{outcome:?}"
+    );
+    let old_now = stored(&store, "old").await.unwrap();
+    assert_eq!(old_now.desired_status(), AllocDesiredStatus::Stop);
+    assert_eq!(old_now.next_allocation, "new");
+    assert_eq!(old_now.metrics, old.metrics, "metrics kept");
+    assert_eq!(old_now.task_states, old.task_states, "task states kept");
+    let kept_now = stored(&store, "kept").await.unwrap();
+    assert_eq!(kept_now.job_version, 2);
+    assert_eq!(kept_now.metrics, kept.metrics);
+    assert_eq!(kept_now.task_states, kept.task_states);
+    // The overlay holds what was written, not the lean copy.
+    assert_eq!(outcome.layer.allocs["old"].metrics, old.metrics);
+}
