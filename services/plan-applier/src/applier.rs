@@ -639,6 +639,44 @@ mod tests {
         }
     }
 
+    /// A pipeline of an applier leading on `store` under `/t`, its cache
+    /// configured by `cache`, numbering plans from `next_seq`.
+    async fn leading_pipeline(
+        store: &Arc<dyn Store>,
+        ks: &Keyspace,
+        cache: InformerConfig,
+        next_seq: u64,
+    ) -> Pipeline {
+        let applier = Arc::new(PlanApplier::new(
+            store.clone(),
+            "/t",
+            Arc::new(AnyToken),
+            Settings::from(&PlanApplierConfig::default()),
+        ));
+        let leadership = Arc::new(
+            Leadership::campaign(
+                store.clone(),
+                "/t/leader/plan-applier",
+                "me",
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap(),
+        );
+        let informer = Informer::start(store.clone(), ks.clone(), cache)
+            .await
+            .unwrap();
+        Pipeline {
+            applier,
+            leadership,
+            informer,
+            overlay: Overlay::default(),
+            in_flight: Vec::new(),
+            next_seq,
+            resync: false,
+        }
+    }
+
     /// A plan verified against room an earlier commit was freeing waits for
     /// that commit; when the commit falls short, the plan is verified again
     /// and refused instead of over-committing the node.
@@ -656,34 +694,7 @@ mod tests {
             .put(&ks.alloc("x"), &encode(&running), 0)
             .await
             .unwrap();
-        let applier = Arc::new(PlanApplier::new(
-            store.clone(),
-            "/t",
-            Arc::new(AnyToken),
-            Settings::from(&PlanApplierConfig::default()),
-        ));
-        let leadership = Arc::new(
-            Leadership::campaign(
-                store.clone(),
-                "/t/leader/plan-applier",
-                "me",
-                Duration::from_secs(10),
-            )
-            .await
-            .unwrap(),
-        );
-        let informer = Informer::start(store.clone(), ks.clone(), InformerConfig::default())
-            .await
-            .unwrap();
-        let mut pipeline = Pipeline {
-            applier,
-            leadership,
-            informer,
-            overlay: Overlay::default(),
-            in_flight: Vec::new(),
-            next_seq: 1,
-            resync: false,
-        };
+        let mut pipeline = leading_pipeline(&store, &ks, InformerConfig::default(), 1).await;
         // An earlier plan stopping x is committing; it will fall short.
         let mut stopped = running.clone();
         stopped.set_desired_status(caravan_proto::AllocDesiredStatus::Stop);
@@ -745,36 +756,9 @@ mod tests {
             .put(&ks.alloc("x"), &encode(&running), 0)
             .await
             .unwrap();
-        let applier = Arc::new(PlanApplier::new(
-            store.clone(),
-            "/t",
-            Arc::new(AnyToken),
-            Settings::from(&PlanApplierConfig::default()),
-        ));
-        let leadership = Arc::new(
-            Leadership::campaign(
-                store.clone(),
-                "/t/leader/plan-applier",
-                "me",
-                Duration::from_secs(10),
-            )
-            .await
-            .unwrap(),
-        );
-        let informer = Informer::start(store.clone(), ks.clone(), cache_config())
-            .await
-            .unwrap();
-        let cached = informer.snapshot().alloc("x").cloned().unwrap();
+        let mut pipeline = leading_pipeline(&store, &ks, cache_config(), 0).await;
+        let cached = pipeline.informer.snapshot().alloc("x").cloned().unwrap();
         assert!(cached.metrics.is_none() && cached.task_states.is_empty());
-        let mut pipeline = Pipeline {
-            applier,
-            leadership,
-            informer,
-            overlay: Overlay::default(),
-            in_flight: Vec::new(),
-            next_seq: 0,
-            resync: false,
-        };
         let queue = PlanQueue::new();
         let mut p = plan(rev);
         crate::fixtures::stop(&mut p, "n1", "x");
