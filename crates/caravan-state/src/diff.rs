@@ -113,6 +113,8 @@ impl Tables {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use caravan_store::KeyValue;
 
     use super::*;
@@ -195,5 +197,82 @@ mod tests {
         assert_eq!(newer.node_changes_since(&older).count(), 0);
         assert_eq!(newer.alloc_changes_since(&older).count(), 0);
         assert_eq!(newer.deployment_changes_since(&older).count(), 0);
+    }
+
+    fn alloc(id: &str, job_version: u64) -> Allocation {
+        Allocation {
+            id: id.into(),
+            namespace: "default".into(),
+            job_id: "web".into(),
+            job_version,
+            ..Default::default()
+        }
+    }
+
+    /// A persistent map's diff skips the subtrees both snapshots share; an
+    /// object that sits just past a shared run must still be reported. One
+    /// change to any one of thousands of objects, and a run of random
+    /// changes, each yield exactly what changed.
+    #[test]
+    fn a_change_to_any_one_of_many_objects_is_seen() {
+        const N: usize = 3_000;
+        let id = |i: usize| format!("a{i:05}");
+        let mut base = Tables::new();
+        for i in 0..N {
+            put(
+                &mut base,
+                StateKey::Alloc(id(i)),
+                &alloc(&id(i), 1),
+                1 + i as i64,
+            );
+        }
+        let mut missed = Vec::new();
+        for i in 0..N {
+            let mut newer = base.clone();
+            put(
+                &mut newer,
+                StateKey::Alloc(id(i)),
+                &alloc(&id(i), 2),
+                10_000,
+            );
+            let seen: Vec<String> = newer
+                .alloc_changes_since(&base)
+                .filter_map(|c| c.new().map(|a| a.id.clone()))
+                .collect();
+            if seen != vec![id(i)] {
+                missed.push(i);
+            }
+        }
+        assert!(
+            missed.is_empty(),
+            "{} of {N} single updates misreported, first {:?}",
+            missed.len(),
+            missed.first()
+        );
+
+        let mut current = base;
+        let mut x: u64 = 7;
+        for round in 0..1_000i64 {
+            let older = current.clone();
+            let mut changed = BTreeSet::new();
+            for _ in 0..1 + x % 4 {
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                let i = (x >> 33) as usize % (N + 500);
+                put(
+                    &mut current,
+                    StateKey::Alloc(id(i)),
+                    &alloc(&id(i), 3 + round as u64),
+                    20_000 + round,
+                );
+                changed.insert(id(i));
+            }
+            let seen: BTreeSet<String> = current
+                .alloc_changes_since(&older)
+                .filter_map(|c| c.new().map(|a| a.id.clone()))
+                .collect();
+            assert_eq!(seen, changed, "round {round}");
+        }
     }
 }
