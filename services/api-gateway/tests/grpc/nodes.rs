@@ -207,3 +207,137 @@ async fn a_node_registers_when_its_system_jobs_outnumber_one_transaction() {
     }
     gw.stop().await;
 }
+
+/// A gateway on an embedded store capping transactions at 8 operations,
+/// with node n1 registered and ten jobs from `make_job`, plus a node
+/// service client.
+async fn small_txn_gateway(
+    name: &str,
+    make_job: impl Fn(usize) -> caravan_proto::Job,
+) -> (
+    TestGateway,
+    caravan_proto::node_service_client::NodeServiceClient<Channel>,
+) {
+    use caravan_proto::job_service_client::JobServiceClient;
+    use caravan_store::{MemStore, MemStoreConfig, Store};
+
+    let store: std::sync::Arc<dyn Store> =
+        std::sync::Arc::new(MemStore::with_config(MemStoreConfig {
+            max_txn_ops: 8,
+            ..Default::default()
+        }));
+    let gw = TestGateway::start_with(store, name, |c| c.max_txn_ops = 8).await;
+    let channel = gw.channel().await;
+    register_n1(&mut NodeClientServiceClient::new(channel.clone())).await;
+    let mut jobs = JobServiceClient::new(channel.clone());
+    for i in 0..10 {
+        jobs.register_job(crate::fixtures::register(make_job(i)))
+            .await
+            .unwrap();
+    }
+    let nodes = caravan_proto::node_service_client::NodeServiceClient::new(channel);
+    (gw, nodes)
+}
+
+/// The evals written for n1's single fan-out, checked to derive from it.
+async fn fan_out_of_n1(gw: &TestGateway, trigger: &str) -> (caravan_proto::NodeFanOut, usize) {
+    let n1 = gw.node("n1").await.expect("registered");
+    let [owed] = n1.pending_fan_outs.as_slice() else {
+        panic!("one fan-out owes the rest: {:?}", n1.pending_fan_outs);
+    };
+    assert_eq!(owed.triggered_by, trigger);
+    let written = gw
+        .evals()
+        .await
+        .into_iter()
+        .filter(|e| e.id == caravan_model::fan_out_eval_id(&owed.id, &e.namespace, &e.job_id))
+        .count();
+    (owed.clone(), written)
+}
+
+/// A node turning eligible owes every system job of its pool an eval; with
+/// more than one transaction holds, the change commits with what fits and
+/// the node carries a fan-out for the rest, as at registration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_turning_eligible_owes_what_does_not_fit_through_a_fan_out() {
+    use caravan_proto::{JobType, SchedulingEligibility, UpdateEligibilityRequest};
+
+    let (gw, mut nodes) = small_txn_gateway("fan-out-eligible", |i| {
+        let mut system = crate::fixtures::job(&format!("sys-{i}"), 1);
+        system.set_type(JobType::System);
+        system
+    })
+    .await;
+    for eligibility in [
+        SchedulingEligibility::Ineligible,
+        SchedulingEligibility::Eligible,
+    ] {
+        nodes
+            .update_eligibility(UpdateEligibilityRequest {
+                node_id: "n1".into(),
+                eligibility: eligibility as i32,
+            })
+            .await
+            .unwrap();
+    }
+
+    let (owed, written) = fan_out_of_n1(&gw, "node-update").await;
+    assert!(!owed.node_down && !owed.only_placed, "{owed:?}");
+    assert_eq!(written, 7, "what fits next to the node");
+    gw.stop().await;
+}
+
+/// A drain owes every job with an allocation on the node an eval; with
+/// more than one transaction holds, the drain commits with what fits and
+/// the node carries a fan-out for the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_owes_what_does_not_fit_through_a_fan_out() {
+    use caravan_proto::{
+        AllocClientStatus, DrainStrategy, NodeAllocationsRequest, UpdateDrainRequest,
+    };
+    use caravan_testkit::wait::holds_within;
+
+    let (gw, mut nodes) = small_txn_gateway("fan-out-drain", |i| {
+        crate::fixtures::job(&format!("web-{i}"), 1)
+    })
+    .await;
+    for i in 0..10 {
+        let mut alloc = crate::fixtures::placed(&format!("a{i}"), "n1", &format!("web-{i}"));
+        alloc.set_client_status(AllocClientStatus::Running);
+        gw.store
+            .put(&gw.keys.alloc(&alloc.id), &caravan_state::encode(&alloc), 0)
+            .await
+            .unwrap();
+    }
+    assert!(
+        holds_within(Duration::from_secs(5), || async {
+            nodes
+                .clone()
+                .node_allocations(NodeAllocationsRequest {
+                    node_id: "n1".into(),
+                    options: None,
+                })
+                .await
+                .is_ok_and(|r| r.into_inner().allocs.len() == 10)
+        })
+        .await
+    );
+    let reply = nodes
+        .update_drain(UpdateDrainRequest {
+            node_id: "n1".into(),
+            drain_strategy: Some(DrainStrategy {
+                deadline_ns: 3_600_000_000_000,
+                ..Default::default()
+            }),
+            mark_eligible: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+
+    let (owed, written) = fan_out_of_n1(&gw, "node-drain").await;
+    assert!(owed.only_placed && !owed.node_down, "{owed:?}");
+    assert_eq!(written, 7, "what fits next to the node");
+    assert_eq!(reply.eval_ids.len(), 10, "the reply names every eval owed");
+    gw.stop().await;
+}
