@@ -573,10 +573,19 @@ mod tests {
     #[tokio::test]
     async fn stop_of_a_cooperative_task_needs_no_kill() {
         let dir = tempfile::tempdir().unwrap();
-        let s = spec(dir.path(), "echo ready; exec sleep 30");
-        let dirs = s.dirs.clone().unwrap();
+        let s = spec(dir.path(), "exec sleep 30");
         let h = driver().start(s).await.unwrap();
-        wait_for_file(&dirs.stdout, "ready").await;
+        let HandleState::RawExec { pid, .. } = h.state() else {
+            panic!("{:?}", h.state())
+        };
+        // The shell running `-c` catches SIGINT until it execs, and a SIGINT
+        // caught just before the exec is lost with the shell: stop the task
+        // once it is `sleep` itself.
+        wait_for_file(
+            &std::path::PathBuf::from(format!("/proc/{pid}/comm")),
+            "sleep",
+        )
+        .await;
         let r = h.stop(Signal::SIGINT, Duration::from_secs(5)).await;
         assert_eq!(r.signal, Signal::SIGINT as i32);
     }
