@@ -3,8 +3,8 @@
 
 use caravan_model::trigger;
 use caravan_proto::{Allocation, Job, JobType, QueryMeta};
-use caravan_state::{Keyspace, decode, encode};
-use caravan_store::{Compare, CompareOp, Op, OpResult, Revision, Store, Txn};
+use caravan_state::{Keyspace, encode};
+use caravan_store::{Compare, CompareOp, Op, Revision, Store, Txn};
 
 use crate::error::{GatewayError, Result};
 use crate::evals;
@@ -56,13 +56,7 @@ pub(crate) async fn read_stored(
             .iter()
             .fold(Txn::new(), |txn, id| txn.and_then(Op::get(keys.alloc(id))));
         let result = store.txn(txn).await?;
-        for i in 0..chunk.len() {
-            let kv = match result.results.get(i) {
-                Some(OpResult::Get(range)) => range.kvs.first(),
-                _ => None,
-            };
-            out.push(kv.map(decode::<Allocation>).transpose()?);
-        }
+        out.extend(crate::client::updates::refreshed(&result, chunk.len())?);
     }
     Ok(out)
 }
