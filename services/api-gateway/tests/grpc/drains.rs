@@ -1,21 +1,17 @@
 //! Node drains over gRPC: a drain completes once nothing is left on the
 //! node, at once if it had nothing.
 
-use std::time::Duration;
-
 use caravan_proto::job_service_client::JobServiceClient;
 use caravan_proto::node_client_service_client::NodeClientServiceClient;
 use caravan_proto::node_service_client::NodeServiceClient;
 use caravan_proto::{
-    AllocClientStatus, AllocUpdate, DrainStrategy, NodeAllocationsRequest, RegisterNodeRequest,
-    SchedulingEligibility, UpdateAllocationsRequest, UpdateDrainRequest,
+    AllocClientStatus, AllocUpdate, DrainStrategy, RegisterNodeRequest, SchedulingEligibility,
+    UpdateAllocationsRequest, UpdateDrainRequest,
 };
-use caravan_state::encode;
-use caravan_testkit::wait::holds_within;
 use tonic::transport::Channel;
 
 use crate::common::{Backend, TestGateway, node_secret};
-use crate::fixtures::{job, node, placed, register};
+use crate::fixtures::{job, node, placed, register, store_running_on};
 
 /// Nodes `n1`, running alloc `a1` of job `web`, and `n2`, running nothing,
 /// both just told to drain within the hour; and a node client.
@@ -40,25 +36,7 @@ async fn drain_both(
         .register_job(register(job("web", 1)))
         .await
         .unwrap();
-    let mut alloc = placed("a1", "n1", "web");
-    alloc.set_client_status(AllocClientStatus::Running);
-    gw.store
-        .put(&gw.keys.alloc("a1"), &encode(&alloc), 0)
-        .await
-        .unwrap();
-    assert!(
-        holds_within(Duration::from_secs(5), || async {
-            nodes
-                .clone()
-                .node_allocations(NodeAllocationsRequest {
-                    node_id: "n1".into(),
-                    options: None,
-                })
-                .await
-                .is_ok_and(|r| !r.into_inner().allocs.is_empty())
-        })
-        .await
-    );
+    store_running_on(&gw, &nodes, "n1", vec![placed("a1", "n1", "web")]).await;
     let drain = DrainStrategy {
         deadline_ns: 3_600_000_000_000,
         ..Default::default()

@@ -292,36 +292,16 @@ async fn a_node_turning_eligible_owes_what_does_not_fit_through_a_fan_out() {
 /// the node carries a fan-out for the rest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_owes_what_does_not_fit_through_a_fan_out() {
-    use caravan_proto::{
-        AllocClientStatus, DrainStrategy, NodeAllocationsRequest, UpdateDrainRequest,
-    };
-    use caravan_testkit::wait::holds_within;
+    use caravan_proto::{DrainStrategy, UpdateDrainRequest};
 
     let (gw, mut nodes) = small_txn_gateway("fan-out-drain", |i| {
         crate::fixtures::job(&format!("web-{i}"), 1)
     })
     .await;
-    for i in 0..10 {
-        let mut alloc = crate::fixtures::placed(&format!("a{i}"), "n1", &format!("web-{i}"));
-        alloc.set_client_status(AllocClientStatus::Running);
-        gw.store
-            .put(&gw.keys.alloc(&alloc.id), &caravan_state::encode(&alloc), 0)
-            .await
-            .unwrap();
-    }
-    assert!(
-        holds_within(Duration::from_secs(5), || async {
-            nodes
-                .clone()
-                .node_allocations(NodeAllocationsRequest {
-                    node_id: "n1".into(),
-                    options: None,
-                })
-                .await
-                .is_ok_and(|r| r.into_inner().allocs.len() == 10)
-        })
-        .await
-    );
+    let allocs = (0..10)
+        .map(|i| crate::fixtures::placed(&format!("a{i}"), "n1", &format!("web-{i}")))
+        .collect();
+    crate::fixtures::store_running_on(&gw, &nodes, "n1", allocs).await;
     let reply = nodes
         .update_drain(UpdateDrainRequest {
             node_id: "n1".into(),
