@@ -639,6 +639,17 @@ mod tests {
         }
     }
 
+    /// An embedded store holding node n1 under `/t`, and that keyspace.
+    async fn store_with_n1() -> (Arc<dyn Store>, Keyspace) {
+        let store: Arc<dyn Store> = Arc::new(MemStore::new());
+        let ks = Keyspace::new("/t");
+        store
+            .put(&ks.node("n1"), &encode(&node("n1")), 0)
+            .await
+            .unwrap();
+        (store, ks)
+    }
+
     /// A pipeline of an applier leading on `store` under `/t`, its cache
     /// configured by `cache`, numbering plans from `next_seq`.
     async fn leading_pipeline(
@@ -682,12 +693,7 @@ mod tests {
     /// and refused instead of over-committing the node.
     #[tokio::test]
     async fn a_plan_relying_on_a_failed_stop_is_verified_again() {
-        let store: Arc<dyn Store> = Arc::new(MemStore::new());
-        let ks = Keyspace::new("/t");
-        store
-            .put(&ks.node("n1"), &encode(&node("n1")), 0)
-            .await
-            .unwrap();
+        let (store, ks) = store_with_n1().await;
         let mut running = alloc("x", "n1", 3000, 64);
         running.job_id = "other".into();
         let rev = store
@@ -734,12 +740,7 @@ mod tests {
     /// they run), yet a plan stopping one writes back everything stored.
     #[tokio::test]
     async fn the_lean_cache_never_thins_what_a_commit_writes() {
-        let store: Arc<dyn Store> = Arc::new(MemStore::new());
-        let ks = Keyspace::new("/t");
-        store
-            .put(&ks.node("n1"), &encode(&node("n1")), 0)
-            .await
-            .unwrap();
+        let (store, ks) = store_with_n1().await;
         let mut running = alloc("x", "n1", 100, 64);
         running.metrics = Some(caravan_proto::AllocMetric {
             nodes_evaluated: 3,
