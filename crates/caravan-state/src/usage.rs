@@ -33,6 +33,8 @@ pub struct NodeUsage {
     pub disk_mb: u64,
     /// Number of non-terminal allocations.
     pub allocs: u64,
+    /// Device instances held, counted once per allocation holding them.
+    pub device_instances: u64,
     /// Reserved core ids, once per alloc holding them (twice only if
     /// committed state is already over-committed).
     cores: Vec<u32>,
@@ -49,6 +51,7 @@ impl PartialEq for NodeUsage {
             && self.memory_max_mb == other.memory_max_mb
             && self.disk_mb == other.disk_mb
             && self.allocs == other.allocs
+            && self.device_instances == other.device_instances
             && self.cores == other.cores
             && self.port_list() == other.port_list()
     }
@@ -103,8 +106,40 @@ impl NodeUsage {
             && self.memory_mb == 0
             && self.memory_max_mb == 0
             && self.disk_mb == 0
+            && self.device_instances == 0
             && self.cores.is_empty()
             && self.ports.is_empty()
+    }
+
+    /// The reserved core ids, ascending, once per allocation holding them.
+    pub fn held_cores(&self) -> &[u32] {
+        &self.cores
+    }
+
+    /// The held ports with their addresses, ordered by port, once per
+    /// allocation holding them.
+    pub fn held_ports(&self) -> impl Iterator<Item = (u32, &str)> + '_ {
+        self.ports.iter().map(|p| {
+            let ip = self
+                .host_ips
+                .get((p & 0xffff_ffff) as usize)
+                .map_or("", Id::as_str);
+            ((p >> 32) as u32, ip)
+        })
+    }
+
+    /// Counts a non-terminal allocation in (a terminal one holds nothing).
+    pub fn add_alloc(&mut self, alloc: &Allocation) {
+        if let Some(u) = AllocUsage::of(alloc) {
+            self.add(&u);
+        }
+    }
+
+    /// Counts a non-terminal allocation out (a terminal one held nothing).
+    pub fn sub_alloc(&mut self, alloc: &Allocation) {
+        if let Some(u) = AllocUsage::of(alloc) {
+            self.sub(&u);
+        }
     }
 
     /// Every held port with its address, sorted, duplicates kept.
@@ -141,6 +176,7 @@ impl NodeUsage {
         self.memory_max_mb = self.memory_max_mb.saturating_add(u.memory_max_mb);
         self.disk_mb = self.disk_mb.saturating_add(u.disk_mb);
         self.allocs = self.allocs.saturating_add(1);
+        self.device_instances = self.device_instances.saturating_add(u.device_instances);
         for core in &u.cores {
             let at = self.cores.partition_point(|c| c < core);
             self.cores.insert(at, *core);
@@ -160,6 +196,7 @@ impl NodeUsage {
         self.memory_max_mb = self.memory_max_mb.saturating_sub(u.memory_max_mb);
         self.disk_mb = self.disk_mb.saturating_sub(u.disk_mb);
         self.allocs = self.allocs.saturating_sub(1);
+        self.device_instances = self.device_instances.saturating_sub(u.device_instances);
         for core in &u.cores {
             if let Ok(at) = self.cores.binary_search(core) {
                 self.cores.remove(at);
@@ -188,6 +225,7 @@ pub(crate) struct AllocUsage<'a> {
     memory_mb: u64,
     memory_max_mb: u64,
     disk_mb: u64,
+    device_instances: u64,
     cores: Vec<u32>,
     /// (port, host ip), each once.
     ports: Vec<(u32, &'a str)>,
@@ -212,6 +250,11 @@ impl<'a> AllocUsage<'a> {
                 task.memory_mb
             });
             u.cores.extend_from_slice(&task.reserved_cores);
+            u.device_instances += task
+                .devices
+                .iter()
+                .map(|d| d.device_ids.len() as u64)
+                .sum::<u64>();
             u.ports
                 .extend(task.ports.iter().map(|p| (p.value, p.host_ip.as_str())));
         }
@@ -233,7 +276,7 @@ impl<'a> AllocUsage<'a> {
 mod tests {
     use super::*;
     use caravan_proto::{
-        AllocClientStatus, AllocDesiredStatus, AllocatedPort, AllocatedResources,
+        AllocClientStatus, AllocDesiredStatus, AllocatedDevice, AllocatedPort, AllocatedResources,
         AllocatedSharedResources, AllocatedTaskResources,
     };
 
@@ -355,5 +398,42 @@ mod tests {
         node.sub(&u);
         assert!(node.is_empty(), "{node:?}");
         assert_eq!(node, NodeUsage::default());
+    }
+
+    #[test]
+    fn held_cores_ports_and_devices_count_every_holder() {
+        let mut a = alloc();
+        a.allocated_resources
+            .as_mut()
+            .unwrap()
+            .tasks
+            .get_mut("web")
+            .unwrap()
+            .devices
+            .push(AllocatedDevice {
+                name: "nvidia/gpu".into(),
+                device_ids: vec!["gpu-0".into(), "gpu-1".into()],
+            });
+        let mut node = NodeUsage::default();
+        node.add_alloc(&a);
+        node.add_alloc(&a);
+        assert_eq!(node.device_instances, 4);
+        assert_eq!(node.held_cores(), &[2, 2, 3, 3]);
+        assert_eq!(
+            node.held_ports().collect::<Vec<_>>(),
+            vec![
+                (8080, "10.0.0.1"),
+                (8080, "10.0.0.1"),
+                (25000, "10.0.0.1"),
+                (25000, "10.0.0.1"),
+            ]
+        );
+        let mut stopped = a.clone();
+        stopped.desired_status = AllocDesiredStatus::Stop as i32;
+        node.sub_alloc(&stopped);
+        assert_eq!(node.allocs, 2, "a terminal allocation held nothing");
+        node.sub_alloc(&a);
+        node.sub_alloc(&a);
+        assert!(node.is_empty(), "{node:?}");
     }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use caravan_model::AllocExt;
 use caravan_proto::{Allocation, Deployment, Evaluation, Node};
-use caravan_state::Snapshot;
+use caravan_state::{NodeUsage, Snapshot};
 use caravan_store::Revision;
 
 /// What one plan wrote (or is writing): the allocations and deployments as
@@ -173,15 +173,42 @@ impl View {
             .or_else(|| self.snapshot.deployment(deployment_id).cloned())
     }
 
-    /// Every allocation on a node, terminal ones included, each in its
-    /// newest form.
-    pub(crate) fn allocs_on_node(&self, node_id: &str) -> Vec<Arc<Allocation>> {
+    /// The ids of the allocations on a node that some layer wrote.
+    fn overlaid_on(&self, node_id: &str) -> BTreeSet<&str> {
         let mut overlaid: BTreeSet<&str> = BTreeSet::new();
         for layer in &self.layers {
             if let Some(ids) = layer.by_node.get(node_id) {
                 overlaid.extend(ids.iter().map(String::as_str));
             }
         }
+        overlaid
+    }
+
+    /// What the non-terminal allocations on a node hold, each in its newest
+    /// form: the cache's running sum, corrected for the allocations the
+    /// layers wrote. It costs what the layers hold on the node, not what the
+    /// node holds.
+    pub(crate) fn node_usage(&self, node_id: &str) -> NodeUsage {
+        let mut usage = self.snapshot.node_usage(node_id).clone();
+        for id in self.overlaid_on(node_id) {
+            if let Some(cached) = self.snapshot.alloc(id)
+                && cached.node_id == node_id
+            {
+                usage.sub_alloc(cached);
+            }
+            if let Some(newest) = self.alloc(id)
+                && newest.node_id == node_id
+            {
+                usage.add_alloc(&newest);
+            }
+        }
+        usage
+    }
+
+    /// Every allocation on a node, terminal ones included, each in its
+    /// newest form.
+    pub(crate) fn allocs_on_node(&self, node_id: &str) -> Vec<Arc<Allocation>> {
+        let overlaid = self.overlaid_on(node_id);
         let mut out: Vec<Arc<Allocation>> = self
             .snapshot
             .allocs_by_node(node_id)

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use caravan_model::AllocExt;
 use caravan_proto::{
-    AllocList, Allocation, EvalStatus, Evaluation, NodeStatus, Plan, SchedulingEligibility,
+    AllocList, Allocation, EvalStatus, Evaluation, Node, NodeStatus, Plan, SchedulingEligibility,
 };
+use caravan_scheduler::resources::{FitError, Kept, allocs_fit, fits_beside};
 use caravan_store::Revision;
 
 use crate::error::ApplierError;
@@ -253,46 +254,106 @@ pub(crate) fn verify_node(view: &View, plan: &Plan, node_id: &str) -> Result<(),
             node.status().as_str_name()
         ));
     }
-    let existing = view.allocs_on_node(node_id);
+    let mut first_new = None;
     for a in placing {
-        if let Some(cur) = view.alloc(&a.id)
-            && cur.node_id != node_id
-        {
-            return Err(format!(
-                "allocation {} already lives on node {}",
-                a.id, cur.node_id
-            ));
+        match view.alloc(&a.id) {
+            Some(cur) if cur.node_id != node_id => {
+                return Err(format!(
+                    "allocation {} already lives on node {}",
+                    a.id, cur.node_id
+                ));
+            }
+            Some(_) => {}
+            None => {
+                first_new.get_or_insert(a);
+            }
         }
     }
     let ineligible = node.scheduling_eligibility() == SchedulingEligibility::Ineligible;
     let draining = node.drain_strategy.is_some();
-    if ineligible || draining {
-        let here: HashSet<&str> = existing.iter().map(|a| a.id.as_str()).collect();
-        if let Some(a) = placing.iter().find(|a| !here.contains(a.id.as_str())) {
-            let why = if draining { "draining" } else { "ineligible" };
-            return Err(format!(
-                "node is {why}: it accepts only stops and in-place updates (allocation {} is new)",
-                a.id
-            ));
-        }
+    if (ineligible || draining)
+        && let Some(a) = first_new
+    {
+        let why = if draining { "draining" } else { "ineligible" };
+        return Err(format!(
+            "node is {why}: it accepts only stops and in-place updates (allocation {} is new)",
+            a.id
+        ));
     }
-    let mut removed: HashSet<&str> = HashSet::new();
-    for map in [
+    fit(view, plan, node, node_id).map_err(|e| e.to_string())
+}
+
+/// Whether the plan's placements fit on the node beside what stays there.
+///
+/// It starts from the node's running usage in the cache, corrected for the
+/// overlay and for what the plan stops, evicts or replaces, so its cost
+/// follows the plan, not the allocations on the node. Device instances are
+/// not in that sum: a node that has them is checked by summing every
+/// allocation on it. Both refuse exactly what the scheduler's own check
+/// ([`caravan_scheduler::resources::allocs_fit`]) refuses: the last line
+/// before a commit.
+fn fit(view: &View, plan: &Plan, node: &Node, node_id: &str) -> Result<(), FitError> {
+    let placing = allocs_of(&plan.node_allocation, node_id);
+    let mut removed: Vec<&str> = [
         &plan.node_update,
         &plan.node_preemptions,
         &plan.node_allocation,
-    ] {
-        removed.extend(allocs_of(map, node_id).iter().map(|a| a.id.as_str()));
+    ]
+    .into_iter()
+    .flat_map(|map| allocs_of(map, node_id))
+    .map(|a| a.id.as_str())
+    .collect();
+    removed.sort_unstable();
+    removed.dedup();
+    if has_devices(node) {
+        return fit_by_sum(view, node, node_id, &removed, placing);
     }
-    let kept = existing
-        .iter()
-        .filter(|a| !a.is_terminal() && !removed.contains(a.id.as_str()))
-        .map(Arc::as_ref);
-    // The scheduler's own exact check, so the applier refuses exactly what
-    // the scheduler's verification refuses: the last line before a commit.
-    caravan_scheduler::resources::allocs_fit(node, kept.chain(placing.iter()))
-        .map_err(|e| e.to_string())
+    let mut usage = view.node_usage(node_id);
+    for id in &removed {
+        if let Some(cur) = view.alloc(id)
+            && cur.node_id == node_id
+        {
+            usage.sub_alloc(&cur);
+        }
+    }
+    if usage.device_instances > 0 {
+        return fit_by_sum(view, node, node_id, &removed, placing);
+    }
+    let kept = Kept {
+        cpu_mhz: usage.cpu_mhz,
+        memory_mb: usage.memory_mb,
+        disk_mb: usage.disk_mb,
+        cores: usage.held_cores().to_vec(),
+        ports: usage.held_ports().collect(),
+    };
+    fits_beside(node, &kept, placing)
 }
 
+/// The fit summed from every allocation on the node, in its newest form.
+fn fit_by_sum(
+    view: &View,
+    node: &Node,
+    node_id: &str,
+    removed: &[&str],
+    placing: &[Allocation],
+) -> Result<(), FitError> {
+    let existing = view.allocs_on_node(node_id);
+    let kept = existing
+        .iter()
+        .filter(|a| !a.is_terminal() && removed.binary_search(&a.id.as_str()).is_err())
+        .map(Arc::as_ref);
+    allocs_fit(node, kept.chain(placing))
+}
+
+/// Whether the node offers device instances.
+fn has_devices(node: &Node) -> bool {
+    node.resources
+        .iter()
+        .flat_map(|r| &r.devices)
+        .any(|d| !d.instance_ids.is_empty())
+}
+
+#[cfg(test)]
+mod property;
 #[cfg(test)]
 mod tests;

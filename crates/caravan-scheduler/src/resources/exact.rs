@@ -52,6 +52,57 @@ pub fn allocs_fit<'a>(
     held.check_totals()
 }
 
+/// What the allocations staying on a node hold, summed: the start of
+/// [`fits_beside`]. Cores and ports are listed once per allocation holding
+/// them, so a collision among the kept allocations still shows.
+#[derive(Debug, Default, Clone)]
+pub struct Kept<'a> {
+    /// CPU in MHz.
+    pub cpu_mhz: u64,
+    /// Memory in MB.
+    pub memory_mb: u64,
+    /// Disk in MB.
+    pub disk_mb: u64,
+    /// Reserved core ids.
+    pub cores: Vec<u32>,
+    /// Host ports with the address each is held on (empty: every address).
+    pub ports: Vec<(u32, &'a str)>,
+}
+
+/// Checks that `placing` fits on `node` beside allocations holding `kept`,
+/// refusing exactly what [`allocs_fit`] refuses for the kept allocations and
+/// `placing` together, as long as the kept allocations hold no device
+/// instances (their holders are not in the sum: check those with
+/// [`allocs_fit`]). Its cost follows `placing` and the kept cores and ports,
+/// not the number of allocations kept.
+pub fn fits_beside<'a>(
+    node: &Node,
+    kept: &Kept<'a>,
+    placing: impl IntoIterator<Item = &'a Allocation>,
+) -> Result<(), FitError> {
+    let mut held = Holdings::of(node);
+    held.cpu = kept.cpu_mhz;
+    held.memory = kept.memory_mb;
+    held.disk = kept.disk_mb;
+    for core in &kept.cores {
+        held.claim_core(KEPT_HOLDER, *core)?;
+    }
+    held.own_ports.extend_from_slice(&kept.ports);
+    held.claim_ports()?;
+    for alloc in placing {
+        if alloc.is_terminal() {
+            continue;
+        }
+        if let Some(res) = &alloc.allocated_resources {
+            held.add(&alloc.id, res)?;
+        }
+    }
+    held.check_totals()
+}
+
+/// How collisions name an allocation known only through a [`Kept`] sum.
+const KEPT_HOLDER: &str = "an allocation on the node";
+
 /// What the allocations checked so far hold on one node.
 struct Holdings<'n, 'a> {
     cap: Capacity,
@@ -114,18 +165,7 @@ impl<'n, 'a> Holdings<'n, 'a> {
         self.cpu = self.cpu.saturating_add(u64::from(task.cpu_mhz));
         self.memory = self.memory.saturating_add(u64::from(task.memory_mb));
         for core in &task.reserved_cores {
-            if self.cap.cores.binary_search(core).is_err() {
-                return Err(FitError::new(
-                    Exhausted::Cores,
-                    format_args!("core {core} is not available on the node"),
-                ));
-            }
-            if let Some(other) = self.cores.insert(*core, alloc_id) {
-                return Err(FitError::new(
-                    Exhausted::Cores,
-                    format_args!("core {core} is reserved by {other} and {alloc_id}"),
-                ));
-            }
+            self.claim_core(alloc_id, *core)?;
         }
         self.own_ports
             .extend(task.ports.iter().map(|p| (p.value, p.host_ip.as_str())));
@@ -148,12 +188,34 @@ impl<'n, 'a> Holdings<'n, 'a> {
         Ok(())
     }
 
+    /// Claims one reserved core for `alloc_id`.
+    fn claim_core(&mut self, alloc_id: &'a str, core: u32) -> Result<(), FitError> {
+        if self.cap.cores.binary_search(&core).is_err() {
+            return Err(FitError::new(
+                Exhausted::Cores,
+                format_args!("core {core} is not available on the node"),
+            ));
+        }
+        if let Some(other) = self.cores.insert(core, alloc_id) {
+            return Err(FitError::new(
+                Exhausted::Cores,
+                format_args!("core {core} is reserved by {other} and {alloc_id}"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Claims the host ports of the allocation being added.
     fn claim_own_ports(&mut self) -> Result<(), FitError> {
         // The same port may be listed by a task and the group it belongs to.
         self.own_ports.retain(|(port, _)| *port != 0);
         self.own_ports.sort_unstable();
         self.own_ports.dedup();
+        self.claim_ports()
+    }
+
+    /// Claims every port in `own_ports`.
+    fn claim_ports(&mut self) -> Result<(), FitError> {
         for &(port, ip) in &self.own_ports {
             if self.cap.reserved_ports.contains(port) {
                 return Err(FitError::new(
@@ -378,6 +440,86 @@ mod tests {
         let err = allocs_fit(&n, [&cores("r", &[0])]).unwrap_err();
         assert!(err.to_string().contains("not available"), "{err}");
         assert_eq!(dimension(allocs_fit(&n, [&cores("m", &[9])])), "cores");
+    }
+
+    #[test]
+    fn a_kept_sum_collides_like_the_allocations_it_sums() {
+        let n = node();
+        let kept = Kept {
+            cpu_mhz: 1500,
+            memory_mb: 4096,
+            disk_mb: 100,
+            cores: vec![1],
+            ports: vec![(8080, "10.0.0.1")],
+        };
+        assert_eq!(fits_beside(&n, &kept, [&alloc("b", 1500, 4096)]), Ok(()));
+        let err = fits_beside(&n, &kept, [&alloc("c", 1501, 1)]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cpu exhausted: 3001 needed, 3000 available"
+        );
+        let any = with_port(alloc("d", 1, 1), 8080, "");
+        let err = fits_beside(&n, &kept, [&any]).unwrap_err();
+        assert_eq!(err.exhausted, Exhausted::PortCollision);
+        let other = with_port(alloc("e", 1, 1), 8080, "10.0.0.2");
+        assert_eq!(fits_beside(&n, &kept, [&other]), Ok(()));
+        let mut core = alloc("f", 1, 1);
+        task(&mut core).reserved_cores = vec![1];
+        let err = fits_beside(&n, &kept, [&core]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cores: core 1 is reserved by an allocation on the node and f"
+        );
+        // Terminal placements hold nothing.
+        let mut done = alloc("g", 4000, 1);
+        done.set_client_status(AllocClientStatus::Complete);
+        assert_eq!(fits_beside(&n, &kept, [&done]), Ok(()));
+    }
+
+    #[test]
+    fn a_kept_sum_that_already_collides_takes_nothing_more() {
+        let n = node();
+        let small = alloc("s", 1, 1);
+        for (kept, dim) in [
+            (
+                Kept {
+                    cores: vec![1, 1],
+                    ..Kept::default()
+                },
+                Exhausted::Cores,
+            ),
+            (
+                Kept {
+                    cores: vec![0],
+                    ..Kept::default()
+                },
+                Exhausted::Cores,
+            ),
+            (
+                Kept {
+                    ports: vec![(9000, "10.0.0.1"), (9000, "")],
+                    ..Kept::default()
+                },
+                Exhausted::PortCollision,
+            ),
+            (
+                Kept {
+                    ports: vec![(22, "10.0.0.1")],
+                    ..Kept::default()
+                },
+                Exhausted::PortCollision,
+            ),
+            (
+                Kept {
+                    memory_mb: 9000,
+                    ..Kept::default()
+                },
+                Exhausted::Memory,
+            ),
+        ] {
+            let err = fits_beside(&n, &kept, [&small]).unwrap_err();
+            assert_eq!(err.exhausted, dim, "{kept:?}");
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::ports::{self, PortSet};
 
 mod exact;
 
-pub use exact::{FitError, allocs_fit};
+pub use exact::{FitError, Kept, allocs_fit, fits_beside};
 
 /// Nomad's defaults for a task that leaves them unset.
 const DEFAULT_CPU_MHZ: u64 = 100;
