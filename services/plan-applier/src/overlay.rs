@@ -8,7 +8,7 @@
 //! committed while the next one is verified leaves an in-flight layer (no
 //! revision yet), the optimistic view of pipelining.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use caravan_model::AllocExt;
@@ -186,20 +186,28 @@ impl View {
 
     /// What the non-terminal allocations on a node hold, each in its newest
     /// form: the cache's running sum, corrected for the allocations the
-    /// layers wrote. It costs what the layers hold on the node, not what the
-    /// node holds.
+    /// layers wrote there. Each is looked up in the layers that list it on
+    /// the node, not in every layer (an allocation never changes node:
+    /// verification refuses a move), so the cost follows what the layers
+    /// hold on the node, not the number of layers times that.
     pub(crate) fn node_usage(&self, node_id: &str) -> NodeUsage {
+        let mut newest: BTreeMap<&str, &Arc<Allocation>> = BTreeMap::new();
+        for layer in &self.layers {
+            for id in layer.by_node.get(node_id).into_iter().flatten() {
+                if let Some(a) = layer.allocs.get(id) {
+                    newest.insert(id, a);
+                }
+            }
+        }
         let mut usage = self.snapshot.node_usage(node_id).clone();
-        for id in self.overlaid_on(node_id) {
+        for (id, newest) in newest {
             if let Some(cached) = self.snapshot.alloc(id)
                 && cached.node_id == node_id
             {
                 usage.sub_alloc(cached);
             }
-            if let Some(newest) = self.alloc(id)
-                && newest.node_id == node_id
-            {
-                usage.add_alloc(&newest);
+            if newest.node_id == node_id {
+                usage.add_alloc(newest);
             }
         }
         usage
