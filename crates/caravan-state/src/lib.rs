@@ -29,6 +29,6 @@ pub use keyspace::{Keyspace, Kind, StateKey, encode_segment};
 pub use registration::{
     KEPT_VERSIONS, RegisterTxn, as_spec, register_txn, spec_changed, versions_to_delete,
 };
-pub use snapshot::Snapshot;
+pub use snapshot::{OnNode, Snapshot};
 pub use tables::Tables;
 pub use usage::{NodeUsage, UsedPort};

@@ -8,7 +8,7 @@ use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node, SchedulerConf
 use caravan_store::Revision;
 
 use crate::index::Id;
-use crate::tables::Tables;
+use crate::tables::{NodeAllocs, Tables};
 use crate::usage::NodeUsage;
 
 static NO_USAGE: LazyLock<NodeUsage> = LazyLock::new(NodeUsage::default);
@@ -17,6 +17,23 @@ static NO_USAGE: LazyLock<NodeUsage> = LazyLock::new(NodeUsage::default);
 /// O(1) and holding one costs only the nodes the cache has rewritten since.
 #[derive(Clone, Debug)]
 pub struct Snapshot(Arc<Tables>);
+
+/// The allocations of one node and what they hold, from [`Tables::on_node`].
+#[derive(Clone, Copy, Debug)]
+pub struct OnNode<'a>(Option<&'a NodeAllocs>);
+
+impl<'a> OnNode<'a> {
+    /// What the node's non-terminal allocations hold (empty if none).
+    pub fn usage(&self) -> &'a NodeUsage {
+        self.0.map_or(&*NO_USAGE, |entry| &entry.usage)
+    }
+
+    /// An allocation, if it is on this node, terminal or not.
+    pub fn alloc(&self, alloc_id: &str) -> Option<&'a Arc<Allocation>> {
+        self.0
+            .and_then(|entry| entry.allocs.get(&Id::from(alloc_id)))
+    }
+}
 
 impl Snapshot {
     /// Freezes `tables` (an O(1) clone of the caller's tables).
@@ -138,6 +155,12 @@ impl Tables {
             .get(namespace, job_id)
             .into_iter()
             .flat_map(|allocs| allocs.values())
+    }
+
+    /// One node's allocations and usage, for looking several of them up
+    /// without searching every allocation each time.
+    pub fn on_node(&self, node_id: &str) -> OnNode<'_> {
+        OnNode(self.allocs_by_node.get(&Id::from(node_id)).map(Arc::as_ref))
     }
 
     /// What the non-terminal allocations of a node hold (empty if none).

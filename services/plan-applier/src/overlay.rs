@@ -199,11 +199,10 @@ impl View {
                 }
             }
         }
-        let mut usage = self.snapshot.node_usage(node_id).clone();
+        let cached = self.snapshot.on_node(node_id);
+        let mut usage = cached.usage().clone();
         for (id, newest) in newest {
-            if let Some(cached) = self.snapshot.alloc(id)
-                && cached.node_id == node_id
-            {
+            if let Some(cached) = cached.alloc(id) {
                 usage.sub_alloc(cached);
             }
             if newest.node_id == node_id {
