@@ -471,6 +471,7 @@ impl TaskHandle for RawExecHandle {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+    use std::os::unix::fs::PermissionsExt;
     use std::sync::Arc;
     use std::time::Instant;
 
@@ -588,6 +589,59 @@ mod tests {
         .await;
         let r = h.stop(Signal::SIGINT, Duration::from_secs(5)).await;
         assert_eq!(r.signal, Signal::SIGINT as i32);
+    }
+
+    #[tokio::test]
+    async fn a_task_gets_default_signal_actions_whatever_the_client_ignores() {
+        let dir = tempfile::tempdir().unwrap();
+        // The supervisor started with SIGHUP, SIGINT, SIGQUIT and SIGTERM
+        // ignored, as by `nohup` from a shell's background job: ignored
+        // signals survive exec, and the task could not be stopped with them.
+        let wrapper = dir.path().join("ignoring-supervisor");
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\ntrap '' HUP INT QUIT TERM\nexec {} \"$@\"\n",
+                driver().supervisor.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let s = spec(
+            dir.path(),
+            "grep -E '^SigIgn' /proc/self/status; echo checked; exec sleep 30",
+        );
+        let dirs = s.dirs.clone().unwrap();
+        let h = RawExecDriver::new(wrapper).start(s).await.unwrap();
+        wait_for_file(&dirs.stdout, "checked").await;
+        let out = std::fs::read_to_string(&dirs.stdout).unwrap();
+        let ignored = out
+            .strip_prefix("SigIgn:\t")
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+            .unwrap_or_else(|| panic!("no SigIgn line in {out:?}"));
+        for signal in [
+            Signal::SIGHUP,
+            Signal::SIGINT,
+            Signal::SIGQUIT,
+            Signal::SIGTERM,
+        ] {
+            assert_eq!(
+                ignored & (1 << (signal as u64 - 1)),
+                0,
+                "the task ignores {signal}: {out:?}"
+            );
+        }
+        let HandleState::RawExec { pid, .. } = h.state() else {
+            panic!("{:?}", h.state())
+        };
+        wait_for_file(
+            &std::path::PathBuf::from(format!("/proc/{pid}/comm")),
+            "sleep",
+        )
+        .await;
+        let r = h.stop(Signal::SIGINT, Duration::from_secs(5)).await;
+        assert_eq!(r.signal, Signal::SIGINT as i32, "{r:?}");
     }
 
     #[tokio::test]

@@ -28,7 +28,8 @@ use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use caravan_model::now_unix_ns;
@@ -295,6 +296,32 @@ impl SupervisorArgs {
     }
 }
 
+/// Signals a task is stopped with, or that whoever started the client may
+/// have left ignored (a background job of a non-interactive shell ignores
+/// SIGINT and SIGQUIT, `nohup` SIGHUP).
+const TASK_SIGNALS: [i32; 6] = [
+    signal_hook::consts::SIGHUP,
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGQUIT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGUSR1,
+    signal_hook::consts::SIGUSR2,
+];
+
+/// Gives the task the default action of every signal it may be stopped
+/// with, whatever the client inherited: an ignored signal stays ignored
+/// across exec, so a task could not be stopped by its `kill_signal`, while a
+/// handled one is reset to the default. The supervisor handles each by
+/// noting it; signals for the task go to the task's own process group.
+fn default_signals_for_the_task() {
+    let noted = Arc::new(AtomicBool::new(false));
+    for signal in TASK_SIGNALS {
+        if let Err(e) = signal_hook::flag::register(signal, Arc::clone(&noted)) {
+            eprintln!("cannot reset signal {signal} for the task: {e}");
+        }
+    }
+}
+
 /// Runs the supervisor; returns the process's exit code.
 pub fn main(argv: &[OsString]) -> i32 {
     let args = match SupervisorArgs::parse(argv) {
@@ -304,6 +331,7 @@ pub fn main(argv: &[OsString]) -> i32 {
             return 2;
         }
     };
+    default_signals_for_the_task();
     let mut handshake = std::io::stdout();
     let run_lock = match claim(&args) {
         Ok(Claim::Mine(lock)) => lock,
