@@ -165,9 +165,7 @@ impl Tables {
 
     /// What the non-terminal allocations of a node hold (empty if none).
     pub fn node_usage(&self, node_id: &str) -> &NodeUsage {
-        self.allocs_by_node
-            .get(&Id::from(node_id))
-            .map_or(&*NO_USAGE, |entry| &entry.usage)
+        self.on_node(node_id).usage()
     }
 
     /// A client node.

@@ -173,17 +173,6 @@ impl View {
             .or_else(|| self.snapshot.deployment(deployment_id).cloned())
     }
 
-    /// The ids of the allocations on a node that some layer wrote.
-    fn overlaid_on(&self, node_id: &str) -> BTreeSet<&str> {
-        let mut overlaid: BTreeSet<&str> = BTreeSet::new();
-        for layer in &self.layers {
-            if let Some(ids) = layer.by_node.get(node_id) {
-                overlaid.extend(ids.iter().map(String::as_str));
-            }
-        }
-        overlaid
-    }
-
     /// What the non-terminal allocations on a node hold, each in its newest
     /// form: the cache's running sum, corrected for the allocations the
     /// layers wrote there. Each is looked up in the layers that list it on
@@ -205,9 +194,7 @@ impl View {
             if let Some(cached) = cached.alloc(id) {
                 usage.sub_alloc(cached);
             }
-            if newest.node_id == node_id {
-                usage.add_alloc(newest);
-            }
+            usage.add_alloc(newest);
         }
         usage
     }
@@ -215,7 +202,12 @@ impl View {
     /// Every allocation on a node, terminal ones included, each in its
     /// newest form.
     pub(crate) fn allocs_on_node(&self, node_id: &str) -> Vec<Arc<Allocation>> {
-        let overlaid = self.overlaid_on(node_id);
+        let mut overlaid: BTreeSet<&str> = BTreeSet::new();
+        for layer in &self.layers {
+            if let Some(ids) = layer.by_node.get(node_id) {
+                overlaid.extend(ids.iter().map(String::as_str));
+            }
+        }
         let mut out: Vec<Arc<Allocation>> = self
             .snapshot
             .allocs_by_node(node_id)

@@ -294,17 +294,7 @@ pub(crate) fn verify_node(view: &View, plan: &Plan, node_id: &str) -> Result<(),
 /// before a commit.
 fn fit(view: &View, plan: &Plan, node: &Node, node_id: &str) -> Result<(), FitError> {
     let placing = allocs_of(&plan.node_allocation, node_id);
-    let mut removed: Vec<&str> = [
-        &plan.node_update,
-        &plan.node_preemptions,
-        &plan.node_allocation,
-    ]
-    .into_iter()
-    .flat_map(|map| allocs_of(map, node_id))
-    .map(|a| a.id.as_str())
-    .collect();
-    removed.sort_unstable();
-    removed.dedup();
+    let removed = removed_on(plan, node_id);
     if has_devices(node) {
         return fit_by_sum(view, node, node_id, &removed, placing);
     }
@@ -323,10 +313,27 @@ fn fit(view: &View, plan: &Plan, node: &Node, node_id: &str) -> Result<(), FitEr
         cpu_mhz: usage.cpu_mhz,
         memory_mb: usage.memory_mb,
         disk_mb: usage.disk_mb,
-        cores: usage.held_cores().to_vec(),
+        cores: usage.held_cores(),
         ports: usage.held_ports().collect(),
     };
     fits_beside(node, &kept, placing)
+}
+
+/// The ids of the allocations the plan stops, evicts or replaces on a
+/// node, sorted, each once.
+fn removed_on<'p>(plan: &'p Plan, node_id: &str) -> Vec<&'p str> {
+    let mut removed: Vec<&str> = [
+        &plan.node_update,
+        &plan.node_preemptions,
+        &plan.node_allocation,
+    ]
+    .into_iter()
+    .flat_map(|map| allocs_of(map, node_id))
+    .map(|a| a.id.as_str())
+    .collect();
+    removed.sort_unstable();
+    removed.dedup();
+    removed
 }
 
 /// The fit summed from every allocation on the node, in its newest form.

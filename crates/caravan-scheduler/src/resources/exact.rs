@@ -41,14 +41,7 @@ pub fn allocs_fit<'a>(
     allocs: impl IntoIterator<Item = &'a Allocation>,
 ) -> Result<(), FitError> {
     let mut held = Holdings::of(node);
-    for alloc in allocs {
-        if alloc.is_terminal() {
-            continue;
-        }
-        if let Some(res) = &alloc.allocated_resources {
-            held.add(&alloc.id, res)?;
-        }
-    }
+    held.add_allocs(allocs)?;
     held.check_totals()
 }
 
@@ -64,7 +57,7 @@ pub struct Kept<'a> {
     /// Disk in MB.
     pub disk_mb: u64,
     /// Reserved core ids.
-    pub cores: Vec<u32>,
+    pub cores: &'a [u32],
     /// Host ports with the address each is held on (empty: every address).
     pub ports: Vec<(u32, &'a str)>,
 }
@@ -84,19 +77,12 @@ pub fn fits_beside<'a>(
     held.cpu = kept.cpu_mhz;
     held.memory = kept.memory_mb;
     held.disk = kept.disk_mb;
-    for core in &kept.cores {
+    for core in kept.cores {
         held.claim_core(KEPT_HOLDER, *core)?;
     }
     held.own_ports.extend_from_slice(&kept.ports);
     held.claim_ports()?;
-    for alloc in placing {
-        if alloc.is_terminal() {
-            continue;
-        }
-        if let Some(res) = &alloc.allocated_resources {
-            held.add(&alloc.id, res)?;
-        }
-    }
+    held.add_allocs(placing)?;
     held.check_totals()
 }
 
@@ -139,6 +125,23 @@ impl<'n, 'a> Holdings<'n, 'a> {
             devices: HashMap::new(),
             own_ports: Vec::new(),
         }
+    }
+
+    /// Adds what the non-terminal allocations among `allocs` hold; `Err` on
+    /// the first collision.
+    fn add_allocs(
+        &mut self,
+        allocs: impl IntoIterator<Item = &'a Allocation>,
+    ) -> Result<(), FitError> {
+        for alloc in allocs {
+            if alloc.is_terminal() {
+                continue;
+            }
+            if let Some(res) = &alloc.allocated_resources {
+                self.add(&alloc.id, res)?;
+            }
+        }
+        Ok(())
     }
 
     /// Adds one allocation's resources; `Err` on the first collision.
@@ -449,7 +452,7 @@ mod tests {
             cpu_mhz: 1500,
             memory_mb: 4096,
             disk_mb: 100,
-            cores: vec![1],
+            cores: &[1],
             ports: vec![(8080, "10.0.0.1")],
         };
         assert_eq!(fits_beside(&n, &kept, [&alloc("b", 1500, 4096)]), Ok(()));
@@ -483,14 +486,14 @@ mod tests {
         for (kept, dim) in [
             (
                 Kept {
-                    cores: vec![1, 1],
+                    cores: &[1, 1],
                     ..Kept::default()
                 },
                 Exhausted::Cores,
             ),
             (
                 Kept {
-                    cores: vec![0],
+                    cores: &[0],
                     ..Kept::default()
                 },
                 Exhausted::Cores,

@@ -576,18 +576,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = spec(dir.path(), "exec sleep 30");
         let h = driver().start(s).await.unwrap();
-        let HandleState::RawExec { pid, .. } = h.state() else {
-            panic!("{:?}", h.state())
-        };
-        // The shell running `-c` catches SIGINT until it execs, and a SIGINT
-        // caught just before the exec is lost with the shell: stop the task
-        // once it is `sleep` itself.
-        wait_for_file(
-            &std::path::PathBuf::from(format!("/proc/{pid}/comm")),
-            "sleep",
-        )
-        .await;
-        let r = h.stop(Signal::SIGINT, Duration::from_secs(5)).await;
+        let r = stop_once_sleeping(h.as_ref(), Signal::SIGINT).await;
         assert_eq!(r.signal, Signal::SIGINT as i32);
     }
 
@@ -632,15 +621,7 @@ mod tests {
                 "the task ignores {signal}: {out:?}"
             );
         }
-        let HandleState::RawExec { pid, .. } = h.state() else {
-            panic!("{:?}", h.state())
-        };
-        wait_for_file(
-            &std::path::PathBuf::from(format!("/proc/{pid}/comm")),
-            "sleep",
-        )
-        .await;
-        let r = h.stop(Signal::SIGINT, Duration::from_secs(5)).await;
+        let r = stop_once_sleeping(h.as_ref(), Signal::SIGINT).await;
         assert_eq!(r.signal, Signal::SIGINT as i32, "{r:?}");
     }
 
@@ -830,6 +811,21 @@ mod tests {
             bin.display()
         );
         RawExecDriver::new(bin)
+    }
+
+    /// Stops a task running `exec sleep …` with `signal` once it is `sleep`
+    /// itself, so the signal reaches the program the test means rather than
+    /// the shell before its exec.
+    async fn stop_once_sleeping(h: &dyn TaskHandle, signal: Signal) -> ExitResult {
+        let HandleState::RawExec { pid, .. } = h.state() else {
+            panic!("{:?}", h.state())
+        };
+        wait_for_file(
+            &std::path::PathBuf::from(format!("/proc/{pid}/comm")),
+            "sleep",
+        )
+        .await;
+        h.stop(signal, Duration::from_secs(5)).await
     }
 
     async fn wait_for_file(path: &std::path::Path, needle: &str) {

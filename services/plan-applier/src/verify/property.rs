@@ -17,25 +17,12 @@ use crate::overlay::{Overlay, OverlayLayer};
 
 const SNAPSHOT_REVISION: Revision = 100;
 
-/// The old whole-node check: every non-terminal allocation on the node that
-/// the plan does not stop, evict or replace, plus the placements.
+/// The whole-node check: every non-terminal allocation on the node that the
+/// plan does not stop, evict or replace, plus the placements.
 fn fit_by_every_alloc(view: &View, plan: &Plan, node_id: &str) -> Result<(), FitError> {
     let node = view.node(node_id).expect("the node is in the snapshot");
-    let removed: HashSet<&str> = [
-        &plan.node_update,
-        &plan.node_preemptions,
-        &plan.node_allocation,
-    ]
-    .into_iter()
-    .flat_map(|map| allocs_of(map, node_id))
-    .map(|a| a.id.as_str())
-    .collect();
-    let existing = view.allocs_on_node(node_id);
-    let kept = existing
-        .iter()
-        .filter(|a| !a.is_terminal() && !removed.contains(a.id.as_str()))
-        .map(Arc::as_ref);
-    allocs_fit(node, kept.chain(allocs_of(&plan.node_allocation, node_id)))
+    let placing = allocs_of(&plan.node_allocation, node_id);
+    fit_by_sum(view, node, node_id, &removed_on(plan, node_id), placing)
 }
 
 /// A random allocation on `node`: cpu and memory near the node's share,
