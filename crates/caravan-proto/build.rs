@@ -7,6 +7,19 @@ use std::path::PathBuf;
 /// The file the descriptor set is written to, beside the generated code.
 const DESCRIPTOR_SET: &str = "caravan_descriptor_set.bin";
 
+/// The generated file of the `caravan.v1` package.
+const GENERATED: &str = "caravan.v1.rs";
+
+/// Map fields held as `SmallMap` (src/small_map.rs) rather than `BTreeMap`:
+/// maps of one entry per task in what every service caches per placement,
+/// and the client's report of task states that becomes one of them.
+/// (message, field)
+const SMALL_MAPS: &[(&str, &str)] = &[
+    ("Allocation", "task_states"),
+    ("AllocatedResources", "tasks"),
+    ("AllocUpdate", "task_states"),
+];
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
     let dir = root.join("caravan/v1");
@@ -32,5 +45,53 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .btree_map(".")
         .file_descriptor_set_path(out.join(DESCRIPTOR_SET))
         .compile_protos(&files, &[root])?;
+    let generated = out.join(GENERATED);
+    let code = std::fs::read_to_string(&generated)?;
+    std::fs::write(&generated, hold_small_maps(&code, SMALL_MAPS)?)?;
     Ok(())
+}
+
+/// Rewrites each `(message, field)` of `fields`, a `map<string, Message>`
+/// prost generated as a `BTreeMap`, into a repeated field of map entries held
+/// by `crate::SmallMap`: the same bytes on the wire, a vector in memory.
+fn hold_small_maps(code: &str, fields: &[(&str, &str)]) -> Result<String, String> {
+    let mut code = code.to_owned();
+    for (message, field) in fields {
+        let start = code
+            .find(&format!("pub struct {message} {{"))
+            .ok_or_else(|| format!("no message {message} in {GENERATED}"))?;
+        let end = start + code[start..].find("\n}\n").ok_or("no end to the message")?;
+        let decl = format!("pub {field}: ::prost::alloc::collections::BTreeMap<");
+        let at = start
+            + code[start..end]
+                .find(&decl)
+                .ok_or_else(|| format!("{message}.{field} is not a map of {GENERATED}"))?;
+        // The attribute is the line before the field.
+        let attr_end = code[..at].rfind('\n').ok_or("no line before the field")?;
+        let attr_start = code[..attr_end].rfind('\n').ok_or("no attribute line")? + 1;
+        let line = &code[attr_start..attr_end];
+        let indent = line[..line.len() - line.trim_start().len()].to_owned();
+        let attr = line.trim();
+        let tag = attr
+            .strip_prefix("#[prost(btree_map = \"string, message\", tag = \"")
+            .and_then(|rest| rest.strip_suffix("\")]"))
+            .ok_or_else(|| format!("{message}.{field} is not a map<string, Message>: {attr}"))?;
+        // The value type is the second argument of `BTreeMap<…>`.
+        let args_start = at + decl.len();
+        let args_end = args_start
+            + code[args_start..]
+                .find(">,")
+                .ok_or("no end to the field's type")?;
+        let value = code[args_start..args_end]
+            .rsplit(',')
+            .map(str::trim)
+            .find(|t| !t.is_empty())
+            .ok_or("no value type")?
+            .to_owned();
+        let replacement = format!(
+            "{indent}#[prost(message, repeated, tag = \"{tag}\")]\n{indent}pub {field}: crate::SmallMap<{value}>,"
+        );
+        code.replace_range(attr_start..args_end + 2, &replacement);
+    }
+    Ok(code)
 }

@@ -12,6 +12,9 @@ pub mod v1 {
 
 pub use v1::*;
 
+mod small_map;
+pub use small_map::{MapEntry, SmallMap};
+
 /// The encoded `FileDescriptorSet` of every file in `proto/` (with the
 /// well-known types they import), for gRPC server reflection.
 #[cfg(feature = "grpc")]

@@ -1,10 +1,8 @@
 //! Turning a chosen node into an allocation: ports, cores and resources.
 
-use std::collections::BTreeMap;
-
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocMetric, AllocatedPort, AllocatedResources,
-    AllocatedSharedResources, AllocatedTaskResources, Allocation, Job, TaskGroup,
+    AllocatedSharedResources, AllocatedTaskResources, Allocation, Job, SmallMap, TaskGroup,
 };
 
 use crate::context::EvalContext;
@@ -126,9 +124,9 @@ fn task_resources(
     ask: &GroupAsk,
     cap: &resources::Capacity,
     used: &NodeUsage,
-) -> BTreeMap<String, AllocatedTaskResources> {
+) -> SmallMap<AllocatedTaskResources> {
     let mut free_cores = resources::pick_cores(cap, used, ask.cores).into_iter();
-    let mut tasks = BTreeMap::new();
+    let mut tasks = SmallMap::new();
     for t in &ask.tasks {
         let reserved_cores: Vec<u32> = free_cores.by_ref().take(t.cores as usize).collect();
         let cpu = if t.cores > 0 {

@@ -122,7 +122,7 @@ fn realistic_alloc(rng: &mut Pcg64, nodes: &[String], jobs: &[String]) -> Alloca
         }),
         desired_status: AllocDesiredStatus::Run as i32,
         client_status: AllocClientStatus::Running as i32,
-        task_states,
+        task_states: task_states.into(),
         allocated_resources: Some(res),
         metrics: Some(AllocMetric {
             nodes_evaluated: 12,

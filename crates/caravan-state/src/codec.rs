@@ -111,10 +111,22 @@ const ALLOC_METRICS: u32 = 19;
 /// Decodes a stored allocation keeping `detail` of it, filling its
 /// revisions from `kv`'s metadata.
 pub fn decode_alloc(kv: &KeyValue, detail: AllocDetail) -> Result<Allocation> {
-    match detail {
+    let mut alloc = match detail {
         AllocDetail::Full => decode(kv),
         AllocDetail::WithoutMetrics => filled(kv, decode_without_metrics(&kv.value)),
         AllocDetail::Scheduling => filled(kv, decode_for_scheduling(&kv.value)),
+    }?;
+    shrink_maps(&mut alloc);
+    Ok(alloc)
+}
+
+/// Gives back the room decoding leaves in an allocation's per-task maps (a
+/// vector's first push reserves four entries): a cache holds the allocation
+/// for long, one per placement.
+fn shrink_maps(alloc: &mut Allocation) {
+    alloc.task_states.shrink();
+    if let Some(resources) = alloc.allocated_resources.as_mut() {
+        resources.tasks.shrink();
     }
 }
 
@@ -334,6 +346,32 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("/c/allocs/bad"), "{err}");
+    }
+
+    #[test]
+    fn a_cached_alloc_holds_its_task_maps_without_spare_room() {
+        let mut full = full_alloc();
+        full.allocated_resources = Some(caravan_proto::AllocatedResources {
+            tasks: [(
+                "t",
+                caravan_proto::AllocatedTaskResources {
+                    cpu_mhz: 100,
+                    ..Default::default()
+                },
+            )]
+            .into(),
+            shared: None,
+        });
+        let stored = kv("/c/allocs/a1", encode(&full), 4, 12);
+        // Decoded as prost does, each one-entry map reserves room for more.
+        let roomy = Allocation::decode(stored.value.as_slice()).unwrap();
+        assert!(roomy.task_states.capacity() > 1);
+        for detail in [AllocDetail::Full, AllocDetail::WithoutMetrics] {
+            let read = decode_alloc(&stored, detail).unwrap();
+            assert_eq!(read.task_states.capacity(), 1, "{detail:?}");
+            let tasks = &read.allocated_resources.as_ref().unwrap().tasks;
+            assert_eq!((tasks.len(), tasks.capacity()), (1, 1), "{detail:?}");
+        }
     }
 
     #[test]

@@ -3,10 +3,9 @@
 //! when a task fails or `healthy_deadline` passes first. Groups whose update
 //! strategy says `manual` (or that have no deployment) are left alone.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use caravan_proto::{Allocation, Job, JobType, TaskGroup, TaskState};
+use caravan_proto::{Allocation, Job, JobType, SmallMap, TaskGroup, TaskState};
 use tokio::time::Instant;
 
 use crate::lifecycle::Phase;
@@ -81,7 +80,7 @@ impl HealthTracker {
         &mut self,
         now: Instant,
         group: &TaskGroup,
-        task_states: &BTreeMap<String, TaskState>,
+        task_states: &SmallMap<TaskState>,
     ) -> Option<bool> {
         if self.verdict.is_some() {
             return None;
@@ -162,8 +161,8 @@ mod tests {
         (alloc, Job::default(), group)
     }
 
-    fn states(web: &str, failed: bool) -> BTreeMap<String, TaskState> {
-        BTreeMap::from([
+    fn states(web: &str, failed: bool) -> SmallMap<TaskState> {
+        SmallMap::from([
             (
                 "web".to_string(),
                 TaskState {

@@ -2,9 +2,9 @@
 //! keep running beside them), poststart tasks once the main tasks run, and
 //! poststop tasks after every other task is dead.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
-use caravan_proto::{Task, TaskGroup, TaskState};
+use caravan_proto::{SmallMap, Task, TaskGroup, TaskState};
 
 use crate::task_runner::states;
 
@@ -66,7 +66,7 @@ fn has_run(s: Option<&TaskState>) -> bool {
 /// allows only poststop tasks.
 pub fn startable(
     group: &TaskGroup,
-    task_states: &BTreeMap<String, TaskState>,
+    task_states: &SmallMap<TaskState>,
     started: &HashSet<String>,
     stopping: bool,
 ) -> Vec<String> {
@@ -96,7 +96,7 @@ pub fn startable(
 }
 
 /// Whether the group's main tasks are all dead, so its sidecars should stop.
-pub fn main_tasks_dead(group: &TaskGroup, task_states: &BTreeMap<String, TaskState>) -> bool {
+pub fn main_tasks_dead(group: &TaskGroup, task_states: &SmallMap<TaskState>) -> bool {
     let mut mains = group
         .tasks
         .iter()
@@ -152,7 +152,7 @@ mod tests {
     #[test]
     fn phases_follow_each_other() {
         let g = group();
-        let mut states = BTreeMap::new();
+        let mut states = SmallMap::new();
         let mut started = HashSet::new();
         assert_eq!(
             names(startable(&g, &states, &started, false)),
@@ -183,7 +183,7 @@ mod tests {
     #[test]
     fn a_failed_prestart_holds_the_main_tasks_and_stopping_allows_only_poststop() {
         let g = group();
-        let mut states = BTreeMap::new();
+        let mut states = SmallMap::new();
         let started: HashSet<String> = ["init", "proxy"].iter().map(|s| s.to_string()).collect();
         states.insert("init".to_string(), st("dead", true));
         states.insert("proxy".to_string(), st("running", false));
@@ -194,7 +194,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            names(startable(&plain, &BTreeMap::new(), &HashSet::new(), false)),
+            names(startable(&plain, &SmallMap::new(), &HashSet::new(), false)),
             vec!["a", "b"]
         );
         assert!(Phase::of(&t("x", Some(("poststop", false)))).is_ephemeral());

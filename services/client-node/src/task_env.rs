@@ -298,7 +298,7 @@ mod tests {
             name: "shop.frontend[3]".into(),
             namespace: "default".into(),
             allocated_resources: Some(AllocatedResources {
-                tasks,
+                tasks: tasks.into(),
                 shared: Some(AllocatedSharedResources {
                     ports: vec![AllocatedPort {
                         label: "db".into(),

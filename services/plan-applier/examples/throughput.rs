@@ -55,7 +55,7 @@ fn alloc(id: String, job: &str, node: String) -> Allocation {
         node_id: node,
         desired_status: AllocDesiredStatus::Run as i32,
         allocated_resources: Some(AllocatedResources {
-            tasks,
+            tasks: tasks.into(),
             shared: Some(AllocatedSharedResources {
                 disk_mb: 10,
                 ..Default::default()

@@ -50,7 +50,7 @@ pub(crate) fn alloc(id: &str, node: &str, cpu: u32, mem: u32) -> Allocation {
         desired_status: AllocDesiredStatus::Run as i32,
         client_status: AllocClientStatus::Running as i32,
         allocated_resources: Some(AllocatedResources {
-            tasks,
+            tasks: tasks.into(),
             shared: Some(AllocatedSharedResources {
                 disk_mb: 100,
                 ..Default::default()

@@ -118,7 +118,7 @@ mod tests {
             desired_status: AllocDesiredStatus::Run as i32,
             client_status: AllocClientStatus::Running as i32,
             allocated_resources: Some(AllocatedResources {
-                tasks,
+                tasks: tasks.into(),
                 shared: Some(AllocatedSharedResources {
                     disk_mb: 50,
                     ..Default::default()

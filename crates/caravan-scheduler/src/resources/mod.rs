@@ -403,7 +403,7 @@ mod tests {
         );
         Allocation {
             allocated_resources: Some(AllocatedResources {
-                tasks,
+                tasks: tasks.into(),
                 shared: Some(AllocatedSharedResources {
                     disk_mb: 10,
                     ports: vec![AllocatedPort {

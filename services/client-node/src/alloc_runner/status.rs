@@ -2,10 +2,8 @@
 //! does), the record it persists for a client restart, its reports to the
 //! servers, and its deployment health.
 
-use std::collections::BTreeMap;
-
 use caravan_model::now_unix_ns;
-use caravan_proto::{AllocClientStatus, AllocDeploymentStatus, AllocUpdate, TaskState};
+use caravan_proto::{AllocClientStatus, AllocDeploymentStatus, AllocUpdate, SmallMap, TaskState};
 use tokio::time::Instant;
 
 use super::AllocRunner;
@@ -13,7 +11,7 @@ use crate::state_dir::{AllocRecord, TaskRecord, TaskStateRecord};
 use crate::task_runner::states;
 
 /// The alloc's status from its tasks' states, as Nomad computes it.
-pub fn client_status(tasks: &BTreeMap<String, TaskState>) -> (AllocClientStatus, &'static str) {
+pub fn client_status(tasks: &SmallMap<TaskState>) -> (AllocClientStatus, &'static str) {
     let (mut pending, mut running, mut dead, mut failed) = (false, false, false, false);
     for s in tasks.values() {
         match s.state.as_str() {
@@ -52,7 +50,7 @@ impl AllocRunner {
         }
     }
 
-    pub(super) fn task_states(&self) -> BTreeMap<String, TaskState> {
+    pub(super) fn task_states(&self) -> SmallMap<TaskState> {
         self.slots
             .iter()
             .map(|(k, s)| (k.clone(), s.state.clone()))
@@ -107,7 +105,7 @@ impl AllocRunner {
         &mut self,
         status: AllocClientStatus,
         desc: &str,
-        states: BTreeMap<String, TaskState>,
+        states: SmallMap<TaskState>,
     ) {
         let u = self.update_of(status, desc, states);
         if self.quiet || self.last_reported.as_ref() == Some(&u) {
@@ -128,7 +126,7 @@ impl AllocRunner {
         &self,
         status: AllocClientStatus,
         desc: &str,
-        states: BTreeMap<String, TaskState>,
+        states: SmallMap<TaskState>,
     ) -> AllocUpdate {
         let mut u = AllocUpdate {
             alloc_id: self.alloc.id.clone(),
@@ -167,7 +165,7 @@ mod tests {
 
     #[test]
     fn client_status_follows_nomad() {
-        let mut m = BTreeMap::new();
+        let mut m = SmallMap::new();
         m.insert("a".to_string(), st("pending", false));
         assert_eq!(client_status(&m).0, AllocClientStatus::Pending);
         m.insert("b".to_string(), st("running", false));

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocatedResources, AllocatedSharedResources,
-    AllocatedTaskResources, Allocation, Job, JobType, Node, NodeAllocations, Resources, Task,
-    TaskGroup,
+    AllocatedTaskResources, Allocation, Job, JobType, Node, NodeAllocations, Resources, SmallMap,
+    Task, TaskGroup,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -64,7 +64,7 @@ fn placed(job: &Job, index: usize) -> Allocation {
         node_name: "sim-17".into(),
         eval_id: uuid::Uuid::new_v4().to_string(),
         allocated_resources: Some(AllocatedResources {
-            tasks: BTreeMap::from([(
+            tasks: SmallMap::from([(
                 "t".to_string(),
                 AllocatedTaskResources {
                     cpu_mhz: 100,

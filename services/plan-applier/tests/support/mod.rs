@@ -132,7 +132,7 @@ pub fn alloc(id: &str, job: &str, node: &str, cpu: u32) -> Allocation {
         node_id: node.into(),
         desired_status: AllocDesiredStatus::Run as i32,
         allocated_resources: Some(AllocatedResources {
-            tasks,
+            tasks: tasks.into(),
             shared: Some(AllocatedSharedResources {
                 disk_mb: 10,
                 ..Default::default()

@@ -196,7 +196,7 @@ pub fn alloc(id: &str, job: &Job, index: u32, node: &str) -> Allocation {
         desired_status: AllocDesiredStatus::Run as i32,
         client_status: AllocClientStatus::Running as i32,
         allocated_resources: Some(caravan_proto::AllocatedResources {
-            tasks,
+            tasks: tasks.into(),
             shared: Some(caravan_proto::AllocatedSharedResources {
                 disk_mb: 300,
                 ..Default::default()
