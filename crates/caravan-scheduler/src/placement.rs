@@ -69,7 +69,7 @@ pub(crate) fn build(
                 networks: tg.networks.clone(),
             }),
         }),
-        metrics: Some(metric),
+        metrics: Some(Box::new(metric)),
         create_time_unix_ns: ctx.now,
         modify_time_unix_ns: ctx.now,
         job_modify_revision: job.job_modify_revision,

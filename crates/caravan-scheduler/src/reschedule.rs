@@ -140,7 +140,7 @@ mod tests {
             },
         );
         if !delays.is_empty() {
-            a.reschedule_tracker = Some(RescheduleTracker {
+            a.reschedule_tracker = Some(Box::new(RescheduleTracker {
                 events: delays
                     .iter()
                     .enumerate()
@@ -150,7 +150,7 @@ mod tests {
                         ..Default::default()
                     })
                     .collect(),
-            });
+            }));
         }
         a
     }

@@ -124,7 +124,7 @@ fn realistic_alloc(rng: &mut Pcg64, nodes: &[String], jobs: &[String]) -> Alloca
         client_status: AllocClientStatus::Running as i32,
         task_states: task_states.into(),
         allocated_resources: Some(res),
-        metrics: Some(AllocMetric {
+        metrics: Some(Box::new(AllocMetric {
             nodes_evaluated: 12,
             nodes_available: available,
             score_meta: vec![NodeScoreMeta {
@@ -134,7 +134,7 @@ fn realistic_alloc(rng: &mut Pcg64, nodes: &[String], jobs: &[String]) -> Alloca
             }],
             allocation_time_ns: 120_000,
             ..Default::default()
-        }),
+        })),
         create_time_unix_ns: now,
         modify_time_unix_ns: now + 12_000_000_000,
         job_modify_revision: 42,

@@ -246,10 +246,10 @@ mod tests {
             id: "a1".into(),
             node_id: "n1".into(),
             job_id: "web".into(),
-            metrics: Some(AllocMetric {
+            metrics: Some(Box::new(AllocMetric {
                 nodes_evaluated: 7,
                 ..Default::default()
-            }),
+            })),
             ..Default::default()
         };
         a.task_states.insert(

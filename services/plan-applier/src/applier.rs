@@ -742,10 +742,10 @@ mod tests {
     async fn the_lean_cache_never_thins_what_a_commit_writes() {
         let (store, ks) = store_with_n1().await;
         let mut running = alloc("x", "n1", 100, 64);
-        running.metrics = Some(caravan_proto::AllocMetric {
+        running.metrics = Some(Box::new(caravan_proto::AllocMetric {
             nodes_evaluated: 3,
             ..Default::default()
-        });
+        }));
         running.task_states.insert(
             "web".into(),
             caravan_proto::TaskState {

@@ -348,10 +348,10 @@ mod tests {
     #[test]
     fn an_in_place_update_keeps_what_the_client_reported() {
         let mut cur = running("a");
-        cur.metrics = Some(caravan_proto::AllocMetric {
+        cur.metrics = Some(Box::new(caravan_proto::AllocMetric {
             nodes_evaluated: 4,
             ..Default::default()
-        });
+        }));
         let mut planned = running("a");
         planned.client_status = AllocClientStatus::Pending as i32;
         planned.task_states.clear();

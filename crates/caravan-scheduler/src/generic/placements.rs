@@ -252,7 +252,9 @@ fn link_previous(alloc: &mut Allocation, p: &Placement, policy: &ReschedulePolic
     if let Some(prev) = &p.previous {
         alloc.previous_allocation = prev.id.clone();
         if p.reschedule {
-            alloc.reschedule_tracker = Some(reschedule::tracker_for_replacement(prev, policy, now));
+            alloc.reschedule_tracker = Some(Box::new(reschedule::tracker_for_replacement(
+                prev, policy, now,
+            )));
         }
     }
 }

@@ -472,13 +472,13 @@ fn batch_allocs_that_completed_are_not_replaced_and_failures_use_attempts() {
     let mut h = cluster(three_nodes(), &j);
     let mut f = failed_alloc(&j, now - 10 * S);
     f.name = "b.web[0]".into();
-    f.reschedule_tracker = Some(caravan_proto::RescheduleTracker {
+    f.reschedule_tracker = Some(Box::new(caravan_proto::RescheduleTracker {
         events: vec![caravan_proto::RescheduleEvent {
             reschedule_time_unix_ns: now - 60 * S,
             delay_ns: 5 * S,
             ..Default::default()
         }],
-    });
+    }));
     h.state.upsert_alloc(f);
     h.state.upsert_alloc(alloc("a1", &j, 1, "n1"));
     h.process(&eval("e1", &j, "alloc-failure")).unwrap();

@@ -250,10 +250,10 @@ mod tests {
         let mut alloc = Allocation {
             id: "a".into(),
             node_id: "n1".into(),
-            metrics: Some(caravan_proto::AllocMetric {
+            metrics: Some(Box::new(caravan_proto::AllocMetric {
                 nodes_evaluated: 5,
                 ..Default::default()
-            }),
+            })),
             ..Default::default()
         };
         alloc.set_client_status(AllocClientStatus::Pending);

@@ -356,7 +356,7 @@ pub fn allocation(snap: &Snapshot, a: &Allocation) -> Value {
         "Job": job,
         "TaskGroup": a.task_group,
         "AllocatedResources": allocated_resources(a),
-        "Metrics": a.metrics.as_ref().map_or(Value::Null, alloc_metric),
+        "Metrics": a.metrics.as_deref().map_or(Value::Null, alloc_metric),
         "DesiredStatus": desired_status(a.desired_status()),
         "DesiredDescription": a.desired_description,
         "DesiredTransition": desired_transition(a),

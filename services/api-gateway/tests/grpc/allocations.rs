@@ -251,10 +251,10 @@ pub async fn a_failed_report_is_stored_with_its_description(backend: Backend) {
 pub async fn a_report_keeps_the_placement_metrics(backend: Backend) {
     let mut n1 = OnN1::start(backend, "grpc-allocs-metrics").await;
     let mut a1 = placed("a1", "n1", "web");
-    a1.metrics = Some(caravan_proto::AllocMetric {
+    a1.metrics = Some(Box::new(caravan_proto::AllocMetric {
         nodes_evaluated: 4,
         ..Default::default()
-    });
+    }));
     let (mut stream, _) = n1.watch().await;
     n1.put(&a1).await;
     // Streamed: the cache holds it, without its metrics.

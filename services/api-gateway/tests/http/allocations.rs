@@ -49,10 +49,10 @@ pub async fn a_whole_allocation_carries_its_placement_metrics(backend: Backend) 
     let gw = TestGateway::start(backend, "http-alloc-metrics").await;
     node_running_web(&gw, "").await;
     let mut a1 = placed("a1", "n1");
-    a1.metrics = Some(AllocMetric {
+    a1.metrics = Some(Box::new(AllocMetric {
         nodes_evaluated: 7,
         ..Default::default()
-    });
+    }));
     let rev = gw
         .store
         .put(&gw.keys.alloc("a1"), &encode(&a1), 0)

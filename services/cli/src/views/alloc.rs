@@ -315,14 +315,14 @@ mod tests {
     fn rescheduled_allocations_show_attempts_and_history() {
         let mut a = running();
         a.previous_allocation = "11111111-aaaa".into();
-        a.reschedule_tracker = Some(RescheduleTracker {
+        a.reschedule_tracker = Some(Box::new(RescheduleTracker {
             events: vec![RescheduleEvent {
                 reschedule_time_unix_ns: NOW - 30 * S,
                 prev_alloc_id: "11111111-aaaa".into(),
                 prev_node_id: "22222222-bbbb".into(),
                 delay_ns: 5 * S,
             }],
-        });
+        }));
         let job = Job {
             task_groups: vec![TaskGroup {
                 name: "hello".into(),
@@ -363,9 +363,9 @@ mod tests {
             prev_node_id: "22222222-bbbb".into(),
             delay_ns: 5 * S,
         };
-        a.reschedule_tracker = Some(RescheduleTracker {
+        a.reschedule_tracker = Some(Box::new(RescheduleTracker {
             events: vec![event(7200), event(600), event(30)],
-        });
+        }));
         let mut job = Job {
             task_groups: vec![TaskGroup {
                 name: "hello".into(),

@@ -232,12 +232,12 @@ fn failed_allocs_owed_a_reschedule_stay() {
     w.job(j.clone());
     w.eval(eval("e1", "web", "service", E::Complete, old));
     let mut failed = alloc("f1", "web", "e1", "n1", D::Run, C::Failed, old);
-    failed.reschedule_tracker = Some(RescheduleTracker {
+    failed.reschedule_tracker = Some(Box::new(RescheduleTracker {
         events: vec![RescheduleEvent {
             reschedule_time_unix_ns: NOW - HOUR,
             ..Default::default()
         }],
-    });
+    }));
     w.alloc(failed.clone());
     // A live alloc keeps the job running.
     w.eval(eval("e2", "web", "service", E::Complete, old));

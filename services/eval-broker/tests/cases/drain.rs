@@ -43,10 +43,10 @@ fn running(id: &str, job: &str) -> Allocation {
         desired_status: AllocDesiredStatus::Run as i32,
         client_status: AllocClientStatus::Running as i32,
         // What the broker's lean cache leaves out, and a rewrite must keep.
-        metrics: Some(caravan_proto::AllocMetric {
+        metrics: Some(Box::new(caravan_proto::AllocMetric {
             nodes_evaluated: 3,
             ..Default::default()
-        }),
+        })),
         task_states: [(
             "t".to_string(),
             caravan_proto::TaskState {

@@ -503,10 +503,10 @@ async fn a_plan_without_a_completion_leaves_the_eval_alone() {
 /// and the task states of a running allocation.
 fn detailed(mut a: Allocation) -> Allocation {
     a.set_client_status(AllocClientStatus::Running);
-    a.metrics = Some(caravan_proto::AllocMetric {
+    a.metrics = Some(Box::new(caravan_proto::AllocMetric {
         nodes_evaluated: 9,
         ..Default::default()
-    });
+    }));
     a.task_states.insert(
         "web".into(),
         caravan_proto::TaskState {
