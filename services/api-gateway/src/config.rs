@@ -47,6 +47,13 @@ pub struct GatewayConfig {
     /// updates of all nodes that arrive while one commits share the next
     /// (a compare, a put and a read-back each: within etcd's `--max-txn-ops`).
     pub status_batch_max_allocs: usize,
+    /// Most client status updates waiting for the writer. A report that
+    /// would go beyond is refused at once (UNAVAILABLE) rather than queued:
+    /// its node keeps the newest state of each allocation and sends it
+    /// again after a backoff, so a backlog costs the nodes one state per
+    /// allocation instead of costing the gateway every report in flight and
+    /// every copy a timed-out caller sent again.
+    pub status_backlog_max_allocs: usize,
     /// The key Nomad Variables are encrypted with: base64 of 32 random bytes
     /// (`caravan dev` makes one per data dir). Every replica needs the same
     /// key; without one (here or in `variables_key_file`) the variables API
@@ -85,6 +92,7 @@ impl Default for GatewayConfig {
             max_txn_ops: 128,
             max_job_allocs: 100_000,
             status_batch_max_allocs: 1000,
+            status_backlog_max_allocs: 8000,
             variables_key: String::new(),
             variables_key_file: String::new(),
             acl: crate::acl::AclConfig::default(),

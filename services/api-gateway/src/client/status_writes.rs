@@ -6,6 +6,7 @@
 //! hears the outcome of the transaction that carried its updates.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use caravan_model::now_unix_ns;
 use caravan_proto::{AllocUpdate, Allocation};
@@ -18,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 use crate::client::updates::{Batch, build_batch, refreshed};
 use crate::error::{GatewayError, Result};
 
-/// Requests waiting for the writer; beyond this, callers wait to queue.
+/// Requests waiting for the writer; beyond this, callers wait to queue
+/// (the backlog bound, in updates, usually refuses them first).
 const QUEUE: usize = 4096;
 
 /// One node's updates with the allocations they apply to.
@@ -38,12 +40,50 @@ pub(crate) struct WriterContext {
     pub(crate) attempts: u32,
     /// Most allocations in one transaction.
     pub(crate) max_allocs: usize,
+    /// Most updates waiting for the writer (see `status_backlog_max_allocs`).
+    pub(crate) max_backlog: usize,
 }
 
 /// The gateway's one writer of client status updates. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct StatusWrites {
     queue: mpsc::Sender<Request>,
+    backlog: Backlog,
+}
+
+/// Updates sent to the writer and not yet taken by it.
+#[derive(Clone, Debug)]
+struct Backlog {
+    waiting: Arc<AtomicUsize>,
+    max: usize,
+}
+
+impl Backlog {
+    /// Counts `n` more updates in, unless they would take the backlog beyond
+    /// its bound; an empty backlog takes any number, so no report is too
+    /// big ever to be written. Returns how many were waiting when refused.
+    fn admit(&self, n: usize) -> std::result::Result<(), usize> {
+        let mut waiting = self.waiting.load(Ordering::Relaxed);
+        loop {
+            if waiting > 0 && waiting + n > self.max {
+                return Err(waiting);
+            }
+            match self.waiting.compare_exchange_weak(
+                waiting,
+                waiting + n,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(now) => waiting = now,
+            }
+        }
+    }
+
+    /// `n` updates left the queue (taken by the writer, or never sent).
+    fn release(&self, n: usize) {
+        self.waiting.fetch_sub(n, Ordering::Relaxed);
+    }
 }
 
 impl StatusWrites {
@@ -51,26 +91,55 @@ impl StatusWrites {
     /// drained of what was already sent.
     pub(crate) fn start(ctx: WriterContext, shutdown: CancellationToken) -> Self {
         let (queue, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(run(ctx, rx, shutdown));
-        StatusWrites { queue }
+        let backlog = Backlog {
+            waiting: Arc::new(AtomicUsize::new(0)),
+            max: ctx.max_backlog.max(1),
+        };
+        tokio::spawn(run(ctx, rx, backlog.clone(), shutdown));
+        StatusWrites { queue, backlog }
     }
 
     /// Writes `current` in the next batch; returns the batch's revision.
+    /// Refused at once (UNAVAILABLE, which nodes retry) when the backlog
+    /// is full.
     pub(crate) async fn write(&self, current: Current) -> Result<Revision> {
+        let n = current.len();
+        self.backlog.admit(n).map_err(backlogged)?;
         let (respond, answer) = oneshot::channel();
-        self.queue
-            .send(Request { current, respond })
-            .await
-            .map_err(|_| shutting_down())?;
+        if self.queue.send(Request { current, respond }).await.is_err() {
+            self.backlog.release(n);
+            return Err(shutting_down());
+        }
         answer.await.unwrap_or_else(|_| Err(shutting_down()))
     }
+
+    /// Refuses `n` updates now if the backlog would not take them, before
+    /// the caller spends anything on them; [`StatusWrites::write`] decides.
+    pub(crate) fn check_room(&self, n: usize) -> Result<()> {
+        let waiting = self.backlog.waiting.load(Ordering::Relaxed);
+        if waiting > 0 && waiting + n > self.backlog.max {
+            return Err(backlogged(waiting));
+        }
+        Ok(())
+    }
+}
+
+fn backlogged(waiting: usize) -> GatewayError {
+    GatewayError::Unavailable(format!(
+        "{waiting} client updates are waiting to be written; send again shortly"
+    ))
 }
 
 fn shutting_down() -> GatewayError {
     GatewayError::Unavailable("the api-gateway is shutting down".into())
 }
 
-async fn run(ctx: WriterContext, mut rx: mpsc::Receiver<Request>, shutdown: CancellationToken) {
+async fn run(
+    ctx: WriterContext,
+    mut rx: mpsc::Receiver<Request>,
+    backlog: Backlog,
+    shutdown: CancellationToken,
+) {
     let max = ctx.max_allocs.max(1);
     let mut carried: Option<Request> = None;
     loop {
@@ -99,6 +168,8 @@ async fn run(ctx: WriterContext, mut rx: mpsc::Receiver<Request>, shutdown: Canc
                 Err(_) => break,
             }
         }
+        // Taken: room for the reports that arrive while this one commits.
+        backlog.release(size);
         commit(&ctx, batch).await;
     }
 }
@@ -219,6 +290,30 @@ mod tests {
     }
 
     #[test]
+    fn the_backlog_refuses_what_would_overfill_it_and_takes_any_report_when_empty() {
+        let backlog = Backlog {
+            waiting: Arc::new(AtomicUsize::new(0)),
+            max: 100,
+        };
+        assert_eq!(
+            backlog.admit(250),
+            Ok(()),
+            "an empty backlog takes any report"
+        );
+        assert_eq!(backlog.admit(1), Err(250));
+        backlog.release(250);
+        assert_eq!(backlog.admit(60), Ok(()));
+        assert_eq!(backlog.admit(40), Ok(()), "up to the bound");
+        assert_eq!(backlog.admit(1), Err(100));
+        backlog.release(60);
+        assert_eq!(backlog.admit(60), Ok(()));
+        // Refused, a node hears a code it retries, naming the backlog.
+        let status: tonic::Status = backlogged(100).into();
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert!(status.message().contains("100 client updates"), "{status}");
+    }
+
+    #[test]
     fn a_batch_names_each_allocation_once_with_its_newest_report() {
         let first = vec![
             update("a", AllocClientStatus::Pending),
@@ -274,6 +369,7 @@ mod tests {
             cache,
             attempts: 1,
             max_allocs: 100,
+            max_backlog: 1_000,
         };
         for status in [AllocClientStatus::Running, AllocClientStatus::Complete] {
             let (u, _) = update("a", status);
@@ -314,6 +410,7 @@ mod tests {
             cache,
             attempts: 3,
             max_allocs: 100,
+            max_backlog: 1_000,
         };
         let current = |status| {
             let (u, _) = update("a", status);

@@ -248,6 +248,7 @@ pub async fn update_allocations(
     updates: Vec<AllocUpdate>,
 ) -> Result<Revision> {
     validate(node_id, &updates)?;
+    gw.status_writes.check_room(updates.len())?;
     let mut revision = gw.cache.revision();
     let per_write = gw.config.status_batch_max_allocs.max(1);
     let mut updates = updates.into_iter();
