@@ -9,6 +9,9 @@ use caravan_proto::{Allocation, EvalStatus, Evaluation, Job, Node};
 use caravan_state::{Keyspace, Kind, StateObject, decode};
 use caravan_store::{Range, Store};
 
+/// Keys per page of [`ClusterState::list`]: about 10 MB of allocations.
+const LIST_PAGE: i64 = 10_000;
+
 /// The keys of one cluster (one prefix) in etcd.
 #[derive(Clone)]
 pub struct ClusterState {
@@ -41,12 +44,28 @@ impl ClusterState {
     }
 
     /// Every object of one kind.
+    /// Read in pages of [`LIST_PAGE`] keys at one revision: a million
+    /// allocations are more than one etcd reply may carry.
     pub async fn list<T: StateObject>(&self, kind: Kind) -> anyhow::Result<Vec<T>> {
-        let res = self.store.range(self.keys.range_of(kind)).await?;
-        res.kvs
-            .iter()
-            .map(|kv| decode::<T>(kv).map_err(anyhow::Error::from))
-            .collect()
+        let mut range = self.keys.range_of(kind);
+        range.limit = LIST_PAGE;
+        let mut out = Vec::new();
+        loop {
+            let res = self.store.range(range.clone()).await?;
+            for kv in &res.kvs {
+                out.push(decode::<T>(kv)?);
+            }
+            match res.kvs.last() {
+                Some(last) if res.more => {
+                    range.start = last.key.iter().copied().chain([0]).collect();
+                    // Every page at the first one's revision.
+                    if range.revision == 0 {
+                        range.revision = res.revision;
+                    }
+                }
+                _ => return Ok(out),
+            }
+        }
     }
 
     /// Every allocation.
@@ -226,4 +245,79 @@ pub fn live_per_job(allocs: &[Allocation]) -> HashMap<String, usize> {
         *counts.entry(a.job_id.clone()).or_insert(0) += 1;
     }
     counts
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+    use caravan_store::{MemStore, RangeResult};
+    use caravan_testkit::layered::{Layered, StoreLayer};
+
+    use super::*;
+
+    /// Refuses a reply of more than a page, as etcd refuses one beyond its
+    /// message limit, and writes a new allocation after every read, so a
+    /// list that does not hold to one revision sees it.
+    struct PageLimit {
+        keys: Keyspace,
+        writes: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl StoreLayer for PageLimit {
+        async fn range(
+            &self,
+            inner: &Arc<dyn Store>,
+            range: Range,
+        ) -> caravan_store::Result<RangeResult> {
+            let res = inner.range(range).await?;
+            if res.kvs.len() > LIST_PAGE as usize {
+                return Err(caravan_store::StoreError::InvalidArgument(
+                    "reply larger than a page".into(),
+                ));
+            }
+            let id = format!("late{}", self.writes.fetch_add(1, Ordering::Relaxed));
+            inner.put(&self.keys.alloc(&id), &[], 0).await?;
+            Ok(res)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_list_longer_than_a_reply_comes_whole_once_and_at_one_revision() {
+        let mem: Arc<dyn Store> = Arc::new(MemStore::new());
+        let keys = Keyspace::new("/list-test");
+        let n = 2 * LIST_PAGE as usize + 7;
+        for i in 0..n {
+            let alloc = Allocation {
+                id: format!("a{i:06}"),
+                ..Default::default()
+            };
+            mem.put(&keys.alloc(&alloc.id), &caravan_state::encode(&alloc), 0)
+                .await
+                .unwrap();
+        }
+        let layer = PageLimit {
+            keys: keys.clone(),
+            writes: AtomicUsize::new(0),
+        };
+        let state = ClusterState::new(Layered::wrap(mem, layer), keys);
+        let ids: Vec<String> = state
+            .allocs()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|a| a.id)
+            .collect();
+        assert_eq!(
+            ids.len(),
+            n,
+            "every allocation, none written after the first page"
+        );
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "in key order, none twice"
+        );
+    }
 }
