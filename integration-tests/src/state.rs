@@ -43,9 +43,8 @@ impl ClusterState {
         &self.keys
     }
 
-    /// Every object of one kind.
-    /// Read in pages of [`LIST_PAGE`] keys at one revision: a million
-    /// allocations are more than one etcd reply may carry.
+    /// Every object of one kind, read in pages of [`LIST_PAGE`] keys at one
+    /// revision: a million allocations are more than one etcd reply may carry.
     pub async fn list<T: StateObject>(&self, kind: Kind) -> anyhow::Result<Vec<T>> {
         let mut range = self.keys.range_of(kind);
         range.limit = LIST_PAGE;

@@ -65,9 +65,7 @@ impl Backlog {
     fn admit(&self, n: usize) -> std::result::Result<(), usize> {
         let mut waiting = self.waiting.load(Ordering::Relaxed);
         loop {
-            if waiting > 0 && waiting + n > self.max {
-                return Err(waiting);
-            }
+            self.room(waiting, n)?;
             match self.waiting.compare_exchange_weak(
                 waiting,
                 waiting + n,
@@ -78,6 +76,14 @@ impl Backlog {
                 Err(now) => waiting = now,
             }
         }
+    }
+
+    /// Whether `n` more updates fit beside `waiting`; `Err(waiting)` if not.
+    fn room(&self, waiting: usize, n: usize) -> std::result::Result<(), usize> {
+        if waiting > 0 && waiting + n > self.max {
+            return Err(waiting);
+        }
+        Ok(())
     }
 
     /// `n` updates left the queue (taken by the writer, or never sent).
@@ -117,10 +123,7 @@ impl StatusWrites {
     /// the caller spends anything on them; [`StatusWrites::write`] decides.
     pub(crate) fn check_room(&self, n: usize) -> Result<()> {
         let waiting = self.backlog.waiting.load(Ordering::Relaxed);
-        if waiting > 0 && waiting + n > self.backlog.max {
-            return Err(backlogged(waiting));
-        }
-        Ok(())
+        self.backlog.room(waiting, n).map_err(backlogged)
     }
 }
 
