@@ -12,17 +12,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use bytes::Bytes;
 use caravan_proto::node_client_service_client::NodeClientServiceClient;
 use caravan_proto::{
     HeartbeatRequest, HeartbeatResponse, Node, NodeAllocations, RegisterNodeRequest,
     RegisterNodeResponse, UpdateAllocationsRequest, UpdateAllocationsResponse,
     WatchAllocationsRequest,
 };
+use prost::Message;
 use tokio::task::JoinHandle;
+use tonic::GrpcMethod;
+use tonic::codegen::http::uri::PathAndQuery;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Code, Status, Streaming};
 
+use crate::encoded::Encoded;
 use crate::error::ClientError;
 use crate::heartbeat_thread::HeartbeatThread;
 
@@ -30,7 +35,8 @@ use crate::heartbeat_thread::HeartbeatThread;
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 type Interceptor = fn(tonic::Request<()>) -> Result<tonic::Request<()>, Status>;
-type Client = NodeClientServiceClient<InterceptedService<Channel, Interceptor>>;
+type Conn = InterceptedService<Channel, Interceptor>;
+type Client = NodeClientServiceClient<Conn>;
 
 /// The api-gateways the nodes of this process talk to; cheap to clone.
 /// Clones made by [`Gateway::for_node`] share every connection and pick
@@ -147,7 +153,8 @@ impl Gateway {
         self.inner.heartbeats.spawn(future)
     }
 
-    fn client(&self, lane: Lane, i: usize) -> Client {
+    /// The connection of `lane` to gateway `i`, with trace propagation.
+    fn conn(&self, lane: Lane, i: usize) -> Conn {
         let ch = match lane {
             Lane::Bulk => {
                 let pool = &self.inner.bulk[i];
@@ -156,16 +163,20 @@ impl Gateway {
             Lane::Register => &self.inner.register[i],
             Lane::Heartbeat => &self.inner.heartbeat[i],
         };
-        NodeClientServiceClient::with_interceptor(
+        InterceptedService::new(
             ch.clone(),
             caravan_runtime::grpc::propagate_trace as Interceptor,
         )
     }
 
+    fn client(&self, lane: Lane, i: usize) -> Client {
+        NodeClientServiceClient::new(self.conn(lane, i))
+    }
+
     /// Tries each gateway once, starting with the one that worked last.
-    async fn call<T, F, Fut>(&self, lane: Lane, what: &str, f: F) -> Result<T, Status>
+    async fn call<T, F, Fut>(&self, what: &str, f: F) -> Result<T, Status>
     where
-        F: Fn(Client) -> Fut,
+        F: Fn(usize) -> Fut,
         Fut: std::future::Future<Output = Result<T, Status>>,
     {
         let n = self.inner.addrs.len();
@@ -173,7 +184,7 @@ impl Gateway {
         let mut last = Status::unavailable("no api-gateway configured");
         for k in 0..n {
             let i = (start + k) % n;
-            match f(self.client(lane, i)).await {
+            match f(i).await {
                 Ok(v) => {
                     if k > 0 {
                         self.inner.current.store(i, Ordering::Relaxed);
@@ -205,7 +216,8 @@ impl Gateway {
         node: &Node,
         secret_id: &str,
     ) -> Result<RegisterNodeResponse, Status> {
-        self.call(Lane::Register, "RegisterNode", |mut c| {
+        self.call("RegisterNode", |i| {
+            let mut c = self.client(Lane::Register, i);
             let req = Self::request(RegisterNodeRequest {
                 node: Some(node.clone()),
                 secret_id: secret_id.to_string(),
@@ -221,7 +233,8 @@ impl Gateway {
         node_id: &str,
         secret_id: &str,
     ) -> Result<HeartbeatResponse, Status> {
-        self.call(Lane::Heartbeat, "Heartbeat", |mut c| {
+        self.call("Heartbeat", |i| {
+            let mut c = self.client(Lane::Heartbeat, i);
             let req = Self::request(HeartbeatRequest {
                 node_id: node_id.to_string(),
                 secret_id: secret_id.to_string(),
@@ -231,15 +244,28 @@ impl Gateway {
         .await
     }
 
-    /// Sends a batch of alloc status updates.
+    /// Sends a batch of alloc status updates. The request is encoded once
+    /// and the same bytes go to each gateway tried: a batch is the largest
+    /// message a node sends, and the caller keeps it for a later retry.
     pub async fn update_allocations(
         &self,
-        req: UpdateAllocationsRequest,
+        req: &UpdateAllocationsRequest,
     ) -> Result<UpdateAllocationsResponse, Status> {
-        self.call(Lane::Bulk, "UpdateAllocations", |mut c| {
-            let req = Self::request(req.clone());
+        let encoded = Bytes::from(req.encode_to_vec());
+        self.call("UpdateAllocations", |i| {
+            let mut grpc = tonic::client::Grpc::new(self.conn(Lane::Bulk, i));
+            let mut req = Self::request(encoded.clone());
+            req.extensions_mut().insert(GrpcMethod::new(
+                "caravan.v1.NodeClientService",
+                "UpdateAllocations",
+            ));
             async move {
-                c.update_allocations(req)
+                grpc.ready()
+                    .await
+                    .map_err(|e| Status::unavailable(format!("api-gateway not ready: {e}")))?;
+                let path =
+                    PathAndQuery::from_static("/caravan.v1.NodeClientService/UpdateAllocations");
+                grpc.unary(req, path, Encoded::default())
                     .await
                     .map(tonic::Response::into_inner)
             }
@@ -254,7 +280,8 @@ impl Gateway {
         secret_id: &str,
         min_revision: i64,
     ) -> Result<Streaming<NodeAllocations>, Status> {
-        self.call(Lane::Bulk, "WatchAllocations", |mut c| {
+        self.call("WatchAllocations", |i| {
+            let mut c = self.client(Lane::Bulk, i);
             let req = tonic::Request::new(WatchAllocationsRequest {
                 node_id: node_id.to_string(),
                 min_revision,

@@ -11,6 +11,7 @@ mod alloc_dir;
 mod alloc_runner;
 mod config;
 mod driver;
+mod encoded;
 mod error;
 mod fingerprint;
 mod fs;

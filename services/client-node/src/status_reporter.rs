@@ -105,21 +105,21 @@ impl StatusSink {
                 }
             }
             while self.pending() > 0 {
-                let batch = self.take();
-                let n = batch.len();
                 let req = UpdateAllocationsRequest {
                     node_id: node_id.clone(),
-                    updates: batch.clone(),
+                    updates: self.take(),
                     secret_id: secret_id.clone(),
                 };
+                let n = req.updates.len();
                 let sent = tokio::select! {
-                    sent = gateway.update_allocations(req) => sent,
+                    sent = gateway.update_allocations(&req) => sent,
                     _ = shutdown.cancelled() => {
                         // Sent again, bounded, by the last flush below.
-                        self.requeue(batch);
+                        self.requeue(req.updates);
                         break;
                     }
                 };
+                let batch = req.updates;
                 crate::metrics::alloc_updates(sent.is_ok(), n);
                 match sent {
                     Ok(_) => {
@@ -154,7 +154,7 @@ impl StatusSink {
                 updates: rest,
                 secret_id: secret_id.clone(),
             };
-            match tokio::time::timeout(LAST_FLUSH_TIMEOUT, gateway.update_allocations(req)).await {
+            match tokio::time::timeout(LAST_FLUSH_TIMEOUT, gateway.update_allocations(&req)).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(status)) => {
                     tracing::warn!(node = %node_id, %status, "last alloc updates lost at shutdown");
