@@ -212,8 +212,12 @@ impl AllocRunner {
                 *start
             };
             let mut parked = Box::pin(runner.run(&mut commands, recovered)).await;
-            while let Some(p) = parked {
+            while let Some(mut p) = parked {
                 parked = match p.wait(&mut commands).await {
+                    Wake::Health => {
+                        p.check_health();
+                        Some(p)
+                    }
                     Wake::Shutdown => {
                         // As a runner detaching: the tasks are left running.
                         p.ctx.live.remove(&p.alloc.id);

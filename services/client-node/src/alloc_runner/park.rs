@@ -2,18 +2,23 @@
 //! runs) lets its runners go, with their channels and buffers, and keeps
 //! only what new runners need to take over where the old ones were. A
 //! command, a run's natural end or the client's stop wakes it; nothing the
-//! servers or the node's API see changes.
+//! servers or the node's API see changes. A deployment's health still
+//! undecided is decided while parked: its tasks run without a break until
+//! something wakes the alloc, so the verdict needs only the clock.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use caravan_proto::{Allocation, Job, TaskGroup, TaskState};
+use caravan_model::now_unix_ns;
+use caravan_proto::{Allocation, Job, SmallMap, TaskGroup, TaskState};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::status::{client_status, update_of};
 use super::{AllocCommand, AllocRunner, NodeContext};
 use crate::driver::HandleState;
+use crate::health::HealthTracker;
 use crate::task_runner::{ParkedTask, TaskControl, states};
 
 /// A parked alloc: what its runner knew, without the runner.
@@ -23,6 +28,8 @@ pub(super) struct ParkedAlloc {
     pub(super) alloc: Arc<Allocation>,
     job: Arc<Job>,
     group: Arc<TaskGroup>,
+    /// Deployment health, while undecided.
+    health: Option<Box<HealthTracker>>,
     health_verdict: Option<(bool, i64)>,
     tasks: Box<[ParkedSlot]>,
     /// The earliest natural end of a run.
@@ -44,6 +51,8 @@ pub(super) enum Wake {
     Command(Option<AllocCommand>),
     /// A run ends now.
     Due,
+    /// The deployment health may be decided now.
+    Health,
     /// The client stops.
     Shutdown,
 }
@@ -52,17 +61,46 @@ impl ParkedAlloc {
     /// Waits for what wakes the alloc.
     pub(super) async fn wait(&self, commands: &mut super::CommandReceiver) -> Wake {
         let due = self.due;
+        let health_at = self.health.as_ref().and_then(|h| h.next_check());
         tokio::select! {
             c = commands.recv() => Wake::Command(c),
             _ = async { if let Some(at) = due { tokio::time::sleep_until(at).await } }, if due.is_some() => Wake::Due,
+            _ = async { if let Some(at) = health_at { tokio::time::sleep_until(at).await } }, if health_at.is_some() => Wake::Health,
             _ = self.ctx.shutdown.cancelled() => Wake::Shutdown,
         }
+    }
+
+    /// Decides the deployment health if its time came, and reports it as
+    /// the runner would have.
+    pub(super) fn check_health(&mut self) {
+        let Some(health) = self.health.as_mut() else {
+            return;
+        };
+        let states: SmallMap<TaskState> = self
+            .tasks
+            .iter()
+            .map(|t| (t.run.task.clone(), t.state.clone()))
+            .collect();
+        let Some(healthy) = health.observe(Instant::now(), &self.group, &states) else {
+            return;
+        };
+        tracing::debug!(alloc = %self.alloc.id, healthy, "deployment health decided");
+        self.health = None;
+        self.health_verdict = Some((healthy, now_unix_ns()));
+        let (status, desc) = client_status(&states);
+        self.ctx.sink.report(update_of(
+            &self.alloc,
+            self.health_verdict,
+            status,
+            desc,
+            states,
+        ));
     }
 }
 
 impl AllocRunner {
-    /// Every task runs and nothing is under way: no stop, no health
-    /// watch, no state the servers have not been sent.
+    /// Every task runs and nothing is under way: no stop, no state the
+    /// servers have not been sent.
     fn idle(&self) -> bool {
         let ctx = &self.ctx;
         ctx.simulated
@@ -73,7 +111,6 @@ impl AllocRunner {
             && !self.destroying
             && !self.detaching
             && self.stop_at.is_none()
-            && self.health.is_none()
             && self.gc_reply.is_none()
             && self.group.is_some()
             && !self.slots.is_empty()
@@ -187,6 +224,7 @@ impl AllocRunner {
             alloc: Arc::clone(&self.alloc),
             job: Arc::clone(&self.job),
             group,
+            health: self.health.take().map(Box::new),
             health_verdict: self.health_verdict,
             tasks,
             due,
@@ -210,7 +248,7 @@ impl AllocRunner {
             detaching: false,
             last_reported: None,
             quiet: false,
-            health: None,
+            health: p.health.map(|h| *h),
             health_verdict: p.health_verdict,
             runners: JoinSet::new(),
             updates_tx,
@@ -235,7 +273,9 @@ impl AllocRunner {
 mod tests {
     use std::time::Duration;
 
-    use caravan_proto::{AllocClientStatus, AllocDesiredStatus, AllocUpdate, JobType, Node, Task};
+    use caravan_proto::{
+        AllocClientStatus, AllocDesiredStatus, AllocUpdate, JobType, Node, Task, UpdateStrategy,
+    };
     use tokio_util::sync::CancellationToken;
 
     use super::*;
@@ -304,7 +344,11 @@ mod tests {
     /// What the servers see of a task: its state and its events' kinds.
     type Seen = Vec<(String, String, bool, u64, Vec<String>)>;
 
-    fn seen(u: &AllocUpdate) -> (AllocClientStatus, Seen) {
+    /// What the servers see of a report: the alloc's status, its tasks and
+    /// its deployment health.
+    type Report = (AllocClientStatus, Seen, Option<bool>);
+
+    fn seen(u: &AllocUpdate) -> Report {
         let tasks = u
             .task_states
             .iter()
@@ -313,10 +357,11 @@ mod tests {
                 (name.clone(), s.state.clone(), s.failed, s.restarts, kinds)
             })
             .collect();
-        (u.client_status(), tasks)
+        let healthy = u.deployment_status.as_ref().and_then(|d| d.healthy);
+        (u.client_status(), tasks, healthy)
     }
 
-    fn newest(ctx: &NodeContext, into: &mut Vec<(AllocClientStatus, Seen)>) {
+    fn newest(ctx: &NodeContext, into: &mut Vec<Report>) {
         for u in ctx.sink.take() {
             into.push(seen(&u));
         }
@@ -324,11 +369,22 @@ mod tests {
 
     /// Runs the alloc through a user restart, its task's natural ends and
     /// restarts, and a policy that gives up; returns every report sent and
-    /// the runtime's live tasks while it idled.
-    async fn life(park: bool) -> (Vec<(AllocClientStatus, Seen)>, usize) {
+    /// the runtime's live tasks while it idled. In a `deployment`, the
+    /// alloc's health is decided 10 s after the restart.
+    async fn life(park: bool, deployment: bool) -> (Vec<Report>, usize) {
         let ctx = ctx(park);
-        let handle =
-            AllocRunner::spawn(ctx.clone(), Arc::new(alloc()), Arc::new(job()), None, false);
+        let (mut alloc, mut job) = (alloc(), job());
+        if deployment {
+            alloc.deployment_id = "d1".into();
+            job.update = Some(UpdateStrategy {
+                max_parallel: 1,
+                health_check: "task_states".into(),
+                min_healthy_time_ns: 10_000_000_000,
+                healthy_deadline_ns: 300_000_000_000,
+                ..Default::default()
+            });
+        }
+        let handle = AllocRunner::spawn(ctx.clone(), Arc::new(alloc), Arc::new(job), None, false);
         let mut reports = Vec::new();
         tokio::time::sleep(Duration::from_secs(2)).await;
         newest(&ctx, &mut reports);
@@ -353,12 +409,12 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_parked_alloc_tells_the_servers_what_a_watched_one_does() {
-        let (watched, busy) = life(false).await;
-        let (parked, idle) = life(true).await;
+        let (watched, busy) = life(false, false).await;
+        let (parked, idle) = life(true, false).await;
         assert_eq!(busy, 3, "the alloc's runner and one per task");
         assert_eq!(idle, 1, "a parked alloc keeps one small task");
         assert_eq!(parked, watched);
-        let (status, tasks) = parked.last().unwrap().clone();
+        let (status, tasks, _) = parked.last().unwrap().clone();
         assert_eq!(status, AllocClientStatus::Failed);
         let a = &tasks[0];
         assert_eq!((a.1.as_str(), a.2, a.3), ("dead", true, 2), "{a:?}");
@@ -368,6 +424,21 @@ mod tests {
         assert_eq!(
             b.4[b.4.len() - 4..],
             ["Sibling Task Failed", "Killing", "Terminated", "Killed"]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_parked_alloc_decides_its_deployment_health_as_a_watched_one_does() {
+        let (watched, busy) = life(false, true).await;
+        let (parked, idle) = life(true, true).await;
+        assert_eq!(busy, 3, "the alloc's runner and one per task");
+        assert_eq!(idle, 1, "it parks with its health undecided");
+        assert_eq!(parked, watched);
+        let healthy_at = parked.iter().position(|r| r.2 == Some(true));
+        let before = healthy_at.map(|i| &parked[..i]).unwrap_or_default();
+        assert!(
+            healthy_at.is_some() && before.iter().all(|r| r.2.is_none()),
+            "healthy once, never undecided again: {parked:?}"
         );
     }
 }

@@ -3,7 +3,9 @@
 //! servers, and its deployment health.
 
 use caravan_model::now_unix_ns;
-use caravan_proto::{AllocClientStatus, AllocDeploymentStatus, AllocUpdate, SmallMap, TaskState};
+use caravan_proto::{
+    AllocClientStatus, AllocDeploymentStatus, AllocUpdate, Allocation, SmallMap, TaskState,
+};
 use tokio::time::Instant;
 
 use super::AllocRunner;
@@ -128,27 +130,35 @@ impl AllocRunner {
         desc: &str,
         states: SmallMap<TaskState>,
     ) -> AllocUpdate {
-        let mut u = AllocUpdate {
-            alloc_id: self.alloc.id.clone(),
-            client_description: desc.to_string(),
-            task_states: states,
-            ..Default::default()
-        };
-        u.set_client_status(status);
-        if let Some((healthy, at)) = self.health_verdict {
-            u.deployment_status = Some(AllocDeploymentStatus {
-                healthy: Some(healthy),
-                timestamp_unix_ns: at,
-                canary: self
-                    .alloc
-                    .deployment_status
-                    .as_ref()
-                    .is_some_and(|d| d.canary),
-                modify_revision: 0,
-            });
-        }
-        u
+        update_of(&self.alloc, self.health_verdict, status, desc, states)
     }
+}
+
+/// The report of `alloc` with its tasks in `states` and its deployment
+/// health `verdict` (healthy, when), if decided.
+pub(super) fn update_of(
+    alloc: &Allocation,
+    verdict: Option<(bool, i64)>,
+    status: AllocClientStatus,
+    desc: &str,
+    states: SmallMap<TaskState>,
+) -> AllocUpdate {
+    let mut u = AllocUpdate {
+        alloc_id: alloc.id.clone(),
+        client_description: desc.to_string(),
+        task_states: states,
+        ..Default::default()
+    };
+    u.set_client_status(status);
+    if let Some((healthy, at)) = verdict {
+        u.deployment_status = Some(AllocDeploymentStatus {
+            healthy: Some(healthy),
+            timestamp_unix_ns: at,
+            canary: alloc.deployment_status.as_ref().is_some_and(|d| d.canary),
+            modify_revision: 0,
+        });
+    }
+    u
 }
 
 #[cfg(test)]
