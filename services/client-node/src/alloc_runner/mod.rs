@@ -220,7 +220,7 @@ impl AllocRunner {
                     }
                     Wake::Shutdown => {
                         // As a runner detaching: the tasks are left running.
-                        p.ctx.live.remove(&p.alloc.id);
+                        p.ctx.live.remove(&p.alloc_id());
                         None
                     }
                     Wake::Due => Box::pin(AllocRunner::resume(p).drive(&mut commands, None)).await,

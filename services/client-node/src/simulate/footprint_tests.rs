@@ -145,9 +145,10 @@ fn a_running_simulated_alloc_keeps_few_bytes() {
         "a running simulated alloc holds {per_alloc} B in {} heap blocks",
         held.count_current / ALLOCS as i64
     );
-    // The goal is 4 KB: about 3 KB measured, with room for noise.
+    // About 1.9 KB measured (the allocation and task states kept encoded
+    // while parked), with room for noise.
     assert!(
-        per_alloc <= 3_500,
+        per_alloc <= 2_400,
         "{per_alloc} B held per running simulated alloc"
     );
     shutdown.cancel();
