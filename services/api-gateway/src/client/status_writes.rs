@@ -16,7 +16,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::updates::{Batch, build_batch, refreshed};
+use crate::client::updates::{Batch, build_batch};
 use crate::error::{GatewayError, Result};
 
 /// Requests waiting for the writer; beyond this, callers wait to queue
@@ -264,11 +264,9 @@ async fn write_merged(ctx: &WriterContext, current: &mut Current) -> Result<Revi
             attempt,
             "client updates conflicted; re-reading"
         );
-        let fresh = refreshed(&result, current.len())
+        read_stored(ctx, current)
+            .await
             .map_err(|err| format!("re-reading allocations: {err}"))?;
-        for ((_, alloc), fresh) in current.iter_mut().zip(fresh) {
-            *alloc = fresh.map(Arc::new);
-        }
     }
     Err("allocations kept changing concurrently; send the update again".into())
 }
