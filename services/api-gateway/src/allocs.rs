@@ -3,8 +3,8 @@
 
 use caravan_model::trigger;
 use caravan_proto::{Allocation, Job, JobType, QueryMeta};
-use caravan_state::{Keyspace, encode};
-use caravan_store::{Compare, CompareOp, Op, Revision, Store, Txn};
+use caravan_state::{Keyspace, decode, encode};
+use caravan_store::{Compare, CompareOp, Op, OpResult, Revision, Store, Txn, TxnResult};
 
 use crate::error::{GatewayError, Result};
 use crate::evals;
@@ -56,8 +56,24 @@ pub(crate) async fn read_stored(
             .iter()
             .fold(Txn::new(), |txn, id| txn.and_then(Op::get(keys.alloc(id))));
         let result = store.txn(txn).await?;
-        out.extend(crate::client::updates::refreshed(&result, chunk.len())?);
+        out.extend(allocs_read(&result, chunk.len())?);
     }
+    Ok(out)
+}
+
+/// The allocations a transaction of `count` gets read, in its order.
+fn allocs_read(result: &TxnResult, count: usize) -> Result<Vec<Option<Allocation>>> {
+    let mut out = Vec::with_capacity(count);
+    for op in result.results.iter().take(count) {
+        match op {
+            OpResult::Get(range) => match range.kvs.first() {
+                Some(kv) => out.push(Some(decode::<Allocation>(kv)?)),
+                None => out.push(None),
+            },
+            _ => out.push(None),
+        }
+    }
+    out.resize(count, None);
     Ok(out)
 }
 

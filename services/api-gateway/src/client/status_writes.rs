@@ -238,10 +238,10 @@ fn merge(requests: impl Iterator<Item = Current>) -> Current {
 /// Commits the merged updates, re-reading and retrying on conflict; the
 /// error is the message every caller gets.
 async fn write_merged(ctx: &WriterContext, current: &mut Current) -> Result<Revision, String> {
-    read_stored(ctx, current)
-        .await
-        .map_err(|err| format!("reading allocations: {err}"))?;
     for attempt in 0..ctx.attempts.max(1) {
+        read_stored(ctx, current)
+            .await
+            .map_err(|err| format!("reading allocations: {err}"))?;
         if current.iter().all(|(_, a)| a.is_none()) {
             // Every allocation is gone (garbage collected): nothing to record.
             return Ok(ctx.cache.revision());
@@ -264,9 +264,6 @@ async fn write_merged(ctx: &WriterContext, current: &mut Current) -> Result<Revi
             attempt,
             "client updates conflicted; re-reading"
         );
-        read_stored(ctx, current)
-            .await
-            .map_err(|err| format!("re-reading allocations: {err}"))?;
     }
     Err("allocations kept changing concurrently; send the update again".into())
 }

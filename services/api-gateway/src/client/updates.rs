@@ -14,8 +14,8 @@ use caravan_model::{AllocClientStatusExt, AllocExt, JobTypeExt, trigger};
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Evaluation, Job,
 };
-use caravan_state::{Keyspace, Snapshot, decode, encode};
-use caravan_store::{Compare, CompareOp, Op, OpResult, Revision, Txn, TxnResult};
+use caravan_state::{Keyspace, Snapshot, encode};
+use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
 use crate::client::status_writes::Current;
 use crate::error::{GatewayError, Result};
@@ -222,22 +222,6 @@ pub(crate) fn build_batch(
 
 fn failure_eval(job: &Job) -> Evaluation {
     evals::for_job(job, trigger::ALLOC_FAILURE)
-}
-
-/// Reads the allocations back from a failed batch's gets.
-pub(crate) fn refreshed(result: &TxnResult, count: usize) -> Result<Vec<Option<Allocation>>> {
-    let mut out = Vec::with_capacity(count);
-    for op in result.results.iter().take(count) {
-        match op {
-            OpResult::Get(range) => match range.kvs.first() {
-                Some(kv) => out.push(Some(decode::<Allocation>(kv)?)),
-                None => out.push(None),
-            },
-            _ => out.push(None),
-        }
-    }
-    out.resize(count, None);
-    Ok(out)
 }
 
 /// Applies a node's batch of client updates; returns the revision of the

@@ -439,13 +439,20 @@ mod tests {
         (reports, idle_tasks)
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_parked_alloc_tells_the_servers_what_a_watched_one_does() {
-        let (watched, busy) = life(false, false).await;
-        let (parked, idle) = life(true, false).await;
+    /// The life of a watched and of a parked alloc: the same reports, the
+    /// parked one idling on one small task; returns the reports.
+    async fn parked_as_watched(deployment: bool) -> Vec<Report> {
+        let (watched, busy) = life(false, deployment).await;
+        let (parked, idle) = life(true, deployment).await;
         assert_eq!(busy, 3, "the alloc's runner and one per task");
         assert_eq!(idle, 1, "a parked alloc keeps one small task");
         assert_eq!(parked, watched);
+        parked
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_parked_alloc_tells_the_servers_what_a_watched_one_does() {
+        let parked = parked_as_watched(false).await;
         let (status, tasks, _) = parked.last().unwrap().clone();
         assert_eq!(status, AllocClientStatus::Failed);
         let a = &tasks[0];
@@ -461,11 +468,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_parked_alloc_decides_its_deployment_health_as_a_watched_one_does() {
-        let (watched, busy) = life(false, true).await;
-        let (parked, idle) = life(true, true).await;
-        assert_eq!(busy, 3, "the alloc's runner and one per task");
-        assert_eq!(idle, 1, "it parks with its health undecided");
-        assert_eq!(parked, watched);
+        // Parks (one small task at 2 s) with its health undecided.
+        let parked = parked_as_watched(true).await;
         let healthy_at = parked.iter().position(|r| r.2 == Some(true));
         let before = healthy_at.map(|i| &parked[..i]).unwrap_or_default();
         assert!(
