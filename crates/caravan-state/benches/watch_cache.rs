@@ -280,6 +280,31 @@ fn event_pool(ks: &Keyspace, tables: &Tables, rng: &mut Pcg64) -> Vec<Event> {
     pool
 }
 
+/// Client status updates in place, the most common event at scale (an
+/// allocation is placed once, then reported running and healthy): two
+/// rewrites of each of `CYCLED` allocs, same node and job, interleaved
+/// across allocs.
+fn status_pool(ks: &Keyspace, tables: &Tables) -> Vec<Event> {
+    let step = (tables.alloc_count() / CYCLED).max(1);
+    let originals: Vec<Arc<Allocation>> = tables
+        .allocs()
+        .step_by(step)
+        .take(CYCLED)
+        .cloned()
+        .collect();
+    let mut rev = tables.revision();
+    let mut pool = Vec::with_capacity(CYCLED * 2);
+    for report in ["Tasks are running", "Deployment healthy"] {
+        for a in &originals {
+            rev += 1;
+            let mut b = Allocation::clone(a);
+            b.client_description = report.into();
+            pool.push(event(ks, EventKind::Put, &b, rev));
+        }
+    }
+    pool
+}
+
 fn main() {
     let mut criterion = Criterion::default()
         .sample_size(30)
@@ -326,6 +351,17 @@ fn main() {
                 apply(&ks, &mut tables, &pool[i % pool.len()]);
             }
             at = (at + BATCH) % pool.len();
+        })
+    });
+    let statuses = status_pool(&ks, &tables);
+    let mut at_status = 0;
+    group.bench_function("status_updates_in_place_1000_snapshot_per_batch", |b| {
+        b.iter(|| {
+            held = Snapshot::new(tables.clone());
+            for i in at_status..at_status + BATCH {
+                apply(&ks, &mut tables, &statuses[i % statuses.len()]);
+            }
+            at_status = (at_status + BATCH) % statuses.len();
         })
     });
     group.bench_function("apply_only_1000_decoded_events", |b| {

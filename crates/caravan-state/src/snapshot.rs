@@ -20,18 +20,24 @@ pub struct Snapshot(Arc<Tables>);
 
 /// The allocations of one node and what they hold, from [`Tables::on_node`].
 #[derive(Clone, Copy, Debug)]
-pub struct OnNode<'a>(Option<&'a NodeAllocs>);
+pub struct OnNode<'a> {
+    entry: Option<&'a NodeAllocs>,
+    tables: &'a Tables,
+}
 
 impl<'a> OnNode<'a> {
     /// What the node's non-terminal allocations hold (empty if none).
     pub fn usage(&self) -> &'a NodeUsage {
-        self.0.map_or(&*NO_USAGE, |entry| &entry.usage)
+        self.entry.map_or(&*NO_USAGE, |entry| &entry.usage)
     }
 
     /// An allocation, if it is on this node, terminal or not.
     pub fn alloc(&self, alloc_id: &str) -> Option<&'a Arc<Allocation>> {
-        self.0
-            .and_then(|entry| entry.allocs.get(&Id::from(alloc_id)))
+        let id = Id::from(alloc_id);
+        if !self.entry?.ids.contains(&id) {
+            return None;
+        }
+        self.tables.allocs.get(&id).map(|s| &s.0)
     }
 }
 
@@ -142,7 +148,7 @@ impl Tables {
         self.allocs_by_node
             .get(&Id::from(node_id))
             .into_iter()
-            .flat_map(|entry| entry.allocs.values())
+            .flat_map(|entry| self.resolve(entry.ids.iter()))
     }
 
     /// The allocations of a job, terminal ones included, ordered by id.
@@ -154,13 +160,24 @@ impl Tables {
         self.allocs_by_job
             .get(namespace, job_id)
             .into_iter()
-            .flat_map(|allocs| allocs.values())
+            .flat_map(|ids| self.resolve(ids.iter()))
+    }
+
+    /// The allocations an index names, from the primary table.
+    fn resolve<'a>(
+        &'a self,
+        ids: impl Iterator<Item = &'a Id> + 'a,
+    ) -> impl Iterator<Item = &'a Arc<Allocation>> + 'a {
+        ids.filter_map(|id| self.allocs.get(id).map(|s| &s.0))
     }
 
     /// One node's allocations and usage, for looking several of them up
     /// without searching every allocation each time.
     pub fn on_node(&self, node_id: &str) -> OnNode<'_> {
-        OnNode(self.allocs_by_node.get(&Id::from(node_id)).map(Arc::as_ref))
+        OnNode {
+            entry: self.allocs_by_node.get(&Id::from(node_id)).map(Arc::as_ref),
+            tables: self,
+        }
     }
 
     /// What the non-terminal allocations of a node hold (empty if none).

@@ -14,10 +14,15 @@ use crate::index::{Id, JobMap, Shared, job_set_insert, job_set_remove};
 use crate::keyspace::StateKey;
 use crate::usage::{AllocUsage, NodeUsage};
 
-/// The allocations placed on one node and what the live ones hold.
+/// The allocations placed on one node, by id, and what the live ones hold.
+///
+/// The indexes hold ids, not allocations: an allocation's status changes
+/// in place (placed, running, healthy) rewrite only the primary table, not
+/// a path in every index too. Readers resolve ids through the primary
+/// table.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct NodeAllocs {
-    pub(crate) allocs: OrdMap<Id, Arc<Allocation>>,
+    pub(crate) ids: OrdSet<Id>,
     pub(crate) usage: NodeUsage,
 }
 
@@ -33,7 +38,8 @@ pub struct Tables {
     pub(crate) evals_by_job: JobMap<OrdMap<Id, Arc<Evaluation>>>,
     pub(crate) allocs: OrdMap<Id, Shared<Allocation>>,
     pub(crate) allocs_by_node: OrdMap<Id, Arc<NodeAllocs>>,
-    pub(crate) allocs_by_job: JobMap<OrdMap<Id, Arc<Allocation>>>,
+    /// The ids of each job's allocations (see [`NodeAllocs`]).
+    pub(crate) allocs_by_job: JobMap<OrdSet<Id>>,
     pub(crate) nodes: OrdMap<Id, Shared<Node>>,
     pub(crate) heartbeats: OrdSet<Id>,
     pub(crate) deployments: OrdMap<Id, Shared<Deployment>>,
@@ -126,9 +132,30 @@ impl Tables {
             return;
         }
         self.reindex_alloc_by_node(&id, old.as_ref(), alloc.as_ref());
-        reindex_by_job(&mut self.allocs_by_job, &id, old.as_ref(), alloc, |a| {
-            (&a.namespace, &a.job_id)
-        });
+        let old_job = old.as_deref().map(job_of).filter(|(_, j)| !j.is_empty());
+        let new_job = alloc.as_deref().map(job_of).filter(|(_, j)| !j.is_empty());
+        if old_job == new_job {
+            return;
+        }
+        if let Some((ns, job)) = old_job {
+            let now_empty = self.allocs_by_job.get_mut(ns, job).is_some_and(|ids| {
+                ids.remove(&id);
+                ids.is_empty()
+            });
+            if now_empty {
+                self.allocs_by_job.remove(ns, job);
+            }
+        }
+        if let Some((ns, job)) = new_job {
+            match self.allocs_by_job.get_mut(ns, job) {
+                Some(ids) => {
+                    ids.insert(id);
+                }
+                None => {
+                    self.allocs_by_job.insert(ns, job, OrdSet::unit(id));
+                }
+            }
+        }
     }
 
     fn reindex_alloc_by_node(
@@ -142,26 +169,26 @@ impl Tables {
         if let (Some(node), Some(old), Some(new)) = (old_node, old, new)
             && old_node == new_node
         {
-            // The common case (a status update in place): one index write,
-            // and usage touched only if what the alloc holds changed.
-            self.update_node(node, |entry| {
-                entry.allocs.insert(id.clone(), Arc::clone(new));
-                let holds_same = old.is_terminal() == new.is_terminal()
-                    && old.allocated_resources == new.allocated_resources;
-                if !holds_same {
+            // The common case (a status update in place): the node's ids are
+            // unchanged, and its usage changes only if what the alloc holds
+            // does.
+            let holds_same = old.is_terminal() == new.is_terminal()
+                && old.allocated_resources == new.allocated_resources;
+            if !holds_same {
+                self.update_node(node, |entry| {
                     if let Some(u) = AllocUsage::of(old) {
                         entry.usage.sub(&u);
                     }
                     if let Some(u) = AllocUsage::of(new) {
                         entry.usage.add(&u);
                     }
-                }
-            });
+                });
+            }
             return;
         }
         if let (Some(node), Some(old)) = (old_node, old) {
             self.update_node(node, |entry| {
-                entry.allocs.remove(id);
+                entry.ids.remove(id);
                 if let Some(u) = AllocUsage::of(old) {
                     entry.usage.sub(&u);
                 }
@@ -169,7 +196,7 @@ impl Tables {
         }
         if let (Some(node), Some(new)) = (new_node, new) {
             self.update_node(node, |entry| {
-                entry.allocs.insert(id.clone(), Arc::clone(new));
+                entry.ids.insert(id.clone());
                 if let Some(u) = AllocUsage::of(new) {
                     entry.usage.add(&u);
                 }
@@ -185,14 +212,14 @@ impl Tables {
         if let Some(entry) = self.allocs_by_node.get_mut(&node) {
             let entry = Arc::make_mut(entry);
             f(entry);
-            if entry.allocs.is_empty() {
+            if entry.ids.is_empty() {
                 self.allocs_by_node.remove(&node);
             }
             return;
         }
         let mut entry = NodeAllocs::default();
         f(&mut entry);
-        if !entry.allocs.is_empty() {
+        if !entry.ids.is_empty() {
             self.allocs_by_node.insert(node, Arc::new(entry));
         }
     }
@@ -294,6 +321,11 @@ impl Tables {
         }
         keys
     }
+}
+
+/// The (namespace, job id) an allocation is indexed under.
+fn job_of(alloc: &Allocation) -> (&str, &str) {
+    (&alloc.namespace, &alloc.job_id)
 }
 
 /// Writes or removes `id` in a primary table; returns what was there.
@@ -493,6 +525,45 @@ mod tests {
         assert_eq!(ids(t.allocs_by_job("default", "api")), vec!["a1"]);
     }
 
+    /// The indexes name allocations by id: after a status update in place,
+    /// every way of reading the allocation gives its newest version, and a
+    /// snapshot taken before still gives the one it saw.
+    #[test]
+    fn indexed_reads_give_the_newest_version_after_an_update_in_place() {
+        let mut t = Tables::new();
+        let placed = alloc("a1", "n1", "web", 500, 256, 8080);
+        put(&mut t, &placed);
+        put(&mut t, &alloc("a2", "n1", "web", 100, 10, 8081));
+        let before = Snapshot::new(t.clone());
+        let running = with(&placed, |a| {
+            a.client_status = AllocClientStatus::Running as i32;
+        });
+        put(&mut t, &running);
+        let newest = t.alloc("a1").unwrap();
+        assert!(Arc::ptr_eq(newest, &running));
+        let by_node: Vec<_> = t.allocs_by_node("n1").collect();
+        let by_job: Vec<_> = t.allocs_by_job("default", "web").collect();
+        assert!(Arc::ptr_eq(by_node[0], &running) && Arc::ptr_eq(by_job[0], &running));
+        assert!(Arc::ptr_eq(t.on_node("n1").alloc("a1").unwrap(), &running));
+        assert!(t.on_node("n2").alloc("a1").is_none());
+        assert!(t.on_node("n1").alloc("a3").is_none());
+        assert!(Arc::ptr_eq(
+            before.on_node("n1").alloc("a1").unwrap(),
+            &placed
+        ));
+        assert!(Arc::ptr_eq(
+            before.allocs_by_job("default", "web").next().unwrap(),
+            &placed
+        ));
+        assert_eq!(t.node_usage("n1").cpu_mhz, 600);
+        // The update wrote the primary table only: the indexes are still
+        // shared with the snapshot, not copied.
+        let node_entry = |t: &Tables| Arc::clone(t.allocs_by_node.get(&Id::from("n1")).unwrap());
+        assert!(Arc::ptr_eq(&node_entry(&before), &node_entry(&t)));
+        let job_ids = |t: &Tables| t.allocs_by_job.get("default", "web").unwrap().clone();
+        assert!(job_ids(&before).ptr_eq(&job_ids(&t)));
+    }
+
     #[test]
     fn unplaced_allocs_are_indexed_by_id_and_job_only() {
         let mut t = Tables::new();
@@ -629,10 +700,16 @@ mod tests {
                 continue;
             }
             let node = format!("n{}", rng.random_range(0..10));
+            // Mostly the alloc's own job, as in place updates; sometimes another.
+            let job = if rng.random_bool(0.9) {
+                format!("j{}", id.len() % 5)
+            } else {
+                format!("j{}", rng.random_range(0..5))
+            };
             let mut a = Allocation::clone(&alloc(
                 &id,
                 &node,
-                &format!("j{}", rng.random_range(0..5)),
+                &job,
                 rng.random_range(1..1000),
                 rng.random_range(1..1000),
                 rng.random_range(20000..20010),
@@ -670,7 +747,7 @@ mod tests {
             let want = expected.remove(node.as_str()).unwrap_or_default();
             assert_eq!(entry.usage, want, "node {node}");
             assert_eq!(
-                entry.allocs.len(),
+                entry.ids.len(),
                 t.allocs().filter(|a| a.node_id == node.as_str()).count()
             );
         }
@@ -678,6 +755,26 @@ mod tests {
             expected.is_empty(),
             "usage missing for {:?}",
             expected.keys()
+        );
+        let mut by_job: std::collections::BTreeMap<(String, String), Vec<String>> =
+            Default::default();
+        for a in t.allocs() {
+            by_job
+                .entry((a.namespace.clone(), a.job_id.clone()))
+                .or_default()
+                .push(a.id.clone());
+        }
+        let indexed: std::collections::BTreeMap<(String, String), Vec<String>> = t
+            .allocs_by_job
+            .iter()
+            .map(|(ns, job, ids)| {
+                let ids = ids.iter().map(|id| id.to_string()).collect();
+                ((ns.to_string(), job.to_string()), ids)
+            })
+            .collect();
+        assert_eq!(
+            indexed, by_job,
+            "the job index names exactly each job's allocs"
         );
     }
 }
