@@ -231,19 +231,24 @@ fn load(ks: &Keyspace, rng: &mut Pcg64, allocs: usize) -> Tables {
     tables
 }
 
+/// The `CYCLED` allocs the replayed events rewrite, spread over the table.
+fn cycled(tables: &Tables) -> Vec<Arc<Allocation>> {
+    let step = (tables.alloc_count() / CYCLED).max(1);
+    tables
+        .allocs()
+        .step_by(step)
+        .take(CYCLED)
+        .cloned()
+        .collect()
+}
+
 /// A cycle of events that leaves the tables as it found them, so criterion
 /// can replay it forever: for each of `CYCLED` allocs, a client status
 /// update in place, a stop (usage freed), a delete, a new placement, a move
 /// to another node and a move back. Interleaved across allocs in chunks so
 /// consecutive events touch unrelated keys, as a real watch does.
 fn event_pool(ks: &Keyspace, tables: &Tables, rng: &mut Pcg64) -> Vec<Event> {
-    let step = (tables.alloc_count() / CYCLED).max(1);
-    let originals: Vec<Arc<Allocation>> = tables
-        .allocs()
-        .step_by(step)
-        .take(CYCLED)
-        .cloned()
-        .collect();
+    let originals = cycled(tables);
     let node_ids: Vec<String> = tables
         .allocs()
         .take(64)
@@ -285,13 +290,7 @@ fn event_pool(ks: &Keyspace, tables: &Tables, rng: &mut Pcg64) -> Vec<Event> {
 /// rewrites of each of `CYCLED` allocs, same node and job, interleaved
 /// across allocs.
 fn status_pool(ks: &Keyspace, tables: &Tables) -> Vec<Event> {
-    let step = (tables.alloc_count() / CYCLED).max(1);
-    let originals: Vec<Arc<Allocation>> = tables
-        .allocs()
-        .step_by(step)
-        .take(CYCLED)
-        .cloned()
-        .collect();
+    let originals = cycled(tables);
     let mut rev = tables.revision();
     let mut pool = Vec::with_capacity(CYCLED * 2);
     for report in ["Tasks are running", "Deployment healthy"] {

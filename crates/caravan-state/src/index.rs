@@ -6,7 +6,7 @@ use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 use std::sync::Arc;
 
-use imbl::OrdMap;
+use imbl::{OrdMap, OrdSet};
 
 /// Longest id kept inline; UUIDs (36 bytes) fit.
 const INLINE: usize = 38;
@@ -193,34 +193,70 @@ impl<V: Clone> JobMap<V> {
     }
 }
 
+/// The members of one job in a by-job index: ids with their values (evals,
+/// deployments) or bare ids (allocations, resolved through their table).
+pub(crate) trait JobSet: Clone + Default {
+    /// What is kept beside each member's id.
+    type Value;
+    fn put(&mut self, member: Id, value: Self::Value);
+    fn take(&mut self, member: &Id);
+    fn is_empty(&self) -> bool;
+}
+
+impl<T> JobSet for OrdMap<Id, Arc<T>> {
+    type Value = Arc<T>;
+    fn put(&mut self, member: Id, value: Arc<T>) {
+        self.insert(member, value);
+    }
+    fn take(&mut self, member: &Id) {
+        self.remove(member);
+    }
+    fn is_empty(&self) -> bool {
+        OrdMap::is_empty(self)
+    }
+}
+
+impl JobSet for OrdSet<Id> {
+    type Value = ();
+    fn put(&mut self, member: Id, _: ()) {
+        self.insert(member);
+    }
+    fn take(&mut self, member: &Id) {
+        self.remove(member);
+    }
+    fn is_empty(&self) -> bool {
+        OrdSet::is_empty(self)
+    }
+}
+
 /// Adds `value` under `member` in the set of one job, creating the set.
-pub(crate) fn job_set_insert<T>(
-    map: &mut JobMap<OrdMap<Id, Arc<T>>>,
+pub(crate) fn job_set_insert<S: JobSet>(
+    map: &mut JobMap<S>,
     namespace: &str,
     job_id: &str,
     member: Id,
-    value: Arc<T>,
+    value: S::Value,
 ) {
     if let Some(set) = map.get_mut(namespace, job_id) {
-        set.insert(member, value);
+        set.put(member, value);
     } else {
-        let mut set = OrdMap::new();
-        set.insert(member, value);
+        let mut set = S::default();
+        set.put(member, value);
         map.insert(namespace, job_id, set);
     }
 }
 
 /// Removes `member` from the set of one job, dropping the set once empty so
 /// deleted jobs leave nothing behind.
-pub(crate) fn job_set_remove<T>(
-    map: &mut JobMap<OrdMap<Id, Arc<T>>>,
+pub(crate) fn job_set_remove<S: JobSet>(
+    map: &mut JobMap<S>,
     namespace: &str,
     job_id: &str,
     member: &str,
 ) {
     let now_empty = match map.get_mut(namespace, job_id) {
         Some(set) => {
-            set.remove(&Id::from(member));
+            set.take(&Id::from(member));
             set.is_empty()
         }
         None => false,

@@ -138,23 +138,10 @@ impl Tables {
             return;
         }
         if let Some((ns, job)) = old_job {
-            let now_empty = self.allocs_by_job.get_mut(ns, job).is_some_and(|ids| {
-                ids.remove(&id);
-                ids.is_empty()
-            });
-            if now_empty {
-                self.allocs_by_job.remove(ns, job);
-            }
+            job_set_remove(&mut self.allocs_by_job, ns, job, &id);
         }
         if let Some((ns, job)) = new_job {
-            match self.allocs_by_job.get_mut(ns, job) {
-                Some(ids) => {
-                    ids.insert(id);
-                }
-                None => {
-                    self.allocs_by_job.insert(ns, job, OrdSet::unit(id));
-                }
-            }
+            job_set_insert(&mut self.allocs_by_job, ns, job, id, ());
         }
     }
 
