@@ -12,6 +12,7 @@ mod config_impl;
 mod health;
 mod launch;
 mod process;
+mod threads;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -30,6 +31,7 @@ pub use cached_leader::{Lead, LeaderParts, serve_cached_leader};
 pub use health::HealthArgs;
 pub use launch::{Running, run, start, start_on};
 pub use process::{ServiceArgs, ServiceCommand, main, main_with};
+pub use threads::RuntimeConfig;
 
 use crate::store::StoreConfig;
 use crate::telemetry::TelemetryConfig;

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use super::health::{self, HealthArgs};
+use super::threads::RuntimeConfig;
 use super::{Service, ServiceConfig, StoreAccess};
 use crate::config::ConfigLoader;
 use crate::shutdown::ShutdownConfig;
@@ -53,8 +54,8 @@ pub fn main<S: Service>(service: S) -> ExitCode {
 /// serves until a signal. Exits with 2 on a bad configuration.
 pub fn main_with<S: Service>(service: S, args: ServiceArgs) -> ExitCode {
     let name = S::NAME;
-    let (config, shutdown_config) = match load::<S>(&args) {
-        Ok(both) => both,
+    let (config, shutdown_config, runtime_config) = match load::<S>(&args) {
+        Ok(all) => all,
         Err(err) => {
             // The outermost message only: configuration errors already
             // quote what they wrap.
@@ -76,12 +77,9 @@ pub fn main_with<S: Service>(service: S, args: ServiceArgs) -> ExitCode {
         };
     }
     if args.check_config {
-        return check_config::<S>(&args, &config, &shutdown_config);
+        return check_config::<S>(&args, &config, &shutdown_config, &runtime_config);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime_config.build() {
         Ok(r) => r,
         Err(err) => {
             eprintln!("{name}: cannot start the async runtime: {err}");
@@ -98,10 +96,15 @@ fn check_config<S: Service>(
     args: &ServiceArgs,
     config: &S::Config,
     shutdown: &ShutdownConfig,
+    runtime: &RuntimeConfig,
 ) -> ExitCode {
     let name = S::NAME;
-    let unknown = loader::<S>(args)
-        .and_then(|loader| Ok(loader.unknown_keys(&S::Config::default(), &[SHUTDOWN_SECTION])?));
+    let unknown = loader::<S>(args).and_then(|loader| {
+        Ok(loader.unknown_keys(
+            &S::Config::default(),
+            &[SHUTDOWN_SECTION, RuntimeConfig::SECTION],
+        )?)
+    });
     match unknown {
         Ok(keys) if keys.is_empty() => {}
         Ok(keys) => {
@@ -127,6 +130,10 @@ fn check_config<S: Service>(
         map.insert(
             SHUTDOWN_SECTION.to_string(),
             serde_json::json!({ "deadline_ms": shutdown.deadline_ms }),
+        );
+        map.insert(
+            RuntimeConfig::SECTION.to_string(),
+            serde_json::json!({ "worker_threads": runtime.worker_threads }),
         );
     }
     match serde_json::to_string_pretty(&loaded) {
@@ -156,15 +163,18 @@ fn loader<S: Service>(args: &ServiceArgs) -> anyhow::Result<ConfigLoader> {
         .set_all(args.set.iter().map(String::as_str))?)
 }
 
-/// The service's configuration and the `[shutdown]` section, checked, with
-/// the deadline raised to what the configuration needs.
-fn load<S: Service>(args: &ServiceArgs) -> anyhow::Result<(S::Config, ShutdownConfig)> {
+/// The service's configuration and the `[shutdown]` and `[runtime]`
+/// sections, checked, with the deadline raised to what the configuration
+/// needs.
+fn load<S: Service>(
+    args: &ServiceArgs,
+) -> anyhow::Result<(S::Config, ShutdownConfig, RuntimeConfig)> {
     let loader = loader::<S>(args)?;
     let (config, shutdown) = ShutdownConfig::load_beside(&loader, &S::Config::default())?;
     config.validate()?;
     <S::Store as StoreAccess<S::Config>>::check(&config)?;
     let shutdown = shutdown.at_least(config.min_shutdown_deadline());
-    Ok((config, shutdown))
+    Ok((config, shutdown, RuntimeConfig::load(&loader)?))
 }
 
 async fn serve_process<S: Service>(

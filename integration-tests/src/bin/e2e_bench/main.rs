@@ -78,6 +78,12 @@ pub struct Args {
     /// one per core).
     #[arg(long, default_value_t = 0)]
     workers: usize,
+    /// Async threads of every service process (`runtime.worker_threads`;
+    /// 0: each service's default, one per core). The whole stack shares
+    /// this machine's cores, where one each costs the least CPU per
+    /// placement (docs/benchmarks.md).
+    #[arg(long, default_value_t = 1)]
+    worker_threads: usize,
     /// Burst: registrations in flight at once.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
@@ -135,6 +141,16 @@ impl Args {
 
     fn want_allocs(&self) -> usize {
         self.jobs * self.count
+    }
+
+    /// The settings every service process gets: its log filter and, unless
+    /// 0, its async threads.
+    fn common_settings(&self) -> Vec<(&'static str, String)> {
+        let mut settings = vec![("telemetry.log_filter", self.log_filter.clone())];
+        if self.worker_threads > 0 {
+            settings.push(("runtime.worker_threads", self.worker_threads.to_string()));
+        }
+        settings
     }
 }
 
@@ -294,6 +310,7 @@ fn compose(args: &Args, shared: &Shared, interrupted: bool) -> Report {
             memory_mb: args.memory,
             gateways: args.gateways,
             worker_replicas: args.worker_replicas,
+            worker_threads: args.worker_threads,
             workers: args.workers,
             concurrency: args.concurrency,
             rate: args.rate,

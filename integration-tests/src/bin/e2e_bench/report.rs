@@ -28,6 +28,8 @@ pub struct Shape {
     pub worker_replicas: usize,
     /// Workers per scheduler-worker (0: one per core).
     pub workers: usize,
+    /// Async threads of each service process (0: one per core).
+    pub worker_threads: usize,
     /// Burst: registrations in flight.
     pub concurrency: usize,
     /// Open loop: jobs offered per second (absent for a burst).
@@ -146,8 +148,18 @@ impl Report {
         let want = s.jobs * s.count;
         println!(
             "jobs × count            {} × {} = {want} allocs on {} simulated nodes \
-             (task {} MHz, {} MB; {} gateway(s), {} worker replica(s))",
-            s.jobs, s.count, s.nodes, s.cpu_mhz, s.memory_mb, s.gateways, s.worker_replicas
+             (task {} MHz, {} MB; {} gateway(s), {} worker replica(s), {})",
+            s.jobs,
+            s.count,
+            s.nodes,
+            s.cpu_mhz,
+            s.memory_mb,
+            s.gateways,
+            s.worker_replicas,
+            match s.worker_threads {
+                0 => "async threads one per core".to_string(),
+                n => format!("{n} async thread(s) per process"),
+            }
         );
         if self.interrupted {
             println!(

@@ -53,8 +53,9 @@ pub async fn run(args: Args, shared: Arc<Shared>) -> anyhow::Result<()> {
     }
     start_cluster(c, &args).await?;
     let started = Instant::now();
-    c.start_simulated_clients(args.nodes, &[("telemetry.log_filter", &args.log_filter)])
-        .await?;
+    let common = args.common_settings();
+    let common: Vec<(&str, &str)> = common.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    c.start_simulated_clients(args.nodes, &common).await?;
     shared.progress.lock().nodes_ready = Some(started.elapsed());
     eprintln!(
         "{} simulated nodes ready in {:.1} s; prefix {}, logs in {}",
@@ -132,8 +133,9 @@ pub async fn run(args: Args, shared: Arc<Shared>) -> anyhow::Result<()> {
 /// Starts the control plane: gateways, an eval-broker, a plan-applier and
 /// the scheduler-workers, and waits for the two leaders.
 async fn start_cluster(c: &mut Cluster, args: &Args) -> anyhow::Result<()> {
-    let log = [("telemetry.log_filter", args.log_filter.as_str())];
-    let mut gateway_settings = log.to_vec();
+    let common = args.common_settings();
+    let log: Vec<(&str, &str)> = common.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut gateway_settings = log.clone();
     gateway_settings.extend(
         args.gateway_settings
             .iter()
@@ -142,7 +144,7 @@ async fn start_cluster(c: &mut Cluster, args: &Args) -> anyhow::Result<()> {
     for _ in 0..args.gateways.max(1) {
         c.start_gateway(&gateway_settings).await?;
     }
-    let mut broker_settings = log.to_vec();
+    let mut broker_settings = log.clone();
     broker_settings.extend(
         args.broker_settings
             .iter()
@@ -151,7 +153,7 @@ async fn start_cluster(c: &mut Cluster, args: &Args) -> anyhow::Result<()> {
     c.start_broker(&broker_settings).await?;
     c.start_applier(&log).await?;
     let workers = args.workers.to_string();
-    let mut worker_settings = log.to_vec();
+    let mut worker_settings = log.clone();
     if args.workers > 0 {
         worker_settings.push(("workers", workers.as_str()));
     }
