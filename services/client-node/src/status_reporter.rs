@@ -3,6 +3,7 @@
 //! send is retried without ever replacing a newer state with an older one.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,12 +48,18 @@ impl StatusSink {
         }
     }
 
-    /// Queues the newest state of an alloc, replacing any older one not yet sent.
-    pub fn report(&self, update: AllocUpdate) {
-        self.inner
-            .pending
-            .lock()
-            .insert(update.alloc_id.clone(), update);
+    /// Queues the newest state of an alloc, replacing any older one not yet
+    /// sent. An update without task states says they did not change since
+    /// the alloc's last report; the states of a replaced report go with it.
+    pub fn report(&self, mut update: AllocUpdate) {
+        let mut p = self.inner.pending.lock();
+        if update.task_states.is_empty()
+            && let Some(older) = p.get_mut(&update.alloc_id)
+        {
+            update.task_states = std::mem::take(&mut older.task_states);
+        }
+        p.insert(update.alloc_id.clone(), update);
+        drop(p);
         self.inner.notify.notify_one();
     }
 
@@ -68,11 +75,29 @@ impl StatusSink {
         keys.iter().filter_map(|k| p.remove(k)).collect()
     }
 
-    /// Puts back updates whose send failed, unless a newer one arrived meanwhile.
+    /// Puts back updates whose send failed, unless a newer one arrived
+    /// meanwhile; a newer one without task states takes the failed one's.
     fn requeue(&self, updates: Vec<AllocUpdate>) {
         let mut p = self.inner.pending.lock();
         for u in updates {
-            p.entry(u.alloc_id.clone()).or_insert(u);
+            match p.entry(u.alloc_id.clone()) {
+                Entry::Occupied(mut newer) => carry_states(newer.get_mut(), u),
+                Entry::Vacant(slot) => {
+                    slot.insert(u);
+                }
+            }
+        }
+    }
+
+    /// Gives the task states of updates the servers refused to the newer
+    /// updates of the same allocs that left theirs out, so the next send
+    /// carries them.
+    fn carry_refused(&self, updates: Vec<AllocUpdate>) {
+        let mut p = self.inner.pending.lock();
+        for u in updates {
+            if let Some(newer) = p.get_mut(&u.alloc_id) {
+                carry_states(newer, u);
+            }
         }
     }
 
@@ -129,6 +154,7 @@ impl StatusSink {
                     Err(status) if !is_retryable(&status) => {
                         // Sending the same batch again would fail the same way.
                         tracing::error!(node = %node_id, updates = n, %status, "alloc updates refused; dropped");
+                        self.carry_refused(batch);
                     }
                     Err(status) => {
                         tracing::warn!(node = %node_id, updates = n, %status, "alloc updates not sent; will retry");
@@ -165,6 +191,13 @@ impl StatusSink {
                 ),
             }
         }
+    }
+}
+
+/// `newer` with `older`'s task states when it left its own out.
+fn carry_states(newer: &mut AllocUpdate, older: AllocUpdate) {
+    if newer.task_states.is_empty() {
+        newer.task_states = older.task_states;
     }
 }
 
@@ -206,5 +239,59 @@ mod tests {
         assert_eq!(all["a"].client_status(), AllocClientStatus::Complete);
         assert_eq!(all["b"].client_status(), AllocClientStatus::Pending);
         assert_eq!(all.len(), 3);
+    }
+
+    fn with_states(id: &str, status: AllocClientStatus, state: &str) -> AllocUpdate {
+        let mut u = update(id, status);
+        u.task_states.insert(
+            "t".to_string(),
+            caravan_proto::TaskState {
+                state: state.into(),
+                ..Default::default()
+            },
+        );
+        u
+    }
+
+    fn state_of(u: &AllocUpdate) -> Option<&str> {
+        u.task_states.get("t").map(|s| s.state.as_str())
+    }
+
+    /// A report that leaves its task states out (unchanged since the last
+    /// one) never makes the servers miss states an unsent report carried.
+    #[test]
+    fn task_states_left_out_are_carried_from_the_report_they_replace() {
+        let s = StatusSink::new(10);
+        // Replaced before it was sent.
+        s.report(with_states("a", AllocClientStatus::Running, "running"));
+        s.report(update("a", AllocClientStatus::Running));
+        let sent = s.take();
+        assert_eq!(state_of(&sent[0]), Some("running"));
+
+        // Sent and failed while a newer report waited: requeued into it.
+        s.report(with_states("b", AllocClientStatus::Running, "running"));
+        let failed = s.take();
+        s.report(update("b", AllocClientStatus::Running));
+        s.requeue(failed);
+        assert_eq!(state_of(&s.take()[0]), Some("running"));
+
+        // Refused (not retried): a newer report still carries its states,
+        // and nothing is put back when there is none.
+        s.report(with_states("c", AllocClientStatus::Running, "running"));
+        let refused = s.take();
+        s.report(update("c", AllocClientStatus::Running));
+        s.carry_refused(refused.clone());
+        assert_eq!(state_of(&s.take()[0]), Some("running"));
+        s.carry_refused(refused);
+        assert_eq!(s.pending(), 0);
+
+        // A newer report with states of its own keeps them.
+        s.report(with_states("d", AllocClientStatus::Running, "running"));
+        let failed = s.take();
+        s.report(with_states("d", AllocClientStatus::Complete, "dead"));
+        s.requeue(failed);
+        let newest = s.take();
+        assert_eq!(newest[0].client_status(), AllocClientStatus::Complete);
+        assert_eq!(state_of(&newest[0]), Some("dead"));
     }
 }

@@ -126,9 +126,15 @@ impl ParkedAlloc {
         self.health = None;
         self.health_verdict = Some((healthy, now_unix_ns()));
         let (status, desc) = client_status(&states);
-        self.ctx
-            .sink
-            .report(update_of(&alloc, self.health_verdict, status, desc, states));
+        // Parked only once its current states were reported, and a parked
+        // task's state does not change: the verdict goes without them.
+        self.ctx.sink.report(update_of(
+            &alloc,
+            self.health_verdict,
+            status,
+            desc,
+            SmallMap::new(),
+        ));
     }
 }
 

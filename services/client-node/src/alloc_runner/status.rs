@@ -113,8 +113,18 @@ impl AllocRunner {
         if self.quiet || self.last_reported.as_ref() == Some(&u) {
             return;
         }
-        self.last_reported = Some(u.clone());
-        self.ctx.sink.report(u);
+        let mut sent = u.clone();
+        if self
+            .last_reported
+            .as_ref()
+            .is_some_and(|last| last.task_states == u.task_states)
+        {
+            // Unchanged since the last report (a health verdict, a new
+            // description): the servers keep what they have.
+            sent.task_states = SmallMap::new();
+        }
+        self.last_reported = Some(u);
+        self.ctx.sink.report(sent);
     }
 
     /// What [`Self::report`] would send now.
