@@ -53,10 +53,8 @@ impl StatusSink {
     /// the alloc's last report; the states of a replaced report go with it.
     pub fn report(&self, mut update: AllocUpdate) {
         let mut p = self.inner.pending.lock();
-        if update.task_states.is_empty()
-            && let Some(older) = p.get_mut(&update.alloc_id)
-        {
-            update.task_states = std::mem::take(&mut older.task_states);
+        if let Some(older) = p.remove(&update.alloc_id) {
+            carry_states(&mut update, older);
         }
         p.insert(update.alloc_id.clone(), update);
         drop(p);

@@ -133,7 +133,7 @@ fn check_config<S: Service>(
         );
         map.insert(
             RuntimeConfig::SECTION.to_string(),
-            serde_json::json!({ "worker_threads": runtime.worker_threads }),
+            serde_json::to_value(runtime).unwrap_or_default(),
         );
     }
     match serde_json::to_string_pretty(&loaded) {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use caravan_integration_tests::cluster::Settings;
 use caravan_integration_tests::{Cluster, EtcdProcess, HttpApi, Service, jobs};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
@@ -51,10 +52,10 @@ pub async fn run(args: Args, shared: Arc<Shared>) -> anyhow::Result<()> {
     if !own_etcd {
         shared.progress.lock().purge = Some(c.state.clone());
     }
-    start_cluster(c, &args).await?;
-    let started = Instant::now();
     let common = args.common_settings();
     let common: Vec<(&str, &str)> = common.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    start_cluster(c, &args, &common).await?;
+    let started = Instant::now();
     c.start_simulated_clients(args.nodes, &common).await?;
     shared.progress.lock().nodes_ready = Some(started.elapsed());
     eprintln!(
@@ -131,11 +132,10 @@ pub async fn run(args: Args, shared: Arc<Shared>) -> anyhow::Result<()> {
 }
 
 /// Starts the control plane: gateways, an eval-broker, a plan-applier and
-/// the scheduler-workers, and waits for the two leaders.
-async fn start_cluster(c: &mut Cluster, args: &Args) -> anyhow::Result<()> {
-    let common = args.common_settings();
-    let log: Vec<(&str, &str)> = common.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let mut gateway_settings = log.clone();
+/// the scheduler-workers, each with the `common` settings, and waits for
+/// the two leaders.
+async fn start_cluster(c: &mut Cluster, args: &Args, common: Settings<'_>) -> anyhow::Result<()> {
+    let mut gateway_settings = common.to_vec();
     gateway_settings.extend(
         args.gateway_settings
             .iter()
@@ -144,16 +144,16 @@ async fn start_cluster(c: &mut Cluster, args: &Args) -> anyhow::Result<()> {
     for _ in 0..args.gateways.max(1) {
         c.start_gateway(&gateway_settings).await?;
     }
-    let mut broker_settings = log.clone();
+    let mut broker_settings = common.to_vec();
     broker_settings.extend(
         args.broker_settings
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str())),
     );
     c.start_broker(&broker_settings).await?;
-    c.start_applier(&log).await?;
+    c.start_applier(common).await?;
     let workers = args.workers.to_string();
-    let mut worker_settings = log.clone();
+    let mut worker_settings = common.to_vec();
     if args.workers > 0 {
         worker_settings.push(("workers", workers.as_str()));
     }

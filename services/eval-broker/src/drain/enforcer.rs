@@ -123,11 +123,12 @@ impl DrainEnforcer {
         }
         // Most clusters drain nothing: then no allocation change matters,
         // and walking them is most of what a catch-up would cost.
-        let allocs = (!self.draining.is_empty()).then(|| next.alloc_changes_since(&seen));
-        for change in allocs.into_iter().flatten() {
-            for alloc in [change.old(), change.new()].into_iter().flatten() {
-                if self.draining.contains_key(&alloc.node_id) {
-                    touched.insert(alloc.node_id.clone());
+        if !self.draining.is_empty() {
+            for change in next.alloc_changes_since(&seen) {
+                for alloc in [change.old(), change.new()].into_iter().flatten() {
+                    if self.draining.contains_key(&alloc.node_id) {
+                        touched.insert(alloc.node_id.clone());
+                    }
                 }
             }
         }
