@@ -130,6 +130,7 @@ impl Change {
             StateKey::SchedulerConfig => Change::SchedulerConfig(Some(Arc::new(decode(kv)?))),
             StateKey::Leader { .. }
             | StateKey::JobPlan { .. }
+            | StateKey::AllocMetrics(_)
             | StateKey::Var { .. }
             | StateKey::Acl(_) => {
                 return Ok(None);
@@ -178,6 +179,7 @@ impl Change {
             StateKey::SchedulerConfig => Change::SchedulerConfig(None),
             StateKey::Leader { .. }
             | StateKey::JobPlan { .. }
+            | StateKey::AllocMetrics(_)
             | StateKey::Var { .. }
             | StateKey::Acl(_) => {
                 return None;
