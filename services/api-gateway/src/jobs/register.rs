@@ -385,8 +385,7 @@ pub async fn evaluate(
                 .filter(|a| failed(a))
                 .map(|a| a.id.as_str())
                 .collect();
-            // The cache's copies lack the placement metrics: rewrite the
-            // stored values.
+            // The stored values, fresher than the cache's copies.
             let stored = crate::allocs::read_stored(
                 gw.store.as_ref(),
                 &gw.keys,
