@@ -130,7 +130,6 @@ impl Change {
             StateKey::SchedulerConfig => Change::SchedulerConfig(Some(Arc::new(decode(kv)?))),
             StateKey::Leader { .. }
             | StateKey::JobPlan { .. }
-            | StateKey::AllocMetrics(_)
             | StateKey::Var { .. }
             | StateKey::Acl(_) => {
                 return Ok(None);
@@ -179,7 +178,6 @@ impl Change {
             StateKey::SchedulerConfig => Change::SchedulerConfig(None),
             StateKey::Leader { .. }
             | StateKey::JobPlan { .. }
-            | StateKey::AllocMetrics(_)
             | StateKey::Var { .. }
             | StateKey::Acl(_) => {
                 return None;

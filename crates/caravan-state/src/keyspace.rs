@@ -22,11 +22,6 @@ pub enum Kind {
     Evals,
     /// `allocs/<alloc>`.
     Allocs,
-    /// `alloc_metrics/<alloc>`: an allocation's placement metrics, written
-    /// once with its placement and deleted with it; kept apart so that
-    /// every later rewrite of the allocation neither carries nor needs them
-    /// (not cached: read by whoever shows one allocation whole).
-    AllocMetrics,
     /// `nodes/<node>`.
     Nodes,
     /// `heartbeats/<node>`: live while the node's lease lives.
@@ -52,12 +47,11 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in layout order.
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Jobs,
         Kind::JobVersions,
         Kind::Evals,
         Kind::Allocs,
-        Kind::AllocMetrics,
         Kind::Nodes,
         Kind::Heartbeats,
         Kind::Deployments,
@@ -75,7 +69,6 @@ impl Kind {
             Kind::JobVersions => "job_versions",
             Kind::Evals => "evals",
             Kind::Allocs => "allocs",
-            Kind::AllocMetrics => "alloc_metrics",
             Kind::Nodes => "nodes",
             Kind::Heartbeats => "heartbeats",
             Kind::Deployments => "deployments",
@@ -99,7 +92,7 @@ impl Kind {
             | Kind::Heartbeats
             | Kind::Deployments
             | Kind::SchedulerConfig => true,
-            Kind::AllocMetrics | Kind::Leader | Kind::JobPlans | Kind::Vars | Kind::Acl => false,
+            Kind::Leader | Kind::JobPlans | Kind::Vars | Kind::Acl => false,
         }
     }
 
@@ -134,8 +127,6 @@ pub enum StateKey {
     Eval(String),
     /// An allocation.
     Alloc(String),
-    /// An allocation's placement metrics.
-    AllocMetrics(String),
     /// A client node.
     Node(String),
     /// A node's heartbeat key.
@@ -178,7 +169,6 @@ impl StateKey {
             StateKey::JobVersion { .. } => Kind::JobVersions,
             StateKey::Eval(_) => Kind::Evals,
             StateKey::Alloc(_) => Kind::Allocs,
-            StateKey::AllocMetrics(_) => Kind::AllocMetrics,
             StateKey::Node(_) => Kind::Nodes,
             StateKey::Heartbeat(_) => Kind::Heartbeats,
             StateKey::Deployment(_) => Kind::Deployments,
@@ -322,11 +312,6 @@ impl Keyspace {
         self.build(&["allocs", alloc_id])
     }
 
-    /// `alloc_metrics/<alloc>`.
-    pub fn alloc_metrics(&self, alloc_id: &str) -> Vec<u8> {
-        self.build(&["alloc_metrics", alloc_id])
-    }
-
     /// `nodes/<node>`.
     pub fn node(&self, node_id: &str) -> Vec<u8> {
         self.build(&["nodes", node_id])
@@ -376,7 +361,6 @@ impl Keyspace {
             } => self.job_version(namespace, id, *version),
             StateKey::Eval(id) => self.eval(id),
             StateKey::Alloc(id) => self.alloc(id),
-            StateKey::AllocMetrics(id) => self.alloc_metrics(id),
             StateKey::Node(id) => self.node(id),
             StateKey::Heartbeat(id) => self.heartbeat(id),
             StateKey::Deployment(id) => self.deployment(id),
@@ -447,7 +431,6 @@ impl Keyspace {
             },
             Kind::Evals => StateKey::Eval(single()?),
             Kind::Allocs => StateKey::Alloc(single()?),
-            Kind::AllocMetrics => StateKey::AllocMetrics(single()?),
             Kind::Nodes => StateKey::Node(single()?),
             Kind::Heartbeats => StateKey::Heartbeat(single()?),
             Kind::Deployments => StateKey::Deployment(single()?),
@@ -547,7 +530,6 @@ mod tests {
             b"/t/x/job_versions/default/web/00000000000000000007"
         );
         assert_eq!(ks.alloc("a1"), b"/t/x/allocs/a1");
-        assert_eq!(ks.alloc_metrics("a1"), b"/t/x/alloc_metrics/a1");
         assert_eq!(ks.heartbeat("n1"), b"/t/x/heartbeats/n1");
         assert_eq!(ks.scheduler_config(), b"/t/x/scheduler_config");
         assert_eq!(ks.prefix_of(Kind::Allocs), b"/t/x/allocs/");
@@ -578,7 +560,6 @@ mod tests {
             },
             StateKey::Eval("e".into()),
             StateKey::Alloc("a".into()),
-            StateKey::AllocMetrics("a".into()),
             StateKey::Node("n".into()),
             StateKey::Heartbeat("n".into()),
             StateKey::Deployment("d".into()),

@@ -268,7 +268,6 @@ impl Tables {
             StateKey::Heartbeat(_)
             | StateKey::Leader { .. }
             | StateKey::JobPlan { .. }
-            | StateKey::AllocMetrics(_)
             | StateKey::Var { .. }
             | StateKey::Acl(_) => None,
         }

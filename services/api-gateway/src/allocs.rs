@@ -2,10 +2,9 @@
 //! evaluation that replaces it, as Nomad's `alloc stop` does).
 
 use caravan_model::trigger;
-use caravan_proto::{AllocMetric, Allocation, Job, JobType, QueryMeta};
-use caravan_state::{Keyspace, StateError, decode, encode};
-use caravan_store::{Compare, CompareOp, KeyValue, Op, OpResult, Revision, Store, Txn, TxnResult};
-use prost::Message;
+use caravan_proto::{Allocation, Job, JobType, QueryMeta};
+use caravan_state::{Keyspace, decode, encode};
+use caravan_store::{Compare, CompareOp, Op, OpResult, Revision, Store, Txn, TxnResult};
 
 use crate::error::{GatewayError, Result};
 use crate::evals;
@@ -23,21 +22,19 @@ pub async fn list(gw: &Gateway, query: &Query) -> (Vec<Allocation>, QueryMeta) {
     (allocs, query::meta(gw, &snap))
 }
 
-/// One allocation, whole. Its placement metrics live under a key of their
-/// own, which no cache holds: one the cache shows is read from the store
-/// with its metrics once the cache has reached the revision the query waits
-/// for, so the answer is never older than the cache, and the index reported
-/// covers it.
+/// One allocation, whole. The cache keeps allocations without their
+/// placement metrics: one the cache shows is read from the store once the
+/// cache has reached the revision the query waits for, so the answer is
+/// never older than the cache, and the index reported covers it.
 pub async fn get(gw: &Gateway, alloc_id: &str, query: &Query) -> Result<(Allocation, QueryMeta)> {
     let not_found = || GatewayError::NotFound(format!("alloc not found: {alloc_id}"));
     let snap = query::block(gw, query).await;
     if snap.alloc(alloc_id).is_none() {
         return Err(not_found());
     }
-    let alloc = read_whole(gw.store.as_ref(), &gw.keys, &[alloc_id], 2)
+    let alloc = gw
+        .read::<Allocation>(&gw.keys.alloc(alloc_id))
         .await?
-        .pop()
-        .flatten()
         .ok_or_else(not_found)?;
     let mut meta = query::meta(gw, &snap);
     meta.revision = meta.revision.max(alloc.modify_revision);
@@ -62,58 +59,6 @@ pub(crate) async fn read_stored(
         out.extend(allocs_read(&result, chunk.len())?);
     }
     Ok(out)
-}
-
-/// The allocations `ids` whole, placement metrics included, in their order
-/// (`None` for one gone), read in transactions of at most `max_ops` gets:
-/// for the answers that show allocations whole. Never for a rewrite: the
-/// metrics stay under their own key.
-pub(crate) async fn read_whole(
-    store: &dyn Store,
-    keys: &Keyspace,
-    ids: &[&str],
-    max_ops: usize,
-) -> Result<Vec<Option<Allocation>>> {
-    let mut out = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks((max_ops / 2).max(1)) {
-        let txn = chunk.iter().fold(Txn::new(), |txn, id| {
-            txn.and_then(Op::get(keys.alloc(id)))
-                .and_then(Op::get(keys.alloc_metrics(id)))
-        });
-        let result = store.txn(txn).await?;
-        let mut read = result.results.iter().map(first_kv);
-        for _ in chunk {
-            let (alloc, metrics) = (read.next().flatten(), read.next().flatten());
-            out.push(match alloc {
-                Some(kv) => Some(with_metrics(decode::<Allocation>(kv)?, metrics)?),
-                None => None,
-            });
-        }
-    }
-    Ok(out)
-}
-
-/// `alloc` with the metrics stored under their own key, if any (an
-/// allocation placed before they had one keeps them in its value).
-fn with_metrics(mut alloc: Allocation, metrics: Option<&KeyValue>) -> Result<Allocation> {
-    if let Some(kv) = metrics
-        && alloc.metrics.is_none()
-    {
-        let metrics =
-            AllocMetric::decode(kv.value.as_slice()).map_err(|source| StateError::Decode {
-                key: String::from_utf8_lossy(&kv.key).into_owned(),
-                source,
-            })?;
-        alloc.metrics = Some(Box::new(metrics));
-    }
-    Ok(alloc)
-}
-
-fn first_kv(op: &OpResult) -> Option<&KeyValue> {
-    match op {
-        OpResult::Get(range) => range.kvs.first(),
-        _ => None,
-    }
 }
 
 /// The allocations a transaction of `count` gets read, in its order.

@@ -148,12 +148,12 @@ impl Service for ApiGatewayService {
     }
 }
 
-/// The gateway's watch cache keeps allocations whole: what a status write
-/// rewrites comes from it (placement metrics live under their own key,
-/// which no cache holds).
+/// The gateway's watch cache keeps allocations without their placement
+/// metrics: lists, client streams and status bookkeeping never read them,
+/// and the answers that show one whole allocation read it from the store.
 pub(crate) fn cache_config() -> InformerConfig {
     InformerConfig {
-        alloc_detail: AllocDetail::Full,
+        alloc_detail: AllocDetail::WithoutMetrics,
         ..InformerConfig::default()
     }
 }

@@ -35,12 +35,8 @@ pub(crate) struct Part {
 
 impl Part {
     fn push(&mut self, target: Target, change: Change, bytes: usize) {
-        // A compare and a put per object, and a placement's metrics key.
-        self.ops += if matches!(change, Change::Place(_)) {
-            3
-        } else {
-            2
-        };
+        // A compare and a put per object.
+        self.ops += 2;
         self.bytes += bytes + KEY_OVERHEAD;
         self.changes.push((target, change));
     }
@@ -736,13 +732,7 @@ impl Committer<'_> {
                         _ => None,
                     };
                     match apply_alloc(cur_alloc, &refs, self.now) {
-                        Ok(Some(mut a)) => {
-                            if let Some(metrics) = placement_metrics(&mut a, &refs) {
-                                txn = txn.and_then(Op::put(
-                                    self.keyspace.alloc_metrics(id),
-                                    encode(metrics.as_ref()),
-                                ));
-                            }
+                        Ok(Some(a)) => {
                             let bytes = encode(&a);
                             written.push(Written {
                                 target: target.clone(),
@@ -867,22 +857,6 @@ impl Written {
             value,
             revision: rev,
         }
-    }
-}
-
-/// The placement metrics of an allocation `changes` place, taken out of it:
-/// they go under a key of their own (`alloc_metrics/<alloc>`), written once,
-/// so no later rewrite of the allocation carries or needs them. Any other
-/// write leaves the value as it is (an allocation placed before the metrics
-/// had a key of their own keeps them in its value).
-fn placement_metrics(
-    alloc: &mut Allocation,
-    changes: &[&Change],
-) -> Option<Box<caravan_proto::AllocMetric>> {
-    if changes.iter().any(|c| matches!(c, Change::Place(_))) {
-        alloc.metrics.take()
-    } else {
-        None
     }
 }
 

@@ -2,22 +2,15 @@
 //! while one transaction commits go together into the next, so the store's
 //! disk sync is paid per batch rather than per node and per report (Nomad's
 //! servers coalesce client updates the same way). Each allocation is still
-//! compared on its mod revision, and every caller hears the outcome of the
-//! transaction that carried its updates.
-//!
-//! A batch rewrites the newest copy the writer knows without reading the
-//! store: the watch cache's, or the writer's own last write of the
-//! allocation while the cache has not shown it yet (a node reports an
-//! allocation's start and then its health within moments). Only a batch
-//! that conflicts, because another writer got there first, reads the
-//! stored values before it tries again.
+//! compared on its mod revision and re-read on conflict, and every caller
+//! hears the outcome of the transaction that carried its updates.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use caravan_model::now_unix_ns;
 use caravan_proto::{AllocUpdate, Allocation};
-use caravan_state::{Informer, Keyspace, Snapshot};
+use caravan_state::{Informer, Keyspace};
 use caravan_store::{Revision, Store};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
@@ -151,7 +144,6 @@ async fn run(
     shutdown: CancellationToken,
 ) {
     let max = ctx.max_allocs.max(1);
-    let mut own = OwnWrites::default();
     let mut carried: Option<Request> = None;
     loop {
         let first = match carried.take() {
@@ -181,61 +173,15 @@ async fn run(
         }
         // Taken: room for the reports that arrive while this one commits.
         backlog.release(size);
-        commit(&ctx, &mut own, batch).await;
+        commit(&ctx, batch).await;
     }
 }
 
-/// The allocations the writer wrote last, as written, until its cache shows
-/// those writes: without them a node's second report of an allocation
-/// would be compared against the cache's older copy and fail.
-#[derive(Debug, Default)]
-struct OwnWrites {
-    allocs: HashMap<String, Arc<Allocation>>,
-}
-
-impl OwnWrites {
-    /// Records what a batch wrote at `revision`.
-    fn record(&mut self, written: Vec<Allocation>, revision: Revision) {
-        for mut alloc in written {
-            alloc.modify_revision = revision;
-            self.allocs.insert(alloc.id.clone(), Arc::new(alloc));
-        }
-    }
-
-    /// Forgets the writes a cache at `revision` already shows.
-    fn forget_seen(&mut self, revision: Revision) {
-        self.allocs.retain(|_, a| a.modify_revision > revision);
-    }
-
-    /// Replaces the callers' copies by the newest one known: theirs, the
-    /// cache's now, or the writer's own write. A copy no longer on the node
-    /// the update was checked against is left alone.
-    fn freshen(&self, snap: &Snapshot, current: &mut Current) {
-        for (update, held) in current.iter_mut() {
-            let Some(checked) = held.as_ref() else {
-                continue;
-            };
-            let newest = [
-                snap.alloc(&update.alloc_id),
-                self.allocs.get(&update.alloc_id),
-            ]
-            .into_iter()
-            .flatten()
-            .filter(|a| a.node_id == checked.node_id)
-            .max_by_key(|a| a.modify_revision);
-            if let Some(newest) = newest
-                && newest.modify_revision > checked.modify_revision
-            {
-                *held = Some(Arc::clone(newest));
-            }
-        }
-    }
-}
-
-/// Replaces the callers' copies by the stored values, after a conflict:
-/// another writer changed an allocation the cache does not show yet. An
-/// allocation gone since, or no longer on the node it was checked against,
-/// is left alone.
+/// Replaces the callers' copies (the cache's, without placement metrics) by
+/// the stored values, which the batch rewrites whole; the freshest values
+/// also spare a conflict when a node reports one allocation twice in a row.
+/// An allocation gone since, or no longer on the node it was checked
+/// against, is left alone.
 async fn read_stored(ctx: &WriterContext, current: &mut Current) -> Result<()> {
     let ids: Vec<&str> = current.iter().map(|(u, _)| u.alloc_id.as_str()).collect();
     let stored =
@@ -252,7 +198,7 @@ async fn read_stored(ctx: &WriterContext, current: &mut Current) -> Result<()> {
 }
 
 /// Writes one batch and answers each of its callers.
-async fn commit(ctx: &WriterContext, own: &mut OwnWrites, mut batch: Vec<Request>) {
+async fn commit(ctx: &WriterContext, mut batch: Vec<Request>) {
     // A caller that gave up waiting (its deadline passed while the queue was
     // long) sends its updates again, newest state first: writing the stale
     // copy would only lengthen the queue for everyone behind it.
@@ -261,8 +207,7 @@ async fn commit(ctx: &WriterContext, own: &mut OwnWrites, mut batch: Vec<Request
         return;
     }
     let mut merged = merge(batch.iter_mut().map(|r| std::mem::take(&mut r.current)));
-    own.forget_seen(ctx.cache.revision());
-    let outcome = write_merged(ctx, own, &mut merged).await;
+    let outcome = write_merged(ctx, &mut merged).await;
     for request in batch {
         let answer = match &outcome {
             Ok(revision) => Ok(*revision),
@@ -292,29 +237,17 @@ fn merge(requests: impl Iterator<Item = Current>) -> Current {
 
 /// Commits the merged updates, re-reading and retrying on conflict; the
 /// error is the message every caller gets.
-async fn write_merged(
-    ctx: &WriterContext,
-    own: &mut OwnWrites,
-    current: &mut Current,
-) -> Result<Revision, String> {
+async fn write_merged(ctx: &WriterContext, current: &mut Current) -> Result<Revision, String> {
     for attempt in 0..ctx.attempts.max(1) {
-        let snap = ctx.cache.snapshot();
-        if attempt == 0 {
-            own.freshen(&snap, current);
-        } else {
-            read_stored(ctx, current)
-                .await
-                .map_err(|err| format!("reading allocations: {err}"))?;
-        }
+        read_stored(ctx, current)
+            .await
+            .map_err(|err| format!("reading allocations: {err}"))?;
         if current.iter().all(|(_, a)| a.is_none()) {
             // Every allocation is gone (garbage collected): nothing to record.
             return Ok(ctx.cache.revision());
         }
-        let Batch {
-            txn,
-            evals,
-            written,
-        } = build_batch(&ctx.keys, &snap, current, now_unix_ns());
+        let snap = ctx.cache.snapshot();
+        let Batch { txn, evals } = build_batch(&ctx.keys, &snap, current, now_unix_ns());
         let result = ctx
             .store
             .txn(txn)
@@ -324,7 +257,6 @@ async fn write_merged(
             if !evals.is_empty() {
                 tracing::info!(evals = evals.len(), "client updates created evaluations");
             }
-            own.record(written, result.revision);
             return Ok(result.revision);
         }
         tracing::debug!(
@@ -400,69 +332,14 @@ mod tests {
         );
     }
 
-    /// A store holding allocation `alloc`, and a cache of a twin store that
-    /// holds the same at the same revision and never changes: a cache that
-    /// shows none of the writer's writes, however long a test runs.
-    async fn with_frozen_cache(
-        alloc: &Allocation,
-        attempts: u32,
-    ) -> (Arc<dyn Store>, WriterContext) {
-        let keys = Keyspace::new("/t");
-        let store: Arc<dyn Store> = Arc::new(caravan_store::MemStore::new());
-        let twin: Arc<dyn Store> = Arc::new(caravan_store::MemStore::new());
-        for s in [&store, &twin] {
-            s.put(&keys.alloc(&alloc.id), &caravan_state::encode(alloc), 0)
-                .await
-                .unwrap();
-        }
-        let cache = Arc::new(
-            Informer::start(twin, keys.clone(), crate::cache_config())
-                .await
-                .unwrap(),
-        );
-        let ctx = WriterContext {
-            store: store.clone(),
-            keys,
-            cache,
-            attempts,
-            max_allocs: 100,
-            max_backlog: 1_000,
-        };
-        (store, ctx)
-    }
-
-    async fn report(
-        ctx: &WriterContext,
-        own: &mut OwnWrites,
-        status: AllocClientStatus,
-    ) -> Result<Revision> {
-        let cached = ctx.cache.snapshot().alloc("a").cloned();
-        let (u, _) = update("a", status);
-        let (respond, answer) = oneshot::channel();
-        let request = Request {
-            current: vec![(u, cached)],
-            respond,
-        };
-        commit(ctx, own, vec![request]).await;
-        answer.await.unwrap()
-    }
-
-    async fn stored(store: &Arc<dyn Store>) -> Allocation {
-        let kv = store
-            .get(&Keyspace::new("/t").alloc("a"))
-            .await
-            .unwrap()
-            .unwrap();
-        caravan_state::decode(&kv).unwrap()
-    }
-
     /// A node reports an allocation twice before the cache shows the first
-    /// write: the second write compares against the writer's own write, not
-    /// the cache's older copy, so it needs no read and no second attempt;
-    /// and what the value holds beside the status (placement metrics kept in
-    /// the value of an allocation placed before they had a key) stays.
+    /// write, and the cache holds no placement metrics: the second write
+    /// compares against the store, not the stale copy (one attempt only),
+    /// and keeps what the cache leaves out.
     #[tokio::test]
-    async fn a_second_report_is_compared_against_the_writers_own_write() {
+    async fn a_write_rewrites_the_stored_value_not_the_cached_copy() {
+        let store: Arc<dyn Store> = Arc::new(caravan_store::MemStore::new());
+        let keys = Keyspace::new("/t");
         let mut alloc = Allocation {
             id: "a".into(),
             node_id: "n1".into(),
@@ -473,66 +350,39 @@ mod tests {
             ..Default::default()
         };
         alloc.set_client_status(AllocClientStatus::Pending);
-        let (store, ctx) = with_frozen_cache(&alloc, 1).await;
-        let mut own = OwnWrites::default();
-        let first = report(&ctx, &mut own, AllocClientStatus::Running)
+        store
+            .put(&keys.alloc("a"), &caravan_state::encode(&alloc), 0)
             .await
             .unwrap();
-        assert!(
-            ctx.cache.revision() < first,
-            "the cache does not show the write"
+        let cache = Arc::new(
+            Informer::start(store.clone(), keys.clone(), crate::cache_config())
+                .await
+                .unwrap(),
         );
-        let second = report(&ctx, &mut own, AllocClientStatus::Complete)
-            .await
-            .unwrap();
-        assert!(second > first);
-        let now = stored(&store).await;
+        let cached = cache.snapshot().alloc("a").cloned().unwrap();
+        assert!(cached.metrics.is_none(), "the cache holds no metrics");
+        let ctx = WriterContext {
+            store: store.clone(),
+            keys: keys.clone(),
+            cache,
+            attempts: 1,
+            max_allocs: 100,
+            max_backlog: 1_000,
+        };
+        for status in [AllocClientStatus::Running, AllocClientStatus::Complete] {
+            let (u, _) = update("a", status);
+            let (respond, answer) = oneshot::channel();
+            let request = Request {
+                current: vec![(u, Some(Arc::clone(&cached)))],
+                respond,
+            };
+            commit(&ctx, vec![request]).await;
+            answer.await.unwrap().unwrap();
+        }
+        let kv = store.get(&keys.alloc("a")).await.unwrap().unwrap();
+        let now: Allocation = caravan_state::decode(&kv).unwrap();
         assert_eq!(now.client_status(), AllocClientStatus::Complete);
         assert_eq!(now.metrics, alloc.metrics);
-        // Once the cache shows a write, the writer forgets it.
-        own.forget_seen(second);
-        assert!(own.allocs.is_empty());
-    }
-
-    /// Another writer changed the allocation (the servers asked it to stop)
-    /// and the cache does not show it yet: the batch conflicts, reads the
-    /// stored value and writes the status over it, keeping that change.
-    #[tokio::test]
-    async fn a_conflict_reads_the_stored_value_and_keeps_the_other_writers_change() {
-        let mut alloc = Allocation {
-            id: "a".into(),
-            node_id: "n1".into(),
-            ..Default::default()
-        };
-        alloc.set_client_status(AllocClientStatus::Pending);
-        let (store, ctx) = with_frozen_cache(&alloc, 2).await;
-        let mut stopped = alloc.clone();
-        stopped.set_desired_status(caravan_proto::AllocDesiredStatus::Stop);
-        store
-            .put(&ctx.keys.alloc("a"), &caravan_state::encode(&stopped), 0)
-            .await
-            .unwrap();
-        let mut own = OwnWrites::default();
-        report(&ctx, &mut own, AllocClientStatus::Running)
-            .await
-            .unwrap();
-        let now = stored(&store).await;
-        assert_eq!(now.client_status(), AllocClientStatus::Running);
-        assert_eq!(
-            now.desired_status(),
-            caravan_proto::AllocDesiredStatus::Stop
-        );
-
-        // With one attempt only, the same conflict is the callers' to hear.
-        let (store, ctx) = with_frozen_cache(&alloc, 1).await;
-        store
-            .put(&ctx.keys.alloc("a"), &caravan_state::encode(&stopped), 0)
-            .await
-            .unwrap();
-        let err = report(&ctx, &mut OwnWrites::default(), AllocClientStatus::Running)
-            .await
-            .unwrap_err();
-        assert!(matches!(err, GatewayError::Conflict(_)), "{err}");
     }
 
     #[tokio::test]
@@ -572,7 +422,7 @@ mod tests {
             current: current(AllocClientStatus::Pending),
             respond,
         };
-        commit(&ctx, &mut OwnWrites::default(), vec![left]).await;
+        commit(&ctx, vec![left]).await;
         assert_eq!(store.current_revision().await.unwrap(), created);
 
         let (respond, answer) = oneshot::channel();
@@ -580,7 +430,7 @@ mod tests {
             current: current(AllocClientStatus::Running),
             respond,
         };
-        commit(&ctx, &mut OwnWrites::default(), vec![waiting]).await;
+        commit(&ctx, vec![waiting]).await;
         let revision = answer.await.unwrap().unwrap();
         assert!(revision > created);
     }

@@ -153,12 +153,10 @@ impl<'a> Drains<'a> {
     }
 }
 
-/// One batch's transaction, the evaluations it creates and the allocations
-/// it writes.
+/// One batch's transaction and the evaluations it creates.
 pub(crate) struct Batch {
     pub(crate) txn: Txn,
     pub(crate) evals: Vec<Evaluation>,
-    pub(crate) written: Vec<Allocation>,
 }
 
 /// The transaction of one batch: each present allocation compared and
@@ -176,7 +174,6 @@ pub(crate) fn build_batch(
     // One evaluation per job; a failure's wins over a drain's.
     let mut failed_jobs: BTreeMap<(String, String), Evaluation> = BTreeMap::new();
     let mut drains = Drains::of(snap);
-    let mut written = Vec::with_capacity(current.len());
     for (update, alloc) in current {
         let Some(alloc) = alloc else { continue };
         let key = keys.alloc(&update.alloc_id);
@@ -215,17 +212,12 @@ pub(crate) fn build_batch(
                 alloc.modify_revision,
             ))
             .and_then(Op::put(key, encode(&next)));
-        written.push(next);
     }
     let evals: Vec<Evaluation> = failed_jobs.into_values().collect();
     for eval in &evals {
         txn = txn.and_then(Op::put(keys.eval(&eval.id), encode(eval)));
     }
-    Batch {
-        txn,
-        evals,
-        written,
-    }
+    Batch { txn, evals }
 }
 
 fn failure_eval(job: &Job) -> Evaluation {
@@ -573,7 +565,7 @@ mod tests {
             (failed, Some(Arc::new(alloc("a1")))),
             (failed2, Some(Arc::new(alloc("a2")))),
         ];
-        let Batch { txn, evals, .. } = build_batch(&keys, &snap, &current, 5);
+        let Batch { txn, evals } = build_batch(&keys, &snap, &current, 5);
         assert_eq!(evals.len(), 1);
         assert_eq!(evals[0].triggered_by, "alloc-failure");
         assert_eq!(evals[0].priority, 60);

@@ -385,7 +385,8 @@ pub async fn evaluate(
                 .filter(|a| failed(a))
                 .map(|a| a.id.as_str())
                 .collect();
-            // The stored values, fresher than the cache's copies.
+            // The cache's copies lack the placement metrics: rewrite the
+            // stored values.
             let stored = crate::allocs::read_stored(
                 gw.store.as_ref(),
                 &gw.keys,

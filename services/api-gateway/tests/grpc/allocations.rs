@@ -246,33 +246,25 @@ pub async fn a_failed_report_is_stored_with_its_description(backend: Backend) {
     n1.gw.stop().await;
 }
 
-/// Placement metrics live under their own key: the streamed allocation has
-/// none, a status report rewrites the allocation without reading or
-/// touching them, and they stay for the answers that show it whole.
+/// The gateway's cache keeps no placement metrics; a status report rewrites
+/// the stored allocation, metrics and all.
 pub async fn a_report_keeps_the_placement_metrics(backend: Backend) {
     let mut n1 = OnN1::start(backend, "grpc-allocs-metrics").await;
-    let metrics = caravan_proto::AllocMetric {
+    let mut a1 = placed("a1", "n1", "web");
+    a1.metrics = Some(Box::new(caravan_proto::AllocMetric {
         nodes_evaluated: 4,
         ..Default::default()
-    };
-    let metrics_key = n1.gw.keys.alloc_metrics("a1");
+    }));
     let (mut stream, _) = n1.watch().await;
-    let written = n1
-        .gw
-        .store
-        .put(&metrics_key, &encode(&metrics), 0)
-        .await
-        .unwrap();
-    n1.put(&placed("a1", "n1", "web")).await;
+    n1.put(&a1).await;
+    // Streamed: the cache holds it, without its metrics.
     assert!(next(&mut stream).await.allocs[0].metrics.is_none());
     n1.report("n1", AllocClientStatus::Running, "")
         .await
         .unwrap();
     let alloc = n1.stored_alloc().await;
     assert_eq!(alloc.client_status(), AllocClientStatus::Running);
-    assert!(alloc.metrics.is_none(), "{alloc:?}");
-    let kv = n1.gw.store.get(&metrics_key).await.unwrap().unwrap();
-    assert_eq!(kv.mod_revision, written, "the metrics are not rewritten");
+    assert_eq!(alloc.metrics, a1.metrics);
     n1.gw.stop().await;
 }
 

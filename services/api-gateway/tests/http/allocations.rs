@@ -3,7 +3,6 @@
 
 use caravan_proto::{AllocMetric, Allocation};
 use caravan_state::{Kind, encode};
-use caravan_store::{Op, Txn};
 
 use crate::common::{Backend, TestGateway};
 use crate::fixtures::{node_running_web, placed};
@@ -44,21 +43,21 @@ pub async fn stopping_an_unknown_allocation_is_404(backend: Backend) {
     gw.stop().await;
 }
 
-/// Placement metrics live under their own key, which no cache holds; the
-/// answers that show whole allocations still carry them, with an index
-/// that covers the allocation.
+/// The cache keeps no placement metrics; the answers that show whole
+/// allocations still carry them, with an index that covers the allocation.
 pub async fn a_whole_allocation_carries_its_placement_metrics(backend: Backend) {
     let gw = TestGateway::start(backend, "http-alloc-metrics").await;
     node_running_web(&gw, "").await;
-    let a1 = placed("a1", "n1");
-    let metrics = AllocMetric {
+    let mut a1 = placed("a1", "n1");
+    a1.metrics = Some(Box::new(AllocMetric {
         nodes_evaluated: 7,
         ..Default::default()
-    };
-    let txn = Txn::new()
-        .and_then(Op::put(gw.keys.alloc("a1"), encode(&a1)))
-        .and_then(Op::put(gw.keys.alloc_metrics("a1"), encode(&metrics)));
-    let rev = gw.store.txn(txn).await.unwrap().revision;
+    }));
+    let rev = gw
+        .store
+        .put(&gw.keys.alloc("a1"), &encode(&a1), 0)
+        .await
+        .unwrap();
     let r = gw
         .http("GET", &format!("/v1/allocation/a1?index={}", rev - 1), b"")
         .await;

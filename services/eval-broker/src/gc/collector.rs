@@ -141,11 +141,7 @@ fn deletes(ks: &Keyspace, object: &Doomed) -> GuardedUnit {
     };
     match object {
         Doomed::Eval(e) => guarded_delete(ks.eval(&e.id), e.modify_revision),
-        Doomed::Alloc(a) => {
-            guarded_delete(ks.alloc(&a.id), a.modify_revision);
-            // Written with the placement, gone with the allocation.
-            unit.ops.push(Op::delete(ks.alloc_metrics(&a.id)));
-        }
+        Doomed::Alloc(a) => guarded_delete(ks.alloc(&a.id), a.modify_revision),
         Doomed::Deployment(d) => guarded_delete(ks.deployment(&d.id), d.modify_revision),
         Doomed::Node(n) => {
             guarded_delete(ks.node(&n.id), n.modify_revision);
@@ -234,27 +230,5 @@ mod tests {
             ]
         );
         assert_eq!(unit.ops, vec![Op::delete(ks.node("n1"))]);
-    }
-
-    #[test]
-    fn an_alloc_goes_with_its_placement_metrics() {
-        let ks = Keyspace::new("/t");
-        let alloc = caravan_proto::Allocation {
-            id: "a1".into(),
-            modify_revision: 9,
-            ..Default::default()
-        };
-        let unit = deletes(&ks, &Doomed::Alloc(Arc::new(alloc)));
-        assert_eq!(
-            unit.guards,
-            vec![Compare::mod_revision(ks.alloc("a1"), CompareOp::Equal, 9)]
-        );
-        assert_eq!(
-            unit.ops,
-            vec![
-                Op::delete(ks.alloc("a1")),
-                Op::delete(ks.alloc_metrics("a1"))
-            ]
-        );
     }
 }

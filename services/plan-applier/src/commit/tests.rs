@@ -74,9 +74,8 @@ fn batches_never_split_a_node_and_put_the_plan_wide_part_first() {
         ..Default::default()
     });
     let changes = plan_changes(&p, &accepted(&p), &view);
-    // A compare and a put per object, and a placement's metrics key: each
-    // node part is 9 ops, the eval part 2.
-    let b = batches(changes, 18, 1 << 20);
+    // 2 ops per object: each node part is 6 ops, the eval part 2.
+    let b = batches(changes, 12, 1 << 20);
     let shape: Vec<Vec<Option<String>>> = b
         .iter()
         .map(|batch| batch.iter().map(|part| part.node.clone()).collect())
@@ -128,37 +127,6 @@ async fn a_commit_places_stops_and_resolves_revisions() {
     assert_eq!(
         outcome.layer.allocs["old"].modify_revision,
         outcome.revision
-    );
-}
-
-/// A placement's metrics go under their own key, once: the allocation's
-/// value, which every later status write rewrites, is without them.
-#[tokio::test]
-async fn a_placement_writes_its_metrics_under_their_own_key() {
-    let store: Arc<dyn Store> = Arc::new(MemStore::new());
-    let ks = Keyspace::new(PREFIX);
-    let l = leader(&store).await;
-    let view = View::of(snapshot(1, &[node("n1")], &[]));
-    let mut p = plan(1);
-    let mut new = alloc("new", "n1", 100, 64);
-    let metrics = caravan_proto::AllocMetric {
-        nodes_evaluated: 7,
-        ..Default::default()
-    };
-    new.metrics = Some(Box::new(metrics.clone()));
-    place(&mut p, new);
-    let changes = plan_changes(&p, &accepted(&p), &view);
-    let outcome = committer(&store, &l, &ks, 100)
-        .commit(&view, changes, false, 1)
-        .await;
-    assert!(outcome.error.is_none(), "{:?}", outcome.error);
-    let placed = stored(&store, "new").await.unwrap();
-    assert!(placed.metrics.is_none(), "{placed:?}");
-    let kv = store.get(&ks.alloc_metrics("new")).await.unwrap().unwrap();
-    assert_eq!(kv.mod_revision, outcome.revision);
-    assert_eq!(
-        <caravan_proto::AllocMetric as prost::Message>::decode(kv.value.as_slice()).unwrap(),
-        metrics
     );
 }
 
@@ -235,12 +203,11 @@ async fn a_split_commit_uses_one_transaction_per_batch() {
     }
     let before = store.current_revision().await.unwrap();
     let changes = plan_changes(&p, &accepted(&p), &view);
-    let outcome = committer(&store, &l, &ks, 12)
+    let outcome = committer(&store, &l, &ks, 8)
         .commit(&view, changes, false, 1)
         .await;
     assert_eq!(outcome.committed.len(), 5);
-    // Two nodes (12 ops: a compare, a put and a metrics put per placement)
-    // per transaction: three transactions.
+    // Two nodes (8 ops) per transaction: three transactions.
     assert_eq!(outcome.revision, before + 3);
     let revs: std::collections::BTreeSet<i64> = outcome
         .layer
@@ -266,7 +233,7 @@ async fn a_split_commit_uses_one_transaction_per_batch() {
         }
     }
     let changes = plan_changes(&p2, &accepted(&p2), &view);
-    let outcome = committer(&store, &l, &ks, 12)
+    let outcome = committer(&store, &l, &ks, 8)
         .commit(&view, changes, true, 2)
         .await;
     assert!(outcome.committed.is_empty());
