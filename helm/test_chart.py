@@ -162,7 +162,7 @@ def test_the_objects_the_chart_promises(case):
             assert f"caravan-{svc}" in pdbs, f"{name}: no disruption budget for {svc}"
             assert services[f"caravan-{svc}-headless"]["spec"]["clusterIP"] == "None"
     gateway = services["caravan-api-gateway"]["spec"]["ports"]
-    assert {p["name"]: p["port"] for p in gateway} == {"http": 4646, "grpc": 4647}
+    assert {p["name"]: p["port"] for p in gateway} == {"http": 4646, "grpc": 4647, "heartbeat": 4649}
     hpas = of_kind(objects, "HorizontalPodAutoscaler")
     workers = deployments["caravan-scheduler-worker"]["spec"]
     etcd = of_kind(objects, "StatefulSet")

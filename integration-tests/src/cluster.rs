@@ -129,13 +129,15 @@ impl Service {
     }
 }
 
-/// The two addresses of an api-gateway.
+/// The addresses of an api-gateway.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GatewayAddrs {
     /// Public and node-facing gRPC.
     pub grpc: SocketAddr,
     /// The Nomad HTTP API.
     pub http: SocketAddr,
+    /// The heartbeat listener (`heartbeat_addr`).
+    pub heartbeat: SocketAddr,
 }
 
 /// Key/value `--set` overrides.
@@ -161,6 +163,9 @@ pub struct Cluster {
     tls: Option<TlsFiles>,
     /// The `store.*` TLS settings of every service, when etcd needs TLS.
     store_tls: Vec<(String, String)>,
+    /// Whether client nodes send heartbeats to the gateways' `grpc_addr`
+    /// rather than to their heartbeat listeners.
+    heartbeats_on_grpc_addr: bool,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -236,11 +241,19 @@ impl Cluster {
             test_timings,
             tls: None,
             store_tls,
+            heartbeats_on_grpc_addr: false,
         };
         if tls {
             cluster.enable_tls().await?;
         }
         Ok(cluster)
+    }
+
+    /// Client nodes started from now on send heartbeats to the gateways'
+    /// `grpc_addr`, beside their alloc streams and status updates, instead
+    /// of to the heartbeat listeners (for comparing the two).
+    pub fn heartbeats_on_grpc_addr(&mut self) {
+        self.heartbeats_on_grpc_addr = true;
     }
 
     /// The cluster's key prefix.
@@ -313,16 +326,18 @@ impl Cluster {
     pub async fn start_gateway(&mut self, extra: Settings<'_>) -> anyhow::Result<GatewayAddrs> {
         let store = self.store_settings();
         let (index, addrs) = self
-            .launch(Service::Gateway, 2, extra, |a| {
+            .launch(Service::Gateway, 3, extra, |a| {
                 let mut s = store.clone();
                 s.push(("grpc_addr".into(), a[0].to_string()));
                 s.push(("http_addr".into(), a[1].to_string()));
+                s.push(("heartbeat_addr".into(), a[2].to_string()));
                 s
             })
             .await?;
         let gw = GatewayAddrs {
             grpc: addrs[0],
             http: addrs[1],
+            heartbeat: addrs[2],
         };
         let api = HttpApi::new(gw.http);
         let name = self.processes[index].name.clone();
@@ -697,8 +712,17 @@ impl Cluster {
 
     fn client_settings(&self, data_dir: &Path, name: Option<&str>) -> Vec<(String, String)> {
         let servers: Vec<String> = self.gateways.iter().map(|g| g.grpc.to_string()).collect();
+        let heartbeats: Vec<String> = if self.heartbeats_on_grpc_addr {
+            Vec::new()
+        } else {
+            self.gateways
+                .iter()
+                .map(|g| g.heartbeat.to_string())
+                .collect()
+        };
         let mut s = vec![
             ("servers".to_string(), servers.join(",")),
+            ("heartbeat_servers".to_string(), heartbeats.join(",")),
             ("data_dir".to_string(), data_dir.display().to_string()),
             // raw_exec is off unless enabled; the tests run real tasks.
             ("drivers".to_string(), "raw_exec,mock".to_string()),

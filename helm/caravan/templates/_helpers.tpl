@@ -136,6 +136,7 @@ the metrics listener, store and its TLS, tls, shutdown, telemetry) under the sec
 {{- $config := dict "grpc_addr" (printf "0.0.0.0:%d" (int .svc.grpcPort)) -}}
 {{- if eq .key "apiGateway" -}}
 {{- $_ := set $config "http_addr" (printf "0.0.0.0:%d" (int (index $root.Values .key).service.httpPort)) -}}
+{{- $_ := set $config "heartbeat_addr" (printf "0.0.0.0:%d" (int (index $root.Values .key).service.heartbeatPort)) -}}
 {{- else -}}
 {{- $_ := set $config "metrics_addr" (printf "0.0.0.0:%d" (int $root.Values.metrics.port)) -}}
 {{- end -}}

@@ -18,6 +18,13 @@ pub struct GatewayConfig {
     pub http_addr: String,
     /// The gRPC address other processes should use; the bound address when empty.
     pub advertise_addr: String,
+    /// Address of a gRPC listener that takes node heartbeats only, served
+    /// by the heartbeat thread: a heartbeat sent there waits neither behind
+    /// alloc streams and status batches on a shared connection nor for the
+    /// gateway's main runtime. Clients name it in `heartbeat_servers`.
+    /// Empty serves none (nodes then heartbeat on `grpc_addr`); port 0
+    /// picks one.
+    pub heartbeat_addr: String,
     /// A listen address of its own for `/metrics` besides `http_addr`, which
     /// always serves it; empty (the default) opens none. See docs/metrics.md.
     pub metrics_addr: String,
@@ -81,6 +88,7 @@ impl Default for GatewayConfig {
             grpc_addr: "127.0.0.1:4647".into(),
             http_addr: "127.0.0.1:4646".into(),
             advertise_addr: String::new(),
+            heartbeat_addr: String::new(),
             metrics_addr: String::new(),
             region: "global".into(),
             heartbeat_grace_ms: 10_000,

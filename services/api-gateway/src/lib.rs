@@ -57,6 +57,8 @@ pub struct Bound {
     pub grpc: SocketAddr,
     /// The HTTP API.
     pub http: SocketAddr,
+    /// The heartbeat listener, when `heartbeat_addr` asks for one.
+    pub heartbeat: Option<SocketAddr>,
 }
 
 /// The gateway as a service: the gRPC API on `grpc_addr` and the HTTP API
@@ -91,7 +93,22 @@ impl Service for ApiGatewayService {
         let (http_listener, http_addr) = caravan_runtime::grpc::bind_http(&config.http_addr)
             .await
             .with_context(|| format!("binding http_addr {}", config.http_addr))?;
+        let heartbeat_listener = match config.heartbeat_addr.as_str() {
+            "" => None,
+            addr => Some(
+                caravan_runtime::grpc::bind(addr)
+                    .await
+                    .with_context(|| format!("binding heartbeat_addr {addr}"))?,
+            ),
+        };
         let GatewayStore { store, heartbeats } = store;
+        let heartbeats = if heartbeat_listener.is_some() {
+            heartbeats
+                .with_thread()
+                .context("starting the heartbeat thread for heartbeat_addr")?
+        } else {
+            heartbeats
+        };
         let cache = Informer::start(
             store.clone(),
             Keyspace::new(&config.store.prefix),
@@ -102,6 +119,7 @@ impl Service for ApiGatewayService {
         let bound = Bound {
             grpc: serving.local_addr,
             http: http_addr,
+            heartbeat: heartbeat_listener.as_ref().map(|(_, addr)| *addr),
         };
         let shutdown = serving.shutdown;
         let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone())
@@ -110,7 +128,18 @@ impl Service for ApiGatewayService {
         let grpc_router = grpc::routes(serving.router, &gw);
         let http_router = http::router(gw.clone(), bound);
         let https = caravan_runtime::tls::https().is_some();
-        tracing::info!(grpc = %bound.grpc, http = %bound.http, https, prefix = gw.keys().prefix(), "api-gateway serving");
+        let heartbeat_serve = heartbeat_listener
+            .map(|(listener, _)| grpc::heartbeats::serve(&gw, listener, shutdown.clone()));
+        let heartbeat_serve = async move {
+            match heartbeat_serve {
+                Some(serving) => serving
+                    .await
+                    .context("the heartbeat listener's thread stopped")?
+                    .context("serving heartbeats"),
+                None => Ok(()),
+            }
+        };
+        tracing::info!(grpc = %bound.grpc, http = %bound.http, heartbeat = ?bound.heartbeat, https, prefix = gw.keys().prefix(), "api-gateway serving");
         serving.ready.report(bound);
         let grpc_serve =
             caravan_runtime::grpc::serve(grpc_router, serving.listener, shutdown.clone());
@@ -141,9 +170,11 @@ impl Service for ApiGatewayService {
             &shutdown,
             caravan_runtime::grpc::DRAIN_TIMEOUT,
         );
-        let (grpc_result, http_result) = tokio::join!(grpc_serve, http_serve);
+        let (grpc_result, http_result, heartbeat_result) =
+            tokio::join!(grpc_serve, http_serve, heartbeat_serve);
         grpc_result.context("serving gRPC")?;
         http_result.unwrap_or(Ok(())).context("serving HTTP")?;
+        heartbeat_result?;
         Ok(())
     }
 }

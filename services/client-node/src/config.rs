@@ -22,6 +22,11 @@ const TASK_STOP_MARGIN: Duration = Duration::from_secs(5);
 pub struct ClientConfig {
     /// api-gateway gRPC addresses (`host:port`); the client fails over between them.
     pub servers: Vec<String>,
+    /// The api-gateways' heartbeat listeners (their `heartbeat_addr`), in
+    /// the order of `servers`: heartbeats go there, on connections the
+    /// gateway serves from a thread of their own. Empty sends heartbeats to
+    /// `servers`.
+    pub heartbeat_servers: Vec<String>,
     /// Address the node's own gRPC API (logs) listens on; port 0 picks one.
     pub grpc_addr: String,
     /// Address advertised to the servers as `Node.http_addr`; empty means the
@@ -132,6 +137,7 @@ impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             servers: vec!["127.0.0.1:4647".into()],
+            heartbeat_servers: Vec::new(),
             grpc_addr: format!("127.0.0.1:{DEFAULT_PORT}"),
             advertise_addr: String::new(),
             metrics_addr: "127.0.0.1:0".into(),
@@ -165,7 +171,8 @@ impl Default for ClientConfig {
 
 impl ClientConfig {
     /// Keys whose environment values are comma-separated lists.
-    pub const LIST_KEYS: &'static [&'static str] = &["servers", "drivers", "reserved.cores"];
+    pub const LIST_KEYS: &'static [&'static str] =
+        &["servers", "heartbeat_servers", "drivers", "reserved.cores"];
 
     /// Checks what `run` relies on, naming the first bad key.
     pub fn validate(&self) -> Result<(), ClientError> {
@@ -173,6 +180,17 @@ impl ClientConfig {
             return Err(ClientError::invalid(
                 "servers",
                 "at least one api-gateway address is needed",
+            ));
+        }
+        let heartbeat_servers = self.heartbeat_addrs().len();
+        if heartbeat_servers != 0 && heartbeat_servers != self.server_addrs().len() {
+            return Err(ClientError::invalid(
+                "heartbeat_servers",
+                format!(
+                    "{heartbeat_servers} addresses for {} servers: name each server's \
+                     heartbeat listener, in the order of servers, or none",
+                    self.server_addrs().len()
+                ),
             ));
         }
         if self.data_dir.as_os_str().is_empty() {
@@ -222,6 +240,13 @@ impl ClientConfig {
     /// itself be a comma-separated list (as `--set servers=a,b` gives it).
     pub fn server_addrs(&self) -> Vec<String> {
         split_list(&self.servers)
+    }
+
+    /// Where each server takes heartbeats, split like
+    /// [`ClientConfig::server_addrs`]: `heartbeat_servers`, or the servers
+    /// themselves when it is empty.
+    pub fn heartbeat_addrs(&self) -> Vec<String> {
+        split_list(&self.heartbeat_servers)
     }
 
     /// The enabled driver names, split like [`ClientConfig::server_addrs`].
@@ -322,6 +347,22 @@ mod tests {
             ..Default::default()
         };
         assert!(c.validate().unwrap_err().to_string().starts_with("servers"));
+        let c = ClientConfig {
+            servers: vec!["a:1,b:1".into()],
+            heartbeat_servers: vec!["a:2".into()],
+            ..Default::default()
+        };
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .starts_with("heartbeat_servers")
+        );
+        let c = ClientConfig {
+            heartbeat_servers: vec!["a:2".into()],
+            ..Default::default()
+        };
+        c.validate().unwrap();
         let mut c = ClientConfig::default();
         c.reserved.reserved_host_ports = "22-x".into();
         assert!(

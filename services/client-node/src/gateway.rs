@@ -88,30 +88,42 @@ pub fn is_retryable(status: &Status) -> bool {
 }
 
 impl Gateway {
-    /// Lazily connecting channels to every address: one bulk connection
-    /// to each, and the registration and heartbeat connections.
-    pub fn new(addrs: &[String]) -> Result<Gateway, ClientError> {
-        Gateway::pooled(addrs, 1)
-    }
-
-    /// [`Gateway::new`] with `pool` bulk connections to each gateway, for
-    /// the simulated nodes of one process. Starts the heartbeat thread.
-    pub fn pooled(addrs: &[String], pool: usize) -> Result<Gateway, ClientError> {
+    /// Lazily connecting channels to every address: `pool` bulk
+    /// connections to each (the simulated nodes of one process share them),
+    /// and the registration and heartbeat connections, heartbeats to
+    /// `heartbeat_addrs` (each gateway's heartbeat listener, in the order
+    /// of `addrs`; empty sends them to `addrs`). Starts the heartbeat
+    /// thread.
+    pub fn pooled(
+        addrs: &[String],
+        heartbeat_addrs: &[String],
+        pool: usize,
+    ) -> Result<Gateway, ClientError> {
         if addrs.is_empty() {
             return Err(ClientError::invalid("servers", "no api-gateway address"));
         }
-        let connect = || {
+        let (heartbeat_addrs, heartbeat_key) = match heartbeat_addrs {
+            [] => (addrs, "servers"),
+            given if given.len() == addrs.len() => (given, "heartbeat_servers"),
+            given => {
+                return Err(ClientError::invalid(
+                    "heartbeat_servers",
+                    format!("{} addresses for {} servers", given.len(), addrs.len()),
+                ));
+            }
+        };
+        let connect = |addrs: &[String], key: &str| {
             addrs
                 .iter()
                 .map(|a| {
                     caravan_runtime::grpc::channel(a)
-                        .map_err(|e| ClientError::invalid("servers", format!("{a}: {e}")))
+                        .map_err(|e| ClientError::invalid(key, format!("{a}: {e}")))
                 })
                 .collect::<Result<Vec<_>, _>>()
         };
         let mut bulk: Vec<Vec<Channel>> = vec![Vec::new(); addrs.len()];
         for _ in 0..pool.max(1) {
-            for (channels, channel) in bulk.iter_mut().zip(connect()?) {
+            for (channels, channel) in bulk.iter_mut().zip(connect(addrs, "servers")?) {
                 channels.push(channel);
             }
         }
@@ -119,7 +131,10 @@ impl Gateway {
         // A channel's connection is driven by the runtime it is made in.
         let (register, heartbeat) = {
             let _on = heartbeats.handle().enter();
-            (connect()?, connect()?)
+            (
+                connect(addrs, "servers")?,
+                connect(heartbeat_addrs, heartbeat_key)?,
+            )
         };
         Ok(Gateway {
             inner: Arc::new(Inner {
@@ -306,6 +321,14 @@ mod tests {
         assert!(is_retryable(&Status::unavailable("x")));
         assert!(!is_retryable(&Status::not_found("x")));
         assert!(!is_retryable(&Status::invalid_argument("x")));
-        assert!(Gateway::new(&[]).is_err());
+        assert!(Gateway::pooled(&[], &[], 1).is_err());
+    }
+
+    #[tokio::test]
+    async fn heartbeat_listeners_pair_with_servers() {
+        let servers = ["127.0.0.1:1".to_string(), "127.0.0.1:2".to_string()];
+        let err = Gateway::pooled(&servers, &servers[..1], 1).unwrap_err();
+        assert!(err.to_string().starts_with("heartbeat_servers"), "{err}");
+        assert!(Gateway::pooled(&servers, &servers, 1).is_ok());
     }
 }

@@ -218,7 +218,7 @@ fn real_agent(
     });
     Ok(NodeAgent {
         ctx,
-        gateway: Gateway::new(&config.server_addrs())?,
+        gateway: Gateway::pooled(&config.server_addrs(), &config.heartbeat_addrs(), 1)?,
         secret_id: state.node_secret()?,
         update_interval: config.update_interval(),
         initial_delay: Duration::ZERO,

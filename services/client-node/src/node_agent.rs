@@ -148,6 +148,9 @@ async fn heartbeat_loop(
             if late + took > ttl / 2 {
                 tracing::warn!(node = %node.id, late_ms = late.as_millis() as u64,
                     took_ms = took.as_millis() as u64, ok = beat.is_ok(), "slow heartbeat");
+            } else {
+                tracing::debug!(node = %node.id, late_ms = late.as_millis() as u64,
+                    took_ms = took.as_millis() as u64, ok = beat.is_ok(), "heartbeat");
             }
             crate::metrics::heartbeat(beat.is_ok());
             match beat {

@@ -106,6 +106,11 @@ pub struct Args {
     /// `min_heartbeat_ttl_ms=30000`.
     #[arg(long = "gateway-set", value_parser = parse_setting)]
     gateway_settings: Vec<(String, String)>,
+    /// The simulated nodes send heartbeats to the gateways' gRPC address,
+    /// beside their alloc streams and status updates, instead of to the
+    /// gateways' heartbeat listeners.
+    #[arg(long)]
+    heartbeats_on_grpc_addr: bool,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 900)]
     timeout_secs: u64,

@@ -135,6 +135,9 @@ pub async fn run(args: Args, shared: Arc<Shared>) -> anyhow::Result<()> {
 /// the scheduler-workers, each with the `common` settings, and waits for
 /// the two leaders.
 async fn start_cluster(c: &mut Cluster, args: &Args, common: Settings<'_>) -> anyhow::Result<()> {
+    if args.heartbeats_on_grpc_addr {
+        c.heartbeats_on_grpc_addr();
+    }
     let mut gateway_settings = common.to_vec();
     gateway_settings.extend(
         args.gateway_settings

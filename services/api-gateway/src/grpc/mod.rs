@@ -6,6 +6,7 @@ mod acl_guard;
 mod client;
 mod cluster;
 mod events;
+pub(crate) mod heartbeats;
 mod jobs;
 mod vars;
 

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_api_gateway::{ApiGatewayService, Bound, GatewayConfig};
+use caravan_api_gateway::{ApiGatewayService, Bound, GatewayConfig, GatewayStore};
 use caravan_proto::{Evaluation, Job, Node};
-use caravan_runtime::service::Running;
+use caravan_runtime::service::{Running, StoreAccess};
 use caravan_state::{Keyspace, StateObject, decode};
 use caravan_store::{Range, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -38,6 +38,35 @@ impl TestGateway {
         name: &str,
         tweak: impl FnOnce(&mut GatewayConfig),
     ) -> TestGateway {
+        let (config, prefix) = Self::config(name, tweak);
+        Self::start_on(store.clone().into(), store, config, prefix).await
+    }
+
+    /// Starts a gateway on `backend` the way its process does: on etcd
+    /// with a second connection for heartbeats, driven by their thread.
+    pub async fn start_like_a_process(
+        backend: Backend,
+        name: &str,
+        tweak: impl FnOnce(&mut GatewayConfig),
+    ) -> TestGateway {
+        let (mut config, prefix) = Self::config(name, tweak);
+        let store = backend.store().await;
+        let gateway_store = match backend {
+            Backend::Mem => store.clone().into(),
+            Backend::Etcd => {
+                config.store.endpoints = caravan_testkit::etcd_endpoints();
+                let never = CancellationToken::new();
+                let reach = <GatewayStore as StoreAccess<GatewayConfig>>::reach(&config, &never);
+                tokio::time::timeout(Duration::from_secs(10), reach)
+                    .await
+                    .expect("etcd not reached in time")
+                    .expect("etcd not reached")
+            }
+        };
+        Self::start_on(gateway_store, store, config, prefix).await
+    }
+
+    fn config(name: &str, tweak: impl FnOnce(&mut GatewayConfig)) -> (GatewayConfig, String) {
         let prefix = caravan_testkit::unique_prefix(name);
         let mut config = GatewayConfig {
             grpc_addr: "127.0.0.1:0".into(),
@@ -46,11 +75,20 @@ impl TestGateway {
         };
         config.store.prefix = prefix.clone();
         tweak(&mut config);
+        (config, prefix)
+    }
+
+    async fn start_on(
+        gateway_store: GatewayStore,
+        store: Arc<dyn Store>,
+        config: GatewayConfig,
+        prefix: String,
+    ) -> TestGateway {
         let shutdown = CancellationToken::new();
         let started = caravan_runtime::service::start(
             ApiGatewayService,
             config,
-            store.clone().into(),
+            gateway_store,
             shutdown.clone(),
         );
         let running = tokio::time::timeout(Duration::from_secs(10), started)

@@ -12,6 +12,7 @@ mod allocations;
 mod blocking;
 mod drains;
 mod errors;
+mod heartbeat_listener;
 mod identity;
 mod jobs;
 mod nodes;
@@ -69,6 +70,10 @@ caravan_testkit::backend_cases!(backend => crate {
         a_failed_report_writes_an_alloc_failure_eval_in_the_same_txn,
         a_report_on_another_nodes_alloc_is_refused,
         a_finished_alloc_is_never_reported_running_again,
+    },
+    heartbeat_listener {
+        heartbeats_are_answered_while_the_gateway_runtime_is_busy,
+        the_heartbeat_listener_takes_heartbeats_only,
     },
     identity {
         a_node_id_is_not_registered_again_with_another_secret,

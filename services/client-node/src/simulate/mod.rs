@@ -71,7 +71,11 @@ pub fn simulated_agents(
     let per_channel = config.simulate_nodes_per_channel.max(1);
     // One gateway set for every node: one TLS handshake per connection,
     // not per node, and one heartbeat thread for the process.
-    let gateway = Gateway::pooled(&servers, n.div_ceil(per_channel) as usize)?;
+    let gateway = Gateway::pooled(
+        &servers,
+        &config.heartbeat_addrs(),
+        n.div_ceil(per_channel) as usize,
+    )?;
     let spread = Duration::from_millis(u64::from(n)).min(MAX_REGISTER_SPREAD);
     let drivers = Drivers::simulated();
     let mut agents = Vec::with_capacity(n as usize);
