@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use caravan_model::now_unix_ns;
-use caravan_proto::{Plan, PlanResult};
+use caravan_proto::{AllocList, Allocation, Plan, PlanResult};
 use caravan_runtime::names::PLAN_APPLIER;
 use caravan_state::{AllocDetail, Informer, InformerConfig, Keyspace};
 use caravan_store::{Leadership, Revision, Store, current_leader, election_name};
@@ -574,7 +574,8 @@ fn refused_result(plan: &Plan, reason: &str, refresh: Revision) -> PlanResult {
     r
 }
 
-/// The answer to a plan: what `outcome` committed, what was refused, and
+/// The answer to a plan: what `outcome` committed (each allocation by its
+/// identity: the worker holds the plan it sent), what was refused, and
 /// after a refusal the revision the worker must refresh to.
 fn plan_result(
     plan: &Plan,
@@ -585,19 +586,18 @@ fn plan_result(
     let mut r = PlanResult::default();
     for node in &outcome.committed {
         if let Some(l) = plan.node_update.get(node).filter(|l| !l.allocs.is_empty()) {
-            r.node_update.insert(node.clone(), l.clone());
+            r.node_update.insert(node.clone(), identities(l, |_| true));
         }
         if let Some(l) = plan
             .node_allocation
             .get(node)
             .filter(|l| !l.allocs.is_empty())
         {
-            r.node_allocation.insert(node.clone(), l.clone());
+            r.node_allocation
+                .insert(node.clone(), identities(l, |_| true));
         }
         if let Some(l) = plan.node_preemptions.get(node) {
-            let mut l = l.clone();
-            l.allocs
-                .retain(|a| !outcome.skipped_evictions.contains(&a.id));
+            let l = identities(l, |a| !outcome.skipped_evictions.contains(&a.id));
             if !l.allocs.is_empty() {
                 r.node_preemptions.insert(node.clone(), l);
             }
@@ -620,6 +620,25 @@ fn plan_result(
         r.rejection_reasons = rejected.into_iter().collect();
     }
     r
+}
+
+/// The allocations of `list` that `keep` keeps, each reduced to its id and
+/// task group (the node is the list's key): a result that echoed every
+/// allocation whole would cost the applier a copy and an encoding, and the
+/// worker a decoding, of every placement it sent and still holds.
+fn identities(list: &AllocList, keep: impl Fn(&Allocation) -> bool) -> AllocList {
+    AllocList {
+        allocs: list
+            .allocs
+            .iter()
+            .filter(|a| keep(a))
+            .map(|a| Allocation {
+                id: a.id.clone(),
+                task_group: a.task_group.clone(),
+                ..Default::default()
+            })
+            .collect(),
+    }
 }
 
 #[cfg(test)]
@@ -841,6 +860,17 @@ mod tests {
         let rejected = BTreeMap::from([("n2".to_string(), "cpu exhausted".to_string())]);
         let r = plan_result(&p, rejected, &outcome, 20);
         assert_eq!(r.node_allocation.keys().collect::<Vec<_>>(), vec!["n1"]);
+        let placed = &p.node_allocation["n1"].allocs[0];
+        assert_eq!(
+            r.node_allocation["n1"].allocs,
+            vec![Allocation {
+                id: placed.id.clone(),
+                task_group: placed.task_group.clone(),
+                ..Default::default()
+            }],
+            "an allocation is named, not sent back whole"
+        );
+        assert!(!placed.task_group.is_empty() && placed.allocated_resources.is_some());
         assert_eq!(r.alloc_revision, 14);
         assert_eq!(r.refresh_revision, 20, "the newest state verified against");
         assert_eq!(r.rejected_nodes, vec!["n2"]);
