@@ -93,21 +93,23 @@ impl Service for ApiGatewayService {
         let (http_listener, http_addr) = caravan_runtime::grpc::bind_http(&config.http_addr)
             .await
             .with_context(|| format!("binding http_addr {}", config.http_addr))?;
+        let GatewayStore {
+            store,
+            mut heartbeats,
+        } = store;
+        // The heartbeat listener and the runtime that serves it.
         let heartbeat_listener = match config.heartbeat_addr.as_str() {
             "" => None,
-            addr => Some(
-                caravan_runtime::grpc::bind(addr)
+            addr => {
+                let bound = caravan_runtime::grpc::bind(addr)
                     .await
-                    .with_context(|| format!("binding heartbeat_addr {addr}"))?,
-            ),
-        };
-        let GatewayStore { store, heartbeats } = store;
-        let heartbeats = if heartbeat_listener.is_some() {
-            heartbeats
-                .with_thread()
-                .context("starting the heartbeat thread for heartbeat_addr")?
-        } else {
-            heartbeats
+                    .with_context(|| format!("binding heartbeat_addr {addr}"))?;
+                let runtime;
+                (heartbeats, runtime) = heartbeats
+                    .with_thread()
+                    .context("starting the heartbeat thread for heartbeat_addr")?;
+                Some((bound, runtime))
+            }
         };
         let cache = Informer::start(
             store.clone(),
@@ -119,7 +121,7 @@ impl Service for ApiGatewayService {
         let bound = Bound {
             grpc: serving.local_addr,
             http: http_addr,
-            heartbeat: heartbeat_listener.as_ref().map(|(_, addr)| *addr),
+            heartbeat: heartbeat_listener.as_ref().map(|((_, addr), _)| *addr),
         };
         let shutdown = serving.shutdown;
         let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone())
@@ -128,8 +130,9 @@ impl Service for ApiGatewayService {
         let grpc_router = grpc::routes(serving.router, &gw);
         let http_router = http::router(gw.clone(), bound);
         let https = caravan_runtime::tls::https().is_some();
-        let heartbeat_serve = heartbeat_listener
-            .map(|(listener, _)| grpc::heartbeats::serve(&gw, listener, shutdown.clone()));
+        let heartbeat_serve = heartbeat_listener.map(|((listener, _), runtime)| {
+            grpc::heartbeats::serve(&gw, &runtime, listener, shutdown.clone())
+        });
         let heartbeat_serve = async move {
             match heartbeat_serve {
                 Some(serving) => serving

@@ -182,17 +182,7 @@ impl ClientConfig {
                 "at least one api-gateway address is needed",
             ));
         }
-        let heartbeat_servers = self.heartbeat_addrs().len();
-        if heartbeat_servers != 0 && heartbeat_servers != self.server_addrs().len() {
-            return Err(ClientError::invalid(
-                "heartbeat_servers",
-                format!(
-                    "{heartbeat_servers} addresses for {} servers: name each server's \
-                     heartbeat listener, in the order of servers, or none",
-                    self.server_addrs().len()
-                ),
-            ));
-        }
+        heartbeat_targets(&self.server_addrs(), &self.heartbeat_addrs())?;
         if self.data_dir.as_os_str().is_empty() {
             return Err(ClientError::invalid("data_dir", "must not be empty"));
         }
@@ -272,6 +262,28 @@ caravan_runtime::service_config!(ClientConfig;
         }
     }
 );
+
+/// Where heartbeats go, with the key that names them: `heartbeats` (each
+/// server's heartbeat listener, in the order of `servers`), or the servers
+/// themselves when it is empty; any other count is refused.
+pub(crate) fn heartbeat_targets<'a>(
+    servers: &'a [String],
+    heartbeats: &'a [String],
+) -> Result<(&'a [String], &'static str), ClientError> {
+    match heartbeats {
+        [] => Ok((servers, "servers")),
+        given if given.len() == servers.len() => Ok((given, "heartbeat_servers")),
+        given => Err(ClientError::invalid(
+            "heartbeat_servers",
+            format!(
+                "{} addresses for {} servers: name each server's heartbeat listener, \
+                 in the order of servers, or none",
+                given.len(),
+                servers.len()
+            ),
+        )),
+    }
+}
 
 fn split_list(items: &[String]) -> Vec<String> {
     items

@@ -102,16 +102,8 @@ impl Gateway {
         if addrs.is_empty() {
             return Err(ClientError::invalid("servers", "no api-gateway address"));
         }
-        let (heartbeat_addrs, heartbeat_key) = match heartbeat_addrs {
-            [] => (addrs, "servers"),
-            given if given.len() == addrs.len() => (given, "heartbeat_servers"),
-            given => {
-                return Err(ClientError::invalid(
-                    "heartbeat_servers",
-                    format!("{} addresses for {} servers", given.len(), addrs.len()),
-                ));
-            }
-        };
+        let (heartbeat_addrs, heartbeat_key) =
+            crate::config::heartbeat_targets(addrs, heartbeat_addrs)?;
         let connect = |addrs: &[String], key: &str| {
             addrs
                 .iter()

@@ -61,29 +61,20 @@ impl Heartbeats {
         }))
     }
 
-    /// These renewals with a thread of their own, started here when they
-    /// have none (on the embedded store), for the heartbeat listener.
-    pub fn with_thread(self) -> std::io::Result<Self> {
-        if self.thread.is_some() {
-            return Ok(self);
-        }
-        Ok(Heartbeats {
-            thread: Some(Arc::new(HeartbeatThread::start()?)),
-            ..self
-        })
-    }
-
-    /// Runs `future` on the heartbeat thread, or on the caller's runtime
-    /// when there is none.
-    pub fn spawn<F>(&self, future: F) -> tokio::task::JoinHandle<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        match &self.thread {
-            Some(thread) => thread.runtime().spawn(future),
-            None => tokio::spawn(future),
-        }
+    /// These renewals with a thread of their own (started here when they
+    /// have none, on the embedded store), and that thread's runtime, where
+    /// the heartbeat listener is served.
+    pub fn with_thread(self) -> std::io::Result<(Self, tokio::runtime::Handle)> {
+        let thread = match self.thread {
+            Some(thread) => thread,
+            None => Arc::new(HeartbeatThread::start()?),
+        };
+        let runtime = thread.runtime().clone();
+        let heartbeats = Heartbeats {
+            store: self.store,
+            thread: Some(thread),
+        };
+        Ok((heartbeats, runtime))
     }
 
     /// Renews `lease`; returns its TTL in seconds.

@@ -13,6 +13,7 @@ use caravan_proto::{
     UpdateAllocationsRequest, UpdateAllocationsResponse, WatchAllocationsRequest,
 };
 use tokio::net::TcpListener;
+use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
@@ -64,11 +65,12 @@ impl NodeClientService for HeartbeatsOnly {
     }
 }
 
-/// Serves heartbeats on `listener` from the heartbeat thread until
-/// `shutdown`, with the same TLS, role check and drain as the main gRPC
-/// listener.
+/// Serves heartbeats on `listener` from `runtime` (the heartbeat thread's)
+/// until `shutdown`, with the same TLS, role check and drain as the main
+/// gRPC listener.
 pub(crate) fn serve(
     gw: &Gateway,
+    runtime: &Handle,
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> JoinHandle<anyhow::Result<()>> {
@@ -79,7 +81,7 @@ pub(crate) fn serve(
     // with: re-registered on the heartbeat thread's, so accepting a
     // connection waits for the main runtime no more than answering does.
     let listener = listener.into_std();
-    gw.heartbeats.spawn(async move {
+    runtime.spawn(async move {
         let listener = TcpListener::from_std(listener?)?;
         caravan_runtime::grpc::serve(router, listener, shutdown).await?;
         Ok(())
