@@ -87,6 +87,7 @@ impl Gateway {
                 cache: cache.clone(),
                 attempts: config.write_attempts,
                 max_allocs: config.status_batch_max_allocs,
+                linger: Duration::from_millis(config.status_batch_linger_ms),
                 max_backlog: config.status_backlog_max_allocs,
             },
             shutdown.clone(),

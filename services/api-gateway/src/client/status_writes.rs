@@ -13,6 +13,7 @@ use caravan_proto::{AllocUpdate, Allocation};
 use caravan_state::{Informer, Keyspace};
 use caravan_store::{Revision, Store};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -40,6 +41,8 @@ pub(crate) struct WriterContext {
     pub(crate) attempts: u32,
     /// Most allocations in one transaction.
     pub(crate) max_allocs: usize,
+    /// How long a batch waits for more after its first request, unless full.
+    pub(crate) linger: Duration,
     /// Most updates waiting for the writer (see `status_backlog_max_allocs`).
     pub(crate) max_backlog: usize,
 }
@@ -156,25 +159,49 @@ async fn run(
                 _ = shutdown.cancelled() => return,
             },
         };
-        let mut size = first.current.len();
-        let mut batch = vec![first];
-        while size < max {
-            match rx.try_recv() {
-                Ok(next) if size + next.current.len() > max => {
-                    carried = Some(next);
-                    break;
-                }
-                Ok(next) => {
-                    size += next.current.len();
-                    batch.push(next);
-                }
-                Err(_) => break,
-            }
-        }
+        let (batch, size, next) = gather(first, &mut rx, max, ctx.linger, &shutdown).await;
+        carried = next;
         // Taken: room for the reports that arrive while this one commits.
         backlog.release(size);
         commit(&ctx, batch).await;
     }
+}
+
+/// The batch that starts with `first`: what is queued already, then what
+/// arrives within `linger` of now, until `max` updates. A request that would
+/// overfill the batch comes back to start the next one. Returns the batch,
+/// its size in updates and that request.
+async fn gather(
+    first: Request,
+    rx: &mut mpsc::Receiver<Request>,
+    max: usize,
+    linger: Duration,
+    shutdown: &CancellationToken,
+) -> (Vec<Request>, usize, Option<Request>) {
+    let deadline = tokio::time::Instant::now() + linger;
+    let mut size = first.current.len();
+    let mut batch = vec![first];
+    while size < max {
+        let next = match rx.try_recv() {
+            Ok(next) => next,
+            Err(mpsc::error::TryRecvError::Disconnected) => break,
+            Err(mpsc::error::TryRecvError::Empty) if linger.is_zero() => break,
+            Err(mpsc::error::TryRecvError::Empty) => tokio::select! {
+                r = rx.recv() => match r {
+                    Some(next) => next,
+                    None => break,
+                },
+                _ = tokio::time::sleep_until(deadline) => break,
+                _ = shutdown.cancelled() => break,
+            },
+        };
+        if size + next.current.len() > max {
+            return (batch, size, Some(next));
+        }
+        size += next.current.len();
+        batch.push(next);
+    }
+    (batch, size, None)
 }
 
 /// Replaces the callers' copies (the cache's, without placement metrics) by
@@ -311,6 +338,79 @@ mod tests {
         assert!(status.message().contains("100 client updates"), "{status}");
     }
 
+    fn request(ids: &[&str]) -> Request {
+        let current = ids
+            .iter()
+            .map(|id| update(id, AllocClientStatus::Running))
+            .collect();
+        Request {
+            current,
+            respond: oneshot::channel().0,
+        }
+    }
+
+    fn ids(batch: &[Request]) -> Vec<String> {
+        batch
+            .iter()
+            .flat_map(|r| r.current.iter().map(|(u, _)| u.alloc_id.clone()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_batch_lingers_for_reports_that_arrive_soon_after_its_first() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let shutdown = CancellationToken::new();
+        let late = tokio::spawn({
+            let tx = tx.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                tx.send(request(&["b"])).await.unwrap();
+                tx.send(request(&["c", "d"])).await.unwrap();
+            }
+        });
+        let linger = Duration::from_secs(2);
+        let started = std::time::Instant::now();
+        let (batch, size, next) = gather(request(&["a"]), &mut rx, 3, linger, &shutdown).await;
+        late.await.unwrap();
+        assert_eq!(ids(&batch), ["a", "b"], "the second report joined");
+        assert_eq!(size, 2);
+        let next = next.expect("the report that would overfill the batch comes back");
+        assert_eq!(ids(&[next]), ["c", "d"]);
+        assert!(
+            started.elapsed() < linger,
+            "a full batch does not wait out the linger"
+        );
+
+        // Nothing more arrives: the batch goes when the linger is over.
+        let started = std::time::Instant::now();
+        let linger = Duration::from_millis(40);
+        let (batch, _, next) = gather(request(&["e"]), &mut rx, 10, linger, &shutdown).await;
+        assert_eq!(ids(&batch), ["e"]);
+        assert!(next.is_none());
+        assert!(started.elapsed() >= linger, "{:?}", started.elapsed());
+        drop(tx);
+    }
+
+    #[tokio::test]
+    async fn without_a_linger_or_once_shutting_down_a_batch_takes_only_what_is_queued() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let shutdown = CancellationToken::new();
+        tx.send(request(&["b"])).await.unwrap();
+        let (batch, _, _) = gather(request(&["a"]), &mut rx, 10, Duration::ZERO, &shutdown).await;
+        assert_eq!(ids(&batch), ["a", "b"], "what was queued goes along");
+
+        shutdown.cancel();
+        let started = std::time::Instant::now();
+        let linger = Duration::from_secs(30);
+        let (batch, _, _) = gather(request(&["c"]), &mut rx, 10, linger, &shutdown).await;
+        assert_eq!(ids(&batch), ["c"]);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "no linger once shutting down"
+        );
+        drop(tx);
+    }
+
     #[test]
     fn a_batch_names_each_allocation_once_with_its_newest_report() {
         let first = vec![
@@ -367,6 +467,7 @@ mod tests {
             cache,
             attempts: 1,
             max_allocs: 100,
+            linger: Duration::ZERO,
             max_backlog: 1_000,
         };
         for status in [AllocClientStatus::Running, AllocClientStatus::Complete] {
@@ -408,6 +509,7 @@ mod tests {
             cache,
             attempts: 3,
             max_allocs: 100,
+            linger: Duration::ZERO,
             max_backlog: 1_000,
         };
         let current = |status| {
