@@ -3,7 +3,7 @@
 use crate::types::{LeaseId, Revision};
 
 /// What can go wrong talking to a store.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
     /// The revision asked for has been compacted away; re-list and watch from
     /// the current revision.

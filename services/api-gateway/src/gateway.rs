@@ -15,6 +15,7 @@ use crate::client::heartbeats::Heartbeats;
 use crate::client::status_writes::{StatusWrites, WriterContext};
 use crate::config::GatewayConfig;
 use crate::error::Result;
+use crate::jobs::group_commit::GroupCommit;
 
 /// How long a write waits for the cache to show it before answering, so a
 /// client reading through the same gateway sees its own write.
@@ -48,6 +49,8 @@ pub struct Gateway {
     pub(crate) broker: LeaderChannel,
     pub(crate) feed: Arc<NodeAllocFeed>,
     pub(crate) status_writes: StatusWrites,
+    /// Where job registrations commit, grouped.
+    pub(crate) job_writes: GroupCommit,
     /// The key variables are sealed with; `None` when none is configured.
     pub(crate) variables_key: Option<Arc<crate::vars::VariableKey>>,
     /// The ACL entries, when ACLs are enabled.
@@ -92,6 +95,7 @@ impl Gateway {
             },
             shutdown.clone(),
         );
+        let job_writes = GroupCommit::start(store.clone(), config.max_txn_ops, shutdown.clone());
         let acl = config.acl.enabled.then(|| {
             let acl = crate::acl::AclCache::new();
             tokio::spawn(
@@ -112,6 +116,7 @@ impl Gateway {
             broker,
             feed,
             status_writes,
+            job_writes,
             variables_key: None,
         }
     }

@@ -166,8 +166,14 @@ pub(crate) async fn register_with(
         ));
     }
     let job_key = gw.keys.job(&job.namespace, &job.id);
-    for _ in 0..gw.attempts() {
-        let existing: Option<Job> = gw.read(&job_key).await?;
+    for attempt in 0..gw.attempts() {
+        let existing = read_existing(
+            gw,
+            &job,
+            &job_key,
+            attempt == 0 && enforce_revision.is_none(),
+        )
+        .await?;
         if let Some(wanted) = enforce_revision {
             check_enforced(existing.as_ref(), wanted)?;
         }
@@ -177,7 +183,7 @@ pub(crate) async fn register_with(
             Vec::new()
         };
         let write = build_register(&gw.keys, existing.as_ref(), job.clone(), &versions, trigger);
-        let result = gw.store.txn(write.txn).await?;
+        let result = gw.job_writes.txn(write.txn).await?;
         if !result.succeeded {
             if enforce_revision.is_some() {
                 return Err(GatewayError::FailedPrecondition(format!(
@@ -214,6 +220,26 @@ pub(crate) async fn register_with(
         });
     }
     Err(conflict(&job.id))
+}
+
+/// The job as stored, for a registration to build on. The first try of a
+/// plain registration takes the cache's copy: the write is guarded by what
+/// it read, so a cache behind the store costs a retry, never a lost update.
+/// Retries, and registrations that enforce a revision (whose refusal must
+/// not come from a stale copy), read the store.
+async fn read_existing(
+    gw: &Gateway,
+    job: &Job,
+    job_key: &[u8],
+    from_cache: bool,
+) -> Result<Option<Job>> {
+    if from_cache {
+        let snapshot = gw.cache.snapshot();
+        return Ok(snapshot
+            .job(&job.namespace, &job.id)
+            .map(|cached| cached.as_ref().clone()));
+    }
+    gw.read(job_key).await
 }
 
 fn conflict(job_id: &str) -> GatewayError {
