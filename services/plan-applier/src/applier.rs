@@ -95,6 +95,11 @@ pub struct PlanApplier {
     tokens: Arc<dyn TokenCheck>,
     settings: Settings,
     queue: RwLock<Option<Arc<PlanQueue>>>,
+    /// The watch cache, loaded in this replica's first term and kept after
+    /// it: a term won again (after a lease that went unrenewed while etcd
+    /// or the machine was saturated) starts at once instead of listing
+    /// every allocation again, which would load both further.
+    cache: tokio::sync::Mutex<Option<Arc<Informer>>>,
     counters: Counters,
 }
 
@@ -122,6 +127,7 @@ impl PlanApplier {
             tokens,
             settings,
             queue: RwLock::new(None),
+            cache: tokio::sync::Mutex::new(None),
             counters: Counters::default(),
         }
     }
@@ -166,7 +172,7 @@ impl PlanApplier {
     /// in flight, so no clone of `leadership` outlives the term.
     pub async fn lead(self: &Arc<Self>, leadership: Arc<Leadership>, stop: CancellationToken) {
         let started = tokio::select! {
-            s = Informer::start(self.store.clone(), self.keyspace.clone(), cache_config()) => s,
+            s = self.cache() => s,
             _ = stop.cancelled() => return,
         };
         let informer = match started {
@@ -207,6 +213,19 @@ impl PlanApplier {
         queue.close(|| ApplierError::NotCommitted);
         pipeline.finish().await;
         tracing::info!("stopped applying plans");
+    }
+
+    /// The cache, loaded on first use and kept for later terms.
+    async fn cache(&self) -> Result<Arc<Informer>, caravan_state::StateError> {
+        let mut cache = self.cache.lock().await;
+        if let Some(informer) = cache.as_ref() {
+            return Ok(informer.clone());
+        }
+        let informer = Arc::new(
+            Informer::start(self.store.clone(), self.keyspace.clone(), cache_config()).await?,
+        );
+        *cache = Some(informer.clone());
+        Ok(informer)
     }
 
     fn count(&self, result: &PlanResult) {
@@ -310,7 +329,7 @@ fn answer(
 struct Pipeline {
     applier: Arc<PlanApplier>,
     leadership: Arc<Leadership>,
-    informer: Informer,
+    informer: Arc<Informer>,
     overlay: Overlay,
     /// Commits under way, oldest first.
     in_flight: Vec<InFlight>,
@@ -533,7 +552,6 @@ impl Pipeline {
         for in_flight in std::mem::take(&mut self.in_flight) {
             self.settle(in_flight).await;
         }
-        self.informer.shutdown().await;
     }
 }
 
@@ -693,9 +711,11 @@ mod tests {
             .await
             .unwrap(),
         );
-        let informer = Informer::start(store.clone(), ks.clone(), cache)
-            .await
-            .unwrap();
+        let informer = Arc::new(
+            Informer::start(store.clone(), ks.clone(), cache)
+                .await
+                .unwrap(),
+        );
         Pipeline {
             applier,
             leadership,
@@ -705,6 +725,68 @@ mod tests {
             next_seq,
             resync: false,
         }
+    }
+
+    /// Leads one term on `store` until `applier` takes plans; returns the
+    /// cache it used.
+    async fn one_term(applier: &Arc<PlanApplier>, store: &Arc<dyn Store>) -> Arc<Informer> {
+        let leadership = Arc::new(
+            Leadership::campaign(
+                store.clone(),
+                "/t/leader/plan-applier",
+                "me",
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap(),
+        );
+        let stop = CancellationToken::new();
+        let term = tokio::spawn({
+            let (applier, leadership, stop) = (applier.clone(), leadership.clone(), stop.clone());
+            async move { applier.lead(leadership, stop).await }
+        });
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while !applier.is_leading() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the term starts");
+        let cache = applier.cache.lock().await.clone().expect("loaded");
+        stop.cancel();
+        term.await.unwrap();
+        leadership.resign().await.unwrap();
+        assert!(!applier.is_leading());
+        cache
+    }
+
+    /// A term won again starts on the cache of the first, which kept
+    /// following the store in between, instead of listing everything again.
+    #[tokio::test]
+    async fn a_term_won_again_keeps_the_cache_of_the_first() {
+        let (store, ks) = store_with_n1().await;
+        let applier = Arc::new(PlanApplier::new(
+            store.clone(),
+            "/t",
+            Arc::new(AnyToken),
+            Settings::from(&PlanApplierConfig::default()),
+        ));
+        let first = one_term(&applier, &store).await;
+        let between = store
+            .put(&ks.node("n2"), &encode(&node("n2")), 0)
+            .await
+            .unwrap();
+        let second = one_term(&applier, &store).await;
+        assert!(Arc::ptr_eq(&first, &second), "the same cache");
+        let caught_up = second
+            .wait_for_revision(between, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(
+            caught_up.node("n2").is_some(),
+            "it followed the store between terms"
+        );
+        assert_eq!(second.stats().relists, 0);
     }
 
     /// A plan verified against room an earlier commit was freeing waits for
