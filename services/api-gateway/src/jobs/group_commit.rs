@@ -92,6 +92,8 @@ struct Group {
     keys: HashSet<Vec<u8>>,
     ops: usize,
     bytes: usize,
+    /// A member shares with no other (a failure branch, or a range).
+    alone: bool,
 }
 
 impl Group {
@@ -101,6 +103,7 @@ impl Group {
             keys: HashSet::new(),
             ops: 0,
             bytes: 0,
+            alone: false,
         };
         group.take(first);
         group
@@ -109,14 +112,17 @@ impl Group {
     fn take(&mut self, p: Pending) {
         self.ops += size(&p.txn);
         self.bytes += bytes(&p.txn);
-        self.keys.extend(keys(&p.txn).into_iter().flatten());
+        match keys(&p.txn).filter(|_| groupable(&p.txn)) {
+            Some(keys) => self.keys.extend(keys),
+            None => self.alone = true,
+        }
         self.members.push(p);
     }
 
     /// Adds `p` unless it cannot share the transaction; then it is handed
     /// back to start the next group.
     fn add(&mut self, p: Pending, max_ops: usize) -> Result<(), Pending> {
-        let joinable = self.members.iter().all(|m| groupable(&m.txn))
+        let joinable = !self.alone
             && groupable(&p.txn)
             && self.ops + size(&p.txn) <= max_ops
             && self.bytes + bytes(&p.txn) <= MAX_GROUP_BYTES;

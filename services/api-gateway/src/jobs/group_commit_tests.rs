@@ -88,6 +88,20 @@ fn writes_sharing_a_key_or_over_the_limits_start_a_new_group() {
     let (b, _rb) = pending(create("b"));
     assert!(group.add(b, 128).is_ok());
     assert_eq!(group.members.len(), 2);
+
+    // A write that cannot share, first in its group, keeps it to itself.
+    for alone in [
+        Txn::new().and_then(Op::Delete(Range::prefix(b"c/".to_vec()))),
+        Txn {
+            failure: vec![Op::Get(Range::key(b"d".to_vec()))],
+            ..create("d")
+        },
+    ] {
+        let (first, _r) = pending(alone);
+        let mut group = Group::new(first);
+        let (other, _r) = pending(create("e"));
+        assert!(group.add(other, 128).is_err());
+    }
 }
 
 #[tokio::test]

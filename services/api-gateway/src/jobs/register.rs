@@ -166,14 +166,11 @@ pub(crate) async fn register_with(
         ));
     }
     let job_key = gw.keys.job(&job.namespace, &job.id);
-    for attempt in 0..gw.attempts() {
-        let existing = read_existing(
-            gw,
-            &job,
-            &job_key,
-            attempt == 0 && enforce_revision.is_none(),
-        )
-        .await?;
+    for _ in 0..gw.attempts() {
+        // Read from the store, not the cache: the store retries a read on
+        // another member through an etcd leader election, which a write
+        // sent first would fail in.
+        let existing: Option<Job> = gw.read(&job_key).await?;
         if let Some(wanted) = enforce_revision {
             check_enforced(existing.as_ref(), wanted)?;
         }
@@ -220,26 +217,6 @@ pub(crate) async fn register_with(
         });
     }
     Err(conflict(&job.id))
-}
-
-/// The job as stored, for a registration to build on. The first try of a
-/// plain registration takes the cache's copy: the write is guarded by what
-/// it read, so a cache behind the store costs a retry, never a lost update.
-/// Retries, and registrations that enforce a revision (whose refusal must
-/// not come from a stale copy), read the store.
-async fn read_existing(
-    gw: &Gateway,
-    job: &Job,
-    job_key: &[u8],
-    from_cache: bool,
-) -> Result<Option<Job>> {
-    if from_cache {
-        let snapshot = gw.cache.snapshot();
-        return Ok(snapshot
-            .job(&job.namespace, &job.id)
-            .map(|cached| cached.as_ref().clone()));
-    }
-    gw.read(job_key).await
 }
 
 fn conflict(job_id: &str) -> GatewayError {
