@@ -665,7 +665,7 @@ mod tests {
     use caravan_store::MemStore;
 
     use super::*;
-    use crate::fixtures::{alloc, node, place, plan};
+    use crate::fixtures::{alloc, leader, node, place, plan};
 
     struct AnyToken;
 
@@ -701,16 +701,7 @@ mod tests {
             Arc::new(AnyToken),
             Settings::from(&PlanApplierConfig::default()),
         ));
-        let leadership = Arc::new(
-            Leadership::campaign(
-                store.clone(),
-                "/t/leader/plan-applier",
-                "me",
-                Duration::from_secs(10),
-            )
-            .await
-            .unwrap(),
-        );
+        let leadership = Arc::new(leader(store).await);
         let informer = Arc::new(
             Informer::start(store.clone(), ks.clone(), cache)
                 .await
@@ -730,16 +721,7 @@ mod tests {
     /// Leads one term on `store` until `applier` takes plans; returns the
     /// cache it used.
     async fn one_term(applier: &Arc<PlanApplier>, store: &Arc<dyn Store>) -> Arc<Informer> {
-        let leadership = Arc::new(
-            Leadership::campaign(
-                store.clone(),
-                "/t/leader/plan-applier",
-                "me",
-                Duration::from_secs(10),
-            )
-            .await
-            .unwrap(),
-        );
+        let leadership = Arc::new(leader(store).await);
         let stop = CancellationToken::new();
         let term = tokio::spawn({
             let (applier, leadership, stop) = (applier.clone(), leadership.clone(), stop.clone());

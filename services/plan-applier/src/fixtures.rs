@@ -9,7 +9,7 @@ use caravan_proto::{
     NodeStatus, Plan, SchedulingEligibility,
 };
 use caravan_state::{Change, Id, Snapshot, Tables};
-use caravan_store::Revision;
+use caravan_store::{Leadership, Revision, Store};
 
 /// A ready, eligible node with four 1000 MHz cores and 4 GB.
 pub(crate) fn node(id: &str) -> Node {
@@ -161,4 +161,16 @@ pub(crate) fn stop(plan: &mut Plan, node: &str, id: &str) {
             desired_description: "alloc not needed".into(),
             ..Default::default()
         });
+}
+
+/// This replica leading the plan-applier election under `/t` of `store`.
+pub(crate) async fn leader(store: &Arc<dyn Store>) -> Leadership {
+    Leadership::campaign(
+        store.clone(),
+        "/t/leader/plan-applier",
+        "me:1",
+        std::time::Duration::from_secs(10),
+    )
+    .await
+    .unwrap()
 }

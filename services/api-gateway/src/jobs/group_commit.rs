@@ -105,14 +105,15 @@ impl Group {
             bytes: 0,
             alone: false,
         };
-        group.take(first);
+        let keys = shared_keys(&first.txn);
+        group.take(first, keys);
         group
     }
 
-    fn take(&mut self, p: Pending) {
+    fn take(&mut self, p: Pending, keys: Option<Vec<Vec<u8>>>) {
         self.ops += size(&p.txn);
         self.bytes += bytes(&p.txn);
-        match keys(&p.txn).filter(|_| groupable(&p.txn)) {
+        match keys {
             Some(keys) => self.keys.extend(keys),
             None => self.alone = true,
         }
@@ -122,29 +123,28 @@ impl Group {
     /// Adds `p` unless it cannot share the transaction; then it is handed
     /// back to start the next group.
     fn add(&mut self, p: Pending, max_ops: usize) -> Result<(), Pending> {
-        let joinable = !self.alone
-            && groupable(&p.txn)
-            && self.ops + size(&p.txn) <= max_ops
-            && self.bytes + bytes(&p.txn) <= MAX_GROUP_BYTES;
-        let Some(theirs) = keys(&p.txn).filter(|_| joinable) else {
-            return Err(p);
-        };
-        if theirs.iter().any(|k| self.keys.contains(k)) {
+        if self.alone
+            || self.ops + size(&p.txn) > max_ops
+            || self.bytes + bytes(&p.txn) > MAX_GROUP_BYTES
+        {
             return Err(p);
         }
-        self.take(p);
-        Ok(())
+        match shared_keys(&p.txn) {
+            Some(theirs) if !theirs.iter().any(|k| self.keys.contains(k)) => {
+                self.take(p, Some(theirs));
+                Ok(())
+            }
+            _ => Err(p),
+        }
     }
 
     async fn commit(self, store: &dyn Store) {
         let mut members = self.members;
         members.retain(|m| !m.respond.is_closed());
-        if members.len() == 1 {
-            let only = members.pop().expect("one member");
-            let _ = only.respond.send(store.txn(only.txn).await);
-            return;
-        }
-        if members.is_empty() {
+        if members.len() <= 1 {
+            if let Some(only) = members.pop() {
+                let _ = only.respond.send(store.txn(only.txn).await);
+            }
             return;
         }
         let mut together = Txn::new();
@@ -181,11 +181,6 @@ impl Group {
     }
 }
 
-/// Whether `txn` may share a transaction: no failure branch to run.
-fn groupable(txn: &Txn) -> bool {
-    txn.failure.is_empty()
-}
-
 fn size(txn: &Txn) -> usize {
     txn.compares.len() + txn.success.len()
 }
@@ -202,9 +197,13 @@ fn bytes(txn: &Txn) -> usize {
     ops + txn.compares.iter().map(|c| c.key.len()).sum::<usize>()
 }
 
-/// Every key `txn` compares or touches; `None` when it touches a range,
-/// which might hold another member's keys.
-fn keys(txn: &Txn) -> Option<Vec<Vec<u8>>> {
+/// Every key `txn` compares or touches, when it may share a transaction;
+/// `None` when it has a failure branch to run, or touches a range, which
+/// might hold another member's keys.
+fn shared_keys(txn: &Txn) -> Option<Vec<Vec<u8>>> {
+    if !txn.failure.is_empty() {
+        return None;
+    }
     let single = |r: &Range| r.end.is_empty().then(|| r.start.clone());
     let mut out: Vec<Vec<u8>> = txn.compares.iter().map(|c| c.key.clone()).collect();
     for op in &txn.success {

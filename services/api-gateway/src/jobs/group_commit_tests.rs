@@ -9,7 +9,9 @@ fn create(key: &str) -> Txn {
         .and_then(Op::put(format!("{key}/eval").into_bytes(), b"e".to_vec()))
 }
 
-fn pending(txn: Txn) -> (Pending, oneshot::Receiver<Result<TxnResult, StoreError>>) {
+type Answer = oneshot::Receiver<Result<TxnResult, StoreError>>;
+
+fn pending(txn: Txn) -> (Pending, Answer) {
     let (respond, answer) = oneshot::channel();
     (Pending { txn, respond }, answer)
 }
@@ -18,21 +20,27 @@ async fn value(store: &MemStore, key: &str) -> Option<Vec<u8>> {
     store.get(key.as_bytes()).await.unwrap().map(|kv| kv.value)
 }
 
-#[tokio::test]
-async fn disjoint_writes_commit_in_one_transaction_each_with_its_own_results() {
-    let store = MemStore::new();
-    let before = store.current_revision().await.unwrap();
+/// Commits registrations of a, b and c as one group; their answers.
+async fn commit_abc(store: &MemStore) -> [Answer; 3] {
     let (a, answer_a) = pending(create("a"));
     let (b, answer_b) = pending(create("b"));
     let (c, answer_c) = pending(create("c"));
     let mut group = Group::new(a);
     assert!(group.add(b, 128).is_ok());
     assert!(group.add(c, 128).is_ok());
-    group.commit(&store).await;
+    group.commit(store).await;
+    [answer_a, answer_b, answer_c]
+}
+
+#[tokio::test]
+async fn disjoint_writes_commit_in_one_transaction_each_with_its_own_results() {
+    let store = MemStore::new();
+    let before = store.current_revision().await.unwrap();
+    let answers = commit_abc(&store).await;
 
     let after = store.current_revision().await.unwrap();
     assert_eq!(after, before + 1, "one transaction for the three writes");
-    for answer in [answer_a, answer_b, answer_c] {
+    for answer in answers {
         let result = answer.await.unwrap().unwrap();
         assert!(result.succeeded);
         assert_eq!(result.revision, after);
@@ -45,13 +53,7 @@ async fn disjoint_writes_commit_in_one_transaction_each_with_its_own_results() {
 async fn a_guard_that_fails_fails_only_its_own_write() {
     let store = MemStore::new();
     store.put(b"b", b"old", 0).await.unwrap();
-    let (a, answer_a) = pending(create("a"));
-    let (b, answer_b) = pending(create("b"));
-    let (c, answer_c) = pending(create("c"));
-    let mut group = Group::new(a);
-    assert!(group.add(b, 128).is_ok());
-    assert!(group.add(c, 128).is_ok());
-    group.commit(&store).await;
+    let [answer_a, answer_b, answer_c] = commit_abc(&store).await;
 
     assert!(answer_a.await.unwrap().unwrap().succeeded);
     assert!(

@@ -2,28 +2,16 @@
 //! duplicates, all-at-once and fencing.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use caravan_proto::{AllocClientStatus, AllocDesiredStatus, Allocation, Plan};
 use caravan_state::{Keyspace, decode, encode};
 use caravan_store::{Leadership, MemStore, Store};
 
 use super::*;
-use crate::fixtures::{alloc, node, place, plan, snapshot, snapshot_with_evals, stop};
+use crate::fixtures::{alloc, leader, node, place, plan, snapshot, snapshot_with_evals, stop};
 use crate::overlay::View;
 
 const PREFIX: &str = "/t";
-
-async fn leader(store: &Arc<dyn Store>) -> Leadership {
-    Leadership::campaign(
-        store.clone(),
-        "/t/leader/plan-applier",
-        "me:1",
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap()
-}
 
 async fn seed(store: &Arc<dyn Store>, a: &Allocation) -> i64 {
     store
