@@ -347,6 +347,7 @@ impl Pipeline {
             pending.respond(Err(err));
             return;
         }
+        self.reap().await;
         if let Err(err) = self.catch_up(plan.snapshot_revision).await {
             pending.respond(Err(err));
             return;
@@ -526,6 +527,18 @@ impl Pipeline {
                         .collect(),
                 }
             }
+        }
+    }
+
+    /// Settles every commit that has finished, so its layer carries the
+    /// revision it committed at and leaves the overlay once the cache has
+    /// it. Left in flight until the limit forced them, finished commits
+    /// kept `max_in_flight_commits` layers in every view, each looked up
+    /// for every node and allocation a plan verifies.
+    async fn reap(&mut self) {
+        while let Some(i) = self.in_flight.iter().position(|f| f.task.is_finished()) {
+            let finished = self.in_flight.remove(i);
+            self.settle(finished).await;
         }
     }
 
@@ -769,6 +782,47 @@ mod tests {
             "it followed the store between terms"
         );
         assert_eq!(second.stats().relists, 0);
+    }
+
+    /// A commit that finished is settled before the next plan is verified:
+    /// its layer then leaves the overlay once the cache has what it wrote,
+    /// instead of staying in every view until the in-flight limit forces it.
+    #[tokio::test]
+    async fn a_finished_commit_is_settled_before_the_next_plan() {
+        let (store, ks) = store_with_n1().await;
+        let mut pipeline = leading_pipeline(&store, &ks, InformerConfig::default(), 0).await;
+        let queue = PlanQueue::new();
+        let mut first = plan(pipeline.informer.revision());
+        place(&mut first, alloc("a", "n1", 100, 64));
+        let answer = queue.push(first).unwrap();
+        pipeline.handle(queue.pop().await.unwrap()).await;
+        let committed = answer.await.unwrap().unwrap();
+        assert_eq!(committed.node_allocation.len(), 1, "{committed:?}");
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while !pipeline.in_flight.iter().all(|f| f.task.is_finished()) {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the commit task ends");
+        pipeline
+            .informer
+            .wait_for_revision(committed.alloc_revision, Duration::from_secs(5))
+            .await
+            .unwrap();
+        // Another job's plan shares nothing with the first, so nothing makes
+        // it wait for that commit.
+        let mut second = plan(pipeline.informer.revision());
+        second.eval_id = "e2".into();
+        let mut other = alloc("b", "n1", 100, 64);
+        other.job_id = "api".into();
+        place(&mut second, other);
+        let answer = queue.push(second).unwrap();
+        pipeline.handle(queue.pop().await.unwrap()).await;
+        let seqs: Vec<u64> = pipeline.in_flight.iter().map(|f| f.seq).collect();
+        assert_eq!(seqs, vec![2], "only the second plan's commit is in flight");
+        pipeline.finish().await;
+        assert_eq!(answer.await.unwrap().unwrap().node_allocation.len(), 1);
     }
 
     /// A plan verified against room an earlier commit was freeing waits for
