@@ -165,7 +165,7 @@ impl std::fmt::Debug for Leadership {
 impl Leadership {
     /// Campaigns in `election` with `address` as the value followers read,
     /// on a lease of `ttl` (rounded up to whole seconds, and up to the
-    /// store's minimum) renewed every quarter of it. Returns once leading.
+    /// store's minimum) renewed every eighth of it. Returns once leading.
     pub async fn campaign(
         store: Arc<dyn Store>,
         election: &str,
