@@ -145,6 +145,71 @@ fn decode_without_metrics(bytes: &[u8]) -> std::result::Result<Allocation, prost
     Ok(alloc)
 }
 
+/// A stored allocation for a rewrite that leaves its placement metrics as
+/// they are (a client's status): decoded without them, which are kept as the
+/// bytes they were stored as and appended to the rewritten value, so the
+/// bulk of the value is neither decoded nor encoded again.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StoredAlloc {
+    /// Everything stored but the metrics, revisions filled from the key.
+    pub alloc: Allocation,
+    /// The metrics field(s) exactly as stored: tag, length and body.
+    metrics: Vec<u8>,
+}
+
+impl StoredAlloc {
+    /// Decodes `kv`, setting the metrics aside undecoded.
+    pub fn decode(kv: &KeyValue) -> Result<StoredAlloc> {
+        let mut metrics = Vec::new();
+        let alloc = filled(kv, decode_setting_aside_metrics(&kv.value, &mut metrics))?;
+        Ok(StoredAlloc { alloc, metrics })
+    }
+
+    /// The value to store for `next`, a changed copy of [`StoredAlloc::alloc`]
+    /// without metrics of its own, with the stored metrics. Protobuf fields
+    /// may come in any order, so the result decodes as `next` with them.
+    pub fn encode(&self, next: &Allocation) -> Vec<u8> {
+        debug_assert!(next.metrics.is_none(), "the stored metrics are kept");
+        let mut bytes = Vec::with_capacity(next.encoded_len() + self.metrics.len());
+        next.encode_raw(&mut bytes);
+        bytes.extend_from_slice(&self.metrics);
+        bytes
+    }
+}
+
+impl From<Allocation> for StoredAlloc {
+    /// An allocation as a rewrite would find it stored.
+    fn from(mut alloc: Allocation) -> Self {
+        let mut metrics = Vec::new();
+        if let Some(m) = alloc.metrics.take() {
+            prost::encoding::message::encode(ALLOC_METRICS, m.as_ref(), &mut metrics);
+        }
+        StoredAlloc { alloc, metrics }
+    }
+}
+
+/// Decodes field by field, copying the metrics' fields into `metrics`.
+fn decode_setting_aside_metrics(
+    bytes: &[u8],
+    metrics: &mut Vec<u8>,
+) -> std::result::Result<Allocation, prost::DecodeError> {
+    use prost::encoding::{DecodeContext, decode_key, skip_field};
+    let mut alloc = Allocation::default();
+    let mut buf = bytes;
+    while !buf.is_empty() {
+        let field_start = bytes.len() - buf.len();
+        let (tag, wire_type) = decode_key(&mut buf)?;
+        match tag {
+            ALLOC_METRICS => {
+                skip_field(wire_type, tag, &mut buf, DecodeContext::default())?;
+                metrics.extend_from_slice(&bytes[field_start..bytes.len() - buf.len()]);
+            }
+            _ => alloc.merge_field(tag, wire_type, &mut buf, DecodeContext::default())?,
+        }
+    }
+    Ok(alloc)
+}
+
 /// Whether a [`AllocDetail::Scheduling`] reader needs the task states: the
 /// scheduler reads them only of allocations no longer live.
 fn keeps_task_states(alloc: &Allocation) -> bool {
@@ -345,6 +410,49 @@ mod tests {
             AllocDetail::WithoutMetrics,
         )
         .unwrap_err();
+        assert!(err.to_string().contains("/c/allocs/bad"), "{err}");
+    }
+
+    #[test]
+    fn a_status_rewrite_keeps_the_stored_metrics_without_decoding_them() {
+        let full = full_alloc();
+        let stored = StoredAlloc::decode(&kv("/c/allocs/a1", encode(&full), 4, 12)).unwrap();
+        assert!(stored.alloc.metrics.is_none());
+        let mut expected = full.clone();
+        expected.metrics = None;
+        expected.fill_revisions(4, 12);
+        assert_eq!(stored.alloc, expected, "every other field is decoded");
+
+        let mut next = stored.alloc.clone();
+        next.set_client_status(caravan_proto::AllocClientStatus::Complete);
+        next.client_description = "done".into();
+        let rewritten = Allocation::decode(stored.encode(&next).as_slice()).unwrap();
+        let mut want = next.clone();
+        want.metrics = full.metrics.clone();
+        assert_eq!(rewritten, want, "the new fields and the old metrics");
+
+        // Rewritten again, from what the last rewrite stored.
+        let again = StoredAlloc::decode(&kv("/c/allocs/a1", stored.encode(&next), 4, 13)).unwrap();
+        let twice = Allocation::decode(again.encode(&again.alloc).as_slice()).unwrap();
+        assert_eq!(twice.metrics, full.metrics, "kept once, not doubled");
+        assert_eq!(
+            again.encode(&again.alloc).len(),
+            stored.encode(&next).len(),
+            "the value does not grow"
+        );
+
+        // Taken from an allocation in hand, the same value.
+        let mut held = full.clone();
+        held.fill_revisions(4, 12);
+        let from = StoredAlloc::from(held.clone());
+        assert_eq!(from, stored);
+        let decoded = Allocation::decode(from.encode(&from.alloc).as_slice()).unwrap();
+        assert_eq!(decoded, held, "the metrics go last, the message is the same");
+
+        // Without metrics, nothing is appended.
+        let bare = StoredAlloc::decode(&kv("/c/allocs/a1", encode(&expected), 4, 12)).unwrap();
+        assert_eq!(bare.encode(&bare.alloc), encode(&bare.alloc));
+        let err = StoredAlloc::decode(&kv("/c/allocs/bad", vec![0xff, 0xff], 4, 12)).unwrap_err();
         assert!(err.to_string().contains("/c/allocs/bad"), "{err}");
     }
 

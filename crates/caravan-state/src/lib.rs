@@ -19,7 +19,7 @@ mod tables;
 mod usage;
 
 pub use change::Change;
-pub use codec::{AllocDetail, StateObject, decode, decode_alloc, encode};
+pub use codec::{AllocDetail, StateObject, StoredAlloc, decode, decode_alloc, encode};
 pub use diff::ObjectChange;
 pub use error::{Result, StateError};
 pub use fan_out::node_change_jobs;

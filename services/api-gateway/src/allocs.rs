@@ -4,7 +4,7 @@
 use caravan_model::trigger;
 use caravan_proto::{Allocation, Job, JobType, QueryMeta};
 use caravan_state::{Keyspace, decode, encode};
-use caravan_store::{Compare, CompareOp, Op, OpResult, Revision, Store, Txn, TxnResult};
+use caravan_store::{Compare, CompareOp, KeyValue, Op, OpResult, Revision, Store, Txn, TxnResult};
 
 use crate::error::{GatewayError, Result};
 use crate::evals;
@@ -50,31 +50,46 @@ pub(crate) async fn read_stored(
     ids: &[&str],
     max_ops: usize,
 ) -> Result<Vec<Option<Allocation>>> {
+    read_stored_values(store, keys, ids, max_ops)
+        .await?
+        .iter()
+        .map(|kv| kv.as_ref().map(decode::<Allocation>).transpose())
+        .map(|read| read.map_err(Into::into))
+        .collect()
+}
+
+/// The stored keys and values of allocations `ids`, as
+/// [`read_stored`] reads them, undecoded.
+pub(crate) async fn read_stored_values(
+    store: &dyn Store,
+    keys: &Keyspace,
+    ids: &[&str],
+    max_ops: usize,
+) -> Result<Vec<Option<KeyValue>>> {
     let mut out = Vec::with_capacity(ids.len());
     for chunk in ids.chunks(max_ops.max(1)) {
         let txn = chunk
             .iter()
             .fold(Txn::new(), |txn, id| txn.and_then(Op::get(keys.alloc(id))));
         let result = store.txn(txn).await?;
-        out.extend(allocs_read(&result, chunk.len())?);
+        out.extend(values_read(result, chunk.len()));
     }
     Ok(out)
 }
 
-/// The allocations a transaction of `count` gets read, in its order.
-fn allocs_read(result: &TxnResult, count: usize) -> Result<Vec<Option<Allocation>>> {
-    let mut out = Vec::with_capacity(count);
-    for op in result.results.iter().take(count) {
-        match op {
-            OpResult::Get(range) => match range.kvs.first() {
-                Some(kv) => out.push(Some(decode::<Allocation>(kv)?)),
-                None => out.push(None),
-            },
-            _ => out.push(None),
-        }
-    }
+/// The values a transaction of `count` gets read, in its order.
+fn values_read(result: TxnResult, count: usize) -> Vec<Option<KeyValue>> {
+    let mut out: Vec<Option<KeyValue>> = result
+        .results
+        .into_iter()
+        .take(count)
+        .map(|op| match op {
+            OpResult::Get(range) => range.kvs.into_iter().next(),
+            _ => None,
+        })
+        .collect();
     out.resize(count, None);
-    Ok(out)
+    out
 }
 
 /// Stops one allocation: marks it to migrate and creates an `alloc-stop`

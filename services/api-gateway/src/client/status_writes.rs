@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use caravan_model::now_unix_ns;
 use caravan_proto::{AllocUpdate, Allocation};
-use caravan_state::{Informer, Keyspace};
+use caravan_state::{Informer, Keyspace, StoredAlloc};
 use caravan_store::{Revision, Store};
 use std::sync::Arc;
 use std::time::Duration;
@@ -204,24 +204,27 @@ async fn gather(
     (batch, size, None)
 }
 
-/// Replaces the callers' copies (the cache's, without placement metrics) by
-/// the stored values, which the batch rewrites whole; the freshest values
-/// also spare a conflict when a node reports one allocation twice in a row.
-/// An allocation gone since, or no longer on the node it was checked
-/// against, is left alone.
-async fn read_stored(ctx: &WriterContext, current: &mut Current) -> Result<()> {
+/// The stored values of the callers' allocations (the cache's copies hold
+/// no placement metrics), which the batch rewrites whole; the freshest
+/// values also spare a conflict when a node reports one allocation twice in
+/// a row. An allocation gone since, or no longer on the node it was checked
+/// against, is `None`: left alone.
+async fn read_stored(ctx: &WriterContext, current: &Current) -> Result<Vec<Option<StoredAlloc>>> {
     let ids: Vec<&str> = current.iter().map(|(u, _)| u.alloc_id.as_str()).collect();
-    let stored =
-        crate::allocs::read_stored(ctx.store.as_ref(), &ctx.keys, &ids, ctx.max_allocs).await?;
-    for ((_, held), fresh) in current.iter_mut().zip(stored) {
-        *held = match (held.as_ref(), fresh) {
-            (Some(checked), Some(fresh)) if fresh.node_id == checked.node_id => {
-                Some(Arc::new(fresh))
+    let values =
+        crate::allocs::read_stored_values(ctx.store.as_ref(), &ctx.keys, &ids, ctx.max_allocs)
+            .await?;
+    let mut stored = Vec::with_capacity(values.len());
+    for ((_, checked), value) in current.iter().zip(values) {
+        let fresh = match (checked, value) {
+            (Some(checked), Some(kv)) => {
+                Some(StoredAlloc::decode(&kv)?).filter(|f| f.alloc.node_id == checked.node_id)
             }
             _ => None,
         };
+        stored.push(fresh);
     }
-    Ok(())
+    Ok(stored)
 }
 
 /// Writes one batch and answers each of its callers.
@@ -233,8 +236,8 @@ async fn commit(ctx: &WriterContext, mut batch: Vec<Request>) {
     if batch.is_empty() {
         return;
     }
-    let mut merged = merge(batch.iter_mut().map(|r| std::mem::take(&mut r.current)));
-    let outcome = write_merged(ctx, &mut merged).await;
+    let merged = merge(batch.iter_mut().map(|r| std::mem::take(&mut r.current)));
+    let outcome = write_merged(ctx, &merged).await;
     for request in batch {
         let answer = match &outcome {
             Ok(revision) => Ok(*revision),
@@ -264,17 +267,21 @@ fn merge(requests: impl Iterator<Item = Current>) -> Current {
 
 /// Commits the merged updates, re-reading and retrying on conflict; the
 /// error is the message every caller gets.
-async fn write_merged(ctx: &WriterContext, current: &mut Current) -> Result<Revision, String> {
+async fn write_merged(ctx: &WriterContext, current: &Current) -> Result<Revision, String> {
     for attempt in 0..ctx.attempts.max(1) {
-        read_stored(ctx, current)
+        let stored = read_stored(ctx, current)
             .await
             .map_err(|err| format!("reading allocations: {err}"))?;
-        if current.iter().all(|(_, a)| a.is_none()) {
+        if stored.iter().all(Option::is_none) {
             // Every allocation is gone (garbage collected): nothing to record.
             return Ok(ctx.cache.revision());
         }
         let snap = ctx.cache.snapshot();
-        let Batch { txn, evals } = build_batch(&ctx.keys, &snap, current, now_unix_ns());
+        let checked = current
+            .iter()
+            .map(|(u, _)| u)
+            .zip(stored.iter().map(Option::as_ref));
+        let Batch { txn, evals } = build_batch(&ctx.keys, &snap, checked, now_unix_ns());
         let result = ctx
             .store
             .txn(txn)

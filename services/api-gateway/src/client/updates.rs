@@ -14,7 +14,7 @@ use caravan_model::{AllocClientStatusExt, AllocExt, JobTypeExt, trigger};
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Evaluation, Job,
 };
-use caravan_state::{Keyspace, Snapshot, encode};
+use caravan_state::{Keyspace, Snapshot, StoredAlloc, encode};
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
 use crate::client::status_writes::Current;
@@ -164,18 +164,19 @@ pub(crate) struct Batch {
 /// running replacement lets a drain move on). The transaction has no
 /// failure branch: conflicts are rare, and reading every allocation back
 /// there would put each key into the store's log once more on every write.
-pub(crate) fn build_batch(
+pub(crate) fn build_batch<'a>(
     keys: &Keyspace,
     snap: &Snapshot,
-    current: &[(AllocUpdate, Option<Arc<Allocation>>)],
+    current: impl IntoIterator<Item = (&'a AllocUpdate, Option<&'a StoredAlloc>)>,
     now: i64,
 ) -> Batch {
     let mut txn = Txn::new();
     // One evaluation per job; a failure's wins over a drain's.
     let mut failed_jobs: BTreeMap<(String, String), Evaluation> = BTreeMap::new();
     let mut drains = Drains::of(snap);
-    for (update, alloc) in current {
-        let Some(alloc) = alloc else { continue };
+    for (update, stored) in current {
+        let Some(stored) = stored else { continue };
+        let alloc = &stored.alloc;
         let key = keys.alloc(&update.alloc_id);
         if !may_report(alloc, update) {
             tracing::warn!(
@@ -211,7 +212,7 @@ pub(crate) fn build_batch(
                 CompareOp::Equal,
                 alloc.modify_revision,
             ))
-            .and_then(Op::put(key, encode(&next)));
+            .and_then(Op::put(key, stored.encode(&next)));
     }
     let evals: Vec<Evaluation> = failed_jobs.into_values().collect();
     for eval in &evals {
@@ -316,6 +317,24 @@ mod tests {
     use caravan_proto::{AllocDeploymentStatus, TaskState};
 
     use super::*;
+
+    /// [`build_batch`] of allocations in hand, as if read from the store.
+    fn batch_of(
+        keys: &Keyspace,
+        snap: &Snapshot,
+        current: &[(AllocUpdate, Option<Arc<Allocation>>)],
+        now: i64,
+    ) -> Batch {
+        let stored: Vec<Option<StoredAlloc>> = current
+            .iter()
+            .map(|(_, a)| a.as_deref().cloned().map(StoredAlloc::from))
+            .collect();
+        let checked = current
+            .iter()
+            .map(|(u, _)| u)
+            .zip(stored.iter().map(Option::as_ref));
+        build_batch(keys, snap, checked, now)
+    }
 
     fn alloc(id: &str) -> Allocation {
         let mut a = Allocation {
@@ -422,7 +441,7 @@ mod tests {
             ..Default::default()
         };
         running.set_client_status(AllocClientStatus::Running);
-        let evals = build_batch(
+        let evals = batch_of(
             &keys,
             &snap,
             &[(running.clone(), Some(Arc::new(replacement.clone())))],
@@ -433,7 +452,7 @@ mod tests {
         assert_eq!(evals[0].triggered_by, "node-drain");
         // Already running: no news, no eval.
         replacement.set_client_status(AllocClientStatus::Running);
-        let evals = build_batch(
+        let evals = batch_of(
             &keys,
             &snap,
             &[(running.clone(), Some(Arc::new(replacement.clone())))],
@@ -447,7 +466,7 @@ mod tests {
             healthy: Some(true),
             ..Default::default()
         });
-        let evals = build_batch(&keys, &snap, &[(healthy, Some(Arc::new(replacement)))], 5).evals;
+        let evals = batch_of(&keys, &snap, &[(healthy, Some(Arc::new(replacement)))], 5).evals;
         assert_eq!(evals.len(), 1);
         assert_eq!(evals[0].triggered_by, "node-drain");
     }
@@ -469,7 +488,7 @@ mod tests {
             let mut a = alloc("a1");
             a.set_client_status(finished);
             let current = vec![(running.clone(), Some(Arc::new(a)))];
-            let batch = build_batch(&keys, &snap, &current, 5);
+            let batch = batch_of(&keys, &snap, &current, 5);
             assert!(
                 batch.txn.success.is_empty(),
                 "{finished:?}: nothing written"
@@ -516,7 +535,7 @@ mod tests {
         };
         complete.set_client_status(AllocClientStatus::Complete);
         let evals = |a: Allocation| {
-            build_batch(&keys, &snap, &[(complete.clone(), Some(Arc::new(a)))], 5).evals
+            batch_of(&keys, &snap, &[(complete.clone(), Some(Arc::new(a)))], 5).evals
         };
         let service = evals(alloc("a1"));
         assert_eq!(service.len(), 1, "{service:?}");
@@ -565,7 +584,7 @@ mod tests {
             (failed, Some(Arc::new(alloc("a1")))),
             (failed2, Some(Arc::new(alloc("a2")))),
         ];
-        let Batch { txn, evals } = build_batch(&keys, &snap, &current, 5);
+        let Batch { txn, evals } = batch_of(&keys, &snap, &current, 5);
         assert_eq!(evals.len(), 1);
         assert_eq!(evals[0].triggered_by, "alloc-failure");
         assert_eq!(evals[0].priority, 60);
