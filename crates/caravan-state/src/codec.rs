@@ -447,7 +447,10 @@ mod tests {
         let from = StoredAlloc::from(held.clone());
         assert_eq!(from, stored);
         let decoded = Allocation::decode(from.encode(&from.alloc).as_slice()).unwrap();
-        assert_eq!(decoded, held, "the metrics go last, the message is the same");
+        assert_eq!(
+            decoded, held,
+            "the metrics go last, the message is the same"
+        );
 
         // Without metrics, nothing is appended.
         let bare = StoredAlloc::decode(&kv("/c/allocs/a1", encode(&expected), 4, 12)).unwrap();
