@@ -1,11 +1,13 @@
 //! Client status writes of every node, coalesced: the updates that arrive
 //! while one transaction commits go together into the next, so the store's
 //! disk sync is paid per batch rather than per node and per report (Nomad's
-//! servers coalesce client updates the same way). Each allocation is still
+//! servers coalesce client updates the same way). The next batch is read
+//! and written while the one before still commits, unless it names one of
+//! its allocations; never more than two at once. Each allocation is still
 //! compared on its mod revision and re-read on conflict, and every caller
 //! hears the outcome of the transaction that carried its updates.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use caravan_model::now_unix_ns;
@@ -146,24 +148,73 @@ async fn run(
     backlog: Backlog,
     shutdown: CancellationToken,
 ) {
+    let ctx = Arc::new(ctx);
     let max = ctx.max_allocs.max(1);
     let mut carried: Option<Request> = None;
+    // The batch committing while the next one gathers.
+    let mut previous: Option<InFlight> = None;
     loop {
         let first = match carried.take() {
             Some(r) => r,
             None => tokio::select! {
                 r = rx.recv() => match r {
                     Some(r) => r,
-                    None => return,
+                    None => break,
                 },
-                _ = shutdown.cancelled() => return,
+                _ = shutdown.cancelled() => break,
             },
         };
         let (batch, size, next) = gather(first, &mut rx, max, ctx.linger, &shutdown).await;
         carried = next;
         // Taken: room for the reports that arrive while this one commits.
         backlog.release(size);
-        commit(&ctx, batch).await;
+        // A batch that names an allocation of the one committing waits for
+        // it: its read would find the value that commit replaces.
+        if let Some(p) = previous.take_if(|p| p.overlaps(&batch)) {
+            p.finish().await;
+        }
+        let started = InFlight::start(&ctx, batch);
+        // At most two commits at once: the next batch gathers while this one
+        // commits, not while two do.
+        if let Some(p) = previous.replace(started) {
+            p.finish().await;
+        }
+    }
+    if let Some(p) = previous {
+        p.finish().await;
+    }
+}
+
+/// A batch being committed on its own task, with the allocations it names.
+struct InFlight {
+    ids: HashSet<String>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl InFlight {
+    fn start(ctx: &Arc<WriterContext>, batch: Vec<Request>) -> Self {
+        let ids = batch
+            .iter()
+            .flat_map(|r| r.current.iter().map(|(u, _)| u.alloc_id.clone()))
+            .collect();
+        let ctx = Arc::clone(ctx);
+        let task = tokio::spawn(async move { commit(&ctx, batch).await });
+        InFlight { ids, task }
+    }
+
+    /// Whether `batch` names an allocation this one does.
+    fn overlaps(&self, batch: &[Request]) -> bool {
+        batch
+            .iter()
+            .flat_map(|r| r.current.iter())
+            .any(|(u, _)| self.ids.contains(&u.alloc_id))
+    }
+
+    /// Waits for the commit; its callers have their answers once it is done.
+    async fn finish(self) {
+        if let Err(err) = self.task.await {
+            tracing::error!(%err, "a client status commit did not finish");
+        }
     }
 }
 
@@ -491,6 +542,90 @@ mod tests {
         let now: Allocation = caravan_state::decode(&kv).unwrap();
         assert_eq!(now.client_status(), AllocClientStatus::Complete);
         assert_eq!(now.metrics, alloc.metrics);
+    }
+
+    #[tokio::test]
+    async fn a_batch_overlaps_the_one_committing_when_it_names_one_of_its_allocations() {
+        let committing = InFlight {
+            ids: ["a", "b"].into_iter().map(String::from).collect(),
+            task: tokio::spawn(async {}),
+        };
+        assert!(!committing.overlaps(&[request(&["c"]), request(&["d", "e"])]));
+        assert!(committing.overlaps(&[request(&["c"]), request(&["d", "b"])]));
+        committing.finish().await;
+    }
+
+    /// Reports of one allocation in consecutive batches, each written with
+    /// one attempt: the later batch never reads a value the earlier one is
+    /// replacing, so none conflicts; other allocations' batches commit
+    /// beside them.
+    /// Against etcd, whose reads and writes take long enough for batches to
+    /// interleave.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn consecutive_batches_of_one_allocation_never_conflict() {
+        let store: Arc<dyn Store> = Arc::new(
+            caravan_store::EtcdStore::connect(&caravan_testkit::etcd_endpoints())
+                .await
+                .unwrap(),
+        );
+        let keys = Keyspace::new(&format!("/status-writes-{}", now_unix_ns()));
+        let ids: Vec<String> = (0..20).map(|i| format!("a{i}")).collect();
+        for id in &ids {
+            let alloc = Allocation {
+                id: id.clone(),
+                node_id: "n1".into(),
+                ..Default::default()
+            };
+            store
+                .put(&keys.alloc(id), &caravan_state::encode(&alloc), 0)
+                .await
+                .unwrap();
+        }
+        let cache = Arc::new(
+            Informer::start(store.clone(), keys.clone(), crate::cache_config())
+                .await
+                .unwrap(),
+        );
+        let shutdown = CancellationToken::new();
+        let writes = StatusWrites::start(
+            WriterContext {
+                store: store.clone(),
+                keys: keys.clone(),
+                cache: cache.clone(),
+                attempts: 1,
+                max_allocs: 1,
+                linger: Duration::ZERO,
+                max_backlog: 10_000,
+            },
+            shutdown.clone(),
+        );
+        let snap = cache.snapshot();
+        let mut calls = Vec::new();
+        for round in 0..10 {
+            let status = if round % 2 == 0 {
+                AllocClientStatus::Pending
+            } else {
+                AllocClientStatus::Running
+            };
+            for id in ["a0", ids[1 + round].as_str()] {
+                let (u, _) = update(id, status);
+                let held = snap.alloc(id).cloned();
+                let writes = writes.clone();
+                calls.push(tokio::spawn(
+                    async move { writes.write(vec![(u, held)]).await },
+                ));
+            }
+        }
+        for call in calls {
+            call.await.unwrap().expect("no batch conflicted");
+        }
+        let kv = store.get(&keys.alloc("a0")).await.unwrap().unwrap();
+        assert_eq!(kv.version, 11, "a0 written ten times");
+        for id in &ids[1..11] {
+            let kv = store.get(&keys.alloc(id)).await.unwrap().unwrap();
+            assert_eq!(kv.version, 2, "{id} written once");
+        }
+        shutdown.cancel();
     }
 
     #[tokio::test]
