@@ -132,17 +132,7 @@ fn shrink_maps(alloc: &mut Allocation) {
 
 /// Decodes field by field, skipping the placement metrics.
 fn decode_without_metrics(bytes: &[u8]) -> std::result::Result<Allocation, prost::DecodeError> {
-    use prost::encoding::{DecodeContext, decode_key, skip_field};
-    let mut alloc = Allocation::default();
-    let mut buf = bytes;
-    while !buf.is_empty() {
-        let (tag, wire_type) = decode_key(&mut buf)?;
-        match tag {
-            ALLOC_METRICS => skip_field(wire_type, tag, &mut buf, DecodeContext::default())?,
-            _ => alloc.merge_field(tag, wire_type, &mut buf, DecodeContext::default())?,
-        }
-    }
-    Ok(alloc)
+    decode_passing_metrics(bytes, |_| {})
 }
 
 /// A stored allocation for a rewrite that leaves its placement metrics as
@@ -161,7 +151,8 @@ impl StoredAlloc {
     /// Decodes `kv`, setting the metrics aside undecoded.
     pub fn decode(kv: &KeyValue) -> Result<StoredAlloc> {
         let mut metrics = Vec::new();
-        let alloc = filled(kv, decode_setting_aside_metrics(&kv.value, &mut metrics))?;
+        let decoded = decode_passing_metrics(&kv.value, |field| metrics.extend_from_slice(field));
+        let alloc = filled(kv, decoded)?;
         Ok(StoredAlloc { alloc, metrics })
     }
 
@@ -188,10 +179,11 @@ impl From<Allocation> for StoredAlloc {
     }
 }
 
-/// Decodes field by field, copying the metrics' fields into `metrics`.
-fn decode_setting_aside_metrics(
+/// Decodes field by field, handing each metrics field undecoded (tag,
+/// length and body) to `metrics`.
+fn decode_passing_metrics(
     bytes: &[u8],
-    metrics: &mut Vec<u8>,
+    mut metrics: impl FnMut(&[u8]),
 ) -> std::result::Result<Allocation, prost::DecodeError> {
     use prost::encoding::{DecodeContext, decode_key, skip_field};
     let mut alloc = Allocation::default();
@@ -202,7 +194,7 @@ fn decode_setting_aside_metrics(
         match tag {
             ALLOC_METRICS => {
                 skip_field(wire_type, tag, &mut buf, DecodeContext::default())?;
-                metrics.extend_from_slice(&bytes[field_start..bytes.len() - buf.len()]);
+                metrics(&bytes[field_start..bytes.len() - buf.len()]);
             }
             _ => alloc.merge_field(tag, wire_type, &mut buf, DecodeContext::default())?,
         }

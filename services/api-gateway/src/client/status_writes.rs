@@ -490,6 +490,39 @@ mod tests {
         );
     }
 
+    /// A writer's context over `store` holding `allocs`, its cache started
+    /// once they are stored; with the revision of the last one.
+    async fn writer_over(
+        store: &Arc<dyn Store>,
+        keys: &Keyspace,
+        allocs: &[Allocation],
+        attempts: u32,
+        max_allocs: usize,
+    ) -> (WriterContext, Revision) {
+        let mut stored = 0;
+        for alloc in allocs {
+            stored = store
+                .put(&keys.alloc(&alloc.id), &caravan_state::encode(alloc), 0)
+                .await
+                .unwrap();
+        }
+        let cache = Arc::new(
+            Informer::start(store.clone(), keys.clone(), crate::cache_config())
+                .await
+                .unwrap(),
+        );
+        let ctx = WriterContext {
+            store: store.clone(),
+            keys: keys.clone(),
+            cache,
+            attempts,
+            max_allocs,
+            linger: Duration::ZERO,
+            max_backlog: 1_000,
+        };
+        (ctx, stored)
+    }
+
     /// A node reports an allocation twice before the cache shows the first
     /// write, and the cache holds no placement metrics: the second write
     /// compares against the store, not the stale copy (one attempt only),
@@ -508,26 +541,9 @@ mod tests {
             ..Default::default()
         };
         alloc.set_client_status(AllocClientStatus::Pending);
-        store
-            .put(&keys.alloc("a"), &caravan_state::encode(&alloc), 0)
-            .await
-            .unwrap();
-        let cache = Arc::new(
-            Informer::start(store.clone(), keys.clone(), crate::cache_config())
-                .await
-                .unwrap(),
-        );
-        let cached = cache.snapshot().alloc("a").cloned().unwrap();
+        let (ctx, _) = writer_over(&store, &keys, std::slice::from_ref(&alloc), 1, 100).await;
+        let cached = ctx.cache.snapshot().alloc("a").cloned().unwrap();
         assert!(cached.metrics.is_none(), "the cache holds no metrics");
-        let ctx = WriterContext {
-            store: store.clone(),
-            keys: keys.clone(),
-            cache,
-            attempts: 1,
-            max_allocs: 100,
-            linger: Duration::ZERO,
-            max_backlog: 1_000,
-        };
         for status in [AllocClientStatus::Running, AllocClientStatus::Complete] {
             let (u, _) = update("a", status);
             let (respond, answer) = oneshot::channel();
@@ -558,9 +574,8 @@ mod tests {
     /// Reports of one allocation in consecutive batches, each written with
     /// one attempt: the later batch never reads a value the earlier one is
     /// replacing, so none conflicts; other allocations' batches commit
-    /// beside them.
-    /// Against etcd, whose reads and writes take long enough for batches to
-    /// interleave.
+    /// beside them. Against etcd, whose reads and writes take long enough
+    /// for batches to interleave.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn consecutive_batches_of_one_allocation_never_conflict() {
         let store: Arc<dyn Store> = Arc::new(
@@ -570,35 +585,18 @@ mod tests {
         );
         let keys = Keyspace::new(&format!("/status-writes-{}", now_unix_ns()));
         let ids: Vec<String> = (0..20).map(|i| format!("a{i}")).collect();
-        for id in &ids {
-            let alloc = Allocation {
+        let allocs: Vec<Allocation> = ids
+            .iter()
+            .map(|id| Allocation {
                 id: id.clone(),
                 node_id: "n1".into(),
                 ..Default::default()
-            };
-            store
-                .put(&keys.alloc(id), &caravan_state::encode(&alloc), 0)
-                .await
-                .unwrap();
-        }
-        let cache = Arc::new(
-            Informer::start(store.clone(), keys.clone(), crate::cache_config())
-                .await
-                .unwrap(),
-        );
+            })
+            .collect();
+        let (ctx, _) = writer_over(&store, &keys, &allocs, 1, 1).await;
+        let cache = ctx.cache.clone();
         let shutdown = CancellationToken::new();
-        let writes = StatusWrites::start(
-            WriterContext {
-                store: store.clone(),
-                keys: keys.clone(),
-                cache: cache.clone(),
-                attempts: 1,
-                max_allocs: 1,
-                linger: Duration::ZERO,
-                max_backlog: 10_000,
-            },
-            shutdown.clone(),
-        );
+        let writes = StatusWrites::start(ctx, shutdown.clone());
         let snap = cache.snapshot();
         let mut calls = Vec::new();
         for round in 0..10 {
@@ -636,24 +634,7 @@ mod tests {
             id: "a".into(),
             ..Default::default()
         };
-        let created = store
-            .put(&keys.alloc("a"), &caravan_state::encode(&alloc), 0)
-            .await
-            .unwrap();
-        let cache = Arc::new(
-            Informer::start(store.clone(), keys.clone(), Default::default())
-                .await
-                .unwrap(),
-        );
-        let ctx = WriterContext {
-            store: store.clone(),
-            keys: keys.clone(),
-            cache,
-            attempts: 3,
-            max_allocs: 100,
-            linger: Duration::ZERO,
-            max_backlog: 1_000,
-        };
+        let (ctx, created) = writer_over(&store, &keys, std::slice::from_ref(&alloc), 3, 100).await;
         let current = |status| {
             let (u, _) = update("a", status);
             let mut held = alloc.clone();
