@@ -23,8 +23,8 @@ pub struct SchedulerWorkerConfig {
     /// Listen address of `/metrics` (Prometheus text); port 0 picks a free
     /// port (logged at start), empty serves none. See docs/metrics.md.
     pub metrics_addr: String,
-    /// Worker loops, each processing one evaluation at a time; 0 means one
-    /// per core.
+    /// Worker loops, each processing one evaluation at a time; 0 means
+    /// [`LOOPS_PER_CORE`] per core.
     pub workers: usize,
     /// Scheduler types to dequeue.
     pub schedulers: Vec<String>,
@@ -84,6 +84,13 @@ caravan_runtime::service_config!(SchedulerWorkerConfig, store;
     const LIST_KEYS: &'static [&'static str] = &["schedulers"];
 );
 
+/// Worker loops per core when `workers` is 0. A loop spends most of an
+/// evaluation waiting: for the broker's dequeue, for its cache to reach the
+/// eval's revision, and for the plan-applier's commit (a disk sync in etcd).
+/// With one loop per core the cores idle through those waits; four keep them
+/// busy (docs/benchmarks.md, (d)).
+pub const LOOPS_PER_CORE: usize = 4;
+
 /// The configuration as durations and counts, resolved once.
 #[derive(Clone, Debug)]
 pub(crate) struct Timing {
@@ -95,12 +102,13 @@ pub(crate) struct Timing {
 }
 
 impl SchedulerWorkerConfig {
-    /// The number of worker loops, resolving 0 to the core count.
+    /// The number of worker loops, resolving 0 to [`LOOPS_PER_CORE`] per
+    /// core.
     pub fn worker_count(&self) -> usize {
         if self.workers > 0 {
             self.workers
         } else {
-            std::thread::available_parallelism().map_or(1, usize::from)
+            LOOPS_PER_CORE * std::thread::available_parallelism().map_or(1, usize::from)
         }
     }
 
