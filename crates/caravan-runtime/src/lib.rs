@@ -8,6 +8,7 @@
 pub mod cache;
 pub mod config;
 pub mod grpc;
+pub mod huge_pages;
 pub mod leader;
 pub mod metrics;
 pub mod names;

@@ -49,10 +49,12 @@ pub fn main<S: Service>(service: S) -> ExitCode {
 }
 
 /// Runs `service` as the process with flags parsed by the caller (a binary
-/// with flags of its own): loads its configuration from its layers, installs
+/// with flags of its own): turns transparent huge pages off (see
+/// [`crate::huge_pages`]), loads its configuration from its layers, installs
 /// tracing and signal handling, connects the store when it needs one, and
 /// serves until a signal. Exits with 2 on a bad configuration.
 pub fn main_with<S: Service>(service: S, args: ServiceArgs) -> ExitCode {
+    crate::huge_pages::disable();
     let name = S::NAME;
     let (config, shutdown_config, runtime_config) = match load::<S>(&args) {
         Ok(all) => all,

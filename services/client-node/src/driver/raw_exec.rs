@@ -626,6 +626,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_task_gets_the_hosts_huge_pages_whatever_the_client_turned_off() {
+        let thp = |status: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("THP_enabled:\t"))
+                .map(str::to_owned)
+        };
+        let host = thp(&std::fs::read_to_string("/proc/self/status").unwrap());
+        if host.as_deref() != Some("1") {
+            // A kernel without transparent huge pages: nothing to give back.
+            return;
+        }
+        // As a client-node process runs: huge pages off, inherited by
+        // whatever it starts.
+        caravan_runtime::huge_pages::disable();
+        let dir = tempfile::tempdir().unwrap();
+        let s = spec(
+            dir.path(),
+            "grep -E '^THP_enabled' /proc/self/status; echo checked; exec sleep 30",
+        );
+        let dirs = s.dirs.clone().unwrap();
+        let h = driver().start(s).await.unwrap();
+        wait_for_file(&dirs.stdout, "checked").await;
+        let out = std::fs::read_to_string(&dirs.stdout).unwrap();
+        caravan_runtime::huge_pages::restore_for_children();
+        assert_eq!(thp(&out).as_deref(), Some("1"), "{out:?}");
+        let r = stop_once_sleeping(h.as_ref(), Signal::SIGTERM).await;
+        assert_eq!(r.signal, Signal::SIGTERM as i32, "{r:?}");
+    }
+
+    #[tokio::test]
     async fn recover_finds_the_live_process_and_not_a_dead_one() {
         let dir = tempfile::tempdir().unwrap();
         let s = spec(dir.path(), "exec sleep 30");

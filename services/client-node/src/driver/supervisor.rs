@@ -332,6 +332,9 @@ pub fn main(argv: &[OsString]) -> i32 {
         }
     };
     default_signals_for_the_task();
+    // The client runs without transparent huge pages; the task gets the
+    // host's policy.
+    caravan_runtime::huge_pages::restore_for_children();
     let mut handshake = std::io::stdout();
     let run_lock = match claim(&args) {
         Ok(Claim::Mine(lock)) => lock,
