@@ -5,8 +5,8 @@
 //! into vectors of a few hundred KiB that are freed once applied. Each time
 //! such memory is touched afresh the kernel zeroes a whole 2 MiB page, and
 //! that zeroing was 5–13 % of every service's CPU under load. With 4 KiB
-//! pages it all but disappears, and the services use less memory
-//! (docs/benchmarks.md, "What limits C1M now").
+//! pages it all but disappears (docs/benchmarks.md, "What limits C1M
+//! now").
 //!
 //! The flag is per process and inherited across `fork` and `exec`, so a
 //! client node's task supervisor gives it back before it starts a task
@@ -31,21 +31,14 @@ pub fn restore_for_children() {
     }
 }
 
-/// Whether transparent huge pages are off for this process.
-pub fn disabled() -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        nix::sys::prctl::get_thp_disable().unwrap_or(false)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        false
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether transparent huge pages are off for this process.
+    fn disabled() -> bool {
+        nix::sys::prctl::get_thp_disable().unwrap_or(false)
+    }
 
     /// A child started after [`disable`] sees it, and one started after
     /// [`restore_for_children`] does not: what a task supervisor relies on.

@@ -596,14 +596,12 @@ mod tests {
         )
         .unwrap();
         std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let s = spec(
+        let (h, out) = output_until_checked(
+            &RawExecDriver::new(wrapper),
             dir.path(),
             "grep -E '^SigIgn' /proc/self/status; echo checked; exec sleep 30",
-        );
-        let dirs = s.dirs.clone().unwrap();
-        let h = RawExecDriver::new(wrapper).start(s).await.unwrap();
-        wait_for_file(&dirs.stdout, "checked").await;
-        let out = std::fs::read_to_string(&dirs.stdout).unwrap();
+        )
+        .await;
         let ignored = out
             .strip_prefix("SigIgn:\t")
             .and_then(|rest| rest.split_whitespace().next())
@@ -642,14 +640,12 @@ mod tests {
         // whatever it starts.
         caravan_runtime::huge_pages::disable();
         let dir = tempfile::tempdir().unwrap();
-        let s = spec(
+        let (h, out) = output_until_checked(
+            &driver(),
             dir.path(),
             "grep -E '^THP_enabled' /proc/self/status; echo checked; exec sleep 30",
-        );
-        let dirs = s.dirs.clone().unwrap();
-        let h = driver().start(s).await.unwrap();
-        wait_for_file(&dirs.stdout, "checked").await;
-        let out = std::fs::read_to_string(&dirs.stdout).unwrap();
+        )
+        .await;
         caravan_runtime::huge_pages::restore_for_children();
         assert_eq!(thp(&out).as_deref(), Some("1"), "{out:?}");
         let r = stop_once_sleeping(h.as_ref(), Signal::SIGTERM).await;
@@ -847,6 +843,20 @@ mod tests {
     /// Stops a task running `exec sleep …` with `signal` once it is `sleep`
     /// itself, so the signal reaches the program the test means rather than
     /// the shell before its exec.
+    /// Starts `script` in `dir` with `driver` and returns its handle and its
+    /// output once it has printed `checked`.
+    async fn output_until_checked(
+        driver: &RawExecDriver,
+        dir: &std::path::Path,
+        script: &str,
+    ) -> (Arc<dyn TaskHandle>, String) {
+        let s = spec(dir, script);
+        let dirs = s.dirs.clone().unwrap();
+        let h = driver.start(s).await.unwrap();
+        wait_for_file(&dirs.stdout, "checked").await;
+        (h, std::fs::read_to_string(&dirs.stdout).unwrap())
+    }
+
     async fn stop_once_sleeping(h: &dyn TaskHandle, signal: Signal) -> ExitResult {
         let HandleState::RawExec { pid, .. } = h.state() else {
             panic!("{:?}", h.state())
