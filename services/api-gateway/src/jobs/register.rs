@@ -166,11 +166,28 @@ pub(crate) async fn register_with(
         ));
     }
     let job_key = gw.keys.job(&job.namespace, &job.id);
-    for _ in 0..gw.attempts() {
-        // Read from the store, not the cache: the store retries a read on
-        // another member through an etcd leader election, which a write
-        // sent first would fail in.
-        let existing: Option<Job> = gw.read(&job_key).await?;
+    // A new job (the common case) is first tried against the cache's
+    // view, which costs the store no read: the write is compared on the
+    // job's key, so a cache that missed a change fails it and the next
+    // attempt reads the store. A check-index register always reads the
+    // store, so it is never refused on a stale copy.
+    let mut optimistic = enforce_revision.is_none();
+    let mut tries = 0;
+    loop {
+        let existing: Option<Job> = if optimistic {
+            gw.cache
+                .snapshot()
+                .job(&job.namespace, &job.id)
+                .map(|cached| Job::clone(cached))
+        } else {
+            tries += 1;
+            if tries > gw.attempts() {
+                break;
+            }
+            // Read from the store, not the cache: the store retries a read
+            // on another member through an etcd leader election.
+            gw.read(&job_key).await?
+        };
         if let Some(wanted) = enforce_revision {
             check_enforced(existing.as_ref(), wanted)?;
         }
@@ -180,8 +197,20 @@ pub(crate) async fn register_with(
             Vec::new()
         };
         let write = build_register(&gw.keys, existing.as_ref(), job.clone(), &versions, trigger);
-        let result = gw.job_writes.txn(write.txn).await?;
+        let result = match gw.job_writes.txn(write.txn).await {
+            Ok(result) => result,
+            // A write sent without a read first fails outright through an
+            // etcd leader election, where the store's read waits it out:
+            // go the read's way. Should the write have landed after all,
+            // the next attempt finds the job as registered.
+            Err(err) if optimistic && err.is_retryable() => {
+                optimistic = false;
+                continue;
+            }
+            Err(err) => return Err(err.into()),
+        };
         if !result.succeeded {
+            optimistic = false;
             if enforce_revision.is_some() {
                 return Err(GatewayError::FailedPrecondition(format!(
                     "job {:?} changed concurrently; its job modify index no longer matches",

@@ -13,4 +13,5 @@ mod conflicts;
 mod events;
 mod grpc_acl;
 mod job_ops;
+mod register_reads;
 mod simulated_nodes;
