@@ -168,6 +168,41 @@ impl StoredAlloc {
     }
 }
 
+/// The metrics field(s) of a stored allocation exactly as stored (tag,
+/// length and body; empty for none), without decoding anything else.
+pub fn stored_metrics(bytes: &[u8]) -> std::result::Result<Vec<u8>, prost::DecodeError> {
+    use prost::encoding::{DecodeContext, decode_key, skip_field};
+    let mut metrics = Vec::new();
+    let mut buf = bytes;
+    while !buf.is_empty() {
+        let field_start = bytes.len() - buf.len();
+        let (tag, wire_type) = decode_key(&mut buf)?;
+        skip_field(wire_type, tag, &mut buf, DecodeContext::default())?;
+        if tag == ALLOC_METRICS {
+            metrics.extend_from_slice(&bytes[field_start..bytes.len() - buf.len()]);
+        }
+    }
+    Ok(metrics)
+}
+
+impl StoredAlloc {
+    /// An allocation decoded without its metrics, and those metrics as
+    /// [`stored_metrics`] gives them: the stored value, rebuilt.
+    pub fn with_metrics(alloc: Allocation, metrics: Vec<u8>) -> StoredAlloc {
+        StoredAlloc { alloc, metrics }
+    }
+
+    /// `next` (a changed copy of [`StoredAlloc::alloc`] without metrics of
+    /// its own) as it is stored once [`StoredAlloc::encode`]d: with these
+    /// metrics.
+    pub fn replaced(&self, next: Allocation) -> StoredAlloc {
+        StoredAlloc {
+            alloc: next,
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
 impl From<Allocation> for StoredAlloc {
     /// An allocation as a rewrite would find it stored.
     fn from(mut alloc: Allocation) -> Self {

@@ -15,11 +15,14 @@ mod list_page;
 pub mod metrics;
 mod registration;
 mod snapshot;
+mod stored_metrics;
 mod tables;
 mod usage;
 
 pub use change::Change;
-pub use codec::{AllocDetail, StateObject, StoredAlloc, decode, decode_alloc, encode};
+pub use codec::{
+    AllocDetail, StateObject, StoredAlloc, decode, decode_alloc, encode, stored_metrics,
+};
 pub use diff::ObjectChange;
 pub use error::{Result, StateError};
 pub use fan_out::node_change_jobs;
@@ -30,5 +33,6 @@ pub use registration::{
     KEPT_VERSIONS, RegisterTxn, as_spec, register_txn, spec_changed, versions_to_delete,
 };
 pub use snapshot::{OnNode, Snapshot};
+pub use stored_metrics::StoredMetrics;
 pub use tables::Tables;
 pub use usage::{NodeUsage, UsedPort};

@@ -92,6 +92,7 @@ impl Gateway {
                 max_allocs: config.status_batch_max_allocs,
                 linger: Duration::from_millis(config.status_batch_linger_ms),
                 max_backlog: config.status_backlog_max_allocs,
+                own: Default::default(),
             },
             shutdown.clone(),
         );

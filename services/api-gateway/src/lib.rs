@@ -185,9 +185,12 @@ impl Service for ApiGatewayService {
 /// The gateway's watch cache keeps allocations without their placement
 /// metrics: lists, client streams and status bookkeeping never read them,
 /// and the answers that show one whole allocation read it from the store.
+/// Beside it, the metrics as stored, undecoded: the status writer rewrites
+/// an allocation from the cache with them, without reading the store.
 pub(crate) fn cache_config() -> InformerConfig {
     InformerConfig {
         alloc_detail: AllocDetail::WithoutMetrics,
+        alloc_metrics: Some(Arc::new(caravan_state::StoredMetrics::default())),
         ..InformerConfig::default()
     }
 }

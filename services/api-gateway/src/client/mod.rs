@@ -5,6 +5,7 @@
 pub mod feed;
 pub mod heartbeats;
 pub mod identity;
+pub(crate) mod own_writes;
 pub mod registration;
 pub mod status_writes;
 pub mod updates;

@@ -1,10 +1,12 @@
 //! Client status writes of every node, coalesced: the updates that arrive
 //! while one transaction commits go together into the next, so the store's
 //! disk sync is paid per batch rather than per node and per report (Nomad's
-//! servers coalesce client updates the same way). The next batch is read
+//! servers coalesce client updates the same way). The next batch is built
 //! and written while the one before still commits, unless it names one of
-//! its allocations; never more than two at once. Each allocation is still
-//! compared on its mod revision and re-read on conflict, and every caller
+//! its allocations; never more than two at once. A batch rewrites the
+//! newest copy of each allocation the gateway knows, with no read of the
+//! store (see [`OwnWrites`]); each allocation is still compared on its mod
+//! revision and read from the store after a conflict, and every caller
 //! hears the outcome of the transaction that carried its updates.
 
 use std::collections::{HashMap, HashSet};
@@ -19,6 +21,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::client::own_writes::OwnWrites;
 use crate::client::updates::{Batch, build_batch};
 use crate::error::{GatewayError, Result};
 
@@ -47,6 +50,8 @@ pub(crate) struct WriterContext {
     pub(crate) linger: Duration,
     /// Most updates waiting for the writer (see `status_backlog_max_allocs`).
     pub(crate) max_backlog: usize,
+    /// The writer's last writes, until the cache shows them.
+    pub(crate) own: OwnWrites,
 }
 
 /// The gateway's one writer of client status updates. Cheap to clone.
@@ -169,7 +174,7 @@ async fn run(
         // Taken: room for the reports that arrive while this one commits.
         backlog.release(size);
         // A batch that names an allocation of the one committing waits for
-        // it: its read would find the value that commit replaces.
+        // it: it rewrites the value that commit writes.
         if let Some(p) = previous.take_if(|p| p.overlaps(&batch)) {
             p.finish().await;
         }
@@ -255,11 +260,10 @@ async fn gather(
     (batch, size, None)
 }
 
-/// The stored values of the callers' allocations (the cache's copies hold
-/// no placement metrics), which the batch rewrites whole; the freshest
-/// values also spare a conflict when a node reports one allocation twice in
-/// a row. An allocation gone since, or no longer on the node it was checked
-/// against, is `None`: left alone.
+/// The stored values of the callers' allocations, which the batch rewrites
+/// whole, after a conflict: another writer changed one the cache does not
+/// show yet. An allocation gone since, or no longer on the node it was
+/// checked against, is `None`: left alone.
 async fn read_stored(ctx: &WriterContext, current: &Current) -> Result<Vec<Option<StoredAlloc>>> {
     let ids: Vec<&str> = current.iter().map(|(u, _)| u.alloc_id.as_str()).collect();
     let values =
@@ -316,23 +320,39 @@ fn merge(requests: impl Iterator<Item = Current>) -> Current {
     merged
 }
 
-/// Commits the merged updates, re-reading and retrying on conflict; the
-/// error is the message every caller gets.
+/// Commits the merged updates, retrying on conflict; the error is the
+/// message every caller gets. The first attempt rewrites the newest copies
+/// the gateway knows (its cache's, or its own last writes the cache does not
+/// show yet) without reading the store; an attempt after a conflict, or one
+/// with an allocation the gateway does not know on its node, reads the
+/// stored values first.
 async fn write_merged(ctx: &WriterContext, current: &Current) -> Result<Revision, String> {
     for attempt in 0..ctx.attempts.max(1) {
-        let stored = read_stored(ctx, current)
-            .await
-            .map_err(|err| format!("reading allocations: {err}"))?;
+        ctx.own.forget_seen(ctx.cache.revision());
+        let snap = ctx.cache.snapshot();
+        let known = match ctx.cache.stored_metrics() {
+            Some(metrics) if attempt == 0 => ctx.own.newest(&snap, metrics, current),
+            _ => None,
+        };
+        let stored = match known {
+            Some(known) => known,
+            None => read_stored(ctx, current)
+                .await
+                .map_err(|err| format!("reading allocations: {err}"))?,
+        };
         if stored.iter().all(Option::is_none) {
             // Every allocation is gone (garbage collected): nothing to record.
             return Ok(ctx.cache.revision());
         }
-        let snap = ctx.cache.snapshot();
         let checked = current
             .iter()
             .map(|(u, _)| u)
             .zip(stored.iter().map(Option::as_ref));
-        let Batch { txn, evals } = build_batch(&ctx.keys, &snap, checked, now_unix_ns());
+        let Batch {
+            txn,
+            evals,
+            written,
+        } = build_batch(&ctx.keys, &snap, checked, now_unix_ns());
         let result = ctx
             .store
             .txn(txn)
@@ -342,6 +362,7 @@ async fn write_merged(ctx: &WriterContext, current: &Current) -> Result<Revision
             if !evals.is_empty() {
                 tracing::info!(evals = evals.len(), "client updates created evaluations");
             }
+            ctx.own.record(written, result.revision);
             return Ok(result.revision);
         }
         tracing::debug!(
@@ -519,8 +540,81 @@ mod tests {
             max_allocs,
             linger: Duration::ZERO,
             max_backlog: 1_000,
+            own: OwnWrites::default(),
         };
         (ctx, stored)
+    }
+
+    /// Counts the transactions that only read.
+    #[derive(Default)]
+    struct Reads(std::sync::atomic::AtomicUsize);
+
+    #[async_trait::async_trait]
+    impl caravan_testkit::layered::StoreLayer for Reads {
+        async fn txn(
+            &self,
+            inner: &Arc<dyn Store>,
+            txn: caravan_store::Txn,
+        ) -> caravan_store::Result<caravan_store::TxnResult> {
+            if txn
+                .success
+                .iter()
+                .all(|op| matches!(op, caravan_store::Op::Get(_)))
+            {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+            inner.txn(txn).await
+        }
+    }
+
+    /// The cache holds the allocations a batch names (without metrics, with
+    /// their stored bytes beside): the batch is written with no read of the
+    /// store, and the value keeps its metrics.
+    #[tokio::test]
+    async fn a_batch_the_cache_knows_is_written_without_a_read() {
+        let reads = caravan_testkit::layered::Layered::wrap(
+            Arc::new(caravan_store::MemStore::new()),
+            Reads::default(),
+        );
+        let store: Arc<dyn Store> = reads.clone();
+        let keys = Keyspace::new("/t");
+        let allocs: Vec<Allocation> = ["a", "b"]
+            .into_iter()
+            .map(|id| {
+                let mut a = Allocation {
+                    id: id.into(),
+                    node_id: "n1".into(),
+                    metrics: Some(Box::new(caravan_proto::AllocMetric {
+                        nodes_evaluated: 7,
+                        ..Default::default()
+                    })),
+                    ..Default::default()
+                };
+                a.set_client_status(AllocClientStatus::Pending);
+                a
+            })
+            .collect();
+        let (ctx, _) = writer_over(&store, &keys, &allocs, 1, 100).await;
+        let snap = ctx.cache.snapshot();
+        let current: Current = ["a", "b"]
+            .into_iter()
+            .map(|id| {
+                (
+                    update(id, AllocClientStatus::Running).0,
+                    snap.alloc(id).cloned(),
+                )
+            })
+            .collect();
+        let (respond, answer) = oneshot::channel();
+        commit(&ctx, vec![Request { current, respond }]).await;
+        answer.await.unwrap().unwrap();
+        assert_eq!(reads.0.load(Ordering::SeqCst), 0, "no read of the store");
+        for a in &allocs {
+            let kv = store.get(&keys.alloc(&a.id)).await.unwrap().unwrap();
+            let now: Allocation = caravan_state::decode(&kv).unwrap();
+            assert_eq!(now.client_status(), AllocClientStatus::Running);
+            assert_eq!(now.metrics, a.metrics, "the metrics as stored");
+        }
     }
 
     /// A node reports an allocation twice before the cache shows the first

@@ -153,10 +153,12 @@ impl<'a> Drains<'a> {
     }
 }
 
-/// One batch's transaction and the evaluations it creates.
+/// One batch's transaction, the evaluations it creates and the
+/// allocations it writes, as stored.
 pub(crate) struct Batch {
     pub(crate) txn: Txn,
     pub(crate) evals: Vec<Evaluation>,
+    pub(crate) written: Vec<StoredAlloc>,
 }
 
 /// The transaction of one batch: each present allocation compared and
@@ -174,6 +176,7 @@ pub(crate) fn build_batch<'a>(
     // One evaluation per job; a failure's wins over a drain's.
     let mut failed_jobs: BTreeMap<(String, String), Evaluation> = BTreeMap::new();
     let mut drains = Drains::of(snap);
+    let mut written = Vec::new();
     for (update, stored) in current {
         let Some(stored) = stored else { continue };
         let alloc = &stored.alloc;
@@ -213,12 +216,17 @@ pub(crate) fn build_batch<'a>(
                 alloc.modify_revision,
             ))
             .and_then(Op::put(key, stored.encode(&next)));
+        written.push(stored.replaced(next));
     }
     let evals: Vec<Evaluation> = failed_jobs.into_values().collect();
     for eval in &evals {
         txn = txn.and_then(Op::put(keys.eval(&eval.id), encode(eval)));
     }
-    Batch { txn, evals }
+    Batch {
+        txn,
+        evals,
+        written,
+    }
 }
 
 fn failure_eval(job: &Job) -> Evaluation {
@@ -584,7 +592,7 @@ mod tests {
             (failed, Some(Arc::new(alloc("a1")))),
             (failed2, Some(Arc::new(alloc("a2")))),
         ];
-        let Batch { txn, evals } = batch_of(&keys, &snap, &current, 5);
+        let Batch { txn, evals, .. } = batch_of(&keys, &snap, &current, 5);
         assert_eq!(evals.len(), 1);
         assert_eq!(evals[0].triggered_by, "alloc-failure");
         assert_eq!(evals[0].priority, 60);
