@@ -1,6 +1,9 @@
 //! Values as stored: prost bytes in, messages out with their revisions filled
 //! from the key's metadata (docs/state-layout.md, "Revisions").
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use caravan_model::AllocExt;
 use caravan_proto::{
     Allocation, Deployment, Evaluation, Job, Node, SchedulerConfiguration, Variable,
@@ -141,8 +144,9 @@ fn decode_without_metrics(bytes: &[u8]) -> std::result::Result<Allocation, prost
 /// bulk of the value is neither decoded nor encoded again.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StoredAlloc {
-    /// Everything stored but the metrics, revisions filled from the key.
-    pub alloc: Allocation,
+    /// Everything stored but the metrics, revisions filled from the key
+    /// (shared: a cache's copy stands in without a deep copy).
+    pub alloc: Arc<Allocation>,
     /// The metrics field(s) exactly as stored: tag, length and body.
     metrics: Vec<u8>,
 }
@@ -152,7 +156,7 @@ impl StoredAlloc {
     pub fn decode(kv: &KeyValue) -> Result<StoredAlloc> {
         let mut metrics = Vec::new();
         let decoded = decode_passing_metrics(&kv.value, |field| metrics.extend_from_slice(field));
-        let alloc = filled(kv, decoded)?;
+        let alloc = Arc::new(filled(kv, decoded)?);
         Ok(StoredAlloc { alloc, metrics })
     }
 
@@ -169,17 +173,23 @@ impl StoredAlloc {
 }
 
 /// The metrics field(s) of a stored allocation exactly as stored (tag,
-/// length and body; empty for none), without decoding anything else.
-pub fn stored_metrics(bytes: &[u8]) -> std::result::Result<Vec<u8>, prost::DecodeError> {
+/// length and body; empty for none), without decoding anything else: the
+/// value's own bytes when they are one field, as they are once written.
+pub fn stored_metrics(bytes: &[u8]) -> std::result::Result<Cow<'_, [u8]>, prost::DecodeError> {
     use prost::encoding::{DecodeContext, decode_key, skip_field};
-    let mut metrics = Vec::new();
+    let mut metrics: Cow<'_, [u8]> = Cow::Borrowed(&[]);
     let mut buf = bytes;
     while !buf.is_empty() {
         let field_start = bytes.len() - buf.len();
         let (tag, wire_type) = decode_key(&mut buf)?;
         skip_field(wire_type, tag, &mut buf, DecodeContext::default())?;
         if tag == ALLOC_METRICS {
-            metrics.extend_from_slice(&bytes[field_start..bytes.len() - buf.len()]);
+            let field = &bytes[field_start..bytes.len() - buf.len()];
+            if metrics.is_empty() {
+                metrics = Cow::Borrowed(field);
+            } else {
+                metrics.to_mut().extend_from_slice(field);
+            }
         }
     }
     Ok(metrics)
@@ -188,7 +198,7 @@ pub fn stored_metrics(bytes: &[u8]) -> std::result::Result<Vec<u8>, prost::Decod
 impl StoredAlloc {
     /// An allocation decoded without its metrics, and those metrics as
     /// [`stored_metrics`] gives them: the stored value, rebuilt.
-    pub fn with_metrics(alloc: Allocation, metrics: Vec<u8>) -> StoredAlloc {
+    pub fn with_metrics(alloc: Arc<Allocation>, metrics: Vec<u8>) -> StoredAlloc {
         StoredAlloc { alloc, metrics }
     }
 
@@ -197,7 +207,7 @@ impl StoredAlloc {
     /// metrics.
     pub fn replaced(&self, next: Allocation) -> StoredAlloc {
         StoredAlloc {
-            alloc: next,
+            alloc: Arc::new(next),
             metrics: self.metrics.clone(),
         }
     }
@@ -210,7 +220,10 @@ impl From<Allocation> for StoredAlloc {
         if let Some(m) = alloc.metrics.take() {
             prost::encoding::message::encode(ALLOC_METRICS, m.as_ref(), &mut metrics);
         }
-        StoredAlloc { alloc, metrics }
+        StoredAlloc {
+            alloc: Arc::new(alloc),
+            metrics,
+        }
     }
 }
 
@@ -448,9 +461,9 @@ mod tests {
         let mut expected = full.clone();
         expected.metrics = None;
         expected.fill_revisions(4, 12);
-        assert_eq!(stored.alloc, expected, "every other field is decoded");
+        assert_eq!(*stored.alloc, expected, "every other field is decoded");
 
-        let mut next = stored.alloc.clone();
+        let mut next = Allocation::clone(&stored.alloc);
         next.set_client_status(caravan_proto::AllocClientStatus::Complete);
         next.client_description = "done".into();
         let rewritten = Allocation::decode(stored.encode(&next).as_slice()).unwrap();
@@ -481,7 +494,7 @@ mod tests {
 
         // Without metrics, nothing is appended.
         let bare = StoredAlloc::decode(&kv("/c/allocs/a1", encode(&expected), 4, 12)).unwrap();
-        assert_eq!(bare.encode(&bare.alloc), encode(&bare.alloc));
+        assert_eq!(bare.encode(&bare.alloc), encode(&*bare.alloc));
         let err = StoredAlloc::decode(&kv("/c/allocs/bad", vec![0xff, 0xff], 4, 12)).unwrap_err();
         assert!(err.to_string().contains("/c/allocs/bad"), "{err}");
     }

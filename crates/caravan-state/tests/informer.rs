@@ -536,8 +536,11 @@ async fn stored_metrics_follow_the_allocations(store: Arc<dyn Store>, ks: Keyspa
         .await
         .unwrap();
     let kept = Arc::clone(inf.stored_metrics().unwrap());
-    let bytes_of =
-        |a: &caravan_proto::Allocation| caravan_state::stored_metrics(&encode(a)).unwrap();
+    let bytes_of = |a: &caravan_proto::Allocation| {
+        caravan_state::stored_metrics(&encode(a))
+            .unwrap()
+            .into_owned()
+    };
     assert_eq!(kept.at("a", listed), Some(bytes_of(&with_metrics("a", 3))));
     assert!(inf.snapshot().alloc("a").unwrap().metrics.is_none());
 

@@ -24,7 +24,8 @@ impl OwnWrites {
     pub(crate) fn record(&self, written: Vec<StoredAlloc>, revision: Revision) {
         let mut own = self.written.lock();
         for mut stored in written {
-            stored.alloc.modify_revision = revision;
+            // Just built by the batch, so not shared: no copy is made.
+            std::sync::Arc::make_mut(&mut stored.alloc).modify_revision = revision;
             own.insert(stored.alloc.id.clone(), stored);
         }
     }
@@ -65,7 +66,7 @@ impl OwnWrites {
             let newest = match (cached, written) {
                 (Some(c), Some(w)) if w.alloc.modify_revision > c.modify_revision => w.clone(),
                 (Some(c), _) => StoredAlloc::with_metrics(
-                    caravan_proto::Allocation::clone(c),
+                    std::sync::Arc::clone(c),
                     metrics.at(&update.alloc_id, c.modify_revision)?,
                 ),
                 (None, Some(w)) => w.clone(),
