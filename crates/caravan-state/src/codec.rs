@@ -152,6 +152,22 @@ pub struct StoredAlloc {
 }
 
 impl StoredAlloc {
+    /// An allocation decoded without its metrics, and those metrics as
+    /// [`stored_metrics`] gives them: the stored value, rebuilt.
+    pub fn with_metrics(alloc: Arc<Allocation>, metrics: Vec<u8>) -> StoredAlloc {
+        StoredAlloc { alloc, metrics }
+    }
+
+    /// `next` (a changed copy of [`StoredAlloc::alloc`] without metrics of
+    /// its own) as it is stored once [`StoredAlloc::encode`]d: with these
+    /// metrics.
+    pub fn replaced(&self, next: Allocation) -> StoredAlloc {
+        StoredAlloc {
+            alloc: Arc::new(next),
+            metrics: self.metrics.clone(),
+        }
+    }
+
     /// Decodes `kv`, setting the metrics aside undecoded.
     pub fn decode(kv: &KeyValue) -> Result<StoredAlloc> {
         let mut metrics = Vec::new();
@@ -193,24 +209,6 @@ pub fn stored_metrics(bytes: &[u8]) -> std::result::Result<Cow<'_, [u8]>, prost:
         }
     }
     Ok(metrics)
-}
-
-impl StoredAlloc {
-    /// An allocation decoded without its metrics, and those metrics as
-    /// [`stored_metrics`] gives them: the stored value, rebuilt.
-    pub fn with_metrics(alloc: Arc<Allocation>, metrics: Vec<u8>) -> StoredAlloc {
-        StoredAlloc { alloc, metrics }
-    }
-
-    /// `next` (a changed copy of [`StoredAlloc::alloc`] without metrics of
-    /// its own) as it is stored once [`StoredAlloc::encode`]d: with these
-    /// metrics.
-    pub fn replaced(&self, next: Allocation) -> StoredAlloc {
-        StoredAlloc {
-            alloc: Arc::new(next),
-            metrics: self.metrics.clone(),
-        }
-    }
 }
 
 impl From<Allocation> for StoredAlloc {

@@ -545,6 +545,22 @@ mod tests {
         (ctx, stored)
     }
 
+    /// A pending allocation on node n1, placed with `evaluated` nodes in
+    /// its metrics.
+    fn placed(id: &str, evaluated: u32) -> Allocation {
+        let mut a = Allocation {
+            id: id.into(),
+            node_id: "n1".into(),
+            metrics: Some(Box::new(caravan_proto::AllocMetric {
+                nodes_evaluated: evaluated,
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        a.set_client_status(AllocClientStatus::Pending);
+        a
+    }
+
     /// Counts the transactions that only read.
     #[derive(Default)]
     struct Reads(std::sync::atomic::AtomicUsize);
@@ -578,22 +594,7 @@ mod tests {
         );
         let store: Arc<dyn Store> = reads.clone();
         let keys = Keyspace::new("/t");
-        let allocs: Vec<Allocation> = ["a", "b"]
-            .into_iter()
-            .map(|id| {
-                let mut a = Allocation {
-                    id: id.into(),
-                    node_id: "n1".into(),
-                    metrics: Some(Box::new(caravan_proto::AllocMetric {
-                        nodes_evaluated: 7,
-                        ..Default::default()
-                    })),
-                    ..Default::default()
-                };
-                a.set_client_status(AllocClientStatus::Pending);
-                a
-            })
-            .collect();
+        let allocs = [placed("a", 7), placed("b", 7)];
         let (ctx, _) = writer_over(&store, &keys, &allocs, 1, 100).await;
         let snap = ctx.cache.snapshot();
         let current: Current = ["a", "b"]
@@ -617,24 +618,15 @@ mod tests {
         }
     }
 
-    /// A node reports an allocation twice before the cache shows the first
-    /// write, and the cache holds no placement metrics: the second write
-    /// compares against the store, not the stale copy (one attempt only),
-    /// and keeps what the cache leaves out.
+    /// A node reports an allocation twice, each time with the copy the cache
+    /// held before the first write, and the cache holds no placement
+    /// metrics: the second write builds on the newest copy, not the stale
+    /// one (one attempt only), and keeps what the cache leaves out.
     #[tokio::test]
     async fn a_write_rewrites_the_stored_value_not_the_cached_copy() {
         let store: Arc<dyn Store> = Arc::new(caravan_store::MemStore::new());
         let keys = Keyspace::new("/t");
-        let mut alloc = Allocation {
-            id: "a".into(),
-            node_id: "n1".into(),
-            metrics: Some(Box::new(caravan_proto::AllocMetric {
-                nodes_evaluated: 5,
-                ..Default::default()
-            })),
-            ..Default::default()
-        };
-        alloc.set_client_status(AllocClientStatus::Pending);
+        let alloc = placed("a", 5);
         let (ctx, _) = writer_over(&store, &keys, std::slice::from_ref(&alloc), 1, 100).await;
         let cached = ctx.cache.snapshot().alloc("a").cloned().unwrap();
         assert!(cached.metrics.is_none(), "the cache holds no metrics");

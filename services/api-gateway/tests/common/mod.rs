@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use caravan_api_gateway::{ApiGatewayService, Bound, GatewayConfig, GatewayStore};
-use caravan_proto::{Evaluation, Job, Node};
+use caravan_proto::{
+    Evaluation, Job, JobType, Node, RegisterJobRequest, Resources, Task, TaskGroup,
+};
 use caravan_runtime::service::{Running, StoreAccess};
 use caravan_state::{Keyspace, StateObject, decode};
 use caravan_store::{Range, Store};
@@ -279,4 +281,37 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
 /// The secret the tests' node `node_id` registers and calls with.
 pub fn node_secret(node_id: &str) -> String {
     format!("secret-of-{node_id}")
+}
+
+/// A service job of `count` instances of one `mock` task.
+pub fn job(id: &str, count: i32) -> Job {
+    let mut job = Job {
+        id: id.into(),
+        task_groups: vec![TaskGroup {
+            name: "web".into(),
+            count,
+            tasks: vec![Task {
+                name: "app".into(),
+                driver: "mock".into(),
+                resources: Some(Resources {
+                    cpu_mhz: 100,
+                    memory_mb: 64,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    job.set_type(JobType::Service);
+    job
+}
+
+/// A plain registration of `job`.
+pub fn register(job: Job) -> RegisterJobRequest {
+    RegisterJobRequest {
+        job: Some(job),
+        ..Default::default()
+    }
 }

@@ -11,8 +11,8 @@ use crate::common::{Backend, TestGateway, node_secret};
 use caravan_proto::job_service_client::JobServiceClient;
 use caravan_proto::node_client_service_client::NodeClientServiceClient;
 use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Job, JobType,
-    RegisterJobRequest, RegisterNodeRequest, Resources, Task, TaskGroup, UpdateAllocationsRequest,
+    AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Job, RegisterJobRequest,
+    RegisterNodeRequest, UpdateAllocationsRequest,
 };
 use caravan_state::{Kind, encode};
 use caravan_testkit::faults::{Fault, FaultyStore};
@@ -48,29 +48,9 @@ async fn racing(backend: Backend, name: &str) -> (TestGateway, Arc<Racer>) {
     (gw, racer)
 }
 
+/// The service job `web` with `count` instances.
 fn job(count: i32) -> Job {
-    let mut job = Job {
-        id: "web".into(),
-        namespace: "default".into(),
-        task_groups: vec![TaskGroup {
-            name: "web".into(),
-            count,
-            tasks: vec![Task {
-                name: "app".into(),
-                driver: "mock".into(),
-                resources: Some(Resources {
-                    cpu_mhz: 100,
-                    memory_mb: 64,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    job.set_type(JobType::Service);
-    job
+    crate::common::job("web", count)
 }
 
 async fn register_retries_from_a_fresh_read(backend: Backend) {

@@ -7,10 +7,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::common::{Backend, TestGateway};
+use crate::common::{Backend, TestGateway, job, register};
 use async_trait::async_trait;
 use caravan_proto::job_service_client::JobServiceClient;
-use caravan_proto::{Job, JobType, RegisterJobRequest, Resources, Task, TaskGroup};
 use caravan_store::{Op, Range, RangeResult, Result, Store, StoreError};
 use caravan_testkit::faults::{Fault, FaultyStore};
 use caravan_testkit::layered::{Layered, StoreLayer};
@@ -26,38 +25,6 @@ impl StoreLayer for JobReads {
             self.0.fetch_add(1, Ordering::SeqCst);
         }
         inner.range(range).await
-    }
-}
-
-fn job(id: &str, count: i32) -> Job {
-    let mut job = Job {
-        id: id.into(),
-        namespace: "default".into(),
-        task_groups: vec![TaskGroup {
-            name: "web".into(),
-            count,
-            tasks: vec![Task {
-                name: "app".into(),
-                driver: "mock".into(),
-                resources: Some(Resources {
-                    cpu_mhz: 100,
-                    memory_mb: 64,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    job.set_type(JobType::Service);
-    job
-}
-
-fn register(job: Job) -> RegisterJobRequest {
-    RegisterJobRequest {
-        job: Some(job),
-        ..Default::default()
     }
 }
 

@@ -1,34 +1,8 @@
 //! Jobs, nodes and placed allocations the gRPC cases share.
 
-use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, Allocation, Job, JobType, Node, RegisterJobRequest,
-    Resources, Task, TaskGroup,
-};
+pub use crate::common::{job, register};
 
-/// A service job of `count` instances of one `mock` task.
-pub fn job(id: &str, count: i32) -> Job {
-    let mut job = Job {
-        id: id.into(),
-        task_groups: vec![TaskGroup {
-            name: "web".into(),
-            count,
-            tasks: vec![Task {
-                name: "app".into(),
-                driver: "mock".into(),
-                resources: Some(Resources {
-                    cpu_mhz: 100,
-                    memory_mb: 64,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    job.set_type(JobType::Service);
-    job
-}
+use caravan_proto::{AllocClientStatus, AllocDesiredStatus, Allocation, Node};
 
 /// A bare node in dc1.
 pub fn node(id: &str) -> Node {
@@ -36,14 +10,6 @@ pub fn node(id: &str) -> Node {
         id: id.into(),
         name: format!("node-{id}"),
         datacenter: "dc1".into(),
-        ..Default::default()
-    }
-}
-
-/// A plain registration of `job`.
-pub fn register(job: Job) -> RegisterJobRequest {
-    RegisterJobRequest {
-        job: Some(job),
         ..Default::default()
     }
 }
