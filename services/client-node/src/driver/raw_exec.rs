@@ -840,9 +840,6 @@ mod tests {
         RawExecDriver::new(bin)
     }
 
-    /// Stops a task running `exec sleep …` with `signal` once it is `sleep`
-    /// itself, so the signal reaches the program the test means rather than
-    /// the shell before its exec.
     /// Starts `script` in `dir` with `driver` and returns its handle and its
     /// output once it has printed `checked`.
     async fn output_until_checked(
@@ -857,6 +854,9 @@ mod tests {
         (h, std::fs::read_to_string(&dirs.stdout).unwrap())
     }
 
+    /// Stops a task running `exec sleep …` with `signal` once it is `sleep`
+    /// itself, so the signal reaches the program the test means rather than
+    /// the shell before its exec.
     async fn stop_once_sleeping(h: &dyn TaskHandle, signal: Signal) -> ExitResult {
         let HandleState::RawExec { pid, .. } = h.state() else {
             panic!("{:?}", h.state())
