@@ -8,6 +8,7 @@
 //!   evaluation triggers and task states;
 //! - whether a new job version needs new allocations ([`tasks_updated`]);
 //! - the ids of a node change's fanned-out evaluations ([`fan_out_eval_id`]);
+//! - the ids Caravan makes for allocations and evaluations ([`ordered_uuid`]);
 //! - the wall clock in Unix nanoseconds.
 //!
 //! The rules are extension traits on the messages `caravan-proto` generates
@@ -31,6 +32,7 @@ mod clock;
 mod deployment;
 mod eval;
 mod fan_out;
+mod id;
 mod job;
 mod name;
 mod names;
@@ -44,6 +46,7 @@ pub use clock::now_unix_ns;
 pub use deployment::DeploymentStatusExt;
 pub use eval::EvalStatusExt;
 pub use fan_out::fan_out_eval_id;
+pub use id::{id_lead, ordered_uuid};
 pub use job::{
     DEFAULT_PRIORITY, JobExt, JobTypeExt, MAX_PRIORITY, MIN_PRIORITY, job_finished, job_status,
 };

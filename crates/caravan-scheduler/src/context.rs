@@ -301,7 +301,8 @@ impl<'a> EvalContext<'a> {
             eval.id.as_bytes(),
             &state.revision().to_be_bytes(),
             &attempt.to_be_bytes(),
-        ]);
+        ])
+        .clocked(now);
         let config = state.scheduler_config().map(|c| *c).unwrap_or_default();
         let runnable = job.as_deref().filter(|j| !j.stop);
         let table = NodeTable::new(nodes, runnable);

@@ -143,7 +143,8 @@ impl<'e> EvalRun<'e> {
                 eval.id.as_bytes(),
                 b"evals",
                 &state.revision().to_be_bytes(),
-            ]),
+            ])
+            .clocked(now),
             queued: BTreeMap::new(),
             failed: BTreeMap::new(),
             blocked: None,

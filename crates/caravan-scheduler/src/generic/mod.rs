@@ -157,7 +157,8 @@ impl GenericScheduler {
             b"reconcile",
             &ctx.state.revision().to_be_bytes(),
             &run.attempt.to_be_bytes(),
-        ]);
+        ])
+        .clocked(run.now);
         let mut in_place = rules.in_place(self.batch, &snapshot.allocs);
         let mut decide = |a: &Arc<Allocation>, job: &Job, tg: &TaskGroup| {
             follow_update(ctx, in_place.as_mut(), a, job, tg)

@@ -38,6 +38,23 @@ fn names(allocs: &[caravan_proto::Allocation]) -> Vec<String> {
 }
 
 #[test]
+fn a_plans_new_alloc_ids_sort_together_with_distinct_short_ids() {
+    let j = service("web", 20);
+    let mut h = cluster(three_nodes(), &j);
+    h.process(&eval("e1", &j, "job-register")).unwrap();
+    let mut ids: Vec<String> = placed(&h).into_iter().map(|a| a.id).collect();
+    assert_eq!(ids.len(), 20);
+    assert!(ids.iter().all(|id| &id[14..15] == "8"), "{ids:?}");
+    // Made together, so they lead with the same clock: the whole plan sits
+    // within one stretch of the id order, one id after another.
+    ids.sort_unstable();
+    let lead = |id: &str| u32::from_str_radix(&id[..8], 16).unwrap();
+    assert_eq!(lead(&ids[19]) - lead(&ids[0]), 19, "{ids:?}");
+    ids.dedup_by(|a, b| a[..8] == b[..8]);
+    assert_eq!(ids.len(), 20, "short ids repeat");
+}
+
+#[test]
 fn places_missing_allocs_with_indexed_names() {
     let j = service("web", 3);
     let mut h = cluster(three_nodes(), &j);

@@ -9,7 +9,7 @@ use caravan_state::{as_spec, encode};
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
 use crate::error::{GatewayError, Result};
-use crate::gateway::{Gateway, new_id};
+use crate::gateway::Gateway;
 use crate::jobs::register::{Registered, register, register_with};
 use crate::query::DEFAULT_NAMESPACE;
 
@@ -240,7 +240,8 @@ pub async fn dispatch(
     let namespace = namespace_or_default(namespace);
     let parent = current(gw, namespace, job_id).await?;
     check_dispatch(&parent, &payload, &meta)?;
-    let suffix: String = new_id().chars().filter(|c| *c != '-').take(8).collect();
+    // Random bits: a time-ordered id's first eight digits are its clock.
+    let suffix: String = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
     let child_id = format!(
         "{job_id}/dispatch-{}-{suffix}",
         now_unix_ns() / 1_000_000_000
