@@ -47,7 +47,14 @@ async fn calls_carry_the_token() {
         .build()
         .unwrap();
     assert!(root.jobs().list("").await.unwrap().is_empty());
-    let nodes = root.nodes().list("").await.unwrap();
+    // With ACLs on, the dev cluster cannot wait for its node through the API,
+    // so the node may register a moment after the cluster is up.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut nodes = root.nodes().list("").await.unwrap();
+    while nodes.is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        nodes = root.nodes().list("").await.unwrap();
+    }
     assert_eq!(nodes.len(), 1);
     let err = root.acl().bootstrap().await.unwrap_err();
     assert!(
