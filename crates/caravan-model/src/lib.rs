@@ -24,8 +24,9 @@
 //!   it and the dependency arrows still point down.
 //!
 //! Everything here is pure except [`now_unix_ns`], which reads the wall
-//! clock. `caravan-scheduler` never calls it: it takes the time from its
-//! caller.
+//! clock, and [`fresh_id`], which reads it and draws random bits.
+//! `caravan-scheduler` calls neither: it takes the time from its caller and
+//! draws from its own seeded generator.
 
 mod alloc;
 mod clock;
@@ -46,7 +47,7 @@ pub use clock::now_unix_ns;
 pub use deployment::DeploymentStatusExt;
 pub use eval::EvalStatusExt;
 pub use fan_out::fan_out_eval_id;
-pub use id::{id_lead, ordered_uuid};
+pub use id::{fresh_id, id_lead, ordered_uuid};
 pub use job::{
     DEFAULT_PRIORITY, JobExt, JobTypeExt, MAX_PRIORITY, MIN_PRIORITY, job_finished, job_status,
 };

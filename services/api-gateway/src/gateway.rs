@@ -176,15 +176,8 @@ impl Gateway {
     }
 }
 
-/// A fresh object id, time-ordered ([`caravan_model::ordered_uuid`]): a
-/// burst of registrations' evaluations sits together in the B-trees that
-/// key them.
+/// A fresh object id, time-ordered ([`caravan_model::fresh_id`]): a burst
+/// of registrations' evaluations sits together in the B-trees that key them.
 pub(crate) fn new_id() -> String {
-    // Counted from a random start, so two gateways' ids made in the same
-    // millisecond do not share their short forms.
-    static MADE: std::sync::LazyLock<std::sync::atomic::AtomicU32> =
-        std::sync::LazyLock::new(|| std::sync::atomic::AtomicU32::new(rand::random()));
-    let seq = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let lead = caravan_model::id_lead(caravan_model::now_unix_ns(), seq);
-    caravan_model::ordered_uuid(lead, *uuid::Uuid::new_v4().as_bytes())
+    caravan_model::fresh_id()
 }

@@ -21,7 +21,7 @@ pub fn for_deployment(d: &Deployment, job: &Job, now_unix_ns: i64) -> Evaluation
         50
     };
     let mut eval = Evaluation {
-        id: uuid::Uuid::new_v4().to_string(),
+        id: caravan_model::fresh_id(),
         namespace: d.namespace.clone(),
         priority,
         r#type: job.r#type().nomad_name().to_string(),

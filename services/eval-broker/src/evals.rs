@@ -180,7 +180,7 @@ pub fn merge_reblock(
 pub fn failed_follow_up(eval: &Evaluation, wait: Duration, now_ns: i64) -> Evaluation {
     let wait_ns = i64::try_from(wait.as_nanos()).unwrap_or(i64::MAX);
     Evaluation {
-        id: uuid::Uuid::new_v4().to_string(),
+        id: caravan_model::fresh_id(),
         namespace: eval.namespace.clone(),
         priority: eval.priority,
         r#type: eval.r#type.clone(),
@@ -251,7 +251,7 @@ pub fn node_eval(
     now_ns: i64,
 ) -> Evaluation {
     Evaluation {
-        id: uuid::Uuid::new_v4().to_string(),
+        id: caravan_model::fresh_id(),
         namespace: namespace.to_string(),
         priority: job.map_or(DEFAULT_PRIORITY, |j| j.priority),
         r#type: job

@@ -223,7 +223,7 @@ impl DrainEnforcer {
                         // Each piece of a job too big for one txn gets its own eval.
                         let mut e = eval.clone();
                         if i > 0 {
-                            e.id = uuid::Uuid::new_v4().to_string();
+                            e.id = caravan_model::fresh_id();
                         }
                         unit.push(
                             Compare::absent(ks.eval(&e.id)),

@@ -116,7 +116,7 @@ pub fn launch_eval(child: &Job, now_ns: i64) -> Evaluation {
     // A launch starts its own trace, which the child's scheduling continues.
     let launch = tracing::info_span!("periodic.launch", job = %child.id);
     Evaluation {
-        id: uuid::Uuid::new_v4().to_string(),
+        id: caravan_model::fresh_id(),
         namespace: child.namespace.clone(),
         priority: child.priority,
         r#type: child.r#type().nomad_name().to_string(),
