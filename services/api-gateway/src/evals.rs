@@ -4,7 +4,7 @@ use caravan_model::{NomadName, now_unix_ns};
 use caravan_proto::{Allocation, EvalStatus, Evaluation, Job, QueryMeta};
 
 use crate::error::{GatewayError, Result};
-use crate::gateway::{Gateway, new_id};
+use crate::gateway::Gateway;
 use crate::query::{self, Query};
 
 /// A pending evaluation of `job` for `trigger`. Its `job_modify_revision`
@@ -13,7 +13,7 @@ use crate::query::{self, Query};
 pub(crate) fn for_job(job: &Job, trigger: &str) -> Evaluation {
     let now = now_unix_ns();
     let mut eval = Evaluation {
-        id: new_id(),
+        id: caravan_model::fresh_id(),
         namespace: job.namespace.clone(),
         priority: job.priority,
         r#type: job.r#type().nomad_name().to_string(),

@@ -175,9 +175,3 @@ impl Gateway {
         self.config.write_attempts.max(1)
     }
 }
-
-/// A fresh object id, time-ordered ([`caravan_model::fresh_id`]): a burst
-/// of registrations' evaluations sits together in the B-trees that key them.
-pub(crate) fn new_id() -> String {
-    caravan_model::fresh_id()
-}

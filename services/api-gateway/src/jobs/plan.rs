@@ -16,7 +16,7 @@ use caravan_state::Snapshot;
 use caravan_store::Revision;
 
 use crate::error::{GatewayError, Result};
-use crate::gateway::{Gateway, new_id};
+use crate::gateway::Gateway;
 use crate::jobs::register::prepare;
 use crate::jobs::versions::spec_changed;
 
@@ -183,7 +183,7 @@ pub async fn plan(gw: &Gateway, job: Job, want_diff: bool) -> Result<Planned> {
     let mut planner = DryRun::default();
     if !job.is_template() {
         let mut eval = Evaluation {
-            id: new_id(),
+            id: caravan_model::fresh_id(),
             namespace: job.namespace.clone(),
             priority: job.priority,
             r#type: job.r#type().nomad_name().to_string(),
