@@ -45,6 +45,7 @@ fn dequeue() -> DequeueRequest {
     DequeueRequest {
         schedulers: vec!["service".to_string()],
         timeout_ns: 100_000_000,
+        ack: None,
     }
 }
 

@@ -32,6 +32,8 @@ pub struct BrokerLog {
     pub outstanding: HashMap<String, String>,
     /// Acked eval ids, in order.
     pub acked: Vec<String>,
+    /// `Ack` calls received: acks that did not ride on a dequeue.
+    pub ack_calls: usize,
     /// Nacked eval ids, in order.
     pub nacked: Vec<String>,
     /// Evals written back through `UpdateEval`.
@@ -85,6 +87,15 @@ impl FakeBroker {
         }
     }
 
+    /// Acks a delivery, alone or carried by a dequeue.
+    fn take_ack(&self, ack: AckRequest) -> Result<(), Status> {
+        self.token_ok(&ack.eval_id, &ack.token)?;
+        let mut log = self.log.lock();
+        log.outstanding.remove(&ack.eval_id);
+        log.acked.push(ack.eval_id);
+        Ok(())
+    }
+
     fn next_ready(&self) -> Option<(Evaluation, String)> {
         let mut log = self.log.lock();
         let eval = log.ready.pop_front()?;
@@ -105,7 +116,13 @@ impl EvalBrokerService for FakeBroker {
         &self,
         req: Request<DequeueRequest>,
     ) -> Result<Response<DequeueResponse>, Status> {
-        let asked = Duration::from_nanos(u64::try_from(req.into_inner().timeout_ns).unwrap_or(0));
+        let req = req.into_inner();
+        let ack_error = match req.ack {
+            Some(ack) => self.take_ack(ack).err().map(|s| s.message().to_string()),
+            None => None,
+        }
+        .unwrap_or_default();
+        let asked = Duration::from_nanos(u64::try_from(req.timeout_ns).unwrap_or(0));
         let deadline = tokio::time::Instant::now() + asked.min(LONGEST_POLL);
         loop {
             if let Some((eval, token)) = self.next_ready() {
@@ -114,21 +131,22 @@ impl EvalBrokerService for FakeBroker {
                     eval: Some(eval),
                     token,
                     wait_revision,
+                    ack_error,
                 }));
             }
             if tokio::time::Instant::now() >= deadline {
-                return Ok(Response::new(DequeueResponse::default()));
+                return Ok(Response::new(DequeueResponse {
+                    ack_error,
+                    ..Default::default()
+                }));
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
     async fn ack(&self, req: Request<AckRequest>) -> Result<Response<AckResponse>, Status> {
-        let req = req.into_inner();
-        self.token_ok(&req.eval_id, &req.token)?;
-        let mut log = self.log.lock();
-        log.outstanding.remove(&req.eval_id);
-        log.acked.push(req.eval_id);
+        self.log.lock().ack_calls += 1;
+        self.take_ack(req.into_inner())?;
         Ok(Response::new(AckResponse {}))
     }
 

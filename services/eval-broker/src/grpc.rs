@@ -49,7 +49,29 @@ impl EvalBrokerService for EvalBrokerGrpc {
             field: "timeout_ns".into(),
             problem: "must not be negative".into(),
         })?;
+        crate::term::check_schedulers(&req.schedulers)?;
+        if let Some(ack) = &req.ack {
+            for (field, value) in [("ack.eval_id", &ack.eval_id), ("ack.token", &ack.token)] {
+                if value.is_empty() {
+                    return Err(BrokerError::InvalidArgument {
+                        field: field.into(),
+                        problem: "must not be empty".into(),
+                    }
+                    .into());
+                }
+            }
+        }
         let term = self.broker.term().await?;
+        // The finished delivery first, so its room and its job's next eval
+        // are free for this very poll; a refusal is told, not fatal.
+        let ack_error = match &req.ack {
+            Some(ack) => term
+                .ack(&ack.eval_id, &ack.token)
+                .err()
+                .map(|err| err.to_string())
+                .unwrap_or_default(),
+            None => String::new(),
+        };
         let delivery = term
             .dequeue(&req.schedulers, Duration::from_nanos(timeout))
             .await?;
@@ -70,9 +92,13 @@ impl EvalBrokerService for EvalBrokerGrpc {
                     eval: Some(eval),
                     token: d.token,
                     wait_revision: d.wait_revision,
+                    ack_error,
                 }
             }
-            None => DequeueResponse::default(),
+            None => DequeueResponse {
+                ack_error,
+                ..Default::default()
+            },
         }))
     }
 

@@ -97,6 +97,17 @@ pub fn now() -> Now {
     }
 }
 
+/// A dequeue names at least one scheduler type, none empty.
+pub fn check_schedulers(schedulers: &[String]) -> Result<(), BrokerError> {
+    if schedulers.is_empty() || schedulers.iter().any(String::is_empty) {
+        return Err(BrokerError::InvalidArgument {
+            field: "schedulers".into(),
+            problem: "must name at least one scheduler type, none empty".into(),
+        });
+    }
+    Ok(())
+}
+
 fn require(field: &str, value: &str) -> Result<(), BrokerError> {
     if value.is_empty() {
         return Err(BrokerError::InvalidArgument {
@@ -172,12 +183,7 @@ impl LeaderTerm {
         schedulers: &[String],
         timeout: Duration,
     ) -> Result<Option<Delivery>, BrokerError> {
-        if schedulers.is_empty() || schedulers.iter().any(String::is_empty) {
-            return Err(BrokerError::InvalidArgument {
-                field: "schedulers".into(),
-                problem: "must name at least one scheduler type, none empty".into(),
-            });
-        }
+        check_schedulers(schedulers)?;
         let deadline = Instant::now() + timeout.min(self.config.max_dequeue_timeout());
         loop {
             let notified = self.ready.notified();

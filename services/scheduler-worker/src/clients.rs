@@ -29,6 +29,15 @@ const BACKOFF_MIN: Duration = Duration::from_millis(20);
 /// Longest pause between attempts.
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
+/// One delivery of an evaluation: what acks and nacks name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    /// The evaluation delivered.
+    pub eval_id: String,
+    /// The broker's token for this delivery.
+    pub token: String,
+}
+
 /// Whether a status is a refusal by a replica that does not lead (or the
 /// absence of a leader), told by its code and metadata: the request was not
 /// acted on.
@@ -99,15 +108,21 @@ impl BrokerClient {
         }
     }
 
-    /// Long-polls for an evaluation of one of `schedulers`.
+    /// Long-polls for an evaluation of one of `schedulers`, acknowledging
+    /// the finished delivery `ack` (eval id, token) first when given.
     pub async fn dequeue(
         &self,
         schedulers: &[String],
         timeout: Duration,
+        ack: Option<&Delivery>,
     ) -> Result<DequeueResponse, WorkerError> {
         let req = DequeueRequest {
             schedulers: schedulers.to_vec(),
             timeout_ns: i64::try_from(timeout.as_nanos()).unwrap_or(i64::MAX),
+            ack: ack.map(|d| AckRequest {
+                eval_id: d.eval_id.clone(),
+                token: d.token.clone(),
+            }),
         };
         self.call(timeout + self.rpc_timeout, |mut c, t| {
             let mut r = caravan_runtime::trace::request(req.clone());

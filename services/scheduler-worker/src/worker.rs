@@ -1,6 +1,7 @@
 //! The worker loops of a replica: dequeue an evaluation, wait for the cache
 //! to reach its wait revision, run the scheduler on a snapshot on a blocking
-//! thread while heartbeating the delivery token, then ack or nack. Pausing
+//! thread while heartbeating the delivery token, then nack it or ack it with
+//! the next dequeue (one call to the broker per evaluation, not two). Pausing
 //! stops dequeuing; evaluations in flight finish.
 
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::clients::{ApplierClient, BrokerClient};
+use crate::clients::{ApplierClient, BrokerClient, Delivery};
 use crate::config::Timing;
 use crate::error::WorkerError;
 use crate::metrics;
@@ -142,14 +143,29 @@ impl WorkerPool {
         }
     }
 
-    /// One worker loop, until shutdown.
+    /// One worker loop, until shutdown. A delivery it finished is acked by
+    /// its next dequeue, in the same call; when no dequeue follows at once
+    /// (paused, shutting down) it is acked on its own.
     pub(crate) async fn run_worker(self: Arc<Self>, index: usize) {
         let mut pause = Duration::from_millis(20);
-        while self.wait_unpaused().await {
+        let mut finished: Option<Delivery> = None;
+        loop {
+            if self.is_paused() || self.shutdown.is_cancelled() {
+                self.ack_alone(finished.take(), false).await;
+            }
+            if !self.wait_unpaused().await {
+                break;
+            }
             let dequeuing = std::time::Instant::now();
+            let acking = finished.take();
             let polled = tokio::select! {
-                r = self.broker.dequeue(&self.schedulers, self.timing.dequeue_timeout) => r,
-                _ = self.shutdown.cancelled() => break,
+                r = self.broker.dequeue(&self.schedulers, self.timing.dequeue_timeout, acking.as_ref()) => r,
+                _ = self.shutdown.cancelled() => {
+                    // The poll may or may not have reached the broker:
+                    // the ack goes again, and a refusal means it had.
+                    self.ack_alone(acking, true).await;
+                    break;
+                }
             };
             let result = match &polled {
                 Ok(r) if r.eval.is_some() => "eval",
@@ -160,7 +176,9 @@ impl WorkerPool {
             let resp = match polled {
                 Ok(r) => r,
                 Err(err) => {
-                    if self.started.elapsed() > QUIET_START {
+                    if let Some(d) = &acking {
+                        tracing::warn!(worker = index, eval = %d.eval_id, %err, "ack with dequeue failed; the broker's nack timeout will redeliver");
+                    } else if self.started.elapsed() > QUIET_START {
                         tracing::warn!(worker = index, %err, "dequeue failed");
                     }
                     tokio::select! {
@@ -171,14 +189,29 @@ impl WorkerPool {
                     continue;
                 }
             };
+            if let Some(d) = &acking {
+                if resp.ack_error.is_empty() {
+                    tracing::debug!(eval = %d.eval_id, "eval acked with the next dequeue");
+                } else {
+                    tracing::warn!(eval = %d.eval_id, err = %resp.ack_error, "ack refused; the broker's nack timeout will redeliver");
+                }
+            }
             pause = Duration::from_millis(20);
             let Some(eval) = resp.eval else { continue };
-            self.process(eval, resp.token, resp.wait_revision).await;
+            let delivery = Delivery {
+                eval_id: eval.id.clone(),
+                token: resp.token,
+            };
+            if self.process(eval, &delivery, resp.wait_revision).await {
+                finished = Some(delivery);
+            }
         }
+        self.ack_alone(finished, false).await;
     }
 
-    /// Processes one dequeued evaluation and acks or nacks it.
-    async fn process(&self, eval: Evaluation, token: String, wait_revision: i64) {
+    /// Processes one dequeued evaluation; true when it is to be acked,
+    /// false when it was nacked.
+    async fn process(&self, eval: Evaluation, delivery: &Delivery, wait_revision: i64) -> bool {
         let span = tracing::info_span!(
             "eval",
             id = %eval.id,
@@ -192,13 +225,20 @@ impl WorkerPool {
         );
         // The eval's trace: the request (or launch, or step) that created it.
         caravan_runtime::trace::follow(&span, &eval.trace_context);
-        self.schedule(eval, token, wait_revision)
+        let ok = self
+            .schedule(eval, &delivery.token, wait_revision)
             .instrument(span)
             .await;
+        if ok {
+            self.counters.acked.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.nack(delivery).await;
+        }
+        ok
     }
 
-    async fn schedule(&self, eval: Evaluation, token: String, wait_revision: i64) {
-        let eval_id = eval.id.clone();
+    /// Schedules one evaluation; true when it ran to the end.
+    async fn schedule(&self, eval: Evaluation, token: &str, wait_revision: i64) -> bool {
         let started = tokio::time::Instant::now();
         let wanted = wait_revision.max(eval.modify_revision);
         let snapshot = match self
@@ -210,21 +250,20 @@ impl WorkerPool {
             Ok(s) => s,
             Err(err) => {
                 tracing::warn!(%err, "cache did not reach the eval's revision; nacking");
-                self.finish(&eval_id, &token, false).await;
-                return;
+                return false;
             }
         };
         let waited = started.elapsed();
         metrics::cache_waited(waited);
         let scheduler = eval.r#type.clone();
-        let heartbeat = self.heartbeat(eval_id.clone(), token.clone());
+        let heartbeat = self.heartbeat(eval.id.clone(), token.to_string());
         let mut planner = WorkerPlanner {
             handle: Handle::current(),
             broker: self.broker.clone(),
             applier: self.applier.clone(),
             informer: self.informer.clone(),
             store: self.store.clone(),
-            token: token.clone(),
+            token: token.to_string(),
             snapshot_revision: snapshot.revision(),
             wait_revision: self.timing.wait_revision,
             abort: self.abort.clone(),
@@ -260,32 +299,50 @@ impl WorkerPool {
             }
         };
         metrics::invoked(&scheduler, ok, scheduled);
-        self.finish(&eval_id, &token, ok).await;
         tracing::debug!(
             cache_wait_ms = waited.as_secs_f64() * 1e3,
             schedule_ms = scheduled.as_secs_f64() * 1e3,
             total_ms = started.elapsed().as_secs_f64() * 1e3,
             "eval timings"
         );
+        ok
     }
 
-    async fn finish(&self, eval_id: &str, token: &str, ok: bool) {
-        let (sent, counter) = if ok {
-            (
-                self.unless_aborted(self.broker.ack(eval_id, token)).await,
-                &self.counters.acked,
-            )
-        } else {
-            (
-                self.unless_aborted(self.broker.nack(eval_id, token)).await,
-                &self.counters.nacked,
-            )
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+    /// Hands a delivery back for redelivery.
+    async fn nack(&self, delivery: &Delivery) {
+        self.counters.nacked.fetch_add(1, Ordering::Relaxed);
+        let sent = self
+            .unless_aborted(self.broker.nack(&delivery.eval_id, &delivery.token))
+            .await;
         match sent {
-            Ok(()) => tracing::debug!(ack = ok, "eval done"),
+            Ok(()) => tracing::debug!(eval = %delivery.eval_id, "eval nacked"),
             Err(err) => {
-                tracing::warn!(ack = ok, %err, "ack/nack failed; the broker's nack timeout will redeliver")
+                tracing::warn!(eval = %delivery.eval_id, %err, "nack failed; the broker's nack timeout will redeliver")
+            }
+        }
+    }
+
+    /// Acks a finished delivery that no dequeue will carry. After a dequeue
+    /// carrying it was cut short (`maybe_sent`), a refusal of the token
+    /// means that dequeue's ack had arrived.
+    async fn ack_alone(&self, delivery: Option<Delivery>, maybe_sent: bool) {
+        let Some(d) = delivery else { return };
+        match self
+            .unless_aborted(self.broker.ack(&d.eval_id, &d.token))
+            .await
+        {
+            Ok(()) => tracing::debug!(eval = %d.eval_id, "eval acked"),
+            Err(WorkerError::Broker(status))
+                if maybe_sent
+                    && matches!(
+                        status.code(),
+                        tonic::Code::FailedPrecondition | tonic::Code::PermissionDenied
+                    ) =>
+            {
+                tracing::debug!(eval = %d.eval_id, "eval already acked by its dequeue");
+            }
+            Err(err) => {
+                tracing::warn!(eval = %d.eval_id, %err, "ack failed; the broker's nack timeout will redeliver")
             }
         }
     }

@@ -69,8 +69,8 @@ async fn a_pending_eval_places_its_allocations_and_completes(
         assert!(update.snapshot_revision > 0);
         assert!(log.nacked.is_empty());
         assert!(log.created.is_empty());
+        assert_eq!(log.ack_calls, 0, "acked by the worker's next dequeue");
     }
-    // The pool counts the eval once the broker has answered its ack.
     caravan_testkit::wait::until("the pool to count the eval", PATIENCE, || {
         pool.processed() == 1
     })

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use caravan_proto::{
-    CreateEvalRequest, EvalStatus, Evaluation, NackRequest, OutstandingResetRequest,
+    AckRequest, CreateEvalRequest, EvalStatus, Evaluation, NackRequest, OutstandingResetRequest,
     UpdateEvalRequest,
 };
 use caravan_state::Keyspace;
@@ -78,6 +78,7 @@ pub async fn dequeue_long_poll_times_out_empty_and_wakes_on_new_evals(store: Arc
             .dequeue(caravan_proto::DequeueRequest {
                 schedulers: vec!["batch".into()],
                 timeout_ns: PATIENCE.as_nanos() as i64,
+                ack: None,
             })
             .await
             .expect("dequeue")
@@ -96,11 +97,67 @@ pub async fn dequeue_long_poll_times_out_empty_and_wakes_on_new_evals(store: Arc
         .dequeue(caravan_proto::DequeueRequest {
             schedulers: vec![],
             timeout_ns: 0,
+            ack: None,
         })
         .await
         .expect_err("no schedulers");
     assert_eq!(bad.code(), Code::InvalidArgument);
     assert!(bad.message().contains("schedulers"), "{}", bad.message());
+    broker.stop().await;
+}
+
+pub async fn a_dequeue_acks_the_delivery_it_carries(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let first = pending_eval("web", "service", 50);
+    let second = pending_eval("web", "service", 50);
+    put_eval(&store, &ks, &first).await;
+    put_eval(&store, &ks, &second).await;
+    let mut broker = start_leader(store.clone(), &prefix).await;
+    let (got, token, _) = broker.take().await;
+    assert_eq!(got.id, first.id);
+    let ack = AckRequest {
+        eval_id: got.id.clone(),
+        token: token.clone(),
+    };
+    let poll = |ack: Option<AckRequest>| caravan_proto::DequeueRequest {
+        schedulers: vec!["service".into()],
+        timeout_ns: Duration::from_millis(300).as_nanos() as i64,
+        ack,
+    };
+
+    // The ack frees the job's next eval for the very poll that carries it.
+    let next = broker
+        .client
+        .dequeue(poll(Some(ack.clone())))
+        .await
+        .expect("dequeue with an ack")
+        .into_inner();
+    assert_eq!(next.ack_error, "", "the ack was taken");
+    assert_eq!(next.eval.map(|e| e.id), Some(second.id.clone()));
+
+    // Carried again (a retried call), the ack is refused and said so; the
+    // poll itself still answers.
+    let again = broker
+        .client
+        .dequeue(poll(Some(ack)))
+        .await
+        .expect("a refused ack does not fail the poll")
+        .into_inner();
+    assert!(again.eval.is_none());
+    assert!(!again.ack_error.is_empty(), "{again:?}");
+
+    // An ack without its eval id is bad input, refused before anything
+    // is acked or dequeued.
+    let bad = broker
+        .client
+        .dequeue(poll(Some(AckRequest {
+            eval_id: String::new(),
+            token,
+        })))
+        .await
+        .expect_err("an ack without an eval id");
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    assert!(bad.message().contains("ack.eval_id"), "{}", bad.message());
     broker.stop().await;
 }
 

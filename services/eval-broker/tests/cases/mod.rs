@@ -82,6 +82,7 @@ impl Broker {
                     .map(String::from)
                     .collect(),
                 timeout_ns: timeout.as_nanos() as i64,
+                ack: None,
             })
             .await
             .expect("dequeue")
