@@ -34,7 +34,7 @@ fn member_patience(ttl: Duration) -> Duration {
 }
 
 /// What can go wrong leading.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum LeadershipError {
     /// This handle no longer leads: a fenced write was refused because the
     /// leader key is gone or belongs to a newer leader, or leadership was

@@ -29,6 +29,7 @@ use crate::commit::{
 };
 use crate::config::PlanApplierConfig;
 use crate::error::ApplierError;
+use crate::group::{Limits, TxnGroup};
 use crate::metrics;
 use crate::mutation::Target;
 use crate::overlay::{Overlay, OverlayLayer, View};
@@ -51,6 +52,16 @@ pub struct Settings {
     pub cache_wait: Duration,
     /// Most commits under way at once (plans touching disjoint objects).
     pub max_in_flight: usize,
+}
+
+impl Settings {
+    /// What one store transaction may hold.
+    fn txn_limits(&self) -> Limits {
+        Limits {
+            max_ops: self.txn_max_ops,
+            max_bytes: self.txn_max_bytes,
+        }
+    }
 }
 
 impl From<&PlanApplierConfig> for Settings {
@@ -189,9 +200,10 @@ impl PlanApplier {
         let queue = Arc::new(PlanQueue::new());
         *self.queue.write() = Some(queue.clone());
         tracing::info!(revision = informer.revision(), "applying plans");
+        let (txns, grouping) = TxnGroup::start(leadership, self.settings.txn_limits());
         let mut pipeline = Pipeline {
             applier: self.clone(),
-            leadership,
+            txns,
             informer,
             overlay: Overlay::default(),
             in_flight: Vec::new(),
@@ -212,6 +224,10 @@ impl PlanApplier {
         *self.queue.write() = None;
         queue.close(|| ApplierError::NotCommitted);
         pipeline.finish().await;
+        // The group committer ends with the last handle, its groups answered.
+        if let Err(err) = grouping.await {
+            tracing::error!(%err, "the group committer failed");
+        }
         tracing::info!("stopped applying plans");
     }
 
@@ -328,7 +344,8 @@ fn answer(
 /// One leadership term's pipeline.
 struct Pipeline {
     applier: Arc<PlanApplier>,
-    leadership: Arc<Leadership>,
+    /// The term's fenced transactions, grouped when they meet.
+    txns: TxnGroup,
     informer: Arc<Informer>,
     overlay: Overlay,
     /// Commits under way, oldest first.
@@ -435,7 +452,7 @@ impl Pipeline {
         let frees = layer.freed_nodes();
         let places = placing_nodes(&plan, &verdict);
         self.overlay.push_in_flight(layer);
-        let leadership = self.leadership.clone();
+        let txns = self.txns.clone();
         let rejected = verdict.rejected;
         let marks = PlanMarks::of(&applier.keyspace, &jobs, &plan);
         let committing = tracing::info_span!(
@@ -449,7 +466,7 @@ impl Pipeline {
             async move {
                 let committer = Committer {
                     store: applier.store.as_ref(),
-                    leadership: &leadership,
+                    txns: &txns,
                     keyspace: &applier.keyspace,
                     max_ops: applier.settings.txn_max_ops,
                     max_bytes: applier.settings.txn_max_bytes,
@@ -720,9 +737,10 @@ mod tests {
                 .await
                 .unwrap(),
         );
+        let txns = TxnGroup::start(leadership, applier.settings.txn_limits()).0;
         Pipeline {
             applier,
-            leadership,
+            txns,
             informer,
             overlay: Overlay::default(),
             in_flight: Vec::new(),

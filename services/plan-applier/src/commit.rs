@@ -11,12 +11,11 @@ use std::sync::Arc;
 use caravan_model::AllocExt;
 use caravan_proto::{Allocation, Deployment, Evaluation, Plan};
 use caravan_state::{Keyspace, decode as codec_decode, encode};
-use caravan_store::{
-    Compare, CompareOp, Leadership, Op, OpResult, Revision, Store, StoreError, Txn,
-};
+use caravan_store::{Compare, CompareOp, Op, OpResult, Revision, Store, StoreError, Txn};
 use prost::Message;
 
 use crate::error::ApplierError;
+use crate::group::TxnGroup;
 use crate::mutation::{Change, StopSpec, Target, apply_alloc, apply_deployment, apply_eval};
 use crate::overlay::{OverlayLayer, View};
 
@@ -456,7 +455,8 @@ impl PlanMarks {
 /// Commits the changes of a plan.
 pub(crate) struct Committer<'a> {
     pub(crate) store: &'a dyn Store,
-    pub(crate) leadership: &'a Leadership,
+    /// The term's fenced transactions, committed alone or with others'.
+    pub(crate) txns: &'a TxnGroup,
     pub(crate) keyspace: &'a Keyspace,
     pub(crate) max_ops: usize,
     pub(crate) max_bytes: usize,
@@ -635,8 +635,8 @@ impl Committer<'_> {
             let prior = outcome.layer.revision;
             let txn = self.marks.guard(txn, prior);
             let res = self
-                .leadership
-                .fenced_txn(txn)
+                .txns
+                .txn(txn)
                 .await
                 .map_err(ApplierError::from_leadership)?;
             if res.succeeded {

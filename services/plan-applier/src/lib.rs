@@ -14,6 +14,7 @@ mod applier;
 mod commit;
 mod config;
 mod error;
+mod group;
 pub mod metrics;
 mod mutation;
 mod overlay;

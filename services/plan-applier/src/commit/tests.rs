@@ -9,6 +9,7 @@ use caravan_store::{Leadership, MemStore, Store};
 
 use super::*;
 use crate::fixtures::{alloc, leader, node, place, plan, snapshot, snapshot_with_evals, stop};
+use crate::group::{Limits, TxnGroup};
 use crate::overlay::View;
 
 const PREFIX: &str = "/t";
@@ -25,15 +26,24 @@ async fn stored(store: &Arc<dyn Store>, id: &str) -> Option<Allocation> {
     Some(decode(&kv).unwrap())
 }
 
+/// The group committer of `leadership`'s term.
+fn grouped(leadership: Leadership) -> TxnGroup {
+    let limits = Limits {
+        max_ops: 10_000,
+        max_bytes: 1 << 20,
+    };
+    TxnGroup::start(Arc::new(leadership), limits).0
+}
+
 fn committer<'a>(
     store: &'a Arc<dyn Store>,
-    leadership: &'a Leadership,
+    txns: &'a TxnGroup,
     keyspace: &'a Keyspace,
     max_ops: usize,
 ) -> Committer<'a> {
     Committer {
         store: store.as_ref(),
-        leadership,
+        txns,
         keyspace,
         max_ops,
         max_bytes: 1 << 20,
@@ -84,7 +94,7 @@ fn batches_never_split_a_node_and_put_the_plan_wide_part_first() {
 async fn a_commit_places_stops_and_resolves_revisions() {
     let store: Arc<dyn Store> = Arc::new(MemStore::new());
     let ks = Keyspace::new(PREFIX);
-    let l = leader(&store).await;
+    let l = grouped(leader(&store).await);
     let old = alloc("old", "n1", 100, 64);
     let seeded = seed(&store, &old).await;
     let mut old_seen = old.clone();
@@ -122,7 +132,7 @@ async fn a_commit_places_stops_and_resolves_revisions() {
 async fn a_client_write_in_between_is_re_read_and_kept() {
     let store: Arc<dyn Store> = Arc::new(MemStore::new());
     let ks = Keyspace::new(PREFIX);
-    let l = leader(&store).await;
+    let l = grouped(leader(&store).await);
     let a = alloc("a", "n1", 100, 64);
     let rev = seed(&store, &a).await;
     let mut seen = a.clone();
@@ -148,7 +158,7 @@ async fn a_client_write_in_between_is_re_read_and_kept() {
 async fn a_placement_that_already_exists_refuses_only_its_node() {
     let store: Arc<dyn Store> = Arc::new(MemStore::new());
     let ks = Keyspace::new(PREFIX);
-    let l = leader(&store).await;
+    let l = grouped(leader(&store).await);
     let view = View::of(snapshot(1, &[node("n1"), node("n2")], &[]));
     // Committed by an earlier attempt the view does not show yet.
     seed(&store, &alloc("dup", "n1", 100, 64)).await;
@@ -180,7 +190,7 @@ async fn a_placement_that_already_exists_refuses_only_its_node() {
 async fn a_split_commit_uses_one_transaction_per_batch() {
     let store: Arc<dyn Store> = Arc::new(MemStore::new());
     let ks = Keyspace::new(PREFIX);
-    let l = leader(&store).await;
+    let l = grouped(leader(&store).await);
     let nodes: Vec<_> = (0..5).map(|i| node(&format!("n{i}"))).collect();
     let view = View::of(snapshot(1, &nodes, &[]));
     let mut p = plan(1);
@@ -240,6 +250,7 @@ async fn a_deposed_leader_commits_nothing() {
         .await
         .unwrap();
     let _new = leader(&store).await;
+    let old = grouped(old);
     let view = View::of(snapshot(1, &[node("n1")], &[]));
     let mut p = plan(1);
     place(&mut p, alloc("a", "n1", 10, 10));
@@ -256,7 +267,7 @@ async fn a_deposed_leader_commits_nothing() {
 async fn evictions_of_terminal_allocs_are_dropped() {
     let store: Arc<dyn Store> = Arc::new(MemStore::new());
     let ks = Keyspace::new(PREFIX);
-    let l = leader(&store).await;
+    let l = grouped(leader(&store).await);
     let mut gone = alloc("gone", "n1", 100, 64);
     gone.set_client_status(AllocClientStatus::Complete);
     let live = alloc("live", "n1", 100, 64);
@@ -335,7 +346,7 @@ fn with_completion(p: &Plan, view: &View) -> Changes {
 async fn a_full_commit_completes_the_eval_in_its_own_transaction() {
     let store: Arc<dyn Store> = Arc::new(MemStore::new());
     let ks = Keyspace::new(PREFIX);
-    let l = leader(&store).await;
+    let l = grouped(leader(&store).await);
     let delivered = seed_eval(&store).await;
     let rev = delivered.modify_revision;
     let view = View::of(snapshot_with_evals(
@@ -371,7 +382,7 @@ async fn a_full_commit_completes_the_eval_in_its_own_transaction() {
 async fn a_split_commit_completes_the_eval_with_its_last_transaction() {
     let store: Arc<dyn Store> = Arc::new(MemStore::new());
     let ks = Keyspace::new(PREFIX);
-    let l = leader(&store).await;
+    let l = grouped(leader(&store).await);
     let delivered = seed_eval(&store).await;
     let rev = delivered.modify_revision;
     let nodes: Vec<_> = (0..4).map(|i| node(&format!("n{i}"))).collect();
@@ -403,7 +414,7 @@ async fn a_split_commit_completes_the_eval_with_its_last_transaction() {
 async fn a_node_refused_at_commit_leaves_the_eval_to_the_worker() {
     let store: Arc<dyn Store> = Arc::new(MemStore::new());
     let ks = Keyspace::new(PREFIX);
-    let l = leader(&store).await;
+    let l = grouped(leader(&store).await);
     let delivered = seed_eval(&store).await;
     let rev = delivered.modify_revision;
     let view = View::of(snapshot_with_evals(
@@ -433,7 +444,7 @@ async fn a_node_refused_at_commit_leaves_the_eval_to_the_worker() {
 async fn an_eval_written_since_its_delivery_is_not_overwritten() {
     let store: Arc<dyn Store> = Arc::new(MemStore::new());
     let ks = Keyspace::new(PREFIX);
-    let l = leader(&store).await;
+    let l = grouped(leader(&store).await);
     let delivered = seed_eval(&store).await;
     let rev = delivered.modify_revision;
     // The broker failed the eval after the view was taken (the view lags).
@@ -468,7 +479,7 @@ async fn an_eval_written_since_its_delivery_is_not_overwritten() {
 async fn a_plan_without_a_completion_leaves_the_eval_alone() {
     let store: Arc<dyn Store> = Arc::new(MemStore::new());
     let ks = Keyspace::new(PREFIX);
-    let l = leader(&store).await;
+    let l = grouped(leader(&store).await);
     let delivered = seed_eval(&store).await;
     let rev = delivered.modify_revision;
     let view = View::of(snapshot_with_evals(
@@ -522,7 +533,7 @@ fn cached(a: &Allocation, rev: i64) -> Allocation {
 async fn a_rewrite_keeps_what_the_lean_cache_lacks() {
     let store: Arc<dyn Store> = Arc::new(MemStore::new());
     let ks = Keyspace::new(PREFIX);
-    let l = leader(&store).await;
+    let l = grouped(leader(&store).await);
     let old = detailed(alloc("old", "n1", 100, 64));
     let kept = detailed(alloc("kept", "n1", 100, 64));
     let rev_old = seed(&store, &old).await;
