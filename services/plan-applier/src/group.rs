@@ -3,8 +3,8 @@
 //! the store (and every watcher of it) one write, one revision and one watch
 //! event per group instead of one per plan.
 //!
-//! A transaction waits only while [`IN_FLIGHT`] groups are already on their
-//! way; whatever arrived meanwhile goes next, together. Transactions are
+//! A transaction waits only while a group is already on its way ([`IN_FLIGHT`]);
+//! whatever arrived meanwhile goes next, together. Transactions are
 //! merged only when no key of one is compared or written by another, so the
 //! merged transaction's compares see exactly what each would have seen
 //! alone, and its writes commute: succeeding together is the same as
@@ -21,9 +21,10 @@ use tokio::task::JoinSet;
 
 use crate::metrics;
 
-/// Groups on their way to the store at once. One more group forms while
-/// they are, from whatever is submitted in the meantime.
-pub(crate) const IN_FLIGHT: usize = 2;
+/// Groups on their way to the store at once. The next group forms while
+/// one is, from whatever is submitted in the meantime: with one, a burst of
+/// plans goes in as few transactions as the store's round trip allows.
+pub(crate) const IN_FLIGHT: usize = 1;
 
 /// A group grows to at most this many writes and bytes (or the store's
 /// limits, if lower): many small plans go together, while a large plan,
