@@ -392,7 +392,8 @@ impl Pipeline {
         // Commits that touch what this plan touches (or free the room it
         // was verified to fit in) must finish first; a commit that fell
         // short means verifying again on what really committed.
-        loop {
+        let mut waited = false;
+        let unwaited = loop {
             let changes = plan_changes(&plan, &verdict.accepted, &view);
             let targets = changes.targets();
             let placing = placing_nodes(&plan, &verdict);
@@ -406,8 +407,9 @@ impl Pipeline {
                 }
             }
             if waits.is_empty() {
-                break;
+                break (!waited).then_some(changes);
             }
+            waited = true;
             let mut fell_short = false;
             for i in waits.into_iter().rev() {
                 let f = self.in_flight.remove(i);
@@ -417,7 +419,8 @@ impl Pipeline {
                 let fresh = self.overlay.view(self.informer.snapshot());
                 verdict = self.verify(&fresh, &plan).await;
             }
-        }
+        };
+        let first_view = view.snapshot_revision();
         let view = self.overlay.view(self.informer.snapshot());
         if let Some((job, rev)) = stale_revision(&view, &plan) {
             applier.counters.stale.fetch_add(1, Ordering::Relaxed);
@@ -447,7 +450,12 @@ impl Pipeline {
         let now = now_unix_ns();
         self.next_seq += 1;
         let seq = self.next_seq;
-        let mut changes = plan_changes(&plan, &verdict.accepted, &view);
+        // Nothing settled and the cache where it was: the same view, so the
+        // changes already computed stand.
+        let mut changes = match unwaited {
+            Some(changes) if view.snapshot_revision() == first_view => changes,
+            _ => plan_changes(&plan, &verdict.accepted, &view),
+        };
         if verdict.rejected.is_empty() {
             changes.completion = Completion::of(&plan);
         }

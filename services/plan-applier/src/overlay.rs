@@ -139,6 +139,11 @@ impl View {
             .fold(self.snapshot.revision(), Revision::max)
     }
 
+    /// The revision of the cache snapshot under the layers.
+    pub(crate) fn snapshot_revision(&self) -> Revision {
+        self.snapshot.revision()
+    }
+
     /// Whether a plan's commit is still in flight under this view.
     #[cfg(test)]
     pub(crate) fn has_in_flight(&self) -> bool {
