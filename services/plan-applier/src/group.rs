@@ -4,7 +4,8 @@
 //! event per group instead of one per plan.
 //!
 //! A transaction waits only while a group is already on its way ([`IN_FLIGHT`]);
-//! whatever arrived meanwhile goes next, together. Transactions are
+//! whatever arrived meanwhile goes next, together. A transaction too large
+//! for any group (a plan of many placements) goes at once, alone. Transactions are
 //! merged only when no key of one is compared or written by another, so the
 //! merged transaction's compares see exactly what each would have seen
 //! alone, and its writes commute: succeeding together is the same as
@@ -12,7 +13,7 @@
 //! fails, each member is sent again alone, so each gets the answer it would
 //! have had on its own.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use caravan_store::{Leadership, LeadershipError, Op, OpResult, Txn, TxnResult};
@@ -89,27 +90,53 @@ async fn run(
 ) {
     let room = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut sending = JoinSet::new();
-    let mut carried: Option<Submitted> = None;
-    loop {
-        let first = match carried.take() {
-            Some(s) => s,
-            None => match rx.recv().await {
-                Some(s) => s,
-                None => break,
-            },
+    let mut queued: VecDeque<Submitted> = VecDeque::new();
+    let mut open = true;
+    // A transaction no group can take goes at once, on its own.
+    let route = |s: Submitted, queued: &mut VecDeque<Submitted>, sending: &mut JoinSet<()>| {
+        if Group::takes(&s.txn, limits) {
+            queued.push_back(s);
+        } else {
+            let leadership = leadership.clone();
+            sending.spawn(async move { Group::new(s).send(&leadership).await });
+        }
+    };
+    while open || !queued.is_empty() {
+        if queued.is_empty() {
+            match rx.recv().await {
+                Some(s) => route(s, &mut queued, &mut sending),
+                None => open = false,
+            }
+            continue;
+        }
+        // Room for one more group; what arrives meanwhile joins the queue.
+        let permit = loop {
+            tokio::select! {
+                biased;
+                permit = room.clone().acquire_owned() => break permit,
+                s = rx.recv(), if open => match s {
+                    Some(s) => route(s, &mut queued, &mut sending),
+                    None => open = false,
+                },
+            }
         };
-        let Ok(permit) = room.clone().acquire_owned().await else {
-            break;
+        let Ok(permit) = permit else { break };
+        while let Ok(s) = rx.try_recv() {
+            route(s, &mut queued, &mut sending);
+        }
+        let Some(first) = queued.pop_front() else {
+            continue;
         };
         let mut group = Group::new(first);
-        while let Ok(next) = rx.try_recv() {
-            if group.admits(&next.txn, limits) {
-                group.push(next);
+        let mut left = VecDeque::new();
+        while let Some(s) = queued.pop_front() {
+            if group.admits(&s.txn, limits) {
+                group.push(s);
             } else {
-                carried = Some(next);
-                break;
+                left.push_back(s);
             }
         }
+        queued = left;
         let leadership = leadership.clone();
         sending.spawn(async move {
             group.send(&leadership).await;
@@ -157,17 +184,24 @@ impl Group {
     /// and the group's own caps (with a compare and a read to spare for the
     /// fence).
     fn admits(&self, txn: &Txn, limits: Limits) -> bool {
-        let groupable = |t: &Txn| {
-            t.failure.is_empty() && t.success.iter().all(|op| matches!(op, Op::Put { .. }))
-        };
-        let max_ops = limits.max_ops.min(GROUP_MAX_OPS);
-        let max_bytes = limits.max_bytes.min(GROUP_MAX_BYTES);
-        groupable(txn)
-            && self.members.iter().all(|m| groupable(&m.txn))
+        let (max_ops, max_bytes) = caps(limits);
+        Self::takes(txn, limits)
+            && self.members.iter().all(|m| Self::takes(&m.txn, limits))
             && self.compares + txn.compares.len() < max_ops
             && self.ops + txn.success.len() < max_ops
             && self.bytes + written_bytes(txn) <= max_bytes
             && keys(txn).all(|k| !self.keys.contains(k))
+    }
+
+    /// Whether any group could take `txn`: only puts, no failure branch,
+    /// and within a group's caps on its own. Others go alone, at once.
+    fn takes(txn: &Txn, limits: Limits) -> bool {
+        let (max_ops, max_bytes) = caps(limits);
+        txn.failure.is_empty()
+            && txn.success.iter().all(|op| matches!(op, Op::Put { .. }))
+            && txn.compares.len() < max_ops
+            && txn.success.len() < max_ops
+            && written_bytes(txn) <= max_bytes
     }
 
     async fn send(self, leadership: &Leadership) {
@@ -209,6 +243,14 @@ impl Group {
             }
         }
     }
+}
+
+/// The most writes (and compares) and bytes of one group.
+fn caps(limits: Limits) -> (usize, usize) {
+    (
+        limits.max_ops.min(GROUP_MAX_OPS),
+        limits.max_bytes.min(GROUP_MAX_BYTES),
+    )
 }
 
 /// Every key a transaction compares or writes.

@@ -99,6 +99,29 @@ fn only_transactions_sharing_no_key_and_within_the_limits_go_together() {
     assert!(group.admits(&create("/t/h", "1"), LIMITS));
 }
 
+#[test]
+fn a_transaction_too_large_for_any_group_goes_alone() {
+    assert!(Group::takes(&create("/t/a", "1"), LIMITS));
+    let store_limits = Limits {
+        max_ops: 10_000,
+        max_bytes: 32 << 20,
+    };
+    let mut many = Txn::new();
+    for i in 0..GROUP_MAX_OPS {
+        many = many.and_then(Op::put(format!("/t/k{i}"), "v"));
+    }
+    assert!(
+        !Group::takes(&many, store_limits),
+        "a plan of many placements"
+    );
+    let large = create("/t/big", &"x".repeat(GROUP_MAX_BYTES));
+    assert!(!Group::takes(&large, store_limits), "a plan of many bytes");
+    assert!(!Group::takes(
+        &create("/t/d", "1").or_else(Op::get("/t/d")),
+        LIMITS
+    ));
+}
+
 #[tokio::test]
 async fn a_failed_compare_sends_each_member_again_alone() {
     let store: Arc<dyn Store> = Arc::new(MemStore::new());
