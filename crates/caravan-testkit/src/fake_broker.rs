@@ -12,7 +12,8 @@ use caravan_proto::{
     AckRequest, AckResponse, BrokerStatsRequest, BrokerStatsResponse, CreateEvalRequest,
     DequeueRequest, DequeueResponse, EvalWriteResponse, Evaluation, ForceGcRequest,
     ForceGcResponse, ForcePeriodicRequest, ForcePeriodicResponse, NackRequest, NackResponse,
-    OutstandingResetRequest, OutstandingResetResponse, ReblockEvalRequest, UpdateEvalRequest,
+    OutstandingResetRequest, OutstandingResetResponse, OutstandingResetResult,
+    OutstandingResetsRequest, OutstandingResetsResponse, ReblockEvalRequest, UpdateEvalRequest,
 };
 use caravan_runtime::names::EVAL_BROKER;
 use caravan_store::{Leadership, Store, election_name};
@@ -44,6 +45,8 @@ pub struct BrokerLog {
     pub reblocked: Vec<Evaluation>,
     /// Eval ids whose nack timer was reset, in order (refused ones too).
     pub resets: Vec<String>,
+    /// Calls that reset nack timers (`OutstandingReset`, `OutstandingResets`).
+    pub reset_calls: usize,
     next_token: u64,
 }
 
@@ -164,9 +167,36 @@ impl EvalBrokerService for FakeBroker {
         req: Request<OutstandingResetRequest>,
     ) -> Result<Response<OutstandingResetResponse>, Status> {
         let req = req.into_inner();
-        self.log.lock().resets.push(req.eval_id.clone());
+        {
+            let mut log = self.log.lock();
+            log.reset_calls += 1;
+            log.resets.push(req.eval_id.clone());
+        }
         self.token_ok(&req.eval_id, &req.token)?;
         Ok(Response::new(OutstandingResetResponse {}))
+    }
+
+    async fn outstanding_resets(
+        &self,
+        req: Request<OutstandingResetsRequest>,
+    ) -> Result<Response<OutstandingResetsResponse>, Status> {
+        self.log.lock().reset_calls += 1;
+        let results = req
+            .into_inner()
+            .resets
+            .into_iter()
+            .map(|r| {
+                self.log.lock().resets.push(r.eval_id.clone());
+                match self.token_ok(&r.eval_id, &r.token) {
+                    Ok(()) => OutstandingResetResult::default(),
+                    Err(status) => OutstandingResetResult {
+                        code: status.code() as i32,
+                        message: status.message().to_string(),
+                    },
+                }
+            })
+            .collect();
+        Ok(Response::new(OutstandingResetsResponse { results }))
     }
 
     async fn update_eval(

@@ -9,7 +9,8 @@ use caravan_proto::{
     AckRequest, AckResponse, BrokerStatsRequest, BrokerStatsResponse, CreateEvalRequest,
     DequeueRequest, DequeueResponse, EvalWriteResponse, Evaluation, ForceGcRequest,
     ForceGcResponse, ForcePeriodicRequest, ForcePeriodicResponse, NackRequest, NackResponse,
-    OutstandingResetRequest, OutstandingResetResponse, ReblockEvalRequest, UpdateEvalRequest,
+    OutstandingResetRequest, OutstandingResetResponse, OutstandingResetResult,
+    OutstandingResetsRequest, OutstandingResetsResponse, ReblockEvalRequest, UpdateEvalRequest,
 };
 use tonic::{Request, Response, Status};
 
@@ -124,6 +125,31 @@ impl EvalBrokerService for EvalBrokerGrpc {
             .await?
             .outstanding_reset(&req.eval_id, &req.token)?;
         Ok(Response::new(OutstandingResetResponse {}))
+    }
+
+    async fn outstanding_resets(
+        &self,
+        request: Request<OutstandingResetsRequest>,
+    ) -> Result<Response<OutstandingResetsResponse>, Status> {
+        let req = request.into_inner();
+        let term = self.broker.term().await?;
+        let results = req
+            .resets
+            .iter()
+            .map(|r| {
+                match term
+                    .outstanding_reset(&r.eval_id, &r.token)
+                    .map_err(Status::from)
+                {
+                    Ok(()) => OutstandingResetResult::default(),
+                    Err(status) => OutstandingResetResult {
+                        code: status.code() as i32,
+                        message: status.message().to_string(),
+                    },
+                }
+            })
+            .collect();
+        Ok(Response::new(OutstandingResetsResponse { results }))
     }
 
     async fn update_eval(

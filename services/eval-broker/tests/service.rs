@@ -10,6 +10,7 @@ caravan_testkit::backend_cases!(store => crate::cases {
         restores_evals_written_before_it_starts,
         dequeue_long_poll_times_out_empty_and_wakes_on_new_evals,
         a_dequeue_acks_the_delivery_it_carries,
+        outstanding_resets_answer_each_eval_on_its_own,
         worker_writes_need_the_live_token,
         ack_cancels_older_waiting_evals,
         delivery_limit_fails_the_eval_with_a_follow_up,

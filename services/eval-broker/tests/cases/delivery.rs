@@ -161,6 +161,45 @@ pub async fn a_dequeue_acks_the_delivery_it_carries(store: Arc<dyn Store>) {
     broker.stop().await;
 }
 
+pub async fn outstanding_resets_answer_each_eval_on_its_own(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let eval = pending_eval("web", "service", 50);
+    put_eval(&store, &ks, &eval).await;
+    let mut broker = start_leader(store.clone(), &prefix).await;
+    let (got, token, _) = broker.take().await;
+    let reset = |eval_id: &str, token: &str| OutstandingResetRequest {
+        eval_id: eval_id.into(),
+        token: token.into(),
+    };
+    let answered = broker
+        .client
+        .outstanding_resets(caravan_proto::OutstandingResetsRequest {
+            resets: vec![
+                reset(&got.id, &token),
+                reset(&got.id, "stale"),
+                reset("", &token),
+            ],
+        })
+        .await
+        .expect("the call is answered whatever each reset's fate")
+        .into_inner();
+    let codes: Vec<Code> = answered
+        .results
+        .iter()
+        .map(|r| Code::from_i32(r.code))
+        .collect();
+    assert_eq!(
+        codes,
+        vec![Code::Ok, Code::PermissionDenied, Code::InvalidArgument],
+        "{answered:?}"
+    );
+    assert!(
+        answered.results[2].message.contains("eval_id"),
+        "{answered:?}"
+    );
+    broker.stop().await;
+}
+
 pub async fn worker_writes_need_the_live_token(store: Arc<dyn Store>) {
     let (prefix, ks) = keyspace();
     let eval = pending_eval("web", "service", 60);
