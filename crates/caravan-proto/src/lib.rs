@@ -15,6 +15,21 @@ pub use v1::*;
 mod small_map;
 pub use small_map::{MapEntry, SmallMap};
 
+/// What one reset of `OutstandingResets` answers: the code and message
+/// `OutstandingReset` would have.
+#[cfg(feature = "grpc")]
+impl From<Result<(), tonic::Status>> for OutstandingResetResult {
+    fn from(result: Result<(), tonic::Status>) -> Self {
+        match result {
+            Ok(()) => OutstandingResetResult::default(),
+            Err(status) => OutstandingResetResult {
+                code: status.code() as i32,
+                message: status.message().to_string(),
+            },
+        }
+    }
+}
+
 /// The encoded `FileDescriptorSet` of every file in `proto/` (with the
 /// well-known types they import), for gRPC server reflection.
 #[cfg(feature = "grpc")]

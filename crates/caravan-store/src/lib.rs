@@ -10,6 +10,7 @@
 mod backoff;
 mod error;
 mod etcd;
+mod group_commit;
 mod leadership;
 mod mem;
 pub mod metrics;
@@ -20,6 +21,7 @@ mod types;
 pub use backoff::Backoff;
 pub use error::{Result, StoreError};
 pub use etcd::{EtcdClientCert, EtcdConfig, EtcdStore, EtcdTls};
+pub use group_commit::{Committer, GroupCommit, GroupLimits};
 pub use leadership::{FencingToken, Leadership, LeadershipError, current_leader, election_name};
 pub use mem::{MemStore, MemStoreConfig};
 pub use patience::with_member_timeout;

@@ -1,5 +1,6 @@
-//! What the etcd backend records: each request's latency and each failed
-//! request, by operation.
+//! What the store records: each etcd request's latency and each failed
+//! request, by operation, and the size of each group a group committer
+//! sends.
 
 use std::sync::LazyLock;
 use std::time::Instant;
@@ -11,6 +12,7 @@ use crate::error::StoreError;
 struct StoreMetrics {
     latency: HistogramVec,
     errors: IntCounterVec,
+    txn_group: HistogramVec,
 }
 
 static METRICS: LazyLock<StoreMetrics> = LazyLock::new(|| StoreMetrics {
@@ -25,11 +27,25 @@ static METRICS: LazyLock<StoreMetrics> = LazyLock::new(|| StoreMetrics {
         "etcd requests that failed, by operation and kind of error.",
         &["op", "kind"],
     ),
+    txn_group: caravan_metrics::histogram_vec(
+        "caravan_store_txn_group_size",
+        "Transactions a group committer sent to the store as one, by committer: 1 when a transaction went alone.",
+        &["committer"],
+        &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0],
+    ),
 });
 
 /// Registers the store's metrics in the process registry.
 pub fn register() {
     LazyLock::force(&METRICS);
+}
+
+/// The group committer `committer` sent `n` transactions as one.
+pub(crate) fn txn_group(committer: &'static str, n: usize) {
+    METRICS
+        .txn_group
+        .with_label_values(&[committer])
+        .observe(n as f64);
 }
 
 /// Times one request from now until [`RequestTimer::finish`].

@@ -12,8 +12,8 @@ use caravan_proto::{
     AckRequest, AckResponse, BrokerStatsRequest, BrokerStatsResponse, CreateEvalRequest,
     DequeueRequest, DequeueResponse, EvalWriteResponse, Evaluation, ForceGcRequest,
     ForceGcResponse, ForcePeriodicRequest, ForcePeriodicResponse, NackRequest, NackResponse,
-    OutstandingResetRequest, OutstandingResetResponse, OutstandingResetResult,
-    OutstandingResetsRequest, OutstandingResetsResponse, ReblockEvalRequest, UpdateEvalRequest,
+    OutstandingResetRequest, OutstandingResetResponse, OutstandingResetsRequest,
+    OutstandingResetsResponse, ReblockEvalRequest, UpdateEvalRequest,
 };
 use caravan_runtime::names::EVAL_BROKER;
 use caravan_store::{Leadership, Store, election_name};
@@ -187,13 +187,7 @@ impl EvalBrokerService for FakeBroker {
             .into_iter()
             .map(|r| {
                 self.log.lock().resets.push(r.eval_id.clone());
-                match self.token_ok(&r.eval_id, &r.token) {
-                    Ok(()) => OutstandingResetResult::default(),
-                    Err(status) => OutstandingResetResult {
-                        code: status.code() as i32,
-                        message: status.message().to_string(),
-                    },
-                }
+                self.token_ok(&r.eval_id, &r.token).into()
             })
             .collect();
         Ok(Response::new(OutstandingResetsResponse { results }))

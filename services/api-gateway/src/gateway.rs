@@ -7,7 +7,7 @@ use std::time::Duration;
 use caravan_runtime::leader::LeaderChannel;
 use caravan_runtime::names::{DEPLOYMENT_WATCHER, EVAL_BROKER};
 use caravan_state::{Informer, Keyspace, StateObject, decode};
-use caravan_store::{Revision, Store};
+use caravan_store::{Committer, GroupCommit, GroupLimits, Revision, Store, StoreError};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::feed::NodeAllocFeed;
@@ -15,7 +15,6 @@ use crate::client::heartbeats::Heartbeats;
 use crate::client::status_writes::{StatusWrites, WriterContext};
 use crate::config::GatewayConfig;
 use crate::error::Result;
-use crate::jobs::group_commit::GroupCommit;
 
 /// How long a write waits for the cache to show it before answering, so a
 /// client reading through the same gateway sees its own write.
@@ -50,7 +49,7 @@ pub struct Gateway {
     pub(crate) feed: Arc<NodeAllocFeed>,
     pub(crate) status_writes: StatusWrites,
     /// Where job registrations commit, grouped.
-    pub(crate) job_writes: GroupCommit,
+    pub(crate) job_writes: GroupCommit<StoreError>,
     /// The key variables are sealed with; `None` when none is configured.
     pub(crate) variables_key: Option<Arc<crate::vars::VariableKey>>,
     /// The ACL entries, when ACLs are enabled.
@@ -96,7 +95,20 @@ impl Gateway {
             },
             shutdown.clone(),
         );
-        let job_writes = GroupCommit::start(store.clone(), config.max_txn_ops, shutdown.clone());
+        let job_writes = {
+            let store = store.clone();
+            let commit: Committer<StoreError> = Arc::new(move |txn| {
+                let store = store.clone();
+                Box::pin(async move { store.txn(txn).await })
+            });
+            let limits = GroupLimits {
+                max_ops: config.max_txn_ops,
+                // What etcd takes by default (1.5 MiB) bounds the group.
+                max_bytes: 1536 * 1024,
+            };
+            let gone = || StoreError::Unavailable("the api-gateway is shutting down".into());
+            GroupCommit::start("job_writes", commit, limits, shutdown.clone(), gone).0
+        };
         let acl = config.acl.enabled.then(|| {
             let acl = crate::acl::AclCache::new();
             tokio::spawn(

@@ -9,8 +9,8 @@ use caravan_proto::{
     AckRequest, AckResponse, BrokerStatsRequest, BrokerStatsResponse, CreateEvalRequest,
     DequeueRequest, DequeueResponse, EvalWriteResponse, Evaluation, ForceGcRequest,
     ForceGcResponse, ForcePeriodicRequest, ForcePeriodicResponse, NackRequest, NackResponse,
-    OutstandingResetRequest, OutstandingResetResponse, OutstandingResetResult,
-    OutstandingResetsRequest, OutstandingResetsResponse, ReblockEvalRequest, UpdateEvalRequest,
+    OutstandingResetRequest, OutstandingResetResponse, OutstandingResetsRequest,
+    OutstandingResetsResponse, ReblockEvalRequest, UpdateEvalRequest,
 };
 use tonic::{Request, Response, Status};
 
@@ -137,16 +137,9 @@ impl EvalBrokerService for EvalBrokerGrpc {
             .resets
             .iter()
             .map(|r| {
-                match term
-                    .outstanding_reset(&r.eval_id, &r.token)
+                term.outstanding_reset(&r.eval_id, &r.token)
                     .map_err(Status::from)
-                {
-                    Ok(()) => OutstandingResetResult::default(),
-                    Err(status) => OutstandingResetResult {
-                        code: status.code() as i32,
-                        message: status.message().to_string(),
-                    },
-                }
+                    .into()
             })
             .collect();
         Ok(Response::new(OutstandingResetsResponse { results }))

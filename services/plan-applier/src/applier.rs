@@ -19,18 +19,20 @@ use caravan_model::now_unix_ns;
 use caravan_proto::{AllocList, Allocation, Plan, PlanResult};
 use caravan_runtime::names::PLAN_APPLIER;
 use caravan_state::{AllocDetail, Informer, InformerConfig, Keyspace};
-use caravan_store::{Leadership, Revision, Store, current_leader, election_name};
+use caravan_store::{
+    GroupCommit, GroupLimits, Leadership, LeadershipError, Revision, Store, current_leader,
+    election_name,
+};
 use parking_lot::RwLock;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::commit::{
-    CommitOutcome, Committer, Completion, PlanMarks, optimistic_layer, plan_changes,
+    CommitOutcome, Committer, Completion, PlanMarks, optimistic_layer, plan_changes, plan_commits,
 };
 use crate::config::PlanApplierConfig;
 use crate::error::ApplierError;
-use crate::group::{Limits, TxnGroup};
 use crate::metrics;
 use crate::mutation::Target;
 use crate::overlay::{Overlay, OverlayLayer, View};
@@ -57,8 +59,8 @@ pub struct Settings {
 
 impl Settings {
     /// What one store transaction may hold.
-    fn txn_limits(&self) -> Limits {
-        Limits {
+    fn txn_limits(&self) -> GroupLimits {
+        GroupLimits {
             max_ops: self.txn_max_ops,
             max_bytes: self.txn_max_bytes,
         }
@@ -209,7 +211,7 @@ impl PlanApplier {
         let queue = Arc::new(PlanQueue::new());
         *self.queue.write() = Some(queue.clone());
         tracing::info!(revision = informer.revision(), "applying plans");
-        let (txns, grouping) = TxnGroup::start(leadership, self.settings.txn_limits());
+        let (txns, grouping) = plan_commits(leadership, self.settings.txn_limits());
         let mut pipeline = Pipeline {
             applier: self.clone(),
             txns,
@@ -354,7 +356,7 @@ fn answer(
 struct Pipeline {
     applier: Arc<PlanApplier>,
     /// The term's fenced transactions, grouped when they meet.
-    txns: TxnGroup,
+    txns: GroupCommit<LeadershipError>,
     informer: Arc<Informer>,
     overlay: Overlay,
     /// Commits under way, oldest first.
@@ -749,7 +751,7 @@ mod tests {
                 .await
                 .unwrap(),
         );
-        let txns = TxnGroup::start(leadership, applier.settings.txn_limits()).0;
+        let txns = plan_commits(leadership, applier.settings.txn_limits()).0;
         Pipeline {
             applier,
             txns,

@@ -11,11 +11,15 @@ use std::sync::Arc;
 use caravan_model::AllocExt;
 use caravan_proto::{Allocation, Deployment, Evaluation, Plan};
 use caravan_state::{Keyspace, decode as codec_decode, encode};
-use caravan_store::{Compare, CompareOp, Op, OpResult, Revision, Store, StoreError, Txn};
+use caravan_store::{
+    Committer as StoreCommitter, Compare, CompareOp, GroupCommit, GroupLimits, Leadership,
+    LeadershipError, Op, OpResult, Revision, Store, StoreError, Txn,
+};
 use prost::Message;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::ApplierError;
-use crate::group::TxnGroup;
 use crate::mutation::{Change, StopSpec, Target, apply_alloc, apply_deployment, apply_eval};
 use crate::overlay::{OverlayLayer, View};
 
@@ -452,11 +456,26 @@ impl PlanMarks {
     }
 }
 
+/// The group committer of a term: `leadership`'s fenced transactions, the
+/// commits of plans that meet going to the store as one.
+pub(crate) fn plan_commits(
+    leadership: Arc<Leadership>,
+    limits: GroupLimits,
+) -> (GroupCommit<LeadershipError>, JoinHandle<()>) {
+    let commit: StoreCommitter<LeadershipError> = Arc::new(move |txn| {
+        let leadership = leadership.clone();
+        Box::pin(async move { leadership.fenced_txn(txn).await })
+    });
+    // It ends with the term's last handle, once its groups are answered.
+    let gone = || LeadershipError::Lost("the term's commits have stopped".into());
+    GroupCommit::start("plans", commit, limits, CancellationToken::new(), gone)
+}
+
 /// Commits the changes of a plan.
 pub(crate) struct Committer<'a> {
     pub(crate) store: &'a dyn Store,
     /// The term's fenced transactions, committed alone or with others'.
-    pub(crate) txns: &'a TxnGroup,
+    pub(crate) txns: &'a GroupCommit<LeadershipError>,
     pub(crate) keyspace: &'a Keyspace,
     pub(crate) max_ops: usize,
     pub(crate) max_bytes: usize,

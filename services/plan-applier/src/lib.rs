@@ -14,7 +14,6 @@ mod applier;
 mod commit;
 mod config;
 mod error;
-mod group;
 pub mod metrics;
 mod mutation;
 mod overlay;

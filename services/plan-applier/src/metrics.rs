@@ -12,7 +12,6 @@ struct ApplierMetrics {
     verify: Histogram,
     commit: Histogram,
     plans: IntCounterVec,
-    txn_group: Histogram,
 }
 
 static METRICS: LazyLock<ApplierMetrics> = LazyLock::new(|| ApplierMetrics {
@@ -34,11 +33,6 @@ static METRICS: LazyLock<ApplierMetrics> = LazyLock::new(|| ApplierMetrics {
         "caravan_plans_total",
         "Plans answered, by outcome: applied whole, partially applied (some nodes refused), refused (nothing committed), or failed (an error, e.g. a stale delivery token).",
         &["outcome"],
-    ),
-    txn_group: caravan_metrics::histogram(
-        "caravan_plan_txn_group_size",
-        "Commit transactions sent to the store as one (group commit): 1 when a transaction went alone.",
-        &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
     ),
 });
 
@@ -65,11 +59,6 @@ pub(crate) fn committed(took: Duration) {
 /// A plan was answered with `result`.
 pub(crate) fn answered(result: &PlanResult) {
     METRICS.plans.with_label_values(&[outcome(result)]).inc();
-}
-
-/// `n` commit transactions went to the store as one.
-pub(crate) fn txn_group(n: usize) {
-    METRICS.txn_group.observe(n as f64);
 }
 
 /// A plan was answered with an error.

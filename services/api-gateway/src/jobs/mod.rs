@@ -1,7 +1,6 @@
 //! Jobs: registration and its evaluations, revert, stability, scaling and
 //! dispatch, reads, and dry-run plans.
 
-pub(crate) mod group_commit;
 pub mod lifecycle;
 pub mod plan;
 pub mod reads;

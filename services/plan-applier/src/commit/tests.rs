@@ -9,7 +9,6 @@ use caravan_store::{Leadership, MemStore, Store};
 
 use super::*;
 use crate::fixtures::{alloc, leader, node, place, plan, snapshot, snapshot_with_evals, stop};
-use crate::group::{Limits, TxnGroup};
 use crate::overlay::View;
 
 const PREFIX: &str = "/t";
@@ -27,17 +26,17 @@ async fn stored(store: &Arc<dyn Store>, id: &str) -> Option<Allocation> {
 }
 
 /// The group committer of `leadership`'s term.
-fn grouped(leadership: Leadership) -> TxnGroup {
-    let limits = Limits {
+fn grouped(leadership: Leadership) -> GroupCommit<LeadershipError> {
+    let limits = GroupLimits {
         max_ops: 10_000,
         max_bytes: 1 << 20,
     };
-    TxnGroup::start(Arc::new(leadership), limits).0
+    plan_commits(Arc::new(leadership), limits).0
 }
 
 fn committer<'a>(
     store: &'a Arc<dyn Store>,
-    txns: &'a TxnGroup,
+    txns: &'a GroupCommit<LeadershipError>,
     keyspace: &'a Keyspace,
     max_ops: usize,
 ) -> Committer<'a> {
