@@ -227,6 +227,18 @@ async fn one_trace_connects_the_register_to_the_commit_and_the_task_start() {
         .unwrap_or_else(|| panic!("no applier span under the plan submission: {spans:#?}"));
     let commit = find(&spans, "plan-applier", "plan.commit").unwrap();
     assert_eq!(commit.parent_span_id, request.span_id, "{spans:#?}");
+    // The plan's token check is the broker's request under the applier's.
+    let check = spans
+        .iter()
+        .find(|s| s.service == "eval-broker" && s.parent_span_id == request.span_id)
+        .unwrap_or_else(|| panic!("no token check under the applier's request: {spans:#?}"));
+    assert!(
+        check
+            .attributes
+            .get("method")
+            .is_some_and(|m| m.contains("OutstandingReset")),
+        "{check:?}"
+    );
     // The trace as a reader would see it, for the log: each span's start
     // after the first and its length.
     let mut timeline: Vec<&Seen> = spans.iter().collect();

@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
+use tracing::Instrument;
 
 use crate::error::ApplierError;
 
@@ -59,6 +60,9 @@ struct Waiting {
 struct Check {
     eval_id: String,
     token: String,
+    /// The caller's span: the call that carries this check continues the
+    /// first check's trace.
+    span: tracing::Span,
     answer: oneshot::Sender<Result<(), ApplierError>>,
 }
 
@@ -84,6 +88,7 @@ impl TokenCheck for BrokerTokens {
             waiting.checks.push(Check {
                 eval_id: eval_id.to_string(),
                 token: token.to_string(),
+                span: tracing::Span::current(),
                 answer,
             });
             !std::mem::replace(&mut waiting.sending, true)
@@ -112,11 +117,15 @@ impl Inner {
                 }
                 std::mem::take(&mut waiting.checks)
             };
-            let answers = if checks.len() == 1 {
-                vec![self.one(&checks[0].eval_id, &checks[0].token).await]
-            } else {
-                self.many(&checks).await
-            };
+            let answers = async {
+                if checks.len() == 1 {
+                    vec![self.one(&checks[0].eval_id, &checks[0].token).await]
+                } else {
+                    self.many(&checks).await
+                }
+            }
+            .instrument(checks[0].span.clone())
+            .await;
             for (check, answer) in checks.into_iter().zip(answers) {
                 let _ = check.answer.send(answer);
             }
@@ -137,7 +146,7 @@ impl Inner {
         };
         let called = self
             .call(|mut client, timeout| {
-                let mut r = tonic::Request::new(request.clone());
+                let mut r = caravan_runtime::trace::request(request.clone());
                 r.set_timeout(timeout);
                 async move { client.outstanding_resets(r).await }
             })
@@ -182,7 +191,7 @@ impl Inner {
             token: token.to_string(),
         };
         self.call(|mut client, timeout| {
-            let mut r = tonic::Request::new(request.clone());
+            let mut r = caravan_runtime::trace::request(request.clone());
             r.set_timeout(timeout);
             async move { client.outstanding_reset(r).await }
         })
