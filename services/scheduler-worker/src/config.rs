@@ -26,6 +26,10 @@ pub struct SchedulerWorkerConfig {
     /// Worker loops, each processing one evaluation at a time; 0 means
     /// [`LOOPS_PER_CORE`] per core.
     pub workers: usize,
+    /// Large evaluations (those asking for 256 allocations or
+    /// more) scheduled at once; smaller ones count in proportion. 0 means
+    /// [`LARGE_EVALS_PER_CORE`] per core. See `budget.rs`.
+    pub large_evals: usize,
     /// Scheduler types to dequeue.
     pub schedulers: Vec<String>,
     /// Long-poll timeout of one dequeue, in milliseconds.
@@ -63,6 +67,7 @@ impl Default for SchedulerWorkerConfig {
             advertise_addr: String::new(),
             metrics_addr: "127.0.0.1:0".into(),
             workers: 0,
+            large_evals: 0,
             schedulers: ["service", "batch", "system", "sysbatch"]
                 .map(String::from)
                 .to_vec(),
@@ -87,9 +92,23 @@ caravan_runtime::service_config!(SchedulerWorkerConfig, store;
 /// Worker loops per core when `workers` is 0. A loop spends most of an
 /// evaluation waiting: for the broker's dequeue, for its cache to reach the
 /// eval's revision, and for the plan-applier's commit (a disk sync in etcd).
-/// With one loop per core the cores idle through those waits; four keep them
-/// busy (docs/benchmarks.md, (d)).
-pub const LOOPS_PER_CORE: usize = 4;
+/// With one loop per core the cores idle through those waits, and the more
+/// plans arrive together the more share one commit (docs/benchmarks.md, (d)).
+pub const LOOPS_PER_CORE: usize = 16;
+
+/// Large evaluations scheduled at once per core when `large_evals` is 0:
+/// more, against snapshots of the same moment, would compete for the same
+/// nodes (docs/benchmarks.md, C1M).
+pub const LARGE_EVALS_PER_CORE: usize = 4;
+
+/// `set`, or `per_core` for each core when `set` is 0.
+fn per_core_unless_set(set: usize, per_core: usize) -> usize {
+    if set > 0 {
+        set
+    } else {
+        per_core * std::thread::available_parallelism().map_or(1, usize::from)
+    }
+}
 
 /// The configuration as durations and counts, resolved once.
 #[derive(Clone, Debug)]
@@ -105,11 +124,13 @@ impl SchedulerWorkerConfig {
     /// The number of worker loops, resolving 0 to [`LOOPS_PER_CORE`] per
     /// core.
     pub fn worker_count(&self) -> usize {
-        if self.workers > 0 {
-            self.workers
-        } else {
-            LOOPS_PER_CORE * std::thread::available_parallelism().map_or(1, usize::from)
-        }
+        per_core_unless_set(self.workers, LOOPS_PER_CORE)
+    }
+
+    /// The large evaluations scheduled at once, resolving 0 to
+    /// [`LARGE_EVALS_PER_CORE`] per core.
+    pub fn large_eval_count(&self) -> usize {
+        per_core_unless_set(self.large_evals, LARGE_EVALS_PER_CORE)
     }
 
     pub(crate) fn timing(&self) -> Timing {

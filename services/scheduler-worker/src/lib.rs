@@ -5,6 +5,7 @@
 //! evals back through the broker with the delivery token, and ack or nack.
 //! [`SchedulerWorkerService`] is how a process or `caravan dev` runs it.
 
+mod budget;
 mod clients;
 mod config;
 mod error;
@@ -86,6 +87,7 @@ impl Service for SchedulerWorkerService {
             config.schedulers.clone(),
             timing,
             workers,
+            config.large_eval_count(),
             config.paused,
             shutdown.clone(),
         ));
@@ -95,7 +97,7 @@ impl Service for SchedulerWorkerService {
                 pool.clone(),
             )));
         let (local, advertise) = (serving.local_addr, serving.advertise_addr);
-        tracing::info!(%local, %advertise, workers, schedulers = ?config.schedulers, "scheduler-worker serving");
+        tracing::info!(%local, %advertise, workers, large_evals = config.large_eval_count(), schedulers = ?config.schedulers, "scheduler-worker serving");
         serving.ready.report(pool.clone());
         let server = tokio::spawn(grpc::serve(router, serving.listener, shutdown.clone()));
         let loops: Vec<_> = (0..workers)

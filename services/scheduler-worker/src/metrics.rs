@@ -10,6 +10,7 @@ use caravan_metrics::{Histogram, HistogramVec};
 struct WorkerMetrics {
     dequeue: HistogramVec,
     cache_wait: Histogram,
+    budget_wait: Histogram,
     invoke: HistogramVec,
 }
 
@@ -23,6 +24,11 @@ static METRICS: LazyLock<WorkerMetrics> = LazyLock::new(|| WorkerMetrics {
     cache_wait: caravan_metrics::histogram(
         "caravan_worker_cache_wait_seconds",
         "Time a worker waited for its watch cache to reach a dequeued eval's revision.",
+        caravan_metrics::LATENCY_BUCKETS,
+    ),
+    budget_wait: caravan_metrics::histogram(
+        "caravan_worker_budget_wait_seconds",
+        "Time a worker waited for a dequeued eval's share of the replica's placement budget (large_evals).",
         caravan_metrics::LATENCY_BUCKETS,
     ),
     invoke: caravan_metrics::histogram_vec(
@@ -49,6 +55,11 @@ pub(crate) fn dequeued(result: &str, took: Duration) {
 /// The cache took `took` to reach an eval's revision.
 pub(crate) fn cache_waited(took: Duration) {
     METRICS.cache_wait.observe(took.as_secs_f64());
+}
+
+/// An eval waited `took` for its share of the placement budget.
+pub(crate) fn budget_waited(took: Duration) {
+    METRICS.budget_wait.observe(took.as_secs_f64());
 }
 
 /// The scheduler ran `took` on an eval of `scheduler`.

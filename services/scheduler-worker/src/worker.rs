@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::budget::PlacementBudget;
 use crate::clients::{ApplierClient, BrokerClient, Delivery};
 use crate::config::Timing;
 use crate::error::WorkerError;
@@ -51,6 +52,8 @@ pub struct WorkerPool {
     pub(crate) schedulers: Vec<String>,
     pub(crate) timing: Timing,
     pub(crate) workers: usize,
+    /// How much the loops schedule at once.
+    budget: PlacementBudget,
     paused: watch::Sender<bool>,
     /// Cancelled on shutdown: no more dequeues.
     pub(crate) shutdown: CancellationToken,
@@ -71,7 +74,8 @@ impl std::fmt::Debug for WorkerPool {
 }
 
 impl WorkerPool {
-    /// A pool of `workers` loops over `informer`.
+    /// A pool of `workers` loops over `informer`, scheduling at most
+    /// `large_evals` large evaluations at once.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         broker: BrokerClient,
@@ -81,6 +85,7 @@ impl WorkerPool {
         schedulers: Vec<String>,
         timing: Timing,
         workers: usize,
+        large_evals: usize,
         paused: bool,
         shutdown: CancellationToken,
     ) -> Self {
@@ -92,6 +97,7 @@ impl WorkerPool {
             schedulers,
             timing,
             workers,
+            budget: PlacementBudget::new(large_evals),
             paused: watch::Sender::new(paused),
             shutdown,
             abort: CancellationToken::new(),
@@ -253,10 +259,22 @@ impl WorkerPool {
                 return false;
             }
         };
-        let waited = started.elapsed();
-        metrics::cache_waited(waited);
+        metrics::cache_waited(started.elapsed());
         let scheduler = eval.r#type.clone();
         let heartbeat = self.heartbeat(eval.id.clone(), token.to_string());
+        // The eval's share of the budget; then a snapshot of the moment it
+        // was granted, not of the moment it was asked for.
+        let weight =
+            PlacementBudget::weight(snapshot.job(&eval.namespace, &eval.job_id).map(|j| &**j));
+        let budgeting = std::time::Instant::now();
+        let _share = self
+            .budget
+            .acquire(weight)
+            .instrument(tracing::info_span!("budget.wait", weight))
+            .await;
+        metrics::budget_waited(budgeting.elapsed());
+        let snapshot = self.informer.snapshot();
+        let waited = started.elapsed();
         let mut planner = WorkerPlanner {
             handle: Handle::current(),
             broker: self.broker.clone(),
@@ -300,7 +318,7 @@ impl WorkerPool {
         };
         metrics::invoked(&scheduler, ok, scheduled);
         tracing::debug!(
-            cache_wait_ms = waited.as_secs_f64() * 1e3,
+            wait_ms = waited.as_secs_f64() * 1e3,
             schedule_ms = scheduled.as_secs_f64() * 1e3,
             total_ms = started.elapsed().as_secs_f64() * 1e3,
             "eval timings"

@@ -75,7 +75,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     worker_replicas: usize,
     /// Scheduler workers in each scheduler-worker process (0: its default,
-    /// four per core).
+    /// sixteen per core, at most four large evaluations per core at once).
     #[arg(long, default_value_t = 0)]
     workers: usize,
     /// Async threads of every service process (`runtime.worker_threads`;

@@ -26,7 +26,7 @@ pub struct Shape {
     pub gateways: usize,
     /// scheduler-worker processes.
     pub worker_replicas: usize,
-    /// Workers per scheduler-worker (0: four per core).
+    /// Workers per scheduler-worker (0: sixteen per core).
     pub workers: usize,
     /// Async threads of each service process (0: one per core).
     pub worker_threads: usize,
