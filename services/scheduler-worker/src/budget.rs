@@ -53,8 +53,7 @@ impl PlacementBudget {
     }
 
     /// Waits until `weight` fits, then holds it until the permit drops.
-    /// None only if the budget were closed, which it never is: the
-    /// evaluation then runs without one.
+    /// None only if the budget were closed, which it never is.
     pub(crate) async fn acquire(&self, weight: u32) -> Option<SemaphorePermit<'_>> {
         self.permits
             .acquire_many(weight.clamp(1, self.total))

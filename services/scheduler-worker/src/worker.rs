@@ -267,11 +267,16 @@ impl WorkerPool {
         let weight =
             PlacementBudget::weight(snapshot.job(&eval.namespace, &eval.job_id).map(|j| &**j));
         let budgeting = std::time::Instant::now();
-        let _share = self
-            .budget
-            .acquire(weight)
-            .instrument(tracing::info_span!("budget.wait", weight))
-            .await;
+        let share = tokio::select! {
+            share = self.budget.acquire(weight).instrument(tracing::info_span!("budget.wait", weight)) => share,
+            // Past the shutdown grace an eval still waiting is handed back.
+            _ = self.abort.cancelled() => None,
+        };
+        if share.is_none() {
+            heartbeat.cancel();
+            tracing::debug!("shutting down before the eval's share of the budget came; nacking");
+            return false;
+        }
         metrics::budget_waited(budgeting.elapsed());
         let snapshot = self.informer.snapshot();
         let waited = started.elapsed();
