@@ -78,6 +78,7 @@ impl Service for SchedulerWorkerService {
             timing.leader_wait,
         );
         let workers = config.worker_count();
+        let large_evals = config.large_eval_count();
         let shutdown = serving.shutdown;
         let pool = Arc::new(WorkerPool::new(
             broker,
@@ -87,7 +88,7 @@ impl Service for SchedulerWorkerService {
             config.schedulers.clone(),
             timing,
             workers,
-            config.large_eval_count(),
+            large_evals,
             config.paused,
             shutdown.clone(),
         ));
@@ -97,7 +98,7 @@ impl Service for SchedulerWorkerService {
                 pool.clone(),
             )));
         let (local, advertise) = (serving.local_addr, serving.advertise_addr);
-        tracing::info!(%local, %advertise, workers, large_evals = config.large_eval_count(), schedulers = ?config.schedulers, "scheduler-worker serving");
+        tracing::info!(%local, %advertise, workers, large_evals, schedulers = ?config.schedulers, "scheduler-worker serving");
         serving.ready.report(pool.clone());
         let server = tokio::spawn(grpc::serve(router, serving.listener, shutdown.clone()));
         let loops: Vec<_> = (0..workers)
