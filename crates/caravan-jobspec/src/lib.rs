@@ -4,6 +4,9 @@
 //!
 //! - [`parse_hcl`], [`parse_json`] (or [`parse_job`], which tells them apart) give a
 //!   canonical job, with Nomad's defaults applied, plus warnings for what was ignored;
+//!   [`parse_hcl_with`] and [`parse_job_with`] evaluate a file's HCL2 variables from
+//!   [`VariableInputs`] (`-var`, `-var-file`, `NOMAD_VAR_`, the API's `Variables`), and
+//!   [`submission`] records the source and variables as Nomad's job submission;
 //! - [`validate`] checks its shape as Nomad's `Job.Validate` does (placement rules are
 //!   `caravan_scheduler::validate`'s business);
 //! - [`render_json`] and [`hcl_to_nomad_json`] speak Nomad's JSON back;
@@ -16,6 +19,7 @@ mod diff;
 mod duration;
 mod error;
 mod hcl;
+mod inputs;
 mod nomad_json;
 mod validate;
 
@@ -32,6 +36,10 @@ pub use diff::{
 };
 pub use duration::{format_duration, parse_duration};
 pub use error::{FieldError, FieldErrors, JobspecError};
+/// The HCL2 functions job files may call (besides `try`, `can` and `convert`), and those
+/// Nomad offers that Caravan refuses, with the reason.
+pub use hcl::eval::funcs::{REFUSED as REFUSED_HCL_FUNCTIONS, SUPPORTED as HCL_FUNCTIONS};
+pub use inputs::{JobSubmission, VAR_ENV_PREFIX, VarFile, VariableInputs, submission};
 pub use validate::{validate, warnings};
 
 /// Default cap on a job body: far above any real job, well below Nomad's ~10 MB HTTP limit,
@@ -60,6 +68,10 @@ pub struct Parsed {
     pub job: Job,
     /// Human-readable warnings (unsupported blocks, unknown JSON fields, …).
     pub warnings: Vec<String>,
+    /// For each variable the file declares, whether it takes a plain value (string,
+    /// number, bool, or untyped) rather than an HCL expression: what [`submission`]
+    /// needs to file `-var` values as Nomad does.
+    pub simple_variables: std::collections::BTreeMap<String, bool>,
 }
 
 /// Rejects a body larger than `limit` bytes before any parsing work is spent on it.
@@ -71,12 +83,26 @@ pub fn check_size(size: usize, limit: usize) -> Result<(), JobspecError> {
     }
 }
 
-/// Parses a Nomad HCL2 job file into a canonical job.
+/// Parses a Nomad HCL2 job file into a canonical job; its variables take their defaults.
 pub fn parse_hcl(text: &str, options: &ParseOptions) -> Result<Parsed, JobspecError> {
+    parse_hcl_with(text, &VariableInputs::default(), options)
+}
+
+/// Parses a Nomad HCL2 job file into a canonical job, its variables given by `inputs`.
+pub fn parse_hcl_with(
+    text: &str,
+    inputs: &VariableInputs,
+    options: &ParseOptions,
+) -> Result<Parsed, JobspecError> {
     check_size(text.len(), options.max_bytes)?;
-    let (api, mut warnings) = hcl::decode(text)?;
-    let job = nomad_json::api_job_to_job(api, &mut warnings)?;
-    Ok(Parsed { job, warnings })
+    let decoded = hcl::decode(text, inputs)?;
+    let mut warnings = decoded.warnings;
+    let job = nomad_json::api_job_to_job(decoded.job, &mut warnings)?;
+    Ok(Parsed {
+        job,
+        warnings,
+        simple_variables: decoded.simple_variables,
+    })
 }
 
 /// Parses a Nomad JSON job (`{"Job": {...}}` or a bare job object) into a canonical job.
@@ -86,11 +112,24 @@ pub fn parse_json(body: &[u8], options: &ParseOptions) -> Result<Parsed, Jobspec
     let mut warnings = Vec::new();
     let api = nomad_json::api_job_from_value(value, &mut warnings)?;
     let job = nomad_json::api_job_to_job(api, &mut warnings)?;
-    Ok(Parsed { job, warnings })
+    Ok(Parsed {
+        job,
+        warnings,
+        simple_variables: Default::default(),
+    })
 }
 
 /// Parses a job file in either format: JSON when it starts with `{`, HCL otherwise.
 pub fn parse_job(body: &[u8], options: &ParseOptions) -> Result<Parsed, JobspecError> {
+    parse_job_with(body, &VariableInputs::default(), options)
+}
+
+/// [`parse_job`], with HCL2 variables given by `inputs` (a JSON job has none).
+pub fn parse_job_with(
+    body: &[u8],
+    inputs: &VariableInputs,
+    options: &ParseOptions,
+) -> Result<Parsed, JobspecError> {
     check_size(body.len(), options.max_bytes)?;
     if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
         return parse_json(body, options);
@@ -101,7 +140,7 @@ pub fn parse_job(body: &[u8], options: &ParseOptions) -> Result<Parsed, JobspecE
             format!("job file is not UTF-8: {e}"),
         )]))
     })?;
-    parse_hcl(text, options)
+    parse_hcl_with(text, inputs, options)
 }
 
 /// Renders a job as Nomad's API returns it from `GET /v1/job/:id` (the bare job object;
@@ -126,8 +165,20 @@ pub fn hcl_to_nomad_json(
     canonicalize: bool,
     options: &ParseOptions,
 ) -> Result<(serde_json::Value, Vec<String>), JobspecError> {
+    hcl_to_nomad_json_with(text, canonicalize, &VariableInputs::default(), options)
+}
+
+/// [`hcl_to_nomad_json`] with the request's variables: `/v1/jobs/parse` passes its
+/// `Variables` field as [`VariableInputs::from_api`].
+pub fn hcl_to_nomad_json_with(
+    text: &str,
+    canonicalize: bool,
+    inputs: &VariableInputs,
+    options: &ParseOptions,
+) -> Result<(serde_json::Value, Vec<String>), JobspecError> {
     check_size(text.len(), options.max_bytes)?;
-    let (api, mut warnings) = hcl::decode(text)?;
+    let decoded = hcl::decode(text, inputs)?;
+    let (api, mut warnings) = (decoded.job, decoded.warnings);
     if canonicalize {
         let job = nomad_json::api_job_to_job(api, &mut warnings)?;
         return Ok((render_json(&job), warnings));

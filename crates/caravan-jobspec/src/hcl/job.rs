@@ -1,37 +1,55 @@
 //! The `job` and `group` blocks of a Nomad job file, and the blocks both levels share
 //! (placement rules, update, reschedule, migrate, restart).
 
-use super::body::{Body, Diag};
+use super::body::{BlockRef, Body, Diag};
 use super::task::{decode_network, decode_task};
 use crate::nomad_json::model::*;
-use hcl_edit::Span;
-use hcl_edit::structure::Block;
 use std::collections::BTreeMap;
 
 /// Nomad job arguments Caravan does not support yet.
 const JOB_UNSUPPORTED_ATTRS: &[&str] = &["consul_token", "vault_token"];
 /// Nomad job blocks Caravan does not support yet.
-const JOB_UNSUPPORTED_BLOCKS: &[&str] = &["multiregion", "vault", "consul", "ui", "identity"];
+const JOB_UNSUPPORTED_BLOCKS: &[&str] =
+    &["multiregion", "vault", "consul", "ui", "identity", "secret"];
 /// Nomad group blocks Caravan does not support yet.
-const GROUP_UNSUPPORTED_BLOCKS: &[&str] = &["volume", "service", "consul", "csi_plugin"];
+const GROUP_UNSUPPORTED_BLOCKS: &[&str] = &[
+    "volume",
+    "service",
+    "consul",
+    "csi_plugin",
+    "vault",
+    "secret",
+];
 
 /// Decodes a `job "id" { ... }` block.
-pub(crate) fn decode_job(block: &Block, parent: &mut Body<'_, '_>, diag: &mut Diag) -> ApiJob {
-    let id = parent.label(block, diag).unwrap_or_default();
-    let mut b = parent.child(block, format!("job {id:?}"));
-    if let Some(other) = b.string("id", diag).filter(|other| *other != id) {
-        diag.warnings.push(format!(
-            "{}: id {other:?} was ignored in favour of the block label {id:?}",
-            b.path()
-        ));
-    }
+pub(crate) fn decode_job<'a>(
+    block: &BlockRef<'a>,
+    parent: &Body<'a, '_>,
+    diag: &mut Diag,
+) -> ApiJob {
+    let label = parent.label(block, diag).unwrap_or_default();
+    let mut b = parent.child(block, format!("job {label:?}"));
     let meta = b.string_map("meta", diag).map(to_map);
-    let job = ApiJob {
+    // A job-level `task` is a group of that one task, named after it, listed first (as
+    // Nomad's shorthand does).
+    let shorthand: Vec<ApiTaskGroup> = b
+        .blocks("task")
+        .into_iter()
+        .map(|t| {
+            let task = decode_task(&t, &b, diag);
+            ApiTaskGroup {
+                name: task.name.clone(),
+                tasks: Some(vec![task]),
+                ..Default::default()
+            }
+        })
+        .collect();
+    let mut job = ApiJob {
         region: b.string("region", diag),
         namespace: b.string("namespace", diag),
-        // Nomad names a job after its id unless told otherwise.
-        name: b.string("name", diag).or_else(|| Some(id.clone())),
-        id: Some(id),
+        // As Nomad: the `id` argument wins over the label, and the name is the label.
+        name: b.string("name", diag).or_else(|| Some(label.clone())),
+        id: b.string("id", diag).or(Some(label)),
         r#type: b.string("type", diag),
         priority: b.int("priority", diag),
         all_at_once: b.bool("all_at_once", diag),
@@ -42,43 +60,48 @@ pub(crate) fn decode_job(block: &Block, parent: &mut Body<'_, '_>, diag: &mut Di
         spreads: decode_spreads(&mut b, diag),
         update: b
             .single_block("update", diag)
-            .map(|blk| decode_update(blk, &b, diag)),
+            .map(|blk| decode_update(&blk, &b, diag)),
         periodic: b
             .single_block("periodic", diag)
-            .map(|blk| decode_periodic(blk, &b, diag)),
+            .map(|blk| decode_periodic(&blk, &b, diag)),
         parameterized_job: b
             .single_block("parameterized", diag)
-            .map(|blk| decode_parameterized(blk, &b, diag)),
+            .map(|blk| decode_parameterized(&blk, &b, diag)),
         reschedule: b
             .single_block("reschedule", diag)
-            .map(|blk| decode_reschedule(blk, &b, diag)),
+            .map(|blk| decode_reschedule(&blk, &b, diag)),
         migrate: b
             .single_block("migrate", diag)
-            .map(|blk| decode_migrate(blk, &b, diag)),
+            .map(|blk| decode_migrate(&blk, &b, diag)),
         meta,
         task_groups: Some(
             b.blocks("group")
                 .into_iter()
-                .map(|g| decode_group(g, &b, diag))
+                .map(|g| decode_group(&g, &b, diag))
                 .collect(),
         ),
         ..Default::default()
     };
+    if !shorthand.is_empty() {
+        let mut groups = shorthand;
+        groups.extend(job.task_groups.take().unwrap_or_default());
+        job.task_groups = Some(groups);
+    }
     b.finish(JOB_UNSUPPORTED_ATTRS, JOB_UNSUPPORTED_BLOCKS, diag);
     job
 }
 
-fn decode_group(block: &Block, job: &Body<'_, '_>, diag: &mut Diag) -> ApiTaskGroup {
+fn decode_group<'a>(block: &BlockRef<'a>, job: &Body<'a, '_>, diag: &mut Diag) -> ApiTaskGroup {
     let name = job.label(block, diag).unwrap_or_default();
     let mut b = job.child(block, format!("{}: group {name:?}", job.path()));
     let meta = b.string_map("meta", diag).map(to_map);
     let scaling = b
         .single_block("scaling", diag)
-        .map(|blk| decode_scaling(blk, &b, diag));
+        .map(|blk| decode_scaling(&blk, &b, diag));
     let networks: Vec<ApiNetwork> = b
         .blocks("network")
         .into_iter()
-        .map(|n| decode_network(n, &b, &b.field_path("network"), diag))
+        .map(|n| decode_network(&n, &b, &b.field_path("network"), diag))
         .collect();
     let group = ApiTaskGroup {
         name: Some(name),
@@ -88,18 +111,18 @@ fn decode_group(block: &Block, job: &Body<'_, '_>, diag: &mut Diag) -> ApiTaskGr
         spreads: decode_spreads(&mut b, diag),
         restart_policy: b
             .single_block("restart", diag)
-            .map(|blk| decode_restart(blk, &b, diag)),
+            .map(|blk| decode_restart(&blk, &b, diag)),
         reschedule_policy: b
             .single_block("reschedule", diag)
-            .map(|blk| decode_reschedule(blk, &b, diag)),
+            .map(|blk| decode_reschedule(&blk, &b, diag)),
         migrate: b
             .single_block("migrate", diag)
-            .map(|blk| decode_migrate(blk, &b, diag)),
+            .map(|blk| decode_migrate(&blk, &b, diag)),
         update: b
             .single_block("update", diag)
-            .map(|blk| decode_update(blk, &b, diag)),
+            .map(|blk| decode_update(&blk, &b, diag)),
         ephemeral_disk: b.single_block("ephemeral_disk", diag).map(|blk| {
-            let mut d = b.child(blk, b.field_path("ephemeral_disk"));
+            let mut d = b.child(&blk, b.field_path("ephemeral_disk"));
             let disk = ApiEphemeralDisk {
                 sticky: d.bool("sticky", diag),
                 migrate: d.bool("migrate", diag),
@@ -109,7 +132,7 @@ fn decode_group(block: &Block, job: &Body<'_, '_>, diag: &mut Diag) -> ApiTaskGr
             disk
         }),
         disconnect: b.single_block("disconnect", diag).map(|blk| {
-            let mut d = b.child(blk, b.field_path("disconnect"));
+            let mut d = b.child(&blk, b.field_path("disconnect"));
             let disconnect = ApiDisconnect {
                 lost_after: d.duration("lost_after", diag),
                 stop_on_client_after: d.duration("stop_on_client_after", diag),
@@ -122,6 +145,7 @@ fn decode_group(block: &Block, job: &Body<'_, '_>, diag: &mut Diag) -> ApiTaskGr
         networks: (!networks.is_empty()).then_some(networks),
         meta,
         shutdown_delay: b.duration("shutdown_delay", diag),
+        max_run_duration: b.duration("max_run_duration", diag),
         stop_after_client_disconnect: b.duration("stop_after_client_disconnect", diag),
         max_client_disconnect: b.duration("max_client_disconnect", diag),
         prevent_reschedule_on_lost: b.bool("prevent_reschedule_on_lost", diag),
@@ -129,7 +153,7 @@ fn decode_group(block: &Block, job: &Body<'_, '_>, diag: &mut Diag) -> ApiTaskGr
         tasks: Some(
             b.blocks("task")
                 .into_iter()
-                .map(|t| decode_task(t, &b, diag))
+                .map(|t| decode_task(&t, &b, diag))
                 .collect(),
         ),
         ..Default::default()
@@ -140,7 +164,11 @@ fn decode_group(block: &Block, job: &Body<'_, '_>, diag: &mut Diag) -> ApiTaskGr
 
 /// A group's `scaling` block in Nomad's JSON shape: bounds, `enabled`,
 /// `type`, and the autoscaler's free-form `policy`.
-fn decode_scaling(block: &Block, parent: &Body<'_, '_>, diag: &mut Diag) -> serde_json::Value {
+fn decode_scaling<'a>(
+    block: &BlockRef<'a>,
+    parent: &Body<'a, '_>,
+    diag: &mut Diag,
+) -> serde_json::Value {
     let mut b = parent.child(block, parent.field_path("scaling"));
     let mut out = serde_json::Map::new();
     if let Some(min) = b.int("min", diag) {
@@ -156,7 +184,7 @@ fn decode_scaling(block: &Block, parent: &Body<'_, '_>, diag: &mut Diag) -> serd
         out.insert("Type".into(), kind.into());
     }
     if let Some(policy) = b.single_block("policy", diag) {
-        let policy = super::task::config_body(&policy.body, &b, "policy", diag);
+        let policy = b.child(&policy, b.field_path("policy")).free_form(diag);
         out.insert("Policy".into(), serde_json::Value::Object(policy));
     }
     b.finish(&[], &[], diag);
@@ -217,7 +245,7 @@ fn decode_constraints(parent: &mut Body<'_, '_>, diag: &mut Diag) -> Option<Vec<
     let blocks = parent.blocks("constraint");
     let mut out = Vec::new();
     for (i, blk) in blocks.into_iter().enumerate() {
-        let mut b = parent.child(blk, parent.field_path(&format!("constraint[{i}]")));
+        let mut b = parent.child(&blk, parent.field_path(&format!("constraint[{i}]")));
         if !blk.labels.is_empty() {
             b.error_at("", "constraint blocks take no labels", blk.span(), diag);
         }
@@ -237,7 +265,7 @@ fn decode_affinities(parent: &mut Body<'_, '_>, diag: &mut Diag) -> Option<Vec<A
     let blocks = parent.blocks("affinity");
     let mut out = Vec::new();
     for (i, blk) in blocks.into_iter().enumerate() {
-        let mut b = parent.child(blk, parent.field_path(&format!("affinity[{i}]")));
+        let mut b = parent.child(&blk, parent.field_path(&format!("affinity[{i}]")));
         let weight = b.int("weight", diag);
         if let Some((l, r, op)) = decode_rule(&mut b, diag, false) {
             out.push(ApiAffinity {
@@ -256,15 +284,15 @@ fn decode_spreads(parent: &mut Body<'_, '_>, diag: &mut Diag) -> Option<Vec<ApiS
     let blocks = parent.blocks("spread");
     let mut out = Vec::new();
     for (i, blk) in blocks.into_iter().enumerate() {
-        let mut b = parent.child(blk, parent.field_path(&format!("spread[{i}]")));
+        let mut b = parent.child(&blk, parent.field_path(&format!("spread[{i}]")));
         let attribute = b.string("attribute", diag);
         let weight = b.int("weight", diag);
         let mut targets = Vec::new();
         for t in b.blocks("target") {
-            let Some(value) = b.label(t, diag) else {
+            let Some(value) = b.label(&t, diag) else {
                 continue;
             };
-            let mut tb = b.child(t, b.field_path(&format!("target {value:?}")));
+            let mut tb = b.child(&t, b.field_path(&format!("target {value:?}")));
             targets.push(ApiSpreadTarget {
                 value: Some(value),
                 percent: tb.int("percent", diag),
@@ -281,7 +309,11 @@ fn decode_spreads(parent: &mut Body<'_, '_>, diag: &mut Diag) -> Option<Vec<ApiS
     (!out.is_empty()).then_some(out)
 }
 
-fn decode_update(block: &Block, parent: &Body<'_, '_>, diag: &mut Diag) -> ApiUpdateStrategy {
+fn decode_update<'a>(
+    block: &BlockRef<'a>,
+    parent: &Body<'a, '_>,
+    diag: &mut Diag,
+) -> ApiUpdateStrategy {
     let mut b = parent.child(block, parent.field_path("update"));
     let update = ApiUpdateStrategy {
         stagger: b.duration("stagger", diag),
@@ -298,7 +330,11 @@ fn decode_update(block: &Block, parent: &Body<'_, '_>, diag: &mut Diag) -> ApiUp
     update
 }
 
-fn decode_periodic(block: &Block, parent: &Body<'_, '_>, diag: &mut Diag) -> ApiPeriodic {
+fn decode_periodic<'a>(
+    block: &BlockRef<'a>,
+    parent: &Body<'a, '_>,
+    diag: &mut Diag,
+) -> ApiPeriodic {
     let mut b = parent.child(block, parent.field_path("periodic"));
     let cron = b.string("cron", diag);
     let crons = b.string_list("crons", diag);
@@ -322,7 +358,11 @@ fn decode_periodic(block: &Block, parent: &Body<'_, '_>, diag: &mut Diag) -> Api
     periodic
 }
 
-fn decode_parameterized(block: &Block, parent: &Body<'_, '_>, diag: &mut Diag) -> ApiParameterized {
+fn decode_parameterized<'a>(
+    block: &BlockRef<'a>,
+    parent: &Body<'a, '_>,
+    diag: &mut Diag,
+) -> ApiParameterized {
     let mut b = parent.child(block, parent.field_path("parameterized"));
     let p = ApiParameterized {
         payload: b.string("payload", diag),
@@ -333,9 +373,9 @@ fn decode_parameterized(block: &Block, parent: &Body<'_, '_>, diag: &mut Diag) -
     p
 }
 
-pub(crate) fn decode_reschedule(
-    block: &Block,
-    parent: &Body<'_, '_>,
+pub(crate) fn decode_reschedule<'a>(
+    block: &BlockRef<'a>,
+    parent: &Body<'a, '_>,
     diag: &mut Diag,
 ) -> ApiReschedulePolicy {
     let mut b = parent.child(block, parent.field_path("reschedule"));
@@ -351,7 +391,11 @@ pub(crate) fn decode_reschedule(
     r
 }
 
-fn decode_migrate(block: &Block, parent: &Body<'_, '_>, diag: &mut Diag) -> ApiMigrateStrategy {
+fn decode_migrate<'a>(
+    block: &BlockRef<'a>,
+    parent: &Body<'a, '_>,
+    diag: &mut Diag,
+) -> ApiMigrateStrategy {
     let mut b = parent.child(block, parent.field_path("migrate"));
     let m = ApiMigrateStrategy {
         max_parallel: b.int("max_parallel", diag),
@@ -364,9 +408,9 @@ fn decode_migrate(block: &Block, parent: &Body<'_, '_>, diag: &mut Diag) -> ApiM
 }
 
 /// Decodes a `restart` block (groups and tasks have one).
-pub(crate) fn decode_restart(
-    block: &Block,
-    parent: &Body<'_, '_>,
+pub(crate) fn decode_restart<'a>(
+    block: &BlockRef<'a>,
+    parent: &Body<'a, '_>,
     diag: &mut Diag,
 ) -> ApiRestartPolicy {
     let mut b = parent.child(block, parent.field_path("restart"));

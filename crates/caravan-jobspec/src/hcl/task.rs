@@ -1,11 +1,9 @@
 //! The `task` block of a Nomad job file: driver config, env, resources and networks.
 
-use super::body::{Body, Diag};
+use super::body::{BlockRef, Body, Diag};
+use super::eval::Value;
 use super::job::{affinities_of, constraints_of, decode_restart, to_map};
-use super::value::{self, Val};
 use crate::nomad_json::model::*;
-use hcl_edit::Span;
-use hcl_edit::structure::{Block, Body as HclBody, Structure};
 
 /// Nomad task arguments Caravan does not support yet.
 const TASK_UNSUPPORTED_ATTRS: &[&str] = &[];
@@ -26,21 +24,25 @@ const TASK_UNSUPPORTED_BLOCKS: &[&str] = &[
 ];
 
 /// Decodes a `task "name" { ... }` block.
-pub(crate) fn decode_task(block: &Block, group: &Body<'_, '_>, diag: &mut Diag) -> ApiTask {
+pub(crate) fn decode_task<'a>(
+    block: &BlockRef<'a>,
+    group: &Body<'a, '_>,
+    diag: &mut Diag,
+) -> ApiTask {
     let name = group.label(block, diag).unwrap_or_default();
     let mut b = group.child(block, format!("{}: task {name:?}", group.path()));
     let config = match (b.single_block("config", diag), b.value("config", diag)) {
-        (Some(blk), None) => Some(config_body(&blk.body, &b, "config", diag)),
-        (None, Some(Val::Object(fields))) => Some(
+        (Some(blk), None) => Some(b.child(&blk, b.field_path("config")).free_form(diag)),
+        (None, Some(Value::Object(fields))) => Some(
             fields
                 .iter()
-                .map(|(k, v)| (k.clone(), value::to_json(v)))
+                .map(|(k, v)| (k.clone(), v.to_json()))
                 .collect(),
         ),
         (None, Some(other)) => {
             b.error_at(
                 "config",
-                &format!("expected a block or an object, found {}", other.kind()),
+                &format!("expected a block or an object, found {}", other.type_name()),
                 None,
                 diag,
             );
@@ -64,7 +66,7 @@ pub(crate) fn decode_task(block: &Block, group: &Body<'_, '_>, diag: &mut Diag) 
         driver: b.string("driver", diag),
         user: b.string("user", diag),
         lifecycle: b.single_block("lifecycle", diag).map(|blk| {
-            let mut l = b.child(blk, b.field_path("lifecycle"));
+            let mut l = b.child(&blk, b.field_path("lifecycle"));
             let lifecycle = ApiLifecycle {
                 hook: l.string("hook", diag),
                 sidecar: l.bool("sidecar", diag),
@@ -78,14 +80,14 @@ pub(crate) fn decode_task(block: &Block, group: &Body<'_, '_>, diag: &mut Diag) 
         env,
         resources: b
             .single_block("resources", diag)
-            .map(|blk| decode_resources(blk, &b, diag)),
+            .map(|blk| decode_resources(&blk, &b, diag)),
         restart_policy: b
             .single_block("restart", diag)
-            .map(|blk| decode_restart(blk, &b, diag)),
+            .map(|blk| decode_restart(&blk, &b, diag)),
         meta,
         kill_timeout: b.duration("kill_timeout", diag),
         dispatch_payload: b.single_block("dispatch_payload", diag).map(|blk| {
-            let mut d = b.child(blk, b.field_path("dispatch_payload"));
+            let mut d = b.child(&blk, b.field_path("dispatch_payload"));
             let payload = ApiDispatchPayload {
                 file: d.string("file", diag),
             };
@@ -97,7 +99,7 @@ pub(crate) fn decode_task(block: &Block, group: &Body<'_, '_>, diag: &mut Diag) 
         kill_signal: b.string("kill_signal", diag),
         kind: b.string("kind", diag),
         log_config: b.single_block("logs", diag).map(|blk| {
-            let mut l = b.child(blk, b.field_path("logs"));
+            let mut l = b.child(&blk, b.field_path("logs"));
             let logs = ApiLogConfig {
                 max_files: l.int("max_files", diag),
                 max_file_size_mb: l.int("max_file_size", diag),
@@ -113,19 +115,23 @@ pub(crate) fn decode_task(block: &Block, group: &Body<'_, '_>, diag: &mut Diag) 
     task
 }
 
-fn decode_resources(block: &Block, task: &Body<'_, '_>, diag: &mut Diag) -> ApiResources {
+fn decode_resources<'a>(
+    block: &BlockRef<'a>,
+    task: &Body<'a, '_>,
+    diag: &mut Diag,
+) -> ApiResources {
     let mut b = task.child(block, task.field_path("resources"));
     let networks: Vec<ApiNetwork> = b
         .blocks("network")
         .into_iter()
-        .map(|n| decode_network(n, &b, &b.field_path("network"), diag))
+        .map(|n| decode_network(&n, &b, &b.field_path("network"), diag))
         .collect();
     let mut devices = Vec::new();
     for d in b.blocks("device") {
-        let Some(name) = b.label(d, diag) else {
+        let Some(name) = b.label(&d, diag) else {
             continue;
         };
-        let mut db = b.child(d, b.field_path(&format!("device {name:?}")));
+        let mut db = b.child(&d, b.field_path(&format!("device {name:?}")));
         devices.push(ApiRequestedDevice {
             name: Some(name),
             count: db.int("count", diag),
@@ -149,9 +155,9 @@ fn decode_resources(block: &Block, task: &Body<'_, '_>, diag: &mut Diag) -> ApiR
 }
 
 /// Decodes a `network` block (group level, or the legacy task `resources` level).
-pub(crate) fn decode_network(
-    block: &Block,
-    parent: &Body<'_, '_>,
+pub(crate) fn decode_network<'a>(
+    block: &BlockRef<'a>,
+    parent: &Body<'a, '_>,
     path: &str,
     diag: &mut Diag,
 ) -> ApiNetwork {
@@ -161,11 +167,14 @@ pub(crate) fn decode_network(
     }
     let mut reserved = Vec::new();
     let mut dynamic = Vec::new();
-    for p in b.blocks("port") {
-        let Some(label) = b.label(p, diag) else {
+    // `reserved_ports` is the older spelling of a port with a static value.
+    let mut all_ports = b.blocks("port");
+    all_ports.extend(b.blocks("reserved_ports"));
+    for p in all_ports {
+        let Some(label) = b.label(&p, diag) else {
             continue;
         };
-        let mut pb = b.child(p, b.field_path(&format!("port {label:?}")));
+        let mut pb = b.child(&p, b.field_path(&format!("{} {label:?}", p.ident)));
         let static_value = pb.int("static", diag);
         let port = ApiPort {
             label: Some(label),
@@ -193,67 +202,14 @@ pub(crate) fn decode_network(
     let network = ApiNetwork {
         mode: b.string("mode", diag),
         mbits: b.int("mbits", diag),
+        device: b.string("device", diag),
+        cidr: b.string("cidr", diag),
+        ip: b.string("ip", diag),
+        hostname: b.string("hostname", diag),
         reserved_ports: (!reserved.is_empty()).then_some(reserved),
         dynamic_ports: (!dynamic.is_empty()).then_some(dynamic),
         ..Default::default()
     };
-    b.finish(&["hostname"], &["dns", "cni"], diag);
+    b.finish(&[], &["dns", "cni"], diag);
     network
-}
-
-/// A free-form body (a driver `config`, a scaling `policy`) as JSON, named
-/// `field` in errors: arguments become fields; nested blocks become lists of
-/// objects under their type (labeled ones keyed by label), the shape Nomad's
-/// drivers and autoscaler see.
-pub(crate) fn config_body(
-    body: &HclBody,
-    parent: &Body<'_, '_>,
-    field: &str,
-    diag: &mut Diag,
-) -> serde_json::Map<String, serde_json::Value> {
-    let src = parent.source();
-    let path = parent.field_path(field);
-    let mut out = serde_json::Map::new();
-    for structure in body.iter() {
-        match structure {
-            Structure::Attribute(a) => {
-                let key = a.key.as_str().to_string();
-                match value::eval(&a.value, src.text) {
-                    Ok(v) => {
-                        if out.insert(key.clone(), value::to_json(&v)).is_some() {
-                            parent.error_at(
-                                &format!("{field}.{key}"),
-                                "set more than once",
-                                a.span(),
-                                diag,
-                            );
-                        }
-                    }
-                    Err(e) => parent.error_at(&format!("{field}.{key}"), &e, a.value.span(), diag),
-                }
-            }
-            Structure::Block(blk) => {
-                let key = blk.ident.as_str().to_string();
-                let inner = serde_json::Value::Object(config_body(&blk.body, parent, field, diag));
-                let item = blk.labels.iter().rev().fold(inner, |acc, label| {
-                    let mut m = serde_json::Map::new();
-                    m.insert(label.as_str().to_string(), acc);
-                    serde_json::Value::Object(m)
-                });
-                match out
-                    .entry(key.clone())
-                    .or_insert_with(|| serde_json::Value::Array(Vec::new()))
-                {
-                    serde_json::Value::Array(items) => items.push(item),
-                    _ => parent.error_at(
-                        &format!("{field}.{key}"),
-                        &format!("is both an argument and a block in {path}"),
-                        blk.span(),
-                        diag,
-                    ),
-                }
-            }
-        }
-    }
-    out
 }

@@ -480,6 +480,8 @@ pub struct ApiTaskGroup {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shutdown_delay: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_run_duration: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_after_client_disconnect: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_client_disconnect: Option<i64>,

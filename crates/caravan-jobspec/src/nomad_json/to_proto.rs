@@ -255,6 +255,16 @@ fn group_to_proto(
         "StopAfterClientDisconnect",
         tg.stop_after_client_disconnect.map(Value::from).as_ref(),
     );
+    // Ignoring it would let allocations run past the limit their job relies on: refused.
+    if let Some(d) = tg.max_run_duration.filter(|d| *d != 0) {
+        conv.err(
+            join(&base, "max_run_duration"),
+            format!(
+                "is not supported by Caravan yet (got {}): allocations are not stopped after a maximum run time",
+                crate::duration::format_duration(d)
+            ),
+        );
+    }
     conv.unsupported(
         &base,
         "PreventRescheduleOnLost",

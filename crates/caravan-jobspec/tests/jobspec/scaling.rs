@@ -55,7 +55,11 @@ fn the_rendered_policy_has_a_stable_id_and_reads_back_unchanged() {
     assert_eq!(scaling["ID"], id.as_str());
     assert_eq!(scaling["Target"]["Group"], "app");
     assert_eq!(scaling["Max"], 10);
-    assert_eq!(scaling["Policy"]["check"][0]["cpu"]["source"], "prometheus");
+    // Labeled blocks nest as `{label = [object]}`, the shape Nomad's parser gives them.
+    assert_eq!(
+        scaling["Policy"]["check"][0]["cpu"][0]["source"],
+        "prometheus"
+    );
     let body = serde_json::to_vec(&serde_json::json!({ "Job": rendered })).unwrap();
     let again = parse_json(&body, &ParseOptions::default()).unwrap();
     assert_eq!(
