@@ -2,6 +2,7 @@
 
 mod diff;
 mod hcl;
+mod hcl2;
 mod json;
 mod robustness;
 mod scaling;
