@@ -94,6 +94,8 @@ pub enum JobCommand {
     Run {
         /// The job file.
         file: PathBuf,
+        #[command(flatten)]
+        vars: JobVarArgs,
         /// Print the evaluation id and return instead of monitoring.
         #[arg(long)]
         detach: bool,
@@ -105,9 +107,18 @@ pub enum JobCommand {
     Plan {
         /// The job file.
         file: PathBuf,
+        #[command(flatten)]
+        vars: JobVarArgs,
         /// Also show the fields of added and removed objects.
         #[arg(long)]
         verbose: bool,
+    },
+    /// Check a job file (HCL or JSON) without submitting it.
+    Validate {
+        /// The job file.
+        file: PathBuf,
+        #[command(flatten)]
+        vars: JobVarArgs,
     },
     /// List jobs, or show one job's status.
     Status {
@@ -516,6 +527,30 @@ pub struct DevArgs {
     pub acl_enabled: bool,
 }
 
+/// The HCL2 variable flags of `job run`, `job plan` and `job validate`, as Nomad's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+pub struct JobVarArgs {
+    /// Sets a variable of the job file (`-var name=value`); may be repeated. Values from
+    /// `NOMAD_VAR_<name>` and `-var-file` are overridden by these.
+    #[arg(long = "var", value_name = "KEY=VALUE")]
+    pub vars: Vec<String>,
+    /// A file of variable values (`name = value` lines, HCL or JSON); may be repeated.
+    #[arg(long = "var-file", value_name = "PATH")]
+    pub var_files: Vec<PathBuf>,
+    /// Whether a value for a variable the job file does not declare is an error
+    /// (`-hcl2-strict=false` makes it a warning).
+    #[arg(
+        long = "hcl2-strict",
+        value_name = "BOOL",
+        default_value_t = true,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub strict: bool,
+}
+
 /// Rewrites Nomad's one-dash long flags (`-detach`, `-address=x`) to the
 /// two-dash form; single letters (`-f`), numbers (`-1`) and everything after
 /// `--` are left alone.
@@ -602,12 +637,49 @@ mod tests {
                 file,
                 detach,
                 check_index,
+                vars,
             }) => {
+                assert_eq!(
+                    vars,
+                    JobVarArgs {
+                        strict: true,
+                        ..Default::default()
+                    }
+                );
                 assert_eq!(file, PathBuf::from("examples/hello.hcl"));
                 assert!(detach);
                 assert_eq!(check_index, Some(7));
             }
             other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn job_files_take_nomads_variable_flags() {
+        let cli = parse(
+            "job run -var count=3 -var-file prod.hcl -var image=redis:7 -var-file=b.json -hcl2-strict=false job.nomad.hcl",
+        );
+        match cli.command {
+            Command::Job(JobCommand::Run { file, vars, .. }) => {
+                assert_eq!(file, PathBuf::from("job.nomad.hcl"));
+                assert_eq!(vars.vars, ["count=3", "image=redis:7"]);
+                assert_eq!(
+                    vars.var_files,
+                    [PathBuf::from("prod.hcl"), PathBuf::from("b.json")]
+                );
+                assert!(!vars.strict);
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+        for verb in ["plan", "validate"] {
+            let cli = parse(&format!("job {verb} -var x=1 -hcl2-strict j.hcl"));
+            match cli.command {
+                Command::Job(JobCommand::Plan { vars, .. } | JobCommand::Validate { vars, .. }) => {
+                    assert_eq!(vars.vars, ["x=1"]);
+                    assert!(vars.strict);
+                }
+                other => panic!("parsed as {other:?}"),
+            }
         }
     }
 

@@ -1,15 +1,17 @@
-//! `job run`, `job plan`, `job status`, `job stop`, `job inspect`; the
-//! version, dispatch and periodic verbs live in `versions`, `dispatch` and
-//! `periodic`.
+//! `job run`, `job plan`, `job validate`, `job status`, `job stop`, `job
+//! inspect`; the version, dispatch and periodic verbs live in `versions`,
+//! `dispatch` and `periodic`. Job files are parsed here, on the operator's
+//! machine, with their HCL2 variables from `-var`, `-var-file` and
+//! `NOMAD_VAR_`, as Nomad's CLI parses them.
 
 use std::path::Path;
 
-use caravan_jobspec::ParseOptions;
+use caravan_jobspec::{ParseOptions, VarFile, VariableInputs};
 use caravan_model::{JobExt, now_unix_ns, trigger};
 use caravan_proto::{DesiredUpdates, Job, PlanJobResponse};
 
 use crate::api::Api;
-use crate::args::JobCommand;
+use crate::args::{JobCommand, JobVarArgs};
 use crate::error::CliError;
 use crate::format::table;
 use crate::lookup;
@@ -27,10 +29,16 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: JobCommand) -> Result<
     match cmd {
         JobCommand::Run {
             file,
+            vars,
             detach,
             check_index,
-        } => run(api, ui, &file, detach, check_index).await,
-        JobCommand::Plan { file, verbose } => match plan(api, ui, &file, verbose).await {
+        } => run(api, ui, &file, &vars, detach, check_index).await,
+        JobCommand::Validate { file, vars } => validate(ui, &file, &vars),
+        JobCommand::Plan {
+            file,
+            vars,
+            verbose,
+        } => match plan(api, ui, &file, &vars, verbose).await {
             Ok(code) => Ok(code),
             Err(e) => {
                 ui.error(e.to_string());
@@ -72,19 +80,53 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: JobCommand) -> Result<
     }
 }
 
+/// What a job file's variables are given on this command line: the flags, the
+/// `-var-file` contents, this process's `NOMAD_VAR_` environment, and file
+/// functions reading beside the job file.
+pub fn variable_inputs(path: &Path, vars: &JobVarArgs) -> Result<VariableInputs> {
+    let files = vars
+        .var_files
+        .iter()
+        .map(|f| {
+            let name = f.display().to_string();
+            std::fs::read_to_string(f)
+                .map(|text| VarFile {
+                    name: name.clone(),
+                    text,
+                })
+                .map_err(|e| CliError::ReadFile {
+                    path: name,
+                    message: format!("Failed to read var file: {e}"),
+                })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let base = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    Ok(VariableInputs {
+        args: vars.vars.clone(),
+        files,
+        content: None,
+        env: VariableInputs::process_env(),
+        strict: vars.strict,
+        file_base: Some(base),
+    })
+}
+
 /// Reads, parses (HCL or JSON) and validates a job file.
-pub fn load_job(path: &Path) -> Result<(Job, Vec<String>)> {
+pub fn load_job(path: &Path, vars: &JobVarArgs) -> Result<(Job, Vec<String>)> {
     let shown = path.display().to_string();
     let body = std::fs::read(path).map_err(|e| CliError::ReadFile {
         path: shown.clone(),
         message: e.to_string(),
     })?;
-    let parsed = caravan_jobspec::parse_job(&body, &ParseOptions::default()).map_err(|e| {
-        CliError::JobFile {
+    let inputs = variable_inputs(path, vars)?;
+    let parsed = caravan_jobspec::parse_job_with(&body, &inputs, &ParseOptions::default())
+        .map_err(|e| CliError::JobFile {
             path: shown.clone(),
             message: e.to_string(),
-        }
-    })?;
+        })?;
     caravan_jobspec::validate(&parsed.job).map_err(|e| CliError::JobFile {
         path: shown,
         message: format!("Job validation errors:\n{e}"),
@@ -115,14 +157,39 @@ fn warnings_block(warnings: &[String]) -> Option<String> {
     Some(out)
 }
 
+/// `job validate`: parses and checks a job file here, as Nomad does when it
+/// cannot reach an agent; exit 1 with the errors, 0 with "Job validation successful".
+fn validate(ui: &mut Ui, file: &Path, vars: &JobVarArgs) -> Result<u8> {
+    match load_job(file, vars) {
+        Ok((_, warnings)) => {
+            if let Some(block) = warnings_block(&warnings) {
+                ui.output(block);
+            }
+            ui.output("Job validation successful");
+            Ok(0)
+        }
+        Err(CliError::JobFile { message, .. }) => {
+            let message = message
+                .strip_prefix("Job validation errors:\n")
+                .unwrap_or(&message)
+                .to_string();
+            ui.error("Job validation errors:");
+            ui.error(message);
+            Ok(1)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 async fn run(
     api: &Api,
     ui: &mut Ui,
     file: &Path,
+    vars: &JobVarArgs,
     detach: bool,
     check_index: Option<i64>,
 ) -> Result<u8> {
-    let (job, mut warnings) = load_job(file)?;
+    let (job, mut warnings) = load_job(file, vars)?;
     let periodic = job.is_periodic();
     let parameterized = job.parameterized.is_some();
     let resp = api.register_job(job, check_index).await?;
@@ -211,8 +278,8 @@ pub(crate) fn modify_index_hint(index: i64, file: &str) -> String {
     )
 }
 
-async fn plan(api: &Api, ui: &mut Ui, file: &Path, verbose: bool) -> Result<u8> {
-    let (job, mut warnings) = load_job(file)?;
+async fn plan(api: &Api, ui: &mut Ui, file: &Path, vars: &JobVarArgs, verbose: bool) -> Result<u8> {
+    let (job, mut warnings) = load_job(file, vars)?;
     let existing = match api.job(&job.id).await {
         Ok(j) => Some(j),
         Err(e) if e.is_not_found() => None,
@@ -401,17 +468,66 @@ mod tests {
             "job \"x\" {\n  group \"g\" {\n    count = -1\n    task \"t\" {\n      driver = \"raw_exec\"\n    }\n  }\n}\n",
         )
         .unwrap();
-        let err = load_job(&bad).unwrap_err().to_string();
+        let none = JobVarArgs::default();
+        let err = load_job(&bad, &none).unwrap_err().to_string();
         assert!(err.contains("count"), "{err}");
         let missing = dir.path().join("missing.hcl");
-        let err = load_job(&missing).unwrap_err().to_string();
+        let err = load_job(&missing, &none).unwrap_err().to_string();
         assert!(err.starts_with("Error reading job file"), "{err}");
         let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.hcl");
-        let (job, _) = load_job(&hello).unwrap();
+        let (job, _) = load_job(&hello, &none).unwrap();
         assert_eq!(job.id, "hello");
         let json = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.json");
-        let (from_json, _) = load_job(&json).unwrap();
+        let (from_json, _) = load_job(&json, &none).unwrap();
         assert_eq!(from_json.id, "hello");
         assert_eq!(from_json.task_groups.len(), job.task_groups.len());
+    }
+
+    #[test]
+    fn job_files_take_var_and_var_file_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = dir.path().join("job.nomad.hcl");
+        std::fs::write(
+            &job,
+            "variable \"count\" {\n  type = number\n  validation {\n    condition     = var.count < 10\n    error_message = \"at most 9\"\n  }\n}\nvariable \"cmd\" {\n  default = \"/bin/true\"\n}\njob \"web\" {\n  group \"g\" {\n    count = var.count\n    task \"t\" {\n      driver = \"raw_exec\"\n      config {\n        command = var.cmd\n      }\n    }\n  }\n}\n",
+        )
+        .unwrap();
+        let prod = dir.path().join("prod.hcl");
+        std::fs::write(&prod, "count = 2\ncmd = \"/bin/sleep\"\n").unwrap();
+        let vars = JobVarArgs {
+            vars: vec!["count=3".into()],
+            var_files: vec![prod.clone()],
+            strict: true,
+        };
+        let (job, _) = load_job(&job, &vars).unwrap();
+        assert_eq!(job.task_groups[0].count, 3, "-var wins over -var-file");
+        let rendered = caravan_jobspec::render_json(&job);
+        assert_eq!(
+            rendered["TaskGroups"][0]["Tasks"][0]["Config"]["command"], "/bin/sleep",
+            "-var-file wins over the default"
+        );
+        let err = load_job(
+            &dir.path().join("job.nomad.hcl"),
+            &JobVarArgs {
+                vars: vec!["count=30".into()],
+                ..vars.clone()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("variable \"count\": Invalid value for cmd variable: at most 9"),
+            "{err}"
+        );
+        let err = load_job(
+            &dir.path().join("job.nomad.hcl"),
+            &JobVarArgs {
+                var_files: vec![dir.path().join("missing.hcl")],
+                ..vars
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("Failed to read var file"), "{err}");
     }
 }
