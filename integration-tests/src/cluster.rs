@@ -641,6 +641,16 @@ impl Cluster {
 
     /// Runs the `caravan` CLI against the first gateway.
     pub async fn cli(&self, args: &[&str]) -> anyhow::Result<Output> {
+        self.cli_with_env(args, &[]).await
+    }
+
+    /// Runs the `caravan` CLI against the first gateway with `env` added to
+    /// its environment (`NOMAD_VAR_count=3`).
+    pub async fn cli_with_env(
+        &self,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Output> {
         let bin = binaries::binary(&self.bins, "caravan")?;
         let address = format!("http://{}", self.gateway_grpc()?);
         let mut command = tokio::process::Command::new(bin);
@@ -654,6 +664,7 @@ impl Cluster {
             .arg("--address")
             .arg(&address)
             .args(args)
+            .envs(env.iter().copied())
             .env("NO_COLOR", "1")
             .kill_on_drop(true)
             .output();

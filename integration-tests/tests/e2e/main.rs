@@ -6,6 +6,7 @@
 
 mod blocked;
 mod failover;
+mod hcl2_vars;
 mod http_api;
 mod raw_exec;
 mod traces;
