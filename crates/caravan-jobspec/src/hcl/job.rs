@@ -2,7 +2,8 @@
 //! (placement rules, update, reschedule, migrate, restart).
 
 use super::body::{BlockRef, Body, Diag};
-use super::task::{decode_network, decode_task};
+use super::schema;
+use super::task::{decode_network, decode_task, labeled_list, normalize_vault};
 use crate::nomad_json::model::*;
 use std::collections::BTreeMap;
 
@@ -44,7 +45,12 @@ pub(crate) fn decode_job<'a>(
             }
         })
         .collect();
+    // A job-level `vault` and `secret`s are every task's (as Nomad's parser spreads them).
+    let vault = schema::single(&mut b, "vault", schema::VAULT, diag).map(normalize_vault);
+    let secrets = labeled_list(&mut b, "secret", schema::SECRET, diag);
     let mut job = ApiJob {
+        ui: schema::single(&mut b, "ui", schema::UI, diag),
+        multiregion: schema::single(&mut b, "multiregion", schema::MULTIREGION, diag),
         region: b.string("region", diag),
         namespace: b.string("namespace", diag),
         // As Nomad: the `id` argument wins over the label, and the name is the label.
@@ -87,13 +93,43 @@ pub(crate) fn decode_job<'a>(
         groups.extend(job.task_groups.take().unwrap_or_default());
         job.task_groups = Some(groups);
     }
+    for group in job.task_groups.iter_mut().flatten() {
+        inherit(
+            group.tasks.iter_mut().flatten(),
+            vault.as_ref(),
+            secrets.as_ref(),
+        );
+    }
     b.finish(JOB_UNSUPPORTED_ATTRS, JOB_UNSUPPORTED_BLOCKS, diag);
     job
+}
+
+/// Gives tasks without their own `vault` the enclosing one, and adds the enclosing
+/// `secret`s to theirs.
+fn inherit<'t>(
+    tasks: impl Iterator<Item = &'t mut ApiTask>,
+    vault: Option<&serde_json::Value>,
+    secrets: Option<&serde_json::Value>,
+) {
+    for task in tasks {
+        if task.vault.is_none() {
+            task.vault = vault.cloned();
+        }
+        if let Some(serde_json::Value::Array(extra)) = secrets {
+            match &mut task.secrets {
+                Some(serde_json::Value::Array(own)) => own.extend(extra.iter().cloned()),
+                _ => task.secrets = secrets.cloned(),
+            }
+        }
+    }
 }
 
 fn decode_group<'a>(block: &BlockRef<'a>, job: &Body<'a, '_>, diag: &mut Diag) -> ApiTaskGroup {
     let name = job.label(block, diag).unwrap_or_default();
     let mut b = job.child(block, format!("{}: group {name:?}", job.path()));
+    let vault = schema::single(&mut b, "vault", schema::VAULT, diag).map(normalize_vault);
+    let secrets = labeled_list(&mut b, "secret", schema::SECRET, diag);
+    let volumes = schema::labeled(&mut b, "volume", schema::VOLUME, "Name", diag);
     let meta = b.string_map("meta", diag).map(to_map);
     let scaling = b
         .single_block("scaling", diag)
@@ -103,7 +139,17 @@ fn decode_group<'a>(block: &BlockRef<'a>, job: &Body<'a, '_>, diag: &mut Diag) -
         .into_iter()
         .map(|n| decode_network(&n, &b, &b.field_path("network"), diag))
         .collect();
-    let group = ApiTaskGroup {
+    let mut group = ApiTaskGroup {
+        services: schema::list(&mut b, "service", schema::SERVICE, diag),
+        volumes: (!volumes.is_empty()).then(|| {
+            serde_json::Value::Object(
+                volumes
+                    .into_iter()
+                    .map(|(k, v)| (k, serde_json::Value::Object(v)))
+                    .collect(),
+            )
+        }),
+        consul: schema::single(&mut b, "consul", schema::CONSUL, diag),
         name: Some(name),
         count: b.int("count", diag),
         constraints: decode_constraints(&mut b, diag),
@@ -156,8 +202,12 @@ fn decode_group<'a>(block: &BlockRef<'a>, job: &Body<'a, '_>, diag: &mut Diag) -
                 .map(|t| decode_task(&t, &b, diag))
                 .collect(),
         ),
-        ..Default::default()
     };
+    inherit(
+        group.tasks.iter_mut().flatten(),
+        vault.as_ref(),
+        secrets.as_ref(),
+    );
     b.finish(&[], GROUP_UNSUPPORTED_BLOCKS, diag);
     group
 }

@@ -9,6 +9,7 @@
 mod body;
 pub(crate) mod eval;
 mod job;
+mod schema;
 mod task;
 mod value;
 pub(crate) mod variables;

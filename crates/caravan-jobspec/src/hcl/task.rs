@@ -3,25 +3,15 @@
 use super::body::{BlockRef, Body, Diag};
 use super::eval::Value;
 use super::job::{affinities_of, constraints_of, decode_restart, to_map};
+use super::schema;
 use crate::nomad_json::model::*;
+use serde_json::{Value as Json, json};
 
 /// Nomad task arguments Caravan does not support yet.
 const TASK_UNSUPPORTED_ATTRS: &[&str] = &[];
-/// Nomad task blocks Caravan does not support yet.
-const TASK_UNSUPPORTED_BLOCKS: &[&str] = &[
-    "service",
-    "artifact",
-    "template",
-    "vault",
-    "consul",
-    "volume_mount",
-    "csi_plugin",
-    "scaling",
-    "identity",
-    "action",
-    "schedule",
-    "secret",
-];
+/// Nomad task blocks Caravan does not support yet: none is left unread; the ones Caravan
+/// does not run are decoded into Nomad's JSON (`schema`) and warned at conversion.
+const TASK_UNSUPPORTED_BLOCKS: &[&str] = &[];
 
 /// Decodes a `task "name" { ... }` block.
 pub(crate) fn decode_task<'a>(
@@ -61,7 +51,22 @@ pub(crate) fn decode_task<'a>(
     };
     let env = b.string_map("env", diag).map(to_map);
     let meta = b.string_map("meta", diag).map(to_map);
+    let (identity, identities) = identities(&mut b, diag);
     let task = ApiTask {
+        services: schema::list(&mut b, "service", schema::SERVICE, diag),
+        artifacts: schema::list(&mut b, "artifact", schema::ARTIFACT, diag),
+        templates: schema::list(&mut b, "template", schema::TEMPLATE, diag)
+            .map(normalize_templates),
+        vault: schema::single(&mut b, "vault", schema::VAULT, diag).map(normalize_vault),
+        consul: schema::single(&mut b, "consul", schema::CONSUL, diag),
+        volume_mounts: schema::list(&mut b, "volume_mount", schema::VOLUME_MOUNT, diag),
+        csi_plugin_config: schema::single(&mut b, "csi_plugin", schema::CSI_PLUGIN, diag),
+        scaling_policies: scaling_policies(&mut b, diag),
+        identity,
+        identities,
+        actions: labeled_list(&mut b, "action", schema::ACTION, diag),
+        schedule: schema::single(&mut b, "schedule", schema::SCHEDULE, diag),
+        secrets: labeled_list(&mut b, "secret", schema::SECRET, diag),
         name: Some(name),
         driver: b.string("driver", diag),
         user: b.string("user", diag),
@@ -109,7 +114,6 @@ pub(crate) fn decode_task<'a>(
             l.finish(&[], &[], diag);
             logs
         }),
-        ..Default::default()
     };
     b.finish(TASK_UNSUPPORTED_ATTRS, TASK_UNSUPPORTED_BLOCKS, diag);
     task
@@ -212,4 +216,119 @@ pub(crate) fn decode_network<'a>(
     };
     b.finish(&[], &["dns", "cni"], diag);
     network
+}
+
+/// Labeled blocks as a list, each with its label as `Name`.
+pub(crate) fn labeled_list(
+    b: &mut Body<'_, '_>,
+    ident: &str,
+    fields: &[schema::Field],
+    diag: &mut Diag,
+) -> Option<Json> {
+    let items: Vec<Json> = schema::labeled(b, ident, fields, "Name", diag)
+        .into_iter()
+        .map(|(_, obj)| Json::Object(obj))
+        .collect();
+    (!items.is_empty()).then_some(Json::Array(items))
+}
+
+/// The task's identities; the default one (unnamed or `default`) goes to `Identity`, as
+/// Nomad's parser moves it for older agents.
+fn identities(b: &mut Body<'_, '_>, diag: &mut Diag) -> (Option<Json>, Option<Json>) {
+    let Some(Json::Array(mut all)) = schema::list(b, "identity", schema::IDENTITY, diag) else {
+        return (None, None);
+    };
+    let default = all.iter().position(|i| {
+        matches!(
+            i.get("Name").and_then(Json::as_str),
+            None | Some("") | Some("default")
+        )
+    });
+    let identity = default.map(|i| all.remove(i));
+    (identity, (!all.is_empty()).then_some(Json::Array(all)))
+}
+
+/// Nomad's defaults for a template that the parser fills in.
+fn normalize_templates(templates: Json) -> Json {
+    let Json::Array(mut items) = templates else {
+        return templates;
+    };
+    for t in &mut items {
+        let Some(obj) = t.as_object_mut() else {
+            continue;
+        };
+        obj.entry("ChangeMode").or_insert(json!("restart"));
+        obj.entry("Perms").or_insert(json!("0644"));
+        obj.entry("Splay").or_insert(json!(5_000_000_000i64));
+        obj.entry("ErrMissingKey").or_insert(json!(false));
+        if let Some(script) = obj.get_mut("ChangeScript").and_then(Json::as_object_mut) {
+            script.entry("Args").or_insert(json!([]));
+            script.entry("Timeout").or_insert(json!(5_000_000_000i64));
+            script.entry("FailOnError").or_insert(json!(false));
+            script.entry("RunOnFirstRender").or_insert(json!(false));
+        }
+    }
+    Json::Array(items)
+}
+
+/// Nomad's defaults for a `vault` block that the parser fills in.
+pub(crate) fn normalize_vault(mut vault: Json) -> Json {
+    if let Some(obj) = vault.as_object_mut() {
+        obj.entry("Env").or_insert(json!(true));
+        obj.entry("DisableFile").or_insert(json!(false));
+        obj.entry("ChangeMode").or_insert(json!("restart"));
+    }
+    vault
+}
+
+/// `scaling "cpu"` and `scaling "mem"` blocks of a task (the vertical autoscaler's).
+fn scaling_policies(b: &mut Body<'_, '_>, diag: &mut Diag) -> Option<Json> {
+    let mut out = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    for (label, mut obj) in schema::labeled(b, "scaling", schema::TASK_SCALING, "__label", diag) {
+        obj.remove("__label");
+        let label = label.to_lowercase();
+        let kind = match label.as_str() {
+            "cpu" => "vertical_cpu",
+            "mem" => "vertical_mem",
+            _ => {
+                b.error_at(
+                    "scaling",
+                    "Invalid scaling policy name: scaling policy name must be \"cpu\" or \"mem\"",
+                    None,
+                    diag,
+                );
+                continue;
+            }
+        };
+        if seen.contains(&label) {
+            b.error_at(
+                "scaling",
+                &format!(
+                    "Duplicate scaling {label:?} block: Only one scaling {label} block is allowed."
+                ),
+                None,
+                diag,
+            );
+            continue;
+        }
+        seen.push(label);
+        match obj.get("Type").and_then(Json::as_str) {
+            None | Some("") => {
+                obj.insert("Type".into(), json!(kind));
+            }
+            Some(t) if t == kind => {}
+            Some(t) => {
+                b.error_at(
+                    "scaling",
+                    &format!("Invalid scaling policy type: Invalid policy type, expected {t:?} but found {kind:?}"),
+                    None,
+                    diag,
+                );
+                continue;
+            }
+        }
+        out.push(Json::Object(obj));
+    }
+    (!out.is_empty()).then_some(Json::Array(out))
 }

@@ -517,11 +517,13 @@ fn log_config(lc: Option<ApiLogConfig>, base: &str, conv: &mut Conversion) -> Lo
     out
 }
 
+/// The identity Nomad gives every task, not exposed to it (no `env`, no `file`).
 fn is_default_identity(v: &Value) -> bool {
     matches!(
         v.get("Name").and_then(Value::as_str),
         None | Some("" | "default")
-    )
+    ) && !v.get("Env").and_then(Value::as_bool).unwrap_or(false)
+        && !v.get("File").and_then(Value::as_bool).unwrap_or(false)
 }
 
 /// Nomad servers fill `Consul { Cluster: "default" }` into every group.
