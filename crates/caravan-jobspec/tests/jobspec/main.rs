@@ -4,6 +4,7 @@ mod diff;
 mod hcl;
 mod hcl2;
 mod json;
+mod parity;
 mod robustness;
 mod scaling;
 mod validate;
