@@ -21,6 +21,8 @@ pub(crate) struct Evaluator<'a> {
     inherited: &'a Bindings,
     /// Names bound by the `for` expressions being evaluated, innermost last.
     local: Vec<(String, Value)>,
+    /// Expressions evaluated so far, against [`super::MAX_STEPS`].
+    steps: u64,
 }
 
 impl<'a> Evaluator<'a> {
@@ -30,10 +32,21 @@ impl<'a> Evaluator<'a> {
             src,
             inherited,
             local: Vec::new(),
+            steps: 0,
         }
     }
 
     pub fn eval(&mut self, expr: &Expression) -> Result<Value> {
+        self.steps += 1;
+        if self.steps > super::MAX_STEPS {
+            return Err(EvalError::new(
+                format!(
+                    "Expression too complex: evaluating it took more than {} steps",
+                    super::MAX_STEPS
+                ),
+                expr.span(),
+            ));
+        }
         match expr {
             Expression::Null(_) => Ok(Value::Null),
             Expression::Bool(b) => Ok(Value::Bool(*b.value())),

@@ -27,6 +27,14 @@ use hcl_edit::expr::Expression;
 
 pub(crate) use value::Value;
 
+/// The most evaluation steps one expression may take: far above any job file, low enough
+/// that a hostile body sent to the HTTP API cannot keep a server thread busy for minutes.
+pub(crate) const MAX_STEPS: u64 = 5_000_000;
+
+/// The longest string an expression may build (64 MiB): a template loop or `replace`
+/// cannot turn a small body into gigabytes.
+pub(crate) const MAX_STRING: usize = 64 << 20;
+
 /// An evaluation error, with the span of the expression that caused it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct EvalError {

@@ -132,6 +132,15 @@ fn render_elements(
                         }
                     };
                     for (k, v) in entries {
+                        if out.len() > super::MAX_STRING {
+                            return Err(EvalError::new(
+                                format!(
+                                    "Template too long: the result would exceed {} bytes",
+                                    super::MAX_STRING
+                                ),
+                                f.collection_expr.span(),
+                            ));
+                        }
                         let text = ev.with_bindings(
                             f.key_var.as_ref().map(|k| k.as_str()),
                             k,

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::{FResult, FuncError, arity, at_least, int, list, map, number, string, strings};
-use crate::hcl::eval::value::{Value, compare, make_set};
+use crate::hcl::eval::value::{Value, make_set};
 
 pub(super) fn call(name: &str, args: &[Value]) -> Option<FResult> {
     Some(match name {
@@ -247,8 +247,15 @@ pub(super) fn call(name: &str, args: &[Value]) -> Option<FResult> {
         "setproduct" => (|| {
             at_least(args, 2)?;
             let mut acc: Vec<Vec<Value>> = vec![Vec::new()];
+            let mut total: usize = 1;
             for i in 0..args.len() {
                 let items = list(args, i)?;
+                total = total.saturating_mul(items.len());
+                if total > 1_000_000 {
+                    return Err(FuncError::Failed(
+                        "the product would have more than 1000000 elements".into(),
+                    ));
+                }
                 let mut next = Vec::with_capacity(acc.len() * items.len());
                 for prefix in &acc {
                     for item in items {
@@ -343,6 +350,5 @@ fn range(args: &[Value]) -> FResult {
         );
         v += step;
     }
-    let _ = compare;
     Ok(Value::List(out))
 }

@@ -1,7 +1,12 @@
 //! String functions: case, trimming, splitting, substrings, `format` and `formatlist`,
 //! replacement (plain and by regular expression).
 
-use super::{FResult, FuncError, arity, at_least, int, list, string, strings};
+use super::{FResult, FuncError, arity, at_least, int, string, strings};
+use crate::hcl::eval::MAX_STRING;
+
+fn too_long() -> FuncError {
+    FuncError::Failed(format!("the result would exceed {MAX_STRING} bytes"))
+}
 use crate::hcl::eval::value::{Number, Value};
 
 pub(super) fn call(name: &str, args: &[Value]) -> Option<FResult> {
@@ -24,10 +29,13 @@ pub(super) fn call(name: &str, args: &[Value]) -> Option<FResult> {
             arity(args, 2)?;
             let n = usize::try_from(int(args, 0)?)
                 .map_err(|_| FuncError::Arg(0, "must not be negative".into()))?;
+            let s = string(args, 1)?;
+            let lines = s.matches('\n').count();
+            if n.saturating_mul(lines).saturating_add(s.len()) > MAX_STRING {
+                return Err(too_long());
+            }
             let pad = " ".repeat(n);
-            Ok(Value::String(
-                string(args, 1)?.replace('\n', &format!("\n{pad}")),
-            ))
+            Ok(Value::String(s.replace('\n', &format!("\n{pad}"))))
         })(),
         "trim" => (|| {
             arity(args, 2)?;
@@ -72,6 +80,14 @@ pub(super) fn call(name: &str, args: &[Value]) -> Option<FResult> {
         "replace" => (|| {
             arity(args, 3)?;
             let (s, from, to) = (string(args, 0)?, string(args, 1)?, string(args, 2)?);
+            let hits = if from.is_empty() {
+                s.chars().count() + 1
+            } else {
+                s.matches(from.as_str()).count()
+            };
+            if hits.saturating_mul(to.len()).saturating_add(s.len()) > MAX_STRING {
+                return Err(too_long());
+            }
             Ok(Value::String(s.replace(&from, &to)))
         })(),
         "regex_replace" => (|| {
@@ -79,6 +95,10 @@ pub(super) fn call(name: &str, args: &[Value]) -> Option<FResult> {
             let (s, pattern, to) = (string(args, 0)?, string(args, 1)?, string(args, 2)?);
             let re = regex::Regex::new(&pattern)
                 .map_err(|e| FuncError::Arg(1, format!("invalid regular expression: {e}")))?;
+            let hits = re.find_iter(&s).count();
+            if hits.saturating_mul(to.len()).saturating_add(s.len()) > MAX_STRING {
+                return Err(too_long());
+            }
             Ok(Value::String(re.replace_all(&s, to.as_str()).into_owned()))
         })(),
         "substr" => (|| {
@@ -197,10 +217,18 @@ pub(super) fn format(fmt: &str, args: &[Value]) -> Result<String, FuncError> {
         }
         let width: String = std::iter::from_fn(|| chars.next_if(|c| c.is_ascii_digit())).collect();
         v.width = width.parse().ok();
+        if v.width.is_some_and(|w| w > 10_000) {
+            return Err(FuncError::Failed("width too large: at most 10000".into()));
+        }
         if chars.peek() == Some(&'.') {
             chars.next();
             let p: String = std::iter::from_fn(|| chars.next_if(|c| c.is_ascii_digit())).collect();
             v.precision = Some(p.parse().unwrap_or(0));
+            if v.precision.is_some_and(|p| p > 10_000) {
+                return Err(FuncError::Failed(
+                    "precision too large: at most 10000".into(),
+                ));
+            }
         }
         let Some(verb) = chars.next() else {
             return Err(FuncError::Failed(
@@ -425,6 +453,5 @@ fn formatlist(args: &[Value]) -> FResult {
             other => other,
         })?));
     }
-    let _ = list;
     Ok(Value::List(out))
 }

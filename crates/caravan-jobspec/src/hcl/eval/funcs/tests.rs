@@ -254,6 +254,29 @@ fn errors_name_the_function() {
 }
 
 #[test]
+fn hostile_calls_are_refused_before_they_allocate() {
+    for (expr, want) in [
+        ("indent(100000000, \"a\\nb\")", "the result would exceed"),
+        ("format(\"%100000000s\", \"x\")", "width too large"),
+        (
+            "replace(format(\"%10000s\", \"\"), \"\", format(\"%10000s\", \"x\"))",
+            "the result would exceed",
+        ),
+        (
+            "setproduct(range(1000), range(1000), range(1000))",
+            "more than 1000000 elements",
+        ),
+        (
+            "length([for a in range(1000) : [for b in range(1000) : [for c in range(1000) : c]]])",
+            "Expression too complex",
+        ),
+    ] {
+        let err = ev(expr).unwrap_err();
+        assert!(err.contains(want), "{expr}: {err}");
+    }
+}
+
+#[test]
 fn file_functions_read_beside_the_job_only_where_allowed() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("motd.txt"), "hello\n").expect("write");
