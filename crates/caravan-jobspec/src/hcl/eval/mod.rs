@@ -14,6 +14,8 @@
 
 mod expr;
 pub(crate) mod funcs;
+mod ops;
+mod refs;
 mod template;
 pub(crate) mod types;
 pub(crate) mod value;
@@ -115,7 +117,7 @@ pub(crate) fn constant(expr: &Expression) -> Result<Value, EvalError> {
 /// validation condition tests its own variable and no other.
 pub(crate) fn referenced_roots(expr: &Expression) -> Vec<(String, Option<String>)> {
     let mut out = Vec::new();
-    expr::collect_references(expr, &mut Vec::new(), &mut out);
+    refs::collect_references(expr, &mut Vec::new(), &mut out);
     out
 }
 

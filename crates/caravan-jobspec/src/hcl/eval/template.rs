@@ -5,7 +5,8 @@ use hcl_edit::Span;
 use hcl_edit::template::{Directive, Element, StringTemplate, Template};
 
 use super::EvalError;
-use super::expr::{Evaluator, collect_references};
+use super::expr::Evaluator;
+use super::refs::collect_references;
 use super::value::Value;
 
 type Result<T> = std::result::Result<T, EvalError>;
