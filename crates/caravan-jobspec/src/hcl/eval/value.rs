@@ -118,8 +118,7 @@ impl Number {
             return Err("can't divide by zero".into());
         }
         if let (Number::Int(a), Number::Int(b)) = (self, other)
-            && b != 0
-            && a % b == 0
+            && a.checked_rem(b) == Some(0)
             && let Some(r) = a.checked_div(b)
         {
             return Ok(Number::Int(r));
@@ -375,6 +374,7 @@ mod tests {
         assert!(matches!(n(8).div(n(2)).unwrap(), Number::Int(4)));
         assert_eq!(n(-7).rem(n(3)).unwrap(), n(-1));
         assert!(n(1).div(n(0)).is_err());
+        assert!(n(i64::MIN).div(n(-1)).is_ok(), "no overflow panic");
         assert!(matches!(n(i64::MAX).add(n(1)).unwrap(), Number::Float(_)));
         assert_eq!(Number::Float(2.0e3).to_string(), "2000");
         assert_eq!(Number::parse(" 1e3 "), Some(n(1000)));

@@ -70,7 +70,7 @@ fn mask(prefix: u32, width: u32) -> u128 {
     if prefix == 0 {
         return 0;
     }
-    full(width) & !(full(width) >> prefix)
+    full(width) & !full(width).checked_shr(prefix).unwrap_or(0)
 }
 
 pub(super) fn call(name: &str, args: &[Value]) -> Option<FResult> {
@@ -123,8 +123,11 @@ pub(super) fn call(name: &str, args: &[Value]) -> Option<FResult> {
                     "prefix extension of {newbits} does not accommodate a subnet numbered {num}"
                 )));
             }
+            let shifted = (num as u128)
+                .checked_shl(net.width - new_prefix)
+                .unwrap_or(0);
             let sub = Net {
-                addr: net.addr | ((num as u128) << (net.width - new_prefix)),
+                addr: net.addr | shifted,
                 prefix: new_prefix,
                 width: net.width,
             };

@@ -148,7 +148,7 @@ fn substr(s: &str, offset: i64, length: i64) -> String {
     let end = if length < 0 {
         chars.len()
     } else {
-        (start + length as usize).min(chars.len())
+        start.saturating_add(length as usize).min(chars.len())
     };
     chars[start..end].iter().collect()
 }
