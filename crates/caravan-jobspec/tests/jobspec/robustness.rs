@@ -197,3 +197,27 @@ fn a_key_repeated_far_apart_is_refused() {
         .to_string();
     assert!(err.contains("redefined object key"), "{err}");
 }
+
+/// The HCL fuzz target's committed corpus (`fuzz/corpus/hcl_job`) through the parser
+/// and evaluator, without the fuzzer: none of it panics, and it answers quickly.
+#[test]
+fn the_hcl_fuzz_corpus_parses_without_panicking() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/hcl_job");
+    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let options = ParseOptions::default();
+    let mut seen = 0;
+    for entry in entries {
+        let path = entry.expect("corpus entry").path();
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let _ = caravan_jobspec::parse_hcl(&text, &options);
+        let _ = caravan_jobspec::hcl_to_nomad_json(&text, false, &options);
+        seen += 1;
+    }
+    assert!(
+        seen > 100,
+        "only {seen} corpus files read from {}",
+        dir.display()
+    );
+}
