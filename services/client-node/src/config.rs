@@ -59,11 +59,14 @@ pub struct ClientConfig {
     pub disk_mb: u64,
     /// Network speed advertised for the node's interface.
     pub network_speed_mbits: u32,
-    /// Enabled task drivers (`raw_exec`, `mock`). `raw_exec` runs a job's
-    /// commands as the client's own user with no isolation, so it is off
-    /// unless listed here, as Nomad's is unless its plugin block enables it;
-    /// the default enables only `mock`.
+    /// Enabled task drivers (`raw_exec`, `docker`, `mock`). `raw_exec` runs
+    /// a job's commands as the client's own user with no isolation, so it is
+    /// off unless listed here, as Nomad's is unless its plugin block enables
+    /// it; the default enables only `mock`.
     pub drivers: Vec<String>,
+    /// The drivers' own settings (`[plugin.docker]`, …), as Nomad's
+    /// `plugin "<name>" { config { … } }` blocks.
+    pub plugin: crate::driver::PluginConfigs,
     /// Run this many simulated nodes (mock driver only) instead of one real node.
     pub simulate: u32,
     /// Resources of each simulated node.
@@ -154,6 +157,7 @@ impl Default for ClientConfig {
             disk_mb: 0,
             network_speed_mbits: 1000,
             drivers: vec!["mock".into()],
+            plugin: Default::default(),
             simulate: 0,
             simulate_resources: SimulatedResources::default(),
             simulate_nodes_per_channel: 100,
@@ -187,13 +191,17 @@ impl ClientConfig {
             return Err(ClientError::invalid("data_dir", "must not be empty"));
         }
         for d in &self.driver_names() {
-            if !matches!(d.as_str(), "raw_exec" | "mock") {
+            if !crate::driver::catalog::known().any(|k| k == d) {
+                let known: Vec<&str> = crate::driver::catalog::known().collect();
                 return Err(ClientError::invalid(
                     "drivers",
-                    format!("unknown driver {d:?} (known: raw_exec, mock)"),
+                    format!("unknown driver {d:?} (known: {})", known.join(", ")),
                 ));
             }
         }
+        self.plugin
+            .validate()
+            .map_err(|(field, why)| ClientError::invalid(field, why))?;
         if self.update_interval_ms == 0 {
             return Err(ClientError::invalid(
                 "update_interval_ms",

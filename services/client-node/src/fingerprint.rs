@@ -6,11 +6,11 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::Path;
 
 use caravan_proto::{
-    DriverInfo, Node, NodeNetwork, NodeReservedResources, NodeResources, NodeStatus,
-    SchedulingEligibility,
+    Node, NodeNetwork, NodeReservedResources, NodeResources, NodeStatus, SchedulingEligibility,
 };
 
 use crate::config::ClientConfig;
+use crate::driver::Fingerprint;
 
 /// The version reported as `caravan.version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -215,7 +215,7 @@ pub fn build_node(
     facts: &HostFacts,
     node_id: &str,
     http_addr: &str,
-    drivers: BTreeMap<String, DriverInfo>,
+    drivers: &BTreeMap<String, Fingerprint>,
 ) -> Node {
     let core_mhz = facts.core_mhz.unwrap_or(config.cpu_mhz_fallback).max(1);
     let total_mhz = if config.cpu_total_mhz > 0 {
@@ -270,11 +270,6 @@ pub fn build_node(
         disk_mb.saturating_mul(1024 * 1024).to_string(),
     );
     attr("caravan.version", VERSION.to_string());
-    for (name, info) in &drivers {
-        if info.detected {
-            attr(&format!("driver.{name}"), "1".to_string());
-        }
-    }
     let mut node = Node {
         id: node_id.to_string(),
         name,
@@ -287,7 +282,6 @@ pub fn build_node(
         node_class: config.node_class.clone(),
         attributes,
         meta: config.meta.clone(),
-        drivers,
         resources: Some(NodeResources {
             cpu_mhz: total_mhz,
             core_ids: (0..facts.cores).collect(),
@@ -317,8 +311,38 @@ pub fn build_node(
     };
     node.set_status(NodeStatus::Ready);
     node.set_scheduling_eligibility(SchedulingEligibility::Eligible);
+    apply_drivers(&mut node, drivers);
     node.computed_class = caravan_scheduler::compute_node_class(&node);
     node
+}
+
+/// Puts the drivers' fingerprints on the node, as Nomad's client does: each
+/// driver's info, its attributes among the node's (a driver that stops
+/// answering leaves the last ones it gave), and `driver.<name>` = `1` while
+/// it is detected; the computed class follows. True when any of it changed.
+pub fn apply_drivers(node: &mut Node, drivers: &BTreeMap<String, Fingerprint>) -> bool {
+    let mut changed = false;
+    for (name, fp) in drivers {
+        let info = fp.info();
+        if node.drivers.get(name.as_str()) == Some(&info) {
+            continue;
+        }
+        changed = true;
+        for (k, v) in &info.attributes {
+            node.attributes.insert(k.clone(), v.clone());
+        }
+        let flag = format!("driver.{name}");
+        if info.detected {
+            node.attributes.insert(flag, "1".to_string());
+        } else {
+            node.attributes.remove(flag.as_str());
+        }
+        node.drivers.insert(name.clone(), info);
+    }
+    if changed {
+        node.computed_class = caravan_scheduler::compute_node_class(node);
+    }
+    changed
 }
 
 #[cfg(test)]
@@ -373,15 +397,8 @@ mod tests {
         config.meta.insert("rack".into(), "r1".into());
         config.reserved.cpu_mhz = 100;
         let mut drivers = BTreeMap::new();
-        drivers.insert(
-            "mock".to_string(),
-            DriverInfo {
-                detected: true,
-                healthy: true,
-                ..Default::default()
-            },
-        );
-        let node = build_node(&config, &facts(), "id-1", "10.0.0.5:4660", drivers);
+        drivers.insert("mock".to_string(), Fingerprint::healthy(BTreeMap::new()));
+        let node = build_node(&config, &facts(), "id-1", "10.0.0.5:4660", &drivers);
         let res = node.resources.as_ref().unwrap();
         assert_eq!(res.cpu_mhz, 4800);
         assert_eq!(res.core_ids, vec![0, 1]);
@@ -411,6 +428,38 @@ mod tests {
     }
 
     #[test]
+    fn driver_health_changes_show_on_the_node_and_its_class() {
+        use crate::driver::Health;
+        let config = ClientConfig::default();
+        let mut attrs = BTreeMap::new();
+        attrs.insert("driver.docker.version".to_string(), "20.10".to_string());
+        let up = BTreeMap::from([("docker".to_string(), Fingerprint::healthy(attrs))]);
+        let mut node = build_node(&config, &facts(), "n", "", &up);
+        assert_eq!(node.attributes["driver.docker"], "1");
+        assert_eq!(node.attributes["driver.docker.version"], "20.10");
+        assert!(node.drivers["docker"].healthy);
+        let healthy_class = node.computed_class.clone();
+        assert!(!apply_drivers(&mut node, &up), "nothing changed");
+        let down = BTreeMap::from([(
+            "docker".to_string(),
+            Fingerprint::failed(Health::Unhealthy, "Failed to connect to docker daemon"),
+        )]);
+        assert!(apply_drivers(&mut node, &down));
+        assert!(!node.drivers["docker"].healthy);
+        assert_eq!(node.attributes["driver.docker"], "1", "still detected");
+        assert_eq!(node.attributes["driver.docker.version"], "20.10");
+        assert_ne!(node.computed_class, healthy_class);
+        assert!(apply_drivers(&mut node, &up));
+        assert_eq!(node.computed_class, healthy_class);
+        let gone = BTreeMap::from([(
+            "docker".to_string(),
+            Fingerprint::failed(Health::Undetected, "absent"),
+        )]);
+        apply_drivers(&mut node, &gone);
+        assert!(!node.attributes.contains_key("driver.docker"));
+    }
+
+    #[test]
     fn cpu_override_and_fallback() {
         let mut f = facts();
         f.core_mhz = None;
@@ -418,28 +467,28 @@ mod tests {
             cpu_mhz_fallback: 1000,
             ..Default::default()
         };
-        let node = build_node(&config, &f, "x", "", BTreeMap::new());
+        let node = build_node(&config, &f, "x", "", &BTreeMap::new());
         assert_eq!(node.resources.unwrap().cpu_mhz, 2000);
         let config = ClientConfig {
             cpu_total_mhz: 9999,
             ..Default::default()
         };
-        let node = build_node(&config, &f, "x", "", BTreeMap::new());
+        let node = build_node(&config, &f, "x", "", &BTreeMap::new());
         assert_eq!(node.resources.unwrap().cpu_mhz, 9999);
     }
 
     #[test]
     fn class_ignores_unique_attributes_but_not_meta() {
         let config = ClientConfig::default();
-        let a = build_node(&config, &facts(), "a", "", BTreeMap::new());
+        let a = build_node(&config, &facts(), "a", "", &BTreeMap::new());
         let mut other = facts();
         other.hostname = "box-b".into();
         other.ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 6));
-        let b = build_node(&config, &other, "b", "", BTreeMap::new());
+        let b = build_node(&config, &other, "b", "", &BTreeMap::new());
         assert_eq!(a.computed_class, b.computed_class);
         let mut config = ClientConfig::default();
         config.meta.insert("rack".into(), "r2".into());
-        let c = build_node(&config, &facts(), "c", "", BTreeMap::new());
+        let c = build_node(&config, &facts(), "c", "", &BTreeMap::new());
         assert_ne!(a.computed_class, c.computed_class);
     }
 

@@ -10,7 +10,8 @@
 mod alloc_dir;
 mod alloc_runner;
 mod config;
-mod driver;
+pub mod driver;
+mod driver_health;
 mod encoded;
 mod error;
 mod fingerprint;
@@ -25,6 +26,7 @@ mod logs;
 pub mod metrics;
 mod node_agent;
 mod node_allocs;
+mod orphans;
 mod restart;
 mod service;
 mod shared_jobs;
@@ -48,7 +50,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::alloc_runner::NodeContext;
 pub use crate::config::ClientConfig;
-use crate::driver::Drivers;
+use crate::driver::{DriverContext, Drivers};
 pub use crate::driver::{ProcStat, proc_stat};
 
 /// Runs this process as a task supervisor, or as the credential switch
@@ -124,9 +126,9 @@ impl Service for ClientNodeService {
         };
         let shutdown = serving.shutdown;
         let agents: Vec<NodeAgent> = if config.simulate > 0 {
-            simulate::simulated_agents(&config, &state, facts.ip, &advertised, &shutdown)?
+            simulate::simulated_agents(&config, &state, facts.ip, &advertised, &shutdown).await?
         } else {
-            vec![real_agent(&config, &state, &facts, &advertised, &shutdown)?]
+            vec![real_agent(&config, &state, &facts, &advertised, &shutdown).await?]
         };
         let node_ids: Vec<String> = agents.iter().map(|a| a.ctx.node.id.clone()).collect();
         tracing::info!(
@@ -176,7 +178,7 @@ impl Service for ClientNodeService {
     }
 }
 
-fn real_agent(
+async fn real_agent(
     config: &ClientConfig,
     state: &StateDir,
     facts: &HostFacts,
@@ -188,14 +190,32 @@ fn real_agent(
     } else {
         config.task_supervisor.clone()
     };
-    let drivers = Drivers::from_names(&config.driver_names(), &supervisor);
-    let node = build_node(
+    let node_id = state.node_id()?;
+    let drivers = Drivers::from_names(
+        &config.driver_names(),
+        &DriverContext {
+            supervisor,
+            node_id: node_id.clone(),
+            node_name: if config.name.is_empty() {
+                facts.hostname.clone()
+            } else {
+                config.name.clone()
+            },
+            plugins: config.plugin.clone(),
+        },
+    );
+    let fingerprints = drivers.fingerprints().await;
+    for (name, fp) in &fingerprints {
+        tracing::info!(driver = %name, health = ?fp.health, description = %fp.description, "driver fingerprinted");
+    }
+    let node = Arc::new(build_node(
         config,
         facts,
-        &state.node_id()?,
+        &node_id,
         advertised,
-        drivers.infos(),
-    );
+        &fingerprints,
+    ));
+    let node_updates = driver_health::watch(drivers.clone(), node.clone(), shutdown.clone());
     let recovered = state.load_all()?;
     if !recovered.is_empty() {
         tracing::info!(
@@ -204,7 +224,7 @@ fn real_agent(
         );
     }
     let ctx = Arc::new(NodeContext {
-        node: Arc::new(node),
+        node,
         drivers,
         data_dir: Some(config.data_dir.clone()),
         state: Some(state.clone()),
@@ -223,6 +243,7 @@ fn real_agent(
         update_interval: config.update_interval(),
         initial_delay: Duration::ZERO,
         recovered,
+        node_updates,
     })
 }
 

@@ -3,6 +3,7 @@
 //! restart them, and to garbage-collect a finished alloc's directory.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -13,19 +14,19 @@ use tonic::Status;
 use crate::alloc_runner::{
     AllocCommand, CommandSender, RestartRequest, TaskSignaled, WeakCommandSender,
 };
-use crate::driver::HandleState;
+use crate::driver::TaskHandle;
 use crate::task_runner::states;
 
 /// How long a restart may take: the longest kill timeout, and then some.
 const RESTART_WAIT: Duration = Duration::from_secs(120);
 
 /// One task of a live alloc as its runner sees it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct TaskView {
     /// `pending`, `running` or `dead`.
     pub state: String,
     /// The running task's handle.
-    pub handle: Option<HandleState>,
+    pub handle: Option<Arc<dyn TaskHandle>>,
 }
 
 impl TaskView {
@@ -63,6 +64,11 @@ impl LiveAllocs {
         self.runners.lock().remove(alloc_id);
     }
 
+    /// Whether `alloc_id` has a runner.
+    pub fn contains(&self, alloc_id: &str) -> bool {
+        self.runners.lock().contains_key(alloc_id)
+    }
+
     /// The ids of every live alloc.
     pub fn ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self.runners.lock().keys().cloned().collect();
@@ -87,8 +93,8 @@ impl LiveAllocs {
         rx.await.map_err(|_| gone(alloc_id))
     }
 
-    /// Sends `signal` to the task (or every running task): the task's main
-    /// process gets it, as Nomad's executor sends it.
+    /// Sends `signal` to the task (or every running task) through its
+    /// driver.
     pub async fn signal(
         &self,
         alloc_id: &str,
@@ -112,7 +118,9 @@ impl LiveAllocs {
         };
         for (name, view) in targets {
             if let Some(handle) = &view.handle {
-                deliver(handle, signal)
+                handle
+                    .signal(signal)
+                    .await
                     .map_err(|e| Status::internal(format!("signal task {name}: {e}")))?;
                 // Gone meanwhile: the signal went, only its event is lost.
                 let _ = self.send(
@@ -184,25 +192,5 @@ impl LiveAllocs {
             Ok(true) => Ok(()),
             Ok(false) | Err(_) => Err(refused()),
         }
-    }
-}
-
-/// Sends `signal` to the task's process, checking first that the pid is
-/// still the task's.
-fn deliver(handle: &HandleState, signal: Signal) -> Result<(), String> {
-    match handle {
-        HandleState::RawExec {
-            pid, start_ticks, ..
-        } => {
-            let ours = crate::driver::proc_stat(*pid)
-                .is_some_and(|s| s.alive() && (*start_ticks == 0 || s.start_ticks == *start_ticks));
-            if !ours {
-                return Err(format!("process {pid} is gone"));
-            }
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), signal)
-                .map_err(|e| format!("kill {pid}: {e}"))
-        }
-        // A simulated task has no process: the signal is taken as delivered.
-        HandleState::Mock { .. } => Ok(()),
     }
 }

@@ -35,6 +35,9 @@ pub struct NodeAgent {
     pub initial_delay: Duration,
     /// Alloc records found on disk.
     pub recovered: BTreeMap<String, AllocRecord>,
+    /// New versions of the node when its drivers change (registered
+    /// again); `None` when they never do.
+    pub node_updates: Option<watch::Receiver<Arc<Node>>>,
 }
 
 impl NodeAgent {
@@ -61,6 +64,7 @@ impl NodeAgent {
         let heartbeat = self.gateway.spawn_heartbeats(heartbeat_loop(
             self.gateway.clone(),
             self.ctx.node.clone(),
+            self.node_updates,
             self.secret_id.clone(),
             self.initial_delay,
             registered_tx,
@@ -76,10 +80,12 @@ impl NodeAgent {
     }
 }
 
-/// Registers, then heartbeats every half TTL; registers again on NOT_FOUND.
+/// Registers, then heartbeats every half TTL; registers again on NOT_FOUND,
+/// and with the new node when its drivers changed.
 async fn heartbeat_loop(
     gateway: Gateway,
-    node: Arc<Node>,
+    mut node: Arc<Node>,
+    mut node_updates: Option<watch::Receiver<Arc<Node>>>,
     secret_id: String,
     initial_delay: Duration,
     registered: watch::Sender<bool>,
@@ -134,6 +140,11 @@ async fn heartbeat_loop(
             let due = tokio::time::Instant::now() + wait;
             tokio::select! {
                 _ = tokio::time::sleep_until(due) => {}
+                changed = crate::driver_health::changed(&mut node_updates) => {
+                    tracing::info!(node = %node.id, "the node's drivers changed; registering it again");
+                    node = changed;
+                    continue 'register;
+                }
                 _ = shutdown.cancelled() => return,
             }
             let sent = tokio::time::Instant::now();

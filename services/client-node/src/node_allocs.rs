@@ -30,6 +30,9 @@ pub struct NodeAllocs {
     /// again asks for a view at least this new, since a whole set from an
     /// older one (a gateway whose cache lags) would stop allocs placed since.
     revision: i64,
+    /// The sweep of what drivers left for allocs no longer here has begun
+    /// (after the first whole set: only then is it known what is here).
+    sweeping: bool,
 }
 
 #[derive(Debug)]
@@ -68,6 +71,7 @@ impl NodeAllocs {
             settled: HashSet::new(),
             waiting_for_job: HashSet::new(),
             revision,
+            sweeping: false,
         }
     }
 
@@ -125,6 +129,12 @@ impl NodeAllocs {
         } else {
             for (id, record) in recovered.into_iter().flatten() {
                 self.destroy_orphan(id, record);
+            }
+            // Every alloc of the node has a runner now: anything a driver
+            // holds for another alloc is left over.
+            if !self.sweeping && !self.ctx.simulated {
+                self.sweeping = true;
+                crate::orphans::sweep_periodically(self.ctx.clone());
             }
         }
         self.settled.retain(|id| seen.contains(id));
@@ -294,10 +304,14 @@ impl NodeAllocs {
             name: "orphan".into(),
             tasks: record
                 .tasks
-                .keys()
-                .map(|t| caravan_proto::Task {
+                .iter()
+                .map(|(t, rec)| caravan_proto::Task {
                     name: t.clone(),
-                    driver: "mock".into(),
+                    // The driver that ran it cleans up after it.
+                    driver: rec
+                        .handle
+                        .as_ref()
+                        .map_or_else(|| "mock".to_string(), |h| h.driver().to_string()),
                     ..Default::default()
                 })
                 .collect(),
@@ -342,12 +356,13 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
-    use caravan_proto::{AllocDesiredStatus, DriverInfo, Node, Task, TaskGroup};
+    use caravan_proto::{AllocDesiredStatus, Node, Task, TaskGroup};
     use tokio_util::sync::CancellationToken;
 
     use super::*;
     use crate::driver::{
-        Driver, DriverError, Drivers, HandleState, MockDriver, TaskHandle, TaskSpec,
+        Capabilities, Driver, DriverError, Drivers, Fingerprint, HandleState, MockDriver,
+        TaskHandle, TaskSpec,
     };
     use crate::state_dir::{TaskRecord, TaskStateRecord};
     use crate::status_reporter::StatusSink;
@@ -361,8 +376,11 @@ mod tests {
         fn name(&self) -> &'static str {
             "mock"
         }
-        fn info(&self) -> DriverInfo {
-            MockDriver::simulated().info()
+        fn capabilities(&self) -> Capabilities {
+            MockDriver::simulated().capabilities()
+        }
+        async fn fingerprint(&self) -> Fingerprint {
+            MockDriver::simulated().fingerprint().await
         }
         fn wants_env(&self) -> bool {
             false
@@ -371,8 +389,12 @@ mod tests {
             self.0.fetch_add(1, Ordering::SeqCst);
             MockDriver::simulated().start(spec).await
         }
-        fn recover(&self, state: &HandleState) -> Option<Arc<dyn TaskHandle>> {
-            MockDriver::simulated().recover(state)
+        async fn recover(
+            &self,
+            spec: &TaskSpec,
+            state: &HandleState,
+        ) -> Option<Arc<dyn TaskHandle>> {
+            MockDriver::simulated().recover(spec, state).await
         }
     }
 

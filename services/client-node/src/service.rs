@@ -18,7 +18,6 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-use crate::driver::HandleState;
 use crate::fs::{AllocFs, FileRead, stream_file};
 use crate::live_allocs::LiveAllocs;
 use crate::logs::{LogRequest, stream_log};
@@ -192,20 +191,26 @@ impl ClientNodeService for ClientNodeApi {
                 req.task
             )));
         }
-        let leaders = tasks
-            .into_iter()
-            .filter(|(name, _)| req.task.is_empty() || *name == req.task)
-            .map(|(name, view)| {
-                let pid = match view.handle {
-                    Some(HandleState::RawExec { pid, .. }) if view.running() => Some(pid),
-                    _ => None,
-                };
-                (name, pid)
-            })
-            .collect();
-        Ok(Response::new(
-            crate::stats::alloc_usage(&leaders, self.cpu_total_mhz).await,
-        ))
+        let cpu_mhz = self.cpu_total_mhz;
+        let usages = futures::future::join_all(
+            tasks
+                .into_iter()
+                .filter(|(name, _)| req.task.is_empty() || *name == req.task)
+                .map(|(name, view)| async move {
+                    let usage = match view.handle.as_ref().filter(|_| view.running()) {
+                        Some(h) => h.stats(cpu_mhz).await.unwrap_or_else(|e| {
+                            tracing::debug!(task = %name, error = %e, "no usage of the task");
+                            crate::stats::idle_task_usage()
+                        }),
+                        None => crate::stats::idle_task_usage(),
+                    };
+                    (name, usage)
+                }),
+        )
+        .await;
+        Ok(Response::new(crate::stats::alloc_usage(
+            usages.into_iter().collect(),
+        )))
     }
 
     async fn signal_alloc(

@@ -341,16 +341,7 @@ mod tests {
             "web".to_string(),
             TaskRecord {
                 state: TaskStateRecord::from(&state),
-                handle: Some(HandleState::RawExec {
-                    pid: 42,
-                    start_ticks: 7,
-                    started_at_unix_ns: 9,
-                    supervisor: Some(crate::driver::SupervisorState {
-                        pid: 43,
-                        start_ticks: 8,
-                        exit_record: dir.path().join(".web.exit.json"),
-                    }),
-                }),
+                handle: Some(HandleState::new("raw_exec", 1, br#"{"pid":42}"#.to_vec())),
             },
         );
         let rec = AllocRecord {
@@ -368,5 +359,17 @@ mod tests {
         s.remove("a1").unwrap();
         s.remove("a1").unwrap();
         assert!(s.load_all().unwrap().is_empty());
+    }
+
+    #[test]
+    fn records_of_clients_before_opaque_handles_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = StateDir::open(dir.path()).unwrap();
+        let old = r#"{"alloc_id":"a2","client_status":2,"tasks":{"web":{"state":{"state":"running","failed":false,"restarts":0,"last_restart_unix_ns":0,"started_at_unix_ns":1,"finished_at_unix_ns":0,"events":[]},"handle":{"driver":"raw_exec","pid":42,"start_ticks":7,"started_at_unix_ns":9}}}}"#;
+        std::fs::write(dir.path().join("client/allocs/a2.json"), old).unwrap();
+        let all = s.load_all().unwrap();
+        let h = all["a2"].tasks["web"].handle.as_ref().unwrap();
+        assert_eq!(h.driver(), "raw_exec");
+        assert_eq!(h.version(), 0);
     }
 }

@@ -282,59 +282,72 @@ fn add(into: &mut ResourceUsage, other: &ResourceUsage) {
     }
 }
 
-/// The usage of an alloc's tasks, each given by the pid leading its process
-/// group (`None` for a task without a process: it reports nothing used).
-pub async fn alloc_usage(
-    tasks: &BTreeMap<String, Option<i32>>,
-    cpu_total_mhz: u64,
-) -> AllocResourceUsage {
+/// The usage of a task without a process: nothing used.
+pub fn idle_task_usage() -> TaskResourceUsage {
+    let mut task_usage = ResourceUsage::default();
+    add(
+        &mut task_usage,
+        &usage(None, &ProcUsage::default(), 100.0, 0.0),
+    );
+    TaskResourceUsage {
+        resource_usage: Some(task_usage),
+        timestamp: now_unix_ns(),
+        pids: Default::default(),
+    }
+}
+
+/// The usage of the process group led by `leader`, from two readings
+/// [`SAMPLE`] apart; `cpu_total_mhz` turns percentages into MHz.
+pub async fn process_group_usage(leader: i32, cpu_total_mhz: u64) -> TaskResourceUsage {
     let page_size = sysconf(nix::unistd::SysconfVar::PAGE_SIZE, 4096);
     let ticks_per_sec = sysconf(nix::unistd::SysconfVar::CLK_TCK, 100) as f64;
     let cores = read_cpus().len().max(1);
     let mhz_per_core = cpu_total_mhz as f64 / cores as f64;
-    let groups: Vec<i32> = tasks.values().flatten().copied().collect();
+    let groups = [leader];
     let before = group_members(&groups, page_size);
     tokio::time::sleep(SAMPLE).await;
     let after = group_members(&groups, page_size);
-    let timestamp = now_unix_ns();
-    let mut total = ResourceUsage::default();
-    let mut out = BTreeMap::new();
-    for (task, leader) in tasks {
-        let mut task_usage = ResourceUsage::default();
-        let mut pids = BTreeMap::new();
-        for (pid, (pgrp, now)) in &after {
-            if Some(*pgrp) != *leader {
-                continue;
-            }
-            let u = usage(
-                before.get(pid).map(|(_, u)| u),
-                now,
-                ticks_per_sec,
-                mhz_per_core,
-            );
-            add(&mut task_usage, &u);
-            pids.insert(pid.to_string(), u);
-        }
-        if task_usage.memory_stats.is_none() {
-            add(
-                &mut task_usage,
-                &usage(None, &ProcUsage::default(), ticks_per_sec, mhz_per_core),
-            );
-        }
-        add(&mut total, &task_usage);
-        out.insert(
-            task.clone(),
-            TaskResourceUsage {
-                resource_usage: Some(task_usage),
-                timestamp,
-                pids,
-            },
+    let mut task_usage = ResourceUsage::default();
+    let mut pids = BTreeMap::new();
+    for (pid, (_, now)) in &after {
+        let u = usage(
+            before.get(pid).map(|(_, u)| u),
+            now,
+            ticks_per_sec,
+            mhz_per_core,
         );
+        add(&mut task_usage, &u);
+        pids.insert(pid.to_string(), u);
+    }
+    if task_usage.memory_stats.is_none() {
+        add(
+            &mut task_usage,
+            &usage(None, &ProcUsage::default(), ticks_per_sec, mhz_per_core),
+        );
+    }
+    TaskResourceUsage {
+        resource_usage: Some(task_usage),
+        timestamp: now_unix_ns(),
+        pids: pids.into_iter().collect(),
+    }
+}
+
+/// An alloc's usage: its tasks' and their sum.
+pub fn alloc_usage(tasks: BTreeMap<String, TaskResourceUsage>) -> AllocResourceUsage {
+    let mut total = ResourceUsage::default();
+    for t in tasks.values() {
+        if let Some(u) = &t.resource_usage {
+            add(&mut total, u);
+        }
     }
     AllocResourceUsage {
         resource_usage: Some(total),
-        tasks: out,
-        timestamp,
+        timestamp: tasks
+            .values()
+            .map(|t| t.timestamp)
+            .max()
+            .unwrap_or_else(now_unix_ns),
+        tasks: tasks.into_iter().collect(),
     }
 }
 
@@ -380,8 +393,11 @@ mod tests {
         assert!(disk.size > 0 && !disk.mountpoint.is_empty());
         // The test process leads no group of its own, but its group is real.
         let pgrp = nix::unistd::getpgrp().as_raw();
-        let tasks = BTreeMap::from([("t".to_string(), Some(pgrp)), ("idle".to_string(), None)]);
-        let usage = alloc_usage(&tasks, 4000).await;
+        let tasks = BTreeMap::from([
+            ("t".to_string(), process_group_usage(pgrp, 4000).await),
+            ("idle".to_string(), idle_task_usage()),
+        ]);
+        let usage = alloc_usage(tasks);
         let t = &usage.tasks["t"];
         assert!(t.pids.contains_key(&std::process::id().to_string()));
         assert!(

@@ -14,6 +14,17 @@ use crate::alloc_dir::TaskDirs;
 /// The region every Caravan job lives in.
 pub const REGION: &str = "global";
 
+/// Where a task whose driver isolates its file system in an image sees its
+/// directories, as Nomad mounts them.
+pub mod container_paths {
+    /// The shared alloc dir.
+    pub const ALLOC: &str = "/alloc";
+    /// The task's local dir.
+    pub const LOCAL: &str = "/local";
+    /// The task's secrets dir.
+    pub const SECRETS: &str = "/secrets";
+}
+
 /// A task's environment, and the node it interpolates node references against.
 #[derive(Debug, Clone)]
 pub struct TaskEnv {
@@ -36,7 +47,9 @@ pub fn clean_env_name(name: &str) -> String {
 }
 
 impl TaskEnv {
-    /// Builds the environment of `task` in `alloc` on `node`.
+    /// Builds the environment of `task` in `alloc` on `node`; `in_image`
+    /// names the task's dirs where a driver that isolates its file system
+    /// mounts them (`/alloc`, `/local`, `/secrets`) rather than on the host.
     pub fn build(
         node: Arc<Node>,
         alloc: &Allocation,
@@ -44,6 +57,7 @@ impl TaskEnv {
         group: &TaskGroup,
         task: &Task,
         dirs: Option<&TaskDirs>,
+        in_image: bool,
     ) -> TaskEnv {
         let mut vars = BTreeMap::new();
         let mut set = |k: &str, v: String| {
@@ -82,7 +96,11 @@ impl TaskEnv {
         );
         set("NOMAD_DC", node.datacenter.clone());
         set("NOMAD_REGION", REGION.to_string());
-        if let Some(d) = dirs {
+        if in_image {
+            set("NOMAD_ALLOC_DIR", container_paths::ALLOC.to_string());
+            set("NOMAD_TASK_DIR", container_paths::LOCAL.to_string());
+            set("NOMAD_SECRETS_DIR", container_paths::SECRETS.to_string());
+        } else if let Some(d) = dirs {
             set("NOMAD_ALLOC_DIR", d.alloc_dir.display().to_string());
             set("NOMAD_TASK_DIR", d.local_dir.display().to_string());
             set("NOMAD_SECRETS_DIR", d.secrets_dir.display().to_string());
@@ -344,7 +362,7 @@ mod tests {
             .unwrap()
             .task("web")
             .unwrap();
-        let env = TaskEnv::build(node(), &alloc, &job, &group, &task, Some(&dirs));
+        let env = TaskEnv::build(node(), &alloc, &job, &group, &task, Some(&dirs), false);
         let v = env.vars();
         assert_eq!(v["NOMAD_ALLOC_ID"], alloc.id);
         assert_eq!(v["NOMAD_SHORT_ALLOC_ID"], "0f2c9a77");
@@ -372,12 +390,18 @@ mod tests {
         );
         // The task's env overrides Nomad's variables.
         assert_eq!(v["NOMAD_DC"], "overridden");
+        // In an image the dirs are where the driver mounts them.
+        let env = TaskEnv::build(node(), &alloc, &job, &group, &task, Some(&dirs), true);
+        let v = env.vars();
+        assert_eq!(v["NOMAD_ALLOC_DIR"], "/alloc");
+        assert_eq!(v["NOMAD_TASK_DIR"], "/local");
+        assert_eq!(v["NOMAD_SECRETS_DIR"], "/secrets");
     }
 
     #[test]
     fn ports_and_meta() {
         let (alloc, job, group, task) = fixture();
-        let env = TaskEnv::build(node(), &alloc, &job, &group, &task, None);
+        let env = TaskEnv::build(node(), &alloc, &job, &group, &task, None, false);
         let v = env.vars();
         assert_eq!(v["NOMAD_PORT_http-admin"], "23456");
         assert_eq!(v["NOMAD_HOST_PORT_http-admin"], "23456");
@@ -399,7 +423,7 @@ mod tests {
     #[test]
     fn interpolation_of_env_node_and_unknowns() {
         let (alloc, job, group, task) = fixture();
-        let env = TaskEnv::build(node(), &alloc, &job, &group, &task, None);
+        let env = TaskEnv::build(node(), &alloc, &job, &group, &task, None, false);
         assert_eq!(env.vars()["GREETING"], "hi 3 on linux");
         assert_eq!(
             env.interpolate(

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::driver::{Driver, ExitResult, HandleState, TaskHandle, TaskSpec};
+use crate::driver::{Driver, ExitResult, TaskHandle, TaskSpec};
 use crate::restart::{RestartDecision, RestartTracker};
 
 /// Task events kept per task, as Nomad keeps them.
@@ -94,8 +94,9 @@ pub struct TaskUpdate {
     pub task: String,
     /// Its new state.
     pub state: TaskState,
-    /// The handle of the running task, persisted to re-attach after a restart.
-    pub handle: Option<HandleState>,
+    /// The running task: its state is persisted to re-attach after a
+    /// restart, and signals, usage and exec reach it through it.
+    pub handle: Option<Arc<dyn TaskHandle>>,
     /// Told whether the alloc runner persisted this state (true) or could
     /// not (false), once it has tried.
     pub persisted: Option<oneshot::Sender<bool>>,
@@ -182,7 +183,7 @@ impl TaskRunner {
         let _ = self.updates.send(Box::new(TaskUpdate {
             task: self.name.clone(),
             state: self.state.clone(),
-            handle: handle.map(|h| h.state()),
+            handle: handle.cloned(),
             persisted: Some(persisted),
         }));
     }
@@ -199,7 +200,7 @@ impl TaskRunner {
             None => true,
         };
         if recorded {
-            self.driver.release(&self.spec);
+            self.driver.release(&self.spec).await;
         } else {
             tracing::warn!(alloc = %self.spec.alloc_id, task = %self.name, "the end of the task's run is not persisted; the driver keeps its record of the run");
         }
@@ -291,7 +292,7 @@ impl TaskRunner {
             let handle = match recovered.take() {
                 Some(h) => h,
                 // A run started just before the client died, never recorded.
-                None => match self.driver.adopt(&self.spec) {
+                None => match self.driver.adopt(&self.spec).await {
                     Some(h) => {
                         self.running(h, "Task started by client (adopted after a client restart)")
                     }
@@ -362,6 +363,9 @@ impl TaskRunner {
     }
 
     fn terminated(&mut self, exit: &ExitResult) {
+        if exit.oom_killed {
+            tracing::warn!(alloc = %self.spec.alloc_id, task = %self.name, "OOM Killed");
+        }
         let mut ev = event(
             events::TERMINATED,
             match &exit.err {
@@ -504,7 +508,10 @@ mod tests {
     use caravan_proto::RestartPolicy;
 
     use super::*;
-    use crate::driver::{DriverError, MockDriver, TaskConfig, number_value, string_value};
+    use crate::driver::{
+        Capabilities, DriverError, Fingerprint, HandleState, MockDriver, TaskConfig, number_value,
+        string_value,
+    };
 
     struct Harness {
         updates: mpsc::UnboundedReceiver<Box<TaskUpdate>>,
@@ -534,6 +541,7 @@ mod tests {
                 dirs: None,
                 logs: Default::default(),
                 user: String::new(),
+                resources: None,
             },
             kill_signal: Signal::SIGTERM,
             kill_timeout: Duration::from_secs(5),
@@ -572,8 +580,11 @@ mod tests {
         fn name(&self) -> &'static str {
             "mock"
         }
-        fn info(&self) -> caravan_proto::DriverInfo {
-            MockDriver::new().info()
+        fn capabilities(&self) -> Capabilities {
+            MockDriver::new().capabilities()
+        }
+        async fn fingerprint(&self) -> Fingerprint {
+            MockDriver::new().fingerprint().await
         }
         fn wants_env(&self) -> bool {
             false
@@ -582,13 +593,17 @@ mod tests {
             self.starts.fetch_add(1, Ordering::SeqCst);
             MockDriver::new().start(spec).await
         }
-        fn recover(&self, state: &HandleState) -> Option<Arc<dyn TaskHandle>> {
-            MockDriver::new().recover(state)
+        async fn recover(
+            &self,
+            spec: &TaskSpec,
+            state: &HandleState,
+        ) -> Option<Arc<dyn TaskHandle>> {
+            MockDriver::new().recover(spec, state).await
         }
-        fn adopt(&self, _spec: &TaskSpec) -> Option<Arc<dyn TaskHandle>> {
+        async fn adopt(&self, _spec: &TaskSpec) -> Option<Arc<dyn TaskHandle>> {
             self.run.lock().unwrap().clone()
         }
-        fn release(&self, _spec: &TaskSpec) {
+        async fn release(&self, _spec: &TaskSpec) {
             self.run.lock().unwrap().take();
             self.releases.fetch_add(1, Ordering::SeqCst);
         }
@@ -604,6 +619,7 @@ mod tests {
             dirs: None,
             logs: Default::default(),
             user: String::new(),
+            resources: None,
         };
         let driver = Arc::new(Adopting::default());
         *driver.run.lock().unwrap() = Some(MockDriver::new().start(spec.clone()).await.unwrap());
@@ -684,6 +700,7 @@ mod tests {
                 dirs: None,
                 logs: Default::default(),
                 user: String::new(),
+                resources: None,
             },
             kill_signal: Signal::SIGTERM,
             kill_timeout: Duration::from_secs(5),
@@ -843,7 +860,7 @@ mod tests {
         );
         let first = h.updates.recv().await.unwrap();
         assert_eq!(first.state.state, "running");
-        assert!(matches!(first.handle, Some(HandleState::Mock { .. })));
+        assert_eq!(first.handle.as_ref().unwrap().state().driver(), "mock");
         h.kill
             .send(Some(KillRequest {
                 cause: Some((

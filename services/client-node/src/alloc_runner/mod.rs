@@ -6,6 +6,7 @@ mod mailbox;
 mod park;
 mod setup;
 mod status;
+mod task_spec;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -22,7 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::alloc_dir::AllocDir;
-use crate::driver::{Drivers, HandleState, TaskConfig, TaskHandle, TaskSpec, parse_signal};
+use crate::driver::{Drivers, TaskHandle, parse_signal};
 use crate::health::HealthTracker;
 use crate::lifecycle::{self, Phase};
 use crate::live_allocs::{LiveAllocs, RestartTickets, TaskView};
@@ -30,7 +31,6 @@ use crate::restart::RestartTracker;
 use crate::shared_jobs::SharedJobs;
 use crate::state_dir::{AllocRecord, StateDir};
 use crate::status_reporter::StatusSink;
-use crate::task_env::TaskEnv;
 use crate::task_runner::{
     KillRequest, ParkedTask, TaskControl, TaskRunner, TaskUpdate, event, events, push_event, states,
 };
@@ -115,7 +115,8 @@ pub struct TaskSignaled {
 
 struct Slot {
     state: TaskState,
-    handle: Option<HandleState>,
+    /// The running task, if any.
+    handle: Option<Arc<dyn TaskHandle>>,
     kill: watch::Sender<Option<KillRequest>>,
     leader: bool,
     /// Restarts and signals users ask for go to the task's runner here.
@@ -257,7 +258,7 @@ impl AllocRunner {
                 self.report_with(AllocClientStatus::Failed, &msg);
             }
             Some(group) => match recovered {
-                Some(rec) => self.restore(&group, rec),
+                Some(rec) => self.restore(&group, rec).await,
                 None => self.setup(&group),
             },
         }
@@ -478,20 +479,10 @@ impl AllocRunner {
                 );
             }
         };
-        let dirs = match self.alloc_dir().map(|d| d.task(&task.name)).transpose() {
-            Ok(d) => d,
-            Err(e) => return self.fail_task(&task.name, events::SETUP_FAILURE, e.to_string()),
+        let spec = match self.task_spec(group, task, driver.as_ref()) {
+            Ok(s) => s,
+            Err(e) => return self.fail_task(&task.name, events::SETUP_FAILURE, e),
         };
-        let env = driver.wants_env().then(|| {
-            TaskEnv::build(
-                self.ctx.node.clone(),
-                &self.alloc,
-                &self.job,
-                group,
-                task,
-                dirs.as_ref(),
-            )
-        });
         let policy = task
             .restart_policy
             .clone()
@@ -513,15 +504,7 @@ impl AllocRunner {
         let runner = TaskRunner {
             name: task.name.clone(),
             driver,
-            spec: TaskSpec {
-                alloc_id: self.alloc.id.clone(),
-                task: task.name.clone(),
-                config: TaskConfig(task.config.clone().unwrap_or_default()),
-                env,
-                dirs,
-                logs: crate::log_rotate::LogLimits::of(task.log_config.as_ref()),
-                user: task.user.clone(),
-            },
+            spec,
             kill_signal,
             kill_timeout,
             restart: restart.unwrap_or_else(|| RestartTracker::new(&policy, batch)),

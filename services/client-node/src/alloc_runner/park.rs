@@ -23,7 +23,6 @@ use tokio::time::Instant;
 
 use super::status::{client_status, update_of};
 use super::{AllocCommand, AllocRunner, NodeContext};
-use crate::driver::HandleState;
 use crate::health::HealthTracker;
 use crate::task_runner::{ParkedTask, TaskControl, states};
 
@@ -46,7 +45,6 @@ pub(super) struct ParkedAlloc {
 #[derive(Debug)]
 struct ParkedSlot {
     state: Packed<TaskState>,
-    handle: Option<HandleState>,
     leader: bool,
     run: ParkedTask,
 }
@@ -252,7 +250,6 @@ impl AllocRunner {
                 Some(ParkedSlot {
                     run,
                     state: Packed::pack(&s.state),
-                    handle: s.handle,
                     leader: s.leader,
                 })
             })
@@ -295,7 +292,7 @@ impl AllocRunner {
         };
         for t in p.tasks {
             let mut slot = runner.slot(t.state.unpack(), t.leader);
-            slot.handle = t.handle;
+            slot.handle = Some(Arc::clone(&t.run.handle));
             let name = t.run.task.clone();
             slot.parked = Some(t.run);
             runner.slots.insert(name, slot);

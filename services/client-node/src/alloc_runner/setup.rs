@@ -1,10 +1,13 @@
 //! An alloc runner's start: directories and payload on first start, or the
 //! tasks found again after a client restart.
 
+use std::sync::Arc;
+
 use caravan_model::{AllocExt, now_unix_ns};
-use caravan_proto::{TaskGroup, TaskState};
+use caravan_proto::{Task, TaskGroup, TaskState};
 
 use super::AllocRunner;
+use crate::driver::{HandleState, TaskHandle};
 use crate::lifecycle;
 use crate::state_dir::AllocRecord;
 use crate::task_runner::{KillRequest, event, events, push_event, states};
@@ -95,7 +98,7 @@ impl AllocRunner {
 
     /// After a client restart: re-attach to live tasks, mark lost ones failed,
     /// restart nothing that might still run.
-    pub(super) fn restore(&mut self, group: &TaskGroup, rec: AllocRecord) {
+    pub(super) async fn restore(&mut self, group: &TaskGroup, rec: AllocRecord) {
         for task in &group.tasks {
             let Some(tr) = rec.tasks.get(&task.name) else {
                 let mut state = TaskState {
@@ -111,10 +114,10 @@ impl AllocRunner {
                 continue;
             };
             let mut state = TaskState::from(&tr.state);
-            let recovered = tr
-                .handle
-                .as_ref()
-                .map(|h| self.ctx.drivers.for_state(h).and_then(|d| d.recover(h)));
+            let recovered = match tr.handle.as_ref() {
+                Some(h) => Some(self.recover(group, task, h).await),
+                None => None,
+            };
             self.slots
                 .insert(task.name.clone(), self.slot(state.clone(), task.leader));
             match recovered {
@@ -149,5 +152,21 @@ impl AllocRunner {
         }
         self.start_ready();
         self.settle_early_deaths();
+    }
+
+    /// The run `state` names, found again by the driver that wrote it.
+    async fn recover(
+        &self,
+        group: &TaskGroup,
+        task: &Task,
+        state: &HandleState,
+    ) -> Option<Arc<dyn TaskHandle>> {
+        let Some(driver) = self.ctx.drivers.for_state(state) else {
+            tracing::warn!(alloc = %self.alloc.id, task = %task.name, driver = state.driver(),
+                "the driver of the task's recorded run is not enabled on this node");
+            return None;
+        };
+        let spec = self.task_spec(group, task, driver.as_ref()).ok()?;
+        driver.recover(&spec, state).await
     }
 }

@@ -77,7 +77,7 @@ impl AllocRunner {
                         k.clone(),
                         TaskRecord {
                             state: TaskStateRecord::from(&s.state),
-                            handle: s.handle.clone(),
+                            handle: s.handle.as_ref().map(|h| h.state()),
                         },
                     )
                 })

@@ -5,13 +5,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use caravan_model::now_unix_ns;
-use caravan_proto::DriverInfo;
+use caravan_proto::TaskResourceUsage;
 use nix::sys::signal::Signal;
 use parking_lot::Mutex;
+use serde::Deserialize;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::{Driver, DriverError, ExitResult, HandleState, TaskHandle, TaskSpec};
+use super::handle_state::LEGACY_VERSION;
+use super::{
+    Capabilities, Driver, DriverError, ExecRequest, ExitResult, Fingerprint, FsIsolation,
+    HandleState, TaskHandle, TaskSpec,
+};
+
+/// The driver's name.
+const NAME: &str = "mock";
+
+/// The format of the handle state: four numbers, little-endian (see
+/// [`MockState`]).
+const STATE_VERSION: u32 = 1;
 
 /// The mock driver. Config keys: `run_for` (duration; absent means exit at
 /// once, or run until stopped on simulated nodes), `exit_code`, `exit_signal`,
@@ -56,19 +68,73 @@ fn ns(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }
 
+/// What a simulated task's handle persists. Encoded by hand in 28 bytes: a
+/// simulated node keeps thousands of runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+struct MockState {
+    started_at_unix_ns: i64,
+    run_for_ns: Option<i64>,
+    exit_code: i32,
+    kill_after_ns: i64,
+}
+
+impl MockState {
+    fn encode(&self) -> HandleState {
+        let mut b = Vec::with_capacity(28);
+        b.extend_from_slice(&self.started_at_unix_ns.to_le_bytes());
+        b.extend_from_slice(&self.run_for_ns.unwrap_or(i64::MIN).to_le_bytes());
+        b.extend_from_slice(&self.exit_code.to_le_bytes());
+        b.extend_from_slice(&self.kill_after_ns.to_le_bytes());
+        HandleState::new(NAME, STATE_VERSION, b)
+    }
+
+    fn decode(state: &HandleState) -> Option<MockState> {
+        if state.driver() != NAME {
+            return None;
+        }
+        match state.version() {
+            STATE_VERSION => {
+                let b = state.bytes();
+                let i64_at = |at: usize| {
+                    b.get(at..at + 8)
+                        .and_then(|s| <[u8; 8]>::try_from(s).ok())
+                        .map(i64::from_le_bytes)
+                };
+                let exit_code = b
+                    .get(16..20)
+                    .and_then(|s| <[u8; 4]>::try_from(s).ok())
+                    .map(i32::from_le_bytes)?;
+                let run_for = i64_at(8)?;
+                Some(MockState {
+                    started_at_unix_ns: i64_at(0)?,
+                    run_for_ns: (run_for != i64::MIN).then_some(run_for),
+                    exit_code,
+                    kill_after_ns: i64_at(20)?,
+                })
+            }
+            LEGACY_VERSION => serde_json::from_slice(state.bytes()).ok(),
+            _ => None,
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl Driver for MockDriver {
     fn name(&self) -> &'static str {
-        "mock"
+        NAME
     }
 
-    fn info(&self) -> DriverInfo {
-        DriverInfo {
-            detected: true,
-            healthy: true,
-            health_description: "Healthy".into(),
-            ..Default::default()
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            send_signals: true,
+            exec: false,
+            fs_isolation: FsIsolation::None,
+            network_isolation: false,
         }
+    }
+
+    async fn fingerprint(&self) -> Fingerprint {
+        Fingerprint::healthy(Default::default())
     }
 
     fn wants_env(&self) -> bool {
@@ -111,22 +177,19 @@ impl Driver for MockDriver {
             ExitResult {
                 exit_code,
                 signal: exit_signal,
-                err: None,
+                ..Default::default()
             },
             kill_after,
         )))
     }
 
-    fn recover(&self, state: &HandleState) -> Option<Arc<dyn TaskHandle>> {
-        let HandleState::Mock {
+    async fn recover(&self, _spec: &TaskSpec, state: &HandleState) -> Option<Arc<dyn TaskHandle>> {
+        let MockState {
             started_at_unix_ns,
             run_for_ns,
             exit_code,
             kill_after_ns,
-        } = *state
-        else {
-            return None;
-        };
+        } = MockState::decode(state)?;
         let elapsed = Duration::from_nanos(
             u64::try_from(now_unix_ns().saturating_sub(started_at_unix_ns)).unwrap_or(0),
         );
@@ -176,12 +239,13 @@ impl MockHandle {
 #[async_trait::async_trait]
 impl TaskHandle for MockHandle {
     fn state(&self) -> HandleState {
-        HandleState::Mock {
+        MockState {
             started_at_unix_ns: self.started_at_unix_ns,
             run_for_ns: self.run_for.map(ns),
             exit_code: self.natural.exit_code,
             kill_after_ns: ns(self.kill_after),
         }
+        .encode()
     }
 
     async fn wait(&self) -> ExitResult {
@@ -222,6 +286,20 @@ impl TaskHandle for MockHandle {
         });
         self.wait().await
     }
+
+    /// A simulated task has no process: a signal is taken as delivered.
+    async fn signal(&self, _signal: Signal) -> Result<(), DriverError> {
+        Ok(())
+    }
+
+    /// A simulated task uses nothing.
+    async fn stats(&self, _cpu_total_mhz: u64) -> Result<TaskResourceUsage, DriverError> {
+        Ok(crate::stats::idle_task_usage())
+    }
+
+    async fn exec(&self, _request: ExecRequest) -> Result<i32, DriverError> {
+        Err(DriverError::unsupported(NAME, "exec"))
+    }
 }
 
 #[cfg(test)]
@@ -239,6 +317,7 @@ mod tests {
             dirs: None,
             logs: Default::default(),
             user: String::new(),
+            resources: None,
         }
     }
 
@@ -295,14 +374,25 @@ mod tests {
             .start(spec(vec![("run_for", string_value("1h"))]))
             .await
             .unwrap();
-        let again = MockDriver::new().recover(&h.state()).unwrap();
+        let s = spec(vec![]);
+        let again = MockDriver::new().recover(&s, &h.state()).await.unwrap();
         assert_eq!(again.state(), h.state());
-        let bad = HandleState::RawExec {
-            pid: 1,
-            start_ticks: 1,
-            started_at_unix_ns: 0,
-            supervisor: None,
-        };
-        assert!(MockDriver::new().recover(&bad).is_none());
+        assert_eq!(h.state().bytes().len(), 28);
+        let bad = HandleState::new("raw_exec", 1, b"{}".to_vec());
+        assert!(MockDriver::new().recover(&s, &bad).await.is_none());
+        let legacy: HandleState = serde_json::from_str(
+            r#"{"driver":"mock","started_at_unix_ns":5,"run_for_ns":null,"exit_code":3,"kill_after_ns":0}"#,
+        )
+        .unwrap();
+        let old = MockDriver::new().recover(&s, &legacy).await.unwrap();
+        assert_eq!(
+            MockState::decode(&old.state()),
+            Some(MockState {
+                started_at_unix_ns: 5,
+                run_for_ns: None,
+                exit_code: 3,
+                kill_after_ns: 0
+            })
+        );
     }
 }

@@ -1,20 +1,29 @@
-//! Task drivers: start a task and get a handle; wait for it; stop it with a
-//! signal and a kill timeout; recover the handle after a client restart.
+//! Task drivers, shaped after Nomad's driver plugins: a driver starts a
+//! task and gets a handle; the handle waits for it, stops it with a signal
+//! and a kill timeout, signals it, reads its resource usage and runs
+//! commands in its context (`exec`). A driver says what it can do
+//! ([`Capabilities`]) and whether it works on this node ([`Fingerprint`]),
+//! and finds a task again after a client restart from the opaque, versioned
+//! [`HandleState`] it wrote, which the client persists without reading.
+//! Drivers are registered in one catalog ([`catalog`]): adding one touches
+//! only its own module and the catalog.
 
+pub mod catalog;
 mod config;
+mod exec;
+mod fingerprint;
+mod handle_state;
 mod mock;
 mod proc_stat;
 mod raw_exec;
 pub mod supervisor;
 pub mod task_user;
 
-use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_proto::DriverInfo;
+use caravan_proto::TaskResourceUsage;
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
@@ -22,9 +31,13 @@ use crate::alloc_dir::TaskDirs;
 use crate::log_rotate::LogLimits;
 use crate::task_env::TaskEnv;
 
+pub use catalog::{DriverContext, Drivers, PluginConfigs};
 pub use config::TaskConfig;
 #[cfg(test)]
 pub use config::{number_value, string_value};
+pub use exec::ExecRequest;
+pub use fingerprint::{Capabilities, Fingerprint, FsIsolation, Health};
+pub use handle_state::HandleState;
 pub use mock::MockDriver;
 pub use proc_stat::{ProcStat, proc_stat};
 pub use raw_exec::RawExecDriver;
@@ -37,8 +50,12 @@ pub struct ExitResult {
     pub exit_code: i32,
     /// The signal that ended it, 0 if none.
     pub signal: i32,
-    /// Set when the outcome is not a plain exit (e.g. unknown after a re-attach).
+    /// Set when the outcome is not a plain exit (e.g. unknown after a
+    /// re-attach, or `OOM Killed`).
     pub err: Option<String>,
+    /// The kernel's out-of-memory killer ended it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub oom_killed: bool,
 }
 
 impl ExitResult {
@@ -46,47 +63,6 @@ impl ExitResult {
     pub fn successful(&self) -> bool {
         self.exit_code == 0 && self.signal == 0 && self.err.is_none()
     }
-}
-
-/// What a driver persists to find a running task again after a client restart.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "driver", rename_all = "snake_case")]
-pub enum HandleState {
-    /// A child process, identified by pid and kernel start time.
-    RawExec {
-        /// Process id (also the process group id).
-        pid: i32,
-        /// Start time in clock ticks since boot (`/proc/<pid>/stat` field 22).
-        start_ticks: u64,
-        /// Wall-clock start.
-        started_at_unix_ns: i64,
-        /// The supervisor that waits for the task and records its exit;
-        /// absent in records of tasks started without one.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        supervisor: Option<SupervisorState>,
-    },
-    /// A simulated task.
-    Mock {
-        /// Wall-clock start.
-        started_at_unix_ns: i64,
-        /// How long it runs; `None` is forever.
-        run_for_ns: Option<i64>,
-        /// Code it exits with.
-        exit_code: i32,
-        /// Time it takes to honour a stop signal.
-        kill_after_ns: i64,
-    },
-}
-
-/// The supervisor process of a `raw_exec` task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SupervisorState {
-    /// Its pid.
-    pub pid: i32,
-    /// Its start time in clock ticks since boot.
-    pub start_ticks: u64,
-    /// Where it records the task's exit.
-    pub exit_record: std::path::PathBuf,
 }
 
 /// Everything a driver needs to start a task.
@@ -106,9 +82,44 @@ pub struct TaskSpec {
     pub logs: LogLimits,
     /// The user to run it as (the task's `user`); empty for the client's.
     pub user: String,
+    /// What the alloc gives the task (drivers that enforce limits or
+    /// publish ports read it); `None` for drivers that want no env.
+    pub resources: Option<Arc<TaskResources>>,
 }
 
-/// A driver failed to start a task.
+/// The resources and identity of a task's alloc, for drivers that enforce
+/// limits, publish ports or label what they create.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskResources {
+    /// The job's id.
+    pub job_id: String,
+    /// The job's name.
+    pub job_name: String,
+    /// The job's namespace.
+    pub namespace: String,
+    /// The task group's name.
+    pub group: String,
+    /// CPU in MHz.
+    pub cpu_mhz: u32,
+    /// Cores reserved for the task alone.
+    pub cores: Vec<u32>,
+    /// Memory in MB.
+    pub memory_mb: u32,
+    /// Memory the task may burst to, in MB; 0 for none.
+    pub memory_max_mb: u32,
+    /// The node's total CPU in MHz and cores (for hard CPU limits).
+    pub node_cpu_mhz: u64,
+    /// The node's core count.
+    pub node_cores: u32,
+    /// Ports of the group's network (`network { port … }`).
+    pub group_ports: Vec<caravan_proto::AllocatedPort>,
+    /// Ports of the task's own (legacy) networks.
+    pub task_ports: Vec<caravan_proto::AllocatedPort>,
+    /// The address ports are published on when they name none.
+    pub node_ip: String,
+}
+
+/// A driver failed to start a task, or to act on one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct DriverError {
@@ -134,9 +145,15 @@ impl DriverError {
             recoverable: false,
         }
     }
+
+    /// What a driver answers for an operation it does not have.
+    pub fn unsupported(driver: &str, what: &str) -> Self {
+        DriverError::fatal(format!("{what} is not supported by the {driver} driver"))
+    }
 }
 
-/// A running task.
+/// A running task (Nomad's task handle plus the driver calls that act on
+/// one task: WaitTask, StopTask, SignalTask, TaskStats, ExecTask).
 #[async_trait::async_trait]
 pub trait TaskHandle: Send + Sync + Debug {
     /// What to persist to recover this handle.
@@ -151,97 +168,50 @@ pub trait TaskHandle: Send + Sync + Debug {
     fn unwatched_until(&self) -> Option<Option<tokio::time::Instant>> {
         None
     }
+    /// Sends `signal` to the task (`alloc signal`).
+    async fn signal(&self, signal: Signal) -> Result<(), DriverError>;
+    /// The task's resource usage now; `cpu_total_mhz` is the node's, to
+    /// express CPU in MHz.
+    async fn stats(&self, cpu_total_mhz: u64) -> Result<TaskResourceUsage, DriverError>;
+    /// Runs a command in the task's context with the request's streams;
+    /// returns its exit code.
+    async fn exec(&self, request: ExecRequest) -> Result<i32, DriverError>;
 }
 
-/// A task driver.
+/// A task driver (Nomad's DriverPlugin).
 #[async_trait::async_trait]
 pub trait Driver: Send + Sync + Debug {
     /// The driver's name as jobs spell it.
     fn name(&self) -> &'static str;
-    /// Fingerprint: detected and healthy.
-    fn info(&self) -> DriverInfo;
+    /// What the driver can do.
+    fn capabilities(&self) -> Capabilities;
+    /// Whether the driver works on this node, and the attributes it adds.
+    async fn fingerprint(&self) -> Fingerprint;
+    /// How often the fingerprint may change and is taken again; `None` for
+    /// a driver whose fingerprint never changes.
+    fn fingerprint_period(&self) -> Option<Duration> {
+        None
+    }
     /// Whether the task runner should build the task's environment and dirs.
     fn wants_env(&self) -> bool;
     /// Starts the task.
     async fn start(&self, spec: TaskSpec) -> Result<Arc<dyn TaskHandle>, DriverError>;
-    /// Finds a task again from its persisted state; `None` when it is gone.
-    fn recover(&self, state: &HandleState) -> Option<Arc<dyn TaskHandle>>;
+    /// Finds the task `spec` describes again from the state its handle
+    /// persisted; `None` when it is gone.
+    async fn recover(&self, spec: &TaskSpec, state: &HandleState) -> Option<Arc<dyn TaskHandle>>;
     /// A run of the task this driver started whose handle the client may
     /// never have persisted (it died in between): its handle, so the run is
     /// adopted instead of started a second time. Drivers whose tasks don't
     /// outlive the client have none.
-    fn adopt(&self, _spec: &TaskSpec) -> Option<Arc<dyn TaskHandle>> {
+    async fn adopt(&self, _spec: &TaskSpec) -> Option<Arc<dyn TaskHandle>> {
         None
     }
     /// The client has taken the run's end into account: it is not adopted
-    /// again.
-    fn release(&self, _spec: &TaskSpec) {}
-}
-
-/// The drivers of a node.
-#[derive(Debug, Clone, Default)]
-pub struct Drivers {
-    by_name: BTreeMap<String, Arc<dyn Driver>>,
-    /// Runs every task with this driver whatever its job says (simulated nodes).
-    everything_as: Option<Arc<dyn Driver>>,
-}
-
-impl Drivers {
-    /// The drivers named in the configuration; `supervisor` is the binary
-    /// that supervises `raw_exec` tasks (the client node's own).
-    pub fn from_names(names: &[String], supervisor: &Path) -> Drivers {
-        let mut d = Drivers::default();
-        for n in names {
-            match n.as_str() {
-                "raw_exec" => d.add(Arc::new(RawExecDriver::new(supervisor.to_path_buf()))),
-                "mock" => d.add(Arc::new(MockDriver::new())),
-                _ => {}
-            }
-        }
-        d
-    }
-
-    /// The drivers of a simulated node: every task runs as a mock that runs
-    /// until stopped unless its config sets `run_for`.
-    pub fn simulated() -> Drivers {
-        let mock: Arc<dyn Driver> = Arc::new(MockDriver::simulated());
-        let mut by_name = BTreeMap::new();
-        by_name.insert("mock".to_string(), mock.clone());
-        by_name.insert("raw_exec".to_string(), mock.clone());
-        Drivers {
-            by_name,
-            everything_as: Some(mock),
-        }
-    }
-
-    /// Adds (or replaces) a driver.
-    pub fn add(&mut self, driver: Arc<dyn Driver>) {
-        self.by_name.insert(driver.name().to_string(), driver);
-    }
-
-    /// The driver that runs tasks asking for `name`.
-    pub fn get(&self, name: &str) -> Option<Arc<dyn Driver>> {
-        self.everything_as
-            .clone()
-            .or_else(|| self.by_name.get(name).cloned())
-    }
-
-    /// The driver that recovers `state`.
-    pub fn for_state(&self, state: &HandleState) -> Option<Arc<dyn Driver>> {
-        let name = match state {
-            HandleState::RawExec { .. } => "raw_exec",
-            HandleState::Mock { .. } => "mock",
-        };
-        self.by_name.get(name).cloned()
-    }
-
-    /// The drivers map a node registers with.
-    pub fn infos(&self) -> BTreeMap<String, DriverInfo> {
-        self.by_name
-            .iter()
-            .map(|(n, d)| (n.clone(), d.info()))
-            .collect()
-    }
+    /// again, and what the run left behind (a container) may go.
+    async fn release(&self, _spec: &TaskSpec) {}
+    /// Removes what this driver left behind for allocs no longer on the
+    /// node: `live` tells whether an alloc id still has a runner.
+    async fn remove_orphans(&self, _live: &(dyn Fn(&str) -> bool + Send + Sync)) {}
 }
 
 /// Parses a kill signal such as `SIGTERM`, `TERM` or `SIGINT`; empty means SIGTERM.
@@ -288,17 +258,6 @@ mod tests {
         assert_eq!(parse_signal("SIGINT"), Ok(Signal::SIGINT));
         assert_eq!(parse_signal("hup"), Ok(Signal::SIGHUP));
         assert!(parse_signal("SIGNOPE").is_err());
-    }
-
-    #[test]
-    fn simulated_drivers_run_everything_as_mock() {
-        let d = Drivers::simulated();
-        assert_eq!(d.get("docker").unwrap().name(), "mock");
-        assert_eq!(d.get("raw_exec").unwrap().name(), "mock");
-        let real = Drivers::from_names(&["raw_exec".into()], Path::new("/bin/true"));
-        assert!(real.get("mock").is_none());
-        assert_eq!(real.get("raw_exec").unwrap().name(), "raw_exec");
-        assert!(real.infos()["raw_exec"].healthy);
     }
 
     #[test]

@@ -25,8 +25,13 @@ use super::DriverError;
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The argument that runs the binary as the credential switch before a task:
-/// `caravan-client-node task-exec UID:GID:GROUPS COMMAND [ARG…]`.
+/// `caravan-client-node task-exec [--stdio] UID:GID:GROUPS COMMAND [ARG…]`.
 pub const TASK_EXEC_ARG: &str = "task-exec";
+
+/// The switch's flag for a command run in a task (`exec`): it keeps its
+/// standard streams for the command and reports a failure to start on
+/// stderr, with no report pipe.
+pub const TASK_EXEC_STDIO: &str = "--stdio";
 
 /// A user a task runs as.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -244,19 +249,29 @@ impl ExecReport {
 /// for a command it cannot run); the reason goes to the supervisor through
 /// the report pipe, and to stderr, the task's log.
 pub fn exec_main(argv: &[OsString]) -> i32 {
+    let (stdio, argv) = match argv.split_first() {
+        Some((flag, rest)) if flag == TASK_EXEC_STDIO => (true, rest),
+        _ => (false, argv),
+    };
     let [credentials, command, args @ ..] = argv else {
-        eprintln!("usage: {TASK_EXEC_ARG} UID:GID:GROUPS COMMAND [ARG...]");
+        eprintln!("usage: {TASK_EXEC_ARG} [{TASK_EXEC_STDIO}] UID:GID:GROUPS COMMAND [ARG...]");
         return 2;
     };
-    let mut report = match ExecReport::take() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("the start report: {e}");
-            return 2;
+    let mut report = if stdio {
+        None
+    } else {
+        match ExecReport::take() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("the start report: {e}");
+                return 2;
+            }
         }
     };
     let mut fail = |why: String| {
-        let _ = report.write_all(why.as_bytes());
+        if let Some(report) = report.as_mut() {
+            let _ = report.write_all(why.as_bytes());
+        }
         eprintln!("{why}");
         127
     };
@@ -280,10 +295,12 @@ pub fn exec_main(argv: &[OsString]) -> i32 {
     if let Err(e) = switched {
         return fail(format!("cannot run the task as uid {}: {e}", creds.uid));
     }
-    let err = Command::new(command)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .exec();
+    let mut task = Command::new(command);
+    task.args(args);
+    if !stdio {
+        task.stdin(std::process::Stdio::null());
+    }
+    let err = task.exec();
     fail(err.to_string())
 }
 

@@ -55,7 +55,7 @@ pub fn simulated_node_secret(secret_seed: &str, index: u32) -> String {
 }
 
 /// Builds the agents of `config.simulate` simulated nodes.
-pub fn simulated_agents(
+pub async fn simulated_agents(
     config: &ClientConfig,
     state: &StateDir,
     ip: IpAddr,
@@ -78,6 +78,7 @@ pub fn simulated_agents(
     )?;
     let spread = Duration::from_millis(u64::from(n)).min(MAX_REGISTER_SPREAD);
     let drivers = Drivers::simulated();
+    let fingerprints = drivers.fingerprints().await;
     let mut agents = Vec::with_capacity(n as usize);
     let jobs = Arc::new(SharedJobs::default());
     // One registry: the node API serves every simulated node's allocs.
@@ -109,7 +110,7 @@ pub fn simulated_agents(
             &facts,
             &simulated_node_id(&seed, i),
             http_addr,
-            drivers.infos(),
+            &fingerprints,
         );
         let ctx = Arc::new(NodeContext {
             node: Arc::new(node),
@@ -133,6 +134,8 @@ pub fn simulated_agents(
             update_interval: config.update_interval(),
             initial_delay: spread.mul_f64(f64::from(i) / f64::from(n.max(1))),
             recovered: Default::default(),
+            // A simulated node's drivers never change.
+            node_updates: None,
         });
     }
     Ok(agents)
@@ -170,6 +173,7 @@ mod tests {
             "127.0.0.1:4660",
             &CancellationToken::new(),
         )
+        .await
         .unwrap();
         assert_eq!(agents.len(), 5);
         let names: Vec<&str> = agents.iter().map(|a| a.ctx.node.name.as_str()).collect();
@@ -195,6 +199,7 @@ mod tests {
             "127.0.0.1:4660",
             &CancellationToken::new(),
         )
+        .await
         .unwrap();
         assert_eq!(again[3].secret_id, agents[3].secret_id);
         assert_ne!(agents[3].secret_id, agents[3].ctx.node.id);

@@ -1,0 +1,105 @@
+//! What an alloc runner hands a driver for one task: the task's config,
+//! directories, environment (with its dirs where the driver shows them) and
+//! the resources and identity the driver enforces and labels with.
+
+use std::sync::Arc;
+
+use caravan_proto::{Task, TaskGroup};
+
+use super::AllocRunner;
+use crate::driver::{Driver, FsIsolation, TaskConfig, TaskResources, TaskSpec};
+use crate::task_env::TaskEnv;
+
+impl AllocRunner {
+    /// The spec `driver` starts (or recovers) `task` from; `Err` is why the
+    /// task cannot have one (its dirs).
+    pub(super) fn task_spec(
+        &self,
+        group: &TaskGroup,
+        task: &Task,
+        driver: &dyn Driver,
+    ) -> Result<TaskSpec, String> {
+        let dirs = self
+            .alloc_dir()
+            .map(|d| d.task(&task.name))
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        let (env, resources) = if driver.wants_env() {
+            let in_image = driver.capabilities().fs_isolation == FsIsolation::Image;
+            let env = TaskEnv::build(
+                self.ctx.node.clone(),
+                &self.alloc,
+                &self.job,
+                group,
+                task,
+                dirs.as_ref(),
+                in_image,
+            );
+            (Some(env), Some(Arc::new(self.task_resources(group, task))))
+        } else {
+            (None, None)
+        };
+        Ok(TaskSpec {
+            alloc_id: self.alloc.id.clone(),
+            task: task.name.clone(),
+            config: TaskConfig(task.config.clone().unwrap_or_default()),
+            env,
+            dirs,
+            logs: crate::log_rotate::LogLimits::of(task.log_config.as_ref()),
+            user: task.user.clone(),
+            resources,
+        })
+    }
+
+    /// What the alloc gives `task`, as the servers allocated it (or as the
+    /// task asks, for an alloc that names no resources).
+    fn task_resources(&self, group: &TaskGroup, task: &Task) -> TaskResources {
+        let allocated = self
+            .alloc
+            .allocated_resources
+            .as_ref()
+            .and_then(|r| r.tasks.get(&task.name));
+        let asked = task.resources.as_ref();
+        let node = &self.ctx.node;
+        let node_res = node.resources.as_ref();
+        TaskResources {
+            job_id: self.job.id.clone(),
+            job_name: if self.job.name.is_empty() {
+                self.job.id.clone()
+            } else {
+                self.job.name.clone()
+            },
+            namespace: self.alloc.namespace.clone(),
+            group: group.name.clone(),
+            cpu_mhz: allocated
+                .map(|r| r.cpu_mhz)
+                .or(asked.map(|r| r.cpu_mhz))
+                .unwrap_or(0),
+            cores: allocated
+                .map(|r| r.reserved_cores.clone())
+                .unwrap_or_default(),
+            memory_mb: allocated
+                .map(|r| r.memory_mb)
+                .or(asked.map(|r| r.memory_mb))
+                .unwrap_or(0),
+            memory_max_mb: allocated
+                .map(|r| r.memory_max_mb)
+                .or(asked.map(|r| r.memory_max_mb))
+                .unwrap_or(0),
+            node_cpu_mhz: node_res.map_or(0, |r| r.cpu_mhz),
+            node_cores: node_res.map_or(0, |r| u32::try_from(r.core_ids.len()).unwrap_or(0)),
+            group_ports: self
+                .alloc
+                .allocated_resources
+                .as_ref()
+                .and_then(|r| r.shared.as_ref())
+                .map(|s| s.ports.clone())
+                .unwrap_or_default(),
+            task_ports: allocated.map(|r| r.ports.clone()).unwrap_or_default(),
+            node_ip: node_res
+                .and_then(|r| r.networks.first())
+                .map(|n| n.ip.clone())
+                .unwrap_or_else(|| "127.0.0.1".to_string()),
+        }
+    }
+}
