@@ -358,7 +358,7 @@ mod tests {
     #[test]
     fn bad_values_name_the_key() {
         let c = ClientConfig {
-            drivers: vec!["docker".into()],
+            drivers: vec!["podman".into()],
             ..Default::default()
         };
         assert!(c.validate().unwrap_err().to_string().starts_with("drivers"));

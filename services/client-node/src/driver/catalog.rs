@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::docker::{DockerConfig, DockerDriver};
 use super::{Driver, Fingerprint, HandleState, MockDriver, RawExecDriver};
 
 /// What a driver is built with.
@@ -29,12 +30,17 @@ pub struct DriverContext {
 /// `plugin "<name>" { config { … } }`), under `[plugin.<name>]`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct PluginConfigs {}
+pub struct PluginConfigs {
+    /// The `docker` driver.
+    pub docker: DockerConfig,
+}
 
 impl PluginConfigs {
     /// Checks each driver's configuration, naming the first bad key.
     pub fn validate(&self) -> Result<(), (String, String)> {
-        Ok(())
+        self.docker
+            .validate()
+            .map_err(|(k, why)| (format!("plugin.docker.{k}"), why))
     }
 }
 
@@ -53,6 +59,10 @@ const CATALOG: &[Entry] = &[
     Entry {
         name: "mock",
         build: |_| Arc::new(MockDriver::new()),
+    },
+    Entry {
+        name: "docker",
+        build: |ctx| Arc::new(DockerDriver::new(ctx)),
     },
 ];
 
@@ -173,6 +183,6 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(names.len(), unique.len());
-        assert!(names.contains(&"raw_exec"));
+        assert!(names.contains(&"docker"));
     }
 }

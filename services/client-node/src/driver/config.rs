@@ -1,5 +1,6 @@
 //! Typed reads of a task's driver `config` block (a protobuf `Struct`).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use prost_types::Struct;
@@ -86,6 +87,40 @@ impl TaskConfig {
         }
     }
 
+    /// Blocks of `key`: an object, or a list of objects (a repeated block).
+    pub fn blocks(&self, key: &str) -> Result<Vec<&Struct>, DriverError> {
+        match self.get(key) {
+            None => Ok(Vec::new()),
+            Some(Kind::StructValue(s)) => Ok(vec![s]),
+            Some(Kind::ListValue(l)) => l
+                .values
+                .iter()
+                .map(|v| match &v.kind {
+                    Some(Kind::StructValue(s)) => Ok(s),
+                    _ => Err(Self::bad(key, "a block or a list of blocks")),
+                })
+                .collect(),
+            Some(_) => Err(Self::bad(key, "a block or a list of blocks")),
+        }
+    }
+
+    /// A map of strings: an object, or a list of objects merged in order
+    /// (`labels { … }` blocks or `labels = [{ … }]`).
+    pub fn string_map(&self, key: &str) -> Result<BTreeMap<String, String>, DriverError> {
+        let mut out = BTreeMap::new();
+        for block in self.blocks(key)? {
+            for (k, v) in &block.fields {
+                let value = v
+                    .kind
+                    .as_ref()
+                    .and_then(scalar)
+                    .ok_or_else(|| Self::bad(&format!("{key}.{k}"), "a string"))?;
+                out.insert(k.clone(), value);
+            }
+        }
+        Ok(out)
+    }
+
     /// A duration: a Go duration string (`"10s"`) or integer nanoseconds.
     pub fn duration(&self, key: &str) -> Result<Option<Duration>, DriverError> {
         let ns = match self.get(key) {
@@ -112,7 +147,8 @@ impl TaskConfig {
     }
 }
 
-fn scalar(k: &Kind) -> Option<String> {
+/// A scalar as a string (numbers and booleans written out).
+pub fn scalar(k: &Kind) -> Option<String> {
     match k {
         Kind::StringValue(s) => Some(s.clone()),
         Kind::NumberValue(n) if n.fract() == 0.0 && n.abs() < 9.0e15 => {

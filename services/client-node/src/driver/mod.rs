@@ -10,6 +10,7 @@
 
 pub mod catalog;
 mod config;
+pub mod docker;
 mod exec;
 mod fingerprint;
 mod handle_state;
@@ -211,7 +212,7 @@ pub trait Driver: Send + Sync + Debug {
     async fn release(&self, _spec: &TaskSpec) {}
     /// Removes what this driver left behind for allocs no longer on the
     /// node: `live` tells whether an alloc id still has a runner.
-    async fn remove_orphans(&self, _live: &(dyn Fn(&str) -> bool + Send + Sync)) {}
+    async fn remove_orphans(&self, _live: &(dyn for<'a> Fn(&'a str) -> bool + Send + Sync)) {}
 }
 
 /// Parses a kill signal such as `SIGTERM`, `TERM` or `SIGINT`; empty means SIGTERM.
