@@ -148,3 +148,27 @@ ensure_image_packages() {
     return 1
   fi
 }
+
+# What the docker driver's tests need beyond REQUIRED_PACKAGES: the Docker
+# daemon, and the Debian packages scripts/test-images builds their images
+# from (busybox-static for busybox:1, redis-server for redis:7).
+TEST_IMAGE_PACKAGES=(
+  "command -v docker:docker.io"
+  "command -v ldd:libc-bin"
+  "test -x /bin/busybox && /bin/busybox --list | grep -qx httpd:busybox-static"
+  "command -v redis-server:redis-server"
+)
+
+# Installs whatever TEST_IMAGE_PACKAGES finds missing, then checks that the
+# Docker daemon answers.
+ensure_test_image_packages() {
+  local saved=("${REQUIRED_PACKAGES[@]}") ok=1
+  REQUIRED_PACKAGES=("${TEST_IMAGE_PACKAGES[@]}")
+  ensure_packages || ok=0
+  REQUIRED_PACKAGES=("${saved[@]}")
+  [ "$ok" = 1 ] || return 1
+  if ! docker info >/dev/null 2>&1; then
+    echo "the Docker daemon does not answer (docker info); start it, or run as a user in the docker group" >&2
+    return 1
+  fi
+}
