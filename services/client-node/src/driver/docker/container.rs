@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
 use bollard::models::{
-    ContainerCreateBody, HostConfig, Mount, MountTmpfsOptions, MountType, PortBinding,
+    ContainerCreateBody, HealthConfig, HostConfig, Mount, MountBindOptions,
+    MountBindOptionsPropagationEnum, MountTmpfsOptions, MountType, PortBinding, ResourcesUlimits,
 };
 
 use super::task_config::{DockerTask, MountSpec, NetworkMode};
@@ -161,10 +162,23 @@ fn mounts(
                 source,
                 target,
                 readonly,
+                propagation,
             } => {
                 let what = format!("config.mount[{i}] source {source:?}");
                 let host = bind_source(source, &dirs.task_dir, volumes_enabled, &what)?;
-                out.push(bind(&host, target, *readonly));
+                let mut m = bind(&host, target, *readonly);
+                if let Some(p) = propagation {
+                    let parsed: MountBindOptionsPropagationEnum = p.parse().map_err(|_| {
+                        fatal(format!(
+                            "config.mount[{i}].bind_options.propagation: unknown mode {p:?}"
+                        ))
+                    })?;
+                    m.bind_options = Some(MountBindOptions {
+                        propagation: Some(parsed),
+                        ..Default::default()
+                    });
+                }
+                out.push(m);
             }
             MountSpec::Tmpfs {
                 target,
@@ -314,6 +328,26 @@ pub fn create_body(
         port_bindings: (!bindings.is_empty()).then_some(bindings),
         cpu_shares: Some(i64::from(res.cpu_mhz).max(MIN_CPU_SHARES)),
         init: task.init.then_some(true),
+        dns: nonempty(&task.dns_servers),
+        dns_search: nonempty(&task.dns_search_domains),
+        dns_options: nonempty(&task.dns_options),
+        extra_hosts: nonempty(&task.extra_hosts),
+        group_add: nonempty(&task.group_add),
+        oom_score_adj: task.oom_score_adj,
+        pids_limit: task.pids_limit,
+        readonly_rootfs: task.readonly_rootfs.then_some(true),
+        shm_size: task.shm_size,
+        sysctls: (!task.sysctl.is_empty()).then(|| task.sysctl.clone().into_iter().collect()),
+        ulimits: (!task.ulimits.is_empty()).then(|| {
+            task.ulimits
+                .iter()
+                .map(|(name, (soft, hard))| ResourcesUlimits {
+                    name: Some(name.clone()),
+                    soft: Some(*soft),
+                    hard: Some(*hard),
+                })
+                .collect()
+        }),
         ..Default::default()
     };
     if reserved > 0 {
@@ -343,9 +377,19 @@ pub fn create_body(
         env: Some(env),
         labels: Some(container_labels(task, spec, node)),
         exposed_ports: (!exposed.is_empty()).then_some(exposed),
+        tty: task.tty.then_some(true),
+        open_stdin: task.interactive.then_some(true),
+        healthcheck: task.healthcheck_disabled.then(|| HealthConfig {
+            test: Some(vec!["NONE".to_string()]),
+            ..Default::default()
+        }),
         host_config: Some(host),
         ..Default::default()
     })
+}
+
+fn nonempty(v: &[String]) -> Option<Vec<String>> {
+    (!v.is_empty()).then(|| v.to_vec())
 }
 
 #[cfg(test)]

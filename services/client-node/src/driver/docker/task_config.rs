@@ -51,6 +51,8 @@ pub enum MountSpec {
         target: String,
         /// Read-only.
         readonly: bool,
+        /// `bind_options.propagation`.
+        propagation: Option<String>,
     },
     /// `type = "tmpfs"`: a memory file system at `target`.
     Tmpfs {
@@ -104,6 +106,34 @@ pub struct DockerTask {
     pub memory_hard_limit: Option<u64>,
     /// `init`.
     pub init: bool,
+    /// `dns_servers`.
+    pub dns_servers: Vec<String>,
+    /// `dns_search_domains`.
+    pub dns_search_domains: Vec<String>,
+    /// `dns_options`.
+    pub dns_options: Vec<String>,
+    /// `extra_hosts`.
+    pub extra_hosts: Vec<String>,
+    /// `group_add`.
+    pub group_add: Vec<String>,
+    /// `healthchecks { disable = true }`: the image's health check is off.
+    pub healthcheck_disabled: bool,
+    /// `interactive`: stdin stays open.
+    pub interactive: bool,
+    /// `tty`.
+    pub tty: bool,
+    /// `oom_score_adj`.
+    pub oom_score_adj: Option<i64>,
+    /// `pids_limit`.
+    pub pids_limit: Option<i64>,
+    /// `readonly_rootfs`.
+    pub readonly_rootfs: bool,
+    /// `shm_size`, bytes.
+    pub shm_size: Option<i64>,
+    /// `sysctl`.
+    pub sysctl: BTreeMap<String, String>,
+    /// `ulimit`: name → (soft, hard).
+    pub ulimits: BTreeMap<String, (i64, i64)>,
 }
 
 fn bad(key: &str, why: impl std::fmt::Display) -> DriverError {
@@ -206,8 +236,61 @@ impl DockerTask {
                 .and_then(|m| u64::try_from(m).ok())
                 .filter(|m| *m > 0),
             init: config.boolean("init")?.unwrap_or(false),
+            dns_servers: list("dns_servers")?,
+            dns_search_domains: list("dns_search_domains")?,
+            dns_options: list("dns_options")?,
+            extra_hosts: list("extra_hosts")?,
+            group_add: list("group_add")?,
+            healthcheck_disabled: healthcheck_disabled(config)?,
+            interactive: config.boolean("interactive")?.unwrap_or(false),
+            tty: config.boolean("tty")?.unwrap_or(false),
+            oom_score_adj: config.int("oom_score_adj")?,
+            pids_limit: config.int("pids_limit")?.filter(|p| *p > 0),
+            readonly_rootfs: config.boolean("readonly_rootfs")?.unwrap_or(false),
+            shm_size: config.int("shm_size")?.filter(|s| *s > 0),
+            sysctl: config.string_map("sysctl")?,
+            ulimits: ulimits(config)?,
         })
     }
+}
+
+/// `healthchecks { disable = … }`.
+fn healthcheck_disabled(config: &TaskConfig) -> Result<bool, DriverError> {
+    for block in config.blocks("healthchecks")? {
+        match block.fields.get("disable").and_then(|v| v.kind.as_ref()) {
+            None => {}
+            Some(Kind::BoolValue(b)) => return Ok(*b),
+            Some(Kind::StringValue(s)) if matches!(s.as_str(), "true" | "false") => {
+                return Ok(s == "true");
+            }
+            Some(_) => return Err(bad("healthchecks.disable", "expected a bool")),
+        }
+    }
+    Ok(false)
+}
+
+/// `ulimit { nofile = "soft:hard" }` (or one number for both).
+fn ulimits(config: &TaskConfig) -> Result<BTreeMap<String, (i64, i64)>, DriverError> {
+    let mut out = BTreeMap::new();
+    for (name, limit) in config.string_map("ulimit")? {
+        let number = |s: &str| {
+            s.trim().parse::<i64>().map_err(|_| {
+                bad(
+                    &format!("ulimit.{name}"),
+                    "expected \"soft\" or \"soft:hard\" numbers",
+                )
+            })
+        };
+        let (soft, hard) = match limit.split_once(':') {
+            Some((s, h)) => (number(s)?, number(h)?),
+            None => {
+                let n = number(&limit)?;
+                (n, n)
+            }
+        };
+        out.insert(name, (soft, hard));
+    }
+    Ok(out)
 }
 
 /// One `mount` block.
@@ -250,6 +333,11 @@ fn mount(block: &prost_types::Struct, at: &str, env: &TaskEnv) -> Result<MountSp
                 .ok_or_else(|| bad(&format!("{at}.source"), "required for a bind mount"))?,
             target,
             readonly,
+            propagation: nested("bind_options")
+                .and_then(|o| o.fields.get("propagation"))
+                .and_then(|v| v.kind.as_ref())
+                .and_then(scalar)
+                .filter(|p| !p.is_empty()),
         }),
         "tmpfs" => {
             let opts = nested("tmpfs_options");

@@ -533,3 +533,103 @@ async fn the_fingerprint_follows_the_daemon() {
     assert_eq!(fp.health, Health::Undetected);
     assert_eq!(fp.description, UNREACHABLE);
 }
+
+#[tokio::test]
+async fn the_options_nomad_jobs_use_reach_the_container() {
+    let f = fixture();
+    let mut spec = f.spec(
+        vec![
+            ("image", s("busybox:1")),
+            ("entrypoint", list(&["/bin/sh", "-c"])),
+            ("args", list(&["sleep 300"])),
+            ("work_dir", s("/local")),
+            ("hostname", s("web-1")),
+            (
+                "init",
+                Value {
+                    kind: Some(Kind::BoolValue(true)),
+                },
+            ),
+            (
+                "cpu_hard_limit",
+                Value {
+                    kind: Some(Kind::BoolValue(true)),
+                },
+            ),
+            ("dns_servers", list(&["127.0.0.53"])),
+            ("extra_hosts", list(&["db.internal:10.0.0.9"])),
+            (
+                "pids_limit",
+                Value {
+                    kind: Some(Kind::NumberValue(64.0)),
+                },
+            ),
+            (
+                "readonly_rootfs",
+                Value {
+                    kind: Some(Kind::BoolValue(true)),
+                },
+            ),
+            (
+                "shm_size",
+                Value {
+                    kind: Some(Kind::NumberValue(65536.0)),
+                },
+            ),
+            ("sysctl", block(&[("net.core.somaxconn", s("1024"))])),
+            ("ulimit", block(&[("nofile", s("2048:4096"))])),
+            (
+                "healthchecks",
+                block(&[(
+                    "disable",
+                    Value {
+                        kind: Some(Kind::BoolValue(true)),
+                    },
+                )]),
+            ),
+            (
+                "mount",
+                block(&[("type", s("tmpfs")), ("target", s("/scratch"))]),
+            ),
+        ],
+        free_port(),
+    );
+    {
+        let r = Arc::make_mut(spec.resources.as_mut().unwrap());
+        r.memory_max_mb = 128;
+        r.cores = vec![0];
+    }
+    let h = f.driver.start(spec.clone()).await.unwrap();
+    let c = inspect(&container_id(h.as_ref()));
+    let hc = &c["HostConfig"];
+    assert_eq!(
+        hc["Memory"],
+        128 * 1024 * 1024,
+        "memory_max is the hard limit"
+    );
+    assert_eq!(
+        hc["MemoryReservation"],
+        64 * 1024 * 1024,
+        "memory the soft one"
+    );
+    assert_eq!(hc["CpusetCpus"], "0");
+    assert_eq!(hc["CpuPeriod"], 100_000);
+    // 250 of 4,000 MHz on two cores.
+    assert_eq!(hc["CpuQuota"], 12_500);
+    assert_eq!(hc["Init"], true);
+    assert_eq!(hc["Dns"][0], "127.0.0.53");
+    assert_eq!(hc["ExtraHosts"][0], "db.internal:10.0.0.9");
+    assert_eq!(hc["PidsLimit"], 64);
+    assert_eq!(hc["ReadonlyRootfs"], true);
+    assert_eq!(hc["ShmSize"], 65536);
+    assert_eq!(hc["Sysctls"]["net.core.somaxconn"], "1024");
+    assert_eq!(hc["Ulimits"][0]["Name"], "nofile");
+    assert_eq!(hc["Ulimits"][0]["Hard"], 4096);
+    assert_eq!(c["Config"]["Hostname"], "web-1");
+    assert_eq!(c["Config"]["WorkingDir"], "/local");
+    assert_eq!(c["Config"]["Entrypoint"][0], "/bin/sh");
+    assert_eq!(c["Config"]["Healthcheck"]["Test"][0], "NONE");
+    assert_eq!(c["State"]["Running"], true, "{c}");
+    h.stop(Signal::SIGKILL, Duration::from_secs(1)).await;
+    f.driver.release(&spec).await;
+}
