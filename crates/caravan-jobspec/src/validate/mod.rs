@@ -3,6 +3,7 @@
 //! Placement-rule semantics (constraint operators, regexps, versions, spread percentages,
 //! affinity weights) are `caravan_scheduler::validate`'s; the gateway runs both.
 
+mod driver_config;
 mod periodic;
 mod policy;
 
@@ -335,6 +336,7 @@ fn group(tg: &TaskGroup, base: &str, job_type: JobType, e: &mut Errors) {
         }
         leaders += usize::from(task.leader);
         self::task(task, &tbase, job_type, e);
+        driver_config::check(tg, task, &tbase, e);
     }
     if leaders > 1 {
         e.on(base, "task", "only one task may be marked as leader");

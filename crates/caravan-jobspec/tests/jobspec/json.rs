@@ -189,7 +189,8 @@ job "everything" {
       port "grpc" {}
     }
     task "main" {
-      driver      = "raw_exec"
+      # A driver Caravan has no config schema for: its config goes through as written.
+      driver      = "podman"
       user        = "nobody"
       leader      = true
       kill_signal = "SIGINT"
@@ -225,6 +226,9 @@ job "everything" {
     }
     task "sidecar" {
       driver = "raw_exec"
+      config {
+        command = "/bin/true"
+      }
       lifecycle {
         hook    = "prestart"
         sidecar = true

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 fn job_with(f: impl FnOnce(&mut Value)) -> Job {
     let mut v = json!({"Job": {
         "ID": "web",
-        "TaskGroups": [{"Name": "web", "Tasks": [{"Name": "app", "Driver": "raw_exec"}]}]
+        "TaskGroups": [{"Name": "web", "Tasks": [{"Name": "app", "Driver": "raw_exec",
+            "Config": {"command": "/bin/true"}}]}]
     }});
     f(&mut v["Job"]);
     match parse_json(v.to_string().as_bytes(), &ParseOptions::default()) {
