@@ -40,7 +40,7 @@ pub fn banner(addresses: &DevAddresses, store: &str) -> String {
         vec![
             CLIENT_NODE.to_string(),
             format!("gRPC {}", a.client_node),
-            format!("node {} (raw_exec, mock)", short_id(&a.node_id)),
+            format!("node {} ({})", short_id(&a.node_id), a.drivers.join(", ")),
         ],
     ];
     let services: String = table(rows)
@@ -53,10 +53,18 @@ pub fn banner(addresses: &DevAddresses, store: &str) -> String {
     } else {
         format!(" -address http://{}", a.gateway_grpc)
     };
+    let docker = if a.drivers.iter().any(|d| d == "docker") {
+        format!(
+            "\n==> The Docker daemon answers: docker tasks run here (caravan{address} job run examples/redis.nomad.hcl)"
+        )
+    } else {
+        "\n==> The Docker daemon does not answer (/var/run/docker.sock): no docker driver"
+            .to_string()
+    };
     format!(
         "==> Caravan dev cluster running (state {store}); Ctrl-C stops everything\n\
          {services}    data dir {}\n\
-         ==> Try: caravan{address} job run examples/hello.hcl",
+         ==> Try: caravan{address} job run examples/hello.hcl{docker}",
         a.data_dir.display()
     )
 }
@@ -79,6 +87,7 @@ mod tests {
             workers: 2,
             client_node: "127.0.0.1:4660".parse().unwrap(),
             node_id: "f7476465-0000".into(),
+            drivers: vec!["raw_exec".into(), "mock".into()],
             data_dir: PathBuf::from("/tmp/d"),
         };
         let text = banner(&a, "in memory");
@@ -94,14 +103,27 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.ends_with("==> Try: caravan job run examples/hello.hcl"),
+            text.contains("==> Try: caravan job run examples/hello.hcl\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                "==> The Docker daemon does not answer (/var/run/docker.sock): no docker driver"
+            ),
             "{text}"
         );
         let mut other = a;
         other.gateway_grpc = "127.0.0.1:5000".parse().unwrap();
+        other.drivers.insert(0, "docker".into());
+        let text = banner(&other, "x");
         assert!(
-            banner(&other, "x")
-                .ends_with("caravan -address http://127.0.0.1:5000 job run examples/hello.hcl")
+            text.contains("caravan -address http://127.0.0.1:5000 job run examples/hello.hcl"),
+            "{text}"
+        );
+        assert!(text.contains("(docker, raw_exec, mock)"), "{text}");
+        assert!(
+            text.ends_with("docker tasks run here (caravan -address http://127.0.0.1:5000 job run examples/redis.nomad.hcl)"),
+            "{text}"
         );
     }
 }

@@ -1,6 +1,7 @@
 //! `caravan dev`: every service and one client node (raw_exec and mock
-//! drivers) in this process, on one embedded `MemStore` (or an etcd), each
-//! service on its own loopback port and still talking gRPC to the others.
+//! drivers, and docker when the Docker daemon answers) in this process, on
+//! one embedded `MemStore` (or an etcd), each service on its own loopback
+//! port and still talking gRPC to the others.
 
 mod banner;
 mod tier;
@@ -129,6 +130,8 @@ pub struct DevAddresses {
     pub client_node: SocketAddr,
     /// The client node's id.
     pub node_id: String,
+    /// The client node's drivers (docker only when the daemon answered).
+    pub drivers: Vec<String>,
     /// The client node's data directory.
     pub data_dir: PathBuf,
 }
@@ -371,6 +374,11 @@ async fn start_services(
         )
         .await?;
     let gateway_grpc = dialable(gateway.grpc);
+    let docker = caravan_client_node::driver::docker::daemon_answers(&Default::default()).await;
+    let mut drivers = vec!["raw_exec".to_string(), "mock".to_string()];
+    if docker {
+        drivers.insert(0, "docker".to_string());
+    }
     let (nodes, client_node) = tiers
         .edge
         .start(
@@ -379,7 +387,7 @@ async fn start_services(
                 servers: vec![gateway_grpc.to_string()],
                 grpc_addr: any_port,
                 data_dir: data_dir.clone(),
-                drivers: vec!["raw_exec".into(), "mock".into()],
+                drivers: drivers.clone(),
                 stop_tasks_on_shutdown: true,
                 task_supervisor: options.task_supervisor.clone(),
                 name: options.node_name.clone(),
@@ -399,6 +407,7 @@ async fn start_services(
         workers: pool.workers(),
         client_node: dialable(client_node),
         node_id: nodes.node_ids.first().cloned().unwrap_or_default(),
+        drivers,
         data_dir,
     })
 }

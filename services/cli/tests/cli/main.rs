@@ -6,4 +6,5 @@ mod alloc_fs;
 mod common;
 mod deployments;
 mod dev;
+mod dev_docker;
 mod vars;

@@ -200,6 +200,17 @@ impl DockerDriver {
     }
 }
 
+/// Whether the daemon `config` names answers (`caravan dev` enables the
+/// driver only then).
+pub async fn daemon_answers(config: &DockerConfig) -> bool {
+    let Ok(socket) = config.socket() else {
+        return false;
+    };
+    tokio::time::timeout(FINGERPRINT_TIMEOUT, Daemon::new(socket).client())
+        .await
+        .is_ok_and(|c| c.is_ok())
+}
+
 /// Removes a container (and its anonymous volumes), running or not; one
 /// that is gone already is fine.
 async fn remove(docker: &bollard::Docker, id: &str) {
