@@ -599,6 +599,22 @@ impl Cluster {
         Ok(())
     }
 
+    /// Starts the real client node named `name` again after a crash, with
+    /// its settings and data dir, and waits until it listens.
+    pub async fn restart_client(&mut self, name: &str) -> anyhow::Result<()> {
+        let index = *self
+            .clients
+            .get(name)
+            .ok_or_else(|| anyhow::anyhow!("no client node named {name}"))?;
+        let process = self.processes[index].name.clone();
+        self.restart(&process).await
+    }
+
+    /// The data dir of the real client node named `name`.
+    pub fn client_data_dir(&self, name: &str) -> PathBuf {
+        self.dir().join(format!("data-{name}"))
+    }
+
     /// Makes a CA and a server, a client and a CLI certificate (with
     /// `caravan tls`) in the cluster's directory; processes started from
     /// now on run with `[tls]` (servers with the server certificate, client

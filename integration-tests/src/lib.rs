@@ -4,6 +4,7 @@
 pub mod binaries;
 pub mod cluster;
 pub mod cost;
+pub mod docker;
 pub mod etcd;
 pub mod etcd_cluster;
 pub mod http;
