@@ -150,3 +150,52 @@ async fn a_driver_no_node_has_blocks_until_a_node_with_it_joins() {
     assert_eq!(running[0].node_id, exec_node);
     wait_eval(&c, &blocked.id, EvalStatus::Complete).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_driver_config_is_refused_at_register_plan_and_validate() {
+    let mut c = Cluster::new("driver-config").await.unwrap();
+    c.start_gateway(&[]).await.unwrap();
+    let http = c.http().unwrap();
+    let mut job = jobs::service_job(
+        "cache",
+        1,
+        json!({
+            "Name": "redis",
+            "Driver": "docker",
+            "Config": {"image": "redis:7", "imagee": "typo", "ports": ["db", "admin"], "privileged": true},
+            "Resources": {"CPU": 100, "MemoryMB": 64},
+        }),
+    );
+    job["Job"]["TaskGroups"][0]["Networks"] =
+        json!([{"DynamicPorts": [{"Label": "db", "To": 6379}]}]);
+    let before = c.state.key_revisions().await.unwrap();
+    let words = [
+        r#"task "redis": config.imagee: the docker driver has no option "imagee""#,
+        r#"config.ports[1]: port label "admin" is not defined in the group's network"#,
+        "config.privileged: not supported by Caravan's docker driver",
+    ];
+    for path in ["/v1/jobs", "/v1/job/cache/plan"] {
+        let reply = http.put_json(path, &job).await.unwrap();
+        let text = reply.text();
+        assert_eq!(reply.status, 400, "{path}: {text}");
+        for w in words {
+            assert!(text.contains(w), "{path}: {text:?} lacks {w:?}");
+        }
+    }
+    // As Nomad's, the validate endpoint answers 200 with the errors listed.
+    let reply = http.put_json("/v1/validate/job", &job).await.unwrap();
+    let v = reply.ok_json().unwrap();
+    assert_eq!(v["DriverConfigValidated"], false, "{v}");
+    let errors = v["ValidationErrors"].to_string();
+    for w in words {
+        assert!(
+            errors.contains(&w.replace('"', "\\\"")),
+            "{errors} lacks {w:?}"
+        );
+    }
+    assert_eq!(
+        before,
+        c.state.key_revisions().await.unwrap(),
+        "nothing written"
+    );
+}
