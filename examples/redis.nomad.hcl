@@ -44,8 +44,8 @@ job "example" {
       }
     }
 
-    # Service registration is not there yet in Caravan: this block is kept
-    # and warned about, and the job runs without it.
+    # Service registration is not in Caravan yet: this block is warned about
+    # and ignored, and the job runs without it.
     service {
       name     = "redis-cache"
       tags     = ["global", "cache"]
@@ -75,6 +75,7 @@ job "example" {
 
       shutdown_delay = "10s"
 
+      # Workload identities are not in Caravan yet: warned about and ignored.
       identity {
         env  = true
         file = true

@@ -56,6 +56,8 @@ pub mod events {
     pub const RESTART_SIGNALED: &str = "Restart Signaled";
     /// A user sent the task a signal.
     pub const SIGNALING: &str = "Signaling";
+    /// The task's `shutdown_delay` runs before the kill signal.
+    pub const WAITING_SHUTDOWN_DELAY: &str = "Waiting for shutdown delay";
 }
 
 /// How a user-requested restart ended: `Err` says why it did not happen.
@@ -145,6 +147,9 @@ pub struct TaskRunner {
     pub kill_signal: Signal,
     /// Time between the signal and SIGKILL.
     pub kill_timeout: Duration,
+    /// Time between a stop being asked and the kill signal (the task's
+    /// `shutdown_delay`).
+    pub shutdown_delay: Duration,
     /// Restart policy bookkeeping.
     pub restart: RestartTracker,
     /// Its state so far.
@@ -474,6 +479,25 @@ impl TaskRunner {
         if let Some((kind, msg)) = req.cause {
             push_event(&mut self.state, event(&kind, msg));
         }
+        if !self.shutdown_delay.is_zero() {
+            push_event(
+                &mut self.state,
+                event(
+                    events::WAITING_SHUTDOWN_DELAY,
+                    format!(
+                        "Waiting for shutdown_delay of {} before killing the task.",
+                        caravan_jobspec::format_duration(ns(self.shutdown_delay))
+                    ),
+                ),
+            );
+            self.send(Some(handle));
+            tokio::select! {
+                _ = tokio::time::sleep(self.shutdown_delay) => {}
+                // It ended by itself meanwhile: nothing to kill.
+                _ = handle.wait() => {}
+                _ = self.detach.cancelled() => return,
+            }
+        }
         push_event(
             &mut self.state,
             event(
@@ -526,6 +550,15 @@ mod tests {
         policy: RestartPolicy,
         batch: bool,
     ) -> Harness {
+        runner_with(config, policy, batch, Duration::ZERO)
+    }
+
+    fn runner_with(
+        config: Vec<(&str, prost_types::Value)>,
+        policy: RestartPolicy,
+        batch: bool,
+        shutdown_delay: Duration,
+    ) -> Harness {
         let (tx, rx) = mpsc::unbounded_channel();
         let (kill_tx, kill_rx) = watch::channel(None);
         let detach = CancellationToken::new();
@@ -545,6 +578,7 @@ mod tests {
             },
             kill_signal: Signal::SIGTERM,
             kill_timeout: Duration::from_secs(5),
+            shutdown_delay,
             restart: RestartTracker::new(&policy, batch).without_jitter(),
             state: TaskState {
                 state: states::PENDING.into(),
@@ -631,6 +665,7 @@ mod tests {
             spec,
             kill_signal: Signal::SIGTERM,
             kill_timeout: Duration::from_secs(5),
+            shutdown_delay: Duration::ZERO,
             restart: RestartTracker::new(&policy(2, "fail"), true).without_jitter(),
             state: TaskState {
                 state: states::PENDING.into(),
@@ -704,6 +739,7 @@ mod tests {
             },
             kill_signal: Signal::SIGTERM,
             kill_timeout: Duration::from_secs(5),
+            shutdown_delay: Duration::ZERO,
             restart: RestartTracker::new(&policy(2, "fail"), true).without_jitter(),
             state: TaskState {
                 state: states::PENDING.into(),
@@ -882,6 +918,36 @@ mod tests {
                 "Terminated",
                 "Killed"
             ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_shutdown_delay_runs_before_the_kill_signal() {
+        let mut h = runner_with(
+            vec![("run_for", string_value("1h"))],
+            policy(2, "fail"),
+            false,
+            Duration::from_secs(3),
+        );
+        assert_eq!(h.updates.recv().await.unwrap().state.state, "running");
+        let began = Instant::now();
+        h.kill.send(Some(KillRequest::default())).unwrap();
+        (&mut h.join).await.unwrap();
+        assert_eq!(began.elapsed(), Duration::from_secs(3));
+        let s = last(&mut h).await;
+        assert_eq!(
+            kinds(&s),
+            vec![
+                "Started",
+                "Waiting for shutdown delay",
+                "Killing",
+                "Terminated",
+                "Killed"
+            ]
+        );
+        assert_eq!(
+            s.events[1].message,
+            "Waiting for shutdown_delay of 3s before killing the task."
         );
     }
 

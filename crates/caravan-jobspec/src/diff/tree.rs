@@ -156,6 +156,7 @@ pub(crate) fn task_node(t: &Task) -> Node {
         .field("KillSignal", &t.kill_signal)
         .field("KillTimeout", t.kill_timeout_ns)
         .field("Leader", t.leader)
+        .field("ShutdownDelay", t.shutdown_delay_ns)
         .field("User", &t.user)
         .map("Env", &t.env)
         .map("Meta", &t.meta)

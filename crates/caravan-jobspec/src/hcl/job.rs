@@ -10,8 +10,7 @@ use std::collections::BTreeMap;
 /// Nomad job arguments Caravan does not support yet.
 const JOB_UNSUPPORTED_ATTRS: &[&str] = &["consul_token", "vault_token"];
 /// Nomad job blocks Caravan does not support yet.
-const JOB_UNSUPPORTED_BLOCKS: &[&str] =
-    &["multiregion", "vault", "consul", "ui", "identity", "secret"];
+const JOB_UNSUPPORTED_BLOCKS: &[&str] = &["multiregion", "vault", "consul", "identity", "secret"];
 /// Nomad group blocks Caravan does not support yet.
 const GROUP_UNSUPPORTED_BLOCKS: &[&str] = &[
     "volume",
@@ -49,7 +48,8 @@ pub(crate) fn decode_job<'a>(
     let vault = schema::single(&mut b, "vault", schema::VAULT, diag).map(normalize_vault);
     let secrets = labeled_list(&mut b, "secret", schema::SECRET, diag);
     let mut job = ApiJob {
-        ui: schema::single(&mut b, "ui", schema::UI, diag),
+        ui: schema::single(&mut b, "ui", schema::UI, diag)
+            .and_then(|ui| serde_json::from_value(ui).ok()),
         multiregion: schema::single(&mut b, "multiregion", schema::MULTIREGION, diag),
         region: b.string("region", diag),
         namespace: b.string("namespace", diag),

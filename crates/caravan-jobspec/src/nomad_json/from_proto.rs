@@ -53,6 +53,18 @@ pub(crate) fn job_to_api(job: &Job) -> ApiJob {
             meta_optional: Some(p.meta_optional.clone()),
         }),
         meta: Some(job.meta.clone()),
+        ui: job.ui.as_ref().map(|u| ApiJobUi {
+            description: Some(u.description.clone()),
+            links: Some(
+                u.links
+                    .iter()
+                    .map(|l| ApiJobUiLink {
+                        label: Some(l.label.clone()),
+                        url: Some(l.url.clone()),
+                    })
+                    .collect(),
+            ),
+        }),
         stop: Some(job.stop),
         parent_id: Some(job.parent_id.clone()),
         dispatched: Some(job.dispatched),
@@ -136,6 +148,7 @@ fn task_to_api(t: &Task) -> ApiTask {
         restart_policy: t.restart_policy.as_ref().map(restart_to_api),
         meta: Some(t.meta.clone()),
         kill_timeout: Some(t.kill_timeout_ns),
+        shutdown_delay: Some(t.shutdown_delay_ns),
         dispatch_payload: (!t.dispatch_payload_file.is_empty()).then(|| ApiDispatchPayload {
             file: Some(t.dispatch_payload_file.clone()),
         }),

@@ -114,7 +114,7 @@ pub struct ApiJob {
     #[serde(rename = "NomadTokenID", skip_serializing_if = "Option::is_none")]
     pub nomad_token_id: Option<String>,
     #[serde(rename = "UI", skip_serializing_if = "Option::is_none")]
-    pub ui: Option<Value>,
+    pub ui: Option<ApiJobUi>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version_tag: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -265,6 +265,26 @@ pub struct ApiReschedulePolicy {
     pub max_delay: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unlimited: Option<bool>,
+}
+
+/// Nomad's `api.JobUIConfig`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "PascalCase")]
+pub struct ApiJobUi {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub links: Option<Vec<ApiJobUiLink>>,
+}
+
+/// Nomad's `api.JobUILink`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ApiJobUiLink {
+    #[serde(rename = "Label", skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(rename = "URL", skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// Nomad's `api.MigrateStrategy`; durations in nanoseconds.

@@ -122,7 +122,6 @@ pub(crate) fn job_to_proto(api: ApiJob, conv: &mut Conversion) -> Job {
         "VaultNamespace",
         str_meaningful(&api.vault_namespace).as_ref(),
     );
-    conv.unsupported("", "UI", api.ui.as_ref());
 
     let id = api.id.unwrap_or_default();
     let name = api
@@ -220,6 +219,18 @@ pub(crate) fn job_to_proto(api: ApiJob, conv: &mut Conversion) -> Job {
         modify_revision: conv.revision("ModifyIndex", api.modify_index),
         job_modify_revision: conv.revision("JobModifyIndex", api.job_modify_index),
         dispatched: api.dispatched.unwrap_or(false),
+        ui: api.ui.map(|u| caravan_proto::JobUi {
+            description: u.description.unwrap_or_default(),
+            links: u
+                .links
+                .unwrap_or_default()
+                .into_iter()
+                .map(|l| caravan_proto::JobUiLink {
+                    label: l.label.unwrap_or_default(),
+                    url: l.url.unwrap_or_default(),
+                })
+                .collect(),
+        }),
         ..Default::default()
     };
     job.set_type(job_type);
@@ -464,11 +475,6 @@ fn task_to_proto(
     conv.unsupported(&base, "Schedule", t.schedule.as_ref());
     conv.unsupported(&base, "Secrets", t.secrets.as_ref());
     conv.unsupported(&base, "Kind", str_meaningful(&t.kind).as_ref());
-    conv.unsupported(
-        &base,
-        "ShutdownDelay",
-        t.shutdown_delay.map(Value::from).as_ref(),
-    );
     let log_config = log_config(t.log_config, &join(&base, "LogConfig"), conv);
 
     let restart_policy = match t.restart_policy {
@@ -500,6 +506,7 @@ fn task_to_proto(
         restart_policy: Some(restart_policy),
         user: t.user.unwrap_or_default(),
         log_config: Some(log_config),
+        shutdown_delay_ns: t.shutdown_delay.unwrap_or(0),
     }
 }
 

@@ -366,6 +366,9 @@ fn task(t: &Task, base: &str, job_type: JobType, e: &mut Errors) {
     if t.kill_timeout_ns < 0 {
         e.on(base, "kill_timeout", "must be >= 0");
     }
+    if t.shutdown_delay_ns < 0 {
+        e.on(base, "shutdown_delay", "must be >= 0");
+    }
     if job_type.runs_on_every_node() && !t.affinities.is_empty() {
         e.on(
             base,

@@ -661,3 +661,61 @@ fn the_logs_block_sets_rotation() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn a_tasks_shutdown_delay_is_kept() {
+    let p = parse(&one_task("      shutdown_delay = \"10s\""));
+    assert_eq!(
+        p.job.task_groups[0].tasks[0].shutdown_delay_ns,
+        10_000_000_000
+    );
+    assert!(
+        !p.warnings.iter().any(|w| w.contains("ShutdownDelay")),
+        "{:?}",
+        p.warnings
+    );
+    let json = caravan_jobspec::render_json(&p.job);
+    let rendered = json
+        .pointer("/TaskGroups/0/Tasks/0/ShutdownDelay")
+        .or_else(|| json.pointer("/Job/TaskGroups/0/Tasks/0/ShutdownDelay"));
+    assert_eq!(
+        rendered,
+        Some(&serde_json::json!(10_000_000_000i64)),
+        "{json}"
+    );
+}
+
+#[test]
+fn the_job_nomad_job_init_writes_parses_and_validates() {
+    let p = parse(&example("redis.nomad.hcl"));
+    assert!(validate(&p.job).is_ok(), "{:?}", validate(&p.job));
+    let t = &p.job.task_groups[0].tasks[0];
+    assert_eq!(t.driver, "docker");
+    assert_eq!(t.shutdown_delay_ns, 10_000_000_000);
+    let ui = p.job.ui.as_ref().expect("the ui block is kept");
+    assert_eq!(ui.description, "Nomad **Example** Job");
+    assert_eq!(ui.links[0].url, "https://developer.hashicorp.com/nomad");
+    let json = caravan_jobspec::render_json(&p.job);
+    let job = json.get("Job").unwrap_or(&json);
+    assert_eq!(
+        job["UI"]["Links"][0]["Label"], "Learn more about Nomad",
+        "{json}"
+    );
+    // What Caravan does not run yet: the service registration and the
+    // workload identity.
+    assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("Services is not supported")),
+        "{:?}",
+        p.warnings
+    );
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("Identity is not supported")),
+        "{:?}",
+        p.warnings
+    );
+}

@@ -447,8 +447,15 @@ fn the_init_job_canonicalizes_as_nomad() {
     let mut out = Vec::new();
     subset("job", &got, &want, &mut out);
     assert!(out.is_empty(), "{}", out.join("\n"));
+    // The task's shutdown delay and the job's UI block are kept as Nomad keeps them.
+    assert_eq!(
+        got["TaskGroups"][0]["Tasks"][0]["ShutdownDelay"],
+        10 * S,
+        "{got}"
+    );
+    assert_eq!(got["UI"]["Links"][0]["Label"], "Docs", "{got}");
     // What Caravan does not run yet is named, not dropped in silence.
-    for field in ["Services", "ShutdownDelay", "Identity", "UI"] {
+    for field in ["Services", "Identity"] {
         assert!(
             parsed.warnings.iter().any(|w| w.contains(field)),
             "{field}: {:?}",

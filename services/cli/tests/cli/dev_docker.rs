@@ -64,9 +64,11 @@ async fn dev_runs_the_job_nomad_job_init_writes() {
     let began = Instant::now();
     let (code, out, err) = cli(&address, &["job", "run", job.to_str().unwrap()]).await;
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
-    // The service block (and what else Caravan does not run yet) is
-    // warned about; the job runs.
+    // The service and identity blocks (not in Caravan yet) are warned
+    // about; the job runs.
+    assert!(out.contains("2 warnings:"), "{out}");
     assert!(out.contains("service block is not supported"), "{out}");
+    assert!(out.contains("identity block is not supported"), "{out}");
     let alloc = eventually_some("the alloc to run", WAIT, || async {
         let allocs = api.job_allocations("example").await.ok()?;
         allocs
@@ -92,11 +94,15 @@ async fn dev_runs_the_job_nomad_job_init_writes() {
     );
     assert_eq!(pong.trim(), "+PONG");
 
+    // The task's shutdown_delay (10 s) runs before the kill signal.
+    let stopping = Instant::now();
     let (code, out, err) = cli(&address, &["job", "stop", "-purge", "example"]).await;
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
     eventually_some("the container to go", WAIT, || async {
         ping(&addr).await.is_none().then_some(())
     })
     .await;
+    let took = stopping.elapsed();
+    assert!(took >= Duration::from_secs(10), "{took:?}");
     cluster.stop().await.expect("dev cluster stops cleanly");
 }

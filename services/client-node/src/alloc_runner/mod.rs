@@ -507,6 +507,8 @@ impl AllocRunner {
             spec,
             kill_signal,
             kill_timeout,
+            shutdown_delay: u64::try_from(task.shutdown_delay_ns)
+                .map_or(Duration::ZERO, Duration::from_nanos),
             restart: restart.unwrap_or_else(|| RestartTracker::new(&policy, batch)),
             state: slot.state.clone(),
             updates: self.updates_tx.clone(),
