@@ -207,6 +207,9 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
             acl_guard::guard(gw.clone(), limit, req, next)
         }));
     }
+    // The web UI's files, and `/` redirected to it, outside the ACL layer:
+    // they are public, as Nomad's are; the app's API calls carry the token.
+    routes = routes.merge(caravan_ui::routes());
     routes
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn(move |req, next| {
