@@ -135,18 +135,28 @@ IMAGE_PACKAGES=(
   "command -v docker-compose:docker-compose"
 )
 
-# Installs whatever IMAGE_PACKAGES finds missing, then checks that the Docker
-# daemon answers.
-ensure_image_packages() {
+# Installs whatever the "test package" pairs given as arguments find missing,
+# as ensure_packages does for REQUIRED_PACKAGES.
+ensure_package_set() {
   local saved=("${REQUIRED_PACKAGES[@]}") ok=1
-  REQUIRED_PACKAGES=("${IMAGE_PACKAGES[@]}")
+  REQUIRED_PACKAGES=("$@")
   ensure_packages || ok=0
   REQUIRED_PACKAGES=("${saved[@]}")
-  [ "$ok" = 1 ] || return 1
+  [ "$ok" = 1 ]
+}
+
+# Fails, saying why, unless the Docker daemon answers.
+ensure_docker_daemon() {
   if ! docker info >/dev/null 2>&1; then
     echo "the Docker daemon does not answer (docker info); start it, or run as a user in the docker group" >&2
     return 1
   fi
+}
+
+# Installs whatever IMAGE_PACKAGES finds missing, then checks that the Docker
+# daemon answers.
+ensure_image_packages() {
+  ensure_package_set "${IMAGE_PACKAGES[@]}" && ensure_docker_daemon
 }
 
 # What the docker driver's tests need beyond REQUIRED_PACKAGES: the Docker
@@ -162,13 +172,17 @@ TEST_IMAGE_PACKAGES=(
 # Installs whatever TEST_IMAGE_PACKAGES finds missing, then checks that the
 # Docker daemon answers.
 ensure_test_image_packages() {
-  local saved=("${REQUIRED_PACKAGES[@]}") ok=1
-  REQUIRED_PACKAGES=("${TEST_IMAGE_PACKAGES[@]}")
-  ensure_packages || ok=0
-  REQUIRED_PACKAGES=("${saved[@]}")
-  [ "$ok" = 1 ] || return 1
-  if ! docker info >/dev/null 2>&1; then
-    echo "the Docker daemon does not answer (docker info); start it, or run as a user in the docker group" >&2
-    return 1
-  fi
+  ensure_package_set "${TEST_IMAGE_PACKAGES[@]}" && ensure_docker_daemon
+}
+
+# What scripts/ui-test needs beyond REQUIRED_PACKAGES: Debian's Chromium and
+# its WebDriver, which Selenium drives headless.
+UI_TEST_PACKAGES=(
+  "command -v chromium:chromium"
+  "command -v chromedriver:chromium-driver"
+)
+
+# Installs whatever UI_TEST_PACKAGES finds missing.
+ensure_ui_test_packages() {
+  ensure_package_set "${UI_TEST_PACKAGES[@]}"
 }
