@@ -1,8 +1,9 @@
 //! The gateway's Nomad HTTP API over TLS (`tls.http`), as the real binary:
-//! plain HTTP gets nowhere, HTTPS with the cluster's CA answers, a client
-//! certificate of another CA is refused; with `tls.verify_https_client` a
-//! client certificate signed by the CA is required, and a `cli` one is
-//! enough; new files of another CA are served without a restart.
+//! plain HTTP gets nowhere, HTTPS with the cluster's CA answers (the web UI
+//! too), a client certificate of another CA is refused; with
+//! `tls.verify_https_client` a client certificate signed by the CA is
+//! required, and a `cli` one is enough; new files of another CA are served
+//! without a restart.
 //!
 //! Needs the service binaries (`cargo build --workspace --bins`) and
 //! `CARAVAN_TEST_ETCD`.
@@ -177,6 +178,12 @@ async fn the_http_api_serves_https_and_can_require_client_certificates() {
         .await
         .expect("HTTPS with the CA");
     assert_eq!(status, 200, "{body}");
+    // The web UI comes over the same listener.
+    let (status, body) = https_get(http, &ca, None, "/ui/jobs")
+        .await
+        .expect("the UI over HTTPS");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.starts_with("<!doctype html>"), "{body}");
     let (status, body) = https_get(
         http,
         &ca,
