@@ -3,8 +3,9 @@ against `caravan dev -acl-enabled` (started by scripts/ui-test).
 
 Signs in with a token, runs a job from the UI and watches its allocation
 reach running, follows its log live, stops it; follows a deployment with a
-canary and promotes it; reads why a blocked job cannot be placed; opens a
-node and drains it; checks that a 403 names the missing capability. Saves
+canary and promotes it; reads why a blocked job cannot be placed, on its
+page and its evaluation's; reads the servers page; writes a variable; opens
+a node and drains it; checks that a 403 names the missing capability. Saves
 screenshots of the main pages. With --bench it only measures how long the
 main pages take to load against an existing cluster.
 
@@ -253,6 +254,37 @@ def blocked(b, api, ctx):
     b.shot("job-blocked")
 
 
+@check("an evaluation's page explains its placement failures")
+def evaluation(b, api, ctx):
+    b.go("/ui/jobs/blocked@default/evaluations")
+    b.click("an evaluation of the blocked job", "a.eval-link")
+    b.wait("the evaluation's page", lambda: "/ui/evaluations/" in b.d.current_url)
+    b.wait("its placement failure", lambda: "filtered 1 node" in b.text(".placement-failure[data-group=g]"))
+    b.shot("evaluation")
+
+
+@check("the servers page names each service's leader")
+def servers(b, api, ctx):
+    b.go("/ui/servers")
+    b.wait("the leaders of the broker, the applier and the deployment-watcher",
+           lambda: all(s in b.text(".servers-page") for s in ("eval-broker", "plan-applier", "deployment-watcher")))
+
+
+@check("create a variable from the UI and read it back")
+def variables(b, api, ctx):
+    b.go("/ui/variables/new")
+    b.one("the path field", "input[aria-label=Path]").send_keys("ui/test")
+    b.one("the first key", ".kv-row .key").send_keys("greeting")
+    b.one("the first value", ".kv-row .value").send_keys("hello")
+    b.click("Save", "button[data-action=save]")
+    b.wait("the variable's page", lambda: "/ui/variables/var/ui/test" in b.d.current_url)
+    stored = b.wait("the variable through the API", lambda: api.call("GET", "/v1/var/ui/test"))
+    if stored.get("Items") != {"greeting": "hello"}:
+        raise Failed(f"the variable holds {stored.get('Items')}")
+    b.go("/ui/variables")
+    b.wait("the variable in the list", lambda: "ui/test" in b.text("table.list"))
+
+
 @check("the job list shows every job with its summary")
 def job_list(b, api, ctx):
     b.go("/ui/jobs")
@@ -307,7 +339,8 @@ def limited_token(b, api, ctx):
     b.shot("forbidden")
 
 
-CHECKS = [anonymous_refused, sign_in, run_job, follow_logs, deployment, blocked, job_list, stop_job, drain_node, limited_token]
+CHECKS = [anonymous_refused, sign_in, run_job, follow_logs, deployment, blocked, evaluation, servers, variables, job_list,
+          stop_job, drain_node, limited_token]
 
 
 def page_load(b, path, ready_js, what, timeout=60.0):

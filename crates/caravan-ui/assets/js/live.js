@@ -51,12 +51,15 @@ export function sleep(ms, signal) {
 /**
  * Watches `path` with blocking queries: `onData(data, index)` with each new
  * answer, `onError(err)` when a call fails (retried with backoff). Successive
- * answers are at least `minGapMs` apart, so a busy cluster does not make the
- * page re-render more than once a second.
+ * reads start at least `minGapMs` apart, and four times as far apart as the
+ * first (unblocked) read took, so a busy cluster does not make the page
+ * re-render more than once a second, nor a large list keep the browser and
+ * the gateway busy.
  */
 export function watch(scope, path, { query = {}, onData, onError, wait = '60s', minGapMs = 1000 }) {
   let index = 0;
   let failures = 0;
+  let cost = null;
   const loop = async () => {
     while (scope.alive) {
       const started = Date.now();
@@ -76,7 +79,12 @@ export function watch(scope, path, { query = {}, onData, onError, wait = '60s', 
         await sleep(Math.min(30000, 1000 * 2 ** Math.min(failures, 5)), scope.signal);
         continue;
       }
-      const gap = minGapMs - (Date.now() - started);
+      // A list that takes long to read and draw waits longer before the
+      // next read: the first read does not block, so its time is what one
+      // read of the whole costs, and at most a quarter of the time goes to
+      // keeping it fresh.
+      if (cost === null) cost = Date.now() - started;
+      const gap = Math.max(minGapMs, 4 * cost) - (Date.now() - started);
       if (gap > 0) await sleep(gap, scope.signal);
     }
   };

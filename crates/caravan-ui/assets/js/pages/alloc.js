@@ -15,7 +15,7 @@ import { tabs } from '../parts/tabs.js';
 import { lineChart } from '../parts/chart.js';
 import { LogView } from '../parts/logs.js';
 import { FileBrowser } from '../parts/files.js';
-import { allocHref, jobLink } from '../parts/allocs.js';
+import { allocHref, evalHref, jobLink } from '../parts/allocs.js';
 
 const SIGNALS = ['SIGHUP', 'SIGINT', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2', 'SIGTERM', 'SIGKILL'];
 /** How often resource usage is sampled, and how long it is kept. */
@@ -170,7 +170,7 @@ export default function render(root, { params, scope }) {
           ['Group', a.TaskGroup],
           ['Client', h('a', { href: `/ui/clients/${encodeURIComponent(a.NodeID)}` }, a.NodeName || shortId(a.NodeID))],
           ['Job version', String(a.Job?.Version ?? a.JobVersion ?? '—')],
-          ['Evaluation', h('a', { href: `/ui/evaluations/${a.EvalID}`, class: 'mono' }, shortId(a.EvalID))],
+          ['Evaluation', h('a', { href: evalHref(a.EvalID, a.Namespace), class: 'mono' }, shortId(a.EvalID))],
           ['Created', h('span', { title: when(a.CreateTime) }, ago(a.CreateTime))],
           ['Modified', h('span', { title: when(a.ModifyTime) }, ago(a.ModifyTime))],
           a.ClientDescription ? ['Client says', a.ClientDescription] : null,

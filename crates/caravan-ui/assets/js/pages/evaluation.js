@@ -5,15 +5,17 @@
 import { h, mount } from '../dom.js';
 import { ago, when, shortId } from '../format.js';
 import { watch } from '../live.js';
+import { query } from '../router.js';
 import { badge, facts } from '../parts/status.js';
 import { errorBox } from '../parts/errors.js';
 import { placementFailures } from '../parts/placement.js';
-import { allocTable, jobLink } from '../parts/allocs.js';
+import { allocTable, evalHref, jobLink } from '../parts/allocs.js';
 
-const evalLink = (id) => (id ? h('a', { href: `/ui/evaluations/${id}`, class: 'mono' }, shortId(id)) : null);
+const evalLink = (id, ns) => (id ? h('a', { href: evalHref(id, ns), class: 'mono' }, shortId(id)) : null);
 
 export default function render(root, { params, scope }) {
   const id = params.eval;
+  const q = { namespace: query().get('namespace') || undefined };
   const head = h('div');
   const problem = h('div');
   const failures = h('div');
@@ -22,6 +24,7 @@ export default function render(root, { params, scope }) {
     h('section', { class: 'card' }, h('h2', {}, 'Allocations placed'), allocs.el)));
 
   watch(scope, `/v1/evaluation/${encodeURIComponent(id)}`, {
+    query: q,
     onData: (e) => {
       mount(problem);
       mount(head,
@@ -38,9 +41,9 @@ export default function render(root, { params, scope }) {
           e.StatusDescription ? ['Status', e.StatusDescription] : null,
           ['Created', h('span', { title: when(e.CreateTime) }, ago(e.CreateTime))],
           ['Modified', h('span', { title: when(e.ModifyTime) }, ago(e.ModifyTime))],
-          e.PreviousEval ? ['Previous', evalLink(e.PreviousEval)] : null,
-          e.NextEval ? ['Next', evalLink(e.NextEval)] : null,
-          e.BlockedEval ? ['Blocked evaluation', evalLink(e.BlockedEval)] : null,
+          e.PreviousEval ? ['Previous', evalLink(e.PreviousEval, e.Namespace)] : null,
+          e.NextEval ? ['Next', evalLink(e.NextEval, e.Namespace)] : null,
+          e.BlockedEval ? ['Blocked evaluation', evalLink(e.BlockedEval, e.Namespace)] : null,
           Object.keys(e.QueuedAllocations || {}).length ? ['Queued', Object.entries(e.QueuedAllocations).map(([g, n]) => `${g}: ${n}`).join(', ')] : null,
         ]));
       const queued = e.QueuedAllocations || {};
@@ -51,6 +54,7 @@ export default function render(root, { params, scope }) {
     onError: (err) => mount(problem, errorBox(err, 'read the evaluation')),
   });
   watch(scope, `/v1/evaluation/${encodeURIComponent(id)}/allocations`, {
+    query: q,
     onData: (list) => allocs.setRows(list),
     onError: (err) => mount(problem, errorBox(err, 'list the evaluation\'s allocations')),
   });

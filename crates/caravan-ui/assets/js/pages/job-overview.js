@@ -111,7 +111,7 @@ export function overview(state, ctx) {
     update() {
       const failing = state.job.Stop ? null : failingEval(state.evals, state.summary);
       const queued = Object.fromEntries(Object.entries(state.summary?.Summary || {}).map(([g, s]) => [g, s.Queued]));
-      mount(failures, failing ? [h('h2', { class: 'section-title' }, 'Placement failures'), placementFailures(failing.FailedTGAllocs, { queued, evalId: failing.ID })] : null);
+      mount(failures, failing ? [h('h2', { class: 'section-title' }, 'Placement failures'), placementFailures(failing.FailedTGAllocs, { queued, evalId: failing.ID, namespace: failing.Namespace })] : null);
       const d = state.deployment;
       mount(deployment, d && d.ID && state.job.Type === 'service' ? deploymentBox(d, ctx) : null);
       mount(groups, groupsTable(state, ctx));

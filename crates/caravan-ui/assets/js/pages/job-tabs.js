@@ -7,7 +7,7 @@ import { post, jobPath } from '../api.js';
 import { ago, when, shortId, count } from '../format.js';
 import { badge } from '../parts/status.js';
 import { act } from '../parts/errors.js';
-import { allocTable } from '../parts/allocs.js';
+import { allocTable, evalHref } from '../parts/allocs.js';
 import { reasons } from '../parts/placement.js';
 import { jobDiff, diffTable } from '../parts/diff.js';
 import { PagedTable } from '../parts/table.js';
@@ -30,7 +30,7 @@ export function allocationsTab(state, ctx) {
 /** The evaluation table of a job or the cluster. */
 export function evalTable(options = {}) {
   return new PagedTable([
-    { label: 'ID', sort: (e) => e.ID, cell: (e) => h('a', { href: `/ui/evaluations/${e.ID}`, class: 'mono' }, shortId(e.ID)) },
+    { label: 'ID', sort: (e) => e.ID, cell: (e) => h('a', { href: evalHref(e.ID, e.Namespace), class: 'mono eval-link', dataset: { eval: e.ID } }, shortId(e.ID)) },
     options.job ? { label: 'Job', sort: (e) => e.JobID, cell: (e) => h('a', { href: `/ui/jobs/${encodeURIComponent(`${e.JobID}@${e.Namespace}`)}` }, e.JobID) } : null,
     { label: 'Status', sort: (e) => e.Status, cell: (e) => badge(e.Status) },
     { label: 'Triggered by', sort: (e) => e.TriggeredBy, cell: (e) => e.TriggeredBy },

@@ -14,6 +14,12 @@ export function allocHref(id, { tab, namespace } = {}) {
   return `/ui/allocations/${encodeURIComponent(id)}${tab ? `/${tab}` : ''}${ns}`;
 }
 
+/** The link to an evaluation's page; the namespace rides along as for allocations. */
+export function evalHref(id, namespace) {
+  const ns = namespace && namespace !== 'default' ? `?namespace=${encodeURIComponent(namespace)}` : '';
+  return `/ui/evaluations/${encodeURIComponent(id)}${ns}`;
+}
+
 /** The link to a job's page from an allocation or evaluation. */
 export function jobLink(id, namespace) {
   return h('a', { href: `/ui/jobs/${encodeURIComponent(`${id}@${namespace || 'default'}`)}` }, id);

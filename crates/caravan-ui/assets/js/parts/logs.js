@@ -65,7 +65,11 @@ export class LogView {
     if (pinned) this.pre.scrollTop = this.pre.scrollHeight;
   }
 
-  /** Reads the log; while following, re-opens the stream after a failure until the view is closed. */
+  /**
+   * Reads the end of the log and, while following, what comes after; a
+   * stream that fails is opened again (the view starts over from the end
+   * of the log, so nothing shows twice) until the view is closed.
+   */
   async start() {
     if (!this.task) {
       this.status.textContent = 'no tasks';
@@ -73,7 +77,6 @@ export class LogView {
     }
     const controller = new AbortController();
     this.controller = controller;
-    let first = true;
     while (!controller.signal.aborted && this.scope.alive) {
       try {
         this.status.textContent = this.follow ? 'following…' : 'loading…';
@@ -83,14 +86,14 @@ export class LogView {
             type: this.type,
             plain: 'true',
             follow: this.follow ? 'true' : undefined,
-            origin: first ? 'end' : undefined,
-            offset: first ? TAIL_BYTES : undefined,
+            origin: 'end',
+            offset: TAIL_BYTES,
             namespace: this.alloc.Namespace,
           },
           signal: controller.signal,
         });
         mount(this.problem);
-        first = false;
+        this.pre.textContent = '';
         const reader = res.body.getReader();
         const decoder = new TextDecoder();
         for (;;) {

@@ -33,9 +33,10 @@ export function reasons(m) {
 /**
  * One box per group that failed to place: how many allocations, the nodes
  * evaluated and filtered, and the reasons. `queued` (group → count, from
- * the job summary) gives the number still waiting when known.
+ * the job summary) gives the number still waiting when known; `evalId` (in
+ * `namespace`) links the evaluation they come from.
  */
-export function placementFailures(failed, { queued = {}, evalId } = {}) {
+export function placementFailures(failed, { queued = {}, evalId, namespace } = {}) {
   const groups = Object.entries(failed || {});
   if (!groups.length) return null;
   return h('div', { class: 'placement-failures' }, groups.map(([group, m]) => {
@@ -44,6 +45,6 @@ export function placementFailures(failed, { queued = {}, evalId } = {}) {
       h('strong', {}, `Task group "${group}" could not place ${plural(waiting, 'allocation')}. `),
       h('span', {}, `${plural(m.NodesEvaluated || 0, 'node')} evaluated, ${count(m.NodesFiltered || 0)} filtered, ${count(m.NodesExhausted || 0)} exhausted.`),
       h('ul', {}, reasons(m).map((r) => h('li', {}, r))),
-      evalId ? h('small', {}, 'From evaluation ', h('a', { href: `/ui/evaluations/${evalId}` }, evalId.slice(0, 8)), '.') : null);
+      evalId ? h('small', {}, 'From evaluation ', h('a', { href: `/ui/evaluations/${encodeURIComponent(evalId)}${namespace && namespace !== 'default' ? `?namespace=${encodeURIComponent(namespace)}` : ''}` }, evalId.slice(0, 8)), '.') : null);
   }));
 }
