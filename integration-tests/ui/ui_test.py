@@ -356,23 +356,35 @@ def bench(b, api, runs):
     b.d.execute_script("localStorage.setItem('caravan.token', arguments[0])", api.token)
     jobs = api.call("GET", "/v1/jobs?namespace=*")
     nodes = api.call("GET", "/v1/nodes")
-    biggest = max(jobs, key=lambda j: sum(sum(g.values()) for g in j["JobSummary"]["Summary"].values()))
-    allocs = sum(sum(g.get("Running", 0) + g.get("Starting", 0) + g.get("Complete", 0) for g in j["JobSummary"]["Summary"].values()) for j in jobs)
+    total = lambda j: sum(sum(g.values()) for g in j["JobSummary"]["Summary"].values())
+    biggest = max(jobs, key=total)
+    busiest = nodes[0]
+    allocs = sum(total(j) for j in jobs)
     print(f"cluster: {len(jobs)} jobs, {len(nodes)} nodes, {allocs} allocations (from the job summaries)")
+    job = f"/ui/jobs/{biggest['ID']}@{biggest['Namespace']}"
     pages = [
         ("job list", "/ui/jobs", "document.body.dataset.jobsRendered && document.querySelector('a.job-link')"),
-        ("client list (with the first page's usage)", "/ui/clients", "document.querySelector('a.node-link') && !document.querySelector('.clients-page td .muted')"),
-        (f"job page of {biggest['ID']}", f"/ui/jobs/{biggest['ID']}@{biggest['Namespace']}", "document.querySelector('a.alloc-link')"),
-        (f"allocations of {biggest['ID']}", f"/ui/jobs/{biggest['ID']}@{biggest['Namespace']}/allocations", "document.querySelector('a.alloc-link')"),
+        ("client list, rows", "/ui/clients", "document.querySelector('a.node-link')"),
+        ("client list, rows and the first page's usage", "/ui/clients",
+         "document.querySelector('a.node-link') && !document.querySelector('.clients-page td .muted')"),
+        (f"a client's page ({busiest['Name']})", f"/ui/clients/{busiest['ID']}", "document.querySelector('tr[data-driver]') && document.querySelector('.meters')"),
+        (f"job page of {biggest['ID']} ({total(biggest)} allocations)", job, "document.querySelector('a.alloc-link')"),
+        (f"allocations tab of {biggest['ID']}", f"{job}/allocations", "document.querySelector('a.alloc-link')"),
         ("evaluations", "/ui/evaluations", "document.querySelector('.evaluations-page a.mono')"),
     ]
     for name, path, ready in pages:
         times = [page_load(b, path, ready, name) for _ in range(runs)]
-        api_calls = b.d.execute_script(
+        calls = b.d.execute_script(
             "return performance.getEntriesByType('resource').filter(e => e.name.includes('/v1/'))"
-            ".map(e => [new URL(e.name).pathname, Math.round(e.duration), e.encodedBodySize])")
-        print(f"{name}: median {statistics.median(times):.0f} ms, min {min(times):.0f}, max {max(times):.0f} over {runs} loads;"
-              f" API calls of the last load: {api_calls}")
+            ".map(e => [new URL(e.name).pathname.replace(/[0-9a-f]{8}-[0-9a-f-]{27}/, '<id>'), e.duration, e.encodedBodySize])")
+        summary = {}
+        for path_, took, size in calls:
+            n, total_size, longest = summary.get(path_, (0, 0, 0))
+            summary[path_] = (n + 1, total_size + size, max(longest, took))
+        api_text = "; ".join(f"{p} x{n} {sz / 1024:.0f} KiB (longest {t:.0f} ms)" for p, (n, sz, t) in summary.items()
+                             if not p.endswith("/token/self"))
+        print(f"{name}: median {statistics.median(times):.0f} ms (min {min(times):.0f}, max {max(times):.0f}, {runs} loads)"
+              f" | last load's API calls: {api_text}")
 
 
 def main():

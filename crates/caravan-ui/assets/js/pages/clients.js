@@ -1,7 +1,8 @@
 // The client node list: status, eligibility, drain, pool, datacenter, and
-// allocated against available CPU and memory. The node list comes from one
-// blocking query; what a node's allocations take is read for the rows on
-// screen only, so 5,000 nodes cost one page of reads.
+// allocated against available CPU and memory. The node list (stubs, without
+// resources) comes from one blocking query; what a node offers and what its
+// allocations take are read for the rows on screen only, so 5,000 nodes
+// cost one list and one page of reads.
 
 import { h, mount } from '../dom.js';
 import { get } from '../api.js';
@@ -28,8 +29,7 @@ export default function render(root, { scope }) {
   const usageCell = (n, pick) => {
     const u = usage.get(n.ID);
     if (!u) return h('span', { class: 'muted' }, '…');
-    const cap = capacity(n);
-    return pick === 'cpu' ? meter(u.cpu, cap.cpu, mhz) : meter(u.mem, cap.mem, mib);
+    return pick === 'cpu' ? meter(u.cpu, u.cap.cpu, mhz) : meter(u.mem, u.cap.mem, mib);
   };
   const table = new PagedTable([
     { label: 'Name', sort: (n) => n.Name, cell: (n) => h('a', { href: `/ui/clients/${encodeURIComponent(n.ID)}`, class: 'node-link' }, n.Name) },
@@ -53,13 +53,18 @@ export default function render(root, { scope }) {
     const worker = async () => {
       while (todo.length && scope.alive) {
         const n = todo.shift();
+        const path = `/v1/node/${encodeURIComponent(n.ID)}`;
         try {
-          const allocs = await get(`/v1/node/${encodeURIComponent(n.ID)}/allocations`, undefined, scope.signal);
-          usage.set(n.ID, { ...allocated(allocs), at: Date.now() });
+          // What a node offers changes only with the node: read it again
+          // when its ModifyIndex moves.
+          let cap = usage.get(n.ID)?.cap;
+          if (!cap || usage.get(n.ID).index !== n.ModifyIndex) cap = capacity(await get(path, undefined, scope.signal));
+          const allocs = await get(`${path}/allocations`, undefined, scope.signal);
+          usage.set(n.ID, { ...allocated(allocs), cap, index: n.ModifyIndex, at: Date.now() });
           changed = true;
         } catch (err) {
           if (err.name === 'AbortError') return;
-          usage.set(n.ID, { cpu: 0, mem: 0, running: 0, at: Date.now() });
+          usage.set(n.ID, { cpu: 0, mem: 0, running: 0, cap: { cpu: 0, mem: 0 }, at: Date.now() });
         }
       }
     };
@@ -111,7 +116,6 @@ export default function render(root, { scope }) {
   fill('dc', 'datacenter', []);
 
   watch(scope, '/v1/nodes', {
-    query: { resources: 'true' },
     onData: (list) => {
       mount(problem);
       nodes = list;
