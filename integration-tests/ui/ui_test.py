@@ -309,6 +309,8 @@ def stop_job(b, api, ctx):
 @check("open the node and drain it")
 def drain_node(b, api, ctx):
     b.go("/ui/clients")
+    b.wait("the node's allocated CPU and memory in the list", lambda: len(b.find(".clients-page .meter")) == 2)
+    b.shot("clients")
     b.click("the node", "a.node-link")
     b.wait("the node page", lambda: "/ui/clients/" in b.d.current_url)
     b.wait("the node's allocations", lambda: b.find("a.alloc-link"))
