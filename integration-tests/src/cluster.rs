@@ -677,7 +677,7 @@ impl Cluster {
                 .env("CARAVAN_CLIENT_KEY", tls.key(Role::Cli));
         }
         let output = command
-            .arg("--address")
+            .arg("-grpc-address")
             .arg(&address)
             .args(args)
             .envs(env.iter().copied())
@@ -688,6 +688,43 @@ impl Cluster {
             .await
             .map_err(|_| anyhow::anyhow!("caravan {args:?} did not finish in 60 s"))?
             .map_err(anyhow::Error::from)
+    }
+
+    /// Runs the `caravan` CLI as a Nomad user would: no address flag, the
+    /// environment cleared of Caravan's and Nomad's variables and given only
+    /// `env` (`NOMAD_ADDR`, `NOMAD_TOKEN`, ...).
+    pub async fn cli_nomad_env(
+        &self,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Output> {
+        let bin = binaries::binary(&self.bins, "caravan")?;
+        let mut command = tokio::process::Command::new(bin);
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy().into_owned();
+            if name.starts_with("CARAVAN_") || name.starts_with("NOMAD_") {
+                command.env_remove(name);
+            }
+        }
+        let output = command
+            .args(args)
+            .envs(env.iter().copied())
+            .env("NO_COLOR", "1")
+            .kill_on_drop(true)
+            .output();
+        tokio::time::timeout(Duration::from_secs(60), output)
+            .await
+            .map_err(|_| anyhow::anyhow!("caravan {args:?} did not finish in 60 s"))?
+            .map_err(anyhow::Error::from)
+    }
+
+    /// The first gateway's HTTP API as `NOMAD_ADDR` names it.
+    pub fn nomad_addr(&self) -> anyhow::Result<String> {
+        let gw = self
+            .gateways
+            .first()
+            .ok_or_else(|| anyhow::anyhow!("no gateway started"))?;
+        Ok(format!("http://{}", gw.http))
     }
 
     /// Processes that exited on their own (not through [`Cluster::crash`]),

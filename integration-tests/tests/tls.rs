@@ -171,7 +171,7 @@ async fn every_hop_requires_a_certificate_of_the_right_ca_and_role() {
         .unwrap(),
     )
     .args([
-        "--address",
+        "-grpc-address",
         &c.gateway_grpc().unwrap().to_string(),
         "job",
         "status",

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::api::DEFAULT_ADDRESS;
+use crate::connection::ConnectionArgs;
 
 /// `caravan`: run and inspect jobs on a Caravan cluster.
 #[derive(Debug, Parser)]
@@ -15,32 +15,9 @@ use crate::api::DEFAULT_ADDRESS;
     about = "Run and inspect jobs on a Caravan cluster"
 )]
 pub struct Cli {
-    /// The api-gateway's gRPC address.
-    #[arg(long, global = true, env = "CARAVAN_ADDR", default_value = DEFAULT_ADDRESS)]
-    pub address: String,
-    /// The namespace of the jobs and allocations read or written.
-    #[arg(
-        long,
-        global = true,
-        env = "CARAVAN_NAMESPACE",
-        default_value = "default"
-    )]
-    pub namespace: String,
-    /// The ACL token's secret, sent with every call (`NOMAD_TOKEN` is read
-    /// too when this and `CARAVAN_TOKEN` are unset).
-    #[arg(long, global = true, env = "CARAVAN_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
-    /// The CA certificate that signed the gateway's (TLS; `NOMAD_CACERT`
-    /// is read too).
-    #[arg(long = "ca-cert", global = true, env = "CARAVAN_CACERT")]
-    pub ca_cert: Option<PathBuf>,
-    /// This CLI's certificate (`caravan tls cert create -cli`;
-    /// `NOMAD_CLIENT_CERT` is read too).
-    #[arg(long = "client-cert", global = true, env = "CARAVAN_CLIENT_CERT")]
-    pub client_cert: Option<PathBuf>,
-    /// Its private key (`NOMAD_CLIENT_KEY` is read too).
-    #[arg(long = "client-key", global = true, env = "CARAVAN_CLIENT_KEY")]
-    pub client_key: Option<PathBuf>,
+    /// Where to connect and as whom.
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -631,7 +608,10 @@ mod tests {
         let cli = parse(
             "-address http://10.0.0.1:4647 job run -detach -check-index 7 examples/hello.hcl",
         );
-        assert_eq!(cli.address, "http://10.0.0.1:4647");
+        assert_eq!(
+            cli.connection.address.as_deref(),
+            Some("http://10.0.0.1:4647")
+        );
         match cli.command {
             Command::Job(JobCommand::Run {
                 file,
@@ -685,8 +665,11 @@ mod tests {
 
     #[test]
     fn global_flags_may_follow_the_verb() {
-        let cli = parse("job status -address 127.0.0.1:9 web");
-        assert_eq!(cli.address, "127.0.0.1:9");
+        let cli = parse("job status -address http://127.0.0.1:9 web");
+        assert_eq!(
+            cli.connection.address.as_deref(),
+            Some("http://127.0.0.1:9")
+        );
         assert!(
             matches!(cli.command, Command::Job(JobCommand::Status { id: Some(ref id) }) if id == "web")
         );
@@ -802,7 +785,7 @@ mod tests {
     fn acl_flags_parse_like_nomad() {
         use crate::commands::acl::{AclCommand, TokenCommand};
         let cli = parse("-token s3cret acl token create -name ci -type client -policy a -policy b");
-        assert_eq!(cli.token.as_deref(), Some("s3cret"));
+        assert_eq!(cli.connection.token.as_deref(), Some("s3cret"));
         match cli.command {
             Command::Acl(AclCommand::Token(TokenCommand::Create {
                 name,

@@ -27,7 +27,7 @@ pub enum CliError {
     },
     /// The api-gateway could not be reached at all.
     #[error(
-        "Error connecting to the api-gateway at {address}: {message} (is `caravan dev` running? set -address or CARAVAN_ADDR)"
+        "Error connecting to the api-gateway at {address}: {message} (is `caravan dev` running? set -address or NOMAD_ADDR for Nomad's HTTP API, -grpc-address or CARAVAN_ADDR for Caravan's gRPC API)"
     )]
     Unreachable {
         /// The address tried.

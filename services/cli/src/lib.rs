@@ -1,16 +1,19 @@
 //! Caravan's command line: Nomad's verbs (`job run`, `job status`, `alloc
-//! logs`, `node drain`, …) over the api-gateway's gRPC API, with Nomad's
+//! logs`, `node drain`, …) over Nomad's HTTP API (`-address`, `NOMAD_ADDR`)
+//! or Caravan's gRPC API (`-grpc-address`, `CARAVAN_ADDR`), with Nomad's
 //! table layouts, and `caravan dev`, which runs every service and a client
 //! node in one process.
 //!
-//! `args` is the command line, `commands` the verbs, `views` and `monitor`
-//! what they print, `api` (the `caravan-client` SDK's calls, phrased for
-//! the operator) and `lookup` how they ask, and `dev` the one-process
-//! cluster ([`DevCluster`]).
+//! `args` is the command line, `connection` where it connects, `commands`
+//! the verbs, `views` and `monitor` what they print, `api` (the calls,
+//! phrased for the operator) over `backend` (the two transports) and
+//! `lookup` how they ask, and `dev` the one-process cluster ([`DevCluster`]).
 
 mod api;
 mod args;
+mod backend;
 mod commands;
+mod connection;
 mod dev;
 mod error;
 mod format;
@@ -25,6 +28,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 pub use api::{Api, DEFAULT_ADDRESS};
+pub use connection::{Connection, Endpoint, TlsSettings};
 pub use dev::{DevAddresses, DevCluster, DevOptions};
 pub use error::CliError;
 pub use ui::{Captured, Ui};

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use caravan_proto::{AclPolicy, AclToken};
 use clap::Subcommand;
 
-use crate::api::{Api, sdk};
+use crate::api::Api;
 use crate::error::CliError;
 use crate::format::{kv, rfc3339, table};
 use crate::ui::Ui;
@@ -125,10 +125,9 @@ fn read_rules(file: &PathBuf) -> Result<String> {
 }
 
 pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AclCommand) -> Result<u8> {
-    let acl = api.client().acl();
     match cmd {
         AclCommand::Bootstrap => {
-            let token = acl.bootstrap().await.map_err(sdk("Error bootstrapping"))?;
+            let token = api.acl_bootstrap().await?;
             ui.output(token_page(&token));
         }
         AclCommand::Policy(PolicyCommand::Apply {
@@ -137,21 +136,17 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AclCommand) -> Result<
             file,
         }) => {
             let rules = read_rules(&file)?;
-            acl.upsert_policy(AclPolicy {
+            api.upsert_acl_policy(AclPolicy {
                 name: name.clone(),
                 description,
                 rules,
                 ..Default::default()
             })
-            .await
-            .map_err(sdk("Error writing ACL policy"))?;
+            .await?;
             ui.output(format!("Successfully wrote {name:?} ACL policy!"));
         }
         AclCommand::Policy(PolicyCommand::List) => {
-            let policies = acl
-                .policies()
-                .await
-                .map_err(sdk("Error listing ACL policies"))?;
+            let policies = api.acl_policies().await?;
             if policies.is_empty() {
                 ui.output("No policies found");
             } else {
@@ -161,10 +156,7 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AclCommand) -> Result<
             }
         }
         AclCommand::Policy(PolicyCommand::Info { name }) => {
-            let p = acl
-                .policy(&name)
-                .await
-                .map_err(sdk("Error reading ACL policy"))?;
+            let p = api.acl_policy(&name).await?;
             let head = kv(&[
                 ("Name", p.name.clone()),
                 ("Description", p.description.clone()),
@@ -174,9 +166,7 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AclCommand) -> Result<
             ui.output(format!("{head}\n\nRules\n\n{}", p.rules.trim_end()));
         }
         AclCommand::Policy(PolicyCommand::Delete { name }) => {
-            acl.delete_policy(&name)
-                .await
-                .map_err(sdk("Error deleting ACL policy"))?;
+            api.delete_acl_policy(&name).await?;
             ui.output(format!("Successfully deleted {name:?} ACL policy!"));
         }
         AclCommand::Token(TokenCommand::Create {
@@ -185,20 +175,19 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AclCommand) -> Result<
             policies,
             global,
         }) => {
-            let token = acl
-                .upsert_token(AclToken {
+            let token = api
+                .upsert_acl_token(AclToken {
                     name,
                     r#type: token_type,
                     policies,
                     global,
                     ..Default::default()
                 })
-                .await
-                .map_err(sdk("Error creating token"))?;
+                .await?;
             ui.output(token_page(&token));
         }
         AclCommand::Token(TokenCommand::List) => {
-            let tokens = acl.tokens().await.map_err(sdk("Error listing tokens"))?;
+            let tokens = api.acl_tokens().await?;
             if tokens.is_empty() {
                 ui.output("No tokens found");
             } else {
@@ -222,23 +211,15 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AclCommand) -> Result<
             }
         }
         AclCommand::Token(TokenCommand::Info { accessor }) => {
-            let token = acl
-                .token(&accessor)
-                .await
-                .map_err(sdk("Error fetching token"))?;
+            let token = api.acl_token(&accessor).await?;
             ui.output(token_page(&token));
         }
         AclCommand::Token(TokenCommand::Own) => {
-            let token = acl
-                .own_token()
-                .await
-                .map_err(sdk("Error fetching self token"))?;
+            let token = api.own_acl_token().await?;
             ui.output(token_page(&token));
         }
         AclCommand::Token(TokenCommand::Delete { accessor }) => {
-            acl.delete_token(&accessor)
-                .await
-                .map_err(sdk("Error deleting token"))?;
+            api.delete_acl_token(&accessor).await?;
             ui.output(format!("Token {accessor} successfully deleted"));
         }
     }

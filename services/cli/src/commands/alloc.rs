@@ -3,7 +3,6 @@
 
 use caravan_model::now_unix_ns;
 use caravan_proto::ReadLogsRequest;
-use futures::StreamExt;
 
 use super::alloc_fs::{self, FsArgs, Tail, print_stream};
 use crate::api::Api;
@@ -139,15 +138,9 @@ async fn logs(
         offset: window.map_or(0, |(back, _)| back),
         from_end: window.is_some(),
     };
-    let stream = api
-        .read_logs(request)
-        .await?
-        .map(|c| c.map(|chunk| chunk.data));
+    let stream = api.read_logs(request).await?;
     let keep_lines = window.and_then(|(_, lines)| lines);
-    print_stream(ui, stream, keep_lines, |s| {
-        CliError::api("Error reading file", api.address(), s)
-    })
-    .await?;
+    print_stream(ui, stream, keep_lines).await?;
     Ok(0)
 }
 

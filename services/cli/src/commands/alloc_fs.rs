@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use caravan_proto::{AllocFileInfo, ReadAllocFileRequest};
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 
-use crate::api::{Api, sdk};
+use crate::api::Api;
+use crate::backend::ByteStream;
 use crate::error::CliError;
 use crate::format::{ibytes, rfc3339, table};
 use crate::lookup;
@@ -74,15 +75,12 @@ pub(super) fn last_lines(data: &[u8], n: usize) -> &[u8] {
 /// Prints a stream of bytes; with `keep_lines`, what arrives first (within
 /// a second, or all of it if the stream ends sooner) is cut to its last
 /// lines before it is printed, as Nomad's tail does.
-pub(super) async fn print_stream<S>(
+pub(super) async fn print_stream(
     ui: &mut Ui,
-    mut stream: S,
+    mut stream: ByteStream,
     keep_lines: Option<usize>,
-    on_error: impl Fn(tonic::Status) -> CliError,
-) -> Result<()>
-where
-    S: Stream<Item = std::result::Result<Vec<u8>, tonic::Status>> + Unpin,
-{
+) -> Result<()> {
+    let on_error = |e: caravan_client::Error| CliError::sdk("Error reading file", e);
     if let Some(n) = keep_lines {
         let deadline = tokio::time::Instant::now() + TAIL_GATHER;
         let mut head = Vec::new();
@@ -176,20 +174,13 @@ pub(super) async fn fs(api: &Api, ui: &mut Ui, args: FsArgs) -> Result<u8> {
     let window = args.tail.map(Tail::window).transpose()?;
     let alloc = lookup::alloc(api, &args.alloc).await?;
     let path = args.path.unwrap_or_else(|| "/".into());
-    let allocs = api.client().allocs();
-    let file = allocs
-        .stat_file(&alloc.id, &path)
-        .await
-        .map_err(sdk("Error querying file"))?;
+    let file = api.stat_file(&alloc.id, &path).await?;
     if args.stat {
         ui.output(stat_table(&file, args.machine));
         return Ok(0);
     }
     if file.is_dir {
-        let files = allocs
-            .list_files(&alloc.id, &path)
-            .await
-            .map_err(sdk("Error listing alloc dir"))?;
+        let files = api.list_files(&alloc.id, &path).await?;
         ui.output(listing(&files, args.machine));
         return Ok(0);
     }
@@ -205,15 +196,8 @@ pub(super) async fn fs(api: &Api, ui: &mut Ui, args: FsArgs) -> Result<u8> {
         limit: 0,
         follow: args.follow,
     };
-    let stream = allocs
-        .read_file(req)
-        .await
-        .map_err(sdk("Error reading file"))?
-        .map(|c| c.map(|chunk| chunk.data));
-    print_stream(ui, stream, keep_lines, |s| {
-        CliError::api("Error reading file", api.address(), s)
-    })
-    .await?;
+    let stream = api.read_file(req).await?;
+    print_stream(ui, stream, keep_lines).await?;
     Ok(0)
 }
 
@@ -236,11 +220,8 @@ pub(super) async fn signal(
     task: Option<String>,
 ) -> Result<u8> {
     let alloc = lookup::alloc(api, id).await?;
-    api.client()
-        .allocs()
-        .signal(&alloc.id, task.as_deref(), &signal.unwrap_or_default())
-        .await
-        .map_err(sdk("Error signalling allocation"))?;
+    api.signal_allocation(&alloc.id, task.as_deref(), &signal.unwrap_or_default())
+        .await?;
     Ok(0)
 }
 
@@ -257,11 +238,8 @@ pub(super) async fn restart(
         ));
     }
     let alloc = lookup::alloc(api, id).await?;
-    api.client()
-        .allocs()
-        .restart(&alloc.id, task.as_deref(), all_tasks)
-        .await
-        .map_err(sdk("Failed to restart allocation"))?;
+    api.restart_allocation(&alloc.id, task.as_deref(), all_tasks)
+        .await?;
     Ok(0)
 }
 

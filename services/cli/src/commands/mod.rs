@@ -29,14 +29,8 @@ pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
             .map_err(|e| CliError::Usage(format!("Error: the current directory: {e}")))?;
         return tls::dispatch(&dir, ui, cmd);
     }
-    // Nomad's NOMAD_TOKEN is honoured when neither -token nor
-    // CARAVAN_TOKEN is set.
-    let token = cli
-        .token
-        .clone()
-        .or_else(|| std::env::var("NOMAD_TOKEN").ok());
-    let tls = tls_files(&cli)?;
-    let api = Api::with_tls(&cli.address, &cli.namespace, token.as_deref(), tls.as_ref())?;
+    let connection = crate::connection::resolve(&cli.connection, &crate::connection::process_env)?;
+    let api = Api::connect(&connection)?;
     match cli.command {
         Command::Job(cmd) => job::dispatch(&api, ui, cmd).await,
         Command::Alloc(cmd) => alloc::dispatch(&api, ui, cmd).await,
@@ -53,31 +47,6 @@ pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
         Command::Status { id: None } => job::list(&api, ui).await,
         Command::Status { id: Some(id) } => status(&api, ui, &id).await,
         Command::Dev(_) | Command::Tls(_) => Ok(0),
-    }
-}
-
-/// The TLS files from the flags, else `CARAVAN_*`, else Nomad's `NOMAD_*`
-/// variables; none when no file is named; all three when one is.
-fn tls_files(cli: &Cli) -> Result<Option<crate::api::TlsFiles>, CliError> {
-    let pick = |flag: &Option<std::path::PathBuf>, nomad: &str| {
-        flag.clone()
-            .or_else(|| std::env::var_os(nomad).map(std::path::PathBuf::from))
-    };
-    let ca = pick(&cli.ca_cert, "NOMAD_CACERT");
-    let cert = pick(&cli.client_cert, "NOMAD_CLIENT_CERT");
-    let key = pick(&cli.client_key, "NOMAD_CLIENT_KEY");
-    match (ca, cert, key) {
-        (None, None, None) => Ok(None),
-        (Some(ca_cert), Some(client_cert), Some(client_key)) => Ok(Some(crate::api::TlsFiles {
-            ca_cert,
-            client_cert,
-            client_key,
-        })),
-        _ => Err(CliError::Usage(
-            "TLS needs all of -ca-cert, -client-cert and -client-key (or CARAVAN_CACERT, \
-             CARAVAN_CLIENT_CERT and CARAVAN_CLIENT_KEY)"
-                .into(),
-        )),
     }
 }
 

@@ -8,7 +8,7 @@ use std::io::Read;
 use caravan_proto::{VariableDecrypted, VariableMetadata};
 use serde_json::{Map, Value, json};
 
-use crate::api::{Api, sdk};
+use crate::api::Api;
 use crate::args::VarCommand;
 use crate::error::CliError;
 use crate::format::{kv, rfc3339, table};
@@ -78,12 +78,7 @@ fn variable_page(v: &VariableDecrypted) -> String {
 
 async fn get(api: &Api, ui: &mut Ui, path: &str, item: Option<&str>, out: &str) -> Result<u8> {
     check_out(out)?;
-    let v = api
-        .client()
-        .variables()
-        .get(path)
-        .await
-        .map_err(sdk("Error retrieving variable"))?;
+    let v = api.variable(path).await?;
     if let Some(item) = item {
         let value = v
             .items
@@ -104,12 +99,7 @@ async fn get(api: &Api, ui: &mut Ui, path: &str, item: Option<&str>, out: &str) 
 
 async fn list(api: &Api, ui: &mut Ui, prefix: &str, out: &str) -> Result<u8> {
     check_out(out)?;
-    let vars = api
-        .client()
-        .variables()
-        .list(prefix)
-        .await
-        .map_err(sdk("Error retrieving vars"))?;
+    let vars = api.list_variables(prefix).await?;
     if out == "json" {
         let all: Vec<Value> = vars
             .iter()
@@ -314,11 +304,8 @@ async fn put(
         .namespace
         .unwrap_or_else(|| api.namespace().to_string());
     let resp = api
-        .client()
-        .variables()
-        .put_in(&namespace, &spec.path, spec.items, cas_revision)
-        .await
-        .map_err(sdk("Error creating variable"))?;
+        .put_variable(&namespace, &spec.path, spec.items, cas_revision)
+        .await?;
     if !resp.written {
         return Ok(cas_conflict(ui, cas.unwrap_or(0), resp.variable.as_ref()));
     }
@@ -340,12 +327,7 @@ async fn purge(api: &Api, ui: &mut Ui, path: &str, check_index: Option<u64>) -> 
             })
         })
         .transpose()?;
-    let resp = api
-        .client()
-        .variables()
-        .delete(path, cas)
-        .await
-        .map_err(sdk("Error purging variable"))?;
+    let resp = api.delete_variable(path, cas).await?;
     if !resp.deleted {
         return Ok(cas_conflict(
             ui,

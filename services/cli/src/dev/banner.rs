@@ -48,10 +48,11 @@ pub fn banner(addresses: &DevAddresses, store: &str) -> String {
         .lines()
         .map(|l| format!("    {}\n", l.trim_end()))
         .collect();
-    let address = if a.gateway_grpc.port() == 4647 && a.gateway_grpc.ip().is_loopback() {
+    // The CLI speaks the HTTP API at http://127.0.0.1:4646 unless told otherwise.
+    let address = if a.gateway_http.port() == 4646 && a.gateway_http.ip().is_loopback() {
         String::new()
     } else {
-        format!(" -address http://{}", a.gateway_grpc)
+        format!(" -address http://{}", a.gateway_http)
     };
     let docker = if a.drivers.iter().any(|d| d == "docker") {
         format!(
@@ -113,7 +114,7 @@ mod tests {
             "{text}"
         );
         let mut other = a;
-        other.gateway_grpc = "127.0.0.1:5000".parse().unwrap();
+        other.gateway_http = "127.0.0.1:5000".parse().unwrap();
         other.drivers.insert(0, "docker".into());
         let text = banner(&other, "x");
         assert!(

@@ -112,9 +112,9 @@ impl Default for DevOptions {
 /// Where each service of a running dev cluster listens.
 #[derive(Debug, Clone)]
 pub struct DevAddresses {
-    /// The api-gateway's gRPC API (the CLI's `-address`).
+    /// The api-gateway's gRPC API (the CLI's `-grpc-address`).
     pub gateway_grpc: SocketAddr,
-    /// The api-gateway's HTTP API.
+    /// The api-gateway's HTTP API (the CLI's `-address`).
     pub gateway_http: SocketAddr,
     /// The eval broker.
     pub eval_broker: SocketAddr,
@@ -211,9 +211,14 @@ impl DevCluster {
         Ok(cluster)
     }
 
-    /// The gateway address for the CLI's `-address`.
+    /// The gateway's gRPC address (the CLI's `-grpc-address`, the SDK's address).
     pub fn address(&self) -> String {
         format!("http://{}", self.addresses.gateway_grpc)
+    }
+
+    /// The gateway's HTTP API (the CLI's `-address`, Nomad's `NOMAD_ADDR`).
+    pub fn http_address(&self) -> String {
+        format!("http://{}", self.addresses.gateway_http)
     }
 
     /// Waits (bounded) until the node is ready and the eval broker, plan

@@ -26,7 +26,7 @@ async fn acl_bootstrap_policies_and_tokens_like_nomad() {
     })
     .await
     .expect("dev cluster starts");
-    let address = cluster.address();
+    let address = cluster.http_address();
 
     let (code, _, err) = cli(&address, &["job", "status"]).await;
     assert_eq!(code, 1);

@@ -41,8 +41,8 @@ async fn alloc_fs_signal_restart_and_log_tails() {
     let cluster = DevCluster::start(options(dir.path()))
         .await
         .expect("dev cluster starts");
-    let address = cluster.address();
-    let api = Api::new(&address, "default").unwrap();
+    let address = cluster.http_address();
+    let api = Api::new(&cluster.address(), "default").unwrap();
     let job = dir.path().join("counter.hcl");
     std::fs::write(&job, JOB).unwrap();
     let (code, out, err) = cli(&address, &["job", "run", "-detach", job.to_str().unwrap()]).await;

@@ -84,7 +84,7 @@ async fn deploy_revert_and_dispatch(options: DevOptions) {
     let cluster = DevCluster::start(options)
         .await
         .expect("dev cluster starts");
-    let address = cluster.address();
+    let address = cluster.http_address();
     let dir = tempfile::tempdir().unwrap();
     let web = dir.path().join("web.hcl");
     std::fs::write(&web, WEB_HCL.replace("COUNT", "1")).unwrap();
@@ -196,7 +196,7 @@ async fn deploy_revert_and_dispatch(options: DevOptions) {
         out.starts_with("Force periodic successful\nEvaluation ID: "),
         "{out}"
     );
-    let children = Api::new(&address, "default")
+    let children = Api::new(&cluster.address(), "default")
         .unwrap()
         .list_jobs("cron/periodic-")
         .await
@@ -282,8 +282,8 @@ async fn promote_pause_resume_and_fail(options: DevOptions) {
     let cluster = DevCluster::start(options)
         .await
         .expect("dev cluster starts");
-    let address = cluster.address();
-    let api = Api::new(&address, "default").unwrap();
+    let address = cluster.http_address();
+    let api = Api::new(&cluster.address(), "default").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let version = |n: u64, run_for: &str| {
         let path = dir.path().join(format!("canary-{n}.hcl"));

@@ -34,8 +34,8 @@ async fn run_hello_and_stop_it(options: DevOptions) {
     let cluster = DevCluster::start(options)
         .await
         .expect("dev cluster starts");
-    let address = cluster.address();
-    let api = Api::new(&address, "default").unwrap();
+    let address = cluster.http_address();
+    let api = Api::new(&cluster.address(), "default").unwrap();
     let hello = hello_hcl();
     let hello = hello.to_str().unwrap();
 

@@ -13,7 +13,7 @@ async fn var_put_get_list_and_purge_like_nomad() {
     let cluster = DevCluster::start(options(dir.path()))
         .await
         .expect("dev cluster starts");
-    let address = cluster.address();
+    let address = cluster.http_address();
     let key_file = dir.path().join("client").join("variables.key");
     let key = std::fs::read_to_string(&key_file).expect("caravan dev writes a variables key");
     assert_eq!(key.trim().len(), 44, "base64 of 32 bytes: {key}");
