@@ -12,7 +12,8 @@ use caravan_proto::{
     DeploymentUpdateResponse, DeregisterJobResponse, DispatchJobResponse, DrainStrategy,
     Evaluation, ForcePeriodicJobResponse, Job, JobSummaryResponse, Node, NodeUpdateResponse,
     PlanJobResponse, PutVariableResponse, ReadAllocFileRequest, ReadLogsRequest,
-    RegisterJobResponse, StopAllocationResponse, VariableDecrypted, VariableMetadata,
+    RegisterJobResponse, StopAllocationResponse, ValidateJobResponse, VariableDecrypted,
+    VariableMetadata,
 };
 use serde_json::Value;
 
@@ -71,6 +72,11 @@ impl Api {
         self.backend.namespace()
     }
 
+    /// Whether the CLI speaks Nomad's HTTP API (else Caravan's gRPC API).
+    pub fn speaks_http(&self) -> bool {
+        self.backend.speaks_http()
+    }
+
     /// A request to Nomad's HTTP API (HTTP only), made to do `context`.
     pub async fn nomad(&self, context: &str, call: NomadCall) -> Result<Option<Value>> {
         let resp = self.backend.nomad(call).await;
@@ -96,6 +102,12 @@ impl Api {
     pub async fn plan_job(&self, job: Job) -> Result<PlanJobResponse> {
         let resp = self.backend.plan_job(job).await;
         resp.map_err(sdk("Error during plan"))
+    }
+
+    /// The gateway's validation of a job.
+    pub async fn validate_job(&self, job: Job) -> Result<ValidateJobResponse> {
+        let resp = self.backend.validate_job(job).await;
+        resp.map_err(sdk("Error validating job"))
     }
 
     /// Stops (or with `purge`, removes) a job.
@@ -381,6 +393,12 @@ impl Api {
         let resp = self.backend.force_periodic(job_id).await;
         let context = format!("Error forcing periodic job {job_id:?}");
         resp.map_err(|e| CliError::sdk(&context, e))
+    }
+
+    /// Creates an evaluation of a job; the evaluation's id.
+    pub async fn evaluate_job(&self, job_id: &str, force_reschedule: bool) -> Result<String> {
+        let resp = self.backend.evaluate_job(job_id, force_reschedule).await;
+        resp.map_err(sdk("Failed evaluate job"))
     }
 
     /// Runs a garbage collection now.

@@ -17,6 +17,7 @@ mod connection;
 mod dev;
 mod error;
 mod format;
+mod hcl_spec;
 mod lookup;
 mod monitor;
 mod placement;
@@ -36,6 +37,10 @@ pub use ui::{Captured, Ui};
 /// Parses `args` (the program name first) and runs the command, printing to
 /// `ui`; returns the exit code. Usage errors print clap's message.
 pub async fn run_args<I: IntoIterator<Item = String>>(args: I, ui: &mut Ui) -> u8 {
+    let args: Vec<String> = args.into_iter().collect();
+    if let Some(code) = commands::autocomplete(&args, ui) {
+        return code;
+    }
     let cli = match args::Cli::try_parse_from(args::normalize(args)) {
         Ok(cli) => cli,
         Err(e) => {

@@ -11,7 +11,7 @@ use caravan_proto::{
     DeploymentUpdateResponse, DeregisterJobResponse, DispatchJobResponse, DrainStrategy,
     Evaluation, ForcePeriodicJobResponse, Job, JobSummaryResponse, Node, NodeUpdateResponse,
     PlanJobResponse, ReadAllocFileRequest, ReadLogsRequest, RegisterJobResponse,
-    StopAllocationResponse, VariableDecrypted, VariableMetadata,
+    StopAllocationResponse, ValidateJobResponse, VariableDecrypted, VariableMetadata,
 };
 use futures::StreamExt;
 use serde_json::Value;
@@ -51,6 +51,10 @@ impl Backend for GrpcBackend {
         self.client.address()
     }
 
+    fn speaks_http(&self) -> bool {
+        false
+    }
+
     fn namespace(&self) -> &str {
         self.client.namespace()
     }
@@ -69,6 +73,10 @@ impl Backend for GrpcBackend {
 
     async fn plan_job(&self, job: Job) -> Result<PlanJobResponse> {
         self.client.jobs().plan(job, true).await
+    }
+
+    async fn validate_job(&self, job: Job) -> Result<ValidateJobResponse> {
+        self.client.jobs().validate(job).await
     }
 
     async fn deregister_job(&self, job_id: &str, purge: bool) -> Result<DeregisterJobResponse> {
@@ -123,6 +131,15 @@ impl Backend for GrpcBackend {
 
     async fn force_periodic(&self, job_id: &str) -> Result<ForcePeriodicJobResponse> {
         self.client.jobs().force_periodic(job_id).await
+    }
+
+    async fn evaluate_job(&self, job_id: &str, force_reschedule: bool) -> Result<String> {
+        let resp = self
+            .client
+            .jobs()
+            .evaluate(job_id, force_reschedule)
+            .await?;
+        Ok(resp.eval_id)
     }
 
     async fn evaluation_after(

@@ -22,7 +22,8 @@ use caravan_proto::{
     DeploymentUpdateResponse, DeregisterJobResponse, DispatchJobResponse, DrainStrategy,
     Evaluation, ForcePeriodicJobResponse, Job, JobSummaryResponse, Node, NodeUpdateResponse,
     PlanJobResponse, PutVariableResponse, ReadAllocFileRequest, ReadLogsRequest,
-    RegisterJobResponse, StopAllocationResponse, VariableDecrypted, VariableMetadata,
+    RegisterJobResponse, StopAllocationResponse, ValidateJobResponse, VariableDecrypted,
+    VariableMetadata,
 };
 use futures::stream::BoxStream;
 use serde_json::Value;
@@ -114,6 +115,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn address(&self) -> &str;
     /// The namespace of reads and writes.
     fn namespace(&self) -> &str;
+    /// Whether [`Backend::nomad`] is served (Nomad's HTTP API).
+    fn speaks_http(&self) -> bool;
 
     // Jobs.
     /// Registers a job; with `check_index`, only if its modify revision matches.
@@ -121,6 +124,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     -> Result<RegisterJobResponse>;
     /// A scheduler dry run of a job.
     async fn plan_job(&self, job: Job) -> Result<PlanJobResponse>;
+    /// The gateway's validation of a job: its errors and warnings.
+    async fn validate_job(&self, job: Job) -> Result<ValidateJobResponse>;
     /// Stops (or with `purge`, removes) a job.
     async fn deregister_job(&self, job_id: &str, purge: bool) -> Result<DeregisterJobResponse>;
     /// One job.
@@ -149,6 +154,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     ) -> Result<DispatchJobResponse>;
     /// Launches a periodic job's child now.
     async fn force_periodic(&self, job_id: &str) -> Result<ForcePeriodicJobResponse>;
+    /// Creates an evaluation of a job; the id of the evaluation.
+    async fn evaluate_job(&self, job_id: &str, force_reschedule: bool) -> Result<String>;
 
     // Evaluations.
     /// One evaluation, once the state is past `min_revision` or `wait` passed.
@@ -279,6 +286,11 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// empty body): what `-json` and `-t` print, and what only that API
     /// offers. The gRPC transport refuses it.
     async fn nomad(&self, call: NomadCall) -> Result<Option<Value>>;
+}
+
+/// A path segment escaped as Nomad's API client escapes ids (`web app` → `web%20app`).
+pub fn segment(id: &str) -> String {
+    http::escape_segment(id)
 }
 
 /// The refusal of an HTTP-only request by the gRPC transport.

@@ -8,8 +8,9 @@ use caravan_proto::{AclPolicy, AclToken};
 use clap::Subcommand;
 
 use crate::api::Api;
+use crate::backend::NomadCall;
 use crate::error::CliError;
-use crate::format::{kv, rfc3339, table};
+use crate::format::{FormatArgs, kv, rfc3339, table};
 use crate::ui::Ui;
 
 type Result<T> = std::result::Result<T, CliError>;
@@ -42,7 +43,10 @@ pub enum PolicyCommand {
         file: PathBuf,
     },
     /// List policies.
-    List,
+    List {
+        #[command(flatten)]
+        format: FormatArgs,
+    },
     /// Show a policy and its rules.
     Info {
         /// The policy's name.
@@ -74,7 +78,10 @@ pub enum TokenCommand {
         global: bool,
     },
     /// List tokens.
-    List,
+    List {
+        #[command(flatten)]
+        format: FormatArgs,
+    },
     /// Show a token.
     Info {
         /// The token's accessor ID.
@@ -145,7 +152,11 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AclCommand) -> Result<
             .await?;
             ui.output(format!("Successfully wrote {name:?} ACL policy!"));
         }
-        AclCommand::Policy(PolicyCommand::List) => {
+        AclCommand::Policy(PolicyCommand::List { format }) if format.wanted() => {
+            let call = NomadCall::get("/v1/acl/policies");
+            return super::print_json(api, ui, &format, "Error listing ACL policies", call).await;
+        }
+        AclCommand::Policy(PolicyCommand::List { .. }) => {
             let policies = api.acl_policies().await?;
             if policies.is_empty() {
                 ui.output("No policies found");
@@ -186,7 +197,11 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AclCommand) -> Result<
                 .await?;
             ui.output(token_page(&token));
         }
-        AclCommand::Token(TokenCommand::List) => {
+        AclCommand::Token(TokenCommand::List { format }) if format.wanted() => {
+            let call = NomadCall::get("/v1/acl/tokens");
+            return super::print_json(api, ui, &format, "Error listing tokens", call).await;
+        }
+        AclCommand::Token(TokenCommand::List { .. }) => {
             let tokens = api.acl_tokens().await?;
             if tokens.is_empty() {
                 ui.output("No tokens found");

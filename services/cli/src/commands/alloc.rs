@@ -7,6 +7,7 @@ use caravan_proto::ReadLogsRequest;
 use super::alloc_fs::{self, FsArgs, Tail, print_stream};
 use crate::api::Api;
 use crate::args::{AllocCommand, TailArgs};
+use crate::backend::{NomadCall, segment};
 use crate::error::CliError;
 use crate::lookup;
 use crate::monitor::monitor;
@@ -25,7 +26,23 @@ fn tail(window: TailArgs) -> Option<Tail> {
 
 pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AllocCommand) -> Result<u8> {
     match cmd {
-        AllocCommand::Status { id } => status(api, ui, &id).await,
+        AllocCommand::Status { format, id } if format.wanted() => {
+            let call = match id {
+                None => NomadCall::get("/v1/allocations"),
+                Some(id) => {
+                    let alloc = lookup::alloc(api, &id).await?;
+                    NomadCall::get(format!("/v1/allocation/{}", segment(&alloc.id)))
+                }
+            };
+            super::print_json(api, ui, &format, "Error querying allocation", call).await
+        }
+        AllocCommand::Status { id: Some(id), .. } => status(api, ui, &id).await,
+        AllocCommand::Status { id: None, .. } => Err(CliError::Usage(
+            "This command takes one of the following argument conditions:\n \
+             * A single <allocation>\n \
+             * No arguments, with output format specified"
+                .into(),
+        )),
         AllocCommand::Logs {
             stderr,
             window,

@@ -8,6 +8,7 @@ use caravan_proto::{Deployment, DeploymentStatus, DeploymentUpdateResponse};
 
 use crate::api::Api;
 use crate::args::DeploymentCommand;
+use crate::backend::{NomadCall, segment};
 use crate::error::CliError;
 use crate::format::{SHORT_ID, limit, rfc3339};
 use crate::lookup;
@@ -19,15 +20,32 @@ type Result<T> = std::result::Result<T, CliError>;
 
 pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: DeploymentCommand) -> Result<u8> {
     match cmd {
-        DeploymentCommand::List { verbose } => {
+        DeploymentCommand::List { format, .. } if format.wanted() => {
+            let call = NomadCall::get("/v1/deployments");
+            super::print_json(api, ui, &format, "Error retrieving deployments", call).await
+        }
+        DeploymentCommand::List { verbose, .. } => {
             let deployments = api.list_deployments().await?;
             ui.output(views::deployment_list(&deployments, verbose));
             Ok(0)
         }
         DeploymentCommand::Status {
+            monitor: true,
+            format,
+            ..
+        } if format.wanted() => Err(CliError::Usage(
+            "The monitor flag cannot be used with the '-json' or '-t' flags".into(),
+        )),
+        DeploymentCommand::Status { format, id, .. } if format.wanted() => {
+            let d = lookup::deployment(api, &id).await?;
+            let call = NomadCall::get(format!("/v1/deployment/{}", segment(&d.id)));
+            super::print_json(api, ui, &format, "Error retrieving deployment", call).await
+        }
+        DeploymentCommand::Status {
             verbose,
             monitor: false,
             id,
+            ..
         } => {
             let d = lookup::deployment(api, &id).await?;
             ui.output(views::deployment_page(&d, verbose));
@@ -37,6 +55,7 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: DeploymentCommand) -> 
             verbose,
             monitor: true,
             id,
+            ..
         } => {
             let d = lookup::deployment(api, &id).await?;
             follow_deployment(api, ui, d, verbose).await

@@ -4,25 +4,58 @@
 pub mod acl;
 mod alloc;
 mod alloc_fs;
+mod completion;
 mod deployment;
 mod dispatch;
 mod eval;
 mod job;
+mod job_init;
+mod job_restart;
+mod job_scale;
+mod job_status;
+mod job_submit;
+mod namespace;
 mod node;
+mod node_pool;
+mod operator;
 mod periodic;
+mod status;
 pub mod tls;
 mod var;
+mod var_lock;
 mod versions;
+
+pub use completion::autocomplete;
 
 use crate::api::Api;
 use crate::args::{Cli, Command, SystemCommand};
+use crate::backend::NomadCall;
 use crate::error::CliError;
+use crate::format::FormatArgs;
 use crate::ui::Ui;
+
+/// Prints Nomad's JSON of `call` (a read of the HTTP API), made to do
+/// `context`, as `format` asks: `-json` or `-t`.
+pub(crate) async fn print_json(
+    api: &Api,
+    ui: &mut Ui,
+    format: &FormatArgs,
+    context: &str,
+    call: NomadCall,
+) -> Result<u8, CliError> {
+    let data = api.nomad_get(context, call).await?;
+    ui.output(format.render(&data)?);
+    Ok(0)
+}
 
 /// Runs a parsed command line; returns the exit code.
 pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
     if let Command::Dev(args) = cli.command {
         return crate::dev::run(args, ui).await;
+    }
+    if let Command::Completions { shell } = cli.command {
+        ui.output(completion::script(shell));
+        return Ok(0);
     }
     if let Command::Tls(cmd) = cli.command {
         let dir = std::env::current_dir()
@@ -39,42 +72,31 @@ pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
         Command::Deployment(cmd) => deployment::dispatch(&api, ui, cmd).await,
         Command::Var(cmd) => var::dispatch(&api, ui, cmd).await,
         Command::Acl(cmd) => acl::dispatch(&api, ui, cmd).await,
+        Command::Namespace(cmd) => namespace::dispatch(&api, ui, cmd).await,
+        Command::Operator(cmd) => operator::dispatch(&api, ui, cmd).await,
         Command::System(SystemCommand::Gc) => {
             // Nomad prints nothing when the collection succeeds.
             api.garbage_collect().await?;
             Ok(0)
         }
-        Command::Status { id: None } => job::list(&api, ui).await,
-        Command::Status { id: Some(id) } => status(&api, ui, &id).await,
-        Command::Dev(_) | Command::Tls(_) => Ok(0),
+        Command::Status { id: None, .. } => job_status::list(&api, ui).await,
+        Command::Status {
+            id: Some(id),
+            verbose,
+        } => status::status(&api, ui, &id, verbose).await,
+        Command::Dev(_) | Command::Tls(_) | Command::Completions { .. } => Ok(0),
     }
 }
 
-/// `caravan status <id>`: the job with that id, else the allocation,
-/// evaluation, node or deployment with that prefix.
-async fn status(api: &Api, ui: &mut Ui, id: &str) -> Result<u8, CliError> {
-    match crate::lookup::job(api, id).await {
-        Err(e) if e.is_not_found() => {}
-        Err(e) => return Err(e),
-        Ok(found) => return job::status_page(api, ui, found).await,
-    }
-    if id.chars().count() >= 2 {
-        if !api.list_allocations(id).await?.is_empty() {
-            return alloc::status(api, ui, id).await;
-        }
-        if !api.list_evaluations(id).await?.is_empty() {
-            return eval::status(api, ui, id).await;
-        }
-        if !api.list_nodes(id).await?.is_empty() {
-            return node::status(api, ui, Some(id)).await;
-        }
-        if !api.list_deployments_prefix(id).await?.is_empty() {
-            let d = crate::lookup::deployment(api, id).await?;
-            ui.output(crate::views::deployment_page(&d, false));
-            return Ok(0);
-        }
-    }
-    Err(CliError::NotFound(format!(
-        "No job(s), allocation(s), evaluation(s), node(s) or deployment(s) with prefix or id {id:?} found"
-    )))
+/// A specification's text: the file's, or standard input's for `-`.
+pub(crate) fn read_input(input: &str) -> Result<String, CliError> {
+    let read = if input == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(input)
+    };
+    read.map_err(|e| {
+        let source = if input == "-" { "stdin" } else { input };
+        CliError::Usage(format!("Failed to read {source}: {e}"))
+    })
 }

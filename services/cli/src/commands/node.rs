@@ -8,6 +8,7 @@ use caravan_proto::{Allocation, DrainStrategy};
 
 use crate::api::Api;
 use crate::args::{DrainArgs, NodeCommand};
+use crate::backend::{NomadCall, segment};
 use crate::error::CliError;
 use crate::format::{rfc3339, short_id};
 use crate::lookup;
@@ -19,7 +20,18 @@ type Result<T> = std::result::Result<T, CliError>;
 
 pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: NodeCommand) -> Result<u8> {
     match cmd {
-        NodeCommand::Status { id } => status(api, ui, id.as_deref()).await,
+        NodeCommand::Status { format, id } if format.wanted() => {
+            let call = match id {
+                None => NomadCall::get("/v1/nodes"),
+                Some(id) => {
+                    let node = lookup::node(api, &id).await?;
+                    NomadCall::get(format!("/v1/node/{}", segment(&node.id)))
+                }
+            };
+            super::print_json(api, ui, &format, "Error querying node status", call).await
+        }
+        NodeCommand::Status { id, .. } => status(api, ui, id.as_deref()).await,
+        NodeCommand::Pool(cmd) => super::node_pool::dispatch(api, ui, cmd).await,
         NodeCommand::Eligibility { enable, id, .. } => {
             let node = lookup::node(api, &id).await?;
             api.update_eligibility(&node.id, enable).await?;

@@ -18,7 +18,15 @@ type Result<T> = std::result::Result<T, CliError>;
 
 pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: VarCommand) -> Result<u8> {
     match cmd {
-        VarCommand::Get { item, out, path } => get(api, ui, &path, item.as_deref(), &out).await,
+        VarCommand::Get {
+            item,
+            out,
+            template,
+            path,
+        } => {
+            let out = Out::parse(&out, template)?;
+            get(api, ui, &path, item.as_deref(), &out).await
+        }
         VarCommand::Put {
             force,
             check_index,
@@ -28,19 +36,62 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: VarCommand) -> Result<
             let spec = PutSpec::parse(&args, &input)?;
             put(api, ui, spec, force, check_index).await
         }
-        VarCommand::List { out, prefix } => {
+        VarCommand::List {
+            out,
+            template,
+            prefix,
+        } => {
+            let out = Out::parse(&out, template)?;
             list(api, ui, prefix.as_deref().unwrap_or(""), &out).await
         }
         VarCommand::Purge { check_index, path } => purge(api, ui, &path, check_index).await,
+        VarCommand::Lock(args) => super::var_lock::lock(api, ui, args).await,
     }
 }
 
-fn check_out(out: &str) -> Result<()> {
-    match out {
-        "table" | "json" => Ok(()),
-        other => Err(CliError::Usage(format!(
-            "Invalid value {other:?} for \"-out\"; valid values are [json, table]"
-        ))),
+/// How `var get` and `var list` print: `-out table|json|go-template`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Out {
+    Table,
+    Json,
+    Template(String),
+}
+
+impl Out {
+    fn parse(out: &str, template: Option<String>) -> Result<Out> {
+        let parsed = match out {
+            "table" => Out::Table,
+            "json" => Out::Json,
+            "go-template" => match template {
+                Some(t) => return Ok(Out::Template(t)),
+                None => {
+                    return Err(CliError::Usage(
+                        "A template must be supplied using '-template' when using go-template \
+                         formatting"
+                            .into(),
+                    ));
+                }
+            },
+            other => {
+                return Err(CliError::Usage(format!(
+                    "Invalid value {other:?} for \"-out\"; valid values are [go-template, json, table]"
+                )));
+            }
+        };
+        if template.is_some() {
+            return Err(CliError::Usage(
+                "The -template flag is only valid when using 'go-template' formatting".into(),
+            ));
+        }
+        Ok(parsed)
+    }
+
+    /// `data` as JSON or through the template.
+    fn render(&self, data: &Value) -> Result<String> {
+        match self {
+            Out::Template(t) => crate::format::output::template(t, data),
+            _ => Ok(pretty(data)),
+        }
     }
 }
 
@@ -76,8 +127,7 @@ fn variable_page(v: &VariableDecrypted) -> String {
     format!("{head}\n\nItems\n{}", kv(&items))
 }
 
-async fn get(api: &Api, ui: &mut Ui, path: &str, item: Option<&str>, out: &str) -> Result<u8> {
-    check_out(out)?;
+async fn get(api: &Api, ui: &mut Ui, path: &str, item: Option<&str>, out: &Out) -> Result<u8> {
     let v = api.variable(path).await?;
     if let Some(item) = item {
         let value = v
@@ -87,25 +137,24 @@ async fn get(api: &Api, ui: &mut Ui, path: &str, item: Option<&str>, out: &str) 
         ui.output(value);
         return Ok(0);
     }
-    if out == "json" {
+    if *out == Out::Table {
+        ui.output(variable_page(&v));
+    } else {
         let mut obj = metadata_json(&v.meta.clone().unwrap_or_default());
         obj.insert("Items".into(), json!(v.items));
-        ui.output(pretty(&Value::Object(obj)));
-    } else {
-        ui.output(variable_page(&v));
+        ui.output(out.render(&Value::Object(obj))?);
     }
     Ok(0)
 }
 
-async fn list(api: &Api, ui: &mut Ui, prefix: &str, out: &str) -> Result<u8> {
-    check_out(out)?;
+async fn list(api: &Api, ui: &mut Ui, prefix: &str, out: &Out) -> Result<u8> {
     let vars = api.list_variables(prefix).await?;
-    if out == "json" {
+    if *out != Out::Table {
         let all: Vec<Value> = vars
             .iter()
             .map(|m| Value::Object(metadata_json(m)))
             .collect();
-        ui.output(pretty(&Value::Array(all)));
+        ui.output(out.render(&Value::Array(all))?);
         return Ok(0);
     }
     if vars.is_empty() {

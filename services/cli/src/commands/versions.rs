@@ -1,9 +1,12 @@
 //! `job history` and `job revert`: a job's kept versions and going back to
 //! one of them.
 
+use serde_json::Value;
+
 use crate::api::Api;
+use crate::backend::{NomadCall, segment};
 use crate::error::CliError;
-use crate::format::{SHORT_ID, limit};
+use crate::format::{FormatArgs, SHORT_ID, limit};
 use crate::lookup;
 use crate::monitor::monitor;
 use crate::ui::Ui;
@@ -18,8 +21,35 @@ pub(super) async fn history(
     id: &str,
     version: Option<u64>,
     options: HistoryOptions,
+    format: &FormatArgs,
 ) -> Result<u8> {
+    if format.wanted() && (options.diffs || options.full) {
+        return Err(CliError::Usage(
+            "-json and -t are exclusive with -p and -full".into(),
+        ));
+    }
     let job = lookup::job(api, id).await?;
+    if format.wanted() {
+        let call = NomadCall::get(format!("/v1/job/{}/versions", segment(&job.id)))
+            .param("namespace", job.namespace.clone());
+        let answer = api.nomad_get("Error retrieving job versions", call).await?;
+        let versions = answer.get("Versions").cloned().unwrap_or(Value::Null);
+        let data = match version {
+            None => versions,
+            Some(v) => versions
+                .as_array()
+                .and_then(|list| {
+                    list.iter()
+                        .find(|j| j.get("Version").and_then(Value::as_u64) == Some(v))
+                })
+                .cloned()
+                .ok_or_else(|| {
+                    CliError::NotFound(format!("Job {:?} has no kept version {v}", job.id))
+                })?,
+        };
+        ui.output(format.render(&data)?);
+        return Ok(0);
+    }
     let versions = api.job_versions(&job.id).await?;
     let rendered = match version {
         Some(v) => views::one_version(&versions, v, options).ok_or_else(|| {

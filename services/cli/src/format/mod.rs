@@ -2,10 +2,12 @@
 //! short ids, times and byte sizes, laid out as Nomad's CLI prints them.
 
 mod bytes;
+pub mod output;
 mod table;
 mod time;
 
 pub use bytes::{ibytes, mb};
+pub use output::FormatArgs;
 pub use table::{kv, table};
 pub use time::{pretty_time_diff, rfc3339};
 

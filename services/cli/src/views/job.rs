@@ -69,12 +69,9 @@ pub struct JobPage {
     pub deployment: Option<Deployment>,
 }
 
-/// One job's status page.
-pub fn job_page(page: &JobPage, now: i64) -> String {
-    let job = &page.job;
-    let periodic = job.is_periodic();
-    let parameterized = job.parameterized.is_some();
-    let mut out = kv(&[
+/// The lines at the head of a job's page (all `job status -short` prints).
+pub fn job_header(job: &Job) -> String {
+    kv(&[
         ("ID", job.id.clone()),
         ("Name", job.name.clone()),
         ("Submit Date", rfc3339(job.submit_time_unix_ns)),
@@ -84,9 +81,14 @@ pub fn job_page(page: &JobPage, now: i64) -> String {
         ("Namespace", job.namespace.clone()),
         ("Node Pool", job.node_pool.clone()),
         ("Status", status_text(job)),
-        ("Periodic", periodic.to_string()),
-        ("Parameterized", parameterized.to_string()),
-    ]);
+        ("Periodic", job.is_periodic().to_string()),
+        ("Parameterized", job.parameterized.is_some().to_string()),
+    ])
+}
+
+/// One job's status page.
+pub fn job_page(page: &JobPage, now: i64) -> String {
+    let mut out = job_header(&page.job);
     out.push_str("\n\nSummary\n");
     let mut rows = vec![
         [

@@ -12,7 +12,7 @@ pub use alloc::{alloc_page, task_names};
 pub use deployment::{deployment_block, deployment_list, deployment_page};
 pub use eval::{eval_list, eval_page};
 pub use history::{HistoryOptions, job_history, one_version};
-pub use job::{JobPage, job_list, job_page};
+pub use job::{JobPage, job_header, job_list, job_page};
 pub use node::{node_list, node_page};
 
 use caravan_model::NomadName;

@@ -17,7 +17,8 @@ use caravan_proto::{
     DeploymentUpdateResponse, DeregisterJobResponse, DispatchJobResponse, DrainStrategy,
     Evaluation, ForcePeriodicJobResponse, Job, JobSummaryResponse, Node, NodeUpdateResponse,
     PlanJobResponse, PutVariableResponse, ReadAllocFileRequest, ReadLogsRequest,
-    RegisterJobResponse, StopAllocationResponse, VariableDecrypted, VariableMetadata,
+    RegisterJobResponse, StopAllocationResponse, ValidateJobResponse, VariableDecrypted,
+    VariableMetadata,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -180,6 +181,10 @@ impl Backend for HttpBackend {
         self.client.address()
     }
 
+    fn speaks_http(&self) -> bool {
+        true
+    }
+
     fn namespace(&self) -> &str {
         self.client.namespace()
     }
@@ -205,6 +210,16 @@ impl Backend for HttpBackend {
             "PolicyOverride": false,
         });
         Ok(decode::plan_response(J(&self.put(&path, body).await?)))
+    }
+
+    async fn validate_job(&self, job: Job) -> Result<ValidateJobResponse> {
+        let body = json!({ "Job": caravan_jobspec::render_json(&job) });
+        let v = self.put("/v1/validate/job", body).await?;
+        let v = J(&v);
+        Ok(ValidateJobResponse {
+            errors: v.strings("ValidationErrors"),
+            warnings: decode::warnings(v),
+        })
     }
 
     async fn deregister_job(&self, job_id: &str, purge: bool) -> Result<DeregisterJobResponse> {
@@ -322,6 +337,15 @@ impl Backend for HttpBackend {
             eval_id: v.s("EvalID"),
             eval_create_revision: v.i("EvalCreateIndex"),
         })
+    }
+
+    async fn evaluate_job(&self, job_id: &str, force_reschedule: bool) -> Result<String> {
+        let body = json!({
+            "JobID": job_id,
+            "EvalOptions": {"ForceReschedule": force_reschedule},
+        });
+        let v = self.put(&Self::job_path(job_id, "/evaluate"), body).await?;
+        Ok(J(&v).s("EvalID"))
     }
 
     async fn evaluation_after(

@@ -1,0 +1,159 @@
+//! The command line: Nomad's verbs and flags. Nomad spells long flags with
+//! one dash (`-address`, `-detach`); both spellings are accepted.
+
+mod admin;
+mod cluster;
+mod job;
+#[cfg(test)]
+mod tests;
+
+use clap::{Parser, Subcommand};
+
+pub use admin::{
+    DevArgs, NamespaceCommand, OperatorCommand, SchedulerCommand, SetConfigArgs, SnapshotCommand,
+    SystemCommand, VarCommand, VarLockArgs,
+};
+pub use cluster::{
+    AllocCommand, DeploymentCommand, DrainArgs, EvalCommand, NodeCommand, NodePoolCommand, TailArgs,
+};
+pub use job::{JobCommand, JobVarArgs, PeriodicCommand, RestartArgs};
+
+use crate::connection::ConnectionArgs;
+
+/// `caravan`: run and inspect jobs on a Caravan cluster.
+#[derive(Debug, Parser)]
+#[command(
+    name = "caravan",
+    version,
+    about = "Run and inspect jobs on a Caravan cluster"
+)]
+pub struct Cli {
+    /// Where to connect and as whom.
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The top-level verbs.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run, plan, inspect and stop jobs.
+    #[command(subcommand)]
+    Job(JobCommand),
+    /// Inspect allocations, read their logs, stop them.
+    #[command(subcommand)]
+    Alloc(AllocCommand),
+    /// Inspect nodes, drain them, set their eligibility.
+    #[command(subcommand)]
+    Node(NodeCommand),
+    /// Inspect evaluations.
+    #[command(subcommand)]
+    Eval(EvalCommand),
+    /// Inspect and steer deployments: promote, fail, pause, resume.
+    #[command(subcommand)]
+    Deployment(DeploymentCommand),
+    /// Cluster-wide maintenance.
+    #[command(subcommand)]
+    System(SystemCommand),
+    /// Read, write, list and purge variables (Nomad Variables).
+    #[command(subcommand)]
+    Var(VarCommand),
+    /// ACLs: bootstrap, policies and tokens.
+    #[command(subcommand)]
+    Acl(crate::commands::acl::AclCommand),
+    /// Namespaces: list, show, write and delete them.
+    #[command(subcommand)]
+    Namespace(NamespaceCommand),
+    /// The scheduler's configuration, and snapshots.
+    #[command(subcommand)]
+    Operator(OperatorCommand),
+    /// List jobs, or show the job, allocation, evaluation, node or
+    /// deployment whose id (or id prefix) is given.
+    Status {
+        /// Show full ids.
+        #[arg(long)]
+        verbose: bool,
+        /// An id, or a prefix of one.
+        id: Option<String>,
+    },
+    /// Print the shell completion script for bash, zsh or fish
+    /// (`source <(caravan completions bash)`); `caravan -autocomplete-install`
+    /// adds it to ~/.bashrc and ~/.zshrc.
+    Completions {
+        /// `bash`, `zsh` or `fish`.
+        shell: clap_complete::Shell,
+    },
+    /// Run every service and one client node in this process (development).
+    Dev(DevArgs),
+    /// Make the agent CA and the certificates of servers, clients and the CLI.
+    #[command(subcommand)]
+    Tls(crate::commands::tls::TlsCommand),
+}
+
+/// Flags that take a value as the next argument (when not written `-flag=value`),
+/// so normalizing can tell a flag's value from a positional argument.
+const VALUE_FLAGS: &[&str] = &[
+    "address",
+    "grpc-address",
+    "region",
+    "namespace",
+    "token",
+    "ca-cert",
+    "ca-path",
+    "client-cert",
+    "client-key",
+    "tls-server-name",
+    "ttl",
+    "delay",
+    "max-retry",
+    "backoff",
+];
+
+/// Rewrites Nomad's one-dash long flags (`-detach`, `-address=x`) to the
+/// two-dash form; single letters (`-f`), numbers (`-1`) and everything after
+/// `--` are left alone, and so is the child command line of `var lock`
+/// (everything after its variable path).
+pub fn normalize<I: IntoIterator<Item = String>>(args: I) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = false;
+    let mut positionals: Vec<String> = Vec::new();
+    let mut value_next = false;
+    for (i, arg) in args.into_iter().enumerate() {
+        if i == 0 || rest {
+            out.push(arg);
+            continue;
+        }
+        if arg == "--" {
+            rest = true;
+            out.push(arg);
+            continue;
+        }
+        if value_next {
+            value_next = false;
+            out.push(arg);
+            continue;
+        }
+        let name = arg.strip_prefix('-').filter(|n| !n.starts_with('-'));
+        let key = arg.trim_start_matches('-').split('=').next().unwrap_or("");
+        let long = name.is_some_and(|_| {
+            key.chars().count() > 1 && key.starts_with(|c: char| c.is_ascii_alphabetic())
+        });
+        if arg.starts_with('-') && arg.len() > 1 {
+            value_next = VALUE_FLAGS.contains(&key) && !arg.contains('=');
+        } else {
+            positionals.push(arg.clone());
+            // `var lock <path> child…`: the child's flags are its own.
+            if positionals.len() == 3 && positionals[0] == "var" && positionals[1] == "lock" {
+                rest = true;
+            }
+        }
+        if long {
+            out.push(format!("-{arg}"));
+        } else {
+            out.push(arg);
+        }
+    }
+    out
+}
