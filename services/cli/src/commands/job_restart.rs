@@ -279,6 +279,14 @@ async fn reschedule(
         alloc.task_group
     )];
     let result = async {
+        // Allocation lists carry no `PreviousAllocation`: the new ones are
+        // read whole to find the replacement.
+        let before: std::collections::BTreeSet<String> = api
+            .job_allocations(&job.id)
+            .await?
+            .into_iter()
+            .map(|a| a.id)
+            .collect();
         let stopped = api
             .stop_allocation(&alloc.id)
             .await
@@ -291,10 +299,11 @@ async fn reschedule(
         let started = tokio::time::Instant::now();
         let mut told = started;
         loop {
-            let current = api.allocation(&alloc.id).await?;
-            if !current.next_allocation.is_empty() {
-                let next = api.allocation(&current.next_allocation).await?;
-                if next.client_status() == AllocClientStatus::Running {
+            for a in api.job_allocations(&job.id).await? {
+                if before.contains(&a.id) || a.client_status() != AllocClientStatus::Running {
+                    continue;
+                }
+                if api.allocation(&a.id).await?.previous_allocation == alloc.id {
                     return Ok(());
                 }
             }

@@ -88,6 +88,19 @@ pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
     }
 }
 
+/// A list endpoint's 404: the gateway does not serve it (a list is never
+/// "not found"), said so rather than as Nomad's bare status.
+pub(crate) fn missing_endpoint(err: CliError, endpoint: &str, what: &str) -> CliError {
+    if err.is_not_found() {
+        CliError::Other(format!(
+            "{err}\nThis api-gateway does not serve {endpoint}: {what} as objects are not \
+             available on this Caravan cluster yet"
+        ))
+    } else {
+        err
+    }
+}
+
 /// A specification's text: the file's, or standard input's for `-`.
 pub(crate) fn read_input(input: &str) -> Result<String, CliError> {
     let read = if input == "-" {

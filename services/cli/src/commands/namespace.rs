@@ -78,7 +78,10 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: NamespaceCommand) -> R
 /// The namespaces whose names start with `prefix`.
 async fn namespaces(api: &Api, prefix: &str) -> Result<Vec<Value>> {
     let call = NomadCall::get("/v1/namespaces").param("prefix", prefix);
-    let list = api.nomad_get("Error retrieving namespaces", call).await?;
+    let list = api
+        .nomad_get("Error retrieving namespaces", call)
+        .await
+        .map_err(|e| super::missing_endpoint(e, "GET /v1/namespaces", "namespaces"))?;
     Ok(list.as_array().cloned().unwrap_or_default())
 }
 

@@ -81,7 +81,10 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: NodePoolCommand) -> Re
 
 async fn pools(api: &Api, prefix: &str) -> Result<Vec<Value>> {
     let call = NomadCall::get("/v1/node/pools").param("prefix", prefix);
-    let list = api.nomad_get("Error querying node pools", call).await?;
+    let list = api
+        .nomad_get("Error querying node pools", call)
+        .await
+        .map_err(|e| super::missing_endpoint(e, "GET /v1/node/pools", "node pools"))?;
     Ok(list.as_array().cloned().unwrap_or_default())
 }
 
