@@ -346,7 +346,8 @@ impl Cluster {
             START_TIMEOUT,
             async || {
                 let reply = api.get("/v1/agent/self").await?;
-                Ok(if reply.status == 200 {
+                // With ACLs on, an anonymous request is answered 403: it answers.
+                Ok(if reply.status == 200 || reply.status == 403 {
                     Progress::Done(())
                 } else {
                     Progress::Waiting(format!("HTTP {}: {}", reply.status, reply.text()))

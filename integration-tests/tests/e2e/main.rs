@@ -8,6 +8,7 @@ mod blocked;
 mod failover;
 mod hcl2_vars;
 mod http_api;
+mod nomad_cli;
 mod raw_exec;
 mod traces;
 mod validation;
