@@ -305,3 +305,107 @@ fn https_without_files_is_a_configuration_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("tls.http: "), "{stderr}");
 }
+
+/// Runs the `caravan` CLI with only `env` as its environment (of Caravan's
+/// and Nomad's variables).
+fn cli(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let bins = binaries::bin_dir().unwrap();
+    let mut command = std::process::Command::new(binaries::binary(&bins, "caravan").unwrap());
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy().into_owned();
+        if name.starts_with("CARAVAN_") || name.starts_with("NOMAD_") {
+            command.env_remove(name);
+        }
+    }
+    command
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+/// The CLI over HTTPS with Nomad's TLS variables: the gateway's CA and, when
+/// it asks for one, a client certificate; a wrong CA or no certificate gets
+/// nowhere, and `-tls-skip-verify` skips only the server's check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_speaks_https_with_nomads_tls_variables() {
+    let dir = tempfile::tempdir().unwrap();
+    let tls = issue(&dir.path().join("tls"));
+    let other = issue(&dir.path().join("other"));
+    let (_gw, http) = gateway(
+        dir.path(),
+        &tls,
+        "api-gateway-cli",
+        &[("tls.verify_https_client", "true")],
+    )
+    .await;
+    let addr = format!("https://{http}");
+    let file = |dir: &Path, name: &str| dir.join(name).display().to_string();
+    let (ca, cert, key) = (
+        file(&tls, certs::CA_CERT_FILE),
+        file(&tls, "global-cli-caravan.pem"),
+        file(&tls, "global-cli-caravan-key.pem"),
+    );
+    let text = |out: &std::process::Output| {
+        format!(
+            "{}\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let full = [
+        ("NOMAD_ADDR", addr.as_str()),
+        ("NOMAD_CACERT", ca.as_str()),
+        ("NOMAD_CLIENT_CERT", cert.as_str()),
+        ("NOMAD_CLIENT_KEY", key.as_str()),
+    ];
+    let out = cli(&["job", "status"], &full);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "No running jobs"
+    );
+
+    // The same through the flags.
+    let out = cli(
+        &[
+            "-address",
+            &addr,
+            "-ca-cert",
+            &ca,
+            "-client-cert",
+            &cert,
+            "-client-key",
+            &key,
+            "node",
+            "status",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+
+    // No client certificate: the gateway wants one.
+    let out = cli(&["job", "status"], &full[..2]);
+    assert!(!out.status.success(), "{}", text(&out));
+    // No CA: refused before anything is sent.
+    let out = cli(&["job", "status"], &[full[0], full[2], full[3]]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("-ca-cert"), "{}", text(&out));
+    // Another CA: the gateway's certificate is not trusted.
+    let other_ca = file(&other, certs::CA_CERT_FILE);
+    let mut wrong = full;
+    wrong[1] = ("NOMAD_CACERT", other_ca.as_str());
+    let out = cli(&["job", "status"], &wrong);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("TLS handshake failed"),
+        "{}",
+        text(&out)
+    );
+    // Skipping the server's check leaves the client certificate to present.
+    let mut skip = wrong;
+    skip[1] = ("NOMAD_SKIP_VERIFY", "true");
+    let out = cli(&["job", "status"], &skip);
+    assert!(out.status.success(), "{}", text(&out));
+}

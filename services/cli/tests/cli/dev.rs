@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{WAIT, cli, eventually_some, options};
+use crate::common::{self, WAIT, cli, eventually_some, options};
 use caravan_cli::{Api, DevCluster, DevOptions};
 use caravan_proto::AllocClientStatus;
 
@@ -84,6 +84,25 @@ async fn run_hello_and_stop_it(options: DevOptions) {
     let (code, out, _) = cli(&address, &["node", "status"]).await;
     assert_eq!(code, 0);
     assert!(out.contains("eligible     ready"), "{out}");
+
+    // The same pages over Caravan's gRPC API; -json there names the HTTP API.
+    let grpc = cluster.address();
+    let over_grpc = |line: &'static [&'static str]| {
+        let grpc = grpc.clone();
+        async move {
+            let args: Vec<&str> = ["-grpc-address", grpc.as_str()]
+                .into_iter()
+                .chain(line.iter().copied())
+                .collect();
+            common::run(&args).await
+        }
+    };
+    let (code, out, err) = over_grpc(&["job", "status", "hello"]).await;
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("Status        = running"), "{out}");
+    let (code, _, err) = over_grpc(&["job", "status", "-json", "hello"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("needs Nomad's HTTP API"), "{err}");
 
     // A job that fits nowhere reports its failed placements and exit 2.
     let dir = tempfile::tempdir().unwrap();

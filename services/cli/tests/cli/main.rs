@@ -7,4 +7,5 @@ mod common;
 mod deployments;
 mod dev;
 mod dev_docker;
+mod nomad_verbs;
 mod vars;

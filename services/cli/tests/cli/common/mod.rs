@@ -12,14 +12,22 @@ use caravan_cli::{DevOptions, Ui, run_args};
 /// How long a condition may take to come true.
 pub const WAIT: Duration = Duration::from_secs(30);
 
-/// Runs one CLI command line against `address`; returns exit code, stdout, stderr.
+/// Runs one CLI command line against the HTTP API at `address`; returns
+/// exit code, stdout, stderr.
 pub async fn cli(address: &str, line: &[&str]) -> (u8, String, String) {
+    let args: Vec<&str> = ["-address", address]
+        .into_iter()
+        .chain(line.iter().copied())
+        .collect();
+    run(&args).await
+}
+
+/// Runs one CLI command line as given; returns exit code, stdout, stderr.
+pub async fn run(line: &[&str]) -> (u8, String, String) {
     let (mut ui, captured) = Ui::captured();
-    let head = ["caravan", "-address", address];
-    let args: Vec<String> = head
-        .iter()
-        .chain(line.iter())
-        .map(|s| s.to_string())
+    let args: Vec<String> = std::iter::once("caravan")
+        .chain(line.iter().copied())
+        .map(String::from)
         .collect();
     let code = run_args(args, &mut ui).await;
     (code, captured.stdout(), captured.stderr())
