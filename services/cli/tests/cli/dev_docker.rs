@@ -57,8 +57,8 @@ async fn dev_runs_the_job_nomad_job_init_writes() {
         Some("docker"),
         "the Docker daemon answers, so dev enables the docker driver"
     );
-    let address = cluster.address();
-    let api = Api::new(&address, "default").unwrap();
+    let address = cluster.http_address();
+    let api = Api::new(&cluster.address(), "default").unwrap();
     let job = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/redis.nomad.hcl");
 
     let began = Instant::now();
@@ -67,8 +67,8 @@ async fn dev_runs_the_job_nomad_job_init_writes() {
     // The service and identity blocks (not in Caravan yet) are warned
     // about; the job runs.
     assert!(out.contains("2 warnings:"), "{out}");
-    assert!(out.contains("service block is not supported"), "{out}");
-    assert!(out.contains("identity block is not supported"), "{out}");
+    assert!(out.contains("Services is not supported"), "{out}");
+    assert!(out.contains("Identity is not supported"), "{out}");
     let alloc = eventually_some("the alloc to run", WAIT, || async {
         let allocs = api.job_allocations("example").await.ok()?;
         allocs
