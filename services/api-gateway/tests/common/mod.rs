@@ -126,6 +126,12 @@ impl TestGateway {
             .expect("gateway failed");
     }
 
+    /// The store's revision now: a subscription from it sees every write
+    /// made after this call, however late its watch opens.
+    pub async fn revision(&self) -> i64 {
+        self.store.range(self.keys.range()).await.unwrap().revision
+    }
+
     /// Every key under the prefix.
     pub async fn key_count(&self) -> usize {
         self.store.range(self.keys.range()).await.unwrap().kvs.len()
