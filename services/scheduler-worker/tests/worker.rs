@@ -295,9 +295,7 @@ async fn through_a_faulty_applier(
         let (inner, stop) = (inner.clone(), stop.clone());
         async move { inner.lead(leadership, stop).await }
     });
-    while !inner.is_leading() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    caravan_testkit::wait::until("the applier to lead", PATIENCE, || inner.is_leading()).await;
     let (worker, _pool) = start_worker(&store, &prefix, 1).await;
     broker.broker.enqueue(eval("e1", &job));
     wait_for(&broker.broker, "the eval to be acked", |l| {
