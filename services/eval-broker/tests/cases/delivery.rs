@@ -84,12 +84,23 @@ pub async fn dequeue_long_poll_times_out_empty_and_wakes_on_new_evals(store: Arc
             .expect("dequeue")
             .into_inner()
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The write comes once the poll waits: it must wake it, not meet it.
+    eventually("the long poll to wait", PATIENCE, || {
+        let mut b = broker.client.clone();
+        async move {
+            b.stats(caravan_proto::BrokerStatsRequest {})
+                .await
+                .is_ok_and(|s| s.into_inner().dequeues_waiting == 1)
+        }
+    })
+    .await;
+    assert!(!poll.is_finished(), "the poll waits for an eval");
     let eval = pending_eval("report", "batch", 50);
     let written_at = tokio::time::Instant::now();
     put_eval(&store, &ks, &eval).await;
     let got = poll.await.expect("poller");
     assert_eq!(got.eval.map(|e| e.id), Some(eval.id));
+    assert_eq!(broker.stats().await.dequeues_waiting, 0, "an answered poll");
     assert!(written_at.elapsed() < Duration::from_secs(5));
 
     let bad = broker
