@@ -186,6 +186,8 @@ pub async fn a_new_leader_writes_the_eval_a_healthy_batch_was_owed(store: Arc<dy
     // Once written, a second leader owes nothing more.
     watcher.stop().await;
     let again = start_leader(store.clone(), &w.prefix).await;
+    // Only a wait shows "not twice": a leader restores as it starts, so
+    // this covers its restore and the 100 ms batch window after it.
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(
         w.watcher_evals(&d.id).await.len(),
