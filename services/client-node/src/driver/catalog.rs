@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::docker::{DockerConfig, DockerDriver};
-use super::{Driver, Fingerprint, HandleState, MockDriver, RawExecDriver};
+use super::{Driver, ExecDriver, Fingerprint, HandleState, MockDriver, RawExecDriver};
 
 /// What a driver is built with.
 #[derive(Debug, Clone, Default)]
@@ -63,6 +63,10 @@ const CATALOG: &[Entry] = &[
     Entry {
         name: "docker",
         build: |ctx| Arc::new(DockerDriver::new(ctx)),
+    },
+    Entry {
+        name: "exec",
+        build: |ctx| Arc::new(ExecDriver::new(ctx.supervisor.clone())),
     },
 ];
 
