@@ -22,7 +22,7 @@
 //! dies with isolate (parent-death signal), and the namespace with init.
 
 use std::ffi::{CString, OsString};
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -47,6 +47,9 @@ const TASK_ARG: &str = "--task";
 /// This very binary (still reachable from inside the task's root).
 const SELF_EXE: &str = "/proc/self/exe";
 
+/// What init says once it passes signals on to the task.
+const READY: &str = "ready\n";
+
 /// Exit code of a task that could not be executed (as a shell says).
 const CANNOT_EXEC: i32 = 127;
 
@@ -60,6 +63,19 @@ const PASSED: [Signal; 8] = [
     Signal::SIGUSR2,
     Signal::SIGWINCH,
     Signal::SIGCONT,
+];
+
+/// Signals the task gets with their default action, whatever it inherits.
+const DEFAULTED: [i32; 9] = [
+    signal_hook::consts::SIGPIPE,
+    signal_hook::consts::SIGHUP,
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGQUIT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGUSR1,
+    signal_hook::consts::SIGUSR2,
+    signal_hook::consts::SIGXFSZ,
+    signal_hook::consts::SIGTTOU,
 ];
 
 /// How to isolate one task, written by the driver for isolate to read.
@@ -183,6 +199,11 @@ fn isolate(spec: &IsolationSpec, spec_path: &str) -> Result<i32, String> {
         .spawn()
         .map_err(|e| format!("start init: {e}"))?;
     let init_pid = Pid::from_raw(i32::try_from(init.id()).unwrap_or(0));
+    // Until init has blocked the signals it passes on, a signal sent to it
+    // (a pid 1 without handlers) would be lost: they wait, pending, here.
+    let mut report = std::io::BufReader::new(std::fs::File::from(report_read));
+    let mut ready = String::new();
+    let _ = report.read_line(&mut ready);
     let status = loop {
         let Ok(sig) = signals.wait() else { continue };
         if sig != Signal::SIGCHLD {
@@ -194,7 +215,7 @@ fn isolate(spec: &IsolationSpec, spec_path: &str) -> Result<i32, String> {
         }
     };
     let mut said = String::new();
-    let _ = std::fs::File::from(report_read).read_to_string(&mut said);
+    let _ = report.read_to_string(&mut said);
     let mut parts = said.split_whitespace().map(|p| p.parse::<i32>().ok());
     Ok(match (parts.next().flatten(), parts.next().flatten()) {
         (Some(_), Some(sig)) if sig > 0 => end_by(sig),
@@ -238,6 +259,7 @@ fn init(spec: &IsolationSpec) -> Result<i32, String> {
         .spawn()
         .map_err(|e| format!("start the task: {e}"))?;
     let task = Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
+    let _ = nix::unistd::write(std::io::stdin(), READY.as_bytes());
     let (code, sig) = loop {
         let Ok(s) = signals.wait() else { continue };
         if s != Signal::SIGCHLD {
@@ -418,6 +440,19 @@ fn enter_root(spec: &IsolationSpec) -> Result<(), String> {
 /// In the task's process: its capabilities, credentials and working dir,
 /// then its command. Returns only on failure.
 fn become_task(t: &TaskStart) -> String {
+    // Spawned by init, the process inherited the signals init blocks.
+    if let Err(e) = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None) {
+        return format!("cannot unblock its signals: {e}");
+    }
+    // An ignored signal stays ignored across exec (this binary ignores
+    // SIGPIPE, whoever started the client may have ignored others); a
+    // handled one is reset to its default: handle them all.
+    let noted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in DEFAULTED {
+        if let Err(e) = signal_hook::flag::register(sig, std::sync::Arc::clone(&noted)) {
+            return format!("cannot reset signal {sig}: {e}");
+        }
+    }
     let set = CapSet(t.caps);
     if let Err(e) = caps::limit_bounding(set) {
         return format!("cannot limit its capabilities: {e}");
