@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::docker::{DockerConfig, DockerDriver};
+use super::exec_driver::ExecConfig;
 use super::{Driver, ExecDriver, Fingerprint, HandleState, MockDriver, RawExecDriver};
 
 /// What a driver is built with.
@@ -33,6 +34,8 @@ pub struct DriverContext {
 pub struct PluginConfigs {
     /// The `docker` driver.
     pub docker: DockerConfig,
+    /// The `exec` driver.
+    pub exec: ExecConfig,
 }
 
 impl PluginConfigs {
@@ -40,7 +43,10 @@ impl PluginConfigs {
     pub fn validate(&self) -> Result<(), (String, String)> {
         self.docker
             .validate()
-            .map_err(|(k, why)| (format!("plugin.docker.{k}"), why))
+            .map_err(|(k, why)| (format!("plugin.docker.{k}"), why))?;
+        self.exec
+            .validate()
+            .map_err(|(k, why)| (format!("plugin.exec.{k}"), why))
     }
 }
 
@@ -66,7 +72,7 @@ const CATALOG: &[Entry] = &[
     },
     Entry {
         name: "exec",
-        build: |ctx| Arc::new(ExecDriver::new(ctx.supervisor.clone())),
+        build: |ctx| Arc::new(ExecDriver::new(ctx.supervisor.clone(), &ctx.plugins.exec)),
     },
 ];
 

@@ -13,6 +13,7 @@
 
 mod caps;
 mod cgroup;
+mod config;
 mod handle;
 pub mod isolate;
 
@@ -30,6 +31,7 @@ use super::{
 };
 use caps::CapSet;
 use cgroup::{Hierarchy, Limits};
+pub use config::ExecConfig;
 use handle::ExecHandle;
 use isolate::{ISOLATE_ARG, IsolationSpec, PROBE_ARG, TaskStart};
 
@@ -65,17 +67,21 @@ pub struct ExecDriver {
     hierarchy: Result<Hierarchy, String>,
     /// The capabilities a task may have.
     allow: CapSet,
+    /// Its client configuration.
+    config: ExecConfig,
 }
 
 impl ExecDriver {
     /// A driver whose tasks are supervised by `supervisor` (the client-node
-    /// binary).
-    pub fn new(supervisor: PathBuf) -> Self {
+    /// binary), configured by `config` (checked when the client's
+    /// configuration was loaded).
+    pub fn new(supervisor: PathBuf, config: &ExecConfig) -> Self {
         ExecDriver {
             inner: RawExecDriver::new(supervisor.clone()),
             supervisor,
             hierarchy: Hierarchy::detect(),
-            allow: CapSet::parse(&caps::DEFAULTS).unwrap_or_default(),
+            allow: config.allowed().unwrap_or_default(),
+            config: config.clone(),
         }
     }
 
@@ -185,14 +191,10 @@ impl ExecDriver {
             .iter()
             .map(|a| env.interpolate(a))
             .collect();
-        let mode = |key: &str| -> Result<bool, DriverError> {
-            match c.string(key)?.as_deref().map(str::trim) {
-                None | Some("") | Some("private") => Ok(true),
-                Some("host") => Ok(false),
-                Some(other) => Err(DriverError::fatal(format!(
-                    "config.{key}: must be \"private\" or \"host\", not {other:?}"
-                ))),
-            }
+        let mode = |key: &str, default: &str| -> Result<bool, DriverError> {
+            let asked = c.string(key)?.filter(|m| !m.trim().is_empty());
+            config::private_mode(asked.as_deref().unwrap_or(default))
+                .map_err(|e| DriverError::fatal(format!("config.{key}: {e}")))
         };
         let caps_of = |key: &str| -> Result<CapSet, DriverError> {
             CapSet::parse(&c.strings(key)?)
@@ -213,9 +215,9 @@ impl ExecDriver {
                 .map(|p| (PathBuf::from(p), PathBuf::from(p)))
                 .collect(),
             cgroup_procs: group.procs_files(),
-            pid_private: mode("pid_mode")?,
-            ipc_private: mode("ipc_mode")?,
-            pivot_root: true,
+            pid_private: mode("pid_mode", &self.config.default_pid_mode)?,
+            ipc_private: mode("ipc_mode", &self.config.default_ipc_mode)?,
+            pivot_root: !self.config.no_pivot_root,
             task: TaskStart {
                 caps: caps.0,
                 uid: user.uid,

@@ -46,7 +46,7 @@ fn binary() -> PathBuf {
 /// The driver, when this host runs it (root, usable cgroups); `None`
 /// (and a note) elsewhere.
 async fn driver() -> Option<ExecDriver> {
-    let d = ExecDriver::new(binary());
+    let d = ExecDriver::new(binary(), &ExecConfig::default());
     let fp = d.fingerprint().await;
     if fp.health != Health::Healthy {
         eprintln!("exec driver not detected here: {}", fp.description);
@@ -353,7 +353,7 @@ async fn a_new_client_recovers_the_task_from_its_handle_state() {
 
 #[tokio::test]
 async fn the_fingerprint_says_why_when_the_driver_cannot_run() {
-    let d = ExecDriver::new(binary());
+    let d = ExecDriver::new(binary(), &ExecConfig::default());
     let fp = d.fingerprint().await;
     if Uid::effective().is_root() && d.hierarchy.is_ok() {
         assert_eq!(fp.health, Health::Healthy, "{}", fp.description);
@@ -364,7 +364,7 @@ async fn the_fingerprint_says_why_when_the_driver_cannot_run() {
     }
     let no_cgroups = ExecDriver {
         hierarchy: Err("no cgroup hierarchy with the cpu and memory controllers is mounted".into()),
-        ..ExecDriver::new(binary())
+        ..ExecDriver::new(binary(), &ExecConfig::default())
     };
     let fp = no_cgroups.fingerprint().await;
     assert_eq!(fp.health, Health::Undetected);
@@ -411,4 +411,29 @@ async fn two_tasks_on_one_core_split_it_by_their_cpu() {
     );
     // 4:1 asked; the core is shared with whatever else runs on it.
     assert!((2.5..=6.0).contains(&ratio), "ratio {ratio:.2}");
+}
+
+#[tokio::test]
+async fn pid_mode_host_shares_the_hosts_processes() {
+    let Some(d) = driver().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let s = spec_with(
+        dir.path(),
+        &alloc_id(),
+        "echo count $(ls /proc | grep -cE '^[0-9]+$'); echo self $$",
+        &[("pid_mode", text("host")), ("ipc_mode", text("host"))],
+        resources(100, 64),
+    );
+    let h = d.start(s.clone()).await.unwrap();
+    let r = h.wait().await;
+    let out = stdout(&s);
+    assert!(r.successful(), "{r:?} {out} {}", stderr(&s));
+    let count: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("count "))
+        .and_then(|c| c.trim().parse().ok())
+        .unwrap();
+    // The host's processes: this test's, the supervisor's, and more.
+    assert!(count > 3, "{out}");
+    assert!(!out.contains("self 2\n"), "{out}");
 }
