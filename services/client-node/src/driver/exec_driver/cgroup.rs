@@ -341,7 +341,9 @@ impl TaskCgroup {
                 .collect::<Vec<_>>()
                 .join(",")
         };
-        if !cpus.is_empty() && (self.v2 && !cores.is_empty() || !self.v2) {
+        // A v2 group inherits its parent's cpus; a v1 one must be given them.
+        let inherits = self.v2 && cores.is_empty();
+        if !cpus.is_empty() && !inherits {
             write(&self.cpuset().join("cpuset.cpus"), &cpus)?;
         }
         if !self.v2 {
