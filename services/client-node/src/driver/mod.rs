@@ -36,7 +36,7 @@ pub use catalog::{DriverContext, Drivers, PluginConfigs};
 pub use config::TaskConfig;
 #[cfg(test)]
 pub use config::{number_value, string_value};
-pub use exec::ExecRequest;
+pub use exec::{ExecRequest, TtySize};
 pub use fingerprint::{Capabilities, Fingerprint, FsIsolation, Health};
 pub use handle_state::HandleState;
 pub use mock::MockDriver;
