@@ -6,14 +6,13 @@
 //! session (restored however it ends), and the escape character at the
 //! start of a line followed by `.` disconnects.
 
-use std::io::{IsTerminal, Read};
+use std::io::{IsTerminal, Read, Write};
 use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -113,8 +112,8 @@ async fn session(
     drop(up);
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
     heartbeat.tick().await;
-    let mut stdout = tokio::io::stdout();
-    let mut stderr = tokio::io::stderr();
+    // Written as they come: a terminal shows output as the command makes it.
+    let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
     loop {
         tokio::select! {
             sent = ups.recv() => {
@@ -156,12 +155,12 @@ async fn session(
                 };
                 match output_of(&text)? {
                     Down::Stdout(data) => {
-                        let _ = stdout.write_all(&data).await;
-                        let _ = stdout.flush().await;
+                        let _ = stdout.write_all(&data);
+                        let _ = stdout.flush();
                     }
                     Down::Stderr(data) => {
-                        let _ = stderr.write_all(&data).await;
-                        let _ = stderr.flush().await;
+                        let _ = stderr.write_all(&data);
+                        let _ = stderr.flush();
                     }
                     Down::Exited(code) => {
                         let _ = sink.send(Message::Close(None)).await;
