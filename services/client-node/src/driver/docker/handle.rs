@@ -349,7 +349,11 @@ impl TaskHandle for DockerHandle {
             tokio::spawn(async move {
                 let _ = tokio::io::copy(&mut from, &mut input).await;
                 // Closing the write side is the command's end of input.
-                let _ = input.shutdown().await;
+                // A terminal's daemon ends the whole session on it, output
+                // and all: there the input just stops, as a terminal's does.
+                if !tty {
+                    let _ = input.shutdown().await;
+                }
             })
         });
         while let Some(frame) = output.next().await {
