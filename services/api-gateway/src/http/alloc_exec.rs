@@ -9,6 +9,8 @@
 //! first frame is `{"version":1,"auth_token":"…"}`, how a browser, which
 //! cannot set headers on a WebSocket, presents its token.
 
+use std::time::Duration;
+
 use axum::Router;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
@@ -36,6 +38,9 @@ use crate::http::{ApiError, ApiResult, Http, Params, params};
 const CLOSE_NORMAL: u16 = 1000;
 const CLOSE_POLICY: u16 = 1008;
 const CLOSE_INTERNAL: u16 = 1011;
+
+/// How long the caller has to answer the close frame.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// The routes of this module.
 pub(crate) fn routes() -> Router<Http> {
@@ -188,6 +193,24 @@ fn close_with(code: u16, reason: &str) -> Message {
     }))
 }
 
+/// Sends the close frame `close` and reads what the caller still sends
+/// until it closes too (for a short while at most): a connection closed
+/// with unread input is reset, and a reset can cost the caller the last
+/// frames it had not read yet (the exit code).
+async fn end(socket: &mut WebSocket, close: Message) {
+    if socket.send(close).await.is_err() {
+        return;
+    }
+    let _ = tokio::time::timeout(CLOSE_WAIT, async {
+        while let Some(Ok(msg)) = socket.recv().await {
+            if matches!(msg, Message::Close(_)) {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
 /// Reads the handshake frame; the node-exec right of the token it names.
 async fn authenticate(
     socket: &mut WebSocket,
@@ -246,7 +269,7 @@ async fn session(
         Auth::Handshake(header) => match authenticate(&mut socket, &http, &target, header).await {
             Ok(node_exec) => node_exec,
             Err((code, why)) => {
-                let _ = socket.send(close_of(code, &why)).await;
+                end(&mut socket, close_of(code, &why)).await;
                 return;
             }
         },
@@ -257,7 +280,7 @@ async fn session(
         Ok(outputs) => outputs,
         Err(e) => {
             let code = e.code();
-            let _ = socket.send(close_of(code, &e.to_string())).await;
+            end(&mut socket, close_of(code, &e.to_string())).await;
             return;
         }
     };
@@ -272,14 +295,14 @@ async fn session(
                     Some(Ok(Message::Close(_)) | Err(_)) | None => return,
                 };
                 match input_of(&text) {
+                    // Refused once the node has ended the command: its
+                    // last answers may still be on their way.
                     Ok(Some(input)) => {
-                        if inputs.send(input).await.is_err() {
-                            return;
-                        }
+                        let _ = inputs.send(input).await;
                     }
                     Ok(None) => {}
                     Err(why) => {
-                        let _ = socket.send(close_with(CLOSE_POLICY, &why)).await;
+                        end(&mut socket, close_with(CLOSE_POLICY, &why)).await;
                         return;
                     }
                 }
@@ -290,11 +313,11 @@ async fn session(
                     Ok(Some(ExecOutput { output: None })) => continue,
                     Ok(None) => {
                         let why = "the node ended the exec without an exit code";
-                        let _ = socket.send(close_with(CLOSE_INTERNAL, why)).await;
+                        end(&mut socket, close_with(CLOSE_INTERNAL, why)).await;
                         return;
                     }
                     Err(status) => {
-                        let _ = socket.send(close_of(status.code(), status.message())).await;
+                        end(&mut socket, close_of(status.code(), status.message())).await;
                         return;
                     }
                 };
@@ -303,7 +326,7 @@ async fn session(
                     return;
                 }
                 if last {
-                    let _ = socket.send(close_with(CLOSE_NORMAL, "")).await;
+                    end(&mut socket, close_with(CLOSE_NORMAL, "")).await;
                     return;
                 }
             }
