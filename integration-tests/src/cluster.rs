@@ -719,6 +719,42 @@ impl Cluster {
             .map_err(anyhow::Error::from)
     }
 
+    /// As [`Cluster::cli_nomad_env`], with `stdin` as the CLI's standard
+    /// input (`alloc exec`).
+    pub async fn cli_nomad_env_stdin(
+        &self,
+        args: &[&str],
+        env: &[(&str, &str)],
+        stdin: &[u8],
+    ) -> anyhow::Result<Output> {
+        use tokio::io::AsyncWriteExt;
+        let bin = binaries::binary(&self.bins, "caravan")?;
+        let mut command = tokio::process::Command::new(bin);
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy().into_owned();
+            if name.starts_with("CARAVAN_") || name.starts_with("NOMAD_") {
+                command.env_remove(name);
+            }
+        }
+        let mut child = command
+            .args(args)
+            .envs(env.iter().copied())
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        if let Some(mut input) = child.stdin.take() {
+            input.write_all(stdin).await?;
+            // Dropped: the CLI reads the end of its input.
+        }
+        tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+            .await
+            .map_err(|_| anyhow::anyhow!("caravan {args:?} did not finish in 60 s"))?
+            .map_err(anyhow::Error::from)
+    }
+
     /// The first gateway's HTTP API as `NOMAD_ADDR` names it.
     pub fn nomad_addr(&self) -> anyhow::Result<String> {
         let gw = self

@@ -8,6 +8,7 @@
 
 mod daemon;
 mod deploy;
+mod exec;
 mod lifecycle;
 mod restart;
 mod serving;

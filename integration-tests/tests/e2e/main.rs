@@ -4,6 +4,7 @@
 //! `scripts/test` does it).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod alloc_exec;
 mod blocked;
 mod failover;
 mod hcl2_vars;

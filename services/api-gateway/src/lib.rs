@@ -9,6 +9,7 @@
 //! [`ApiGatewayService`] is how a process or `caravan dev` runs it.
 
 mod acl;
+mod alloc_exec;
 mod allocs;
 mod broker;
 mod client;

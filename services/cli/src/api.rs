@@ -236,6 +236,17 @@ impl Api {
         resp.map_err(sdk("Error reading file"))
     }
 
+    /// Opens the WebSocket of an `alloc exec` (`task`, `command`, `tty` in
+    /// `query`).
+    pub async fn exec_socket(
+        &self,
+        alloc_id: &str,
+        query: &[(String, String)],
+    ) -> Result<crate::backend::ExecSocket> {
+        let resp = self.backend.exec_socket(alloc_id, query).await;
+        resp.map_err(sdk("failed to exec into task"))
+    }
+
     /// Sends a signal to an allocation's tasks (or one).
     pub async fn signal_allocation(
         &self,

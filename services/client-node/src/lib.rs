@@ -14,6 +14,7 @@ pub mod driver;
 mod driver_health;
 mod encoded;
 mod error;
+mod exec_session;
 mod fingerprint;
 mod fs;
 mod gateway;

@@ -14,7 +14,7 @@ use tonic::Status;
 use crate::alloc_runner::{
     AllocCommand, CommandSender, RestartRequest, TaskSignaled, WeakCommandSender,
 };
-use crate::driver::TaskHandle;
+use crate::driver::{Capabilities, TaskHandle};
 use crate::task_runner::states;
 
 /// How long a restart may take: the longest kill timeout, and then some.
@@ -27,6 +27,8 @@ pub struct TaskView {
     pub state: String,
     /// The running task's handle.
     pub handle: Option<Arc<dyn TaskHandle>>,
+    /// What its driver can do; `None` when the node lacks the driver.
+    pub capabilities: Option<Capabilities>,
 }
 
 impl TaskView {

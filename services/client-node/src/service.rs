@@ -1,6 +1,7 @@
 //! The node's own gRPC API (`ClientNodeService`): task logs for `alloc logs`,
 //! the alloc file system for `alloc fs`, host and alloc resource usage, and
-//! signal, restart and garbage collection of allocs; the api-gateway proxies
+//! signal, restart and garbage collection of allocs, and commands run in
+//! their tasks (`alloc exec`); the api-gateway proxies
 //! here through `Node.http_addr`.
 
 use std::path::PathBuf;
@@ -9,14 +10,14 @@ use std::sync::Arc;
 use caravan_proto::client_node_service_server::ClientNodeService;
 use caravan_proto::{
     AllocActionResponse, AllocFileChunk, AllocFileInfo, AllocPathRequest, AllocResourceUsage,
-    AllocStatsRequest, GcAllocRequest, GcNodeRequest, GcNodeResponse, HostStats, HostStatsRequest,
-    ListAllocFilesResponse, LogChunk, ReadAllocFileRequest, ReadLogsRequest, RestartAllocRequest,
-    SignalAllocRequest,
+    AllocStatsRequest, ExecInput, GcAllocRequest, GcNodeRequest, GcNodeResponse, HostStats,
+    HostStatsRequest, ListAllocFilesResponse, LogChunk, ReadAllocFileRequest, ReadLogsRequest,
+    RestartAllocRequest, SignalAllocRequest,
 };
 use tokio::sync::{Semaphore, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 
 use crate::fs::{AllocFs, FileRead, stream_file};
 use crate::live_allocs::LiveAllocs;
@@ -258,6 +259,20 @@ impl ClientNodeService for ClientNodeApi {
         }
         self.live.gc(&req.alloc_id).await?;
         Ok(Response::new(AllocActionResponse {}))
+    }
+
+    type ExecTaskStream = crate::exec_session::ExecStream;
+
+    async fn exec_task(
+        &self,
+        request: Request<Streaming<ExecInput>>,
+    ) -> Result<Response<Self::ExecTaskStream>, Status> {
+        if self.shutdown.is_cancelled() {
+            return Err(Status::unavailable("the client node is shutting down"));
+        }
+        crate::exec_session::start(&self.live, request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn gc_node(

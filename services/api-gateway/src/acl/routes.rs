@@ -34,6 +34,10 @@ pub enum Need {
     /// variables, or of nodes; the event stream and search then answer
     /// only what the token may read.
     AnyRead,
+    /// `alloc-exec` in the alloc's namespace, as [`Need::Ns`]; but a
+    /// WebSocket that asks for the handshake (`?ws_handshake=true`) presents
+    /// its token in its first frame, so its handler decides.
+    Exec,
 }
 
 impl Need {
@@ -52,6 +56,7 @@ impl Need {
             Need::Management => "management".into(),
             Need::Var(cap) => format!("var:{cap}"),
             Need::AnyRead => "any-read".into(),
+            Need::Exec => "ns:alloc-exec".into(),
         }
     }
 
@@ -72,6 +77,7 @@ impl Need {
             Need::Var("list") => acl.allow_variable_search(ns),
             Need::Var(cap) => acl.allow_variable_op(ns, path, cap),
             Need::AnyRead => acl.allow_any_read(ns),
+            Need::Exec => acl.allow_ns_op(ns, crate::alloc_exec::ALLOC_EXEC),
         }
     }
 
@@ -81,7 +87,11 @@ impl Need {
     /// what the token may read ([`Need::shows`]); elsewhere `*` takes a
     /// management token.
     pub fn permits(self, acl: &Acl, ns: &str, path: &str, list: bool) -> bool {
-        if ns == ALL_NAMESPACES && !list && matches!(self, Need::Ns(_)) && !acl.is_management() {
+        if ns == ALL_NAMESPACES
+            && !list
+            && matches!(self, Need::Ns(_) | Need::Exec)
+            && !acl.is_management()
+        {
             return false;
         }
         self.allowed(acl, ns, path)
@@ -295,6 +305,7 @@ pub const RULES: &[Rule] = &[
         "/v1/client/allocation/{alloc_id}/restart",
         Need::Ns("alloc-lifecycle"),
     ),
+    r("GET", "/v1/client/allocation/{alloc_id}/exec", Need::Exec),
     // Nomad takes submit-job or gc-allocation; the table holds one.
     r("GET", "/v1/client/allocation/{alloc_id}/gc", SUBMIT_JOB),
     r("POST", "/v1/client/allocation/{alloc_id}/gc", SUBMIT_JOB),

@@ -152,6 +152,11 @@ pub(crate) async fn guard(gw: Gateway, limit: usize, mut req: Request, next: Nex
         )
             .into_response();
     }
+    // The token of an exec that asks for the handshake comes in its first
+    // frame: its handler checks it there.
+    if rule.need == Need::Exec && crate::http::alloc_exec::wants_handshake(req.uri().query()) {
+        return next.run(req).await;
+    }
     let secret = token_from_headers(req.headers());
     let caller: Caller = match cache.resolve(secret.as_deref()) {
         Ok(caller) => caller,
@@ -166,7 +171,7 @@ pub(crate) async fn guard(gw: Gateway, limit: usize, mut req: Request, next: Nex
     if !rule.need.permits(&acl, &namespace, &var_path, rule.list) {
         return permission_denied();
     }
-    if let Need::Ns(_) = rule.need
+    if matches!(rule.need, Need::Ns(_) | Need::Exec)
         && let Some(object) = named_object(&pattern, req.uri().path())
         && let Some(owner) = owner_namespace(&gw.cache.snapshot(), &object)
         && !rule.need.allowed(&acl, &owner, &var_path)

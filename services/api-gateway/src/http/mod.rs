@@ -5,6 +5,7 @@
 mod acl;
 mod acl_guard;
 mod agent;
+pub(crate) mod alloc_exec;
 mod client_fs;
 mod cluster;
 mod events;
@@ -200,6 +201,7 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
         .route("/metrics", get(metrics::prometheus))
         .merge(vars::routes())
         .merge(client_fs::routes())
+        .merge(alloc_exec::routes())
         .merge(acl::routes())
         .fallback(not_found);
     if let Some(gw) = guarded {

@@ -6,9 +6,9 @@ use std::pin::Pin;
 use caravan_proto::client_node_service_server::{ClientNodeService, ClientNodeServiceServer};
 use caravan_proto::{
     AllocActionResponse, AllocFileChunk, AllocFileInfo, AllocPathRequest, AllocResourceUsage,
-    AllocStatsRequest, GcAllocRequest, GcNodeRequest, GcNodeResponse, HostStats, HostStatsRequest,
-    ListAllocFilesResponse, LogChunk, ReadAllocFileRequest, ReadLogsRequest, RestartAllocRequest,
-    SignalAllocRequest,
+    AllocStatsRequest, ExecInput, ExecOutput, GcAllocRequest, GcNodeRequest, GcNodeResponse,
+    HostStats, HostStatsRequest, ListAllocFilesResponse, LogChunk, ReadAllocFileRequest,
+    ReadLogsRequest, RestartAllocRequest, SignalAllocRequest,
 };
 use futures::Stream;
 
@@ -19,6 +19,7 @@ use crate::fixtures::node_running_web;
 struct FakeNode;
 
 type Chunks = Pin<Box<dyn Stream<Item = Result<LogChunk, tonic::Status>> + Send>>;
+type ExecOutputs = Pin<Box<dyn Stream<Item = Result<ExecOutput, tonic::Status>> + Send>>;
 type FileChunks = Pin<Box<dyn Stream<Item = Result<AllocFileChunk, tonic::Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -52,6 +53,15 @@ impl ClientNodeService for FakeNode {
 
     // The rest of the node's API is not this fake's: the client_fs tests
     // run a real node.
+
+    type ExecTaskStream = ExecOutputs;
+
+    async fn exec_task(
+        &self,
+        _: tonic::Request<tonic::Streaming<ExecInput>>,
+    ) -> Result<tonic::Response<ExecOutputs>, tonic::Status> {
+        Err(tonic::Status::unimplemented("fake node"))
+    }
 
     async fn list_alloc_files(
         &self,

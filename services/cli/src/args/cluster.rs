@@ -140,6 +140,9 @@ pub enum AllocCommand {
         /// Only this task.
         task: Option<String>,
     },
+    /// Run a command in a running task of an allocation; exits with the
+    /// command's exit code.
+    Exec(ExecArgs),
     /// Stop an allocation; the scheduler places a replacement.
     Stop {
         /// The allocation id or an id prefix.
@@ -148,6 +151,39 @@ pub enum AllocCommand {
         #[arg(long)]
         detach: bool,
     },
+}
+
+/// `caravan alloc exec …`.
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The task; needed when the allocation has more than one.
+    #[arg(long = "task", value_name = "TASK")]
+    pub task: Option<String>,
+    /// Pass stdin to the command (default true; `-i=false` to give it none).
+    #[arg(short = 'i', num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool)]
+    pub stdin: Option<bool>,
+    /// Give the command a terminal (default: when stdin is one; `-t=false`
+    /// to refuse one).
+    #[arg(short = 't', num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool)]
+    pub tty: Option<bool>,
+    /// The escape character of a session with a terminal, recognized at
+    /// the start of a line (`~.` disconnects); `none` for none.
+    #[arg(short = 'e', value_name = "ESCAPE_CHAR", default_value = "~")]
+    pub escape: String,
+    /// The allocation id or an id prefix.
+    pub alloc: String,
+    /// The command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
+/// A boolean as Go's `strconv.ParseBool` reads it (`-i=false`, `-t=0`).
+fn go_bool(text: &str) -> Result<bool, String> {
+    match text {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        other => Err(format!("invalid boolean value {other:?}")),
+    }
 }
 
 /// `caravan node …`.

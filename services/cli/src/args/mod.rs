@@ -14,7 +14,8 @@ pub use admin::{
     SystemCommand, VarCommand, VarLockArgs,
 };
 pub use cluster::{
-    AllocCommand, DeploymentCommand, DrainArgs, EvalCommand, NodeCommand, NodePoolCommand, TailArgs,
+    AllocCommand, DeploymentCommand, DrainArgs, EvalCommand, ExecArgs, NodeCommand,
+    NodePoolCommand, TailArgs,
 };
 pub use job::{JobCommand, JobVarArgs, PeriodicCommand, RestartArgs};
 
@@ -109,12 +110,14 @@ const VALUE_FLAGS: &[&str] = &[
     "delay",
     "max-retry",
     "backoff",
+    "task",
+    "e",
 ];
 
 /// Rewrites Nomad's one-dash long flags (`-detach`, `-address=x`) to the
 /// two-dash form; single letters (`-f`), numbers (`-1`) and everything after
 /// `--` are left alone, and so is the child command line of `var lock`
-/// (everything after its variable path).
+/// (everything after its variable path), and so is the command of `alloc exec`.
 pub fn normalize<I: IntoIterator<Item = String>>(args: I) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = false;
@@ -144,8 +147,14 @@ pub fn normalize<I: IntoIterator<Item = String>>(args: I) -> Vec<String> {
             value_next = VALUE_FLAGS.contains(&key) && !arg.contains('=');
         } else {
             positionals.push(arg.clone());
-            // `var lock <path> child…`: the child's flags are its own.
-            if positionals.len() == 3 && positionals[0] == "var" && positionals[1] == "lock" {
+            // `var lock <path> child…` and `alloc exec <alloc> command…`:
+            // the child's flags are its own.
+            if positionals.len() == 3
+                && matches!(
+                    (positionals[0].as_str(), positionals[1].as_str()),
+                    ("var", "lock") | ("alloc", "exec")
+                )
+            {
                 rest = true;
             }
         }

@@ -36,6 +36,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Bytes of a log or file as they arrive.
 pub type ByteStream = BoxStream<'static, Result<Vec<u8>>>;
 
+/// The WebSocket of one `alloc exec` (Nomad's HTTP API only).
+pub type ExecSocket =
+    tokio_tungstenite::WebSocketStream<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>;
+
 /// An HTTP method of Nomad's API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -117,6 +121,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn namespace(&self) -> &str;
     /// Whether [`Backend::nomad`] is served (Nomad's HTTP API).
     fn speaks_http(&self) -> bool;
+    /// Opens the WebSocket of an `alloc exec` with the endpoint's query
+    /// (`task`, `command`, `tty`); only Nomad's HTTP API has one.
+    async fn exec_socket(&self, alloc_id: &str, query: &[(String, String)]) -> Result<ExecSocket> {
+        let _ = (alloc_id, query);
+        Err(needs_http("alloc exec"))
+    }
 
     // Jobs.
     /// Registers a job; with `check_index`, only if its modify revision matches.

@@ -1,5 +1,6 @@
 //! `alloc status`, `alloc logs`, `alloc stop`; `alloc fs`, `alloc signal`
-//! and `alloc restart` are in [`super::alloc_fs`].
+//! and `alloc restart` are in [`super::alloc_fs`], `alloc exec` in
+//! [`super::alloc_exec`].
 
 use caravan_model::now_unix_ns;
 use caravan_proto::ReadLogsRequest;
@@ -50,6 +51,7 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: AllocCommand) -> Resul
             task,
         } => logs(api, ui, &alloc, task, stderr, window.follow, tail(window)).await,
         AllocCommand::Stop { id, detach } => stop(api, ui, &id, detach).await,
+        AllocCommand::Exec(args) => super::alloc_exec::exec(api, args).await,
         AllocCommand::Fs {
             stat,
             window,

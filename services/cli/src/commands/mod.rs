@@ -3,6 +3,7 @@
 
 pub mod acl;
 mod alloc;
+mod alloc_exec;
 mod alloc_fs;
 mod completion;
 mod deployment;

@@ -380,9 +380,16 @@ impl AllocRunner {
         self.slots
             .iter()
             .map(|(name, slot)| {
+                let capabilities = self
+                    .group
+                    .as_ref()
+                    .and_then(|g| g.tasks.iter().find(|t| t.name == *name))
+                    .and_then(|t| self.ctx.drivers.get(&t.driver))
+                    .map(|d| d.capabilities());
                 let view = TaskView {
                     state: slot.state.state.clone(),
                     handle: slot.handle.clone(),
+                    capabilities,
                 };
                 (name.clone(), view)
             })

@@ -5,6 +5,16 @@ use std::fmt;
 use std::pin::Pin;
 
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+
+/// A terminal's size in characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TtySize {
+    /// Rows.
+    pub height: u16,
+    /// Columns.
+    pub width: u16,
+}
 
 /// A command to run in a task's context.
 pub struct ExecRequest {
@@ -18,6 +28,8 @@ pub struct ExecRequest {
     pub stdout: Pin<Box<dyn AsyncWrite + Send>>,
     /// Where its stderr goes (with a terminal, stdout carries both).
     pub stderr: Pin<Box<dyn AsyncWrite + Send>>,
+    /// The terminal's size whenever the caller's changes (with `tty`).
+    pub resize: Option<mpsc::Receiver<TtySize>>,
 }
 
 impl ExecRequest {
@@ -34,12 +46,20 @@ impl ExecRequest {
             stdin: None,
             stdout: Box::pin(stdout),
             stderr: Box::pin(stderr),
+            resize: None,
         }
     }
 
     /// The same request reading `stdin`.
     pub fn with_stdin(mut self, stdin: impl AsyncRead + Send + 'static) -> Self {
         self.stdin = Some(Box::pin(stdin));
+        self
+    }
+
+    /// The same request with a terminal, resized by what `resize` sends.
+    pub fn with_tty(mut self, resize: mpsc::Receiver<TtySize>) -> Self {
+        self.tty = true;
+        self.resize = Some(resize);
         self
     }
 }

@@ -37,7 +37,7 @@ pub use catalog::{DriverContext, Drivers, PluginConfigs};
 pub use config::TaskConfig;
 #[cfg(test)]
 pub use config::{number_value, string_value};
-pub use exec::ExecRequest;
+pub use exec::{ExecRequest, TtySize};
 pub use exec_driver::ExecDriver;
 pub use fingerprint::{Capabilities, Fingerprint, FsIsolation, Health};
 pub use handle_state::HandleState;

@@ -33,6 +33,15 @@ pub const TASK_EXEC_ARG: &str = "task-exec";
 /// stderr, with no report pipe.
 pub const TASK_EXEC_STDIO: &str = "--stdio";
 
+/// The switch's flag for a command run in a task with a terminal: it starts
+/// a new session and makes its standard input (a terminal) the session's
+/// controlling terminal before it runs the command, so job control and
+/// `^C` reach the command as they do in a shell.
+pub const TASK_EXEC_TTY: &str = "--tty";
+
+/// The credentials argument of the switch that keeps the client's own.
+pub const KEEP_CREDENTIALS: &str = "-";
+
 /// A user a task runs as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskUser {
@@ -249,14 +258,32 @@ impl ExecReport {
 /// for a command it cannot run); the reason goes to the supervisor through
 /// the report pipe, and to stderr, the task's log.
 pub fn exec_main(argv: &[OsString]) -> i32 {
-    let (stdio, argv) = match argv.split_first() {
-        Some((flag, rest)) if flag == TASK_EXEC_STDIO => (true, rest),
-        _ => (false, argv),
-    };
+    let (mut stdio, mut tty, mut argv) = (false, false, argv);
+    while let Some((flag, rest)) = argv.split_first() {
+        if flag == TASK_EXEC_STDIO {
+            stdio = true;
+        } else if flag == TASK_EXEC_TTY {
+            tty = true;
+        } else {
+            break;
+        }
+        argv = rest;
+    }
     let [credentials, command, args @ ..] = argv else {
-        eprintln!("usage: {TASK_EXEC_ARG} [{TASK_EXEC_STDIO}] UID:GID:GROUPS COMMAND [ARG...]");
+        eprintln!(
+            "usage: {TASK_EXEC_ARG} [{TASK_EXEC_STDIO}] [{TASK_EXEC_TTY}] UID:GID:GROUPS|- COMMAND [ARG...]"
+        );
         return 2;
     };
+    if tty && let Err(e) = take_terminal() {
+        eprintln!("{e}");
+        return 127;
+    }
+    if credentials == KEEP_CREDENTIALS {
+        let err = Command::new(command).args(args).exec();
+        eprintln!("{}: {err}", command.to_string_lossy());
+        return 127;
+    }
     let mut report = if stdio {
         None
     } else {
@@ -302,6 +329,19 @@ pub fn exec_main(argv: &[OsString]) -> i32 {
     }
     let err = task.exec();
     fail(err.to_string())
+}
+
+/// Starts a new session and makes the terminal on standard input its
+/// controlling terminal: a session leader that opens a terminal without
+/// `O_NOCTTY` acquires it, which needs no ioctl.
+fn take_terminal() -> Result<(), String> {
+    nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/proc/self/fd/0")
+        .map(drop)
+        .map_err(|e| format!("cannot take the terminal: {e}"))
 }
 
 #[cfg(test)]

@@ -384,6 +384,93 @@ impl HttpClient {
         }
     }
 
+    /// Opens a WebSocket at `path` (`alloc exec`): the upgrade request
+    /// carries the token and namespace as every request does, over the same
+    /// TCP or TLS connection; an answer other than 101 is the error its
+    /// status and body say (a 403 for a token without `alloc-exec`).
+    pub async fn websocket(
+        &self,
+        path: &str,
+        query: &[(String, String)],
+    ) -> Result<super::super::ExecSocket> {
+        let host = (self.base.host.as_str(), self.base.port);
+        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(host))
+            .await
+            .map_err(|_| self.unreachable("connection timed out"))?
+            .map_err(|e| self.unreachable(e))?;
+        let _ = tcp.set_nodelay(true);
+        let mut request = self.request(Method::Get, path, query, None)?;
+        let headers = request.headers_mut();
+        for (name, value) in [
+            (hyper::header::CONNECTION, "Upgrade".to_string()),
+            (hyper::header::UPGRADE, "websocket".to_string()),
+            (hyper::header::SEC_WEBSOCKET_VERSION, "13".to_string()),
+            (
+                hyper::header::SEC_WEBSOCKET_KEY,
+                tokio_tungstenite::tungstenite::handshake::client::generate_key(),
+            ),
+        ] {
+            let value = hyper::header::HeaderValue::from_str(&value)
+                .map_err(|e| Error::Config(format!("cannot build the upgrade request: {e}")))?;
+            headers.insert(name, value);
+        }
+        let response = match (&self.tls, &self.server_name) {
+            (Some(config), Some(name)) => {
+                let connector = tokio_rustls::TlsConnector::from(config.clone());
+                let stream = connector
+                    .connect(name.clone(), tcp)
+                    .await
+                    .map_err(|e| self.unreachable(format!("TLS handshake failed: {e}")))?;
+                self.upgrade(TokioIo::new(stream), request).await?
+            }
+            _ => self.upgrade(TokioIo::new(tcp), request).await?,
+        };
+        if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+            let status = response.status();
+            let body = read_body(response, &self.address).await?;
+            return Err(status_error(status, &String::from_utf8_lossy(&body)));
+        }
+        let upgraded = hyper::upgrade::on(response)
+            .await
+            .map_err(|e| Error::Unavailable {
+                message: format!("the WebSocket upgrade at {} failed: {e}", self.address),
+                leader: None,
+            })?;
+        Ok(tokio_tungstenite::WebSocketStream::from_raw_socket(
+            TokioIo::new(upgraded),
+            tokio_tungstenite::tungstenite::protocol::Role::Client,
+            None,
+        )
+        .await)
+    }
+
+    /// Sends an upgrade request on its own connection, driven with upgrades.
+    async fn upgrade<S>(
+        &self,
+        io: TokioIo<S>,
+        request: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        tokio::spawn(async move {
+            let _ = conn.with_upgrades().await;
+        });
+        tokio::time::timeout(REQUEST_TIMEOUT, sender.send_request(request))
+            .await
+            .map_err(|_| Error::Unavailable {
+                message: format!("no answer from {} in {REQUEST_TIMEOUT:?}", self.address),
+                leader: None,
+            })?
+            .map_err(|e| Error::Unavailable {
+                message: format!("the request to {} failed: {e}", self.address),
+                leader: None,
+            })
+    }
+
     /// Sends one request and reads the whole answer; a status outside 2xx is an error.
     pub async fn call(
         &self,

@@ -459,6 +459,15 @@ impl Backend for HttpBackend {
         Ok(frames::data(stream, self.client.address().to_string()))
     }
 
+    async fn exec_socket(
+        &self,
+        alloc_id: &str,
+        query: &[(String, String)],
+    ) -> Result<super::ExecSocket> {
+        let path = format!("/v1/client/allocation/{}/exec", escape_segment(alloc_id));
+        self.client.websocket(&path, query).await
+    }
+
     async fn signal(&self, alloc_id: &str, task: Option<&str>, signal: &str) -> Result<()> {
         let path = format!("/v1/client/allocation/{}/signal", escape_segment(alloc_id));
         let body = json!({"Signal": signal, "Task": task.unwrap_or_default()});

@@ -293,6 +293,7 @@ impl TaskHandle for DockerHandle {
             stdin,
             mut stdout,
             mut stderr,
+            resize,
         } = request;
         if command.is_empty() {
             return Err(DriverError::fatal("exec: a command is required"));
@@ -329,11 +330,30 @@ impl TaskHandle for DockerHandle {
         else {
             return Err(DriverError::fatal("exec: the daemon did not attach"));
         };
+        // The daemon sizes an exec's terminal only once it has started.
+        let resizing = resize.map(|mut sizes| {
+            let (docker, exec_id) = (docker.clone(), created.id.clone());
+            tokio::spawn(async move {
+                while let Some(size) = sizes.recv().await {
+                    let options = bollard::query_parameters::ResizeExecOptionsBuilder::default()
+                        .h(i32::from(size.height))
+                        .w(i32::from(size.width))
+                        .build();
+                    if let Err(e) = docker.resize_exec(&exec_id, options).await {
+                        tracing::debug!(error = %e, "exec terminal resize refused");
+                    }
+                }
+            })
+        });
         let feeding = stdin.map(|mut from| {
             tokio::spawn(async move {
                 let _ = tokio::io::copy(&mut from, &mut input).await;
                 // Closing the write side is the command's end of input.
-                let _ = input.shutdown().await;
+                // A terminal's daemon ends the whole session on it, output
+                // and all: there the input just stops, as a terminal's does.
+                if !tty {
+                    let _ = input.shutdown().await;
+                }
             })
         });
         while let Some(frame) = output.next().await {
@@ -358,8 +378,8 @@ impl TaskHandle for DockerHandle {
                 break;
             }
         }
-        if let Some(f) = feeding {
-            f.abort();
+        for task in [feeding, resizing].into_iter().flatten() {
+            task.abort();
         }
         let _ = stdout.shutdown().await;
         let _ = stderr.shutdown().await;

@@ -5,6 +5,7 @@
 //! user.
 
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,12 +13,15 @@ use std::time::Duration;
 use caravan_proto::TaskResourceUsage;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use tokio::sync::watch;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, watch};
 
-use super::{NAME, RawExecState, SupervisorState, alive, signal_group};
+use super::{RawExecState, SupervisorState, alive, signal_group};
 use crate::driver::exec::pump;
-use crate::driver::task_user::{DEFAULT_PATH, TASK_EXEC_ARG, TASK_EXEC_STDIO, TaskUser};
-use crate::driver::{DriverError, ExecRequest, ExitResult, HandleState, TaskHandle};
+use crate::driver::task_user::{
+    DEFAULT_PATH, KEEP_CREDENTIALS, TASK_EXEC_ARG, TASK_EXEC_STDIO, TASK_EXEC_TTY, TaskUser,
+};
+use crate::driver::{DriverError, ExecRequest, ExitResult, HandleState, TaskHandle, TtySize};
 
 /// How long to wait for a process to go after SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(10);
@@ -155,24 +159,33 @@ async fn run_in_task(ctx: &ExecContext, request: ExecRequest) -> Result<i32, Dri
         stdin,
         stdout,
         stderr,
+        resize,
     } = request;
-    if tty {
-        return Err(DriverError::unsupported(NAME, "exec with a terminal"));
-    }
     let Some((program, args)) = command.split_first() else {
         return Err(DriverError::fatal("exec: a command is required"));
     };
     let switch = ctx.user.as_ref().filter(|u| u.switch);
-    let mut cmd = match switch {
-        Some(user) => {
+    let mut cmd = match (switch, tty) {
+        (Some(user), _) => {
+            let mut c = tokio::process::Command::new(&ctx.switch);
+            c.arg(TASK_EXEC_ARG).arg(TASK_EXEC_STDIO);
+            if tty {
+                c.arg(TASK_EXEC_TTY);
+            }
+            c.arg(user.credentials()).arg(program);
+            c
+        }
+        // The switch gives the command its terminal as a controlling one.
+        (None, true) => {
             let mut c = tokio::process::Command::new(&ctx.switch);
             c.arg(TASK_EXEC_ARG)
                 .arg(TASK_EXEC_STDIO)
-                .arg(user.credentials())
+                .arg(TASK_EXEC_TTY)
+                .arg(KEEP_CREDENTIALS)
                 .arg(program);
             c
         }
-        None => tokio::process::Command::new(program),
+        (None, false) => tokio::process::Command::new(program),
     };
     cmd.args(args).env_clear().env("PATH", DEFAULT_PATH);
     if let Some(user) = &ctx.user {
@@ -180,14 +193,17 @@ async fn run_in_task(ctx: &ExecContext, request: ExecRequest) -> Result<i32, Dri
     }
     cmd.envs(ctx.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&ctx.dir)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .kill_on_drop(true);
+    if tty {
+        return run_on_terminal(cmd, program, stdin, stdout, resize).await;
+    }
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let mut child = cmd
         .spawn()
         .map_err(|e| DriverError::fatal(format!("exec {program:?}: {e}")))?;
@@ -206,10 +222,94 @@ async fn run_in_task(ctx: &ExecContext, request: ExecRequest) -> Result<i32, Dri
     for copy in [out, err].into_iter().flatten() {
         let _ = tokio::time::timeout(EXEC_DRAIN, copy).await;
     }
+    Ok(exit_code(status))
+}
+
+/// A command's exit code as a shell says it: 128 + the signal that ended it.
+fn exit_code(status: std::process::ExitStatus) -> i32 {
     let exit = crate::driver::supervisor::exit_of(status);
-    Ok(if exit.signal > 0 {
+    if exit.signal > 0 {
         128 + exit.signal
     } else {
         exit.exit_code
-    })
+    }
+}
+
+/// Runs `cmd` on a new pseudo-terminal: its input, output and errors all go
+/// through the terminal, which `resize` sizes.
+async fn run_on_terminal(
+    mut cmd: tokio::process::Command,
+    program: &str,
+    stdin: Option<Pin<Box<dyn AsyncRead + Send>>>,
+    stdout: Pin<Box<dyn AsyncWrite + Send>>,
+    resize: Option<mpsc::Receiver<TtySize>>,
+) -> Result<i32, DriverError> {
+    let fail = |e: std::io::Error| DriverError::fatal(format!("exec {program:?}: terminal: {e}"));
+    let pty = nix::pty::openpty(None, None).map_err(|e| fail(e.into()))?;
+    let slave = |pty: &nix::pty::OpenptyResult| pty.slave.try_clone().map(Stdio::from);
+    cmd.stdin(slave(&pty).map_err(fail)?)
+        .stdout(slave(&pty).map_err(fail)?)
+        .stderr(slave(&pty).map_err(fail)?);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| DriverError::fatal(format!("exec {program:?}: {e}")))?;
+    // Ours closed, the command's end is the terminal's last: reading the
+    // other side then ends.
+    drop(pty.slave);
+    let master = std::fs::File::from(pty.master);
+    let writer = tokio::fs::File::from_std(master.try_clone().map_err(fail)?);
+    let sizer = master.try_clone().map_err(fail)?;
+    let reader = tokio::fs::File::from_std(master);
+    let resizing = resize.map(|mut sizes| {
+        tokio::spawn(async move {
+            while let Some(size) = sizes.recv().await {
+                let winsize = rustix::termios::Winsize {
+                    ws_row: size.height,
+                    ws_col: size.width,
+                    ws_xpixel: 0,
+                    ws_ypixel: 0,
+                };
+                if let Err(e) = rustix::termios::tcsetwinsize(&sizer, winsize) {
+                    tracing::debug!(error = %e, "exec terminal resize refused");
+                }
+            }
+        })
+    });
+    let feeding = stdin.map(|mut input| {
+        tokio::spawn(async move {
+            let mut to = writer;
+            let _ = tokio::io::copy(&mut input, &mut to).await;
+        })
+    });
+    // The terminal reports EIO once the command and its children are gone:
+    // the end of its output, not a failure.
+    let out = tokio::spawn(pump(TerminalOutput(reader), stdout));
+    let status = child
+        .wait()
+        .await
+        .map_err(|e| DriverError::fatal(format!("exec {program:?}: wait: {e}")))?;
+    let _ = tokio::time::timeout(EXEC_DRAIN, out).await;
+    for task in [feeding, resizing].into_iter().flatten() {
+        task.abort();
+    }
+    Ok(exit_code(status))
+}
+
+/// A terminal's master side read as a stream that ends (instead of failing
+/// with EIO) when the last process on the terminal has closed it.
+struct TerminalOutput(tokio::fs::File);
+
+impl AsyncRead for TerminalOutput {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match Pin::new(&mut self.0).poll_read(cx, buf) {
+            std::task::Poll::Ready(Err(e)) if e.raw_os_error() == Some(nix::libc::EIO) => {
+                std::task::Poll::Ready(Ok(()))
+            }
+            other => other,
+        }
+    }
 }
