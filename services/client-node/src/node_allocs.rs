@@ -257,6 +257,7 @@ impl NodeAllocs {
             ..Default::default()
         };
         view.desired_status = alloc.desired_status;
+        view.client_status = alloc.client_status;
         view
     }
 

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use caravan_model::{AllocExt, NodeExt};
-use caravan_proto::{Allocation, Node};
+use caravan_model::{AllocExt, NodeExt, disconnect};
+use caravan_proto::{AllocDesiredStatus, Allocation, Node, NodeStatus};
 use caravan_state::{ObjectChange, Tables};
 use caravan_store::Revision;
 
@@ -108,6 +108,37 @@ pub fn heartbeats_lost(older: &Tables, newer: &Tables) -> Vec<String> {
         .filter(|(id, _)| newer.node(id).is_some_and(|n| node_counts_as_up(n)))
         .map(|(id, _)| id.to_string())
         .collect()
+}
+
+/// Disconnected nodes whose heartbeat is gone: their window is looked at
+/// again, and they go down once it has closed.
+pub fn disconnected_without_heartbeat(snapshot: &Tables) -> Vec<String> {
+    snapshot
+        .nodes()
+        .filter(|n| n.status() == NodeStatus::Disconnected && !snapshot.heartbeat_live(&n.id))
+        .map(|n| n.id.clone())
+        .collect()
+}
+
+/// Until when a node that lost its heartbeat may stay disconnected rather
+/// than go down: the latest end of the disconnect windows of its
+/// allocations that should run and have not yet expired; `None` when none
+/// has a window left (Nomad's rule for a missed heartbeat).
+pub fn disconnect_window(snapshot: &Tables, node_id: &str, now_ns: i64) -> Option<i64> {
+    snapshot
+        .allocs_by_node(node_id)
+        .filter(|a| !a.is_terminal() && a.desired_status() == AllocDesiredStatus::Run)
+        .filter_map(|a| {
+            let job = snapshot.job(&a.namespace, &a.job_id)?;
+            let tg = job.task_groups.iter().find(|g| g.name == a.task_group)?;
+            let window = disconnect::lost_after_ns(tg);
+            if window <= 0 {
+                return None;
+            }
+            let ends = disconnect::expires_at(a, tg).unwrap_or(now_ns.saturating_add(window));
+            (ends > now_ns).then_some(ends)
+        })
+        .max()
 }
 
 /// Nodes that owe evals from a pending fan-out.

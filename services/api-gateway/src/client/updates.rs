@@ -53,6 +53,13 @@ pub(crate) fn apply(alloc: &Allocation, update: &AllocUpdate, now: i64) -> Alloc
     next.client_description = update.client_description.clone();
     if !update.task_states.is_empty() {
         next.task_states = update.task_states.clone();
+        next.running_since_unix_ns = next
+            .task_states
+            .values()
+            .map(|t| t.started_at_unix_ns)
+            .filter(|t| *t > 0)
+            .min()
+            .unwrap_or(0);
     }
     if let Some(reported) = &update.deployment_status {
         let status = next.deployment_status.get_or_insert_with(Default::default);
@@ -97,6 +104,13 @@ fn needs_replacing(prev: &Allocation, next: &Allocation, job: &Job) -> bool {
         }
         _ => false,
     }
+}
+
+/// Whether `next` is the first report of an allocation the servers marked
+/// unknown (its node was disconnected) since its node came back.
+fn reconnected(prev: &Allocation, next: &Allocation) -> bool {
+    prev.client_status() == AllocClientStatus::Unknown
+        && next.client_status() != AllocClientStatus::Unknown
 }
 
 /// The nodes being drained, and for each job asked about, whether it still
@@ -199,6 +213,16 @@ pub(crate) fn build_batch<'a>(
             failed_jobs
                 .entry((job.namespace.clone(), job.id.clone()))
                 .or_insert_with(|| failure_eval(job))
+                .related_alloc_ids
+                .push(alloc.id.clone());
+        } else if reconnected(alloc, &next)
+            && let Some(job) = snap.job(&alloc.namespace, &alloc.job_id)
+            && !job.stop
+        {
+            // Which copy of the name survives is the scheduler's to decide.
+            failed_jobs
+                .entry((job.namespace.clone(), job.id.clone()))
+                .or_insert_with(|| evals::for_job(job, trigger::RECONNECT))
                 .related_alloc_ids
                 .push(alloc.id.clone());
         } else if drains.progressed(alloc, &next)

@@ -626,6 +626,11 @@ impl AllocRunner {
         self.alloc = alloc.clone();
         if alloc.is_server_terminal() && !self.stopping {
             self.begin_stop(&alloc);
+        } else if alloc.client_status() == AllocClientStatus::Unknown {
+            // The servers marked it unknown while this node was away: tell
+            // them how it is, even if nothing changed here since.
+            self.last_reported = None;
+            self.report();
         }
     }
 
