@@ -314,3 +314,37 @@ fn unknown_allocs_still_count_on_their_node() {
     assert_eq!(by_node.get("n0"), Some(&1), "{by_node:?}");
     assert_eq!(by_node.get("n1"), Some(&3), "{by_node:?}");
 }
+
+#[test]
+fn lost_allocs_whose_client_stops_them_are_replaced_only_after_it_did() {
+    let mut j = service("web", 1);
+    j.task_groups[0].disconnect = Some(DisconnectStrategy {
+        stop_on_client_after_ns: Some(60 * S),
+        ..Default::default()
+    });
+    let mut h = running_on_n0(&j);
+    set_node_status(&mut h, "n0", NodeStatus::Down);
+    h.process(&eval("e-down", &j, "node-update")).unwrap();
+    let a0 = stored(&h, "a0");
+    assert_eq!(a0.client_status(), AllocClientStatus::Lost);
+    assert!(
+        h.state
+            .allocs()
+            .all(|a| a.previous_allocation != "a0" && a.id == "a0"),
+        "nothing placed while the client may still run it"
+    );
+    let follow = h
+        .created_evals
+        .iter()
+        .find(|e| e.triggered_by == "retry-failed-alloc")
+        .cloned()
+        .unwrap();
+    assert_eq!(follow.wait_until_unix_ns, h.now + 60 * S + 5 * S);
+    h.now = follow.wait_until_unix_ns;
+    h.process(&follow).unwrap();
+    assert_eq!(names(&placed(&h)), vec!["web.web[0]"]);
+}
+
+fn names(allocs: &[Allocation]) -> Vec<String> {
+    allocs.iter().map(|a| a.name.clone()).collect()
+}

@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use caravan_model::trigger;
+use caravan_model::{AllocExt, trigger};
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, Allocation, DesiredUpdates, EvalStatus, Evaluation,
     TaskGroup,
@@ -21,6 +21,9 @@ use crate::reconcile::{ALLOC_NOT_NEEDED, ALLOC_RESCHEDULED, Stop};
 
 /// Client description of an allocation whose node disconnected.
 pub const ALLOC_UNKNOWN: &str = "alloc is unknown since its node is disconnected";
+/// The kill timeout of a task that names none.
+const DEFAULT_KILL_TIMEOUT_NS: i64 = 5_000_000_000;
+
 /// Stop description: the copy that came back was kept instead.
 pub const ALLOC_RECONNECTED: &str = "alloc not needed due to disconnected client reconnect";
 
@@ -139,6 +142,36 @@ impl GroupReconciler<'_, '_> {
             }
             sets.untainted.insert(id, a);
         }
+    }
+
+    /// Lost allocations of a group whose clients stop them after
+    /// `stop_on_client_after`: they may still run until then (plus their
+    /// kill timeout), so the group waits for a follow-up evaluation at that
+    /// time before placing anything.
+    pub(super) fn delay_lost_by_client_stop(&mut self, tg: &TaskGroup, sets: &mut GroupSets) {
+        let Some(stop_after) = caravan_model::disconnect::stop_on_client_after_ns(tg) else {
+            return;
+        };
+        if sets.lost.values().all(|a| a.is_terminal()) {
+            return;
+        }
+        let kill = tg
+            .tasks
+            .iter()
+            .map(|t| t.kill_timeout_ns)
+            .max()
+            .unwrap_or(0)
+            .max(DEFAULT_KILL_TIMEOUT_NS);
+        let now = self.input.now;
+        let at = now.saturating_add(stop_after.max(0)).saturating_add(kill);
+        let mut e = timeout_eval(self.input.eval, &tg.name, self.rng.uuid(), at, now);
+        e.triggered_by = trigger::RETRY_FAILED_ALLOC.into();
+        e.status_description = format!(
+            "created to replace group {} once its clients stopped it",
+            tg.name
+        );
+        self.results.followup_evals.push(e);
+        sets.lost_later = true;
     }
 
     fn stop_reconnecting(

@@ -61,6 +61,10 @@ struct GroupSets {
     reschedule_now: AllocSet,
     /// Failed allocations to replace after their delay.
     reschedule_later: Vec<Delayed>,
+    /// Lost allocations whose client stops them itself
+    /// (`stop_on_client_after`): nothing of the group is placed before
+    /// then, so two copies of a name never run.
+    lost_later: bool,
 }
 
 impl GroupSets {
@@ -165,6 +169,7 @@ impl GroupReconciler<'_, '_> {
             self.compute_reconnecting(tg, &mut sets, reconnecting, every, &mut desired);
         }
         self.compute_disconnecting(tg, &mut sets, disconnecting, &mut desired);
+        self.delay_lost_by_client_stop(tg, &mut sets);
         let count = tg.count.max(0) as u32;
         let names = NameIndex::new(
             &self.job.id,
@@ -293,6 +298,7 @@ impl GroupReconciler<'_, '_> {
             replace_disconnected: AllocSet::new(),
             reschedule_now,
             reschedule_later,
+            lost_later: false,
         };
         (sets, by_node.disconnecting, by_node.reconnecting)
     }
@@ -394,6 +400,9 @@ impl GroupReconciler<'_, '_> {
     /// Replacements of failed and lost allocations, then new allocations up to
     /// the group's count.
     fn compute_placements(&self, group: &mut GroupState<'_>, canarying: bool) -> Vec<Placement> {
+        if group.sets.lost_later {
+            return Vec::new();
+        }
         let count = group.count();
         let mut place: Vec<Placement> = Vec::new();
         for a in filter::name_order(&group.sets.reschedule_now) {
