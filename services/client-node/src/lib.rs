@@ -28,6 +28,7 @@ mod node_agent;
 mod node_allocs;
 mod orphans;
 mod restart;
+mod server_contact;
 mod service;
 mod shared_jobs;
 mod simulate;
@@ -235,6 +236,7 @@ async fn real_agent(
         jobs: Default::default(),
         live: Default::default(),
         simulated: false,
+        contact: Default::default(),
     });
     Ok(NodeAgent {
         ctx,

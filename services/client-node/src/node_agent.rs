@@ -67,6 +67,7 @@ impl NodeAgent {
             self.node_updates,
             self.secret_id.clone(),
             self.initial_delay,
+            self.ctx.contact.clone(),
             registered_tx,
             shutdown.clone(),
         ));
@@ -88,6 +89,7 @@ async fn heartbeat_loop(
     mut node_updates: Option<watch::Receiver<Arc<Node>>>,
     secret_id: String,
     initial_delay: Duration,
+    contact: Arc<crate::server_contact::ServerContact>,
     registered: watch::Sender<bool>,
     shutdown: CancellationToken,
 ) {
@@ -110,6 +112,7 @@ async fn heartbeat_loop(
             match registered {
                 Ok(resp) => {
                     backoff.reset();
+                    contact.ok();
                     let ttl = ttl_of(resp.heartbeat_ttl_ns);
                     tracing::info!(node = %node.id, name = %node.name, ?ttl, "registered");
                     break ttl;
@@ -167,6 +170,7 @@ async fn heartbeat_loop(
             match beat {
                 Ok(resp) => {
                     backoff.reset();
+                    contact.ok();
                     if resp.heartbeat_ttl_ns > 0 {
                         ttl = ttl_of(resp.heartbeat_ttl_ns);
                     }

@@ -416,6 +416,7 @@ mod tests {
             jobs: Default::default(),
             live: Default::default(),
             simulated: false,
+            contact: Default::default(),
         });
         (NodeAllocs::new(ctx, BTreeMap::new()), counting, shutdown)
     }
