@@ -189,6 +189,67 @@ mod tests {
         })
     }
 
+    fn put<T: prost::Message>(tables: &mut Tables, key: caravan_state::StateKey, msg: &T) {
+        let rev = 10;
+        let kv = caravan_store::KeyValue {
+            key: Vec::new(),
+            value: caravan_state::encode(msg),
+            create_revision: rev,
+            mod_revision: rev,
+            version: 1,
+            lease: 0,
+        };
+        let change = caravan_state::Change::put(&key, &kv, caravan_state::AllocDetail::Full);
+        tables.apply_all(change.unwrap());
+        tables.advance_to(rev);
+    }
+
+    #[test]
+    fn a_node_stays_disconnected_while_an_alloc_has_window_left() {
+        use caravan_proto::{DisconnectStrategy, Job, TaskGroup};
+        use caravan_state::StateKey;
+        const S: i64 = 1_000_000_000;
+        let job = |id: &str, lost_after: i64| Job {
+            id: id.into(),
+            namespace: "default".into(),
+            task_groups: vec![TaskGroup {
+                name: "g".into(),
+                disconnect: Some(DisconnectStrategy {
+                    lost_after_ns: lost_after,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let on_n1 = |id: &str, job: &str| {
+            let mut a = (*alloc(id, AllocClientStatus::Running, AllocDesiredStatus::Run)).clone();
+            a.job_id = job.into();
+            a.namespace = "default".into();
+            a.task_group = "g".into();
+            a
+        };
+        let key = |id: &str| StateKey::Job {
+            namespace: "default".into(),
+            id: id.into(),
+        };
+        let mut t = Tables::new();
+        put(&mut t, key("plain"), &job("plain", 0));
+        put(&mut t, StateKey::Alloc("a0".into()), &on_n1("a0", "plain"));
+        let now = 1_000 * S;
+        assert_eq!(disconnect_window(&t, "n1", now), None, "no window: down");
+        put(&mut t, key("roams"), &job("roams", 60 * S));
+        put(&mut t, StateKey::Alloc("a1".into()), &on_n1("a1", "roams"));
+        assert_eq!(disconnect_window(&t, "n1", now), Some(now + 60 * S));
+        // Marked unknown 50 s ago: 10 s left, counted from then.
+        let mut unknown = on_n1("a1", "roams");
+        unknown.set_client_status(AllocClientStatus::Unknown);
+        unknown.unknown_since_unix_ns = now - 50 * S;
+        put(&mut t, StateKey::Alloc("a1".into()), &unknown);
+        assert_eq!(disconnect_window(&t, "n1", now), Some(now + 10 * S));
+        assert_eq!(disconnect_window(&t, "n1", now + 10 * S), None, "expired");
+    }
+
     #[test]
     fn capacity_grows_when_a_node_becomes_schedulable_or_changes_shape() {
         use NodeStatus::*;
