@@ -223,7 +223,8 @@ mod tests {
             ..Default::default()
         };
         let on_n1 = |id: &str, job: &str| {
-            let mut a = (*alloc(id, AllocClientStatus::Running, AllocDesiredStatus::Run)).clone();
+            let mut a = (*alloc(AllocClientStatus::Running, AllocDesiredStatus::Run)).clone();
+            a.id = id.into();
             a.job_id = job.into();
             a.namespace = "default".into();
             a.task_group = "g".into();
