@@ -172,3 +172,49 @@ async fn a_node_frozen_past_lost_after_loses_its_alloc_and_goes_down() {
     wait_node(&c, &nodes[0], NodeStatus::Down).await;
     c.signal_client("lost-a", Signal::SIGCONT).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cut_off_from_every_gateway_stops_its_tasks_after_stop_on_client_after() {
+    use caravan_integration_tests::process::process_alive;
+    const JOB: &str = "hermit";
+    let (mut c, _nodes) = raw_exec_cluster("cutoff", &["cutoff-a"]).await;
+    let pids = pid_dir(&c);
+    let _reaper = Reaper(pids.clone());
+    let http = c.http().unwrap();
+    let mut job = jobs::service_job(JOB, 1, jobs::raw_exec_task(&sleeper_script(&pids, "up")));
+    set(
+        &mut job,
+        "/Job/TaskGroups/0/Disconnect",
+        json!({"StopOnClientAfter": 3 * SECOND_NS}),
+    );
+    register(&http, &job).await;
+    let running = wait_running_version(&c, JOB, 1, 0).await;
+    let pid_file = pids.join(format!("{}.pid", running[0].id));
+    let pid: i32 = wait_for("the task's pid file", STEP, async || {
+        Ok(match std::fs::read_to_string(&pid_file) {
+            Ok(s) if !s.trim().is_empty() => Progress::Done(s.trim().parse::<i32>()?),
+            _ => Progress::Waiting(format!("{} not written", pid_file.display())),
+        })
+    })
+    .await
+    .unwrap();
+    assert!(process_alive(pid));
+
+    // The only gateway freezes: the client reaches no server any more.
+    let frozen = std::time::Instant::now();
+    c.signal("api-gateway-1", Signal::SIGSTOP).unwrap();
+    let stopped = wait_for("the task stopped by its client", STEP, async || {
+        Ok(if process_alive(pid) {
+            Progress::Waiting(format!("pid {pid} still runs"))
+        } else {
+            Progress::Done(frozen.elapsed())
+        })
+    })
+    .await;
+    c.signal("api-gateway-1", Signal::SIGCONT).unwrap();
+    let took = stopped.unwrap();
+    assert!(
+        took.as_millis() >= 1_500,
+        "stopped {took:?} after the cut, before stop_on_client_after"
+    );
+}
