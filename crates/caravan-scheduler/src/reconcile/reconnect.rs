@@ -208,6 +208,18 @@ mod tests {
     }
 
     #[test]
+    fn longest_running_reads_the_clients_summary_when_task_states_are_not_cached() {
+        let tg = group(disconnect::LONGEST_RUNNING);
+        let mut orig = alloc("o", Some(0.9), Running, &[]);
+        orig.running_since_unix_ns = 100;
+        let mut repl = alloc("r", Some(0.1), Running, &[]);
+        repl.running_since_unix_ns = 200;
+        assert_eq!(pick(&tg, &orig, &repl), Keep::Original);
+        repl.running_since_unix_ns = 50;
+        assert_eq!(pick(&tg, &orig, &repl), Keep::Replacement);
+    }
+
+    #[test]
     fn a_replacement_of_a_newer_version_always_wins() {
         let orig = alloc("o", Some(0.9), Running, &[1]);
         let mut repl = alloc("r", Some(0.1), Running, &[]);
