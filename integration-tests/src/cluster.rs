@@ -600,6 +600,21 @@ impl Cluster {
         Ok(())
     }
 
+    /// Sends `signal` to the real client node named `name` (SIGSTOP freezes
+    /// it as a node cut off from every gateway; SIGCONT brings it back);
+    /// whether it was sent.
+    pub fn signal_client(
+        &mut self,
+        name: &str,
+        signal: nix::sys::signal::Signal,
+    ) -> anyhow::Result<bool> {
+        let index = *self
+            .clients
+            .get(name)
+            .ok_or_else(|| anyhow::anyhow!("no client node named {name}"))?;
+        Ok(self.processes[index].signal(signal))
+    }
+
     /// Starts the real client node named `name` again after a crash, with
     /// its settings and data dir, and waits until it listens.
     pub async fn restart_client(&mut self, name: &str) -> anyhow::Result<()> {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use caravan_model::AllocExt;
-use caravan_proto::{Allocation, EvalStatus, Evaluation, Job, Node};
+use caravan_proto::{AllocClientStatus, Allocation, EvalStatus, Evaluation, Job, Node};
 use caravan_state::{Keyspace, Kind, StateObject, decode};
 use caravan_store::{Range, Store};
 
@@ -182,9 +182,15 @@ pub fn failed_with_follow_up(failed: &Evaluation, evals: &[Evaluation]) -> bool 
 }
 
 /// Pairs of live allocations of one job with the same name (`job.group[i]`).
+/// An `unknown` allocation (its node disconnected within its group's
+/// `lost_after`) shares its name with its replacement by design until its
+/// node returns and one of them is stopped: it is not counted.
 pub fn duplicated_allocs(allocs: &[Allocation]) -> Vec<String> {
     let mut by_name: HashMap<(&str, &str, &str), Vec<&str>> = HashMap::new();
-    for a in allocs.iter().filter(|a| a.is_live()) {
+    for a in allocs
+        .iter()
+        .filter(|a| a.is_live() && a.client_status() != AllocClientStatus::Unknown)
+    {
         by_name
             .entry((a.namespace.as_str(), a.job_id.as_str(), a.name.as_str()))
             .or_default()

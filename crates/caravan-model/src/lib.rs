@@ -31,6 +31,7 @@
 mod alloc;
 mod clock;
 mod deployment;
+pub mod disconnect;
 mod eval;
 mod fan_out;
 mod id;

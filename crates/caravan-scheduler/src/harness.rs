@@ -217,6 +217,17 @@ impl Harness {
         let Some(node) = self.state.nodes.get(node_id) else {
             return Err("node does not exist".into());
         };
+        let marks_unknown = placing.iter().all(|a| {
+            a.client_status() == AllocClientStatus::Unknown
+                && self
+                    .state
+                    .allocs
+                    .get(&a.id)
+                    .is_some_and(|cur| cur.node_id == node_id)
+        });
+        if node.status() == NodeStatus::Disconnected && marks_unknown {
+            return Ok(());
+        }
         if node.status() != NodeStatus::Ready {
             return Err("node is not ready for placements".into());
         }
@@ -332,7 +343,14 @@ impl Harness {
                 let mut a = a.clone();
                 if let Some(cur) = self.state.allocs.get(&a.id) {
                     a.create_revision = cur.create_revision;
-                    a.client_status = cur.client_status;
+                    // The servers override the client only to mark it lost or unknown.
+                    if !matches!(
+                        a.client_status(),
+                        AllocClientStatus::Lost | AllocClientStatus::Unknown
+                    ) {
+                        a.client_status = cur.client_status;
+                        a.client_description = cur.client_description.clone();
+                    }
                     a.task_states = cur.task_states.clone();
                 } else {
                     a.create_revision = rev;

@@ -70,6 +70,7 @@ pub(crate) fn build(
             }),
         }),
         metrics: Some(Box::new(metric)),
+        placement_score: Some(choice.score),
         create_time_unix_ns: ctx.now,
         modify_time_unix_ns: ctx.now,
         job_modify_revision: job.job_modify_revision,

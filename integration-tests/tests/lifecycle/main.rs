@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod canary;
+mod disconnect;
 mod drain;
 mod gc;
 mod node_loss;

@@ -29,6 +29,7 @@ mod node_agent;
 mod node_allocs;
 mod orphans;
 mod restart;
+mod server_contact;
 mod service;
 mod shared_jobs;
 mod simulate;
@@ -239,6 +240,7 @@ async fn real_agent(
         jobs: Default::default(),
         live: Default::default(),
         simulated: false,
+        contact: Default::default(),
     });
     Ok(NodeAgent {
         ctx,

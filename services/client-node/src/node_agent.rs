@@ -67,7 +67,10 @@ impl NodeAgent {
             self.node_updates,
             self.secret_id.clone(),
             self.initial_delay,
-            registered_tx,
+            Reached {
+                registered: registered_tx,
+                contact: self.ctx.contact.clone(),
+            },
             shutdown.clone(),
         ));
         let mut allocs = NodeAllocs::new(self.ctx.clone(), self.recovered);
@@ -80,6 +83,13 @@ impl NodeAgent {
     }
 }
 
+/// What the heartbeat loop tells the rest of the node: that it registered
+/// (the alloc stream may open), and when the servers last answered.
+struct Reached {
+    registered: watch::Sender<bool>,
+    contact: Arc<crate::server_contact::ServerContact>,
+}
+
 /// Registers, then heartbeats every half TTL; registers again on NOT_FOUND,
 /// and with the new node when its drivers changed.
 async fn heartbeat_loop(
@@ -88,7 +98,7 @@ async fn heartbeat_loop(
     mut node_updates: Option<watch::Receiver<Arc<Node>>>,
     secret_id: String,
     initial_delay: Duration,
-    registered: watch::Sender<bool>,
+    reached: Reached,
     shutdown: CancellationToken,
 ) {
     if !initial_delay.is_zero() {
@@ -110,6 +120,7 @@ async fn heartbeat_loop(
             match registered {
                 Ok(resp) => {
                     backoff.reset();
+                    reached.contact.ok();
                     let ttl = ttl_of(resp.heartbeat_ttl_ns);
                     tracing::info!(node = %node.id, name = %node.name, ?ttl, "registered");
                     break ttl;
@@ -133,7 +144,7 @@ async fn heartbeat_loop(
                 }
             }
         };
-        registered.send_replace(true);
+        reached.registered.send_replace(true);
         let mut ttl = ttl;
         let mut wait = half_with_jitter(ttl);
         loop {
@@ -167,6 +178,7 @@ async fn heartbeat_loop(
             match beat {
                 Ok(resp) => {
                     backoff.reset();
+                    reached.contact.ok();
                     if resp.heartbeat_ttl_ns > 0 {
                         ttl = ttl_of(resp.heartbeat_ttl_ns);
                     }

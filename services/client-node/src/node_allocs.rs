@@ -257,6 +257,7 @@ impl NodeAllocs {
             ..Default::default()
         };
         view.desired_status = alloc.desired_status;
+        view.client_status = alloc.client_status;
         view
     }
 
@@ -415,6 +416,7 @@ mod tests {
             jobs: Default::default(),
             live: Default::default(),
             simulated: false,
+            contact: Default::default(),
         });
         (NodeAllocs::new(ctx, BTreeMap::new()), counting, shutdown)
     }

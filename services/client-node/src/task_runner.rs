@@ -48,6 +48,8 @@ pub mod events {
     pub const SIBLING_FAILED: &str = "Sibling Task Failed";
     /// The group's leader task died.
     pub const LEADER_DEAD: &str = "Leader Task Dead";
+    /// The client lost the servers for the group's `stop_on_client_after`.
+    pub const SERVERS_UNREACHABLE: &str = "Servers Unreachable";
     /// The group's main tasks are dead, so a sidecar stops.
     pub const MAIN_DEAD: &str = "Main Tasks Dead";
     /// The client restarted and the task's process was gone.

@@ -240,6 +240,20 @@ pub fn node_down(node: &Node, now_ns: i64) -> Node {
     n
 }
 
+/// Description of a node that missed its heartbeats while some of its
+/// allocations may ride out a disconnect.
+pub const NODE_DISCONNECTED_DESCRIPTION: &str = "node heartbeat missed; its allocations are unknown until it returns or their disconnect window ends";
+
+/// The node marked disconnected after its heartbeat lease expired: its
+/// allocations with a disconnect window become unknown rather than lost.
+pub fn node_disconnected(node: &Node, now_ns: i64) -> Node {
+    let mut n = node.clone();
+    n.status = NodeStatus::Disconnected as i32;
+    n.status_description = NODE_DISCONNECTED_DESCRIPTION.into();
+    n.status_updated_at_unix_ns = now_ns;
+    n
+}
+
 /// A pending eval of a job's allocations on a node, for `trigger`; type
 /// and priority come from the job when it still exists.
 pub fn node_eval(

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use caravan_model::{EvalStatusExt, trigger};
-use caravan_proto::{EvalStatus, Evaluation};
+use caravan_proto::{EvalStatus, Evaluation, NodeStatus};
 use caravan_state::{Snapshot, StateError};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -121,6 +121,7 @@ impl Follower {
         );
         let suspects = nodes::without_heartbeat(&snapshot)
             .into_iter()
+            .chain(nodes::disconnected_without_heartbeat(&snapshot))
             .map(|id| (id, now.instant + RESTORE_NODE_GRACE))
             .collect();
         let next_failed_unblock = now.instant + term.config.failed_unblock_interval();
@@ -517,23 +518,47 @@ impl Follower {
         let Some(node) = snapshot.node(node_id) else {
             return Ok(None);
         };
-        if !evals::node_counts_as_up(node) || snapshot.heartbeat_live(node_id) {
+        let disconnected = node.status() == NodeStatus::Disconnected;
+        if !(evals::node_counts_as_up(node) || disconnected) || snapshot.heartbeat_live(node_id) {
             return Ok(None);
         }
-        let now_ns = now().unix_ns;
+        let now = now();
+        let now_ns = now.unix_ns;
+        let window = nodes::disconnect_window(&snapshot, node_id, now_ns);
+        if let Some(ends) = window {
+            // Looked at again when the window ends: down then, unless it came back.
+            let wait = Duration::from_nanos(u64::try_from(ends - now_ns).unwrap_or(0));
+            self.suspects
+                .insert(node_id.to_string(), now.instant + wait + LOSS_SETTLE);
+            if disconnected {
+                return Ok(None);
+            }
+        }
         let owed = fan_out::node_down(trigger::NODE_UPDATE, now_ns);
         let mut evals = fan_out::evals(&snapshot, node, &owed);
         let count = evals.len();
-        let mut down = evals::node_down(node, now_ns);
+        let mut down = match window {
+            Some(_) => evals::node_disconnected(node, now_ns),
+            None => evals::node_down(node, now_ns),
+        };
         let room = self.term.writer.node_down_room();
         if evals.len() > room {
             evals.truncate(room);
             down.pending_fan_outs.push(owed);
         }
         if self.term.writer.node_down(&down, &evals).await? {
-            tracing::warn!(node_id, evals = count, "node marked down: heartbeat missed");
+            if window.is_some() {
+                tracing::warn!(
+                    node_id,
+                    evals = count,
+                    "node marked disconnected: heartbeat missed"
+                );
+            } else {
+                tracing::warn!(node_id, evals = count, "node marked down: heartbeat missed");
+            }
             return Ok(None);
         }
+        self.suspects.remove(node_id);
         // The node changed or its heartbeat is back; look again once the
         // cache has caught up.
         Ok(Some(Effect::NodeDown(node_id.to_string())))

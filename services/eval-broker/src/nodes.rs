@@ -5,8 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use caravan_model::{AllocExt, NodeExt};
-use caravan_proto::{Allocation, Node};
+use caravan_model::{AllocExt, NodeExt, disconnect};
+use caravan_proto::{AllocDesiredStatus, Allocation, Node, NodeStatus};
 use caravan_state::{ObjectChange, Tables};
 use caravan_store::Revision;
 
@@ -110,6 +110,37 @@ pub fn heartbeats_lost(older: &Tables, newer: &Tables) -> Vec<String> {
         .collect()
 }
 
+/// Disconnected nodes whose heartbeat is gone: their window is looked at
+/// again, and they go down once it has closed.
+pub fn disconnected_without_heartbeat(snapshot: &Tables) -> Vec<String> {
+    snapshot
+        .nodes()
+        .filter(|n| n.status() == NodeStatus::Disconnected && !snapshot.heartbeat_live(&n.id))
+        .map(|n| n.id.clone())
+        .collect()
+}
+
+/// Until when a node that lost its heartbeat may stay disconnected rather
+/// than go down: the latest end of the disconnect windows of its
+/// allocations that should run and have not yet expired; `None` when none
+/// has a window left (Nomad's rule for a missed heartbeat).
+pub fn disconnect_window(snapshot: &Tables, node_id: &str, now_ns: i64) -> Option<i64> {
+    snapshot
+        .allocs_by_node(node_id)
+        .filter(|a| !a.is_terminal() && a.desired_status() == AllocDesiredStatus::Run)
+        .filter_map(|a| {
+            let job = snapshot.job(&a.namespace, &a.job_id)?;
+            let tg = job.task_groups.iter().find(|g| g.name == a.task_group)?;
+            let window = disconnect::lost_after_ns(tg);
+            if window <= 0 {
+                return None;
+            }
+            let ends = disconnect::expires_at(a, tg).unwrap_or(now_ns.saturating_add(window));
+            (ends > now_ns).then_some(ends)
+        })
+        .max()
+}
+
 /// Nodes that owe evals from a pending fan-out.
 pub fn owing_fan_outs(snapshot: &Tables) -> Vec<String> {
     snapshot
@@ -156,6 +187,68 @@ mod tests {
             desired_status: desired as i32,
             ..Default::default()
         })
+    }
+
+    fn put<T: prost::Message>(tables: &mut Tables, key: caravan_state::StateKey, msg: &T) {
+        let rev = 10;
+        let kv = caravan_store::KeyValue {
+            key: Vec::new(),
+            value: caravan_state::encode(msg),
+            create_revision: rev,
+            mod_revision: rev,
+            version: 1,
+            lease: 0,
+        };
+        let change = caravan_state::Change::put(&key, &kv, caravan_state::AllocDetail::Full);
+        tables.apply_all(change.unwrap());
+        tables.advance_to(rev);
+    }
+
+    #[test]
+    fn a_node_stays_disconnected_while_an_alloc_has_window_left() {
+        use caravan_proto::{DisconnectStrategy, Job, TaskGroup};
+        use caravan_state::StateKey;
+        const S: i64 = 1_000_000_000;
+        let job = |id: &str, lost_after: i64| Job {
+            id: id.into(),
+            namespace: "default".into(),
+            task_groups: vec![TaskGroup {
+                name: "g".into(),
+                disconnect: Some(DisconnectStrategy {
+                    lost_after_ns: lost_after,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let on_n1 = |id: &str, job: &str| {
+            let mut a = (*alloc(AllocClientStatus::Running, AllocDesiredStatus::Run)).clone();
+            a.id = id.into();
+            a.job_id = job.into();
+            a.namespace = "default".into();
+            a.task_group = "g".into();
+            a
+        };
+        let key = |id: &str| StateKey::Job {
+            namespace: "default".into(),
+            id: id.into(),
+        };
+        let mut t = Tables::new();
+        put(&mut t, key("plain"), &job("plain", 0));
+        put(&mut t, StateKey::Alloc("a0".into()), &on_n1("a0", "plain"));
+        let now = 1_000 * S;
+        assert_eq!(disconnect_window(&t, "n1", now), None, "no window: down");
+        put(&mut t, key("roams"), &job("roams", 60 * S));
+        put(&mut t, StateKey::Alloc("a1".into()), &on_n1("a1", "roams"));
+        assert_eq!(disconnect_window(&t, "n1", now), Some(now + 60 * S));
+        // Marked unknown 50 s ago: 10 s left, counted from then.
+        let mut unknown = on_n1("a1", "roams");
+        unknown.set_client_status(AllocClientStatus::Unknown);
+        unknown.unknown_since_unix_ns = now - 50 * S;
+        put(&mut t, StateKey::Alloc("a1".into()), &unknown);
+        assert_eq!(disconnect_window(&t, "n1", now), Some(now + 10 * S));
+        assert_eq!(disconnect_window(&t, "n1", now + 10 * S), None, "expired");
     }
 
     #[test]

@@ -248,6 +248,10 @@ pub(crate) fn verify_node(view: &View, plan: &Plan, node_id: &str) -> Result<(),
     let Some(node) = view.node(node_id) else {
         return Err("node does not exist".into());
     };
+    if node.status() == NodeStatus::Disconnected && only_marks_unknown(view, placing, node_id) {
+        // Marking a disconnected node's allocations unknown adds nothing to it.
+        return Ok(());
+    }
     if node.status() != NodeStatus::Ready {
         return Err(format!(
             "node is not ready for placements (status {})",
@@ -281,6 +285,15 @@ pub(crate) fn verify_node(view: &View, plan: &Plan, node_id: &str) -> Result<(),
         ));
     }
     fit(view, plan, node, node_id).map_err(|e| e.to_string())
+}
+
+/// Whether every allocation the plan writes to the node already lives there
+/// and is only being marked `unknown`, which a disconnected node takes.
+fn only_marks_unknown(view: &View, placing: &[Allocation], node_id: &str) -> bool {
+    placing.iter().all(|a| {
+        a.client_status == caravan_proto::AllocClientStatus::Unknown as i32
+            && view.alloc(&a.id).is_some_and(|cur| cur.node_id == node_id)
+    })
 }
 
 /// Whether the plan's placements fit on the node beside what stays there.

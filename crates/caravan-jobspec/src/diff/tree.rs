@@ -146,6 +146,16 @@ pub(crate) fn group_node(tg: &TaskGroup) -> Node {
     if tg.max_client_disconnect_ns != 0 {
         n.field("MaxClientDisconnect", tg.max_client_disconnect_ns);
     }
+    if let Some(d) = &tg.disconnect {
+        let mut dn = Node::default();
+        dn.field("LostAfter", d.lost_after_ns)
+            .field("Reconcile", &d.reconcile)
+            .field("Replace", d.replace.unwrap_or(true));
+        if let Some(stop) = d.stop_on_client_after_ns {
+            dn.field("StopOnClientAfter", stop);
+        }
+        n.single("Disconnect", Some(dn));
+    }
     n
 }
 

@@ -127,6 +127,12 @@ fn group_to_api(job: &Job, tg: &TaskGroup) -> ApiTaskGroup {
         max_client_disconnect: (tg.max_client_disconnect_ns != 0)
             .then_some(tg.max_client_disconnect_ns),
         scaling: scaling_to_api(job, tg),
+        disconnect: tg.disconnect.as_ref().map(|d| ApiDisconnect {
+            lost_after: Some(d.lost_after_ns),
+            stop_on_client_after: d.stop_on_client_after_ns,
+            replace: Some(d.replace.unwrap_or(true)),
+            reconcile: Some(d.reconcile.clone()),
+        }),
         ..Default::default()
     }
 }

@@ -261,11 +261,6 @@ fn group_to_proto(
     if let Some(consul) = tg.consul.as_ref().filter(|c| !is_default_consul(c)) {
         conv.unsupported(&base, "Consul", Some(consul));
     }
-    conv.unsupported(
-        &base,
-        "StopAfterClientDisconnect",
-        tg.stop_after_client_disconnect.map(Value::from).as_ref(),
-    );
     // Ignoring it would let allocations run past the limit their job relies on: refused.
     if let Some(d) = tg.max_run_duration.filter(|d| *d != 0) {
         conv.err(
@@ -325,18 +320,13 @@ fn group_to_proto(
         conv,
     );
 
-    let max_client_disconnect_ns = match (tg.max_client_disconnect, &tg.disconnect) {
-        (Some(d), _) => d,
-        (None, Some(d)) => d.lost_after.unwrap_or(0),
-        (None, None) => 0,
-    };
-    if let Some(d) = &tg.disconnect
-        && (d.stop_on_client_after.is_some() || d.replace.is_some() || d.reconcile.is_some())
-    {
-        conv.warnings.push(format!(
-                "{base}: Disconnect fields other than LostAfter are not supported by Caravan yet and were ignored"
-            ));
-    }
+    let (max_client_disconnect_ns, disconnect) = disconnect_to_proto(
+        tg.max_client_disconnect,
+        tg.stop_after_client_disconnect,
+        tg.disconnect,
+        &base,
+        conv,
+    );
 
     let scaling = tg
         .scaling
@@ -367,7 +357,53 @@ fn group_to_proto(
         shutdown_delay_ns: tg.shutdown_delay.unwrap_or(0),
         max_client_disconnect_ns,
         scaling,
+        disconnect,
     }
+}
+
+/// A group's `disconnect` block with Nomad's defaults (`replace` true,
+/// `reconcile` best_score), and the older `max_client_disconnect` and
+/// `stop_after_client_disconnect`: each stands in for its field of the block
+/// when the block leaves it out, and writing both is refused.
+fn disconnect_to_proto(
+    max_client_disconnect: Option<i64>,
+    stop_after_client_disconnect: Option<i64>,
+    block: Option<ApiDisconnect>,
+    base: &str,
+    conv: &mut Conversion,
+) -> (i64, Option<caravan_proto::DisconnectStrategy>) {
+    if let (Some(_), Some(b)) = (max_client_disconnect, &block)
+        && b.lost_after.is_some()
+    {
+        conv.err(
+            join(base, "max_client_disconnect"),
+            "conflicts with disconnect.lost_after: write only disconnect.lost_after",
+        );
+    }
+    if let (Some(_), Some(b)) = (stop_after_client_disconnect, &block)
+        && b.stop_on_client_after.is_some()
+    {
+        conv.err(
+            join(base, "stop_after_client_disconnect"),
+            "conflicts with disconnect.stop_on_client_after: write only disconnect.stop_on_client_after",
+        );
+    }
+    let max_ns = max_client_disconnect.unwrap_or(0);
+    if block.is_none() && stop_after_client_disconnect.is_none() {
+        // The older field alone: kept as written, read as a lost_after.
+        return (max_ns, None);
+    }
+    let b = block.unwrap_or_default();
+    let strategy = caravan_proto::DisconnectStrategy {
+        lost_after_ns: b.lost_after.or(max_client_disconnect).unwrap_or(0),
+        stop_on_client_after_ns: b.stop_on_client_after.or(stop_after_client_disconnect),
+        replace: Some(b.replace.unwrap_or(true)),
+        reconcile: match b.reconcile.as_deref() {
+            None | Some("") => caravan_model::disconnect::BEST_SCORE.to_string(),
+            Some(r) => r.to_string(),
+        },
+    };
+    (max_ns, Some(strategy))
 }
 
 /// A group's `Scaling` block as Nomad reads it: `Enabled` defaults to true,

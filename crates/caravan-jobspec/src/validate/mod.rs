@@ -210,6 +210,59 @@ pub fn warnings(job: &Job) -> Vec<String> {
     out
 }
 
+/// The `disconnect` block, with Nomad's checks and messages.
+fn disconnect(
+    d: &caravan_proto::DisconnectStrategy,
+    base: &str,
+    job_type: JobType,
+    e: &mut Errors,
+) {
+    let base = &crate::error::join_path(base, "disconnect");
+    if let Some(stop) = d.stop_on_client_after_ns {
+        if stop < 0 {
+            e.on(
+                base,
+                "stop_on_client_after",
+                "stop_after cannot be a negative duration",
+            );
+        }
+        if !matches!(job_type, JobType::Service | JobType::Batch) {
+            e.on(
+                base,
+                "stop_on_client_after",
+                "stop_after can only be used with service or batch job types",
+            );
+        }
+        if d.lost_after_ns != 0 {
+            e.on(
+                base,
+                "stop_on_client_after",
+                "Disconnect cannot be configured with both lost_after and stop_after",
+            );
+        }
+    }
+    if d.lost_after_ns < 0 {
+        e.on(
+            base,
+            "lost_after",
+            "lost_after cannot be a negative duration",
+        );
+    }
+    if !d.reconcile.is_empty()
+        && !caravan_model::disconnect::RECONCILE_STRATEGIES.contains(&d.reconcile.as_str())
+    {
+        e.on(
+            base,
+            "reconcile",
+            format!(
+                "reconcile option is invalid: {} (one of {})",
+                d.reconcile,
+                caravan_model::disconnect::RECONCILE_STRATEGIES.join(", ")
+            ),
+        );
+    }
+}
+
 fn group_base(tg: &TaskGroup, index: usize) -> String {
     if tg.name.is_empty() {
         format!("group #{}", index + 1)
@@ -258,6 +311,9 @@ fn group(tg: &TaskGroup, base: &str, job_type: JobType, e: &mut Errors) {
     }
     if tg.max_client_disconnect_ns < 0 {
         e.on(base, "max_client_disconnect", "must be >= 0");
+    }
+    if let Some(d) = &tg.disconnect {
+        disconnect(d, base, job_type, e);
     }
     if let Some(s) = &tg.scaling {
         policy::scaling(tg.count, s, &crate::error::join_path(base, "scaling"), e);

@@ -1,6 +1,7 @@
 //! The job specification's tests, in one binary (one link instead of six).
 
 mod diff;
+mod disconnect;
 mod hcl;
 mod hcl2;
 mod json;

@@ -114,7 +114,11 @@ impl Scheduler for GenericScheduler {
         run.eligibility = ctx.eligibility.clone();
 
         // Failures retried later by follow-up evaluations are not blocked on.
-        let delay_instead = !results.followup_evals.is_empty() && run.eval.wait_until_unix_ns == 0;
+        let delay_instead = results
+            .followup_evals
+            .iter()
+            .any(|e| e.triggered_by != caravan_model::trigger::MAX_DISCONNECT_TIMEOUT)
+            && run.eval.wait_until_unix_ns == 0;
         if !delay_instead {
             run.block_failed_placements(planner, state.revision())?;
         }
@@ -225,6 +229,14 @@ fn stage_reconciled(
         ctx.stop(&s.alloc, s.description, s.client_status, None);
     }
     for a in results.attribute_updates.iter().cloned() {
+        ctx.update_attributes(a);
+    }
+    for a in results
+        .disconnect_updates
+        .iter()
+        .chain(&results.reconnect_updates)
+        .cloned()
+    {
         ctx.update_attributes(a);
     }
     ctx.plan.deployment = results.deployment.clone();

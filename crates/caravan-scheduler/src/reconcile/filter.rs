@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use caravan_model::{AllocExt, DeploymentStatusExt, alloc_index};
+use caravan_model::{AllocExt, DeploymentStatusExt, alloc_index, disconnect};
 use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, Allocation, Deployment, Node, NodeStatus,
+    AllocClientStatus, AllocDesiredStatus, Allocation, Deployment, Node, NodeStatus, TaskGroup,
 };
 
 use crate::model;
@@ -77,6 +77,84 @@ pub fn by_tainted(set: AllocSet, tainted: &Tainted) -> (AllocSet, AllocSet, Allo
         }
     }
     (untainted, migrate, lost)
+}
+
+/// A group's allocations sorted by where they run, disconnects included
+/// (Nomad's `classifyAllocs`). Terminal allocations stay untainted.
+#[derive(Debug, Default)]
+pub struct ByNode {
+    /// Allocations that stay where they are.
+    pub untainted: AllocSet,
+    /// Allocations to move off draining nodes.
+    pub migrate: AllocSet,
+    /// Allocations of nodes that are down or gone, and of disconnected
+    /// nodes when their group gives them no window.
+    pub lost: AllocSet,
+    /// Allocations of a disconnected node not yet marked unknown.
+    pub disconnecting: AllocSet,
+    /// Allocations marked unknown whose node is back.
+    pub reconnecting: AllocSet,
+    /// Unknown allocations past their `lost_after` window.
+    pub expiring: AllocSet,
+}
+
+/// Sorts a group's allocations by their node and their disconnect state.
+pub fn by_node(set: AllocSet, tainted: &Tainted, tg: &TaskGroup, now: i64) -> ByNode {
+    let mut out = ByNode::default();
+    let window = disconnect::lost_after_ns(tg) > 0;
+    let replace = disconnect::replace(tg);
+    for (id, a) in set {
+        let reconnect = disconnect::needs_to_reconnect(&a);
+        let status = a.client_status();
+        let node = tainted.get(&a.node_id);
+        let node_status = node.and_then(|n| n.as_ref().map(|n| n.status()));
+        let wants_migrate = a
+            .desired_transition
+            .as_ref()
+            .is_some_and(|t| t.migrate == Some(true));
+        let bucket = if reconnect
+            && a.desired_status() == AllocDesiredStatus::Run
+            && status == AllocClientStatus::Failed
+        {
+            &mut out.reconnecting
+        } else if a.is_terminal() && !reconnect {
+            &mut out.untainted
+        } else if disconnect::expired(&a, tg, now) {
+            &mut out.expiring
+        } else if a.is_terminal() {
+            // Failed while away and already stopped by the servers.
+            &mut out.untainted
+        } else if node_status == Some(NodeStatus::Disconnected) {
+            match status {
+                AllocClientStatus::Unknown => &mut out.untainted,
+                AllocClientStatus::Pending => &mut out.lost,
+                _ if !window => &mut out.lost,
+                _ => &mut out.disconnecting,
+            }
+        } else if wants_migrate {
+            &mut out.migrate
+        } else if reconnect && matches!(node_status, None | Some(NodeStatus::Ready)) {
+            // On a node that is up (untainted, or tainted only by a drain).
+            if node.is_some_and(|n| n.is_none()) {
+                &mut out.lost
+            } else {
+                &mut out.reconnecting
+            }
+        } else {
+            match node {
+                None => &mut out.untainted,
+                Some(None) => &mut out.lost,
+                Some(Some(_)) if node_status == Some(NodeStatus::Down) => match status {
+                    AllocClientStatus::Unknown if !replace && window => &mut out.untainted,
+                    AllocClientStatus::Running if !replace && window => &mut out.disconnecting,
+                    _ => &mut out.lost,
+                },
+                Some(Some(_)) => &mut out.migrate,
+            }
+        };
+        bucket.insert(id, a);
+    }
+    out
 }
 
 /// An allocation to replace later, and when.

@@ -4,6 +4,7 @@
 pub mod filter;
 mod group;
 pub mod names;
+pub mod reconnect;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -93,8 +94,13 @@ pub struct Results {
     pub attribute_updates: Vec<Allocation>,
     /// Per group counts for annotations.
     pub desired: BTreeMap<String, DesiredUpdates>,
-    /// Evaluations that replace failed allocations after their delay.
+    /// Evaluations that replace failed allocations after their delay, and
+    /// those that end the window of unknown allocations.
     pub followup_evals: Vec<Evaluation>,
+    /// Allocations of disconnected nodes marked unknown.
+    pub disconnect_updates: Vec<Allocation>,
+    /// Allocations back from a disconnected node that keep running.
+    pub reconnect_updates: Vec<Allocation>,
 }
 
 /// Everything the reconciler reads.

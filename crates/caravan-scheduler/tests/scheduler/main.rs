@@ -3,6 +3,7 @@
 
 mod common;
 mod completion;
+mod disconnect;
 mod evals;
 mod feasibility;
 mod generic;

@@ -53,6 +53,13 @@ pub(crate) fn apply(alloc: &Allocation, update: &AllocUpdate, now: i64) -> Alloc
     next.client_description = update.client_description.clone();
     if !update.task_states.is_empty() {
         next.task_states = update.task_states.clone();
+        next.running_since_unix_ns = next
+            .task_states
+            .values()
+            .map(|t| t.started_at_unix_ns)
+            .filter(|t| *t > 0)
+            .min()
+            .unwrap_or(0);
     }
     if let Some(reported) = &update.deployment_status {
         let status = next.deployment_status.get_or_insert_with(Default::default);
@@ -97,6 +104,13 @@ fn needs_replacing(prev: &Allocation, next: &Allocation, job: &Job) -> bool {
         }
         _ => false,
     }
+}
+
+/// Whether `next` is the first report of an allocation the servers marked
+/// unknown (its node was disconnected) since its node came back.
+fn reconnected(prev: &Allocation, next: &Allocation) -> bool {
+    prev.client_status() == AllocClientStatus::Unknown
+        && next.client_status() != AllocClientStatus::Unknown
 }
 
 /// The nodes being drained, and for each job asked about, whether it still
@@ -199,6 +213,16 @@ pub(crate) fn build_batch<'a>(
             failed_jobs
                 .entry((job.namespace.clone(), job.id.clone()))
                 .or_insert_with(|| failure_eval(job))
+                .related_alloc_ids
+                .push(alloc.id.clone());
+        } else if reconnected(alloc, &next)
+            && let Some(job) = snap.job(&alloc.namespace, &alloc.job_id)
+            && !job.stop
+        {
+            // Which copy of the name survives is the scheduler's to decide.
+            failed_jobs
+                .entry((job.namespace.clone(), job.id.clone()))
+                .or_insert_with(|| evals::for_job(job, trigger::RECONNECT))
                 .related_alloc_ids
                 .push(alloc.id.clone());
         } else if drains.progressed(alloc, &next)
@@ -510,6 +534,61 @@ mod tests {
         assert!(may_report(&lost, &complete));
         assert!(may_report(&alloc("a1"), &complete));
         assert!(may_report(&alloc("a1"), &running));
+    }
+
+    /// An allocation the servers marked unknown (its node disconnected)
+    /// that its client reports again gets a `reconnect` evaluation, which
+    /// picks the copy of its name to keep; a later report does not.
+    #[test]
+    fn an_unknown_allocation_reported_again_gets_a_reconnect_eval() {
+        let keys = Keyspace::new("/t");
+        let mut tables = caravan_state::Tables::new();
+        tables.apply(caravan_state::Change::Job {
+            namespace: "default".into(),
+            id: "web".into(),
+            job: Some(std::sync::Arc::new(Job {
+                id: "web".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            })),
+        });
+        let snap = Snapshot::new(tables);
+        let mut running = AllocUpdate {
+            alloc_id: "a1".into(),
+            ..Default::default()
+        };
+        running.set_client_status(AllocClientStatus::Running);
+        running.task_states.insert(
+            "t".into(),
+            TaskState {
+                state: "running".into(),
+                started_at_unix_ns: 42,
+                ..Default::default()
+            },
+        );
+        let mut unknown = alloc("a1");
+        unknown.set_client_status(AllocClientStatus::Unknown);
+        unknown.unknown_since_unix_ns = 3;
+        let batch = batch_of(
+            &keys,
+            &snap,
+            &[(running.clone(), Some(Arc::new(unknown)))],
+            5,
+        );
+        assert_eq!(batch.evals.len(), 1, "{:?}", batch.evals);
+        assert_eq!(batch.evals[0].triggered_by, "reconnect");
+        assert_eq!(batch.evals[0].related_alloc_ids, vec!["a1"]);
+        let written = &batch.written[0].alloc;
+        assert_eq!(written.client_status(), AllocClientStatus::Running);
+        assert_eq!(written.running_since_unix_ns, 42, "when its tasks started");
+        assert_eq!(
+            written.unknown_since_unix_ns, 3,
+            "the scheduler, not the client, records the reconnect"
+        );
+        let mut again = alloc("a1");
+        again.set_client_status(AllocClientStatus::Running);
+        let batch = batch_of(&keys, &snap, &[(running, Some(Arc::new(again)))], 5);
+        assert!(batch.evals.is_empty(), "{:?}", batch.evals);
     }
 
     /// A service allocation its client reports complete while the servers

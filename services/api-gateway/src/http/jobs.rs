@@ -294,6 +294,8 @@ pub(crate) async fn plan(
                         "Preemptions": u.preemptions,
                         "RescheduleNow": u.reschedule_now,
                         "RescheduleLater": u.reschedule_later,
+                        "Disconnect": u.disconnect,
+                        "Reconnect": u.reconnect,
                     }),
                 )
             })

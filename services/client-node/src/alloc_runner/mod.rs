@@ -69,6 +69,8 @@ pub struct NodeContext {
     /// client's stop), and runners keep only the parts of an alloc they
     /// read (no task environment is built).
     pub simulated: bool,
+    /// When the node last reached the servers.
+    pub contact: Arc<crate::server_contact::ServerContact>,
 }
 
 /// What the node tells a running alloc.
@@ -284,6 +286,7 @@ impl AllocRunner {
             self.begin_parking_if_idle();
             let stop_at = self.stop_at;
             let health_at = self.health.as_ref().and_then(HealthTracker::next_check);
+            let cut_off_at = self.cut_off_deadline();
             tokio::select! {
                 Some(u) = self.updates.recv() => self.on_task_update(*u),
                 Some(ended) = self.runners.join_next(), if !self.runners.is_empty() => {
@@ -299,6 +302,9 @@ impl AllocRunner {
                 _ = async { if let Some(at) = health_at { tokio::time::sleep_until(at).await } }, if health_at.is_some() && !self.detaching => {
                     self.check_health();
                     self.report();
+                }
+                _ = async { if let Some(at) = cut_off_at { tokio::time::sleep_until(at).await } }, if cut_off_at.is_some() => {
+                    self.stop_if_cut_off();
                 }
                 _ = self.ctx.shutdown.cancelled(), if !shutdown_seen => {
                     shutdown_seen = true;
@@ -584,6 +590,44 @@ impl AllocRunner {
         }
     }
 
+    /// When the group's `stop_on_client_after` runs out, counted from the
+    /// node's last contact with the servers; `None` when the group has none
+    /// or the alloc is stopping anyway.
+    fn cut_off_deadline(&self) -> Option<Instant> {
+        if self.stopping || self.destroying {
+            return None;
+        }
+        let after = caravan_model::disconnect::stop_on_client_after_ns(self.group.as_deref()?)?;
+        let after = Duration::from_nanos(u64::try_from(after).unwrap_or(0));
+        Some(self.ctx.contact.last_ok() + after)
+    }
+
+    /// Stops the tasks when the servers have not answered for the group's
+    /// `stop_on_client_after`: they will have replaced the alloc by now.
+    fn stop_if_cut_off(&mut self) {
+        let Some(group) = self.group.clone() else {
+            return;
+        };
+        let Some(after) = caravan_model::disconnect::stop_on_client_after_ns(&group) else {
+            return;
+        };
+        let after = Duration::from_nanos(u64::try_from(after).unwrap_or(0));
+        if self.stopping || !self.ctx.contact.lost_for(after) {
+            return;
+        }
+        tracing::warn!(alloc = %self.alloc.id, after_ms = after.as_millis() as u64,
+            "no contact with the servers for the group's stop_on_client_after; stopping the alloc");
+        self.kill_all(KillRequest {
+            cause: Some((
+                events::SERVERS_UNREACHABLE.into(),
+                format!(
+                    "No contact with the servers for {}s (stop_on_client_after)",
+                    after.as_secs()
+                ),
+            )),
+        });
+    }
+
     /// A failed task takes its siblings down; so does a dead leader.
     fn after_death(&mut self, task: &str, failed: bool, leader: bool) {
         if self.stopping {
@@ -637,6 +681,11 @@ impl AllocRunner {
         self.alloc = alloc.clone();
         if alloc.is_server_terminal() && !self.stopping {
             self.begin_stop(&alloc);
+        } else if alloc.client_status() == AllocClientStatus::Unknown {
+            // The servers marked it unknown while this node was away: tell
+            // them how it is, even if nothing changed here since.
+            self.last_reported = None;
+            self.report();
         }
     }
 

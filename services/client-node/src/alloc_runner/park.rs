@@ -330,6 +330,7 @@ mod tests {
             jobs: Default::default(),
             live: Default::default(),
             simulated: park,
+            contact: Default::default(),
         })
     }
 

@@ -110,6 +110,7 @@ fn a_running_simulated_alloc_keeps_few_bytes() {
         jobs: Default::default(),
         live: Default::default(),
         simulated: true,
+        contact: Default::default(),
     });
     let mut allocs = NodeAllocs::new(ctx.clone(), BTreeMap::new());
     let job = bench_job();

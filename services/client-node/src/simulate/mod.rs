@@ -124,6 +124,7 @@ pub async fn simulated_agents(
             jobs: Arc::clone(&jobs),
             live: Arc::clone(&live),
             simulated: true,
+            contact: Default::default(),
         });
         agents.push(NodeAgent {
             ctx,

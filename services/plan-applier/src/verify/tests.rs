@@ -184,3 +184,27 @@ fn malformed_plans_name_the_field() {
     place(&mut ok, alloc("a", "n1", 1, 1));
     assert!(validate_plan(&ok).is_ok());
 }
+
+#[test]
+fn a_disconnected_node_takes_only_the_unknown_marks_of_its_own_allocations() {
+    let mut away = node("n1");
+    away.status = NodeStatus::Disconnected as i32;
+    let running = alloc("a1", "n1", 1000, 1024);
+    let snap = snapshot(10, &[away], std::slice::from_ref(&running));
+    let view = View::of(snap);
+    let mut marked = running.clone();
+    marked.client_status = caravan_proto::AllocClientStatus::Unknown as i32;
+    let mut p = plan(10);
+    place(&mut p, marked.clone());
+    assert!(verify_node(&view, &p, "n1").is_ok());
+    // Anything else (a new allocation, or an update that is not the mark)
+    // needs a ready node.
+    let mut p = plan(10);
+    place(&mut p, marked);
+    place(&mut p, alloc("new", "n1", 100, 64));
+    let err = verify_node(&view, &p, "n1").unwrap_err();
+    assert!(err.contains("not ready"), "{err}");
+    let mut p = plan(10);
+    place(&mut p, running);
+    assert!(verify_node(&view, &p, "n1").is_err());
+}

@@ -8,6 +8,7 @@
 //! migrate off draining nodes, and record the group in the deployment.
 
 mod canaries;
+mod disconnect;
 mod stop;
 
 use caravan_model::AllocExt;
@@ -50,12 +51,20 @@ struct GroupSets {
     untainted: AllocSet,
     /// Allocations to move off draining nodes now.
     migrate: AllocSet,
-    /// Allocations on nodes that are down, disconnected or gone.
+    /// Allocations on nodes that are down or gone, disconnected ones with
+    /// no window, and unknown ones past their window.
     lost: AllocSet,
+    /// Allocations of a disconnected node replaced while they are unknown
+    /// (they keep running, so they are not stopped).
+    replace_disconnected: AllocSet,
     /// Failed allocations to replace now.
     reschedule_now: AllocSet,
     /// Failed allocations to replace after their delay.
     reschedule_later: Vec<Delayed>,
+    /// Lost allocations whose client stops them itself
+    /// (`stop_on_client_after`): nothing of the group is placed before
+    /// then, so two copies of a name never run.
+    lost_later: bool,
 }
 
 impl GroupSets {
@@ -67,6 +76,7 @@ impl GroupSets {
             .chain(self.migrate.values())
             .chain(self.reschedule_now.values())
             .chain(self.lost.values())
+            .chain(self.replace_disconnected.values())
             .filter(move |a| !a.is_terminal() || batch)
             .map(|a| a.name.as_str())
     }
@@ -150,7 +160,16 @@ impl GroupReconciler<'_, '_> {
         let had_running = all
             .values()
             .any(|a| a.job_version == self.job.version && !a.is_terminal());
-        let sets = self.sort_allocs(tg, canaries, all);
+        let every = all
+            .values()
+            .any(|a| caravan_model::disconnect::needs_to_reconnect(a))
+            .then(|| all.clone());
+        let (mut sets, disconnecting, reconnecting) = self.sort_allocs(tg, canaries, all);
+        if let Some(every) = &every {
+            self.compute_reconnecting(tg, &mut sets, reconnecting, every, &mut desired);
+        }
+        self.compute_disconnecting(tg, &mut sets, disconnecting, &mut desired);
+        self.delay_lost_by_client_stop(tg, &mut sets);
         let count = tg.count.max(0) as u32;
         let names = NameIndex::new(
             &self.job.id,
@@ -249,8 +268,18 @@ impl GroupReconciler<'_, '_> {
 
     /// Sorts the group's allocations: by their node (stay, migrate within the
     /// drain's budget, lost), then failed ones to replace now or later.
-    fn sort_allocs(&self, tg: &TaskGroup, canaries: AllocSet, all: AllocSet) -> GroupSets {
-        let (untainted, migrate, lost) = filter::by_tainted(all, self.input.tainted);
+    /// Also returns the allocations of newly disconnected nodes and those
+    /// back from one, which the disconnect phases sort further.
+    fn sort_allocs(
+        &self,
+        tg: &TaskGroup,
+        canaries: AllocSet,
+        all: AllocSet,
+    ) -> (GroupSets, AllocSet, AllocSet) {
+        let by_node = filter::by_node(all, self.input.tainted, tg, self.input.now);
+        let (untainted, migrate) = (by_node.untainted, by_node.migrate);
+        let mut lost = by_node.lost;
+        lost.extend(by_node.expiring);
         let (untainted, migrate) = limit_drain(tg, self.input.batch, untainted, migrate);
         let policy = model::reschedule_policy(model::job_type(self.job), tg);
         let (untainted, reschedule_now, reschedule_later) = filter::by_reschedulable(
@@ -261,14 +290,17 @@ impl GroupReconciler<'_, '_> {
             self.deployment.as_ref(),
             &policy,
         );
-        GroupSets {
+        let sets = GroupSets {
             canaries,
             untainted,
             migrate,
             lost,
+            replace_disconnected: AllocSet::new(),
             reschedule_now,
             reschedule_later,
-        }
+            lost_later: false,
+        };
+        (sets, by_node.disconnecting, by_node.reconnecting)
     }
 
     /// Creates follow-up evaluations for failures to retry later and marks the
@@ -368,6 +400,9 @@ impl GroupReconciler<'_, '_> {
     /// Replacements of failed and lost allocations, then new allocations up to
     /// the group's count.
     fn compute_placements(&self, group: &mut GroupState<'_>, canarying: bool) -> Vec<Placement> {
+        if group.sets.lost_later {
+            return Vec::new();
+        }
         let count = group.count();
         let mut place: Vec<Placement> = Vec::new();
         for a in filter::name_order(&group.sets.reschedule_now) {
@@ -375,8 +410,15 @@ impl GroupReconciler<'_, '_> {
             p.reschedule = true;
             place.push(p);
         }
-        let mut existing =
-            group.sets.untainted.len() + group.sets.migrate.len() + group.sets.reschedule_now.len();
+        for a in filter::name_order(&group.sets.replace_disconnected) {
+            let mut p = replacement(a, &group.tg.name, canarying);
+            p.lost = true;
+            place.push(p);
+        }
+        let mut existing = group.sets.untainted.len()
+            + group.sets.migrate.len()
+            + group.sets.reschedule_now.len()
+            + group.sets.replace_disconnected.len();
         for a in filter::name_order(&group.sets.lost) {
             if existing >= count {
                 break;

@@ -27,7 +27,10 @@ impl GroupReconciler<'_, '_> {
     pub(super) fn compute_stop(&mut self, group: &mut GroupState<'_>, canarying: bool) {
         group.desired.stop += group.sets.lost.len() as u64;
         self.stop(&group.sets.lost, ALLOC_LOST, Some(AllocClientStatus::Lost));
+        // Unknown allocations (their node is away) are neither counted nor
+        // stopped here: their replacements run beside them.
         let mut counted: AllocSet = group.sets.untainted.clone();
+        counted.retain(|_, a| a.client_status() != AllocClientStatus::Unknown);
         if canarying {
             for id in group.sets.canaries.keys() {
                 counted.remove(id);

@@ -583,6 +583,8 @@ pub fn plan_response(v: J<'_>) -> PlanJobResponse {
                             preemptions: u.u("Preemptions"),
                             reschedule_now: u.u("RescheduleNow"),
                             reschedule_later: u.u("RescheduleLater"),
+                            disconnect: u.u("Disconnect"),
+                            reconnect: u.u("Reconnect"),
                         },
                     )
                 })
