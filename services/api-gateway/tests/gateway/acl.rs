@@ -97,9 +97,11 @@ fn read_only_allows(need: AclNeed, pattern: &str) -> bool {
         AclNeed::NodeRead | AclNeed::AgentRead | AclNeed::OperatorRead => true,
         AclNeed::Var(cap) => cap == "read" || cap == "list",
         AclNeed::AnyRead => true,
-        AclNeed::NodeWrite | AclNeed::AgentWrite | AclNeed::OperatorWrite | AclNeed::Management => {
-            false
-        }
+        AclNeed::NodeWrite
+        | AclNeed::AgentWrite
+        | AclNeed::OperatorWrite
+        | AclNeed::Management
+        | AclNeed::Exec => false,
     }
 }
 

@@ -6,9 +6,9 @@ use std::pin::Pin;
 use caravan_proto::client_node_service_server::{ClientNodeService, ClientNodeServiceServer};
 use caravan_proto::{
     AllocActionResponse, AllocFileChunk, AllocFileInfo, AllocPathRequest, AllocResourceUsage,
-    AllocStatsRequest, GcAllocRequest, GcNodeRequest, GcNodeResponse, HostStats, HostStatsRequest,
-    ListAllocFilesResponse, LogChunk, ReadAllocFileRequest, ReadLogsRequest, RestartAllocRequest,
-    SignalAllocRequest,
+    AllocStatsRequest, ExecInput, ExecOutput, GcAllocRequest, GcNodeRequest, GcNodeResponse,
+    HostStats, HostStatsRequest, ListAllocFilesResponse, LogChunk, ReadAllocFileRequest,
+    ReadLogsRequest, RestartAllocRequest, SignalAllocRequest,
 };
 use futures::Stream;
 
@@ -115,6 +115,15 @@ impl ClientNodeService for FakeNode {
         &self,
         _: tonic::Request<GcNodeRequest>,
     ) -> Result<tonic::Response<GcNodeResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("fake node"))
+    }
+
+    type ExecTaskStream = Pin<Box<dyn Stream<Item = Result<ExecOutput, tonic::Status>> + Send>>;
+
+    async fn exec_task(
+        &self,
+        _: tonic::Request<tonic::Streaming<ExecInput>>,
+    ) -> Result<tonic::Response<Self::ExecTaskStream>, tonic::Status> {
         Err(tonic::Status::unimplemented("fake node"))
     }
 }
