@@ -9,6 +9,7 @@ pub mod etcd;
 pub mod etcd_cluster;
 pub mod http;
 pub mod jobs;
+pub mod overcommit;
 pub mod process;
 pub mod state;
 pub mod tls;

@@ -9,6 +9,8 @@ use caravan_proto::{Allocation, EvalStatus, Evaluation, Job, Node};
 use caravan_state::{Keyspace, Kind, StateObject, decode};
 use caravan_store::{Range, Store};
 
+pub use crate::overcommit::overcommitted_nodes;
+
 /// Keys per page of [`ClusterState::list`]: about 10 MB of allocations.
 const LIST_PAGE: i64 = 10_000;
 
@@ -177,46 +179,6 @@ pub fn failed_with_follow_up(failed: &Evaluation, evals: &[Evaluation]) -> bool 
             || e.previous_eval == failed.id
     });
     follow_up.is_some_and(|f| f.status() == EvalStatus::Complete)
-}
-
-/// Nodes whose live allocations ask for more than the node offers (after
-/// its reservation), with what was found.
-pub fn overcommitted_nodes(nodes: &[Node], allocs: &[Allocation]) -> Vec<String> {
-    let mut used: HashMap<&str, (u64, u64, u64)> = HashMap::new();
-    for a in allocs.iter().filter(|a| a.is_live()) {
-        let entry = used.entry(a.node_id.as_str()).or_default();
-        if let Some(res) = &a.allocated_resources {
-            for t in res.tasks.values() {
-                entry.0 += u64::from(t.cpu_mhz);
-                entry.1 += u64::from(t.memory_mb);
-            }
-            if let Some(shared) = &res.shared {
-                entry.2 += u64::from(shared.disk_mb);
-            }
-        }
-    }
-    let mut over = Vec::new();
-    for n in nodes {
-        let Some(&(cpu, mem, disk)) = used.get(n.id.as_str()) else {
-            continue;
-        };
-        let total = n.resources.clone().unwrap_or_default();
-        let reserved = n.reserved.clone().unwrap_or_default();
-        let cap_cpu = total.cpu_mhz.saturating_sub(reserved.cpu_mhz);
-        let cap_mem = total.memory_mb.saturating_sub(reserved.memory_mb);
-        let cap_disk = total.disk_mb.saturating_sub(reserved.disk_mb);
-        if cpu > cap_cpu || mem > cap_mem || disk > cap_disk {
-            over.push(format!(
-                "node {} ({}): cpu {cpu}/{cap_cpu} MHz, memory {mem}/{cap_mem} MB, disk {disk}/{cap_disk} MB",
-                n.name, n.id
-            ));
-        }
-    }
-    used.retain(|id, _| !nodes.iter().any(|n| n.id == *id));
-    for id in used.keys() {
-        over.push(format!("live allocations on unknown node {id}"));
-    }
-    over
 }
 
 /// Pairs of live allocations of one job with the same name (`job.group[i]`).

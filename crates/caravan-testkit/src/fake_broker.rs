@@ -47,7 +47,26 @@ pub struct BrokerLog {
     pub resets: Vec<String>,
     /// Calls that reset nack timers (`OutstandingReset`, `OutstandingResets`).
     pub reset_calls: usize,
+    /// `Dequeue` calls not answered yet.
+    pub polls_in_flight: usize,
     next_token: u64,
+}
+
+/// Counts a `Dequeue` call in [`BrokerLog::polls_in_flight`] until it is
+/// answered (or dropped with its connection).
+struct InFlight(Arc<Mutex<BrokerLog>>);
+
+impl InFlight {
+    fn new(log: &Arc<Mutex<BrokerLog>>) -> Self {
+        log.lock().polls_in_flight += 1;
+        InFlight(Arc::clone(log))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.lock().polls_in_flight -= 1;
+    }
 }
 
 /// A broker handing out queued evals with tokens; clones share one log.
@@ -119,6 +138,7 @@ impl EvalBrokerService for FakeBroker {
         &self,
         req: Request<DequeueRequest>,
     ) -> Result<Response<DequeueResponse>, Status> {
+        let _in_flight = InFlight::new(&self.log);
         let req = req.into_inner();
         let ack_error = match req.ack {
             Some(ack) => self.take_ack(ack).err().map(|s| s.message().to_string()),

@@ -119,3 +119,57 @@ async fn wait_for_stable(c: &caravan_integration_tests::Cluster, version: u64) {
     .await
     .unwrap()
 }
+
+/// A service scaled 3 → 1 → 2 under an update strategy: the last version's
+/// deployment counts the allocation updated in place and the one placed,
+/// judges both healthy and succeeds (it used to wait on one placement
+/// forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_down_then_up_completes_the_deployment() {
+    const SCALED: &str = "scaled";
+    let (c, _nodes) = raw_exec_cluster("rescale", &["rescale-a"]).await;
+    let pids_dir = pid_dir(&c);
+    let _reaper = Reaper(pids_dir.clone());
+    let http = c.http().unwrap();
+    let mut spec = jobs::service_job(
+        SCALED,
+        3,
+        jobs::raw_exec_task(&sleeper_script(&pids_dir, "v0")),
+    );
+    set(
+        &mut spec,
+        "/Job/TaskGroups/0/Update",
+        json!({
+            "MaxParallel": 1,
+            "MinHealthyTime": SECOND_NS,
+            "HealthyDeadline": 20 * SECOND_NS,
+            "ProgressDeadline": 30 * SECOND_NS,
+        }),
+    );
+    register(&http, &spec).await;
+    wait_running_version(&c, SCALED, 3, 0).await;
+    wait_deployment(&c, SCALED, 0, DeploymentStatus::Successful).await;
+    for (count, version) in [(1, 1), (2, 2)] {
+        let reply = http
+            .put_json(
+                &format!("/v1/job/{SCALED}/scale"),
+                &json!({"Count": count, "Target": {"Group": "g"}}),
+            )
+            .await
+            .unwrap();
+        reply.ok_json().unwrap();
+        wait_running_version(&c, SCALED, count, version).await;
+    }
+    let deployment = wait_deployment(&c, SCALED, 2, DeploymentStatus::Successful).await;
+    let group = &deployment.task_groups["g"];
+    assert_eq!(
+        (
+            group.desired_total,
+            group.placed_allocs,
+            group.healthy_allocs,
+            group.unhealthy_allocs
+        ),
+        (2, 2, 2, 0),
+        "{deployment:?}"
+    );
+}

@@ -56,6 +56,8 @@ pub struct Gateway {
     pub(crate) acl: Option<Arc<crate::acl::AclCache>>,
     /// Where heartbeats renew their leases.
     pub(crate) heartbeats: Heartbeats,
+    /// The blocking queries waiting for a change.
+    pub(crate) waiting: Arc<crate::query::Waiting>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -131,6 +133,7 @@ impl Gateway {
             status_writes,
             job_writes,
             variables_key: None,
+            waiting: Arc::default(),
         }
     }
 

@@ -45,8 +45,14 @@ pub(crate) fn heartbeat_received() {
 /// Counts of objects by status in `snapshot`, as gauges of a registry made
 /// for one scrape: the gateway's cache is the cluster's state, and two
 /// gateways in one process (tests, `caravan dev` never) each count their own.
-pub(crate) fn cluster(snapshot: &Snapshot) -> Vec<MetricFamily> {
+pub(crate) fn cluster(snapshot: &Snapshot, waiting: i64) -> Vec<MetricFamily> {
     let scrape = Registry::new();
+    caravan_metrics::gauge_in(
+        &scrape,
+        "caravan_gateway_blocking_queries",
+        "Blocking queries (reads with an index) waiting for a change or the end of their wait.",
+    )
+    .set(waiting);
     let by = |name: &str, help: &str, label: &str, counts: BTreeMap<&str, i64>| {
         let gauge = caravan_metrics::gauge_vec_in(&scrape, name, help, &[label]);
         for (value, n) in counts {
@@ -105,9 +111,9 @@ pub(crate) fn cluster(snapshot: &Snapshot) -> Vec<MetricFamily> {
 
 /// Every family this gateway exports: the process registry and the cluster
 /// as `snapshot` holds it, by name.
-pub(crate) fn all(snapshot: &Snapshot) -> Vec<MetricFamily> {
+pub(crate) fn all(snapshot: &Snapshot, waiting: i64) -> Vec<MetricFamily> {
     let mut families = caravan_metrics::gather();
-    families.extend(cluster(snapshot));
+    families.extend(cluster(snapshot, waiting));
     families.sort_by(|a, b| a.name().cmp(b.name()));
     families
 }
@@ -122,7 +128,7 @@ mod tests {
     fn every_gateway_metric_is_documented() {
         register();
         caravan_runtime::metrics::register();
-        cluster(&Snapshot::new(caravan_state::Tables::new()));
+        cluster(&Snapshot::new(caravan_state::Tables::new()), 0);
         let wrong = caravan_metrics::undocumented(include_str!("../../../docs/metrics.md"));
         assert!(wrong.is_empty(), "docs/metrics.md: {wrong:#?}");
     }

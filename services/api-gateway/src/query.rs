@@ -2,6 +2,7 @@
 //! revision (Nomad's `?index=&wait=`), then answers from one snapshot and
 //! reports that snapshot's revision.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use caravan_proto::{QueryMeta, QueryOptions};
@@ -75,6 +76,36 @@ impl Query {
     }
 }
 
+/// The blocking queries of one gateway waiting for a change: what its
+/// `caravan_gateway_blocking_queries` gauge shows.
+#[derive(Debug, Default)]
+pub struct Waiting(AtomicI64);
+
+impl Waiting {
+    /// Counts a query as waiting until the guard drops. Taken once the
+    /// query is sure to see any later change: a write made while it is
+    /// counted wakes it.
+    pub fn enter(&self) -> WaitingGuard<'_> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        WaitingGuard(self)
+    }
+
+    /// How many wait now.
+    pub fn count(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// One waiting query, counted while it lives.
+#[derive(Debug)]
+pub struct WaitingGuard<'a>(&'a Waiting);
+
+impl Drop for WaitingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Waits until the cache has passed `query.min_revision`, the wait ends or
 /// the gateway shuts down, and returns the snapshot to answer from.
 pub async fn block(gw: &Gateway, query: &Query) -> Snapshot {
@@ -83,6 +114,8 @@ pub async fn block(gw: &Gateway, query: &Query) -> Snapshot {
     }
     let deadline = tokio::time::Instant::now() + query.jittered_wait();
     let mut revisions = gw.cache.subscribe();
+    // Subscribed first: a change after this is seen.
+    let _waiting = gw.waiting.enter();
     loop {
         if *revisions.borrow_and_update() > query.min_revision {
             break;

@@ -56,7 +56,8 @@ pub use crate::driver::{ProcStat, proc_stat};
 
 /// Runs this process as a task supervisor, or as the credential switch
 /// before a task, when its first argument asks for it (`task-supervisor`,
-/// `task-exec`); returns the exit code it should end with.
+/// `task-exec`), or as the isolate step of an `exec` task (`task-isolate`);
+/// returns the exit code it should end with.
 pub fn task_supervisor_main() -> Option<i32> {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let (first, rest) = argv.split_first()?;
@@ -64,6 +65,8 @@ pub fn task_supervisor_main() -> Option<i32> {
         Some(driver::supervisor::main(rest))
     } else if first == driver::task_user::TASK_EXEC_ARG {
         Some(driver::task_user::exec_main(rest))
+    } else if first == driver::exec_driver::isolate::ISOLATE_ARG {
+        Some(driver::exec_driver::isolate::main(rest))
     } else {
         None
     }

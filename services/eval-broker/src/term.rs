@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use caravan_model::now_unix_ns;
@@ -86,7 +87,25 @@ pub struct LeaderTerm {
     pub config: Arc<EvalBrokerConfig>,
     /// Held by a garbage collection sweep, so sweeps take turns.
     pub gc_turn: tokio::sync::Mutex<()>,
+    /// Dequeue long polls waiting for an eval (`dequeues_waiting`).
+    pub polls_waiting: AtomicU64,
     effects: mpsc::UnboundedSender<Effect>,
+}
+
+/// A dequeue counted in [`LeaderTerm::polls_waiting`] while it lives.
+struct PollWaiting<'a>(&'a AtomicU64);
+
+impl<'a> PollWaiting<'a> {
+    fn new(count: &'a AtomicU64) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        PollWaiting(count)
+    }
+}
+
+impl Drop for PollWaiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The present time on both clocks.
@@ -140,6 +159,7 @@ impl LeaderTerm {
             stop,
             config,
             gc_turn: tokio::sync::Mutex::new(()),
+            polls_waiting: AtomicU64::new(0),
             effects: tx,
         });
         (term, rx)
@@ -185,6 +205,7 @@ impl LeaderTerm {
     ) -> Result<Option<Delivery>, BrokerError> {
         check_schedulers(schedulers)?;
         let deadline = Instant::now() + timeout.min(self.config.max_dequeue_timeout());
+        let mut waiting = None;
         loop {
             let notified = self.ready.notified();
             tokio::pin!(notified);
@@ -193,6 +214,8 @@ impl LeaderTerm {
                 self.wake.notify_one();
                 return Ok(Some(delivery));
             }
+            // Counted only now: an eval readied from here on wakes this poll.
+            waiting.get_or_insert_with(|| PollWaiting::new(&self.polls_waiting));
             tokio::select! {
                 _ = &mut notified => {}
                 _ = tokio::time::sleep_until(deadline) => return Ok(None),
@@ -451,6 +474,7 @@ impl LeaderTerm {
             total_blocked: state.blocked.len() as u64,
             total_waiting: q.delayed,
             total_pending_by_job: q.pending_by_job,
+            dequeues_waiting: self.polls_waiting.load(Ordering::Relaxed),
         }
     }
 }

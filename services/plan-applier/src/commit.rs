@@ -191,7 +191,15 @@ pub(crate) fn plan_changes(plan: &Plan, accepted: &[String], view: &View) -> Cha
             .flat_map(|l| &l.allocs)
         {
             let size = a.encoded_len();
-            if view.alloc(&a.id).is_some() {
+            if let Some(current) = view.alloc(&a.id) {
+                // An update that moves an allocation into a deployment (one
+                // updated in place for the deployment's version) is one of
+                // its placements.
+                if !a.deployment_id.is_empty() && a.deployment_id != current.deployment_id {
+                    *placed
+                        .entry((a.deployment_id.clone(), a.task_group.clone()))
+                        .or_default() += 1;
+                }
                 part.push(
                     Target::Alloc(a.id.clone()),
                     Change::Update(Box::new(a.clone())),

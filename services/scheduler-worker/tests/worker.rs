@@ -295,9 +295,7 @@ async fn through_a_faulty_applier(
         let (inner, stop) = (inner.clone(), stop.clone());
         async move { inner.lead(leadership, stop).await }
     });
-    while !inner.is_leading() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    caravan_testkit::wait::until("the applier to lead", PATIENCE, || inner.is_leading()).await;
     let (worker, _pool) = start_worker(&store, &prefix, 1).await;
     broker.broker.enqueue(eval("e1", &job));
     wait_for(&broker.broker, "the eval to be acked", |l| {
@@ -378,9 +376,17 @@ async fn a_paused_worker_dequeues_nothing(store: Arc<dyn Store>, prefix: String)
     let applier = start_applier(&store, &prefix).await;
     let (worker, pool) = start_worker(&store, &prefix, 1).await;
     pool.set_paused(true);
-    // A poll already under way may still return; let it drain.
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // A poll already under way may still return an eval: wait until none
+    // is (a worker past its pause check as it paused may still send one;
+    // the short wait covers that step).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    caravan_testkit::wait::until("the polls under way to end", PATIENCE, || {
+        broker.broker.log.lock().polls_in_flight == 0
+    })
+    .await;
     broker.broker.enqueue(eval("e1", &job));
+    // Only a wait can show "nothing dequeued": it covers two of the
+    // worker's 300 ms polls, had it not paused.
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert_eq!(broker.broker.log.lock().ready.len(), 1, "still queued");
     let grpc = caravan_scheduler_worker::SchedulerWorkerGrpc::new(pool.clone());

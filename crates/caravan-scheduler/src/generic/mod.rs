@@ -10,6 +10,7 @@
 mod placements;
 
 use caravan_model::{AllocExt, DeploymentStatusExt};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use caravan_proto::{Allocation, Deployment, Job, PlanAnnotations, TaskGroup};
@@ -236,7 +237,26 @@ fn stage_reconciled(
         .as_ref()
         .map(|d| d.id.clone())
         .unwrap_or_default();
+    join_deployment(ctx, results, &run.deployment_id);
     deployment
+}
+
+/// Allocations updated in place join the deployment of the version they now
+/// run, their health to be judged again there, so that the deployment counts
+/// them among its placements.
+fn join_deployment(ctx: &mut EvalContext<'_>, results: &Results, deployment_id: &str) {
+    if results.inplace.is_empty() {
+        return;
+    }
+    let updated: HashSet<&str> = results.inplace.iter().map(|(_, n)| n.id.as_str()).collect();
+    for list in ctx.plan.node_allocation.values_mut() {
+        for a in &mut list.allocs {
+            if a.deployment_id != deployment_id && updated.contains(a.id.as_str()) {
+                a.deployment_id = deployment_id.to_string();
+                a.deployment_status = None;
+            }
+        }
+    }
 }
 
 /// Queues what the attempt places: replacements of destructively updated

@@ -794,3 +794,89 @@ fn dry_runs_annotate_desired_updates() {
         (1, 2, 0, 0)
     );
 }
+
+/// `alloc stop` on one allocation of a batch job (Nomad's
+/// `Alloc.Stop`: the allocation flagged to migrate, an `alloc-stop`
+/// evaluation) stops that one, places its replacement under the same
+/// name, and leaves its sibling alone.
+#[test]
+fn stopping_one_alloc_of_a_batch_job_replaces_only_that_one() {
+    for ty in [JobType::Batch, JobType::Service] {
+        let j = job("work", ty, 2);
+        let mut h = running(&j, 2);
+        mark_running(&mut h);
+        let mut a0 = h
+            .state
+            .allocs()
+            .find(|a| a.id == "a0")
+            .map(|a| (**a).clone())
+            .unwrap();
+        a0.desired_transition = Some(DesiredTransition {
+            migrate: Some(true),
+            ..Default::default()
+        });
+        h.state.upsert_alloc(a0);
+        let mut e = eval("e1", &j, "alloc-stop");
+        e.related_alloc_ids = vec!["a0".into()];
+        h.process(&e).unwrap();
+        let s = stopped(&h);
+        assert_eq!(
+            s.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+            ["a0"],
+            "{ty:?}: {:?}",
+            s.iter()
+                .map(|a| (&a.id, &a.desired_description))
+                .collect::<Vec<_>>()
+        );
+        let p = placed(&h);
+        assert_eq!(names(&p), vec!["work.web[0]"], "{ty:?}");
+        assert_eq!(p[0].previous_allocation, "a0", "{ty:?}");
+    }
+}
+
+/// A service scaled 3 → 1 → 2 with an update strategy: the new version's
+/// deployment takes the allocation updated in place as one of its own (its
+/// health to be judged again) beside the one placed, so it can complete.
+#[test]
+fn allocations_updated_in_place_join_the_new_deployment() {
+    let mut j = service("web", 1);
+    j.update = Some(UpdateStrategy {
+        max_parallel: 1,
+        ..Default::default()
+    });
+    let mut h = running(&j, 1);
+    let mut a0 = h
+        .state
+        .allocs()
+        .find(|a| a.id == "a0")
+        .map(|a| (**a).clone())
+        .unwrap();
+    a0.deployment_id = "d-old".into();
+    a0.deployment_status = Some(AllocDeploymentStatus {
+        healthy: Some(true),
+        ..Default::default()
+    });
+    h.state.upsert_alloc(a0);
+    j.version = 1;
+    j.task_groups[0].count = 2;
+    h.state.upsert_job(j.clone());
+    h.process(&eval("e1", &j, "job-scaling")).unwrap();
+    let plan = h.plans.last().unwrap();
+    let d = plan
+        .deployment
+        .as_ref()
+        .expect("a deployment for version 1");
+    let p = placed(&h);
+    assert_eq!(names(&p), vec!["web.web[0]", "web.web[1]"]);
+    for a in &p {
+        assert_eq!(a.deployment_id, d.id, "{}", a.id);
+        assert!(
+            a.deployment_status
+                .as_ref()
+                .and_then(|s| s.healthy)
+                .is_none(),
+            "{}: health starts over",
+            a.id
+        );
+    }
+}

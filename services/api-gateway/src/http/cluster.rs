@@ -10,6 +10,7 @@ use caravan_proto::{
 use serde_json::{Value, json};
 
 use crate::deployments::Steer;
+use crate::http::paging::{self, Key, PageOptions, Tokens};
 use crate::http::render::{self, NodeStubFields, index};
 use crate::http::{
     ApiError, ApiResult, Http, Params, body_field, decode, flag, optional_body, query, read_answer,
@@ -24,11 +25,20 @@ pub(crate) async fn evals(
     QueryString(p): QueryString<Params>,
 ) -> ApiResult {
     let q = query(&http, &p)?;
+    let options = PageOptions::read(&p)?;
     let (list, meta) = evals::list(&http.gw, &q).await;
-    Ok(read_answer(
-        &meta,
-        Value::Array(list.iter().map(render::evaluation).collect()),
-    ))
+    let page = paging::page(
+        list,
+        &options,
+        Tokens::by_creation_unless_prefix(&p),
+        |e| Key {
+            namespace: &e.namespace,
+            id: &e.id,
+            create_index: render::index(e.create_revision),
+        },
+        render::evaluation,
+    );
+    Ok(paging::answer(&meta, page))
 }
 
 /// `GET /v1/evaluation/:id`.
@@ -63,12 +73,21 @@ pub(crate) async fn allocs(
     QueryString(p): QueryString<Params>,
 ) -> ApiResult {
     let q = query(&http, &p)?;
+    let options = PageOptions::read(&p)?;
     let (list, meta) = allocs::list(&http.gw, &q).await;
     let snap = http.gw.cache().snapshot();
-    Ok(read_answer(
-        &meta,
-        Value::Array(list.iter().map(|a| render::alloc_stub(&snap, a)).collect()),
-    ))
+    let page = paging::page(
+        list,
+        &options,
+        Tokens::by_creation_unless_prefix(&p),
+        |a| Key {
+            namespace: &a.namespace,
+            id: &a.id,
+            create_index: render::index(a.create_revision),
+        },
+        |a| render::alloc_stub(&snap, a),
+    );
+    Ok(paging::answer(&meta, page))
 }
 
 /// `GET /v1/allocation/:id`.
@@ -103,11 +122,20 @@ pub(crate) async fn nodes(
         resources: flag(&p, "resources")?,
         os: flag(&p, "os")?,
     };
+    let options = PageOptions::read(&p)?;
     let (list, meta) = nodes::list(&http.gw, &q).await;
-    Ok(read_answer(
-        &meta,
-        Value::Array(list.iter().map(|n| render::node_stub(n, fields)).collect()),
-    ))
+    let page = paging::page(
+        list,
+        &options,
+        Tokens::Id,
+        |n| Key {
+            namespace: "",
+            id: &n.id,
+            create_index: render::index(n.create_revision),
+        },
+        |n| render::node_stub(n, fields),
+    );
+    Ok(paging::answer(&meta, page))
 }
 
 /// `GET /v1/node/:id`.
@@ -214,11 +242,20 @@ pub(crate) async fn deployments(
     QueryString(p): QueryString<Params>,
 ) -> ApiResult {
     let q = query(&http, &p)?;
+    let options = PageOptions::read(&p)?;
     let (list, meta) = deployments::list(&http.gw, &q).await;
-    Ok(read_answer(
-        &meta,
-        Value::Array(list.iter().map(render::deployment).collect()),
-    ))
+    let page = paging::page(
+        list,
+        &options,
+        Tokens::by_creation_unless_prefix(&p),
+        |d| Key {
+            namespace: &d.namespace,
+            id: &d.id,
+            create_index: render::index(d.create_revision),
+        },
+        render::deployment,
+    );
+    Ok(paging::answer(&meta, page))
 }
 
 /// `GET /v1/deployment/:id`.

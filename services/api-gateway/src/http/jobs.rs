@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::deployments;
 use crate::error::GatewayError;
+use crate::http::paging::{self, Key, PageOptions, Tokens};
 use crate::http::render::{self, index};
 use crate::http::{
     ApiError, ApiResult, Http, Params, body_field, decode, flag, query, read_answer, with_index,
@@ -22,10 +23,21 @@ pub(crate) async fn list(
     QueryString(p): QueryString<Params>,
 ) -> ApiResult {
     let q = query(&http, &p)?;
+    let options = PageOptions::read(&p)?;
     let (jobs, meta) = reads::list(&http.gw, &q).await;
     let snap = http.gw.cache().snapshot();
-    let stubs: Vec<Value> = jobs.iter().map(|j| render::job_stub(&snap, j)).collect();
-    Ok(read_answer(&meta, Value::Array(stubs)))
+    let page = paging::page(
+        jobs,
+        &options,
+        Tokens::NamespaceId,
+        |j| Key {
+            namespace: &j.namespace,
+            id: &j.id,
+            create_index: render::index(j.create_revision),
+        },
+        |j| render::job_stub(&snap, j),
+    );
+    Ok(paging::answer(&meta, page))
 }
 
 /// A job from a register/plan body, with the register options around it.

@@ -16,7 +16,7 @@ use crate::http::{ApiError, ApiResult, Http, Params};
 
 /// Every family the gateway exports.
 fn families(http: &Http) -> Vec<MetricFamily> {
-    crate::metrics::all(&http.gw.cache().snapshot())
+    crate::metrics::all(&http.gw.cache().snapshot(), http.gw.waiting.count())
 }
 
 /// `GET /metrics`: the text exposition.

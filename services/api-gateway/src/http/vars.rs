@@ -12,6 +12,7 @@ use axum::routing::{any, get};
 use caravan_proto::{VariableDecrypted, VariableMetadata};
 use serde_json::{Map, Value, json};
 
+use crate::http::paging::{self, Key, PageOptions, Tokens};
 use crate::http::render::index;
 use crate::http::{
     ApiError, ApiResult, Http, Params, body_field, decode, query, read_answer, with_index,
@@ -43,15 +44,20 @@ fn variable_json(v: &VariableDecrypted) -> Value {
 /// `GET /v1/vars?prefix=&namespace=`: the metadata of the variables.
 async fn list(State(http): State<Http>, QueryString(p): QueryString<Params>) -> ApiResult {
     let q = query(&http, &p)?;
+    let options = PageOptions::read(&p)?;
     let (list, meta) = vars::list(&http.gw, &q).await?;
-    Ok(read_answer(
-        &meta,
-        Value::Array(
-            list.iter()
-                .map(|m| Value::Object(metadata_json(m)))
-                .collect(),
-        ),
-    ))
+    let page = paging::page(
+        list,
+        &options,
+        Tokens::NamespaceId,
+        |m| Key {
+            namespace: &m.namespace,
+            id: &m.path,
+            create_index: index(m.create_revision),
+        },
+        |m| Value::Object(metadata_json(m)),
+    );
+    Ok(paging::answer(&meta, page))
 }
 
 /// `GET /v1/var/:path`: the variable with its items; 404 when missing.

@@ -145,6 +145,8 @@ async fn wait_for_change(gw: &Gateway, prefix: &[u8], q: &Query, relevant: impl 
             return;
         }
     };
+    // The watch replays from the revision asked: nothing is missed.
+    let _waiting = gw.waiting.enter();
     loop {
         tokio::select! {
             batch = watch.stream.next() => match batch {

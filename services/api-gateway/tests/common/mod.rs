@@ -126,6 +126,28 @@ impl TestGateway {
             .expect("gateway failed");
     }
 
+    /// The store's revision now: a subscription from it sees every write
+    /// made after this call, however late its watch opens.
+    pub async fn revision(&self) -> i64 {
+        self.store.range(self.keys.range()).await.unwrap().revision
+    }
+
+    /// Waits until `n` blocking queries of this gateway wait for a change,
+    /// as its `caravan_gateway_blocking_queries` gauge shows: a write after
+    /// this wakes them, where one before would answer them at once.
+    pub async fn wait_blocked(&self, n: i64) {
+        let want = format!("caravan_gateway_blocking_queries {n}");
+        caravan_testkit::wait::eventually(
+            &format!("{n} blocking queries to wait"),
+            caravan_testkit::wait::PATIENCE,
+            || async {
+                let metrics = self.http("GET", "/metrics", b"").await;
+                metrics.text().lines().any(|l| l.trim() == want)
+            },
+        )
+        .await;
+    }
+
     /// Every key under the prefix.
     pub async fn key_count(&self) -> usize {
         self.store.range(self.keys.range()).await.unwrap().kvs.len()

@@ -4,8 +4,6 @@
 //! filtered to what a token may read.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
-
 use caravan_api_gateway::{ACL_ROUTES, AclNeed};
 use caravan_store::{MemStore, Store};
 use serde_json::{Value, json};
@@ -546,16 +544,20 @@ async fn the_event_stream_shows_only_what_the_token_may_read() {
     let refused = call(&gw, None, "GET", "/v1/event/stream?namespace=*", b"").await;
     assert_eq!(refused.status, 403);
     let mut stream = TcpStream::connect(gw.bound.http).await.unwrap();
+    // From the revision before the writes: the stream sees them however
+    // late its watch opens.
+    let from = gw.revision().await;
     let request = format!(
-        "GET /v1/event/stream?namespace=*&topic=Job HTTP/1.1\r\nHost: x\r\nX-Nomad-Token: {reader}\r\n\r\n"
+        "GET /v1/event/stream?namespace=*&topic=Job&index={from} HTTP/1.1\r\nHost: x\r\nX-Nomad-Token: {reader}\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
     for (id, ns) in [("hidden", "prod"), ("shown", "default")] {
         let answer = call(&gw, Some(&root), "PUT", "/v1/jobs", &job(id, ns)).await;
         assert_eq!(answer.status, 200, "{}", answer.text());
     }
-    let events = read_events(&mut stream, 2).await;
+    // Events come in revision order: the hidden job, written first, would
+    // come before the one shown.
+    let events = read_events(&mut stream, 1).await;
     let keys: Vec<&str> = events.iter().map(|e| e["Key"].as_str().unwrap()).collect();
     assert_eq!(keys, vec!["shown"], "{events:#?}");
     drop(stream);

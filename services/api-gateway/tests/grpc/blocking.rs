@@ -74,7 +74,9 @@ pub async fn a_change_wakes_a_blocking_read_with_the_new_job(backend: Backend) {
             .into_inner();
         (r, started.elapsed())
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The write comes once the query waits: it must wake it, not meet it.
+    gw.wait_blocked(1).await;
+    assert!(!waiter.is_finished(), "the query waits for a change");
     jobs.register_job(register(job("web", 4))).await.unwrap();
     let (r, waited) = waiter.await.unwrap();
     assert!(waited < Duration::from_secs(10), "{waited:?}");

@@ -41,7 +41,9 @@ pub async fn a_new_job_wakes_a_blocking_query_with_a_higher_index(backend: Backe
         .await;
         (r, started.elapsed())
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The write comes once the query waits: it must wake it, not meet it.
+    gw.wait_blocked(1).await;
+    assert!(!waiter.is_finished(), "the query waits for a change");
     gw.http("PUT", "/v1/jobs", &body(&nomad_job("api", 1)))
         .await;
     let (r, waited) = waiter.await.unwrap();

@@ -111,6 +111,7 @@ caravan_testkit::backend_cases!(backend => crate {
         a_bad_boolean_is_400_naming_it_and_stops_nothing,
         stale_reads_as_a_boolean_on_every_read,
         waits_and_indexes_read_as_go_does,
+        lists_page_by_next_token_and_filter_by_expression,
     },
     search {
         prefix_search_finds_ids_in_each_context,

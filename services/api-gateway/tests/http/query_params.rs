@@ -119,3 +119,62 @@ pub async fn waits_and_indexes_read_as_go_does(backend: Backend) {
     }
     gw.stop().await;
 }
+
+/// `per_page` and `next_token` walk the job list a page at a time, in
+/// `namespace.id` order, the token answered in `X-Nomad-NextToken`;
+/// `reverse` walks it backwards and `filter` keeps what its expression
+/// selects.
+pub async fn lists_page_by_next_token_and_filter_by_expression(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-paging").await;
+    for id in ["d", "b", "a", "c", "e"] {
+        register(&gw, id).await;
+    }
+    let ids = |r: &crate::common::HttpAnswer| -> Vec<String> {
+        r.json()
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|j| j["ID"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let mut seen = Vec::new();
+    let mut path = "/v1/jobs?per_page=2".to_string();
+    loop {
+        let r = gw.http("GET", &path, b"").await;
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        let page = ids(&r);
+        assert!(page.len() <= 2, "{page:?}");
+        seen.extend(page);
+        match r.header("X-Nomad-NextToken") {
+            Some(token) => path = format!("/v1/jobs?per_page=2&next_token={token}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["a", "b", "c", "d", "e"]);
+
+    let r = gw
+        .http("GET", "/v1/jobs?per_page=2&reverse=true", b"")
+        .await;
+    assert_eq!(ids(&r), ["e", "d"]);
+    assert_eq!(r.header("X-Nomad-NextToken"), Some("default.c"));
+
+    let r = gw
+        .http(
+            "GET",
+            "/v1/jobs?filter=ID%20matches%20%22%5E%5Bbd%5D%24%22",
+            b"",
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(ids(&r), ["b", "d"]);
+
+    for (query, name) in [
+        ("filter=ID%20%3D%20a", "filter"),
+        ("per_page=-3", "per_page"),
+    ] {
+        let r = gw.http("GET", &format!("/v1/jobs?{query}"), b"").await;
+        assert_eq!(r.status, 400, "{query}: {}", r.text());
+        assert!(r.text().starts_with(&format!("{name}:")), "{}", r.text());
+    }
+    gw.stop().await;
+}

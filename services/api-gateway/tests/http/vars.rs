@@ -363,7 +363,9 @@ pub async fn a_blocking_list_wakes_on_a_variable_change_only(backend: Backend) {
         .await;
         (r, started.elapsed())
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The write comes once the query waits: it must wake it, not meet it.
+    gw.wait_blocked(1).await;
+    assert!(!waiter.is_finished(), "the query waits for a change");
     // A variable of another prefix-less list still counts; a delete too.
     let r = gw.http("DELETE", "/v1/var/one", b"").await;
     assert_eq!(r.status, 204);

@@ -629,6 +629,10 @@ impl AllocRunner {
                 .group
                 .as_ref()
                 .and_then(|g| HealthTracker::for_alloc(&alloc, &self.job, g, Instant::now()));
+            self.alloc = alloc.clone();
+            // Tasks already running start the new deployment's clock now;
+            // no task event would start it.
+            self.check_health();
         }
         self.alloc = alloc.clone();
         if alloc.is_server_terminal() && !self.stopping {

@@ -25,7 +25,10 @@ impl AllocRunner {
             .transpose()
             .map_err(|e| e.to_string())?;
         let (env, resources) = if driver.wants_env() {
-            let in_image = driver.capabilities().fs_isolation == FsIsolation::Image;
+            let in_image = matches!(
+                driver.capabilities().fs_isolation,
+                FsIsolation::Image | FsIsolation::Chroot
+            );
             let env = TaskEnv::build(
                 self.ctx.node.clone(),
                 &self.alloc,

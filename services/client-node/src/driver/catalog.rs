@@ -11,7 +11,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::docker::{DockerConfig, DockerDriver};
-use super::{Driver, Fingerprint, HandleState, MockDriver, RawExecDriver};
+use super::exec_driver::ExecConfig;
+use super::{Driver, ExecDriver, Fingerprint, HandleState, MockDriver, RawExecDriver};
 
 /// What a driver is built with.
 #[derive(Debug, Clone, Default)]
@@ -33,6 +34,8 @@ pub struct DriverContext {
 pub struct PluginConfigs {
     /// The `docker` driver.
     pub docker: DockerConfig,
+    /// The `exec` driver.
+    pub exec: ExecConfig,
 }
 
 impl PluginConfigs {
@@ -40,7 +43,10 @@ impl PluginConfigs {
     pub fn validate(&self) -> Result<(), (String, String)> {
         self.docker
             .validate()
-            .map_err(|(k, why)| (format!("plugin.docker.{k}"), why))
+            .map_err(|(k, why)| (format!("plugin.docker.{k}"), why))?;
+        self.exec
+            .validate()
+            .map_err(|(k, why)| (format!("plugin.exec.{k}"), why))
     }
 }
 
@@ -63,6 +69,10 @@ const CATALOG: &[Entry] = &[
     Entry {
         name: "docker",
         build: |ctx| Arc::new(DockerDriver::new(ctx)),
+    },
+    Entry {
+        name: "exec",
+        build: |ctx| Arc::new(ExecDriver::new(ctx.supervisor.clone(), &ctx.plugins.exec)),
     },
 ];
 

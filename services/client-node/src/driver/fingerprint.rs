@@ -75,6 +75,9 @@ pub enum FsIsolation {
     /// An image: the task sees its alloc dir at `/alloc`, its local dir at
     /// `/local` and its secrets at `/secrets`.
     Image,
+    /// A chroot of its task dir: the task sees its dirs at the same paths
+    /// as in an image.
+    Chroot,
 }
 
 /// What a driver can do (Nomad's `Capabilities`).

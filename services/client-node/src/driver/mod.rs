@@ -12,6 +12,7 @@ pub mod catalog;
 mod config;
 pub mod docker;
 mod exec;
+pub mod exec_driver;
 mod fingerprint;
 mod handle_state;
 mod mock;
@@ -37,6 +38,7 @@ pub use config::TaskConfig;
 #[cfg(test)]
 pub use config::{number_value, string_value};
 pub use exec::{ExecRequest, TtySize};
+pub use exec_driver::ExecDriver;
 pub use fingerprint::{Capabilities, Fingerprint, FsIsolation, Health};
 pub use handle_state::HandleState;
 pub use mock::MockDriver;

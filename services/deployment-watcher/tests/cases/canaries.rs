@@ -63,6 +63,8 @@ pub async fn canaries_wait_for_promotion(store: Arc<dyn Store>) {
         "Deployment is running but requires manual promotion"
     );
     assert!(!waiting.task_groups["web"].promoted);
+    // Only a wait shows "held": the canary's health was counted, so this
+    // covers the pass that would have wrongly moved on after it.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         w.deployment(&d.id).await.status(),

@@ -163,6 +163,8 @@ pub async fn pause_holds_evals_and_resume_evaluates(store: Arc<dyn Store>) {
         })
         .await;
     assert_eq!(counted.status(), DeploymentStatus::Paused);
+    // Only a wait shows "no eval": the reports were seen (counted), so this
+    // covers their 100 ms batch window and the write it would end in.
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(
         w.watcher_evals(&d.id).await.is_empty(),

@@ -85,7 +85,9 @@ pub async fn a_blocked_eval_unblocks_when_a_node_registers(store: Arc<dyn Store>
     })
     .await;
 
-    // A node of a class the eval found ineligible changes nothing.
+    // A node of a class the eval found ineligible changes nothing. Only a
+    // wait shows "nothing": an unblock follows the node's write at once, so
+    // this covers the broker seeing it and writing.
     register(&store, &ks, &ready_node(&uuid(), "small")).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(

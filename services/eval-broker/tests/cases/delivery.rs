@@ -84,12 +84,23 @@ pub async fn dequeue_long_poll_times_out_empty_and_wakes_on_new_evals(store: Arc
             .expect("dequeue")
             .into_inner()
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The write comes once the poll waits: it must wake it, not meet it.
+    eventually("the long poll to wait", PATIENCE, || {
+        let mut b = broker.client.clone();
+        async move {
+            b.stats(caravan_proto::BrokerStatsRequest {})
+                .await
+                .is_ok_and(|s| s.into_inner().dequeues_waiting == 1)
+        }
+    })
+    .await;
+    assert!(!poll.is_finished(), "the poll waits for an eval");
     let eval = pending_eval("report", "batch", 50);
     let written_at = tokio::time::Instant::now();
     put_eval(&store, &ks, &eval).await;
     let got = poll.await.expect("poller");
     assert_eq!(got.eval.map(|e| e.id), Some(eval.id));
+    assert_eq!(broker.stats().await.dequeues_waiting, 0, "an answered poll");
     assert!(written_at.elapsed() < Duration::from_secs(5));
 
     let bad = broker
@@ -427,33 +438,70 @@ pub async fn delivery_limit_fails_the_eval_with_a_follow_up(store: Arc<dyn Store
 }
 
 pub async fn nack_timeout_redelivers_and_reset_extends_it(store: Arc<dyn Store>) {
+    // Bounds from this process's clock, which the in-process broker shares:
+    // a deadline the broker sets while serving a call lies between the
+    // call's start and its answer, plus the timeout; a late timer only
+    // makes a redelivery later. So a redelivery before "reset sent +
+    // timeout" is the reset ignored, whatever the load.
+    const TIMEOUT: Duration = Duration::from_millis(1_200);
+    const ATTEMPTS: usize = 5;
     let (prefix, ks) = keyspace();
     let eval = pending_eval("web", "service", 50);
     put_eval(&store, &ks, &eval).await;
     let mut config = fast_config(&prefix);
-    config.nack_timeout_ms = 800;
+    config.nack_timeout_ms = TIMEOUT.as_millis() as u64;
     let mut broker = start(store.clone(), config).await;
     broker.wait_leading().await;
-    let (_, token, _) = broker.take().await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    broker
-        .client
-        .outstanding_reset(OutstandingResetRequest {
-            eval_id: eval.id.clone(),
-            token: token.clone(),
-        })
-        .await
-        .expect("reset");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        broker.stats().await.total_unacked,
-        1,
-        "past the first deadline, but reset moved it"
-    );
+    let mut attempt = 0;
+    let (token, reset_sent, deliveries) = loop {
+        attempt += 1;
+        let take_sent = tokio::time::Instant::now();
+        let (got, token, _) = broker.take().await;
+        let taken = tokio::time::Instant::now();
+        // Reset halfway: without it, the delivery would time out about
+        // TIMEOUT / 2 before the reset's own deadline.
+        tokio::time::sleep_until(taken + TIMEOUT / 2).await;
+        let reset_sent = tokio::time::Instant::now();
+        let reset = broker
+            .client
+            .outstanding_reset(OutstandingResetRequest {
+                eval_id: eval.id.clone(),
+                token: token.clone(),
+            })
+            .await;
+        let reset_answered = tokio::time::Instant::now();
+        match reset {
+            Ok(_) => break (token, reset_sent, got.delivery_count),
+            // This process stalled so long that the reset may have come
+            // after the first deadline (it was set no earlier than the take
+            // was sent): the delivery timed out as it should; try again.
+            Err(status)
+                if status.code() == Code::PermissionDenied
+                    && reset_answered.duration_since(take_sent) >= TIMEOUT
+                    && attempt < ATTEMPTS =>
+            {
+                eprintln!(
+                    "the reset was answered {:?} after the take was sent; again",
+                    reset_answered - take_sent
+                );
+            }
+            Err(status) => panic!("reset refused on attempt {attempt}: {status:?}"),
+        }
+    };
     let (again, new_token, _) = broker.take().await;
+    let redelivered = tokio::time::Instant::now();
     assert_eq!(again.id, eval.id);
-    assert_eq!(again.delivery_count, 1);
+    assert_eq!(
+        again.delivery_count,
+        deliveries + 1,
+        "a timeout counts as a nack"
+    );
     assert_ne!(new_token, token);
+    assert!(
+        redelivered >= reset_sent + TIMEOUT,
+        "redelivered {:?} after the reset, before its timeout of {TIMEOUT:?}: the reset did not move the deadline",
+        redelivered - reset_sent
+    );
     let stale = broker
         .client
         .outstanding_reset(OutstandingResetRequest {

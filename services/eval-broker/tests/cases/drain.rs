@@ -100,11 +100,6 @@ pub async fn a_passed_deadline_migrates_what_is_left_then_completes(store: Arc<d
     }
     let broker = start_leader(Arc::clone(&store), &prefix).await;
 
-    // Before the deadline the drain is the scheduler's business.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let early: Allocation = read(&store, ks.alloc("w1")).await;
-    assert!(!migrating(&early), "flagged before the deadline");
-
     let drain_evals = eventually_some("node-drain evals at the deadline", PATIENCE, || async {
         let evals: Vec<_> = all_evals(&store, &ks)
             .await
@@ -126,9 +121,25 @@ pub async fn a_passed_deadline_migrates_what_is_left_then_completes(store: Arc<d
         assert_eq!(e.node_id, "n1");
         assert_eq!(e.r#type, "service");
     }
-    for id in ["w1", "w2", "a1"] {
+    // Before the deadline the drain is the scheduler's business: each eval
+    // is stamped when it is written, with its allocs' flags in the same
+    // write, so neither came early, however slow the setup above was.
+    for e in &drain_evals {
+        assert!(
+            e.create_time_unix_ns >= deadline,
+            "{} written {} ns before the deadline",
+            e.id,
+            deadline - e.create_time_unix_ns
+        );
+    }
+    for (id, job) in [("w1", "web"), ("w2", "web"), ("a1", "api")] {
         let a: Allocation = read(&store, ks.alloc(id)).await;
         assert!(migrating(&a), "{id} not flagged");
+        let eval = drain_evals.iter().find(|e| e.job_id == job).unwrap();
+        assert_eq!(
+            a.modify_revision, eval.create_revision,
+            "{id} flagged with its job's eval, not before"
+        );
         assert_eq!(
             (a.metrics.is_some(), a.task_states.len()),
             (true, 1),
@@ -190,7 +201,10 @@ pub async fn a_drain_without_deadline_is_never_forced(store: Arc<dyn Store>) {
     put(&store, ks.node("n1"), &node).await;
     put(&store, ks.alloc("w1"), &running("w1", "web")).await;
     let broker = start_leader(Arc::clone(&store), &prefix).await;
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    // Only a wait can show "never": the enforcer looks at every draining
+    // node as its term starts, so this window covers that first look (and
+    // a deadline of 0 misread as one long past would act on it).
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let a: Allocation = read(&store, ks.alloc("w1")).await;
     assert!(!migrating(&a));
     assert!(

@@ -140,7 +140,8 @@ pub async fn prohibit_overlap_waits_for_the_running_child(store: Arc<dyn Store>)
         children_of(&store, &ks, "solo").await.into_iter().next()
     })
     .await;
-    // Its eval is never scheduled here, so the child stays live.
+    // Its eval is never scheduled here, so the child stays live. Only a
+    // wait shows "no overlap": it covers two more launch times.
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     let kids = children_of(&store, &ks, "solo").await;
     assert_eq!(kids.len(), 1, "no overlap while the first runs: {kids:?}");
@@ -172,7 +173,8 @@ pub async fn a_failover_catches_up_once_and_never_launches_twice(store: Arc<dyn 
     let yearly = parent("yearly", "0 0 1 1 *", false, now_unix_ns() - 400 * DAY_NS);
     register(&store, &ks, &yearly).await;
     // A new parent seen during a term launches at its next time only, so
-    // the catch-up comes with the next term.
+    // the catch-up comes with the next term; this window covers the
+    // leader seeing the new parent (a wrong catch-up would follow at once).
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(children_of(&store, &ks, "yearly").await.is_empty());
     first.stop().await;
@@ -188,7 +190,9 @@ pub async fn a_failover_catches_up_once_and_never_launches_twice(store: Arc<dyn 
     let mut third = start(Arc::clone(&store), fast_config(&prefix)).await;
     second.stop().await;
     third.wait_leading().await;
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    // Only a wait shows "not again": a term catches up as it starts, so
+    // this covers that catch-up (the second term's took well under it).
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let again = children_of(&store, &ks, "yearly").await;
     assert_eq!(again.len(), 1, "launched twice: {again:?}");
     let evals = all_evals(&store, &ks).await;

@@ -572,3 +572,37 @@ async fn a_rewrite_keeps_what_the_lean_cache_lacks() {
     // The overlay holds what was written, not the lean copy.
     assert_eq!(outcome.layer.allocs["old"].metrics, old.metrics);
 }
+
+/// An allocation updated in place into a new deployment counts among the
+/// deployment's placements, beside the one placed new; one that stays in
+/// its deployment does not count again.
+#[test]
+fn an_update_into_a_new_deployment_counts_as_placed() {
+    let mut moving = alloc("moving", "n1", 100, 64);
+    moving.deployment_id = "d-old".into();
+    let mut staying = alloc("staying", "n1", 100, 64);
+    staying.deployment_id = "d-new".into();
+    let view = View::of(snapshot(
+        5,
+        &[node("n1")],
+        &[moving.clone(), staying.clone()],
+    ));
+    let mut p = plan(5);
+    moving.deployment_id = "d-new".into();
+    place(&mut p, moving);
+    place(&mut p, staying);
+    let mut fresh = alloc("fresh", "n1", 100, 64);
+    fresh.deployment_id = "d-new".into();
+    place(&mut p, fresh);
+    let changes = plan_changes(&p, &accepted(&p), &view);
+    let placed: Vec<(String, i32)> = changes
+        .nodes
+        .iter()
+        .flat_map(|part| &part.changes)
+        .filter_map(|(target, change)| match (target, change) {
+            (Target::Deployment(d), Change::Placed { count, .. }) => Some((d.clone(), *count)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(placed, [("d-new".to_string(), 2)]);
+}

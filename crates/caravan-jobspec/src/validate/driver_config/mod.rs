@@ -39,6 +39,9 @@ pub(super) fn check(group: &TaskGroup, task: &Task, base: &str, e: &mut Errors) 
     if task.driver == "docker" {
         docker::check_more(group, task, config, &path, e);
     }
+    if task.driver == "exec" {
+        exec::check_more(config, &path, e);
+    }
 }
 
 #[cfg(test)]

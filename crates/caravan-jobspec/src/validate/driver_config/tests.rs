@@ -261,6 +261,29 @@ fn raw_exec_exec_and_mock_configs_are_checked_too() {
         ))
         .is_empty()
     );
+    let errs = errors(&job(
+        "exec",
+        r#"command = "/bin/true"
+        pid_mode = "shared"
+        cap_drop = ["all", "cap_nope"]"#,
+    ));
+    assert!(
+        has(&errs, r#"config.pid_mode: must be "private" or "host""#),
+        "{errs:?}"
+    );
+    assert!(
+        has(
+            &errs,
+            r#"config.cap_drop[1]: unknown capability "cap_nope""#
+        ),
+        "{errs:?}"
+    );
+    let errs = errors(&job(
+        "exec",
+        r#"command = "/bin/true"
+        privileged = true"#,
+    ));
+    assert!(!errs.is_empty(), "unknown keys are refused: {errs:?}");
     assert!(
         errors(&job(
             "mock",

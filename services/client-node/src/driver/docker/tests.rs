@@ -51,7 +51,10 @@ fn fixture_with(config: DockerConfig) -> Fixture {
         supervisor: "/bin/true".into(),
         node_id: node_id.clone(),
         node_name: "docker-test".into(),
-        plugins: crate::driver::PluginConfigs { docker: config },
+        plugins: crate::driver::PluginConfigs {
+            docker: config,
+            ..Default::default()
+        },
     };
     Fixture {
         driver: DockerDriver::new(&ctx),
