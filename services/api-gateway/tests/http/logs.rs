@@ -127,6 +127,15 @@ impl ClientNodeService for FakeNode {
     ) -> Result<tonic::Response<GcNodeResponse>, tonic::Status> {
         Err(tonic::Status::unimplemented("fake node"))
     }
+
+    type ExecTaskStream = Pin<Box<dyn Stream<Item = Result<ExecOutput, tonic::Status>> + Send>>;
+
+    async fn exec_task(
+        &self,
+        _: tonic::Request<tonic::Streaming<ExecInput>>,
+    ) -> Result<tonic::Response<Self::ExecTaskStream>, tonic::Status> {
+        Err(tonic::Status::unimplemented("fake node"))
+    }
 }
 
 /// A gateway that knows alloc `a1` on node `n1`, which is a [`FakeNode`]

@@ -497,3 +497,41 @@ fn var_lock_leaves_the_childs_flags_alone() {
         other => panic!("parsed as {other:?}"),
     }
 }
+
+#[test]
+fn alloc_exec_leaves_the_commands_flags_to_it() {
+    let cli = parse("alloc exec -task web -i=false -t -e none 0af9 ls -la -task x");
+    match cli.command {
+        Command::Alloc(AllocCommand::Exec(ExecArgs {
+            ref task,
+            stdin,
+            tty,
+            ref escape,
+            ref alloc,
+            ref command,
+        })) => {
+            assert_eq!(task.as_deref(), Some("web"));
+            assert_eq!((stdin, tty), (Some(false), Some(true)));
+            assert_eq!(escape, "none");
+            assert_eq!(alloc, "0af9");
+            assert_eq!(command, &["ls", "-la", "-task", "x"]);
+        }
+        ref other => panic!("{other:?}"),
+    }
+    let cli = parse("alloc exec 0af9 sh -c true");
+    match cli.command {
+        Command::Alloc(AllocCommand::Exec(ExecArgs {
+            stdin: None,
+            tty: None,
+            ref escape,
+            ref command,
+            ..
+        })) => {
+            assert_eq!(escape, "~");
+            assert_eq!(command, &["sh", "-c", "true"]);
+        }
+        ref other => panic!("{other:?}"),
+    }
+    let without_command = normalize(["caravan", "alloc", "exec", "0af9"].map(String::from));
+    assert!(Cli::try_parse_from(without_command).is_err());
+}

@@ -355,6 +355,56 @@ async fn exec_gives_the_exit_code_and_reads_stdin() {
 }
 
 #[tokio::test]
+async fn exec_with_a_terminal_is_resized() {
+    let f = fixture();
+    let spec = f.spec(
+        vec![
+            ("image", s("busybox:1")),
+            ("command", s("sleep")),
+            ("args", list(&["300"])),
+        ],
+        free_port(),
+    );
+    let h = f.driver.start(spec.clone()).await.unwrap();
+    let (out_w, mut out_r) = tokio::io::duplex(1 << 16);
+    let (sizes, resize) = tokio::sync::mpsc::channel(4);
+    sizes
+        .send(crate::driver::TtySize {
+            height: 33,
+            width: 99,
+        })
+        .await
+        .unwrap();
+    // The command waits for its input, by when the daemon has sized it.
+    let (mut typed, input) = tokio::io::duplex(64);
+    let req = ExecRequest::new(
+        vec!["sh".into(), "-c".into(), "read go; stty size".into()],
+        out_w,
+        tokio::io::sink(),
+    )
+    .with_stdin(input)
+    .with_tty(resize);
+    let running = tokio::spawn({
+        let h = h.clone();
+        async move { h.exec(req).await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::io::AsyncWriteExt::write_all(&mut typed, b"go\n")
+        .await
+        .unwrap();
+    let code = running.await.unwrap().unwrap();
+    let mut out = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut out_r, &mut out)
+        .await
+        .unwrap();
+    assert_eq!(code, 0, "{out:?}");
+    assert!(out.contains("33 99"), "{out:?}");
+    drop(sizes);
+    h.stop(Signal::SIGKILL, Duration::from_secs(1)).await;
+    f.driver.release(&spec).await;
+}
+
+#[tokio::test]
 async fn signals_reach_the_container_and_a_handled_kill_signal_stops_it() {
     let f = fixture();
     let spec = f.spec(

@@ -527,3 +527,55 @@ async fn work_dir_is_where_the_task_runs() {
         dirs.local_dir.display().to_string()
     );
 }
+
+#[tokio::test]
+async fn exec_with_a_terminal_is_sized_and_gets_job_control() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = spec(dir.path(), "exec sleep 30");
+    let h = driver().start(s).await.unwrap();
+    let (out_w, mut out_r) = tokio::io::duplex(1 << 16);
+    let (sizes, resize) = tokio::sync::mpsc::channel(4);
+    sizes
+        .send(crate::driver::TtySize {
+            height: 40,
+            width: 120,
+        })
+        .await
+        .unwrap();
+    // The size is set before the command reads it: it waits for its input.
+    let (mut typed, input) = tokio::io::duplex(64);
+    let req = ExecRequest::new(
+        vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            "read go; tty; stty size; ps -o stat= -p $$".into(),
+        ],
+        out_w,
+        tokio::io::sink(),
+    )
+    .with_stdin(input)
+    .with_tty(resize);
+    let running = tokio::spawn({
+        let h = h.clone();
+        async move { h.exec(req).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::io::AsyncWriteExt::write_all(&mut typed, b"go\n")
+        .await
+        .unwrap();
+    let code = running.await.unwrap().unwrap();
+    let mut out = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut out_r, &mut out)
+        .await
+        .unwrap();
+    assert_eq!(code, 0, "{out:?}");
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    // The terminal echoes the input, then the command's output.
+    assert_eq!(lines[0], "go", "{out:?}");
+    assert!(lines[1].starts_with("/dev/pts/"), "{out:?}");
+    assert_eq!(lines[2], "40 120", "{out:?}");
+    // `s`: the shell leads its own session, on its controlling terminal.
+    assert!(lines[3].contains('s'), "{out:?}");
+    drop(sizes);
+    h.stop(Signal::SIGKILL, Duration::from_secs(5)).await;
+}
