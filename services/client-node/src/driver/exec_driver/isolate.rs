@@ -23,6 +23,7 @@
 
 use std::ffi::{CString, OsString};
 use std::io::{BufRead, Read};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -121,6 +122,10 @@ pub struct TaskStart {
     pub command: String,
     /// Its arguments.
     pub args: Vec<String>,
+    /// Variables it gets unless its environment sets them (`HOME`, `USER`
+    /// of its user).
+    #[serde(default)]
+    pub defaults: Vec<(String, String)>,
 }
 
 /// A command run in a running task's namespaces, cgroup and credentials.
@@ -553,7 +558,25 @@ fn become_task(t: &TaskStart) -> String {
     let Ok(argv) = argv else {
         return "an argument holds a NUL byte".into();
     };
-    match nix::unistd::execvp(&argv[0], &argv) {
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    for (k, v) in &t.defaults {
+        if !env.iter().any(|(name, _)| name == k.as_str()) {
+            env.push((k.into(), v.into()));
+        }
+    }
+    let env: Result<Vec<CString>, _> = env
+        .iter()
+        .map(|(k, v)| {
+            let mut pair = k.as_bytes().to_vec();
+            pair.push(b'=');
+            pair.extend_from_slice(v.as_bytes());
+            CString::new(pair)
+        })
+        .collect();
+    let Ok(env) = env else {
+        return "a variable holds a NUL byte".into();
+    };
+    match nix::unistd::execvpe(&argv[0], &argv, &env) {
         Ok(never) => match never {},
         Err(e) => format!("{:?}: {e}", t.command),
     }

@@ -247,6 +247,10 @@ impl ExecDriver {
                 work_dir,
                 command,
                 args,
+                defaults: vec![
+                    ("HOME".into(), user.home.display().to_string()),
+                    ("USER".into(), user.name.clone()),
+                ],
             },
         })
     }

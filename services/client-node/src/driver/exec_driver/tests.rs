@@ -154,7 +154,7 @@ async fn a_task_sees_only_its_own_processes_and_its_chroot() {
          echo y > /tmp/inside && echo wrote-tmp; \
          echo z > /local/file && echo wrote-local; \
          test -e {} && echo sees-host; \
-         echo dir $NOMAD_TASK_DIR; \
+         echo dir $NOMAD_TASK_DIR; echo home $HOME user $USER; \
          grep -E 'CapEff|SigIgn|SigBlk' /proc/self/status",
         marker.display()
     );
@@ -187,6 +187,11 @@ async fn a_task_sees_only_its_own_processes_and_its_chroot() {
     );
     assert!(!out.contains("sees-host"), "{out}");
     assert!(out.contains("dir /local"), "{out}");
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    assert!(
+        out.contains(&format!("home {} user nobody", nobody.dir.display())),
+        "{out}"
+    );
     let dirs = s.dirs.as_ref().unwrap();
     assert_eq!(
         std::fs::read_to_string(dirs.task_dir.join("tmp/inside")).unwrap(),
