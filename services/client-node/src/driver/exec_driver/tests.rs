@@ -516,3 +516,32 @@ async fn alloc_exec_runs_in_the_tasks_namespaces_root_and_credentials() {
     assert_eq!((code, out.trim()), (0, "inside"));
     h.stop(Signal::SIGKILL, Duration::from_secs(5)).await;
 }
+
+#[tokio::test]
+async fn a_task_that_ignores_its_kill_signal_is_killed_after_the_timeout() {
+    let Some(d) = driver().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let s = spec(
+        dir.path(),
+        &alloc_id(),
+        "trap '' TERM; echo ready; sleep 60 & wait; sleep 60",
+    );
+    let h = d.start(s.clone()).await.unwrap();
+    for _ in 0..100 {
+        if stdout(&s).contains("ready") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let group = d.hierarchy().unwrap().task_group(&s.alloc_id, &s.task);
+    let began = std::time::Instant::now();
+    let r = h.stop(Signal::SIGTERM, Duration::from_secs(1)).await;
+    assert_eq!(r.signal, Signal::SIGKILL as i32, "{r:?}");
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+    // Nothing of it is left: not the shell, not its background sleep.
+    assert!(!group.exists());
+}
