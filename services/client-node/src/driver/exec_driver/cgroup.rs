@@ -171,19 +171,22 @@ impl Hierarchy {
         }
         match self {
             Hierarchy::V2(root) => {
-                let wanted = "+cpu +memory +cpuset";
                 // The root group is exempt from the no-internal-processes
                 // rule; a delegated subtree must have moved its own away.
                 for at in [root.clone(), root.join(PARENT_V2)] {
+                    let available = read(&at.join("cgroup.controllers"));
                     let control = at.join("cgroup.subtree_control");
-                    let on = std::fs::read_to_string(&control).unwrap_or_default();
-                    if ["cpu", "memory", "cpuset"]
-                        .iter()
-                        .all(|c| on.split_whitespace().any(|x| x == *c))
-                    {
-                        continue;
+                    let on = read(&control);
+                    for c in ["cpu", "memory", "cpuset"] {
+                        let has = |list: &str| list.split_whitespace().any(|x| x == c);
+                        // cpuset is needed only by tasks that reserve cores.
+                        if has(&on) || (c == "cpuset" && !has(&available)) {
+                            continue;
+                        }
+                        write(&control, &format!("+{c}")).map_err(|e| {
+                            format!("{e} (a delegated cgroup whose own processes were not moved to a leaf group cannot hand controllers down)")
+                        })?;
                     }
-                    write(&control, wanted)?;
                 }
             }
             Hierarchy::V1 { cpuset, .. } => {

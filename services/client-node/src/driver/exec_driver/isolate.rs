@@ -23,6 +23,7 @@
 
 use std::ffi::{CString, OsString};
 use std::io::{BufRead, Read};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -44,6 +45,11 @@ pub const PROBE_ARG: &str = "--probe";
 const INIT_ARG: &str = "--init";
 /// The argument that runs the binary as the task's process.
 const TASK_ARG: &str = "--task";
+/// The argument that runs a command in a running task's namespaces
+/// (`alloc exec`): `--enter INIT_PID ENTRY`.
+pub const ENTER_ARG: &str = "--enter";
+/// The step of [`ENTER_ARG`] inside the task's PID namespace.
+const ENTER_TASK_ARG: &str = "--enter-task";
 /// This very binary (still reachable from inside the task's root).
 const SELF_EXE: &str = "/proc/self/exe";
 
@@ -116,6 +122,61 @@ pub struct TaskStart {
     pub command: String,
     /// Its arguments.
     pub args: Vec<String>,
+    /// Variables it gets unless its environment sets them (`HOME`, `USER`
+    /// of its user).
+    #[serde(default)]
+    pub defaults: Vec<(String, String)>,
+}
+
+/// A command run in a running task's namespaces, cgroup and credentials.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The task's cgroup, which the command joins.
+    pub cgroup_procs: Vec<PathBuf>,
+    /// The command, with the task's credentials and working dir.
+    pub task: TaskStart,
+}
+
+/// The first step of [`ENTER_ARG`]: into the task's cgroup and PID
+/// namespace (which only the processes it starts then are in); the next
+/// step enters the rest and becomes the command. Ends as the command did.
+fn enter(init: &str, entry: &Entry, entry_json: &str) -> Result<i32, String> {
+    let me = std::process::id().to_string();
+    for procs in &entry.cgroup_procs {
+        std::fs::write(procs, &me).map_err(|e| format!("join cgroup {}: {e}", procs.display()))?;
+    }
+    let pid_ns = format!("/proc/{init}/ns/pid");
+    let ns = std::fs::File::open(&pid_ns).map_err(|e| format!("open {pid_ns}: {e}"))?;
+    nix::sched::setns(&ns, CloneFlags::CLONE_NEWPID).map_err(|e| format!("setns pid: {e}"))?;
+    let status = Command::new(SELF_EXE)
+        .args([ISOLATE_ARG, ENTER_TASK_ARG, init, entry_json])
+        .status()
+        .map_err(|e| format!("start the command: {e}"))?;
+    Ok(match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => end_by(sig),
+        (None, None) => CANNOT_EXEC,
+    })
+}
+
+/// The second step of [`ENTER_ARG`]: into the task's IPC and mount
+/// namespaces (and so its root), then the command as the task.
+fn enter_task(init: &str, entry: &Entry) -> String {
+    let open = |kind: &str| {
+        let path = format!("/proc/{init}/ns/{kind}");
+        std::fs::File::open(&path).map_err(|e| format!("open {path}: {e}"))
+    };
+    let (ipc, mnt) = match (open("ipc"), open("mnt")) {
+        (Ok(i), Ok(m)) => (i, m),
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
+    if let Err(e) = nix::sched::setns(&ipc, CloneFlags::CLONE_NEWIPC) {
+        return format!("setns ipc: {e}");
+    }
+    if let Err(e) = nix::sched::setns(&mnt, CloneFlags::CLONE_NEWNS) {
+        return format!("setns mnt: {e}");
+    }
+    become_task(&entry.task)
 }
 
 /// Runs a step of the isolation; returns its exit code (or ends as the
@@ -143,6 +204,17 @@ pub fn main(argv: &[OsString]) -> i32 {
             return CANNOT_EXEC;
         }
         [INIT_ARG, path] => read_spec(path).and_then(|s| init(&s)),
+        [ENTER_ARG, init, entry] => serde_json::from_str::<Entry>(entry)
+            .map_err(|e| format!("entry: {e}"))
+            .and_then(|en| enter(init, &en, entry)),
+        [ENTER_TASK_ARG, init, entry] => {
+            let e = match serde_json::from_str::<Entry>(entry) {
+                Ok(en) => enter_task(init, &en),
+                Err(e) => format!("entry: {e}"),
+            };
+            eprintln!("failed to run the command: {e}");
+            return CANNOT_EXEC;
+        }
         [path] => read_spec(path).and_then(|s| isolate(&s, path)),
         _ => Err(format!("usage: {ISOLATE_ARG} SPEC")),
     };
@@ -486,7 +558,25 @@ fn become_task(t: &TaskStart) -> String {
     let Ok(argv) = argv else {
         return "an argument holds a NUL byte".into();
     };
-    match nix::unistd::execvp(&argv[0], &argv) {
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    for (k, v) in &t.defaults {
+        if !env.iter().any(|(name, _)| name == k.as_str()) {
+            env.push((k.into(), v.into()));
+        }
+    }
+    let env: Result<Vec<CString>, _> = env
+        .iter()
+        .map(|(k, v)| {
+            let mut pair = k.as_bytes().to_vec();
+            pair.push(b'=');
+            pair.extend_from_slice(v.as_bytes());
+            CString::new(pair)
+        })
+        .collect();
+    let Ok(env) = env else {
+        return "a variable holds a NUL byte".into();
+    };
+    match nix::unistd::execvpe(&argv[0], &argv, &env) {
         Ok(never) => match never {},
         Err(e) => format!("{:?}: {e}", t.command),
     }

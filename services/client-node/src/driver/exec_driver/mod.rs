@@ -6,7 +6,8 @@
 //!
 //! It runs under the same supervisor as `raw_exec` (logs, exit records,
 //! re-attaching after a client restart), which runs the client binary's
-//! isolate step ([`isolate`]) as the task's command. The driver works only
+//! isolate step ([`isolate`]) as the task's command; `alloc exec` enters the
+//! running task's namespaces the same way. The driver works only
 //! where the client is root and finds a cgroup hierarchy with the cpu and
 //! memory controllers it may write; elsewhere its fingerprint says why it
 //! is not detected.
@@ -32,8 +33,8 @@ use super::{
 use caps::CapSet;
 use cgroup::{Hierarchy, Limits};
 pub use config::ExecConfig;
-use handle::ExecHandle;
-use isolate::{ISOLATE_ARG, IsolationSpec, PROBE_ARG, TaskStart};
+use handle::{ExecContext, ExecHandle};
+use isolate::{Entry, ISOLATE_ARG, IsolationSpec, PROBE_ARG, TaskStart};
 
 /// The driver's name.
 pub const NAME: &str = "exec";
@@ -155,7 +156,23 @@ impl ExecDriver {
             inner,
             group,
             Self::node_cores(spec),
+            self.exec_context(spec),
         )))
+    }
+
+    /// What `alloc exec` needs of the task: its isolation as written at its
+    /// start, and its environment.
+    fn exec_context(&self, spec: &TaskSpec) -> Option<Arc<ExecContext>> {
+        let file = Self::isolation_file(spec)?;
+        let isolation: IsolationSpec = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
+        Some(Arc::new(ExecContext {
+            binary: self.supervisor.clone(),
+            entry: Entry {
+                cgroup_procs: isolation.cgroup_procs,
+                task: isolation.task,
+            },
+            env: spec.env.as_ref()?.process_env(),
+        }))
     }
 
     /// Whether this host lets the client make the namespaces of a task.
@@ -230,6 +247,10 @@ impl ExecDriver {
                 work_dir,
                 command,
                 args,
+                defaults: vec![
+                    ("HOME".into(), user.home.display().to_string()),
+                    ("USER".into(), user.name.clone()),
+                ],
             },
         })
     }
@@ -244,7 +265,7 @@ impl Driver for ExecDriver {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             send_signals: true,
-            exec: false,
+            exec: true,
             fs_isolation: FsIsolation::Chroot,
             network_isolation: false,
         }
@@ -346,6 +367,7 @@ impl Driver for ExecDriver {
                 inner,
                 group,
                 Self::node_cores(&spec),
+                self.exec_context(&spec),
             ))),
             Err(e) => {
                 let _ = tokio::task::spawn_blocking(move || group.remove()).await;

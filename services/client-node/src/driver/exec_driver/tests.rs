@@ -154,7 +154,7 @@ async fn a_task_sees_only_its_own_processes_and_its_chroot() {
          echo y > /tmp/inside && echo wrote-tmp; \
          echo z > /local/file && echo wrote-local; \
          test -e {} && echo sees-host; \
-         echo dir $NOMAD_TASK_DIR; \
+         echo dir $NOMAD_TASK_DIR; echo home $HOME user $USER; \
          grep -E 'CapEff|SigIgn|SigBlk' /proc/self/status",
         marker.display()
     );
@@ -187,6 +187,11 @@ async fn a_task_sees_only_its_own_processes_and_its_chroot() {
     );
     assert!(!out.contains("sees-host"), "{out}");
     assert!(out.contains("dir /local"), "{out}");
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    assert!(
+        out.contains(&format!("home {} user nobody", nobody.dir.display())),
+        "{out}"
+    );
     let dirs = s.dirs.as_ref().unwrap();
     assert_eq!(
         std::fs::read_to_string(dirs.task_dir.join("tmp/inside")).unwrap(),
@@ -292,15 +297,6 @@ async fn signals_reach_the_task_and_a_bad_option_is_named() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(stdout(&s).contains("got-usr1"), "{}", stdout(&s));
-    let e = h
-        .exec(crate::driver::ExecRequest::new(
-            vec!["true".into()],
-            tokio::io::sink(),
-            tokio::io::sink(),
-        ))
-        .await
-        .unwrap_err();
-    assert!(e.message.contains("alloc exec"), "{e}");
     h.stop(Signal::SIGKILL, Duration::from_secs(5)).await;
 
     let bad = spec_with(
@@ -436,4 +432,116 @@ async fn pid_mode_host_shares_the_hosts_processes() {
     // The host's processes: this test's, the supervisor's, and more.
     assert!(count > 3, "{out}");
     assert!(!out.contains("self 2\n"), "{out}");
+}
+
+/// Runs `command` in the task with `stdin`; its exit code, stdout, stderr.
+async fn exec_in(
+    h: &dyn TaskHandle,
+    command: &[&str],
+    stdin: &'static [u8],
+) -> (i32, String, String) {
+    let (out_w, mut out_r) = tokio::io::duplex(1 << 16);
+    let (err_w, mut err_r) = tokio::io::duplex(1 << 16);
+    let req = crate::driver::ExecRequest::new(
+        command.iter().map(|s| s.to_string()).collect(),
+        out_w,
+        err_w,
+    )
+    .with_stdin(stdin);
+    let code = h.exec(req).await.unwrap();
+    let (mut out, mut err) = (String::new(), String::new());
+    tokio::io::AsyncReadExt::read_to_string(&mut out_r, &mut out)
+        .await
+        .unwrap();
+    tokio::io::AsyncReadExt::read_to_string(&mut err_r, &mut err)
+        .await
+        .unwrap();
+    (code, out, err)
+}
+
+#[tokio::test]
+async fn alloc_exec_runs_in_the_tasks_namespaces_root_and_credentials() {
+    let Some(d) = driver().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let s = spec(
+        dir.path(),
+        &alloc_id(),
+        "echo inside > /local/mark; exec sleep 30",
+    );
+    let h = d.start(s.clone()).await.unwrap();
+    let mark = s.dirs.as_ref().unwrap().local_dir.join("mark");
+    for _ in 0..100 {
+        if mark.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (code, out, err) = exec_in(
+        h.as_ref(),
+        &[
+            "/bin/sh",
+            "-c",
+            "cat /local/mark; id -u; echo $WHO; read x; echo got $x; \
+             ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' '; echo; exit 3",
+        ],
+        b"typed\n",
+    )
+    .await;
+    assert_eq!(code, 3, "{out} {err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[..4],
+        ["inside", "65534", "world", "got typed"],
+        "{out}"
+    );
+    // The task's namespace: init (1), the task (2), and the command's own.
+    let pids: Vec<u32> = lines[4]
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert!(pids.contains(&1) && pids.contains(&2), "{out}");
+    assert!(pids.len() <= 8, "{out}");
+    let missing = h
+        .exec(crate::driver::ExecRequest::new(
+            vec!["/nonexistent/cmd".into()],
+            tokio::io::sink(),
+            tokio::io::sink(),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(missing, 127);
+    // A re-attached handle runs commands in the same place.
+    let again = d.recover(&s, &h.state()).await.unwrap();
+    let (code, out, _) = exec_in(again.as_ref(), &["/bin/cat", "/local/mark"], b"").await;
+    assert_eq!((code, out.trim()), (0, "inside"));
+    h.stop(Signal::SIGKILL, Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_task_that_ignores_its_kill_signal_is_killed_after_the_timeout() {
+    let Some(d) = driver().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let s = spec(
+        dir.path(),
+        &alloc_id(),
+        "trap '' TERM; echo ready; sleep 60 & wait; sleep 60",
+    );
+    let h = d.start(s.clone()).await.unwrap();
+    for _ in 0..100 {
+        if stdout(&s).contains("ready") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let group = d.hierarchy().unwrap().task_group(&s.alloc_id, &s.task);
+    let began = std::time::Instant::now();
+    let r = h.stop(Signal::SIGTERM, Duration::from_secs(1)).await;
+    assert_eq!(r.signal, Signal::SIGKILL as i32, "{r:?}");
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+    // Nothing of it is left: not the shell, not its background sleep.
+    assert!(!group.exists());
 }
