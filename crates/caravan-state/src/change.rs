@@ -131,7 +131,9 @@ impl Change {
             StateKey::Leader { .. }
             | StateKey::JobPlan { .. }
             | StateKey::Var { .. }
-            | StateKey::Acl(_) => {
+            | StateKey::Acl(_)
+            | StateKey::Namespace(_)
+            | StateKey::NodePool(_) => {
                 return Ok(None);
             }
         }))
@@ -179,7 +181,9 @@ impl Change {
             StateKey::Leader { .. }
             | StateKey::JobPlan { .. }
             | StateKey::Var { .. }
-            | StateKey::Acl(_) => {
+            | StateKey::Acl(_)
+            | StateKey::Namespace(_)
+            | StateKey::NodePool(_) => {
                 return None;
             }
         })

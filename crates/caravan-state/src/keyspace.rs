@@ -43,11 +43,17 @@ pub enum Kind {
     /// gateway's; not in the watch cache, which the gateway's ACL cache
     /// replaces).
     Acl,
+    /// `namespaces/<name>`: namespaces other than the built-in `default`
+    /// (the gateway's; not cached).
+    Namespaces,
+    /// `node_pools/<name>`: node pools other than the built-in `default`
+    /// and `all` (the gateway's; not cached).
+    NodePools,
 }
 
 impl Kind {
     /// Every kind, in layout order.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 14] = [
         Kind::Jobs,
         Kind::JobVersions,
         Kind::Evals,
@@ -60,6 +66,8 @@ impl Kind {
         Kind::JobPlans,
         Kind::Vars,
         Kind::Acl,
+        Kind::Namespaces,
+        Kind::NodePools,
     ];
 
     /// The key segment right after the prefix.
@@ -77,6 +85,8 @@ impl Kind {
             Kind::JobPlans => "job_plans",
             Kind::Vars => "vars",
             Kind::Acl => "acl",
+            Kind::Namespaces => "namespaces",
+            Kind::NodePools => "node_pools",
         }
     }
 
@@ -92,7 +102,12 @@ impl Kind {
             | Kind::Heartbeats
             | Kind::Deployments
             | Kind::SchedulerConfig => true,
-            Kind::Leader | Kind::JobPlans | Kind::Vars | Kind::Acl => false,
+            Kind::Leader
+            | Kind::JobPlans
+            | Kind::Vars
+            | Kind::Acl
+            | Kind::Namespaces
+            | Kind::NodePools => false,
         }
     }
 
@@ -159,6 +174,10 @@ pub enum StateKey {
     /// An ACL entry: what follows `acl/` (`policy/<name>`,
     /// `token/<accessor>`, `bootstrap`).
     Acl(String),
+    /// A namespace.
+    Namespace(String),
+    /// A node pool.
+    NodePool(String),
 }
 
 impl StateKey {
@@ -177,6 +196,8 @@ impl StateKey {
             StateKey::JobPlan { .. } => Kind::JobPlans,
             StateKey::Var { .. } => Kind::Vars,
             StateKey::Acl(_) => Kind::Acl,
+            StateKey::Namespace(_) => Kind::Namespaces,
+            StateKey::NodePool(_) => Kind::NodePools,
         }
     }
 }
@@ -302,6 +323,16 @@ impl Keyspace {
         self.build(&["acl", entry])
     }
 
+    /// `namespaces/<name>`.
+    pub fn namespace(&self, name: &str) -> Vec<u8> {
+        self.build(&["namespaces", &encode_segment(name)])
+    }
+
+    /// `node_pools/<name>`.
+    pub fn node_pool(&self, name: &str) -> Vec<u8> {
+        self.build(&["node_pools", &encode_segment(name)])
+    }
+
     /// `evals/<eval>`.
     pub fn eval(&self, eval_id: &str) -> Vec<u8> {
         self.build(&["evals", eval_id])
@@ -369,6 +400,8 @@ impl Keyspace {
             StateKey::JobPlan { namespace, id } => self.job_plan(namespace, id),
             StateKey::Var { namespace, path } => self.var(namespace, path),
             StateKey::Acl(entry) => self.acl(entry),
+            StateKey::Namespace(name) => self.namespace(name),
+            StateKey::NodePool(name) => self.node_pool(name),
         }
     }
 
@@ -442,6 +475,8 @@ impl Keyspace {
                 _ => return Err(StateError::key(key, "wrong number of segments")),
             },
             Kind::SchedulerConfig => StateKey::SchedulerConfig,
+            Kind::Namespaces => StateKey::Namespace(decode_segment(key, &single()?)?),
+            Kind::NodePools => StateKey::NodePool(decode_segment(key, &single()?)?),
             Kind::Acl => return Err(StateError::key(key, "wrong number of segments")),
         })
     }
@@ -574,6 +609,8 @@ mod tests {
             },
             StateKey::Acl("policy/readonly".into()),
             StateKey::Acl("bootstrap".into()),
+            StateKey::Namespace("prod".into()),
+            StateKey::NodePool("gpu".into()),
         ];
         for key in keys {
             let bytes = ks.key_of(&key);

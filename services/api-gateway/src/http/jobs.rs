@@ -131,24 +131,37 @@ struct ParseRequest {
     job_hcl: Option<String>,
     #[serde(default)]
     canonicalize: bool,
+    /// An HCL (or JSON) variables file whose values the job's variables take.
+    variables: Option<String>,
+    /// Nomad's deprecated HCL1 parser, which Caravan does not have.
+    #[serde(rename = "HCLv1", default)]
+    hcl_v1: bool,
 }
 
 /// `POST /v1/jobs/parse`: an HCL job file to Nomad's JSON job, answered as
 /// the job object itself; with `Canonicalize` every default is filled in,
-/// without it the job is as written (named after its id when unnamed).
+/// without it the job is as written (named after its id when unnamed). Its
+/// variables take their values from `Variables` (a variables file's text).
 pub(crate) async fn parse(State(http): State<Http>, body: Bytes) -> ApiResult {
     let req: ParseRequest = decode(&body)?;
     let Some(hcl) = req.job_hcl.filter(|h| !h.trim().is_empty()) else {
         return Err(ApiError::field("JobHCL", "Job spec is empty"));
     };
+    if req.hcl_v1 {
+        return Err(ApiError::field(
+            "HCLv1",
+            "not supported: Caravan parses HCL2 only (HCL1 was removed from Nomad too)",
+        ));
+    }
     let options = ParseOptions {
         max_bytes: http.gw.config.max_body_bytes,
     };
+    let inputs = caravan_jobspec::VariableInputs::from_api(req.variables.as_deref());
     // Parsing is CPU-bound (about 2 µs per object key): off the async
     // workers, so the rest of the API keeps answering meanwhile.
     let canonicalize = req.canonicalize;
     let parsed = tokio::task::spawn_blocking(move || {
-        caravan_jobspec::hcl_to_nomad_json(&hcl, canonicalize, &options)
+        caravan_jobspec::hcl_to_nomad_json_with(&hcl, canonicalize, &inputs, &options)
     })
     .await
     .map_err(|err| GatewayError::Unavailable(format!("parsing the job was interrupted: {err}")))?;

@@ -12,6 +12,8 @@ mod job_ops;
 mod jobs;
 mod logs;
 mod metrics;
+mod namespaces;
+mod node_pools;
 mod operator;
 pub mod params;
 pub mod render;
@@ -197,6 +199,8 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
         .route("/v1/metrics", get(metrics::metrics))
         .route("/metrics", get(metrics::prometheus))
         .merge(vars::routes())
+        .merge(namespaces::routes())
+        .merge(node_pools::routes())
         .merge(client_fs::routes())
         .merge(acl::routes())
         .fallback(not_found);

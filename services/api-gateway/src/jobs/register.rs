@@ -196,7 +196,11 @@ pub(crate) async fn register_with(
         } else {
             Vec::new()
         };
-        let write = build_register(&gw.keys, existing.as_ref(), job.clone(), &versions, trigger);
+        let mut write =
+            build_register(&gw.keys, existing.as_ref(), job.clone(), &versions, trigger);
+        if let Some(guard) = crate::namespaces::register_guard(gw, &job.namespace) {
+            write.txn = write.txn.when(guard);
+        }
         let result = match gw.job_writes.txn(write.txn).await {
             Ok(result) => result,
             // A write sent without a read first fails outright through an
@@ -210,6 +214,7 @@ pub(crate) async fn register_with(
             Err(err) => return Err(err.into()),
         };
         if !result.succeeded {
+            crate::namespaces::check_exists(gw, &job.namespace, &job.id).await?;
             optimistic = false;
             if enforce_revision.is_some() {
                 return Err(GatewayError::FailedPrecondition(format!(

@@ -445,6 +445,10 @@ async fn search_shows_only_what_the_token_may_read() {
     let gw = start(Arc::new(MemStore::new()), "acl-search").await;
     let root = bootstrap(&gw).await;
     for (id, ns) in [("web-a", "a"), ("web-b", "b")] {
+        let made = json!({ "Name": ns }).to_string();
+        let path = format!("/v1/namespace/{ns}");
+        let answer = call(&gw, Some(&root), "PUT", &path, made.as_bytes()).await;
+        assert_eq!(answer.status, 200, "{}", answer.text());
         let answer = call(&gw, Some(&root), "PUT", "/v1/jobs", &job(id, ns)).await;
         assert_eq!(answer.status, 200, "{}", answer.text());
     }
