@@ -13,6 +13,9 @@ pub enum Need {
     Token,
     /// A namespace capability in the request's namespace.
     Ns(&'static str),
+    /// Any capability in the namespace the URL names
+    /// (`/v1/namespace/{name}`): Nomad's `AllowNamespace`.
+    NamespaceAny,
     /// `node` read.
     NodeRead,
     /// `node` write.
@@ -43,6 +46,7 @@ impl Need {
             Need::Public => "public".into(),
             Need::Token => "token".into(),
             Need::Ns(cap) => format!("ns:{cap}"),
+            Need::NamespaceAny => "ns:any".into(),
             Need::NodeRead => "node:read".into(),
             Need::NodeWrite => "node:write".into(),
             Need::AgentRead => "agent:read".into(),
@@ -62,6 +66,7 @@ impl Need {
         match self {
             Need::Public | Need::Token => true,
             Need::Ns(cap) => acl.allow_ns_op(ns, cap),
+            Need::NamespaceAny => acl.allow_namespace(ns),
             Need::NodeRead => acl.allow_node_read(),
             Need::NodeWrite => acl.allow_node_write(),
             Need::AgentRead => acl.allow_agent_read(),
@@ -202,7 +207,7 @@ pub const RULES: &[Rule] = &[
     r("PUT", "/v1/namespace", Need::Management),
     r("POST", "/v1/namespace", Need::Management),
     r("*", "/v1/namespace/", Need::Public),
-    r("GET", "/v1/namespace/{name}", Need::Public),
+    r("GET", "/v1/namespace/{name}", Need::NamespaceAny),
     r("PUT", "/v1/namespace/{name}", Need::Management),
     r("POST", "/v1/namespace/{name}", Need::Management),
     r("DELETE", "/v1/namespace/{name}", Need::Management),
