@@ -133,7 +133,8 @@ impl Change {
             | StateKey::Var { .. }
             | StateKey::Acl(_)
             | StateKey::Namespace(_)
-            | StateKey::NodePool(_) => {
+            | StateKey::NodePool(_)
+            | StateKey::JobSubmission { .. } => {
                 return Ok(None);
             }
         }))
@@ -183,7 +184,8 @@ impl Change {
             | StateKey::Var { .. }
             | StateKey::Acl(_)
             | StateKey::Namespace(_)
-            | StateKey::NodePool(_) => {
+            | StateKey::NodePool(_)
+            | StateKey::JobSubmission { .. } => {
                 return None;
             }
         })

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use caravan_model::AllocExt;
 use caravan_proto::{
-    Allocation, Deployment, Evaluation, Job, Namespace, Node, NodePool, SchedulerConfiguration,
-    Variable,
+    Allocation, Deployment, Evaluation, Job, JobSubmission, Namespace, Node, NodePool,
+    SchedulerConfiguration, Variable,
 };
 use caravan_store::{KeyValue, Revision};
 use prost::Message;
@@ -83,7 +83,8 @@ plain_revisions!(
     SchedulerConfiguration,
     Variable,
     Namespace,
-    NodePool
+    NodePool,
+    JobSubmission
 );
 
 /// The bytes to store for `msg`.

@@ -49,11 +49,14 @@ pub enum Kind {
     /// `node_pools/<name>`: node pools other than the built-in `default`
     /// and `all` (the gateway's; not cached).
     NodePools,
+    /// `job_submissions/<ns>/<job>/<version>`: the source a job version
+    /// was submitted with (the gateway's; not cached).
+    JobSubmissions,
 }
 
 impl Kind {
     /// Every kind, in layout order.
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 15] = [
         Kind::Jobs,
         Kind::JobVersions,
         Kind::Evals,
@@ -68,6 +71,7 @@ impl Kind {
         Kind::Acl,
         Kind::Namespaces,
         Kind::NodePools,
+        Kind::JobSubmissions,
     ];
 
     /// The key segment right after the prefix.
@@ -87,6 +91,7 @@ impl Kind {
             Kind::Acl => "acl",
             Kind::Namespaces => "namespaces",
             Kind::NodePools => "node_pools",
+            Kind::JobSubmissions => "job_submissions",
         }
     }
 
@@ -107,7 +112,8 @@ impl Kind {
             | Kind::Vars
             | Kind::Acl
             | Kind::Namespaces
-            | Kind::NodePools => false,
+            | Kind::NodePools
+            | Kind::JobSubmissions => false,
         }
     }
 
@@ -178,6 +184,15 @@ pub enum StateKey {
     Namespace(String),
     /// A node pool.
     NodePool(String),
+    /// The submission of one version of a job.
+    JobSubmission {
+        /// Namespace.
+        namespace: String,
+        /// Job id.
+        id: String,
+        /// Job version.
+        version: u64,
+    },
 }
 
 impl StateKey {
@@ -198,6 +213,7 @@ impl StateKey {
             StateKey::Acl(_) => Kind::Acl,
             StateKey::Namespace(_) => Kind::Namespaces,
             StateKey::NodePool(_) => Kind::NodePools,
+            StateKey::JobSubmission { .. } => Kind::JobSubmissions,
         }
     }
 }
@@ -323,6 +339,28 @@ impl Keyspace {
         self.build(&["acl", entry])
     }
 
+    /// `job_submissions/<ns>/<job>/<version>`, the version zero-padded.
+    pub fn job_submission(&self, namespace: &str, job_id: &str, version: u64) -> Vec<u8> {
+        let version = format!("{version:0VERSION_DIGITS$}");
+        self.build(&[
+            "job_submissions",
+            &encode_segment(namespace),
+            &encode_segment(job_id),
+            &version,
+        ])
+    }
+
+    /// Prefix of the submissions of every version of one job.
+    pub fn job_submissions_of(&self, namespace: &str, job_id: &str) -> Vec<u8> {
+        let mut key = self.build(&[
+            "job_submissions",
+            &encode_segment(namespace),
+            &encode_segment(job_id),
+        ]);
+        key.push(b'/');
+        key
+    }
+
     /// `namespaces/<name>`.
     pub fn namespace(&self, name: &str) -> Vec<u8> {
         self.build(&["namespaces", &encode_segment(name)])
@@ -402,6 +440,11 @@ impl Keyspace {
             StateKey::Acl(entry) => self.acl(entry),
             StateKey::Namespace(name) => self.namespace(name),
             StateKey::NodePool(name) => self.node_pool(name),
+            StateKey::JobSubmission {
+                namespace,
+                id,
+                version,
+            } => self.job_submission(namespace, id, *version),
         }
     }
 
@@ -456,6 +499,14 @@ impl Keyspace {
             },
             Kind::JobVersions => match parts.as_slice() {
                 [ns, id, version] => StateKey::JobVersion {
+                    namespace: decode_segment(key, ns)?,
+                    id: decode_segment(key, id)?,
+                    version: parse_version(key, version)?,
+                },
+                _ => return Err(StateError::key(key, "wrong number of segments")),
+            },
+            Kind::JobSubmissions => match parts.as_slice() {
+                [ns, id, version] => StateKey::JobSubmission {
                     namespace: decode_segment(key, ns)?,
                     id: decode_segment(key, id)?,
                     version: parse_version(key, version)?,
@@ -611,6 +662,11 @@ mod tests {
             StateKey::Acl("bootstrap".into()),
             StateKey::Namespace("prod".into()),
             StateKey::NodePool("gpu".into()),
+            StateKey::JobSubmission {
+                namespace: "default".into(),
+                id: "web/dispatch-1".into(),
+                version: 3,
+            },
         ];
         for key in keys {
             let bytes = ks.key_of(&key);

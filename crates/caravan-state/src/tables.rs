@@ -271,7 +271,8 @@ impl Tables {
             | StateKey::Var { .. }
             | StateKey::Acl(_)
             | StateKey::Namespace(_)
-            | StateKey::NodePool(_) => None,
+            | StateKey::NodePool(_)
+            | StateKey::JobSubmission { .. } => None,
         }
     }
 

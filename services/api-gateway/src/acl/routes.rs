@@ -152,6 +152,7 @@ pub const RULES: &[Rule] = &[
     r("POST", "/v1/validate/job", READ_JOB),
     r("PUT", "/v1/validate/job", READ_JOB),
     r("GET", "/v1/job/{id}", READ_JOB),
+    r("GET", "/v1/job/{id}/submission", READ_JOB),
     r("POST", "/v1/job/{id}", SUBMIT_JOB),
     r("PUT", "/v1/job/{id}", SUBMIT_JOB),
     r("DELETE", "/v1/job/{id}", SUBMIT_JOB),

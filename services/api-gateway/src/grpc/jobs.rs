@@ -44,7 +44,14 @@ impl JobService for JobApi {
         let req = request.into_inner();
         let job = req.job.ok_or_else(missing_job)?;
         let enforce = req.enforce_revision.then_some(req.job_modify_revision);
-        let r = register::register(&self.0, job, enforce).await?;
+        let r = register::register_submitted(
+            &self.0,
+            job,
+            enforce,
+            caravan_model::trigger::JOB_REGISTER,
+            req.submission,
+        )
+        .await?;
         Ok(Response::new(registered(r)))
     }
 

@@ -81,6 +81,7 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
             post(jobs::evaluate).put(jobs::evaluate),
         )
         .route("/v1/job/{id}/versions", get(jobs::versions))
+        .route("/v1/job/{id}/submission", get(jobs::submission))
         .route("/v1/job/{id}/allocations", get(jobs::allocations))
         .route("/v1/job/{id}/evaluations", get(jobs::evaluations))
         .route("/v1/job/{id}/summary", get(jobs::summary))

@@ -23,6 +23,7 @@ mod plans;
 mod query_params;
 mod scaling;
 mod search;
+mod submissions;
 mod vars;
 
 caravan_testkit::backend_cases!(backend => crate {
@@ -145,6 +146,10 @@ caravan_testkit::backend_cases!(backend => crate {
         jobs_need_their_namespace_to_exist,
         node_pools_are_objects_beside_the_built_in_ones,
         variable_locks_are_refused_not_written,
+    },
+    submissions {
+        a_submission_is_kept_with_its_version,
+        parse_applies_the_variables_file,
     },
     vars {
         a_variable_reads_back_with_its_items_and_indexes,
