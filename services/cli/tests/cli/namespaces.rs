@@ -12,6 +12,9 @@ use crate::common::{WAIT, cli, options};
 fn job_in(namespace: &str) -> String {
     format!(
         r#"
+variable "tag" {{
+  default = "0"
+}}
 job "web" {{
   namespace = "{namespace}"
   group "web" {{
@@ -29,6 +32,24 @@ job "web" {{
 }}
 "#
     )
+}
+
+/// A plain HTTP GET of `path` on `address` (`http://host:port`): status
+/// and body.
+async fn http_get(address: &str, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = address.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let status = answer[9..12].parse().unwrap();
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -95,8 +116,20 @@ async fn namespaces_and_node_pools_as_objects() {
 
     ok(
         "run",
-        cli(&address, &["job", "run", "-detach", job_path]).await,
+        cli(
+            &address,
+            &["job", "run", "-detach", "-var", "tag=1", job_path],
+        )
+        .await,
     );
+    // The run sent the file and its variables; the cluster keeps them.
+    let (status, body) =
+        http_get(&address, "/v1/job/web/submission?version=0&namespace=prod").await;
+    assert_eq!(status, 200, "{body}");
+    let sub: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(sub["Source"], job_in("prod"));
+    assert_eq!(sub["Format"], "hcl2");
+    assert_eq!(sub["VariableFlags"]["tag"], "1");
     let (code, _, err) = cli(&address, &["namespace", "delete", "prod"]).await;
     assert_eq!(code, 1);
     assert!(
