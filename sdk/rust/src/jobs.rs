@@ -322,6 +322,7 @@ impl<'a> Jobs<'a> {
             job_id: job_id.to_string(),
             payload,
             meta,
+            ..Default::default()
         };
         self.client
             .write_once(
