@@ -128,6 +128,20 @@ pub async fn jobs_need_their_namespace_to_exist(backend: Backend) {
     let r = put(&gw, "/v1/jobs", job).await;
     assert_eq!(r.status, 200, "{}", r.text());
 
+    // Many registrations into one namespace at once (their transactions
+    // share the namespace's compare, and may share a group commit).
+    let many = (0..16).map(|i| {
+        let mut job = nomad_job(&format!("burst-{i}"), 1);
+        job["Job"]["Namespace"] = json!("prod");
+        let gw = &gw;
+        async move { gw.http("PUT", "/v1/jobs", &body(&job)).await }
+    });
+    for r in futures::future::join_all(many).await {
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let r = gw.http("GET", "/v1/jobs?namespace=prod", b"").await;
+    assert_eq!(r.json().as_array().unwrap().len(), 17);
+
     let r = gw.http("DELETE", "/v1/namespace/prod", b"").await;
     assert_eq!(r.status, 400);
     assert!(
@@ -136,10 +150,11 @@ pub async fn jobs_need_their_namespace_to_exist(backend: Backend) {
         "{}",
         r.text()
     );
-    let r = gw
-        .http("DELETE", "/v1/job/web?namespace=prod&purge=true", b"")
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text());
+    for id in std::iter::once("web".to_string()).chain((0..16).map(|i| format!("burst-{i}"))) {
+        let path = format!("/v1/job/{id}?namespace=prod&purge=true");
+        let r = gw.http("DELETE", &path, b"").await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
     let r = gw.http("DELETE", "/v1/namespace/prod", b"").await;
     assert_eq!(r.status, 200, "{}", r.text());
     let mut job = nomad_job("web2", 1);
