@@ -131,7 +131,10 @@ impl Change {
             StateKey::Leader { .. }
             | StateKey::JobPlan { .. }
             | StateKey::Var { .. }
-            | StateKey::Acl(_) => {
+            | StateKey::Acl(_)
+            | StateKey::Namespace(_)
+            | StateKey::NodePool(_)
+            | StateKey::JobSubmission { .. } => {
                 return Ok(None);
             }
         }))
@@ -179,7 +182,10 @@ impl Change {
             StateKey::Leader { .. }
             | StateKey::JobPlan { .. }
             | StateKey::Var { .. }
-            | StateKey::Acl(_) => {
+            | StateKey::Acl(_)
+            | StateKey::Namespace(_)
+            | StateKey::NodePool(_)
+            | StateKey::JobSubmission { .. } => {
                 return None;
             }
         })

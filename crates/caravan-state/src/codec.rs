@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use caravan_model::AllocExt;
 use caravan_proto::{
-    Allocation, Deployment, Evaluation, Job, Node, SchedulerConfiguration, Variable,
+    Allocation, Deployment, Evaluation, Job, JobSubmission, Namespace, Node, NodePool,
+    SchedulerConfiguration, Variable,
 };
 use caravan_store::{KeyValue, Revision};
 use prost::Message;
@@ -76,7 +77,15 @@ macro_rules! plain_revisions {
     )*};
 }
 
-plain_revisions!(Node, Deployment, SchedulerConfiguration, Variable);
+plain_revisions!(
+    Node,
+    Deployment,
+    SchedulerConfiguration,
+    Variable,
+    Namespace,
+    NodePool,
+    JobSubmission
+);
 
 /// The bytes to store for `msg`.
 pub fn encode<T: Message>(msg: &T) -> Vec<u8> {

@@ -43,11 +43,20 @@ pub enum Kind {
     /// gateway's; not in the watch cache, which the gateway's ACL cache
     /// replaces).
     Acl,
+    /// `namespaces/<name>`: namespaces other than the built-in `default`
+    /// (the gateway's; not cached).
+    Namespaces,
+    /// `node_pools/<name>`: node pools other than the built-in `default`
+    /// and `all` (the gateway's; not cached).
+    NodePools,
+    /// `job_submissions/<ns>/<job>/<version>`: the source a job version
+    /// was submitted with (the gateway's; not cached).
+    JobSubmissions,
 }
 
 impl Kind {
     /// Every kind, in layout order.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 15] = [
         Kind::Jobs,
         Kind::JobVersions,
         Kind::Evals,
@@ -60,6 +69,9 @@ impl Kind {
         Kind::JobPlans,
         Kind::Vars,
         Kind::Acl,
+        Kind::Namespaces,
+        Kind::NodePools,
+        Kind::JobSubmissions,
     ];
 
     /// The key segment right after the prefix.
@@ -77,6 +89,9 @@ impl Kind {
             Kind::JobPlans => "job_plans",
             Kind::Vars => "vars",
             Kind::Acl => "acl",
+            Kind::Namespaces => "namespaces",
+            Kind::NodePools => "node_pools",
+            Kind::JobSubmissions => "job_submissions",
         }
     }
 
@@ -92,7 +107,13 @@ impl Kind {
             | Kind::Heartbeats
             | Kind::Deployments
             | Kind::SchedulerConfig => true,
-            Kind::Leader | Kind::JobPlans | Kind::Vars | Kind::Acl => false,
+            Kind::Leader
+            | Kind::JobPlans
+            | Kind::Vars
+            | Kind::Acl
+            | Kind::Namespaces
+            | Kind::NodePools
+            | Kind::JobSubmissions => false,
         }
     }
 
@@ -159,6 +180,19 @@ pub enum StateKey {
     /// An ACL entry: what follows `acl/` (`policy/<name>`,
     /// `token/<accessor>`, `bootstrap`).
     Acl(String),
+    /// A namespace.
+    Namespace(String),
+    /// A node pool.
+    NodePool(String),
+    /// The submission of one version of a job.
+    JobSubmission {
+        /// Namespace.
+        namespace: String,
+        /// Job id.
+        id: String,
+        /// Job version.
+        version: u64,
+    },
 }
 
 impl StateKey {
@@ -177,6 +211,9 @@ impl StateKey {
             StateKey::JobPlan { .. } => Kind::JobPlans,
             StateKey::Var { .. } => Kind::Vars,
             StateKey::Acl(_) => Kind::Acl,
+            StateKey::Namespace(_) => Kind::Namespaces,
+            StateKey::NodePool(_) => Kind::NodePools,
+            StateKey::JobSubmission { .. } => Kind::JobSubmissions,
         }
     }
 }
@@ -302,6 +339,38 @@ impl Keyspace {
         self.build(&["acl", entry])
     }
 
+    /// `job_submissions/<ns>/<job>/<version>`, the version zero-padded.
+    pub fn job_submission(&self, namespace: &str, job_id: &str, version: u64) -> Vec<u8> {
+        let version = format!("{version:0VERSION_DIGITS$}");
+        self.build(&[
+            "job_submissions",
+            &encode_segment(namespace),
+            &encode_segment(job_id),
+            &version,
+        ])
+    }
+
+    /// Prefix of the submissions of every version of one job.
+    pub fn job_submissions_of(&self, namespace: &str, job_id: &str) -> Vec<u8> {
+        let mut key = self.build(&[
+            "job_submissions",
+            &encode_segment(namespace),
+            &encode_segment(job_id),
+        ]);
+        key.push(b'/');
+        key
+    }
+
+    /// `namespaces/<name>`.
+    pub fn namespace(&self, name: &str) -> Vec<u8> {
+        self.build(&["namespaces", &encode_segment(name)])
+    }
+
+    /// `node_pools/<name>`.
+    pub fn node_pool(&self, name: &str) -> Vec<u8> {
+        self.build(&["node_pools", &encode_segment(name)])
+    }
+
     /// `evals/<eval>`.
     pub fn eval(&self, eval_id: &str) -> Vec<u8> {
         self.build(&["evals", eval_id])
@@ -369,6 +438,13 @@ impl Keyspace {
             StateKey::JobPlan { namespace, id } => self.job_plan(namespace, id),
             StateKey::Var { namespace, path } => self.var(namespace, path),
             StateKey::Acl(entry) => self.acl(entry),
+            StateKey::Namespace(name) => self.namespace(name),
+            StateKey::NodePool(name) => self.node_pool(name),
+            StateKey::JobSubmission {
+                namespace,
+                id,
+                version,
+            } => self.job_submission(namespace, id, *version),
         }
     }
 
@@ -429,6 +505,14 @@ impl Keyspace {
                 },
                 _ => return Err(StateError::key(key, "wrong number of segments")),
             },
+            Kind::JobSubmissions => match parts.as_slice() {
+                [ns, id, version] => StateKey::JobSubmission {
+                    namespace: decode_segment(key, ns)?,
+                    id: decode_segment(key, id)?,
+                    version: parse_version(key, version)?,
+                },
+                _ => return Err(StateError::key(key, "wrong number of segments")),
+            },
             Kind::Evals => StateKey::Eval(single()?),
             Kind::Allocs => StateKey::Alloc(single()?),
             Kind::Nodes => StateKey::Node(single()?),
@@ -442,6 +526,8 @@ impl Keyspace {
                 _ => return Err(StateError::key(key, "wrong number of segments")),
             },
             Kind::SchedulerConfig => StateKey::SchedulerConfig,
+            Kind::Namespaces => StateKey::Namespace(decode_segment(key, &single()?)?),
+            Kind::NodePools => StateKey::NodePool(decode_segment(key, &single()?)?),
             Kind::Acl => return Err(StateError::key(key, "wrong number of segments")),
         })
     }
@@ -574,6 +660,13 @@ mod tests {
             },
             StateKey::Acl("policy/readonly".into()),
             StateKey::Acl("bootstrap".into()),
+            StateKey::Namespace("prod".into()),
+            StateKey::NodePool("gpu".into()),
+            StateKey::JobSubmission {
+                namespace: "default".into(),
+                id: "web/dispatch-1".into(),
+                version: 3,
+            },
         ];
         for key in keys {
             let bytes = ks.key_of(&key);

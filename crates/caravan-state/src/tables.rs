@@ -269,7 +269,10 @@ impl Tables {
             | StateKey::Leader { .. }
             | StateKey::JobPlan { .. }
             | StateKey::Var { .. }
-            | StateKey::Acl(_) => None,
+            | StateKey::Acl(_)
+            | StateKey::Namespace(_)
+            | StateKey::NodePool(_)
+            | StateKey::JobSubmission { .. } => None,
         }
     }
 

@@ -5,7 +5,8 @@
 //! the group instead of one each.
 //!
 //! Each transaction keeps its own guards. Transactions share a group only
-//! when no key of one is compared or touched by another, so the merged
+//! when no key one writes is compared or touched by another (two that only
+//! compare the same key, as registrations into one namespace do, may), so the merged
 //! transaction's compares see exactly what each would have seen alone and
 //! its operations commute: succeeding together is the same as succeeding one
 //! after the other. When a compare of the merged transaction fails, each
@@ -120,11 +121,11 @@ async fn run<E: Clone + Send + 'static>(
 ) {
     let room = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut sending = JoinSet::new();
-    let mut queued: VecDeque<(Pending<E>, Vec<Vec<u8>>)> = VecDeque::new();
+    let mut queued: VecDeque<(Pending<E>, Vec<Touch>)> = VecDeque::new();
     let mut open = true;
     // A transaction no group can take goes at once, on its own.
     let route = |p: Pending<E>,
-                 queued: &mut VecDeque<(Pending<E>, Vec<Vec<u8>>)>,
+                 queued: &mut VecDeque<(Pending<E>, Vec<Touch>)>,
                  sending: &mut JoinSet<()>| match shareable(&p.txn, limits) {
         Some(keys) => queued.push_back((p, keys)),
         None => {
@@ -192,17 +193,20 @@ async fn run<E: Clone + Send + 'static>(
 /// Transactions that go to the store as one.
 struct Group<E> {
     members: Vec<Pending<E>>,
-    /// Every key compared or touched by a member.
-    keys: HashSet<Vec<u8>>,
+    /// Every key a member compares (and does not write).
+    compared: HashSet<Vec<u8>>,
+    /// Every key a member writes.
+    written: HashSet<Vec<u8>>,
     ops: usize,
     bytes: usize,
 }
 
 impl<E: Clone + Send + 'static> Group<E> {
-    fn of(first: Pending<E>, keys: Vec<Vec<u8>>) -> Self {
+    fn of(first: Pending<E>, keys: Vec<Touch>) -> Self {
         let mut group = Group {
             members: Vec::new(),
-            keys: HashSet::new(),
+            compared: HashSet::new(),
+            written: HashSet::new(),
             ops: 0,
             bytes: 0,
         };
@@ -210,20 +214,30 @@ impl<E: Clone + Send + 'static> Group<E> {
         group
     }
 
-    fn push(&mut self, p: Pending<E>, keys: Vec<Vec<u8>>) {
+    fn push(&mut self, p: Pending<E>, keys: Vec<Touch>) {
         self.ops += size(&p.txn);
         self.bytes += bytes(&p.txn);
-        self.keys.extend(keys);
+        for touch in keys {
+            if touch.written {
+                self.written.insert(touch.key);
+            } else {
+                self.compared.insert(touch.key);
+            }
+        }
         self.members.push(p);
     }
 
-    /// Whether a shareable `txn` touching `keys` may join: no key in common
-    /// and the whole within the group's caps.
-    fn admits(&self, txn: &Txn, keys: &[Vec<u8>], limits: GroupLimits) -> bool {
+    /// Whether a shareable `txn` touching `keys` may join: no key one of
+    /// them writes is compared or written by the other (a key both only
+    /// compare is fine: neither changes it), and the whole within the
+    /// group's caps.
+    fn admits(&self, txn: &Txn, keys: &[Touch], limits: GroupLimits) -> bool {
         let (max_ops, max_bytes) = caps(limits);
         self.ops + size(txn) <= max_ops
             && self.bytes + bytes(txn) <= max_bytes
-            && !keys.iter().any(|k| self.keys.contains(k))
+            && !keys.iter().any(|t| {
+                self.written.contains(&t.key) || (t.written && self.compared.contains(&t.key))
+            })
     }
 
     async fn send(self, name: &'static str, commit: Committer<E>) {
@@ -303,20 +317,44 @@ fn bytes(txn: &Txn) -> usize {
 /// Every key `txn` compares or touches, when it may share a transaction:
 /// no failure branch to run, no range (which might hold another member's
 /// keys), and within a group's caps on its own. `None` sends it alone.
-fn shareable(txn: &Txn, limits: GroupLimits) -> Option<Vec<Vec<u8>>> {
+fn shareable(txn: &Txn, limits: GroupLimits) -> Option<Vec<Touch>> {
     let (max_ops, max_bytes) = caps(limits);
     if !txn.failure.is_empty() || size(txn) > max_ops || bytes(txn) > max_bytes {
         return None;
     }
     let single = |r: &Range| r.end.is_empty().then(|| r.start.clone());
-    let mut out: Vec<Vec<u8>> = txn.compares.iter().map(|c| c.key.clone()).collect();
+    let mut out: Vec<Touch> = txn
+        .compares
+        .iter()
+        .map(|c| Touch {
+            key: c.key.clone(),
+            written: false,
+        })
+        .collect();
     for op in &txn.success {
         out.push(match op {
-            Op::Put { key, .. } => key.clone(),
-            Op::Delete(r) | Op::Get(r) => single(r)?,
+            Op::Put { key, .. } => Touch {
+                key: key.clone(),
+                written: true,
+            },
+            Op::Delete(r) => Touch {
+                key: single(r)?,
+                written: true,
+            },
+            Op::Get(r) => Touch {
+                key: single(r)?,
+                written: false,
+            },
         });
     }
     Some(out)
+}
+
+/// A key a transaction compares or reads (`written: false`) or writes.
+#[derive(Debug, Clone)]
+struct Touch {
+    key: Vec<u8>,
+    written: bool,
 }
 
 #[cfg(test)]

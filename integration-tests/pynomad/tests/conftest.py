@@ -23,4 +23,9 @@ def nomad_setup():
 
 @pytest.fixture
 def nomad_setup_with_namespace():
+    # Jobs go only into a namespace that exists, in Caravan as in Nomad:
+    # the suite's own is created (again: an upsert) before it is used.
+    _client().namespace.create_namespace(
+        {"Name": common.NOMAD_NAMESPACE, "Description": "python-nomad's namespaced tests"}
+    )
     return _client(namespace=common.NOMAD_NAMESPACE)

@@ -8,10 +8,10 @@ use caravan_proto::{
     Allocation, DeregisterJobRequest, DeregisterJobResponse, DispatchJobRequest,
     DispatchJobResponse, EvaluateJobRequest, EvaluateJobResponse, Evaluation,
     ForcePeriodicJobRequest, ForcePeriodicJobResponse, GetJobRequest, Job, JobAllocationsRequest,
-    JobEvaluationsRequest, JobSummaryRequest, JobSummaryResponse, ListJobVersionsRequest,
-    ListJobsRequest, PlanJobRequest, PlanJobResponse, RegisterJobRequest, RegisterJobResponse,
-    RevertJobRequest, ScaleJobRequest, SetJobStabilityRequest, ValidateJobRequest,
-    ValidateJobResponse,
+    JobEvaluationsRequest, JobSubmission, JobSummaryRequest, JobSummaryResponse,
+    ListJobVersionsRequest, ListJobsRequest, PlanJobRequest, PlanJobResponse, RegisterJobRequest,
+    RegisterJobResponse, RevertJobRequest, ScaleJobRequest, SetJobStabilityRequest,
+    ValidateJobRequest, ValidateJobResponse,
 };
 
 use crate::client::Client;
@@ -65,7 +65,7 @@ impl<'a> Jobs<'a> {
     ///
     /// [`Error::InvalidArgument`] naming the field of an invalid job.
     pub async fn register(&self, job: Job) -> Result<RegisterJobResponse> {
-        self.register_request(job, None).await
+        self.register_request(job, None, None).await
     }
 
     /// Registers a job only if its current `job_modify_revision` is
@@ -77,13 +77,30 @@ impl<'a> Jobs<'a> {
     ///
     /// [`Error::Conflict`] when the job changed since `revision`.
     pub async fn register_checked(&self, job: Job, revision: i64) -> Result<RegisterJobResponse> {
-        self.register_request(job, Some(revision)).await
+        self.register_request(job, Some(revision), None).await
+    }
+
+    /// Registers a job with the source it was parsed from (kept with the
+    /// version the registration makes), only if its current
+    /// `job_modify_revision` is `revision` when one is given.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Conflict`] when the job changed since `revision`.
+    pub async fn register_submitted(
+        &self,
+        job: Job,
+        revision: Option<i64>,
+        submission: JobSubmission,
+    ) -> Result<RegisterJobResponse> {
+        self.register_request(job, revision, Some(submission)).await
     }
 
     async fn register_request(
         &self,
         job: Job,
         revision: Option<i64>,
+        submission: Option<JobSubmission>,
     ) -> Result<RegisterJobResponse> {
         let mut job = job;
         if job.namespace.is_empty() {
@@ -93,6 +110,7 @@ impl<'a> Jobs<'a> {
             job: Some(job),
             enforce_revision: revision.is_some(),
             job_modify_revision: revision.unwrap_or(0),
+            submission,
         };
         self.client
             .write_once(
@@ -304,6 +322,7 @@ impl<'a> Jobs<'a> {
             job_id: job_id.to_string(),
             payload,
             meta,
+            ..Default::default()
         };
         self.client
             .write_once(

@@ -3,9 +3,10 @@
 //! Nomad's contexts, ordering and limits.
 //!
 //! Scaling policies are the jobs' groups' `scaling` blocks (see
-//! [`crate::scaling`]). Namespaces are not stored objects in Caravan: the `namespaces` context
-//! searches the namespaces in use (`default` and every namespace a job is
-//! registered in).
+//! [`crate::scaling`]). Namespaces are stored outside the cache (see
+//! [`crate::namespaces`]): the `namespaces` context searches the namespaces
+//! in use (`default` and every namespace a job is registered in), so an
+//! empty namespace is not found by search yet.
 //!
 //! With ACLs on a search shows only what the token may read, as Nomad's
 //! does: it looks through the contexts the token may read somewhere in the

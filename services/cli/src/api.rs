@@ -88,13 +88,18 @@ impl Api {
         Ok(self.nomad(context, call).await?.unwrap_or(Value::Null))
     }
 
-    /// Registers a job; with `check_index`, only if its modify revision matches.
+    /// Registers a job (with the source it was parsed from, kept with its
+    /// version); with `check_index`, only if its modify revision matches.
     pub async fn register_job(
         &self,
         job: Job,
         check_index: Option<i64>,
+        submission: Option<caravan_proto::JobSubmission>,
     ) -> Result<RegisterJobResponse> {
-        let resp = self.backend.register_job(job, check_index).await;
+        let resp = self
+            .backend
+            .register_job(job, check_index, submission)
+            .await;
         resp.map_err(sdk("Error submitting job"))
     }
 

@@ -145,6 +145,23 @@ fn writes_sharing_a_key_or_over_the_caps_start_a_new_group() {
         .when(Compare::absent(b"a".to_vec()))
         .and_then(Op::put(b"x".to_vec(), b"1".to_vec()));
     assert!(!admits(&reads_a, LIMITS), "a key another compares");
+    // Two that only compare the same key (registrations into one namespace,
+    // guarded on its key) go together.
+    let in_ns = |job: &str| {
+        Txn::new()
+            .when(Compare::absent(job.as_bytes().to_vec()))
+            .when(Compare::absent(b"ns".to_vec()))
+            .and_then(Op::put(job.as_bytes().to_vec(), b"1".to_vec()))
+    };
+    let (ns_group, _ns_answers) = group_of::<StoreError>(vec![in_ns("j1")]);
+    let ns_keys = shareable(&in_ns("j2"), LIMITS).unwrap();
+    assert!(ns_group.admits(&in_ns("j2"), &ns_keys, LIMITS));
+    let writes_ns = Txn::new().and_then(Op::put(b"ns".to_vec(), b"x".to_vec()));
+    let keys = shareable(&writes_ns, LIMITS).unwrap();
+    assert!(
+        !ns_group.admits(&writes_ns, &keys, LIMITS),
+        "a write of a key another compares"
+    );
     let tight = GroupLimits {
         max_ops: 6,
         max_bytes: 1 << 20,

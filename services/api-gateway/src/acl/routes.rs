@@ -13,6 +13,9 @@ pub enum Need {
     Token,
     /// A namespace capability in the request's namespace.
     Ns(&'static str),
+    /// Any capability in the namespace the URL names
+    /// (`/v1/namespace/{name}`): Nomad's `AllowNamespace`.
+    NamespaceAny,
     /// `node` read.
     NodeRead,
     /// `node` write.
@@ -47,6 +50,7 @@ impl Need {
             Need::Public => "public".into(),
             Need::Token => "token".into(),
             Need::Ns(cap) => format!("ns:{cap}"),
+            Need::NamespaceAny => "ns:any".into(),
             Need::NodeRead => "node:read".into(),
             Need::NodeWrite => "node:write".into(),
             Need::AgentRead => "agent:read".into(),
@@ -67,6 +71,7 @@ impl Need {
         match self {
             Need::Public | Need::Token => true,
             Need::Ns(cap) => acl.allow_ns_op(ns, cap),
+            Need::NamespaceAny => acl.allow_namespace(ns),
             Need::NodeRead => acl.allow_node_read(),
             Need::NodeWrite => acl.allow_node_write(),
             Need::AgentRead => acl.allow_agent_read(),
@@ -157,6 +162,7 @@ pub const RULES: &[Rule] = &[
     r("POST", "/v1/validate/job", READ_JOB),
     r("PUT", "/v1/validate/job", READ_JOB),
     r("GET", "/v1/job/{id}", READ_JOB),
+    r("GET", "/v1/job/{id}/submission", READ_JOB),
     r("POST", "/v1/job/{id}", SUBMIT_JOB),
     r("PUT", "/v1/job/{id}", SUBMIT_JOB),
     r("DELETE", "/v1/job/{id}", SUBMIT_JOB),
@@ -197,6 +203,25 @@ pub const RULES: &[Rule] = &[
         Need::Ns("alloc-lifecycle"),
     ),
     r("GET", "/v1/nodes", Need::NodeRead),
+    r("GET", "/v1/node/pools", Need::NodeRead),
+    r("PUT", "/v1/node/pools", Need::Management),
+    r("POST", "/v1/node/pools", Need::Management),
+    r("GET", "/v1/node/pool/{name}", Need::NodeRead),
+    r("PUT", "/v1/node/pool/{name}", Need::Management),
+    r("POST", "/v1/node/pool/{name}", Need::Management),
+    r("DELETE", "/v1/node/pool/{name}", Need::Management),
+    r("GET", "/v1/node/pool/{name}/nodes", Need::NodeRead),
+    list("/v1/node/pool/{name}/jobs", LIST_JOBS),
+    // Reads show what the token is granted anything in (the handlers
+    // filter); writes are a management token's, as Nomad's.
+    r("GET", "/v1/namespaces", Need::Public),
+    r("PUT", "/v1/namespace", Need::Management),
+    r("POST", "/v1/namespace", Need::Management),
+    r("*", "/v1/namespace/", Need::Public),
+    r("GET", "/v1/namespace/{name}", Need::NamespaceAny),
+    r("PUT", "/v1/namespace/{name}", Need::Management),
+    r("POST", "/v1/namespace/{name}", Need::Management),
+    r("DELETE", "/v1/namespace/{name}", Need::Management),
     r("GET", "/v1/node/{id}", Need::NodeRead),
     list("/v1/node/{id}/allocations", Need::NodeRead),
     r("POST", "/v1/node/{id}/eligibility", Need::NodeWrite),

@@ -44,7 +44,14 @@ impl JobService for JobApi {
         let req = request.into_inner();
         let job = req.job.ok_or_else(missing_job)?;
         let enforce = req.enforce_revision.then_some(req.job_modify_revision);
-        let r = register::register(&self.0, job, enforce).await?;
+        let r = register::register_submitted(
+            &self.0,
+            job,
+            enforce,
+            caravan_model::trigger::JOB_REGISTER,
+            req.submission,
+        )
+        .await?;
         Ok(Response::new(registered(r)))
     }
 
@@ -228,8 +235,15 @@ impl JobService for JobApi {
         request: Request<ScaleJobRequest>,
     ) -> Result<Response<RegisterJobResponse>, Status> {
         let req = request.into_inner();
-        let r =
-            lifecycle::scale(&self.0, &req.namespace, &req.job_id, &req.group, req.count).await?;
+        let r = lifecycle::scale(
+            &self.0,
+            &req.namespace,
+            &req.job_id,
+            &req.group,
+            req.count,
+            None,
+        )
+        .await?;
         Ok(Response::new(registered(r)))
     }
 
@@ -238,13 +252,18 @@ impl JobService for JobApi {
         request: Request<DispatchJobRequest>,
     ) -> Result<Response<DispatchJobResponse>, Status> {
         let req = request.into_inner();
-        let d = lifecycle::dispatch(&self.0, &req.namespace, &req.job_id, req.payload, req.meta)
-            .await?;
+        let asked = lifecycle::DispatchRequest {
+            payload: req.payload,
+            meta: req.meta,
+            id_prefix_template: req.id_prefix_template,
+            idempotency_token: req.idempotency_token,
+        };
+        let d = lifecycle::dispatch(&self.0, &req.namespace, &req.job_id, asked).await?;
         Ok(Response::new(DispatchJobResponse {
             dispatched_job_id: d.job_id,
             eval_id: d.registered.eval_id,
             eval_create_revision: d.registered.eval_create_revision,
-            job_create_revision: d.registered.revision,
+            job_create_revision: d.job_create_revision,
         }))
     }
 

@@ -166,7 +166,12 @@ pub(crate) async fn guard(gw: Gateway, limit: usize, mut req: Request, next: Nex
     if rule.need == Need::Token && caller.token.is_none() {
         return permission_denied();
     }
-    let namespace = request_namespace(req.uri().query());
+    // A namespace's own route is about the namespace it names.
+    let namespace = if rule.need == Need::NamespaceAny {
+        path_param(&pattern, req.uri().path(), "{name}").unwrap_or_default()
+    } else {
+        request_namespace(req.uri().query())
+    };
     let var_path = variable_path(req.uri().path());
     if !rule.need.permits(&acl, &namespace, &var_path, rule.list) {
         return permission_denied();

@@ -155,7 +155,41 @@ pub(crate) async fn scale(
             .ok_or_else(|| ApiError::field("Count", "must be an integer"))?,
         None => return Err(ApiError::field("Count", "missing count")),
     };
-    let r = lifecycle::scale(&http.gw, namespace(&p), &id, group, count).await?;
+    if let Some(target_job) = v.pointer("/Target/Job").and_then(Value::as_str)
+        && !target_job.is_empty()
+        && target_job != id
+    {
+        return Err(ApiError::field(
+            "Target.Job",
+            "job ID in payload did not match URL",
+        ));
+    }
+    if crate::http::bool_field(&v, "PolicyOverride")? {
+        return Err(ApiError::field(
+            "PolicyOverride",
+            "not supported: Caravan has no Sentinel policies to override",
+        ));
+    }
+    if crate::http::bool_field(&v, "Error")? {
+        return Err(ApiError::field(
+            "Error",
+            "not supported: Caravan does not record scaling events",
+        ));
+    }
+    let enforce = match body_field(&v, "JobModifyIndex") {
+        None | Some(Value::Null) => None,
+        Some(n) => match n.as_i64() {
+            Some(0) => None,
+            Some(i) if i > 0 => Some(i),
+            _ => {
+                return Err(ApiError::field(
+                    "JobModifyIndex",
+                    "must be a non-negative integer",
+                ));
+            }
+        },
+    };
+    let r = lifecycle::scale(&http.gw, namespace(&p), &id, group, count, enforce).await?;
     Ok(registered(&r))
 }
 
@@ -191,14 +225,47 @@ pub(crate) async fn dispatch(
         }
         Some(_) => return Err(ApiError::field("Meta", "must be an object of strings")),
     }
-    let d = lifecycle::dispatch(&http.gw, namespace(&p), &id, payload, meta).await?;
+    if let Value::Object(fields) = &v {
+        for key in fields.keys() {
+            // The write options a client may encode beside them.
+            let known = [
+                "JobID",
+                "Payload",
+                "Meta",
+                "IdPrefixTemplate",
+                "Region",
+                "Namespace",
+                "SecretID",
+                "IdempotencyToken",
+            ];
+            if !known.iter().any(|k| k.eq_ignore_ascii_case(key)) {
+                return Err(ApiError::field(key.clone(), "unknown dispatch field"));
+            }
+        }
+    }
+    if let Some(Value::String(body_id)) = body_field(&v, "JobID")
+        && !body_id.is_empty()
+        && *body_id != id
+    {
+        return Err(ApiError::field("JobID", "Job ID does not match"));
+    }
+    let asked = lifecycle::DispatchRequest {
+        payload,
+        meta,
+        id_prefix_template: crate::http::text_field(&v, "IdPrefixTemplate")?,
+        idempotency_token: match p.get("idempotency_token").filter(|t| !t.is_empty()) {
+            Some(token) => token.clone(),
+            None => crate::http::text_field(&v, "IdempotencyToken")?,
+        },
+    };
+    let d = lifecycle::dispatch(&http.gw, namespace(&p), &id, asked).await?;
     Ok(with_index(
         index(d.registered.revision),
         json!({
             "DispatchedJobID": d.job_id,
             "EvalID": d.registered.eval_id,
             "EvalCreateIndex": index(d.registered.eval_create_revision),
-            "JobCreateIndex": index(d.registered.revision),
+            "JobCreateIndex": index(d.job_create_revision),
             "Index": index(d.registered.revision),
         }),
     ))

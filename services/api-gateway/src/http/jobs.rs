@@ -3,7 +3,7 @@
 use axum::body::Bytes;
 use axum::extract::{Path, Query as QueryString, State};
 use caravan_jobspec::{ParseOptions, parse_json};
-use caravan_proto::Job;
+use caravan_proto::{Job, JobSubmission};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -99,7 +99,15 @@ async fn do_register(http: &Http, p: &Params, body: &Bytes, path_id: Option<&str
     let wanted = body_field(&s.raw, "JobModifyIndex")
         .and_then(Value::as_i64)
         .unwrap_or(0);
-    let r = writes::register(&http.gw, s.job, enforce.then_some(wanted)).await?;
+    let submission = submission_field(&s.raw)?;
+    let r = writes::register_submitted(
+        &http.gw,
+        s.job,
+        enforce.then_some(wanted),
+        caravan_model::trigger::JOB_REGISTER,
+        submission,
+    )
+    .await?;
     let mut warnings = s.warnings;
     warnings.extend(r.warnings);
     let contact = http.gw.leader_contact();
@@ -113,6 +121,116 @@ async fn do_register(http: &Http, p: &Params, body: &Bytes, path_id: Option<&str
             "Index": index(r.revision),
             "LastContact": contact.last_contact_ms,
             "KnownLeader": contact.known,
+        }),
+    ))
+}
+
+/// The register body's `Submission` (the job's source and variables), if
+/// any; its fields are Nomad's `api.JobSubmission`.
+fn submission_field(raw: &Value) -> Result<Option<JobSubmission>, ApiError> {
+    let sub = match body_field(raw, "Submission") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(sub @ Value::Object(_)) => sub,
+        Some(_) => return Err(ApiError::field("Submission", "must be an object")),
+    };
+    let text = |name: &str| -> Result<String, ApiError> {
+        match body_field(sub, name) {
+            None | Some(Value::Null) => Ok(String::new()),
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(_) => Err(ApiError::field(
+                format!("Submission.{name}"),
+                "must be a string",
+            )),
+        }
+    };
+    let mut variable_flags = std::collections::BTreeMap::new();
+    match body_field(sub, "VariableFlags") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(flags)) => {
+            for (k, v) in flags {
+                let Value::String(v) = v else {
+                    return Err(ApiError::field(
+                        format!("Submission.VariableFlags.{k}"),
+                        "must be a string",
+                    ));
+                };
+                variable_flags.insert(k.clone(), v.clone());
+            }
+        }
+        Some(_) => {
+            return Err(ApiError::field(
+                "Submission.VariableFlags",
+                "must be an object of strings",
+            ));
+        }
+    }
+    if let Value::Object(fields) = sub {
+        for key in fields.keys() {
+            let known = [
+                "Source",
+                "Format",
+                "VariableFlags",
+                "Variables",
+                "Namespace",
+                "JobID",
+                "Version",
+                "JobModifyIndex",
+            ];
+            if !known.iter().any(|k| k.eq_ignore_ascii_case(key)) {
+                return Err(ApiError::field(
+                    format!("Submission.{key}"),
+                    "unknown job submission field",
+                ));
+            }
+        }
+    }
+    let format = text("Format")?;
+    if !matches!(format.as_str(), "" | "hcl2" | "json") {
+        return Err(ApiError::field(
+            "Submission.Format",
+            format!("{format:?} is not a job format Caravan reads (hcl2, json)"),
+        ));
+    }
+    Ok(Some(JobSubmission {
+        source: text("Source")?,
+        format,
+        variable_flags,
+        variables: text("Variables")?,
+        ..Default::default()
+    }))
+}
+
+/// `GET /v1/job/:id/submission?version=`: the source a version was
+/// submitted with; 404 when none was.
+pub(crate) async fn submission(
+    State(http): State<Http>,
+    Path(id): Path<String>,
+    QueryString(p): QueryString<Params>,
+) -> ApiResult {
+    let q = query(&http, &p)?;
+    let version = p
+        .get("version")
+        .and_then(|v| v.parse::<u64>().ok())
+        .ok_or_else(|| {
+            ApiError::field(
+                "version",
+                "Unable to parse job submission version parameter",
+            )
+        })?;
+    let Some(sub) = reads::submission(&http.gw, &q.namespace, &id, version).await? else {
+        return Err(GatewayError::NotFound("job source not found".into()).into());
+    };
+    Ok(with_index(
+        index(sub.modify_revision),
+        json!({
+            "Source": sub.source,
+            "Format": sub.format,
+            "VariableFlags": sub.variable_flags,
+            "Variables": sub.variables,
+            "Namespace": sub.namespace,
+            "JobID": sub.job_id,
+            "Version": sub.version,
+            "JobModifyIndex": index(sub.modify_revision),
         }),
     ))
 }
@@ -143,24 +261,37 @@ struct ParseRequest {
     job_hcl: Option<String>,
     #[serde(default)]
     canonicalize: bool,
+    /// An HCL (or JSON) variables file whose values the job's variables take.
+    variables: Option<String>,
+    /// Nomad's deprecated HCL1 parser, which Caravan does not have.
+    #[serde(rename = "HCLv1", default)]
+    hcl_v1: bool,
 }
 
 /// `POST /v1/jobs/parse`: an HCL job file to Nomad's JSON job, answered as
 /// the job object itself; with `Canonicalize` every default is filled in,
-/// without it the job is as written (named after its id when unnamed).
+/// without it the job is as written (named after its id when unnamed). Its
+/// variables take their values from `Variables` (a variables file's text).
 pub(crate) async fn parse(State(http): State<Http>, body: Bytes) -> ApiResult {
     let req: ParseRequest = decode(&body)?;
     let Some(hcl) = req.job_hcl.filter(|h| !h.trim().is_empty()) else {
         return Err(ApiError::field("JobHCL", "Job spec is empty"));
     };
+    if req.hcl_v1 {
+        return Err(ApiError::field(
+            "HCLv1",
+            "not supported: Caravan parses HCL2 only (HCL1 was removed from Nomad too)",
+        ));
+    }
     let options = ParseOptions {
         max_bytes: http.gw.config.max_body_bytes,
     };
+    let inputs = caravan_jobspec::VariableInputs::from_api(req.variables.as_deref());
     // Parsing is CPU-bound (about 2 µs per object key): off the async
     // workers, so the rest of the API keeps answering meanwhile.
     let canonicalize = req.canonicalize;
     let parsed = tokio::task::spawn_blocking(move || {
-        caravan_jobspec::hcl_to_nomad_json(&hcl, canonicalize, &options)
+        caravan_jobspec::hcl_to_nomad_json_with(&hcl, canonicalize, &inputs, &options)
     })
     .await
     .map_err(|err| GatewayError::Unavailable(format!("parsing the job was interrupted: {err}")))?;

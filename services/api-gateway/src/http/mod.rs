@@ -14,6 +14,8 @@ mod job_ops;
 mod jobs;
 mod logs;
 mod metrics;
+mod namespaces;
+mod node_pools;
 mod operator;
 mod paging;
 pub mod params;
@@ -82,6 +84,7 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
             post(jobs::evaluate).put(jobs::evaluate),
         )
         .route("/v1/job/{id}/versions", get(jobs::versions))
+        .route("/v1/job/{id}/submission", get(jobs::submission))
         .route("/v1/job/{id}/allocations", get(jobs::allocations))
         .route("/v1/job/{id}/evaluations", get(jobs::evaluations))
         .route("/v1/job/{id}/summary", get(jobs::summary))
@@ -200,6 +203,8 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
         .route("/v1/metrics", get(metrics::metrics))
         .route("/metrics", get(metrics::prometheus))
         .merge(vars::routes())
+        .merge(namespaces::routes())
+        .merge(node_pools::routes())
         .merge(client_fs::routes())
         .merge(alloc_exec::routes())
         .merge(acl::routes())

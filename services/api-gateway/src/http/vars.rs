@@ -129,6 +129,7 @@ async fn put(
     QueryString(p): QueryString<Params>,
     body: Bytes,
 ) -> ApiResult {
+    refuse_locks(&p)?;
     let v: Value = decode(&body)?;
     if !v.is_object() {
         return Err(ApiError::field(
@@ -155,9 +156,30 @@ async fn put(
         }
         Some(_) => return Err(ApiError::field("Items", "must be an object of strings")),
     };
+    if body_field(&v, "Lock").is_some_and(|l| !l.is_null()) {
+        return Err(ApiError::field(
+            "Lock",
+            "variable locks are not supported by Caravan yet",
+        ));
+    }
     let cas = cas(&p)?;
     let w = vars::put(&http.gw, &namespace, &path, items, cas).await?;
     write_answer(w, StatusCode::OK)
+}
+
+/// Nomad's lock operations (`?lock-acquire`, `?lock-renew`,
+/// `?lock-release`) are not implemented: refused by name rather than taken
+/// for a plain write.
+fn refuse_locks(p: &Params) -> Result<(), ApiError> {
+    for op in ["lock-acquire", "lock-renew", "lock-release"] {
+        if p.contains_key(op) {
+            return Err(ApiError::field(
+                op,
+                "variable locks are not supported by Caravan yet",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `DELETE /v1/var/:path?cas=`: 204 when deleted (or already absent), 409
@@ -167,6 +189,7 @@ async fn delete(
     Path(path): Path<String>,
     QueryString(p): QueryString<Params>,
 ) -> ApiResult {
+    refuse_locks(&p)?;
     let namespace = write_namespace(None, &p);
     let cas = cas(&p)?;
     let w = vars::delete(&http.gw, &namespace, &path, cas).await?;

@@ -111,13 +111,15 @@ pub async fn set_stability(
 }
 
 /// Sets the count of one task group: a new version and a `job-scaling`
-/// evaluation, compared on the spec revision that was read.
+/// evaluation, compared on the spec revision that was read; with
+/// `enforce_revision`, only while the job's spec revision is that one.
 pub async fn scale(
     gw: &Gateway,
     namespace: &str,
     job_id: &str,
     group: &str,
     count: i64,
+    enforce_revision: Option<Revision>,
 ) -> Result<Registered> {
     let namespace = namespace_or_default(namespace);
     let count = i32::try_from(count)
@@ -126,6 +128,14 @@ pub async fn scale(
         .ok_or_else(|| GatewayError::field("count", "must be between 0 and 50000"))?;
     for _ in 0..gw.attempts() {
         let job = current(gw, namespace, job_id).await?;
+        if let Some(wanted) = enforce_revision
+            && wanted != job.job_modify_revision
+        {
+            return Err(GatewayError::FailedPrecondition(format!(
+                "enforcing job modify index {wanted}: job exists with conflicting job modify index: {}",
+                job.job_modify_revision
+            )));
+        }
         if job.stop {
             return Err(GatewayError::FailedPrecondition(format!(
                 "job {job_id:?} is stopped; scaling is not possible"
@@ -183,6 +193,8 @@ pub struct Dispatched {
     pub job_id: String,
     /// The child's registration.
     pub registered: Registered,
+    /// The revision the child was created at.
+    pub job_create_revision: Revision,
 }
 
 /// Checks a dispatch's payload and meta against the parent's rules.
@@ -227,23 +239,58 @@ fn check_dispatch(parent: &Job, payload: &[u8], meta: &BTreeMap<String, String>)
     Ok(())
 }
 
+/// What a dispatch asks for beside the parent job.
+#[derive(Debug, Clone, Default)]
+pub struct DispatchRequest {
+    /// The payload, at most the parent's rules allow.
+    pub payload: Vec<u8>,
+    /// Meta added to the child.
+    pub meta: BTreeMap<String, String>,
+    /// Put into the child's id after `dispatch-`.
+    pub id_prefix_template: String,
+    /// A token whose child, while it exists, answers a repeated dispatch.
+    pub idempotency_token: String,
+}
+
 /// Dispatches a parameterized job: registers the child
-/// `<parent>/dispatch-<unix seconds>-<8 hex>` with the payload and meta,
-/// which is evaluated like any job.
+/// `<parent>/dispatch-[<template>-]<unix seconds>-<8 hex>` with the payload
+/// and meta, which is evaluated like any job. A dispatch carrying the
+/// idempotency token of a child that still exists answers that child.
 pub async fn dispatch(
     gw: &Gateway,
     namespace: &str,
     job_id: &str,
-    payload: Vec<u8>,
-    meta: BTreeMap<String, String>,
+    req: DispatchRequest,
 ) -> Result<Dispatched> {
     let namespace = namespace_or_default(namespace);
     let parent = current(gw, namespace, job_id).await?;
-    check_dispatch(&parent, &payload, &meta)?;
+    check_dispatch(&parent, &req.payload, &req.meta)?;
+    if !req.idempotency_token.is_empty()
+        && let Some(found) = gw.cache.snapshot().jobs_in(namespace).find(|j| {
+            j.parent_id == parent.id && j.dispatch_idempotency_token == req.idempotency_token
+        })
+    {
+        return Ok(Dispatched {
+            job_id: found.id.clone(),
+            job_create_revision: found.create_revision,
+            registered: Registered {
+                eval_id: String::new(),
+                eval_create_revision: 0,
+                job_modify_revision: found.job_modify_revision,
+                warnings: Vec::new(),
+                revision: found.modify_revision,
+            },
+        });
+    }
     // Random bits: a time-ordered id's first eight digits are its clock.
     let suffix: String = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
+    let template = if req.id_prefix_template.is_empty() {
+        String::new()
+    } else {
+        format!("{}-", req.id_prefix_template)
+    };
     let child_id = format!(
-        "{job_id}/dispatch-{}-{suffix}",
+        "{job_id}/dispatch-{template}{}-{suffix}",
         now_unix_ns() / 1_000_000_000
     );
     let mut child = as_spec(parent.clone());
@@ -251,11 +298,13 @@ pub async fn dispatch(
     child.name = child_id.clone();
     child.parent_id = parent.id.clone();
     child.dispatched = true;
-    child.payload = payload;
-    child.meta.extend(meta);
+    child.payload = req.payload;
+    child.meta.extend(req.meta);
+    child.dispatch_idempotency_token = req.idempotency_token;
     let registered = register(gw, child, Some(0)).await?;
     Ok(Dispatched {
         job_id: child_id,
+        job_create_revision: registered.revision,
         registered,
     })
 }

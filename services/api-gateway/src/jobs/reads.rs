@@ -139,3 +139,15 @@ pub async fn summary(gw: &Gateway, job_id: &str, query: &Query) -> Result<(JobSu
     let groups = summarize(&snap, &job);
     Ok((JobSummary { job, groups }, query::meta(gw, &snap)))
 }
+
+/// The submission kept with version `version` of a job, if one was sent
+/// with it.
+pub async fn submission(
+    gw: &Gateway,
+    namespace: &str,
+    job_id: &str,
+    version: u64,
+) -> Result<Option<caravan_proto::JobSubmission>> {
+    gw.read(&gw.keys.job_submission(namespace, job_id, version))
+        .await
+}

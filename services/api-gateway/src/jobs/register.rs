@@ -4,7 +4,7 @@
 //! first.
 
 use caravan_model::{JobExt, now_unix_ns, trigger};
-use caravan_proto::{AllocClientStatus, Evaluation, Job};
+use caravan_proto::{AllocClientStatus, Evaluation, Job, JobSubmission};
 use caravan_state::{Keyspace, decode, encode, register_txn, versions_to_delete};
 use caravan_store::{Compare, CompareOp, Op, Range, Revision, Txn};
 
@@ -153,6 +153,18 @@ pub(crate) async fn register_with(
     enforce_revision: Option<Revision>,
     trigger: &str,
 ) -> Result<Registered> {
+    register_submitted(gw, job, enforce_revision, trigger, None).await
+}
+
+/// [`register_with`], keeping `submission` (the job's source) with the
+/// version the registration makes.
+pub(crate) async fn register_submitted(
+    gw: &Gateway,
+    job: Job,
+    enforce_revision: Option<Revision>,
+    trigger: &str,
+    submission: Option<JobSubmission>,
+) -> Result<Registered> {
     let (job, warnings) = prepare(job, gw.config.max_job_allocs)?;
     if gw
         .cache
@@ -196,7 +208,21 @@ pub(crate) async fn register_with(
         } else {
             Vec::new()
         };
-        let write = build_register(&gw.keys, existing.as_ref(), job.clone(), &versions, trigger);
+        let mut write =
+            build_register(&gw.keys, existing.as_ref(), job.clone(), &versions, trigger);
+        if let Some(guard) = crate::namespaces::register_guard(gw, &job.namespace) {
+            write.txn = write.txn.when(guard);
+        }
+        if write.changed {
+            write.txn = keep_submission(
+                &gw.keys,
+                write.txn,
+                &job,
+                existing.as_ref(),
+                &versions,
+                submission.as_ref(),
+            );
+        }
         let result = match gw.job_writes.txn(write.txn).await {
             Ok(result) => result,
             // A write sent without a read first fails outright through an
@@ -210,6 +236,7 @@ pub(crate) async fn register_with(
             Err(err) => return Err(err.into()),
         };
         if !result.succeeded {
+            crate::namespaces::check_exists(gw, &job.namespace, &job.id).await?;
             optimistic = false;
             if enforce_revision.is_some() {
                 return Err(GatewayError::FailedPrecondition(format!(
@@ -246,6 +273,43 @@ pub(crate) async fn register_with(
         });
     }
     Err(conflict(&job.id))
+}
+
+/// Adds to a registration that makes a new version of `job` the write of
+/// its submission (when there is one) and the deletes of the submissions of
+/// the versions it prunes.
+fn keep_submission(
+    keys: &Keyspace,
+    mut txn: Txn,
+    job: &Job,
+    existing: Option<&Job>,
+    versions: &[(u64, bool)],
+    submission: Option<&JobSubmission>,
+) -> Txn {
+    let version = existing.map_or(0, |old| old.version.saturating_add(1));
+    if let Some(submitted) = submission {
+        let kept = JobSubmission {
+            namespace: job.namespace.clone(),
+            job_id: job.id.clone(),
+            version,
+            job_modify_revision: 0,
+            create_revision: 0,
+            modify_revision: 0,
+            ..submitted.clone()
+        };
+        txn = txn.and_then(Op::put(
+            keys.job_submission(&job.namespace, &job.id, version),
+            encode(&kept),
+        ));
+    }
+    for old in versions_to_delete(versions, version) {
+        txn = txn.and_then(Op::delete(keys.job_submission(
+            &job.namespace,
+            &job.id,
+            old,
+        )));
+    }
+    txn
 }
 
 fn conflict(job_id: &str) -> GatewayError {
@@ -292,7 +356,10 @@ pub(crate) fn build_deregister(
             .and_then(Op::Delete(Range::prefix(
                 keys.job_versions_of(&existing.namespace, &existing.id),
             )))
-            .and_then(Op::delete(keys.job_plan(&existing.namespace, &existing.id)));
+            .and_then(Op::delete(keys.job_plan(&existing.namespace, &existing.id)))
+            .and_then(Op::Delete(Range::prefix(
+                keys.job_submissions_of(&existing.namespace, &existing.id),
+            )));
         eval_job.job_modify_revision = 0;
     } else if !existing.stop {
         let mut stopped = existing.clone();
@@ -309,11 +376,17 @@ pub(crate) fn build_deregister(
                 bytes,
             ));
         for old in versions_to_delete(versions, stopped.version) {
-            txn = txn.and_then(Op::delete(keys.job_version(
-                &stopped.namespace,
-                &stopped.id,
-                old,
-            )));
+            txn = txn
+                .and_then(Op::delete(keys.job_version(
+                    &stopped.namespace,
+                    &stopped.id,
+                    old,
+                )))
+                .and_then(Op::delete(keys.job_submission(
+                    &stopped.namespace,
+                    &stopped.id,
+                    old,
+                )));
         }
         eval_job = stopped;
     }
@@ -684,6 +757,7 @@ mod tests {
                 "/t/jobs/default/web".to_string(),
                 "/t/job_versions/default/web/".to_string(),
                 "/t/job_plans/default/web".to_string(),
+                "/t/job_submissions/default/web/".to_string(),
             ]
         );
         assert!(eval.is_some());

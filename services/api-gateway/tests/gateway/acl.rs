@@ -30,6 +30,14 @@ async fn call(
     http_with(gw.bound.http, method, path, &headers, body).await
 }
 
+/// Creates namespace `ns` with the management token `root`.
+async fn make_namespace(gw: &TestGateway, root: &str, ns: &str) {
+    let made = json!({ "Name": ns }).to_string();
+    let path = format!("/v1/namespace/{ns}");
+    let answer = call(gw, Some(root), "PUT", &path, made.as_bytes()).await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+}
+
 async fn bootstrap(gw: &TestGateway) -> String {
     let answer = call(gw, None, "POST", "/v1/acl/bootstrap", b"").await;
     assert_eq!(answer.status, 200, "{}", answer.text());
@@ -94,7 +102,7 @@ fn read_only_allows(need: AclNeed, pattern: &str) -> bool {
         .contains(&cap),
         AclNeed::NodeRead | AclNeed::AgentRead | AclNeed::OperatorRead => true,
         AclNeed::Var(cap) => cap == "read" || cap == "list",
-        AclNeed::AnyRead => true,
+        AclNeed::AnyRead | AclNeed::NamespaceAny => true,
         AclNeed::NodeWrite
         | AclNeed::AgentWrite
         | AclNeed::OperatorWrite
@@ -364,6 +372,7 @@ async fn anonymous_policy_and_filtered_lists(backend: Backend) {
     assert_eq!(write.status, 403);
 
     let mut evals = Vec::new();
+    make_namespace(&gw, &root, "prod").await;
     for (id, ns) in [("web", "default"), ("api", "prod")] {
         let answer = call(&gw, Some(&root), "PUT", "/v1/jobs", &job(id, ns)).await;
         assert_eq!(answer.status, 200, "{}", answer.text());
@@ -445,6 +454,7 @@ async fn search_shows_only_what_the_token_may_read() {
     let gw = start(Arc::new(MemStore::new()), "acl-search").await;
     let root = bootstrap(&gw).await;
     for (id, ns) in [("web-a", "a"), ("web-b", "b")] {
+        make_namespace(&gw, &root, ns).await;
         let answer = call(&gw, Some(&root), "PUT", "/v1/jobs", &job(id, ns)).await;
         assert_eq!(answer.status, 200, "{}", answer.text());
     }
@@ -551,6 +561,7 @@ async fn the_event_stream_shows_only_what_the_token_may_read() {
         "GET /v1/event/stream?namespace=*&topic=Job&index={from} HTTP/1.1\r\nHost: x\r\nX-Nomad-Token: {reader}\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).await.unwrap();
+    make_namespace(&gw, &root, "prod").await;
     for (id, ns) in [("hidden", "prod"), ("shown", "default")] {
         let answer = call(&gw, Some(&root), "PUT", "/v1/jobs", &job(id, ns)).await;
         assert_eq!(answer.status, 200, "{}", answer.text());

@@ -92,6 +92,7 @@ async fn register_retries_from_a_fresh_read(backend: Backend) {
             job: Some(job(9)),
             enforce_revision: true,
             job_modify_revision: current.job_modify_revision,
+            ..Default::default()
         })
         .await
         .unwrap_err();

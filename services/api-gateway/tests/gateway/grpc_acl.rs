@@ -74,6 +74,8 @@ async fn lists_over_every_namespace_keep_to_what_the_token_reads() {
     let root = http(&gw, "", "POST", "/v1/acl/bootstrap", "").await.json();
     let root = root["SecretID"].as_str().unwrap().to_string();
     for (id, ns) in [("web-a", "a"), ("web-b", "b")] {
+        let made = json!({ "Name": ns }).to_string();
+        http(&gw, &root, "PUT", &format!("/v1/namespace/{ns}"), &made).await;
         let job = json!({"Job": {
             "ID": id, "Namespace": ns, "Type": "batch",
             "TaskGroups": [{"Name": "g", "Count": 1, "Tasks": [{

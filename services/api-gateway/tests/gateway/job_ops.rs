@@ -88,10 +88,19 @@ async fn revert_stable_and_scale(backend: Backend) {
     assert_eq!(e.triggered_by, "job-scaling");
     let status = gw.http("GET", "/v1/job/web/scale", b"").await.json();
     assert_eq!(status["TaskGroups"]["web"]["Desired"], 5);
+    assert_eq!(
+        r.json()["JobModifyIndex"].as_i64(),
+        Some(scaled.job_modify_revision)
+    );
+    let stale = scaled.job_modify_revision - 1;
     for bad in [
         json!({"Count": 5, "Target": {"Group": "nope"}}),
         json!({"Count": -1, "Target": {"Group": "web"}}),
         json!({"Count": 5}),
+        json!({"Count": 6, "Target": {"Group": "web", "Job": "other"}}),
+        json!({"Count": 6, "Target": {"Group": "web"}, "PolicyOverride": true}),
+        json!({"Count": 6, "Target": {"Group": "web"}, "Error": true}),
+        json!({"Count": 6, "Target": {"Group": "web"}, "JobModifyIndex": stale}),
     ] {
         let r = gw.http("POST", "/v1/job/web/scale", &body(bad)).await;
         assert_eq!(r.status, 400, "{}", r.text());
@@ -161,6 +170,7 @@ async fn dispatch_creates_a_child(backend: Backend) {
             job_id: "report".into(),
             payload: b"x".to_vec(),
             meta: BTreeMap::from([("who".to_string(), "grpc".to_string())]),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -173,13 +183,44 @@ async fn dispatch_creates_a_child(backend: Backend) {
             job_id: "report".into(),
             payload: b"x".to_vec(),
             meta: BTreeMap::new(),
+            ..Default::default()
         })
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("who"), "{}", err.message());
+
+    // An idempotency token answers its child again rather than make
+    // another; the id prefix template goes into the child's id.
+    let once = json!({"Payload": "aGk=", "Meta": {"who": "me"}, "IdPrefixTemplate": "nightly"});
+    let path = "/v1/job/report/dispatch?idempotency_token=tok-1";
+    let first = gw.http("POST", path, &body(once.clone())).await;
+    assert_eq!(first.status, 200, "{}", first.text());
+    let first_id = first.json()["DispatchedJobID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        first_id.starts_with("report/dispatch-nightly-"),
+        "{first_id}"
+    );
+    let again = gw.http("POST", path, &body(once)).await;
+    assert_eq!(again.status, 200, "{}", again.text());
+    assert_eq!(again.json()["DispatchedJobID"], first_id.as_str());
+    assert_eq!(again.json()["EvalID"], "");
+    assert_eq!(
+        again.json()["JobCreateIndex"],
+        first.json()["JobCreateIndex"]
+    );
+    let bogus = json!({"Payload": "aGk=", "Meta": {"who": "me"}, "Priority": 1});
+    let r = gw
+        .http("POST", "/v1/job/report/dispatch", &body(bogus))
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("Priority"), "{}", r.text());
     let jobs_now: Vec<caravan_proto::Job> = gw.objects(gw.keys.prefix_of(Kind::Jobs)).await;
-    assert_eq!(jobs_now.len(), 3);
+    // The parent, the two children, and the one child of the token.
+    assert_eq!(jobs_now.len(), 4);
     gw.stop().await;
 }
 

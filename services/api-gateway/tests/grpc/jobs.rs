@@ -38,6 +38,7 @@ async fn register_api_enforced(jobs: &mut Jobs) -> RegisterJobResponse {
         job: Some(job("api", 1)),
         enforce_revision: true,
         job_modify_revision: 0,
+        ..Default::default()
     })
     .await
     .unwrap()
@@ -51,6 +52,7 @@ async fn register_api_twice(jobs: &mut Jobs) {
         job: Some(job("api", 2)),
         enforce_revision: true,
         job_modify_revision: first.job_modify_revision,
+        ..Default::default()
     })
     .await
     .unwrap();
@@ -147,6 +149,7 @@ pub async fn an_enforced_register_with_a_stale_revision_fails_its_precondition(b
             job: Some(job("api", 2)),
             enforce_revision: true,
             job_modify_revision: first.job_modify_revision + 100,
+            ..Default::default()
         })
         .await
         .unwrap_err();

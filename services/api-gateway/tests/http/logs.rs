@@ -19,7 +19,6 @@ use crate::fixtures::node_running_web;
 struct FakeNode;
 
 type Chunks = Pin<Box<dyn Stream<Item = Result<LogChunk, tonic::Status>> + Send>>;
-type ExecOutputs = Pin<Box<dyn Stream<Item = Result<ExecOutput, tonic::Status>> + Send>>;
 type FileChunks = Pin<Box<dyn Stream<Item = Result<AllocFileChunk, tonic::Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -53,15 +52,6 @@ impl ClientNodeService for FakeNode {
 
     // The rest of the node's API is not this fake's: the client_fs tests
     // run a real node.
-
-    type ExecTaskStream = ExecOutputs;
-
-    async fn exec_task(
-        &self,
-        _: tonic::Request<tonic::Streaming<ExecInput>>,
-    ) -> Result<tonic::Response<ExecOutputs>, tonic::Status> {
-        Err(tonic::Status::unimplemented("fake node"))
-    }
 
     async fn list_alloc_files(
         &self,

@@ -16,12 +16,14 @@ mod deployments;
 mod errors;
 mod jobs;
 mod logs;
+mod namespaces;
 mod nodes;
 mod operator;
 mod plans;
 mod query_params;
 mod scaling;
 mod search;
+mod submissions;
 mod vars;
 
 caravan_testkit::backend_cases!(backend => crate {
@@ -138,6 +140,17 @@ caravan_testkit::backend_cases!(backend => crate {
         json_metrics_count_registered_nodes,
         prometheus_metrics_count_registered_nodes,
         metrics_are_served_as_text_and_count_job_registrations,
+    },
+    namespaces {
+        namespaces_are_objects_with_a_default_that_stays,
+        fields_caravan_does_not_honour_are_refused_by_name,
+        jobs_need_their_namespace_to_exist,
+        node_pools_are_objects_beside_the_built_in_ones,
+        variable_locks_are_refused_not_written,
+    },
+    submissions {
+        a_submission_is_kept_with_its_version,
+        parse_applies_the_variables_file,
     },
     vars {
         a_variable_reads_back_with_its_items_and_indexes,

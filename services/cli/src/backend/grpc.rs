@@ -63,11 +63,13 @@ impl Backend for GrpcBackend {
         &self,
         job: Job,
         check_index: Option<i64>,
+        submission: Option<caravan_proto::JobSubmission>,
     ) -> Result<RegisterJobResponse> {
         let jobs = self.client.jobs();
-        match check_index {
-            Some(index) => jobs.register_checked(job, index).await,
-            None => jobs.register(job).await,
+        match (check_index, submission) {
+            (index, Some(s)) => jobs.register_submitted(job, index, s).await,
+            (Some(index), None) => jobs.register_checked(job, index).await,
+            (None, None) => jobs.register(job).await,
         }
     }
 

@@ -129,9 +129,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     }
 
     // Jobs.
-    /// Registers a job; with `check_index`, only if its modify revision matches.
-    async fn register_job(&self, job: Job, check_index: Option<i64>)
-    -> Result<RegisterJobResponse>;
+    /// Registers a job (with its submission, when given); with
+    /// `check_index`, only if its modify revision matches.
+    async fn register_job(
+        &self,
+        job: Job,
+        check_index: Option<i64>,
+        submission: Option<caravan_proto::JobSubmission>,
+    ) -> Result<RegisterJobResponse>;
     /// A scheduler dry run of a job.
     async fn plan_job(&self, job: Job) -> Result<PlanJobResponse>;
     /// The gateway's validation of a job: its errors and warnings.

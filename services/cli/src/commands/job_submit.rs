@@ -82,6 +82,9 @@ pub struct JobFile {
     pub warnings: Vec<String>,
     /// Whether the file names the job's namespace (else the command line's applies).
     pub namespace_written: bool,
+    /// The file's text and the variables it was given, sent with a run so the
+    /// cluster keeps them with the job's version (Nomad's job submission).
+    pub submission: caravan_jobspec::JobSubmission,
 }
 
 /// Whether a job file names its namespace: the defaults fill in `default`,
@@ -124,10 +127,12 @@ pub fn parse_job_file(path: &Path, vars: &JobVarArgs, json: bool) -> Result<JobF
             path: shown.clone(),
             message: e.to_string(),
         })?;
+    let submission = caravan_jobspec::submission(&String::from_utf8_lossy(&body), &inputs, &parsed);
     Ok(JobFile {
         job: parsed.job,
         warnings: parsed.warnings,
         namespace_written: namespace_written(&body, &inputs),
+        submission,
     })
 }
 
@@ -155,6 +160,17 @@ fn in_namespace(file: JobFile, api: &Api) -> (Job, Vec<String>) {
         job.namespace = api.namespace().to_string();
     }
     (job, file.warnings)
+}
+
+/// A submission as the API carries it.
+fn submission_proto(s: &caravan_jobspec::JobSubmission) -> caravan_proto::JobSubmission {
+    caravan_proto::JobSubmission {
+        source: s.source.clone(),
+        format: s.format.clone(),
+        variable_flags: s.variable_flags.clone(),
+        variables: s.variables.clone(),
+        ..Default::default()
+    }
 }
 
 /// `Job Warnings:` and the list, as Nomad prints a multi-error.
@@ -241,6 +257,7 @@ pub async fn validate(
 /// `-output`, print the job's JSON).
 pub async fn run(api: &Api, ui: &mut Ui, args: RunArgs<'_>) -> Result<u8> {
     let file = load_job_file(args.file, args.vars, args.json)?;
+    let submission = submission_proto(&file.submission);
     let (job, mut warnings) = in_namespace(file, api);
     if args.output {
         ui.output(pretty(
@@ -250,7 +267,9 @@ pub async fn run(api: &Api, ui: &mut Ui, args: RunArgs<'_>) -> Result<u8> {
     }
     let periodic = job.is_periodic();
     let parameterized = job.parameterized.is_some();
-    let resp = api.register_job(job, args.check_index).await?;
+    let resp = api
+        .register_job(job, args.check_index, Some(submission))
+        .await?;
     warnings.extend(resp.warnings);
     if let Some(block) = warnings_block(&warnings) {
         ui.output(block);

@@ -7,5 +7,6 @@ mod common;
 mod deployments;
 mod dev;
 mod dev_docker;
+mod namespaces;
 mod nomad_verbs;
 mod vars;

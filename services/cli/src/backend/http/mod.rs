@@ -193,11 +193,20 @@ impl Backend for HttpBackend {
         &self,
         job: Job,
         check_index: Option<i64>,
+        submission: Option<caravan_proto::JobSubmission>,
     ) -> Result<RegisterJobResponse> {
         let mut body = json!({ "Job": caravan_jobspec::render_json(&job) });
         if let Some(index) = check_index {
             body["EnforceIndex"] = json!(true);
             body["JobModifyIndex"] = json!(index);
+        }
+        if let Some(s) = submission {
+            body["Submission"] = json!({
+                "Source": s.source,
+                "Format": s.format,
+                "VariableFlags": s.variable_flags,
+                "Variables": s.variables,
+            });
         }
         Ok(Self::registered(&self.put("/v1/jobs", body).await?))
     }

@@ -167,6 +167,7 @@ impl TaskHandle for ExecHandle {
             stdin,
             stdout,
             stderr,
+            resize: _,
         } = request;
         if tty {
             return Err(DriverError::unsupported(NAME, "exec with a terminal"));
