@@ -156,6 +156,19 @@ pub(crate) async fn register_with(
     register_submitted(gw, job, enforce_revision, trigger, None).await
 }
 
+/// Refuses a job whose node pool does not exist (a built-in one, one
+/// written, or one a node registered into), as Nomad does.
+async fn check_node_pool(gw: &Gateway, job: &Job) -> Result<()> {
+    let pool = job.node_pool.as_str();
+    if pool.is_empty() || crate::node_pools::get(gw, pool).await?.is_some() {
+        return Ok(());
+    }
+    Err(GatewayError::FailedPrecondition(format!(
+        "job {:?} is in nonexistent node pool {pool:?}",
+        job.id
+    )))
+}
+
 /// [`register_with`], keeping `submission` (the job's source) with the
 /// version the registration makes.
 pub(crate) async fn register_submitted(
@@ -177,6 +190,7 @@ pub(crate) async fn register_submitted(
                 .into(),
         ));
     }
+    check_node_pool(gw, &job).await?;
     let job_key = gw.keys.job(&job.namespace, &job.id);
     // A new job (the common case) is first tried against the cache's
     // view, which costs the store no read: the write is compared on the

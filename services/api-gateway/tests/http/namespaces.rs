@@ -225,6 +225,18 @@ pub async fn node_pools_are_objects_beside_the_built_in_ones(backend: Backend) {
         .await;
     assert_eq!(r.status, 400);
 
+    // A job in a pool that does not exist is refused, in Nomad's words.
+    let mut job = nomad_job("lost", 1);
+    job["Job"]["NodePool"] = json!("nowhere");
+    let r = put(&gw, "/v1/jobs", job).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text()
+            .contains("job \"lost\" is in nonexistent node pool \"nowhere\""),
+        "{}",
+        r.text()
+    );
+
     let mut job = nomad_job("trainer", 1);
     job["Job"]["NodePool"] = json!("gpu");
     assert_eq!(put(&gw, "/v1/jobs", job).await.status, 200);
