@@ -234,6 +234,13 @@ def exec_terminal(b, api, ctx):
     b.click("Open", "button[data-action=exec-open]")
     term = b.one("the open terminal", "pre.terminal[data-state=open]")
     b.wait("the shell's prompt", lambda: terminal_text(b).rstrip().endswith(("#", "$")), timeout=20)
+    # The terminal's size comes from the element: far wider than a default 80 columns.
+    term.send_keys("stty size" + Keys.ENTER)
+    size = b.wait("stty's rows and columns",
+                  lambda: next((m for m in (re.fullmatch(r"(\d+) (\d+)", line) for line in terminal_lines(b)) if m), None), timeout=20)
+    rows, cols = int(size.group(1)), int(size.group(2))
+    if cols <= 100 or rows < 10:
+        raise Failed(f"the terminal's size is {rows} rows of {cols} columns, not the element's")
     term.send_keys("echo hello-from-exec" + Keys.ENTER)
     b.wait("the command's output on a line of its own", lambda: "hello-from-exec" in terminal_lines(b), timeout=20)
     b.shot("exec")

@@ -120,7 +120,9 @@ export class ExecView {
     const taskSelect = h('select', { 'aria-label': 'Task', class: 'exec-task', onchange: (e) => { this.task = e.target.value; } },
       this.tasks.map((t) => h('option', { value: t, selected: t === this.task }, t)));
     return h('div', { class: 'toolbar' },
-      this.tasks.length > 1 ? taskSelect : h('span', { class: 'mono exec-task' }, this.task || 'no tasks'),
+      h('span', { class: 'muted' }, 'Task'),
+      this.tasks.length > 1 ? taskSelect : h('span', { class: 'mono exec-task' }, this.task || 'none'),
+      h('span', { class: 'muted' }, 'Command'),
       this.command,
       h('label', { class: 'check', title: 'Run the command in a terminal (a tty): a shell then prompts and echoes' }, this.tty, ' Terminal'),
       this.openButton, this.closeButton, this.status);
