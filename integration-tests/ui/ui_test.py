@@ -259,6 +259,13 @@ def exec_terminal(b, api, ctx):
     b.wait("the line read back", lambda: "got abc" in terminal_lines(b), timeout=20)
     b.wait("stderr, shown apart", lambda: "warned" in b.text("pre.terminal .stderr"), timeout=20)
     b.wait("the exit code", lambda: "exited with code 4" in b.text(".exec-status"), timeout=20)
+    # Close ends a session that has not exited, without an error.
+    b.click("Open", "button[data-action=exec-open]")
+    b.wait("the session to open", lambda: b.find("pre.terminal[data-state=open]"))
+    b.click("Close", "button[data-action=exec-close]")
+    b.wait("the session to close", lambda: b.find("pre.terminal[data-state=closed]"))
+    if b.find(".exec-view .notice"):
+        raise Failed(f"closing the session shows {b.text('.exec-view .notice')!r}")
 
 
 @check("a deployment with a canary shows its progress and is promoted from the UI")

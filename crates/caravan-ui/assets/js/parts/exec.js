@@ -172,6 +172,7 @@ export class ExecView {
     const tty = this.tty.checked;
     this.ttyOn = tty;
     this.exited = null;
+    this.closedByUs = false;
     this.decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() };
     this.screen.reset();
     this.lineBar.hidden = tty;
@@ -216,9 +217,11 @@ export class ExecView {
       this.setState('exited', `exited with code ${this.exited}`);
       return;
     }
-    if (!this.scope.alive || (event.code === 1000 && this.closedByUs)) {
+    // Closed from this side (Close, or the page left): the gateway may
+    // drop the connection without answering the close frame (1006).
+    if (!this.scope.alive || this.closedByUs) {
       this.closedByUs = false;
-      this.setState('closed', 'closed');
+      this.setState('closed', 'closed before the command exited');
       return;
     }
     this.setState('failed', 'the session ended without an exit code');
