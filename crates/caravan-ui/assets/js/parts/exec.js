@@ -173,6 +173,7 @@ export class ExecView {
     this.ttyOn = tty;
     this.exited = null;
     this.closedByUs = false;
+    this.opened = false;
     this.decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() };
     this.screen.reset();
     this.lineBar.hidden = tty;
@@ -183,6 +184,7 @@ export class ExecView {
     this.path = path;
     this.setState('connecting', `starting ${argv.join(' ')} in ${this.task}…`);
     socket.onopen = () => {
+      this.opened = true;
       socket.send(JSON.stringify({ version: 1, auth_token: token.secret }));
       this.setState('open', `${argv.join(' ')} in ${this.task}`);
       if (tty) this.sendSize();
@@ -224,11 +226,16 @@ export class ExecView {
       this.setState('closed', 'closed before the command exited');
       return;
     }
-    this.setState('failed', 'the session ended without an exit code');
     if (event.code === CLOSE_POLICY && DENIED.includes(event.reason)) {
+      this.setState('failed', 'refused');
       mount(this.problem, errorBox(new ApiError(403, event.reason, 'GET', this.path), 'exec into this allocation'));
-    } else if (event.reason) {
+      return;
+    }
+    this.setState('failed', 'the session ended without an exit code');
+    if (event.reason) {
       mount(this.problem, errorBox(new Error(event.reason), 'run the command'));
+    } else if (this.opened) {
+      mount(this.problem, errorBox(new Error(`the connection to the gateway was lost (close code ${event.code})`), 'run the command'));
     } else {
       mount(this.problem, errorBox(await this.diagnose(), 'start the command'));
     }
