@@ -2,10 +2,12 @@
 against `caravan dev -acl-enabled` (started by scripts/ui-test).
 
 Signs in with a token, runs a job from the UI and watches its allocation
-reach running, follows its log live, stops it; follows a deployment with a
+reach running, follows its log live, runs commands in it from the Exec tab
+(a terminal, then a line of stdin), stops it; follows a deployment with a
 canary and promotes it; reads why a blocked job cannot be placed, on its
 page and its evaluation's; reads the servers page; writes a variable; opens
-a node and drains it; checks that a 403 names the missing capability. Saves
+a node and drains it; checks that a 403 names the missing capability (and
+that an exec refused names alloc-exec). Saves
 screenshots of the main pages. With --bench it only measures how long the
 main pages take to load against an existing cluster.
 
@@ -27,6 +29,7 @@ from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 TICKER_HCL = """job "ticker" {
   group "g" {
@@ -213,6 +216,58 @@ def follow_logs(b, api, ctx):
     b.wait("the alloc directory listing", lambda: "logs/" in b.text(".files"))
 
 
+def terminal_text(b):
+    return b.d.execute_script("const t = document.querySelector('pre.terminal'); return t ? t.textContent : ''")
+
+
+def terminal_lines(b):
+    return [line.strip() for line in terminal_text(b).split("\n")]
+
+
+@check("the Exec tab runs a shell in the task: its output, then its exit code")
+def exec_terminal(b, api, ctx):
+    b.go(f"/ui/allocations/{ctx['ticker_alloc']}")
+    b.click("the Exec tab", ".tabs a[href*='/exec']")
+    command = b.one("the command field", "input.exec-command")
+    if command.get_attribute("value") != "/bin/sh":
+        raise Failed(f"the default command is {command.get_attribute('value')!r}")
+    b.click("Open", "button[data-action=exec-open]")
+    term = b.one("the open terminal", "pre.terminal[data-state=open]")
+    b.wait("the shell's prompt", lambda: terminal_text(b).rstrip().endswith(("#", "$")), timeout=20)
+    # The terminal's size comes from the element: far wider than a default 80 columns.
+    term.send_keys("stty size" + Keys.ENTER)
+    size = b.wait("stty's rows and columns",
+                  lambda: next((m for m in (re.fullmatch(r"(\d+) (\d+)", line) for line in terminal_lines(b)) if m), None), timeout=20)
+    rows, cols = int(size.group(1)), int(size.group(2))
+    if cols <= 100 or rows < 10:
+        raise Failed(f"the terminal's size is {rows} rows of {cols} columns, not the element's")
+    term.send_keys("echo hello-from-exec" + Keys.ENTER)
+    b.wait("the command's output on a line of its own", lambda: "hello-from-exec" in terminal_lines(b), timeout=20)
+    b.shot("exec")
+    term.send_keys("exit 3" + Keys.ENTER)
+    b.wait("the exit code", lambda: "exited with code 3" in b.text(".exec-status"), timeout=20)
+    if term.get_attribute("data-exit-code") != "3":
+        raise Failed(f"the terminal's exit code is {term.get_attribute('data-exit-code')!r}")
+    # Without a terminal, stdin is typed a line at a time and stderr shows apart.
+    b.click("the Terminal checkbox", ".exec-view label.check input")
+    command.clear()
+    command.send_keys('sh -c "read l; echo got $l; echo warned >&2; exit 4"')
+    b.click("Open", "button[data-action=exec-open]")
+    line = b.one("the stdin line", ".exec-stdin:not([hidden]) input.exec-line")
+    b.wait("the session to open", lambda: b.find("pre.terminal[data-state=open]"))
+    line.send_keys("abc" + Keys.ENTER)
+    b.wait("the line read back", lambda: "got abc" in terminal_lines(b), timeout=20)
+    b.wait("stderr, shown apart", lambda: "warned" in b.text("pre.terminal .stderr"), timeout=20)
+    b.wait("the exit code", lambda: "exited with code 4" in b.text(".exec-status"), timeout=20)
+    # Close ends a session that has not exited, without an error.
+    b.click("Open", "button[data-action=exec-open]")
+    b.wait("the session to open", lambda: b.find("pre.terminal[data-state=open]"))
+    b.click("Close", "button[data-action=exec-close]")
+    b.wait("the session to close", lambda: b.find("pre.terminal[data-state=closed]"))
+    if b.find(".exec-view .notice"):
+        raise Failed(f"closing the session shows {b.text('.exec-view .notice')!r}")
+
+
 @check("a deployment with a canary shows its progress and is promoted from the UI")
 def deployment(b, api, ctx):
     hcl = TICKER_HCL.replace('job "ticker"', 'job "web"').replace('group "g" {', 'group "g" {\n    count = 2\n\n    update {\n      canary           = 1\n      max_parallel     = 1\n      min_healthy_time = "1s"\n      healthy_deadline = "1m"\n    }\n')
@@ -339,9 +394,13 @@ def limited_token(b, api, ctx):
     b.one("the not-authorized notice", ".notice.error[data-status='403']")
     b.wait("the 403 notice to name node read", lambda: 'node { policy = "read" }' in b.text(".notice.error[data-status='403']"))
     b.shot("forbidden")
+    b.go(f"/ui/allocations/{ctx['ticker_alloc']}/exec")
+    b.click("Open", "button[data-action=exec-open]")
+    b.wait("the refused exec to name alloc-exec",
+           lambda: '"alloc-exec"' in b.text(".exec-view .notice.error[data-status='403']"), timeout=20)
 
 
-CHECKS = [anonymous_refused, sign_in, run_job, follow_logs, deployment, blocked, evaluation, servers, variables, job_list,
+CHECKS = [anonymous_refused, sign_in, run_job, follow_logs, exec_terminal, deployment, blocked, evaluation, servers, variables, job_list,
           stop_job, drain_node, limited_token]
 
 

@@ -9,6 +9,7 @@ const OPERATOR = (policy) => () => ({ kind: 'operator', policy });
 const VAR = (cap) => (ns, path) => ({ kind: 'variables', capability: cap, namespace: ns, path });
 const MANAGEMENT = () => ({ kind: 'management' });
 const TOKEN = () => ({ kind: 'token' });
+const EXEC = (ns) => ({ kind: 'exec', namespace: ns });
 
 // [method or '*', path pattern, need]
 const RULES = [
@@ -27,6 +28,7 @@ const RULES = [
   ['GET', /^\/v1\/client\/fs\//, NS('read-fs')],
   ['GET', /^\/v1\/client\/allocation\/[^/]+\/stats$/, NS('read-job')],
   ['*', /^\/v1\/client\/allocation\/[^/]+\/(signal|restart)$/, NS('alloc-lifecycle')],
+  ['GET', /^\/v1\/client\/allocation\/[^/]+\/exec$/, EXEC],
   ['GET', /^\/v1\/(nodes|node\/)/, NODE('read')],
   ['*', /^\/v1\/node\//, NODE('write')],
   ['GET', /^\/v1\/agent\/members$/, NODE('read')],
@@ -59,6 +61,8 @@ export function describeNeed(need) {
       const where = need.namespace === '*' ? 'in any namespace' : `in namespace "${need.namespace}"`;
       return `the "${need.capability}" capability ${where} (namespace "${need.namespace === '*' ? '*' : need.namespace}" { capabilities = ["${need.capability}"] })`;
     }
+    case 'exec':
+      return `the "alloc-exec" capability in namespace "${need.namespace}", and "alloc-node-exec" too for a task whose driver does not isolate it from the node, such as raw_exec (namespace "${need.namespace}" { capabilities = ["alloc-exec", "alloc-node-exec"] })`;
     case 'node':
       return `node ${need.policy} access (node { policy = "${need.policy}" })`;
     case 'agent':

@@ -11,7 +11,7 @@ const ROUTES = [
   [/^\/ui\/jobs\/?$/, './pages/jobs.js'],
   [/^\/ui\/jobs\/run\/?$/, './pages/run.js'],
   [/^\/ui\/jobs\/([^/]+)(?:\/(allocations|evaluations|versions|deployments|definition))?\/?$/, './pages/job.js', ['job', 'tab']],
-  [/^\/ui\/allocations\/([^/]+)(?:\/(logs|files))?\/?$/, './pages/alloc.js', ['alloc', 'tab']],
+  [/^\/ui\/allocations\/([^/]+)(?:\/(logs|files|exec))?\/?$/, './pages/alloc.js', ['alloc', 'tab']],
   [/^\/ui\/clients\/?$/, './pages/clients.js'],
   [/^\/ui\/clients\/([^/]+)\/?$/, './pages/client.js', ['node']],
   [/^\/ui\/servers\/?$/, './pages/servers.js'],

@@ -1,7 +1,7 @@
 // An allocation's page: its status, placement and actions (restart, stop,
 // signal); the overview with CPU and memory over the last minutes (from the
 // stats endpoint) and each task's state and event timeline; its tasks' logs,
-// followed live; and its files.
+// followed live; its files; and a terminal running a command in a task.
 
 import { h, mount } from '../dom.js';
 import { get, post, ApiError } from '../api.js';
@@ -15,6 +15,7 @@ import { tabs } from '../parts/tabs.js';
 import { lineChart } from '../parts/chart.js';
 import { LogView } from '../parts/logs.js';
 import { FileBrowser } from '../parts/files.js';
+import { ExecView } from '../parts/exec.js';
 import { allocHref, evalHref, jobLink } from '../parts/allocs.js';
 
 const SIGNALS = ['SIGHUP', 'SIGINT', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2', 'SIGTERM', 'SIGKILL'];
@@ -100,7 +101,7 @@ export default function render(root, { params, scope }) {
   const suffix = namespace ? `?namespace=${encodeURIComponent(namespace)}` : '';
   mount(root, h('section', { class: 'page alloc-page', dataset: { alloc: id } },
     head,
-    tabs([[`${base}${suffix}`, 'Overview'], [`${base}/logs${suffix}`, 'Logs'], [`${base}/files${suffix}`, 'Files']],
+    tabs([[`${base}${suffix}`, 'Overview'], [`${base}/logs${suffix}`, 'Logs'], [`${base}/files${suffix}`, 'Files'], [`${base}/exec${suffix}`, 'Exec']],
       `${base}${tab ? `/${tab}` : ''}${suffix}`),
     problem,
     body));
@@ -130,6 +131,8 @@ export default function render(root, { params, scope }) {
       const view = new LogView(alloc, scope, { task: query().get('task') || undefined });
       mount(body, view.el);
       view.start();
+    } else if (tab === 'exec') {
+      mount(body, new ExecView(alloc, scope, { task: query().get('task') || undefined }).el);
     } else if (tab === 'files') {
       mount(body, new FileBrowser(alloc, scope, query().get('path') || '/').el);
     } else {
