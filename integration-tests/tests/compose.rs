@@ -425,6 +425,17 @@ async fn the_compose_stack_runs_jobs_while_its_parts_die() {
     register(&http, &web).await.unwrap();
     wait_allocs(&http, "web", 2, "running", REAL).await.unwrap();
     stack.step("service job web: 2 raw_exec allocations running");
+    // The simulated nodes' pool, written as an operator would (a job in a
+    // pool that does not exist is refused; one that nodes registered into
+    // exists already, but that gateway's cache may not have them yet).
+    let pool = http
+        .put_json(
+            "/v1/node/pool/simulated",
+            &serde_json::json!({"Name": "simulated"}),
+        )
+        .await
+        .expect("the simulated node pool written");
+    assert!((200..300).contains(&pool.status), "{}", pool.text());
     let mut fleet = jobs::service_job("fleet", 100, jobs::mock_task(100, 64));
     fleet["Job"]["NodePool"] = "simulated".into();
     register(&http, &fleet).await.unwrap();
