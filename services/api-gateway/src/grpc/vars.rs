@@ -60,7 +60,15 @@ impl VariableService for VariableApi {
     ) -> Result<Response<PutVariableResponse>, Status> {
         let req = request.into_inner();
         let namespace = namespace_or_default(req.namespace);
-        let w = vars::put(&self.0, &namespace, &req.path, req.items, req.cas).await?;
+        let w = vars::put(
+            &self.0,
+            &namespace,
+            &req.path,
+            req.items,
+            req.cas,
+            vars::LockOp::Write { id: None },
+        )
+        .await?;
         Ok(Response::new(PutVariableResponse {
             written: w.applied,
             variable: w.variable,
@@ -74,7 +82,7 @@ impl VariableService for VariableApi {
     ) -> Result<Response<DeleteVariableResponse>, Status> {
         let req = request.into_inner();
         let namespace = namespace_or_default(req.namespace);
-        let w = vars::delete(&self.0, &namespace, &req.path, req.cas).await?;
+        let w = vars::delete(&self.0, &namespace, &req.path, req.cas, None).await?;
         Ok(Response::new(DeleteVariableResponse {
             deleted: w.applied,
             conflict: w.variable,

@@ -18,7 +18,7 @@ use crate::http::{
     ApiError, ApiResult, Http, Params, body_field, decode, query, read_answer, with_index,
 };
 use crate::query::DEFAULT_NAMESPACE;
-use crate::vars::{self, VarWrite};
+use crate::vars::{self, LockOp, VarWrite};
 
 fn metadata_json(m: &VariableMetadata) -> Map<String, Value> {
     let mut out = Map::new();
@@ -28,6 +28,16 @@ fn metadata_json(m: &VariableMetadata) -> Map<String, Value> {
     out.insert("CreateTime".into(), json!(m.create_time));
     out.insert("ModifyIndex".into(), json!(index(m.modify_revision)));
     out.insert("ModifyTime".into(), json!(m.modify_time));
+    if let Some(lock) = &m.lock {
+        out.insert(
+            "Lock".into(),
+            json!({
+                "ID": lock.id,
+                "TTL": caravan_jobspec::format_duration(lock.ttl_ns),
+                "LockDelay": caravan_jobspec::format_duration(lock.lock_delay_ns),
+            }),
+        );
+    }
     out
 }
 
@@ -129,7 +139,7 @@ async fn put(
     QueryString(p): QueryString<Params>,
     body: Bytes,
 ) -> ApiResult {
-    refuse_locks(&p)?;
+    let op = lock_operation(&p)?;
     let v: Value = decode(&body)?;
     if !v.is_object() {
         return Err(ApiError::field(
@@ -156,30 +166,96 @@ async fn put(
         }
         Some(_) => return Err(ApiError::field("Items", "must be an object of strings")),
     };
-    if body_field(&v, "Lock").is_some_and(|l| !l.is_null()) {
+    let lock = body_lock(body_field(&v, "Lock"))?;
+    let cas = cas(&p)?;
+    if op.is_some() && cas.is_some() {
         return Err(ApiError::field(
-            "Lock",
-            "variable locks are not supported by Caravan yet",
+            "cas",
+            "CAS can't be used with lock operations",
         ));
     }
-    let cas = cas(&p)?;
-    let w = vars::put(&http.gw, &namespace, &path, items, cas).await?;
+    let op = match op {
+        None => LockOp::Write { id: lock.id },
+        Some("lock-acquire") => LockOp::Acquire {
+            ttl_ns: lock.ttl_ns,
+            delay_ns: lock.delay_ns,
+        },
+        Some(other) => {
+            let id = lock.id.ok_or_else(|| {
+                ApiError::field("Lock.ID", format!("{other} needs the lock's ID"))
+            })?;
+            let op = if other == "lock-renew" {
+                LockOp::Renew { id }
+            } else {
+                LockOp::Release { id }
+            };
+            let (meta, revision) = vars::update_lock(&http.gw, &namespace, &path, &op).await?;
+            return Ok(with_index(
+                index(revision),
+                Value::Object(metadata_json(&meta)),
+            ));
+        }
+    };
+    let w = vars::put(&http.gw, &namespace, &path, items, cas, op).await?;
     write_answer(w, StatusCode::OK)
 }
 
-/// Nomad's lock operations (`?lock-acquire`, `?lock-renew`,
-/// `?lock-release`) are not implemented: refused by name rather than taken
-/// for a plain write.
-fn refuse_locks(p: &Params) -> Result<(), ApiError> {
-    for op in ["lock-acquire", "lock-renew", "lock-release"] {
-        if p.contains_key(op) {
-            return Err(ApiError::field(
-                op,
-                "variable locks are not supported by Caravan yet",
-            ));
+/// The `Lock` of a write's body: its holder's ID, and for an acquire its
+/// TTL and delay (Go durations, or nanoseconds).
+#[derive(Debug, Default)]
+struct BodyLock {
+    id: Option<String>,
+    ttl_ns: i64,
+    delay_ns: i64,
+}
+
+fn body_lock(v: Option<&Value>) -> Result<BodyLock, ApiError> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(BodyLock::default());
+    };
+    let Value::Object(_) = v else {
+        return Err(ApiError::field("Lock", "must be an object"));
+    };
+    let duration = |name: &str| -> Result<i64, ApiError> {
+        match body_field(v, name) {
+            None | Some(Value::Null) => Ok(0),
+            Some(Value::String(s)) if s.is_empty() => Ok(0),
+            Some(Value::String(s)) => caravan_jobspec::parse_duration(s)
+                .map_err(|e| ApiError::field(format!("Lock.{name}"), e)),
+            Some(Value::Number(n)) => n.as_i64().ok_or_else(|| {
+                ApiError::field(format!("Lock.{name}"), "must be whole nanoseconds")
+            }),
+            Some(_) => Err(ApiError::field(
+                format!("Lock.{name}"),
+                "must be a duration",
+            )),
         }
+    };
+    let id = match body_field(v, "ID") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(ApiError::field("Lock.ID", "must be a string")),
+    };
+    Ok(BodyLock {
+        id,
+        ttl_ns: duration("TTL")?,
+        delay_ns: duration("LockDelay")?,
+    })
+}
+
+/// The lock operation a write names (`?lock-acquire`, `?lock-renew`,
+/// `?lock-release`), at most one.
+fn lock_operation(p: &Params) -> Result<Option<&'static str>, ApiError> {
+    let named: Vec<&'static str> = ["lock-acquire", "lock-renew", "lock-release"]
+        .into_iter()
+        .filter(|op| p.contains_key(*op))
+        .collect();
+    match named.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(one)),
+        _ => Err(ApiError::field(named[1], "multiple lock operations")),
     }
-    Ok(())
 }
 
 /// `DELETE /v1/var/:path?cas=`: 204 when deleted (or already absent), 409
@@ -189,10 +265,12 @@ async fn delete(
     Path(path): Path<String>,
     QueryString(p): QueryString<Params>,
 ) -> ApiResult {
-    refuse_locks(&p)?;
+    if let Some(op) = lock_operation(&p)? {
+        return Err(ApiError::field(op, "lock operations are writes (PUT)"));
+    }
     let namespace = write_namespace(None, &p);
     let cas = cas(&p)?;
-    let w = vars::delete(&http.gw, &namespace, &path, cas).await?;
+    let w = vars::delete(&http.gw, &namespace, &path, cas, None).await?;
     write_answer(w, StatusCode::NO_CONTENT)
 }
 

@@ -8,13 +8,16 @@
 //! each operation; a lost check-and-set still shows the writer the current
 //! items ([`may_read_conflict`] is where reading them would be checked).
 
+pub mod lock;
 pub mod rules;
 pub mod seal;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use caravan_proto::{QueryMeta, Variable, VariableDecrypted, VariableItems, VariableMetadata};
+use caravan_proto::{
+    QueryMeta, Variable, VariableDecrypted, VariableItems, VariableLock, VariableMetadata,
+};
 use caravan_state::{Kind, StateKey, decode, encode};
 use caravan_store::{Compare, CompareOp, KeyValue, Op, OpResult, Range, Revision, prefix_end};
 use futures::StreamExt;
@@ -24,6 +27,7 @@ use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
 use crate::query::{ALL_NAMESPACES, Query};
 
+pub use lock::LockOp;
 pub use seal::{SealError, VariableKey};
 
 /// Keys per range request when listing.
@@ -67,6 +71,7 @@ fn metadata(v: &Variable) -> VariableMetadata {
         modify_revision: v.modify_revision,
         create_time: v.create_time,
         modify_time: v.modify_time,
+        lock: lock::shown(v.lock.as_ref(), caravan_model::now_unix_ns()),
     }
 }
 
@@ -245,10 +250,15 @@ pub async fn put(
     path: &str,
     items: BTreeMap<String, String>,
     cas: Option<Revision>,
+    op: LockOp,
 ) -> Result<VarWrite> {
     rules::check_namespace(namespace)?;
     rules::check_path(path)?;
-    rules::check_items(&items)?;
+    // A lock may be taken on a variable without items (they are kept).
+    let lock_only = matches!(op, LockOp::Acquire { .. }) && items.is_empty();
+    if !lock_only {
+        rules::check_items(&items)?;
+    }
     if cas.is_some_and(|c| c < 0) {
         return Err(GatewayError::field("cas", "must not be negative"));
     }
@@ -283,15 +293,47 @@ pub async fn put(
             }
         }
         let now = caravan_model::now_unix_ns();
+        let held = existing.as_ref().and_then(|v| v.lock.as_ref());
+        let lock = match &op {
+            LockOp::Write { id } if lock::refuses(held, id.as_deref(), now) => {
+                return Err(GatewayError::Conflict(
+                    "attempting to modify locked variable".into(),
+                ));
+            }
+            LockOp::Write { .. } => lock::shown(held, now),
+            LockOp::Acquire { .. } if lock::keeps_out(held, now) => {
+                return Ok(VarWrite {
+                    applied: false,
+                    variable: Some(absent_view(namespace, path)),
+                    revision: found.revision,
+                });
+            }
+            LockOp::Acquire { ttl_ns, delay_ns } => Some(lock::new_lock(*ttl_ns, *delay_ns, now)?),
+            LockOp::Release { .. } | LockOp::Renew { .. } => {
+                return Err(GatewayError::field(
+                    "lock",
+                    "a lock release or renewal does not write items",
+                ));
+            }
+        };
+        let (sealed_items, key_id, items) = match &existing {
+            Some(v) if lock_only => (
+                v.sealed_items.clone(),
+                v.key_id.clone(),
+                decrypt(seal_key, v)?.items,
+            ),
+            _ => (sealed.clone(), seal_key.id().to_string(), items.clone()),
+        };
         let stored = Variable {
             namespace: namespace.to_string(),
             path: path.to_string(),
-            sealed_items: sealed.clone(),
-            key_id: seal_key.id().to_string(),
+            sealed_items,
+            key_id,
             create_time: existing.as_ref().map_or(now, |v| v.create_time),
             modify_time: now,
             create_revision: 0,
             modify_revision: 0,
+            lock,
         };
         let guard = match &existing {
             Some(v) => Compare::mod_revision(key.clone(), CompareOp::Equal, v.modify_revision),
@@ -356,11 +398,29 @@ pub async fn delete(
     namespace: &str,
     path: &str,
     cas: Option<Revision>,
+    lock_id: Option<&str>,
 ) -> Result<VarWrite> {
     rules::check_namespace(namespace)?;
     rules::check_lookup_path(path)?;
     let key = gw.keys.var(namespace, path);
     let mut txn = caravan_store::Txn::new();
+    // A variable locked by someone else is not deleted; the delete is
+    // fenced on the version whose lock was checked.
+    let found = gw.store.range(Range::key(key.clone())).await?;
+    if let Some(current) = found.kvs.first().map(|kv| decode_var(gw, kv)).transpose()? {
+        if lock::refuses(current.lock.as_ref(), lock_id, caravan_model::now_unix_ns()) {
+            return Err(GatewayError::Conflict(
+                "attempting to modify locked variable".into(),
+            ));
+        }
+        if current.lock.is_some() && cas.is_none() {
+            txn = txn.when(Compare::mod_revision(
+                key.clone(),
+                CompareOp::Equal,
+                current.modify_revision,
+            ));
+        }
+    }
     match cas {
         None => {}
         Some(c) if c < 0 => return Err(GatewayError::field("cas", "must not be negative")),
@@ -390,4 +450,73 @@ pub async fn delete(
         variable: Some(view),
         revision: result.revision,
     })
+}
+
+/// Releases or renews the lock of `namespace`/`path` for its holder `id`;
+/// the variable's items are kept. Answers the variable's metadata.
+pub async fn update_lock(
+    gw: &Gateway,
+    namespace: &str,
+    path: &str,
+    op: &LockOp,
+) -> Result<(VariableMetadata, Revision)> {
+    rules::check_namespace(namespace)?;
+    rules::check_lookup_path(path)?;
+    let key = gw.keys.var(namespace, path);
+    for _ in 0..gw.attempts() {
+        let found = gw.store.range(Range::key(key.clone())).await?;
+        let Some(mut current) = found.kvs.first().map(|kv| decode_var(gw, kv)).transpose()? else {
+            return Err(GatewayError::NotFound("variable doesn't exist".into()));
+        };
+        let now = caravan_model::now_unix_ns();
+        let held = current
+            .lock
+            .as_ref()
+            .filter(|_| lock::keeps_out(current.lock.as_ref(), now));
+        let Some(held) = held.cloned() else {
+            return Err(GatewayError::Conflict(
+                "variable doesn't hold a lock".into(),
+            ));
+        };
+        let lock: Option<VariableLock> = match op {
+            LockOp::Release { id } if *id == held.id => None,
+            LockOp::Renew { id } if lock::held_by(Some(&held), id, now) => Some(VariableLock {
+                expires_unix_ns: now.saturating_add(held.ttl_ns),
+                ..held
+            }),
+            LockOp::Release { .. } | LockOp::Renew { .. } => {
+                return Err(GatewayError::Conflict(
+                    "attempting to modify locked variable".into(),
+                ));
+            }
+            LockOp::Write { .. } | LockOp::Acquire { .. } => {
+                return Err(GatewayError::field("lock", "not a lock release or renewal"));
+            }
+        };
+        let previous = current.modify_revision;
+        current.lock = lock;
+        current.modify_time = now;
+        let mut stored = current.clone();
+        stored.create_revision = 0;
+        stored.modify_revision = 0;
+        let result = gw
+            .store
+            .txn(
+                caravan_store::Txn::new()
+                    .when(Compare::mod_revision(
+                        key.clone(),
+                        CompareOp::Equal,
+                        previous,
+                    ))
+                    .and_then(Op::put(key.clone(), encode(&stored))),
+            )
+            .await?;
+        if result.succeeded {
+            current.modify_revision = result.revision;
+            return Ok((metadata(&current), result.revision));
+        }
+    }
+    Err(GatewayError::Conflict(format!(
+        "variable {namespace}/{path} kept changing under this lock update; try again"
+    )))
 }

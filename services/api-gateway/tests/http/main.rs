@@ -146,7 +146,7 @@ caravan_testkit::backend_cases!(backend => crate {
         fields_caravan_does_not_honour_are_refused_by_name,
         jobs_need_their_namespace_to_exist,
         node_pools_are_objects_beside_the_built_in_ones,
-        variable_locks_are_refused_not_written,
+        variable_locks_are_taken_renewed_and_released,
     },
     submissions {
         a_submission_is_kept_with_its_version,

@@ -262,30 +262,140 @@ pub async fn node_pools_are_objects_beside_the_built_in_ones(backend: Backend) {
     assert_eq!(r.status, 404);
 }
 
-pub async fn variable_locks_are_refused_not_written(backend: Backend) {
+/// Nomad's variable locks: acquire (the gateway makes the holder's ID),
+/// a second acquire refused (409), writes and deletes refused without the
+/// lock's ID, renew and release by the holder only, and the items kept
+/// across a release.
+pub async fn variable_locks_are_taken_renewed_and_released(backend: Backend) {
     let key = caravan_api_gateway::VariableKey::generate();
     let gw = TestGateway::start_with(backend.store().await, "http-var-locks", |c| {
         c.variables_key = key
     })
     .await;
-    for op in ["lock-acquire", "lock-renew", "lock-release"] {
-        let r = put(
-            &gw,
-            &format!("/v1/var/locks/a?{op}"),
-            json!({"Items": {"k": "v"}}),
-        )
-        .await;
-        assert_eq!(r.status, 400, "{op}: {}", r.text());
-        assert!(r.text().contains(op), "{}", r.text());
-    }
+    let r = put(
+        &gw,
+        "/v1/var/locks/a?lock-acquire",
+        json!({"Items": {"k": "v"}, "Lock": {"TTL": "15s", "LockDelay": "10s"}}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let held = r.json();
+    let id = held["Lock"]["ID"].as_str().expect("a lock ID").to_string();
+    assert_eq!(held["Lock"]["TTL"], "15s");
+    assert_eq!(held["Lock"]["LockDelay"], "10s");
+    assert_eq!(held["Items"]["k"], "v");
+
+    // Someone else: no second lock, no write, no delete.
+    let r = put(
+        &gw,
+        "/v1/var/locks/a?lock-acquire",
+        json!({"Items": {"k": "mine"}}),
+    )
+    .await;
+    assert_eq!(r.status, 409, "{}", r.text());
+    let r = put(&gw, "/v1/var/locks/a", json!({"Items": {"k": "x"}})).await;
+    assert_eq!(r.status, 409, "{}", r.text());
+    assert!(r.text().contains("locked variable"), "{}", r.text());
+    let r = gw.http("DELETE", "/v1/var/locks/a", b"").await;
+    assert_eq!(r.status, 409, "{}", r.text());
+    let r = put(
+        &gw,
+        "/v1/var/locks/a?lock-renew",
+        json!({"Lock": {"ID": "not-the-holder"}}),
+    )
+    .await;
+    assert_eq!(r.status, 409, "{}", r.text());
+    let r = put(
+        &gw,
+        "/v1/var/locks/a?lock-release",
+        json!({"Lock": {"ID": "not-the-holder"}}),
+    )
+    .await;
+    assert_eq!(r.status, 409, "{}", r.text());
+
+    // The holder writes, renews and releases; the items stay.
     let r = put(
         &gw,
         "/v1/var/locks/a",
-        json!({"Lock": {"TTL": "15s"}, "Items": {"k": "v"}}),
+        json!({"Items": {"k": "v2"}, "Lock": {"ID": id}}),
     )
     .await;
-    assert_eq!(r.status, 400);
-    assert!(r.text().contains("Lock"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["Lock"]["ID"], id.as_str());
+    let r = put(
+        &gw,
+        "/v1/var/locks/a?lock-renew",
+        json!({"Lock": {"ID": id}}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["Lock"]["ID"], id.as_str());
+    let r = put(
+        &gw,
+        "/v1/var/locks/a?lock-release",
+        json!({"Lock": {"ID": id}}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.json().get("Lock").is_none(), "{}", r.text());
     let r = gw.http("GET", "/v1/var/locks/a", b"").await;
-    assert_eq!(r.status, 404, "nothing was written");
+    assert_eq!(r.json()["Items"]["k"], "v2");
+    assert!(r.json().get("Lock").is_none());
+    let r = put(
+        &gw,
+        "/v1/var/locks/a?lock-release",
+        json!({"Lock": {"ID": id}}),
+    )
+    .await;
+    assert_eq!(r.status, 409, "no lock to release: {}", r.text());
+    assert!(r.text().contains("doesn't hold a lock"), "{}", r.text());
+
+    // A lock taken without items keeps the variable's (Nomad's `var lock`
+    // sends none).
+    let r = put(&gw, "/v1/var/locks/a?lock-acquire", json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["Items"]["k"], "v2");
+    let id = r.json()["Lock"]["ID"].as_str().unwrap().to_string();
+    let r = put(
+        &gw,
+        "/v1/var/locks/a?lock-release",
+        json!({"Lock": {"ID": id}}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    // Bad requests name what is wrong.
+    for (path, body, says) in [
+        (
+            "/v1/var/locks/b?lock-acquire&lock-release",
+            json!({}),
+            "multiple lock operations",
+        ),
+        (
+            "/v1/var/locks/b?lock-acquire&cas=0",
+            json!({}),
+            "CAS can't be used",
+        ),
+        (
+            "/v1/var/locks/b?lock-acquire",
+            json!({"Items": {"k": "v"}, "Lock": {"TTL": "1s"}}),
+            "Lock TTL",
+        ),
+        ("/v1/var/locks/b?lock-renew", json!({}), "Lock.ID"),
+    ] {
+        let r = put(&gw, path, body).await;
+        assert_eq!(r.status, 400, "{path}: {}", r.text());
+        assert!(r.text().contains(says), "{path}: {}", r.text());
+    }
+    let r = put(
+        &gw,
+        "/v1/var/locks/none?lock-renew",
+        json!({"Lock": {"ID": id}}),
+    )
+    .await;
+    assert_eq!(r.status, 404, "{}", r.text());
+
+    // Unlocked, the variable is anyone's again.
+    let r = gw.http("DELETE", "/v1/var/locks/a", b"").await;
+    assert_eq!(r.status, 204, "{}", r.text());
 }

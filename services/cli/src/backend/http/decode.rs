@@ -637,6 +637,8 @@ pub fn variable_metadata(v: J<'_>) -> VariableMetadata {
         modify_revision: v.i("ModifyIndex"),
         create_time: v.i("CreateTime"),
         modify_time: v.i("ModifyTime"),
+        // The CLI's views show no lock; `-json` prints the API's own answer.
+        lock: None,
     }
 }
 
