@@ -85,15 +85,11 @@ async fn logs_rotate_and_signals_and_restarts_reach_the_container() {
     })
     .await
     .unwrap();
-    let signaled = running(&c, "life").await;
-    assert!(
-        task(&signaled)
-            .events
-            .iter()
-            .any(|e| e.r#type == "Signaling"),
-        "{:?}",
-        task(&signaled).events
-    );
+    // The task event travels apart from the output: wait for it too.
+    wait_alloc(&c, "life", "with a Signaling event", |a| {
+        task(a).events.iter().any(|e| e.r#type == "Signaling")
+    })
+    .await;
 
     let before = the_container(&alloc.id).await;
     let out = c.cli(&["alloc", "restart", &alloc.id]).await.unwrap();

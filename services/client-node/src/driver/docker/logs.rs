@@ -21,6 +21,14 @@ use crate::log_rotate::{LogLimits, RotatingLog};
 const CURSOR_EVERY: Duration = Duration::from_secs(1);
 /// Between attempts to follow again while the daemon does not answer.
 const RETRY: Duration = Duration::from_millis(500);
+/// How long a followed stream may bring nothing new before it is followed
+/// again from the cursor, doubling while nothing new comes, up to the
+/// second bound. The daemon's follow of a json-file log can miss the end of
+/// a burst (it waits for a write notification it missed): a container that
+/// then goes quiet would keep its last lines from the task's logs until it
+/// writes again.
+const IDLE_FIRST: Duration = Duration::from_secs(2);
+const IDLE_MOST: Duration = Duration::from_secs(60);
 
 /// Where a task's logs go.
 #[derive(Debug, Clone)]
@@ -83,6 +91,7 @@ pub async fn follow(docker: Docker, container: String, target: LogTarget, stop: 
     };
     let mut last = Cursor::read(&target.cursor, &container).unwrap_or(i128::MIN);
     let mut saved = Instant::now();
+    let mut idle = IDLE_FIRST;
     loop {
         let since = if last == i128::MIN {
             0
@@ -101,6 +110,10 @@ pub async fn follow(docker: Docker, container: String, target: LogTarget, stop: 
         loop {
             let item = tokio::select! {
                 item = stream.next() => item,
+                () = tokio::time::sleep(idle) => {
+                    idle = (idle * 2).min(IDLE_MOST);
+                    break;
+                }
                 _ = stop.cancelled() => {
                     save(&target, &container, last);
                     return;
@@ -133,14 +146,15 @@ pub async fn follow(docker: Docker, container: String, target: LogTarget, stop: 
                 tracing::warn!(container = %container, error = %e, "cannot write the task's log");
             }
             last = at;
+            idle = IDLE_FIRST;
             if saved.elapsed() >= CURSOR_EVERY {
                 save(&target, &container, last);
                 saved = Instant::now();
             }
         }
         save(&target, &container, last);
-        // The stream ends when the container stops, or when the daemon went
-        // away: only the daemon's word ends the copy.
+        // The stream ends (or idles) when the container stops, or when the
+        // daemon went away: only the daemon's word ends the copy.
         loop {
             match docker.inspect_container(&container, None).await {
                 Ok(c) if c.state.as_ref().and_then(|s| s.running) == Some(true) => break,
