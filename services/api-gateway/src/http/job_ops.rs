@@ -226,8 +226,10 @@ pub(crate) async fn dispatch(
         Some(_) => return Err(ApiError::field("Meta", "must be an object of strings")),
     }
     if let Value::Object(fields) = &v {
-        for key in fields.keys() {
-            // The write options a client may encode beside them.
+        for (key, value) in fields {
+            // The write options a client may encode beside them, and
+            // python-nomad's spelling of the token (which Nomad's decoder
+            // would ignore; Caravan honours it). A null says nothing.
             let known = [
                 "JobID",
                 "Payload",
@@ -237,8 +239,9 @@ pub(crate) async fn dispatch(
                 "Namespace",
                 "SecretID",
                 "IdempotencyToken",
+                "idempotency_token",
             ];
-            if !known.iter().any(|k| k.eq_ignore_ascii_case(key)) {
+            if !value.is_null() && !known.iter().any(|k| k.eq_ignore_ascii_case(key)) {
                 return Err(ApiError::field(key.clone(), "unknown dispatch field"));
             }
         }
@@ -255,7 +258,10 @@ pub(crate) async fn dispatch(
         id_prefix_template: crate::http::text_field(&v, "IdPrefixTemplate")?,
         idempotency_token: match p.get("idempotency_token").filter(|t| !t.is_empty()) {
             Some(token) => token.clone(),
-            None => crate::http::text_field(&v, "IdempotencyToken")?,
+            None => match crate::http::text_field(&v, "IdempotencyToken")? {
+                token if token.is_empty() => crate::http::text_field(&v, "idempotency_token")?,
+                token => token,
+            },
         },
     };
     let d = lifecycle::dispatch(&http.gw, namespace(&p), &id, asked).await?;
