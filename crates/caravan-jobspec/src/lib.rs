@@ -40,7 +40,7 @@ pub use error::{FieldError, FieldErrors, JobspecError};
 /// Nomad offers that Caravan refuses, with the reason.
 pub use hcl::eval::funcs::{REFUSED as REFUSED_HCL_FUNCTIONS, SUPPORTED as HCL_FUNCTIONS};
 pub use inputs::{JobSubmission, VAR_ENV_PREFIX, VarFile, VariableInputs, submission};
-pub use validate::{validate, warnings};
+pub use validate::{LINUX_CAPABILITIES, validate, warnings};
 
 /// Default cap on a job body: far above any real job, well below Nomad's ~10 MB HTTP limit,
 /// and small enough that a job, its version and its eval fit one etcd transaction.

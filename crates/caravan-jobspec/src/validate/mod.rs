@@ -4,6 +4,7 @@
 //! affinity weights) are `caravan_scheduler::validate`'s; the gateway runs both.
 
 mod driver_config;
+pub use driver_config::LINUX_CAPABILITIES;
 mod periodic;
 mod policy;
 

@@ -22,8 +22,9 @@ pub const SCHEMA: Schema = Schema {
     ],
 };
 
-/// Linux's capabilities, without their `CAP_` prefix.
-const CAPABILITIES: [&str; 41] = [
+/// Linux's capabilities, without their `CAP_` prefix, in the order of their
+/// numbers (a capability's index is its bit).
+pub const LINUX_CAPABILITIES: [&str; 41] = [
     "CHOWN",
     "DAC_OVERRIDE",
     "DAC_READ_SEARCH",
@@ -87,7 +88,7 @@ pub fn check_more(config: &Struct, path: &str, e: &mut Errors) {
         for (i, name) in as_strings(list).iter().enumerate() {
             let upper = name.trim().to_ascii_uppercase();
             let bare = upper.strip_prefix("CAP_").unwrap_or(&upper);
-            if bare != "ALL" && !CAPABILITIES.contains(&bare) {
+            if bare != "ALL" && !LINUX_CAPABILITIES.contains(&bare) {
                 e.at(
                     path,
                     &format!("{key}[{i}]"),

@@ -7,6 +7,7 @@
 
 mod docker;
 mod exec;
+pub use exec::LINUX_CAPABILITIES;
 mod mock;
 mod raw_exec;
 mod schema;

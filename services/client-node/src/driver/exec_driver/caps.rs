@@ -7,49 +7,7 @@
 //! gets the set as ambient capabilities, which survive its `execve`.
 
 /// Every capability by number.
-const NAMES: [&str; 41] = [
-    "CHOWN",
-    "DAC_OVERRIDE",
-    "DAC_READ_SEARCH",
-    "FOWNER",
-    "FSETID",
-    "KILL",
-    "SETGID",
-    "SETUID",
-    "SETPCAP",
-    "LINUX_IMMUTABLE",
-    "NET_BIND_SERVICE",
-    "NET_BROADCAST",
-    "NET_ADMIN",
-    "NET_RAW",
-    "IPC_LOCK",
-    "IPC_OWNER",
-    "SYS_MODULE",
-    "SYS_RAWIO",
-    "SYS_CHROOT",
-    "SYS_PTRACE",
-    "SYS_PACCT",
-    "SYS_ADMIN",
-    "SYS_BOOT",
-    "SYS_NICE",
-    "SYS_RESOURCE",
-    "SYS_TIME",
-    "SYS_TTY_CONFIG",
-    "MKNOD",
-    "LEASE",
-    "AUDIT_WRITE",
-    "AUDIT_CONTROL",
-    "SETFCAP",
-    "MAC_OVERRIDE",
-    "MAC_ADMIN",
-    "SYSLOG",
-    "WAKE_ALARM",
-    "BLOCK_SUSPEND",
-    "AUDIT_READ",
-    "PERFMON",
-    "BPF",
-    "CHECKPOINT_RESTORE",
-];
+const NAMES: [&str; 41] = caravan_jobspec::LINUX_CAPABILITIES;
 
 /// The set a task starts from (and the default of what the client allows).
 pub const DEFAULTS: [&str; 13] = [
