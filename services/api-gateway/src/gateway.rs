@@ -7,14 +7,16 @@ use std::time::Duration;
 use caravan_runtime::leader::LeaderChannel;
 use caravan_runtime::names::{DEPLOYMENT_WATCHER, EVAL_BROKER};
 use caravan_state::{Informer, Keyspace, StateObject, decode};
-use caravan_store::{Committer, GroupCommit, GroupLimits, Revision, Store, StoreError};
+use caravan_store::{
+    Committer, Compare, CompareOp, GroupCommit, GroupLimits, Op, Revision, Store, StoreError, Txn,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::feed::NodeAllocFeed;
 use crate::client::heartbeats::Heartbeats;
 use crate::client::status_writes::{StatusWrites, WriterContext};
 use crate::config::GatewayConfig;
-use crate::error::Result;
+use crate::error::{GatewayError, Result};
 
 /// How long a write waits for the cache to show it before answering, so a
 /// client reading through the same gateway sees its own write.
@@ -166,6 +168,36 @@ impl Gateway {
             Some(kv) => Ok(Some(decode::<T>(&kv)?)),
             None => Ok(None),
         }
+    }
+
+    /// Deletes `key` only if it is still at `mod_revision` (as read), then
+    /// settles the cache on the delete; a key rewritten meanwhile is a
+    /// conflict naming `what`, for the caller to look at again.
+    pub(crate) async fn delete_unchanged(
+        &self,
+        key: Vec<u8>,
+        mod_revision: Revision,
+        what: &str,
+    ) -> Result<Revision> {
+        let res = self
+            .store
+            .txn(
+                Txn::new()
+                    .when(Compare::mod_revision(
+                        key.clone(),
+                        CompareOp::Equal,
+                        mod_revision,
+                    ))
+                    .and_then(Op::delete(key)),
+            )
+            .await?;
+        if !res.succeeded {
+            return Err(GatewayError::Conflict(format!(
+                "{what} changed while it was being deleted; try again"
+            )));
+        }
+        self.settle(res.revision).await;
+        Ok(res.revision)
     }
 
     /// How fresh this gateway's view of the store is.

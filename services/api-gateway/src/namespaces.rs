@@ -154,26 +154,11 @@ pub async fn delete(gw: &Gateway, name: &str) -> Result<Revision> {
     }
     // Compared on the key as read, so a namespace rewritten meanwhile is
     // looked at again rather than deleted blind.
-    let res = gw
-        .store
-        .txn(
-            Txn::new()
-                .when(Compare::mod_revision(
-                    key.clone(),
-                    CompareOp::Equal,
-                    kv.mod_revision,
-                ))
-                .and_then(Op::delete(key)),
-        )
+    let revision = gw
+        .delete_unchanged(key, kv.mod_revision, &format!("namespace {name:?}"))
         .await?;
-    if !res.succeeded {
-        return Err(GatewayError::Conflict(format!(
-            "namespace {name:?} changed while it was being deleted; try again"
-        )));
-    }
-    gw.settle(res.revision).await;
-    tracing::info!(namespace = %name, revision = res.revision, "namespace deleted");
-    Ok(res.revision)
+    tracing::info!(namespace = %name, revision, "namespace deleted");
+    Ok(revision)
 }
 
 /// Nomad's multierror text for one or more problems.

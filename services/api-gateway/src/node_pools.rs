@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use caravan_proto::{JobStatus, NodePool};
 use caravan_state::{Kind, StateKey, decode, encode};
-use caravan_store::{Compare, CompareOp, Op, Range, Revision, Txn};
+use caravan_store::{Op, Range, Revision, Txn};
 
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
@@ -182,26 +182,11 @@ pub async fn delete(gw: &Gateway, name: &str) -> Result<Revision> {
             "node pool {name} not found"
         )));
     };
-    let res = gw
-        .store
-        .txn(
-            Txn::new()
-                .when(Compare::mod_revision(
-                    key.clone(),
-                    CompareOp::Equal,
-                    kv.mod_revision,
-                ))
-                .and_then(Op::delete(key)),
-        )
+    let revision = gw
+        .delete_unchanged(key, kv.mod_revision, &format!("node pool {name:?}"))
         .await?;
-    if !res.succeeded {
-        return Err(GatewayError::Conflict(format!(
-            "node pool {name:?} changed while it was being deleted; try again"
-        )));
-    }
-    gw.settle(res.revision).await;
-    tracing::info!(pool = %name, revision = res.revision, "node pool deleted");
-    Ok(res.revision)
+    tracing::info!(pool = %name, revision, "node pool deleted");
+    Ok(revision)
 }
 
 #[cfg(test)]
