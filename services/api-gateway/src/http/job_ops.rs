@@ -164,6 +164,16 @@ pub(crate) async fn scale(
             "job ID in payload did not match URL",
         ));
     }
+    // Nomad keeps a scaling event with the request's Meta; Caravan keeps
+    // none, so Meta would be dropped: refused by name.
+    if body_field(&v, "Meta")
+        .is_some_and(|m| !m.is_null() && m.as_object().is_none_or(|o| !o.is_empty()))
+    {
+        return Err(ApiError::field(
+            "Meta",
+            "not supported: Caravan keeps no scaling events to record it in",
+        ));
+    }
     if crate::http::bool_field(&v, "PolicyOverride")? {
         return Err(ApiError::field(
             "PolicyOverride",

@@ -100,6 +100,7 @@ async fn revert_stable_and_scale(backend: Backend) {
         json!({"Count": 6, "Target": {"Group": "web", "Job": "other"}}),
         json!({"Count": 6, "Target": {"Group": "web"}, "PolicyOverride": true}),
         json!({"Count": 6, "Target": {"Group": "web"}, "Error": true}),
+        json!({"Count": 6, "Target": {"Group": "web"}, "Meta": {"reason": "load"}}),
         json!({"Count": 6, "Target": {"Group": "web"}, "JobModifyIndex": stale}),
     ] {
         let r = gw.http("POST", "/v1/job/web/scale", &body(bad)).await;
