@@ -159,6 +159,7 @@ caravan_testkit::backend_cases!(backend => crate {
         check_and_set_conflicts_answer_409_with_the_current_variable,
         concurrent_check_and_set_writes_let_exactly_one_win,
         lists_filter_by_prefix_and_namespace,
+        writes_need_their_namespace_to_exist,
         bad_paths_and_bodies_are_400_naming_the_field,
         a_blocking_list_wakes_on_a_variable_change_only,
     },
