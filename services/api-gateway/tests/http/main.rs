@@ -120,6 +120,7 @@ caravan_testkit::backend_cases!(backend => crate {
         prefix_search_truncates_at_twenty,
         fuzzy_search_matches_names_with_their_scope,
         searches_refuse_unknown_contexts_and_short_text,
+        namespaces_without_jobs_are_found,
     },
     scaling {
         without_scaling_blocks_there_are_no_policies,
