@@ -106,13 +106,13 @@ impl Kind {
             | Kind::Nodes
             | Kind::Heartbeats
             | Kind::Deployments
-            | Kind::SchedulerConfig => true,
+            | Kind::SchedulerConfig
+            | Kind::NodePools => true,
             Kind::Leader
             | Kind::JobPlans
             | Kind::Vars
             | Kind::Acl
             | Kind::Namespaces
-            | Kind::NodePools
             | Kind::JobSubmissions => false,
         }
     }

@@ -111,7 +111,7 @@ pub struct Policy {
     /// `host_volume` blocks (stored and validated; Caravan has no host
     /// volume API to guard).
     pub host_volumes: Vec<NamedPolicy>,
-    /// `node_pool` blocks (stored and validated).
+    /// `node_pool` blocks, checked on the node pool routes.
     pub node_pools: Vec<NamedPolicy>,
     /// `agent { policy }`.
     pub agent: Option<String>,

@@ -269,6 +269,11 @@ pub async fn put(
     .encode_to_vec();
     let sealed = seal_key.seal(namespace, path, &plain)?;
     let key = gw.keys.var(namespace, path);
+    // Only into a namespace that exists; the write's compare on it keeps
+    // one deleted meanwhile (its deletion checks for variables) from
+    // getting a variable nobody can list.
+    let object = format!("variable {path:?}");
+    crate::namespaces::check_exists(gw, namespace, &object).await?;
     for _ in 0..gw.attempts() {
         // Read first only to keep the create time; the write below is
         // fenced on what was read, so a concurrent writer makes it retry
@@ -339,15 +344,17 @@ pub async fn put(
             Some(v) => Compare::mod_revision(key.clone(), CompareOp::Equal, v.modify_revision),
             None => Compare::absent(key.clone()),
         };
-        let result = gw
-            .store
-            .txn(
-                caravan_store::Txn::new()
-                    .when(guard)
-                    .and_then(Op::put(key.clone(), encode(&stored)))
-                    .or_else(Op::get(key.clone())),
-            )
-            .await?;
+        let mut txn = caravan_store::Txn::new()
+            .when(guard)
+            .and_then(Op::put(key.clone(), encode(&stored)))
+            .or_else(Op::get(key.clone()));
+        if let Some(exists) = crate::namespaces::register_guard(gw, namespace) {
+            txn = txn.when(exists);
+        }
+        let result = gw.store.txn(txn).await?;
+        if !result.succeeded {
+            crate::namespaces::check_exists(gw, namespace, &object).await?;
+        }
         if result.succeeded {
             let mut written = stored;
             written.create_revision = existing
