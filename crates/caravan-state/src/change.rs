@@ -150,7 +150,8 @@ impl Change {
             | StateKey::Var { .. }
             | StateKey::Acl(_)
             | StateKey::Namespace(_)
-            | StateKey::JobSubmission { .. } => {
+            | StateKey::JobSubmission { .. }
+            | StateKey::Service { .. } => {
                 return Ok(None);
             }
         }))
@@ -204,7 +205,8 @@ impl Change {
             | StateKey::Var { .. }
             | StateKey::Acl(_)
             | StateKey::Namespace(_)
-            | StateKey::JobSubmission { .. } => {
+            | StateKey::JobSubmission { .. }
+            | StateKey::Service { .. } => {
                 return None;
             }
         })

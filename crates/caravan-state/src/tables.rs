@@ -288,7 +288,8 @@ impl Tables {
             | StateKey::Var { .. }
             | StateKey::Acl(_)
             | StateKey::Namespace(_)
-            | StateKey::JobSubmission { .. } => None,
+            | StateKey::JobSubmission { .. }
+            | StateKey::Service { .. } => None,
         }
     }
 

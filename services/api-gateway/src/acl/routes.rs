@@ -368,6 +368,12 @@ pub const RULES: &[Rule] = &[
     r("GET", "/v1/event/stream", Need::AnyRead),
     r("GET", "/v1/metrics", Need::Public),
     r("GET", "/metrics", Need::Public),
+    // Service discovery, as Nomad's: reading a service is reading jobs;
+    // removing an instance takes submit-job.
+    list("/v1/services", READ_JOB),
+    r("*", "/v1/service/", Need::Public),
+    r("GET", "/v1/service/{name}", READ_JOB),
+    r("DELETE", "/v1/service/{name}/{id}", SUBMIT_JOB),
     list("/v1/vars", Need::Var("list")),
     r("*", "/v1/var/", Need::Public),
     r("GET", "/v1/var/{*path}", Need::Var("read")),

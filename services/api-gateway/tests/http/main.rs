@@ -23,6 +23,7 @@ mod plans;
 mod query_params;
 mod scaling;
 mod search;
+mod services;
 mod submissions;
 mod vars;
 
@@ -152,6 +153,10 @@ caravan_testkit::backend_cases!(backend => crate {
     submissions {
         a_submission_is_kept_with_its_version,
         parse_applies_the_variables_file,
+    },
+    services {
+        instances_read_by_name_listed_with_tags_and_deleted,
+        a_blocking_read_wakes_when_an_instance_registers,
     },
     vars {
         a_variable_reads_back_with_its_items_and_indexes,
