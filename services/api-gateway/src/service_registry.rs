@@ -58,8 +58,9 @@ fn registration(gw: &Gateway, kv: &caravan_store::KeyValue) -> Result<ServiceReg
     Ok(reg)
 }
 
-/// The services of `q.namespace` (every namespace for `*`), grouped by
-/// namespace, as Nomad's `/v1/services` answers them.
+/// The services of `q.namespace` (every namespace for `*`) whose names
+/// start with `q.prefix`, grouped by namespace, as Nomad's `/v1/services`
+/// answers them.
 pub async fn list(gw: &Gateway, q: &Query) -> Result<(Vec<NamespaceServices>, QueryMeta)> {
     let prefix = if q.namespace == ALL_NAMESPACES {
         gw.keys.prefix_of(Kind::Services)
@@ -71,6 +72,9 @@ pub async fn list(gw: &Gateway, q: &Query) -> Result<(Vec<NamespaceServices>, Qu
     let mut grouped: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     for kv in &kvs {
         let reg = registration(gw, kv)?;
+        if !reg.service_name.starts_with(&q.prefix) {
+            continue;
+        }
         grouped
             .entry(reg.namespace)
             .or_default()

@@ -99,6 +99,10 @@ pub async fn instances_read_by_name_listed_with_tags_and_deleted(backend: Backen
             {"ServiceName": "web", "Tags": ["canary", "v1"]}
         ]}])
     );
+    let r = gw.http("GET", "/v1/services?prefix=we", b"").await;
+    assert_eq!(r.json()[0]["Services"].as_array().unwrap().len(), 1);
+    let r = gw.http("GET", "/v1/services?prefix=db", b"").await;
+    assert_eq!(r.json(), json!([]), "no service of default starts with db");
     let r = gw.http("GET", "/v1/services?namespace=*", b"").await;
     let namespaces: Vec<_> = r
         .json()
