@@ -2,7 +2,7 @@
 //! registrations): a whole prefix read in pages at one revision, and the
 //! wait of a blocking query on a watch of the prefix.
 
-use caravan_store::{KeyValue, Range, Revision, prefix_end};
+use caravan_store::{KeyValue, Revision};
 use futures::StreamExt;
 
 use crate::error::Result;
@@ -15,31 +15,7 @@ const PAGE: i64 = 1000;
 /// Every key under `prefix`, read in pages all at the revision of the
 /// first, and that revision.
 pub async fn range_all(gw: &Gateway, prefix: &[u8]) -> Result<(Vec<KeyValue>, Revision)> {
-    let end = prefix_end(prefix);
-    let mut start = prefix.to_vec();
-    let mut revision = 0;
-    let mut out = Vec::new();
-    loop {
-        let mut range = Range::between(start.clone(), end.clone()).with_limit(PAGE);
-        if revision != 0 {
-            range = range.at_revision(revision);
-        }
-        let page = gw.store.range(range).await?;
-        if revision == 0 {
-            revision = page.revision;
-        }
-        let more = page.more;
-        if let Some(last) = page.kvs.last() {
-            start = last.key.clone();
-            start.push(0);
-        }
-        let empty = page.kvs.is_empty();
-        out.extend(page.kvs);
-        if !more || empty {
-            break;
-        }
-    }
-    Ok((out, revision))
+    Ok(caravan_store::read_prefix(gw.store.as_ref(), prefix, PAGE).await?)
 }
 
 /// Waits, for a blocking query, until a key under `prefix` for which

@@ -224,6 +224,7 @@ impl EvalBrokerService for EvalBrokerGrpc {
             jobs: counts.jobs,
             nodes: counts.nodes,
             deployments: counts.deployments,
+            registrations: counts.registrations,
         }))
     }
 }

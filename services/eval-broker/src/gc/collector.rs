@@ -12,7 +12,7 @@ use caravan_state::Keyspace;
 use caravan_store::{Compare, CompareOp, Op, Range};
 
 use crate::error::BrokerError;
-use crate::gc::{Doomed, GcCounts, GcCutoffs, GcUnit, select};
+use crate::gc::{Doomed, GcCounts, GcCutoffs, GcUnit, registrations, select};
 use crate::term::{LeaderTerm, now};
 use crate::writes::GuardedUnit;
 
@@ -46,12 +46,24 @@ pub async fn run(term: Arc<LeaderTerm>) -> Result<(), BrokerError> {
 /// take turns.
 pub async fn sweep(term: &LeaderTerm, cut: GcCutoffs) -> Result<GcCounts, BrokerError> {
     let _turn = term.gc_turn.lock().await;
-    let revision = term.writer.current_revision().await?;
+    // Registrations are read first, and judged on a view at least as new:
+    // an alloc is placed before anything registers for it, so the view
+    // holds every alloc a registration read here names.
+    let (stored, read_at) = registrations::read_all(&term.writer).await?;
+    let revision = term.writer.current_revision().await?.max(read_at);
     term.informer.wait_for_revision(revision, CATCH_UP).await?;
     let snap = term.informer.snapshot();
     let units = select(&snap, cut, now().unix_ns);
+    let orphans = registrations::deletes(&snap, &stored);
     drop(snap);
-    let result = delete(term, &units).await;
+    let result = match delete(term, &units).await {
+        Ok(mut counts) => {
+            let (ok, _) = term.writer.write_units(&orphans).await?;
+            counts.registrations = ok.iter().filter(|done| **done).count() as u64;
+            Ok(counts)
+        }
+        Err(err) => Err(err),
+    };
     if let Err(err) = &result
         && err.is_deposed()
     {

@@ -4,6 +4,7 @@
 //! snapshot, cutoffs and a clock; the [`collector`] deletes what it picks.
 
 pub mod collector;
+pub mod registrations;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -102,6 +103,8 @@ pub struct GcCounts {
     pub nodes: u64,
     /// Deployments.
     pub deployments: u64,
+    /// Service registrations of allocations no longer live.
+    pub registrations: u64,
 }
 
 impl GcCounts {

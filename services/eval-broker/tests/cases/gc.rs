@@ -7,7 +7,7 @@ use std::time::Duration;
 use caravan_model::now_unix_ns;
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, Allocation, Deployment, DeploymentStatus, EvalStatus,
-    Evaluation, ForceGcRequest, Job, JobType, Node, NodeStatus,
+    Evaluation, ForceGcRequest, Job, JobType, Node, NodeStatus, ServiceRegistration,
 };
 use caravan_state::Keyspace;
 use caravan_store::Store;
@@ -193,6 +193,45 @@ pub async fn force_gc_takes_terminal_objects_and_keeps_what_lives(store: Arc<dyn
         .expect("force gc")
         .into_inner();
     assert_eq!(again, Default::default());
+    broker.stop().await;
+}
+
+pub async fn a_sweep_removes_the_registrations_of_allocs_no_longer_live(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let mut broker = start_leader(Arc::clone(&store), &prefix).await;
+    let now = now_unix_ns();
+    put_job(&store, &ks, &job("web", JobType::Service, false)).await;
+    let e = eval("web", "service", EvalStatus::Complete, now);
+    put_eval(&store, &ks, &e).await;
+    let running = alloc("web", &e.id, "n1", AllocClientStatus::Running, now);
+    let done = alloc("web", &e.id, "n1", AllocClientStatus::Complete, now);
+    for a in [&running, &done] {
+        put(&store, ks.alloc(&a.id), a).await;
+    }
+    let register = |alloc_id: &str| ServiceRegistration {
+        id: format!("_nomad-task-{alloc_id}-web-web-http"),
+        service_name: "web".into(),
+        namespace: "default".into(),
+        alloc_id: alloc_id.into(),
+        ..Default::default()
+    };
+    let live = register(&running.id);
+    let ghosts = [register(&done.id), register("an-alloc-never-stored")];
+    for reg in std::iter::once(&live).chain(&ghosts) {
+        put(&store, ks.service("default", "web", &reg.id), reg).await;
+    }
+
+    let counts = broker
+        .client
+        .force_gc(ForceGcRequest {})
+        .await
+        .expect("force gc")
+        .into_inner();
+    assert_eq!(counts.registrations, 2, "{counts:?}");
+    assert!(present(&store, ks.service("default", "web", &live.id)).await);
+    for ghost in &ghosts {
+        assert!(!present(&store, ks.service("default", "web", &ghost.id)).await);
+    }
     broker.stop().await;
 }
 

@@ -1,0 +1,151 @@
+//! The sweep of service registrations: an instance whose allocation is
+//! gone, or stopped, or done, is deleted. Clients and the gateway remove an
+//! allocation's registrations when it stops; this sweep is what removes them
+//! when a process died between the two writes, so a ghost instance lives no
+//! longer than one garbage collection interval.
+
+use caravan_model::AllocExt;
+use caravan_proto::{AllocClientStatus, ServiceRegistration};
+use caravan_state::{Kind, Tables, decode};
+use caravan_store::{Compare, CompareOp, KeyValue, Op, Revision};
+
+use crate::error::BrokerError;
+use crate::writes::{EvalWriter, GuardedUnit};
+
+/// Keys read per range request.
+const PAGE: i64 = 1000;
+
+/// One stored registration: its key, what it says and its mod revision.
+#[derive(Clone, Debug)]
+pub struct Stored {
+    /// The registration's key.
+    pub key: Vec<u8>,
+    /// The alloc it was registered for.
+    pub alloc_id: String,
+    /// The mod revision it was read at.
+    pub modify_revision: Revision,
+}
+
+/// Every stored registration, read at one revision, and that revision.
+pub async fn read_all(writer: &EvalWriter) -> Result<(Vec<Stored>, Revision), BrokerError> {
+    let prefix = writer.keyspace().prefix_of(Kind::Services);
+    let (kvs, revision) =
+        caravan_store::read_prefix(writer.store().as_ref(), &prefix, PAGE).await?;
+    let stored = kvs.iter().map(stored).collect::<Result<_, _>>()?;
+    Ok((stored, revision))
+}
+
+fn stored(kv: &KeyValue) -> Result<Stored, BrokerError> {
+    let reg: ServiceRegistration = decode(kv)?;
+    Ok(Stored {
+        key: kv.key.clone(),
+        alloc_id: reg.alloc_id,
+        modify_revision: kv.mod_revision,
+    })
+}
+
+/// Whether a registration of `alloc_id` names no live instance in `tables`
+/// (a view at least as new as the registrations were read at): its alloc
+/// is gone, told to stop, or finished. An alloc whose node lost contact
+/// (`unknown`) keeps its instances, as it may come back.
+pub fn orphaned(tables: &Tables, alloc_id: &str) -> bool {
+    let Some(alloc) = tables.alloc(alloc_id) else {
+        return true;
+    };
+    if alloc.client_status() == AllocClientStatus::Unknown {
+        return false;
+    }
+    alloc.is_terminal()
+}
+
+/// The guarded deletes of the orphans among `stored`, each compared on the
+/// mod revision it was judged at, so an instance registered again since
+/// stays.
+pub fn deletes(tables: &Tables, stored: &[Stored]) -> Vec<GuardedUnit> {
+    stored
+        .iter()
+        .filter(|s| orphaned(tables, &s.alloc_id))
+        .map(|s| {
+            let mut unit = GuardedUnit::default();
+            unit.push(
+                Compare::mod_revision(s.key.clone(), CompareOp::Equal, s.modify_revision),
+                Op::delete(s.key.clone()),
+            );
+            unit
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_proto::{AllocDesiredStatus, Allocation};
+
+    use super::*;
+    use crate::testing::World;
+
+    fn alloc(id: &str, desired: AllocDesiredStatus, client: AllocClientStatus) -> Allocation {
+        let mut a = Allocation {
+            id: id.into(),
+            ..Default::default()
+        };
+        a.set_desired_status(desired);
+        a.set_client_status(client);
+        a
+    }
+
+    #[test]
+    fn only_instances_of_live_or_disconnected_allocs_stay() {
+        use AllocClientStatus as C;
+        use AllocDesiredStatus as D;
+        let mut world = World::new();
+        for a in [
+            alloc("running", D::Run, C::Running),
+            alloc("pending", D::Run, C::Pending),
+            alloc("away", D::Run, C::Unknown),
+            alloc("stopping", D::Stop, C::Running),
+            alloc("done", D::Run, C::Complete),
+            alloc("failed", D::Run, C::Failed),
+            alloc("lost", D::Run, C::Lost),
+        ] {
+            world.alloc(a);
+        }
+        let tables = &world.tables;
+        let stored: Vec<Stored> = [
+            "running", "pending", "away", "stopping", "done", "failed", "lost", "gone",
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, id)| Stored {
+            key: format!("services/default/web/{id}").into_bytes(),
+            alloc_id: (*id).to_string(),
+            modify_revision: i64::try_from(i).unwrap() + 10,
+        })
+        .collect();
+        let doomed: Vec<String> = deletes(tables, &stored)
+            .iter()
+            .map(|u| match &u.ops[0] {
+                Op::Delete(range) => String::from_utf8(range.start.clone()).unwrap(),
+                other => panic!("a delete, not {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            doomed,
+            [
+                "services/default/web/stopping",
+                "services/default/web/done",
+                "services/default/web/failed",
+                "services/default/web/lost",
+                "services/default/web/gone",
+            ]
+        );
+        let guard = &deletes(tables, &stored)[0].guards[0];
+        assert_eq!(
+            *guard,
+            Compare::mod_revision(
+                b"services/default/web/stopping".to_vec(),
+                CompareOp::Equal,
+                13
+            )
+        );
+    }
+}
