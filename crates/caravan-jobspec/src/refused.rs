@@ -8,7 +8,8 @@
 /// One refused part of the job specification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Refused {
-    /// Where it is written: `job`, `group`, `task`, `resources`, `network`, `port`, `restart`.
+    /// Where it is written: `job`, `group`, `task`, `resources`, `network`, `port`, `restart`,
+    /// `ephemeral_disk`.
     pub within: &'static str,
     /// Its name in Nomad's JSON (`Services`).
     pub json: &'static str,
@@ -148,6 +149,24 @@ pub const REFUSED: &[Refused] = &[
     r("network", "Hostname", "hostname", NO_CNI),
     r("network", "DNS", "dns", NO_CNI),
     r("network", "CNI", "cni", NO_CNI),
+    r(
+        "ephemeral_disk",
+        "Sticky",
+        "sticky",
+        "Caravan places a replacement without regard to its previous allocation's node or data",
+    ),
+    r(
+        "ephemeral_disk",
+        "Migrate",
+        "migrate",
+        "Caravan's clients do not move an allocation's data to its replacement",
+    ),
+    r(
+        "port",
+        "HostNetwork",
+        "host_network",
+        "Caravan's nodes have only the default host network",
+    ),
     r(
         "port",
         "IgnoreCollision",

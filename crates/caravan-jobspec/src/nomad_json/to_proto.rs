@@ -699,6 +699,10 @@ fn networks(
                     .map(|p| {
                         let label = p.label.unwrap_or_default();
                         let pbase = join(&nbase, &format!("port {label:?}"));
+                        // Nomad's API names the default host network on every port it returns.
+                        if let Some(h) = p.host_network.as_deref().filter(|h| *h != "default") {
+                            conv.unsupported("port", &pbase, "HostNetwork", Some(&Value::from(h)));
+                        }
                         if p.ignore_collision == Some(true) {
                             conv.unsupported(
                                 "port",
@@ -739,6 +743,9 @@ fn networks(
 
 fn ephemeral_disk(d: Option<ApiEphemeralDisk>, base: &str, conv: &mut Conversion) -> EphemeralDisk {
     let d = d.unwrap_or_default();
+    let dbase = join(base, "ephemeral_disk");
+    conv.unsupported("ephemeral_disk", &dbase, "Sticky", d.sticky.map(Value::from).as_ref());
+    conv.unsupported("ephemeral_disk", &dbase, "Migrate", d.migrate.map(Value::from).as_ref());
     EphemeralDisk {
         sticky: d.sticky.unwrap_or(false),
         migrate: d.migrate.unwrap_or(false),

@@ -174,9 +174,7 @@ job "everything" {
       max_delay      = "5m"
     }
     ephemeral_disk {
-      size    = 1024
-      sticky  = true
-      migrate = true
+      size = 1024
     }
     network {
       mode  = "bridge"
@@ -184,7 +182,7 @@ job "everything" {
       port "http" {
         static       = 8080
         to           = 80
-        host_network = "public"
+        host_network = "default"
       }
       port "grpc" {}
     }

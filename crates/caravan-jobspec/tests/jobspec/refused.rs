@@ -21,7 +21,7 @@ fn json_errors(v: &Value) -> Vec<String> {
 }
 
 /// A job whose one group `g` has a task `t`, with `job`, `group`, `task`, `resources`,
-/// `network` and `port` lines inserted where each belongs.
+/// `network`, `port`, `restart` and `ephemeral_disk` lines inserted where each belongs.
 fn hcl_job(within: &str, line: &str) -> String {
     let at = |w: &str| if w == within { line } else { "" };
     format!(
@@ -37,6 +37,9 @@ fn hcl_job(within: &str, line: &str) -> String {
     }}
     restart {{
       {restart}
+    }}
+    ephemeral_disk {{
+      {ephemeral_disk}
     }}
     task "t" {{
       driver = "mock"
@@ -54,6 +57,7 @@ fn hcl_job(within: &str, line: &str) -> String {
         network = at("network"),
         port = at("port"),
         restart = at("restart"),
+        ephemeral_disk = at("ephemeral_disk"),
         task = at("task"),
         resources = at("resources"),
     )
@@ -66,7 +70,9 @@ fn hcl_snippet(within: &str, hcl: &str) -> String {
             format!("{hcl} = \"abc\"")
         }
         ("group", "max_run_duration") => "max_run_duration = \"1h\"".into(),
-        (_, "prevent_reschedule_on_lost" | "render_templates" | "ignore_collision") => {
+        ("port", "host_network") => "host_network = \"public\"".into(),
+        (_, "prevent_reschedule_on_lost" | "render_templates" | "ignore_collision" | "sticky"
+        | "migrate") => {
             format!("{hcl} = true")
         }
         ("resources", "secrets") => "secrets = 100".into(),
@@ -125,8 +131,9 @@ fn every_refused_block_and_argument_of_an_hcl_job_is_named() {
 fn json_value(within: &str, json_name: &str) -> Value {
     match json_name {
         "ConsulToken" | "VaultToken" | "ConsulNamespace" | "VaultNamespace" | "Kind" | "Device"
-        | "CIDR" | "IP" | "Hostname" => json!("x"),
-        "PreventRescheduleOnLost" | "RenderTemplates" | "IgnoreCollision" => json!(true),
+        | "CIDR" | "IP" | "Hostname" | "HostNetwork" => json!("x"),
+        "PreventRescheduleOnLost" | "RenderTemplates" | "IgnoreCollision" | "Sticky"
+        | "Migrate" => json!(true),
         "SecretsMB" => json!(100),
         "MaxRunDuration" => json!(3_600_000_000_000i64),
         "Identity" if within == "task" => json!({"Name": "default", "Env": true}),
@@ -151,6 +158,7 @@ fn every_refused_field_of_a_json_job_is_named() {
         let mut network = json!({"DynamicPorts": [port.clone()]});
         let mut resources = json!({"CPU": 100});
         let mut restart = json!({});
+        let mut disk = json!({});
         let mut task = json!({"Name": "t", "Driver": "mock"});
         let mut group = json!({"Name": "g"});
         let mut job = json!({"ID": "x"});
@@ -159,6 +167,7 @@ fn every_refused_field_of_a_json_job_is_named() {
             "network" => &mut network,
             "resources" => &mut resources,
             "restart" => &mut restart,
+            "ephemeral_disk" => &mut disk,
             "task" => &mut task,
             "group" => &mut group,
             _ => &mut job,
@@ -167,6 +176,7 @@ fn every_refused_field_of_a_json_job_is_named() {
         network["DynamicPorts"] = json!([port]);
         group["Networks"] = json!([network]);
         group["RestartPolicy"] = restart;
+        group["EphemeralDisk"] = disk;
         task["Resources"] = resources;
         group["Tasks"] = json!([task]);
         job["TaskGroups"] = json!([group]);
@@ -188,6 +198,8 @@ fn what_nomads_api_sends_empty_is_not_refused() {
         "ID": "x", "Multiregion": null, "ConsulToken": "", "VaultToken": "",
         "TaskGroups": [{
             "Name": "g", "Services": null, "Volumes": {}, "PreventRescheduleOnLost": false,
+            "EphemeralDisk": {"Sticky": false, "Migrate": false, "SizeMB": 300},
+            "Networks": [{"DynamicPorts": [{"Label": "db", "HostNetwork": "default"}]}],
             "Consul": {"Cluster": "default", "Namespace": "", "Partition": ""},
             "Tasks": [{
                 "Name": "t", "Driver": "mock", "Templates": [], "Artifacts": null,
