@@ -29,7 +29,7 @@ pub(crate) struct Conversion {
 }
 
 impl Conversion {
-    fn err(&mut self, path: String, message: impl Into<String>) {
+    pub(super) fn err(&mut self, path: String, message: impl Into<String>) {
         self.errors.push(FieldError::new(path, message));
     }
 
@@ -77,7 +77,7 @@ impl Conversion {
 }
 
 /// Whether a raw JSON value carries something a user meant (not null, empty or zero).
-fn is_meaningful(v: &Value) -> bool {
+pub(super) fn is_meaningful(v: &Value) -> bool {
     match v {
         Value::Null => false,
         Value::Bool(b) => *b,
@@ -275,7 +275,6 @@ fn group_to_proto(
         Some(n) if !n.is_empty() => format!("group {n:?}"),
         _ => format!("group #{}", index + 1),
     };
-    conv.unsupported("group", &base, "Volumes", tg.volumes.as_ref());
     conv.unsupported("group", &base, "Services", tg.services.as_ref());
     if let Some(consul) = tg.consul.as_ref().filter(|c| !is_default_consul(c)) {
         conv.unsupported("group", &base, "Consul", Some(consul));
@@ -374,6 +373,7 @@ fn group_to_proto(
         max_client_disconnect_ns,
         scaling,
         disconnect,
+        volumes: super::volumes::volumes_to_proto(tg.volumes, &base, conv),
     }
 }
 
@@ -515,7 +515,6 @@ fn task_to_proto(
     conv.unsupported("task", &base, "Vault", t.vault.as_ref());
     conv.unsupported("task", &base, "Consul", t.consul.as_ref());
     conv.unsupported("task", &base, "Templates", t.templates.as_ref());
-    conv.unsupported("task", &base, "VolumeMounts", t.volume_mounts.as_ref());
     conv.unsupported(
         "task",
         &base,
@@ -569,6 +568,7 @@ fn task_to_proto(
         user: t.user.unwrap_or_default(),
         log_config: Some(log_config),
         shutdown_delay_ns: t.shutdown_delay.unwrap_or(0),
+        volume_mounts: super::volumes::mounts_to_proto(t.volume_mounts, &base, conv),
     }
 }
 
@@ -744,8 +744,18 @@ fn networks(
 fn ephemeral_disk(d: Option<ApiEphemeralDisk>, base: &str, conv: &mut Conversion) -> EphemeralDisk {
     let d = d.unwrap_or_default();
     let dbase = join(base, "ephemeral_disk");
-    conv.unsupported("ephemeral_disk", &dbase, "Sticky", d.sticky.map(Value::from).as_ref());
-    conv.unsupported("ephemeral_disk", &dbase, "Migrate", d.migrate.map(Value::from).as_ref());
+    conv.unsupported(
+        "ephemeral_disk",
+        &dbase,
+        "Sticky",
+        d.sticky.map(Value::from).as_ref(),
+    );
+    conv.unsupported(
+        "ephemeral_disk",
+        &dbase,
+        "Migrate",
+        d.migrate.map(Value::from).as_ref(),
+    );
     EphemeralDisk {
         sticky: d.sticky.unwrap_or(false),
         migrate: d.migrate.unwrap_or(false),

@@ -10,3 +10,4 @@ mod refused;
 mod robustness;
 mod scaling;
 mod validate;
+mod volumes;

@@ -71,8 +71,14 @@ fn hcl_snippet(within: &str, hcl: &str) -> String {
         }
         ("group", "max_run_duration") => "max_run_duration = \"1h\"".into(),
         ("port", "host_network") => "host_network = \"public\"".into(),
-        (_, "prevent_reschedule_on_lost" | "render_templates" | "ignore_collision" | "sticky"
-        | "migrate") => {
+        (
+            _,
+            "prevent_reschedule_on_lost"
+            | "render_templates"
+            | "ignore_collision"
+            | "sticky"
+            | "migrate",
+        ) => {
             format!("{hcl} = true")
         }
         ("resources", "secrets") => "secrets = 100".into(),
@@ -132,7 +138,10 @@ fn json_value(within: &str, json_name: &str) -> Value {
     match json_name {
         "ConsulToken" | "VaultToken" | "ConsulNamespace" | "VaultNamespace" | "Kind" | "Device"
         | "CIDR" | "IP" | "Hostname" | "HostNetwork" => json!("x"),
-        "PreventRescheduleOnLost" | "RenderTemplates" | "IgnoreCollision" | "Sticky"
+        "PreventRescheduleOnLost"
+        | "RenderTemplates"
+        | "IgnoreCollision"
+        | "Sticky"
         | "Migrate" => json!(true),
         "SecretsMB" => json!(100),
         "MaxRunDuration" => json!(3_600_000_000_000i64),

@@ -128,7 +128,10 @@ pub async fn a_refused_block_is_400_from_parse_register_and_validate(backend: Ba
     let r = gw.http("POST", "/v1/validate/job", &body(&job)).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let errors = r.json()["ValidationErrors"].clone();
-    assert!(errors.to_string().contains("is not supported by Caravan"), "{errors}");
+    assert!(
+        errors.to_string().contains("is not supported by Caravan"),
+        "{errors}"
+    );
     gw.stop().await;
 }
 
