@@ -47,6 +47,18 @@ pub(super) fn check(tg: &TaskGroup, base: &str, job_type: JobType, e: &mut Error
     }
     for (ti, t) in tg.tasks.iter().enumerate() {
         let tbase = super::task_base(base, t, ti);
+        // raw_exec runs the task on the host, where nothing can be mounted for it;
+        // Nomad fails such a task on the client, Caravan refuses it up front.
+        if t.driver == "raw_exec" && !t.volume_mounts.is_empty() {
+            e.on(
+                &tbase,
+                "volume_mount",
+                format!(
+                    "task driver {:?} for {:?} does not support host volumes",
+                    t.driver, t.name
+                ),
+            );
+        }
         for (i, m) in t.volume_mounts.iter().enumerate() {
             let path = crate::error::join_path(&tbase, &format!("volume_mount[{i}]"));
             if m.volume.is_empty() {

@@ -21,7 +21,7 @@ job "db" {
       read_only = true
     }
     task "postgres" {
-      driver = "raw_exec"
+      driver = "exec"
       config {
         command = "/bin/sleep"
         args    = ["60"]
@@ -167,6 +167,18 @@ fn volume_errors_name_the_field_with_nomads_texts() {
             "want {want:?} in {errs:?}"
         );
     }
+}
+
+#[test]
+fn raw_exec_cannot_mount_volumes() {
+    let errs = errors(
+        "job \"x\" {\n group \"g\" {\n volume \"v\" {\n type = \"host\"\n source = \"s\"\n }\n task \"t\" {\n driver = \"raw_exec\"\n config {\n command = \"/bin/true\"\n }\n volume_mount {\n volume = \"v\"\n destination = \"/v\"\n }\n }\n }\n}\n",
+    );
+    assert!(
+        errs.iter().any(|e| e
+            == r#"group "g": task "t": volume_mount: task driver "raw_exec" for "t" does not support host volumes"#),
+        "{errs:?}"
+    );
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use caravan_proto::{Task, TaskGroup};
 
 use super::AllocRunner;
-use crate::driver::{Driver, FsIsolation, TaskConfig, TaskResources, TaskSpec};
+use crate::driver::{Driver, FsIsolation, TaskConfig, TaskResources, TaskSpec, VolumeMountSpec};
 use crate::task_env::TaskEnv;
 
 impl AllocRunner {
@@ -42,6 +42,7 @@ impl AllocRunner {
         } else {
             (None, None)
         };
+        let volume_mounts = self.volume_mounts(group, task, driver)?;
         Ok(TaskSpec {
             alloc_id: self.alloc.id.clone(),
             task: task.name.clone(),
@@ -51,7 +52,63 @@ impl AllocRunner {
             logs: crate::log_rotate::LogLimits::of(task.log_config.as_ref()),
             user: task.user.clone(),
             resources,
+            volume_mounts,
         })
+    }
+
+    /// The node's host volumes `task` mounts, as Nomad's volume hook finds them:
+    /// each mount's group volume, its source (with the allocation's index under
+    /// `per_alloc`) among the node's host volumes, read-only when the volume,
+    /// the request or the mount says so. `Err` says why the task cannot start.
+    fn volume_mounts(
+        &self,
+        group: &TaskGroup,
+        task: &Task,
+        driver: &dyn Driver,
+    ) -> Result<Vec<VolumeMountSpec>, String> {
+        let mut out = Vec::with_capacity(task.volume_mounts.len());
+        for m in &task.volume_mounts {
+            let Some(req) = group.volumes.get(&m.volume) else {
+                return Err(format!(
+                    "volume mount references undefined volume {:?}",
+                    m.volume
+                ));
+            };
+            if req.r#type != caravan_jobspec::VOLUME_TYPE_HOST {
+                return Err(format!(
+                    "volume {:?} has type {:?}: only host volumes can be mounted",
+                    m.volume, req.r#type
+                ));
+            }
+            let source = if req.per_alloc {
+                let Some(index) = caravan_model::alloc_index(&self.alloc.name) else {
+                    return Err(format!(
+                        "volume {:?} is per_alloc but the allocation's name {:?} has no index",
+                        m.volume, self.alloc.name
+                    ));
+                };
+                format!("{}[{index}]", req.source)
+            } else {
+                req.source.clone()
+            };
+            let Some(host) = self.ctx.node.host_volumes.get(&source) else {
+                // Nomad's text.
+                return Err(format!("host volume validation error: missing {source}"));
+            };
+            out.push(VolumeMountSpec {
+                host_path: host.path.clone().into(),
+                destination: m.destination.clone(),
+                read_only: host.read_only || req.read_only || m.read_only,
+            });
+        }
+        if !out.is_empty() && !driver.capabilities().mounts {
+            // Nomad's text.
+            return Err(format!(
+                "task driver {:?} for {:?} does not support host volumes",
+                task.driver, task.name
+            ));
+        }
+        Ok(out)
     }
 
     /// What the alloc gives `task`, as the servers allocated it (or as the

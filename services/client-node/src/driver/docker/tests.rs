@@ -167,6 +167,7 @@ impl Fixture {
                 node_ip: "127.0.0.1".into(),
                 ..Default::default()
             })),
+            volume_mounts: Vec::new(),
         }
     }
 }

@@ -115,6 +115,7 @@ fn spec_with(
         logs: Default::default(),
         user: String::new(),
         resources: Some(Arc::new(res)),
+        volume_mounts: Vec::new(),
     }
 }
 
