@@ -453,8 +453,16 @@ fn build_root(spec: &IsolationSpec) -> Result<(), String> {
         bind(src, &inside(root, dst), false)?;
     }
     bind(&spec.alloc_dir, &root.join("alloc"), true)?;
+    // A destination under a host dir bound read-only above (`/etc`, `/usr`…)
+    // can only be a dir that already exists there.
     for (src, dst, writable) in &spec.volumes {
-        bind(src, &inside(root, dst), *writable)?;
+        bind(src, &inside(root, dst), *writable).map_err(|e| {
+            format!(
+                "volume_mount at {}: {e} (under the host dirs the task sees read-only, \
+                 only an existing dir can be mounted over)",
+                dst.display()
+            )
+        })?;
     }
     let dev = root.join("dev");
     std::fs::create_dir_all(&dev).map_err(|e| format!("create {}: {e}", dev.display()))?;
