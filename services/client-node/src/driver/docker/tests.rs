@@ -747,6 +747,8 @@ async fn host_volumes_are_bind_mounted_at_their_destination() {
         destination: "relative".into(),
         read_only: false,
     }];
-    let err = f.driver.start(bad).await.err().expect("refused");
+    let Err(err) = f.driver.start(bad).await else {
+        panic!("a relative destination must be refused")
+    };
     assert!(err.message.contains("must be an absolute path"), "{err:?}");
 }
