@@ -48,6 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // bytes smaller (the size test in src/lib.rs).
         .boxed(".caravan.v1.Allocation.metrics")
         .boxed(".caravan.v1.Allocation.reschedule_tracker")
+        .boxed(".caravan.v1.Allocation.trace_context")
         .file_descriptor_set_path(out.join(DESCRIPTOR_SET))
         .compile_protos(&files, &[root])?;
     let generated = out.join(GENERATED);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use caravan_model::AllocExt;
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocList, Allocation, Evaluation, Job, Node, Plan,
-    SchedulerConfiguration,
+    SchedulerAlgorithm, SchedulerConfiguration,
 };
 
 use crate::feasible::compute_node_class;
@@ -287,6 +287,21 @@ pub(crate) struct EvalContext<'a> {
     rules_built: u32,
 }
 
+/// The scheduler configuration a job is placed with: the cluster's, with
+/// what the job's node pool sets over it (Nomad's `WithNodePool`).
+fn effective_config(state: &dyn State, job: Option<&Job>) -> SchedulerConfiguration {
+    let mut config = state.scheduler_config().map(|c| *c).unwrap_or_default();
+    let pool = job
+        .and_then(|j| state.node_pool(&j.node_pool))
+        .and_then(|p| p.scheduler_config);
+    if let Some(pool) = pool
+        && pool.scheduler_algorithm() != SchedulerAlgorithm::Unspecified
+    {
+        config.set_scheduler_algorithm(pool.scheduler_algorithm());
+    }
+    config
+}
+
 impl<'a> EvalContext<'a> {
     /// Sets up an attempt over `nodes` (the candidates, sorted by id).
     pub fn new(
@@ -303,7 +318,7 @@ impl<'a> EvalContext<'a> {
             &attempt.to_be_bytes(),
         ])
         .clocked(now);
-        let config = state.scheduler_config().map(|c| *c).unwrap_or_default();
+        let config = effective_config(state, job.as_deref());
         let runnable = job.as_deref().filter(|j| !j.stop);
         let table = NodeTable::new(nodes, runnable);
         let candidates = (0..table.len() as u32).collect();

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use caravan_model::NodeExt;
 use caravan_proto::{
-    AllocClientStatus, AllocList, Allocation, Deployment, Evaluation, Job, Node, NodeStatus, Plan,
-    PlanResult, SchedulerConfiguration, SchedulingEligibility,
+    AllocClientStatus, AllocList, Allocation, Deployment, Evaluation, Job, Node, NodePool,
+    NodeStatus, Plan, PlanResult, SchedulerConfiguration, SchedulingEligibility,
 };
 
 use crate::error::{PlannerError, SchedulerError};
@@ -32,6 +32,7 @@ pub struct FixtureState {
     by_job: HashMap<(String, String), BTreeSet<String>>,
     deployments: BTreeMap<String, Arc<Deployment>>,
     config: Option<Arc<SchedulerConfiguration>>,
+    pools: BTreeMap<String, Arc<NodePool>>,
 }
 
 impl State for FixtureState {
@@ -90,6 +91,9 @@ impl State for FixtureState {
     fn scheduler_config(&self) -> Option<Arc<SchedulerConfiguration>> {
         self.config.clone()
     }
+    fn node_pool(&self, name: &str) -> Option<Arc<NodePool>> {
+        self.pools.get(name).cloned()
+    }
 }
 
 impl FixtureState {
@@ -135,6 +139,11 @@ impl FixtureState {
     /// Sets the scheduler configuration.
     pub fn set_config(&mut self, c: SchedulerConfiguration) {
         self.config = Some(Arc::new(c));
+    }
+
+    /// Adds or replaces a node pool stored as an object.
+    pub fn upsert_node_pool(&mut self, pool: NodePool) {
+        self.pools.insert(pool.name.clone(), Arc::new(pool));
     }
 
     /// Every allocation, by id.

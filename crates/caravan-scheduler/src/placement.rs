@@ -70,7 +70,7 @@ pub(crate) fn build(
             }),
         }),
         metrics: Some(Box::new(metric)),
-        placement_score: Some(choice.score),
+        placement_score: choice.score as f32,
         create_time_unix_ns: ctx.now,
         modify_time_unix_ns: ctx.now,
         job_modify_revision: job.job_modify_revision,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use caravan_model::NodeExt;
-use caravan_proto::{Allocation, Deployment, Job, Node, SchedulerConfiguration};
+use caravan_proto::{Allocation, Deployment, Job, Node, NodePool, SchedulerConfiguration};
 
 use crate::resources::NodeUsage;
 
@@ -51,6 +51,11 @@ pub trait State {
     }
     /// The cluster's scheduler configuration; `None` means the defaults.
     fn scheduler_config(&self) -> Option<Arc<SchedulerConfiguration>>;
+    /// The node pool called `name`, when it is stored as an object: its
+    /// scheduler settings win over the cluster's for the jobs in it.
+    fn node_pool(&self, _name: &str) -> Option<Arc<NodePool>> {
+        None
+    }
     /// Resources held on a node by its non-terminal allocations, if the implementor
     /// keeps them incrementally; `None` makes the scheduler sum `allocs_by_node`.
     fn node_usage(&self, _node_id: &str) -> Option<NodeUsage> {
@@ -94,6 +99,9 @@ impl<T: State + ?Sized> State for Arc<T> {
     }
     fn scheduler_config(&self) -> Option<Arc<SchedulerConfiguration>> {
         (**self).scheduler_config()
+    }
+    fn node_pool(&self, name: &str) -> Option<Arc<NodePool>> {
+        (**self).node_pool(name)
     }
     fn node_usage(&self, node_id: &str) -> Option<NodeUsage> {
         (**self).node_usage(node_id)

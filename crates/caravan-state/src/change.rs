@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node, SchedulerConfiguration};
+use caravan_proto::{
+    Allocation, Deployment, Evaluation, Job, Node, NodePool, SchedulerConfiguration,
+};
 use caravan_store::{EventKind, KeyValue};
 
 use crate::codec::{AllocDetail, decode, decode_alloc};
@@ -71,6 +73,13 @@ pub enum Change {
     },
     /// The scheduler configuration.
     SchedulerConfig(Option<Arc<SchedulerConfiguration>>),
+    /// A node pool written as an object (with its scheduler settings).
+    NodePool {
+        /// The pool's name.
+        name: Id,
+        /// The pool, or `None` once deleted.
+        pool: Option<Arc<NodePool>>,
+    },
 }
 
 impl Change {
@@ -128,13 +137,21 @@ impl Change {
                 deployment: Some(Arc::new(decode(kv)?)),
             },
             StateKey::SchedulerConfig => Change::SchedulerConfig(Some(Arc::new(decode(kv)?))),
+            StateKey::NodePool(name) => {
+                let mut pool: NodePool = decode(kv)?;
+                pool.name.clone_from(name);
+                Change::NodePool {
+                    name: Id::from(name.as_str()),
+                    pool: Some(Arc::new(pool)),
+                }
+            }
             StateKey::Leader { .. }
             | StateKey::JobPlan { .. }
             | StateKey::Var { .. }
             | StateKey::Acl(_)
             | StateKey::Namespace(_)
-            | StateKey::NodePool(_)
-            | StateKey::JobSubmission { .. } => {
+            | StateKey::JobSubmission { .. }
+            | StateKey::Service { .. } => {
                 return Ok(None);
             }
         }))
@@ -179,15 +196,65 @@ impl Change {
                 deployment: None,
             },
             StateKey::SchedulerConfig => Change::SchedulerConfig(None),
+            StateKey::NodePool(name) => Change::NodePool {
+                name: Id::from(name.as_str()),
+                pool: None,
+            },
             StateKey::Leader { .. }
             | StateKey::JobPlan { .. }
             | StateKey::Var { .. }
             | StateKey::Acl(_)
             | StateKey::Namespace(_)
-            | StateKey::NodePool(_)
-            | StateKey::JobSubmission { .. } => {
+            | StateKey::JobSubmission { .. }
+            | StateKey::Service { .. } => {
                 return None;
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_proto::{NodePoolSchedulerConfig, SchedulerAlgorithm};
+
+    use super::*;
+    use crate::codec::encode;
+    use crate::keyspace::{Keyspace, Kind};
+    use crate::tables::Tables;
+
+    #[test]
+    fn node_pools_are_cached_by_name_with_their_scheduler_settings() {
+        let keys = Keyspace::new("/t");
+        let key = keys.node_pool("gpu");
+        let stored = NodePool {
+            scheduler_config: Some(NodePoolSchedulerConfig {
+                scheduler_algorithm: SchedulerAlgorithm::Spread as i32,
+            }),
+            ..Default::default()
+        };
+        let kv = KeyValue {
+            key: key.clone(),
+            value: encode(&stored),
+            create_revision: 4,
+            mod_revision: 7,
+            version: 2,
+            lease: 0,
+        };
+        let state_key = keys.parse(&key).unwrap();
+        let put = Change::from_event(&state_key, EventKind::Put, &kv, AllocDetail::Full);
+        let mut tables = Tables::new();
+        tables.apply(put.unwrap().unwrap());
+        let pool = tables.node_pool("gpu").unwrap();
+        assert_eq!(pool.name, "gpu", "the name comes from the key");
+        assert_eq!(pool.modify_revision, 7);
+        let config = pool.scheduler_config.unwrap_or_default();
+        assert_eq!(config.scheduler_algorithm(), SchedulerAlgorithm::Spread);
+        assert_eq!(tables.mod_revision_of(&state_key), Some(7));
+        assert!(tables.keys().contains(&state_key));
+        assert!(Kind::NodePools.cached());
+
+        tables.apply(Change::delete(&state_key).unwrap());
+        assert!(tables.node_pool("gpu").is_none());
+        assert!(tables.is_empty());
     }
 }

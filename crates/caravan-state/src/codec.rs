@@ -7,7 +7,7 @@ use std::sync::Arc;
 use caravan_model::AllocExt;
 use caravan_proto::{
     Allocation, Deployment, Evaluation, Job, JobSubmission, Namespace, Node, NodePool,
-    SchedulerConfiguration, Variable,
+    SchedulerConfiguration, ServiceRegistration, Variable,
 };
 use caravan_store::{KeyValue, Revision};
 use prost::Message;
@@ -84,7 +84,8 @@ plain_revisions!(
     Variable,
     Namespace,
     NodePool,
-    JobSubmission
+    JobSubmission,
+    ServiceRegistration
 );
 
 /// The bytes to store for `msg`.

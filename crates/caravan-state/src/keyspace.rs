@@ -52,11 +52,14 @@ pub enum Kind {
     /// `job_submissions/<ns>/<job>/<version>`: the source a job version
     /// was submitted with (the gateway's; not cached).
     JobSubmissions,
+    /// `services/<ns>/<service>/<registration>`: one instance of a service
+    /// each, registered for an allocation (the gateway's; not cached).
+    Services,
 }
 
 impl Kind {
     /// Every kind, in layout order.
-    pub const ALL: [Kind; 15] = [
+    pub const ALL: [Kind; 16] = [
         Kind::Jobs,
         Kind::JobVersions,
         Kind::Evals,
@@ -72,6 +75,7 @@ impl Kind {
         Kind::Namespaces,
         Kind::NodePools,
         Kind::JobSubmissions,
+        Kind::Services,
     ];
 
     /// The key segment right after the prefix.
@@ -92,6 +96,7 @@ impl Kind {
             Kind::Namespaces => "namespaces",
             Kind::NodePools => "node_pools",
             Kind::JobSubmissions => "job_submissions",
+            Kind::Services => "services",
         }
     }
 
@@ -106,14 +111,15 @@ impl Kind {
             | Kind::Nodes
             | Kind::Heartbeats
             | Kind::Deployments
-            | Kind::SchedulerConfig => true,
+            | Kind::SchedulerConfig
+            | Kind::NodePools => true,
             Kind::Leader
             | Kind::JobPlans
             | Kind::Vars
             | Kind::Acl
             | Kind::Namespaces
-            | Kind::NodePools
-            | Kind::JobSubmissions => false,
+            | Kind::JobSubmissions
+            | Kind::Services => false,
         }
     }
 
@@ -193,6 +199,15 @@ pub enum StateKey {
         /// Job version.
         version: u64,
     },
+    /// One registered instance of a service.
+    Service {
+        /// Namespace.
+        namespace: String,
+        /// Service name.
+        name: String,
+        /// Registration id.
+        id: String,
+    },
 }
 
 impl StateKey {
@@ -214,6 +229,7 @@ impl StateKey {
             StateKey::Namespace(_) => Kind::Namespaces,
             StateKey::NodePool(_) => Kind::NodePools,
             StateKey::JobSubmission { .. } => Kind::JobSubmissions,
+            StateKey::Service { .. } => Kind::Services,
         }
     }
 }
@@ -361,6 +377,31 @@ impl Keyspace {
         key
     }
 
+    /// `services/<ns>/<service>/<registration>`.
+    pub fn service(&self, namespace: &str, name: &str, id: &str) -> Vec<u8> {
+        self.build(&[
+            "services",
+            &encode_segment(namespace),
+            &encode_segment(name),
+            &encode_segment(id),
+        ])
+    }
+
+    /// Prefix of the instances of one service (`name`), or of every
+    /// service of the namespace (`None`).
+    pub fn services_in(&self, namespace: &str, name: Option<&str>) -> Vec<u8> {
+        let mut key = match name {
+            Some(name) => self.build(&[
+                "services",
+                &encode_segment(namespace),
+                &encode_segment(name),
+            ]),
+            None => self.build(&["services", &encode_segment(namespace)]),
+        };
+        key.push(b'/');
+        key
+    }
+
     /// `namespaces/<name>`.
     pub fn namespace(&self, name: &str) -> Vec<u8> {
         self.build(&["namespaces", &encode_segment(name)])
@@ -445,6 +486,11 @@ impl Keyspace {
                 id,
                 version,
             } => self.job_submission(namespace, id, *version),
+            StateKey::Service {
+                namespace,
+                name,
+                id,
+            } => self.service(namespace, name, id),
         }
     }
 
@@ -510,6 +556,14 @@ impl Keyspace {
                     namespace: decode_segment(key, ns)?,
                     id: decode_segment(key, id)?,
                     version: parse_version(key, version)?,
+                },
+                _ => return Err(StateError::key(key, "wrong number of segments")),
+            },
+            Kind::Services => match parts.as_slice() {
+                [ns, name, id] => StateKey::Service {
+                    namespace: decode_segment(key, ns)?,
+                    name: decode_segment(key, name)?,
+                    id: decode_segment(key, id)?,
                 },
                 _ => return Err(StateError::key(key, "wrong number of segments")),
             },
@@ -667,6 +721,11 @@ mod tests {
                 id: "web/dispatch-1".into(),
                 version: 3,
             },
+            StateKey::Service {
+                namespace: "default".into(),
+                name: "web/api".into(),
+                id: "_nomad-task-a1-web-web/api-http".into(),
+            },
         ];
         for key in keys {
             let bytes = ks.key_of(&key);
@@ -690,6 +749,18 @@ mod tests {
         assert!(!sibling.starts_with(&parent));
         assert!(ks.job_version("default", "web", 3).starts_with(&parent));
         assert!(ks.job("default", "web").starts_with(&ks.jobs_in("default")));
+    }
+
+    #[test]
+    fn a_service_prefix_never_catches_another_service() {
+        let ks = ks();
+        let web = ks.services_in("default", Some("web"));
+        assert!(ks.service("default", "web", "r1").starts_with(&web));
+        assert!(!ks.service("default", "web2", "r1").starts_with(&web));
+        assert!(!ks.service("default", "web/x", "r1").starts_with(&web));
+        let all = ks.services_in("default", None);
+        assert!(ks.service("default", "web2", "r1").starts_with(&all));
+        assert!(!ks.service("default2", "web", "r1").starts_with(&all));
     }
 
     #[test]

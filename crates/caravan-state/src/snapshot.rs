@@ -4,7 +4,9 @@
 use std::ops::Deref;
 use std::sync::{Arc, LazyLock};
 
-use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node, SchedulerConfiguration};
+use caravan_proto::{
+    Allocation, Deployment, Evaluation, Job, Node, NodePool, SchedulerConfiguration,
+};
 use caravan_store::Revision;
 
 use crate::index::Id;
@@ -235,5 +237,11 @@ impl Tables {
     /// The scheduler configuration, if one was ever written.
     pub fn scheduler_config(&self) -> Option<&Arc<SchedulerConfiguration>> {
         self.scheduler_config.as_ref()
+    }
+
+    /// The node pool called `name`, if it was written as an object (not
+    /// the built-in ones, nor one only a node registered into).
+    pub fn node_pool(&self, name: &str) -> Option<&Arc<NodePool>> {
+        self.node_pools.get(&Id::from(name))
     }
 }

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use caravan_model::AllocExt;
-use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node, SchedulerConfiguration};
+use caravan_proto::{
+    Allocation, Deployment, Evaluation, Job, Node, NodePool, SchedulerConfiguration,
+};
 use caravan_store::Revision;
 use imbl::{OrdMap, OrdSet};
 
@@ -45,6 +47,8 @@ pub struct Tables {
     pub(crate) deployments: OrdMap<Id, Shared<Deployment>>,
     pub(crate) deployments_by_job: JobMap<OrdMap<Id, Arc<Deployment>>>,
     pub(crate) scheduler_config: Option<Arc<SchedulerConfiguration>>,
+    /// The node pools written as objects, by name.
+    pub(crate) node_pools: OrdMap<Id, Arc<NodePool>>,
 }
 
 impl Tables {
@@ -102,6 +106,14 @@ impl Tables {
                 );
             }
             Change::SchedulerConfig(config) => self.scheduler_config = config,
+            Change::NodePool { name, pool } => match pool {
+                Some(pool) => {
+                    self.node_pools.insert(name, pool);
+                }
+                None => {
+                    self.node_pools.remove(&name);
+                }
+            },
         }
     }
 
@@ -228,6 +240,7 @@ impl Tables {
             && self.heartbeats.is_empty()
             && self.deployments.is_empty()
             && self.scheduler_config.is_none()
+            && self.node_pools.is_empty()
     }
 
     /// The mod revision of the object `key` names, if the tables hold it.
@@ -265,14 +278,18 @@ impl Tables {
             StateKey::SchedulerConfig => {
                 self.scheduler_config.as_ref().map(|c| c.modify_revision())
             }
+            StateKey::NodePool(name) => self
+                .node_pools
+                .get(&Id::from(name.as_str()))
+                .map(|p| p.modify_revision()),
             StateKey::Heartbeat(_)
             | StateKey::Leader { .. }
             | StateKey::JobPlan { .. }
             | StateKey::Var { .. }
             | StateKey::Acl(_)
             | StateKey::Namespace(_)
-            | StateKey::NodePool(_)
-            | StateKey::JobSubmission { .. } => None,
+            | StateKey::JobSubmission { .. }
+            | StateKey::Service { .. } => None,
         }
     }
 
@@ -309,6 +326,11 @@ impl Tables {
         if self.scheduler_config.is_some() {
             keys.push(StateKey::SchedulerConfig);
         }
+        keys.extend(
+            self.node_pools
+                .keys()
+                .map(|name| StateKey::NodePool(name.to_string())),
+        );
         keys
     }
 }

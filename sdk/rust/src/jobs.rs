@@ -293,11 +293,29 @@ impl<'a> Jobs<'a> {
         group: &str,
         count: i64,
     ) -> Result<RegisterJobResponse> {
+        self.scale_if_unchanged(job_id, group, count, 0).await
+    }
+
+    /// [`Jobs::scale`], only while the job's `job_modify_revision` is
+    /// `job_modify_revision` (0 scales whatever it is); sent once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`] for an unknown job or group;
+    /// [`Error::Conflict`] when the job changed since.
+    pub async fn scale_if_unchanged(
+        &self,
+        job_id: &str,
+        group: &str,
+        count: i64,
+        job_modify_revision: i64,
+    ) -> Result<RegisterJobResponse> {
         let req = ScaleJobRequest {
             namespace: self.client.namespace().to_string(),
             job_id: job_id.to_string(),
             group: group.to_string(),
             count,
+            job_modify_revision,
         };
         self.client
             .write_once(req, |ch, r| async move { service(ch).scale_job(r).await })
@@ -317,16 +335,32 @@ impl<'a> Jobs<'a> {
         payload: Vec<u8>,
         meta: BTreeMap<String, String>,
     ) -> Result<DispatchJobResponse> {
-        let req = DispatchJobRequest {
-            namespace: self.client.namespace().to_string(),
+        self.dispatch_request(DispatchJobRequest {
             job_id: job_id.to_string(),
             payload,
             meta,
             ..Default::default()
-        };
+        })
+        .await
+    }
+
+    /// Launches a child of a parameterized job as `request` asks (with an
+    /// id prefix template or an idempotency token); an empty namespace is
+    /// the client's. Sent once.
+    ///
+    /// # Errors
+    ///
+    /// As [`Jobs::dispatch`].
+    pub async fn dispatch_request(
+        &self,
+        mut request: DispatchJobRequest,
+    ) -> Result<DispatchJobResponse> {
+        if request.namespace.is_empty() {
+            request.namespace = self.client.namespace().to_string();
+        }
         self.client
             .write_once(
-                req,
+                request,
                 |ch, r| async move { service(ch).dispatch_job(r).await },
             )
             .await

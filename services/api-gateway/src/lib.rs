@@ -33,7 +33,9 @@ mod operator;
 mod query;
 mod scaling;
 mod search;
+mod service_registry;
 mod status;
+mod uncached;
 mod vars;
 
 use std::net::SocketAddr;

@@ -2,7 +2,8 @@
 //! deleted, its description rewritable) and the namespaces written under
 //! `namespaces/<name>`. A job is registered only in a namespace that exists:
 //! the registration's transaction compares the namespace's key, so a
-//! namespace deleted meanwhile fails it ([`register_guard`]).
+//! namespace deleted meanwhile fails it ([`register_guard`]). Variables are
+//! written the same way (Nomad, by a known bug, writes them anywhere).
 
 use caravan_model::AllocExt;
 use caravan_proto::{JobStatus, Namespace};
@@ -184,16 +185,17 @@ pub(crate) fn register_guard(gw: &Gateway, namespace: &str) -> Option<Compare> {
         .then(|| Compare::create_revision(gw.keys.namespace(namespace), CompareOp::Greater, 0))
 }
 
-/// After a write guarded by [`register_guard`] failed: the error to answer
-/// when the namespace is the reason.
-pub(crate) async fn check_exists(gw: &Gateway, namespace: &str, job_id: &str) -> Result<()> {
+/// Before a write into `namespace`, or after one guarded by
+/// [`register_guard`] failed: the error to answer when the namespace does
+/// not exist, naming the `object` written (`job "web"`).
+pub(crate) async fn check_exists(gw: &Gateway, namespace: &str, object: &str) -> Result<()> {
     if namespace == DEFAULT_NAMESPACE
         || gw.store.get(&gw.keys.namespace(namespace)).await?.is_some()
     {
         return Ok(());
     }
     Err(GatewayError::FailedPrecondition(format!(
-        "job {job_id:?} is in nonexistent namespace {namespace:?}"
+        "{object} is in nonexistent namespace {namespace:?}"
     )))
 }
 

@@ -4,9 +4,9 @@
 //!
 //! Scaling policies are the jobs' groups' `scaling` blocks (see
 //! [`crate::scaling`]). Namespaces are stored outside the cache (see
-//! [`crate::namespaces`]): the `namespaces` context searches the namespaces
-//! in use (`default` and every namespace a job is registered in), so an
-//! empty namespace is not found by search yet.
+//! [`crate::namespaces`]): the caller reads their names and passes them in,
+//! so the `namespaces` context finds every namespace that exists, with jobs
+//! or without, and this module stays free of I/O.
 //!
 //! With ACLs on a search shows only what the token may read, as Nomad's
 //! does: it looks through the contexts the token may read somewhere in the
@@ -184,9 +184,19 @@ pub struct FuzzyMatches {
     pub truncations: BTreeMap<&'static str, bool>,
 }
 
-/// The namespaces in use (`default` and every job's) that `acl` may see.
-fn namespaces(snap: &Snapshot, acl: Option<&Acl>) -> BTreeSet<String> {
-    let mut names: BTreeSet<String> = snap.jobs().map(|j| j.namespace.clone()).collect();
+/// What a search looks through: one snapshot of the cache and the names
+/// of the namespaces that exist (stored beside it).
+#[derive(Debug, Clone, Copy)]
+pub struct Searched<'a> {
+    /// The cache's objects.
+    pub snap: &'a Snapshot,
+    /// Every namespace that exists, by name (`default` is added if absent).
+    pub namespaces: &'a [String],
+}
+
+/// The namespaces that exist (`default` always) that `acl` may see.
+fn namespaces(stored: &[String], acl: Option<&Acl>) -> BTreeSet<String> {
+    let mut names: BTreeSet<String> = stored.iter().cloned().collect();
     names.insert(DEFAULT_NAMESPACE.to_string());
     names.retain(|n| acl.is_none_or(|acl| acl.allow_namespace(n)));
     names
@@ -194,7 +204,8 @@ fn namespaces(snap: &Snapshot, acl: Option<&Acl>) -> BTreeSet<String> {
 
 /// Every id of `context` the search shows (see [`shown`]), in Nomad's
 /// iteration order (by namespace then id for jobs, by id otherwise).
-fn ids(snap: &Snapshot, query: &Query, acl: Option<&Acl>, context: Context) -> Vec<String> {
+fn ids(searched: Searched<'_>, query: &Query, acl: Option<&Acl>, context: Context) -> Vec<String> {
+    let snap = searched.snap;
     let shows = |ns: &str| shown(query, acl, context, ns);
     let mut ids: Vec<String> = match context {
         Context::Jobs => {
@@ -221,7 +232,7 @@ fn ids(snap: &Snapshot, query: &Query, acl: Option<&Acl>, context: Context) -> V
             snap.nodes().map(|n| n.id.clone()).collect()
         }
         Context::Nodes => Vec::new(),
-        Context::Namespaces => return namespaces(snap, acl).into_iter().collect(),
+        Context::Namespaces => return namespaces(searched.namespaces, acl).into_iter().collect(),
         Context::ScalingPolicy => crate::scaling::list(snap, query, None, None)
             .into_iter()
             .filter(|found| shows(&found.job.namespace))
@@ -243,7 +254,7 @@ fn first_with_prefix(ids: Vec<String>, prefix: &str) -> (Vec<String>, bool) {
 /// Nomad's prefix search: the ids of each context that start with
 /// `prefix`, of what `acl` may read (everything without ACLs).
 pub fn prefix(
-    snap: &Snapshot,
+    searched: Searched<'_>,
     query: &Query,
     acl: Option<&Acl>,
     prefix: &str,
@@ -251,7 +262,7 @@ pub fn prefix(
 ) -> PrefixMatches {
     let mut out = PrefixMatches::default();
     for &context in contexts {
-        let (found, truncated) = first_with_prefix(ids(snap, query, acl, context), prefix);
+        let (found, truncated) = first_with_prefix(ids(searched, query, acl, context), prefix);
         out.matches
             .insert(context.name(), (!found.is_empty()).then_some(found));
         out.truncations.insert(context.name(), truncated);
@@ -327,13 +338,14 @@ fn job_matches(job: &Job, text: &str) -> Vec<(&'static str, FuzzyMatch)> {
 /// The objects of a fuzzy-searched context in Nomad's order, as the number
 /// of them and the matches of each of the first `limit`.
 fn fuzzy_objects(
-    snap: &Snapshot,
+    searched: Searched<'_>,
     query: &Query,
     acl: Option<&Acl>,
     context: Context,
     text: &str,
     limit: usize,
 ) -> (usize, Vec<Vec<(&'static str, FuzzyMatch)>>) {
+    let snap = searched.snap;
     let shows = |ns: &str| shown(query, acl, context, ns);
     let single = |name: &str, scope: Vec<String>| {
         fuzzy_index(name, text)
@@ -366,7 +378,7 @@ fn fuzzy_objects(
             (nodes.len(), found.collect())
         }
         Context::Namespaces => {
-            let names = namespaces(snap, acl);
+            let names = namespaces(searched.namespaces, acl);
             let found = names.iter().take(limit).map(|n| single(n, Vec::new()));
             (names.len(), found.collect())
         }
@@ -384,7 +396,7 @@ fn fuzzy_objects(
 /// the name, then shorter, then alphabetical. Only what `acl` may read is
 /// looked at (everything without ACLs).
 pub fn fuzzy(
-    snap: &Snapshot,
+    searched: Searched<'_>,
     query: &Query,
     acl: Option<&Acl>,
     text: &str,
@@ -394,14 +406,15 @@ pub fn fuzzy(
     let mut out = FuzzyMatches::default();
     for &context in contexts {
         if context.prefix_only() {
-            let (found, truncated) = first_with_prefix(ids(snap, query, acl, context), &text);
+            let (found, truncated) = first_with_prefix(ids(searched, query, acl, context), &text);
             let found = found.iter().map(|id| scored(id, 0, Vec::new())).collect();
             out.matches.insert(context.name(), found);
             out.truncations.insert(context.name(), truncated);
             continue;
         }
         out.truncations.insert(context.name(), false);
-        let (total, objects) = fuzzy_objects(snap, query, acl, context, &text, FUZZY_QUERY_LIMIT);
+        let (total, objects) =
+            fuzzy_objects(searched, query, acl, context, &text, FUZZY_QUERY_LIMIT);
         let more_than_looked_at = total > FUZZY_QUERY_LIMIT;
         for (i, found) in objects.into_iter().enumerate() {
             let limited = more_than_looked_at && i == FUZZY_QUERY_LIMIT - 1;
@@ -460,6 +473,16 @@ mod tests {
         }
     }
 
+    /// The namespaces `snap`'s jobs are in.
+    fn names_of(snap: &Snapshot) -> Vec<String> {
+        let names: BTreeSet<String> = snap.jobs().map(|j| j.namespace.clone()).collect();
+        names.into_iter().collect()
+    }
+
+    fn on<'a>(snap: &'a Snapshot, namespaces: &'a [String]) -> Searched<'a> {
+        Searched { snap, namespaces }
+    }
+
     fn snapshot(jobs: Vec<Job>, evals: Vec<Evaluation>) -> Snapshot {
         let mut tables = Tables::new();
         for j in jobs {
@@ -504,25 +527,71 @@ mod tests {
             .chain([job("prod", "web-prod"), job("default", "api")])
             .collect();
         let snap = snapshot(jobs, Vec::new());
-        let found = prefix(&snap, &query("default"), None, "web", &[Context::Jobs]);
+        let names = names_of(&snap);
+        let found = prefix(
+            on(&snap, &names),
+            &query("default"),
+            None,
+            "web",
+            &[Context::Jobs],
+        );
         let ids = found.matches["jobs"].as_ref().unwrap();
         assert_eq!(ids.len(), PREFIX_LIMIT);
         assert_eq!(ids[0], "web-00");
         assert!(found.truncations["jobs"]);
-        let found = prefix(&snap, &query("*"), None, "web-p", &[Context::Jobs]);
+        let found = prefix(
+            on(&snap, &names),
+            &query("*"),
+            None,
+            "web-p",
+            &[Context::Jobs],
+        );
         assert_eq!(found.matches["jobs"], Some(vec!["web-prod".to_string()]));
         assert!(!found.truncations["jobs"]);
-        let found = prefix(&snap, &query("default"), None, "zzz", &Context::ALL);
+        let found = prefix(
+            on(&snap, &names),
+            &query("default"),
+            None,
+            "zzz",
+            &Context::ALL,
+        );
         assert_eq!(found.matches.len(), Context::ALL.len());
         assert!(found.matches.values().all(Option::is_none));
         let found = prefix(
-            &snap,
+            on(&snap, &names),
             &query("default"),
             None,
             "pro",
             &[Context::Namespaces],
         );
         assert_eq!(found.matches["namespaces"], Some(vec!["prod".to_string()]));
+    }
+
+    #[test]
+    fn namespaces_are_found_with_jobs_or_without() {
+        let snap = snapshot(vec![job("prod", "web")], Vec::new());
+        let names = ["prod".to_string(), "staging".to_string()];
+        let everything = [Context::Namespaces];
+        let found = prefix(on(&snap, &names), &query("*"), None, "", &everything);
+        let all = ["default", "prod", "staging"].map(String::from).to_vec();
+        assert_eq!(found.matches["namespaces"], Some(all));
+        let found = prefix(on(&snap, &names), &query("*"), None, "st", &everything);
+        assert_eq!(found.matches["namespaces"], Some(vec!["staging".into()]));
+        let found = fuzzy(on(&snap, &names), &query("*"), None, "AGI", &everything);
+        let ids: Vec<&str> = found.matches["namespaces"]
+            .iter()
+            .map(|m| m.id.as_str())
+            .collect();
+        assert_eq!(ids, ["staging"]);
+        let reader = acl(r#"namespace "staging" { policy = "read" }"#);
+        let found = prefix(
+            on(&snap, &names),
+            &query("*"),
+            Some(&reader),
+            "",
+            &everything,
+        );
+        assert_eq!(found.matches["namespaces"], Some(vec!["staging".into()]));
     }
 
     #[test]
@@ -535,7 +604,14 @@ mod tests {
                 ..Default::default()
             }],
         );
-        let found = fuzzy(&snap, &query("default"), None, "REDIS", &Context::ALL);
+        let names = names_of(&snap);
+        let found = fuzzy(
+            on(&snap, &names),
+            &query("default"),
+            None,
+            "REDIS",
+            &Context::ALL,
+        );
         let jobs: Vec<&str> = found.matches["jobs"]
             .iter()
             .map(|m| m.id.as_str())
@@ -552,7 +628,13 @@ mod tests {
         assert!(!found.matches.contains_key("groups"));
         assert!(found.matches["evals"].is_empty());
         assert!(!found.truncations["jobs"]);
-        let found = fuzzy(&snap, &query("default"), None, "abcd", &[Context::Evals]);
+        let found = fuzzy(
+            on(&snap, &names),
+            &query("default"),
+            None,
+            "abcd",
+            &[Context::Evals],
+        );
         assert_eq!(found.matches["evals"].len(), 1);
     }
 
@@ -562,10 +644,23 @@ mod tests {
             .map(|i| job("default", &format!("app-{i:02}")))
             .collect();
         let snap = snapshot(jobs, Vec::new());
-        let found = fuzzy(&snap, &query("default"), None, "app", &[Context::Jobs]);
+        let names = names_of(&snap);
+        let found = fuzzy(
+            on(&snap, &names),
+            &query("default"),
+            None,
+            "app",
+            &[Context::Jobs],
+        );
         assert_eq!(found.matches["jobs"].len(), FUZZY_QUERY_LIMIT);
         assert!(found.truncations["jobs"]);
-        let found = fuzzy(&snap, &query("default"), None, "nothing", &[Context::Jobs]);
+        let found = fuzzy(
+            on(&snap, &names),
+            &query("default"),
+            None,
+            "nothing",
+            &[Context::Jobs],
+        );
         assert!(found.matches.is_empty());
         assert!(!found.truncations["jobs"]);
     }
@@ -581,16 +676,29 @@ mod tests {
             .chain([job("a", "web-a1"), job("a", "web-a2")])
             .collect();
         let snap = snapshot(jobs, Vec::new());
+        let names = names_of(&snap);
         let reader = acl(r#"namespace "a" { policy = "read" }"#);
         let contexts = permitted(Some(&reader), "*", Context::ALL.to_vec()).unwrap();
         assert!(!contexts.contains(&Context::Nodes), "{contexts:?}");
         for ns in ["*", "a"] {
-            let found = prefix(&snap, &query(ns), Some(&reader), "web", &contexts);
+            let found = prefix(
+                on(&snap, &names),
+                &query(ns),
+                Some(&reader),
+                "web",
+                &contexts,
+            );
             let ids = found.matches["jobs"].clone().unwrap();
             assert_eq!(ids, ["web-a1", "web-a2"], "namespace {ns}");
             assert!(!found.truncations["jobs"], "namespace {ns}");
             assert!(!found.matches.contains_key("nodes"));
-            let found = fuzzy(&snap, &query(ns), Some(&reader), "web", &contexts);
+            let found = fuzzy(
+                on(&snap, &names),
+                &query(ns),
+                Some(&reader),
+                "web",
+                &contexts,
+            );
             let ids: Vec<&str> = found.matches["jobs"]
                 .iter()
                 .map(|m| m.id.as_str())
@@ -598,10 +706,16 @@ mod tests {
             assert_eq!(ids, ["web-a1", "web-a2"], "namespace {ns}");
             assert!(!found.truncations["jobs"]);
         }
-        let found = prefix(&snap, &query("b"), Some(&reader), "web", &contexts);
+        let found = prefix(
+            on(&snap, &names),
+            &query("b"),
+            Some(&reader),
+            "web",
+            &contexts,
+        );
         assert_eq!(found.matches["jobs"], None);
         let found = prefix(
-            &snap,
+            on(&snap, &names),
             &query("*"),
             Some(&reader),
             "",
@@ -612,7 +726,13 @@ mod tests {
         let nodes = acl(r#"node { policy = "read" }"#);
         let only = permitted(Some(&nodes), "default", Context::ALL.to_vec()).unwrap();
         assert_eq!(only, [Context::Nodes]);
-        let found = prefix(&snap, &query("default"), Some(&nodes), "f00d", &only);
+        let found = prefix(
+            on(&snap, &names),
+            &query("default"),
+            Some(&nodes),
+            "f00d",
+            &only,
+        );
         assert_eq!(found.matches.len(), 1);
         assert!(found.matches["nodes"].is_some());
     }

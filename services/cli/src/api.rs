@@ -9,11 +9,11 @@ use std::time::Duration;
 use caravan_client::Client;
 use caravan_proto::{
     AclPolicy, AclToken, AllocFileInfo, Allocation, DeleteVariableResponse, Deployment,
-    DeploymentUpdateResponse, DeregisterJobResponse, DispatchJobResponse, DrainStrategy,
-    Evaluation, ForcePeriodicJobResponse, Job, JobSummaryResponse, Node, NodeUpdateResponse,
-    PlanJobResponse, PutVariableResponse, ReadAllocFileRequest, ReadLogsRequest,
-    RegisterJobResponse, StopAllocationResponse, ValidateJobResponse, VariableDecrypted,
-    VariableMetadata,
+    DeploymentUpdateResponse, DeregisterJobResponse, DispatchJobRequest, DispatchJobResponse,
+    DrainStrategy, Evaluation, ForcePeriodicJobResponse, Job, JobSummaryResponse, Node,
+    NodeUpdateResponse, PlanJobResponse, PutVariableResponse, ReadAllocFileRequest,
+    ReadLogsRequest, RegisterJobResponse, StopAllocationResponse, ValidateJobResponse,
+    VariableDecrypted, VariableMetadata,
 };
 use serde_json::Value;
 
@@ -157,8 +157,11 @@ impl Api {
         job_id: &str,
         group: &str,
         count: i64,
+        job_modify_revision: i64,
     ) -> Result<RegisterJobResponse> {
-        let resp = self.backend.scale_job(job_id, group, count).await;
+        let resp = (self.backend)
+            .scale_job(job_id, group, count, job_modify_revision)
+            .await;
         resp.map_err(sdk("Error submitting scaling request"))
     }
 
@@ -394,13 +397,8 @@ impl Api {
     }
 
     /// Launches a child of a parameterized job.
-    pub async fn dispatch_job(
-        &self,
-        job_id: &str,
-        payload: Vec<u8>,
-        meta: BTreeMap<String, String>,
-    ) -> Result<DispatchJobResponse> {
-        let resp = self.backend.dispatch_job(job_id, payload, meta).await;
+    pub async fn dispatch_job(&self, request: DispatchJobRequest) -> Result<DispatchJobResponse> {
+        let resp = self.backend.dispatch_job(request).await;
         resp.map_err(sdk("Failed to dispatch job"))
     }
 

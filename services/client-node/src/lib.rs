@@ -9,6 +9,7 @@
 
 mod alloc_dir;
 mod alloc_runner;
+pub mod checks;
 mod config;
 pub mod driver;
 mod driver_health;

@@ -463,6 +463,10 @@ async fn status_updates_survive_gateway_errors_without_going_backwards() {
     .await;
     assert_eq!(fake.seen.lock().fail_updates, 0, "the outage was hit");
     // Give any stale retry a chance to arrive; the newest state must stay.
+    // The window covers the reporter's next rounds: it sends what is pending
+    // one batch after another, so a stale state still queued behind the
+    // delivered "complete" would go out within its interval and the 100 ms
+    // retry backoff (status_reporter.rs), well inside 500 ms.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let history = fake.seen.lock().history[&a.id].clone();
     assert_eq!(

@@ -160,7 +160,10 @@ async fn reattaches_to_a_live_task_and_stops_it_later() {
             .any(|u| u.alloc_id == a.id && u.client_status() == AllocClientStatus::Running)
     })
     .await;
-    // Give a wrong second start every chance to happen.
+    // Give a wrong second start every chance to happen. The only way to
+    // state "never": the window covers the new client handling the alloc set
+    // it re-read at start (already reported running above, so the set has
+    // been taken in; a second start would follow within milliseconds).
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(starts(&scene.alloc_dir(&a)), 1, "never two copies");
     assert!(alive(pid));
@@ -252,6 +255,8 @@ async fn repeated_alloc_sets_never_start_a_second_copy() {
         scene.fake.push(&node_id, vec![again], vec![job.clone()]);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // "Never a second copy" has no event to wait for: the window covers the
+    // client taking in the last of the five sets pushed above.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(starts(&scene.alloc_dir(&a)), 1);
     assert!(alive(pid));

@@ -174,7 +174,9 @@ impl Planner for WorkerPlanner {
         if !context.is_empty() {
             for list in plan.node_allocation.values_mut() {
                 for alloc in &mut list.allocs {
-                    alloc.trace_context.clone_from(&context);
+                    alloc.trace_context = Some(Box::new(caravan_proto::TraceContext {
+                        fields: context.clone(),
+                    }));
                 }
             }
             for eval in plan.evals.iter_mut().filter(|e| e.trace_context.is_empty()) {

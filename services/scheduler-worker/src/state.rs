@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use caravan_proto::{Allocation, Deployment, Job, Node, SchedulerConfiguration};
+use caravan_proto::{Allocation, Deployment, Job, Node, NodePool, SchedulerConfiguration};
 use caravan_scheduler::{NodeUsage, State};
 use caravan_state::Snapshot;
 
@@ -66,6 +66,10 @@ impl State for SnapshotState {
 
     fn scheduler_config(&self) -> Option<Arc<SchedulerConfiguration>> {
         self.0.scheduler_config().cloned()
+    }
+
+    fn node_pool(&self, name: &str) -> Option<Arc<NodePool>> {
+        self.0.node_pool(name).cloned()
     }
 
     fn node_usage(&self, node_id: &str) -> Option<NodeUsage> {
@@ -174,5 +178,23 @@ mod tests {
         assert_eq!(ids, vec!["n1", "n2", "n3"]);
         assert_eq!(s.revision(), 42);
         assert!(s.node("n2").is_some() && s.node("n4").is_none());
+    }
+
+    #[test]
+    fn node_pools_written_as_objects_are_seen_by_name() {
+        let mut t = Tables::new();
+        t.apply(Change::NodePool {
+            name: Id::from("gpu"),
+            pool: Some(Arc::new(NodePool {
+                name: "gpu".into(),
+                ..Default::default()
+            })),
+        });
+        let s = SnapshotState::new(Snapshot::new(t));
+        assert_eq!(
+            s.node_pool("gpu").map(|p| p.name.clone()).as_deref(),
+            Some("gpu")
+        );
+        assert!(s.node_pool("default").is_none());
     }
 }

@@ -32,7 +32,8 @@ pub fn pick(tg: &TaskGroup, original: &Allocation, replacement: &Allocation) -> 
 /// The replacement when it was placed with a better score, unless that
 /// would swap a running original for a copy that is not running.
 fn best_score(original: &Allocation, replacement: &Allocation) -> Keep {
-    let better = match (original.placement_score, replacement.placement_score) {
+    let known = |a: &Allocation| (a.placement_score != 0.0).then_some(a.placement_score);
+    let better = match (known(original), known(replacement)) {
         (None, Some(_)) => true,
         (Some(o), Some(r)) => r > o,
         _ => false,
@@ -104,13 +105,13 @@ mod tests {
 
     fn alloc(
         id: &str,
-        score: Option<f64>,
+        score: Option<f32>,
         status: AllocClientStatus,
         started: &[i64],
     ) -> Allocation {
         let mut a = Allocation {
             id: id.into(),
-            placement_score: score,
+            placement_score: score.unwrap_or(0.0),
             ..Default::default()
         };
         a.set_client_status(status);

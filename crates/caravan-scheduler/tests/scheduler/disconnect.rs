@@ -35,7 +35,7 @@ fn running_on_n0(job: &Job) -> Harness {
         .collect();
     let mut h = cluster(nodes, job);
     let mut a = alloc("a0", job, 0, "n0");
-    a.placement_score = Some(0.5);
+    a.placement_score = 0.5;
     a.task_states.insert(
         "server".into(),
         TaskState {
@@ -79,14 +79,14 @@ fn disconnect(h: &mut Harness, job: &Job) {
 
 /// The client of n0 comes back and reports a0 running; the replacement
 /// runs too, with `score` and started at `started`.
-fn reconnect(h: &mut Harness, score: f64, started: i64) {
+fn reconnect(h: &mut Harness, score: f32, started: i64) {
     set_node_status(h, "n0", NodeStatus::Ready);
     let mut back = stored(h, "a0");
     back.client_status = AllocClientStatus::Running as i32;
     h.state.upsert_alloc(back);
     let mut r = replacement(h);
     r.client_status = AllocClientStatus::Running as i32;
-    r.placement_score = Some(score);
+    r.placement_score = score;
     r.task_states.insert(
         "server".into(),
         TaskState {
@@ -191,7 +191,7 @@ fn past_lost_after_an_unknown_alloc_is_lost_and_its_replacement_stays() {
 /// Runs a disconnect then a reconnect under `reconcile`, the replacement
 /// placed with `score` and started at `started`; returns (a0, replacement)
 /// as stored after the reconnect eval.
-fn reconnect_with(reconcile: &str, score: f64, started_ago: i64) -> (Allocation, Allocation) {
+fn reconnect_with(reconcile: &str, score: f32, started_ago: i64) -> (Allocation, Allocation) {
     let j = windowed(1, 300 * S, None, reconcile);
     let mut h = running_on_n0(&j);
     disconnect(&mut h, &j);

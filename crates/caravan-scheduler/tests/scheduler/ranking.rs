@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use crate::common::*;
 use caravan_proto::{
-    Affinity, AllocatedPort, EvalStatus, NetworkResource, Port, SchedulerAlgorithm,
-    SchedulerConfiguration, Spread, SpreadTarget,
+    Affinity, AllocatedPort, EvalStatus, NetworkResource, NodePool, NodePoolSchedulerConfig, Port,
+    SchedulerAlgorithm, SchedulerConfiguration, Spread, SpreadTarget,
 };
 
 fn busy_and_empty(algorithm: SchedulerAlgorithm) -> String {
@@ -37,6 +37,45 @@ fn busy_and_empty(algorithm: SchedulerAlgorithm) -> String {
 fn binpack_chooses_the_fuller_node_and_spread_the_emptier() {
     assert_eq!(busy_and_empty(SchedulerAlgorithm::Binpack), "a");
     assert_eq!(busy_and_empty(SchedulerAlgorithm::Spread), "b");
+}
+
+/// A job in a node pool that sets its own algorithm is placed with it,
+/// over the cluster's; a pool that sets none leaves the cluster's.
+#[test]
+fn a_node_pools_algorithm_wins_over_the_clusters() {
+    let place = |pool_algorithm: SchedulerAlgorithm| {
+        let mut j = service("web", 1);
+        j.node_pool = "gpu".into();
+        let other = service("other", 1);
+        let mut nodes = vec![node("a", "dc1", 4000, 8192), node("b", "dc1", 4000, 8192)];
+        for n in &mut nodes {
+            n.node_pool = "gpu".into();
+        }
+        let mut h = cluster(nodes, &j);
+        h.state.upsert_job(other.clone());
+        let mut big = alloc("x1", &other, 0, "a");
+        if let Some(r) = big.allocated_resources.as_mut() {
+            let t = r.tasks.get_mut("server").unwrap();
+            t.cpu_mhz = 2000;
+            t.memory_mb = 4096;
+        }
+        h.state.upsert_alloc(big);
+        h.state.set_config(SchedulerConfiguration {
+            scheduler_algorithm: SchedulerAlgorithm::Binpack as i32,
+            ..Default::default()
+        });
+        h.state.upsert_node_pool(NodePool {
+            name: "gpu".into(),
+            scheduler_config: Some(NodePoolSchedulerConfig {
+                scheduler_algorithm: pool_algorithm as i32,
+            }),
+            ..Default::default()
+        });
+        h.process(&eval("e1", &j, "job-register")).unwrap();
+        placed(&h)[0].node_id.clone()
+    };
+    assert_eq!(place(SchedulerAlgorithm::Spread), "b");
+    assert_eq!(place(SchedulerAlgorithm::Unspecified), "a");
 }
 
 #[test]

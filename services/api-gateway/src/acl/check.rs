@@ -1,7 +1,8 @@
 //! A token's policies compiled into one [`Acl`], and the checks Nomad makes
 //! against it: namespace capabilities (an exact namespace wins, else the
-//! closest glob), variable path capabilities, and the `agent`, `node` and
-//! `operator` levels, where `deny` anywhere wins.
+//! closest glob), node pool capabilities (matched the same way), variable
+//! path capabilities, and the `agent`, `node` and `operator` levels, where
+//! `deny` anywhere wins.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,6 +19,8 @@ pub struct Acl {
     management: bool,
     namespaces: BTreeMap<String, Caps>,
     wildcard_namespaces: BTreeMap<String, Caps>,
+    node_pools: BTreeMap<String, Caps>,
+    wildcard_node_pools: BTreeMap<String, Caps>,
     /// Keyed `namespace\0path`.
     variables: BTreeMap<String, Caps>,
     wildcard_variables: BTreeMap<String, Caps>,
@@ -72,6 +75,22 @@ fn closest_glob<'a>(globs: &'a BTreeMap<String, Caps>, name: &str) -> Option<&'a
         .map(|(_, caps)| caps)
 }
 
+/// Adds `granted` to `caps` as Nomad's `NewACL` does: `deny`, once in,
+/// stays alone.
+fn grant(caps: &mut Caps, granted: &[String]) {
+    if caps.contains(DENY) {
+        return;
+    }
+    for cap in granted {
+        if cap == DENY {
+            caps.clear();
+            caps.insert(DENY.to_string());
+            return;
+        }
+        caps.insert(cap.clone());
+    }
+}
+
 impl Acl {
     /// The ACL of a management token: everything is allowed.
     pub fn management() -> Acl {
@@ -104,18 +123,18 @@ impl Acl {
                 } else {
                     &mut acl.namespaces
                 };
-                let caps = table.entry(ns.name.clone()).or_default();
-                if caps.contains(DENY) {
-                    continue;
-                }
-                for cap in &ns.capabilities {
-                    if cap == DENY {
-                        caps.clear();
-                        caps.insert(DENY.to_string());
-                        break;
-                    }
-                    caps.insert(cap.clone());
-                }
+                grant(table.entry(ns.name.clone()).or_default(), &ns.capabilities);
+            }
+            for pool in &policy.node_pools {
+                let table = if pool.name.contains('*') {
+                    &mut acl.wildcard_node_pools
+                } else {
+                    &mut acl.node_pools
+                };
+                grant(
+                    table.entry(pool.name.clone()).or_default(),
+                    &pool.capabilities,
+                );
             }
             for hv in &policy.host_volumes {
                 let table = if hv.name.contains('*') {
@@ -208,6 +227,19 @@ impl Acl {
             return true;
         }
         self.namespace_caps(ns).is_some_and(usable)
+    }
+
+    /// Nomad's `AllowNodePoolOperation`: `op` (`read`, `write`, `delete`)
+    /// granted on the node pool `pool` (an exact name wins, else the
+    /// closest glob).
+    pub fn allow_node_pool_op(&self, pool: &str, op: &str) -> bool {
+        if self.management {
+            return true;
+        }
+        self.node_pools
+            .get(pool)
+            .or_else(|| closest_glob(&self.wildcard_node_pools, pool))
+            .is_some_and(|c| c.contains(op))
     }
 
     /// Some read in `ns` (any namespace for `*`), of its variables, or of
@@ -345,6 +377,29 @@ mod tests {
         assert!(!none.allow_ns_op("other", "read-job"));
         let m = Acl::management();
         assert!(m.allow_ns_op("x", "submit-job") && m.allow_operator_write());
+    }
+
+    #[test]
+    fn node_pools_match_exactly_or_by_the_closest_glob() {
+        let a = acl(&[
+            r#"
+            node_pool "*" { policy = "read" }
+            node_pool "gpu-*" { policy = "write" }
+            node_pool "gpu-secret" { policy = "deny" }
+            node_pool "batch" { capabilities = ["read", "delete"] }
+        "#,
+            r#"node_pool "gpu-secret" { policy = "write" }"#,
+        ]);
+        assert!(a.allow_node_pool_op("default", "read"));
+        assert!(!a.allow_node_pool_op("default", "write"));
+        assert!(a.allow_node_pool_op("gpu-a", "write"));
+        assert!(a.allow_node_pool_op("gpu-a", "delete"));
+        assert!(!a.allow_node_pool_op("gpu-secret", "read"), "deny wins");
+        assert!(a.allow_node_pool_op("batch", "delete"));
+        assert!(!a.allow_node_pool_op("batch", "write"));
+        let none = acl(&[r#"namespace "default" { policy = "write" }"#]);
+        assert!(!none.allow_node_pool_op("default", "read"));
+        assert!(Acl::management().allow_node_pool_op("x", "delete"));
     }
 
     #[test]

@@ -111,7 +111,7 @@ pub struct Policy {
     /// `host_volume` blocks: who may mount which host volumes in a job
     /// they register (`crate::acl::volumes`).
     pub host_volumes: Vec<NamedPolicy>,
-    /// `node_pool` blocks (stored and validated).
+    /// `node_pool` blocks, checked on the node pool routes.
     pub node_pools: Vec<NamedPolicy>,
     /// `agent { policy }`.
     pub agent: Option<String>,

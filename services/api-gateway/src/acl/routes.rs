@@ -37,6 +37,15 @@ pub enum Need {
     /// variables, or of nodes; the event stream and search then answer
     /// only what the token may read.
     AnyRead,
+    /// A node pool capability (`read`, `write`, `delete`) on the pool the
+    /// URL names, or a written body names; a list of pools shows the pools
+    /// the token has it on (Nomad's `AllowNodePoolOperation`).
+    NodePool(&'static str),
+    /// `node` read and node pool `read` on the URL's pool: its nodes.
+    PoolNodes,
+    /// Node pool `read` on the URL's pool and `list-jobs` in the request's
+    /// namespace: its jobs, the list keeping to namespaces with `list-jobs`.
+    PoolJobs,
     /// `alloc-exec` in the alloc's namespace, as [`Need::Ns`]; but a
     /// WebSocket that asks for the handshake (`?ws_handshake=true`) presents
     /// its token in its first frame, so its handler decides.
@@ -61,12 +70,15 @@ impl Need {
             Need::Var(cap) => format!("var:{cap}"),
             Need::AnyRead => "any-read".into(),
             Need::Exec => "ns:alloc-exec".into(),
+            Need::NodePool(cap) => format!("node_pool:{cap}"),
+            Need::PoolNodes => "node:read+node_pool:read".into(),
+            Need::PoolJobs => "node_pool:read+ns:list-jobs".into(),
         }
     }
 
-    /// Whether `acl` grants this need in namespace `ns` (for variables,
-    /// on `path`). [`Need::Public`] and [`Need::Token`] are decided by the
-    /// caller.
+    /// Whether `acl` grants this need in namespace `ns` on `path` (the
+    /// variable's path, or the node pool's name). [`Need::Public`] and
+    /// [`Need::Token`] are decided by the caller.
     pub fn allowed(self, acl: &Acl, ns: &str, path: &str) -> bool {
         match self {
             Need::Public | Need::Token => true,
@@ -83,6 +95,11 @@ impl Need {
             Need::Var(cap) => acl.allow_variable_op(ns, path, cap),
             Need::AnyRead => acl.allow_any_read(ns),
             Need::Exec => acl.allow_ns_op(ns, crate::alloc_exec::ALLOC_EXEC),
+            Need::NodePool(cap) => acl.allow_node_pool_op(path, cap),
+            Need::PoolNodes => acl.allow_node_read() && acl.allow_node_pool_op(path, "read"),
+            Need::PoolJobs => {
+                acl.allow_node_pool_op(path, "read") && acl.allow_ns_op(ns, "list-jobs")
+            }
         }
     }
 
@@ -92,6 +109,10 @@ impl Need {
     /// what the token may read ([`Need::shows`]); elsewhere `*` takes a
     /// management token.
     pub fn permits(self, acl: &Acl, ns: &str, path: &str, list: bool) -> bool {
+        // The list of every pool is anyone's, cut to the pools they may see.
+        if list && matches!(self, Need::NodePool(_)) {
+            return true;
+        }
         if ns == ALL_NAMESPACES
             && !list
             && matches!(self, Need::Ns(_) | Need::Exec)
@@ -103,12 +124,15 @@ impl Need {
     }
 
     /// Whether a list needing this shows `acl` an item of namespace `ns`
-    /// (a variable at `path`): the capability granted there (for
-    /// variables, `list` on the item's path; for node lists, `read-job`).
+    /// (a variable at `path`, a node pool named `path`): the capability
+    /// granted there (for variables, `list` on the item's path; for node
+    /// lists, `read-job`).
     pub fn shows(self, acl: &Acl, ns: &str, path: &str) -> bool {
         match self {
             Need::Var(_) => acl.allow_variable_op(ns, path, "list"),
             Need::Ns(cap) => acl.allow_ns_op(ns, cap),
+            Need::NodePool(cap) => acl.allow_node_pool_op(path, cap),
+            Need::PoolJobs => acl.allow_ns_op(ns, "list-jobs"),
             _ => acl.allow_ns_op(ns, "read-job"),
         }
     }
@@ -203,15 +227,18 @@ pub const RULES: &[Rule] = &[
         Need::Ns("alloc-lifecycle"),
     ),
     r("GET", "/v1/nodes", Need::NodeRead),
-    r("GET", "/v1/node/pools", Need::NodeRead),
-    r("PUT", "/v1/node/pools", Need::Management),
-    r("POST", "/v1/node/pools", Need::Management),
-    r("GET", "/v1/node/pool/{name}", Need::NodeRead),
-    r("PUT", "/v1/node/pool/{name}", Need::Management),
-    r("POST", "/v1/node/pool/{name}", Need::Management),
-    r("DELETE", "/v1/node/pool/{name}", Need::Management),
-    r("GET", "/v1/node/pool/{name}/nodes", Need::NodeRead),
-    list("/v1/node/pool/{name}/jobs", LIST_JOBS),
+    // Node pools, as Nomad's: a pool capability on the pool named (by the
+    // URL, or the body of a write to /v1/node/pools); the list shows the
+    // pools the token reads.
+    list("/v1/node/pools", Need::NodePool("read")),
+    r("PUT", "/v1/node/pools", Need::NodePool("write")),
+    r("POST", "/v1/node/pools", Need::NodePool("write")),
+    r("GET", "/v1/node/pool/{name}", Need::NodePool("read")),
+    r("PUT", "/v1/node/pool/{name}", Need::NodePool("write")),
+    r("POST", "/v1/node/pool/{name}", Need::NodePool("write")),
+    r("DELETE", "/v1/node/pool/{name}", Need::NodePool("delete")),
+    r("GET", "/v1/node/pool/{name}/nodes", Need::PoolNodes),
+    list("/v1/node/pool/{name}/jobs", Need::PoolJobs),
     // Reads show what the token is granted anything in (the handlers
     // filter); writes are a management token's, as Nomad's.
     r("GET", "/v1/namespaces", Need::Public),
@@ -341,6 +368,12 @@ pub const RULES: &[Rule] = &[
     r("GET", "/v1/event/stream", Need::AnyRead),
     r("GET", "/v1/metrics", Need::Public),
     r("GET", "/metrics", Need::Public),
+    // Service discovery, as Nomad's: reading a service is reading jobs;
+    // removing an instance takes submit-job.
+    list("/v1/services", READ_JOB),
+    r("*", "/v1/service/", Need::Public),
+    r("GET", "/v1/service/{name}", READ_JOB),
+    r("DELETE", "/v1/service/{name}/{id}", SUBMIT_JOB),
     list("/v1/vars", Need::Var("list")),
     r("*", "/v1/var/", Need::Public),
     r("GET", "/v1/var/{*path}", Need::Var("read")),

@@ -237,13 +237,22 @@ impl JobService for JobApi {
         request: Request<ScaleJobRequest>,
     ) -> Result<Response<RegisterJobResponse>, Status> {
         let req = request.into_inner();
+        let enforce = match req.job_modify_revision {
+            0 => None,
+            r if r > 0 => Some(r),
+            _ => {
+                return Err(
+                    GatewayError::field("job_modify_revision", "must not be negative").into(),
+                );
+            }
+        };
         let r = lifecycle::scale(
             &self.0,
             &req.namespace,
             &req.job_id,
             &req.group,
             req.count,
-            None,
+            enforce,
         )
         .await?;
         Ok(Response::new(registered(r)))

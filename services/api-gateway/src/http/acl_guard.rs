@@ -83,13 +83,35 @@ fn named_object(pattern: &str, path: &str) -> Option<Object> {
     }
 }
 
+/// The `Name` a written body gives (a node pool's).
+fn body_name(body: &[u8]) -> String {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(obj)) => obj
+            .get("Name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Whether `need` is about the node pool a route names.
+fn about_a_pool(need: Need) -> bool {
+    matches!(need, Need::NodePool(_) | Need::PoolNodes | Need::PoolJobs)
+}
+
 /// Keeps the items of a JSON list the token may see: those in a namespace
 /// where `rule`'s capability is granted (for variables, `list` on the
-/// item's path). Items without a namespace are kept.
+/// item's path; for node pools, the capability on the pool by `Name`).
+/// Other items without a namespace are kept.
 fn filter_list(acl: &Acl, rule: &Rule, items: Vec<Value>) -> Vec<Value> {
     items
         .into_iter()
         .filter(|item| {
+            if let Need::NodePool(_) = rule.need {
+                let name = item.get("Name").and_then(Value::as_str).unwrap_or_default();
+                return rule.need.shows(acl, "", name);
+            }
             // Scaling policies carry theirs in `Target`.
             let ns = item
                 .get("Namespace")
@@ -121,6 +143,15 @@ async fn filtered(acl: &Acl, rule: &Rule, response: Response) -> Response {
         _ => bytes,
     };
     Response::from_parts(parts, Body::from(bytes))
+}
+
+/// A body past the gateway's limit.
+fn too_large(err: &axum::Error) -> Response {
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("length limit exceeded: {err}"),
+    )
+        .into_response()
 }
 
 /// The guard: see the module documentation.
@@ -172,7 +203,23 @@ pub(crate) async fn guard(gw: Gateway, limit: usize, mut req: Request, next: Nex
     } else {
         request_namespace(req.uri().query())
     };
-    let var_path = variable_path(req.uri().path());
+    let writes = matches!(*req.method(), Method::PUT | Method::POST);
+    // What a variable or node pool need is checked on: the variable's path,
+    // the pool the URL names, or else the pool a written body names.
+    let mut var_path = if about_a_pool(rule.need) {
+        path_param(&pattern, req.uri().path(), "{name}").unwrap_or_default()
+    } else {
+        variable_path(req.uri().path())
+    };
+    if writes && about_a_pool(rule.need) && var_path.is_empty() {
+        let (parts, body) = req.into_parts();
+        let bytes = match to_bytes(body, limit).await {
+            Ok(bytes) => bytes,
+            Err(err) => return too_large(&err),
+        };
+        var_path = body_name(&bytes);
+        req = Request::from_parts(parts, Body::from(bytes));
+    }
     if !rule.need.permits(&acl, &namespace, &var_path, rule.list) {
         return permission_denied();
     }
@@ -183,18 +230,11 @@ pub(crate) async fn guard(gw: Gateway, limit: usize, mut req: Request, next: Nex
     {
         return permission_denied();
     }
-    let writes = matches!(*req.method(), Method::PUT | Method::POST);
     if writes && matches!(rule.need, Need::Ns(_) | Need::Var(_)) {
         let (parts, body) = req.into_parts();
         let bytes = match to_bytes(body, limit).await {
             Ok(bytes) => bytes,
-            Err(err) => {
-                return (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("length limit exceeded: {err}"),
-                )
-                    .into_response();
-            }
+            Err(err) => return too_large(&err),
         };
         for ns in body_namespaces(&bytes) {
             if !rule.need.allowed(&acl, &ns, &var_path) {

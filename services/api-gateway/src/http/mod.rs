@@ -22,6 +22,7 @@ pub mod params;
 pub mod render;
 mod scaling;
 mod search;
+mod service_registry;
 mod vars;
 
 use axum::Router;
@@ -203,6 +204,7 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
         .route("/v1/metrics", get(metrics::metrics))
         .route("/metrics", get(metrics::prometheus))
         .merge(vars::routes())
+        .merge(service_registry::routes())
         .merge(namespaces::routes())
         .merge(node_pools::routes())
         .merge(client_fs::routes())

@@ -6,7 +6,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query as QueryString, State};
 use axum::response::Response;
 use axum::routing::get;
-use caravan_proto::NodePool;
+use caravan_proto::{NodePool, NodePoolSchedulerConfig, SchedulerAlgorithm};
 use serde_json::{Value, json};
 
 use crate::error::GatewayError;
@@ -19,13 +19,80 @@ use crate::query::ALL_NAMESPACES;
 /// The identity TTL Nomad gives every pool; the only one Caravan takes.
 const DEFAULT_IDENTITY_TTL_NS: u64 = 24 * 3600 * 1_000_000_000;
 
+/// Nomad's `NodePoolSchedulerConfiguration` JSON; null when the pool sets
+/// nothing.
+fn scheduler_json(pool: &NodePool) -> Value {
+    let algorithm = pool
+        .scheduler_config
+        .map_or(SchedulerAlgorithm::Unspecified, |c| c.scheduler_algorithm());
+    let name = match algorithm {
+        SchedulerAlgorithm::Unspecified => return Value::Null,
+        SchedulerAlgorithm::Binpack => "binpack",
+        SchedulerAlgorithm::Spread => "spread",
+    };
+    json!({"SchedulerAlgorithm": name, "MemoryOversubscriptionEnabled": null})
+}
+
+/// A pool body's `SchedulerConfiguration`: its `SchedulerAlgorithm`
+/// (`binpack`, `spread`, or empty for the cluster's). A per-pool
+/// `MemoryOversubscriptionEnabled` is refused by name: Caravan's scheduler
+/// does not take it from a pool.
+fn scheduler_from(value: &Value) -> Result<Option<NodePoolSchedulerConfig>, ApiError> {
+    let fields = match value {
+        Value::Null => return Ok(None),
+        Value::Object(fields) => fields,
+        _ => {
+            return Err(ApiError::field(
+                "SchedulerConfiguration",
+                "must be an object",
+            ));
+        }
+    };
+    let mut algorithm = SchedulerAlgorithm::Unspecified;
+    for (key, value) in fields {
+        let is = |name: &str| name.eq_ignore_ascii_case(key);
+        if is("SchedulerAlgorithm") {
+            algorithm = match value {
+                Value::Null => SchedulerAlgorithm::Unspecified,
+                Value::String(s) if s.is_empty() => SchedulerAlgorithm::Unspecified,
+                Value::String(s) if s == "binpack" => SchedulerAlgorithm::Binpack,
+                Value::String(s) if s == "spread" => SchedulerAlgorithm::Spread,
+                other => {
+                    return Err(ApiError::field(
+                        "SchedulerConfiguration.SchedulerAlgorithm",
+                        format!("invalid scheduler algorithm {other}"),
+                    ));
+                }
+            };
+        } else if is("MemoryOversubscriptionEnabled") {
+            if !value.is_null() {
+                return Err(ApiError::field(
+                    "SchedulerConfiguration.MemoryOversubscriptionEnabled",
+                    "not supported per node pool: Caravan's scheduler takes memory \
+                     oversubscription from the cluster's scheduler configuration only",
+                ));
+            }
+        } else {
+            return Err(ApiError::field(
+                format!("SchedulerConfiguration.{key}"),
+                "unknown node pool scheduler configuration field",
+            ));
+        }
+    }
+    Ok((algorithm != SchedulerAlgorithm::Unspecified).then(|| {
+        let mut config = NodePoolSchedulerConfig::default();
+        config.set_scheduler_algorithm(algorithm);
+        config
+    }))
+}
+
 /// Nomad's `NodePool` JSON.
 fn pool_json(pool: &NodePool) -> Value {
     json!({
         "Name": pool.name,
         "Description": pool.description,
         "Meta": if pool.meta.is_empty() { Value::Null } else { json!(pool.meta) },
-        "SchedulerConfiguration": Value::Null,
+        "SchedulerConfiguration": scheduler_json(pool),
         "NodeIdentityTTL": DEFAULT_IDENTITY_TTL_NS,
         "CreateIndex": index(pool.create_revision),
         "ModifyIndex": index(pool.modify_revision),
@@ -56,13 +123,7 @@ fn pool_from(body: &Value) -> Result<NodePool, ApiError> {
             continue;
         }
         if is("SchedulerConfiguration") {
-            if !says_nothing(value) {
-                return Err(ApiError::field(
-                    "SchedulerConfiguration",
-                    "not supported: Caravan schedules every node pool with the cluster's \
-                     scheduler configuration (/v1/operator/scheduler/configuration)",
-                ));
-            }
+            scheduler_from(value)?;
         } else if is("NodeIdentityTTL") {
             if !says_nothing(value) && value.as_u64() != Some(DEFAULT_IDENTITY_TTL_NS) {
                 return Err(ApiError::field(
@@ -78,6 +139,10 @@ fn pool_from(body: &Value) -> Result<NodePool, ApiError> {
         name: crate::http::text_field(body, "Name")?,
         description: crate::http::text_field(body, "Description")?,
         meta: meta_field(body)?,
+        scheduler_config: match crate::http::body_field(body, "SchedulerConfiguration") {
+            Some(value) => scheduler_from(value)?,
+            None => None,
+        },
         ..Default::default()
     })
 }
@@ -221,11 +286,36 @@ mod tests {
     }
 
     #[test]
-    fn scheduler_configuration_is_refused_by_name() {
+    fn a_pools_scheduler_algorithm_is_kept_and_the_rest_refused_by_name() {
         let body = json!({"Name": "gpu",
-            "SchedulerConfiguration": {"SchedulerAlgorithm": "spread"}});
-        let err = pool_from(&body).unwrap_err();
-        assert!(format!("{err:?}").contains("SchedulerConfiguration"));
+            "SchedulerConfiguration": {"SchedulerAlgorithm": "spread",
+                "MemoryOversubscriptionEnabled": null}});
+        let pool = pool_from(&body).unwrap();
+        let config = pool.scheduler_config.unwrap();
+        assert_eq!(config.scheduler_algorithm(), SchedulerAlgorithm::Spread);
+        assert_eq!(
+            pool_json(&pool)["SchedulerConfiguration"],
+            body["SchedulerConfiguration"]
+        );
+        assert_eq!(pool_from(&pool_json(&pool)).unwrap(), pool);
+        let unset = json!({"Name": "gpu", "SchedulerConfiguration": {"SchedulerAlgorithm": ""}});
+        assert_eq!(pool_from(&unset).unwrap().scheduler_config, None);
+        for (config, field) in [
+            (json!({"SchedulerAlgorithm": "fast"}), "SchedulerAlgorithm"),
+            (
+                json!({"MemoryOversubscriptionEnabled": false}),
+                "MemoryOversubscriptionEnabled",
+            ),
+            (
+                json!({"Preemption": true}),
+                "SchedulerConfiguration.Preemption",
+            ),
+            (json!("spread"), "SchedulerConfiguration"),
+        ] {
+            let body = json!({"Name": "gpu", "SchedulerConfiguration": config});
+            let err = format!("{:?}", pool_from(&body).unwrap_err());
+            assert!(err.contains(field), "{field}: {err}");
+        }
         let err = pool_from(&json!({"Name": "gpu", "Color": "red"})).unwrap_err();
         assert!(format!("{err:?}").contains("Color"));
     }

@@ -14,7 +14,7 @@ use crate::acl::Caller;
 use crate::http::render::index;
 use crate::http::{ApiError, ApiResult, Http, Params, decode, query, read_answer};
 use crate::query as blocking;
-use crate::search::{self, Context, FUZZY_MIN_TERM};
+use crate::search::{self, Context, FUZZY_MIN_TERM, Searched};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -74,6 +74,16 @@ fn answer(
     ))
 }
 
+/// The names of the namespaces that exist, read only when the search looks
+/// through them (they are stored outside the cache).
+async fn namespace_names(http: &Http, contexts: &[Context]) -> Result<Vec<String>, ApiError> {
+    if !contexts.contains(&Context::Namespaces) {
+        return Ok(Vec::new());
+    }
+    let (list, _) = crate::namespaces::list(&http.gw, "").await?;
+    Ok(list.into_iter().map(|ns| ns.name).collect())
+}
+
 async fn prefix_search(
     http: &Http,
     p: &Params,
@@ -84,7 +94,12 @@ async fn prefix_search(
     let contexts = contexts(&req.context, caller, &q)?;
     let snap = blocking::block(&http.gw, &q).await;
     let acl = caller.map(|c| &*c.acl);
-    let found = search::prefix(&snap, &q, acl, &req.prefix, &contexts);
+    let names = namespace_names(http, &contexts).await?;
+    let searched = Searched {
+        snap: &snap,
+        namespaces: &names,
+    };
+    let found = search::prefix(searched, &q, acl, &req.prefix, &contexts);
     let meta = blocking::meta(&http.gw, &snap);
     answer(http, &meta, json!(found.matches), json!(found.truncations))
 }
@@ -135,7 +150,12 @@ pub(crate) async fn fuzzy(
     }
     let snap = blocking::block(&http.gw, &q).await;
     let acl = caller.as_deref().map(|c| &*c.acl);
-    let found = search::fuzzy(&snap, &q, acl, &req.text, &contexts);
+    let names = namespace_names(&http, &contexts).await?;
+    let searched = Searched {
+        snap: &snap,
+        namespaces: &names,
+    };
+    let found = search::fuzzy(searched, &q, acl, &req.text, &contexts);
     let matches: serde_json::Map<String, Value> = found
         .matches
         .iter()

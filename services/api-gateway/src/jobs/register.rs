@@ -250,7 +250,8 @@ pub(crate) async fn register_submitted(
             Err(err) => return Err(err.into()),
         };
         if !result.succeeded {
-            crate::namespaces::check_exists(gw, &job.namespace, &job.id).await?;
+            let object = format!("job {:?}", job.id);
+            crate::namespaces::check_exists(gw, &job.namespace, &object).await?;
             optimistic = false;
             if enforce_revision.is_some() {
                 return Err(GatewayError::FailedPrecondition(format!(

@@ -19,19 +19,16 @@ use caravan_proto::{
     QueryMeta, Variable, VariableDecrypted, VariableItems, VariableLock, VariableMetadata,
 };
 use caravan_state::{Kind, StateKey, decode, encode};
-use caravan_store::{Compare, CompareOp, KeyValue, Op, OpResult, Range, Revision, prefix_end};
-use futures::StreamExt;
+use caravan_store::{Compare, CompareOp, KeyValue, Op, OpResult, Range, Revision};
 use prost::Message;
 
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
 use crate::query::{ALL_NAMESPACES, Query};
+use crate::uncached;
 
 pub use lock::LockOp;
 pub use seal::{SealError, VariableKey};
-
-/// Keys per range request when listing.
-const LIST_PAGE: i64 = 1000;
 
 /// The outcome of a check-and-set write or delete.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,42 +129,6 @@ fn read_namespace(q: &Query) -> Result<&str> {
     Ok(&q.namespace)
 }
 
-/// Waits, for a blocking query, until a key under `prefix` for which
-/// `relevant` holds changes after `q.min_revision`, the wait ends or the
-/// gateway shuts down. The watch replays history from that revision, so a
-/// change made before the wait began ends it at once; a compacted history
-/// ends it too (the caller reads afresh).
-async fn wait_for_change(gw: &Gateway, prefix: &[u8], q: &Query, relevant: impl Fn(&[u8]) -> bool) {
-    if q.min_revision <= 0 {
-        return;
-    }
-    let deadline = tokio::time::Instant::now() + q.wait;
-    let from = q.min_revision.saturating_add(1);
-    let mut watch = match gw.store.watch(prefix, from).await {
-        Ok(watch) => watch,
-        Err(err) => {
-            tracing::debug!(%err, "variables watch failed; answering at once");
-            return;
-        }
-    };
-    // The watch replays from the revision asked: nothing is missed.
-    let _waiting = gw.waiting.enter();
-    loop {
-        tokio::select! {
-            batch = watch.stream.next() => match batch {
-                Some(Ok(batch)) => {
-                    if batch.events.iter().any(|e| relevant(&e.kv.key)) {
-                        return;
-                    }
-                }
-                _ => return,
-            },
-            _ = tokio::time::sleep_until(deadline) => return,
-            _ = gw.shutdown.cancelled() => return,
-        }
-    }
-}
-
 fn meta(gw: &Gateway, revision: Revision) -> QueryMeta {
     QueryMeta {
         revision,
@@ -192,33 +153,11 @@ pub async fn list(gw: &Gateway, q: &Query) -> Result<(Vec<VariableMetadata>, Que
         Ok(StateKey::Var { path, .. }) => path.starts_with(&q.prefix),
         _ => false,
     };
-    wait_for_change(gw, &prefix, q, selects).await;
-    let end = prefix_end(&prefix);
-    let mut start = prefix.clone();
-    let mut revision = 0;
+    uncached::wait_for_change(gw, &prefix, q, selects).await;
+    let (kvs, revision) = uncached::range_all(gw, &prefix).await?;
     let mut out = Vec::new();
-    loop {
-        let mut range = Range::between(start.clone(), end.clone()).with_limit(LIST_PAGE);
-        if revision != 0 {
-            range = range.at_revision(revision);
-        }
-        let page = gw.store.range(range).await?;
-        if revision == 0 {
-            revision = page.revision;
-        }
-        for kv in &page.kvs {
-            if !selects(&kv.key) {
-                continue;
-            }
-            out.push(metadata(&decode_var(gw, kv)?));
-        }
-        match page.kvs.last() {
-            Some(last) if page.more => {
-                start = last.key.clone();
-                start.push(0);
-            }
-            _ => break,
-        }
+    for kv in kvs.iter().filter(|kv| selects(&kv.key)) {
+        out.push(metadata(&decode_var(gw, kv)?));
     }
     out.sort_by(|a, b| (&a.namespace, &a.path).cmp(&(&b.namespace, &b.path)));
     Ok((out, meta(gw, revision)))
@@ -230,7 +169,7 @@ pub async fn get(gw: &Gateway, path: &str, q: &Query) -> Result<(VariableDecrypt
     let namespace = read_namespace(q)?;
     rules::check_lookup_path(path)?;
     let key = gw.keys.var(namespace, path);
-    wait_for_change(gw, &key, q, |k| k == key.as_slice()).await;
+    uncached::wait_for_change(gw, &key, q, |k| k == key.as_slice()).await;
     let found = gw.store.range(Range::key(key.clone())).await?;
     let kv = found
         .kvs
@@ -269,6 +208,11 @@ pub async fn put(
     .encode_to_vec();
     let sealed = seal_key.seal(namespace, path, &plain)?;
     let key = gw.keys.var(namespace, path);
+    // Only into a namespace that exists; the write's compare on it keeps
+    // one deleted meanwhile (its deletion checks for variables) from
+    // getting a variable nobody can list.
+    let object = format!("variable {path:?}");
+    crate::namespaces::check_exists(gw, namespace, &object).await?;
     for _ in 0..gw.attempts() {
         // Read first only to keep the create time; the write below is
         // fenced on what was read, so a concurrent writer makes it retry
@@ -339,15 +283,17 @@ pub async fn put(
             Some(v) => Compare::mod_revision(key.clone(), CompareOp::Equal, v.modify_revision),
             None => Compare::absent(key.clone()),
         };
-        let result = gw
-            .store
-            .txn(
-                caravan_store::Txn::new()
-                    .when(guard)
-                    .and_then(Op::put(key.clone(), encode(&stored)))
-                    .or_else(Op::get(key.clone())),
-            )
-            .await?;
+        let mut txn = caravan_store::Txn::new()
+            .when(guard)
+            .and_then(Op::put(key.clone(), encode(&stored)))
+            .or_else(Op::get(key.clone()));
+        if let Some(exists) = crate::namespaces::register_guard(gw, namespace) {
+            txn = txn.when(exists);
+        }
+        let result = gw.store.txn(txn).await?;
+        if !result.succeeded {
+            crate::namespaces::check_exists(gw, namespace, &object).await?;
+        }
         if result.succeeded {
             let mut written = stored;
             written.create_revision = existing

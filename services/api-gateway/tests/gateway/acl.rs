@@ -14,12 +14,12 @@ use tokio::net::TcpStream;
 use crate::common::{Backend, HttpAnswer, TestGateway, http_with};
 use crate::events::read_events;
 
-async fn start(store: Arc<dyn Store>, name: &str) -> TestGateway {
+pub(crate) async fn start(store: Arc<dyn Store>, name: &str) -> TestGateway {
     TestGateway::start_with(store, name, |c| c.acl.enabled = true).await
 }
 
 /// A request with `token` in `X-Nomad-Token` (none: anonymous).
-async fn call(
+pub(crate) async fn call(
     gw: &TestGateway,
     token: Option<&str>,
     method: &str,
@@ -38,7 +38,7 @@ async fn make_namespace(gw: &TestGateway, root: &str, ns: &str) {
     assert_eq!(answer.status, 200, "{}", answer.text());
 }
 
-async fn bootstrap(gw: &TestGateway) -> String {
+pub(crate) async fn bootstrap(gw: &TestGateway) -> String {
     let answer = call(gw, None, "POST", "/v1/acl/bootstrap", b"").await;
     assert_eq!(answer.status, 200, "{}", answer.text());
     let token = answer.json();
@@ -47,14 +47,14 @@ async fn bootstrap(gw: &TestGateway) -> String {
     token["SecretID"].as_str().unwrap().to_string()
 }
 
-async fn put_policy(gw: &TestGateway, root: &str, name: &str, rules: &str) {
+pub(crate) async fn put_policy(gw: &TestGateway, root: &str, name: &str, rules: &str) {
     let body = json!({"Name": name, "Description": "", "Rules": rules}).to_string();
     let path = format!("/v1/acl/policy/{name}");
     let answer = call(gw, Some(root), "PUT", &path, body.as_bytes()).await;
     assert_eq!(answer.status, 200, "{}", answer.text());
 }
 
-async fn client_token(gw: &TestGateway, root: &str, policies: &[&str]) -> Value {
+pub(crate) async fn client_token(gw: &TestGateway, root: &str, policies: &[&str]) -> Value {
     let body = json!({"Name": "t", "Type": "client", "Policies": policies}).to_string();
     let answer = call(gw, Some(root), "POST", "/v1/acl/token", body.as_bytes()).await;
     assert_eq!(answer.status, 200, "{}", answer.text());
@@ -83,6 +83,7 @@ namespace "*" {
 node { policy = "read" }
 agent { policy = "read" }
 operator { policy = "read" }
+node_pool "*" { policy = "read" }
 "#;
 
 /// Whether the read-only policy grants `need` (with the route's dummy
@@ -103,6 +104,8 @@ fn read_only_allows(need: AclNeed, pattern: &str) -> bool {
         AclNeed::NodeRead | AclNeed::AgentRead | AclNeed::OperatorRead => true,
         AclNeed::Var(cap) => cap == "read" || cap == "list",
         AclNeed::AnyRead | AclNeed::NamespaceAny => true,
+        AclNeed::NodePool(cap) => cap == "read",
+        AclNeed::PoolNodes | AclNeed::PoolJobs => true,
         AclNeed::NodeWrite
         | AclNeed::AgentWrite
         | AclNeed::OperatorWrite
@@ -138,7 +141,9 @@ async fn every_route_obeys_the_acl_table() {
         let path = concrete(rule.pattern);
         // Bootstrapping again is refused whoever asks (checked below).
         let anonymous = call(&gw, None, method, &path, b"").await;
-        let public = rule.need == AclNeed::Public;
+        // The list of node pools is anyone's, cut to what they may read.
+        let public = rule.need == AclNeed::Public
+            || (rule.list && matches!(rule.need, AclNeed::NodePool(_)));
         assert_eq!(
             anonymous.status == 403,
             !public,

@@ -7,6 +7,7 @@
 mod common;
 
 mod acl;
+mod acl_node_pools;
 mod broker;
 mod client_fs;
 mod conflicts;

@@ -23,6 +23,7 @@ mod plans;
 mod query_params;
 mod scaling;
 mod search;
+mod services;
 mod submissions;
 mod vars;
 
@@ -121,6 +122,7 @@ caravan_testkit::backend_cases!(backend => crate {
         prefix_search_truncates_at_twenty,
         fuzzy_search_matches_names_with_their_scope,
         searches_refuse_unknown_contexts_and_short_text,
+        namespaces_without_jobs_are_found,
     },
     scaling {
         without_scaling_blocks_there_are_no_policies,
@@ -153,6 +155,10 @@ caravan_testkit::backend_cases!(backend => crate {
         a_submission_is_kept_with_its_version,
         parse_applies_the_variables_file,
     },
+    services {
+        instances_read_by_name_listed_with_tags_and_deleted,
+        a_blocking_read_wakes_when_an_instance_registers,
+    },
     vars {
         a_variable_reads_back_with_its_items_and_indexes,
         items_are_encrypted_at_rest_and_metadata_is_not,
@@ -160,6 +166,7 @@ caravan_testkit::backend_cases!(backend => crate {
         check_and_set_conflicts_answer_409_with_the_current_variable,
         concurrent_check_and_set_writes_let_exactly_one_win,
         lists_filter_by_prefix_and_namespace,
+        writes_need_their_namespace_to_exist,
         bad_paths_and_bodies_are_400_naming_the_field,
         a_blocking_list_wakes_on_a_variable_change_only,
     },

@@ -188,14 +188,33 @@ pub async fn node_pools_are_objects_beside_the_built_in_ones(backend: Backend) {
     let r = gw.http("GET", "/v1/node/pool/nope", b"").await;
     assert_eq!((r.status, r.text().as_str()), (404, "node pool not found"));
 
+    // A pool's own scheduler algorithm is kept; memory oversubscription
+    // per pool is refused by name.
     let r = put(
         &gw,
         "/v1/node/pool/gpu",
         json!({"Name": "gpu", "SchedulerConfiguration": {"SchedulerAlgorithm": "spread"}}),
     )
     .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = gw.http("GET", "/v1/node/pool/gpu", b"").await;
+    assert_eq!(
+        r.json()["SchedulerConfiguration"],
+        json!({"SchedulerAlgorithm": "spread", "MemoryOversubscriptionEnabled": null})
+    );
+    let r = put(
+        &gw,
+        "/v1/node/pool/gpu",
+        json!({"Name": "gpu", "SchedulerConfiguration": {"MemoryOversubscriptionEnabled": true}}),
+    )
+    .await;
     assert_eq!(r.status, 400);
-    assert!(r.text().contains("SchedulerConfiguration"), "{}", r.text());
+    assert!(
+        r.text()
+            .contains("SchedulerConfiguration.MemoryOversubscriptionEnabled"),
+        "{}",
+        r.text()
+    );
     let r = put(&gw, "/v1/node/pool/all", json!({"Name": "all"})).await;
     assert_eq!(r.status, 400);
     assert!(

@@ -129,6 +129,50 @@ pub async fn fuzzy_search_matches_names_with_their_scope(backend: Backend) {
     gw.stop().await;
 }
 
+/// A namespace is found as soon as it exists, jobs or none, by prefix and
+/// by fuzzy search.
+pub async fn namespaces_without_jobs_are_found(backend: Backend) {
+    let gw = TestGateway::start(backend, "http-search-ns").await;
+    for name in ["staging", "stage-2"] {
+        let r = gw
+            .http(
+                "PUT",
+                &format!("/v1/namespace/{name}"),
+                &body(&json!({"Name": name})),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let found = search(
+        &gw,
+        "/v1/search",
+        json!({"Prefix": "stag", "Context": "namespaces"}),
+    )
+    .await;
+    assert_eq!(
+        found["Matches"]["namespaces"],
+        json!(["stage-2", "staging"])
+    );
+    let found = search(
+        &gw,
+        "/v1/search",
+        json!({"Prefix": "", "Context": "namespaces"}),
+    )
+    .await;
+    assert_eq!(
+        found["Matches"]["namespaces"],
+        json!(["default", "stage-2", "staging"])
+    );
+    let found = search(
+        &gw,
+        "/v1/search/fuzzy",
+        json!({"Text": "GING", "Context": "namespaces"}),
+    )
+    .await;
+    assert_eq!(found["Matches"]["namespaces"], json!([{"ID": "staging"}]));
+    gw.stop().await;
+}
+
 pub async fn searches_refuse_unknown_contexts_and_short_text(backend: Backend) {
     let gw = TestGateway::start(backend, "http-search-bad").await;
     for (path, request, field) in [

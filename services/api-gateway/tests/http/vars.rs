@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use caravan_api_gateway::VariableKey;
-use caravan_proto::Variable;
+use caravan_proto::variable_service_client::VariableServiceClient;
+use caravan_proto::{PutVariableRequest, Variable};
 use serde_json::{Value, json};
 
 use crate::common::{self, Backend, TestGateway};
@@ -209,6 +210,8 @@ pub async fn concurrent_check_and_set_writes_let_exactly_one_win(backend: Backen
 
 pub async fn lists_filter_by_prefix_and_namespace(backend: Backend) {
     let gw = start(backend, "http-vars-list").await;
+    let r = put(&gw, "/v1/namespace/team", json!({"Name": "team"})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
     for (url, items) in [
         ("/v1/var/example/first", json!({"a": "1"})),
         (
@@ -267,6 +270,48 @@ pub async fn lists_filter_by_prefix_and_namespace(backend: Backend) {
         .http("GET", "/v1/var/example/first?namespace=team", b"")
         .await;
     assert_eq!(r.json()["Items"]["a"], "4");
+    gw.stop().await;
+}
+
+/// Variables, like jobs, go only into a namespace that exists (Nomad writes
+/// them anywhere, a bug it tracks as hashicorp/nomad#15379), over HTTP and
+/// over gRPC, locks included; once the namespace is made they are written.
+pub async fn writes_need_their_namespace_to_exist(backend: Backend) {
+    let gw = start(backend, "http-vars-ns").await;
+    let refused = "variable \"app/db\" is in nonexistent namespace \"prod\"";
+    for url in [
+        "/v1/var/app/db?namespace=prod",
+        "/v1/var/app/db?namespace=prod&cas=0",
+        "/v1/var/app/db?namespace=prod&lock-acquire",
+    ] {
+        let r = put(&gw, url, json!({"Items": {"k": "v"}})).await;
+        assert_eq!(r.status, 400, "{url}: {}", r.text());
+        assert_eq!(r.text(), refused, "{url}");
+    }
+    let mut vars = VariableServiceClient::new(gw.channel().await);
+    let write = PutVariableRequest {
+        namespace: "prod".into(),
+        path: "app/db".into(),
+        items: [("k".to_string(), "v".to_string())].into(),
+        ..Default::default()
+    };
+    let err = vars.put_variable(write.clone()).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(err.message(), refused);
+    let r = gw.http("GET", "/v1/vars?namespace=*", b"").await;
+    assert_eq!(r.json(), json!([]), "nothing was written");
+
+    let r = put(&gw, "/v1/namespace/prod", json!({"Name": "prod"})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = put(
+        &gw,
+        "/v1/var/app/db?namespace=prod",
+        json!({"Items": {"k": "v"}}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let written = vars.put_variable(write).await.unwrap().into_inner();
+    assert!(written.written);
     gw.stop().await;
 }
 

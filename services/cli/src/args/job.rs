@@ -148,8 +148,7 @@ pub enum JobCommand {
     },
     /// Change the count of a job's group and monitor the evaluation.
     Scale {
-        /// Scale only if the job's modify index is this (not supported by
-        /// Caravan's gateway: refused when not 0).
+        /// Scale only if the job's modify index is this (0: whatever it is).
         #[arg(long = "check-index", value_name = "INDEX")]
         check_index: Option<u64>,
         /// Print the evaluation id and return instead of monitoring.
@@ -189,10 +188,11 @@ pub enum JobCommand {
         /// Show full ids.
         #[arg(long)]
         verbose: bool,
-        /// Dispatch at most once per token (not supported by Caravan's gateway: refused).
+        /// Dispatch at most once per token: while a child dispatched with it
+        /// exists, that child is answered instead of a new one.
         #[arg(long = "idempotency-token", value_name = "TOKEN")]
         idempotency_token: Option<String>,
-        /// A prefix for the child's id (not supported by Caravan's gateway: refused).
+        /// Put into the child's id: `<job>/dispatch-<prefix>-<time>-<rand>`.
         #[arg(long = "id-prefix-template", value_name = "PREFIX")]
         id_prefix_template: Option<String>,
         /// The parameterized job's id or an id prefix.

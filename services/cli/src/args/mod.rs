@@ -70,6 +70,9 @@ pub enum Command {
     /// The scheduler's configuration, and snapshots.
     #[command(subcommand)]
     Operator(OperatorCommand),
+    /// Services of Nomad's native service discovery: list, show, delete.
+    #[command(subcommand)]
+    Service(crate::commands::service::ServiceCommand),
     /// List jobs, or show the job, allocation, evaluation, node or
     /// deployment whose id (or id prefix) is given.
     Status {

@@ -8,10 +8,11 @@ use async_trait::async_trait;
 use caravan_client::{Client, Read};
 use caravan_proto::{
     AclPolicy, AclToken, AllocFileInfo, Allocation, DeleteVariableResponse, Deployment,
-    DeploymentUpdateResponse, DeregisterJobResponse, DispatchJobResponse, DrainStrategy,
-    Evaluation, ForcePeriodicJobResponse, Job, JobSummaryResponse, Node, NodeUpdateResponse,
-    PlanJobResponse, ReadAllocFileRequest, ReadLogsRequest, RegisterJobResponse,
-    StopAllocationResponse, ValidateJobResponse, VariableDecrypted, VariableMetadata,
+    DeploymentUpdateResponse, DeregisterJobResponse, DispatchJobRequest, DispatchJobResponse,
+    DrainStrategy, Evaluation, ForcePeriodicJobResponse, Job, JobSummaryResponse, Node,
+    NodeUpdateResponse, PlanJobResponse, ReadAllocFileRequest, ReadLogsRequest,
+    RegisterJobResponse, StopAllocationResponse, ValidateJobResponse, VariableDecrypted,
+    VariableMetadata,
 };
 use futures::StreamExt;
 use serde_json::Value;
@@ -118,17 +119,15 @@ impl Backend for GrpcBackend {
         job_id: &str,
         group: &str,
         count: i64,
+        job_modify_revision: i64,
     ) -> Result<RegisterJobResponse> {
-        self.client.jobs().scale(job_id, group, count).await
+        let jobs = self.client.jobs();
+        jobs.scale_if_unchanged(job_id, group, count, job_modify_revision)
+            .await
     }
 
-    async fn dispatch_job(
-        &self,
-        job_id: &str,
-        payload: Vec<u8>,
-        meta: BTreeMap<String, String>,
-    ) -> Result<DispatchJobResponse> {
-        self.client.jobs().dispatch(job_id, payload, meta).await
+    async fn dispatch_job(&self, request: DispatchJobRequest) -> Result<DispatchJobResponse> {
+        self.client.jobs().dispatch_request(request).await
     }
 
     async fn force_periodic(&self, job_id: &str) -> Result<ForcePeriodicJobResponse> {

@@ -19,11 +19,11 @@ use async_trait::async_trait;
 use caravan_client::Read;
 use caravan_proto::{
     AclPolicy, AclToken, AllocFileInfo, Allocation, DeleteVariableResponse, Deployment,
-    DeploymentUpdateResponse, DeregisterJobResponse, DispatchJobResponse, DrainStrategy,
-    Evaluation, ForcePeriodicJobResponse, Job, JobSummaryResponse, Node, NodeUpdateResponse,
-    PlanJobResponse, PutVariableResponse, ReadAllocFileRequest, ReadLogsRequest,
-    RegisterJobResponse, StopAllocationResponse, ValidateJobResponse, VariableDecrypted,
-    VariableMetadata,
+    DeploymentUpdateResponse, DeregisterJobResponse, DispatchJobRequest, DispatchJobResponse,
+    DrainStrategy, Evaluation, ForcePeriodicJobResponse, Job, JobSummaryResponse, Node,
+    NodeUpdateResponse, PlanJobResponse, PutVariableResponse, ReadAllocFileRequest,
+    ReadLogsRequest, RegisterJobResponse, StopAllocationResponse, ValidateJobResponse,
+    VariableDecrypted, VariableMetadata,
 };
 use futures::stream::BoxStream;
 use serde_json::Value;
@@ -157,16 +157,18 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     async fn job_versions(&self, job_id: &str) -> Result<Vec<Job>>;
     /// Registers version `version` of a job again.
     async fn revert_job(&self, job_id: &str, version: u64) -> Result<RegisterJobResponse>;
-    /// Sets the count of one group.
-    async fn scale_job(&self, job_id: &str, group: &str, count: i64)
-    -> Result<RegisterJobResponse>;
-    /// Launches a child of a parameterized job.
-    async fn dispatch_job(
+    /// Sets the count of one group; with a nonzero `job_modify_revision`,
+    /// only while the job's is that one (`-check-index`).
+    async fn scale_job(
         &self,
         job_id: &str,
-        payload: Vec<u8>,
-        meta: BTreeMap<String, String>,
-    ) -> Result<DispatchJobResponse>;
+        group: &str,
+        count: i64,
+        job_modify_revision: i64,
+    ) -> Result<RegisterJobResponse>;
+    /// Launches a child of a parameterized job (`request.job_id`) in the
+    /// connection's namespace.
+    async fn dispatch_job(&self, request: DispatchJobRequest) -> Result<DispatchJobResponse>;
     /// Launches a periodic job's child now.
     async fn force_periodic(&self, job_id: &str) -> Result<ForcePeriodicJobResponse>;
     /// Creates an evaluation of a job; the id of the evaluation.

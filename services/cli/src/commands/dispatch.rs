@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 
+use caravan_proto::DispatchJobRequest;
+
 use crate::api::Api;
 use crate::error::CliError;
 use crate::format::{SHORT_ID, kv, limit};
@@ -39,20 +41,44 @@ pub(crate) fn read_payload(input: Option<&str>, stdin: impl Read) -> Result<Vec<
     read.map_err(|e| CliError::Other(format!("Error reading input data: {e}")))
 }
 
-/// `job dispatch [-meta k=v]... [-detach] <job> [input|-]`.
+/// What `job dispatch` was asked for beside the job and its input.
+#[derive(Debug, Default)]
+pub(super) struct DispatchFlags<'a> {
+    /// `-meta k=v`, repeated.
+    pub meta: &'a [String],
+    /// `-idempotency-token`: a second dispatch with the token of a child
+    /// that still exists answers that child.
+    pub idempotency_token: Option<String>,
+    /// `-id-prefix-template`: put into the child's id.
+    pub id_prefix_template: Option<String>,
+    /// `-detach`.
+    pub detach: bool,
+    /// `-verbose`: full evaluation ids.
+    pub verbose: bool,
+}
+
+/// `job dispatch [-meta k=v]... [-idempotency-token t] [-id-prefix-template p]
+/// [-detach] <job> [input|-]`.
 pub(super) async fn dispatch(
     api: &Api,
     ui: &mut Ui,
     id: &str,
-    meta: &[String],
     input: Option<&str>,
-    detach: bool,
-    verbose: bool,
+    flags: DispatchFlags<'_>,
 ) -> Result<u8> {
-    let meta = parse_meta(meta)?;
+    let meta = parse_meta(flags.meta)?;
     let payload = read_payload(input, std::io::stdin().lock())?;
     let job = lookup::job(api, id).await?;
-    let resp = api.dispatch_job(&job.id, payload, meta).await?;
+    let request = DispatchJobRequest {
+        job_id: job.id.clone(),
+        payload,
+        meta,
+        id_prefix_template: flags.id_prefix_template.unwrap_or_default(),
+        idempotency_token: flags.idempotency_token.unwrap_or_default(),
+        ..Default::default()
+    };
+    let resp = api.dispatch_job(request).await?;
+    let (detach, verbose) = (flags.detach, flags.verbose);
     let n = if verbose { usize::MAX } else { SHORT_ID };
     let mut pairs = vec![("Dispatched Job ID", resp.dispatched_job_id.clone())];
     if !resp.eval_id.is_empty() {

@@ -135,17 +135,14 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: JobCommand) -> Result<
             id,
             input,
         } => {
-            if idempotency_token.is_some() || id_prefix_template.is_some() {
-                let flag = if idempotency_token.is_some() {
-                    "-idempotency-token"
-                } else {
-                    "-id-prefix-template"
-                };
-                return Err(CliError::Usage(format!(
-                    "{flag} is not supported by Caravan: its gateway dispatches every request"
-                )));
-            }
-            super::dispatch::dispatch(api, ui, &id, &meta, input.as_deref(), detach, verbose).await
+            let flags = super::dispatch::DispatchFlags {
+                meta: &meta,
+                idempotency_token,
+                id_prefix_template,
+                detach,
+                verbose,
+            };
+            super::dispatch::dispatch(api, ui, &id, input.as_deref(), flags).await
         }
         JobCommand::Periodic(cmd) => super::periodic::dispatch(api, ui, cmd).await,
     }

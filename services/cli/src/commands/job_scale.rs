@@ -43,7 +43,9 @@ fn pick_group(job: &Job, group: Option<&str>) -> Result<String> {
     }
 }
 
-/// `job scale [-detach] <job> [<group>] <count>` (Nomad's `-verbose` only
+/// `job scale [-check-index n] [-detach] <job> [<group>] <count>`: with a
+/// nonzero `-check-index`, only while the job's modify index is that one
+/// (Nomad's `-verbose` only
 /// lengthens the monitor's ids, which Caravan's monitor keeps short).
 pub async fn scale(
     api: &Api,
@@ -53,17 +55,16 @@ pub async fn scale(
     detach: bool,
 ) -> Result<u8> {
     let (id, group, count) = scale_args(args)?;
-    if check_index.is_some_and(|i| i != 0) {
-        return Err(CliError::Usage(
-            "-check-index is not supported by Caravan's job scale (its gateway scales whatever \
-             the job's modify index); use `job run -check-index` to change a job from a known \
-             version"
-                .into(),
-        ));
-    }
+    // Nomad ignores zero: any job modify index will do.
+    let check_index = i64::try_from(check_index.unwrap_or(0)).map_err(|_| {
+        CliError::Usage(format!(
+            "-check-index {}: larger than any job modify index",
+            check_index.unwrap_or(0)
+        ))
+    })?;
     let job = lookup::job(api, id).await?;
     let group = pick_group(&job, group)?;
-    let resp = api.scale_job(&job.id, &group, count).await?;
+    let resp = api.scale_job(&job.id, &group, count, check_index).await?;
     if !resp.warnings.is_empty() {
         ui.output(format!("Job Warnings:\n{}\n", resp.warnings.join("\n")));
     }

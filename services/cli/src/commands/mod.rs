@@ -20,6 +20,7 @@ mod node;
 mod node_pool;
 mod operator;
 mod periodic;
+pub mod service;
 mod status;
 pub mod tls;
 mod var;
@@ -75,6 +76,7 @@ pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
         Command::Acl(cmd) => acl::dispatch(&api, ui, cmd).await,
         Command::Namespace(cmd) => namespace::dispatch(&api, ui, cmd).await,
         Command::Operator(cmd) => operator::dispatch(&api, ui, cmd).await,
+        Command::Service(cmd) => service::dispatch(&api, ui, cmd).await,
         Command::System(SystemCommand::Gc) => {
             // Nomad prints nothing when the collection succeeds.
             api.garbage_collect().await?;

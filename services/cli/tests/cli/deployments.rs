@@ -181,6 +181,51 @@ async fn deploy_revert_and_dispatch(options: DevOptions) {
         "{out}"
     );
     assert!(out.contains("\nEvaluation ID     = "), "{out}");
+    // An idempotency token dispatches once; a second dispatch with it answers
+    // the same child (without an evaluation), over HTTP and over gRPC.
+    let once = [
+        "job",
+        "dispatch",
+        "-detach",
+        "-idempotency-token",
+        "nightly-42",
+        "-id-prefix-template",
+        "nightly",
+        "render",
+    ];
+    let (code, out, err) = cli(&address, &once).await;
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        out.starts_with("Dispatched Job ID = render/dispatch-nightly-"),
+        "{out}"
+    );
+    assert!(out.contains("\nEvaluation ID     = "), "{out}");
+    let child = out.lines().next().unwrap().to_string();
+    let (code, again, err) = cli(&address, &once).await;
+    assert_eq!(code, 0, "stdout:\n{again}\nstderr:\n{err}");
+    assert_eq!(again.trim_end(), child);
+    let grpc = cluster.address();
+    let line: Vec<&str> = ["-grpc-address", grpc.as_str()]
+        .into_iter()
+        .chain(once)
+        .collect();
+    let (code, again, err) = crate::common::run(&line).await;
+    assert_eq!(code, 0, "stdout:\n{again}\nstderr:\n{err}");
+    assert_eq!(again.trim_end(), child);
+    let mut twice = once;
+    twice[4] = "nightly-43";
+    let line: Vec<&str> = ["-grpc-address", grpc.as_str()]
+        .into_iter()
+        .chain(twice)
+        .collect();
+    let (code, other, err) = crate::common::run(&line).await;
+    assert_eq!(code, 0, "stdout:\n{other}\nstderr:\n{err}");
+    assert!(
+        other.starts_with("Dispatched Job ID = render/dispatch-nightly-")
+            && !other.starts_with(&child),
+        "{other}"
+    );
+
     let (code, _, err) = cli(&address, &["job", "dispatch", "-meta", "nope", "render"]).await;
     assert_eq!(code, 1);
     assert_eq!(err.trim_end(), "Error parsing meta value: nope");

@@ -201,13 +201,39 @@ async fn namespaces_and_node_pools_as_objects() {
         "node_pool \"spread\" {\n  scheduler_config {\n    scheduler_algorithm = \"spread\"\n  }\n}\n",
     )
     .unwrap();
+    // A pool's scheduler algorithm is kept (the scheduler places the pool's
+    // jobs with it); its memory oversubscription is refused by name.
+    ok(
+        "pool apply with a scheduler configuration",
+        cli(
+            &address,
+            &["node", "pool", "apply", scheduled.to_str().unwrap()],
+        )
+        .await,
+    );
+    let out = ok(
+        "pool info",
+        cli(&address, &["node", "pool", "info", "spread"]).await,
+    );
+    assert!(
+        out.ends_with("Scheduler Configuration\nScheduler Algorithm = spread\n"),
+        "{out}"
+    );
+    std::fs::write(
+        &scheduled,
+        "node_pool \"spread\" {\n  scheduler_config {\n    memory_oversubscription_enabled = true\n  }\n}\n",
+    )
+    .unwrap();
     let (code, _, err) = cli(
         &address,
         &["node", "pool", "apply", scheduled.to_str().unwrap()],
     )
     .await;
     assert_eq!(code, 1);
-    assert!(err.contains("SchedulerConfiguration"), "{err}");
+    assert!(
+        err.contains("SchedulerConfiguration.MemoryOversubscriptionEnabled"),
+        "{err}"
+    );
     ok(
         "pool delete",
         cli(&address, &["node", "pool", "delete", "gpu"]).await,

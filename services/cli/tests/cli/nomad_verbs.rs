@@ -9,7 +9,7 @@ use caravan_cli::DevCluster;
 use caravan_proto::AllocClientStatus;
 use serde_json::Value;
 
-use crate::common::{WAIT, cli, eventually_some, options};
+use crate::common::{self, WAIT, cli, eventually_some, options};
 
 const SERVICE: &str = r#"
 job "svc" {
@@ -181,6 +181,83 @@ async fn init_validate_allocs_restart_promote_scheduler_and_status() {
     let (code, _, err) = cli(&address, &["status", "zzzz"]).await;
     assert_eq!(code, 1);
     assert_eq!(err.trim(), "Unable to resolve ID: \"zzzz\"");
+
+    // job scale -check-index scales from a known job modify index only, over
+    // the HTTP API and over gRPC.
+    let modify_index = || async {
+        let line = ["job", "inspect", "-t", "{{ .JobModifyIndex }}", "svc"];
+        let (code, out, err) = cli(&address, &line).await;
+        assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+        out.trim().parse::<u64>().unwrap()
+    };
+    let before = modify_index().await;
+    let stale = (before - 1).to_string();
+    let line = [
+        "job",
+        "scale",
+        "-check-index",
+        &stale,
+        "-detach",
+        "svc",
+        "web",
+        "1",
+    ];
+    let (code, out, err) = cli(&address, &line).await;
+    assert_eq!(code, 1, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        err.starts_with("Error submitting scaling request: "),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "enforcing job modify index {stale}: job exists with conflicting job modify index: {before}"
+        )),
+        "{err}"
+    );
+    let current = before.to_string();
+    let line = [
+        "job",
+        "scale",
+        "-check-index",
+        &current,
+        "-detach",
+        "svc",
+        "web",
+        "1",
+    ];
+    let (code, out, err) = cli(&address, &line).await;
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        out.starts_with("Job scale successful\nEvaluation ID: "),
+        "{out}"
+    );
+    let after = modify_index().await;
+    assert!(after > before, "{before} -> {after}");
+    let grpc = cluster.address();
+    let over_grpc = |index: u64| {
+        let grpc = grpc.clone();
+        async move {
+            let index = index.to_string();
+            let line = [
+                "-grpc-address",
+                &grpc,
+                "job",
+                "scale",
+                "-check-index",
+                &index,
+                "-detach",
+                "svc",
+                "2",
+            ];
+            common::run(&line).await
+        }
+    };
+    let (code, _, err) = over_grpc(before).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("conflicting job modify index"), "{err}");
+    let (code, out, err) = over_grpc(after).await;
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.starts_with("Job scale successful\n"), "{out}");
 
     // Snapshots are etcd's.
     let (code, _, err) = cli(&address, &["operator", "snapshot", "save", "x.snap"]).await;

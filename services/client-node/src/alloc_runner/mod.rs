@@ -527,7 +527,12 @@ impl AllocRunner {
             updates: self.updates_tx.clone(),
             kill: slot.kill.subscribe(),
             control,
-            trace_context: self.alloc.trace_context.clone(),
+            trace_context: self
+                .alloc
+                .trace_context
+                .as_ref()
+                .map(|t| t.fields.clone())
+                .unwrap_or_default(),
             unrecorded: None,
             parked: None,
             detach: if self.ctx.stop_on_shutdown {

@@ -168,8 +168,11 @@ pub async fn healthy_canaries_outlive_the_progress_deadline(store: Arc<dyn Store
     .await;
     // Well past the deadline the healthy canary waits for the operator, as
     // in Nomad; the promotion restarts the deadline, which then fails the
-    // deployment when the rest never turns healthy.
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    // deployment when the rest never turns healthy. The window: the 1 s
+    // deadline, counted from the deployment's creation before this point,
+    // plus 1 s for a watcher that would wrongly fail it to write that down
+    // (it does so within milliseconds of the deadline when unloaded).
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
     let waiting = w.deployment(&d.id).await;
     assert_eq!(waiting.status(), DeploymentStatus::Running);
     watcher

@@ -14,11 +14,11 @@ use base64::Engine;
 use caravan_client::Read;
 use caravan_proto::{
     AclPolicy, AclToken, AllocFileInfo, Allocation, DeleteVariableResponse, Deployment,
-    DeploymentUpdateResponse, DeregisterJobResponse, DispatchJobResponse, DrainStrategy,
-    Evaluation, ForcePeriodicJobResponse, Job, JobSummaryResponse, Node, NodeUpdateResponse,
-    PlanJobResponse, PutVariableResponse, ReadAllocFileRequest, ReadLogsRequest,
-    RegisterJobResponse, StopAllocationResponse, ValidateJobResponse, VariableDecrypted,
-    VariableMetadata,
+    DeploymentUpdateResponse, DeregisterJobResponse, DispatchJobRequest, DispatchJobResponse,
+    DrainStrategy, Evaluation, ForcePeriodicJobResponse, Job, JobSummaryResponse, Node,
+    NodeUpdateResponse, PlanJobResponse, PutVariableResponse, ReadAllocFileRequest,
+    ReadLogsRequest, RegisterJobResponse, StopAllocationResponse, ValidateJobResponse,
+    VariableDecrypted, VariableMetadata,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -306,28 +306,36 @@ impl Backend for HttpBackend {
         job_id: &str,
         group: &str,
         count: i64,
+        job_modify_revision: i64,
     ) -> Result<RegisterJobResponse> {
         let body = json!({
             "Count": count,
             "Target": {"Job": job_id, "Group": group},
             "Message": "submitted using the Caravan CLI",
             "PolicyOverride": false,
+            "JobModifyIndex": job_modify_revision,
         });
         let v = self.put(&Self::job_path(job_id, "/scale"), body).await?;
         Ok(Self::registered(&v))
     }
 
-    async fn dispatch_job(
-        &self,
-        job_id: &str,
-        payload: Vec<u8>,
-        meta: BTreeMap<String, String>,
-    ) -> Result<DispatchJobResponse> {
-        let mut body = json!({ "JobID": job_id, "Meta": meta });
-        if !payload.is_empty() {
-            body["Payload"] = json!(base64::engine::general_purpose::STANDARD.encode(&payload));
+    async fn dispatch_job(&self, request: DispatchJobRequest) -> Result<DispatchJobResponse> {
+        let job_id = &request.job_id;
+        let mut body = json!({ "JobID": job_id, "Meta": request.meta });
+        if !request.payload.is_empty() {
+            body["Payload"] =
+                json!(base64::engine::general_purpose::STANDARD.encode(&request.payload));
         }
-        let v = self.put(&Self::job_path(job_id, "/dispatch"), body).await?;
+        if !request.id_prefix_template.is_empty() {
+            body["IdPrefixTemplate"] = json!(request.id_prefix_template);
+        }
+        // Nomad's API sends the token as a write option: `?idempotency_token=`.
+        let mut query = Vec::new();
+        if !request.idempotency_token.is_empty() {
+            query.push(p("idempotency_token", request.idempotency_token.clone()));
+        }
+        let path = Self::job_path(job_id, "/dispatch");
+        let (v, _) = self.json(Method::Put, &path, &query, Some(body)).await?;
         let v = J(&v);
         Ok(DispatchJobResponse {
             dispatched_job_id: v.s("DispatchedJobID"),
