@@ -1,6 +1,8 @@
 # The job python-nomad's suite registers: the example `nomad init` writes,
 # with its docker task replaced by a raw_exec one (Caravan's clients run
-# raw_exec; the suite only needs a long-running task in group "cache").
+# raw_exec; the suite only needs a long-running task in group "cache") and
+# without its `service` block, which Caravan refuses until it registers
+# services.
 job "example" {
   datacenters = ["*"]
   type        = "service"
@@ -28,13 +30,6 @@ job "example" {
       port "db" {
         to = 6379
       }
-    }
-
-    service {
-      name     = "redis-cache"
-      tags     = ["global", "cache"]
-      port     = "db"
-      provider = "nomad"
     }
 
     restart {

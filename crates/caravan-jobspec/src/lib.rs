@@ -21,6 +21,7 @@ mod error;
 mod hcl;
 mod inputs;
 mod nomad_json;
+mod refused;
 mod validate;
 
 pub use canonicalize::canonicalize;
@@ -40,7 +41,8 @@ pub use error::{FieldError, FieldErrors, JobspecError};
 /// Nomad offers that Caravan refuses, with the reason.
 pub use hcl::eval::funcs::{REFUSED as REFUSED_HCL_FUNCTIONS, SUPPORTED as HCL_FUNCTIONS};
 pub use inputs::{JobSubmission, VAR_ENV_PREFIX, VarFile, VariableInputs, submission};
-pub use validate::{LINUX_CAPABILITIES, validate, warnings};
+pub use refused::{REFUSED, Refused};
+pub use validate::{LINUX_CAPABILITIES, VOLUME_TYPE_HOST, validate, warnings};
 
 /// Default cap on a job body: far above any real job, well below Nomad's ~10 MB HTTP limit,
 /// and small enough that a job, its version and its eval fit one etcd transaction.
@@ -169,7 +171,9 @@ pub fn hcl_to_nomad_json(
 }
 
 /// [`hcl_to_nomad_json`] with the request's variables: `/v1/jobs/parse` passes its
-/// `Variables` field as [`VariableInputs::from_api`].
+/// `Variables` field as [`VariableInputs::from_api`]. A job Caravan would refuse to run
+/// (a block it does not implement, a value out of range) is refused here too, as written
+/// or canonical: the answer is never a job that registering would turn down.
 pub fn hcl_to_nomad_json_with(
     text: &str,
     canonicalize: bool,
@@ -178,12 +182,28 @@ pub fn hcl_to_nomad_json_with(
 ) -> Result<(serde_json::Value, Vec<String>), JobspecError> {
     check_size(text.len(), options.max_bytes)?;
     let decoded = hcl::decode(text, inputs)?;
-    let (api, mut warnings) = (decoded.job, decoded.warnings);
+    let mut warnings = decoded.warnings;
+    // Plain structs of strings, numbers, maps and lists always serialize.
+    let as_written = serde_json::to_value(&decoded.job).unwrap_or(serde_json::Value::Null);
+    let job = nomad_json::api_job_to_job(decoded.job, &mut warnings)?;
     if canonicalize {
-        let job = nomad_json::api_job_to_job(api, &mut warnings)?;
         return Ok((render_json(&job), warnings));
     }
+    Ok((as_written, warnings))
+}
+
+/// An HCL job file decoded into Nomad's JSON job exactly as written, as Nomad's own
+/// parser decodes it, refusing nothing Caravan does not implement: what the file says,
+/// for tools that inspect it (which namespace it names, parity with Nomad's parser).
+/// Whatever runs or answers the API goes through [`hcl_to_nomad_json_with`] instead.
+pub fn hcl_as_written(
+    text: &str,
+    inputs: &VariableInputs,
+    options: &ParseOptions,
+) -> Result<(serde_json::Value, Vec<String>), JobspecError> {
+    check_size(text.len(), options.max_bytes)?;
+    let decoded = hcl::decode(text, inputs)?;
     // Plain structs of strings, numbers, maps and lists always serialize.
-    let value = serde_json::to_value(api).unwrap_or(serde_json::Value::Null);
-    Ok((value, warnings))
+    let value = serde_json::to_value(decoded.job).unwrap_or(serde_json::Value::Null);
+    Ok((value, decoded.warnings))
 }

@@ -47,9 +47,12 @@ fn find_group<'a>(job: &'a Job, name: &str) -> Option<&'a TaskGroup> {
 }
 
 /// Group-level changes that replace every allocation of the group: the
-/// ephemeral disk or the group's networks.
+/// ephemeral disk, the group's networks or its volumes (which decide the
+/// nodes it may run on).
 pub fn group_destructive(old: &TaskGroup, new: &TaskGroup) -> bool {
-    old.ephemeral_disk != new.ephemeral_disk || old.networks != new.networks
+    old.ephemeral_disk != new.ephemeral_disk
+        || old.networks != new.networks
+        || old.volumes != new.volumes
 }
 
 /// Task-level changes that need the task started from scratch: anything it
@@ -71,6 +74,7 @@ pub fn task_destructive(
         || old.dispatch_payload_file != new.dispatch_payload_file
         || old.leader != new.leader
         || old.resources != new.resources
+        || old.volume_mounts != new.volume_mounts
         || log_config(old) != log_config(new)
         || merged_meta(old_job, old_tg, old) != merged_meta(new_job, new_tg, new)
 }

@@ -88,6 +88,7 @@ pub(crate) fn try_update(
         penalty_nodes: Vec::new(),
         preempt: false,
         priority: model::priority(job),
+        alloc_index: caravan_model::alloc_index(&a.name),
     };
     let (choice, _) = rules
         .selector

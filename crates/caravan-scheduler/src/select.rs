@@ -50,6 +50,9 @@ pub(crate) struct SelectOptions {
     pub preempt: bool,
     /// The placing job's priority.
     pub priority: i32,
+    /// The index of the allocation being placed (its name's `[index]`), which a
+    /// `per_alloc` host volume's source takes.
+    pub alloc_index: Option<u32>,
 }
 
 /// What scoring a candidate reads besides the node and the group.
@@ -136,7 +139,7 @@ impl Selector {
                     self.fit_cache.resize(idx as usize + 1, None);
                 }
                 let reason = match static_feasible(ctx, job, group, idx) {
-                    Ok(()) => dynamic_feasible(ctx, job, group, idx).err(),
+                    Ok(()) => dynamic_feasible(ctx, job, group, idx, opts).err(),
                     Err(StaticFail::ClassIneligible) => Some(CLASS_INELIGIBLE.to_string()),
                     Err(StaticFail::Label(l)) => Some(l),
                 };
@@ -198,7 +201,7 @@ impl Selector {
                     continue;
                 }
                 _ => {
-                    if let Err(reason) = dynamic_feasible(ctx, job, group, idx) {
+                    if let Err(reason) = dynamic_feasible(ctx, job, group, idx, scoring.opts) {
                         note_filtered(ctx, idx, &reason, &mut metric);
                         continue;
                     }
@@ -426,6 +429,7 @@ fn rows_cacheable(job: &JobRules, group: &GroupRules, opts: &SelectOptions) -> b
         && !group.checks.distinct_hosts
         && job.distinct_properties.is_empty()
         && group.distinct_properties.is_empty()
+        && group.checks.per_alloc_volumes.is_empty()
 }
 
 /// Counts a node a plan-dependent check filtered out.
@@ -525,13 +529,19 @@ fn static_feasible(
     }
 }
 
-/// The checks that depend on the plan: `distinct_hosts`, `distinct_property`.
+/// The checks that depend on the plan (`distinct_hosts`, `distinct_property`) or on
+/// the allocation being placed (`per_alloc` host volumes).
 fn dynamic_feasible(
     ctx: &mut EvalContext<'_>,
     job: &JobRules,
     group: &GroupRules,
     idx: u32,
+    opts: &SelectOptions,
 ) -> Result<(), String> {
+    group
+        .checks
+        .check_per_alloc_volumes(ctx.table.node(idx), opts.alloc_index)
+        .map_err(str::to_string)?;
     if job.checks.distinct_hosts && ctx.job_count_any(idx) > 0 {
         return Err("distinct_hosts".into());
     }

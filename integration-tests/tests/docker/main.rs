@@ -12,6 +12,7 @@ mod exec;
 mod lifecycle;
 mod restart;
 mod serving;
+mod volumes;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -93,6 +93,19 @@ pub struct ClientConfig {
     pub telemetry: TelemetryConfig,
     /// Mutual TLS on every gRPC hop (`[tls]`).
     pub tls: caravan_runtime::tls::TlsConfig,
+    /// Directories offered to jobs as host volumes, by name
+    /// (`[host_volume.<name>]`, Nomad's `host_volume "<name>" { … }`).
+    pub host_volume: BTreeMap<String, HostVolumeConfig>,
+}
+
+/// A directory of the node that jobs may mount by name (`volume { type = "host" }`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostVolumeConfig {
+    /// The directory; absolute, and it must exist when the client starts.
+    pub path: PathBuf,
+    /// Tasks may only mount it read-only.
+    pub read_only: bool,
 }
 
 /// Resources a node keeps for itself.
@@ -169,6 +182,7 @@ impl Default for ClientConfig {
             task_supervisor: PathBuf::new(),
             telemetry: TelemetryConfig::default(),
             tls: caravan_runtime::tls::TlsConfig::default(),
+            host_volume: BTreeMap::new(),
         }
     }
 }
@@ -219,6 +233,27 @@ impl ClientConfig {
                 "simulate_nodes_per_channel",
                 "must be positive",
             ));
+        }
+        for (name, v) in &self.host_volume {
+            let key = format!("host_volume.{name}.path");
+            if name.is_empty() {
+                return Err(ClientError::invalid(
+                    "host_volume",
+                    "a host volume needs a name",
+                ));
+            }
+            if !v.path.is_absolute() {
+                return Err(ClientError::invalid(
+                    key,
+                    format!("must be an absolute path (got {:?})", v.path),
+                ));
+            }
+            if !v.path.is_dir() {
+                return Err(ClientError::invalid(
+                    key,
+                    format!("{} is not a directory on this node", v.path.display()),
+                ));
+            }
         }
         if caravan_scheduler::ports::PortSet::parse(&self.reserved.reserved_host_ports).is_err() {
             return Err(ClientError::invalid(

@@ -307,6 +307,20 @@ pub fn build_node(
             reserved_host_ports: config.reserved.reserved_host_ports.clone(),
         }),
         http_addr: http_addr.to_string(),
+        host_volumes: config
+            .host_volume
+            .iter()
+            .map(|(name, v)| {
+                (
+                    name.clone(),
+                    caravan_proto::ClientHostVolume {
+                        name: name.clone(),
+                        path: v.path.display().to_string(),
+                        read_only: v.read_only,
+                    },
+                )
+            })
+            .collect(),
         ..Default::default()
     };
     node.set_status(NodeStatus::Ready);

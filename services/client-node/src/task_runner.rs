@@ -577,6 +577,7 @@ mod tests {
                 logs: Default::default(),
                 user: String::new(),
                 resources: None,
+                volume_mounts: Vec::new(),
             },
             kill_signal: Signal::SIGTERM,
             kill_timeout: Duration::from_secs(5),
@@ -656,6 +657,7 @@ mod tests {
             logs: Default::default(),
             user: String::new(),
             resources: None,
+            volume_mounts: Vec::new(),
         };
         let driver = Arc::new(Adopting::default());
         *driver.run.lock().unwrap() = Some(MockDriver::new().start(spec.clone()).await.unwrap());
@@ -738,6 +740,7 @@ mod tests {
                 logs: Default::default(),
                 user: String::new(),
                 resources: None,
+                volume_mounts: Vec::new(),
             },
             kill_signal: Signal::SIGTERM,
             kill_timeout: Duration::from_secs(5),

@@ -116,6 +116,21 @@ pub(crate) fn group_node(tg: &TaskGroup) -> Node {
         .set("Affinity", tg.affinities.iter().map(affinity).collect())
         .set("Spread", tg.spreads.iter().map(spread).collect())
         .set("Network", tg.networks.iter().map(network).collect())
+        .set(
+            "Volume",
+            tg.volumes
+                .iter()
+                .map(|(name, v)| {
+                    let mut n = Node::default();
+                    n.field("Name", name)
+                        .field("PerAlloc", v.per_alloc)
+                        .field("ReadOnly", v.read_only)
+                        .field("Source", &v.source)
+                        .field("Type", &v.r#type);
+                    n
+                })
+                .collect(),
+        )
         .single("RestartPolicy", tg.restart_policy.as_ref().map(restart))
         .single(
             "ReschedulePolicy",
@@ -172,6 +187,20 @@ pub(crate) fn task_node(t: &Task) -> Node {
         .map("Meta", &t.meta)
         .set("Constraint", t.constraints.iter().map(constraint).collect())
         .set("Affinity", t.affinities.iter().map(affinity).collect())
+        .set(
+            "VolumeMount",
+            t.volume_mounts
+                .iter()
+                .map(|m| {
+                    let mut n = Node::default();
+                    n.field("Destination", &m.destination)
+                        .field("PropagationMode", &m.propagation_mode)
+                        .field("ReadOnly", m.read_only)
+                        .field("Volume", &m.volume);
+                    n
+                })
+                .collect(),
+        )
         .single("RestartPolicy", t.restart_policy.as_ref().map(restart))
         .single(
             "Config",

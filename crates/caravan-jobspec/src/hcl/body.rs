@@ -1,7 +1,7 @@
 //! A reader over one HCL block body that evaluates its arguments, expands its `dynamic`
 //! blocks, and tracks which arguments and blocks were consumed, so that anything left over
-//! is reported: as a warning when Nomad knows it and Caravan does not support it yet, as an
-//! error naming its path otherwise.
+//! is reported as an error naming its path: one that says Caravan does not support it when
+//! Nomad knows it, an unknown argument or block otherwise.
 
 use std::ops::Range;
 
@@ -340,14 +340,10 @@ impl<'a, 's> Body<'a, 's> {
         out
     }
 
-    /// Reports what was not consumed: `unsupported_*` are Nomad features Caravan lacks
-    /// (a warning each); anything else is unknown (an error each).
-    pub fn finish(
-        mut self,
-        unsupported_attrs: &[&str],
-        unsupported_blocks: &[&str],
-        diag: &mut Diag,
-    ) {
+    /// Reports what was not consumed: `refused_*` are Nomad features Caravan refuses
+    /// (an error each saying so, with the reason from [`crate::refused::REFUSED`]); anything
+    /// else is unknown to Nomad too (an error each).
+    pub fn finish(mut self, refused_attrs: &[&str], refused_blocks: &[&str], diag: &mut Diag) {
         diag.errors.append(&mut self.pending);
         let attrs: Vec<&'a Attribute> = self
             .attrs
@@ -357,11 +353,8 @@ impl<'a, 's> Body<'a, 's> {
             .collect();
         for attr in attrs {
             let name = attr.key.as_str();
-            if unsupported_attrs.contains(&name) {
-                diag.warnings.push(format!(
-                    "{}: argument {name:?} is not supported by Caravan yet and was ignored",
-                    self.path
-                ));
+            if refused_attrs.contains(&name) {
+                self.refuse(name, attr.span(), diag);
             } else {
                 self.error_at(
                     name,
@@ -371,7 +364,6 @@ impl<'a, 's> Body<'a, 's> {
                 );
             }
         }
-        let mut warned: Vec<&str> = Vec::new();
         let blocks: Vec<BlockRef<'a>> = self
             .blocks
             .iter()
@@ -380,14 +372,8 @@ impl<'a, 's> Body<'a, 's> {
             .collect();
         for block in blocks {
             let ident = block.ident;
-            if unsupported_blocks.contains(&ident) {
-                if !warned.contains(&ident) {
-                    warned.push(ident);
-                    diag.warnings.push(format!(
-                        "{}: {ident} block is not supported by Caravan yet and was ignored",
-                        self.path
-                    ));
-                }
+            if refused_blocks.contains(&ident) {
+                self.refuse(ident, block.span(), diag);
             } else {
                 self.error_at(
                     ident,
@@ -397,6 +383,18 @@ impl<'a, 's> Body<'a, 's> {
                 );
             }
         }
+    }
+
+    /// Refuses a Nomad argument or block Caravan does not implement, saying why.
+    fn refuse(&self, name: &str, span: Option<Range<usize>>, diag: &mut Diag) {
+        let message = match crate::refused::by_hcl(name) {
+            Some(r) => crate::refused::message(r),
+            None => format!("{name} is not supported by Caravan"),
+        };
+        diag.errors.push(FieldError::new(
+            self.path.clone(),
+            format!("{message}{}", self.ctx.src.at(span)),
+        ));
     }
 }
 

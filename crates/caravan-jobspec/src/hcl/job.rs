@@ -7,19 +7,13 @@ use super::task::{decode_network, decode_task, labeled_list, normalize_vault};
 use crate::nomad_json::model::*;
 use std::collections::BTreeMap;
 
-/// Nomad job arguments Caravan does not support yet.
-const JOB_UNSUPPORTED_ATTRS: &[&str] = &["consul_token", "vault_token"];
-/// Nomad job blocks Caravan does not support yet.
-const JOB_UNSUPPORTED_BLOCKS: &[&str] = &["multiregion", "vault", "consul", "identity", "secret"];
-/// Nomad group blocks Caravan does not support yet.
-const GROUP_UNSUPPORTED_BLOCKS: &[&str] = &[
-    "volume",
-    "service",
-    "consul",
-    "csi_plugin",
-    "vault",
-    "secret",
-];
+/// Nomad job arguments Caravan refuses (see [`crate::refused`]).
+const JOB_REFUSED_ATTRS: &[&str] = &["consul_token", "vault_token"];
+/// Nomad job blocks Caravan refuses; the others it refuses are decoded into Nomad's JSON
+/// and refused at conversion, as a JSON job's are.
+const JOB_REFUSED_BLOCKS: &[&str] = &["consul", "identity"];
+/// Nomad group blocks Caravan refuses without decoding them.
+const GROUP_REFUSED_BLOCKS: &[&str] = &["csi_plugin"];
 
 /// Decodes a `job "id" { ... }` block.
 pub(crate) fn decode_job<'a>(
@@ -100,7 +94,7 @@ pub(crate) fn decode_job<'a>(
             secrets.as_ref(),
         );
     }
-    b.finish(JOB_UNSUPPORTED_ATTRS, JOB_UNSUPPORTED_BLOCKS, diag);
+    b.finish(JOB_REFUSED_ATTRS, JOB_REFUSED_BLOCKS, diag);
     job
 }
 
@@ -208,7 +202,7 @@ fn decode_group<'a>(block: &BlockRef<'a>, job: &Body<'a, '_>, diag: &mut Diag) -
         vault.as_ref(),
         secrets.as_ref(),
     );
-    b.finish(&[], GROUP_UNSUPPORTED_BLOCKS, diag);
+    b.finish(&[], GROUP_REFUSED_BLOCKS, diag);
     group
 }
 

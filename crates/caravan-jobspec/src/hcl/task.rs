@@ -7,12 +7,6 @@ use super::schema;
 use crate::nomad_json::model::*;
 use serde_json::{Value as Json, json};
 
-/// Nomad task arguments Caravan does not support yet.
-const TASK_UNSUPPORTED_ATTRS: &[&str] = &[];
-/// Nomad task blocks Caravan does not support yet: none is left unread; the ones Caravan
-/// does not run are decoded into Nomad's JSON (`schema`) and warned at conversion.
-const TASK_UNSUPPORTED_BLOCKS: &[&str] = &[];
-
 /// Decodes a `task "name" { ... }` block.
 pub(crate) fn decode_task<'a>(
     block: &BlockRef<'a>,
@@ -115,7 +109,9 @@ pub(crate) fn decode_task<'a>(
             logs
         }),
     };
-    b.finish(TASK_UNSUPPORTED_ATTRS, TASK_UNSUPPORTED_BLOCKS, diag);
+    // Every task block Nomad knows is decoded into Nomad's JSON (`schema`); the ones Caravan
+    // does not run are refused at conversion, as a JSON job's are.
+    b.finish(&[], &[], diag);
     task
 }
 
@@ -152,9 +148,11 @@ fn decode_resources<'a>(
         disk_mb: b.int("disk", diag),
         networks: (!networks.is_empty()).then_some(networks),
         devices: (!devices.is_empty()).then_some(devices),
-        ..Default::default()
+        iops: b.int("iops", diag),
+        secrets_mb: b.int("secrets", diag),
+        numa: None,
     };
-    b.finish(&["iops", "secrets"], &["numa"], diag);
+    b.finish(&[], &["numa"], diag);
     resources
 }
 
@@ -185,9 +183,9 @@ pub(crate) fn decode_network<'a>(
             value: static_value,
             to: pb.int("to", diag),
             host_network: pb.string("host_network", diag),
-            ignore_collision: None,
+            ignore_collision: pb.bool("ignore_collision", diag),
         };
-        pb.finish(&["ignore_collision"], &[], diag);
+        pb.finish(&[], &[], diag);
         // As in Nomad, a port with a static value is reserved; any other is dynamic.
         match static_value {
             Some(v) if v > 0 => reserved.push(port),

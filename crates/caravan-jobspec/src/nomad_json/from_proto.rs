@@ -133,6 +133,7 @@ fn group_to_api(job: &Job, tg: &TaskGroup) -> ApiTaskGroup {
             replace: Some(d.replace.unwrap_or(true)),
             reconcile: Some(d.reconcile.clone()),
         }),
+        volumes: super::volumes::volumes_to_api(&tg.volumes),
         ..Default::default()
     }
 }
@@ -171,6 +172,7 @@ fn task_to_api(t: &Task) -> ApiTask {
                 enabled: None,
             }
         }),
+        volume_mounts: super::volumes::mounts_to_api(&t.volume_mounts),
         ..Default::default()
     }
 }

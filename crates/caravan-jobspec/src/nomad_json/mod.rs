@@ -4,6 +4,7 @@ mod from_proto;
 pub(crate) mod model;
 mod policies;
 mod to_proto;
+mod volumes;
 
 use crate::error::{FieldError, FieldErrors, JobspecError};
 use caravan_proto::Job;

@@ -137,7 +137,7 @@ pub(super) fn merge_restart(
 ) -> RestartPolicy {
     let Some(o) = o else { return base };
     if o.render_templates == Some(true) {
-        conv.unsupported(path, "RenderTemplates", Some(&Value::Bool(true)));
+        conv.unsupported("restart", path, "RenderTemplates", Some(&Value::Bool(true)));
     }
     RestartPolicy {
         attempts: o

@@ -29,17 +29,28 @@ pub(crate) struct Conversion {
 }
 
 impl Conversion {
-    fn err(&mut self, path: String, message: impl Into<String>) {
+    pub(super) fn err(&mut self, path: String, message: impl Into<String>) {
         self.errors.push(FieldError::new(path, message));
     }
 
-    pub(super) fn unsupported(&mut self, base: &str, what: &str, value: Option<&Value>) {
-        if value.is_some_and(is_meaningful) {
-            self.warnings.push(format!(
-                "{}: {what} is not supported by Caravan yet and was ignored",
-                if base.is_empty() { "job" } else { base }
-            ));
+    /// Refuses a part of Nomad's job specification Caravan does not implement (listed in
+    /// [`crate::refused::REFUSED`] under `within`), when the job gives it a meaningful value.
+    pub(super) fn unsupported(
+        &mut self,
+        within: &str,
+        base: &str,
+        json: &str,
+        value: Option<&Value>,
+    ) {
+        if !value.is_some_and(is_meaningful) {
+            return;
         }
+        let base = if base.is_empty() { "job" } else { base };
+        let message = match crate::refused::by_json(within, json) {
+            Some(r) => crate::refused::message(r),
+            None => format!("{json} is not supported by Caravan"),
+        };
+        self.err(base.to_string(), message);
     }
 
     /// Narrows an integer into the proto's type, reporting the field when it does not fit.
@@ -66,7 +77,7 @@ impl Conversion {
 }
 
 /// Whether a raw JSON value carries something a user meant (not null, empty or zero).
-fn is_meaningful(v: &Value) -> bool {
+pub(super) fn is_meaningful(v: &Value) -> bool {
     match v {
         Value::Null => false,
         Value::Bool(b) => *b,
@@ -105,19 +116,27 @@ pub(crate) fn job_to_proto(api: ApiJob, conv: &mut Conversion) -> Job {
             defaults::DEFAULT_REGION
         ));
     }
-    conv.unsupported("", "Multiregion", api.multiregion.as_ref());
+    conv.unsupported("job", "", "Multiregion", api.multiregion.as_ref());
     conv.unsupported(
+        "job",
         "",
         "ConsulToken",
         str_meaningful(&api.consul_token).as_ref(),
     );
-    conv.unsupported("", "VaultToken", str_meaningful(&api.vault_token).as_ref());
     conv.unsupported(
+        "job",
+        "",
+        "VaultToken",
+        str_meaningful(&api.vault_token).as_ref(),
+    );
+    conv.unsupported(
+        "job",
         "",
         "ConsulNamespace",
         str_meaningful(&api.consul_namespace).as_ref(),
     );
     conv.unsupported(
+        "job",
         "",
         "VaultNamespace",
         str_meaningful(&api.vault_namespace).as_ref(),
@@ -256,22 +275,18 @@ fn group_to_proto(
         Some(n) if !n.is_empty() => format!("group {n:?}"),
         _ => format!("group #{}", index + 1),
     };
-    conv.unsupported(&base, "Volumes", tg.volumes.as_ref());
-    conv.unsupported(&base, "Services", tg.services.as_ref());
+    conv.unsupported("group", &base, "Services", tg.services.as_ref());
     if let Some(consul) = tg.consul.as_ref().filter(|c| !is_default_consul(c)) {
-        conv.unsupported(&base, "Consul", Some(consul));
-    }
-    // Ignoring it would let allocations run past the limit their job relies on: refused.
-    if let Some(d) = tg.max_run_duration.filter(|d| *d != 0) {
-        conv.err(
-            join(&base, "max_run_duration"),
-            format!(
-                "is not supported by Caravan yet (got {}): allocations are not stopped after a maximum run time",
-                crate::duration::format_duration(d)
-            ),
-        );
+        conv.unsupported("group", &base, "Consul", Some(consul));
     }
     conv.unsupported(
+        "group",
+        &base,
+        "MaxRunDuration",
+        tg.max_run_duration.map(Value::from).as_ref(),
+    );
+    conv.unsupported(
+        "group",
         &base,
         "PreventRescheduleOnLost",
         tg.prevent_reschedule_on_lost.map(Value::from).as_ref(),
@@ -358,6 +373,7 @@ fn group_to_proto(
         max_client_disconnect_ns,
         scaling,
         disconnect,
+        volumes: super::volumes::volumes_to_proto(tg.volumes, &base, conv),
     }
 }
 
@@ -494,23 +510,32 @@ fn task_to_proto(
         Some(n) if !n.is_empty() => join(group_base, &format!("task {n:?}")),
         _ => join(group_base, &format!("task #{}", index + 1)),
     };
-    conv.unsupported(&base, "Services", t.services.as_ref());
-    conv.unsupported(&base, "Artifacts", t.artifacts.as_ref());
-    conv.unsupported(&base, "Vault", t.vault.as_ref());
-    conv.unsupported(&base, "Consul", t.consul.as_ref());
-    conv.unsupported(&base, "Templates", t.templates.as_ref());
-    conv.unsupported(&base, "VolumeMounts", t.volume_mounts.as_ref());
-    conv.unsupported(&base, "CSIPluginConfig", t.csi_plugin_config.as_ref());
-    conv.unsupported(&base, "ScalingPolicies", t.scaling_policies.as_ref());
+    conv.unsupported("task", &base, "Services", t.services.as_ref());
+    conv.unsupported("task", &base, "Artifacts", t.artifacts.as_ref());
+    conv.unsupported("task", &base, "Vault", t.vault.as_ref());
+    conv.unsupported("task", &base, "Consul", t.consul.as_ref());
+    conv.unsupported("task", &base, "Templates", t.templates.as_ref());
+    conv.unsupported(
+        "task",
+        &base,
+        "CSIPluginConfig",
+        t.csi_plugin_config.as_ref(),
+    );
+    conv.unsupported(
+        "task",
+        &base,
+        "ScalingPolicies",
+        t.scaling_policies.as_ref(),
+    );
     // Nomad servers give every task its default workload identity; only a custom one is news.
     if let Some(identity) = t.identity.as_ref().filter(|i| !is_default_identity(i)) {
-        conv.unsupported(&base, "Identity", Some(identity));
+        conv.unsupported("task", &base, "Identity", Some(identity));
     }
-    conv.unsupported(&base, "Identities", t.identities.as_ref());
-    conv.unsupported(&base, "Actions", t.actions.as_ref());
-    conv.unsupported(&base, "Schedule", t.schedule.as_ref());
-    conv.unsupported(&base, "Secrets", t.secrets.as_ref());
-    conv.unsupported(&base, "Kind", str_meaningful(&t.kind).as_ref());
+    conv.unsupported("task", &base, "Identities", t.identities.as_ref());
+    conv.unsupported("task", &base, "Actions", t.actions.as_ref());
+    conv.unsupported("task", &base, "Schedule", t.schedule.as_ref());
+    conv.unsupported("task", &base, "Secrets", t.secrets.as_ref());
+    conv.unsupported("task", &base, "Kind", str_meaningful(&t.kind).as_ref());
     let log_config = log_config(t.log_config, &join(&base, "LogConfig"), conv);
 
     let restart_policy = match t.restart_policy {
@@ -543,6 +568,7 @@ fn task_to_proto(
         user: t.user.unwrap_or_default(),
         log_config: Some(log_config),
         shutdown_delay_ns: t.shutdown_delay.unwrap_or(0),
+        volume_mounts: super::volumes::mounts_to_proto(t.volume_mounts, &base, conv),
     }
 }
 
@@ -587,18 +613,32 @@ fn resources(r: ApiResources, base: &str, conv: &mut Conversion) -> Resources {
         (None, None) => i64::from(defaults::DEFAULT_CPU_MHZ),
         (None, Some(_)) => 0,
     };
+    // Nomad only warns about both: IOPS is long deprecated, and its HTTP API drops a
+    // task's disk (disk is the group's `ephemeral_disk`).
     if r.iops.is_some_and(|v| v != 0) {
         conv.warnings.push(format!(
-            "{}: IOPS is deprecated and was ignored",
-            path("IOPS")
+            "{}: IOPS has been deprecated as of Nomad 0.9.0. Please remove IOPS from resource block.",
+            join(base, "resources")
+        ));
+    }
+    if r.disk_mb.is_some_and(|v| v != 0) {
+        conv.warnings.push(format!(
+            "{}: disk was ignored, as Nomad's API ignores it: a task's disk is its group's ephemeral_disk",
+            join(base, "resources")
         ));
     }
     conv.unsupported(
-        base,
-        "resources.SecretsMB",
+        "resources",
+        &join(base, "resources"),
+        "SecretsMB",
         r.secrets_mb.map(Value::from).as_ref(),
     );
-    conv.unsupported(base, "resources.NUMA", r.numa.as_ref());
+    conv.unsupported(
+        "resources",
+        &join(base, "resources"),
+        "NUMA",
+        r.numa.as_ref(),
+    );
     Resources {
         cpu_mhz: conv.narrow(path("cpu"), cpu),
         cores: conv.narrow(path("cores"), r.cores.unwrap_or(0)),
@@ -608,7 +648,7 @@ fn resources(r: ApiResources, base: &str, conv: &mut Conversion) -> Resources {
                 .unwrap_or(i64::from(defaults::DEFAULT_MEMORY_MB)),
         ),
         memory_max_mb: conv.narrow(path("memory_max"), r.memory_max_mb.unwrap_or(0)),
-        disk_mb: conv.narrow(path("disk"), r.disk_mb.unwrap_or(0)),
+        disk_mb: 0,
         networks: networks(r.networks, &join(base, "resources"), conv),
         devices: r
             .devices
@@ -636,12 +676,22 @@ fn networks(
     let mut out = Vec::new();
     for (i, n) in nets.unwrap_or_default().into_iter().enumerate() {
         let nbase = join(base, &format!("network[{i}]"));
-        conv.unsupported(&nbase, "Device", str_meaningful(&n.device).as_ref());
-        conv.unsupported(&nbase, "CIDR", str_meaningful(&n.cidr).as_ref());
-        conv.unsupported(&nbase, "IP", str_meaningful(&n.ip).as_ref());
-        conv.unsupported(&nbase, "Hostname", str_meaningful(&n.hostname).as_ref());
-        conv.unsupported(&nbase, "DNS", n.dns.as_ref());
-        conv.unsupported(&nbase, "CNI", n.cni.as_ref());
+        conv.unsupported(
+            "network",
+            &nbase,
+            "Device",
+            str_meaningful(&n.device).as_ref(),
+        );
+        conv.unsupported("network", &nbase, "CIDR", str_meaningful(&n.cidr).as_ref());
+        conv.unsupported("network", &nbase, "IP", str_meaningful(&n.ip).as_ref());
+        conv.unsupported(
+            "network",
+            &nbase,
+            "Hostname",
+            str_meaningful(&n.hostname).as_ref(),
+        );
+        conv.unsupported("network", &nbase, "DNS", n.dns.as_ref());
+        conv.unsupported("network", &nbase, "CNI", n.cni.as_ref());
         let ports =
             |list: Option<Vec<ApiPort>>, keep_value: bool, conv: &mut Conversion| -> Vec<Port> {
                 list.unwrap_or_default()
@@ -649,8 +699,17 @@ fn networks(
                     .map(|p| {
                         let label = p.label.unwrap_or_default();
                         let pbase = join(&nbase, &format!("port {label:?}"));
+                        // Nomad's API names the default host network on every port it returns.
+                        if let Some(h) = p.host_network.as_deref().filter(|h| *h != "default") {
+                            conv.unsupported("port", &pbase, "HostNetwork", Some(&Value::from(h)));
+                        }
                         if p.ignore_collision == Some(true) {
-                            conv.unsupported(&pbase, "IgnoreCollision", Some(&Value::Bool(true)));
+                            conv.unsupported(
+                                "port",
+                                &pbase,
+                                "IgnoreCollision",
+                                Some(&Value::Bool(true)),
+                            );
                         }
                         // Nomad spells "map to the host port" as To = -1; Caravan as 0.
                         let to = match p.to {
@@ -684,6 +743,19 @@ fn networks(
 
 fn ephemeral_disk(d: Option<ApiEphemeralDisk>, base: &str, conv: &mut Conversion) -> EphemeralDisk {
     let d = d.unwrap_or_default();
+    let dbase = join(base, "ephemeral_disk");
+    conv.unsupported(
+        "ephemeral_disk",
+        &dbase,
+        "Sticky",
+        d.sticky.map(Value::from).as_ref(),
+    );
+    conv.unsupported(
+        "ephemeral_disk",
+        &dbase,
+        "Migrate",
+        d.migrate.map(Value::from).as_ref(),
+    );
     EphemeralDisk {
         sticky: d.sticky.unwrap_or(false),
         migrate: d.migrate.unwrap_or(false),

@@ -7,6 +7,8 @@ mod driver_config;
 pub use driver_config::LINUX_CAPABILITIES;
 mod periodic;
 mod policy;
+mod volumes;
+pub use volumes::HOST as VOLUME_TYPE_HOST;
 
 use crate::defaults;
 use crate::error::{FieldError, FieldErrors};
@@ -398,6 +400,7 @@ fn group(tg: &TaskGroup, base: &str, job_type: JobType, e: &mut Errors) {
     if leaders > 1 {
         e.on(base, "task", "only one task may be marked as leader");
     }
+    volumes::check(tg, base, job_type, e);
     ports(tg, base, e);
 }
 

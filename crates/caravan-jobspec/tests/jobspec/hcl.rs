@@ -43,7 +43,7 @@ fn config_str(
         .and_then(|v| v.kind.clone())
 }
 
-/// `nomad job init`-style file, with the blocks Caravan does not run yet.
+/// `nomad job init`-style file, without the blocks Caravan refuses (`service`, `identity`).
 const REDIS: &str = r#"
 job "example" {
   datacenters = ["dc1"]
@@ -74,13 +74,6 @@ job "example" {
       }
     }
 
-    service {
-      name     = "redis-cache"
-      tags     = ["global", "cache"]
-      port     = "db"
-      provider = "nomad"
-    }
-
     restart {
       attempts = 2
       interval = "30m"
@@ -101,19 +94,9 @@ job "example" {
         auth_soft_fail = true
       }
 
-      identity {
-        env  = true
-        file = true
-      }
-
       resources {
         cpu    = 500 # 500 MHz
         memory = 256 # 256MB
-      }
-
-      template {
-        data        = "bind ${NOMAD_IP_db}"
-        destination = "local/redis.conf"
       }
     }
   }
@@ -151,22 +134,6 @@ fn parses_a_realistic_nomad_job() {
         Some(prost_types::value::Kind::BoolValue(true))
     ));
     assert!(validate(job).is_ok());
-}
-
-#[test]
-fn unsupported_blocks_warn_instead_of_failing() {
-    let p = parse(REDIS);
-    let joined = p.warnings.join("\n");
-    for (path, field) in [
-        (r#"group "cache""#, "Services"),
-        (r#"group "cache": task "redis""#, "Identity"),
-        (r#"group "cache": task "redis""#, "Templates"),
-    ] {
-        assert!(
-            joined.contains(&format!("{path}: {field} is not supported by Caravan yet")),
-            "{field}: {joined}"
-        );
-    }
 }
 
 #[test]
@@ -701,21 +668,5 @@ fn the_job_nomad_job_init_writes_parses_and_validates() {
         job["UI"]["Links"][0]["Label"], "Learn more about Nomad",
         "{json}"
     );
-    // What Caravan does not run yet: the service registration and the
-    // workload identity.
-    assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
-    assert!(
-        p.warnings
-            .iter()
-            .any(|w| w.contains("Services is not supported")),
-        "{:?}",
-        p.warnings
-    );
-    assert!(
-        p.warnings
-            .iter()
-            .any(|w| w.contains("Identity is not supported")),
-        "{:?}",
-        p.warnings
-    );
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
 }

@@ -655,7 +655,7 @@ fn variable_errors_name_the_variable_and_the_line() {
         (
             "job \"x\" {\n  group \"g\" {\n    max_run_duration = \"1h\"\n  }\n}\n",
             inputs(),
-            "group \"g\": max_run_duration: is not supported by Caravan yet (got 1h0m0s)",
+            "group \"g\": max_run_duration (MaxRunDuration) is not supported by Caravan",
         ),
         (
             "job \"x\" {\n  dynamic \"group\" {\n    for_each = 3\n    content {}\n  }\n}\n",

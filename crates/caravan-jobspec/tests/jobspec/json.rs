@@ -174,9 +174,7 @@ job "everything" {
       max_delay      = "5m"
     }
     ephemeral_disk {
-      size    = 1024
-      sticky  = true
-      migrate = true
+      size = 1024
     }
     network {
       mode  = "bridge"
@@ -184,7 +182,7 @@ job "everything" {
       port "http" {
         static       = 8080
         to           = 80
-        host_network = "public"
+        host_network = "default"
       }
       port "grpc" {}
     }
@@ -439,24 +437,24 @@ fn unknown_fields_warn_with_their_path() {
 }
 
 #[test]
-fn unsupported_nomad_fields_warn() {
-    let p = parse(&minimal(json!({
+fn unsupported_nomad_fields_are_refused_unless_empty() {
+    let errs = parse_err(&minimal(json!({
         "Name": "g",
         "Services": [{"Name": "web"}],
         "Tasks": [{"Name": "t", "Driver": "mock", "Templates": [{"DestPath": "local/x"}], "Artifacts": []}]
     })));
-    let joined = p.warnings.join("\n");
+    let joined = errs.join("\n");
     assert!(
-        joined.contains(r#"group "g": Services is not supported"#),
+        joined.contains(r#"group "g": service (Services) is not supported by Caravan"#),
         "{joined}"
     );
     assert!(
-        joined.contains(r#"group "g": task "t": Templates is not supported"#),
+        joined.contains(r#"group "g": task "t": template (Templates) is not supported by Caravan"#),
         "{joined}"
     );
     assert!(
         !joined.contains("Artifacts"),
-        "an empty list is not worth a warning: {joined}"
+        "an empty list is not something the user wrote: {joined}"
     );
 }
 

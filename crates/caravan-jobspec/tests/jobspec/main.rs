@@ -6,6 +6,8 @@ mod hcl;
 mod hcl2;
 mod json;
 mod parity;
+mod refused;
 mod robustness;
 mod scaling;
 mod validate;
+mod volumes;

@@ -11,16 +11,11 @@
 //! Nomad does not hold as pointers are left out on both sides, which loses nothing a file
 //! can set.
 
-use caravan_jobspec::{ParseOptions, VariableInputs, hcl_to_nomad_json_with, parse_hcl};
+use caravan_jobspec::{ParseOptions, VariableInputs, hcl_as_written, parse_hcl};
 use serde_json::{Value, json};
 
 fn raw(text: &str) -> Value {
-    match hcl_to_nomad_json_with(
-        text,
-        false,
-        &VariableInputs::default(),
-        &ParseOptions::default(),
-    ) {
+    match hcl_as_written(text, &VariableInputs::default(), &ParseOptions::default()) {
         Ok((v, _)) => v,
         Err(e) => panic!("parse failed: {e}"),
     }
@@ -416,7 +411,21 @@ fn each_file_parses_to_the_json_nomad_produces() {
 /// `Job.Canonicalize` gives them (service-job defaults for what the file leaves out).
 #[test]
 fn the_init_job_canonicalizes_as_nomad() {
-    let parsed = parse_hcl(INIT, &ParseOptions::default()).expect("parses");
+    // What Caravan does not run yet is refused by name, not dropped in silence.
+    let errors = match parse_hcl(INIT, &ParseOptions::default()) {
+        Err(caravan_jobspec::JobspecError::Invalid(errors)) => errors.messages(),
+        other => panic!("the service and identity blocks must be refused: {other:?}"),
+    };
+    for field in ["service (Services)", "identity"] {
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains(&format!("{field} is not supported by Caravan"))),
+            "{field}: {errors:?}"
+        );
+    }
+    let parsed = parse_hcl(&without_refused_blocks(INIT), &ParseOptions::default())
+        .expect("parses without the blocks Caravan refuses");
     let got = caravan_jobspec::render_json(&parsed.job);
     let want = json!({
         "ID": "example", "Name": "example", "Namespace": "default", "Region": "global",
@@ -454,14 +463,28 @@ fn the_init_job_canonicalizes_as_nomad() {
         "{got}"
     );
     assert_eq!(got["UI"]["Links"][0]["Label"], "Docs", "{got}");
-    // What Caravan does not run yet is named, not dropped in silence.
-    for field in ["Services", "Identity"] {
-        assert!(
-            parsed.warnings.iter().any(|w| w.contains(field)),
-            "{field}: {:?}",
-            parsed.warnings
-        );
+}
+
+/// The init job without its `service` and `identity` blocks (each ends at the first line
+/// that closes at its own indentation).
+fn without_refused_blocks(text: &str) -> String {
+    let mut out = Vec::new();
+    let mut skipping: Option<usize> = None;
+    for line in text.lines() {
+        let indent = line.len() - line.trim_start().len();
+        if let Some(depth) = skipping {
+            if indent == depth && line.trim() == "}" {
+                skipping = None;
+            }
+            continue;
+        }
+        if matches!(line.trim(), "service {" | "identity {") {
+            skipping = Some(indent);
+            continue;
+        }
+        out.push(line);
     }
+    out.join("\n")
 }
 
 /// Every field of `want` is in `got` with the same value (for the canonical form, where

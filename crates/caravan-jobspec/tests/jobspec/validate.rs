@@ -206,8 +206,31 @@ fn resources() {
         &res(json!({"MemoryMB": 256, "MemoryMaxMB": 128})),
         r#"group "web": task "app": resources.memory_max: must be >= memory (128 < 256)"#,
     );
+    // Nomad's API drops a task's disk (it is the group's ephemeral_disk): accepted with a
+    // warning and not kept; a job given as Caravan's own model (gRPC) is still refused.
+    let mut body = caravan_jobspec::render_json(&job_with(|_| {}));
+    body["TaskGroups"][0]["Tasks"][0]["Resources"]["DiskMB"] = json!(100);
+    let p = parse_json(body.to_string().as_bytes(), &ParseOptions::default()).expect("parses");
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("resources: disk was ignored")),
+        "{:?}",
+        p.warnings
+    );
+    assert_eq!(
+        p.job.task_groups[0].tasks[0]
+            .resources
+            .as_ref()
+            .map(|r| r.disk_mb),
+        Some(0)
+    );
+    let mut job = job_with(|_| {});
+    if let Some(r) = job.task_groups[0].tasks[0].resources.as_mut() {
+        r.disk_mb = 100;
+    }
     assert_error(
-        &res(json!({"DiskMB": 100})),
+        &job,
         r#"group "web": task "app": resources.disk: a task can't ask for disk"#,
     );
     assert!(

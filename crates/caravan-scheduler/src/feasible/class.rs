@@ -29,6 +29,14 @@ pub fn compute_node_class(node: &Node) -> String {
         h.field(k.as_bytes());
         h.field(&[u8::from(d.detected), u8::from(d.healthy)]);
     }
+    // Host volumes decide feasibility too; without any the class is what it was.
+    if !node.host_volumes.is_empty() {
+        h.field(b"host_volumes");
+        for (name, v) in &node.host_volumes {
+            h.field(name.as_bytes());
+            h.field(&[u8::from(v.read_only)]);
+        }
+    }
     format!("v1:{:016x}", h.0)
 }
 

@@ -7,6 +7,7 @@
 
 pub mod class;
 pub mod constraint;
+pub mod host_volumes;
 pub mod target;
 pub mod version;
 
@@ -90,6 +91,11 @@ pub struct Checks {
     pub distinct_hosts: bool,
     /// `distinct_property` constraints at this level with their limits.
     pub distinct_properties: Vec<(Compiled, u32)>,
+    /// Host volumes every allocation of the group mounts (groups only).
+    pub host_volumes: Vec<host_volumes::HostVolumeAsk>,
+    /// Host volumes each allocation asks for under its own name (`per_alloc`):
+    /// checked per placement, never cached per class.
+    pub per_alloc_volumes: Vec<host_volumes::HostVolumeAsk>,
 }
 
 impl Checks {
@@ -116,6 +122,7 @@ impl Checks {
                 c.drivers.push(t.driver.clone());
             }
         }
+        (c.host_volumes, c.per_alloc_volumes) = host_volumes::asks(tg);
         Ok(c)
     }
 
@@ -150,7 +157,33 @@ impl Checks {
                 return Err(&k.label);
             }
         }
+        if !self
+            .host_volumes
+            .iter()
+            .all(|v| host_volumes::node_has(node, &v.source, v.read_only))
+        {
+            return Err(host_volumes::MISSING_HOST_VOLUMES);
+        }
         Ok(())
+    }
+
+    /// Whether the node has the host volumes an allocation of index `index` asks for
+    /// under `per_alloc`; without an index (none to append) it cannot have them.
+    pub fn check_per_alloc_volumes(&self, node: &Node, index: Option<u32>) -> Result<(), &str> {
+        let ok = self.per_alloc_volumes.iter().all(|v| {
+            index.is_some_and(|i| {
+                host_volumes::node_has(
+                    node,
+                    &host_volumes::per_alloc_source(&v.source, i),
+                    v.read_only,
+                )
+            })
+        });
+        if ok {
+            Ok(())
+        } else {
+            Err(host_volumes::MISSING_HOST_VOLUMES)
+        }
     }
 }
 

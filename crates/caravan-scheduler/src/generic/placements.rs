@@ -243,6 +243,7 @@ fn select_options(ctx: &EvalContext<'_>, p: &Placement, preempt: bool, job: &Job
         penalty_nodes: penalty,
         preempt,
         priority: model::priority(job),
+        alloc_index: caravan_model::alloc_index(&p.name),
     }
 }
 

@@ -116,6 +116,8 @@ impl PlacementPass<'_, '_> {
             penalty_nodes: Vec::new(),
             preempt: self.preempt,
             priority: model::priority(job),
+            // System jobs cannot ask for per-alloc volumes (validation refuses them).
+            alloc_index: None,
         };
         let (choice, metric) = self.selector.select(
             self.ctx,

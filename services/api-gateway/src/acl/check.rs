@@ -24,6 +24,8 @@ pub struct Acl {
     /// Keyed `namespace\0path`.
     variables: BTreeMap<String, Caps>,
     wildcard_variables: BTreeMap<String, Caps>,
+    host_volumes: BTreeMap<String, Caps>,
+    wildcard_host_volumes: BTreeMap<String, Caps>,
     agent: String,
     node: String,
     operator: String,
@@ -134,6 +136,25 @@ impl Acl {
                     &pool.capabilities,
                 );
             }
+            for hv in &policy.host_volumes {
+                let table = if hv.name.contains('*') {
+                    &mut acl.wildcard_host_volumes
+                } else {
+                    &mut acl.host_volumes
+                };
+                let caps = table.entry(hv.name.clone()).or_default();
+                if caps.contains(DENY) {
+                    continue;
+                }
+                for cap in &hv.capabilities {
+                    if cap == DENY {
+                        caps.clear();
+                        caps.insert(DENY.to_string());
+                        break;
+                    }
+                    caps.insert(cap.clone());
+                }
+            }
             if let Some(level) = &policy.agent {
                 acl.agent = max_privilege(&acl.agent, level);
             }
@@ -169,6 +190,19 @@ impl Acl {
             .values()
             .chain(self.wildcard_namespaces.values())
             .any(cb)
+    }
+
+    /// Nomad's `AllowHostVolumeOperation`: `op` (`mount-readonly`,
+    /// `mount-readwrite`) granted on the host volume `name` by its own
+    /// `host_volume` block or the closest glob.
+    pub fn allow_host_volume_op(&self, name: &str, op: &str) -> bool {
+        if self.management {
+            return true;
+        }
+        self.host_volumes
+            .get(name)
+            .or_else(|| closest_glob(&self.wildcard_host_volumes, name))
+            .is_some_and(|caps| caps.contains(op))
     }
 
     /// Nomad's `AllowNamespaceOperation`: `op` granted in `ns`; for `*`,

@@ -14,6 +14,7 @@ pub mod owner;
 pub mod policy;
 pub mod routes;
 pub mod store;
+pub mod volumes;
 
 use serde::{Deserialize, Serialize};
 

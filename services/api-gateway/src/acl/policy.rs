@@ -108,8 +108,8 @@ fn err<T>(message: impl Into<String>) -> Result<T, PolicyError> {
 pub struct Policy {
     /// `namespace` blocks, in order.
     pub namespaces: Vec<NamespacePolicy>,
-    /// `host_volume` blocks (stored and validated; Caravan has no host
-    /// volume API to guard).
+    /// `host_volume` blocks: who may mount which host volumes in a job
+    /// they register (`crate::acl::volumes`).
     pub host_volumes: Vec<NamedPolicy>,
     /// `node_pool` blocks, checked on the node pool routes.
     pub node_pools: Vec<NamedPolicy>,

@@ -41,8 +41,10 @@ impl JobService for JobApi {
         &self,
         request: Request<RegisterJobRequest>,
     ) -> Result<Response<RegisterJobResponse>, Status> {
+        let caller = request.extensions().get::<crate::acl::Caller>().cloned();
         let req = request.into_inner();
         let job = req.job.ok_or_else(missing_job)?;
+        crate::acl::volumes::check_job_volumes(caller.as_ref(), &job)?;
         let enforce = req.enforce_revision.then_some(req.job_modify_revision);
         let r = register::register_submitted(
             &self.0,

@@ -7,6 +7,7 @@ use caravan_proto::{Job, JobSubmission};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::acl::Caller;
 use crate::deployments;
 use crate::error::GatewayError;
 use crate::http::paging::{self, Key, PageOptions, Tokens};
@@ -86,8 +87,15 @@ fn decode_submitted(
     })
 }
 
-async fn do_register(http: &Http, p: &Params, body: &Bytes, path_id: Option<&str>) -> ApiResult {
+async fn do_register(
+    http: &Http,
+    caller: Option<&Caller>,
+    p: &Params,
+    body: &Bytes,
+    path_id: Option<&str>,
+) -> ApiResult {
     let s = parse_submitted(http, p, body).await?;
+    crate::acl::volumes::check_job_volumes(caller, &s.job)?;
     if let Some(id) = path_id
         && s.job.id != id
     {
@@ -238,20 +246,22 @@ pub(crate) async fn submission(
 /// `PUT|POST /v1/jobs`: register `{"Job": {...}}`.
 pub(crate) async fn register(
     State(http): State<Http>,
+    caller: Option<axum::Extension<Caller>>,
     QueryString(p): QueryString<Params>,
     body: Bytes,
 ) -> ApiResult {
-    do_register(&http, &p, &body, None).await
+    do_register(&http, caller.as_deref(), &p, &body, None).await
 }
 
 /// `PUT|POST /v1/job/:id`: register, the path naming the job.
 pub(crate) async fn register_at(
     State(http): State<Http>,
+    caller: Option<axum::Extension<Caller>>,
     Path(id): Path<String>,
     QueryString(p): QueryString<Params>,
     body: Bytes,
 ) -> ApiResult {
-    do_register(&http, &p, &body, Some(&id)).await
+    do_register(&http, caller.as_deref(), &p, &body, Some(&id)).await
 }
 
 #[derive(Deserialize)]

@@ -513,6 +513,23 @@ pub fn node_stub(n: &Node, fields: NodeStubFields) -> Value {
     stub
 }
 
+/// Nomad's `Node.HostVolumes`: the client's host volumes by name (null when none).
+fn host_volumes(n: &Node) -> Value {
+    if n.host_volumes.is_empty() {
+        return Value::Null;
+    }
+    n.host_volumes
+        .iter()
+        .map(|(name, v)| {
+            (
+                name.clone(),
+                json!({"Name": v.name, "Path": v.path, "ReadOnly": v.read_only, "ID": ""}),
+            )
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
 /// Nomad's `Node`.
 pub fn node(n: &Node) -> Value {
     json!({
@@ -537,6 +554,7 @@ pub fn node(n: &Node) -> Value {
         "StatusUpdatedAt": n.status_updated_at_unix_ns / 1_000_000_000,
         "Events": Value::Null,
         "Drivers": drivers(n),
+        "HostVolumes": host_volumes(n),
         "LastDrain": last_drain(n),
         "CreateIndex": index(n.create_revision),
         "ModifyIndex": index(n.modify_revision),
@@ -706,6 +724,19 @@ mod tests {
         };
         assert!(node_stub(&n, both).get("NodeResources").is_some());
         assert_eq!(node_stub(&n, both)["Attributes"], json!({"os.name": ""}));
+        assert_eq!(node(&n)["HostVolumes"], Value::Null);
+        n.host_volumes.insert(
+            "data".into(),
+            caravan_proto::ClientHostVolume {
+                name: "data".into(),
+                path: "/srv/data".into(),
+                read_only: true,
+            },
+        );
+        assert_eq!(
+            node(&n)["HostVolumes"],
+            json!({"data": {"Name": "data", "Path": "/srv/data", "ReadOnly": true, "ID": ""}})
+        );
     }
 
     #[test]

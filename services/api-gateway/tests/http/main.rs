@@ -61,6 +61,7 @@ caravan_testkit::backend_cases!(backend => crate {
         hcl_parses_to_nomad_json,
         parse_answers_the_job_as_written_unless_canonicalized,
         unparseable_hcl_is_400,
+        a_refused_block_is_400_from_parse_register_and_validate,
         a_plan_places_every_instance_and_diffs_the_job_as_added,
         a_plan_writes_no_job_and_no_eval,
         validation_reports_problems_in_a_200_and_writes_nothing,

@@ -1,8 +1,8 @@
 //! `job init`: writes an example job file to start from, in the shape of
 //! the one `nomad job init` writes (a Redis cache in Docker), or a job
 //! template kept in the variable `nomad/job-templates/<name>`. The blocks
-//! Caravan does not run yet (`service`, `identity`) are kept, as Nomad
-//! writes them: the job is warned about them and runs without them.
+//! of Nomad's example Caravan refuses until it implements them (`service`,
+//! `identity`) are left out, so the job written validates and runs.
 
 use std::path::PathBuf;
 
@@ -83,15 +83,6 @@ job "example" {
       }
     }
 
-    # The cache as a service (not registered by Caravan yet: warned about
-    # and ignored).
-    service {
-      name     = "redis-cache"
-      tags     = ["global", "cache"]
-      port     = "db"
-      provider = "nomad"
-    }
-
     # Restart a failed task twice in 30 minutes, 15s apart, then fail.
     restart {
       attempts = 2
@@ -116,13 +107,6 @@ job "example" {
 
       # Time between the service's removal and the task's stop.
       shutdown_delay = "10s"
-
-      # The task's workload identity, as a file and in the environment (not
-      # in Caravan yet: warned about and ignored).
-      identity {
-        env  = true
-        file = true
-      }
 
       # CPU in MHz, memory in MB.
       resources {
@@ -151,11 +135,6 @@ pub const EXAMPLE_SHORT: &str = r#"job "example" {
         image          = "redis:7"
         ports          = ["db"]
         auth_soft_fail = true
-      }
-
-      identity {
-        env  = true
-        file = true
       }
 
       resources {

@@ -104,7 +104,7 @@ fn namespace_written(body: &[u8], inputs: &VariableInputs) -> bool {
     let Ok(text) = std::str::from_utf8(body) else {
         return false;
     };
-    caravan_jobspec::hcl_to_nomad_json_with(text, false, inputs, &ParseOptions::default())
+    caravan_jobspec::hcl_as_written(text, inputs, &ParseOptions::default())
         .is_ok_and(|(v, _)| written(&v))
 }
 

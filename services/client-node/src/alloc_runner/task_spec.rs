@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use caravan_proto::{Task, TaskGroup};
+use caravan_proto::{Node, Task, TaskGroup};
 
 use super::AllocRunner;
-use crate::driver::{Driver, FsIsolation, TaskConfig, TaskResources, TaskSpec};
+use crate::driver::{Driver, FsIsolation, TaskConfig, TaskResources, TaskSpec, VolumeMountSpec};
 use crate::task_env::TaskEnv;
 
 impl AllocRunner {
@@ -42,6 +42,13 @@ impl AllocRunner {
         } else {
             (None, None)
         };
+        let volume_mounts = volume_mounts(
+            &self.alloc.name,
+            group,
+            task,
+            &self.ctx.node,
+            driver.capabilities().mounts,
+        )?;
         Ok(TaskSpec {
             alloc_id: self.alloc.id.clone(),
             task: task.name.clone(),
@@ -51,6 +58,7 @@ impl AllocRunner {
             logs: crate::log_rotate::LogLimits::of(task.log_config.as_ref()),
             user: task.user.clone(),
             resources,
+            volume_mounts,
         })
     }
 
@@ -104,5 +112,171 @@ impl AllocRunner {
                 .map(|n| n.ip.clone())
                 .unwrap_or_else(|| "127.0.0.1".to_string()),
         }
+    }
+}
+
+/// The node's host volumes `task` mounts, as Nomad's volume hook finds them:
+/// each mount's group volume, its source (with the allocation's index under
+/// `per_alloc`) among the node's host volumes, read-only when the volume, the
+/// request or the mount says so; `driver_mounts` is whether the task's driver
+/// can mount at all. `Err` says why the task cannot start.
+fn volume_mounts(
+    alloc_name: &str,
+    group: &TaskGroup,
+    task: &Task,
+    node: &Node,
+    driver_mounts: bool,
+) -> Result<Vec<VolumeMountSpec>, String> {
+    let mut out = Vec::with_capacity(task.volume_mounts.len());
+    for m in &task.volume_mounts {
+        let Some(req) = group.volumes.get(&m.volume) else {
+            return Err(format!(
+                "volume mount references undefined volume {:?}",
+                m.volume
+            ));
+        };
+        if req.r#type != caravan_jobspec::VOLUME_TYPE_HOST {
+            return Err(format!(
+                "volume {:?} has type {:?}: only host volumes can be mounted",
+                m.volume, req.r#type
+            ));
+        }
+        let source = if req.per_alloc {
+            let Some(index) = caravan_model::alloc_index(alloc_name) else {
+                return Err(format!(
+                    "volume {:?} is per_alloc but the allocation's name {alloc_name:?} has no index",
+                    m.volume
+                ));
+            };
+            format!("{}[{index}]", req.source)
+        } else {
+            req.source.clone()
+        };
+        let Some(host) = node.host_volumes.get(&source) else {
+            // Nomad's text.
+            return Err(format!("host volume validation error: missing {source}"));
+        };
+        out.push(VolumeMountSpec {
+            host_path: host.path.clone().into(),
+            destination: m.destination.clone(),
+            read_only: host.read_only || req.read_only || m.read_only,
+        });
+    }
+    if !out.is_empty() && !driver_mounts {
+        // Nomad's text.
+        return Err(format!(
+            "task driver {:?} for {:?} does not support host volumes",
+            task.driver, task.name
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use caravan_proto::{ClientHostVolume, VolumeMount, VolumeRequest};
+
+    fn node() -> Node {
+        let mut n = Node::default();
+        for (name, read_only) in [("data", false), ("pg[2]", false), ("certs", true)] {
+            n.host_volumes.insert(
+                name.into(),
+                ClientHostVolume {
+                    name: name.into(),
+                    path: format!("/srv/{name}"),
+                    read_only,
+                },
+            );
+        }
+        n
+    }
+
+    fn group(volumes: &[(&str, &str, bool, bool)]) -> TaskGroup {
+        let mut g = TaskGroup::default();
+        for (name, source, read_only, per_alloc) in volumes {
+            g.volumes.insert(
+                (*name).into(),
+                VolumeRequest {
+                    r#type: "host".into(),
+                    source: (*source).into(),
+                    read_only: *read_only,
+                    per_alloc: *per_alloc,
+                },
+            );
+        }
+        g
+    }
+
+    fn task(mounts: &[(&str, &str, bool)]) -> Task {
+        Task {
+            name: "t".into(),
+            driver: "docker".into(),
+            volume_mounts: mounts
+                .iter()
+                .map(|(volume, destination, read_only)| VolumeMount {
+                    volume: (*volume).into(),
+                    destination: (*destination).into(),
+                    read_only: *read_only,
+                    propagation_mode: "private".into(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn mounts_resolve_to_the_nodes_dirs_read_only_if_any_side_says_so() {
+        let g = group(&[
+            ("a", "data", false, false),
+            ("b", "pg", false, true),
+            ("c", "certs", false, false),
+            ("d", "data", true, false),
+        ]);
+        let t = task(&[
+            ("a", "/a", false),
+            ("b", "/b", false),
+            ("c", "/c", false),
+            ("d", "/d", false),
+            ("a", "/a-ro", true),
+        ]);
+        let got = volume_mounts("j.g[2]", &g, &t, &node(), true).unwrap();
+        let view: Vec<(String, &str, bool)> = got
+            .iter()
+            .map(|m| {
+                (
+                    m.host_path.display().to_string(),
+                    m.destination.as_str(),
+                    m.read_only,
+                )
+            })
+            .collect();
+        assert_eq!(
+            view,
+            vec![
+                ("/srv/data".to_string(), "/a", false),
+                ("/srv/pg[2]".to_string(), "/b", false),
+                ("/srv/certs".to_string(), "/c", true),
+                ("/srv/data".to_string(), "/d", true),
+                ("/srv/data".to_string(), "/a-ro", true),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_missing_volume_or_a_driver_that_cannot_mount_fails_the_task() {
+        let g = group(&[("b", "pg", false, true)]);
+        let t = task(&[("b", "/b", false)]);
+        assert_eq!(
+            volume_mounts("j.g[0]", &g, &t, &node(), true).unwrap_err(),
+            "host volume validation error: missing pg[0]"
+        );
+        let g = group(&[("a", "data", false, false)]);
+        let t = task(&[("a", "/a", false)]);
+        assert_eq!(
+            volume_mounts("j.g[0]", &g, &t, &node(), false).unwrap_err(),
+            "task driver \"docker\" for \"t\" does not support host volumes"
+        );
+        assert!(volume_mounts("j.g[0]", &g, &task(&[]), &node(), false).is_ok());
     }
 }

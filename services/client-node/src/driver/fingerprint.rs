@@ -91,6 +91,8 @@ pub struct Capabilities {
     pub fs_isolation: FsIsolation,
     /// Its tasks get a network namespace of their own.
     pub network_isolation: bool,
+    /// It mounts host volumes into its tasks (Nomad's `MountConfigs`).
+    pub mounts: bool,
 }
 
 #[cfg(test)]

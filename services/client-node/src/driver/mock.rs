@@ -130,6 +130,7 @@ impl Driver for MockDriver {
             exec: false,
             fs_isolation: FsIsolation::None,
             network_isolation: false,
+            mounts: true,
         }
     }
 
@@ -318,6 +319,7 @@ mod tests {
             logs: Default::default(),
             user: String::new(),
             resources: None,
+            volume_mounts: Vec::new(),
         }
     }
 

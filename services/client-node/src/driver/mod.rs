@@ -88,6 +88,20 @@ pub struct TaskSpec {
     /// What the alloc gives the task (drivers that enforce limits or
     /// publish ports read it); `None` for drivers that want no env.
     pub resources: Option<Arc<TaskResources>>,
+    /// The node's host volumes the task mounts (its `volume_mount`s), for
+    /// drivers whose [`Capabilities::mounts`] says they can.
+    pub volume_mounts: Vec<VolumeMountSpec>,
+}
+
+/// One host volume mounted into a task (Nomad's `MountConfig`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeMountSpec {
+    /// The directory on the node.
+    pub host_path: std::path::PathBuf,
+    /// Where the task sees it: absolute in its image or chroot.
+    pub destination: String,
+    /// Mounted read-only (the volume, the group's request or the mount says so).
+    pub read_only: bool,
 }
 
 /// The resources and identity of a task's alloc, for drivers that enforce

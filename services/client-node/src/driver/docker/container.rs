@@ -135,6 +135,16 @@ fn mounts(
         bind(&dirs.local_dir, container_paths::LOCAL, false),
         bind(&dirs.secrets_dir, container_paths::SECRETS, false),
     ];
+    // The host volumes of the task's `volume_mount`s.
+    for m in &spec.volume_mounts {
+        if !m.destination.starts_with('/') {
+            return Err(fatal(format!(
+                "volume_mount {:?}: the destination must be an absolute path",
+                m.destination
+            )));
+        }
+        out.push(bind(&m.host_path, &m.destination, m.read_only));
+    }
     for (i, v) in task.volumes.iter().enumerate() {
         let what = format!("config.volumes[{i}] {v:?}");
         let parts: Vec<&str> = v.split(':').collect();

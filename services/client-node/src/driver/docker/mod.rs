@@ -238,6 +238,7 @@ impl Driver for DockerDriver {
             exec: true,
             fs_isolation: FsIsolation::Image,
             network_isolation: true,
+            mounts: true,
         }
     }
 

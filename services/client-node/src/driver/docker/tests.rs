@@ -167,6 +167,7 @@ impl Fixture {
                 node_ip: "127.0.0.1".into(),
                 ..Default::default()
             })),
+            volume_mounts: Vec::new(),
         }
     }
 }
@@ -685,4 +686,69 @@ async fn the_options_nomad_jobs_use_reach_the_container() {
     assert_eq!(c["State"]["Running"], true, "{c}");
     h.stop(Signal::SIGKILL, Duration::from_secs(1)).await;
     f.driver.release(&spec).await;
+}
+
+#[tokio::test]
+async fn host_volumes_are_bind_mounted_at_their_destination() {
+    let f = fixture();
+    let data = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    std::fs::write(certs.path().join("ca.pem"), "a certificate\n").unwrap();
+    let mut spec = f.spec(
+        vec![
+            ("image", s("busybox:1")),
+            ("command", s("sh")),
+            (
+                "args",
+                list(&[
+                    "-c",
+                    "cat /etc/certs/ca.pem && echo written > /data/out && \
+                     if touch /etc/certs/x 2>/dev/null; then exit 9; fi",
+                ]),
+            ),
+        ],
+        free_port(),
+    );
+    spec.volume_mounts = vec![
+        crate::driver::VolumeMountSpec {
+            host_path: data.path().to_path_buf(),
+            destination: "/data".into(),
+            read_only: false,
+        },
+        crate::driver::VolumeMountSpec {
+            host_path: certs.path().to_path_buf(),
+            destination: "/etc/certs".into(),
+            read_only: true,
+        },
+    ];
+    let d = dirs(&spec);
+    let h = f.driver.start(spec.clone()).await.unwrap();
+    let r = h.wait().await;
+    assert_eq!(
+        r.exit_code,
+        0,
+        "{r:?}: {}",
+        std::fs::read_to_string(&d.stderr).unwrap_or_default()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&d.stdout).unwrap(),
+        "a certificate\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(data.path().join("out")).unwrap(),
+        "written\n",
+        "the writable volume holds what the task wrote"
+    );
+    f.driver.release(&spec).await;
+
+    let mut bad = f.spec(vec![("image", s("busybox:1"))], free_port());
+    bad.volume_mounts = vec![crate::driver::VolumeMountSpec {
+        host_path: data.path().to_path_buf(),
+        destination: "relative".into(),
+        read_only: false,
+    }];
+    let Err(err) = f.driver.start(bad).await else {
+        panic!("a relative destination must be refused")
+    };
+    assert!(err.message.contains("must be an absolute path"), "{err:?}");
 }

@@ -103,6 +103,25 @@ pub struct IsolationSpec {
     pub pivot_root: bool,
     /// What the task's process does.
     pub task: TaskStart,
+    /// Host volumes bound into the root: (host dir, path in the root, writable).
+    #[serde(default)]
+    pub volumes: Vec<(PathBuf, PathBuf, bool)>,
+}
+
+/// Where a volume mount's destination lands in a task's root: an absolute path
+/// without `..`, so that it cannot reach outside the root.
+pub fn chroot_target(destination: &str) -> Result<PathBuf, String> {
+    let path = Path::new(destination);
+    if !path.is_absolute() {
+        return Err("the destination must be an absolute path".into());
+    }
+    if path
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err("the destination must not contain `..`".into());
+    }
+    Ok(path.to_path_buf())
 }
 
 /// What the task's process does before it becomes the task.
@@ -434,6 +453,17 @@ fn build_root(spec: &IsolationSpec) -> Result<(), String> {
         bind(src, &inside(root, dst), false)?;
     }
     bind(&spec.alloc_dir, &root.join("alloc"), true)?;
+    // A destination under a host dir bound read-only above (`/etc`, `/usr`…)
+    // can only be a dir that already exists there.
+    for (src, dst, writable) in &spec.volumes {
+        bind(src, &inside(root, dst), *writable).map_err(|e| {
+            format!(
+                "volume_mount at {}: {e} (under the host dirs the task sees read-only, \
+                 only an existing dir can be mounted over)",
+                dst.display()
+            )
+        })?;
+    }
     let dev = root.join("dev");
     std::fs::create_dir_all(&dev).map_err(|e| format!("create {}: {e}", dev.display()))?;
     mount(

@@ -252,6 +252,17 @@ impl ExecDriver {
                     ("USER".into(), user.name.clone()),
                 ],
             },
+            volumes: spec
+                .volume_mounts
+                .iter()
+                .map(|m| {
+                    isolate::chroot_target(&m.destination)
+                        .map(|target| (m.host_path.clone(), target, !m.read_only))
+                        .map_err(|why| {
+                            DriverError::fatal(format!("volume_mount {:?}: {why}", m.destination))
+                        })
+                })
+                .collect::<Result<_, _>>()?,
         })
     }
 }
@@ -268,6 +279,7 @@ impl Driver for ExecDriver {
             exec: true,
             fs_isolation: FsIsolation::Chroot,
             network_isolation: false,
+            mounts: true,
         }
     }
 

@@ -115,6 +115,7 @@ fn spec_with(
         logs: Default::default(),
         user: String::new(),
         resources: Some(Arc::new(res)),
+        volume_mounts: Vec::new(),
     }
 }
 
@@ -544,4 +545,55 @@ async fn a_task_that_ignores_its_kill_signal_is_killed_after_the_timeout() {
     );
     // Nothing of it is left: not the shell, not its background sleep.
     assert!(!group.exists());
+}
+
+#[tokio::test]
+async fn host_volumes_are_bound_into_the_chroot_read_only_when_asked() {
+    let Some(d) = driver().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    std::fs::write(certs.path().join("ca.pem"), "a certificate\n").unwrap();
+    let mut s = spec(
+        dir.path(),
+        &alloc_id(),
+        "cat /srv/certs/ca.pem; echo written > /srv/data/out && echo wrote-data; \
+         touch /srv/certs/x 2>/dev/null && echo wrote-certs; true",
+    );
+    s.volume_mounts = vec![
+        crate::driver::VolumeMountSpec {
+            host_path: data.path().to_path_buf(),
+            destination: "/srv/data".into(),
+            read_only: false,
+        },
+        crate::driver::VolumeMountSpec {
+            host_path: certs.path().to_path_buf(),
+            destination: "/srv/certs".into(),
+            read_only: true,
+        },
+    ];
+    let h = d.start(s.clone()).await.unwrap();
+    let r = h.wait().await;
+    assert_eq!(r.exit_code, 0, "{r:?} {}", stderr(&s));
+    let out = stdout(&s);
+    assert!(out.contains("a certificate"), "{out}");
+    assert!(out.contains("wrote-data"), "{out}");
+    assert!(!out.contains("wrote-certs"), "read-only: {out}");
+    assert_eq!(
+        std::fs::read_to_string(data.path().join("out")).unwrap(),
+        "written\n"
+    );
+    assert!(!certs.path().join("x").exists());
+    d.release(&s).await;
+
+    let mut escape = spec(dir.path(), &alloc_id(), "true");
+    escape.volume_mounts = vec![crate::driver::VolumeMountSpec {
+        host_path: data.path().to_path_buf(),
+        destination: "/../../etc".into(),
+        read_only: false,
+    }];
+    let Err(err) = d.start(escape).await else {
+        panic!("a destination with .. must be refused")
+    };
+    assert!(err.message.contains("must not contain `..`"), "{err:?}");
 }

@@ -227,6 +227,9 @@ impl Driver for RawExecDriver {
             exec: true,
             fs_isolation: FsIsolation::None,
             network_isolation: false,
+            // It runs the task on the host, where nothing is mounted for it
+            // (Nomad's raw_exec: `MountConfigSupportNone`).
+            mounts: false,
         }
     }
 

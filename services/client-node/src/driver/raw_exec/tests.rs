@@ -56,6 +56,7 @@ fn spec(dir: &std::path::Path, script: &str) -> TaskSpec {
         logs: Default::default(),
         user: String::new(),
         resources: None,
+        volume_mounts: Vec::new(),
     }
 }
 
