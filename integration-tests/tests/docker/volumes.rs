@@ -1,6 +1,6 @@
 //! Host volumes end to end: a client configures `host_volume.data`, a job
-//! mounting it is placed there and writes into it, the job is stopped and run
-//! again, and the second run reads what the first wrote; a job asking for a
+//! mounting it is placed there and writes into it, the job is stopped and
+//! purged and run again, and the second run reads what the first wrote; a job asking for a
 //! volume no node has is blocked with Nomad's reason.
 
 use caravan_integration_tests::docker::ContainerSweeper;
@@ -45,7 +45,9 @@ async fn a_host_volume_keeps_its_data_across_a_stop_and_a_new_run() {
     let read = move || std::fs::read_to_string(&state).unwrap_or_default();
     let r = read.clone();
     eventually("the first run to write", move || r() == "first-run\n").await;
-    let out = c.cli(&["job", "stop", "stateful"]).await.unwrap();
+    // Purged, so the second run is version 0 of a new job: the node must
+    // run its new script, not the first run's it still remembers.
+    let out = c.cli(&["job", "stop", "-purge", "stateful"]).await.unwrap();
     assert!(out.status.success(), "{out:?}");
 
     // The second run reads what the first wrote, and adds to it.

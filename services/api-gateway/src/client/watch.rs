@@ -44,7 +44,10 @@ type JobVersionKey = (String, String, u64);
 #[derive(Debug, Default)]
 struct Sent {
     allocs: HashMap<Id, ServerPart>,
-    jobs: HashSet<JobVersionKey>,
+    /// Each job version carried, with the `job_modify_revision` it had: a
+    /// job purged and registered again starts its versions over, and its
+    /// version 0 is another job than the one the node heard of.
+    jobs: HashMap<JobVersionKey, Revision>,
 }
 
 impl Sent {
@@ -61,13 +64,14 @@ impl Sent {
             alloc.job_id.clone(),
             alloc.job_version,
         );
-        if self.jobs.contains(&key) {
+        let Some(job) = job_version(snap, alloc) else {
+            return;
+        };
+        if self.jobs.get(&key) == Some(&job.job_modify_revision) {
             return;
         }
-        if let Some(job) = job_version(snap, alloc) {
-            out.jobs.push(job.clone());
-            self.jobs.insert(key);
-        }
+        out.jobs.push(job.clone());
+        self.jobs.insert(key, job.job_modify_revision);
     }
 
     /// The node's whole set at `snap`.
@@ -313,5 +317,42 @@ mod tests {
         assert!(delta.allocs.is_empty());
         assert_eq!(delta.removed_alloc_ids, vec!["a1", "a2"]);
         assert!(sent.delta(&snap, "n1", ids(&["a1", "a2"])).is_none());
+    }
+
+    #[test]
+    fn a_job_purged_and_registered_again_is_sent_again() {
+        let mut tables = Tables::new();
+        let job = |command: &str, revision: Revision| Job {
+            id: "web".into(),
+            namespace: "default".into(),
+            job_modify_revision: revision,
+            meta: [("command".to_string(), command.to_string())].into(),
+            ..Default::default()
+        };
+        tables.apply(Change::Job {
+            namespace: "default".into(),
+            id: "web".into(),
+            job: Some(Arc::new(job("old", 2))),
+        });
+        put(&mut tables, alloc("a1", "n1"), 3);
+        let mut sent = Sent::default();
+        let first = sent.full(&Snapshot::new(tables.clone()), "n1");
+        assert_eq!(first.jobs[0].meta["command"], "old");
+
+        // Purged (its alloc with it), registered again: version 0 anew.
+        tables.apply(Change::Alloc {
+            id: "a1".into(),
+            alloc: None,
+        });
+        tables.apply(Change::Job {
+            namespace: "default".into(),
+            id: "web".into(),
+            job: Some(Arc::new(job("new", 9))),
+        });
+        put(&mut tables, alloc("a2", "n1"), 10);
+        let snap = Snapshot::new(tables);
+        let delta = sent.delta(&snap, "n1", ids(&["a1", "a2"])).unwrap();
+        assert_eq!(delta.jobs.len(), 1, "the new version 0 goes to the node");
+        assert_eq!(delta.jobs[0].meta["command"], "new");
     }
 }
