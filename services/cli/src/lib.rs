@@ -41,7 +41,7 @@ pub async fn run_args<I: IntoIterator<Item = String>>(args: I, ui: &mut Ui) -> u
     if let Some(code) = commands::autocomplete(&args, ui) {
         return code;
     }
-    let cli = match args::Cli::try_parse_from(args::normalize(args)) {
+    let cli = match args::with_room(|| args::Cli::try_parse_from(args::normalize(args.clone()))) {
         Ok(cli) => cli,
         Err(e) => {
             let text = e.render().to_string();

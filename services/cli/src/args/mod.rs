@@ -117,6 +117,30 @@ const VALUE_FLAGS: &[&str] = &[
     "e",
 ];
 
+/// Stack given to clap's derived builders, which in a debug build take
+/// several megabytes for this many subcommands (a frame per struct holding
+/// every one of its arguments).
+const CLAP_STACK: usize = 32 * 1024 * 1024;
+
+/// Runs `f`, which builds clap's command, on a thread with room for it,
+/// whatever stack its caller has left (an async task's, a test thread's 2
+/// MiB); inline if no thread can be made.
+pub fn with_room<T: Send>(f: impl Fn() -> T + Sync) -> T {
+    std::thread::scope(|scope| {
+        match std::thread::Builder::new()
+            .name("caravan-args".into())
+            .stack_size(CLAP_STACK)
+            .spawn_scoped(scope, &f)
+        {
+            Ok(handle) => match handle.join() {
+                Ok(value) => value,
+                Err(panic) => std::panic::resume_unwind(panic),
+            },
+            Err(_) => f(),
+        }
+    })
+}
+
 /// Rewrites Nomad's one-dash long flags (`-detach`, `-address=x`) to the
 /// two-dash form; single letters (`-f`), numbers (`-1`) and everything after
 /// `--` are left alone, and so is the child command line of `var lock`

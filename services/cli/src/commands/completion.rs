@@ -14,9 +14,11 @@ use crate::ui::Ui;
 
 /// The completion script of `shell`.
 pub fn script(shell: Shell) -> String {
-    let mut buf = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "caravan", &mut buf);
-    String::from_utf8_lossy(&buf).into_owned()
+    crate::args::with_room(|| {
+        let mut buf = Vec::new();
+        clap_complete::generate(shell, &mut Cli::command(), "caravan", &mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    })
 }
 
 /// The line an rc file gets: loads the script this binary prints.
