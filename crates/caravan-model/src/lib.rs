@@ -52,7 +52,7 @@ pub use id::{fresh_id, id_lead, ordered_uuid};
 pub use job::{
     DEFAULT_PRIORITY, JobExt, JobTypeExt, MAX_PRIORITY, MIN_PRIORITY, job_finished, job_status,
 };
-pub use name::{alloc_index, alloc_name, trailing_alloc_index};
+pub use name::{alloc_index, alloc_name, per_alloc_source, trailing_alloc_index};
 pub use names::NomadName;
 pub use node::NodeExt;
 pub use update::{group_destructive, task_destructive, tasks_updated, tasks_updated_in};

@@ -14,6 +14,12 @@ pub fn alloc_name(job_id: &str, group: &str, index: u32) -> String {
     s
 }
 
+/// The host volume an allocation of index `index` mounts for a `per_alloc`
+/// volume of `source`: `source[index]`.
+pub fn per_alloc_source(source: &str, index: u32) -> String {
+    format!("{source}[{index}]")
+}
+
 /// The index in an allocation name: the number between its last `[` and
 /// the first `]` after it. What follows that `]` is ignored; see
 /// [`trailing_alloc_index`] for the strict reading.

@@ -35,11 +35,6 @@ pub fn asks(tg: &TaskGroup) -> (Vec<HostVolumeAsk>, Vec<HostVolumeAsk>) {
     (shared, per_alloc)
 }
 
-/// The source an allocation of index `index` asks for under `per_alloc`: `name[index]`.
-pub fn per_alloc_source(source: &str, index: u32) -> String {
-    format!("{source}[{index}]")
-}
-
 /// Whether the node has a host volume named `source` the ask may mount: a read-only
 /// one only when the group asks for it read-only.
 pub fn node_has(node: &Node, source: &str, read_only: bool) -> bool {
@@ -95,6 +90,6 @@ mod tests {
         let (shared, per_alloc) = asks(&tg);
         assert_eq!(shared[0].source, "src-a");
         assert_eq!(per_alloc[0].source, "src-b");
-        assert_eq!(per_alloc_source("src-b", 3), "src-b[3]");
+        assert_eq!(caravan_model::per_alloc_source("src-b", 3), "src-b[3]");
     }
 }

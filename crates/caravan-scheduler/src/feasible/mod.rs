@@ -174,7 +174,7 @@ impl Checks {
             index.is_some_and(|i| {
                 host_volumes::node_has(
                     node,
-                    &host_volumes::per_alloc_source(&v.source, i),
+                    &caravan_model::per_alloc_source(&v.source, i),
                     v.read_only,
                 )
             })

@@ -148,7 +148,7 @@ fn volume_mounts(
                     m.volume
                 ));
             };
-            format!("{}[{index}]", req.source)
+            caravan_model::per_alloc_source(&req.source, index)
         } else {
             req.source.clone()
         };
