@@ -91,6 +91,16 @@ pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
     }
 }
 
+/// Field `key` of a JSON object as text: a string as it is, a number
+/// written out, anything else (or nothing) empty.
+pub(crate) fn text(v: &serde_json::Value, key: &str) -> String {
+    match v.get(key) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Number(n)) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
 /// A list endpoint's 404: the gateway does not serve it (a list is never
 /// "not found"), said so rather than as Nomad's bare status.
 pub(crate) fn missing_endpoint(err: CliError, endpoint: &str, what: &str) -> CliError {

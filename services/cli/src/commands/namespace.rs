@@ -12,6 +12,8 @@ use crate::format::{FormatArgs, kv, table};
 use crate::hcl_spec::{self, FREE_FORM, Schema};
 use crate::ui::Ui;
 
+use super::text;
+
 type Result<T> = std::result::Result<T, CliError>;
 
 static CAPABILITIES: Schema = Schema {
@@ -83,13 +85,6 @@ async fn namespaces(api: &Api, prefix: &str) -> Result<Vec<Value>> {
         .await
         .map_err(|e| super::missing_endpoint(e, "GET /v1/namespaces", "namespaces"))?;
     Ok(list.as_array().cloned().unwrap_or_default())
-}
-
-fn text(v: &Value, key: &str) -> String {
-    v.get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
 }
 
 /// The `Name  Description` table, sorted by name.

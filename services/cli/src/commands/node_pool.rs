@@ -13,6 +13,8 @@ use crate::error::CliError;
 use crate::format::{FormatArgs, kv, table};
 use crate::hcl_spec::{self, FREE_FORM, Schema};
 use crate::ui::Ui;
+
+use super::text;
 use crate::views;
 
 type Result<T> = std::result::Result<T, CliError>;
@@ -86,13 +88,6 @@ async fn pools(api: &Api, prefix: &str) -> Result<Vec<Value>> {
         .await
         .map_err(|e| super::missing_endpoint(e, "GET /v1/node/pools", "node pools"))?;
     Ok(list.as_array().cloned().unwrap_or_default())
-}
-
-fn text(v: &Value, key: &str) -> String {
-    v.get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
 }
 
 /// The `Name  Description` table.

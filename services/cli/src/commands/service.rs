@@ -11,6 +11,8 @@ use crate::error::CliError;
 use crate::format::{FormatArgs, kv, short_id, table};
 use crate::ui::Ui;
 
+use super::text;
+
 type Result<T> = std::result::Result<T, CliError>;
 
 /// `caravan service …`.
@@ -60,14 +62,6 @@ pub(super) async fn dispatch(api: &Api, ui: &mut Ui, cmd: ServiceCommand) -> Res
             ui.output("Successfully deleted service registration");
             Ok(0)
         }
-    }
-}
-
-fn text(v: &Value, key: &str) -> String {
-    match v.get(key) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
-        _ => String::new(),
     }
 }
 
