@@ -71,6 +71,11 @@ pub fn canonicalize(job: &mut Job) {
 
 /// The defaults that do not depend on the job type.
 fn canonicalize_groups_only(job: &mut Job) {
+    let job_name = if job.name.is_empty() {
+        job.id.clone()
+    } else {
+        job.name.clone()
+    };
     for group in &mut job.task_groups {
         if let Some(scaling) = &mut group.scaling
             && scaling.r#type.is_empty()
@@ -108,6 +113,7 @@ fn canonicalize_groups_only(job: &mut Job) {
                 }
             }
         }
+        crate::service_defaults::fill(&job_name, group);
     }
 }
 

@@ -22,6 +22,7 @@ mod hcl;
 mod inputs;
 mod nomad_json;
 mod refused;
+mod service_defaults;
 mod validate;
 
 pub use canonicalize::canonicalize;

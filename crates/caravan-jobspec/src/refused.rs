@@ -35,7 +35,6 @@ const fn r(
 
 const NO_CONSUL: &str = "Caravan has no Consul integration";
 const NO_VAULT: &str = "Caravan has no Vault integration";
-const NO_SERVICES: &str = "Caravan does not register services or run checks yet";
 const NO_CSI: &str = "Caravan has no CSI plugins";
 const NO_IDENTITY: &str = "Caravan does not issue workload identities yet";
 const NO_CNI: &str =
@@ -55,7 +54,6 @@ pub const REFUSED: &[Refused] = &[
     r("job", "VaultNamespace", "vault_namespace", NO_VAULT),
     r("job", "Consul", "consul", NO_CONSUL),
     r("job", "Identity", "identity", NO_IDENTITY),
-    r("group", "Services", "service", NO_SERVICES),
     r("group", "Consul", "consul", NO_CONSUL),
     r("group", "CSIPlugin", "csi_plugin", NO_CSI),
     r(
@@ -70,7 +68,6 @@ pub const REFUSED: &[Refused] = &[
         "prevent_reschedule_on_lost",
         "Caravan always reschedules the allocations of a lost node",
     ),
-    r("task", "Services", "service", NO_SERVICES),
     r(
         "task",
         "Artifacts",
@@ -175,7 +172,7 @@ pub(crate) fn by_hcl(hcl: &str) -> Option<&'static Refused> {
     REFUSED.iter().find(|r| r.hcl == hcl)
 }
 
-/// `service (Services) is not supported by Caravan: <why>`.
+/// `artifact (Artifacts) is not supported by Caravan: <why>`.
 pub(crate) fn message(r: &Refused) -> String {
     if r.hcl.eq_ignore_ascii_case(r.json) {
         format!("{} is not supported by Caravan: {}", r.hcl, r.why)
@@ -202,10 +199,10 @@ mod tests {
 
     #[test]
     fn the_message_names_both_spellings() {
-        let m = message(by_json("group", "Services").expect("listed"));
+        let m = message(by_json("task", "Artifacts").expect("listed"));
         assert_eq!(
             m,
-            "service (Services) is not supported by Caravan: Caravan does not register services or run checks yet"
+            "artifact (Artifacts) is not supported by Caravan: Caravan's clients do not download artifacts yet"
         );
     }
 }

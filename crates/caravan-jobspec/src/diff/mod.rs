@@ -2,6 +2,7 @@
 //! and `job history -p`), with Nomad's annotations of what each change forces.
 
 mod render;
+mod services;
 mod tree;
 
 pub use render::render_plan;

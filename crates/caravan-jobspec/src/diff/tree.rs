@@ -24,33 +24,33 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    fn field(&mut self, name: &str, value: impl ToString) -> &mut Self {
+    pub(super) fn field(&mut self, name: &str, value: impl ToString) -> &mut Self {
         self.fields.insert(name.to_string(), value.to_string());
         self
     }
 
-    fn map(&mut self, prefix: &str, map: &BTreeMap<String, String>) -> &mut Self {
+    pub(super) fn map(&mut self, prefix: &str, map: &BTreeMap<String, String>) -> &mut Self {
         for (k, v) in map {
             self.fields.insert(format!("{prefix}[{k}]"), v.clone());
         }
         self
     }
 
-    fn set(&mut self, name: &'static str, items: Vec<Node>) -> &mut Self {
+    pub(super) fn set(&mut self, name: &'static str, items: Vec<Node>) -> &mut Self {
         if !items.is_empty() {
             self.sets.insert(name, items);
         }
         self
     }
 
-    fn single(&mut self, name: &'static str, node: Option<Node>) -> &mut Self {
+    pub(super) fn single(&mut self, name: &'static str, node: Option<Node>) -> &mut Self {
         if let Some(node) = node {
             self.singles.insert(name, node);
         }
         self
     }
 
-    fn strings(&mut self, name: &'static str, items: &[String]) -> &mut Self {
+    pub(super) fn strings(&mut self, name: &'static str, items: &[String]) -> &mut Self {
         if !items.is_empty() {
             self.string_sets.insert(name, items.to_vec());
         }
@@ -116,6 +116,7 @@ pub(crate) fn group_node(tg: &TaskGroup) -> Node {
         .set("Affinity", tg.affinities.iter().map(affinity).collect())
         .set("Spread", tg.spreads.iter().map(spread).collect())
         .set("Network", tg.networks.iter().map(network).collect())
+        .set("Service", super::services::services(&tg.services))
         .set(
             "Volume",
             tg.volumes
@@ -187,6 +188,7 @@ pub(crate) fn task_node(t: &Task) -> Node {
         .map("Meta", &t.meta)
         .set("Constraint", t.constraints.iter().map(constraint).collect())
         .set("Affinity", t.affinities.iter().map(affinity).collect())
+        .set("Service", super::services::services(&t.services))
         .set(
             "VolumeMount",
             t.volume_mounts

@@ -1,8 +1,8 @@
-//! Nomad job-specification blocks that Caravan's model does not run yet (services and
-//! checks, Connect, templates, artifacts, Vault, Consul, volumes, identities, actions,
-//! schedules, secrets, the UI block), decoded into Nomad's JSON shape from tables of their
-//! fields. They reach `/v1/jobs/parse` as Nomad writes them, and the conversion to a job
-//! warns about each one that is set, as it does for the same fields sent as JSON.
+//! Nomad job-specification blocks decoded into Nomad's JSON shape from tables of their
+//! fields (services and checks, volumes, the UI block, and what Caravan refuses: Connect,
+//! templates, artifacts, Vault, Consul, identities, actions, schedules, secrets). They
+//! reach `/v1/jobs/parse` as Nomad writes them, and the conversion to a job reads them or
+//! refuses each one that is set, as it does for the same fields sent as JSON.
 
 use serde_json::{Map, Value as Json};
 

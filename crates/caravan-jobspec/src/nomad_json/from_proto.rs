@@ -134,6 +134,7 @@ fn group_to_api(job: &Job, tg: &TaskGroup) -> ApiTaskGroup {
             reconcile: Some(d.reconcile.clone()),
         }),
         volumes: super::volumes::volumes_to_api(&tg.volumes),
+        services: super::services::services_to_api(&tg.services),
         ..Default::default()
     }
 }
@@ -173,6 +174,7 @@ fn task_to_api(t: &Task) -> ApiTask {
             }
         }),
         volume_mounts: super::volumes::mounts_to_api(&t.volume_mounts),
+        services: super::services::services_to_api(&t.services),
         ..Default::default()
     }
 }

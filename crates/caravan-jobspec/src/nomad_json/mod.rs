@@ -1,8 +1,10 @@
 //! Nomad's JSON job format, both ways: `{"Job": {...}}` bodies in, `GET /v1/job/:id` out.
 
+mod fields;
 mod from_proto;
 pub(crate) mod model;
 mod policies;
+mod services;
 mod to_proto;
 mod volumes;
 

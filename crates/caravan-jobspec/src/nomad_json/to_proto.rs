@@ -254,6 +254,10 @@ pub(crate) fn job_to_proto(api: ApiJob, conv: &mut Conversion) -> Job {
     };
     job.set_type(job_type);
     job.set_status(status);
+    let job_name = job.name.clone();
+    for group in &mut job.task_groups {
+        crate::service_defaults::fill(&job_name, group);
+    }
     job
 }
 
@@ -275,7 +279,7 @@ fn group_to_proto(
         Some(n) if !n.is_empty() => format!("group {n:?}"),
         _ => format!("group #{}", index + 1),
     };
-    conv.unsupported("group", &base, "Services", tg.services.as_ref());
+    let services = super::services::services_to_proto(tg.services, &base, conv);
     if let Some(consul) = tg.consul.as_ref().filter(|c| !is_default_consul(c)) {
         conv.unsupported("group", &base, "Consul", Some(consul));
     }
@@ -374,6 +378,7 @@ fn group_to_proto(
         scaling,
         disconnect,
         volumes: super::volumes::volumes_to_proto(tg.volumes, &base, conv),
+        services,
     }
 }
 
@@ -510,7 +515,7 @@ fn task_to_proto(
         Some(n) if !n.is_empty() => join(group_base, &format!("task {n:?}")),
         _ => join(group_base, &format!("task #{}", index + 1)),
     };
-    conv.unsupported("task", &base, "Services", t.services.as_ref());
+    let services = super::services::services_to_proto(t.services, &base, conv);
     conv.unsupported("task", &base, "Artifacts", t.artifacts.as_ref());
     conv.unsupported("task", &base, "Vault", t.vault.as_ref());
     conv.unsupported("task", &base, "Consul", t.consul.as_ref());
@@ -569,6 +574,7 @@ fn task_to_proto(
         log_config: Some(log_config),
         shutdown_delay_ns: t.shutdown_delay.unwrap_or(0),
         volume_mounts: super::volumes::mounts_to_proto(t.volume_mounts, &base, conv),
+        services,
     }
 }
 

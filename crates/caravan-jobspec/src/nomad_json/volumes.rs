@@ -5,6 +5,7 @@
 //! `mount_options`, `type = "csi"`) is refused by name: such a job would otherwise be
 //! placed on a node without the storage it asked for.
 
+use super::fields::{take_bool, take_str};
 use super::to_proto::{Conversion, is_meaningful as meaningful};
 use crate::error::join_path as join;
 use caravan_proto::{VolumeMount, VolumeRequest};
@@ -220,39 +221,4 @@ pub(super) fn mounts_to_api(mounts: &[VolumeMount]) -> Option<Value> {
             })
             .collect(),
     ))
-}
-
-fn take_str(
-    fields: &mut Map<String, Value>,
-    name: &str,
-    path: &str,
-    conv: &mut Conversion,
-) -> String {
-    match fields.remove(name) {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s,
-        Some(other) => {
-            conv.err(join(path, name), format!("must be a string (got {other})"));
-            String::new()
-        }
-    }
-}
-
-fn take_bool(
-    fields: &mut Map<String, Value>,
-    name: &str,
-    path: &str,
-    conv: &mut Conversion,
-) -> bool {
-    match fields.remove(name) {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => b,
-        Some(other) => {
-            conv.err(
-                join(path, name),
-                format!("must be true or false (got {other})"),
-            );
-            false
-        }
-    }
 }

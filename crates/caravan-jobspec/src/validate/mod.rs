@@ -7,6 +7,8 @@ mod driver_config;
 pub use driver_config::LINUX_CAPABILITIES;
 mod periodic;
 mod policy;
+mod services;
+pub(crate) use services::PROVIDER_CONSUL;
 mod volumes;
 pub use volumes::HOST as VOLUME_TYPE_HOST;
 
@@ -209,6 +211,7 @@ pub fn warnings(job: &Job) -> Vec<String> {
                     tg.count
                 ));
         }
+        out.extend(services::consul_warnings(tg, &group_base(tg, i)));
     }
     out
 }
@@ -401,6 +404,7 @@ fn group(tg: &TaskGroup, base: &str, job_type: JobType, e: &mut Errors) {
         e.on(base, "task", "only one task may be marked as leader");
     }
     volumes::check(tg, base, job_type, e);
+    services::check(tg, base, e);
     ports(tg, base, e);
 }
 

@@ -440,12 +440,14 @@ fn unknown_fields_warn_with_their_path() {
 fn unsupported_nomad_fields_are_refused_unless_empty() {
     let errs = parse_err(&minimal(json!({
         "Name": "g",
-        "Services": [{"Name": "web"}],
+        "MaxRunDuration": 60_000_000_000_i64,
         "Tasks": [{"Name": "t", "Driver": "mock", "Templates": [{"DestPath": "local/x"}], "Artifacts": []}]
     })));
     let joined = errs.join("\n");
     assert!(
-        joined.contains(r#"group "g": service (Services) is not supported by Caravan"#),
+        joined.contains(
+            r#"group "g": max_run_duration (MaxRunDuration) is not supported by Caravan"#
+        ),
         "{joined}"
     );
     assert!(

@@ -9,5 +9,6 @@ mod parity;
 mod refused;
 mod robustness;
 mod scaling;
+mod services;
 mod validate;
 mod volumes;

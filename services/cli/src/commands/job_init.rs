@@ -1,8 +1,8 @@
 //! `job init`: writes an example job file to start from, in the shape of
 //! the one `nomad job init` writes (a Redis cache in Docker), or a job
-//! template kept in the variable `nomad/job-templates/<name>`. The blocks
-//! of Nomad's example Caravan refuses until it implements them (`service`,
-//! `identity`) are left out, so the job written validates and runs.
+//! template kept in the variable `nomad/job-templates/<name>`. The block
+//! of Nomad's example Caravan refuses until it implements it (`identity`)
+//! is left out, so the job written validates and runs.
 
 use std::path::PathBuf;
 
@@ -81,6 +81,15 @@ job "example" {
       port "db" {
         to = 6379
       }
+    }
+
+    # Registered in Caravan's service registry while the task runs:
+    # `caravan service info redis-cache` finds its address and port.
+    service {
+      name     = "redis-cache"
+      tags     = ["global", "cache"]
+      port     = "db"
+      provider = "nomad"
     }
 
     # Restart a failed task twice in 30 minutes, 15s apart, then fail.
