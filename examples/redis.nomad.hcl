@@ -1,7 +1,7 @@
 # The job `nomad job init` writes: one Redis container, its port `db`
-# published from a dynamic host port to the container's 6379. Nomad's also
-# registers it as a service and gives the task a workload identity; Caravan
-# refuses both blocks until it implements them, so they are left out here.
+# published from a dynamic host port to the container's 6379, registered as
+# the service `redis-cache`. Nomad's also gives the task a workload identity;
+# Caravan refuses that block until it implements it, so it is left out here.
 # Caravan runs it on a node with the docker driver (`caravan dev` enables it
 # when the Docker daemon answers):
 #
@@ -44,6 +44,13 @@ job "example" {
       port "db" {
         to = 6379
       }
+    }
+
+    service {
+      name     = "redis-cache"
+      tags     = ["global", "cache"]
+      port     = "db"
+      provider = "nomad"
     }
 
     restart {
