@@ -11,7 +11,11 @@ use caravan_integration_tests::state::{
     alloc_histogram, duplicated_allocs, failed_with_follow_up, overcommitted_nodes,
 };
 use caravan_model::AllocExt;
-use caravan_proto::{AllocClientStatus, Allocation, EvalStatus, Evaluation, Job};
+use caravan_proto::{
+    AllocClientStatus, AllocDesiredStatus, Allocation, EvalStatus, Evaluation, Job,
+    ServiceRegistration,
+};
+use caravan_state::Kind as StateKind;
 use serde::Serialize;
 
 use crate::workload::{Kind, Workload};
@@ -39,6 +43,10 @@ pub struct Checks {
     pub batch_ran_more_than_once: Vec<String>,
     /// Batch allocs whose task ran exactly once.
     pub batch_ran_once: usize,
+    /// Service registrations in etcd.
+    pub registrations: usize,
+    /// Registrations whose alloc is gone, stopped or finished.
+    pub ghost_registrations: Vec<String>,
 }
 
 impl Checks {
@@ -49,6 +57,7 @@ impl Checks {
         let nodes = state.nodes().await?;
         let jobs = state.jobs().await?;
         let runs = side_effects(work)?;
+        let registrations: Vec<ServiceRegistration> = state.list(StateKind::Services).await?;
         let mut checks = Checks {
             evals: evals.len(),
             allocs: allocs.len(),
@@ -63,6 +72,7 @@ impl Checks {
         checks.check_evals(&evals);
         checks.check_jobs(work, &jobs, &allocs, &node_name);
         checks.check_runs(work, &allocs, &node_name, &runs);
+        checks.check_registrations(&registrations, &allocs);
         Ok(checks)
     }
 
@@ -82,7 +92,37 @@ impl Checks {
             "batch task ran more than once",
             &self.batch_ran_more_than_once,
         );
+        each("registration without a live alloc", &self.ghost_registrations);
         failed
+    }
+
+    /// Every registration belongs to an alloc that exists, is wanted running
+    /// and has not finished (a lost node's allocs, once marked lost, count
+    /// as finished: their registrations must go too).
+    fn check_registrations(&mut self, regs: &[ServiceRegistration], allocs: &[Allocation]) {
+        self.registrations = regs.len();
+        let by_id: HashMap<&str, &Allocation> = allocs.iter().map(|a| (a.id.as_str(), a)).collect();
+        for reg in regs {
+            let why = match by_id.get(reg.alloc_id.as_str()) {
+                None => "its alloc is gone".to_string(),
+                Some(a) if a.desired_status() != AllocDesiredStatus::Run => {
+                    format!("its alloc is {:?}", a.desired_status())
+                }
+                Some(a)
+                    if matches!(
+                        a.client_status(),
+                        AllocClientStatus::Complete
+                            | AllocClientStatus::Failed
+                            | AllocClientStatus::Lost
+                    ) =>
+                {
+                    format!("its alloc is {:?}", a.client_status())
+                }
+                Some(_) => continue,
+            };
+            self.ghost_registrations
+                .push(format!("{} {}: {why}", reg.service_name, reg.id));
+        }
     }
 
     fn check_evals(&mut self, evals: &[Evaluation]) {

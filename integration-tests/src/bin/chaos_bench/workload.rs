@@ -147,7 +147,12 @@ impl Workload {
                     task["Env"] = json!({ "VERSION": "2" });
                     task["Resources"]["CPU"] = json!(25);
                 }
-                jobs::service_job(&spec.id, count, task)
+                let mut job = jobs::service_job(&spec.id, count, task);
+                // Registered by the client with its running state; the
+                // checks below find none left behind by a stop or a fault.
+                job["Job"]["TaskGroups"][0]["Services"] =
+                    json!([{ "Name": spec.id, "Provider": "nomad" }]);
+                job
             }
             Kind::Batch => {
                 let script = format!(
