@@ -15,6 +15,7 @@ mod periodic;
 mod reschedule;
 mod revert;
 mod rollout;
+mod services;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
