@@ -192,10 +192,7 @@ time.sleep(300)
     let results: Vec<&Value> = checks.as_object().unwrap().values().collect();
     assert_eq!(results.len(), 1, "{checks}");
     assert_eq!(results[0]["Status"], "success", "{checks}");
-    let status = c
-        .cli(&["alloc", "status", &alloc.id])
-        .await
-        .unwrap();
+    let status = c.cli(&["alloc", "status", &alloc.id]).await.unwrap();
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.contains("Nomad Service Checks"), "{text}");
 
@@ -257,14 +254,18 @@ async fn check_restart_restarts_a_server_whose_check_fails() {
     // and its new run writes the file again.
     std::fs::remove_file(dir.join(&alloc.id).join("health")).unwrap();
     let state = c.state.clone();
-    let restarted = wait_for("the server to be restarted by its check", STEP, async || {
-        let allocs = job_allocs(&state, "flaky").await?;
-        let a = allocs.iter().find(|a| a.id == alloc.id).cloned();
-        Ok(match a.as_ref().and_then(|a| a.task_states.get("server")) {
-            Some(s) if s.restarts >= 1 && s.state == "running" => Progress::Done(s.clone()),
-            other => Progress::Waiting(format!("{other:?}")),
-        })
-    })
+    let restarted = wait_for(
+        "the server to be restarted by its check",
+        STEP,
+        async || {
+            let allocs = job_allocs(&state, "flaky").await?;
+            let a = allocs.iter().find(|a| a.id == alloc.id).cloned();
+            Ok(match a.as_ref().and_then(|a| a.task_states.get("server")) {
+                Some(s) if s.restarts >= 1 && s.state == "running" => Progress::Done(s.clone()),
+                other => Progress::Waiting(format!("{other:?}")),
+            })
+        },
+    )
     .await
     .unwrap();
     assert!(
@@ -286,7 +287,11 @@ async fn a_lost_nodes_instances_are_removed_and_its_replacement_registers() {
     let http = c.http().unwrap();
     let mut job = web_job("keep", "keep", server_task(&dir, true));
     set(&mut job, "/Job/TaskGroups/0/Count", json!(2));
-    set(&mut job, "/Job/TaskGroups/0/Update", json!({ "MaxParallel": 0 }));
+    set(
+        &mut job,
+        "/Job/TaskGroups/0/Update",
+        json!({ "MaxParallel": 0 }),
+    );
     register(&http, &job).await;
     let before = wait_running_version(&c, "keep", 2, 0).await;
     let ids: Vec<String> = before.iter().map(|a| a.id.clone()).collect();

@@ -92,7 +92,10 @@ impl Checks {
             "batch task ran more than once",
             &self.batch_ran_more_than_once,
         );
-        each("registration without a live alloc", &self.ghost_registrations);
+        each(
+            "registration without a live alloc",
+            &self.ghost_registrations,
+        );
         failed
     }
 

@@ -84,6 +84,10 @@ pub struct Args {
     /// placement (docs/benchmarks.md).
     #[arg(long, default_value_t = 1)]
     worker_threads: usize,
+    /// Give every group a `service` block (provider nomad, no check), which
+    /// each running alloc registers: the cost of service discovery.
+    #[arg(long)]
+    service: bool,
     /// Burst: registrations in flight at once.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,

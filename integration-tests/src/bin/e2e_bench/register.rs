@@ -21,15 +21,23 @@ pub struct Workload {
     pub count: usize,
     /// The task of every job (Nomad JSON).
     pub task: Value,
+    /// Whether each group has a service block.
+    pub service: bool,
 }
 
 impl Workload {
     fn job(&self, i: usize) -> Value {
-        jobs::service_job(
-            &format!("bench-{i:05}"),
+        let id = format!("bench-{i:05}");
+        let mut job = jobs::service_job(
+            &id,
             i64::try_from(self.count).unwrap_or(i64::MAX),
             self.task.clone(),
-        )
+        );
+        if self.service {
+            job["Job"]["TaskGroups"][0]["Services"] =
+                serde_json::json!([{ "Name": id, "Provider": "nomad" }]);
+        }
+        job
     }
 }
 

@@ -93,6 +93,7 @@ pub async fn run(args: Args, shared: Arc<Shared>) -> anyhow::Result<()> {
         jobs: args.jobs,
         count: args.count,
         task: jobs::mock_task(args.cpu, args.memory),
+        service: args.service,
     };
     let mut registering = JoinSet::new();
     meter.mark_baseline();
