@@ -11,6 +11,7 @@ mod deploy;
 mod exec;
 mod lifecycle;
 mod restart;
+mod services;
 mod serving;
 mod volumes;
 
