@@ -101,20 +101,6 @@ impl Filter {
     /// Whether an event on `topic` about `key` in `namespace` (none for
     /// cluster-wide objects like nodes) is wanted.
     pub fn wants(&self, topic: &str, key: &str, namespace: Option<&str>) -> bool {
-        self.wants_any(topic, &[key], namespace)
-    }
-
-    /// Whether `change` is wanted: a subscription's key matches its key or
-    /// one of its filter keys (a service instance is found by its service's
-    /// name and its job as well as by its own id).
-    pub fn wants_change(&self, change: &Change) -> bool {
-        let keys: Vec<&str> = std::iter::once(change.key.as_str())
-            .chain(change.filter_keys.iter().map(String::as_str))
-            .collect();
-        self.wants_any(change.topic, &keys, change.namespace.as_deref())
-    }
-
-    fn wants_any(&self, topic: &str, keys: &[&str], namespace: Option<&str>) -> bool {
         if let Some(acl) = &self.acl {
             let readable = match namespace {
                 Some(ns) => acl.allow_ns_op(ns, "read-job"),
@@ -132,7 +118,16 @@ impl Filter {
         }
         self.topics
             .iter()
-            .any(|(t, k)| (t == "*" || t == topic) && (k == "*" || keys.contains(&k.as_str())))
+            .any(|(t, k)| (t == "*" || t == topic) && (k == "*" || k == key))
+    }
+
+    /// Whether `change` is wanted: a subscription's key matches its key or
+    /// one of its filter keys (a service instance is found by its service's
+    /// name and its job as well as by its own id).
+    pub fn wants_change(&self, change: &Change) -> bool {
+        std::iter::once(&change.key)
+            .chain(&change.filter_keys)
+            .any(|key| self.wants(change.topic, key, change.namespace.as_deref()))
     }
 
     /// The first revision the watch must deliver (0: from now).
