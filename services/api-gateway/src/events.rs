@@ -453,7 +453,11 @@ mod tests {
         let mut by_job = Filter::default();
         by_job.add_topic("topic", "Service:shop").unwrap();
         by_job.set_namespace("prod");
-        assert_eq!(group(&keys, &by_job, &batch).len(), 1, "the put names its job");
+        assert_eq!(
+            group(&keys, &by_job, &batch).len(),
+            1,
+            "the put names its job"
+        );
         let mut other_name = Filter::default();
         other_name.add_topic("topic", "Service:api").unwrap();
         other_name.set_namespace("prod");

@@ -328,7 +328,7 @@ fn merge(requests: impl Iterator<Item = Current>) -> Current {
     for (mut update, alloc) in requests.flatten() {
         match at.get(&update.alloc_id) {
             Some(&i) => {
-                let earlier = std::mem::replace(&mut merged[i].0, AllocUpdate::default());
+                let earlier = std::mem::take(&mut merged[i].0);
                 registered::fold_into(earlier, &mut update);
                 merged[i].0 = update;
             }

@@ -12,8 +12,8 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::events::{self, Change, Filter, RevisionEvents, Tick};
-use crate::http::{render, service_registry};
 use crate::http::{ApiError, ApiResult, Http, params};
+use crate::http::{render, service_registry};
 
 impl Filter {
     /// Reads the subscription from the query string.

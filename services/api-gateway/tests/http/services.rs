@@ -235,7 +235,9 @@ async fn stream_events(gw: &TestGateway, path: &str, want: usize) -> Vec<Value> 
 pub async fn a_nodes_instance_rides_its_status_reports_until_deregistered(backend: Backend) {
     let gw = TestGateway::start(backend, "http-services-reported").await;
     register_node(&gw, client_node("n1", "127.0.0.1:1")).await;
-    let r = gw.http("PUT", "/v1/jobs", &body(&nomad_job("web", 1))).await;
+    let r = gw
+        .http("PUT", "/v1/jobs", &body(&nomad_job("web", 1)))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let mut pending = placed("a1", "n1");
     pending.set_client_status(AllocClientStatus::Pending);
@@ -269,15 +271,25 @@ pub async fn a_nodes_instance_rides_its_status_reports_until_deregistered(backen
     .unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
     assert!(
-        err.message().starts_with("updates[0].registered[1].alloc_id"),
+        err.message()
+            .starts_with("updates[0].registered[1].alloc_id"),
         "{err:?}"
     );
     let r = gw.http("GET", "/v1/service/web", b"").await;
-    assert_eq!(r.json(), json!([]), "nothing of a refused report is written");
+    assert_eq!(
+        r.json(),
+        json!([]),
+        "nothing of a refused report is written"
+    );
 
-    report(&gw, AllocClientStatus::Running, vec![web.clone()], Vec::new())
-        .await
-        .unwrap();
+    report(
+        &gw,
+        AllocClientStatus::Running,
+        vec![web.clone()],
+        Vec::new(),
+    )
+    .await
+    .unwrap();
     let r = gw.http("GET", "/v1/service/web", b"").await;
     assert_eq!(r.status, 200, "{}", r.text());
     let list = r.json();
@@ -308,12 +320,19 @@ pub async fn a_nodes_instance_rides_its_status_reports_until_deregistered(backen
     assert_eq!(alive["Service"], "web");
     assert_eq!(alive["Group"], "web");
     assert_eq!(alive["Task"], "app");
-    let r = gw.http("GET", "/v1/client/allocation/nope/checks", b"").await;
+    let r = gw
+        .http("GET", "/v1/client/allocation/nope/checks", b"")
+        .await;
     assert_eq!(r.status, 404, "{}", r.text());
 
-    report(&gw, AllocClientStatus::Complete, Vec::new(), vec![web.clone()])
-        .await
-        .unwrap();
+    report(
+        &gw,
+        AllocClientStatus::Complete,
+        Vec::new(),
+        vec![web.clone()],
+    )
+    .await
+    .unwrap();
     let r = gw.http("GET", "/v1/service/web", b"").await;
     assert_eq!(r.json(), json!([]), "gone with the report that it stopped");
     let r = gw.http("GET", "/v1/services", b"").await;

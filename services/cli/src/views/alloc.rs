@@ -45,7 +45,11 @@ pub fn service_checks(checks: &[ServiceCheck]) -> Option<String> {
     let mut rows: Vec<Vec<String>> = checks
         .iter()
         .map(|c| {
-            let task = if c.task.is_empty() { "(group)" } else { &c.task };
+            let task = if c.task.is_empty() {
+                "(group)"
+            } else {
+                &c.task
+            };
             vec![
                 c.service.clone(),
                 task.to_string(),
@@ -486,8 +490,16 @@ mod tests {
         );
         assert_eq!(service_checks(&[]), None);
         let page = alloc_page(&running(), None, None, &checks, NOW);
-        let at = page.find("\n\nNomad Service Checks:\n").expect("the section");
-        assert!(page[..at].ends_with("Modified            = 5s ago"), "{page}");
-        assert!(page[at..].contains("\n\nTask \"hello\""), "tasks after: {page}");
+        let at = page
+            .find("\n\nNomad Service Checks:\n")
+            .expect("the section");
+        assert!(
+            page[..at].ends_with("Modified            = 5s ago"),
+            "{page}"
+        );
+        assert!(
+            page[at..].contains("\n\nTask \"hello\""),
+            "tasks after: {page}"
+        );
     }
 }

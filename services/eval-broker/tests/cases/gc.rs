@@ -238,9 +238,7 @@ pub async fn a_sweep_removes_the_registrations_of_allocs_no_longer_live(store: A
 /// With the full collection hours away, the registrations' own short sweep
 /// removes the instances of a node that went down (its allocs not yet
 /// marked lost) and keeps the others.
-pub async fn instances_on_a_node_that_went_down_go_at_the_next_short_sweep(
-    store: Arc<dyn Store>,
-) {
+pub async fn instances_on_a_node_that_went_down_go_at_the_next_short_sweep(store: Arc<dyn Store>) {
     let (prefix, ks) = keyspace();
     let mut config = fast_config(&prefix);
     config.gc.interval_ms = 3_600_000;
