@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use caravan_proto::event::Payload;
-use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node};
+use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node, ServiceRegistration};
 use caravan_state::{Keyspace, StateKey, StateObject, decode};
 use caravan_store::{EventKind, WatchBatch};
 use futures::StreamExt;
@@ -21,7 +21,14 @@ use crate::query::{ALL_NAMESPACES, DEFAULT_NAMESPACE};
 pub const HEARTBEAT: Duration = Duration::from_secs(30);
 
 /// The topics Caravan publishes.
-pub const TOPICS: [&str; 5] = ["Job", "Evaluation", "Allocation", "Deployment", "Node"];
+pub const TOPICS: [&str; 6] = [
+    "Job",
+    "Evaluation",
+    "Allocation",
+    "Deployment",
+    "Node",
+    "Service",
+];
 
 /// What a subscriber asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,6 +121,15 @@ impl Filter {
             .any(|(t, k)| (t == "*" || t == topic) && (k == "*" || k == key))
     }
 
+    /// Whether `change` is wanted: a subscription's key matches its key or
+    /// one of its filter keys (a service instance is found by its service's
+    /// name and its job as well as by its own id).
+    pub fn wants_change(&self, change: &Change) -> bool {
+        std::iter::once(&change.key)
+            .chain(&change.filter_keys)
+            .any(|key| self.wants(change.topic, key, change.namespace.as_deref()))
+    }
+
     /// The first revision the watch must deliver (0: from now).
     fn start_revision(&self) -> i64 {
         if self.index > 0 { self.index + 1 } else { 0 }
@@ -123,12 +139,15 @@ impl Filter {
 /// One store change as a Nomad event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
-    /// Job, Evaluation, Allocation, Deployment or Node.
+    /// Job, Evaluation, Allocation, Deployment, Node or Service.
     pub topic: &'static str,
     /// Nomad's event type, e.g. `JobRegistered`.
     pub kind: &'static str,
     /// The object's ID.
     pub key: String,
+    /// Other keys a subscription may name to get the event (a service
+    /// instance's job and service name).
+    pub filter_keys: Vec<String>,
     /// The object's namespace; none for nodes.
     pub namespace: Option<String>,
     /// The revision that made the change.
@@ -136,6 +155,9 @@ pub struct Change {
     /// The object after the change; none on a deletion (or a value that
     /// did not decode), where only the key and namespace are known.
     pub object: Option<Payload>,
+    /// The service instance of a `Service` event (after the change; on a
+    /// deregistration only its namespace, service name and id).
+    pub service: Option<ServiceRegistration>,
 }
 
 /// One store change as a Nomad event, if it is on a published topic.
@@ -152,9 +174,11 @@ pub fn classify(keys: &Keyspace, event: &caravan_store::Event) -> Option<Change>
         topic,
         kind,
         key,
+        filter_keys: Vec::new(),
         namespace,
         revision,
         object,
+        service: None,
     };
     match key {
         StateKey::Job { namespace, id } => {
@@ -207,6 +231,31 @@ pub fn classify(keys: &Keyspace, event: &caravan_store::Event) -> Option<Change>
                 obj::<Node>(put, event).map(|n| Payload::Node(crate::client::identity::public(n)));
             Some(change("Node", kind, id, None, node))
         }
+        StateKey::Service {
+            namespace,
+            name,
+            id,
+        } => {
+            let mut reg = obj::<ServiceRegistration>(put, event).unwrap_or_default();
+            reg.namespace = namespace.clone();
+            reg.service_name = name;
+            reg.id = id.clone();
+            let kind = if put {
+                "ServiceRegistration"
+            } else {
+                "ServiceDeregistration"
+            };
+            let filter_keys = [&reg.job_id, &reg.service_name]
+                .into_iter()
+                .filter(|k| !k.is_empty())
+                .cloned()
+                .collect();
+            Some(Change {
+                filter_keys,
+                service: Some(reg),
+                ..change("Service", kind, id, Some(namespace), None)
+            })
+        }
         _ => None,
     }
 }
@@ -228,7 +277,7 @@ pub fn group(keys: &Keyspace, filter: &Filter, batch: &WatchBatch) -> Vec<Revisi
         let Some(change) = classify(keys, event) else {
             continue;
         };
-        if !filter.wants(change.topic, &change.key, change.namespace.as_deref()) {
+        if !filter.wants_change(&change) {
             continue;
         }
         match out.last_mut() {
@@ -358,5 +407,70 @@ mod tests {
         assert_eq!(revs[1].index, 6);
         assert_eq!(revs[1].changes.len(), 1);
         assert_eq!(revs[1].changes[0].kind, "NodeDeregistration");
+    }
+
+    /// A service instance's put and delete are `ServiceRegistration` and
+    /// `ServiceDeregistration` events keyed by its id, found by its
+    /// service's name (and its job) too, in its namespace only.
+    #[test]
+    fn service_instances_are_events_found_by_service_name() {
+        let keys = Keyspace::new("/t");
+        let id = "_nomad-task-a1-web-web-http";
+        let reg = ServiceRegistration {
+            job_id: "shop".into(),
+            alloc_id: "a1".into(),
+            address: "10.0.0.7".into(),
+            port: 8080,
+            ..Default::default()
+        };
+        let key = keys.service("prod", "web", id);
+        let batch = WatchBatch {
+            revision: 8,
+            events: vec![
+                put(key.clone(), caravan_state::encode(&reg), 7),
+                event(EventKind::Delete, key, Vec::new(), 8),
+            ],
+        };
+        let mut by_name = Filter::default();
+        by_name.add_topic("topic", "Service:web").unwrap();
+        by_name.set_namespace("prod");
+        let revs = group(&keys, &by_name, &batch);
+        assert_eq!(revs.len(), 2, "{revs:#?}");
+        let registered = &revs[0].changes[0];
+        assert_eq!(registered.kind, "ServiceRegistration");
+        assert_eq!(registered.key, id);
+        assert_eq!(registered.filter_keys, ["shop", "web"]);
+        let service = registered.service.as_ref().unwrap();
+        assert_eq!(service.namespace, "prod");
+        assert_eq!(service.service_name, "web");
+        assert_eq!(service.id, id);
+        assert_eq!(service.port, 8080);
+        assert_eq!(service.modify_revision, 7);
+        let gone = &revs[1].changes[0];
+        assert_eq!(gone.kind, "ServiceDeregistration");
+        assert_eq!(gone.service.as_ref().unwrap().service_name, "web");
+
+        let mut by_job = Filter::default();
+        by_job.add_topic("topic", "Service:shop").unwrap();
+        by_job.set_namespace("prod");
+        assert_eq!(
+            group(&keys, &by_job, &batch).len(),
+            1,
+            "the put names its job"
+        );
+        let mut other_name = Filter::default();
+        other_name.add_topic("topic", "Service:api").unwrap();
+        other_name.set_namespace("prod");
+        assert!(group(&keys, &other_name, &batch).is_empty());
+        let mut other_ns = Filter::default();
+        other_ns.add_topic("topic", "Service").unwrap();
+        assert!(
+            group(&keys, &other_ns, &batch).is_empty(),
+            "the default namespace sees nothing of prod"
+        );
+        let mut jobs = Filter::default();
+        jobs.add_topic("topic", "Job").unwrap();
+        jobs.set_namespace("*");
+        assert!(group(&keys, &jobs, &batch).is_empty());
     }
 }

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use caravan_proto::{QueryMeta, ServiceRegistration};
+use caravan_proto::{CheckResult, QueryMeta, ServiceRegistration};
 use caravan_state::{Kind, StateKey, decode};
 use caravan_store::{Compare, Op, Revision, Txn};
 use sha2::{Digest, Sha256};
@@ -146,6 +146,59 @@ pub async fn delete(gw: &Gateway, namespace: &str, name: &str, id: &str) -> Resu
     Ok(res.revision)
 }
 
+/// The instances registered for allocation `alloc_id`, with their checks'
+/// latest results: the registrations of its namespace, read from the store
+/// (an allocation runs few instances, and this is asked per allocation,
+/// rarely), sorted by id. NOT_FOUND when the allocation is unknown.
+pub async fn of_alloc(gw: &Gateway, alloc_id: &str) -> Result<Vec<ServiceRegistration>> {
+    let namespace = gw
+        .cache
+        .snapshot()
+        .alloc(alloc_id)
+        .map(|a| a.namespace.clone())
+        .ok_or_else(|| GatewayError::NotFound(format!("Unknown allocation {alloc_id:?}")))?;
+    let prefix = gw.keys.services_in(&namespace, None);
+    let (kvs, _) = uncached::range_all(gw, &prefix).await?;
+    let mut out = Vec::new();
+    for kv in &kvs {
+        let reg = registration(gw, kv)?;
+        if reg.alloc_id == alloc_id {
+            out.push(reg);
+        }
+    }
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(out)
+}
+
+/// A check's ID within its allocation, stable across its results: SHA-256
+/// over the allocation, group, task, service and check names, in hex.
+pub fn check_id(alloc_id: &str, check: &CheckResult) -> String {
+    let mut sum = Sha256::new();
+    for part in [
+        alloc_id,
+        &check.group,
+        &check.task,
+        &check.service,
+        &check.check_name,
+    ] {
+        // Length-prefixed, so no two different lists hash alike.
+        sum.update((part.len() as u64).to_be_bytes());
+        sum.update(part.as_bytes());
+    }
+    sum.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A check status as Nomad's check query answers it: `success`, `failure`
+/// or `pending` (a warning is not a success).
+pub fn check_status(status: &str) -> &str {
+    match status {
+        "passing" | "success" => "success",
+        "warning" | "critical" | "failure" => "failure",
+        "" | "pending" => "pending",
+        other => other,
+    }
+}
+
 /// Nomad's `?choose=<n>|<key>`: the `n` instances that rank first for
 /// `key` by rendezvous hashing, so each caller with its own key gets a
 /// stable subset that moves little when instances come and go.
@@ -245,5 +298,29 @@ mod tests {
         }
         let want: String = sum.finalize().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(rendezvous_hash(&r, "k"), want);
+    }
+
+    #[test]
+    fn check_ids_are_stable_and_distinct_and_statuses_read_as_nomads() {
+        let check = |service: &str, name: &str| CheckResult {
+            check_name: name.into(),
+            group: "web".into(),
+            service: service.into(),
+            status: "passing".into(),
+            ..Default::default()
+        };
+        let id = check_id("a1", &check("web", "alive"));
+        assert_eq!(id.len(), 64);
+        assert_eq!(id, check_id("a1", &check("web", "alive")), "stable");
+        assert_ne!(id, check_id("a2", &check("web", "alive")));
+        assert_ne!(
+            check_id("a1", &check("webal", "ive")),
+            check_id("a1", &check("web", "alive")),
+            "names are not run together"
+        );
+        assert_eq!(check_status("passing"), "success");
+        assert_eq!(check_status("critical"), "failure");
+        assert_eq!(check_status("warning"), "failure");
+        assert_eq!(check_status(""), "pending");
     }
 }

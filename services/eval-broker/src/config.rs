@@ -105,6 +105,10 @@ impl Default for EvalBrokerConfig {
 pub struct GcConfig {
     /// Time between two sweeps, in milliseconds.
     pub interval_ms: u64,
+    /// Time between two sweeps of service registrations alone (those of
+    /// allocations gone, stopped or lost, or on a node that is down), in
+    /// milliseconds: callers are sent to a ghost instance until it goes.
+    pub registrations_interval_ms: u64,
     /// Age of a terminal eval (not batch) before it goes, in milliseconds.
     pub eval_threshold_ms: u64,
     /// Age of a terminal batch eval before it goes, in milliseconds.
@@ -122,6 +126,7 @@ impl Default for GcConfig {
         const HOUR: u64 = 3_600_000;
         GcConfig {
             interval_ms: 300_000,
+            registrations_interval_ms: 10_000,
             eval_threshold_ms: HOUR,
             batch_eval_threshold_ms: 24 * HOUR,
             job_threshold_ms: 4 * HOUR,
@@ -135,6 +140,11 @@ impl GcConfig {
     /// Time between two sweeps.
     pub fn interval(&self) -> Duration {
         Duration::from_millis(self.interval_ms.max(100))
+    }
+
+    /// Time between two sweeps of service registrations.
+    pub fn registrations_interval(&self) -> Duration {
+        Duration::from_millis(self.registrations_interval_ms.max(100))
     }
 }
 

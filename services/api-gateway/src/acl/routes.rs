@@ -337,6 +337,7 @@ pub const RULES: &[Rule] = &[
     r("*", "/v1/client/fs/stream/", Need::Public),
     r("GET", "/v1/client/stats", Need::NodeRead),
     r("GET", "/v1/client/allocation/{alloc_id}/stats", READ_JOB),
+    r("GET", "/v1/client/allocation/{alloc_id}/checks", READ_JOB),
     r(
         "POST",
         "/v1/client/allocation/{alloc_id}/signal",

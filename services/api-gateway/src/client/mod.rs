@@ -6,6 +6,7 @@ pub mod feed;
 pub mod heartbeats;
 pub mod identity;
 pub(crate) mod own_writes;
+pub(crate) mod registered;
 pub mod registration;
 pub mod status_writes;
 pub mod updates;

@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::own_writes::OwnWrites;
+use crate::client::registered;
 use crate::client::updates::{Batch, build_batch};
 use crate::error::{GatewayError, Result};
 
@@ -224,7 +225,9 @@ impl InFlight {
 }
 
 /// The batch that starts with `first`: what is queued already, then what
-/// arrives within `linger` of now, until `max` updates. A request that would
+/// arrives within `linger` of now, until `max` allocations (each service
+/// instance an update registers or deregisters counting as one more, as it
+/// is one more operation of the transaction). A request that would
 /// overfill the batch comes back to start the next one. Returns the batch,
 /// its size in updates and that request.
 async fn gather(
@@ -236,8 +239,9 @@ async fn gather(
 ) -> (Vec<Request>, usize, Option<Request>) {
     let deadline = tokio::time::Instant::now() + linger;
     let mut size = first.current.len();
+    let mut weight = first.weight();
     let mut batch = vec![first];
-    while size < max {
+    while weight < max {
         let next = match rx.try_recv() {
             Ok(next) => next,
             Err(mpsc::error::TryRecvError::Disconnected) => break,
@@ -251,13 +255,24 @@ async fn gather(
                 _ = shutdown.cancelled() => break,
             },
         };
-        if size + next.current.len() > max {
+        if weight + next.weight() > max {
             return (batch, size, Some(next));
         }
         size += next.current.len();
+        weight += next.weight();
         batch.push(next);
     }
     (batch, size, None)
+}
+
+impl Request {
+    /// Its share of a batch: its allocations and their service instances.
+    fn weight(&self) -> usize {
+        self.current
+            .iter()
+            .map(|(u, _)| 1 + registered::extra_ops(u))
+            .sum()
+    }
 }
 
 /// The stored values of the callers' allocations, which the batch rewrites
@@ -304,13 +319,19 @@ async fn commit(ctx: &WriterContext, mut batch: Vec<Request>) {
 }
 
 /// The updates of a batch, one per allocation: a later report of the same
-/// allocation replaces an earlier one (a transaction may name a key once).
+/// allocation replaces an earlier one (a transaction may name a key once),
+/// keeping the service instances both registered or deregistered, the later
+/// word winning per instance.
 fn merge(requests: impl Iterator<Item = Current>) -> Current {
     let mut merged: Current = Vec::new();
     let mut at: HashMap<String, usize> = HashMap::new();
-    for (update, alloc) in requests.flatten() {
+    for (mut update, alloc) in requests.flatten() {
         match at.get(&update.alloc_id) {
-            Some(&i) => merged[i].0 = update,
+            Some(&i) => {
+                let earlier = std::mem::take(&mut merged[i].0);
+                registered::fold_into(earlier, &mut update);
+                merged[i].0 = update;
+            }
             None => {
                 at.insert(update.alloc_id.clone(), merged.len());
                 merged.push((update, alloc));

@@ -17,6 +17,7 @@ use caravan_proto::{
 use caravan_state::{Keyspace, Snapshot, StoredAlloc, encode};
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
+use crate::client::registered;
 use crate::client::status_writes::Current;
 use crate::error::{GatewayError, Result};
 use crate::evals;
@@ -42,6 +43,7 @@ pub fn validate(node_id: &str, updates: &[AllocUpdate]) -> Result<()> {
                 format!("invalid client status {}", u.client_status),
             ));
         }
+        registered::validate(i, u)?;
     }
     Ok(())
 }
@@ -176,7 +178,7 @@ pub(crate) struct Batch {
 }
 
 /// The transaction of one batch: each present allocation compared and
-/// rewritten, one failure evaluation per job (or one drain evaluation when a
+/// rewritten with its service instances put or deleted, one failure evaluation per job (or one drain evaluation when a
 /// running replacement lets a drain move on). The transaction has no
 /// failure branch: conflicts are rare, and reading every allocation back
 /// there would put each key into the store's log once more on every write.
@@ -203,6 +205,10 @@ pub(crate) fn build_batch<'a>(
                 to = ?update.client_status(),
                 "a finished allocation stays finished; the report is dropped"
             );
+            // Its instances' removal still stands.
+            for op in registered::ops(keys, snap, alloc, None, update) {
+                txn = txn.and_then(op);
+            }
             continue;
         }
         let next = apply(alloc, update, now);
@@ -240,6 +246,9 @@ pub(crate) fn build_batch<'a>(
                 alloc.modify_revision,
             ))
             .and_then(Op::put(key, stored.encode(&next)));
+        for op in registered::ops(keys, snap, alloc, Some(&next), update) {
+            txn = txn.and_then(op);
+        }
         written.push(stored.replaced(next));
     }
     let evals: Vec<Evaluation> = failed_jobs.into_values().collect();

@@ -32,21 +32,22 @@ fn filter(req: &EventStreamRequest) -> Result<Filter> {
 }
 
 /// One change as a proto event; a deleted job or node carries only its ID
-/// (and namespace).
+/// (and namespace). A service instance has no payload in the proto event
+/// (its topic, type, key and namespace say which one changed; its details
+/// are read from the registry).
 fn event(change: Change) -> Event {
-    let payload = match change.object {
-        Some(payload) => payload,
-        None => match change.topic {
-            "Node" => Payload::Node(Node {
-                id: change.key.clone(),
-                ..Default::default()
-            }),
-            _ => Payload::Job(Job {
-                id: change.key.clone(),
-                namespace: change.namespace.clone().unwrap_or_default(),
-                ..Default::default()
-            }),
-        },
+    let payload = match (change.object, change.topic) {
+        (Some(payload), _) => Some(payload),
+        (None, "Service") => None,
+        (None, "Node") => Some(Payload::Node(Node {
+            id: change.key.clone(),
+            ..Default::default()
+        })),
+        (None, _) => Some(Payload::Job(Job {
+            id: change.key.clone(),
+            namespace: change.namespace.clone().unwrap_or_default(),
+            ..Default::default()
+        })),
     };
     Event {
         topic: change.topic.into(),
@@ -54,7 +55,7 @@ fn event(change: Change) -> Event {
         key: change.key,
         namespace: change.namespace.unwrap_or_default(),
         index: change.revision,
-        payload: Some(payload),
+        payload,
     }
 }
 
@@ -134,6 +135,8 @@ mod tests {
             namespace: Some("prod".into()),
             revision: 9,
             object: None,
+            filter_keys: Vec::new(),
+            service: None,
         };
         let e = event(change);
         assert_eq!(e.r#type, "JobDeregistered");

@@ -12,8 +12,8 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::events::{self, Change, Filter, RevisionEvents, Tick};
-use crate::http::render;
 use crate::http::{ApiError, ApiResult, Http, params};
+use crate::http::{render, service_registry};
 
 impl Filter {
     /// Reads the subscription from the query string.
@@ -41,6 +41,9 @@ impl Filter {
 /// One change as a Nomad event.
 fn to_event(snap: &Snapshot, change: &Change) -> Value {
     let payload = match &change.object {
+        None if change.service.is_some() => json!({
+            "Service": change.service.as_ref().map(service_registry::registration_json)
+        }),
         Some(Payload::Job(job)) => json!({"Job": caravan_jobspec::render_json(job)}),
         Some(Payload::Evaluation(eval)) => json!({"Evaluation": render::evaluation(eval)}),
         Some(Payload::Allocation(alloc)) => json!({"Allocation": render::allocation(snap, alloc)}),
@@ -56,7 +59,7 @@ fn to_event(snap: &Snapshot, change: &Change) -> Value {
         "Topic": change.topic,
         "Key": change.key,
         "Namespace": change.namespace.clone().unwrap_or_default(),
-        "FilterKeys": null,
+        "FilterKeys": (!change.filter_keys.is_empty()).then_some(&change.filter_keys),
         "Index": render::index(change.revision),
     })
 }

@@ -1,12 +1,14 @@
 //! `GET /v1/services`, `GET /v1/service/:name` (`?tag=`, `?choose=`,
-//! paging) and `DELETE /v1/service/:name/:id`: Nomad's native service
+//! paging), `DELETE /v1/service/:name/:id` and an allocation's check
+//! results (`GET /v1/client/allocation/:id/checks`): Nomad's native service
 //! discovery in Nomad's JSON.
 
 use axum::Router;
 use axum::extract::{Path, Query as QueryString, State};
+use axum::response::IntoResponse;
 use axum::routing::{any, delete, get};
 use caravan_proto::ServiceRegistration;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::http::paging::{self, Key, PageOptions, Tokens};
 use crate::http::render::index;
@@ -15,7 +17,7 @@ use crate::query::DEFAULT_NAMESPACE;
 use crate::service_registry::{self, NamespaceServices};
 
 /// Nomad's `ServiceRegistration` JSON.
-fn registration_json(reg: &ServiceRegistration) -> Value {
+pub(crate) fn registration_json(reg: &ServiceRegistration) -> Value {
     json!({
         "ID": reg.id,
         "ServiceName": reg.service_name,
@@ -97,6 +99,42 @@ async fn delete_instance(
     Ok(with_index(index(revision), Value::Null))
 }
 
+/// Nomad's `CheckQueryResult` of each check of `regs` (the instances of
+/// one allocation), by check ID.
+pub(crate) fn checks_json(regs: &[ServiceRegistration]) -> Value {
+    let mut out = Map::new();
+    for reg in regs {
+        for check in &reg.checks {
+            let id = service_registry::check_id(&reg.alloc_id, check);
+            let mut result = json!({
+                "ID": id,
+                "Mode": if check.mode.is_empty() { "healthiness" } else { &check.mode },
+                "Status": service_registry::check_status(&check.status),
+                "Output": check.output,
+                "Timestamp": check.timestamp,
+                "Group": check.group,
+                "Service": if check.service.is_empty() { &reg.service_name } else { &check.service },
+                "Check": check.check_name,
+            });
+            if check.status_code != 0 {
+                result["StatusCode"] = json!(check.status_code);
+            }
+            if !check.task.is_empty() {
+                result["Task"] = json!(check.task);
+            }
+            out.insert(id, result);
+        }
+    }
+    Value::Object(out)
+}
+
+/// `GET /v1/client/allocation/:alloc_id/checks`: the latest result of each
+/// of the allocation's service checks.
+async fn alloc_checks(State(http): State<Http>, Path(alloc_id): Path<String>) -> ApiResult {
+    let regs = service_registry::of_alloc(&http.gw, &alloc_id).await?;
+    Ok(axum::Json(checks_json(&regs)).into_response())
+}
+
 /// `/v1/service/` without a name.
 async fn missing_name() -> ApiResult {
     Err(ApiError::field("name", "missing service name"))
@@ -109,4 +147,89 @@ pub(crate) fn routes() -> Router<Http> {
         .route("/v1/service/", any(missing_name))
         .route("/v1/service/{name}", get(get_service))
         .route("/v1/service/{name}/{id}", delete(delete_instance))
+        .route("/v1/client/allocation/{alloc_id}/checks", get(alloc_checks))
+}
+
+#[cfg(test)]
+mod tests {
+    use caravan_proto::CheckResult;
+
+    use super::*;
+
+    #[test]
+    fn registrations_and_checks_use_nomads_field_names() {
+        let reg = ServiceRegistration {
+            id: "_nomad-task-a1-web-web-http".into(),
+            service_name: "web".into(),
+            namespace: "default".into(),
+            node_id: "n1".into(),
+            datacenter: "dc1".into(),
+            job_id: "shop".into(),
+            alloc_id: "a1".into(),
+            tags: vec!["v1".into()],
+            address: "10.0.0.7".into(),
+            port: 8080,
+            create_revision: 3,
+            modify_revision: 4,
+            checks: vec![
+                CheckResult {
+                    check_name: "alive".into(),
+                    status: "passing".into(),
+                    mode: "healthiness".into(),
+                    output: "HTTP 200".into(),
+                    status_code: 200,
+                    timestamp: 1_700_000_000,
+                    group: "web".into(),
+                    task: "server".into(),
+                    service: "web".into(),
+                },
+                CheckResult {
+                    check_name: "port".into(),
+                    status: "critical".into(),
+                    group: "web".into(),
+                    ..Default::default()
+                },
+            ],
+        };
+        let v = registration_json(&reg);
+        let mut fields: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        fields.sort_unstable();
+        assert_eq!(
+            fields,
+            [
+                "Address",
+                "AllocID",
+                "CreateIndex",
+                "Datacenter",
+                "ID",
+                "JobID",
+                "ModifyIndex",
+                "Namespace",
+                "NodeID",
+                "Port",
+                "ServiceName",
+                "Tags"
+            ]
+        );
+        assert_eq!(v["Port"], 8080);
+        assert_eq!(v["ModifyIndex"], 4);
+
+        let checks = checks_json(std::slice::from_ref(&reg));
+        let checks = checks.as_object().unwrap();
+        assert_eq!(checks.len(), 2);
+        let alive = checks
+            .values()
+            .find(|c| c["Check"] == "alive")
+            .expect("the http check");
+        assert_eq!(alive["Status"], "success");
+        assert_eq!(alive["StatusCode"], 200);
+        assert_eq!(alive["Task"], "server");
+        assert_eq!(alive["Mode"], "healthiness");
+        assert_eq!(alive["Timestamp"], 1_700_000_000);
+        assert_eq!(checks[alive["ID"].as_str().unwrap()], *alive, "keyed by ID");
+        let port = checks.values().find(|c| c["Check"] == "port").unwrap();
+        assert_eq!(port["Status"], "failure");
+        assert_eq!(port["Service"], "web", "the instance's service");
+        assert!(port.get("StatusCode").is_none() && port.get("Task").is_none());
+    }
 }

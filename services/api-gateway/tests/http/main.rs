@@ -158,6 +158,7 @@ caravan_testkit::backend_cases!(backend => crate {
     services {
         instances_read_by_name_listed_with_tags_and_deleted,
         a_blocking_read_wakes_when_an_instance_registers,
+        a_nodes_instance_rides_its_status_reports_until_deregistered,
     },
     vars {
         a_variable_reads_back_with_its_items_and_indexes,

@@ -6,6 +6,7 @@ use caravan_model::now_unix_ns;
 use caravan_proto::ReadLogsRequest;
 
 use super::alloc_fs::{self, FsArgs, Tail, print_stream};
+use super::text;
 use crate::api::Api;
 use crate::args::{AllocCommand, TailArgs};
 use crate::backend::{NomadCall, segment};
@@ -106,13 +107,49 @@ pub(super) async fn status(api: &Api, ui: &mut Ui, id: &str) -> Result<u8> {
             .map(|e| e.wait_until_unix_ns)
             .filter(|t| *t > 0)
     };
+    let checks = service_checks(api, &alloc.id).await;
     ui.output(views::alloc_page(
         &alloc,
         job.as_ref(),
         reschedule_at,
+        &checks,
         now_unix_ns(),
     ));
     Ok(0)
+}
+
+/// The latest results of the allocation's service checks; none when they
+/// cannot be read (over gRPC, or from a gateway without the endpoint),
+/// which the page is not failed over, as in Nomad.
+async fn service_checks(api: &Api, alloc_id: &str) -> Vec<views::ServiceCheck> {
+    let call = NomadCall::get(format!(
+        "/v1/client/allocation/{}/checks",
+        segment(alloc_id)
+    ));
+    match api.nomad_get("Error reading service checks", call).await {
+        Ok(answer) => checks_of(&answer),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The checks of a `/v1/client/allocation/<id>/checks` answer (a map of
+/// check ID to Nomad's `CheckQueryResult`).
+fn checks_of(answer: &serde_json::Value) -> Vec<views::ServiceCheck> {
+    answer
+        .as_object()
+        .map(|checks| {
+            checks
+                .values()
+                .map(|c| views::ServiceCheck {
+                    service: text(c, "Service"),
+                    task: text(c, "Task"),
+                    name: text(c, "Check"),
+                    mode: text(c, "Mode"),
+                    status: text(c, "Status"),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 async fn logs(

@@ -1,5 +1,5 @@
-//! `alloc status`: an allocation's page with its tasks, their resources and
-//! recent events, and its reschedule history.
+//! `alloc status`: an allocation's page with its service checks, its tasks,
+//! their resources and recent events, and its reschedule history.
 
 use caravan_model::NomadName;
 use caravan_proto::{Allocation, Job, TaskEvent, TaskState};
@@ -20,14 +20,61 @@ pub fn task_names(alloc: &Allocation, job: Option<&Job>) -> Vec<String> {
     names
 }
 
+/// The latest result of one of an allocation's service checks, as the
+/// page shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceCheck {
+    /// The service the check belongs to.
+    pub service: String,
+    /// Its task; empty for a group's service.
+    pub task: String,
+    /// The check's name.
+    pub name: String,
+    /// `healthiness` or `readiness`.
+    pub mode: String,
+    /// `success`, `failure` or `pending`.
+    pub status: String,
+}
+
+/// Nomad's `Nomad Service Checks:` section, rows sorted; none without
+/// checks.
+pub fn service_checks(checks: &[ServiceCheck]) -> Option<String> {
+    if checks.is_empty() {
+        return None;
+    }
+    let mut rows: Vec<Vec<String>> = checks
+        .iter()
+        .map(|c| {
+            let task = if c.task.is_empty() {
+                "(group)"
+            } else {
+                &c.task
+            };
+            vec![
+                c.service.clone(),
+                task.to_string(),
+                c.name.clone(),
+                c.mode.clone(),
+                c.status.clone(),
+            ]
+        })
+        .collect();
+    rows.sort();
+    let header = ["Service", "Task", "Name", "Mode", "Status"].map(String::from);
+    let table = table(std::iter::once(header.to_vec()).chain(rows));
+    Some(format!("Nomad Service Checks:\n{table}"))
+}
+
 /// One allocation's status page. `job` is the version it runs, when known;
 /// it gives the task order and the reschedule policy's limit.
 /// `reschedule_at` is when its follow-up evaluation will place a
-/// replacement (the eval's wait_until), when known.
+/// replacement (the eval's wait_until), when known. `checks` are the
+/// latest results of its service checks.
 pub fn alloc_page(
     alloc: &Allocation,
     job: Option<&Job>,
     reschedule_at: Option<i64>,
+    checks: &[ServiceCheck],
     now: i64,
 ) -> String {
     let mut basic: Vec<(&str, String)> = vec![
@@ -84,6 +131,10 @@ pub fn alloc_page(
         basic.push(("Reschedule Eligibility", pretty_time_diff(at, now)));
     }
     let mut out = kv(&basic);
+    if let Some(checks) = service_checks(checks) {
+        out.push_str("\n\n");
+        out.push_str(&checks);
+    }
     for task in task_names(alloc, job) {
         let state = alloc.task_states.get(&task);
         let label = state.map_or("pending", |s| s.state.as_str());
@@ -278,7 +329,7 @@ mod tests {
     #[test]
     fn the_page_shows_tasks_resources_and_events() {
         assert_eq!(
-            alloc_page(&running(), None, None, NOW),
+            alloc_page(&running(), None, None, &[], NOW),
             "ID                  = 0af996ed-4a0c-1c9e-6a5f-8b0f3c3f1f2e\n\
              Eval ID             = be9bde98\n\
              Name                = hello.hello[0]\n\
@@ -339,7 +390,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let out = alloc_page(&a, Some(&job), None, NOW);
+        let out = alloc_page(&a, Some(&job), None, &[], NOW);
         assert!(out.contains("\nReschedule Attempts  = 1/3\n"), "{out}");
         assert!(out.contains("\nRescheduled Alloc ID = 11111111\n"), "{out}");
         assert!(!out.contains("Reschedule Eligibility"), "{out}");
@@ -392,12 +443,12 @@ mod tests {
         let mut a = running();
         a.set_client_status(caravan_proto::AllocClientStatus::Failed);
         a.followup_eval_id = "33333333-cccc".into();
-        let out = alloc_page(&a, None, Some(NOW + 25 * S), NOW);
+        let out = alloc_page(&a, None, Some(NOW + 25 * S), &[], NOW);
         assert!(
             out.contains("\nReschedule Eligibility = 25s from now\n"),
             "{out}"
         );
-        let out = alloc_page(&a, None, Some(NOW - 5 * S), NOW);
+        let out = alloc_page(&a, None, Some(NOW - 5 * S), &[], NOW);
         assert!(!out.contains("Reschedule Eligibility"), "{out}");
     }
 
@@ -415,5 +466,40 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(describe(&e), "Task restarting in 15s");
+    }
+
+    #[test]
+    fn service_checks_follow_the_basic_info_sorted_with_group_checks_named_so() {
+        let check = |service: &str, task: &str, name: &str, status: &str| ServiceCheck {
+            service: service.into(),
+            task: task.into(),
+            name: name.into(),
+            mode: "healthiness".into(),
+            status: status.into(),
+        };
+        let checks = [
+            check("web", "", "port", "failure"),
+            check("api", "server", "alive", "success"),
+        ];
+        assert_eq!(
+            service_checks(&checks).unwrap(),
+            "Nomad Service Checks:\n\
+             Service  Task     Name   Mode         Status\n\
+             api      server   alive  healthiness  success\n\
+             web      (group)  port   healthiness  failure"
+        );
+        assert_eq!(service_checks(&[]), None);
+        let page = alloc_page(&running(), None, None, &checks, NOW);
+        let at = page
+            .find("\n\nNomad Service Checks:\n")
+            .expect("the section");
+        assert!(
+            page[..at].ends_with("Modified            = 5s ago"),
+            "{page}"
+        );
+        assert!(
+            page[at..].contains("\n\nTask \"hello\""),
+            "tasks after: {page}"
+        );
     }
 }

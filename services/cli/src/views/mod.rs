@@ -8,7 +8,7 @@ mod history;
 mod job;
 mod node;
 
-pub use alloc::{alloc_page, task_names};
+pub use alloc::{ServiceCheck, alloc_page, task_names};
 pub use deployment::{deployment_block, deployment_list, deployment_page};
 pub use eval::{eval_list, eval_page};
 pub use history::{HistoryOptions, job_history, one_version};

@@ -9,4 +9,5 @@ mod dev;
 mod dev_docker;
 mod namespaces;
 mod nomad_verbs;
+mod service_checks;
 mod vars;

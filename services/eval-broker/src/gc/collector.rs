@@ -1,35 +1,43 @@
 //! The garbage collector of one leadership term: a sweep every
-//! `gc.interval_ms`, and one on demand (`ForceGc`). A sweep picks its
-//! garbage from the watch cache ([`super::select`]) and deletes it in fenced
-//! transactions, each delete compared on the mod revision it was judged at,
-//! so anything that changed since (an eval rewritten, a job registered
-//! again) stays until a later sweep judges it anew.
+//! `gc.interval_ms`, and one on demand (`ForceGc`), plus a sweep of service
+//! registrations alone every `gc.registrations_interval_ms`. A sweep picks
+//! its garbage from the watch cache ([`super::select`]) and deletes it in
+//! fenced transactions, each delete compared on the mod revision it was
+//! judged at, so anything that changed since (an eval rewritten, a job
+//! registered again) stays until a later sweep judges it anew.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use caravan_state::Keyspace;
 use caravan_store::{Compare, CompareOp, Op, Range};
+use tokio::time::{Instant, MissedTickBehavior, interval_at};
 
 use crate::error::BrokerError;
 use crate::gc::{Doomed, GcCounts, GcCutoffs, GcUnit, registrations, select};
 use crate::term::{LeaderTerm, now};
 use crate::writes::GuardedUnit;
 
-/// How long a sweep waits for its cache to reach the store's revision.
-const CATCH_UP: Duration = Duration::from_secs(10);
-
-/// Sweeps every `gc.interval_ms` until the term stops; an error means
+/// Sweeps every `gc.interval_ms`, and registrations alone every
+/// `gc.registrations_interval_ms`, until the term stops; an error means
 /// leadership was lost.
 pub async fn run(term: Arc<LeaderTerm>) -> Result<(), BrokerError> {
-    let interval = term.config.gc.interval();
+    let every = |period| {
+        let mut ticks = interval_at(Instant::now() + period, period);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        ticks
+    };
+    let mut full = every(term.config.gc.interval());
+    let mut quick = every(term.config.gc.registrations_interval());
     loop {
-        tokio::select! {
+        let outcome = tokio::select! {
             _ = term.stop.cancelled() => return Ok(()),
-            _ = tokio::time::sleep(interval) => {}
-        }
-        let cut = GcCutoffs::at(now().unix_ns, &term.config.gc);
-        match sweep(&term, cut).await {
+            _ = full.tick() => sweep(&term, GcCutoffs::at(now().unix_ns, &term.config.gc)).await,
+            _ = quick.tick() => sweep_registrations(&term).await.map(|registrations| GcCounts {
+                registrations,
+                ..GcCounts::default()
+            }),
+        };
+        match outcome {
             Ok(counts) if counts.is_empty() => {
                 tracing::debug!("garbage collection: nothing to collect")
             }
@@ -46,24 +54,29 @@ pub async fn run(term: Arc<LeaderTerm>) -> Result<(), BrokerError> {
 /// take turns.
 pub async fn sweep(term: &LeaderTerm, cut: GcCutoffs) -> Result<GcCounts, BrokerError> {
     let _turn = term.gc_turn.lock().await;
-    // Registrations are read first, and judged on a view at least as new:
-    // an alloc is placed before anything registers for it, so the view
-    // holds every alloc a registration read here names.
-    let (stored, read_at) = registrations::read_all(&term.writer).await?;
-    let revision = term.writer.current_revision().await?.max(read_at);
-    term.informer.wait_for_revision(revision, CATCH_UP).await?;
-    let snap = term.informer.snapshot();
-    let units = select(&snap, cut, now().unix_ns);
-    let orphans = registrations::deletes(&snap, &stored);
-    drop(snap);
-    let result = match delete(term, &units).await {
-        Ok(mut counts) => {
-            let (ok, _) = term.writer.write_units(&orphans).await?;
-            counts.registrations = ok.iter().filter(|done| **done).count() as u64;
-            Ok(counts)
-        }
-        Err(err) => Err(err),
-    };
+    let result = async {
+        let revision = term.writer.current_revision().await?;
+        term.informer
+            .wait_for_revision(revision, registrations::CATCH_UP)
+            .await?;
+        let units = select(&term.informer.snapshot(), cut, now().unix_ns);
+        let mut counts = delete(term, &units).await?;
+        counts.registrations = registrations::collect(term).await?;
+        Ok(counts)
+    }
+    .await;
+    fence(term, result)
+}
+
+/// Sweeps the service registrations alone; returns how many it deleted.
+pub async fn sweep_registrations(term: &LeaderTerm) -> Result<u64, BrokerError> {
+    let _turn = term.gc_turn.lock().await;
+    let result = registrations::collect(term).await;
+    fence(term, result)
+}
+
+/// Ends the term when a sweep found it deposed.
+fn fence<T>(term: &LeaderTerm, result: Result<T, BrokerError>) -> Result<T, BrokerError> {
     if let Err(err) = &result
         && err.is_deposed()
     {

@@ -1,16 +1,26 @@
 //! The sweep of service registrations: an instance whose allocation is
-//! gone, or stopped, or done, is deleted. Clients and the gateway remove an
-//! allocation's registrations when it stops; this sweep is what removes them
-//! when a process died between the two writes, so a ghost instance lives no
-//! longer than one garbage collection interval.
+//! gone, stopped or done, or whose node is down, is deleted. Clients and
+//! the gateway remove an allocation's registrations when it stops; this
+//! sweep is what removes them when a node dies (its allocations are lost
+//! without a word from it) or a process died between two writes. It runs
+//! on its own interval (`gc.registrations_interval_ms`, 10 s), far shorter
+//! than the full collection's, as it reads only the registrations' prefix
+//! and judges them on the watch cache: a ghost instance, which callers
+//! would keep sending requests to, lives no longer than one such sweep.
+
+use std::time::Duration;
 
 use caravan_model::AllocExt;
-use caravan_proto::{AllocClientStatus, ServiceRegistration};
+use caravan_proto::{AllocClientStatus, NodeStatus, ServiceRegistration};
 use caravan_state::{Kind, Tables, decode};
 use caravan_store::{Compare, CompareOp, KeyValue, Op, Revision};
 
 use crate::error::BrokerError;
+use crate::term::LeaderTerm;
 use crate::writes::{EvalWriter, GuardedUnit};
+
+/// How long a sweep waits for its cache to reach the store's revision.
+pub(crate) const CATCH_UP: Duration = Duration::from_secs(10);
 
 /// Keys read per range request.
 const PAGE: i64 = 1000;
@@ -46,12 +56,20 @@ fn stored(kv: &KeyValue) -> Result<Stored, BrokerError> {
 
 /// Whether a registration of `alloc_id` names no live instance in `tables`
 /// (a view at least as new as the registrations were read at): its alloc
-/// is gone, told to stop, or finished. An alloc whose node lost contact
-/// (`unknown`) keeps its instances, as it may come back.
+/// is gone, told to stop, or finished, or its node is down (its allocs are
+/// lost, whether or not the scheduler has said so yet). An alloc whose
+/// node is only disconnected (`unknown`) keeps its instances, as it may
+/// come back.
 pub fn orphaned(tables: &Tables, alloc_id: &str) -> bool {
     let Some(alloc) = tables.alloc(alloc_id) else {
         return true;
     };
+    if tables
+        .node(&alloc.node_id)
+        .is_some_and(|n| n.status() == NodeStatus::Down)
+    {
+        return true;
+    }
     if alloc.client_status() == AllocClientStatus::Unknown {
         return false;
     }
@@ -76,16 +94,36 @@ pub fn deletes(tables: &Tables, stored: &[Stored]) -> Vec<GuardedUnit> {
         .collect()
 }
 
+/// Reads every registration, judges it on a view of the cluster at least
+/// as new (an alloc is placed before anything registers for it, so the
+/// view holds every alloc a registration read here names) and deletes the
+/// orphans; returns how many went. The caller holds the term's GC turn.
+pub async fn collect(term: &LeaderTerm) -> Result<u64, BrokerError> {
+    let (stored, read_at) = read_all(&term.writer).await?;
+    if stored.is_empty() {
+        return Ok(0);
+    }
+    let revision = term.writer.current_revision().await?.max(read_at);
+    term.informer.wait_for_revision(revision, CATCH_UP).await?;
+    let orphans = deletes(&term.informer.snapshot(), &stored);
+    if orphans.is_empty() {
+        return Ok(0);
+    }
+    let (ok, _) = term.writer.write_units(&orphans).await?;
+    Ok(ok.iter().filter(|done| **done).count() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use caravan_proto::{AllocDesiredStatus, Allocation};
 
     use super::*;
-    use crate::testing::World;
+    use crate::testing::{World, node};
 
     fn alloc(id: &str, desired: AllocDesiredStatus, client: AllocClientStatus) -> Allocation {
         let mut a = Allocation {
             id: id.into(),
+            node_id: "n1".into(),
             ..Default::default()
         };
         a.set_desired_status(desired);
@@ -146,6 +184,12 @@ mod tests {
                 CompareOp::Equal,
                 13
             )
+        );
+        world.node(node("n1", NodeStatus::Down, 0));
+        assert_eq!(
+            deletes(&world.tables, &stored).len(),
+            stored.len(),
+            "every instance on a node that is down goes, disconnected or not"
         );
     }
 }

@@ -235,6 +235,54 @@ pub async fn a_sweep_removes_the_registrations_of_allocs_no_longer_live(store: A
     broker.stop().await;
 }
 
+/// With the full collection hours away, the registrations' own short sweep
+/// removes the instances of a node that went down (its allocs not yet
+/// marked lost) and keeps the others.
+pub async fn instances_on_a_node_that_went_down_go_at_the_next_short_sweep(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let mut config = fast_config(&prefix);
+    config.gc.interval_ms = 3_600_000;
+    config.gc.registrations_interval_ms = 200;
+    let broker = start(Arc::clone(&store), config).await;
+    let now = now_unix_ns();
+    put_job(&store, &ks, &job("web", JobType::Service, false)).await;
+    let on_down = alloc("web", "e1", "n-down", AllocClientStatus::Running, now);
+    let elsewhere = alloc("web", "e1", "n-up", AllocClientStatus::Running, now);
+    for a in [&on_down, &elsewhere] {
+        put(&store, ks.alloc(&a.id), a).await;
+    }
+    let register = |alloc_id: &str| ServiceRegistration {
+        id: format!("_nomad-task-{alloc_id}-web-web-http"),
+        service_name: "web".into(),
+        namespace: "default".into(),
+        alloc_id: alloc_id.into(),
+        ..Default::default()
+    };
+    let doomed = register(&on_down.id);
+    let kept = register(&elsewhere.id);
+    for reg in [&doomed, &kept] {
+        put(&store, ks.service("default", "web", &reg.id), reg).await;
+    }
+    let down = Node {
+        id: "n-down".into(),
+        name: "n-down".into(),
+        status: NodeStatus::Down as i32,
+        ..Default::default()
+    };
+    put(&store, ks.node("n-down"), &down).await;
+    eventually("the down node's instance to go", PATIENCE, || async {
+        !present(&store, ks.service("default", "web", &doomed.id)).await
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(present(&store, ks.service("default", "web", &kept.id)).await);
+    assert!(
+        present(&store, ks.alloc(&on_down.id)).await,
+        "only registrations go in the short sweep"
+    );
+    broker.stop().await;
+}
+
 pub async fn the_sweep_runs_on_its_interval_with_the_thresholds(store: Arc<dyn Store>) {
     let (prefix, ks) = keyspace();
     let mut config = fast_config(&prefix);
