@@ -58,6 +58,7 @@ fn describe(payload: Option<&Payload>) -> String {
         Some(Payload::Allocation(a)) => format!(" {} {:?}", a.name, a.client_status()),
         Some(Payload::Deployment(d)) => format!(" {:?}", d.status()),
         Some(Payload::Node(n)) => format!(" {} {:?}", n.name, n.status()),
+        Some(Payload::Service(s)) => format!(" {} {}:{}", s.service_name, s.address, s.port),
         None => String::new(),
     }
 }

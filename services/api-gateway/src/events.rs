@@ -153,11 +153,10 @@ pub struct Change {
     /// The revision that made the change.
     pub revision: i64,
     /// The object after the change; none on a deletion (or a value that
-    /// did not decode), where only the key and namespace are known.
+    /// did not decode), where only the key and namespace are known. A
+    /// `Service` event always has its instance (on a deregistration only its
+    /// namespace, service name and id).
     pub object: Option<Payload>,
-    /// The service instance of a `Service` event (after the change; on a
-    /// deregistration only its namespace, service name and id).
-    pub service: Option<ServiceRegistration>,
 }
 
 /// One store change as a Nomad event, if it is on a published topic.
@@ -178,7 +177,6 @@ pub fn classify(keys: &Keyspace, event: &caravan_store::Event) -> Option<Change>
         namespace,
         revision,
         object,
-        service: None,
     };
     match key {
         StateKey::Job { namespace, id } => {
@@ -252,8 +250,13 @@ pub fn classify(keys: &Keyspace, event: &caravan_store::Event) -> Option<Change>
                 .collect();
             Some(Change {
                 filter_keys,
-                service: Some(reg),
-                ..change("Service", kind, id, Some(namespace), None)
+                ..change(
+                    "Service",
+                    kind,
+                    id,
+                    Some(namespace),
+                    Some(Payload::Service(reg)),
+                )
             })
         }
         _ => None,
@@ -440,7 +443,9 @@ mod tests {
         assert_eq!(registered.kind, "ServiceRegistration");
         assert_eq!(registered.key, id);
         assert_eq!(registered.filter_keys, ["shop", "web"]);
-        let service = registered.service.as_ref().unwrap();
+        let Some(Payload::Service(service)) = &registered.object else {
+            panic!("no service payload: {registered:?}");
+        };
         assert_eq!(service.namespace, "prod");
         assert_eq!(service.service_name, "web");
         assert_eq!(service.id, id);
@@ -448,7 +453,10 @@ mod tests {
         assert_eq!(service.modify_revision, 7);
         let gone = &revs[1].changes[0];
         assert_eq!(gone.kind, "ServiceDeregistration");
-        assert_eq!(gone.service.as_ref().unwrap().service_name, "web");
+        let Some(Payload::Service(gone_service)) = &gone.object else {
+            panic!("no service payload: {gone:?}");
+        };
+        assert_eq!(gone_service.service_name, "web");
 
         let mut by_job = Filter::default();
         by_job.add_topic("topic", "Service:shop").unwrap();

@@ -136,7 +136,6 @@ mod tests {
             revision: 9,
             object: None,
             filter_keys: Vec::new(),
-            service: None,
         };
         let e = event(change);
         assert_eq!(e.r#type, "JobDeregistered");

@@ -41,9 +41,7 @@ impl Filter {
 /// One change as a Nomad event.
 fn to_event(snap: &Snapshot, change: &Change) -> Value {
     let payload = match &change.object {
-        None if change.service.is_some() => json!({
-            "Service": change.service.as_ref().map(service_registry::registration_json)
-        }),
+        Some(Payload::Service(reg)) => json!({"Service": service_registry::registration_json(reg)}),
         Some(Payload::Job(job)) => json!({"Job": caravan_jobspec::render_json(job)}),
         Some(Payload::Evaluation(eval)) => json!({"Evaluation": render::evaluation(eval)}),
         Some(Payload::Allocation(alloc)) => json!({"Allocation": render::allocation(snap, alloc)}),
