@@ -190,7 +190,7 @@ fn initial_result(
 mod tests {
     use caravan_proto::{
         AllocDeploymentStatus, AllocatedResources, AllocatedSharedResources,
-        AllocatedTaskResources, NetworkResource, NodeResources,
+        AllocatedTaskResources, NodeNetwork, NodeResources,
     };
 
     use super::*;
@@ -239,7 +239,7 @@ mod tests {
             id: "n1".into(),
             datacenter: "dc1".into(),
             resources: Some(NodeResources {
-                networks: vec![NetworkResource {
+                networks: vec![NodeNetwork {
                     ip: "10.0.0.1".into(),
                     ..Default::default()
                 }],
