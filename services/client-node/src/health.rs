@@ -322,7 +322,10 @@ mod tests {
         let t0 = Instant::now();
         let mut h = HealthTracker::for_alloc(&alloc, &job, &group, t0).unwrap();
         assert_eq!(h.observe(t0, &group, &states("running", false), true), None);
-        assert_eq!(h.observe(t0 + S, &group, &states("running", false), true), None);
+        assert_eq!(
+            h.observe(t0 + S, &group, &states("running", false), true),
+            None
+        );
         assert_eq!(
             h.observe(t0 + 2 * S, &group, &states("running", false), true),
             Some(true)

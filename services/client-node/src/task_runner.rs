@@ -934,7 +934,9 @@ mod tests {
             false,
         );
         assert_eq!(h.updates.recv().await.unwrap().state.state, "running");
-        h.control.send(TaskControl::CheckRestart(reason.into())).unwrap();
+        h.control
+            .send(TaskControl::CheckRestart(reason.into()))
+            .unwrap();
         let s = loop {
             let u = h.updates.recv().await.unwrap();
             if u.state.state == "running" && u.state.restarts > 0 {
@@ -954,7 +956,9 @@ mod tests {
         assert_eq!(s.events[1].message, reason);
         assert_eq!(s.events[3].message, "Restart within policy");
         // The policy's one attempt is spent: the next one fails the task.
-        h.control.send(TaskControl::CheckRestart(reason.into())).unwrap();
+        h.control
+            .send(TaskControl::CheckRestart(reason.into()))
+            .unwrap();
         (&mut h.join).await.unwrap();
         let s = last(&mut h).await;
         assert_eq!(s.state, "dead");

@@ -460,14 +460,19 @@ async fn a_restarted_client_registers_a_reattached_tasks_service_again() {
             .flat_map(|u| &u.registered)
             .any(|r| r.id == id && r.checks[0].status == "passing")
     };
-    until("registered with its check passing", WAIT, || passing_since(0)).await;
+    until("registered with its check passing", WAIT, || {
+        passing_since(0)
+    })
+    .await;
     stop(first, shutdown).await;
 
     let calls_before = scene.fake.seen.lock().update_calls.len();
     let (second, shutdown) = scene.client().await;
-    until("registered again, its check passing in the recovered run", WAIT, || {
-        passing_since(calls_before)
-    })
+    until(
+        "registered again, its check passing in the recovered run",
+        WAIT,
+        || passing_since(calls_before),
+    )
     .await;
     assert_eq!(starts(&scene.alloc_dir(&a)), 1, "never two copies");
     scene.fake.push(&node_id, vec![stopped(a.clone())], vec![]);

@@ -11,8 +11,8 @@ mod common;
 use std::time::Duration;
 
 use caravan_proto::{
-    AllocClientStatus, AllocUpdate, AllocatedPort, AllocatedSharedResources, CheckRestart,
-    JobType, Service, ServiceCheck, ServiceRegistration, UpdateStrategy,
+    AllocClientStatus, AllocUpdate, AllocatedPort, AllocatedSharedResources, CheckRestart, JobType,
+    Service, ServiceCheck, ServiceRegistration, UpdateStrategy,
 };
 use common::*;
 use tokio_util::sync::CancellationToken;
@@ -36,8 +36,7 @@ fn registered(fake: &FakeGateway, alloc_id: &str, id: &str) -> Option<ServiceReg
     updates(fake, alloc_id)
         .into_iter()
         .flat_map(|u| u.registered)
-        .filter(|r| r.id == id)
-        .next_back()
+        .rfind(|r| r.id == id)
 }
 
 fn deregistered(fake: &FakeGateway, alloc_id: &str, id: &str) -> bool {
@@ -144,7 +143,10 @@ async fn a_raw_exec_http_server_registers_passes_its_check_and_is_healthy_by_che
     let r = &first.registered[0];
     assert_eq!(r.service_name, "shop-web");
     assert_eq!((r.address.as_str(), r.port), ("127.0.0.1", port as i32));
-    assert_eq!((r.node_id.as_str(), r.job_id.as_str()), (node_id.as_str(), "shop"));
+    assert_eq!(
+        (r.node_id.as_str(), r.job_id.as_str()),
+        (node_id.as_str(), "shop")
+    );
     assert_eq!(r.namespace, "default");
     assert_eq!(r.tags, vec!["v1"]);
     assert_eq!(r.checks[0].check_name, "index");

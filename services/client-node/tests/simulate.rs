@@ -263,7 +263,10 @@ async fn simulated_allocs_register_their_services_in_the_running_update() {
     ids.sort_unstable();
     let mut want = vec![group_id.as_str(), task_id.as_str()];
     want.sort_unstable();
-    assert_eq!(ids, want, "registered with the running state, in one update");
+    assert_eq!(
+        ids, want,
+        "registered with the running state, in one update"
+    );
     let web = running.registered.iter().find(|r| r.id == task_id).unwrap();
     assert_eq!(web.checks[0].status, "pending", "no check runs here");
     assert_eq!(web.node_id, node);
@@ -290,9 +293,11 @@ async fn simulated_allocs_register_their_services_in_the_running_update() {
             .filter(|u| u.registered.iter().any(|r| r.id == id))
             .count()
     };
-    until("the task's service registered again", Duration::from_secs(10), || {
-        regs(&task_id) >= 2
-    })
+    until(
+        "the task's service registered again",
+        Duration::from_secs(10),
+        || regs(&task_id) >= 2,
+    )
     .await;
     assert_eq!(regs(&group_id), 1, "the group's service stays as it was");
 

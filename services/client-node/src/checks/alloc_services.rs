@@ -180,13 +180,8 @@ impl AllocServices {
         };
         for service in services {
             let name = (now.interpolate)(w.task(), &service.name);
-            let reg = match registration::build(
-                service,
-                &name,
-                &w,
-                &now.group.name,
-                now.placement,
-            ) {
+            let reg = match registration::build(service, &name, &w, &now.group.name, now.placement)
+            {
                 Ok(reg) => reg,
                 Err(e) => {
                     errors.push(e);

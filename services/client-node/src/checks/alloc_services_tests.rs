@@ -101,7 +101,10 @@ fn services_follow_their_tasks_and_the_group_its_main_tasks() {
     sync(&mut s, &g, true, true, false);
     let (reg, _) = s.take_unsent();
     assert_eq!(ids(&reg), vec![WEB]);
-    assert_eq!(reg[0].service_name, "web-web", "interpolated in the task's env");
+    assert_eq!(
+        reg[0].service_name, "web-web",
+        "interpolated in the task's env"
+    );
     assert_eq!((reg[0].address.as_str(), reg[0].port), ("127.0.0.1", 8080));
     sync(&mut s, &g, true, true, false);
     assert!(!s.has_unsent(), "nothing changes, nothing is sent");
@@ -243,7 +246,10 @@ async fn check_restart_asks_for_a_restart_after_limit_unhealthy_results_past_gra
     let e = s.on_report(&report(&key, Status::Critical, false), now, 0);
     assert_eq!(
         e.restart,
-        Some(("web".into(), "healthcheck: check \"alive\" unhealthy".into()))
+        Some((
+            "web".into(),
+            "healthcheck: check \"alive\" unhealthy".into()
+        ))
     );
 }
 
@@ -274,7 +280,10 @@ async fn health_counts_checks_by_their_on_update() {
     s.on_report(&report(&key(0), Status::Passing, true), now, 0);
     assert!(!s.checks_healthy(), "lenient still pending");
     s.on_report(&report(&key(1), Status::Warning, true), now, 0);
-    assert!(s.checks_healthy(), "a warning passes ignore_warnings; ignored never counts");
+    assert!(
+        s.checks_healthy(),
+        "a warning passes ignore_warnings; ignored never counts"
+    );
     s.on_report(&report(&key(0), Status::Warning, true), now, 0);
     assert!(!s.checks_healthy(), "a warning fails require_healthy");
     let (reg, _) = s.take_unsent();

@@ -298,18 +298,27 @@ mod tests {
             "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\nconnection: close\r\n\r\ndown",
         )
         .await;
-        let got = Probe::of(&http("/"), None).unwrap().run(&addr, SECOND).await;
+        let got = Probe::of(&http("/"), None)
+            .unwrap()
+            .run(&addr, SECOND)
+            .await;
         assert_eq!(
             (got.outcome, got.status_code, got.output.as_str()),
             (Outcome::Failure, 503, "down")
         );
         let (addr, _seen) =
             server("HTTP/1.1 429 Too Many Requests\r\ncontent-length: 0\r\n\r\n").await;
-        let got = Probe::of(&http("/"), None).unwrap().run(&addr, SECOND).await;
+        let got = Probe::of(&http("/"), None)
+            .unwrap()
+            .run(&addr, SECOND)
+            .await;
         assert_eq!(got.outcome, Outcome::Warning);
         let (addr, _seen) =
             server("HTTP/1.1 302 Found\r\nlocation: /x\r\ncontent-length: 0\r\n\r\n").await;
-        let got = Probe::of(&http("/"), None).unwrap().run(&addr, SECOND).await;
+        let got = Probe::of(&http("/"), None)
+            .unwrap()
+            .run(&addr, SECOND)
+            .await;
         assert_eq!(got.outcome, Outcome::Success, "below 400 passes");
     }
 

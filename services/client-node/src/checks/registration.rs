@@ -115,9 +115,8 @@ pub fn build(
     } else {
         &service.address_mode
     };
-    let (address, port) =
-        address::resolve(&service.address, mode, &service.port_label, at.reach())
-            .map_err(|e| format!("unable to get address for service {name:?}: {e}"))?;
+    let (address, port) = address::resolve(&service.address, mode, &service.port_label, at.reach())
+        .map_err(|e| format!("unable to get address for service {name:?}: {e}"))?;
     let tags = if at.canary() && !service.canary_tags.is_empty() {
         service.canary_tags.clone()
     } else {
