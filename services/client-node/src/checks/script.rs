@@ -90,3 +90,82 @@ impl AsyncWrite for Captured {
         Poll::Ready(Ok(()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use caravan_proto::TaskResourceUsage;
+    use nix::sys::signal::Signal;
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+    use crate::driver::{DriverError, ExitResult, HandleState};
+
+    /// A run whose exec prints the command line and exits with the number
+    /// given as the command's last argument.
+    #[derive(Debug)]
+    struct Echo;
+
+    #[async_trait::async_trait]
+    impl TaskHandle for Echo {
+        fn state(&self) -> HandleState {
+            HandleState::new("echo", 1, Vec::new())
+        }
+        async fn wait(&self) -> ExitResult {
+            std::future::pending().await
+        }
+        async fn stop(&self, _signal: Signal, _timeout: Duration) -> ExitResult {
+            ExitResult::default()
+        }
+        async fn signal(&self, _signal: Signal) -> Result<(), DriverError> {
+            Ok(())
+        }
+        async fn stats(&self, _cpu: u64) -> Result<TaskResourceUsage, DriverError> {
+            Ok(TaskResourceUsage::default())
+        }
+        async fn exec(&self, mut request: ExecRequest) -> Result<i32, DriverError> {
+            let line = request.command.join(" ");
+            let _ = request.stdout.write_all(line.as_bytes()).await;
+            let _ = request.stderr.write_all(b" (stderr)").await;
+            match request.command.last().and_then(|c| c.parse().ok()) {
+                Some(code) => Ok(code),
+                None => Err(DriverError::fatal("no such command")),
+            }
+        }
+    }
+
+    fn probe(args: &[&str]) -> ScriptProbe {
+        let check = ServiceCheck {
+            name: "s".into(),
+            r#type: "script".into(),
+            command: "/bin/check".into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            ..Default::default()
+        };
+        ScriptProbe::new(&check, Arc::new(Echo)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_exit_code_decides_and_the_output_is_kept() {
+        let ok = probe(&["0"]).run().await;
+        assert_eq!(ok.outcome, Outcome::Success);
+        assert_eq!(ok.output, "/bin/check 0 (stderr)");
+        assert_eq!(probe(&["1"]).run().await.outcome, Outcome::Warning);
+        assert_eq!(probe(&["2"]).run().await.outcome, Outcome::Failure);
+        let failed = probe(&["x"]).run().await;
+        assert_eq!(failed.outcome, Outcome::Failure);
+        assert!(failed.output.contains("no such command"), "{failed:?}");
+    }
+
+    #[test]
+    fn a_script_check_needs_a_command() {
+        let check = ServiceCheck {
+            name: "s".into(),
+            r#type: "script".into(),
+            ..Default::default()
+        };
+        let err = ScriptProbe::new(&check, Arc::new(Echo)).unwrap_err();
+        assert!(err.contains("requires a command"), "{err}");
+    }
+}
