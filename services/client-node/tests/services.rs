@@ -252,3 +252,49 @@ async fn a_script_check_runs_inside_the_task_and_check_restart_restarts_it() {
     stop(client, shutdown).await;
     stop_fake.cancel();
 }
+
+#[tokio::test]
+async fn a_canary_registers_its_canary_tags_and_a_promotion_takes_them_back() {
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_secs(5));
+    let addr = fake.serve(stop_fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let client = start(config(addr, dir.path()), shutdown.clone())
+        .await
+        .unwrap();
+    let node_id = client.ready.node_ids[0].clone();
+
+    let mut t = task("api", "mock", vec![("run_for", s("1h"))]);
+    t.services = vec![Service {
+        name: "api".into(),
+        task_name: "api".into(),
+        tags: vec!["live".into()],
+        canary_tags: vec!["canary".into()],
+        ..Default::default()
+    }];
+    let job = job("api", JobType::Service, vec![t]);
+    let mut a = alloc(&job, 0);
+    a.deployment_id = "dep-1".into();
+    a.deployment_status = Some(caravan_proto::AllocDeploymentStatus {
+        canary: true,
+        ..Default::default()
+    });
+    fake.push(&node_id, vec![a.clone()], vec![job.clone()]);
+    let id = format!("_nomad-task-{}-api-api-", a.id);
+    until("registered as a canary", WAIT, || {
+        registered(&fake, &a.id, &id).is_some_and(|r| r.tags == ["canary"])
+    })
+    .await;
+
+    let mut promoted = a.clone();
+    promoted.deployment_status.as_mut().unwrap().canary = false;
+    promoted.alloc_modify_revision += 1;
+    fake.push(&node_id, vec![promoted], vec![job]);
+    until("its tags once promoted", WAIT, || {
+        registered(&fake, &a.id, &id).is_some_and(|r| r.tags == ["live"])
+    })
+    .await;
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}

@@ -678,6 +678,8 @@ impl AllocRunner {
     }
 
     fn on_alloc_update(&mut self, alloc: Arc<Allocation>) {
+        let canary = |a: &Allocation| a.deployment_status.as_ref().is_some_and(|d| d.canary);
+        let promoted = canary(&self.alloc) != canary(&alloc);
         if alloc.deployment_id != self.alloc.deployment_id {
             // An in-place update into a new deployment: its health starts over.
             self.health_verdict = None;
@@ -691,6 +693,13 @@ impl AllocRunner {
             self.check_health();
         }
         self.alloc = alloc.clone();
+        if promoted {
+            // A promotion: the registrations take the tags of a non-canary.
+            self.services.set_canary(canary(&alloc));
+            if self.services.has_unsent() && !self.detaching {
+                self.report();
+            }
+        }
         if alloc.is_server_terminal() && !self.stopping {
             self.begin_stop(&alloc);
         } else if alloc.client_status() == AllocClientStatus::Unknown {

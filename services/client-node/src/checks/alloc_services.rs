@@ -103,6 +103,9 @@ struct Held {
 struct HeldService {
     reg: ServiceRegistration,
     checks: Vec<HeldCheck>,
+    /// The block's tags and canary tags, to retag on a promotion.
+    tags: Vec<String>,
+    canary_tags: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -225,7 +228,12 @@ impl AllocServices {
             }
             self.unsent
                 .insert(reg.id.clone(), Change::Register(reg.clone()));
-            held.services.push(HeldService { reg, checks });
+            held.services.push(HeldService {
+                reg,
+                checks,
+                tags: service.tags.clone(),
+                canary_tags: service.canary_tags.clone(),
+            });
         }
         self.held.insert(w, held);
         errors
@@ -267,6 +275,24 @@ impl AllocServices {
 
     fn feed_cancel(&mut self) -> CancellationToken {
         self.feed().cancel.clone()
+    }
+
+    /// Sets the tags of every registration for the allocation being a
+    /// canary or not (a promotion drops the canary tags); the registrations
+    /// whose tags change are to be sent again.
+    pub fn set_canary(&mut self, canary: bool) {
+        for s in self.held.values_mut().flat_map(|h| &mut h.services) {
+            let tags = if canary && !s.canary_tags.is_empty() {
+                &s.canary_tags
+            } else {
+                &s.tags
+            };
+            if s.reg.tags != *tags {
+                s.reg.tags = tags.clone();
+                self.unsent
+                    .insert(s.reg.id.clone(), Change::Register(s.reg.clone()));
+            }
+        }
     }
 
     /// Whether any check runs (only then is [`Self::next_report`] worth awaiting).

@@ -130,6 +130,29 @@ fn services_follow_their_tasks_and_the_group_its_main_tasks() {
 }
 
 #[test]
+fn a_promoted_canary_takes_its_tags_back() {
+    let mut g = group(None);
+    g.tasks[0].services[0].tags = vec!["v2".into()];
+    g.tasks[0].services[0].canary_tags = vec!["canary".into()];
+    let mut s = AllocServices::new(true);
+    sync(&mut s, &g, true, false, false);
+    s.take_unsent();
+    s.set_canary(false);
+    assert!(!s.has_unsent(), "not a canary before either");
+    s.set_canary(true);
+    let (reg, _) = s.take_unsent();
+    assert_eq!(
+        ids(&reg),
+        vec![WEB],
+        "the group's service has no canary tags"
+    );
+    assert_eq!(reg[0].tags, vec!["canary"]);
+    s.set_canary(false);
+    let (reg, _) = s.take_unsent();
+    assert_eq!(reg[0].tags, vec!["v2"]);
+}
+
+#[test]
 fn a_registration_error_names_the_service() {
     let mut g = group(None);
     g.tasks[0].services[0].port_label = "http".into();
