@@ -181,10 +181,24 @@ impl AllocServices {
             services: Vec::new(),
             cancel: None,
         };
+        // The task's own network (a group's services have none here).
+        let driver_ip = w
+            .task()
+            .and_then(|t| now.tasks.iter().find(|x| x.name == t))
+            .and_then(|x| x.handle)
+            .and_then(|h| h.driver_ip());
+        let reach = now.placement.reach(driver_ip.as_deref());
         for service in services {
             let name = (now.interpolate)(w.task(), &service.name);
-            let reg = match registration::build(service, &name, &w, &now.group.name, now.placement)
-            {
+            let group = &now.group.name;
+            let reg = match registration::build(
+                service,
+                &name,
+                &w,
+                group,
+                now.placement,
+                driver_ip.as_deref(),
+            ) {
                 Ok(reg) => reg,
                 Err(e) => {
                     errors.push(e);
@@ -208,7 +222,7 @@ impl AllocServices {
                         .cancel
                         .get_or_insert_with(|| self.feed_cancel().child_token())
                         .clone();
-                    match schedule(key.clone(), check, service, now.placement, handle) {
+                    match schedule(key.clone(), check, service, reach, handle) {
                         Ok(s) => {
                             let tx = self.feed_tx();
                             tokio::spawn(runner::run(s, tx, cancel));
@@ -395,7 +409,7 @@ fn schedule(
     key: String,
     check: &ServiceCheck,
     service: &Service,
-    at: Placement<'_>,
+    reach: address::Reach<'_>,
     task: Option<&Arc<dyn TaskHandle>>,
 ) -> Result<Scheduled, String> {
     let addr = if check.r#type == "script" {
@@ -411,7 +425,7 @@ fn schedule(
         } else {
             &check.port_label
         };
-        let (ip, port) = address::resolve(&service.address, mode, label, at.reach())
+        let (ip, port) = address::resolve(&service.address, mode, label, reach)
             .map_err(|e| format!("check {:?}: {e}", check.name))?;
         if port == 0 {
             return Err(format!("check {:?}: no port to check", check.name));

@@ -69,13 +69,13 @@ impl<'a> Placement<'a> {
             .map_or("127.0.0.1", |n| n.ip.as_str())
     }
 
-    /// What addresses resolve against (no driver of Caravan's reports a
-    /// network of its own yet).
-    pub fn reach(&self) -> Reach<'a> {
+    /// What addresses resolve against, with the address of the task's own
+    /// network when its driver gives it one.
+    pub fn reach(&self, driver_ip: Option<&'a str>) -> Reach<'a> {
         Reach {
             ports: self.ports,
             node_ip: self.node_ip(),
-            driver_ip: None,
+            driver_ip,
         }
     }
 
@@ -101,22 +101,29 @@ pub fn alloc_ports(alloc: &Allocation) -> Vec<AllocatedPort> {
 }
 
 /// The registration of `service` (its name already interpolated as `name`)
-/// for `workload`, with its checks in their initial status; `Err` says why
-/// it has no address.
+/// for `workload`, with its checks in their initial status; `driver_ip` is
+/// the address of the task's own network, if any; `Err` says why it has no
+/// address.
 pub fn build(
     service: &Service,
     name: &str,
     workload: &Workload,
     group: &str,
     at: Placement<'_>,
+    driver_ip: Option<&str>,
 ) -> Result<ServiceRegistration, String> {
     let mode = if service.address_mode.is_empty() {
         "auto"
     } else {
         &service.address_mode
     };
-    let (address, port) = address::resolve(&service.address, mode, &service.port_label, at.reach())
-        .map_err(|e| format!("unable to get address for service {name:?}: {e}"))?;
+    let (address, port) = address::resolve(
+        &service.address,
+        mode,
+        &service.port_label,
+        at.reach(driver_ip),
+    )
+    .map_err(|e| format!("unable to get address for service {name:?}: {e}"))?;
     let tags = if at.canary() && !service.canary_tags.is_empty() {
         service.canary_tags.clone()
     } else {
@@ -295,7 +302,7 @@ mod tests {
             ports: &ports,
         };
         let w = Workload::Task("web".into());
-        let r = build(&service(), "shop-api", &w, "api", at).unwrap();
+        let r = build(&service(), "shop-api", &w, "api", at, None).unwrap();
         assert_eq!(
             r.id,
             "_nomad-task-b4e61df9-b095-d64e-f241-23860da1375f-web-shop-api-http"
@@ -324,8 +331,26 @@ mod tests {
         // A task port on its own host address.
         let mut admin = service();
         admin.port_label = "admin".into();
-        let r = build(&admin, "admin", &w, "api", at).unwrap();
+        let r = build(&admin, "admin", &w, "api", at, None).unwrap();
         assert_eq!((r.address.as_str(), r.port), ("10.0.0.9", 25002));
+    }
+
+    #[test]
+    fn driver_mode_advertises_the_tasks_own_address_and_port() {
+        let (a, n) = (alloc(false), node());
+        let ports = alloc_ports(&a);
+        let at = Placement {
+            alloc: &a,
+            node: &n,
+            ports: &ports,
+        };
+        let mut s = service();
+        s.address_mode = "driver".into();
+        let w = Workload::Task("web".into());
+        let r = build(&s, "shop-api", &w, "api", at, Some("172.17.0.2")).unwrap();
+        assert_eq!((r.address.as_str(), r.port), ("172.17.0.2", 8080));
+        let err = build(&s, "shop-api", &w, "api", at, None).unwrap_err();
+        assert!(err.contains("no driver network"), "{err}");
     }
 
     #[test]
@@ -338,11 +363,11 @@ mod tests {
             ports: &ports,
         };
         let w = Workload::Group("api".into());
-        let r = build(&service(), "shop-api", &w, "api", at).unwrap();
+        let r = build(&service(), "shop-api", &w, "api", at, None).unwrap();
         assert_eq!(r.tags, vec!["canary"]);
         let mut plain = service();
         plain.canary_tags.clear();
-        let r = build(&plain, "shop-api", &w, "api", at).unwrap();
+        let r = build(&plain, "shop-api", &w, "api", at, None).unwrap();
         assert_eq!(r.tags, vec!["v1"]);
     }
 
@@ -357,7 +382,15 @@ mod tests {
         };
         let mut s = service();
         s.port_label = "grpc".into();
-        let err = build(&s, "shop-api", &Workload::Task("web".into()), "api", at).unwrap_err();
+        let err = build(
+            &s,
+            "shop-api",
+            &Workload::Task("web".into()),
+            "api",
+            at,
+            None,
+        )
+        .unwrap_err();
         assert!(
             err.contains("service \"shop-api\"") && err.contains("\"grpc\""),
             "{err}"
