@@ -8,7 +8,7 @@ use caravan_model::now_unix_ns;
 use tokio::time::Instant;
 
 use super::AllocRunner;
-use crate::checks::alloc_services::{Now, TaskNow};
+use crate::checks::alloc_services::{Now, Restart, TaskNow};
 use crate::checks::registration::{self, Placement};
 use crate::checks::runner::Report;
 use crate::lifecycle::Phase;
@@ -88,12 +88,17 @@ impl AllocRunner {
     pub(super) fn on_check_report(&mut self, r: Report) {
         let unix_s = now_unix_ns() / 1_000_000_000;
         let effect = self.services.on_report(&r, Instant::now(), unix_s);
-        if let Some((task, reason)) = effect.restart {
-            tracing::info!(alloc = %self.alloc.id, %task, %reason, "restarting the task for its check");
-            if let Some(slot) = self.slots.get(&task) {
-                let _ = slot
-                    .control
-                    .send(TaskControl::CheckRestart(reason.into_boxed_str()));
+        if let Some((target, reason)) = effect.restart {
+            tracing::info!(alloc = %self.alloc.id, ?target, %reason, "restarting for a failing check");
+            for (name, slot) in &self.slots {
+                let asked = match &target {
+                    Restart::Task(task) => task == name,
+                    Restart::Alloc => slot.state.state == states::RUNNING,
+                };
+                if asked {
+                    let reason = reason.clone().into_boxed_str();
+                    let _ = slot.control.send(TaskControl::CheckRestart(reason));
+                }
             }
         }
         if effect.changed {

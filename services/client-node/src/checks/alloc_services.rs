@@ -58,8 +58,19 @@ pub struct Now<'a> {
 pub struct Effect {
     /// The check's status changed: the registration is to be sent again.
     pub changed: bool,
-    /// The task to restart (its `check_restart` limit was reached), and why.
-    pub restart: Option<(String, String)>,
+    /// Its `check_restart` limit was reached: what to restart, and why.
+    pub restart: Option<(Restart, String)>,
+}
+
+/// What a check's `check_restart` restarts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Restart {
+    /// The task of the check (a task's service, or the `task` a group
+    /// service's check names).
+    Task(String),
+    /// Every running task: a group service's check that names no task
+    /// restarts the allocation, as Nomad's group services do.
+    Alloc,
 }
 
 /// A change the servers have not been sent yet.
@@ -117,8 +128,8 @@ struct HeldCheck {
     counts: bool,
     ignore_warnings: bool,
     restart: Option<RestartWatch>,
-    /// The task `check_restart` restarts.
-    task: Option<String>,
+    /// What `check_restart` restarts.
+    target: Restart,
 }
 
 impl Drop for AllocServices {
@@ -210,11 +221,11 @@ impl AllocServices {
                 for (i, check) in service.checks.iter().enumerate() {
                     let key = format!("{}/{}/{i}", self.generation, reg.id);
                     let on_update = registration::on_update(check, service);
-                    let restart_task = w
+                    let check_task = w
                         .task()
                         .map(str::to_owned)
                         .or_else(|| Some(check.task_name.clone()).filter(|t| !t.is_empty()));
-                    let handle = restart_task
+                    let handle = check_task
                         .as_deref()
                         .and_then(|t| now.tasks.iter().find(|x| x.name == t))
                         .and_then(|x| x.handle);
@@ -236,7 +247,7 @@ impl AllocServices {
                         counts: on_update != "ignore",
                         ignore_warnings: on_update == "ignore_warnings",
                         restart: RestartWatch::new(check.check_restart.as_ref()),
-                        task: restart_task,
+                        target: check_task.map_or(Restart::Alloc, Restart::Task),
                     });
                 }
             }
@@ -346,9 +357,9 @@ impl AllocServices {
                     .restart
                     .as_mut()
                     .is_some_and(|w| w.observe(now.saturating_duration_since(since), r.status));
-                let restart = check.task.clone().filter(|_| due).map(|task| {
+                let restart = due.then(|| {
                     let why = format!("healthcheck: check {:?} unhealthy", check.name);
-                    (task, why)
+                    (check.target.clone(), why)
                 });
                 if r.changed {
                     self.unsent

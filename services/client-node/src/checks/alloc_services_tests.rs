@@ -270,10 +270,38 @@ async fn check_restart_asks_for_a_restart_after_limit_unhealthy_results_past_gra
     assert_eq!(
         e.restart,
         Some((
-            "web".into(),
+            Restart::Task("web".into()),
             "healthcheck: check \"alive\" unhealthy".into()
         ))
     );
+}
+
+#[tokio::test]
+async fn a_group_check_without_a_task_restarts_the_alloc() {
+    let mut check = tcp_check("alive", "");
+    check.interval_ns = 3_600_000_000_000;
+    check.check_restart = Some(CheckRestart {
+        limit: 1,
+        grace_ns: 0,
+        ignore_warnings: false,
+    });
+    let mut g = group(None);
+    g.tasks[0].services.clear();
+    g.services[0].port_label = "1".into();
+    g.services[0].checks = vec![check.clone()];
+    let mut s = AllocServices::new(true);
+    sync(&mut s, &g, true, false, false);
+    let key = format!("1/{GROUP}1/0");
+    let e = s.on_report(&report(&key, Status::Critical, true), Instant::now(), 0);
+    assert_eq!(e.restart.map(|r| r.0), Some(Restart::Alloc));
+
+    // Naming a task restarts that task only.
+    check.task_name = "log".into();
+    g.services[0].checks = vec![check];
+    let mut s = AllocServices::new(true);
+    sync(&mut s, &g, true, false, false);
+    let e = s.on_report(&report(&key, Status::Critical, true), Instant::now(), 0);
+    assert_eq!(e.restart.map(|r| r.0), Some(Restart::Task("log".into())));
 }
 
 #[tokio::test]
