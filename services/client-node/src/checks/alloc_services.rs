@@ -202,7 +202,7 @@ impl AllocServices {
         for service in services {
             let name = (now.interpolate)(w.task(), &service.name);
             let group = &now.group.name;
-            let reg = match registration::build(
+            let mut reg = match registration::build(
                 service,
                 &name,
                 &w,
@@ -238,7 +238,13 @@ impl AllocServices {
                             let tx = self.feed_tx();
                             tokio::spawn(runner::run(s, tx, cancel));
                         }
-                        Err(e) => errors.push(format!("service {name:?}: {e}")),
+                        Err(e) => {
+                            // Shown with the check's result: why it never runs.
+                            if let Some(result) = reg.checks.get_mut(i) {
+                                result.output.clone_from(&e);
+                            }
+                            errors.push(format!("service {name:?}: {e}"));
+                        }
                     }
                     checks.push(HeldCheck {
                         key,

@@ -162,6 +162,28 @@ fn a_registration_error_names_the_service() {
     assert!(errors[0].contains("\"web-web\""), "{errors:?}");
 }
 
+#[tokio::test]
+async fn a_check_that_cannot_run_says_why_in_its_result() {
+    let mut g = group(None);
+    g.tasks[0].services.clear();
+    g.services[0].checks = vec![ServiceCheck {
+        name: "inside".into(),
+        r#type: "script".into(),
+        command: "/bin/true".into(),
+        ..Default::default()
+    }];
+    let mut s = AllocServices::new(true);
+    let errors = sync(&mut s, &g, true, false, false);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let (reg, _) = s.take_unsent();
+    assert!(
+        reg[0].checks[0].output.contains("needs a running task"),
+        "{:?}",
+        reg[0].checks[0]
+    );
+    assert!(!s.checks_healthy());
+}
+
 fn tcp_check(name: &str, on_update: &str) -> ServiceCheck {
     ServiceCheck {
         name: name.into(),
