@@ -1,7 +1,9 @@
 //! Deployment health of an alloc, decided on the client as Nomad does: healthy
-//! once every task has run for `min_healthy_time` without a break, unhealthy
-//! when a task fails or `healthy_deadline` passes first. Groups whose update
-//! strategy says `manual` (or that have no deployment) are left alone.
+//! once every task has run for `min_healthy_time` without a break (with
+//! `health_check = "checks"`, counted from when its checks all pass too),
+//! unhealthy when a task fails or `healthy_deadline` passes first. Groups
+//! whose update strategy says `manual` (or that have no deployment) are left
+//! alone.
 
 use std::time::Duration;
 
@@ -30,6 +32,8 @@ pub struct HealthTracker {
     deadline: Instant,
     running_since: Option<Instant>,
     verdict: Option<bool>,
+    /// `health_check = "checks"`: the service checks must pass as well.
+    checks: bool,
 }
 
 impl HealthTracker {
@@ -61,6 +65,7 @@ impl HealthTracker {
                 deadline: now + duration(migrate.healthy_deadline_ns, DEFAULT_DEADLINE),
                 running_since: None,
                 verdict: None,
+                checks: migrate.health_check == "checks",
             });
         }
         let update = group.update.as_ref().or(job.update.as_ref())?;
@@ -72,15 +77,19 @@ impl HealthTracker {
             deadline: now + duration(update.healthy_deadline_ns, DEFAULT_DEADLINE),
             running_since: None,
             verdict: None,
+            checks: update.health_check == "checks",
         })
     }
 
-    /// Looks at the tasks at `now`; returns the verdict when it is reached now.
+    /// Looks at the tasks at `now`, and whether the alloc's service checks
+    /// all pass (read only under `health_check = "checks"`); returns the
+    /// verdict when it is reached now.
     pub fn observe(
         &mut self,
         now: Instant,
         group: &TaskGroup,
         task_states: &SmallMap<TaskState>,
+        checks_pass: bool,
     ) -> Option<bool> {
         if self.verdict.is_some() {
             return None;
@@ -96,7 +105,7 @@ impl HealthTracker {
                 s.is_some_and(|s| s.state == states::RUNNING)
             }
         });
-        if all_up {
+        if all_up && (checks_pass || !self.checks) {
             let since = *self.running_since.get_or_insert(now);
             if now.saturating_duration_since(since) >= self.min_healthy {
                 self.verdict = Some(true);
@@ -186,31 +195,83 @@ mod tests {
         let (alloc, job, group) = fixture("checks");
         let t0 = Instant::now();
         let mut h = HealthTracker::for_alloc(&alloc, &job, &group, t0).unwrap();
-        assert_eq!(h.observe(t0, &group, &states("running", false)), None);
+        assert_eq!(h.observe(t0, &group, &states("running", false), true), None);
         assert_eq!(h.next_check(), Some(t0 + 10 * S));
         // A restart breaks the streak.
         assert_eq!(
-            h.observe(t0 + 5 * S, &group, &states("pending", false)),
+            h.observe(t0 + 5 * S, &group, &states("pending", false), true),
             None
         );
         assert_eq!(
-            h.observe(t0 + 6 * S, &group, &states("running", false)),
+            h.observe(t0 + 6 * S, &group, &states("running", false), true),
             None
         );
         assert_eq!(
-            h.observe(t0 + 15 * S, &group, &states("running", false)),
+            h.observe(t0 + 15 * S, &group, &states("running", false), true),
             None
         );
         assert_eq!(
-            h.observe(t0 + 16 * S, &group, &states("running", false)),
+            h.observe(t0 + 16 * S, &group, &states("running", false), true),
             Some(true)
         );
         assert_eq!(h.next_check(), None);
         assert_eq!(
-            h.observe(t0 + 17 * S, &group, &states("dead", true)),
+            h.observe(t0 + 17 * S, &group, &states("dead", true), true),
             None,
             "decided once"
         );
+    }
+
+    #[test]
+    fn under_checks_min_healthy_time_counts_from_passing_checks() {
+        let (alloc, job, group) = fixture("checks");
+        let t0 = Instant::now();
+        let mut h = HealthTracker::for_alloc(&alloc, &job, &group, t0).unwrap();
+        let up = states("running", false);
+        assert_eq!(h.observe(t0, &group, &up, false), None);
+        assert_eq!(h.next_check(), Some(t0 + 60 * S), "only the deadline");
+        assert_eq!(h.observe(t0 + 5 * S, &group, &up, true), None);
+        assert_eq!(h.next_check(), Some(t0 + 15 * S));
+        // A check failing again starts the count over.
+        assert_eq!(h.observe(t0 + 8 * S, &group, &up, false), None);
+        assert_eq!(h.observe(t0 + 9 * S, &group, &up, true), None);
+        assert_eq!(h.observe(t0 + 15 * S, &group, &up, true), None);
+        assert_eq!(h.observe(t0 + 19 * S, &group, &up, true), Some(true));
+
+        // Checks that never pass: unhealthy at the deadline.
+        let mut h = HealthTracker::for_alloc(&alloc, &job, &group, t0).unwrap();
+        assert_eq!(h.observe(t0 + 30 * S, &group, &up, false), None);
+        assert_eq!(h.observe(t0 + 60 * S, &group, &up, false), Some(false));
+    }
+
+    #[test]
+    fn task_states_ignores_the_checks() {
+        let (alloc, job, group) = fixture("task_states");
+        let t0 = Instant::now();
+        let mut h = HealthTracker::for_alloc(&alloc, &job, &group, t0).unwrap();
+        let up = states("running", false);
+        assert_eq!(h.observe(t0, &group, &up, false), None);
+        assert_eq!(h.observe(t0 + 10 * S, &group, &up, false), Some(true));
+    }
+
+    #[test]
+    fn a_migration_under_checks_waits_for_them() {
+        let (mut alloc, mut job, mut group) = fixture("checks");
+        alloc.deployment_id.clear();
+        alloc.previous_allocation = "old".into();
+        job.set_type(JobType::Service);
+        group.migrate = Some(caravan_proto::MigrateStrategy {
+            max_parallel: 1,
+            health_check: "checks".into(),
+            min_healthy_time_ns: 1_000_000_000,
+            healthy_deadline_ns: 60_000_000_000,
+        });
+        let t0 = Instant::now();
+        let mut h = HealthTracker::for_alloc(&alloc, &job, &group, t0).unwrap();
+        let up = states("running", false);
+        assert_eq!(h.observe(t0 + 5 * S, &group, &up, false), None);
+        assert_eq!(h.observe(t0 + 6 * S, &group, &up, true), None);
+        assert_eq!(h.observe(t0 + 7 * S, &group, &up, true), Some(true));
     }
 
     #[test]
@@ -219,14 +280,14 @@ mod tests {
         let t0 = Instant::now();
         let mut h = HealthTracker::for_alloc(&alloc, &job, &group, t0).unwrap();
         assert_eq!(
-            h.observe(t0 + S, &group, &states("dead", true)),
+            h.observe(t0 + S, &group, &states("dead", true), true),
             Some(false)
         );
         let mut h = HealthTracker::for_alloc(&alloc, &job, &group, t0).unwrap();
-        assert_eq!(h.observe(t0, &group, &states("pending", false)), None);
+        assert_eq!(h.observe(t0, &group, &states("pending", false), true), None);
         assert_eq!(h.next_check(), Some(t0 + 60 * S));
         assert_eq!(
-            h.observe(t0 + 60 * S, &group, &states("pending", false)),
+            h.observe(t0 + 60 * S, &group, &states("pending", false), true),
             Some(false)
         );
     }
@@ -260,10 +321,13 @@ mod tests {
         });
         let t0 = Instant::now();
         let mut h = HealthTracker::for_alloc(&alloc, &job, &group, t0).unwrap();
-        assert_eq!(h.observe(t0, &group, &states("running", false)), None);
-        assert_eq!(h.observe(t0 + S, &group, &states("running", false)), None);
+        assert_eq!(h.observe(t0, &group, &states("running", false), true), None);
         assert_eq!(
-            h.observe(t0 + 2 * S, &group, &states("running", false)),
+            h.observe(t0 + S, &group, &states("running", false), true),
+            None
+        );
+        assert_eq!(
+            h.observe(t0 + 2 * S, &group, &states("running", false), true),
             Some(true)
         );
         // Batch replacements are not watched.

@@ -102,6 +102,12 @@ impl RestartTracker {
         self.next(now)
     }
 
+    /// The decision after a service check's `check_restart` stopped the
+    /// task: a failure, counted like a failed exit.
+    pub fn on_check_failure(&mut self, now: Instant) -> RestartDecision {
+        self.next(now)
+    }
+
     fn next(&mut self, now: Instant) -> RestartDecision {
         if self.attempts == 0 && !self.delay_mode {
             return RestartDecision::Fail {

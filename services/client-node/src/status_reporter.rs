@@ -192,11 +192,34 @@ impl StatusSink {
     }
 }
 
-/// `newer` with `older`'s task states when it left its own out.
+/// `newer` with `older`'s task states when it left its own out, and with
+/// `older`'s service registrations and removals of instances `newer` says
+/// nothing of (what `newer` says of an instance is the newer word).
 fn carry_states(newer: &mut AllocUpdate, older: AllocUpdate) {
     if newer.task_states.is_empty() {
         newer.task_states = older.task_states;
     }
+    if older.registered.is_empty() && older.deregistered.is_empty() {
+        return;
+    }
+    let said: std::collections::HashSet<String> = newer
+        .registered
+        .iter()
+        .chain(&newer.deregistered)
+        .map(|r| r.id.clone())
+        .collect();
+    newer.registered.extend(
+        older
+            .registered
+            .into_iter()
+            .filter(|r| !said.contains(&r.id)),
+    );
+    newer.deregistered.extend(
+        older
+            .deregistered
+            .into_iter()
+            .filter(|r| !said.contains(&r.id)),
+    );
 }
 
 #[cfg(test)]
@@ -237,6 +260,44 @@ mod tests {
         assert_eq!(all["a"].client_status(), AllocClientStatus::Complete);
         assert_eq!(all["b"].client_status(), AllocClientStatus::Pending);
         assert_eq!(all.len(), 3);
+    }
+
+    fn reg(id: &str) -> caravan_proto::ServiceRegistration {
+        caravan_proto::ServiceRegistration {
+            id: id.into(),
+            service_name: "web".into(),
+            ..Default::default()
+        }
+    }
+
+    fn ids(v: &[caravan_proto::ServiceRegistration]) -> Vec<&str> {
+        v.iter().map(|r| r.id.as_str()).collect()
+    }
+
+    /// A registration never gets lost because a newer report of the same
+    /// alloc replaced the one carrying it, and the newer word on an
+    /// instance wins.
+    #[test]
+    fn registrations_are_carried_into_the_report_that_replaces_theirs() {
+        let s = StatusSink::new(10);
+        let mut first = update("a", AllocClientStatus::Running);
+        first.registered = vec![reg("x"), reg("y")];
+        s.report(first);
+        let mut second = update("a", AllocClientStatus::Running);
+        second.deregistered = vec![reg("y")];
+        s.report(second);
+        let sent = s.take();
+        assert_eq!(ids(&sent[0].registered), vec!["x"]);
+        assert_eq!(ids(&sent[0].deregistered), vec!["y"]);
+
+        // A failed send is requeued into the newer report.
+        let mut later = update("a", AllocClientStatus::Running);
+        later.registered = vec![reg("y")];
+        s.report(later);
+        s.requeue(sent);
+        let again = s.take();
+        assert_eq!(ids(&again[0].registered), vec!["y", "x"]);
+        assert!(again[0].deregistered.is_empty(), "y registered again since");
     }
 
     fn with_states(id: &str, status: AllocClientStatus, state: &str) -> AllocUpdate {

@@ -75,6 +75,11 @@ pub enum TaskControl {
     /// Leave the run unwatched and hand it back (see [`ParkedTask`]), if
     /// it may go unwatched; ignored otherwise.
     Park,
+    /// A service check of the task reached its `check_restart` limit: stop
+    /// the run and restart it as a failure its restart policy counts (as
+    /// Nomad's check watcher does), the reason in the event. Ignored when
+    /// no run is up.
+    CheckRestart(Box<str>),
 }
 
 /// A running task whose runner stepped aside: the run and the restart
@@ -181,6 +186,7 @@ enum Woken<T> {
     Detach,
     Restart(RestartReply),
     Park,
+    CheckRestart(Box<str>),
 }
 
 impl TaskRunner {
@@ -246,6 +252,11 @@ impl TaskRunner {
                 TaskControl::Park => {
                     if handle.is_some_and(|h| h.unwatched_until().is_some()) {
                         return Woken::Park;
+                    }
+                }
+                TaskControl::CheckRestart(reason) => {
+                    if handle.is_some() {
+                        return Woken::CheckRestart(reason);
                     }
                 }
                 TaskControl::Signaled(signal) => {
@@ -349,6 +360,11 @@ impl TaskRunner {
                         return;
                     }
                 }
+                Woken::CheckRestart(reason) => {
+                    if !self.restart_for_check(&handle, &reason).await {
+                        return;
+                    }
+                }
                 Woken::Done(exit) => {
                     self.terminated(&exit);
                     let decision = self.restart.on_exit(Instant::now().into_std(), &exit);
@@ -419,8 +435,8 @@ impl TaskRunner {
                     .until(None, tokio::time::sleep_until(Instant::now() + delay))
                     .await
                 {
-                    // (No run to park while waiting to start one.)
-                    Woken::Done(()) | Woken::Park => true,
+                    // (No run to park or check while waiting to start one.)
+                    Woken::Done(()) | Woken::Park | Woken::CheckRestart(_) => true,
                     // Asked to restart while waiting to: start now.
                     Woken::Restart(reply) => {
                         let _ = reply.send(Ok(()));
@@ -463,6 +479,23 @@ impl TaskRunner {
         self.release_once_recorded().await;
         let _ = reply.send(Ok(()));
         true
+    }
+
+    /// A restart asked by a failing check: the run is stopped with the
+    /// kill signal and timeout, then the restart policy decides as after a
+    /// failed exit. False when the task is not to run again (or the client
+    /// is going away).
+    async fn restart_for_check(&mut self, handle: &Arc<dyn TaskHandle>, reason: &str) -> bool {
+        push_event(&mut self.state, event(events::RESTART_SIGNALED, reason));
+        self.send(Some(handle));
+        let stop = handle.stop(self.kill_signal, self.kill_timeout);
+        let exit = tokio::select! {
+            r = stop => r,
+            _ = self.detach.cancelled() => return false,
+        };
+        self.terminated(&exit);
+        let decision = self.restart.on_check_failure(Instant::now().into_std());
+        self.after(decision, true).await
     }
 
     /// Records a restart after `delay` (an event, pending, one more restart)
@@ -890,6 +923,47 @@ mod tests {
         );
         h.detach.cancel();
         (&mut h.join).await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_check_restart_is_a_failure_the_policy_counts() {
+        let reason = "healthcheck: check \"alive\" unhealthy";
+        let mut h = runner(
+            vec![("run_for", string_value("1h"))],
+            policy(1, "fail"),
+            false,
+        );
+        assert_eq!(h.updates.recv().await.unwrap().state.state, "running");
+        h.control
+            .send(TaskControl::CheckRestart(reason.into()))
+            .unwrap();
+        let s = loop {
+            let u = h.updates.recv().await.unwrap();
+            if u.state.state == "running" && u.state.restarts > 0 {
+                break u.state;
+            }
+        };
+        assert_eq!(
+            kinds(&s),
+            vec![
+                "Started",
+                "Restart Signaled",
+                "Terminated",
+                "Restarting",
+                "Started"
+            ]
+        );
+        assert_eq!(s.events[1].message, reason);
+        assert_eq!(s.events[3].message, "Restart within policy");
+        // The policy's one attempt is spent: the next one fails the task.
+        h.control
+            .send(TaskControl::CheckRestart(reason.into()))
+            .unwrap();
+        (&mut h.join).await.unwrap();
+        let s = last(&mut h).await;
+        assert_eq!(s.state, "dead");
+        assert!(s.failed);
+        assert_eq!(s.events.last().unwrap().r#type, "Not Restarting");
     }
 
     #[tokio::test(start_paused = true)]

@@ -422,3 +422,68 @@ async fn a_task_that_fails_while_the_client_is_killed_reports_its_exit_code() {
     second.kill9();
     scene.stop_fake.cancel();
 }
+
+/// A restarted client re-attached to a live task registers its service
+/// again (the registry may have lost or swept it meanwhile; the same value
+/// twice is harmless) and runs its script check in the recovered run.
+#[tokio::test]
+async fn a_restarted_client_registers_a_reattached_tasks_service_again() {
+    use caravan_proto::{Service, ServiceCheck};
+
+    let scene = Scene::new().await;
+    let (first, shutdown) = scene.client().await;
+    let node_id = first.ready.node_ids[0].clone();
+    let mut t = sh_task("web", SCRIPT);
+    t.services = vec![Service {
+        name: "svc-web".into(),
+        task_name: "web".into(),
+        checks: vec![ServiceCheck {
+            name: "inside".into(),
+            r#type: "script".into(),
+            command: "/bin/sh".into(),
+            args: vec!["-c".into(), "test -f $NOMAD_ALLOC_DIR/pid".into()],
+            interval_ns: 200_000_000,
+            timeout_ns: 2_000_000_000,
+            ..Default::default()
+        }],
+        ..Default::default()
+    }];
+    let job = job("svc", JobType::Service, vec![t]);
+    let a = alloc(&job, 0);
+    scene.fake.push(&node_id, vec![a.clone()], vec![job]);
+    let id = format!("_nomad-task-{}-web-svc-web-", a.id);
+    let passing_since = |from: usize| {
+        let seen = scene.fake.seen.lock();
+        seen.update_calls[from.min(seen.update_calls.len())..]
+            .iter()
+            .flat_map(|c| &c.updates)
+            .flat_map(|u| &u.registered)
+            .any(|r| r.id == id && r.checks[0].status == "passing")
+    };
+    until("registered with its check passing", WAIT, || {
+        passing_since(0)
+    })
+    .await;
+    stop(first, shutdown).await;
+
+    let calls_before = scene.fake.seen.lock().update_calls.len();
+    let (second, shutdown) = scene.client().await;
+    until(
+        "registered again, its check passing in the recovered run",
+        WAIT,
+        || passing_since(calls_before),
+    )
+    .await;
+    assert_eq!(starts(&scene.alloc_dir(&a)), 1, "never two copies");
+    scene.fake.push(&node_id, vec![stopped(a.clone())], vec![]);
+    until("deregistered", WAIT, || {
+        let seen = scene.fake.seen.lock();
+        seen.update_calls[calls_before..]
+            .iter()
+            .flat_map(|c| &c.updates)
+            .any(|u| u.deregistered.iter().any(|r| r.id == id))
+    })
+    .await;
+    stop(second, shutdown).await;
+    scene.stop_fake.cancel();
+}

@@ -200,3 +200,118 @@ async fn simulated_allocs_restart_and_are_collected() {
     stop(client, shutdown).await;
     stop_fake.cancel();
 }
+
+/// A simulated alloc registers its services in the update that reports it
+/// running (what the C1M benchmark measures), runs no checks, and
+/// deregisters them in the update that reports it stopping; a restart
+/// through the node's API (which wakes a parked alloc) re-registers the
+/// restarted task's service.
+#[tokio::test]
+async fn simulated_allocs_register_their_services_in_the_running_update() {
+    use caravan_proto::client_node_service_client::ClientNodeServiceClient;
+    use caravan_proto::{RestartAllocRequest, Service, ServiceCheck};
+
+    let stop_fake = CancellationToken::new();
+    let fake = FakeGateway::new(Duration::from_secs(5));
+    let addr = fake.serve(stop_fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut conf = config(addr, dir.path());
+    conf.simulate = 1;
+    let shutdown = CancellationToken::new();
+    let client = start(conf, shutdown.clone()).await.unwrap();
+    let node = client.ready.node_ids[0].clone();
+    let mut t = sh_task("web", "mock");
+    t.services = vec![Service {
+        name: "web".into(),
+        task_name: "web".into(),
+        checks: vec![ServiceCheck {
+            name: "alive".into(),
+            r#type: "tcp".into(),
+            interval_ns: 10_000_000,
+            timeout_ns: 10_000_000,
+            ..Default::default()
+        }],
+        ..Default::default()
+    }];
+    let mut job = job("shop", JobType::Service, vec![t]);
+    job.task_groups[0].services = vec![Service {
+        name: "shop".into(),
+        ..Default::default()
+    }];
+    let a = alloc(&job, 0);
+    fake.push(&node, vec![a.clone()], vec![job.clone()]);
+    until("the alloc runs", Duration::from_secs(10), || {
+        fake.status(&a.id) == Some(AllocClientStatus::Running)
+    })
+    .await;
+    let all = || {
+        fake.seen
+            .lock()
+            .update_calls
+            .iter()
+            .flat_map(|c| c.updates.clone())
+            .filter(|u| u.alloc_id == a.id)
+            .collect::<Vec<_>>()
+    };
+    let task_id = format!("_nomad-task-{}-web-web-", a.id);
+    let group_id = format!("_nomad-task-{}-group-shop-shop-", a.id);
+    let running = all()
+        .into_iter()
+        .find(|u| u.client_status() == AllocClientStatus::Running)
+        .unwrap();
+    let mut ids: Vec<&str> = running.registered.iter().map(|r| r.id.as_str()).collect();
+    ids.sort_unstable();
+    let mut want = vec![group_id.as_str(), task_id.as_str()];
+    want.sort_unstable();
+    assert_eq!(
+        ids, want,
+        "registered with the running state, in one update"
+    );
+    let web = running.registered.iter().find(|r| r.id == task_id).unwrap();
+    assert_eq!(web.checks[0].status, "pending", "no check runs here");
+    assert_eq!(web.node_id, node);
+
+    let mut api = ClientNodeServiceClient::connect(format!("http://{}", client.ready.advertised))
+        .await
+        .unwrap();
+    let restart = RestartAllocRequest {
+        alloc_id: a.id.clone(),
+        ..Default::default()
+    };
+    api.restart_alloc(restart).await.unwrap();
+    until("the restart is reported", Duration::from_secs(10), || {
+        fake.seen.lock().latest.get(&a.id).is_some_and(|u| {
+            u.task_states
+                .get("web")
+                .is_some_and(|t| t.restarts == 1 && t.state == "running")
+        })
+    })
+    .await;
+    let regs = |id: &str| {
+        all()
+            .iter()
+            .filter(|u| u.registered.iter().any(|r| r.id == id))
+            .count()
+    };
+    until(
+        "the task's service registered again",
+        Duration::from_secs(10),
+        || regs(&task_id) >= 2,
+    )
+    .await;
+    assert_eq!(regs(&group_id), 1, "the group's service stays as it was");
+
+    fake.push(&node, vec![stopped(a.clone())], vec![]);
+    until("the alloc completes", Duration::from_secs(10), || {
+        fake.status(&a.id) == Some(AllocClientStatus::Complete)
+    })
+    .await;
+    let gone: Vec<String> = all()
+        .iter()
+        .flat_map(|u| u.deregistered.iter().map(|r| r.id.clone()))
+        .collect();
+    assert!(gone.contains(&group_id), "{gone:?}");
+    assert!(gone.contains(&task_id), "{gone:?}");
+    stop(client, shutdown).await;
+    stop_fake.cancel();
+}

@@ -4,6 +4,7 @@
 
 mod mailbox;
 mod park;
+mod services;
 mod setup;
 mod status;
 mod task_spec;
@@ -23,6 +24,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::alloc_dir::AllocDir;
+use crate::checks::alloc_services::AllocServices;
 use crate::driver::{Drivers, TaskHandle, parse_signal};
 use crate::health::HealthTracker;
 use crate::lifecycle::{self, Phase};
@@ -155,6 +157,8 @@ pub struct AllocRunner {
     /// Runners were asked to hand their runs back: the alloc parks once
     /// they all have, unless something happens first.
     parking: bool,
+    /// Its services' registrations and checks.
+    services: AllocServices,
     // Boxed: a channel allocates room for 32 messages up front, and a node
     // runs hundreds of these.
     updates_tx: mpsc::UnboundedSender<Box<TaskUpdate>>,
@@ -182,6 +186,7 @@ impl AllocRunner {
     ) -> AllocRunnerHandle {
         let (tx, rx) = mailbox::mailbox();
         ctx.live.insert(&alloc.id, &tx);
+        let ctx_simulated = ctx.simulated;
         let (updates_tx, updates) = mpsc::unbounded_channel();
         let runner = AllocRunner {
             ctx,
@@ -203,6 +208,7 @@ impl AllocRunner {
             updates_tx,
             updates,
             parking: false,
+            services: AllocServices::new(!ctx_simulated),
         };
         // Boxed, as is the runner's future below: a parked alloc keeps only
         // this task's small future, which holds what it captures for good.
@@ -289,6 +295,7 @@ impl AllocRunner {
             let cut_off_at = self.cut_off_deadline();
             tokio::select! {
                 Some(u) = self.updates.recv() => self.on_task_update(*u),
+                r = self.services.next_report(), if self.services.checking() => self.on_check_report(r),
                 Some(ended) = self.runners.join_next(), if !self.runners.is_empty() => {
                     if let Ok(Some(run)) = ended {
                         self.on_parked(run);
@@ -671,6 +678,8 @@ impl AllocRunner {
     }
 
     fn on_alloc_update(&mut self, alloc: Arc<Allocation>) {
+        let canary = |a: &Allocation| a.deployment_status.as_ref().is_some_and(|d| d.canary);
+        let promoted = canary(&self.alloc) != canary(&alloc);
         if alloc.deployment_id != self.alloc.deployment_id {
             // An in-place update into a new deployment: its health starts over.
             self.health_verdict = None;
@@ -684,6 +693,13 @@ impl AllocRunner {
             self.check_health();
         }
         self.alloc = alloc.clone();
+        if promoted {
+            // A promotion: the registrations take the tags of a non-canary.
+            self.services.set_canary(canary(&alloc));
+            if self.services.has_unsent() && !self.detaching {
+                self.report();
+            }
+        }
         if alloc.is_server_terminal() && !self.stopping {
             self.begin_stop(&alloc);
         } else if alloc.client_status() == AllocClientStatus::Unknown {
@@ -708,6 +724,12 @@ impl AllocRunner {
                 self.stop_at = Some(Instant::now() + d);
             }
             None => self.kill_all(KillRequest::default()),
+        }
+        // Its services go before its tasks stop (and before the shutdown
+        // delay, which is there for their users to move away).
+        self.sync_services();
+        if self.services.has_unsent() && !self.detaching {
+            self.report();
         }
         tracing::debug!(alloc = %alloc.id, desired = ?alloc.desired_status(), "stopping alloc");
     }

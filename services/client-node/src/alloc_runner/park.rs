@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 use super::status::{client_status, update_of};
 use super::{AllocCommand, AllocRunner, NodeContext};
+use crate::checks::alloc_services::AllocServices;
 use crate::health::HealthTracker;
 use crate::task_runner::{ParkedTask, TaskControl, states};
 
@@ -116,7 +117,8 @@ impl ParkedAlloc {
             .iter()
             .map(|t| (t.run.task.clone(), t.state.unpack()))
             .collect();
-        let Some(healthy) = health.observe(Instant::now(), &self.group, &states) else {
+        // (A simulated node runs no checks: only its tasks count.)
+        let Some(healthy) = health.observe(Instant::now(), &self.group, &states, true) else {
             return;
         };
         let alloc = self.alloc.unpack();
@@ -161,6 +163,7 @@ impl AllocRunner {
                     && s.kill.borrow().is_none()
             })
             && self.last_reported.as_ref() == Some(&self.current_update())
+            && !self.services.has_unsent()
     }
 
     /// Asks every runner for its run when the alloc is idle.
@@ -289,6 +292,7 @@ impl AllocRunner {
             updates_tx,
             updates,
             parking: false,
+            services: AllocServices::new(false),
         };
         for t in p.tasks {
             let mut slot = runner.slot(t.state.unpack(), t.leader);
@@ -297,7 +301,9 @@ impl AllocRunner {
             slot.parked = Some(t.run);
             runner.slots.insert(name, slot);
         }
-        // It parked only once its newest state was sent.
+        // It parked only once its newest state (and registrations) was sent.
+        runner.sync_services();
+        runner.services.mark_sent();
         runner.last_reported = Some(runner.current_update());
         runner.reattach();
         runner

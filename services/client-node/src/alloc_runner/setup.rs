@@ -123,6 +123,11 @@ impl AllocRunner {
             match recovered {
                 Some(Some(handle)) => {
                     tracing::info!(alloc = %self.alloc.id, task = %task.name, "re-attached to task");
+                    // Known before the runner's first word: its services
+                    // (and script checks) are registered again at once.
+                    if let Some(slot) = self.slots.get_mut(&task.name) {
+                        slot.handle = Some(Arc::clone(&handle));
+                    }
                     self.start_task(group, task, Some(handle), None);
                 }
                 Some(None) => {

@@ -41,11 +41,13 @@ impl AllocRunner {
         if self.health.is_none() {
             return;
         }
+        self.sync_services();
         let states = self.task_states();
+        let checks_pass = self.services.checks_healthy();
         let (Some(health), Some(group)) = (self.health.as_mut(), self.group.as_ref()) else {
             return;
         };
-        if let Some(healthy) = health.observe(Instant::now(), group, &states) {
+        if let Some(healthy) = health.observe(Instant::now(), group, &states, checks_pass) {
             tracing::debug!(alloc = %self.alloc.id, healthy, "deployment health decided");
             self.health_verdict = Some((healthy, now_unix_ns()));
             self.health = None;
@@ -109,11 +111,14 @@ impl AllocRunner {
         desc: &str,
         states: SmallMap<TaskState>,
     ) {
+        self.sync_services();
         let u = self.update_of(status, desc, states);
-        if self.quiet || self.last_reported.as_ref() == Some(&u) {
+        if self.quiet || (self.last_reported.as_ref() == Some(&u) && !self.services.has_unsent()) {
             return;
         }
         let mut sent = u.clone();
+        // Registrations ride on this update: one write for both.
+        (sent.registered, sent.deregistered) = self.services.take_unsent();
         if self
             .last_reported
             .as_ref()

@@ -1,7 +1,9 @@
-//! One run of an `http` or `tcp` check against an address: what it saw and
-//! what that means, as Nomad's client judges it (a connection for `tcp`; a
-//! status below 400 for `http`, 429 a warning as Consul has it).
+//! One run of a check: what it saw and what that means, as Nomad's client
+//! judges it (a connection for `tcp`; a status below 400 for `http`, 429 a
+//! warning as Consul has it; `SERVING` for `grpc`; the exit code of a
+//! `script`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -11,10 +13,13 @@ use hyper::Request;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use super::grpc::GrpcProbe;
+use super::script::ScriptProbe;
 use super::status::Outcome;
+use crate::driver::TaskHandle;
 
 /// How much of an answer's body a result keeps as its output.
-const OUTPUT_LIMIT: usize = 3 * 1024;
+pub(super) const OUTPUT_LIMIT: usize = 3 * 1024;
 
 /// What one run of a check saw.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,6 +49,10 @@ pub enum Probe {
     Tcp,
     /// A request and an answer below 400.
     Http(HttpProbe),
+    /// A gRPC health call answered `SERVING`.
+    Grpc(GrpcProbe),
+    /// A command inside the task exiting 0.
+    Script(ScriptProbe),
 }
 
 /// What an `http` check sends.
@@ -56,11 +65,20 @@ pub struct HttpProbe {
 }
 
 impl Probe {
-    /// The probe of `check`, or why it cannot be run by this client.
-    pub fn of(check: &ServiceCheck) -> Result<Probe, String> {
+    /// The probe of `check`, or why it cannot be run by this client;
+    /// `task` is the run a `script` check runs in.
+    pub fn of(check: &ServiceCheck, task: Option<&Arc<dyn TaskHandle>>) -> Result<Probe, String> {
         match check.r#type.as_str() {
             "tcp" => Ok(Probe::Tcp),
             "http" => http_probe(check).map(Probe::Http),
+            "grpc" => GrpcProbe::new(check).map(Probe::Grpc),
+            "script" => match task {
+                Some(task) => ScriptProbe::new(check, Arc::clone(task)).map(Probe::Script),
+                None => Err(format!(
+                    "check {:?}: a script check needs a running task to run in",
+                    check.name
+                )),
+            },
             other => Err(format!(
                 "check {:?}: type {other:?} is not supported by Caravan's client",
                 check.name
@@ -77,6 +95,11 @@ impl Probe {
     }
 
     async fn attempt(&self, addr: &str) -> Observation {
+        match self {
+            Probe::Grpc(grpc) => return grpc.run(addr).await,
+            Probe::Script(script) => return script.run().await,
+            Probe::Tcp | Probe::Http(_) => {}
+        }
         let stream = match TcpStream::connect(addr).await {
             Ok(stream) => stream,
             Err(e) => return Observation::failure(format!("dial tcp {addr}: {e}")),
@@ -88,6 +111,7 @@ impl Probe {
                 output: "tcp ok".into(),
             },
             Probe::Http(http) => http.send(stream, addr).await,
+            Probe::Grpc(_) | Probe::Script(_) => Observation::failure("not a network probe"),
         }
     }
 }
@@ -251,7 +275,7 @@ mod tests {
                 values: vec!["a".into(), "b".into()],
             },
         );
-        let got = Probe::of(&check).unwrap().run(&addr, SECOND).await;
+        let got = Probe::of(&check, None).unwrap().run(&addr, SECOND).await;
         assert_eq!(got.outcome, Outcome::Success);
         assert_eq!(got.status_code, 200);
         let request = seen.recv().await.unwrap();
@@ -274,18 +298,27 @@ mod tests {
             "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\nconnection: close\r\n\r\ndown",
         )
         .await;
-        let got = Probe::of(&http("/")).unwrap().run(&addr, SECOND).await;
+        let got = Probe::of(&http("/"), None)
+            .unwrap()
+            .run(&addr, SECOND)
+            .await;
         assert_eq!(
             (got.outcome, got.status_code, got.output.as_str()),
             (Outcome::Failure, 503, "down")
         );
         let (addr, _seen) =
             server("HTTP/1.1 429 Too Many Requests\r\ncontent-length: 0\r\n\r\n").await;
-        let got = Probe::of(&http("/")).unwrap().run(&addr, SECOND).await;
+        let got = Probe::of(&http("/"), None)
+            .unwrap()
+            .run(&addr, SECOND)
+            .await;
         assert_eq!(got.outcome, Outcome::Warning);
         let (addr, _seen) =
             server("HTTP/1.1 302 Found\r\nlocation: /x\r\ncontent-length: 0\r\n\r\n").await;
-        let got = Probe::of(&http("/")).unwrap().run(&addr, SECOND).await;
+        let got = Probe::of(&http("/"), None)
+            .unwrap()
+            .run(&addr, SECOND)
+            .await;
         assert_eq!(got.outcome, Outcome::Success, "below 400 passes");
     }
 
@@ -293,17 +326,20 @@ mod tests {
     async fn a_silent_server_times_out_and_a_closed_port_fails() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        let got = Probe::of(&http("/"))
+        let got = Probe::of(&http("/"), None)
             .unwrap()
             .run(&addr, Duration::from_millis(200))
             .await;
         assert_eq!(got.outcome, Outcome::Failure);
         assert!(got.output.contains("timed out"), "{}", got.output);
         drop(listener);
-        let tcp = Probe::of(&ServiceCheck {
-            r#type: "tcp".into(),
-            ..Default::default()
-        })
+        let tcp = Probe::of(
+            &ServiceCheck {
+                r#type: "tcp".into(),
+                ..Default::default()
+            },
+            None,
+        )
         .unwrap();
         let got = tcp.run(&addr, SECOND).await;
         assert_eq!(got.outcome, Outcome::Failure);
@@ -313,10 +349,13 @@ mod tests {
     #[tokio::test]
     async fn tcp_passes_on_a_connection() {
         let (addr, _seen) = server("").await;
-        let tcp = Probe::of(&ServiceCheck {
-            r#type: "tcp".into(),
-            ..Default::default()
-        })
+        let tcp = Probe::of(
+            &ServiceCheck {
+                r#type: "tcp".into(),
+                ..Default::default()
+            },
+            None,
+        )
         .unwrap();
         assert_eq!(tcp.run(&addr, SECOND).await.outcome, Outcome::Success);
     }
@@ -326,7 +365,7 @@ mod tests {
         let mut https = http("/");
         https.protocol = "https".into();
         assert!(
-            Probe::of(&https)
+            Probe::of(&https, None)
                 .unwrap_err()
                 .contains("protocol \"https\"")
         );
@@ -335,9 +374,19 @@ mod tests {
             r#type: "script".into(),
             ..Default::default()
         };
-        assert!(Probe::of(&script).unwrap_err().contains("type \"script\""));
+        assert!(
+            Probe::of(&script, None)
+                .unwrap_err()
+                .contains("needs a running task")
+        );
+        let ttl = ServiceCheck {
+            name: "t".into(),
+            r#type: "ttl".into(),
+            ..Default::default()
+        };
+        assert!(Probe::of(&ttl, None).unwrap_err().contains("type \"ttl\""));
         let mut bad = http("/");
         bad.method = "GE T".into();
-        assert!(Probe::of(&bad).unwrap_err().contains("method"));
+        assert!(Probe::of(&bad, None).unwrap_err().contains("method"));
     }
 }

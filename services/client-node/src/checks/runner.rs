@@ -2,6 +2,7 @@
 //! it starts (as Nomad's client does, to give the task a moment), then one
 //! each interval, every result folded into its status and handed on.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use caravan_proto::ServiceCheck;
@@ -10,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::probe::{Observation, Probe};
 use super::status::{Status, Tracker};
+use crate::driver::TaskHandle;
 
 /// The shortest interval and timeout a check runs with, whatever it asks.
 const FLOOR: Duration = Duration::from_millis(10);
@@ -30,15 +32,21 @@ pub struct Scheduled {
 }
 
 impl Scheduled {
-    /// `check` to be run against `addr`, or why this client cannot run it.
-    pub fn new(id: String, check: &ServiceCheck, addr: String) -> Result<Self, String> {
+    /// `check` to be run against `addr` (a `script` check: in the run
+    /// `task`), or why this client cannot run it.
+    pub fn new(
+        id: String,
+        check: &ServiceCheck,
+        addr: String,
+        task: Option<&Arc<dyn TaskHandle>>,
+    ) -> Result<Self, String> {
         let duration = |ns: i64| Duration::from_nanos(u64::try_from(ns).unwrap_or(0)).max(FLOOR);
         Ok(Scheduled {
             id,
             addr,
             interval: duration(check.interval_ns),
             timeout: duration(check.timeout_ns),
-            probe: Probe::of(check)?,
+            probe: Probe::of(check, task)?,
             tracker: Tracker::new(check),
         })
     }
@@ -104,7 +112,7 @@ mod tests {
     async fn reports_each_result_and_marks_the_changes() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        let check = Scheduled::new("c1".into(), &tcp(40), addr).unwrap();
+        let check = Scheduled::new("c1".into(), &tcp(40), addr, None).unwrap();
         let (tx, mut rx) = mpsc::channel(16);
         let cancel = CancellationToken::new();
         let task = tokio::spawn(run(check, tx, cancel.clone()));
@@ -141,7 +149,7 @@ mod tests {
     async fn the_first_probe_waits_half_an_interval() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        let check = Scheduled::new("c".into(), &tcp(400), addr).unwrap();
+        let check = Scheduled::new("c".into(), &tcp(400), addr, None).unwrap();
         let (tx, mut rx) = mpsc::channel(4);
         let started = tokio::time::Instant::now();
         let cancel = CancellationToken::new();
@@ -158,6 +166,6 @@ mod tests {
             r#type: "script".into(),
             ..Default::default()
         };
-        assert!(Scheduled::new("c".into(), &script, "127.0.0.1:1".into()).is_err());
+        assert!(Scheduled::new("c".into(), &script, "127.0.0.1:1".into(), None).is_err());
     }
 }

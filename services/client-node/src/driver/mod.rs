@@ -185,6 +185,11 @@ pub trait TaskHandle: Send + Sync + Debug {
     fn unwatched_until(&self) -> Option<Option<tokio::time::Instant>> {
         None
     }
+    /// The address of the task's own network (Nomad's driver network), when
+    /// its driver gives it one: what `address_mode = "driver"` advertises.
+    fn driver_ip(&self) -> Option<String> {
+        None
+    }
     /// Sends `signal` to the task (`alloc signal`).
     async fn signal(&self, signal: Signal) -> Result<(), DriverError>;
     /// The task's resource usage now; `cpu_total_mhz` is the node's, to

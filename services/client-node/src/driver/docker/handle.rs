@@ -70,6 +70,8 @@ pub struct DockerHandle {
     daemon: Arc<Daemon>,
     state: DockerState,
     exit: watch::Receiver<Option<ExitResult>>,
+    /// The container's address on its docker network (none on the host's).
+    ip: Option<String>,
     /// Ends the waiter and the log copy if the handle goes before the run.
     _tasks: DropGuard,
 }
@@ -91,8 +93,34 @@ impl DockerHandle {
             daemon,
             state,
             exit: rx,
+            ip: None,
             _tasks: cancel.drop_guard(),
         }
+    }
+
+    /// [`Self::watch`], with the container's network address looked up
+    /// once (it keeps it for its life).
+    pub async fn open(
+        daemon: Arc<Daemon>,
+        state: DockerState,
+        logs: Option<LogTarget>,
+    ) -> DockerHandle {
+        let mut handle = DockerHandle::watch(daemon, state, logs);
+        if let Ok(docker) = handle.daemon.client().await
+            && let Ok(found) = docker
+                .inspect_container(&handle.state.container_id, None)
+                .await
+        {
+            handle.ip = found
+                .network_settings
+                .and_then(|n| n.networks)
+                .and_then(|nets| {
+                    nets.into_values()
+                        .filter_map(|e| e.ip_address)
+                        .find(|ip| !ip.is_empty())
+                });
+        }
+        handle
     }
 
     fn exited(&self) -> Option<ExitResult> {
@@ -219,6 +247,10 @@ async fn ended(docker: &Docker, id: &str, code: i64) -> ExitResult {
 impl TaskHandle for DockerHandle {
     fn state(&self) -> HandleState {
         self.state.encode()
+    }
+
+    fn driver_ip(&self) -> Option<String> {
+        self.ip.clone()
     }
 
     async fn wait(&self) -> ExitResult {

@@ -302,11 +302,9 @@ impl Driver for DockerDriver {
             image: task.image,
             started_at_unix_ns: now_unix_ns(),
         };
-        Ok(Arc::new(DockerHandle::watch(
-            Arc::clone(&self.daemon),
-            state,
-            Self::log_target(&spec),
-        )))
+        Ok(Arc::new(
+            DockerHandle::open(Arc::clone(&self.daemon), state, Self::log_target(&spec)).await,
+        ))
     }
 
     async fn recover(&self, spec: &TaskSpec, state: &HandleState) -> Option<Arc<dyn TaskHandle>> {
@@ -318,11 +316,14 @@ impl Driver for DockerDriver {
             if let Ok(docker) = self.daemon.client().await {
                 match docker.inspect_container(&state.container_id, None).await {
                     Ok(_) => {
-                        return Some(Arc::new(DockerHandle::watch(
-                            Arc::clone(&self.daemon),
-                            state,
-                            Self::log_target(spec),
-                        )));
+                        return Some(Arc::new(
+                            DockerHandle::open(
+                                Arc::clone(&self.daemon),
+                                state,
+                                Self::log_target(spec),
+                            )
+                            .await,
+                        ));
                     }
                     Err(e) if not_found(&e) => return None,
                     Err(_) => {}
@@ -330,7 +331,8 @@ impl Driver for DockerDriver {
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        // Unknown, not gone: keep watching until the daemon answers.
+        // Unknown, not gone: keep watching until the daemon answers (its
+        // address unknown: it cannot be asked now).
         Some(Arc::new(DockerHandle::watch(
             Arc::clone(&self.daemon),
             state,
@@ -341,11 +343,9 @@ impl Driver for DockerDriver {
     async fn adopt(&self, spec: &TaskSpec) -> Option<Arc<dyn TaskHandle>> {
         let state = self.find(spec).await?;
         tracing::info!(alloc = %spec.alloc_id, task = %spec.task, container = %short(&state.container_id), "adopting a container the client had not recorded");
-        Some(Arc::new(DockerHandle::watch(
-            Arc::clone(&self.daemon),
-            state,
-            Self::log_target(spec),
-        )))
+        Some(Arc::new(
+            DockerHandle::open(Arc::clone(&self.daemon), state, Self::log_target(spec)).await,
+        ))
     }
 
     async fn release(&self, spec: &TaskSpec) {

@@ -295,6 +295,12 @@ async fn a_container_serves_on_its_port_with_env_dirs_limits_and_labels() {
     assert_eq!(l[labels::TASK], "t");
     assert_eq!(l["team"], "web");
     assert_eq!(c["Name"], format!("/t-{}", spec.alloc_id));
+    // Its own address on the bridge: what `address_mode = "driver"` advertises.
+    let ip = c["NetworkSettings"]["Networks"]["bridge"]["IPAddress"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(!ip.is_empty(), "{c}");
+    assert_eq!(h.driver_ip().as_deref(), Some(ip));
     let usage = h.stats(4000).await.unwrap();
     let mem = usage.resource_usage.unwrap().memory_stats.unwrap();
     assert!(mem.usage > 0, "{mem:?}");
