@@ -178,7 +178,12 @@ time.sleep(300)
     .unwrap();
 
     // The CLI shows the instance's address and port.
-    let out = c.cli(&["service", "info", "web"]).await.unwrap();
+    let nomad_addr = c.nomad_addr().unwrap();
+    let env = [("NOMAD_ADDR", nomad_addr.as_str())];
+    let out = c
+        .cli_nomad_env(&["service", "info", "web"], &env)
+        .await
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     let address = format!("{}:{port}", reg["Address"].as_str().unwrap());
@@ -192,7 +197,10 @@ time.sleep(300)
     let results: Vec<&Value> = checks.as_object().unwrap().values().collect();
     assert_eq!(results.len(), 1, "{checks}");
     assert_eq!(results[0]["Status"], "success", "{checks}");
-    let status = c.cli(&["alloc", "status", &alloc.id]).await.unwrap();
+    let status = c
+        .cli_nomad_env(&["alloc", "status", &alloc.id], &env)
+        .await
+        .unwrap();
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.contains("Nomad Service Checks"), "{text}");
 
