@@ -204,6 +204,26 @@ time.sleep(300)
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.contains("Nomad Service Checks"), "{text}");
 
+    // A changed tag is an in-place update: the same alloc's instance is
+    // rewritten with the new version's tags.
+    set(
+        &mut job,
+        "/Job/TaskGroups/0/Services/0/Tags",
+        json!(["web", "v2"]),
+    );
+    register(&http, &job).await;
+    wait_for("the instance to carry the new tags", STEP, async || {
+        let list = instances(&http, "web").await;
+        Ok(match list.as_slice() {
+            [r] if r["Tags"] == json!(["web", "v2"]) && r["AllocID"] == alloc.id.as_str() => {
+                Progress::Done(())
+            }
+            other => Progress::Waiting(format!("{other:?}")),
+        })
+    })
+    .await
+    .unwrap();
+
     // Stopping the job takes its instance away.
     http.request(hyper::Method::DELETE, "/v1/job/web", None)
         .await

@@ -41,6 +41,9 @@ struct Entry {
     alloc_modify_revision: i64,
     desired_status: i32,
     modify_revision: i64,
+    /// The job version the runner runs: an in-place update brings it the
+    /// new version's job (its services may have changed).
+    job_version: u64,
     destroyed: bool,
 }
 
@@ -175,8 +178,18 @@ impl NodeAllocs {
                 entry.alloc_modify_revision = alloc.alloc_modify_revision;
                 entry.desired_status = alloc.desired_status;
                 entry.modify_revision = alloc.modify_revision;
+                let new_job = (entry.job_version != alloc.job_version)
+                    .then(|| self.jobs.get(&key).cloned())
+                    .flatten();
                 let alloc = Arc::new(Self::runner_view(&self.ctx, alloc));
-                let _ = entry.handle.commands.send(AllocCommand::Update(alloc));
+                let command = match new_job {
+                    Some(job) => {
+                        entry.job_version = alloc.job_version;
+                        AllocCommand::UpdateJob(Box::new((alloc, job)))
+                    }
+                    None => AllocCommand::Update(alloc),
+                };
+                let _ = entry.handle.commands.send(command);
             }
             return;
         }
@@ -223,6 +236,7 @@ impl NodeAllocs {
             alloc_modify_revision: alloc.alloc_modify_revision,
             desired_status: alloc.desired_status,
             modify_revision: alloc.modify_revision,
+            job_version: alloc.job_version,
             destroyed: false,
             handle: AllocRunner::spawn(
                 self.ctx.clone(),
@@ -339,6 +353,7 @@ impl NodeAllocs {
                 alloc_modify_revision: 0,
                 desired_status: 0,
                 modify_revision: 0,
+                job_version: 0,
                 destroyed: true,
             },
         );

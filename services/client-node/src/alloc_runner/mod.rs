@@ -80,6 +80,9 @@ pub struct NodeContext {
 pub enum AllocCommand {
     /// A newer version of the alloc from the servers.
     Update(Arc<Allocation>),
+    /// A newer version of the alloc at another version of its job: an
+    /// in-place update (boxed: a pair would widen every command).
+    UpdateJob(Box<(Arc<Allocation>, Arc<Job>)>),
     /// The alloc is gone from the servers: stop everything and delete its dir.
     Destroy,
     /// What the alloc's tasks are doing.
@@ -359,6 +362,10 @@ impl AllocRunner {
         self.cancel_parking();
         match cmd {
             Some(AllocCommand::Update(a)) => self.on_alloc_update(a),
+            Some(AllocCommand::UpdateJob(update)) => {
+                let (alloc, job) = *update;
+                self.on_job_update(alloc, job);
+            }
             Some(AllocCommand::Destroy) | None => {
                 self.destroying = true;
                 self.kill_all(KillRequest::default());
@@ -677,7 +684,7 @@ impl AllocRunner {
         self.report();
     }
 
-    fn on_alloc_update(&mut self, alloc: Arc<Allocation>) {
+    pub(super) fn on_alloc_update(&mut self, alloc: Arc<Allocation>) {
         let canary = |a: &Allocation| a.deployment_status.as_ref().is_some_and(|d| d.canary);
         let promoted = canary(&self.alloc) != canary(&alloc);
         if alloc.deployment_id != self.alloc.deployment_id {

@@ -4,7 +4,10 @@
 //! change goes out in a report and may decide the deployment's health; a
 //! `check_restart` restarts the task).
 
+use std::sync::Arc;
+
 use caravan_model::now_unix_ns;
+use caravan_proto::{Allocation, Job};
 use tokio::time::Instant;
 
 use super::AllocRunner;
@@ -16,6 +19,44 @@ use crate::task_env::TaskEnv;
 use crate::task_runner::{TaskControl, states};
 
 impl AllocRunner {
+    /// An in-place update to another version of the job, with its alloc:
+    /// the group's services are registered again from the new version's
+    /// blocks (an instance whose ID stays is rewritten, one that went is
+    /// removed).
+    pub(super) fn on_job_update(&mut self, alloc: Arc<Allocation>, job: Arc<Job>) {
+        let group_name = alloc.task_group.clone();
+        let changed = self.take_job(job, &group_name);
+        self.on_alloc_update(alloc);
+        if changed {
+            self.sync_services();
+            if self.services.has_unsent() && !self.detaching {
+                self.report();
+            }
+        }
+    }
+
+    /// Takes the new version's job and group; whether their services
+    /// changed (then every registration is dropped, to be made again).
+    fn take_job(&mut self, job: Arc<Job>, group_name: &str) -> bool {
+        let Some(group) = self.ctx.jobs.group(&job, group_name) else {
+            return false;
+        };
+        let services_changed = self.group.as_ref().is_none_or(|old| {
+            old.services != group.services
+                || old
+                    .tasks
+                    .iter()
+                    .map(|t| &t.services)
+                    .ne(group.tasks.iter().map(|t| &t.services))
+        });
+        self.job = job;
+        self.group = Some(group);
+        if services_changed {
+            self.services.forget_all();
+        }
+        services_changed
+    }
+
     /// Registers the services of what runs now and deregisters the rest.
     pub(super) fn sync_services(&mut self) {
         let Some(group) = self.group.clone() else {

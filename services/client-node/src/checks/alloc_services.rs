@@ -270,6 +270,16 @@ impl AllocServices {
         errors
     }
 
+    /// Deregisters every workload's services (their checks stop): the next
+    /// [`AllocServices::sync`] registers what the group says now. An
+    /// instance registered again under the same ID goes out as one rewrite.
+    pub fn forget_all(&mut self) {
+        let held: Vec<Workload> = self.held.keys().cloned().collect();
+        for w in &held {
+            self.deregister(w);
+        }
+    }
+
     fn deregister(&mut self, w: &Workload) {
         let Some(held) = self.held.remove(w) else {
             return;
