@@ -183,7 +183,8 @@ impl Summary {
         );
         println!(
             "checks: {} evals, {} allocs; lost evals {}, blocked jobs {}, jobs not at desired state {}, \
-             over-committed nodes {}, duplicate alloc names {}, batch ran once {}, never {}, more than once {}",
+             over-committed nodes {}, duplicate alloc names {}, batch ran once {}, never {}, more than once {}; \
+             service registrations {}, without a live alloc {}",
             c.evals,
             c.allocs,
             c.lost_evals.len(),
@@ -193,7 +194,9 @@ impl Summary {
             c.duplicated.len(),
             c.batch_ran_once,
             c.batch_never_ran.len(),
-            c.batch_ran_more_than_once.len()
+            c.batch_ran_more_than_once.len(),
+            c.registrations,
+            c.ghost_registrations.len()
         );
         if self.failures.is_empty() {
             println!("PASS");
