@@ -518,8 +518,8 @@ pub(super) fn consul_warnings(tg: &TaskGroup, base: &str) -> Vec<String> {
             format!(
                 "{path}: service {:?} has provider \"consul\" (the default): Caravan has no Consul \
                  integration and registers it in its own service registry (/v1/service/{}, \
-                 nomadService in templates); set provider = \"nomad\" to say so",
-                s.name, s.name
+                 caravan service info {}); set provider = \"nomad\" to say so",
+                s.name, s.name, s.name
             )
         })
         .collect()

@@ -236,7 +236,10 @@ pub async fn validate(
                  established.\n",
             );
             match caravan_jobspec::validate(&job) {
-                Ok(()) => Vec::new(),
+                Ok(()) => {
+                    warnings.extend(caravan_jobspec::warnings(&job));
+                    Vec::new()
+                }
                 Err(e) => e.0.iter().map(ToString::to_string).collect(),
             }
         }

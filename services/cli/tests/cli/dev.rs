@@ -205,3 +205,42 @@ async fn usage_errors_and_help_do_not_touch_the_network() {
     assert_eq!(code, 1);
     assert!(err.starts_with("Error reading job file"), "{err}");
 }
+
+#[tokio::test]
+async fn validate_without_a_gateway_warns_of_a_consul_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("consul.hcl");
+    std::fs::write(
+        &path,
+        r#"job "c" {
+  group "g" {
+    network {
+      port "http" {}
+    }
+    service {
+      port = "http"
+    }
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "sleep"
+      }
+    }
+  }
+}
+"#,
+    )
+    .unwrap();
+    let (code, out, err) = cli(
+        "http://127.0.0.1:1",
+        &["job", "validate", path.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Job Warnings:")
+            && out.contains(r#"service "c-g" has provider "consul" (the default)"#),
+        "{out}"
+    );
+    assert!(out.contains("Job validation successful"), "{out}");
+}
