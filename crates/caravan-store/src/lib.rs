@@ -26,6 +26,6 @@ pub use group_commit::{Committer, GroupCommit, GroupLimits};
 pub use leadership::{FencingToken, Leadership, LeadershipError, current_leader, election_name};
 pub use mem::{MemStore, MemStoreConfig};
 pub use patience::with_member_timeout;
-pub use read_prefix::read_prefix;
+pub use read_prefix::{read_prefix, read_prefix_keys};
 pub use store::{Store, Watch, WatchProgress, WatchStream};
 pub use types::*;

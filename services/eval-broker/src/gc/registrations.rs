@@ -7,13 +7,21 @@
 //! than the full collection's, as it reads only the registrations' prefix
 //! and judges them on the watch cache: a ghost instance, which callers
 //! would keep sending requests to, lives no longer than one such sweep.
+//!
+//! The sweep reads keys only: an instance's ID
+//! (`_nomad-task-<alloc id>-<workload>-<service>-<port>`, checked by the
+//! gateway on every registration) names its allocation, so no value is
+//! read or decoded; at C1M a sweep of a million instances moves their keys
+//! and not their bodies.
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use caravan_model::AllocExt;
-use caravan_proto::{AllocClientStatus, NodeStatus, ServiceRegistration};
+use caravan_proto::{AllocClientStatus, Allocation, NodeStatus, ServiceRegistration};
 use caravan_state::{Kind, Tables, decode};
-use caravan_store::{Compare, CompareOp, KeyValue, Op, Revision};
+use caravan_store::{Compare, CompareOp, Op, Revision};
 
 use crate::error::BrokerError;
 use crate::term::LeaderTerm;
@@ -25,43 +33,84 @@ pub(crate) const CATCH_UP: Duration = Duration::from_secs(10);
 /// Keys read per range request.
 const PAGE: i64 = 1000;
 
-/// One stored registration: its key, what it says and its mod revision.
+/// How every instance ID Caravan's clients register begins.
+const ID_PREFIX: &str = "_nomad-task-";
+
+/// One stored registration: its key, whose it is and its mod revision.
 #[derive(Clone, Debug)]
 pub struct Stored {
     /// The registration's key.
     pub key: Vec<u8>,
     /// The alloc it was registered for.
-    pub alloc_id: String,
+    pub owner: Owner,
     /// The mod revision it was read at.
     pub modify_revision: Revision,
 }
 
-/// Every stored registration, read at one revision, and that revision.
+/// The alloc of a registration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// Read from the registration's value.
+    Alloc(String),
+    /// What follows `_nomad-task-` in its ID: the alloc's ID, a dash, and
+    /// the rest. The alloc is the one whose ID ends at one of the dashes
+    /// (an alloc ID is a UUID, which is no other ID's dash-ended prefix).
+    IdTail(String),
+}
+
+impl Owner {
+    /// The owner's alloc in `tables`, if it is there.
+    fn alloc<'t>(&self, tables: &'t Tables) -> Option<&'t Arc<Allocation>> {
+        match self {
+            Owner::Alloc(id) => tables.alloc(id),
+            Owner::IdTail(tail) => tail
+                .match_indices('-')
+                .find_map(|(at, _)| tables.alloc(&tail[..at])),
+        }
+    }
+}
+
+/// Every stored registration, read at one revision, and that revision:
+/// keys only, each value read only for an ID that does not name its alloc.
 pub async fn read_all(writer: &EvalWriter) -> Result<(Vec<Stored>, Revision), BrokerError> {
     let prefix = writer.keyspace().prefix_of(Kind::Services);
-    let (kvs, revision) =
-        caravan_store::read_prefix(writer.store().as_ref(), &prefix, PAGE).await?;
-    let stored = kvs.iter().map(stored).collect::<Result<_, _>>()?;
+    let store = writer.store();
+    let (kvs, revision) = caravan_store::read_prefix_keys(store.as_ref(), &prefix, PAGE).await?;
+    let mut stored = Vec::with_capacity(kvs.len());
+    for kv in &kvs {
+        let owner = match id_tail(&kv.key) {
+            Some(tail) => Owner::IdTail(tail),
+            None => match store.get(&kv.key).await? {
+                Some(full) => Owner::Alloc(decode::<ServiceRegistration>(&full)?.alloc_id),
+                None => continue,
+            },
+        };
+        stored.push(Stored {
+            key: kv.key.clone(),
+            owner,
+            modify_revision: kv.mod_revision,
+        });
+    }
     Ok((stored, revision))
 }
 
-fn stored(kv: &KeyValue) -> Result<Stored, BrokerError> {
-    let reg: ServiceRegistration = decode(kv)?;
-    Ok(Stored {
-        key: kv.key.clone(),
-        alloc_id: reg.alloc_id,
-        modify_revision: kv.mod_revision,
-    })
+/// What follows `_nomad-task-` in the ID that ends `key`.
+fn id_tail(key: &[u8]) -> Option<String> {
+    let id = key.rsplit(|b| *b == b'/').next()?;
+    let id = std::str::from_utf8(id).ok()?;
+    id.strip_prefix(ID_PREFIX)
+        .filter(|tail| tail.contains('-'))
+        .map(str::to_owned)
 }
 
-/// Whether a registration of `alloc_id` names no live instance in `tables`
+/// Whether a registration of `owner` names no live instance in `tables`
 /// (a view at least as new as the registrations were read at): its alloc
 /// is gone, told to stop, or finished, or its node is down (its allocs are
 /// lost, whether or not the scheduler has said so yet). An alloc whose
 /// node is only disconnected (`unknown`) keeps its instances, as it may
 /// come back.
-pub fn orphaned(tables: &Tables, alloc_id: &str) -> bool {
-    let Some(alloc) = tables.alloc(alloc_id) else {
+pub fn orphaned(tables: &Tables, owner: &Owner) -> bool {
+    let Some(alloc) = owner.alloc(tables) else {
         return true;
     };
     if tables
@@ -82,7 +131,7 @@ pub fn orphaned(tables: &Tables, alloc_id: &str) -> bool {
 pub fn deletes(tables: &Tables, stored: &[Stored]) -> Vec<GuardedUnit> {
     stored
         .iter()
-        .filter(|s| orphaned(tables, &s.alloc_id))
+        .filter(|s| orphaned(tables, &s.owner))
         .map(|s| {
             let mut unit = GuardedUnit::default();
             unit.push(
@@ -155,7 +204,7 @@ mod tests {
         .enumerate()
         .map(|(i, id)| Stored {
             key: format!("services/default/web/{id}").into_bytes(),
-            alloc_id: (*id).to_string(),
+            owner: Owner::Alloc((*id).to_string()),
             modify_revision: i64::try_from(i).unwrap() + 10,
         })
         .collect();
@@ -191,5 +240,29 @@ mod tests {
             stored.len(),
             "every instance on a node that is down goes, disconnected or not"
         );
+    }
+
+    #[test]
+    fn an_instance_id_names_its_alloc_without_its_value() {
+        let uuid = "8d2f0b6e-3c1a-4e5b-9f7d-2a6c4b8e1f03";
+        let key = format!("prefix/services/default/web/_nomad-task-{uuid}-group-web-web-http");
+        let tail = id_tail(key.as_bytes()).expect("a client's instance ID");
+        assert_eq!(tail, format!("{uuid}-group-web-web-http"));
+        assert_eq!(id_tail(b"prefix/services/default/web/custom-id"), None);
+
+        let mut world = World::new();
+        world.alloc(alloc(
+            uuid,
+            AllocDesiredStatus::Run,
+            AllocClientStatus::Running,
+        ));
+        let owner = Owner::IdTail(tail);
+        assert_eq!(
+            owner.alloc(&world.tables).map(|a| a.id.as_str()),
+            Some(uuid)
+        );
+        assert!(!orphaned(&world.tables, &owner));
+        let other = Owner::IdTail("0b1e2c3d-0000-4000-8000-000000000000-web-web-http".into());
+        assert!(orphaned(&world.tables, &other), "no alloc of that ID: gone");
     }
 }
