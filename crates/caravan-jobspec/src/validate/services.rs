@@ -17,6 +17,9 @@ const PROVIDER_NOMAD: &str = "nomad";
 pub const PROVIDER_CONSUL: &str = "consul";
 
 const CHECK_TYPES: &[&str] = &["http", "tcp", "grpc", "script"];
+/// Why a check's TLS settings are refused.
+const NO_TLS: &str =
+    "is not supported by Caravan: its http and grpc checks dial in plain text, without TLS";
 const MIN_CHECK_NS: i64 = 1_000_000_000;
 const ON_UPDATE: &[&str] = &["require_healthy", "ignore_warnings", "ignore"];
 const HTTP_METHODS: &[&str] = &[
@@ -286,15 +289,14 @@ fn service_check(
                     format!("method type {:?} not supported in http check", c.method),
                 );
             }
-            if !["", "http", "https"].contains(&c.protocol.as_str()) {
-                e.on(
+            match c.protocol.as_str() {
+                "" | "http" => {}
+                "https" => e.on(path, "protocol", format!("\"https\" {NO_TLS}")),
+                other => e.on(
                     path,
                     "protocol",
-                    format!(
-                        "protocol must be \"http\" or \"https\"; not {:?}",
-                        c.protocol
-                    ),
-                );
+                    format!("protocol must be \"http\" or \"https\"; not {other:?}"),
+                ),
             }
         }
         "script" => {
@@ -403,6 +405,15 @@ fn service_check(
                 name,
                 format!("{name} not supported for check of type \"script\""),
             );
+        }
+    }
+    for (set, field) in [
+        (c.tls_skip_verify, "tls_skip_verify"),
+        (!c.tls_server_name.is_empty(), "tls_server_name"),
+        (c.grpc_use_tls, "grpc_use_tls"),
+    ] {
+        if set {
+            e.on(path, field, NO_TLS);
         }
     }
     if c.expose {

@@ -222,6 +222,20 @@ fn service_errors_name_the_field_with_nomads_texts() {
             ("          limit = 2", "          limit = -1"),
             "limit must be greater than or equal to 0 but found -1",
         ),
+        (
+            (
+                "path     = \"/health\"",
+                "path     = \"/health\"\n        protocol = \"https\"",
+            ),
+            "check[0]: protocol: \"https\" is not supported by Caravan: its http and grpc checks dial in plain text",
+        ),
+        (
+            (
+                "path     = \"/health\"",
+                "path     = \"/health\"\n        tls_skip_verify = true",
+            ),
+            "check[0]: tls_skip_verify: is not supported by Caravan",
+        ),
     ];
     for ((from, to), want) in cases {
         let errs = errors(&patched(from, to));
