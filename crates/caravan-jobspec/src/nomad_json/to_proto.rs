@@ -575,6 +575,10 @@ fn task_to_proto(
         shutdown_delay_ns: t.shutdown_delay.unwrap_or(0),
         volume_mounts: super::volumes::mounts_to_proto(t.volume_mounts, &base, conv),
         services,
+        // Refused until the job specification reads them (see `refused.rs`).
+        artifacts: Vec::new(),
+        templates: Vec::new(),
+        identities: Vec::new(),
     }
 }
 
