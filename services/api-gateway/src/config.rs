@@ -78,6 +78,11 @@ pub struct GatewayConfig {
     /// alternative to `variables_key` that keeps the key out of the
     /// configuration.
     pub variables_key_file: String,
+    /// The issuer of workload identity tokens (Nomad's `oidc_issuer`), a
+    /// URL third parties reach this API at: set, tokens carry it as `iss`
+    /// and `/.well-known/openid-configuration` describes it; empty (the
+    /// default), that endpoint answers 404 and tokens carry no issuer.
+    pub oidc_issuer: String,
     /// ACLs (`acl { enabled = true }`), off by default.
     pub acl: crate::acl::AclConfig,
     /// The state store.
@@ -110,6 +115,7 @@ impl Default for GatewayConfig {
             status_backlog_max_allocs: 8000,
             variables_key: String::new(),
             variables_key_file: String::new(),
+            oidc_issuer: String::new(),
             acl: crate::acl::AclConfig::default(),
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),

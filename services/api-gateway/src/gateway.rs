@@ -56,6 +56,8 @@ pub struct Gateway {
     pub(crate) variables_key: Option<Arc<crate::vars::VariableKey>>,
     /// The ACL entries, when ACLs are enabled.
     pub(crate) acl: Option<Arc<crate::acl::AclCache>>,
+    /// The workload identity signing keys, loaded on first use.
+    pub(crate) keyring: Arc<tokio::sync::OnceCell<Arc<crate::identity::Keyring>>>,
     /// Where heartbeats renew their leases.
     pub(crate) heartbeats: Heartbeats,
     /// The blocking queries waiting for a change.
@@ -135,6 +137,7 @@ impl Gateway {
             status_writes,
             job_writes,
             variables_key: None,
+            keyring: Arc::default(),
             waiting: Arc::default(),
         }
     }

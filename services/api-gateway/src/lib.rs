@@ -22,6 +22,7 @@ mod events;
 mod gateway;
 mod grpc;
 mod http;
+mod identity;
 mod jobs;
 mod logs;
 pub mod metrics;

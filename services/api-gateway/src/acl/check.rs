@@ -31,6 +31,45 @@ pub struct Acl {
     operator: String,
     quota: String,
     plugin: String,
+    /// The workload a workload identity token names: its implicit
+    /// variables paths ([`Acl::allow_variable_op`]) and service reads.
+    workload: Option<WorkloadClaim>,
+}
+
+/// The workload a verified workload identity names, with its group (which
+/// the token does not carry; it comes from the allocation).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkloadClaim {
+    /// The allocation's namespace.
+    pub namespace: String,
+    /// The job's id.
+    pub job: String,
+    /// The allocation's task group.
+    pub group: String,
+    /// The task.
+    pub task: String,
+}
+
+impl WorkloadClaim {
+    /// Whether `path` in `ns` is one of the workload's own variables:
+    /// `nomad/jobs`, `nomad/jobs/<job>`, `nomad/jobs/<job>/<group>` and
+    /// `nomad/jobs/<job>/<group>/<task>` of its namespace, exactly (not
+    /// what lies below them).
+    pub fn owns_variable(&self, ns: &str, path: &str) -> bool {
+        if ns != self.namespace {
+            return false;
+        }
+        let Some(rest) = path.strip_prefix("nomad/jobs") else {
+            return false;
+        };
+        let own = [
+            String::new(),
+            format!("/{}", self.job),
+            format!("/{}/{}", self.job, self.group),
+            format!("/{}/{}/{}", self.job, self.group, self.task),
+        ];
+        own.iter().any(|p| p == rest)
+    }
 }
 
 /// Nomad's `maxPrivilege`: deny wins, then write, read, list.
@@ -174,6 +213,23 @@ impl Acl {
         acl
     }
 
+    /// The ACL of a workload identity: `policies` (none today) plus the
+    /// workload's implicit rights.
+    pub fn workload<'a>(
+        claim: WorkloadClaim,
+        policies: impl IntoIterator<Item = &'a Policy>,
+    ) -> Acl {
+        Acl {
+            workload: Some(claim),
+            ..Acl::compile(policies)
+        }
+    }
+
+    /// The workload a workload identity's ACL was made for.
+    pub fn workload_claim(&self) -> Option<&WorkloadClaim> {
+        self.workload.as_ref()
+    }
+
     /// Whether this is a management token's ACL.
     pub fn is_management(&self) -> bool {
         self.management
@@ -256,16 +312,27 @@ impl Acl {
             return true;
         }
         let key = format!("{ns}\0{path}");
-        self.variables
-            .get(&key)
-            .or_else(|| closest_glob(&self.wildcard_variables, &key))
-            .is_some_and(|c| c.contains(op))
+        if let Some(caps) = self.variables.get(&key) {
+            return caps.contains(op);
+        }
+        // A workload's own paths come after an exact rule and before globs.
+        if let Some(claim) = &self.workload
+            && claim.owns_variable(ns, path)
+        {
+            return op == READ || op == LIST;
+        }
+        closest_glob(&self.wildcard_variables, &key).is_some_and(|c| c.contains(op))
     }
 
     /// Whether any variables path of `ns` (any namespace for `*`) is
     /// granted at all: the loose check before a list is filtered by path.
     pub fn allow_variable_search(&self, ns: &str) -> bool {
         if self.management {
+            return true;
+        }
+        if let Some(claim) = &self.workload
+            && (ns == ALL_NAMESPACES || ns == claim.namespace)
+        {
             return true;
         }
         if ns == ALL_NAMESPACES {
@@ -277,6 +344,12 @@ impl Acl {
                 let (pattern_ns, _) = k.split_once('\0').unwrap_or((k, ""));
                 glob_matches(pattern_ns, ns)
             })
+    }
+
+    /// Nomad's `AllowServiceRegistrationReadList`: `read-job` in `ns`, or
+    /// any workload identity.
+    pub fn allow_service_read(&self, ns: &str) -> bool {
+        self.workload.is_some() || self.allow_ns_op(ns, "read-job")
     }
 
     fn level_allows(&self, level: &str, write: bool) -> bool {
@@ -400,6 +473,46 @@ mod tests {
         let none = acl(&[r#"namespace "default" { policy = "write" }"#]);
         assert!(!none.allow_node_pool_op("default", "read"));
         assert!(Acl::management().allow_node_pool_op("x", "delete"));
+    }
+
+    #[test]
+    fn a_workload_reads_its_own_job_group_and_task_variables_only() {
+        let claim = WorkloadClaim {
+            namespace: "default".into(),
+            job: "web".into(),
+            group: "g".into(),
+            task: "t".into(),
+        };
+        let a = Acl::workload(claim, &[]);
+        for path in [
+            "nomad/jobs",
+            "nomad/jobs/web",
+            "nomad/jobs/web/g",
+            "nomad/jobs/web/g/t",
+        ] {
+            assert!(a.allow_variable_op("default", path, "read"), "{path}");
+            assert!(a.allow_variable_op("default", path, "list"), "{path}");
+            assert!(!a.allow_variable_op("default", path, "write"), "{path}");
+        }
+        for path in [
+            "nomad/jobs/db",
+            "nomad/jobs/web/g/t/deeper",
+            "nomad/jobs/webx",
+            "nomad/jobs/web/other",
+            "app/x",
+        ] {
+            assert!(!a.allow_variable_op("default", path, "read"), "{path}");
+        }
+        assert!(!a.allow_variable_op("prod", "nomad/jobs/web", "read"));
+        assert!(a.allow_variable_search("default") && a.allow_variable_search("*"));
+        assert!(!a.allow_variable_search("prod"));
+        assert!(!a.allow_ns_op("default", "read-job"));
+        assert!(!a.allow_namespace("default") && !a.allow_node_read());
+        let ruled = Acl::workload(
+            a.workload_claim().unwrap().clone(),
+            &[parse(r#"namespace "default" { variables { path "nomad/jobs/web" { capabilities = ["deny"] } } }"#).unwrap()],
+        );
+        assert!(!ruled.allow_variable_op("default", "nomad/jobs/web", "read"), "an exact rule wins");
     }
 
     #[test]

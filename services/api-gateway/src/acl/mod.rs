@@ -4,7 +4,8 @@
 //! ([`store`]), the table of what each HTTP route needs ([`routes`]), and
 //! what both transports share: the token of a request's headers, the
 //! namespace an object named by id lives in ([`owner`]) and the cut of a
-//! list to what its caller may read ([`list`]). The transports enforce it:
+//! list to what its caller may read ([`list`]), and workload identity tokens
+//! as callers ([`workload`]). The transports enforce it:
 //! `http::acl_guard` on every HTTP route, `grpc::acl_guard` on the public
 //! gRPC services.
 
@@ -15,6 +16,7 @@ pub mod policy;
 pub mod routes;
 pub mod store;
 pub mod volumes;
+pub mod workload;
 
 use serde::{Deserialize, Serialize};
 

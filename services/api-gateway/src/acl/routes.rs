@@ -46,6 +46,10 @@ pub enum Need {
     /// Node pool `read` on the URL's pool and `list-jobs` in the request's
     /// namespace: its jobs, the list keeping to namespaces with `list-jobs`.
     PoolJobs,
+    /// Reading registered services: `read-job` in the namespace, or any
+    /// workload identity (Nomad's `AllowServiceRegistrationReadList`), so
+    /// a task's templates find services with the task's own token.
+    ServiceRead,
     /// `alloc-exec` in the alloc's namespace, as [`Need::Ns`]; but a
     /// WebSocket that asks for the handshake (`?ws_handshake=true`) presents
     /// its token in its first frame, so its handler decides.
@@ -70,6 +74,7 @@ impl Need {
             Need::Var(cap) => format!("var:{cap}"),
             Need::AnyRead => "any-read".into(),
             Need::Exec => "ns:alloc-exec".into(),
+            Need::ServiceRead => "service:read".into(),
             Need::NodePool(cap) => format!("node_pool:{cap}"),
             Need::PoolNodes => "node:read+node_pool:read".into(),
             Need::PoolJobs => "node_pool:read+ns:list-jobs".into(),
@@ -95,6 +100,7 @@ impl Need {
             Need::Var(cap) => acl.allow_variable_op(ns, path, cap),
             Need::AnyRead => acl.allow_any_read(ns),
             Need::Exec => acl.allow_ns_op(ns, crate::alloc_exec::ALLOC_EXEC),
+            Need::ServiceRead => acl.allow_service_read(ns),
             Need::NodePool(cap) => acl.allow_node_pool_op(path, cap),
             Need::PoolNodes => acl.allow_node_read() && acl.allow_node_pool_op(path, "read"),
             Need::PoolJobs => {
@@ -133,6 +139,7 @@ impl Need {
             Need::Ns(cap) => acl.allow_ns_op(ns, cap),
             Need::NodePool(cap) => acl.allow_node_pool_op(path, cap),
             Need::PoolJobs => acl.allow_ns_op(ns, "list-jobs"),
+            Need::ServiceRead => acl.allow_service_read(ns),
             _ => acl.allow_ns_op(ns, "read-job"),
         }
     }
@@ -368,12 +375,15 @@ pub const RULES: &[Rule] = &[
     r("PUT", "/v1/client/gc", Need::NodeWrite),
     r("GET", "/v1/event/stream", Need::AnyRead),
     r("GET", "/v1/metrics", Need::Public),
+    // Workload identity verification keys and OIDC discovery: public.
+    r("GET", "/.well-known/jwks.json", Need::Public),
+    r("GET", "/.well-known/openid-configuration", Need::Public),
     r("GET", "/metrics", Need::Public),
-    // Service discovery, as Nomad's: reading a service is reading jobs;
-    // removing an instance takes submit-job.
-    list("/v1/services", READ_JOB),
+    // Service discovery, as Nomad's: reading a service is reading jobs (or
+    // holding a workload identity); removing an instance takes submit-job.
+    list("/v1/services", Need::ServiceRead),
     r("*", "/v1/service/", Need::Public),
-    r("GET", "/v1/service/{name}", READ_JOB),
+    r("GET", "/v1/service/{name}", Need::ServiceRead),
     r("DELETE", "/v1/service/{name}/{id}", SUBMIT_JOB),
     list("/v1/vars", Need::Var("list")),
     r("*", "/v1/var/", Need::Public),

@@ -254,10 +254,24 @@ impl Caller {
 }
 
 /// Why a token does not resolve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResolveError {
     /// No token has this secret.
     NotFound,
+    /// A workload identity that is not (or no longer) valid: why.
+    Workload(String),
+    /// The identity keyring could not be read: why.
+    Unavailable(String),
+}
+
+impl ResolveError {
+    /// What the caller is told.
+    pub fn message(&self) -> String {
+        match self {
+            ResolveError::NotFound => "ACL token not found".into(),
+            ResolveError::Workload(why) | ResolveError::Unavailable(why) => why.clone(),
+        }
+    }
 }
 
 impl AclCache {

@@ -493,11 +493,13 @@ where
                 )));
             }
             let secret = token_from_headers(req.headers());
-            let caller = match cache.resolve(secret.as_deref()) {
+            let caller = match crate::acl::workload::resolve(&gw, &cache, secret.as_deref()).await
+            {
                 Ok(caller) => caller,
-                Err(ResolveError::NotFound) => {
-                    return Ok(refuse(Status::permission_denied("ACL token not found")));
+                Err(ResolveError::Unavailable(why)) => {
+                    return Ok(refuse(Status::unavailable(why)));
                 }
+                Err(err) => return Ok(refuse(Status::permission_denied(err.message()))),
             };
             if rule.need == Need::Token && caller.token.is_none() {
                 return Ok(refuse(Status::permission_denied("Permission denied")));

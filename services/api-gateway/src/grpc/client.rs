@@ -7,8 +7,8 @@ use std::pin::Pin;
 use caravan_proto::node_client_service_server::NodeClientService;
 use caravan_proto::{
     HeartbeatRequest, HeartbeatResponse, NodeAllocations, RegisterNodeRequest,
-    RegisterNodeResponse, UpdateAllocationsRequest, UpdateAllocationsResponse,
-    WatchAllocationsRequest,
+    RegisterNodeResponse, SignIdentitiesRequest, SignIdentitiesResponse, SignedIdentity,
+    UpdateAllocationsRequest, UpdateAllocationsResponse, WatchAllocationsRequest,
 };
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
@@ -87,5 +87,29 @@ impl NodeClientService for NodeClientApi {
         identity::authenticate(&self.0, &req.node_id, &req.secret_id).await?;
         let revision = updates::update_allocations(&self.0, &req.node_id, req.updates).await?;
         Ok(Response::new(UpdateAllocationsResponse { revision }))
+    }
+
+    async fn sign_identities(
+        &self,
+        request: Request<SignIdentitiesRequest>,
+    ) -> Result<Response<SignIdentitiesResponse>, Status> {
+        let req = request.into_inner();
+        identity::authenticate(&self.0, &req.node_id, &req.secret_id).await?;
+        let signed = crate::identity::sign::sign_identities(
+            &self.0,
+            &req.node_id,
+            &req.alloc_id,
+            &req.task,
+            &req.identities,
+        )
+        .await?;
+        let identities = signed
+            .into_iter()
+            .map(|s| SignedIdentity {
+                name: s.name,
+                jwt: s.jwt,
+            })
+            .collect();
+        Ok(Response::new(SignIdentitiesResponse { identities }))
     }
 }

@@ -63,6 +63,13 @@ impl NodeClientService for HeartbeatsOnly {
     ) -> Result<Response<UpdateAllocationsResponse>, Status> {
         Err(elsewhere("UpdateAllocations"))
     }
+
+    async fn sign_identities(
+        &self,
+        _request: Request<caravan_proto::SignIdentitiesRequest>,
+    ) -> Result<Response<caravan_proto::SignIdentitiesResponse>, Status> {
+        Err(elsewhere("SignIdentities"))
+    }
 }
 
 /// Serves heartbeats on `listener` from `runtime` (the heartbeat thread's)

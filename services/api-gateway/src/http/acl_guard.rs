@@ -189,9 +189,13 @@ pub(crate) async fn guard(gw: Gateway, limit: usize, mut req: Request, next: Nex
         return next.run(req).await;
     }
     let secret = token_from_headers(req.headers());
-    let caller: Caller = match cache.resolve(secret.as_deref()) {
+    let caller: Caller = match crate::acl::workload::resolve(&gw, &cache, secret.as_deref()).await {
         Ok(caller) => caller,
         Err(ResolveError::NotFound) => return token_not_found(),
+        Err(ResolveError::Unavailable(why)) => {
+            return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+        }
+        Err(err) => return (StatusCode::FORBIDDEN, err.message()).into_response(),
     };
     let acl = caller.acl.clone();
     if rule.need == Need::Token && caller.token.is_none() {

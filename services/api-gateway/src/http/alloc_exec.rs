@@ -242,9 +242,9 @@ async fn authenticate(
         return Ok(true);
     };
     let secret = Some(hello.auth_token.as_str()).filter(|s| !s.is_empty());
-    let caller = cache
-        .resolve(secret)
-        .map_err(|_| (Code::PermissionDenied, "ACL token not found".to_string()))?;
+    let caller = crate::acl::workload::resolve(&http.gw, cache, secret)
+        .await
+        .map_err(|e| (Code::PermissionDenied, e.message()))?;
     alloc_exec::rights(Some(&caller.acl), &target.namespace)
         .map_err(|e| (Code::PermissionDenied, e.to_string()))
 }

@@ -24,6 +24,7 @@ mod scaling;
 mod search;
 mod service_registry;
 mod vars;
+mod well_known;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -210,6 +211,7 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
         .merge(client_fs::routes())
         .merge(alloc_exec::routes())
         .merge(acl::routes())
+        .merge(well_known::routes())
         .fallback(not_found);
     if let Some(gw) = guarded {
         // Over every route above: each request is checked against the

@@ -228,6 +228,32 @@ impl NodeClientService for FakeGateway {
         seen.update_calls.push(req);
         Ok(Response::new(UpdateAllocationsResponse { revision: 1 }))
     }
+
+    /// Names each identity after what it identifies: not a JWT, but what
+    /// a test needs to see which token reached which task.
+    async fn sign_identities(
+        &self,
+        request: Request<caravan_proto::SignIdentitiesRequest>,
+    ) -> Result<Response<caravan_proto::SignIdentitiesResponse>, Status> {
+        let req = request.into_inner();
+        self.seen
+            .lock()
+            .secrets
+            .push(("sign", req.secret_id.clone()));
+        let names = if req.identities.is_empty() {
+            vec!["default".to_string()]
+        } else {
+            req.identities
+        };
+        let identities = names
+            .into_iter()
+            .map(|name| caravan_proto::SignedIdentity {
+                jwt: format!("{}.{}.{name}", req.alloc_id, req.task),
+                name,
+            })
+            .collect();
+        Ok(Response::new(caravan_proto::SignIdentitiesResponse { identities }))
+    }
 }
 
 pub use caravan_testkit::wait::until;
