@@ -512,7 +512,10 @@ mod tests {
             a.workload_claim().unwrap().clone(),
             &[parse(r#"namespace "default" { variables { path "nomad/jobs/web" { capabilities = ["deny"] } } }"#).unwrap()],
         );
-        assert!(!ruled.allow_variable_op("default", "nomad/jobs/web", "read"), "an exact rule wins");
+        assert!(
+            !ruled.allow_variable_op("default", "nomad/jobs/web", "read"),
+            "an exact rule wins"
+        );
     }
 
     #[test]

@@ -493,8 +493,7 @@ where
                 )));
             }
             let secret = token_from_headers(req.headers());
-            let caller = match crate::acl::workload::resolve(&gw, &cache, secret.as_deref()).await
-            {
+            let caller = match crate::acl::workload::resolve(&gw, &cache, secret.as_deref()).await {
                 Ok(caller) => caller,
                 Err(ResolveError::Unavailable(why)) => {
                     return Ok(refuse(Status::unavailable(why)));

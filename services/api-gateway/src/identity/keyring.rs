@@ -239,7 +239,7 @@ pub async fn load_or_create(store: &dyn Store, keys: &Keyspace) -> Result<Keyrin
 }
 
 fn decode(bytes: &[u8]) -> Result<Keyring> {
-    let stored: StoredKeyring = serde_json::from_slice(bytes).map_err(|e| damaged(e))?;
+    let stored: StoredKeyring = serde_json::from_slice(bytes).map_err(damaged)?;
     Keyring::from_stored(&stored)
 }
 

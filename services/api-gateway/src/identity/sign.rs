@@ -44,7 +44,8 @@ pub fn claims_for(
     identity: &WorkloadIdentity,
     now_secs: i64,
 ) -> IdentityClaims {
-    let exp = (identity.ttl_ns > 0).then(|| now_secs + (identity.ttl_ns + 999_999_999) / 1_000_000_000);
+    let exp =
+        (identity.ttl_ns > 0).then(|| now_secs + (identity.ttl_ns + 999_999_999) / 1_000_000_000);
     IdentityClaims {
         nomad_namespace: alloc.namespace.clone(),
         nomad_job_id: alloc.job_id.clone(),
@@ -144,7 +145,11 @@ pub async fn sign_identities(
             )
         })?;
     let default = [DEFAULT_IDENTITY.to_string()];
-    let names = if names.is_empty() { &default[..] } else { names };
+    let names = if names.is_empty() {
+        &default[..]
+    } else {
+        names
+    };
     let keyring = super::keyring(gw).await?;
     let now = caravan_model::now_unix_ns() / 1_000_000_000;
     names

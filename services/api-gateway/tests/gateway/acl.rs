@@ -103,7 +103,7 @@ fn read_only_allows(need: AclNeed, pattern: &str) -> bool {
         .contains(&cap),
         AclNeed::NodeRead | AclNeed::AgentRead | AclNeed::OperatorRead => true,
         AclNeed::Var(cap) => cap == "read" || cap == "list",
-        AclNeed::AnyRead | AclNeed::NamespaceAny => true,
+        AclNeed::AnyRead | AclNeed::NamespaceAny | AclNeed::ServiceRead => true,
         AclNeed::NodePool(cap) => cap == "read",
         AclNeed::PoolNodes | AclNeed::PoolJobs => true,
         AclNeed::NodeWrite

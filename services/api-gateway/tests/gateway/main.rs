@@ -16,3 +16,4 @@ mod grpc_acl;
 mod job_ops;
 mod register_reads;
 mod simulated_nodes;
+mod workload_identity;

@@ -252,7 +252,9 @@ impl NodeClientService for FakeGateway {
                 name,
             })
             .collect();
-        Ok(Response::new(caravan_proto::SignIdentitiesResponse { identities }))
+        Ok(Response::new(caravan_proto::SignIdentitiesResponse {
+            identities,
+        }))
     }
 }
 
