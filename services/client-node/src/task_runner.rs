@@ -184,7 +184,7 @@ pub struct TaskRunner {
 
 /// How a task's prestart ended.
 enum Prestarted {
-    Ready(TaskSpec),
+    Ready(Box<TaskSpec>),
     Failed(HookFailure),
     Kill(KillRequest),
     Detach,
@@ -336,7 +336,7 @@ impl TaskRunner {
                         );
                         caravan_runtime::trace::follow(&starting, &self.trace_context);
                         let spec = match self.prestart().await {
-                            Prestarted::Ready(spec) => spec,
+                            Prestarted::Ready(spec) => *spec,
                             Prestarted::Failed(f) => {
                                 push_event(&mut self.state, event(&f.event_type, f.message));
                                 let decision = self
@@ -408,7 +408,7 @@ impl TaskRunner {
     async fn prestart(&mut self) -> Prestarted {
         let mut spec = self.spec.clone();
         let Some(prestart) = self.prestart.clone() else {
-            return Prestarted::Ready(spec);
+            return Prestarted::Ready(Box::new(spec));
         };
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut emit = move |ev: TaskEvent| {
@@ -442,7 +442,7 @@ impl TaskRunner {
         if more {
             self.send(None);
         }
-        out.unwrap_or(Prestarted::Ready(spec))
+        out.unwrap_or_else(|| Prestarted::Ready(Box::new(spec)))
     }
 
     /// The task runs as `h`: recorded, with the handle to re-attach to.
