@@ -134,8 +134,7 @@ static VAR_LIST_RE: LazyLock<Regex> = LazyLock::new(|| {
 static SERVICE_RE: LazyLock<Regex> = LazyLock::new(|| {
     re(r"\A((?P<tag>[\w=:.\-_]+)\.)?(?P<name>[\w\-_]+)(@(?P<region>[\w.\-_]+))?\z")
 });
-static SERVICES_RE: LazyLock<Regex> =
-    LazyLock::new(|| re(r"\A(@(?P<region>[\w.\-_]+))?\z"));
+static SERVICES_RE: LazyLock<Regex> = LazyLock::new(|| re(r"\A(@(?P<region>[\w.\-_]+))?\z"));
 
 /// A parsed query: the dep and the region it names, if any.
 pub(crate) struct Query {
@@ -144,7 +143,9 @@ pub(crate) struct Query {
 }
 
 fn group(c: &regex::Captures<'_>, name: &str) -> Option<String> {
-    c.name(name).map(|m| m.as_str().to_string()).filter(|s| !s.is_empty())
+    c.name(name)
+        .map(|m| m.as_str().to_string())
+        .filter(|s| !s.is_empty())
 }
 
 /// Parses `nomadVar`'s "path[@namespace[.region]]"; `None` for an empty path.
@@ -245,7 +246,9 @@ pub(crate) fn choose(
         })
         .collect();
     ranked.sort_by(|a, b| a.0.cmp(&b.0)); // stable, as the reference's SliceStable
-    let n = usize::try_from(count).unwrap_or(usize::MAX).min(ranked.len());
+    let n = usize::try_from(count)
+        .unwrap_or(usize::MAX)
+        .min(ranked.len());
     Ok(ranked.into_iter().take(n).map(|(_, s)| s.clone()).collect())
 }
 
@@ -292,10 +295,19 @@ mod tests {
         let q = var_query("default", "/a/b/").unwrap().unwrap();
         assert_eq!(
             q.dep,
-            Dep::Var { namespace: "default".into(), path: "a/b".into() }
+            Dep::Var {
+                namespace: "default".into(),
+                path: "a/b".into()
+            }
         );
         let q = var_query("default", "a/b@prod").unwrap().unwrap();
-        assert_eq!(q.dep, Dep::Var { namespace: "prod".into(), path: "a/b".into() });
+        assert_eq!(
+            q.dep,
+            Dep::Var {
+                namespace: "prod".into(),
+                path: "a/b".into()
+            }
+        );
         let q = var_query("default", "a/b@prod.eu").unwrap().unwrap();
         assert_eq!(q.region.as_deref(), Some("eu"));
         assert!(var_query("default", "").unwrap().is_none());
@@ -305,13 +317,29 @@ mod tests {
     #[test]
     fn list_and_service_query_forms() {
         let q = var_list_query("ns", "///").unwrap();
-        assert_eq!(q.dep, Dep::VarList { namespace: "ns".into(), prefix: "".into() });
+        assert_eq!(
+            q.dep,
+            Dep::VarList {
+                namespace: "ns".into(),
+                prefix: "".into()
+            }
+        );
         let q = var_list_query("ns", "app/@other").unwrap();
-        assert_eq!(q.dep, Dep::VarList { namespace: "other".into(), prefix: "app/".into() });
+        assert_eq!(
+            q.dep,
+            Dep::VarList {
+                namespace: "other".into(),
+                prefix: "app/".into()
+            }
+        );
         let q = service_query("ns", "v1.web@global").unwrap();
         assert_eq!(
             q.dep,
-            Dep::Service { namespace: "ns".into(), name: "web".into(), tag: Some("v1".into()) }
+            Dep::Service {
+                namespace: "ns".into(),
+                name: "web".into(),
+                tag: Some("v1".into())
+            }
         );
         assert_eq!(q.region.as_deref(), Some("global"));
         assert!(service_query("ns", "bad name").is_err());

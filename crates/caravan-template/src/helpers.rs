@@ -57,7 +57,9 @@ fn split(args: &[Value]) -> FnResult {
     }
     if sep.is_empty() {
         // Go splits into single characters on an empty separator.
-        return Ok(values::list(s.chars().map(|c| values::string(c.to_string()))));
+        return Ok(values::list(
+            s.chars().map(|c| values::string(c.to_string())),
+        ));
     }
     Ok(values::list(s.split(sep).map(values::string)))
 }
@@ -66,13 +68,19 @@ fn join(args: &[Value]) -> FnResult {
     arity("join", args, 2, 2)?;
     let sep = str_arg("join", args, 0)?;
     let Value::List(items) = &args[1] else {
-        return Err(fn_err("join", format!("argument 2: expected list, got {}", args[1].type_name())));
+        return Err(fn_err(
+            "join",
+            format!("argument 2: expected list, got {}", args[1].type_name()),
+        ));
     };
     let parts = items
         .iter()
         .map(|v| match v {
             Value::String(s) => Ok(s.to_string()),
-            other => Err(fn_err("join", format!("list element: expected string, got {}", other.type_name()))),
+            other => Err(fn_err(
+                "join",
+                format!("list element: expected string, got {}", other.type_name()),
+            )),
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(values::string(parts.join(sep)))
@@ -81,14 +89,21 @@ fn join(args: &[Value]) -> FnResult {
 fn strings3(f: &'static str, op: fn(&str, &str, &str) -> String) -> impl Fn(&[Value]) -> FnResult {
     move |args| {
         arity(f, args, 3, 3)?;
-        Ok(values::string(op(str_arg(f, args, 0)?, str_arg(f, args, 1)?, str_arg(f, args, 2)?)))
+        Ok(values::string(op(
+            str_arg(f, args, 0)?,
+            str_arg(f, args, 1)?,
+            str_arg(f, args, 2)?,
+        )))
     }
 }
 
 fn strings2(f: &'static str, op: fn(&str, &str) -> String) -> impl Fn(&[Value]) -> FnResult {
     move |args| {
         arity(f, args, 2, 2)?;
-        Ok(values::string(op(str_arg(f, args, 0)?, str_arg(f, args, 1)?)))
+        Ok(values::string(op(
+            str_arg(f, args, 0)?,
+            str_arg(f, args, 1)?,
+        )))
     }
 }
 
@@ -110,7 +125,10 @@ fn contains_some(f: &'static str, ret_true: bool, invert: bool) -> impl Fn(&[Val
     move |args| {
         arity(f, args, 2, 2)?;
         let Value::List(wanted) = &args[0] else {
-            return Err(fn_err(f, format!("argument 1: expected list, got {}", args[0].type_name())));
+            return Err(fn_err(
+                f,
+                format!("argument 1: expected list, got {}", args[0].type_name()),
+            ));
         };
         for w in wanted.iter() {
             if is_in(&args[1], w) != invert {
@@ -121,7 +139,10 @@ fn contains_some(f: &'static str, ret_true: bool, invert: bool) -> impl Fn(&[Val
     }
 }
 
-fn parse_num(f: &'static str, parse: fn(&str) -> Result<Value, String>) -> impl Fn(&[Value]) -> FnResult {
+fn parse_num(
+    f: &'static str,
+    parse: fn(&str) -> Result<Value, String>,
+) -> impl Fn(&[Value]) -> FnResult {
     move |args| {
         arity(f, args, 1, 1)?;
         let s = str_arg(f, args, 0)?;
@@ -138,7 +159,10 @@ fn go_parse_bool(s: &str) -> Result<Value, String> {
 }
 
 /// Arithmetic with the reference's argument order (`a | add b` is `a + b`) and Go's kinds.
-fn arith(f: &'static str, op: fn(Num, Num) -> Result<Num, String>) -> impl Fn(&[Value]) -> FnResult {
+fn arith(
+    f: &'static str,
+    op: fn(Num, Num) -> Result<Num, String>,
+) -> impl Fn(&[Value]) -> FnResult {
     move |args| {
         arity(f, args, 2, 2)?;
         let b = Num::of(f, &args[0])?;
@@ -147,7 +171,13 @@ fn arith(f: &'static str, op: fn(Num, Num) -> Result<Num, String>) -> impl Fn(&[
     }
 }
 
-fn int_op(a: Num, b: Num, i: fn(i64, i64) -> Option<i64>, u: fn(u64, u64) -> Option<u64>, fl: fn(f64, f64) -> f64) -> Result<Num, String> {
+fn int_op(
+    a: Num,
+    b: Num,
+    i: fn(i64, i64) -> Option<i64>,
+    u: fn(u64, u64) -> Option<u64>,
+    fl: fn(f64, f64) -> f64,
+) -> Result<Num, String> {
     let overflow = || "integer overflow or division by zero".to_string();
     match (a, b) {
         (Num::Float(_), _) | (_, Num::Float(_)) => Ok(Num::Float(fl(a.as_f64(), b.as_f64()))),
@@ -198,7 +228,12 @@ fn by_tag(args: &[Value]) -> FnResult {
     let items: &[Value] = match &args[0] {
         Value::Nil => &[],
         Value::List(items) => items,
-        other => return Err(fn_err(F, format!("wrong argument type {}", other.type_name()))),
+        other => {
+            return Err(fn_err(
+                F,
+                format!("wrong argument type {}", other.type_name()),
+            ));
+        }
     };
     let mut by: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
     for item in items {
@@ -209,10 +244,18 @@ fn by_tag(args: &[Value]) -> FnResult {
                 }
             }
         } else {
-            return Err(fn_err(F, format!("wrong argument type: element {} has no Tags", item.type_name())));
+            return Err(fn_err(
+                F,
+                format!(
+                    "wrong argument type: element {} has no Tags",
+                    item.type_name()
+                ),
+            ));
         }
     }
-    Ok(values::map(by.into_iter().map(|(k, v)| (k, values::list(v)))))
+    Ok(values::map(
+        by.into_iter().map(|(k, v)| (k, values::list(v))),
+    ))
 }
 
 /// Nests a map's "a/b/c" keys into maps of maps.
@@ -220,7 +263,10 @@ fn explode_map(args: &[Value]) -> FnResult {
     const F: &str = "explodeMap";
     arity(F, args, 1, 1)?;
     let Value::Map(m) = &args[0] else {
-        return Err(fn_err(F, format!("expected map, got {}", args[0].type_name())));
+        return Err(fn_err(
+            F,
+            format!("expected map, got {}", args[0].type_name()),
+        ));
     };
     #[derive(Default)]
     struct Tree(std::collections::BTreeMap<String, Node>);
@@ -231,10 +277,14 @@ fn explode_map(args: &[Value]) -> FnResult {
     fn insert(t: &mut Tree, key: &str, v: Value, full: &str) -> Result<(), String> {
         match key.split_once('/') {
             Some((top, rest)) => {
-                let node = t.0.entry(top.to_string()).or_insert_with(|| Node::Tree(Tree::default()));
+                let node =
+                    t.0.entry(top.to_string())
+                        .or_insert_with(|| Node::Tree(Tree::default()));
                 match node {
                     Node::Tree(sub) => insert(sub, rest, v, full),
-                    Node::Leaf(old) => Err(format!("not a map: {full:?}: {top:?} already has value {old}")),
+                    Node::Leaf(old) => Err(format!(
+                        "not a map: {full:?}: {top:?} already has value {old}"
+                    )),
                 }
             }
             None if key.is_empty() => Ok(()),
@@ -246,10 +296,13 @@ fn explode_map(args: &[Value]) -> FnResult {
     }
     fn build(t: Tree) -> Value {
         values::map(t.0.into_iter().map(|(k, n)| {
-            (k, match n {
-                Node::Leaf(v) => v,
-                Node::Tree(t) => build(t),
-            })
+            (
+                k,
+                match n {
+                    Node::Leaf(v) => v,
+                    Node::Tree(t) => build(t),
+                },
+            )
         }))
     }
     let mut t = Tree::default();
@@ -267,17 +320,31 @@ fn loop_fn(args: &[Value]) -> FnResult {
             Value::Uint(n) => i64::try_from(*n).map_err(|_| fn_err(F, "integer out of range")),
             Value::String(s) if s.is_empty() => Ok(0),
             Value::String(s) => s.parse().map_err(|e| fn_err(F, format!("parseInt: {e}"))),
-            other => Err(fn_err(F, format!("bad argument type: {}", other.type_name()))),
+            other => Err(fn_err(
+                F,
+                format!("bad argument type: {}", other.type_name()),
+            )),
         }
     };
     let (start, stop) = match args {
         [stop] => (0, to_i(stop)?),
         [start, stop] => (to_i(start)?, to_i(stop)?),
-        _ => return Err(fn_err(F, format!("wrong number of arguments, expected 1 or 2, but got {}", args.len()))),
+        _ => {
+            return Err(fn_err(
+                F,
+                format!(
+                    "wrong number of arguments, expected 1 or 2, but got {}",
+                    args.len()
+                ),
+            ));
+        }
     };
     const MAX: i64 = 1_000_000;
     if stop.saturating_sub(start) > MAX {
-        return Err(fn_err(F, format!("range of {start}..{stop} is over {MAX} values")));
+        return Err(fn_err(
+            F,
+            format!("range of {start}..{stop} is over {MAX} values"),
+        ));
     }
     Ok(values::list((start..stop).map(Value::Int)))
 }
@@ -285,12 +352,34 @@ fn loop_fn(args: &[Value]) -> FnResult {
 /// Converts a Go time layout ("2006-01-02T15:04:05Z07:00") to chrono's format.
 fn go_layout(layout: &str) -> String {
     const TOKENS: &[(&str, &str)] = &[
-        ("January", "%B"), ("Monday", "%A"), ("Jan", "%b"), ("Mon", "%a"), ("MST", "%Z"),
-        ("2006", "%Y"), ("Z07:00", "%:z"), ("-07:00", "%:z"), ("-0700", "%z"), ("Z0700", "%z"),
-        (".000000000", "%.9f"), (".000000", "%.6f"), (".000", "%.3f"),
-        ("01", "%m"), ("02", "%d"), ("_2", "%e"), ("15", "%H"), ("03", "%I"), ("04", "%M"),
-        ("05", "%S"), ("06", "%y"), ("PM", "%p"), ("pm", "%P"), ("1", "%-m"), ("2", "%-d"),
-        ("3", "%-I"), ("4", "%-M"), ("5", "%-S"),
+        ("January", "%B"),
+        ("Monday", "%A"),
+        ("Jan", "%b"),
+        ("Mon", "%a"),
+        ("MST", "%Z"),
+        ("2006", "%Y"),
+        ("Z07:00", "%:z"),
+        ("-07:00", "%:z"),
+        ("-0700", "%z"),
+        ("Z0700", "%z"),
+        (".000000000", "%.9f"),
+        (".000000", "%.6f"),
+        (".000", "%.3f"),
+        ("01", "%m"),
+        ("02", "%d"),
+        ("_2", "%e"),
+        ("15", "%H"),
+        ("03", "%I"),
+        ("04", "%M"),
+        ("05", "%S"),
+        ("06", "%y"),
+        ("PM", "%p"),
+        ("pm", "%P"),
+        ("1", "%-m"),
+        ("2", "%-d"),
+        ("3", "%-I"),
+        ("4", "%-M"),
+        ("5", "%-S"),
     ];
     let mut out = String::new();
     let mut rest = layout;
@@ -319,7 +408,9 @@ fn timestamp(args: &[Value]) -> FnResult {
     const F: &str = "timestamp";
     let now = chrono::Utc::now();
     match args.len() {
-        0 => Ok(values::string(now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))),
+        0 => Ok(values::string(
+            now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        )),
         1 => {
             let layout = str_arg(F, args, 0)?;
             if layout == "unix" {
@@ -329,25 +420,37 @@ fn timestamp(args: &[Value]) -> FnResult {
             let fmt = go_layout(layout);
             let mut out = String::new();
             use std::fmt::Write as _;
-            write!(out, "{}", now.format(&fmt)).map_err(|_| fn_err(F, format!("bad layout {layout:?}")))?;
+            write!(out, "{}", now.format(&fmt))
+                .map_err(|_| fn_err(F, format!("bad layout {layout:?}")))?;
             if layout.contains("Z07:00") {
                 out = out.replace("+00:00", "Z");
             }
             Ok(values::string(out))
         }
-        n => Err(fn_err(F, format!("wrong number of arguments, expected 0 or 1, but got {n}"))),
+        n => Err(fn_err(
+            F,
+            format!("wrong number of arguments, expected 0 or 1, but got {n}"),
+        )),
     }
 }
 
-fn decode(f: &'static str, engine: base64::engine::GeneralPurpose) -> impl Fn(&[Value]) -> FnResult {
+fn decode(
+    f: &'static str,
+    engine: base64::engine::GeneralPurpose,
+) -> impl Fn(&[Value]) -> FnResult {
     move |args| {
         arity(f, args, 1, 1)?;
-        let bytes = engine.decode(str_arg(f, args, 0)?).map_err(|e| fn_err(f, e))?;
+        let bytes = engine
+            .decode(str_arg(f, args, 0)?)
+            .map_err(|e| fn_err(f, e))?;
         Ok(values::string(String::from_utf8_lossy(&bytes).into_owned()))
     }
 }
 
-fn encode(f: &'static str, engine: base64::engine::GeneralPurpose) -> impl Fn(&[Value]) -> FnResult {
+fn encode(
+    f: &'static str,
+    engine: base64::engine::GeneralPurpose,
+) -> impl Fn(&[Value]) -> FnResult {
     move |args| {
         arity(f, args, 1, 1)?;
         Ok(values::string(engine.encode(str_arg(f, args, 0)?)))
@@ -369,7 +472,9 @@ fn regex_replace_all(args: &[Value]) -> FnResult {
     arity(F, args, 3, 3)?;
     let re = regex_arg(F, args)?;
     let with = str_arg(F, args, 1)?;
-    Ok(values::string(re.replace_all(str_arg(F, args, 2)?, with).into_owned()))
+    Ok(values::string(
+        re.replace_all(str_arg(F, args, 2)?, with).into_owned(),
+    ))
 }
 
 fn regex_match(args: &[Value]) -> FnResult {
@@ -382,7 +487,9 @@ fn regex_match(args: &[Value]) -> FnResult {
 fn json_out(f: &'static str, indent: Option<&'static str>) -> impl Fn(&[Value]) -> FnResult {
     move |args| {
         arity(f, args, 1, 1)?;
-        values::to_json(&args[0], indent).map(values::string).map_err(|e| fn_err(f, e))
+        values::to_json(&args[0], indent)
+            .map(values::string)
+            .map_err(|e| fn_err(f, e))
     }
 }
 
@@ -400,48 +507,125 @@ fn parse_json(args: &[Value]) -> FnResult {
 /// The helper functions, by name.
 pub(crate) fn funcs() -> FuncMap {
     let mut m = FuncMap::new();
-    let mut add_fn = |name: &str, f: Arc<dyn Fn(&[Value]) -> FnResult + Send + Sync>| {
+    let mut add_fn = |name: &str, f: gotmpl::ValueFunc| {
         m.insert(name.to_string(), f);
     };
     add_fn("toLower", Arc::new(s1("toLower", str::to_lowercase)));
     add_fn("toUpper", Arc::new(s1("toUpper", str::to_uppercase)));
     add_fn("toTitle", Arc::new(s1("toTitle", to_title)));
-    add_fn("trimSpace", Arc::new(s1("trimSpace", |s| s.trim().to_string())));
-    add_fn("trim", Arc::new(strings2("trim", |cut, s| s.trim_matches(|c| cut.contains(c)).to_string())));
-    add_fn("trimPrefix", Arc::new(strings2("trimPrefix", |p, s| s.strip_prefix(p).unwrap_or(s).to_string())));
-    add_fn("trimSuffix", Arc::new(strings2("trimSuffix", |p, s| s.strip_suffix(p).unwrap_or(s).to_string())));
-    add_fn("replaceAll", Arc::new(strings3("replaceAll", |from, to, s| {
-        if from.is_empty() {
-            // Go inserts `to` around every character on an empty pattern.
-            let mut out = String::from(to);
-            for c in s.chars() {
-                out.push(c);
-                out.push_str(to);
+    add_fn(
+        "trimSpace",
+        Arc::new(s1("trimSpace", |s| s.trim().to_string())),
+    );
+    add_fn(
+        "trim",
+        Arc::new(strings2("trim", |cut, s| {
+            s.trim_matches(|c| cut.contains(c)).to_string()
+        })),
+    );
+    add_fn(
+        "trimPrefix",
+        Arc::new(strings2("trimPrefix", |p, s| {
+            s.strip_prefix(p).unwrap_or(s).to_string()
+        })),
+    );
+    add_fn(
+        "trimSuffix",
+        Arc::new(strings2("trimSuffix", |p, s| {
+            s.strip_suffix(p).unwrap_or(s).to_string()
+        })),
+    );
+    add_fn(
+        "replaceAll",
+        Arc::new(strings3("replaceAll", |from, to, s| {
+            if from.is_empty() {
+                // Go inserts `to` around every character on an empty pattern.
+                let mut out = String::from(to);
+                for c in s.chars() {
+                    out.push(c);
+                    out.push_str(to);
+                }
+                out
+            } else {
+                s.replace(from, to)
             }
-            out
-        } else {
-            s.replace(from, to)
-        }
-    })));
+        })),
+    );
     add_fn("split", Arc::new(split));
     add_fn("join", Arc::new(join));
     add_fn("indent", Arc::new(indent));
-    add_fn("in", Arc::new(|args: &[Value]| {
-        arity("in", args, 2, 2)?;
-        Ok(Value::Bool(is_in(&args[0], &args[1])))
-    }));
-    add_fn("contains", Arc::new(|args: &[Value]| {
-        arity("contains", args, 2, 2)?;
-        Ok(Value::Bool(is_in(&args[1], &args[0])))
-    }));
-    add_fn("containsAll", Arc::new(contains_some("containsAll", true, true)));
-    add_fn("containsAny", Arc::new(contains_some("containsAny", false, false)));
-    add_fn("containsNone", Arc::new(contains_some("containsNone", true, false)));
-    add_fn("containsNotAll", Arc::new(contains_some("containsNotAll", false, true)));
-    add_fn("parseBool", Arc::new(parse_num("parseBool", |s| if s.is_empty() { Ok(Value::Bool(false)) } else { go_parse_bool(s) })));
-    add_fn("parseInt", Arc::new(parse_num("parseInt", |s| if s.is_empty() { Ok(Value::Int(0)) } else { s.parse().map(Value::Int).map_err(|e| e.to_string()) })));
-    add_fn("parseUint", Arc::new(parse_num("parseUint", |s| if s.is_empty() { Ok(Value::Uint(0)) } else { s.parse().map(Value::Uint).map_err(|e| e.to_string()) })));
-    add_fn("parseFloat", Arc::new(parse_num("parseFloat", |s| if s.is_empty() { Ok(Value::Float(0.0)) } else { s.parse().map(Value::Float).map_err(|e: std::num::ParseFloatError| e.to_string()) })));
+    add_fn(
+        "in",
+        Arc::new(|args: &[Value]| {
+            arity("in", args, 2, 2)?;
+            Ok(Value::Bool(is_in(&args[0], &args[1])))
+        }),
+    );
+    add_fn(
+        "contains",
+        Arc::new(|args: &[Value]| {
+            arity("contains", args, 2, 2)?;
+            Ok(Value::Bool(is_in(&args[1], &args[0])))
+        }),
+    );
+    add_fn(
+        "containsAll",
+        Arc::new(contains_some("containsAll", true, true)),
+    );
+    add_fn(
+        "containsAny",
+        Arc::new(contains_some("containsAny", false, false)),
+    );
+    add_fn(
+        "containsNone",
+        Arc::new(contains_some("containsNone", true, false)),
+    );
+    add_fn(
+        "containsNotAll",
+        Arc::new(contains_some("containsNotAll", false, true)),
+    );
+    add_fn(
+        "parseBool",
+        Arc::new(parse_num("parseBool", |s| {
+            if s.is_empty() {
+                Ok(Value::Bool(false))
+            } else {
+                go_parse_bool(s)
+            }
+        })),
+    );
+    add_fn(
+        "parseInt",
+        Arc::new(parse_num("parseInt", |s| {
+            if s.is_empty() {
+                Ok(Value::Int(0))
+            } else {
+                s.parse().map(Value::Int).map_err(|e| e.to_string())
+            }
+        })),
+    );
+    add_fn(
+        "parseUint",
+        Arc::new(parse_num("parseUint", |s| {
+            if s.is_empty() {
+                Ok(Value::Uint(0))
+            } else {
+                s.parse().map(Value::Uint).map_err(|e| e.to_string())
+            }
+        })),
+    );
+    add_fn(
+        "parseFloat",
+        Arc::new(parse_num("parseFloat", |s| {
+            if s.is_empty() {
+                Ok(Value::Float(0.0))
+            } else {
+                s.parse()
+                    .map(Value::Float)
+                    .map_err(|e: std::num::ParseFloatError| e.to_string())
+            }
+        })),
+    );
     add_fn("add", Arc::new(arith("add", add)));
     add_fn("subtract", Arc::new(arith("subtract", subtract)));
     add_fn("multiply", Arc::new(arith("multiply", multiply)));
@@ -449,24 +633,61 @@ pub(crate) fn funcs() -> FuncMap {
     add_fn("modulo", Arc::new(arith("modulo", modulo)));
     add_fn("minimum", Arc::new(arith("minimum", minimum)));
     add_fn("maximum", Arc::new(arith("maximum", maximum)));
-    add_fn("base64Decode", Arc::new(decode("base64Decode", base64::engine::general_purpose::STANDARD)));
-    add_fn("base64Encode", Arc::new(encode("base64Encode", base64::engine::general_purpose::STANDARD)));
-    add_fn("base64URLDecode", Arc::new(decode("base64URLDecode", base64::engine::general_purpose::URL_SAFE)));
-    add_fn("base64URLEncode", Arc::new(encode("base64URLEncode", base64::engine::general_purpose::URL_SAFE)));
-    add_fn("sha256Hex", Arc::new(|args: &[Value]| {
-        use sha2::Digest;
-        arity("sha256Hex", args, 1, 1)?;
-        Ok(values::string(hex(&sha2::Sha256::digest(str_arg("sha256Hex", args, 0)?.as_bytes()))))
-    }));
-    add_fn("md5sum", Arc::new(|args: &[Value]| {
-        use md5::Digest;
-        arity("md5sum", args, 1, 1)?;
-        Ok(values::string(hex(&md5::Md5::digest(str_arg("md5sum", args, 0)?.as_bytes()))))
-    }));
+    add_fn(
+        "base64Decode",
+        Arc::new(decode(
+            "base64Decode",
+            base64::engine::general_purpose::STANDARD,
+        )),
+    );
+    add_fn(
+        "base64Encode",
+        Arc::new(encode(
+            "base64Encode",
+            base64::engine::general_purpose::STANDARD,
+        )),
+    );
+    add_fn(
+        "base64URLDecode",
+        Arc::new(decode(
+            "base64URLDecode",
+            base64::engine::general_purpose::URL_SAFE,
+        )),
+    );
+    add_fn(
+        "base64URLEncode",
+        Arc::new(encode(
+            "base64URLEncode",
+            base64::engine::general_purpose::URL_SAFE,
+        )),
+    );
+    add_fn(
+        "sha256Hex",
+        Arc::new(|args: &[Value]| {
+            use sha2::Digest;
+            arity("sha256Hex", args, 1, 1)?;
+            Ok(values::string(hex(&sha2::Sha256::digest(
+                str_arg("sha256Hex", args, 0)?.as_bytes(),
+            ))))
+        }),
+    );
+    add_fn(
+        "md5sum",
+        Arc::new(|args: &[Value]| {
+            use md5::Digest;
+            arity("md5sum", args, 1, 1)?;
+            Ok(values::string(hex(&md5::Md5::digest(
+                str_arg("md5sum", args, 0)?.as_bytes(),
+            ))))
+        }),
+    );
     add_fn("regexMatch", Arc::new(regex_match));
     add_fn("regexReplaceAll", Arc::new(regex_replace_all));
     add_fn("toJSON", Arc::new(json_out("toJSON", None)));
-    add_fn("toJSONPretty", Arc::new(json_out("toJSONPretty", Some("  "))));
+    add_fn(
+        "toJSONPretty",
+        Arc::new(json_out("toJSONPretty", Some("  "))),
+    );
     add_fn("parseJSON", Arc::new(parse_json));
     add_fn("byTag", Arc::new(by_tag));
     add_fn("explodeMap", Arc::new(explode_map));

@@ -24,6 +24,7 @@
 //! a `nomadVarList` entry prints as a map rather than its path: write `.Path`). The `@region`
 //! suffix is accepted only when it names the task's own region (`NOMAD_REGION`).
 
+mod check;
 mod deps;
 mod error;
 mod helpers;
@@ -46,7 +47,9 @@ pub struct Template {
 
 impl std::fmt::Debug for Template {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Template").field("name", &self.inner.name()).finish()
+        f.debug_struct("Template")
+            .field("name", &self.inner.name())
+            .finish()
     }
 }
 
@@ -74,39 +77,6 @@ pub struct Rendered {
     pub missing: BTreeSet<Dep>,
 }
 
-/// Functions of consul-template that Caravan cannot back, and why.
-const UNSUPPORTED: &[(&str, &str)] = &[
-    ("key", "it reads Consul's KV store"),
-    ("keyExists", "it reads Consul's KV store"),
-    ("keyOrDefault", "it reads Consul's KV store"),
-    ("ls", "it reads Consul's KV store"),
-    ("safeLs", "it reads Consul's KV store"),
-    ("tree", "it reads Consul's KV store"),
-    ("safeTree", "it reads Consul's KV store"),
-    ("service", "it reads Consul's catalog (use nomadService)"),
-    ("services", "it reads Consul's catalog (use nomadServices)"),
-    ("connect", "it reads Consul's catalog"),
-    ("node", "it reads Consul's catalog"),
-    ("nodes", "it reads Consul's catalog"),
-    ("datacenters", "it reads Consul's catalog"),
-    ("partitions", "it reads Consul's catalog"),
-    ("peerings", "it reads Consul's catalog"),
-    ("exportedServices", "it reads Consul's catalog"),
-    ("importedServices", "it reads Consul's catalog"),
-    ("caLeaf", "it reads Consul's Connect CA"),
-    ("caRoots", "it reads Consul's Connect CA"),
-    ("secret", "it reads Vault"),
-    ("secrets", "it reads Vault"),
-    ("pkiCert", "it reads Vault"),
-    ("file", "it reads the client's file system"),
-    ("writeToFile", "it writes to the client's file system"),
-    ("plugin", "it runs a program on the client"),
-    ("sockaddr", "it inspects the client's network interfaces"),
-    ("executeTemplate", "it is not implemented (use the `template` action)"),
-    ("byKey", "it groups Consul KV pairs"),
-    ("explode", "it nests Consul KV pairs (use explodeMap)"),
-];
-
 fn all_funcs(scope: &Arc<RenderScope>) -> gotmpl::FuncMap {
     let mut m = helpers::funcs();
     m.extend(nomad::funcs(scope));
@@ -125,20 +95,10 @@ pub fn parse(text: &str, left: &str, right: &str) -> Result<Template, TemplateEr
         .delims(left, right)
         .funcs(all_funcs(&scope))
         .parse(text)
-        .map_err(|e| parse_error(&e))?;
+        .map_err(|e| TemplateError::Parse(e.to_string()))?;
+    let defined = all_funcs(&scope).into_keys().collect();
+    check::functions(text, left, right, &defined)?;
     Ok(Template { inner })
-}
-
-fn parse_error(e: &gotmpl::TemplateError) -> TemplateError {
-    let msg = e.to_string();
-    for (name, why) in UNSUPPORTED {
-        if msg.contains(&format!("function \"{name}\" not defined")) {
-            return TemplateError::Parse(format!(
-                "function \"{name}\" is not supported by Caravan: {why}"
-            ));
-        }
-    }
-    TemplateError::Parse(msg)
 }
 
 /// Renders a parsed template against what the client has fetched.
@@ -157,7 +117,11 @@ pub fn render(t: &Template, ctx: &Context<'_>) -> Result<Rendered, TemplateError
     } else {
         gotmpl::MissingKey::Invalid
     };
-    let bound = t.inner.clone().funcs(all_funcs(&scope)).missing_key(missing_key);
+    let bound = t
+        .inner
+        .clone()
+        .funcs(all_funcs(&scope))
+        .missing_key(missing_key);
     let result = bound.execute_to_string(&gotmpl::Value::Nil);
     let reads = std::mem::take(&mut *scope.reads.lock());
     let waiting = reads.blocked || !reads.missing.is_empty();

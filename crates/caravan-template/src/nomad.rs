@@ -31,14 +31,20 @@ pub(crate) struct RenderScope {
 
 impl RenderScope {
     /// Records a read of `q`'s dep and returns its value, or `None` (recorded missing).
-    fn recall(&self, func: &str, q: Query) -> Result<(Dep, Option<&DepValue>), gotmpl::TemplateError> {
+    fn recall(
+        &self,
+        func: &str,
+        q: Query,
+    ) -> Result<(Dep, Option<&DepValue>), gotmpl::TemplateError> {
         if let Some(region) = &q.region {
             match self.env.get("NOMAD_REGION") {
                 Some(own) if own == region => {}
                 _ => {
                     return Err(fn_err(
                         func,
-                        format!("region {region:?} is not served: Caravan reads the task's own region only"),
+                        format!(
+                            "region {region:?} is not served: Caravan reads the task's own region only"
+                        ),
                     ));
                 }
             }
@@ -58,13 +64,18 @@ impl RenderScope {
 }
 
 fn mismatched(func: &str, dep: &Dep) -> gotmpl::TemplateError {
-    fn_err(func, format!("the client's value for {dep:?} has the wrong kind"))
+    fn_err(
+        func,
+        format!("the client's value for {dep:?} has the wrong kind"),
+    )
 }
 
 fn nomad_var(scope: &RenderScope, args: &[Value]) -> FnResult {
     const F: &str = "nomadVar";
     arity(F, args, 1, 1)?;
-    let Some(q) = deps::var_query(&scope.namespace, str_arg(F, args, 0)?).map_err(|e| fn_err(F, e))? else {
+    let Some(q) =
+        deps::var_query(&scope.namespace, str_arg(F, args, 0)?).map_err(|e| fn_err(F, e))?
+    else {
         return Ok(values::map([]));
     };
     match scope.recall(F, q)? {
@@ -82,7 +93,9 @@ fn nomad_var(scope: &RenderScope, args: &[Value]) -> FnResult {
 fn nomad_var_exists(scope: &RenderScope, args: &[Value]) -> FnResult {
     const F: &str = "nomadVarExists";
     arity(F, args, 1, 1)?;
-    let Some(q) = deps::var_query(&scope.namespace, str_arg(F, args, 0)?).map_err(|e| fn_err(F, e))? else {
+    let Some(q) =
+        deps::var_query(&scope.namespace, str_arg(F, args, 0)?).map_err(|e| fn_err(F, e))?
+    else {
         return Ok(Value::Bool(false));
     };
     match scope.recall(F, q)? {
@@ -93,14 +106,25 @@ fn nomad_var_exists(scope: &RenderScope, args: &[Value]) -> FnResult {
 }
 
 fn nomad_var_list(scope: &RenderScope, args: &[Value], safe: bool) -> FnResult {
-    let f = if safe { "nomadVarListSafe" } else { "nomadVarList" };
+    let f = if safe {
+        "nomadVarListSafe"
+    } else {
+        "nomadVarList"
+    };
     if args.len() > 1 {
         return Err(fn_err(
             f,
-            format!("takes either a single \"prefix\" parameter or none for all available variables; got {} arguments", args.len()),
+            format!(
+                "takes either a single \"prefix\" parameter or none for all available variables; got {} arguments",
+                args.len()
+            ),
         ));
     }
-    let prefix = if args.is_empty() { "" } else { str_arg(f, args, 0)? };
+    let prefix = if args.is_empty() {
+        ""
+    } else {
+        str_arg(f, args, 0)?
+    };
     let q = deps::var_list_query(&scope.namespace, prefix).map_err(|e| fn_err(f, e))?;
     match scope.recall(f, q)? {
         (_, None) => Ok(values::list([])),
@@ -120,11 +144,18 @@ fn nomad_service(scope: &RenderScope, args: &[Value]) -> FnResult {
     let (name, pick) = match args.len() {
         1 => (str_arg(F, args, 0)?, None),
         3 => {
-            let count = int_arg(F, args, 0).map_err(|_| fn_err(F, "expected integer for <count> argument"))?;
-            let key = str_arg(F, args, 1).map_err(|_| fn_err(F, "expected string for <key> argument"))?;
+            let count = int_arg(F, args, 0)
+                .map_err(|_| fn_err(F, "expected integer for <count> argument"))?;
+            let key =
+                str_arg(F, args, 1).map_err(|_| fn_err(F, "expected string for <key> argument"))?;
             (str_arg(F, args, 2)?, Some((count, key)))
         }
-        _ => return Err(fn_err(F, "expected arguments <service> or <count> <key> <service>")),
+        _ => {
+            return Err(fn_err(
+                F,
+                "expected arguments <service> or <count> <key> <service>",
+            ));
+        }
     };
     let q = deps::service_query(&scope.namespace, name).map_err(|e| fn_err(F, e))?;
     if let Some((count, key)) = pick {
@@ -197,7 +228,10 @@ pub(crate) fn funcs(scope: &Arc<RenderScope>) -> FuncMap {
     let mut m = FuncMap::new();
     let mut add = |name: &str, f: fn(&RenderScope, &[Value]) -> FnResult| {
         let s = Arc::clone(scope);
-        m.insert(name.to_string(), Arc::new(move |args: &[Value]| f(&s, args)));
+        m.insert(
+            name.to_string(),
+            Arc::new(move |args: &[Value]| f(&s, args)),
+        );
     };
     add("nomadVar", nomad_var);
     add("nomadVarExists", nomad_var_exists);

@@ -17,9 +17,18 @@ pub(crate) fn fn_err(func: &str, msg: impl std::fmt::Display) -> gotmpl::Templat
 }
 
 /// Checks a function got between `min` and `max` arguments.
-pub(crate) fn arity(func: &str, args: &[Value], min: usize, max: usize) -> Result<(), gotmpl::TemplateError> {
+pub(crate) fn arity(
+    func: &str,
+    args: &[Value],
+    min: usize,
+    max: usize,
+) -> Result<(), gotmpl::TemplateError> {
     if args.len() < min || args.len() > max {
-        let want = if min == max { min.to_string() } else { format!("{min} to {max}") };
+        let want = if min == max {
+            min.to_string()
+        } else {
+            format!("{min} to {max}")
+        };
         return Err(fn_err(
             func,
             format!("wrong number of arguments: want {want}, got {}", args.len()),
@@ -29,7 +38,11 @@ pub(crate) fn arity(func: &str, args: &[Value], min: usize, max: usize) -> Resul
 }
 
 /// Argument `i` as a string (Go's functions take `string` there and refuse other types).
-pub(crate) fn str_arg<'a>(func: &str, args: &'a [Value], i: usize) -> Result<&'a str, gotmpl::TemplateError> {
+pub(crate) fn str_arg<'a>(
+    func: &str,
+    args: &'a [Value],
+    i: usize,
+) -> Result<&'a str, gotmpl::TemplateError> {
     match args.get(i) {
         Some(Value::String(s)) => Ok(s),
         Some(v) => Err(fn_err(
@@ -47,7 +60,11 @@ pub(crate) fn int_arg(func: &str, args: &[Value], i: usize) -> Result<i64, gotmp
         Some(Value::Uint(n)) => i64::try_from(*n).map_err(|_| fn_err(func, "integer out of range")),
         Some(v) => Err(fn_err(
             func,
-            format!("argument {}: expected integer, got {}", i + 1, v.type_name()),
+            format!(
+                "argument {}: expected integer, got {}",
+                i + 1,
+                v.type_name()
+            ),
         )),
         None => Err(fn_err(func, format!("argument {} is missing", i + 1))),
     }
@@ -61,7 +78,10 @@ pub(crate) fn string(s: impl Into<Arc<str>>) -> Value {
 /// A map value from string keys.
 pub(crate) fn map(entries: impl IntoIterator<Item = (String, Value)>) -> Value {
     Value::Map(Arc::new(
-        entries.into_iter().map(|(k, v)| (Arc::from(k), v)).collect(),
+        entries
+            .into_iter()
+            .map(|(k, v)| (Arc::from(k), v))
+            .collect(),
     ))
 }
 
@@ -134,6 +154,19 @@ pub(crate) fn to_json(v: &Value, indent: Option<&str>) -> Result<String, String>
     Ok(out)
 }
 
+/// Go's encoder writes a float in the shortest form, with an exponent only outside [1e-6, 1e21).
+fn go_json_float(f: f64) -> String {
+    let abs = f.abs();
+    if abs == 0.0 || (1e-6..1e21).contains(&abs) {
+        return format!("{f}");
+    }
+    let e = format!("{f:e}");
+    match e.split_once('e') {
+        Some((m, exp)) if !exp.starts_with('-') => format!("{m}e+{exp}"),
+        _ => e,
+    }
+}
+
 fn json_str(s: &str, out: &mut String) {
     let quoted = serde_json::Value::String(s.to_string()).to_string();
     for c in quoted.chars() {
@@ -157,7 +190,12 @@ fn newline(indent: Option<&str>, depth: usize, out: &mut String) {
     }
 }
 
-fn write_json(v: &Value, indent: Option<&str>, depth: usize, out: &mut String) -> Result<(), String> {
+fn write_json(
+    v: &Value,
+    indent: Option<&str>,
+    depth: usize,
+    out: &mut String,
+) -> Result<(), String> {
     match v {
         Value::Nil => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -167,7 +205,7 @@ fn write_json(v: &Value, indent: Option<&str>, depth: usize, out: &mut String) -
             if !f.is_finite() {
                 return Err(format!("json: unsupported value: {f}"));
             }
-            out.push_str(&serde_json::Value::from(*f).to_string());
+            out.push_str(&go_json_float(*f));
         }
         Value::String(s) => json_str(s, out),
         Value::List(items) => {
@@ -226,7 +264,10 @@ impl Num {
             Value::Int(n) => Ok(Num::Int(*n)),
             Value::Uint(n) => Ok(Num::Uint(*n)),
             Value::Float(f) => Ok(Num::Float(*f)),
-            other => Err(fn_err(func, format!("unknown type for {other} ({})", other.type_name()))),
+            other => Err(fn_err(
+                func,
+                format!("unknown type for {other} ({})", other.type_name()),
+            )),
         }
     }
 
