@@ -21,6 +21,7 @@ mod fs;
 mod gateway;
 mod health;
 mod heartbeat_thread;
+mod identity_hook;
 mod lifecycle;
 mod live_allocs;
 mod log_rotate;

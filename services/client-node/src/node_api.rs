@@ -3,6 +3,8 @@
 //! beyond the alloc stream (its identities, the Variables and services its
 //! templates read).
 
+use caravan_proto::SignIdentitiesRequest;
+use caravan_proto::node_client_service_client::NodeClientServiceClient;
 use tonic::Status;
 
 use crate::gateway::Gateway;
@@ -30,4 +32,39 @@ impl NodeApi {
             .call(what, |i| f(self.gateway.bulk_conn(i)))
             .await
     }
+
+    /// Has the servers sign the workload identities `names` (none: the
+    /// default one) of `task` in `alloc_id`, which must run on this node:
+    /// `(name, jwt)` pairs in the order asked.
+    pub async fn sign_identities(
+        &self,
+        alloc_id: &str,
+        task: &str,
+        names: &[String],
+    ) -> Result<Vec<(String, String)>, Status> {
+        let response = self
+            .call("SignIdentities", |conn| async move {
+                let mut req = tonic::Request::new(SignIdentitiesRequest {
+                    node_id: self.node_id.clone(),
+                    secret_id: self.secret_id.clone(),
+                    alloc_id: alloc_id.to_string(),
+                    task: task.to_string(),
+                    identities: names.to_vec(),
+                });
+                req.set_timeout(SIGN_TIMEOUT);
+                NodeClientServiceClient::new(conn)
+                    .sign_identities(req)
+                    .await
+            })
+            .await?;
+        Ok(response
+            .into_inner()
+            .identities
+            .into_iter()
+            .map(|s| (s.name, s.jwt))
+            .collect())
+    }
 }
+
+/// How long a gateway may take to sign a task's identities.
+const SIGN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);

@@ -170,6 +170,12 @@ impl TaskEnv {
         env
     }
 
+    /// Sets the variable `name` (a prestart hook's addition, such as a
+    /// workload identity's `NOMAD_TOKEN`).
+    pub fn set(&mut self, name: impl Into<String>, value: impl Into<String>) {
+        self.vars.insert(name.into(), value.into());
+    }
+
     /// The variables by name.
     #[cfg(test)]
     pub fn vars(&self) -> &BTreeMap<String, String> {
