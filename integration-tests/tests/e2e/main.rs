@@ -13,6 +13,7 @@ mod nomad_cli;
 mod raw_exec;
 mod traces;
 mod validation;
+mod workload_identity;
 
 use std::time::Duration;
 
