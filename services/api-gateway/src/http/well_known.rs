@@ -49,8 +49,10 @@ async fn openid_configuration(State(http): State<Http>) -> Response {
 
 /// The routes.
 pub(crate) fn routes() -> Router<Http> {
-    Router::new().route(JWKS_PATH, get(jwks)).route(
-        "/.well-known/openid-configuration",
-        get(openid_configuration),
-    )
+    Router::new()
+        .route("/.well-known/jwks.json", get(jwks))
+        .route(
+            "/.well-known/openid-configuration",
+            get(openid_configuration),
+        )
 }
