@@ -2,7 +2,8 @@
 //! `identity { env = true file = true }` finds its token in `NOMAD_TOKEN`
 //! and `secrets/nomad_token` (the owner's only), reads its own job's
 //! Variable with it through the HTTP API (ACLs on) and not another job's,
-//! and the token stops working once the job is stopped.
+//! and the token stops working once the job is stopped. An identity with a
+//! `ttl` is signed again while the task runs.
 
 use std::path::Path;
 
@@ -40,10 +41,20 @@ fn reporting_task(dir: &Path) -> Value {
     let script = format!(
         "printf %s \"$NOMAD_TOKEN\" > {out}.env.partial && mv {out}.env.partial {out}.env; \
          cp \"$NOMAD_SECRETS_DIR/nomad_token\" {out}.file.partial && mv {out}.file.partial {out}.file; \
-         stat -c %a \"$NOMAD_SECRETS_DIR/nomad_token\" > {out}.mode; exec sleep 300"
+         stat -c %a \"$NOMAD_SECRETS_DIR/nomad_token\" > {out}.mode; \
+         while sleep 0.2; do cp \"$NOMAD_SECRETS_DIR/nomad_short.jwt\" {out}.short.partial && \
+         mv {out}.short.partial {out}.short; done"
     );
     let mut task = jobs::raw_exec_task(&script);
     task["Identity"] = json!({"Env": true, "File": true});
+    // An identity for another audience that lives 2 s: renewed as it runs.
+    task["Identities"] = json!([{
+        "Name": "short",
+        "Audience": ["example.com"],
+        "File": true,
+        "TTL": 2_000_000_000i64,
+        "ChangeMode": "noop",
+    }]);
     task
 }
 
@@ -113,6 +124,29 @@ async fn a_task_uses_its_identity_until_its_job_stops() {
     assert_eq!(status, 403);
     let jwks = http.get_json("/.well-known/jwks.json").await.unwrap();
     assert_eq!(jwks["keys"][0]["alg"], "EdDSA");
+
+    // The short-lived identity is signed again while the task runs, and
+    // its file rewritten in place; it is not for the API.
+    let short = base.with_extension("short");
+    let first = wait_for("the short-lived token", STEP, async || {
+        Ok(match std::fs::read_to_string(&short) {
+            Ok(t) if t.split('.').count() == 3 => Progress::Done(t),
+            _ => Progress::Waiting("no token yet".into()),
+        })
+    })
+    .await
+    .unwrap();
+    wait_for("a renewed short-lived token", STEP, async || {
+        Ok(match std::fs::read_to_string(&short) {
+            Ok(t) if t.split('.').count() == 3 && t != first => Progress::Done(()),
+            _ => Progress::Waiting("the first token still".into()),
+        })
+    })
+    .await
+    .unwrap();
+    let (status, text) = send(&http, Method::GET, "/v1/var/nomad/jobs/idjob", &first, None).await;
+    assert_eq!(status, 403, "another audience: {text}");
+    assert!(text.contains("audience"), "{text}");
 
     // The job stops: the token is refused from then on.
     let (status, text) = send(&http, Method::DELETE, "/v1/job/idjob", &root, None).await;

@@ -7,19 +7,31 @@
 //! `secrets/nomad_token` or `secrets/nomad_<name>.jwt`, readable by the
 //! task's user only. Without servers to ask (simulated nodes, unit tests)
 //! it does nothing.
+//!
+//! Identities with a `ttl` are signed again at half their life while the
+//! task runs: a file is rewritten in place, and `change_mode = "restart"`
+//! restarts the task (whose next start gets fresh tokens everywhere).
+//! `signal` is not sent (the hook has no way to the process): the file is
+//! still rewritten.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use caravan_proto::{Task, WorkloadIdentity};
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 use tonic::Code;
 
 use crate::driver::task_user;
+use crate::node_api::NodeApi;
 use crate::prestart::{HookFailure, PrestartCtx, PrestartHook};
+use crate::task_runner::TaskControl;
 
 /// The identity every task has.
 pub const DEFAULT_IDENTITY: &str = "default";
@@ -27,9 +39,18 @@ pub const DEFAULT_IDENTITY: &str = "default";
 /// The task event of a hook that failed, as Nomad records it.
 const HOOK_FAILED: &str = "Task hook failed";
 
+/// Shortest wait before signing again, and between tries after an outage.
+const MIN_RENEW_WAIT: Duration = Duration::from_secs(1);
+
+/// Longest wait between tries after an outage.
+const RETRY_WAIT: Duration = Duration::from_secs(5);
+
 /// Signs a task's identities before each start.
 #[derive(Debug, Default)]
-pub struct IdentityHook;
+pub struct IdentityHook {
+    /// Ends the renewals of the previous start.
+    renewal: parking_lot::Mutex<Option<CancellationToken>>,
+}
 
 impl IdentityHook {
     /// The hook for `task`, when anything of it reads a token: identities
@@ -37,7 +58,7 @@ impl IdentityHook {
     /// default one). Other tasks start without a call to the servers.
     pub fn for_task(task: &Task) -> Option<Arc<dyn PrestartHook>> {
         (!task.identities.is_empty() || !task.templates.is_empty())
-            .then(|| Arc::new(IdentityHook) as Arc<dyn PrestartHook>)
+            .then(|| Arc::new(IdentityHook::default()) as Arc<dyn PrestartHook>)
     }
 }
 
@@ -176,9 +197,102 @@ impl PrestartHook for IdentityHook {
                 }
                 ctx.tokens.insert(name, token);
             }
+            let stop = CancellationToken::new();
+            if let Some(previous) = self.renewal.lock().replace(stop.clone()) {
+                previous.cancel();
+            }
+            let expiring: Vec<WorkloadIdentity> = ctx
+                .task
+                .identities
+                .iter()
+                .filter(|i| i.ttl_ns > 0)
+                .cloned()
+                .collect();
+            if !expiring.is_empty() {
+                tokio::spawn(renew(Renewal {
+                    api: api.clone(),
+                    alloc_id: ctx.alloc.id.clone(),
+                    task: ctx.task.name.clone(),
+                    identities: expiring,
+                    secrets_dir: ctx.spec.dirs.as_ref().map(|d| d.secrets_dir.clone()),
+                    user: ctx.spec.user.clone(),
+                    control: ctx.control.clone(),
+                    stop,
+                }));
+            }
             Ok(())
         }
         .boxed()
+    }
+}
+
+/// What renewing one start's expiring identities needs.
+struct Renewal {
+    api: NodeApi,
+    alloc_id: String,
+    task: String,
+    identities: Vec<WorkloadIdentity>,
+    secrets_dir: Option<PathBuf>,
+    user: String,
+    control: mpsc::UnboundedSender<TaskControl>,
+    stop: CancellationToken,
+}
+
+/// Half the shortest lifetime of `identities`, at least [`MIN_RENEW_WAIT`].
+fn renew_wait(identities: &[WorkloadIdentity]) -> Duration {
+    let shortest = identities
+        .iter()
+        .map(|i| i.ttl_ns.max(0) as u64)
+        .filter(|ttl| *ttl > 0)
+        .min()
+        .unwrap_or(0);
+    Duration::from_nanos(shortest / 2).max(MIN_RENEW_WAIT)
+}
+
+/// Signs `r.identities` again at half their life until this start's run
+/// ends (a new start, the runner gone, the servers refusing); a restart
+/// asked for ends it too, the next start renewing afresh.
+async fn renew(r: Renewal) {
+    let names: Vec<String> = r.identities.iter().map(|i| i.name.clone()).collect();
+    let mut wait = renew_wait(&r.identities);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = r.stop.cancelled() => return,
+            _ = r.control.closed() => return,
+        }
+        let signed = match r.api.sign_identities(&r.alloc_id, &r.task, &names).await {
+            Ok(signed) => signed,
+            Err(status) if retryable(status.code()) => {
+                tracing::debug!(alloc = %r.alloc_id, task = %r.task, %status, "renewing identities failed; trying again");
+                wait = RETRY_WAIT.min(renew_wait(&r.identities));
+                continue;
+            }
+            Err(status) => {
+                tracing::debug!(alloc = %r.alloc_id, task = %r.task, %status, "identities no longer renewed");
+                return;
+            }
+        };
+        if r.stop.is_cancelled() {
+            return;
+        }
+        for (name, token) in &signed {
+            let Some(identity) = r.identities.iter().find(|i| &i.name == name) else {
+                continue;
+            };
+            if identity.file
+                && let Some(dir) = &r.secrets_dir
+                && let Err(err) = write_token(&dir.join(file_name(name)), token, &r.user)
+            {
+                tracing::warn!(alloc = %r.alloc_id, task = %r.task, identity = %name, %err, "cannot rewrite a renewed identity token");
+            }
+        }
+        if r.identities.iter().any(|i| i.change_mode == "restart") {
+            let (reply, _) = tokio::sync::oneshot::channel();
+            let _ = r.control.send(TaskControl::Restart(reply));
+            return;
+        }
+        wait = renew_wait(&r.identities);
     }
 }
 
@@ -202,6 +316,16 @@ mod tests {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn renewals_come_at_half_the_shortest_life() {
+        let mut ids = task(&[("a", false, true), ("b", false, true)]).identities;
+        ids[0].ttl_ns = 60_000_000_000;
+        ids[1].ttl_ns = 20_000_000_000;
+        assert_eq!(renew_wait(&ids), Duration::from_secs(10));
+        ids[1].ttl_ns = 1_000;
+        assert_eq!(renew_wait(&ids), MIN_RENEW_WAIT);
     }
 
     #[test]
