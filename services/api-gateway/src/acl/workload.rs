@@ -8,6 +8,9 @@
 use std::sync::Arc;
 
 use caravan_model::AllocExt;
+use caravan_proto::Allocation;
+use caravan_state::decode;
+use caravan_store::Range;
 
 use super::check::{Acl, WorkloadClaim};
 use super::store::{AclCache, Caller, ResolveError};
@@ -36,6 +39,27 @@ pub async fn resolve(
     }
 }
 
+/// The allocation `id`: from the cache, else (a token used right after
+/// its task started, through a gateway whose cache lags the one that
+/// placed it) from the store.
+async fn alloc_of(gw: &Gateway, id: &str) -> Result<Option<Arc<Allocation>>, ResolveError> {
+    if let Some(alloc) = gw.cache.snapshot().alloc(id) {
+        return Ok(Some(Arc::clone(alloc)));
+    }
+    let unavailable = |e: String| ResolveError::Unavailable(format!("reading the allocation: {e}"));
+    let listed = gw
+        .store
+        .range(Range::key(gw.keys.alloc(id)))
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    match listed.kvs.first() {
+        Some(kv) => decode::<Allocation>(kv)
+            .map(|a| Some(Arc::new(a)))
+            .map_err(|e| unavailable(e.to_string())),
+        None => Ok(None),
+    }
+}
+
 async fn resolve_workload(gw: &Gateway, token: &str) -> Result<Caller, ResolveError> {
     let keyring = crate::identity::keyring(gw)
         .await
@@ -43,9 +67,8 @@ async fn resolve_workload(gw: &Gateway, token: &str) -> Result<Caller, ResolveEr
     let claims = keyring
         .verify(token)
         .map_err(|e| ResolveError::Workload(e.to_string()))?;
-    let snap = gw.cache.snapshot();
-    let alloc = snap
-        .alloc(&claims.nomad_allocation_id)
+    let alloc = alloc_of(gw, &claims.nomad_allocation_id)
+        .await?
         .ok_or_else(|| ResolveError::Workload(STOPPED.into()))?;
     if alloc.is_terminal() {
         return Err(ResolveError::Workload(STOPPED.into()));

@@ -383,6 +383,17 @@ pub async fn a_task_reads_its_own_variables_until_its_alloc_stops(backend: Backe
     );
     let grpc_after = vars.get_variable(get("nomad/jobs/web")).await.unwrap_err();
     assert_eq!(grpc_after.code(), Code::PermissionDenied);
+    // Gone altogether (garbage collected): refused the same way.
+    gw.store
+        .delete(caravan_store::Range::key(gw.keys.alloc("a1")))
+        .await
+        .unwrap();
+    let gone = wait_for_status(&gw, &token, "/v1/var/nomad/jobs/web", 403).await;
+    assert!(
+        gone.text().contains("allocation is stopped"),
+        "{}",
+        gone.text()
+    );
 
     // OIDC discovery names the issuer and where its keys are.
     let oidc = gw
