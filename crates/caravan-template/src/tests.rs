@@ -744,3 +744,131 @@ fn timestamp_layouts() {
             .contains("wrong number of arguments")
     );
 }
+
+#[test]
+fn secrets_provider_template_renders_key_value_lines() {
+    // The template Caravan's `nomad` secrets provider writes, with the namespace in the path.
+    let mut w = World::new();
+    w.data.insert(
+        Dep::Var {
+            namespace: "prod".into(),
+            path: "app/creds".into(),
+        },
+        DepValue::Var(Some(Variable {
+            namespace: "prod".into(),
+            path: "app/creds".into(),
+            items: [
+                ("a".to_string(), "1".to_string()),
+                ("b".to_string(), "2".to_string()),
+            ]
+            .into(),
+            create_index: 1,
+            modify_index: 1,
+        })),
+    );
+    let text = "{{ with nomadVar \"app/creds@prod\" }}{{ range $k, $v := . }}secret.db.{{ $k }}={{ $v }}\n{{ end }}{{ end }}";
+    assert_eq!(w.text(text), "secret.db.a=1\nsecret.db.b=2\n");
+}
+
+#[test]
+fn unescaped_json_and_split_to_map() {
+    assert_eq!(
+        t(r#"{{ parseJSON "{\"a\":\"<&>\"}" | toUnescapedJSON }}"#),
+        r#"{"a":"<&>"}"#
+    );
+    assert_eq!(
+        t(r#"{{ parseJSON "[1]" | toUnescapedJSONPretty }}"#),
+        "[\n  1\n]"
+    );
+    assert_eq!(
+        t(r#"{{ range $k, $v := "a=1,b=2,c" | splitToMap "," "=" }}{{ $k }}{{ $v }}{{ end }}"#),
+        "a1b2"
+    );
+    assert_eq!(t(r#"{{ len ("  " | splitToMap "," "=") }}"#), "0");
+}
+
+#[test]
+fn random_texts_never_panic() {
+    use rand::{Rng, SeedableRng};
+    const PIECES: &[&str] = &[
+        "{{",
+        "}}",
+        "{{-",
+        "-}}",
+        " ",
+        "\n",
+        "if",
+        "else",
+        "end",
+        "range",
+        "with",
+        "define",
+        "template",
+        "block",
+        "break",
+        "continue",
+        "$",
+        "$x",
+        ":=",
+        "=",
+        ".",
+        ".a",
+        "|",
+        "(",
+        ")",
+        "\"s\"",
+        "`r`",
+        "'c'",
+        "1",
+        "-1",
+        "1.5",
+        "0x1f",
+        "nil",
+        "true",
+        "/*",
+        "*/",
+        ",",
+        "nomadVar",
+        "nomadService",
+        "\"web\"",
+        "\"a/b@ns\"",
+        "env",
+        "printf",
+        "\"%d\"",
+        "index",
+        "len",
+        "eq",
+        "and",
+        "or",
+        "not",
+        "loop",
+        "split",
+        "toJSON",
+        "parseJSON",
+        "key",
+        "add",
+        "divide",
+        "0",
+        "indent",
+        "regexMatch",
+        "\"(\"",
+        "slice",
+        "call",
+        "print",
+    ];
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(44);
+    let w = World::new().var("a/b", &[("k", "v")]);
+    let mut rendered = 0;
+    for _ in 0..5000 {
+        let n = rng.random_range(1..24);
+        let text: String = (0..n)
+            .map(|_| PIECES[rng.random_range(0..PIECES.len())])
+            .collect();
+        if let Ok(tpl) = parse(&text, "", "") {
+            let _ = render(&tpl, &w.ctx());
+            rendered += 1;
+        }
+    }
+    // The alphabet makes valid texts too, so rendering is exercised, not only parse errors.
+    assert!(rendered > 100, "only {rendered} texts parsed");
+}
