@@ -19,6 +19,33 @@
 //! is bound to its functions without thread-locals (the `gtmpl` crate takes plain `fn`
 //! pointers and has no missing-key option, which is why it was not chosen).
 //!
+//! ```
+//! use std::collections::BTreeMap;
+//! use caravan_template::{parse, render, Context, Dep, DepValue, Variable};
+//!
+//! let t = parse(r#"{{ with nomadVar "app/db" }}user={{ .user }}{{ end }}"#, "", "").unwrap();
+//! let env = BTreeMap::new();
+//! let mut data = BTreeMap::new();
+//! let ctx = Context { env: &env, namespace: "default", data: &data, error_on_missing_key: false };
+//! let first = render(&t, &ctx).unwrap();
+//! let dep = Dep::Var { namespace: "default".into(), path: "app/db".into() };
+//! assert_eq!(first.text, None);
+//! assert!(first.missing.contains(&dep));
+//! // The client fetches what is missing and renders again.
+//! let var = Variable { items: [("user".into(), "u1".into())].into(), ..Default::default() };
+//! data.insert(dep, DepValue::Var(Some(var)));
+//! let ctx = Context { env: &env, namespace: "default", data: &data, error_on_missing_key: false };
+//! assert_eq!(render(&t, &ctx).unwrap().text.as_deref(), Some("user=u1"));
+//! ```
+//!
+//! Functions: Go's builtins; `nomadVar`, `nomadVarExists`, `nomadVarList`,
+//! `nomadVarListSafe`, `nomadService` (with the `<count> "<key>" "<name>"` rendezvous form),
+//! `nomadServices`; `env`, `mustEnv`, `envOrDefault` (the task's environment); and the helpers
+//! listed in `helpers.rs`. Consul, Vault and host functions (`key`, `service`, `secret`,
+//! `file`, `plugin`, `sockaddr`, ...) are refused at parse time with the reason.
+//! Service instances render ordered by id and variable lists by path, so a text does not change
+//! with the order the client fetched them in; `timestamp` renders UTC.
+//!
 //! Known differences from consul-template: values are plain maps and lists, so the methods of
 //! its Go types are absent (`.Keys`/`.Values`/`.Tuples`/`.Metadata` on `nomadVar`'s items, and
 //! a `nomadVarList` entry prints as a map rather than its path: write `.Path`). The `@region`

@@ -133,7 +133,9 @@ fn nomad_var_list(scope: &RenderScope, args: &[Value], safe: bool) -> FnResult {
                 // The safe form refuses to render an empty list: wait for variables to appear.
                 scope.block();
             }
-            Ok(values::list(metas.iter().map(values::var_meta)))
+            let mut metas: Vec<_> = metas.iter().collect();
+            metas.sort_by(|a, b| a.path.cmp(&b.path));
+            Ok(values::list(metas.into_iter().map(values::var_meta)))
         }
         (dep, Some(_)) => Err(mismatched(f, &dep)),
     }
@@ -165,11 +167,13 @@ fn nomad_service(scope: &RenderScope, args: &[Value]) -> FnResult {
     match scope.recall(F, q)? {
         (_, None) => Ok(values::list([])),
         (Dep::Service { tag, .. }, Some(DepValue::Service(instances))) => {
-            let kept: Vec<_> = instances
+            // Ordered by id, so the text does not change with the order the client fetched in.
+            let mut kept: Vec<_> = instances
                 .iter()
                 .filter(|s| tag.as_ref().is_none_or(|t| s.tags.contains(t)))
                 .cloned()
                 .collect();
+            kept.sort_by(|a, b| a.id.cmp(&b.id));
             let kept = match pick {
                 Some((count, key)) => deps::choose(&kept, count, key).map_err(|e| fn_err(F, e))?,
                 None => kept,

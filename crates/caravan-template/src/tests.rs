@@ -872,3 +872,24 @@ fn random_texts_never_panic() {
     // The alphabet makes valid texts too, so rendering is exercised, not only parse errors.
     assert!(rendered > 100, "only {rendered} texts parsed");
 }
+
+#[test]
+fn templates_are_send_sync_and_services_render_in_id_order() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Template>();
+    send_sync::<Rendered>();
+    let mut w = with_web();
+    let dep = Dep::Service {
+        namespace: "default".into(),
+        name: "web".into(),
+        tag: None,
+    };
+    let Some(DepValue::Service(list)) = w.data.get_mut(&dep) else {
+        panic!("no web")
+    };
+    list.reverse();
+    assert_eq!(
+        w.text(r#"{{ range nomadService "web" }}{{ .ID }}{{ end }}"#),
+        "abc"
+    );
+}
