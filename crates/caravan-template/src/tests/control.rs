@@ -305,3 +305,42 @@ fn random_texts_never_panic() {
     // The alphabet makes valid texts too, so rendering is exercised, not only parse errors.
     assert!(rendered > 100, "only {rendered} texts parsed");
 }
+
+#[test]
+fn go_semantics_edge_cases() {
+    let w = World::new();
+    let e = w.err("{{ eq 1 1.0 }}");
+    assert!(e.contains("incompatible types for comparison"), "{e}");
+    // `and` stops at the first falsy argument without evaluating the rest.
+    assert_eq!(t("{{ and 0 (index 1 2) }}"), "0");
+    assert_eq!(
+        t(r#"{{ index (parseJSON "{\"a\":1}") "b" }}"#),
+        "<no value>"
+    );
+    assert!(w.err("{{ len 3 }}").contains("len"));
+    assert_eq!(
+        t("{{ with $x := 0 }}a{{ else with 2 }}{{ . }}{{ end }}"),
+        "2"
+    );
+    assert_eq!(t("{{ range 3 }}{{ . }}{{ end }}"), "012");
+    assert_eq!(
+        t(
+            r#"{{ range $i, $e := split "," "x,y" }}{{ if eq $i 1 }}{{ break }}{{ end }}{{ $e }}{{ end }}"#
+        ),
+        "x"
+    );
+    assert_eq!(t(r#"{{ eq "a" "b" "a" }} {{ slice "abc" 1 2 }}"#), "true b");
+    assert_eq!(
+        t(r#"{{ (parseJSON "{\"a\":{\"b\":[1,2]}}").a.b }}"#),
+        "[1 2]"
+    );
+    assert_eq!(
+        t("{{ $x := 1 }}{{ if true }}{{ $x = 2 }}{{ end }}{{ $x }}"),
+        "2"
+    );
+    assert_eq!(t("{{ .Foo }}|{{ print nil }}"), "<no value>|<nil>");
+    assert_eq!(
+        t(r#"{{ html "<a>" }} {{ js "'" }} {{ urlquery "a b" }}"#),
+        "&lt;a&gt; \\' a+b"
+    );
+}
