@@ -40,7 +40,8 @@
 //!
 //! Functions: Go's builtins; `nomadVar`, `nomadVarExists`, `nomadVarList`,
 //! `nomadVarListSafe`, `nomadService` (with the `<count> "<key>" "<name>"` rendezvous form),
-//! `nomadServices`; `env`, `mustEnv`, `envOrDefault` (the task's environment); and the helpers
+//! `nomadServices`; `env`, `mustEnv`, `envOrDefault` (the task's environment); `executeTemplate` (a `define` rendered to a
+//! string, for pipelines); and the helpers
 //! listed in `helpers.rs`. Consul, Vault and host functions (`key`, `service`, `secret`,
 //! `file`, `plugin`, `sockaddr`, ...) are refused at parse time with the reason.
 //! Service instances render ordered by id and variable lists by path, so a text does not change
@@ -138,17 +139,22 @@ pub fn render(t: &Template, ctx: &Context<'_>) -> Result<Rendered, TemplateError
         namespace: ctx.namespace.to_string(),
         data: ctx.data.clone(),
         reads: Default::default(),
+        template: Default::default(),
+        nested: Default::default(),
     });
     let missing_key = if ctx.error_on_missing_key {
         gotmpl::MissingKey::Error
     } else {
         gotmpl::MissingKey::Invalid
     };
-    let bound = t
-        .inner
-        .clone()
-        .funcs(all_funcs(&scope))
-        .missing_key(missing_key);
+    let bound = Arc::new(
+        t.inner
+            .clone()
+            .funcs(all_funcs(&scope))
+            .missing_key(missing_key),
+    );
+    // Only this render sets it, once, so the result carries no information.
+    let _ = scope.template.set(Arc::downgrade(&bound));
     let result = bound.execute_to_string(&gotmpl::Value::Nil);
     let reads = std::mem::take(&mut *scope.reads.lock());
     let waiting = reads.blocked || !reads.missing.is_empty();

@@ -344,3 +344,25 @@ fn go_semantics_edge_cases() {
         "&lt;a&gt; \\' a+b"
     );
 }
+
+#[test]
+fn execute_template_renders_a_define_into_a_pipeline() {
+    assert_eq!(
+        t(
+            r#"{{ define "x" }}<{{ . }}>{{ end }}{{ executeTemplate "x" "v" | toUpper }}|{{ executeTemplate "x" }}"#
+        ),
+        "<V>|<<no value>>"
+    );
+    let e = World::new().err(
+        r#"{{ define "loop" }}{{ executeTemplate "loop" }}{{ end }}{{ executeTemplate "loop" }}"#,
+    );
+    assert_eq!(
+        e,
+        "execution error: executeTemplate: calls nest deeper than 64"
+    );
+    assert!(
+        World::new()
+            .err(r#"{{ executeTemplate "nope" }}"#)
+            .contains("nope")
+    );
+}
