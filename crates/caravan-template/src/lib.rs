@@ -40,10 +40,10 @@
 //!
 //! Functions: Go's builtins; `nomadVar`, `nomadVarExists`, `nomadVarList`,
 //! `nomadVarListSafe`, `nomadService` (with the `<count> "<key>" "<name>"` rendezvous form),
-//! `nomadServices`; `env`, `mustEnv`, `envOrDefault` (the task's environment); `executeTemplate` (a `define` rendered to a
-//! string, for pipelines); and the helpers
-//! listed in `helpers.rs`. Consul, Vault and host functions (`key`, `service`, `secret`,
-//! `file`, `plugin`, `sockaddr`, ...) are refused at parse time with the reason.
+//! `nomadServices`; `env`, `mustEnv`, `envOrDefault` (the task's environment);
+//! `executeTemplate` (a `define` rendered to a string, for pipelines); and the helpers listed
+//! in `helpers.rs`. Consul, Vault and host functions (`key`, `service`, `secret`, `file`,
+//! `plugin`, `sockaddr`, ...) are refused at parse time with the reason.
 //! Service instances render ordered by id and variable lists by path, so a text does not change
 //! with the order the client fetched them in; `timestamp` renders UTC.
 //!

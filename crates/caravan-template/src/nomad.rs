@@ -35,7 +35,7 @@ pub(crate) struct RenderScope {
 }
 
 /// How deep `executeTemplate` may nest.
-const MAX_NESTED: usize = 64;
+const MAX_NESTED: usize = 16;
 
 impl RenderScope {
     /// Records a read of `q`'s dep and returns its value, or `None` (recorded missing).

@@ -358,7 +358,7 @@ fn execute_template_renders_a_define_into_a_pipeline() {
     );
     assert_eq!(
         e,
-        "execution error: executeTemplate: calls nest deeper than 64"
+        "execution error: executeTemplate: calls nest deeper than 16"
     );
     assert!(
         World::new()
