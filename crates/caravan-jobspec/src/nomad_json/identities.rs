@@ -111,7 +111,9 @@ pub(super) fn identities_to_api(ids: &[WorkloadIdentity]) -> (Option<Value>, Opt
             "ExtraClaims": null,
         })
     };
-    let default = ids.iter().find(|id| task_defaults::is_default_identity_name(&id.name));
+    let default = ids
+        .iter()
+        .find(|id| task_defaults::is_default_identity_name(&id.name));
     let others: Vec<Value> = ids
         .iter()
         .filter(|id| !task_defaults::is_default_identity_name(&id.name))

@@ -55,10 +55,18 @@ pub(super) fn check(t: &Task, tbase: &str, e: &mut Errors) {
             );
         }
         if tmpl.uid < -1 {
-            e.on(&path, "uid", format!("must be -1 or more (got {})", tmpl.uid));
+            e.on(
+                &path,
+                "uid",
+                format!("must be -1 or more (got {})", tmpl.uid),
+            );
         }
         if tmpl.gid < -1 {
-            e.on(&path, "gid", format!("must be -1 or more (got {})", tmpl.gid));
+            e.on(
+                &path,
+                "gid",
+                format!("must be -1 or more (got {})", tmpl.gid),
+            );
         }
         if let Some(w) = &tmpl.wait {
             if w.min_ns < 0 || w.max_ns < 0 {
