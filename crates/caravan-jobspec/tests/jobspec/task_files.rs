@@ -280,7 +280,7 @@ fn errors_name_the_field_with_nomads_texts() {
                 "data        = \"id={{ env \\\"NOMAD_ALLOC_ID\\\" }}\"",
                 "data = \"id={{ env\"",
             ),
-            "template[0]: data: template: line 1: unclosed action",
+            "template[0]: data: template: 1:10: unclosed action",
         ),
         (
             ("change_mode   = \"script\"", "change_mode   = \"reload\""),
@@ -519,6 +519,28 @@ fn a_changed_template_artifact_or_identity_replaces_the_task() {
                 .iter()
                 .any(|a| a == FORCES_DESTRUCTIVE_UPDATE),
             "{object}: {task:?}"
+        );
+    }
+}
+
+#[test]
+fn a_template_calling_consul_or_vault_is_refused_at_submit() {
+    for (text, function) in [
+        (r#"{{ key \"config/a\" }}"#, "key"),
+        (
+            r#"{{ with secret \"kv/a\" }}{{ .Data }}{{ end }}"#,
+            "secret",
+        ),
+    ] {
+        let errs = errors(&patched(
+            "data          = \"x\"",
+            &format!("data          = \"{text}\""),
+        ));
+        assert!(
+            errs.iter().any(|e| e
+                .starts_with("group \"web\": task \"server\": template[2]: data: ")
+                && e.contains(function)),
+            "{function}: {errs:?}"
         );
     }
 }
