@@ -522,3 +522,25 @@ fn a_changed_template_artifact_or_identity_replaces_the_task() {
         );
     }
 }
+
+#[test]
+fn a_template_calling_consul_or_vault_is_refused_at_submit() {
+    for (text, function) in [
+        (r#"{{ key \"config/a\" }}"#, "key"),
+        (
+            r#"{{ with secret \"kv/a\" }}{{ .Data }}{{ end }}"#,
+            "secret",
+        ),
+    ] {
+        let errs = errors(&patched(
+            "data          = \"x\"",
+            &format!("data          = \"{text}\""),
+        ));
+        assert!(
+            errs.iter().any(|e| e
+                .starts_with("group \"web\": task \"server\": template[2]: data: ")
+                && e.contains(function)),
+            "{function}: {errs:?}"
+        );
+    }
+}
