@@ -280,7 +280,7 @@ fn errors_name_the_field_with_nomads_texts() {
                 "data        = \"id={{ env \\\"NOMAD_ALLOC_ID\\\" }}\"",
                 "data = \"id={{ env\"",
             ),
-            "template[0]: data: template: line 1: unclosed action",
+            "template[0]: data: template: 1:10: unclosed action",
         ),
         (
             ("change_mode   = \"script\"", "change_mode   = \"reload\""),
