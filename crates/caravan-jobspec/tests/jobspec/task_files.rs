@@ -420,21 +420,21 @@ fn what_caravans_clients_cannot_honour_is_refused_by_name() {
         ),
         (
             ("ttl  = \"1h\"", "ttl  = \"1h\"\n        filepath = \"x\""),
-            "identity[0]: filepath: filepath (Filepath) is not supported by Caravan",
+            "identity \"vault\": filepath: filepath (Filepath) is not supported by Caravan",
         ),
         (
             (
                 "ttl  = \"1h\"",
                 "ttl  = \"1h\"\n        service_name = \"api\"",
             ),
-            "identity[0]: service_name: service_name (ServiceName) is not supported by Caravan",
+            "identity \"vault\": service_name: service_name (ServiceName) is not supported by Caravan",
         ),
         (
             (
                 "ttl  = \"1h\"",
                 "ttl  = \"1h\"\n        extra_claims = [\"a\"]",
             ),
-            "identity[0]: extra_claims: extra_claims (ExtraClaims) is not supported by Caravan",
+            "identity \"vault\": extra_claims: extra_claims (ExtraClaims) is not supported by Caravan",
         ),
     ];
     for ((from, to), want) in cases {
