@@ -287,3 +287,95 @@ async fn a_missing_key_or_a_variable_that_never_appears_fails_the_task_with_the_
         "{hook:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_lists_a_services_instances_and_follows_them_going_away() {
+    let c = cluster("templates-services", &[]).await;
+    let dir = pid_dir(&c);
+    let _reaper = Reaper(dir.clone());
+    let http = c.http().unwrap();
+    // A server registering service "web" on its dynamic port.
+    let server = format!(
+        "echo $$ > {}/$NOMAD_ALLOC_ID.pid; exec sleep 300",
+        dir.display()
+    );
+    let mut web = jobs::service_job("web", 1, jobs::raw_exec_task(&server));
+    set(
+        &mut web,
+        "/Job/TaskGroups/0/Networks",
+        json!([{ "DynamicPorts": [{ "Label": "http" }] }]),
+    );
+    set(
+        &mut web,
+        "/Job/TaskGroups/0/Services",
+        json!([{ "Name": "web", "PortLabel": "http", "Provider": "nomad" }]),
+    );
+    register(&http, &web).await;
+    let web_alloc = wait_running_version(&c, "web", 1, 0).await.remove(0);
+    let port = web_alloc
+        .allocated_resources
+        .as_ref()
+        .and_then(|r| r.shared.as_ref())
+        .and_then(|s| s.ports.iter().find(|p| p.label == "http"))
+        .map(|p| p.value)
+        .expect("the alloc's http port");
+
+    // A consumer whose config lists the instances; each start logs it.
+    let log = dir.join("upstreams.log");
+    let script = format!(
+        "echo $$ > {pids}/$NOMAD_ALLOC_ID.pid; cat local/upstreams >> {log}; exec sleep 300",
+        pids = dir.display(),
+        log = log.display()
+    );
+    let mut consumer = jobs::service_job("consumer", 1, jobs::raw_exec_task(&script));
+    set(
+        &mut consumer,
+        "/Job/TaskGroups/0/Tasks/0/Templates",
+        json!([template(
+            "upstreams={{ range nomadService \"web\" }}{{ .Address }}:{{ .Port }},{{ end }}\n",
+            "local/upstreams",
+            "restart",
+        )]),
+    );
+    register(&http, &consumer).await;
+    let text = wait_for("the consumer to log one upstream", STEP, async || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        Ok(if text.contains(&format!(":{port},")) {
+            Progress::Done(text)
+        } else {
+            Progress::Waiting(text)
+        })
+    })
+    .await
+    .unwrap();
+    assert!(text.starts_with("upstreams="), "{text}");
+
+    // The server stops: its instance is deregistered, the consumer re-renders.
+    let reply = http.delete("/v1/job/web").await.unwrap();
+    reply.ok_json().unwrap();
+    wait_for(
+        "the consumer to log no upstream after one",
+        STEP,
+        async || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let after = lines
+                .iter()
+                .position(|l| l.contains(&format!(":{port},")))
+                .map(|i| &lines[i + 1..]);
+            Ok(match after {
+                Some(rest) if rest.contains(&"upstreams=") => Progress::Done(()),
+                _ => Progress::Waiting(text),
+            })
+        },
+    )
+    .await
+    .unwrap();
+    wait_event(
+        &c,
+        "consumer",
+        "Restart Signaled",
+        "Template with change_mode restart re-rendered",
+    )
+    .await;
+}

@@ -24,7 +24,7 @@ pub struct Fetched {
     pub revision: i64,
 }
 
-fn request<T>(msg: T, token: Option<&str>, wait: Option<Duration>) -> tonic::Request<T> {
+pub(super) fn request<T>(msg: T, token: Option<&str>, wait: Option<Duration>) -> tonic::Request<T> {
     let mut req = tonic::Request::new(msg);
     if let Some(t) = token
         && let Ok(v) = t.parse()
@@ -35,7 +35,12 @@ fn request<T>(msg: T, token: Option<&str>, wait: Option<Duration>) -> tonic::Req
     req
 }
 
-fn options(namespace: &str, prefix: &str, after: i64, wait: Option<Duration>) -> QueryOptions {
+pub(super) fn options(
+    namespace: &str,
+    prefix: &str,
+    after: i64,
+    wait: Option<Duration>,
+) -> QueryOptions {
     QueryOptions {
         namespace: namespace.to_string(),
         min_revision: after,
@@ -44,7 +49,7 @@ fn options(namespace: &str, prefix: &str, after: i64, wait: Option<Duration>) ->
     }
 }
 
-fn index(revision: i64) -> u64 {
+pub(super) fn index(revision: i64) -> u64 {
     u64::try_from(revision).unwrap_or(0)
 }
 
