@@ -479,3 +479,52 @@ async fn a_nomad_job_file_with_templates_runs_unchanged_through_the_cli() {
         "APP_PORT=8080\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_template_change_runs_the_script_inside_the_running_task() {
+    let c = cluster("templates-script", &[]).await;
+    let dir = pid_dir(&c);
+    let _reaper = Reaper(dir.clone());
+    let http = c.http().unwrap();
+    put_var(&http, "nomad/jobs/scr", json!({ "v": "1" })).await;
+    let log = dir.join("scr.log");
+    let script = format!(
+        "echo $$ > {pids}/$NOMAD_ALLOC_ID.pid; cat local/v.txt >> {log}; exec sleep 300",
+        pids = dir.display(),
+        log = log.display()
+    );
+    let mut job = jobs::service_job("scr", 1, jobs::raw_exec_task(&script));
+    let mut tmpl = template(
+        "{{ with nomadVar \"nomad/jobs/scr\" }}v={{ .v }}{{ end }}\n",
+        "local/v.txt",
+        "script",
+    );
+    // The script runs in the task's directory and logs what it reloads.
+    tmpl["ChangeScript"] = json!({
+        "Command": "/bin/sh",
+        "Args": ["-c", format!("sed 's/^/reloaded /' local/v.txt >> {}", log.display())],
+        "Timeout": 5 * SECOND_NS,
+        "FailOnError": true,
+    });
+    set(
+        &mut job,
+        "/Job/TaskGroups/0/Tasks/0/Templates",
+        json!([tmpl]),
+    );
+    register(&http, &job).await;
+    wait_running_version(&c, "scr", 1, 0).await;
+    wait_line(&log, "v=1").await;
+    put_var(&http, "nomad/jobs/scr", json!({ "v": "2" })).await;
+    let text = wait_line(&log, "reloaded v=2").await;
+    assert_eq!(text, "v=1\nreloaded v=2\n", "ran once, no restart");
+    let alloc = wait_event(
+        &c,
+        "scr",
+        "Task hook message",
+        "Template successfully ran script /bin/sh with arguments: [-c sed 's/^/reloaded /' local/v.txt >> LOG]. Exit code: 0"
+            .replace("LOG", &log.display().to_string())
+            .as_str(),
+    )
+    .await;
+    assert_eq!(alloc.task_states["t"].restarts, 0, "{:?}", events(&alloc));
+}
