@@ -484,13 +484,36 @@ fn regex_match(args: &[Value]) -> FnResult {
     Ok(Value::Bool(re.is_match(str_arg(F, args, 1)?)))
 }
 
-fn json_out(f: &'static str, indent: Option<&'static str>) -> impl Fn(&[Value]) -> FnResult {
+fn json_out(
+    f: &'static str,
+    indent: Option<&'static str>,
+    escape_html: bool,
+) -> impl Fn(&[Value]) -> FnResult {
     move |args| {
         arity(f, args, 1, 1)?;
-        values::to_json(&args[0], indent)
+        values::to_json(&args[0], indent, escape_html)
             .map(values::string)
             .map_err(|e| fn_err(f, e))
     }
+}
+
+fn split_to_map(args: &[Value]) -> FnResult {
+    const F: &str = "splitToMap";
+    arity(F, args, 3, 3)?;
+    let (pairs_sep, kv_sep) = (str_arg(F, args, 0)?, str_arg(F, args, 1)?);
+    let s = str_arg(F, args, 2)?.trim();
+    if s.is_empty() {
+        return Ok(values::map([]));
+    }
+    let pairs: Vec<&str> = if pairs_sep.is_empty() {
+        vec![s]
+    } else {
+        s.split(pairs_sep).collect()
+    };
+    Ok(values::map(pairs.into_iter().filter_map(|p| {
+        p.split_once(kv_sep)
+            .map(|(k, v)| (k.to_string(), values::string(v)))
+    })))
 }
 
 fn parse_json(args: &[Value]) -> FnResult {
@@ -683,11 +706,20 @@ pub(crate) fn funcs() -> FuncMap {
     );
     add_fn("regexMatch", Arc::new(regex_match));
     add_fn("regexReplaceAll", Arc::new(regex_replace_all));
-    add_fn("toJSON", Arc::new(json_out("toJSON", None)));
+    add_fn("toJSON", Arc::new(json_out("toJSON", None, true)));
     add_fn(
         "toJSONPretty",
-        Arc::new(json_out("toJSONPretty", Some("  "))),
+        Arc::new(json_out("toJSONPretty", Some("  "), true)),
     );
+    add_fn(
+        "toUnescapedJSON",
+        Arc::new(json_out("toUnescapedJSON", None, false)),
+    );
+    add_fn(
+        "toUnescapedJSONPretty",
+        Arc::new(json_out("toUnescapedJSONPretty", Some("  "), false)),
+    );
+    add_fn("splitToMap", Arc::new(split_to_map));
     add_fn("parseJSON", Arc::new(parse_json));
     add_fn("byTag", Arc::new(by_tag));
     add_fn("explodeMap", Arc::new(explode_map));

@@ -19,6 +19,34 @@
 //! is bound to its functions without thread-locals (the `gtmpl` crate takes plain `fn`
 //! pointers and has no missing-key option, which is why it was not chosen).
 //!
+//! ```
+//! use std::collections::BTreeMap;
+//! use caravan_template::{parse, render, Context, Dep, DepValue, Variable};
+//!
+//! let t = parse(r#"{{ with nomadVar "app/db" }}user={{ .user }}{{ end }}"#, "", "").unwrap();
+//! let env = BTreeMap::new();
+//! let mut data = BTreeMap::new();
+//! let ctx = Context { env: &env, namespace: "default", data: &data, error_on_missing_key: false };
+//! let first = render(&t, &ctx).unwrap();
+//! let dep = Dep::Var { namespace: "default".into(), path: "app/db".into() };
+//! assert_eq!(first.text, None);
+//! assert!(first.missing.contains(&dep));
+//! // The client fetches what is missing and renders again.
+//! let var = Variable { items: [("user".into(), "u1".into())].into(), ..Default::default() };
+//! data.insert(dep, DepValue::Var(Some(var)));
+//! let ctx = Context { env: &env, namespace: "default", data: &data, error_on_missing_key: false };
+//! assert_eq!(render(&t, &ctx).unwrap().text.as_deref(), Some("user=u1"));
+//! ```
+//!
+//! Functions: Go's builtins; `nomadVar`, `nomadVarExists`, `nomadVarList`,
+//! `nomadVarListSafe`, `nomadService` (with the `<count> "<key>" "<name>"` rendezvous form),
+//! `nomadServices`; `env`, `mustEnv`, `envOrDefault` (the task's environment);
+//! `executeTemplate` (a `define` rendered to a string, for pipelines); and the helpers listed
+//! in `helpers.rs`. Consul, Vault and host functions (`key`, `service`, `secret`, `file`,
+//! `plugin`, `sockaddr`, ...) are refused at parse time with the reason.
+//! Service instances render ordered by id and variable lists by path, so a text does not change
+//! with the order the client fetched them in; `timestamp` renders UTC.
+//!
 //! Known differences from consul-template: values are plain maps and lists, so the methods of
 //! its Go types are absent (`.Keys`/`.Values`/`.Tuples`/`.Metadata` on `nomadVar`'s items, and
 //! a `nomadVarList` entry prints as a map rather than its path: write `.Path`). The `@region`
@@ -111,17 +139,22 @@ pub fn render(t: &Template, ctx: &Context<'_>) -> Result<Rendered, TemplateError
         namespace: ctx.namespace.to_string(),
         data: ctx.data.clone(),
         reads: Default::default(),
+        template: Default::default(),
+        nested: Default::default(),
     });
     let missing_key = if ctx.error_on_missing_key {
         gotmpl::MissingKey::Error
     } else {
         gotmpl::MissingKey::Invalid
     };
-    let bound = t
-        .inner
-        .clone()
-        .funcs(all_funcs(&scope))
-        .missing_key(missing_key);
+    let bound = Arc::new(
+        t.inner
+            .clone()
+            .funcs(all_funcs(&scope))
+            .missing_key(missing_key),
+    );
+    // Only this render sets it, once, so the result carries no information.
+    let _ = scope.template.set(Arc::downgrade(&bound));
     let result = bound.execute_to_string(&gotmpl::Value::Nil);
     let reads = std::mem::take(&mut *scope.reads.lock());
     let waiting = reads.blocked || !reads.missing.is_empty();

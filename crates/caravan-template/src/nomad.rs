@@ -2,7 +2,8 @@
 //! environment, recording every dep a render reads.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 
 use gotmpl::{FuncMap, Value};
 use parking_lot::Mutex;
@@ -27,7 +28,14 @@ pub(crate) struct RenderScope {
     pub namespace: String,
     pub data: BTreeMap<Dep, DepValue>,
     pub reads: Mutex<Reads>,
+    /// The template being rendered, for `executeTemplate` (weak: the template owns the scope).
+    pub template: OnceLock<Weak<gotmpl::Template>>,
+    /// How deep `executeTemplate` calls are nested, to stop a template that calls itself.
+    pub nested: AtomicUsize,
 }
+
+/// How deep `executeTemplate` may nest.
+const MAX_NESTED: usize = 16;
 
 impl RenderScope {
     /// Records a read of `q`'s dep and returns its value, or `None` (recorded missing).
@@ -133,7 +141,9 @@ fn nomad_var_list(scope: &RenderScope, args: &[Value], safe: bool) -> FnResult {
                 // The safe form refuses to render an empty list: wait for variables to appear.
                 scope.block();
             }
-            Ok(values::list(metas.iter().map(values::var_meta)))
+            let mut metas: Vec<_> = metas.iter().collect();
+            metas.sort_by(|a, b| a.path.cmp(&b.path));
+            Ok(values::list(metas.into_iter().map(values::var_meta)))
         }
         (dep, Some(_)) => Err(mismatched(f, &dep)),
     }
@@ -165,11 +175,13 @@ fn nomad_service(scope: &RenderScope, args: &[Value]) -> FnResult {
     match scope.recall(F, q)? {
         (_, None) => Ok(values::list([])),
         (Dep::Service { tag, .. }, Some(DepValue::Service(instances))) => {
-            let kept: Vec<_> = instances
+            // Ordered by id, so the text does not change with the order the client fetched in.
+            let mut kept: Vec<_> = instances
                 .iter()
                 .filter(|s| tag.as_ref().is_none_or(|t| s.tags.contains(t)))
                 .cloned()
                 .collect();
+            kept.sort_by(|a, b| a.id.cmp(&b.id));
             let kept = match pick {
                 Some((count, key)) => deps::choose(&kept, count, key).map_err(|e| fn_err(F, e))?,
                 None => kept,
@@ -223,6 +235,29 @@ fn env(scope: &RenderScope, args: &[Value], f: &str) -> FnResult {
     }
 }
 
+fn execute_template(scope: &RenderScope, args: &[Value]) -> FnResult {
+    const F: &str = "executeTemplate";
+    arity(F, args, 1, 2)?;
+    let name = str_arg(F, args, 0)?;
+    let data = args.get(1).cloned().unwrap_or(Value::Nil);
+    let template = scope
+        .template
+        .get()
+        .and_then(Weak::upgrade)
+        .ok_or_else(|| fn_err(F, "no template is being rendered"))?;
+    if scope.nested.fetch_add(1, Ordering::SeqCst) >= MAX_NESTED {
+        scope.nested.fetch_sub(1, Ordering::SeqCst);
+        return Err(fn_err(F, format!("calls nest deeper than {MAX_NESTED}")));
+    }
+    let out = template.execute_template_to_string(name, &data);
+    scope.nested.fetch_sub(1, Ordering::SeqCst);
+    // An inner function's error passes through as it is, not wrapped once per nesting level.
+    out.map(values::string).map_err(|e| match e {
+        gotmpl::TemplateError::Exec(_) => e,
+        other => fn_err(F, other),
+    })
+}
+
 /// The functions bound to one render's scope.
 pub(crate) fn funcs(scope: &Arc<RenderScope>) -> FuncMap {
     let mut m = FuncMap::new();
@@ -242,5 +277,6 @@ pub(crate) fn funcs(scope: &Arc<RenderScope>) -> FuncMap {
     add("env", |s, a| env(s, a, "env"));
     add("mustEnv", |s, a| env(s, a, "mustEnv"));
     add("envOrDefault", |s, a| env(s, a, "envOrDefault"));
+    add("executeTemplate", execute_template);
     m
 }

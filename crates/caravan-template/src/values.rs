@@ -147,10 +147,23 @@ pub(crate) fn from_json(j: serde_json::Value) -> Value {
     }
 }
 
-/// Writes a value as JSON: map keys sorted, `<`, `>`, `&` escaped, as Go's encoder writes it.
-pub(crate) fn to_json(v: &Value, indent: Option<&str>) -> Result<String, String> {
+/// Writes a value as JSON with map keys sorted, as Go's encoder writes it; `escape_html`
+/// writes `<`, `>` and `&` as `\u003c`, `\u003e` and `\u0026` (Go's default).
+pub(crate) fn to_json(
+    v: &Value,
+    indent: Option<&str>,
+    escape_html: bool,
+) -> Result<String, String> {
     let mut out = String::new();
-    write_json(v, indent, 0, &mut out)?;
+    write_json(
+        v,
+        &Json {
+            indent,
+            escape_html,
+        },
+        0,
+        &mut out,
+    )?;
     Ok(out)
 }
 
@@ -167,13 +180,18 @@ fn go_json_float(f: f64) -> String {
     }
 }
 
-fn json_str(s: &str, out: &mut String) {
+struct Json<'a> {
+    indent: Option<&'a str>,
+    escape_html: bool,
+}
+
+fn json_str(s: &str, opts: &Json<'_>, out: &mut String) {
     let quoted = serde_json::Value::String(s.to_string()).to_string();
     for c in quoted.chars() {
         match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
+            '<' if opts.escape_html => out.push_str("\\u003c"),
+            '>' if opts.escape_html => out.push_str("\\u003e"),
+            '&' if opts.escape_html => out.push_str("\\u0026"),
             '\u{2028}' => out.push_str("\\u2028"),
             '\u{2029}' => out.push_str("\\u2029"),
             c => out.push(c),
@@ -190,12 +208,8 @@ fn newline(indent: Option<&str>, depth: usize, out: &mut String) {
     }
 }
 
-fn write_json(
-    v: &Value,
-    indent: Option<&str>,
-    depth: usize,
-    out: &mut String,
-) -> Result<(), String> {
+fn write_json(v: &Value, opts: &Json<'_>, depth: usize, out: &mut String) -> Result<(), String> {
+    let indent = opts.indent;
     match v {
         Value::Nil => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -207,7 +221,7 @@ fn write_json(
             }
             out.push_str(&go_json_float(*f));
         }
-        Value::String(s) => json_str(s, out),
+        Value::String(s) => json_str(s, opts, out),
         Value::List(items) => {
             if items.is_empty() {
                 out.push_str("[]");
@@ -219,7 +233,7 @@ fn write_json(
                     out.push(',');
                 }
                 newline(indent, depth + 1, out);
-                write_json(item, indent, depth + 1, out)?;
+                write_json(item, opts, depth + 1, out)?;
             }
             newline(indent, depth, out);
             out.push(']');
@@ -235,12 +249,12 @@ fn write_json(
                     out.push(',');
                 }
                 newline(indent, depth + 1, out);
-                json_str(k, out);
+                json_str(k, opts, out);
                 out.push(':');
                 if indent.is_some() {
                     out.push(' ');
                 }
-                write_json(item, indent, depth + 1, out)?;
+                write_json(item, opts, depth + 1, out)?;
             }
             newline(indent, depth, out);
             out.push('}');

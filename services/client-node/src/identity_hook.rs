@@ -148,7 +148,7 @@ fn deliver(
     if identity.env
         && let Some(env) = ctx.spec.env.as_mut()
     {
-        env.set(env_name(&identity.name), token);
+        env.set(env_name(&identity.name), token.to_string());
     }
     if identity.file
         && let Some(dirs) = ctx.spec.dirs.as_ref()

@@ -42,6 +42,7 @@ mod stats;
 mod status_reporter;
 mod task_env;
 mod task_runner;
+mod template;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -253,6 +254,7 @@ async fn real_agent(
         simulated: false,
         contact: Default::default(),
         api: Some(api),
+        hook_config: Arc::new(config.hook_config()),
     });
     Ok(NodeAgent {
         ctx,

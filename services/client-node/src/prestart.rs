@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use caravan_proto::{Allocation, Job, Task, TaskEvent};
 use futures::future::BoxFuture;
@@ -82,11 +83,29 @@ pub struct Prestart {
     pub control: mpsc::UnboundedSender<TaskControl>,
 }
 
+/// The client's settings for prestart hooks (its config file's values).
+#[derive(Debug, Clone)]
+pub struct HookConfig {
+    /// How long a task's templates may take to render before the task fails.
+    pub template_render_timeout: Duration,
+}
+
+impl Default for HookConfig {
+    fn default() -> Self {
+        HookConfig {
+            template_render_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
 /// The hooks `task` needs, in order; empty when it needs none (then its
 /// runner starts it at once).
-pub fn hooks_for(task: &Task) -> Vec<Arc<dyn PrestartHook>> {
+pub fn hooks_for(task: &Task, config: &HookConfig) -> Vec<Arc<dyn PrestartHook>> {
     let mut hooks: Vec<Arc<dyn PrestartHook>> = Vec::new();
     hooks.extend(crate::identity_hook::IdentityHook::for_task(task));
+    if !task.templates.is_empty() {
+        hooks.push(Arc::new(crate::template::TemplateHook::new(task, config)));
+    }
     hooks
 }
 

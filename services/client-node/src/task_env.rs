@@ -170,16 +170,23 @@ impl TaskEnv {
         env
     }
 
-    /// Sets the variable `name` (a prestart hook's addition, such as a
-    /// workload identity's `NOMAD_TOKEN`).
-    pub fn set(&mut self, name: impl Into<String>, value: impl Into<String>) {
-        self.vars.insert(name.into(), value.into());
-    }
-
     /// The variables by name.
-    #[cfg(test)]
     pub fn vars(&self) -> &BTreeMap<String, String> {
         &self.vars
+    }
+
+    /// Sets one variable (a template's `env = true` output, a workload
+    /// identity's `NOMAD_TOKEN`).
+    pub fn set(&mut self, name: String, value: String) {
+        self.vars.insert(name, value);
+    }
+
+    /// No variables at all, for a task whose driver takes no environment.
+    pub fn empty() -> Self {
+        TaskEnv {
+            vars: BTreeMap::new(),
+            node: Arc::new(Node::default()),
+        }
     }
 
     /// The variables as the process gets them: names cleaned for the shell.

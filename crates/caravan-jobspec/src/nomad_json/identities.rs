@@ -39,18 +39,17 @@ pub(super) fn identities_to_proto(
     conv: &mut Conversion,
 ) -> Vec<WorkloadIdentity> {
     let mut out = Vec::new();
-    if let Some(v) = identity.filter(|v| !v.is_null()) {
-        let path = join(base, "identity");
-        if let Some(id) = one(v, path, conv).filter(|id| !task_defaults::is_implicit_identity(id)) {
-            out.push(id);
-        }
+    if let Some(v) = identity.filter(|v| !v.is_null())
+        && let Some(id) = one(v, base, "Identity", conv)
+        && !task_defaults::is_implicit_identity(&id)
+    {
+        out.push(id);
     }
     match identities {
         None | Some(Value::Null) => {}
         Some(Value::Array(items)) => {
             for (i, v) in items.into_iter().enumerate() {
-                let path = join(base, &format!("identity[{i}]"));
-                if let Some(id) = one(v, path, conv) {
+                if let Some(id) = one(v, base, &format!("Identities[{i}]"), conv) {
                     out.push(id);
                 }
             }
@@ -63,11 +62,18 @@ pub(super) fn identities_to_proto(
     out
 }
 
-fn one(v: Value, path: String, conv: &mut Conversion) -> Option<WorkloadIdentity> {
+/// One identity, its errors under `identity "<name>"` (as validation names it), or under
+/// `fallback` (`Identities[1]`) when it is not an object.
+fn one(v: Value, base: &str, fallback: &str, conv: &mut Conversion) -> Option<WorkloadIdentity> {
     let Value::Object(mut f) = v else {
-        conv.err(path, "must be an object");
+        conv.err(join(base, fallback), "must be an object");
         return None;
     };
+    let name = match f.get("Name").and_then(Value::as_str) {
+        None | Some("") => task_defaults::DEFAULT_IDENTITY_NAME,
+        Some(name) => name,
+    };
+    let path = join(base, &format!("identity {name:?}"));
     for (json_name, hcl, why) in IDENTITY_REFUSED {
         if f.remove(*json_name).as_ref().is_some_and(meaningful) {
             conv.err(
@@ -111,7 +117,9 @@ pub(super) fn identities_to_api(ids: &[WorkloadIdentity]) -> (Option<Value>, Opt
             "ExtraClaims": null,
         })
     };
-    let default = ids.iter().find(|id| task_defaults::is_default_identity_name(&id.name));
+    let default = ids
+        .iter()
+        .find(|id| task_defaults::is_default_identity_name(&id.name));
     let others: Vec<Value> = ids
         .iter()
         .filter(|id| !task_defaults::is_default_identity_name(&id.name))

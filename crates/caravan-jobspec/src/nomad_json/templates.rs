@@ -40,8 +40,7 @@ pub(super) fn templates_to_proto(
             continue;
         };
         if f.remove("VaultGrace").as_ref().is_some_and(meaningful) {
-            conv.warnings
-                .push(format!("{path}: {VAULT_GRACE_WARNING}"));
+            conv.warnings.push(format!("{path}: {VAULT_GRACE_WARNING}"));
         }
         let splay_given = f.get("Splay").is_some_and(|v| !v.is_null());
         let mut template = Template {
@@ -95,7 +94,10 @@ fn change_script(value: Option<Value>, base: &str, conv: &mut Conversion) -> Opt
             return None;
         }
     };
-    if f.remove("RunOnFirstRender").as_ref().is_some_and(meaningful) {
+    if f.remove("RunOnFirstRender")
+        .as_ref()
+        .is_some_and(meaningful)
+    {
         conv.err(
             join(&path, "run_on_first_render"),
             "is not supported by Caravan: its clients run a change script only when a rendered file changes",

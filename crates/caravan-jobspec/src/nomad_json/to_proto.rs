@@ -518,8 +518,7 @@ fn task_to_proto(
     let services = super::services::services_to_proto(t.services, &base, conv);
     let artifacts = super::artifacts::artifacts_to_proto(t.artifacts, &base, conv);
     let templates = super::templates::templates_to_proto(t.templates, &base, conv);
-    let identities =
-        super::identities::identities_to_proto(t.identity, t.identities, &base, conv);
+    let identities = super::identities::identities_to_proto(t.identity, t.identities, &base, conv);
     conv.unsupported("task", &base, "Vault", t.vault.as_ref());
     conv.unsupported("task", &base, "Consul", t.consul.as_ref());
     conv.unsupported(

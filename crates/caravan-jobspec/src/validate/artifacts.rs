@@ -131,9 +131,15 @@ mod tests {
         assert_eq!(refused_getter("file:///tmp/a"), None);
         assert_eq!(refused_getter("local/a.txt"), None);
         assert_eq!(refused_getter("http::example.com/a"), None);
-        assert_eq!(refused_getter("git::https://x/y.git").as_deref(), Some("git"));
+        assert_eq!(
+            refused_getter("git::https://x/y.git").as_deref(),
+            Some("git")
+        );
         assert_eq!(refused_getter("s3://bucket/key").as_deref(), Some("s3"));
-        assert_eq!(refused_getter("github.com/hashicorp/nomad").as_deref(), Some("git"));
+        assert_eq!(
+            refused_getter("github.com/hashicorp/nomad").as_deref(),
+            Some("git")
+        );
         assert_eq!(
             refused_getter("bucket.s3.amazonaws.com/key").as_deref(),
             Some("s3")
@@ -153,8 +159,16 @@ mod tests {
             checksum("crc32:abcd").unwrap_err(),
             "unsupported checksum type: crc32"
         );
-        assert!(checksum("abcd").unwrap_err().starts_with("checksum must be given"));
-        assert!(checksum("sha1:zz").unwrap_err().starts_with("invalid checksum"));
+        assert!(
+            checksum("abcd")
+                .unwrap_err()
+                .starts_with("checksum must be given")
+        );
+        assert!(
+            checksum("sha1:zz")
+                .unwrap_err()
+                .starts_with("invalid checksum")
+        );
         assert_eq!(checksum(" ").unwrap_err(), "checksum value cannot be empty");
     }
 }

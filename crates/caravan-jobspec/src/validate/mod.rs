@@ -217,7 +217,10 @@ pub fn warnings(job: &Job) -> Vec<String> {
         }
         out.extend(services::consul_warnings(tg, &group_base(tg, i)));
         for (ti, t) in tg.tasks.iter().enumerate() {
-            out.extend(identities::warnings(t, &task_base(&group_base(tg, i), t, ti)));
+            out.extend(identities::warnings(
+                t,
+                &task_base(&group_base(tg, i), t, ti),
+            ));
         }
     }
     out

@@ -108,7 +108,10 @@ fn patched(from: &str, to: &str) -> String {
 }
 
 fn assert_has(errs: &[String], want: &str) {
-    assert!(errs.iter().any(|e| e.contains(want)), "want {want:?} in {errs:?}");
+    assert!(
+        errs.iter().any(|e| e.contains(want)),
+        "want {want:?} in {errs:?}"
+    );
 }
 
 #[test]
@@ -119,7 +122,10 @@ fn blocks_parse_with_nomads_defaults_and_round_trip() {
 
     let a = &t.artifacts[0];
     assert_eq!(a.source, "https://example.com/app.tar.gz");
-    assert_eq!((a.mode.as_str(), a.destination.as_str()), ("any", "local/app"));
+    assert_eq!(
+        (a.mode.as_str(), a.destination.as_str()),
+        ("any", "local/app")
+    );
     assert_eq!(a.options["checksum"], SHA256);
     assert_eq!(a.headers["X-Token"], "t");
     let f = &t.artifacts[1];
@@ -133,7 +139,11 @@ fn blocks_parse_with_nomads_defaults_and_round_trip() {
     assert_eq!(env.change_mode, "restart");
     assert_eq!(env.splay_ns, 5_000_000_000);
     assert_eq!(env.perms, "0644");
-    assert_eq!((env.uid, env.gid), (-1, -1), "left out: the client's choice");
+    assert_eq!(
+        (env.uid, env.gid),
+        (-1, -1),
+        "left out: the client's choice"
+    );
     assert_eq!(
         (env.left_delimiter.as_str(), env.right_delimiter.as_str()),
         ("{{", "}}")
@@ -164,8 +174,14 @@ fn blocks_parse_with_nomads_defaults_and_round_trip() {
     // What `job inspect` prints registers the same job.
     let rendered = render_json(&p.job);
     let task = &rendered["TaskGroups"][0]["Tasks"][0];
-    assert_eq!(task["Artifacts"][0]["GetterSource"], "https://example.com/app.tar.gz");
-    assert_eq!(task["Templates"][1]["ChangeScript"]["Command"], "/bin/reload");
+    assert_eq!(
+        task["Artifacts"][0]["GetterSource"],
+        "https://example.com/app.tar.gz"
+    );
+    assert_eq!(
+        task["Templates"][1]["ChangeScript"]["Command"],
+        "/bin/reload"
+    );
     assert_eq!(task["Templates"][0]["Uid"], json!(null));
     assert_eq!(task["Identity"]["Name"], "default");
     assert_eq!(task["Identities"][0]["Name"], "vault");
@@ -239,20 +255,32 @@ fn errors_name_the_field_with_nomads_texts() {
             "template[0]: destination: Must specify a destination for the template",
         ),
         (
-            ("destination = \"local/app.env\"", "destination = \"../../etc/x\""),
+            (
+                "destination = \"local/app.env\"",
+                "destination = \"../../etc/x\"",
+            ),
             "template[0]: destination: destination escapes allocation directory",
         ),
         (
-            ("destination = \"local/app.env\"", "destination = \"local/app.conf\""),
+            (
+                "destination = \"local/app.env\"",
+                "destination = \"local/app.conf\"",
+            ),
             "template[1]: destination: Template 2 has same destination as 1",
         ),
         (
-            ("data        = \"id={{ env \\\"NOMAD_ALLOC_ID\\\" }}\"", "data = \"\""),
+            (
+                "data        = \"id={{ env \\\"NOMAD_ALLOC_ID\\\" }}\"",
+                "data = \"\"",
+            ),
             "template[0]: source: Must specify a source path or have an embedded template",
         ),
         (
-            ("data        = \"id={{ env \\\"NOMAD_ALLOC_ID\\\" }}\"", "data = \"id={{ env\""),
-            "template[0]: data: template: line 1: unclosed action",
+            (
+                "data        = \"id={{ env \\\"NOMAD_ALLOC_ID\\\" }}\"",
+                "data = \"id={{ env\"",
+            ),
+            "template[0]: data: template: 1:10: unclosed action",
         ),
         (
             ("change_mode   = \"script\"", "change_mode   = \"reload\""),
@@ -271,11 +299,17 @@ fn errors_name_the_field_with_nomads_texts() {
             "template[1]: wait: wait min 2s is greater than max 1s",
         ),
         (
-            ("        env         = true\n", "        env         = true\n        change_mode = \"signal\"\n"),
+            (
+                "        env         = true\n",
+                "        env         = true\n        change_mode = \"signal\"\n",
+            ),
             "template[0]: env: cannot use signals with env var templates",
         ),
         (
-            ("source      = \"https://example.com/app.tar.gz\"", "source = \"\""),
+            (
+                "source      = \"https://example.com/app.tar.gz\"",
+                "source = \"\"",
+            ),
             "artifact[0]: source: source must be specified",
         ),
         (
@@ -283,7 +317,10 @@ fn errors_name_the_field_with_nomads_texts() {
             "artifact[1]: mode: invalid artifact mode \"tree\"; must be one of: any, file, dir",
         ),
         (
-            ("destination = \"local/app\"", "destination = \"../../../x\""),
+            (
+                "destination = \"local/app\"",
+                "destination = \"../../../x\"",
+            ),
             "artifact[0]: destination: destination escapes allocation directory",
         ),
         (
@@ -307,7 +344,10 @@ fn errors_name_the_field_with_nomads_texts() {
             "identity \"vault\": aud: an empty string is an invalid audience (1)",
         ),
         (
-            ("change_mode = \"signal\"\n        change_signal = \"SIGHUP\"", "change_mode = \"signal\""),
+            (
+                "change_mode = \"signal\"\n        change_signal = \"SIGHUP\"",
+                "change_mode = \"signal\"",
+            ),
             "identity \"vault\": change_signal: change_signal must be specified when using change_mode=\"signal\"",
         ),
         (
@@ -315,11 +355,17 @@ fn errors_name_the_field_with_nomads_texts() {
             "identity \"vault\": change_mode: invalid change_mode: reload",
         ),
         (
-            ("        env  = true\n        file = true", "        env  = true\n        ttl = \"1h\""),
+            (
+                "        env  = true\n        file = true",
+                "        env  = true\n        ttl = \"1h\"",
+            ),
             "identity \"default\": ttl: ttl for default identity not yet supported",
         ),
         (
-            ("        env  = true\n        file = true", "        env  = true\n        aud = [\"x\"]"),
+            (
+                "        env  = true\n        file = true",
+                "        env  = true\n        aud = [\"x\"]",
+            ),
             "identity \"default\": aud: the default identity's audience is always \"nomadproject.io\"",
         ),
     ];
@@ -327,7 +373,8 @@ fn errors_name_the_field_with_nomads_texts() {
         let errs = errors(&patched(from, to));
         assert_has(&errs, want);
         assert!(
-            errs.iter().all(|e| e.contains("group \"web\": task \"server\"")),
+            errs.iter()
+                .all(|e| e.contains("group \"web\": task \"server\"")),
             "{errs:?}"
         );
     }
@@ -337,36 +384,57 @@ fn errors_name_the_field_with_nomads_texts() {
 fn what_caravans_clients_cannot_honour_is_refused_by_name() {
     let cases = [
         (
-            ("source      = \"https://example.com/app.tar.gz\"", "source = \"git::https://example.com/x.git\""),
+            (
+                "source      = \"https://example.com/app.tar.gz\"",
+                "source = \"git::https://example.com/x.git\"",
+            ),
             "artifact[0]: source: the \"git\" getter is not supported by Caravan",
         ),
         (
-            ("source      = \"https://example.com/app.tar.gz\"", "source = \"s3://bucket/key\""),
+            (
+                "source      = \"https://example.com/app.tar.gz\"",
+                "source = \"s3://bucket/key\"",
+            ),
             "artifact[0]: source: the \"s3\" getter is not supported by Caravan",
         ),
         (
-            ("source      = \"https://example.com/app.tar.gz\"", "source = \"github.com/hashicorp/nomad\""),
+            (
+                "source      = \"https://example.com/app.tar.gz\"",
+                "source = \"github.com/hashicorp/nomad\"",
+            ),
             "the \"git\" getter is not supported by Caravan",
         ),
         (
-            ("        chown  = true", "        chown  = true\n        insecure = true"),
+            (
+                "        chown  = true",
+                "        chown  = true\n        insecure = true",
+            ),
             "artifact[1]: insecure: is not supported by Caravan",
         ),
         (
-            ("args    = [\"-f\"]", "args    = [\"-f\"]\n          run_on_first_render = true"),
+            (
+                "args    = [\"-f\"]",
+                "args    = [\"-f\"]\n          run_on_first_render = true",
+            ),
             "template[1]: change_script: run_on_first_render: is not supported by Caravan",
         ),
         (
             ("ttl  = \"1h\"", "ttl  = \"1h\"\n        filepath = \"x\""),
-            "identity[0]: filepath: filepath (Filepath) is not supported by Caravan",
+            "identity \"vault\": filepath: filepath (Filepath) is not supported by Caravan",
         ),
         (
-            ("ttl  = \"1h\"", "ttl  = \"1h\"\n        service_name = \"api\""),
-            "identity[0]: service_name: service_name (ServiceName) is not supported by Caravan",
+            (
+                "ttl  = \"1h\"",
+                "ttl  = \"1h\"\n        service_name = \"api\"",
+            ),
+            "identity \"vault\": service_name: service_name (ServiceName) is not supported by Caravan",
         ),
         (
-            ("ttl  = \"1h\"", "ttl  = \"1h\"\n        extra_claims = [\"a\"]"),
-            "identity[0]: extra_claims: extra_claims (ExtraClaims) is not supported by Caravan",
+            (
+                "ttl  = \"1h\"",
+                "ttl  = \"1h\"\n        extra_claims = [\"a\"]",
+            ),
+            "identity \"vault\": extra_claims: extra_claims (ExtraClaims) is not supported by Caravan",
         ),
     ];
     for ((from, to), want) in cases {
@@ -425,8 +493,16 @@ fn a_changed_template_artifact_or_identity_replaces_the_task() {
         .expect("parses")
         .job;
     for (from, to, object) in [
-        ("destination = \"local/app\"", "destination = \"local/app2\"", "Artifact"),
-        ("perms         = \"0600\"", "perms         = \"0640\"", "Template"),
+        (
+            "destination = \"local/app\"",
+            "destination = \"local/app2\"",
+            "Artifact",
+        ),
+        (
+            "perms         = \"0600\"",
+            "perms         = \"0640\"",
+            "Template",
+        ),
         ("ttl  = \"1h\"", "ttl  = \"2h\"", "Identity"),
     ] {
         let new = parse_hcl(&patched(from, to), &ParseOptions::default())
@@ -439,8 +515,32 @@ fn a_changed_template_artifact_or_identity_replaces_the_task() {
             "{object} shows: {task:?}"
         );
         assert!(
-            task.annotations.iter().any(|a| a == FORCES_DESTRUCTIVE_UPDATE),
+            task.annotations
+                .iter()
+                .any(|a| a == FORCES_DESTRUCTIVE_UPDATE),
             "{object}: {task:?}"
+        );
+    }
+}
+
+#[test]
+fn a_template_calling_consul_or_vault_is_refused_at_submit() {
+    for (text, function) in [
+        (r#"{{ key \"config/a\" }}"#, "key"),
+        (
+            r#"{{ with secret \"kv/a\" }}{{ .Data }}{{ end }}"#,
+            "secret",
+        ),
+    ] {
+        let errs = errors(&patched(
+            "data          = \"x\"",
+            &format!("data          = \"{text}\""),
+        ));
+        assert!(
+            errs.iter().any(|e| e
+                .starts_with("group \"web\": task \"server\": template[2]: data: ")
+                && e.contains(function)),
+            "{function}: {errs:?}"
         );
     }
 }

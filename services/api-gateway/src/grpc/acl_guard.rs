@@ -98,7 +98,10 @@ impl MethodRule {
     /// Whether checking this method reads the target from the request's
     /// message; other requests pass the guard unread.
     fn reads_message(&self) -> bool {
-        matches!(self.need, Need::Ns(_) | Need::Var(_) | Need::AnyRead)
+        matches!(
+            self.need,
+            Need::Ns(_) | Need::Var(_) | Need::AnyRead | Need::ServiceRead
+        )
     }
 }
 
@@ -364,6 +367,16 @@ pub(crate) const METHODS: &[MethodRule] = &[
             })
         },
     ),
+    list(
+        "/caravan.v1.ServiceRegistryService/ListServices",
+        Need::ServiceRead,
+        |b| Ok(opts(&ListServicesRequest::decode(b)?.options)),
+    ),
+    m(
+        "/caravan.v1.ServiceRegistryService/GetService",
+        Need::ServiceRead,
+        |b| Ok(opts(&GetServiceRequest::decode(b)?.options)),
+    ),
     m("/caravan.v1.AclService/Bootstrap", Need::Public, none),
     m("/caravan.v1.AclService/ListPolicies", Need::Token, none),
     m("/caravan.v1.AclService/GetPolicy", Need::Token, none),
@@ -564,6 +577,7 @@ mod tests {
             include_str!("../../../../proto/caravan/v1/api.proto"),
             include_str!("../../../../proto/caravan/v1/variable.proto"),
             include_str!("../../../../proto/caravan/v1/acl.proto"),
+            include_str!("../../../../proto/caravan/v1/service_registry.proto"),
         ];
         let mut expected = Vec::new();
         for text in proto {

@@ -7,10 +7,11 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use caravan_api_gateway::VariableKey;
 use caravan_proto::node_client_service_client::NodeClientServiceClient;
+use caravan_proto::service_registry_service_client::ServiceRegistryServiceClient;
 use caravan_proto::variable_service_client::VariableServiceClient;
 use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, Allocation, GetVariableRequest, Job, Node,
-    RegisterNodeRequest, SignIdentitiesRequest, WorkloadIdentity,
+    AllocClientStatus, AllocDesiredStatus, Allocation, GetServiceRequest, GetVariableRequest, Job,
+    ListServicesRequest, Node, RegisterNodeRequest, SignIdentitiesRequest, WorkloadIdentity,
 };
 use caravan_state::encode;
 use serde_json::{Value, json};
@@ -347,6 +348,21 @@ pub async fn a_task_reads_its_own_variables_until_its_alloc_stops(backend: Backe
     assert_eq!(got.items["k"], "nomad/jobs/web");
     let denied = vars.get_variable(get("nomad/jobs/db")).await.unwrap_err();
     assert_eq!(denied.code(), Code::PermissionDenied);
+    // Services, as a template's nomadService reads them.
+    let mut services = ServiceRegistryServiceClient::new(gw.channel().await);
+    let mut asked = Request::new(GetServiceRequest {
+        name: "db".into(),
+        ..Default::default()
+    });
+    asked
+        .metadata_mut()
+        .insert("x-nomad-token", token.parse().unwrap());
+    services.get_service(asked).await.unwrap();
+    let mut listed = Request::new(ListServicesRequest::default());
+    listed
+        .metadata_mut()
+        .insert("x-nomad-token", token.parse().unwrap());
+    services.list_services(listed).await.unwrap();
 
     // A forged token (another key) is refused.
     let mut forged = token.clone();
