@@ -3,7 +3,8 @@
 //! and `secrets/nomad_token` (the owner's only), reads its own job's
 //! Variable with it through the HTTP API (ACLs on) and not another job's,
 //! and the token stops working once the job is stopped. An identity with a
-//! `ttl` is signed again while the task runs.
+//! `ttl` is signed again while the task runs; a template reads the job's
+//! Variable with the task's identity.
 
 use std::path::Path;
 
@@ -41,12 +42,19 @@ fn reporting_task(dir: &Path) -> Value {
     let script = format!(
         "printf %s \"$NOMAD_TOKEN\" > {out}.env.partial && mv {out}.env.partial {out}.env; \
          cp \"$NOMAD_SECRETS_DIR/nomad_token\" {out}.file.partial && mv {out}.file.partial {out}.file; \
+         cp local/owner.txt {out}.tmpl.partial && mv {out}.tmpl.partial {out}.tmpl; \
          stat -c %a \"$NOMAD_SECRETS_DIR/nomad_token\" > {out}.mode; \
          while sleep 0.2; do cp \"$NOMAD_SECRETS_DIR/nomad_short.jwt\" {out}.short.partial && \
          mv {out}.short.partial {out}.short; done"
     );
     let mut task = jobs::raw_exec_task(&script);
     task["Identity"] = json!({"Env": true, "File": true});
+    // A template reads the job's Variable with the task's identity.
+    task["Templates"] = json!([{
+        "EmbeddedTmpl": "{{ with nomadVar \"nomad/jobs/idjob\" }}{{ .owner }}{{ end }}\n",
+        "DestPath": "local/owner.txt",
+        "ChangeMode": "noop",
+    }]);
     // An identity for another audience that lives 2 s: renewed as it runs.
     task["Identities"] = json!([{
         "Name": "short",
@@ -113,6 +121,12 @@ async fn a_task_uses_its_identity_until_its_job_stops() {
     assert_eq!(env.split('.').count(), 3, "a JWT: {env:?}");
     assert_eq!(env, file, "NOMAD_TOKEN and secrets/nomad_token");
     assert_eq!(mode.trim(), "600");
+    let rendered = std::fs::read_to_string(base.with_extension("tmpl")).unwrap();
+    assert_eq!(
+        rendered.trim(),
+        "nomad/jobs/idjob",
+        "the template read the Variable"
+    );
 
     // Its own job's Variable, not another's, and nothing else.
     let (status, text) = send(&http, Method::GET, "/v1/var/nomad/jobs/idjob", &env, None).await;
