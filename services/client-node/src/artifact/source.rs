@@ -1,0 +1,179 @@
+//! An artifact's `source` read into the getter that fetches it: HTTP(S),
+//! a file on the node, or a getter this client does not have.
+
+use std::path::PathBuf;
+
+use super::ArtifactError;
+
+/// Where an artifact comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// An `http://` or `https://` URL.
+    Http(hyper::Uri),
+    /// A file or directory on the node (`file://…` or an absolute path).
+    File(PathBuf),
+}
+
+/// Getters a job may name with a `<getter>::` prefix that this client lacks.
+const UNSUPPORTED_GETTERS: &[&str] = &["git", "hg", "s3", "gcs"];
+
+impl Source {
+    /// Reads `source`, with go-getter's forced getter prefix (`http::`,
+    /// `https::`, `file::`) accepted.
+    pub fn parse(source: &str) -> Result<Source, ArtifactError> {
+        let source = source.trim();
+        if source.is_empty() {
+            return Err(ArtifactError::Source("the source is empty".into()));
+        }
+        let (forced, rest) = match source.split_once("::") {
+            Some((getter, rest)) if !getter.contains('/') => (Some(getter), rest),
+            _ => (None, source),
+        };
+        match forced {
+            Some("http" | "https") => return Self::http(rest),
+            Some("file") => return Self::file(rest),
+            Some(g) if UNSUPPORTED_GETTERS.contains(&g) => {
+                return Err(ArtifactError::Source(format!(
+                    "the {g:?} getter is not supported by this client (only http, https and file)"
+                )));
+            }
+            Some(g) => {
+                return Err(ArtifactError::Source(format!(
+                    "unknown getter {g:?} (only http, https and file)"
+                )));
+            }
+            None => {}
+        }
+        let scheme = rest.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+        match scheme.as_deref() {
+            Some("http" | "https") => Self::http(rest),
+            Some("file") => Self::file(rest),
+            Some(other) => Err(ArtifactError::Source(format!(
+                "unsupported scheme {other:?} (only http, https and file)"
+            ))),
+            None if rest.starts_with('/') => Self::file(rest),
+            None => Err(ArtifactError::Source(format!(
+                "{rest:?} is neither an http(s):// or file:// URL nor an absolute path"
+            ))),
+        }
+    }
+
+    fn http(url: &str) -> Result<Source, ArtifactError> {
+        let uri: hyper::Uri = url
+            .parse()
+            .map_err(|e| ArtifactError::Source(format!("bad URL {url:?}: {e}")))?;
+        match uri.scheme_str() {
+            Some("http" | "https") if uri.host().is_some() => Ok(Source::Http(uri)),
+            _ => Err(ArtifactError::Source(format!(
+                "{url:?} is not an http(s) URL with a host"
+            ))),
+        }
+    }
+
+    fn file(path: &str) -> Result<Source, ArtifactError> {
+        let path = match path.split_once("://") {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("file") => {
+                // `file://localhost/x` and `file:///x` both name `/x`.
+                rest.strip_prefix("localhost").unwrap_or(rest)
+            }
+            _ => path,
+        };
+        let path = percent_decode(path);
+        if !path.starts_with('/') {
+            return Err(ArtifactError::Source(format!(
+                "file source {path:?} must be an absolute path on the node"
+            )));
+        }
+        Ok(Source::File(PathBuf::from(path)))
+    }
+
+    /// The last element of the source's path, the file name a fetched file
+    /// gets in `any` mode; `None` when the path ends in `/` or is empty.
+    pub fn file_name(&self) -> Option<String> {
+        let path = match self {
+            Source::Http(uri) => percent_decode(uri.path()),
+            Source::File(p) => p.to_string_lossy().into_owned(),
+        };
+        let name = path.rsplit('/').next()?;
+        (!name.is_empty() && name != "." && name != "..").then(|| name.to_string())
+    }
+
+    /// The path part whose extension says what kind of archive this is.
+    pub fn path_for_archive(&self) -> String {
+        match self {
+            Source::Http(uri) => uri.path().to_string(),
+            Source::File(p) => p.to_string_lossy().into_owned(),
+        }
+    }
+}
+
+/// Decodes `%XX` escapes; malformed ones are kept as written.
+fn percent_decode(input: &str) -> String {
+    let bytes = input.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Some(b) = std::str::from_utf8(&bytes[i + 1..i + 3])
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_paths_and_forced_getters_parse() {
+        assert!(matches!(
+            Source::parse("https://example.com/a.tgz").unwrap(),
+            Source::Http(_)
+        ));
+        assert!(matches!(
+            Source::parse("http::http://example.com/a").unwrap(),
+            Source::Http(_)
+        ));
+        assert_eq!(
+            Source::parse("file:///opt/a%20b.txt").unwrap(),
+            Source::File("/opt/a b.txt".into())
+        );
+        assert_eq!(
+            Source::parse("file::/opt/x").unwrap(),
+            Source::File("/opt/x".into())
+        );
+        assert_eq!(
+            Source::parse("/opt/x").unwrap(),
+            Source::File("/opt/x".into())
+        );
+    }
+
+    #[test]
+    fn other_getters_fail_clearly() {
+        let e = Source::parse("git::https://github.com/x/y").unwrap_err();
+        assert!(e.to_string().contains("\"git\" getter is not supported"), "{e}");
+        let e = Source::parse("s3://bucket/key").unwrap_err();
+        assert!(e.to_string().contains("unsupported scheme \"s3\""), "{e}");
+        assert!(Source::parse("relative/path").is_err());
+        assert!(Source::parse("").is_err());
+        assert!(Source::parse("file://relative").is_err());
+    }
+
+    #[test]
+    fn file_name_is_the_last_path_element() {
+        let s = Source::parse("https://example.com/dl/app.tar.gz?x=1").unwrap();
+        assert_eq!(s.file_name().as_deref(), Some("app.tar.gz"));
+        assert_eq!(s.path_for_archive(), "/dl/app.tar.gz");
+        let s = Source::parse("https://example.com/").unwrap();
+        assert_eq!(s.file_name(), None);
+    }
+}
