@@ -35,7 +35,8 @@ use crate::heartbeat_thread::HeartbeatThread;
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 type Interceptor = fn(tonic::Request<()>) -> Result<tonic::Request<()>, Status>;
-type Conn = InterceptedService<Channel, Interceptor>;
+/// A connection to one gateway, with trace propagation.
+pub type Conn = InterceptedService<Channel, Interceptor>;
 type Client = NodeClientServiceClient<Conn>;
 
 /// The api-gateways the nodes of this process talk to; cheap to clone.
@@ -176,12 +177,17 @@ impl Gateway {
         )
     }
 
+    /// The bulk connection to gateway `i` (see [`Gateway::call`]).
+    pub(crate) fn bulk_conn(&self, i: usize) -> Conn {
+        self.conn(Lane::Bulk, i)
+    }
+
     fn client(&self, lane: Lane, i: usize) -> Client {
         NodeClientServiceClient::new(self.conn(lane, i))
     }
 
     /// Tries each gateway once, starting with the one that worked last.
-    async fn call<T, F, Fut>(&self, what: &str, f: F) -> Result<T, Status>
+    pub(crate) async fn call<T, F, Fut>(&self, what: &str, f: F) -> Result<T, Status>
     where
         F: Fn(usize) -> Fut,
         Fut: std::future::Future<Output = Result<T, Status>>,

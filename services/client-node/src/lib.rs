@@ -29,7 +29,9 @@ mod logs;
 pub mod metrics;
 mod node_agent;
 mod node_allocs;
+pub mod node_api;
 mod orphans;
+pub mod prestart;
 mod restart;
 mod server_contact;
 mod service;
@@ -230,6 +232,13 @@ async fn real_agent(
             "found allocs from before a restart"
         );
     }
+    let gateway = Gateway::pooled(&config.server_addrs(), &config.heartbeat_addrs(), 1)?;
+    let secret_id = state.node_secret()?;
+    let api = Arc::new(crate::node_api::NodeApi {
+        gateway: gateway.clone(),
+        node_id: node.id.clone(),
+        secret_id: secret_id.clone(),
+    });
     let ctx = Arc::new(NodeContext {
         node,
         drivers,
@@ -243,11 +252,12 @@ async fn real_agent(
         live: Default::default(),
         simulated: false,
         contact: Default::default(),
+        api: Some(api),
     });
     Ok(NodeAgent {
         ctx,
-        gateway: Gateway::pooled(&config.server_addrs(), &config.heartbeat_addrs(), 1)?,
-        secret_id: state.node_secret()?,
+        gateway,
+        secret_id,
         update_interval: config.update_interval(),
         initial_delay: Duration::ZERO,
         recovered,

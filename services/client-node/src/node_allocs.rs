@@ -432,6 +432,7 @@ mod tests {
             live: Default::default(),
             simulated: false,
             contact: Default::default(),
+            api: None,
         });
         (NodeAllocs::new(ctx, BTreeMap::new()), counting, shutdown)
     }

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::driver::{Driver, ExitResult, TaskHandle, TaskSpec};
+use crate::prestart::{HookFailure, Prestart};
 use crate::restart::{RestartDecision, RestartTracker};
 
 /// Task events kept per task, as Nomad keeps them.
@@ -177,6 +178,16 @@ pub struct TaskRunner {
     pub unrecorded: Option<oneshot::Receiver<bool>>,
     /// The run handed back on a [`TaskControl::Park`].
     pub parked: Option<Arc<dyn TaskHandle>>,
+    /// What must be ready before each start (boxed: most tasks have none).
+    pub prestart: Option<Box<Prestart>>,
+}
+
+/// How a task's prestart ended.
+enum Prestarted {
+    Ready(Box<TaskSpec>),
+    Failed(HookFailure),
+    Kill(KillRequest),
+    Detach,
 }
 
 /// How a wait ended.
@@ -324,7 +335,22 @@ impl TaskRunner {
                             task = %self.name
                         );
                         caravan_runtime::trace::follow(&starting, &self.trace_context);
-                        let started = self.driver.start(self.spec.clone()).instrument(starting);
+                        let spec = match self.prestart().await {
+                            Prestarted::Ready(spec) => *spec,
+                            Prestarted::Failed(f) => {
+                                push_event(&mut self.state, event(&f.event_type, f.message));
+                                let decision = self
+                                    .restart
+                                    .on_start_error(Instant::now().into_std(), f.recoverable);
+                                if self.after(decision, false).await {
+                                    continue;
+                                }
+                                return;
+                            }
+                            Prestarted::Kill(req) => return self.killed_before_running(req),
+                            Prestarted::Detach => return,
+                        };
+                        let started = self.driver.start(spec).instrument(starting);
                         match started.await {
                             Ok(h) => self.running(h, "Task started by client"),
                             Err(e) => {
@@ -374,6 +400,49 @@ impl TaskRunner {
                 }
             }
         }
+    }
+
+    /// Runs the task's prestart hooks on a copy of its spec, recording
+    /// their events as they come; a stop asked meanwhile (or the client's
+    /// shutdown) ends them.
+    async fn prestart(&mut self) -> Prestarted {
+        let mut spec = self.spec.clone();
+        let Some(prestart) = self.prestart.clone() else {
+            return Prestarted::Ready(Box::new(spec));
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut emit = move |ev: TaskEvent| {
+            let _ = tx.send(ev);
+        };
+        let mut kill = self.kill.clone();
+        let detach = self.detach.clone();
+        let out = {
+            let run = prestart.run(&mut spec, &mut emit);
+            let mut run = std::pin::pin!(run);
+            loop {
+                tokio::select! {
+                    r = &mut run => break r.map(|()| None).unwrap_or_else(|f| Some(Prestarted::Failed(f))),
+                    Some(ev) = rx.recv() => {
+                        push_event(&mut self.state, ev);
+                        self.send(None);
+                    }
+                    r = kill.wait_for(Option::is_some) => break Some(match r {
+                        Ok(k) => Prestarted::Kill(k.clone().unwrap_or_default()),
+                        Err(_) => Prestarted::Detach,
+                    }),
+                    _ = detach.cancelled() => break Some(Prestarted::Detach),
+                }
+            }
+        };
+        let mut more = false;
+        while let Ok(ev) = rx.try_recv() {
+            push_event(&mut self.state, ev);
+            more = true;
+        }
+        if more {
+            self.send(None);
+        }
+        out.unwrap_or_else(|| Prestarted::Ready(Box::new(spec)))
     }
 
     /// The task runs as `h`: recorded, with the handle to re-attach to.
@@ -627,6 +696,7 @@ mod tests {
             trace_context: BTreeMap::new(),
             unrecorded: None,
             parked: None,
+            prestart: None,
         };
         Harness {
             updates: persisting(rx),
@@ -715,6 +785,7 @@ mod tests {
             trace_context: BTreeMap::new(),
             unrecorded: None,
             parked: None,
+            prestart: None,
         };
         let mut rx = persisting(rx);
         r.run(None).await;
@@ -790,6 +861,7 @@ mod tests {
             trace_context: BTreeMap::new(),
             unrecorded: None,
             parked: None,
+            prestart: None,
         };
         let join = tokio::spawn(r.run(None));
         // A slow alloc runner: it has the updates but has persisted none.

@@ -29,6 +29,7 @@ use crate::driver::{Drivers, TaskHandle, parse_signal};
 use crate::health::HealthTracker;
 use crate::lifecycle::{self, Phase};
 use crate::live_allocs::{LiveAllocs, RestartTickets, TaskView};
+use crate::prestart::{self, Prestart};
 use crate::restart::RestartTracker;
 use crate::shared_jobs::SharedJobs;
 use crate::state_dir::{AllocRecord, StateDir};
@@ -73,6 +74,9 @@ pub struct NodeContext {
     pub simulated: bool,
     /// When the node last reached the servers.
     pub contact: Arc<crate::server_contact::ServerContact>,
+    /// The servers as this node, for tasks' prestart hooks; `None` on
+    /// simulated nodes (their tasks have none).
+    pub api: Option<Arc<crate::node_api::NodeApi>>,
 }
 
 /// What the node tells a running alloc.
@@ -521,6 +525,7 @@ impl AllocRunner {
             .filter(|n| *n > 0)
             .map_or(DEFAULT_KILL_TIMEOUT, Duration::from_nanos)
             .min(self.ctx.max_kill_timeout);
+        let prestart = self.prestart_for(task);
         let Some(slot) = self.slots.get_mut(&task.name) else {
             return;
         };
@@ -549,6 +554,7 @@ impl AllocRunner {
                 .unwrap_or_default(),
             unrecorded: None,
             parked: None,
+            prestart,
             detach: if self.ctx.stop_on_shutdown {
                 CancellationToken::new()
             } else {
@@ -556,6 +562,26 @@ impl AllocRunner {
             },
         };
         self.runners.spawn(runner.run(recovered));
+    }
+
+    /// The task's prestart hooks, if it has any (none on simulated nodes).
+    fn prestart_for(&self, task: &Task) -> Option<Box<Prestart>> {
+        if self.ctx.simulated {
+            return None;
+        }
+        let hooks = prestart::hooks_for(task);
+        if hooks.is_empty() {
+            return None;
+        }
+        let control = self.slots.get(&task.name)?.control.clone();
+        Some(Box::new(Prestart {
+            hooks,
+            task: Arc::new(task.clone()),
+            alloc: Arc::clone(&self.alloc),
+            job: Arc::clone(&self.job),
+            api: self.ctx.api.clone(),
+            control,
+        }))
     }
 
     fn on_task_update(&mut self, u: TaskUpdate) {

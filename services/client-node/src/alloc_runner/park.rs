@@ -337,6 +337,7 @@ mod tests {
             live: Default::default(),
             simulated: park,
             contact: Default::default(),
+            api: None,
         })
     }
 

@@ -111,6 +111,7 @@ fn a_running_simulated_alloc_keeps_few_bytes() {
         live: Default::default(),
         simulated: true,
         contact: Default::default(),
+        api: None,
     });
     let mut allocs = NodeAllocs::new(ctx.clone(), BTreeMap::new());
     let job = bench_job();

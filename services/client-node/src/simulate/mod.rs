@@ -125,6 +125,7 @@ pub async fn simulated_agents(
             live: Arc::clone(&live),
             simulated: true,
             contact: Default::default(),
+            api: None,
         });
         agents.push(NodeAgent {
             ctx,
