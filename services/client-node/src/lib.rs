@@ -239,6 +239,9 @@ async fn real_agent(
         node_id: node.id.clone(),
         secret_id: secret_id.clone(),
     });
+    if let Ok(limits) = config.artifact.limits() {
+        crate::artifact::configure(limits);
+    }
     let ctx = Arc::new(NodeContext {
         node,
         drivers,

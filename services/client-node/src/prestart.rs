@@ -84,8 +84,10 @@ pub struct Prestart {
 
 /// The hooks `task` needs, in order; empty when it needs none (then its
 /// runner starts it at once).
-pub fn hooks_for(_task: &Task) -> Vec<Arc<dyn PrestartHook>> {
-    Vec::new()
+pub fn hooks_for(task: &Task) -> Vec<Arc<dyn PrestartHook>> {
+    let mut hooks: Vec<Arc<dyn PrestartHook>> = Vec::new();
+    hooks.extend(crate::artifact::hooks_for(task).map(|h| h as Arc<dyn PrestartHook>));
+    hooks
 }
 
 impl Prestart {

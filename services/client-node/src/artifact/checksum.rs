@@ -125,9 +125,7 @@ fn hash_file(kind: ChecksumKind, file: &Path) -> std::io::Result<Vec<u8>> {
         }};
     }
     match kind {
-        ChecksumKind::Md5 => digest!(md5::Md5::new(), update, |h: md5::Md5| h
-            .finalize()
-            .to_vec()),
+        ChecksumKind::Md5 => digest!(md5::Md5::new(), update, |h: md5::Md5| h.finalize().to_vec()),
         ChecksumKind::Sha1 => digest!(sha1_smol::Sha1::new(), update, |h: sha1_smol::Sha1| h
             .digest()
             .bytes()
@@ -185,7 +183,10 @@ mod tests {
     fn a_mismatch_names_the_file_and_both_digests() {
         let (_d, p) = file(b"hello!");
         let want = format!("sha256:{HELLO_SHA256}");
-        let err = Checksum::parse(&want).unwrap().verify(&p, "app.bin").unwrap_err();
+        let err = Checksum::parse(&want)
+            .unwrap()
+            .verify(&p, "app.bin")
+            .unwrap_err();
         let msg = err.to_string();
         assert!(
             msg.contains(&format!(

@@ -32,7 +32,8 @@ fn copy_tree(root: &Path, dst: &Path, dir: &Path) -> Result<(), ArtifactError> {
             .file_type()
             .map_err(|e| ArtifactError::io("stat", &from, e))?;
         if ft.is_symlink() {
-            let target = std::fs::read_link(&from).map_err(|e| ArtifactError::io("readlink", &from, e))?;
+            let target =
+                std::fs::read_link(&from).map_err(|e| ArtifactError::io("readlink", &from, e))?;
             super::unpack::check_symlink(rel, &target)?;
             std::os::unix::fs::symlink(&target, &to)
                 .map_err(|e| ArtifactError::io("symlink", &to, e))?;

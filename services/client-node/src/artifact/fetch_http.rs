@@ -160,7 +160,9 @@ fn resolve(base: &Uri, location: &HeaderValue) -> Result<Uri, ArtifactError> {
         .map_err(|_| ArtifactError::Http(format!("GET {base}: unreadable redirect location")))?;
     let bad = |e: String| ArtifactError::Http(format!("GET {base}: bad redirect {loc:?}: {e}"));
     if loc.contains("://") {
-        return loc.parse().map_err(|e: hyper::http::uri::InvalidUri| bad(e.to_string()));
+        return loc
+            .parse()
+            .map_err(|e: hyper::http::uri::InvalidUri| bad(e.to_string()));
     }
     let path = if loc.starts_with('/') {
         loc.to_string()
@@ -169,7 +171,10 @@ fn resolve(base: &Uri, location: &HeaderValue) -> Result<Uri, ArtifactError> {
         format!("{dir}/{loc}")
     };
     let mut parts = base.clone().into_parts();
-    parts.path_and_query = Some(path.parse().map_err(|e: hyper::http::uri::InvalidUri| bad(e.to_string()))?);
+    parts.path_and_query = Some(
+        path.parse()
+            .map_err(|e: hyper::http::uri::InvalidUri| bad(e.to_string()))?,
+    );
     Uri::from_parts(parts).map_err(|e| bad(e.to_string()))
 }
 
@@ -192,7 +197,11 @@ mod tests {
     #[test]
     fn redirects_resolve_against_the_current_url() {
         let base: Uri = "http://h:1/a/b.tgz?q=1".parse().unwrap();
-        let to = |l: &str| resolve(&base, &HeaderValue::from_str(l).unwrap()).unwrap().to_string();
+        let to = |l: &str| {
+            resolve(&base, &HeaderValue::from_str(l).unwrap())
+                .unwrap()
+                .to_string()
+        };
         assert_eq!(to("/c.tgz"), "http://h:1/c.tgz");
         assert_eq!(to("c.tgz"), "http://h:1/a/c.tgz");
         assert_eq!(to("https://o/x"), "https://o/x");

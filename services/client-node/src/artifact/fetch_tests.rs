@@ -31,14 +31,19 @@ struct Server {
 }
 
 async fn serve(routes: Vec<(&str, Reply)>) -> Server {
-    let routes: HashMap<String, Reply> = routes.into_iter().map(|(p, r)| (p.to_string(), r)).collect();
+    let routes: HashMap<String, Reply> = routes
+        .into_iter()
+        .map(|(p, r)| (p.to_string(), r))
+        .collect();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let requests = Arc::new(Mutex::new(Vec::new()));
     let seen = requests.clone();
     tokio::spawn(async move {
         loop {
-            let Ok((mut conn, _)) = listener.accept().await else { return };
+            let Ok((mut conn, _)) = listener.accept().await else {
+                return;
+            };
             let routes = routes.clone();
             let seen = seen.clone();
             tokio::spawn(async move {
@@ -90,7 +95,10 @@ fn tar_gz(entries: &[(&str, &[u8])]) -> Vec<u8> {
 }
 
 fn sha256(bytes: &[u8]) -> String {
-    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn artifact(source: &str) -> Artifact {
@@ -115,13 +123,19 @@ async fn a_checksummed_tar_gz_over_http_unpacks_into_local() {
         "checksum",
         &format!("sha256:{}", sha256(&archive)),
     );
-    ArtifactFetcher::default().fetch(&a, task.path(), None, "").await.unwrap();
+    ArtifactFetcher::default()
+        .fetch(&a, task.path(), None, "")
+        .await
+        .unwrap();
     assert_eq!(
         std::fs::read_to_string(task.path().join("local/app/hello.txt")).unwrap(),
         "hello from the archive\n"
     );
     // The scratch directory is gone.
-    let left: Vec<_> = std::fs::read_dir(task.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let left: Vec<_> = std::fs::read_dir(task.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(left, ["local"]);
 }
 
@@ -130,8 +144,16 @@ async fn a_checksum_mismatch_fails_and_leaves_nothing() {
     let srv = serve(vec![("/tool.bin", ok(b"tampered"))]).await;
     let task = tempfile::tempdir().unwrap();
     let want = sha256(b"original");
-    let a = with_option(artifact(&format!("{}/tool.bin", srv.base)), "checksum", &format!("sha256:{want}"));
-    let err = ArtifactFetcher::default().fetch(&a, task.path(), None, "").await.unwrap_err().to_string();
+    let a = with_option(
+        artifact(&format!("{}/tool.bin", srv.base)),
+        "checksum",
+        &format!("sha256:{want}"),
+    );
+    let err = ArtifactFetcher::default()
+        .fetch(&a, task.path(), None, "")
+        .await
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         err,
         format!(
@@ -143,16 +165,25 @@ async fn a_checksum_mismatch_fails_and_leaves_nothing() {
 }
 
 #[tokio::test]
-async fn headers_are_sent_and_env_fills_the_fields() {
+async fn headers_are_sent_and_a_file_lands_in_the_destination_dir() {
     let srv = serve(vec![("/file.txt", ok(b"x"))]).await;
     let task = tempfile::tempdir().unwrap();
     let mut a = artifact(&format!("{}/file.txt", srv.base));
     a.headers.insert("X-Token".into(), "secret-1".into());
     a.destination = "local/sub".into();
-    ArtifactFetcher::default().fetch(&a, task.path(), None, "").await.unwrap();
-    assert_eq!(std::fs::read(task.path().join("local/sub/file.txt")).unwrap(), b"x");
+    ArtifactFetcher::default()
+        .fetch(&a, task.path(), None, "")
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read(task.path().join("local/sub/file.txt")).unwrap(),
+        b"x"
+    );
     let reqs = srv.requests.lock().unwrap().clone();
-    assert!(reqs[0].to_ascii_lowercase().contains("x-token: secret-1"), "{reqs:?}");
+    assert!(
+        reqs[0].to_ascii_lowercase().contains("x-token: secret-1"),
+        "{reqs:?}"
+    );
 }
 
 #[tokio::test]
@@ -173,8 +204,14 @@ async fn file_mode_puts_the_file_at_the_destination_and_redirects_are_followed()
     let mut a = artifact(&format!("{}/old", srv.base));
     a.mode = "file".into();
     a.destination = "local/config.json".into();
-    ArtifactFetcher::default().fetch(&a, task.path(), None, "").await.unwrap();
-    assert_eq!(std::fs::read(task.path().join("local/config.json")).unwrap(), b"{}");
+    ArtifactFetcher::default()
+        .fetch(&a, task.path(), None, "")
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read(task.path().join("local/config.json")).unwrap(),
+        b"{}"
+    );
 }
 
 #[tokio::test]
@@ -182,7 +219,12 @@ async fn http_failures_and_the_size_limit_are_errors() {
     let srv = serve(vec![("/big", ok(&[0u8; 4096]))]).await;
     let task = tempfile::tempdir().unwrap();
     let err = ArtifactFetcher::default()
-        .fetch(&artifact(&format!("{}/missing", srv.base)), task.path(), None, "")
+        .fetch(
+            &artifact(&format!("{}/missing", srv.base)),
+            task.path(),
+            None,
+            "",
+        )
         .await
         .unwrap_err()
         .to_string();
@@ -192,7 +234,12 @@ async fn http_failures_and_the_size_limit_are_errors() {
         ..ArtifactLimits::default()
     });
     let err = small
-        .fetch(&artifact(&format!("{}/big", srv.base)), task.path(), None, "")
+        .fetch(
+            &artifact(&format!("{}/big", srv.base)),
+            task.path(),
+            None,
+            "",
+        )
         .await
         .unwrap_err()
         .to_string();
@@ -215,17 +262,35 @@ async fn node_files_and_directories_are_copied() {
     let task = tempfile::tempdir().unwrap();
     let f = ArtifactFetcher::default();
     let one = src.path().join("one.txt");
-    f.fetch(&artifact(&format!("file://{}", one.display())), task.path(), None, "")
-        .await
-        .unwrap();
-    assert_eq!(std::fs::read(task.path().join("local/one.txt")).unwrap(), b"1");
+    f.fetch(
+        &artifact(&format!("file://{}", one.display())),
+        task.path(),
+        None,
+        "",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        std::fs::read(task.path().join("local/one.txt")).unwrap(),
+        b"1"
+    );
     let mut dir = artifact(&src.path().join("tree").display().to_string());
     dir.destination = "local/tree".into();
     f.fetch(&dir, task.path(), None, "").await.unwrap();
-    assert_eq!(std::fs::read(task.path().join("local/tree/alias")).unwrap(), b"2");
+    assert_eq!(
+        std::fs::read(task.path().join("local/tree/alias")).unwrap(),
+        b"2"
+    );
     let dir = with_option(dir, "checksum", &format!("sha256:{}", sha256(b"")));
-    let err = f.fetch(&dir, task.path(), None, "").await.unwrap_err().to_string();
-    assert!(err.contains("checksum cannot be specified for directory download"), "{err}");
+    let err = f
+        .fetch(&dir, task.path(), None, "")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("checksum cannot be specified for directory download"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -234,14 +299,27 @@ async fn bad_blocks_are_refused_naming_the_field() {
     let f = ArtifactFetcher::default();
     let mut a = artifact("/etc/hostname");
     a.destination = "../../outside".into();
-    let err = f.fetch(&a, task.path(), None, "").await.unwrap_err().to_string();
+    let err = f
+        .fetch(&a, task.path(), None, "")
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.starts_with("destination: "), "{err}");
     let mut a = artifact("/etc/hostname");
     a.mode = "folder".into();
-    let err = f.fetch(&a, task.path(), None, "").await.unwrap_err().to_string();
+    let err = f
+        .fetch(&a, task.path(), None, "")
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.starts_with("mode: "), "{err}");
     let err = f
-        .fetch(&artifact("git::https://example.com/r.git"), task.path(), None, "")
+        .fetch(
+            &artifact("git::https://example.com/r.git"),
+            task.path(),
+            None,
+            "",
+        )
         .await
         .unwrap_err()
         .to_string();
@@ -263,12 +341,23 @@ async fn the_hook_fetches_once_per_alloc_and_reports_events() {
     };
     let hook = ArtifactHook::new(Arc::new(ArtifactFetcher::default()));
     let mut events = Vec::new();
-    hook.fetch_all(&task, Some(&dirs), None, "", &mut |e| events.push(e)).await.unwrap();
-    hook.fetch_all(&task, Some(&dirs), None, "", &mut |e| events.push(e)).await.unwrap();
-    assert_eq!(srv.requests.lock().unwrap().len(), 1, "fetched again on a restart");
+    hook.fetch_all(&task, Some(&dirs), None, "", &mut |e| events.push(e))
+        .await
+        .unwrap();
+    hook.fetch_all(&task, Some(&dirs), None, "", &mut |e| events.push(e))
+        .await
+        .unwrap();
+    assert_eq!(
+        srv.requests.lock().unwrap().len(),
+        1,
+        "fetched again on a restart"
+    );
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].r#type, "Downloading Artifacts");
-    assert_eq!(std::fs::read(dirs.task_dir.join("local/f.txt")).unwrap(), b"F");
+    assert_eq!(
+        std::fs::read(dirs.task_dir.join("local/f.txt")).unwrap(),
+        b"F"
+    );
 
     let bad = caravan_proto::Task {
         name: "api".into(),
@@ -276,9 +365,15 @@ async fn the_hook_fetches_once_per_alloc_and_reports_events() {
         ..Default::default()
     };
     let dirs = alloc_dir.task("api").unwrap();
-    let err = hook.fetch_all(&bad, Some(&dirs), None, "", &mut |_| {}).await.unwrap_err();
+    let err = hook
+        .fetch_all(&bad, Some(&dirs), None, "", &mut |_| {})
+        .await
+        .unwrap_err();
     assert_eq!(
         err,
-        format!("failed to download artifact \"{}/gone.tgz\": bad response code: 404", srv.base)
+        format!(
+            "failed to download artifact \"{}/gone.tgz\": bad response code: 404",
+            srv.base
+        )
     );
 }

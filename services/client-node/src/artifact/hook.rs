@@ -5,9 +5,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use caravan_proto::{Task, TaskEvent};
+use futures::future::BoxFuture;
 
 use super::ArtifactFetcher;
 use crate::alloc_dir::TaskDirs;
+use crate::prestart::{HookFailure, PrestartCtx, PrestartHook};
 use crate::task_env::TaskEnv;
 use crate::task_runner::event;
 
@@ -37,7 +39,7 @@ impl ArtifactHook {
         dirs: Option<&TaskDirs>,
         env: Option<&TaskEnv>,
         user: &str,
-        events: &mut dyn FnMut(TaskEvent),
+        events: &mut (dyn FnMut(TaskEvent) + Send),
     ) -> Result<(), String> {
         // Tasks of drivers that run nothing (simulated nodes) have no
         // directory to fetch into.
@@ -56,10 +58,43 @@ impl ArtifactHook {
                 .await
                 .map_err(|e| format!("failed to download artifact {:?}: {e}", artifact.source))?;
         }
-        tokio::fs::write(&marker, b"")
-            .await
-            .map_err(|e| format!("recording the artifacts as fetched in {}: {e}", marker.display()))?;
+        tokio::fs::write(&marker, b"").await.map_err(|e| {
+            format!(
+                "recording the artifacts as fetched in {}: {e}",
+                marker.display()
+            )
+        })?;
         Ok(())
+    }
+}
+
+impl PrestartHook for ArtifactHook {
+    fn name(&self) -> &'static str {
+        "artifacts"
+    }
+
+    fn prestart<'a>(
+        &'a self,
+        ctx: &'a mut PrestartCtx<'_>,
+    ) -> BoxFuture<'a, Result<(), HookFailure>> {
+        Box::pin(async move {
+            let spec = &*ctx.spec;
+            self.fetch_all(
+                ctx.task,
+                spec.dirs.as_ref(),
+                spec.env.as_ref(),
+                &spec.user,
+                &mut *ctx.events,
+            )
+            .await
+            .map_err(|message| HookFailure {
+                event_type: EVENT_DOWNLOAD_FAILED.to_string(),
+                message,
+                // A server may be back, a file replaced: the restart
+                // policy decides whether to try again.
+                recoverable: true,
+            })
+        })
     }
 }
 

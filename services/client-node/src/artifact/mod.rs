@@ -12,7 +12,7 @@ mod unpack;
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use caravan_proto::Artifact;
 
@@ -24,6 +24,25 @@ pub use source::Source;
 pub use unpack::ArchiveKind;
 
 use crate::task_env::TaskEnv;
+
+/// This process's fetcher: one HTTP client and the client's limits for
+/// every task of the node.
+static NODE_FETCHER: OnceLock<Arc<ArtifactFetcher>> = OnceLock::new();
+
+/// Sets the limits of this process's artifact fetches (the client's
+/// `[artifact]` settings) when the node starts; the first call wins.
+pub fn configure(limits: ArtifactLimits) {
+    let _ = NODE_FETCHER.set(Arc::new(ArtifactFetcher::new(limits)));
+}
+
+/// The hooks a task with artifacts needs (none without).
+pub fn hooks_for(task: &caravan_proto::Task) -> Option<Arc<ArtifactHook>> {
+    if task.artifacts.is_empty() {
+        return None;
+    }
+    let fetcher = NODE_FETCHER.get_or_init(|| Arc::new(ArtifactFetcher::default()));
+    Some(Arc::new(ArtifactHook::new(Arc::clone(fetcher))))
+}
 
 /// Where an artifact lands when its block names no destination.
 pub const DEFAULT_DESTINATION: &str = "local/";
@@ -205,7 +224,9 @@ impl ArtifactFetcher {
                 blocking(move || fetch_file::copy_file(&from, &to).map(drop)).await?;
             }
         }
-        let shown = source.file_name().unwrap_or_else(|| artifact.source.clone());
+        let shown = source
+            .file_name()
+            .unwrap_or_else(|| artifact.source.clone());
         if let Some(sum) = checksum {
             let file = staged.clone();
             blocking(move || sum.verify(&file, &shown)).await?;
@@ -249,13 +270,20 @@ impl ArtifactFetcher {
         self.chown(artifact, &placed, user).await
     }
 
-    async fn chown(&self, artifact: &Artifact, path: &Path, user: &str) -> Result<(), ArtifactError> {
+    async fn chown(
+        &self,
+        artifact: &Artifact,
+        path: &Path,
+        user: &str,
+    ) -> Result<(), ArtifactError> {
         if !artifact.chown || user.is_empty() || !nix::unistd::geteuid().is_root() {
             return Ok(());
         }
         let owner = nix::unistd::User::from_name(user)
             .map_err(|e| ArtifactError::invalid("chown", format!("looking up user {user:?}: {e}")))?
-            .ok_or_else(|| ArtifactError::invalid("chown", format!("no user {user:?} on this node")))?;
+            .ok_or_else(|| {
+                ArtifactError::invalid("chown", format!("no user {user:?} on this node"))
+            })?;
         let (path, uid, gid) = (path.to_path_buf(), owner.uid.as_raw(), owner.gid.as_raw());
         blocking(move || chown_tree(&path, uid, gid)).await
     }

@@ -160,7 +160,10 @@ mod tests {
     #[test]
     fn other_getters_fail_clearly() {
         let e = Source::parse("git::https://github.com/x/y").unwrap_err();
-        assert!(e.to_string().contains("\"git\" getter is not supported"), "{e}");
+        assert!(
+            e.to_string().contains("\"git\" getter is not supported"),
+            "{e}"
+        );
         let e = Source::parse("s3://bucket/key").unwrap_err();
         assert!(e.to_string().contains("unsupported scheme \"s3\""), "{e}");
         assert!(Source::parse("relative/path").is_err());

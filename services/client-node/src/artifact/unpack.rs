@@ -63,7 +63,9 @@ impl ArchiveKind {
                 .find(|(ext, _)| ext.eq_ignore_ascii_case(forced.trim_start_matches('.')))
                 .map(|(_, k)| Some(*k))
                 .ok_or_else(|| {
-                    ArtifactError::Unpack(format!("unknown archive type {forced:?} in option archive"))
+                    ArtifactError::Unpack(format!(
+                        "unknown archive type {forced:?} in option archive"
+                    ))
                 }),
             _ => {
                 let lower = path.to_ascii_lowercase();
@@ -115,7 +117,9 @@ pub fn unpack(
 fn decoder(kind: ArchiveKind, file: File) -> Box<dyn Read> {
     let buffered = BufReader::new(file);
     match kind {
-        ArchiveKind::TarGz | ArchiveKind::Gz => Box::new(flate2::read::MultiGzDecoder::new(buffered)),
+        ArchiveKind::TarGz | ArchiveKind::Gz => {
+            Box::new(flate2::read::MultiGzDecoder::new(buffered))
+        }
         ArchiveKind::TarBz2 | ArchiveKind::Bz2 => {
             Box::new(bzip2::read::MultiBzDecoder::new(buffered))
         }
@@ -246,17 +250,15 @@ fn untar(
         no_symlink_ancestor(dst, &rel)?;
         match kind {
             tar::EntryType::Symlink => {
-                let target = entry
-                    .link_name()
-                    .map_err(bad)?
-                    .ok_or_else(|| ArtifactError::Unpack(format!("symlink {} has no target", raw.display())))?;
+                let target = entry.link_name().map_err(bad)?.ok_or_else(|| {
+                    ArtifactError::Unpack(format!("symlink {} has no target", raw.display()))
+                })?;
                 check_symlink(&rel, &target)?;
             }
             tar::EntryType::Link => {
-                let target = entry
-                    .link_name()
-                    .map_err(bad)?
-                    .ok_or_else(|| ArtifactError::Unpack(format!("hard link {} has no target", raw.display())))?;
+                let target = entry.link_name().map_err(bad)?.ok_or_else(|| {
+                    ArtifactError::Unpack(format!("hard link {} has no target", raw.display()))
+                })?;
                 inside(&target)?;
             }
             k if k.is_file() || k.is_dir() => {}
@@ -264,9 +266,9 @@ fn untar(
             _ => continue,
         }
         budget.take_bytes(entry.header().size().map_err(bad)?)?;
-        let unpacked = entry.unpack_in(dst).map_err(|e| {
-            ArtifactError::Unpack(format!("unpacking {}: {e}", raw.display()))
-        })?;
+        let unpacked = entry
+            .unpack_in(dst)
+            .map_err(|e| ArtifactError::Unpack(format!("unpacking {}: {e}", raw.display())))?;
         if !unpacked {
             return Err(escapes(&raw));
         }
@@ -312,11 +314,13 @@ fn unzip(file: File, dst: &Path, into_dir: bool, budget: &mut Budget) -> Result<
             std::fs::create_dir_all(&path).map_err(|e| ArtifactError::io("create", &path, e))?;
         } else if f.is_symlink() {
             let mut target = String::new();
-            f.read_to_string(&mut target)
-                .map_err(|e| ArtifactError::Unpack(format!("reading symlink {}: {e}", raw.display())))?;
+            f.read_to_string(&mut target).map_err(|e| {
+                ArtifactError::Unpack(format!("reading symlink {}: {e}", raw.display()))
+            })?;
             check_symlink(&rel, Path::new(&target))?;
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| ArtifactError::io("create", parent, e))?;
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| ArtifactError::io("create", parent, e))?;
             }
             let _ = std::fs::remove_file(&path);
             std::os::unix::fs::symlink(&target, &path)

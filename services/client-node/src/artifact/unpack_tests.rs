@@ -76,7 +76,13 @@ fn case(bytes: &[u8]) -> Case {
 }
 
 fn run(c: &Case, kind: ArchiveKind, into_dir: bool) -> Result<(), ArtifactError> {
-    unpack(kind, &c.archive, &c.dst, into_dir, &ArtifactLimits::default())
+    unpack(
+        kind,
+        &c.archive,
+        &c.dst,
+        into_dir,
+        &ArtifactLimits::default(),
+    )
 }
 
 #[test]
@@ -105,8 +111,14 @@ fn tar_gz_unpacks_with_contents_and_modes() {
         ("conf/app.conf", b"port=1\n", 0o644),
     ])));
     run(&c, ArchiveKind::TarGz, true).unwrap();
-    assert_eq!(std::fs::read(c.dst.join("conf/app.conf")).unwrap(), b"port=1\n");
-    let mode = std::fs::metadata(c.dst.join("bin/run.sh")).unwrap().permissions().mode();
+    assert_eq!(
+        std::fs::read(c.dst.join("conf/app.conf")).unwrap(),
+        b"port=1\n"
+    );
+    let mode = std::fs::metadata(c.dst.join("bin/run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o755);
 }
 
@@ -133,7 +145,10 @@ fn single_file_compression_needs_file_mode() {
     ] {
         let c = case(&bytes);
         let err = run(&c, kind, true).unwrap_err().to_string();
-        assert!(err.starts_with(&format!("{name}-compressed files can only")), "{err}");
+        assert!(
+            err.starts_with(&format!("{name}-compressed files can only")),
+            "{err}"
+        );
         run(&c, kind, false).unwrap();
         assert_eq!(std::fs::read(&c.dst).unwrap(), b"payload");
     }
@@ -167,7 +182,10 @@ fn symlinks_pointing_outside_are_refused() {
     for target in ["/etc/passwd", "../../etc", "a/../../x"] {
         let c = case(&tar_raw("link", tar::EntryType::Symlink, target));
         let err = run(&c, ArchiveKind::Tar, true).unwrap_err().to_string();
-        assert!(err.contains("points outside the destination"), "{target}: {err}");
+        assert!(
+            err.contains("points outside the destination"),
+            "{target}: {err}"
+        );
     }
     let c = case(&tar_raw("sub/link", tar::EntryType::Symlink, "../peer"));
     run(&c, ArchiveKind::Tar, true).unwrap();
@@ -210,7 +228,11 @@ fn limits_stop_large_and_crowded_archives() {
         decompression_file_count_limit: Some(2),
         ..ArtifactLimits::default()
     };
-    let c = case(&tar_bytes(&[("a", b"", 0o644), ("b", b"", 0o644), ("c", b"", 0o644)]));
+    let c = case(&tar_bytes(&[
+        ("a", b"", 0o644),
+        ("b", b"", 0o644),
+        ("c", b"", 0o644),
+    ]));
     let err = unpack(ArchiveKind::Tar, &c.archive, &c.dst, true, &few)
         .unwrap_err()
         .to_string();
@@ -221,9 +243,15 @@ fn limits_stop_large_and_crowded_archives() {
 
 #[test]
 fn zip_unpacks_with_modes() {
-    let c = case(&zip_bytes(&[("bin/tool", b"#!/bin/sh\n"), ("README", b"hi")]));
+    let c = case(&zip_bytes(&[
+        ("bin/tool", b"#!/bin/sh\n"),
+        ("README", b"hi"),
+    ]));
     run(&c, ArchiveKind::Zip, true).unwrap();
     assert_eq!(std::fs::read(c.dst.join("README")).unwrap(), b"hi");
-    let mode = std::fs::metadata(c.dst.join("bin/tool")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(c.dst.join("bin/tool"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o755);
 }
