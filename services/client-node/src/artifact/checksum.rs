@@ -140,7 +140,7 @@ fn hash_file(kind: ChecksumKind, file: &Path) -> std::io::Result<Vec<u8>> {
 }
 
 fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 || !s.is_ascii() {
+    if !s.len().is_multiple_of(2) || !s.is_ascii() {
         return None;
     }
     (0..s.len())

@@ -377,3 +377,36 @@ async fn the_hook_fetches_once_per_alloc_and_reports_events() {
         )
     );
 }
+
+#[tokio::test]
+async fn chown_gives_the_files_to_the_task_user_when_root() {
+    use std::os::unix::fs::MetadataExt;
+    let src = tempfile::tempdir().unwrap();
+    std::fs::create_dir(src.path().join("tree")).unwrap();
+    std::fs::write(src.path().join("tree/f"), b"x").unwrap();
+    let task = tempfile::tempdir().unwrap();
+    let mut a = artifact(&src.path().join("tree").display().to_string());
+    a.destination = "local/tree".into();
+    a.chown = true;
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    ArtifactFetcher::default()
+        .fetch(&a, task.path(), None, "nobody")
+        .await
+        .unwrap();
+    let owner = std::fs::metadata(task.path().join("local/tree/f"))
+        .unwrap()
+        .uid();
+    if nix::unistd::geteuid().is_root() {
+        assert_eq!(owner, nobody.uid.as_raw());
+    } else {
+        // Only root can give files away: they stay the client's.
+        assert_eq!(owner, nix::unistd::geteuid().as_raw());
+    }
+    a.chown = true;
+    let err = ArtifactFetcher::default()
+        .fetch(&a, task.path(), None, "no-such-user-xyz")
+        .await;
+    if nix::unistd::geteuid().is_root() {
+        assert!(err.unwrap_err().to_string().starts_with("chown: "));
+    }
+}
