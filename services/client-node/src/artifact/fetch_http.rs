@@ -28,15 +28,26 @@ pub struct HttpFetcher {
 }
 
 impl HttpFetcher {
-    /// A client trusting the node's native root certificates.
+    /// A client trusting the node's native root certificates. A node with
+    /// none still fetches over plain HTTP; HTTPS then fails naming the
+    /// unknown issuer.
     pub fn new() -> Result<HttpFetcher, ArtifactError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_native_roots(provider)
-            .map_err(|e| ArtifactError::Http(format!("loading the node's root certificates: {e}")))?
-            .https_or_http()
-            .enable_http1()
-            .build();
+        let builder = match hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_native_roots(Arc::clone(&provider))
+        {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "no root certificates on this node: https artifacts will fail");
+                let tls = rustls::ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .map_err(|e| ArtifactError::Http(format!("TLS setup: {e}")))?
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth();
+                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls)
+            }
+        };
+        let connector = builder.https_or_http().enable_http1().build();
         Ok(HttpFetcher {
             client: Client::builder(TokioExecutor::new()).build(connector),
         })

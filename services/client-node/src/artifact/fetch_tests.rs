@@ -250,6 +250,22 @@ async fn http_failures_and_the_size_limit_are_errors() {
         .unwrap_err()
         .to_string();
     assert!(err.starts_with("GET http://127.0.0.1:1/x: "), "{err}");
+    // TLS is spoken to an https URL: a server answering in plain text
+    // fails the handshake.
+    let plain = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let https = format!("https://{}", plain.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = plain.accept().await {
+            let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+            let _ = conn.shutdown().await;
+        }
+    });
+    let err = ArtifactFetcher::default()
+        .fetch(&artifact(&format!("{https}/big")), task.path(), None, "")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with(&format!("GET {https}/big: ")), "{err}");
 }
 
 #[tokio::test]
