@@ -164,17 +164,17 @@ impl ArtifactFetcher {
         user: &str,
     ) -> Result<(), ArtifactError> {
         let fill = |s: &str| env.map_or_else(|| s.to_string(), |e| e.interpolate(s));
-        let source = Source::parse(&fill(&artifact.source))?;
+        let (source, url_options) = Source::parse(&fill(&artifact.source))?.take_getter_options();
         let mode = ArtifactMode::parse(artifact.mode.trim())?;
         let destination = match artifact.destination.trim() {
             "" => DEFAULT_DESTINATION.to_string(),
             d => fill(d),
         };
         let dst = within(task_dir, &destination)?;
-        let options: HashMap<String, String> = artifact
-            .options
-            .iter()
-            .map(|(k, v)| (k.clone(), fill(v)))
+        // The block's options win over the same ones in the URL's query.
+        let options: HashMap<String, String> = url_options
+            .into_iter()
+            .chain(artifact.options.iter().map(|(k, v)| (k.clone(), fill(v))))
             .collect();
         let mut headers: Vec<(String, String)> = artifact
             .headers

@@ -14,6 +14,9 @@ pub enum Source {
     File(PathBuf),
 }
 
+/// Query parameters that are options to the fetch, not to the server.
+const GETTER_OPTIONS: &[&str] = &["checksum", "archive"];
+
 /// Getters a job may name with a `<getter>::` prefix that this client lacks.
 const UNSUPPORTED_GETTERS: &[&str] = &["git", "hg", "s3", "gcs"];
 
@@ -85,6 +88,44 @@ impl Source {
             )));
         }
         Ok(Source::File(PathBuf::from(path)))
+    }
+
+    /// Takes go-getter's own options (`checksum`, `archive`) out of an
+    /// HTTP URL's query, so they are not sent to the server.
+    pub fn take_getter_options(self) -> (Source, Vec<(String, String)>) {
+        let Source::Http(uri) = &self else {
+            return (self, Vec::new());
+        };
+        let Some(query) = uri.query() else {
+            return (self, Vec::new());
+        };
+        let mut taken = Vec::new();
+        let mut kept = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            if GETTER_OPTIONS.contains(&k) {
+                taken.push((k.to_string(), percent_decode(v)));
+            } else {
+                kept.push(pair);
+            }
+        }
+        if taken.is_empty() {
+            return (self, taken);
+        }
+        let path_and_query = if kept.is_empty() {
+            uri.path().to_string()
+        } else {
+            format!("{}?{}", uri.path(), kept.join("&"))
+        };
+        let mut parts = uri.clone().into_parts();
+        match path_and_query.parse() {
+            Ok(pq) => parts.path_and_query = Some(pq),
+            Err(_) => return (self, Vec::new()),
+        }
+        match hyper::Uri::from_parts(parts) {
+            Ok(stripped) => (Source::Http(stripped), taken),
+            Err(_) => (self, Vec::new()),
+        }
     }
 
     /// The last element of the source's path, the file name a fetched file
@@ -169,6 +210,26 @@ mod tests {
         assert!(Source::parse("relative/path").is_err());
         assert!(Source::parse("").is_err());
         assert!(Source::parse("file://relative").is_err());
+    }
+
+    #[test]
+    fn getter_options_leave_the_url_query() {
+        let (s, opts) = Source::parse("https://h/a.tgz?x=1&checksum=sha256%3Aab&archive=false")
+            .unwrap()
+            .take_getter_options();
+        assert_eq!(s, Source::parse("https://h/a.tgz?x=1").unwrap());
+        assert_eq!(
+            opts,
+            [
+                ("checksum".to_string(), "sha256:ab".to_string()),
+                ("archive".to_string(), "false".to_string())
+            ]
+        );
+        let (s, opts) = Source::parse("https://h/a.tgz?checksum=md5:00")
+            .unwrap()
+            .take_getter_options();
+        assert_eq!(s, Source::parse("https://h/a.tgz").unwrap());
+        assert_eq!(opts.len(), 1);
     }
 
     #[test]
