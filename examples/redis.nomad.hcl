@@ -1,7 +1,7 @@
 # The job `nomad job init` writes: one Redis container, its port `db`
 # published from a dynamic host port to the container's 6379, registered as
-# the service `redis-cache`. Nomad's also gives the task a workload identity;
-# Caravan refuses that block until it implements it, so it is left out here.
+# the service `redis-cache`. Nomad's also has a task `identity` block
+# (`env = true`, `file = true`); it is left out here, as redis reads no token.
 # Caravan runs it on a node with the docker driver (`caravan dev` enables it
 # when the Docker daemon answers):
 #

@@ -34,6 +34,10 @@ const START_PER_SIMULATED_NODE: Duration = Duration::from_millis(30);
 /// Lines of each log printed when a test fails.
 const LOG_TAIL_LINES: usize = 40;
 
+/// The variables key of test clusters that serve Nomad Variables: base64 of
+/// 32 zero bytes (never a real key).
+pub const TEST_VARIABLES_KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+
 /// The services of the pipeline, by binary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Service {
@@ -410,7 +414,22 @@ impl Cluster {
     /// [`Cluster::start_control_plane`] with `broker` settings for the
     /// eval-broker (garbage collection thresholds, for one).
     pub async fn start_control_plane_with(&mut self, broker: Settings<'_>) -> anyhow::Result<()> {
-        self.start_gateway(&[]).await?;
+        self.start_control_plane_from(&[], broker).await
+    }
+
+    /// [`Cluster::start_control_plane`] whose gateway has a variables key
+    /// (a fixed one: tests only), so the cluster serves Nomad Variables.
+    pub async fn start_control_plane_with_variables(&mut self) -> anyhow::Result<()> {
+        self.start_control_plane_from(&[("variables_key", TEST_VARIABLES_KEY)], &[])
+            .await
+    }
+
+    async fn start_control_plane_from(
+        &mut self,
+        gateway: Settings<'_>,
+        broker: Settings<'_>,
+    ) -> anyhow::Result<()> {
+        self.start_gateway(gateway).await?;
         self.start_broker(broker).await?;
         self.start_applier(&[]).await?;
         self.start_worker(&[]).await?;

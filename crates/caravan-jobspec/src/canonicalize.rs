@@ -107,6 +107,7 @@ fn canonicalize_groups_only(job: &mut Job) {
                 task.kill_timeout_ns = defaults::DEFAULT_KILL_TIMEOUT_NS;
             }
             default_weights(&mut task.affinities, &mut []);
+            crate::task_defaults::fill(task);
             for mount in &mut task.volume_mounts {
                 if mount.propagation_mode.is_empty() {
                     mount.propagation_mode = "private".to_string();

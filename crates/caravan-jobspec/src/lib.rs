@@ -23,6 +23,7 @@ mod inputs;
 mod nomad_json;
 mod refused;
 mod service_defaults;
+pub mod task_defaults;
 mod validate;
 
 pub use canonicalize::canonicalize;

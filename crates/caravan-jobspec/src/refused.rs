@@ -36,7 +36,6 @@ const fn r(
 const NO_CONSUL: &str = "Caravan has no Consul integration";
 const NO_VAULT: &str = "Caravan has no Vault integration";
 const NO_CSI: &str = "Caravan has no CSI plugins";
-const NO_IDENTITY: &str = "Caravan does not issue workload identities yet";
 const NO_CNI: &str =
     "Caravan's networking has no CNI plugins, DNS settings or addresses of its own per alloc";
 
@@ -53,7 +52,12 @@ pub const REFUSED: &[Refused] = &[
     r("job", "VaultToken", "vault_token", NO_VAULT),
     r("job", "VaultNamespace", "vault_namespace", NO_VAULT),
     r("job", "Consul", "consul", NO_CONSUL),
-    r("job", "Identity", "identity", NO_IDENTITY),
+    r(
+        "job",
+        "Identity",
+        "identity",
+        "Caravan issues workload identities to tasks (a task's identity block), not to jobs",
+    ),
     r("group", "Consul", "consul", NO_CONSUL),
     r("group", "CSIPlugin", "csi_plugin", NO_CSI),
     r(
@@ -68,18 +72,6 @@ pub const REFUSED: &[Refused] = &[
         "prevent_reschedule_on_lost",
         "Caravan always reschedules the allocations of a lost node",
     ),
-    r(
-        "task",
-        "Artifacts",
-        "artifact",
-        "Caravan's clients do not download artifacts yet",
-    ),
-    r(
-        "task",
-        "Templates",
-        "template",
-        "Caravan's clients do not render templates yet",
-    ),
     r("task", "Vault", "vault", NO_VAULT),
     r("task", "Consul", "consul", NO_CONSUL),
     r("task", "CSIPluginConfig", "csi_plugin", NO_CSI),
@@ -89,8 +81,6 @@ pub const REFUSED: &[Refused] = &[
         "scaling",
         "Caravan has no vertical autoscaling of tasks",
     ),
-    r("task", "Identity", "identity", NO_IDENTITY),
-    r("task", "Identities", "identity", NO_IDENTITY),
     r(
         "task",
         "Actions",
@@ -114,7 +104,7 @@ pub const REFUSED: &[Refused] = &[
         "restart",
         "RenderTemplates",
         "render_templates",
-        "Caravan's clients do not render templates yet",
+        "Caravan's clients render a task's templates again only when what they read changes, not on a restart",
     ),
     r(
         "resources",
@@ -172,7 +162,7 @@ pub(crate) fn by_hcl(hcl: &str) -> Option<&'static Refused> {
     REFUSED.iter().find(|r| r.hcl == hcl)
 }
 
-/// `artifact (Artifacts) is not supported by Caravan: <why>`.
+/// `csi_plugin (CSIPluginConfig) is not supported by Caravan: <why>`.
 pub(crate) fn message(r: &Refused) -> String {
     if r.hcl.eq_ignore_ascii_case(r.json) {
         format!("{} is not supported by Caravan: {}", r.hcl, r.why)
@@ -199,10 +189,15 @@ mod tests {
 
     #[test]
     fn the_message_names_both_spellings() {
-        let m = message(by_json("task", "Artifacts").expect("listed"));
+        let m = message(by_json("task", "Vault").expect("listed"));
         assert_eq!(
             m,
-            "artifact (Artifacts) is not supported by Caravan: Caravan's clients do not download artifacts yet"
+            "vault is not supported by Caravan: Caravan has no Vault integration"
+        );
+        let m = message(by_json("task", "CSIPluginConfig").expect("listed"));
+        assert_eq!(
+            m,
+            "csi_plugin (CSIPluginConfig) is not supported by Caravan: Caravan has no CSI plugins"
         );
     }
 }

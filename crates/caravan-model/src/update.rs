@@ -11,7 +11,8 @@ use caravan_proto::{Affinity, Job, Spread, Task, TaskGroup};
 /// allocations: a task was added, removed or renamed, anything a running
 /// task was started with changed (driver, user, config, env, resources,
 /// networks and ports, lifecycle, dispatch payload, leader, the merged
-/// job/group/task meta, the ephemeral disk), or the placement preferences
+/// job/group/task meta, artifacts, templates, workload identities, the
+/// ephemeral disk), or the placement preferences
 /// that chose its node did (job, group and task affinities; job and group
 /// spreads). Counts, update/restart/reschedule policies, constraints, kill
 /// settings and priority are applied in place.
@@ -57,7 +58,8 @@ pub fn group_destructive(old: &TaskGroup, new: &TaskGroup) -> bool {
 
 /// Task-level changes that need the task started from scratch: anything it
 /// was started with, the meta it sees (job, group and task meta merged)
-/// included.
+/// included, and the files and tokens prepared for it (artifacts, templates,
+/// workload identities).
 pub fn task_destructive(
     old_job: &Job,
     old_tg: &TaskGroup,
@@ -75,6 +77,9 @@ pub fn task_destructive(
         || old.leader != new.leader
         || old.resources != new.resources
         || old.volume_mounts != new.volume_mounts
+        || old.artifacts != new.artifacts
+        || old.templates != new.templates
+        || old.identities != new.identities
         || log_config(old) != log_config(new)
         || merged_meta(old_job, old_tg, old) != merged_meta(new_job, new_tg, new)
 }

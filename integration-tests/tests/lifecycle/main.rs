@@ -16,6 +16,7 @@ mod reschedule;
 mod revert;
 mod rollout;
 mod services;
+mod templates;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

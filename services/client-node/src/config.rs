@@ -81,6 +81,9 @@ pub struct ClientConfig {
     pub update_max_batch: usize,
     /// Longest kill timeout a task may ask for, in milliseconds.
     pub max_kill_timeout_ms: u64,
+    /// How long a task's templates may take to first render (what they
+    /// read must exist) before the task fails, in milliseconds.
+    pub template_render_timeout_ms: u64,
     /// Kill every task when the client stops (development); otherwise tasks keep
     /// running and the next client start re-attaches to them.
     pub stop_tasks_on_shutdown: bool,
@@ -179,6 +182,7 @@ impl Default for ClientConfig {
             update_interval_ms: 200,
             update_max_batch: 100,
             max_kill_timeout_ms: 30_000,
+            template_render_timeout_ms: 300_000,
             stop_tasks_on_shutdown: false,
             max_log_follows: 64,
             task_supervisor: PathBuf::new(),
@@ -191,6 +195,17 @@ impl Default for ClientConfig {
 }
 
 impl ClientConfig {
+    /// The settings of tasks' prestart hooks.
+    pub fn hook_config(&self) -> crate::prestart::HookConfig {
+        crate::prestart::HookConfig {
+            template_render_timeout: Duration::from_millis(self.template_render_timeout_ms),
+            // `validate` has checked the limits.
+            artifacts: std::sync::Arc::new(crate::artifact::ArtifactFetcher::new(
+                self.artifact.limits().unwrap_or_default(),
+            )),
+        }
+    }
+
     /// Keys whose environment values are comma-separated lists.
     pub const LIST_KEYS: &'static [&'static str] =
         &["servers", "heartbeat_servers", "drivers", "reserved.cores"];

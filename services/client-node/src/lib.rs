@@ -42,6 +42,7 @@ mod stats;
 mod status_reporter;
 mod task_env;
 mod task_runner;
+mod template;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -239,9 +240,6 @@ async fn real_agent(
         node_id: node.id.clone(),
         secret_id: secret_id.clone(),
     });
-    if let Ok(limits) = config.artifact.limits() {
-        crate::artifact::configure(limits);
-    }
     let ctx = Arc::new(NodeContext {
         node,
         drivers,
@@ -256,6 +254,7 @@ async fn real_agent(
         simulated: false,
         contact: Default::default(),
         api: Some(api),
+        hook_config: Arc::new(config.hook_config()),
     });
     Ok(NodeAgent {
         ctx,

@@ -433,6 +433,7 @@ mod tests {
             simulated: false,
             contact: Default::default(),
             api: None,
+            hook_config: Default::default(),
         });
         (NodeAllocs::new(ctx, BTreeMap::new()), counting, shutdown)
     }

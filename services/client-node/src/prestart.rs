@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use caravan_proto::{Allocation, Job, Task, TaskEvent};
 use futures::future::BoxFuture;
@@ -82,11 +83,37 @@ pub struct Prestart {
     pub control: mpsc::UnboundedSender<TaskControl>,
 }
 
+/// The client's settings for prestart hooks (its config file's values).
+#[derive(Debug, Clone)]
+pub struct HookConfig {
+    /// How long a task's templates may take to render before the task fails.
+    pub template_render_timeout: Duration,
+    /// Fetches tasks' artifacts within the client's `[artifact]` limits
+    /// (one HTTP client for the node).
+    pub artifacts: Arc<crate::artifact::ArtifactFetcher>,
+}
+
+impl Default for HookConfig {
+    fn default() -> Self {
+        HookConfig {
+            template_render_timeout: Duration::from_secs(300),
+            artifacts: Default::default(),
+        }
+    }
+}
+
 /// The hooks `task` needs, in order; empty when it needs none (then its
 /// runner starts it at once).
-pub fn hooks_for(task: &Task) -> Vec<Arc<dyn PrestartHook>> {
+pub fn hooks_for(task: &Task, config: &HookConfig) -> Vec<Arc<dyn PrestartHook>> {
     let mut hooks: Vec<Arc<dyn PrestartHook>> = Vec::new();
-    hooks.extend(crate::artifact::hooks_for(task).map(|h| h as Arc<dyn PrestartHook>));
+    if !task.artifacts.is_empty() {
+        hooks.push(Arc::new(crate::artifact::ArtifactHook::new(Arc::clone(
+            &config.artifacts,
+        ))));
+    }
+    if !task.templates.is_empty() {
+        hooks.push(Arc::new(crate::template::TemplateHook::new(task, config)));
+    }
     hooks
 }
 

@@ -171,9 +171,21 @@ impl TaskEnv {
     }
 
     /// The variables by name.
-    #[cfg(test)]
     pub fn vars(&self) -> &BTreeMap<String, String> {
         &self.vars
+    }
+
+    /// Sets one variable (a template's `env = true` output).
+    pub fn set(&mut self, name: String, value: String) {
+        self.vars.insert(name, value);
+    }
+
+    /// No variables at all, for a task whose driver takes no environment.
+    pub fn empty() -> Self {
+        TaskEnv {
+            vars: BTreeMap::new(),
+            node: Arc::new(Node::default()),
+        }
     }
 
     /// The variables as the process gets them: names cleaned for the shell.

@@ -17,6 +17,7 @@ use tracing::Instrument;
 use crate::driver::{Driver, ExitResult, TaskHandle, TaskSpec};
 use crate::prestart::{HookFailure, Prestart};
 use crate::restart::{RestartDecision, RestartTracker};
+use crate::template::change::{Applied, TemplateChange};
 
 /// Task events kept per task, as Nomad keeps them.
 pub const MAX_EVENTS: usize = 10;
@@ -81,6 +82,9 @@ pub enum TaskControl {
     /// Nomad's check watcher does), the reason in the event. Ignored when
     /// no run is up.
     CheckRestart(Box<str>),
+    /// A template of the task re-rendered: its `change_mode` is applied to
+    /// the run. Ignored when no run is up: the next start renders anew.
+    TemplateChanged(Box<TemplateChange>),
 }
 
 /// A running task whose runner stepped aside: the run and the restart
@@ -198,10 +202,11 @@ enum Woken<T> {
     Restart(RestartReply),
     Park,
     CheckRestart(Box<str>),
+    Template(Box<TemplateChange>),
 }
 
 impl TaskRunner {
-    fn send(&mut self, handle: Option<&Arc<dyn TaskHandle>>) {
+    pub(crate) fn send(&mut self, handle: Option<&Arc<dyn TaskHandle>>) {
         let (persisted, unrecorded) = oneshot::channel();
         self.unrecorded = Some(unrecorded);
         let _ = self.updates.send(Box::new(TaskUpdate {
@@ -218,7 +223,7 @@ impl TaskRunner {
     /// next start would find neither a handle nor a run, and start the task
     /// a second time. Kept when the state could not be persisted (the run
     /// is then adopted again, ended, rather than run again).
-    async fn release_once_recorded(&mut self) {
+    pub(crate) async fn release_once_recorded(&mut self) {
         let recorded = match self.unrecorded.take() {
             Some(answer) => answer.await.unwrap_or(false),
             None => true,
@@ -268,6 +273,11 @@ impl TaskRunner {
                 TaskControl::CheckRestart(reason) => {
                     if handle.is_some() {
                         return Woken::CheckRestart(reason);
+                    }
+                }
+                TaskControl::TemplateChanged(change) => {
+                    if handle.is_some() {
+                        return Woken::Template(change);
                     }
                 }
                 TaskControl::Signaled(signal) => {
@@ -391,6 +401,11 @@ impl TaskRunner {
                         return;
                     }
                 }
+                Woken::Template(change) => match self.template_changed(&handle, *change).await {
+                    Applied::SameRun => recovered = Some(handle),
+                    Applied::StartAgain => {}
+                    Applied::Over => return,
+                },
                 Woken::Done(exit) => {
                     self.terminated(&exit);
                     let decision = self.restart.on_exit(Instant::now().into_std(), &exit);
@@ -454,7 +469,7 @@ impl TaskRunner {
         h
     }
 
-    fn terminated(&mut self, exit: &ExitResult) {
+    pub(crate) fn terminated(&mut self, exit: &ExitResult) {
         if exit.oom_killed {
             tracing::warn!(alloc = %self.spec.alloc_id, task = %self.name, "OOM Killed");
         }
@@ -476,7 +491,7 @@ impl TaskRunner {
     /// Applies a restart decision; true when the task should start again.
     /// `ran`: a run of the task ended, which the driver may forget once the
     /// decision is persisted.
-    async fn after(&mut self, decision: RestartDecision, ran: bool) -> bool {
+    pub(crate) async fn after(&mut self, decision: RestartDecision, ran: bool) -> bool {
         match decision {
             RestartDecision::Complete => {
                 self.die(false);
@@ -505,7 +520,9 @@ impl TaskRunner {
                     .await
                 {
                     // (No run to park or check while waiting to start one.)
-                    Woken::Done(()) | Woken::Park | Woken::CheckRestart(_) => true,
+                    Woken::Done(()) | Woken::Park | Woken::CheckRestart(_) | Woken::Template(_) => {
+                        true
+                    }
                     // Asked to restart while waiting to: start now.
                     Woken::Restart(reply) => {
                         let _ = reply.send(Ok(()));
@@ -569,7 +586,7 @@ impl TaskRunner {
 
     /// Records a restart after `delay` (an event, pending, one more restart)
     /// and reports it.
-    fn restarting(&mut self, delay: Duration, reason: impl Into<String>) {
+    pub(crate) fn restarting(&mut self, delay: Duration, reason: impl Into<String>) {
         let mut ev = event(events::RESTARTING, reason);
         ev.restart_delay_ns = ns(delay);
         push_event(&mut self.state, ev);

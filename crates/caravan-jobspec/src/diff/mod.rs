@@ -3,6 +3,7 @@
 
 mod render;
 mod services;
+mod task_files;
 mod tree;
 
 pub use render::render_plan;

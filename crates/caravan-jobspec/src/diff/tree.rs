@@ -189,6 +189,9 @@ pub(crate) fn task_node(t: &Task) -> Node {
         .set("Constraint", t.constraints.iter().map(constraint).collect())
         .set("Affinity", t.affinities.iter().map(affinity).collect())
         .set("Service", super::services::services(&t.services))
+        .set("Artifact", super::task_files::artifacts(&t.artifacts))
+        .set("Template", super::task_files::templates(&t.templates))
+        .set("Identity", super::task_files::identities(&t.identities))
         .set(
             "VolumeMount",
             t.volume_mounts

@@ -140,6 +140,7 @@ fn group_to_api(job: &Job, tg: &TaskGroup) -> ApiTaskGroup {
 }
 
 fn task_to_api(t: &Task) -> ApiTask {
+    let (identity, identities) = super::identities::identities_to_api(&t.identities);
     ApiTask {
         name: Some(t.name.clone()),
         driver: Some(t.driver.clone()),
@@ -175,6 +176,10 @@ fn task_to_api(t: &Task) -> ApiTask {
         }),
         volume_mounts: super::volumes::mounts_to_api(&t.volume_mounts),
         services: super::services::services_to_api(&t.services),
+        artifacts: super::artifacts::artifacts_to_api(&t.artifacts),
+        templates: super::templates::templates_to_api(&t.templates),
+        identity,
+        identities,
         ..Default::default()
     }
 }

@@ -1,10 +1,13 @@
 //! Nomad's JSON job format, both ways: `{"Job": {...}}` bodies in, `GET /v1/job/:id` out.
 
+mod artifacts;
 mod fields;
 mod from_proto;
+mod identities;
 pub(crate) mod model;
 mod policies;
 mod services;
+mod templates;
 mod to_proto;
 mod volumes;
 

@@ -516,10 +516,11 @@ fn task_to_proto(
         _ => join(group_base, &format!("task #{}", index + 1)),
     };
     let services = super::services::services_to_proto(t.services, &base, conv);
-    conv.unsupported("task", &base, "Artifacts", t.artifacts.as_ref());
+    let artifacts = super::artifacts::artifacts_to_proto(t.artifacts, &base, conv);
+    let templates = super::templates::templates_to_proto(t.templates, &base, conv);
+    let identities = super::identities::identities_to_proto(t.identity, t.identities, &base, conv);
     conv.unsupported("task", &base, "Vault", t.vault.as_ref());
     conv.unsupported("task", &base, "Consul", t.consul.as_ref());
-    conv.unsupported("task", &base, "Templates", t.templates.as_ref());
     conv.unsupported(
         "task",
         &base,
@@ -532,11 +533,6 @@ fn task_to_proto(
         "ScalingPolicies",
         t.scaling_policies.as_ref(),
     );
-    // Nomad servers give every task its default workload identity; only a custom one is news.
-    if let Some(identity) = t.identity.as_ref().filter(|i| !is_default_identity(i)) {
-        conv.unsupported("task", &base, "Identity", Some(identity));
-    }
-    conv.unsupported("task", &base, "Identities", t.identities.as_ref());
     conv.unsupported("task", &base, "Actions", t.actions.as_ref());
     conv.unsupported("task", &base, "Schedule", t.schedule.as_ref());
     conv.unsupported("task", &base, "Secrets", t.secrets.as_ref());
@@ -575,10 +571,9 @@ fn task_to_proto(
         shutdown_delay_ns: t.shutdown_delay.unwrap_or(0),
         volume_mounts: super::volumes::mounts_to_proto(t.volume_mounts, &base, conv),
         services,
-        // Refused until the job specification reads them (see `refused.rs`).
-        artifacts: Vec::new(),
-        templates: Vec::new(),
-        identities: Vec::new(),
+        artifacts,
+        templates,
+        identities,
     }
 }
 
@@ -594,15 +589,6 @@ fn log_config(lc: Option<ApiLogConfig>, base: &str, conv: &mut Conversion) -> Lo
     }
     out.disabled = lc.disabled.unwrap_or(false) || lc.enabled == Some(false);
     out
-}
-
-/// The identity Nomad gives every task, not exposed to it (no `env`, no `file`).
-fn is_default_identity(v: &Value) -> bool {
-    matches!(
-        v.get("Name").and_then(Value::as_str),
-        None | Some("" | "default")
-    ) && !v.get("Env").and_then(Value::as_bool).unwrap_or(false)
-        && !v.get("File").and_then(Value::as_bool).unwrap_or(false)
 }
 
 /// Nomad servers fill `Consul { Cluster: "default" }` into every group.

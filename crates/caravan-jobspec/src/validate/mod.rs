@@ -3,12 +3,16 @@
 //! Placement-rule semantics (constraint operators, regexps, versions, spread percentages,
 //! affinity weights) are `caravan_scheduler::validate`'s; the gateway runs both.
 
+mod artifacts;
 mod driver_config;
 pub use driver_config::LINUX_CAPABILITIES;
+mod identities;
+mod paths;
 mod periodic;
 mod policy;
 mod services;
 pub(crate) use services::PROVIDER_CONSUL;
+mod templates;
 mod volumes;
 pub use volumes::HOST as VOLUME_TYPE_HOST;
 
@@ -212,6 +216,12 @@ pub fn warnings(job: &Job) -> Vec<String> {
                 ));
         }
         out.extend(services::consul_warnings(tg, &group_base(tg, i)));
+        for (ti, t) in tg.tasks.iter().enumerate() {
+            out.extend(identities::warnings(
+                t,
+                &task_base(&group_base(tg, i), t, ti),
+            ));
+        }
     }
     out
 }
@@ -398,6 +408,9 @@ fn group(tg: &TaskGroup, base: &str, job_type: JobType, e: &mut Errors) {
         }
         leaders += usize::from(task.leader);
         self::task(task, &tbase, job_type, e);
+        artifacts::check(task, &tbase, e);
+        templates::check(task, &tbase, e);
+        identities::check(task, &tbase, e);
         driver_config::check(tg, task, &tbase, e);
     }
     if leaders > 1 {

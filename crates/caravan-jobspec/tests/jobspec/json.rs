@@ -441,7 +441,7 @@ fn unsupported_nomad_fields_are_refused_unless_empty() {
     let errs = parse_err(&minimal(json!({
         "Name": "g",
         "MaxRunDuration": 60_000_000_000_i64,
-        "Tasks": [{"Name": "t", "Driver": "mock", "Templates": [{"DestPath": "local/x"}], "Artifacts": []}]
+        "Tasks": [{"Name": "t", "Driver": "mock", "Vault": {"Policies": ["p"]}, "Artifacts": []}]
     })));
     let joined = errs.join("\n");
     assert!(
@@ -451,7 +451,7 @@ fn unsupported_nomad_fields_are_refused_unless_empty() {
         "{joined}"
     );
     assert!(
-        joined.contains(r#"group "g": task "t": template (Templates) is not supported by Caravan"#),
+        joined.contains(r#"group "g": task "t": vault is not supported by Caravan"#),
         "{joined}"
     );
     assert!(

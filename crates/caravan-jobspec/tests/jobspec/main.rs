@@ -10,5 +10,6 @@ mod refused;
 mod robustness;
 mod scaling;
 mod services;
+mod task_files;
 mod validate;
 mod volumes;

@@ -411,19 +411,7 @@ fn each_file_parses_to_the_json_nomad_produces() {
 /// `Job.Canonicalize` gives them (service-job defaults for what the file leaves out).
 #[test]
 fn the_init_job_canonicalizes_as_nomad() {
-    // What Caravan does not run yet is refused by name, not dropped in silence.
-    let errors = match parse_hcl(INIT, &ParseOptions::default()) {
-        Err(caravan_jobspec::JobspecError::Invalid(errors)) => errors.messages(),
-        other => panic!("the identity block must be refused: {other:?}"),
-    };
-    assert!(
-        errors
-            .iter()
-            .any(|e| e.contains("identity is not supported by Caravan")),
-        "{errors:?}"
-    );
-    let parsed = parse_hcl(&without_refused_blocks(INIT), &ParseOptions::default())
-        .expect("parses without the blocks Caravan refuses");
+    let parsed = parse_hcl(INIT, &ParseOptions::default()).expect("the init job parses");
     let got = caravan_jobspec::render_json(&parsed.job);
     let want = json!({
         "ID": "example", "Name": "example", "Namespace": "default", "Region": "global",
@@ -452,7 +440,8 @@ fn the_init_job_canonicalizes_as_nomad() {
             "Tasks": [{
                 "Name": "redis", "Driver": "docker", "KillTimeout": 5 * S,
                 "LogConfig": {"MaxFiles": 10, "MaxFileSizeMB": 10, "Disabled": false},
-                "Resources": {"CPU": 500, "MemoryMB": 256}
+                "Resources": {"CPU": 500, "MemoryMB": 256},
+                "Identity": {"Name": "default", "Audience": ["nomadproject.io"], "Env": true, "File": true}
             }]
         }]
     });
@@ -466,28 +455,6 @@ fn the_init_job_canonicalizes_as_nomad() {
         "{got}"
     );
     assert_eq!(got["UI"]["Links"][0]["Label"], "Docs", "{got}");
-}
-
-/// The init job without its `identity` block (which ends at the first line
-/// that closes at its own indentation).
-fn without_refused_blocks(text: &str) -> String {
-    let mut out = Vec::new();
-    let mut skipping: Option<usize> = None;
-    for line in text.lines() {
-        let indent = line.len() - line.trim_start().len();
-        if let Some(depth) = skipping {
-            if indent == depth && line.trim() == "}" {
-                skipping = None;
-            }
-            continue;
-        }
-        if line.trim() == "identity {" {
-            skipping = Some(indent);
-            continue;
-        }
-        out.push(line);
-    }
-    out.join("\n")
 }
 
 /// Every field of `want` is in `got` with the same value (for the canonical form, where

@@ -320,6 +320,41 @@ fn each_field_is_in_place_or_destructive() {
                 });
             }),
         ),
+        (
+            "artifact",
+            Box::new(|j| {
+                j.task_groups[0].tasks[0]
+                    .artifacts
+                    .push(caravan_proto::Artifact {
+                        source: "https://example.com/a.tgz".into(),
+                        ..Default::default()
+                    });
+            }),
+        ),
+        (
+            "template",
+            Box::new(|j| {
+                j.task_groups[0].tasks[0]
+                    .templates
+                    .push(caravan_proto::Template {
+                        data: "x".into(),
+                        destination: "local/x".into(),
+                        ..Default::default()
+                    });
+            }),
+        ),
+        (
+            "identity",
+            Box::new(|j| {
+                j.task_groups[0].tasks[0]
+                    .identities
+                    .push(caravan_proto::WorkloadIdentity {
+                        name: "default".into(),
+                        env: true,
+                        ..Default::default()
+                    });
+            }),
+        ),
         ("job affinity", Box::new(|j| j.affinities.push(affinity()))),
         (
             "group affinity",

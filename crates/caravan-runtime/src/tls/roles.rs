@@ -30,10 +30,17 @@ pub fn allowed(service: &str) -> &'static [Role] {
     };
     match name {
         // The gateway's public API.
-        "JobService" | "EvalService" | "AllocService" | "NodeService" | "DeploymentService"
-        | "StatusService" | "SystemService" | "EventService" | "VariableService" | "AclService" => {
-            FROM_ANYONE
-        }
+        "JobService"
+        | "EvalService"
+        | "AllocService"
+        | "NodeService"
+        | "DeploymentService"
+        | "StatusService"
+        | "SystemService"
+        | "EventService"
+        | "VariableService"
+        | "AclService"
+        | "ServiceRegistryService" => FROM_ANYONE,
         // What client nodes call on the gateway.
         "NodeClientService" => FROM_NODES,
         // Internal services, and a node's own service (the gateway calls it).
@@ -204,6 +211,11 @@ mod tests {
             [Role::Server, Role::Client]
         );
         assert_eq!(allowed("caravan.v1.JobService"), Role::ALL);
+        assert_eq!(
+            allowed("caravan.v1.ServiceRegistryService"),
+            Role::ALL,
+            "a client node's template renderer reads services"
+        );
         assert_eq!(allowed("grpc.health.v1.Health"), Role::ALL);
         assert_eq!(allowed("other.Unknown"), [Role::Server]);
     }

@@ -364,6 +364,16 @@ pub(crate) const METHODS: &[MethodRule] = &[
             })
         },
     ),
+    list(
+        "/caravan.v1.ServiceRegistryService/ListServices",
+        READ_JOB,
+        |b| Ok(opts(&ListServicesRequest::decode(b)?.options)),
+    ),
+    m(
+        "/caravan.v1.ServiceRegistryService/GetService",
+        READ_JOB,
+        |b| Ok(opts(&GetServiceRequest::decode(b)?.options)),
+    ),
     m("/caravan.v1.AclService/Bootstrap", Need::Public, none),
     m("/caravan.v1.AclService/ListPolicies", Need::Token, none),
     m("/caravan.v1.AclService/GetPolicy", Need::Token, none),
@@ -563,6 +573,7 @@ mod tests {
             include_str!("../../../../proto/caravan/v1/api.proto"),
             include_str!("../../../../proto/caravan/v1/variable.proto"),
             include_str!("../../../../proto/caravan/v1/acl.proto"),
+            include_str!("../../../../proto/caravan/v1/service_registry.proto"),
         ];
         let mut expected = Vec::new();
         for text in proto {

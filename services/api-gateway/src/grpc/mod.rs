@@ -8,6 +8,7 @@ mod cluster;
 mod events;
 pub(crate) mod heartbeats;
 mod jobs;
+mod services;
 mod vars;
 
 use caravan_proto::QueryOptions;
@@ -19,6 +20,7 @@ use caravan_proto::event_service_server::{self, EventServiceServer};
 use caravan_proto::job_service_server::{self, JobServiceServer};
 use caravan_proto::node_client_service_server::{self, NodeClientServiceServer};
 use caravan_proto::node_service_server::{self, NodeServiceServer};
+use caravan_proto::service_registry_service_server::{self, ServiceRegistryServiceServer};
 use caravan_proto::status_service_server::{self, StatusServiceServer};
 use caravan_proto::system_service_server::{self, SystemServiceServer};
 use caravan_proto::variable_service_server::{self, VariableServiceServer};
@@ -30,6 +32,7 @@ use client::NodeClientApi;
 use cluster::ClusterApi;
 use events::EventApi;
 use jobs::JobApi;
+use services::ServiceRegistryApi;
 use vars::VariableApi;
 
 use crate::acl::ListScope;
@@ -60,6 +63,7 @@ pub(crate) const SERVICES: &[&str] = &[
     node_client_service_server::SERVICE_NAME,
     variable_service_server::SERVICE_NAME,
     acl_service_server::SERVICE_NAME,
+    service_registry_service_server::SERVICE_NAME,
 ];
 
 /// `router` with every gRPC service of the gateway added; every public one
@@ -108,4 +112,9 @@ pub(crate) fn routes(router: Router, gw: &Gateway) -> Router {
             gw,
         ))
         .add_service(Guarded::new(AclServiceServer::new(AclApi(gw.clone())), gw))
+        .add_service(Guarded::new(
+            ServiceRegistryServiceServer::new(ServiceRegistryApi(gw.clone()))
+                .max_encoding_message_size(usize::MAX),
+            gw,
+        ))
 }

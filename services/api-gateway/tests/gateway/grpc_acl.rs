@@ -150,3 +150,89 @@ async fn a_method_that_reads_no_message_takes_a_large_body_unread() {
     assert!(answer.is_ok(), "{answer:?}");
     gw.stop().await;
 }
+
+/// Writes a registration of service `name` in `ns` straight into the store, as
+/// a node's would be.
+async fn register_instance(gw: &TestGateway, ns: &str, name: &str) {
+    let reg = caravan_proto::ServiceRegistration {
+        id: format!("_nomad-task-a-{ns}-server-{name}-http"),
+        service_name: name.into(),
+        namespace: ns.into(),
+        alloc_id: format!("a-{ns}"),
+        ..Default::default()
+    };
+    let key = gw.keys.service(ns, name, &reg.id);
+    gw.store
+        .txn(
+            caravan_store::Txn::new()
+                .and_then(caravan_store::Op::put(key, caravan_state::encode(&reg))),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_registry_reads_need_read_job_in_the_namespace() {
+    use caravan_proto::service_registry_service_client::ServiceRegistryServiceClient;
+    use caravan_proto::{GetServiceRequest, ListServicesRequest};
+
+    let gw = start("grpc-acl-services").await;
+    let root = http(&gw, "", "POST", "/v1/acl/bootstrap", "").await.json();
+    let root = root["SecretID"].as_str().unwrap().to_string();
+    for ns in ["a", "b"] {
+        let made = json!({ "Name": ns }).to_string();
+        http(&gw, &root, "PUT", &format!("/v1/namespace/{ns}"), &made).await;
+        register_instance(&gw, ns, "web").await;
+    }
+    let reader = token_with(
+        &gw,
+        &root,
+        "a-reader",
+        r#"namespace "a" { policy = "read" }"#,
+    )
+    .await;
+    let mut registry = ServiceRegistryServiceClient::new(gw.channel().await);
+
+    let listed = registry
+        .list_services(with_token(
+            ListServicesRequest {
+                options: every_namespace(),
+            },
+            &reader,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let namespaces: Vec<_> = listed
+        .namespaces
+        .iter()
+        .map(|n| n.namespace.as_str())
+        .collect();
+    assert_eq!(namespaces, ["a"], "the list keeps to what the token reads");
+
+    let get = |ns: &str| GetServiceRequest {
+        name: "web".into(),
+        options: Some(QueryOptions {
+            namespace: ns.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let read = registry
+        .get_service(with_token(get("a"), &reader))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(read.instances.len(), 1);
+    let refused = registry
+        .get_service(with_token(get("b"), &reader))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    let anonymous = registry
+        .get_service(with_token(get("a"), ""))
+        .await
+        .unwrap_err();
+    assert_eq!(anonymous.code(), tonic::Code::PermissionDenied);
+    gw.stop().await;
+}

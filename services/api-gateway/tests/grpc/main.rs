@@ -17,6 +17,7 @@ mod identity;
 mod jobs;
 mod nodes;
 mod plans;
+mod services;
 mod status;
 
 caravan_testkit::backend_cases!(backend => crate {
@@ -87,6 +88,10 @@ caravan_testkit::backend_cases!(backend => crate {
         an_empty_node_is_drained_at_once_and_stays_ineligible,
         a_node_with_a_running_alloc_keeps_draining,
         a_drain_completes_when_the_last_alloc_finishes,
+    },
+    services {
+        services_are_listed_with_tags_and_read_by_name_and_tag,
+        a_blocking_get_service_is_woken_by_a_new_instance,
     },
     status {
         no_leaders_are_reported_before_any_election,

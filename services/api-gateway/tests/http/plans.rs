@@ -91,15 +91,14 @@ pub async fn parse_answers_the_job_as_written_unless_canonicalized(backend: Back
     gw.stop().await;
 }
 
-/// [`WEB_HCL`] with an `artifact` block, which Caravan refuses until its clients download
-/// artifacts.
-const WEB_WITH_ARTIFACT_HCL: &str = r#"
+/// [`WEB_HCL`] with a `vault` block, which Caravan refuses: it has no Vault integration.
+const WEB_WITH_VAULT_HCL: &str = r#"
 job "web" {
   group "web" {
     task "app" {
       driver = "mock"
-      artifact {
-        source = "https://example.com/app.tar.gz"
+      vault {
+        policies = ["app"]
       }
     }
   }
@@ -108,21 +107,20 @@ job "web" {
 
 pub async fn a_refused_block_is_400_from_parse_register_and_validate(backend: Backend) {
     let gw = TestGateway::start(backend, "http-parse-refused").await;
-    let want = "artifact (Artifacts) is not supported by Caravan";
+    let want = "vault is not supported by Caravan";
     for canonicalize in [false, true] {
         let r = gw
             .http(
                 "POST",
                 "/v1/jobs/parse",
-                &body(&json!({"JobHCL": WEB_WITH_ARTIFACT_HCL, "Canonicalize": canonicalize})),
+                &body(&json!({"JobHCL": WEB_WITH_VAULT_HCL, "Canonicalize": canonicalize})),
             )
             .await;
         assert_eq!(r.status, 400, "{}", r.text());
         assert!(r.text().contains(want), "{}", r.text());
     }
     let mut job = nomad_job("web", 1);
-    job["Job"]["TaskGroups"][0]["Tasks"][0]["Artifacts"] =
-        json!([{"GetterSource": "https://example.com/app.tar.gz"}]);
+    job["Job"]["TaskGroups"][0]["Tasks"][0]["Vault"] = json!({"Policies": ["app"]});
     let r = gw.http("POST", "/v1/jobs", &body(&job)).await;
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(r.text().contains(want), "{}", r.text());

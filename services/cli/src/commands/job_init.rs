@@ -1,8 +1,7 @@
 //! `job init`: writes an example job file to start from, in the shape of
 //! the one `nomad job init` writes (a Redis cache in Docker), or a job
-//! template kept in the variable `nomad/job-templates/<name>`. The block
-//! of Nomad's example Caravan refuses until it implements it (`identity`)
-//! is left out, so the job written validates and runs.
+//! template kept in the variable `nomad/job-templates/<name>`. Nomad's
+//! example's task `identity` block is left out, as redis reads no token.
 
 use std::path::PathBuf;
 

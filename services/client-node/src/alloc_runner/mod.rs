@@ -77,6 +77,8 @@ pub struct NodeContext {
     /// The servers as this node, for tasks' prestart hooks; `None` on
     /// simulated nodes (their tasks have none).
     pub api: Option<Arc<crate::node_api::NodeApi>>,
+    /// The client's settings for prestart hooks.
+    pub hook_config: Arc<prestart::HookConfig>,
 }
 
 /// What the node tells a running alloc.
@@ -569,7 +571,7 @@ impl AllocRunner {
         if self.ctx.simulated {
             return None;
         }
-        let hooks = prestart::hooks_for(task);
+        let hooks = prestart::hooks_for(task, &self.ctx.hook_config);
         if hooks.is_empty() {
             return None;
         }

@@ -338,6 +338,7 @@ mod tests {
             simulated: park,
             contact: Default::default(),
             api: None,
+            hook_config: Default::default(),
         })
     }
 

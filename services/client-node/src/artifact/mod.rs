@@ -12,7 +12,7 @@ mod unpack;
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use caravan_proto::Artifact;
 
@@ -24,25 +24,6 @@ pub use source::Source;
 pub use unpack::ArchiveKind;
 
 use crate::task_env::TaskEnv;
-
-/// This process's fetcher: one HTTP client and the client's limits for
-/// every task of the node.
-static NODE_FETCHER: OnceLock<Arc<ArtifactFetcher>> = OnceLock::new();
-
-/// Sets the limits of this process's artifact fetches (the client's
-/// `[artifact]` settings) when the node starts; the first call wins.
-pub fn configure(limits: ArtifactLimits) {
-    let _ = NODE_FETCHER.set(Arc::new(ArtifactFetcher::new(limits)));
-}
-
-/// The hooks a task with artifacts needs (none without).
-pub fn hooks_for(task: &caravan_proto::Task) -> Option<Arc<ArtifactHook>> {
-    if task.artifacts.is_empty() {
-        return None;
-    }
-    let fetcher = NODE_FETCHER.get_or_init(|| Arc::new(ArtifactFetcher::default()));
-    Some(Arc::new(ArtifactHook::new(Arc::clone(fetcher))))
-}
 
 /// Where an artifact lands when its block names no destination.
 pub const DEFAULT_DESTINATION: &str = "local/";

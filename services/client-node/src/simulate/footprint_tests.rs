@@ -112,6 +112,7 @@ fn a_running_simulated_alloc_keeps_few_bytes() {
         simulated: true,
         contact: Default::default(),
         api: None,
+        hook_config: Default::default(),
     });
     let mut allocs = NodeAllocs::new(ctx.clone(), BTreeMap::new());
     let job = bench_job();

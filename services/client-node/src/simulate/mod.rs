@@ -126,6 +126,7 @@ pub async fn simulated_agents(
             simulated: true,
             contact: Default::default(),
             api: None,
+            hook_config: Default::default(),
         });
         agents.push(NodeAgent {
             ctx,
