@@ -310,11 +310,36 @@ async fn node_files_and_directories_are_copied() {
 }
 
 #[tokio::test]
+async fn relative_sources_read_the_task_dir_and_destinations_may_reach_the_alloc_dir() {
+    let alloc = tempfile::tempdir().unwrap();
+    let task = alloc.path().join("web");
+    std::fs::create_dir_all(task.join("local")).unwrap();
+    std::fs::write(task.join("local/seed.txt"), b"seed").unwrap();
+    let mut a = artifact("local/seed.txt");
+    a.destination = "../alloc/data".into();
+    ArtifactFetcher::default()
+        .fetch(&a, &task, None, "")
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read(alloc.path().join("alloc/data/seed.txt")).unwrap(),
+        b"seed"
+    );
+}
+
+#[tokio::test]
 async fn bad_blocks_are_refused_naming_the_field() {
     let task = tempfile::tempdir().unwrap();
     let f = ArtifactFetcher::default();
     let mut a = artifact("/etc/hostname");
     a.destination = "../../outside".into();
+    let err = f
+        .fetch(&a, task.path(), None, "")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("destination: "), "{err}");
+    a.destination = "../alloc/../../outside".into();
     let err = f
         .fetch(&a, task.path(), None, "")
         .await

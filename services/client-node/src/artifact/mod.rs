@@ -145,7 +145,9 @@ impl ArtifactFetcher {
         user: &str,
     ) -> Result<(), ArtifactError> {
         let fill = |s: &str| env.map_or_else(|| s.to_string(), |e| e.interpolate(s));
-        let (source, url_options) = Source::parse(&fill(&artifact.source))?.take_getter_options();
+        let (source, url_options) = Source::parse(&fill(&artifact.source))?
+            .in_task_dir(task_dir)
+            .take_getter_options();
         let mode = ArtifactMode::parse(artifact.mode.trim())?;
         let destination = match artifact.destination.trim() {
             "" => DEFAULT_DESTINATION.to_string(),
@@ -285,24 +287,31 @@ fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), ArtifactError> {
     Ok(())
 }
 
-/// `destination` under `task_dir`, refusing one that climbs out of it.
+/// `destination` under `task_dir`, refusing one that climbs out of the
+/// alloc directory (the task dir's parent) as the job spec's validation does.
 fn within(task_dir: &Path, destination: &str) -> Result<PathBuf, ArtifactError> {
-    let mut rel: Vec<Component<'_>> = Vec::new();
+    let (Some(alloc_dir), Some(task)) = (task_dir.parent(), task_dir.file_name()) else {
+        return Err(ArtifactError::invalid(
+            "destination",
+            format!("the task directory {} has no parent", task_dir.display()),
+        ));
+    };
+    let mut rel: Vec<&std::ffi::OsStr> = vec![task];
     for c in Path::new(destination).components() {
         match c {
-            Component::Normal(_) => rel.push(c),
+            Component::Normal(p) => rel.push(p),
             Component::ParentDir => {
                 if rel.pop().is_none() {
                     return Err(ArtifactError::invalid(
                         "destination",
-                        format!("{destination:?} leads out of the task directory"),
+                        format!("{destination:?} escapes allocation directory"),
                     ));
                 }
             }
             Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
         }
     }
-    Ok(rel.iter().fold(task_dir.to_path_buf(), |p, c| p.join(c)))
+    Ok(rel.iter().fold(alloc_dir.to_path_buf(), |p, c| p.join(c)))
 }
 
 /// A scratch directory inside the task dir (so the final move is a rename

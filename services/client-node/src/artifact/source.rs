@@ -10,7 +10,8 @@ use super::ArtifactError;
 pub enum Source {
     /// An `http://` or `https://` URL.
     Http(hyper::Uri),
-    /// A file or directory on the node (`file://…` or an absolute path).
+    /// A file or directory on the node (`file://…`, or a path: absolute, or
+    /// relative to the task's directory).
     File(PathBuf),
 }
 
@@ -34,6 +35,7 @@ impl Source {
         };
         match forced {
             Some("http" | "https") => return Self::http(rest),
+            Some("file") if !rest.contains("://") => return Ok(Source::File(PathBuf::from(rest))),
             Some("file") => return Self::file(rest),
             Some(g) if UNSUPPORTED_GETTERS.contains(&g) => {
                 return Err(ArtifactError::Source(format!(
@@ -54,10 +56,9 @@ impl Source {
             Some(other) => Err(ArtifactError::Source(format!(
                 "unsupported scheme {other:?} (only http, https and file)"
             ))),
-            None if rest.starts_with('/') => Self::file(rest),
-            None => Err(ArtifactError::Source(format!(
-                "{rest:?} is neither an http(s):// or file:// URL nor an absolute path"
-            ))),
+            // A path without a scheme is a file; a relative one is read
+            // from the task's directory (see `in_task_dir`).
+            None => Ok(Source::File(PathBuf::from(rest))),
         }
     }
 
@@ -88,6 +89,14 @@ impl Source {
             )));
         }
         Ok(Source::File(PathBuf::from(path)))
+    }
+
+    /// The source with a relative file path read from `task_dir`.
+    pub fn in_task_dir(self, task_dir: &std::path::Path) -> Source {
+        match self {
+            Source::File(p) if p.is_relative() => Source::File(task_dir.join(p)),
+            other => other,
+        }
     }
 
     /// Takes go-getter's own options (`checksum`, `archive`) out of an
@@ -207,7 +216,12 @@ mod tests {
         );
         let e = Source::parse("s3://bucket/key").unwrap_err();
         assert!(e.to_string().contains("unsupported scheme \"s3\""), "{e}");
-        assert!(Source::parse("relative/path").is_err());
+        assert_eq!(
+            Source::parse("local/a.txt")
+                .unwrap()
+                .in_task_dir(std::path::Path::new("/t")),
+            Source::File("/t/local/a.txt".into())
+        );
         assert!(Source::parse("").is_err());
         assert!(Source::parse("file://relative").is_err());
     }
