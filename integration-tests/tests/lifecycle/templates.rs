@@ -379,3 +379,152 @@ async fn a_template_lists_a_services_instances_and_follows_them_going_away() {
     )
     .await;
 }
+
+/// A job file as Nomad users write it: an env template and a config file
+/// from a Variable, run with `caravan job run`.
+const HCL_JOB: &str = r#"
+job "hcl-app" {
+  datacenters = ["dc1"]
+
+  group "app" {
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+
+    task "t" {
+      driver = "raw_exec"
+
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "cat local/app.conf > ${LOG}; echo \"port=$APP_PORT\" >> ${LOG}; exec sleep 300"]
+      }
+
+      env {
+        LOG = "LOG_PATH"
+      }
+
+      template {
+        data        = <<EOH
+{{- with nomadVar "nomad/jobs/hcl-app" -}}
+APP_PORT={{ .port }}
+{{- end }}
+EOH
+        destination = "secrets/app.env"
+        env         = true
+      }
+
+      template {
+        data        = <<EOH
+[server]
+{{ range $k, $v := nomadVar "nomad/jobs/hcl-app" -}}
+{{ $k }} = {{ $v | toUpper }}
+{{ end -}}
+EOH
+        destination = "local/app.conf"
+        change_mode = "noop"
+      }
+
+      resources {
+        cpu    = 20
+        memory = 16
+      }
+    }
+  }
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nomad_job_file_with_templates_runs_unchanged_through_the_cli() {
+    let c = cluster("templates-hcl", &[]).await;
+    let dir = pid_dir(&c);
+    let http = c.http().unwrap();
+    put_var(
+        &http,
+        "nomad/jobs/hcl-app",
+        json!({ "port": "8080", "mode": "prod" }),
+    )
+    .await;
+    let log = dir.join("hcl-app.log");
+    let file = c.dir().join("app.nomad.hcl");
+    std::fs::write(
+        &file,
+        HCL_JOB.replace("LOG_PATH", &log.display().to_string()),
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    let out = c.cli(&["job", "run", "-detach", &file]).await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = wait_line(&log, "port=8080").await;
+    assert_eq!(text, "[server]\nmode = PROD\nport = 8080\nport=8080\n");
+    let allocs = wait_running_version(&c, "hcl-app", 1, 0).await;
+    let alloc = &allocs[0];
+    // The env file is in the task's secrets dir, mode 0644 as Nomad's default.
+    let env_file = c
+        .dir()
+        .join("data-templates-hcl-node/allocs")
+        .join(&alloc.id)
+        .join("t/secrets/app.env");
+    let meta =
+        std::fs::metadata(&env_file).unwrap_or_else(|e| panic!("{}: {e}", env_file.display()));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(meta.permissions().mode() & 0o777, 0o644);
+    assert_eq!(
+        std::fs::read_to_string(&env_file).unwrap(),
+        "APP_PORT=8080\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_template_change_runs_the_script_inside_the_running_task() {
+    let c = cluster("templates-script", &[]).await;
+    let dir = pid_dir(&c);
+    let _reaper = Reaper(dir.clone());
+    let http = c.http().unwrap();
+    put_var(&http, "nomad/jobs/scr", json!({ "v": "1" })).await;
+    let log = dir.join("scr.log");
+    let script = format!(
+        "echo $$ > {pids}/$NOMAD_ALLOC_ID.pid; cat local/v.txt >> {log}; exec sleep 300",
+        pids = dir.display(),
+        log = log.display()
+    );
+    let mut job = jobs::service_job("scr", 1, jobs::raw_exec_task(&script));
+    let mut tmpl = template(
+        "{{ with nomadVar \"nomad/jobs/scr\" }}v={{ .v }}{{ end }}\n",
+        "local/v.txt",
+        "script",
+    );
+    // The script runs in the task's directory and logs what it reloads.
+    tmpl["ChangeScript"] = json!({
+        "Command": "/bin/sh",
+        "Args": ["-c", format!("sed 's/^/reloaded /' local/v.txt >> {}", log.display())],
+        "Timeout": 5 * SECOND_NS,
+        "FailOnError": true,
+    });
+    set(
+        &mut job,
+        "/Job/TaskGroups/0/Tasks/0/Templates",
+        json!([tmpl]),
+    );
+    register(&http, &job).await;
+    wait_running_version(&c, "scr", 1, 0).await;
+    wait_line(&log, "v=1").await;
+    put_var(&http, "nomad/jobs/scr", json!({ "v": "2" })).await;
+    let text = wait_line(&log, "reloaded v=2").await;
+    assert_eq!(text, "v=1\nreloaded v=2\n", "ran once, no restart");
+    let alloc = wait_event(
+        &c,
+        "scr",
+        "Task hook message",
+        "Template successfully ran script /bin/sh with arguments: [-c sed 's/^/reloaded /' local/v.txt >> LOG]. Exit code: 0"
+            .replace("LOG", &log.display().to_string())
+            .as_str(),
+    )
+    .await;
+    assert_eq!(alloc.task_states["t"].restarts, 0, "{:?}", events(&alloc));
+}

@@ -118,8 +118,9 @@ impl TaskRunner {
                     event(
                         TASK_HOOK_MESSAGE,
                         format!(
-                            "Template successfully ran script {} with arguments: {:?}. Exit code: 0",
-                            script.command, script.args
+                            "Template successfully ran script {} with arguments: [{}]. Exit code: 0",
+                            script.command,
+                            script.args.join(" ")
                         ),
                     ),
                 );
@@ -132,8 +133,9 @@ impl TaskRunner {
                     event(
                         TASK_HOOK_MESSAGE,
                         format!(
-                            "Template ran script {} with arguments {:?} on change but it failed: {why}",
-                            script.command, script.args
+                            "Template ran script {} with arguments [{}] on change but it failed: {why}",
+                            script.command,
+                            script.args.join(" ")
                         ),
                     ),
                 );
