@@ -5,7 +5,7 @@
 //! Crates, all pure Rust so the client needs no C toolchain: `tar` (the
 //! de-facto tar reader, whose `unpack_in` also checks that a parent
 //! directory does not lead out through a symlink), `flate2` (gzip, on its
-//! default miniz_oxide backend), `bzip2` (on the pure-Rust libbz2-rs),
+//! default pure-Rust backend), `bzip2` (on the pure-Rust libbz2-rs),
 //! `lzma-rust2` (xz, with a streaming reader; the one `zip` itself uses) and
 //! `zip` (deflate only, through flate2).
 
