@@ -99,6 +99,8 @@ pub struct ClientConfig {
     /// Directories offered to jobs as host volumes, by name
     /// (`[host_volume.<name>]`, Nomad's `host_volume "<name>" { … }`).
     pub host_volume: BTreeMap<String, HostVolumeConfig>,
+    /// Limits on tasks' artifact downloads and unpacking (`[artifact]`).
+    pub artifact: crate::artifact::ArtifactConfig,
 }
 
 /// A directory of the node that jobs may mount by name (`volume { type = "host" }`).
@@ -187,6 +189,7 @@ impl Default for ClientConfig {
             telemetry: TelemetryConfig::default(),
             tls: caravan_runtime::tls::TlsConfig::default(),
             host_volume: BTreeMap::new(),
+            artifact: crate::artifact::ArtifactConfig::default(),
         }
     }
 }
@@ -196,6 +199,10 @@ impl ClientConfig {
     pub fn hook_config(&self) -> crate::prestart::HookConfig {
         crate::prestart::HookConfig {
             template_render_timeout: Duration::from_millis(self.template_render_timeout_ms),
+            // `validate` has checked the limits.
+            artifacts: std::sync::Arc::new(crate::artifact::ArtifactFetcher::new(
+                self.artifact.limits().unwrap_or_default(),
+            )),
         }
     }
 
@@ -266,6 +273,9 @@ impl ClientConfig {
                 ));
             }
         }
+        self.artifact
+            .limits()
+            .map_err(|(field, why)| ClientError::invalid(field, why))?;
         if caravan_scheduler::ports::PortSet::parse(&self.reserved.reserved_host_ports).is_err() {
             return Err(ClientError::invalid(
                 "reserved.reserved_host_ports",
@@ -429,6 +439,14 @@ mod tests {
             ..Default::default()
         };
         c.validate().unwrap();
+        let mut c = ClientConfig::default();
+        c.artifact.http_max_size = "huge".into();
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .starts_with("artifact.http_max_size")
+        );
         let mut c = ClientConfig::default();
         c.reserved.reserved_host_ports = "22-x".into();
         assert!(

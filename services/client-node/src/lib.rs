@@ -9,6 +9,7 @@
 
 mod alloc_dir;
 mod alloc_runner;
+pub mod artifact;
 pub mod checks;
 mod config;
 pub mod driver;

@@ -88,12 +88,16 @@ pub struct Prestart {
 pub struct HookConfig {
     /// How long a task's templates may take to render before the task fails.
     pub template_render_timeout: Duration,
+    /// Fetches tasks' artifacts within the client's `[artifact]` limits
+    /// (one HTTP client for the node).
+    pub artifacts: Arc<crate::artifact::ArtifactFetcher>,
 }
 
 impl Default for HookConfig {
     fn default() -> Self {
         HookConfig {
             template_render_timeout: Duration::from_secs(300),
+            artifacts: Default::default(),
         }
     }
 }
@@ -103,6 +107,11 @@ impl Default for HookConfig {
 pub fn hooks_for(task: &Task, config: &HookConfig) -> Vec<Arc<dyn PrestartHook>> {
     let mut hooks: Vec<Arc<dyn PrestartHook>> = Vec::new();
     hooks.extend(crate::identity_hook::IdentityHook::for_task(task));
+    if !task.artifacts.is_empty() {
+        hooks.push(Arc::new(crate::artifact::ArtifactHook::new(Arc::clone(
+            &config.artifacts,
+        ))));
+    }
     if !task.templates.is_empty() {
         hooks.push(Arc::new(crate::template::TemplateHook::new(task, config)));
     }
