@@ -99,6 +99,22 @@ pub struct ClientConfig {
     /// Directories offered to jobs as host volumes, by name
     /// (`[host_volume.<name>]`, Nomad's `host_volume "<name>" { … }`).
     pub host_volume: BTreeMap<String, HostVolumeConfig>,
+    /// Named networks of the node that ports may ask for by name
+    /// (`[host_network.<name>]`, Nomad's `host_network "<name>" { … }`).
+    pub host_network: BTreeMap<String, HostNetworkConfig>,
+}
+
+/// A named network of the node: the node's address in `cidr` and/or on
+/// `interface` (both, when both are set).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostNetworkConfig {
+    /// CIDR blocks, comma-separated (`10.0.0.0/8,fd00::/8`); empty matches any address.
+    pub cidr: String,
+    /// Interface name; empty matches any interface.
+    pub interface: String,
+    /// Ports reserved on this network's address only (`22,80,8000-8100`).
+    pub reserved_ports: String,
 }
 
 /// A directory of the node that jobs may mount by name (`volume { type = "host" }`).
@@ -187,6 +203,7 @@ impl Default for ClientConfig {
             telemetry: TelemetryConfig::default(),
             tls: caravan_runtime::tls::TlsConfig::default(),
             host_volume: BTreeMap::new(),
+            host_network: BTreeMap::new(),
         }
     }
 }
@@ -265,6 +282,9 @@ impl ClientConfig {
                     format!("{} is not a directory on this node", v.path.display()),
                 ));
             }
+        }
+        for (name, n) in &self.host_network {
+            crate::host_network::validate(name, n)?;
         }
         if caravan_scheduler::ports::PortSet::parse(&self.reserved.reserved_host_ports).is_err() {
             return Err(ClientError::invalid(

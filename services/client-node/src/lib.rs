@@ -20,6 +20,7 @@ mod fingerprint;
 mod fs;
 mod gateway;
 mod health;
+mod host_network;
 mod heartbeat_thread;
 mod lifecycle;
 mod live_allocs;
