@@ -387,7 +387,9 @@ fn ports_fit(cap: &Capacity, used: &NodeUsage, ask: &GroupAsk) -> Result<(), Exh
     for (i, (label, port, _)) in ask.static_ports.iter().enumerate() {
         if used.ports.binary_search(port).is_ok()
             || cap.reserved_ports.contains(*port)
-            || ask.static_ports[..i].iter().any(|(_, p, _)| p == port)
+            || ask.static_ports[..i]
+                .iter()
+                .any(|(other, p, _)| p == port && same_address(cap, ask, label, other))
             || (!ask.host_networks.is_empty()
                 && ask
                     .network_of(label)
@@ -412,6 +414,26 @@ fn ports_fit(cap: &Capacity, used: &NodeUsage, ask: &GroupAsk) -> Result<(), Exh
         }
     }
     Ok(())
+}
+
+/// Whether two ports of one group land on the same address (or may: the
+/// node's own network covers every address, and a `${meta.*}` name or one
+/// the node lacks is taken to collide).
+fn same_address(cap: &Capacity, ask: &GroupAsk, a: &str, b: &str) -> bool {
+    if ask.host_networks.is_empty() {
+        return true;
+    }
+    let address = |label: &str| {
+        let name = ask.network_of(label)?;
+        cap.host_networks
+            .iter()
+            .find(|n| !name.contains("${") && n.name == name)
+            .map(|n| n.address.as_str())
+    };
+    match (address(a), address(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => true,
+    }
 }
 
 /// Dynamic-range ports reserved on the host networks the group's dynamic

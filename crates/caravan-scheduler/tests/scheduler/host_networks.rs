@@ -139,3 +139,25 @@ fn an_interpolated_network_name_resolves_per_node() {
     assert_eq!(names_nodes(&allocs), vec![("api.web[0]".to_string(), "a".to_string())]);
     assert_eq!(host_ip(&allocs[0], "http").0, "198.51.100.7");
 }
+
+#[test]
+fn one_static_port_on_two_networks_binds_both_addresses() {
+    let n = with_network(node("a", "dc1", 4000, 8192), "public", "203.0.113.5", "");
+    let n = with_network(n, "private", "10.9.0.1", "");
+    let mut j = asking(1, "public", 8080);
+    j.task_groups[0].networks[0].reserved_ports.push(Port {
+        label: "peer".into(),
+        value: 8080,
+        host_network: "private".into(),
+        ..Default::default()
+    });
+    let mut h = cluster(vec![n], &j);
+    h.process(&eval("e1", &j, "job-register")).unwrap();
+    let allocs = placed(&h);
+    assert_eq!(allocs.len(), 1, "{:?}", h.last_update());
+    assert_eq!(host_ip(&allocs[0], "admin"), ("203.0.113.5".into(), 8080));
+    assert_eq!(host_ip(&allocs[0], "peer"), ("10.9.0.1".into(), 8080));
+    // The harness commits plans through the plan applier's exact fit check.
+    assert_eq!(last_status(&h), EvalStatus::Complete);
+    assert!(h.results.iter().all(|r| r.rejected_nodes.is_empty()), "{:?}", h.results);
+}
