@@ -415,6 +415,7 @@ mod tests {
             address: "203.0.113.5".into(),
             interface: "eth1".into(),
             reserved_ports: "443".into(),
+            ..Default::default()
         });
         let on_public = alloc("a", &[], vec![port(443, "203.0.113.5")], vec![], &[]);
         let elsewhere = alloc("b", &[], vec![port(443, "10.0.0.1")], vec![], &[]);
@@ -425,6 +426,9 @@ mod tests {
                     .to_string()
             ]
         );
-        assert_eq!(overcommitted_nodes(&[n], &[elsewhere]), Vec::<String>::new());
+        assert_eq!(
+            overcommitted_nodes(&[n], &[elsewhere]),
+            Vec::<String>::new()
+        );
     }
 }

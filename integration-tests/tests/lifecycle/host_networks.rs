@@ -44,7 +44,11 @@ async fn a_port_on_a_host_network_binds_its_address_and_a_missing_one_blocks() {
     assert_eq!(
         node.host_networks
             .iter()
-            .map(|n| (n.name.as_str(), n.address.as_str(), n.reserved_ports.as_str()))
+            .map(|n| (
+                n.name.as_str(),
+                n.address.as_str(),
+                n.reserved_ports.as_str()
+            ))
             .collect::<Vec<_>>(),
         vec![("lo", "127.0.0.1", "22")]
     );

@@ -552,6 +552,7 @@ mod tests {
                 address: "127.0.0.1".into(),
                 interface: "lo".into(),
                 reserved_ports: "22".into(),
+                cidr: "127.0.0.0/8".into(),
             }]
         );
         assert_ne!(node.computed_class, plain.computed_class);

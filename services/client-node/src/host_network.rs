@@ -118,6 +118,7 @@ pub fn resolve(
                 address: a.ip.to_string(),
                 interface: a.interface.clone(),
                 reserved_ports: n.reserved_ports.clone(),
+                cidr: n.cidr.clone(),
             }),
             None => tracing::warn!(
                 host_network = %name,
@@ -167,7 +168,10 @@ mod tests {
         ];
         let mut config = BTreeMap::new();
         config.insert("lo".to_string(), net("127.0.0.0/8", ""));
-        config.insert("private".to_string(), net("10.0.0.0/8, 192.168.0.0/16", "eth1"));
+        config.insert(
+            "private".to_string(),
+            net("10.0.0.0/8, 192.168.0.0/16", "eth1"),
+        );
         config.insert("eth0".to_string(), net("", "eth0"));
         config.insert("public".to_string(), net("203.0.113.0/24", ""));
         let got: Vec<(String, String, String)> = resolve(&config, &addrs)

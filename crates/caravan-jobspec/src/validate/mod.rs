@@ -674,10 +674,7 @@ fn check_network<'a>(
                     format!("static port {} is already reserved by {other}", port.value),
                 );
             } else {
-                statics.insert(
-                    (network, port.value),
-                    format!("port {:?}", port.label),
-                );
+                statics.insert((network, port.value), format!("port {:?}", port.label));
             }
         }
         if port.to > 65535 {

@@ -329,7 +329,10 @@ job "web" {
             ]
         }]);
     });
-    assert_eq!(json.task_groups[0].networks[0].dynamic_ports[0].host_network, "public");
+    assert_eq!(
+        json.task_groups[0].networks[0].dynamic_ports[0].host_network,
+        "public"
+    );
     assert_error(
         &json,
         r#"group "web": network[0]: port "a": host_network: "bad name" is not a host network name"#,

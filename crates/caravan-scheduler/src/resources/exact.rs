@@ -226,9 +226,12 @@ impl<'n, 'a> Holdings<'n, 'a> {
                     format_args!("port {port} is reserved by the node"),
                 ));
             }
-            if let Some(net) = self.cap.host_networks.iter().find(|n| {
-                !ip.is_empty() && n.address == ip && n.reserved_ports.contains(port)
-            }) {
+            if let Some(net) = self
+                .cap
+                .host_networks
+                .iter()
+                .find(|n| !ip.is_empty() && n.address == ip && n.reserved_ports.contains(port))
+            {
                 return Err(FitError::new(
                     Exhausted::PortCollision,
                     format_args!("port {port} is reserved on host network {:?}", net.name),
@@ -563,6 +566,7 @@ mod tests {
             address: "203.0.113.5".into(),
             interface: "eth1".into(),
             reserved_ports: "8080".into(),
+            ..Default::default()
         });
         let on_public = with_port(alloc("a", 100, 100), 8080, "203.0.113.5");
         let err = allocs_fit(&n, [&on_public]).unwrap_err();

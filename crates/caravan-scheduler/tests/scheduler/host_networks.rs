@@ -12,6 +12,7 @@ fn with_network(mut n: Node, name: &str, address: &str, reserved: &str) -> Node 
         address: address.into(),
         interface: "eth1".into(),
         reserved_ports: reserved.into(),
+        ..Default::default()
     });
     reclass(n)
 }
@@ -39,7 +40,14 @@ fn asking(count: i32, network: &str, admin: u32) -> Job {
 }
 
 fn host_ip(alloc: &caravan_proto::Allocation, label: &str) -> (String, u32) {
-    let ports = &alloc.allocated_resources.as_ref().unwrap().shared.as_ref().unwrap().ports;
+    let ports = &alloc
+        .allocated_resources
+        .as_ref()
+        .unwrap()
+        .shared
+        .as_ref()
+        .unwrap()
+        .ports;
     let p = ports.iter().find(|p| p.label == label).unwrap();
     (p.host_ip.clone(), p.value)
 }
@@ -106,7 +114,12 @@ fn default_names_the_nodes_own_network_and_needs_no_host_network() {
 #[test]
 fn ports_reserved_on_the_network_are_neither_given_nor_picked() {
     // Only one dynamic port stays free on "public": 20000-20009 less 20000-20008.
-    let mut n = with_network(node("a", "dc1", 4000, 8192), "public", "203.0.113.5", "20000-20008");
+    let mut n = with_network(
+        node("a", "dc1", 4000, 8192),
+        "public",
+        "203.0.113.5",
+        "20000-20008",
+    );
     n.resources.as_mut().unwrap().min_dynamic_port = 20000;
     n.resources.as_mut().unwrap().max_dynamic_port = 20011;
     let n = reclass(n);
@@ -136,7 +149,10 @@ fn an_interpolated_network_name_resolves_per_node() {
     let mut h = cluster(vec![reclass(a), reclass(b)], &j);
     h.process(&eval("e1", &j, "job-register")).unwrap();
     let allocs = placed(&h);
-    assert_eq!(names_nodes(&allocs), vec![("api.web[0]".to_string(), "a".to_string())]);
+    assert_eq!(
+        names_nodes(&allocs),
+        vec![("api.web[0]".to_string(), "a".to_string())]
+    );
     assert_eq!(host_ip(&allocs[0], "http").0, "198.51.100.7");
 }
 
@@ -159,5 +175,9 @@ fn one_static_port_on_two_networks_binds_both_addresses() {
     assert_eq!(host_ip(&allocs[0], "peer"), ("10.9.0.1".into(), 8080));
     // The harness commits plans through the plan applier's exact fit check.
     assert_eq!(last_status(&h), EvalStatus::Complete);
-    assert!(h.results.iter().all(|r| r.rejected_nodes.is_empty()), "{:?}", h.results);
+    assert!(
+        h.results.iter().all(|r| r.rejected_nodes.is_empty()),
+        "{:?}",
+        h.results
+    );
 }
