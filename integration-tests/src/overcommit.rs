@@ -114,7 +114,27 @@ fn breaches(n: &Node, h: &Held<'_>) -> Vec<String> {
             BTreeSet::new()
         }
     };
+    // Ports a named host network reserves, on that network's address only.
+    let mut network_ports: Vec<(&str, &str, BTreeSet<u32>)> = Vec::new();
+    for net in &n.host_networks {
+        match host_ports(&net.reserved_ports) {
+            Ok(ports) => network_ports.push((&net.name, &net.address, ports)),
+            Err(bad) => found.push(format!(
+                "host network {} reserved ports {bad:?} do not parse",
+                net.name
+            )),
+        }
+    }
     for (port, holders) in &h.ports {
+        for (name, address, ports) in &network_ports {
+            for (held_on, id) in holders {
+                if held_on == address && ports.contains(port) {
+                    found.push(format!(
+                        "port {port} is reserved on host network {name} ({address}), held by {id}"
+                    ));
+                }
+            }
+        }
         if node_ports.contains(port) {
             let ids: Vec<&str> = holders.iter().map(|(_, id)| *id).collect();
             found.push(format!(
@@ -385,5 +405,30 @@ mod tests {
         assert!(host_ports("").unwrap().is_empty());
         assert!(host_ports("80-22").is_err());
         assert!(host_ports("http").is_err());
+    }
+
+    #[test]
+    fn a_port_reserved_on_a_host_network_is_caught_on_its_address_only() {
+        let mut n = node();
+        n.host_networks.push(caravan_proto::NodeHostNetwork {
+            name: "public".into(),
+            address: "203.0.113.5".into(),
+            interface: "eth1".into(),
+            reserved_ports: "443".into(),
+            ..Default::default()
+        });
+        let on_public = alloc("a", &[], vec![port(443, "203.0.113.5")], vec![], &[]);
+        let elsewhere = alloc("b", &[], vec![port(443, "10.0.0.1")], vec![], &[]);
+        assert_eq!(
+            overcommitted_nodes(&[n.clone()], &[on_public]),
+            vec![
+                "node one (n1): port 443 is reserved on host network public (203.0.113.5), held by a"
+                    .to_string()
+            ]
+        );
+        assert_eq!(
+            overcommitted_nodes(&[n], &[elsewhere]),
+            Vec::<String>::new()
+        );
     }
 }

@@ -138,12 +138,6 @@ pub const REFUSED: &[Refused] = &[
     ),
     r(
         "port",
-        "HostNetwork",
-        "host_network",
-        "Caravan's nodes have only the default host network",
-    ),
-    r(
-        "port",
         "IgnoreCollision",
         "ignore_collision",
         "Caravan never gives two allocations one host port",

@@ -2,10 +2,11 @@
 
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocMetric, AllocatedPort, AllocatedResources,
-    AllocatedSharedResources, AllocatedTaskResources, Allocation, Job, SmallMap, TaskGroup,
+    AllocatedSharedResources, AllocatedTaskResources, Allocation, Job, Node, SmallMap, TaskGroup,
 };
 
 use crate::context::EvalContext;
+use crate::feasible;
 use crate::ports;
 use crate::rank::GroupRules;
 use crate::resources::{self, GroupAsk, NodeUsage};
@@ -46,7 +47,10 @@ pub(crate) fn build(
         }
     };
 
-    let ports_out = allocate_ports(&mut ctx.rng, &rules.ask, &cap, &used);
+    let mut ports_out = allocate_ports(&mut ctx.rng, &rules.ask, &cap, &used, &node);
+    if !rules.ask.host_networks.is_empty() {
+        bind_host_networks(&mut ports_out, &rules.ask, &node);
+    }
     let tasks = task_resources(&rules.ask, &cap, &used);
     metric.score_meta = vec![choice.score_meta(&node.id)];
     Allocation {
@@ -85,6 +89,7 @@ fn allocate_ports(
     ask: &GroupAsk,
     cap: &resources::Capacity,
     used: &NodeUsage,
+    node: &Node,
 ) -> Vec<AllocatedPort> {
     let mut ports: Vec<AllocatedPort> = ask
         .static_ports
@@ -101,10 +106,27 @@ fn allocate_ports(
     }
     let statics: Vec<u32> = ports.iter().map(|p| p.value).collect();
     let (lo, hi) = cap.dynamic_range;
+    // Ports reserved on the host networks the dynamic ports ask for; each
+    // pick avoids all of them, so one pass serves every label.
+    let network_reserved: Vec<&ports::PortSet> = if ask.host_networks.is_empty() {
+        Vec::new()
+    } else {
+        let named: Vec<String> = ask
+            .dynamic_ports
+            .iter()
+            .filter_map(|(label, _)| resolved_network(ask, label, node))
+            .collect();
+        cap.host_networks
+            .iter()
+            .filter(|n| named.contains(&n.name))
+            .map(|n| &n.reserved_ports)
+            .collect()
+    };
     let taken = |p: u32| {
         used.ports.binary_search(&p).is_ok()
             || cap.reserved_ports.contains(p)
             || statics.contains(&p)
+            || network_reserved.iter().any(|r| r.contains(p))
     };
     let picked =
         ports::pick_dynamic(rng, lo, hi, ask.dynamic_ports.len(), taken).unwrap_or_default();
@@ -117,6 +139,24 @@ fn allocate_ports(
         });
     }
     ports
+}
+
+/// The host network name the port `label` asks for on `node` (a `${meta.*}`
+/// name resolved), if it names one other than `default`.
+fn resolved_network(ask: &GroupAsk, label: &str, node: &Node) -> Option<String> {
+    let name = feasible::target::resolve(ask.network_of(label)?, node)?;
+    (!feasible::host_networks::is_default(&name)).then(|| name.into_owned())
+}
+
+/// Gives each port that names a host network the node's address on it.
+/// Feasibility placed the group only where every such network exists.
+fn bind_host_networks(ports: &mut [AllocatedPort], ask: &GroupAsk, node: &Node) {
+    for p in ports {
+        let network = resolved_network(ask, &p.label, node);
+        if let Some(net) = network.and_then(|name| feasible::host_networks::find(node, &name)) {
+            p.host_ip = net.address.clone();
+        }
+    }
 }
 
 /// Each task's resources, with reserved cores taken in task order from the

@@ -481,7 +481,7 @@ fn static_feasible(
     let job_ok = if job.checks.escaped {
         job.checks
             .check_node(ctx.table.node(idx))
-            .map_err(|r| StaticFail::Label(r.to_string()))?;
+            .map_err(|r| StaticFail::Label(r.into_owned()))?;
         true
     } else {
         if job.class_cache.len() <= class {
@@ -494,7 +494,7 @@ fn static_feasible(
                 let r = job
                     .checks
                     .check_node(ctx.table.node(idx))
-                    .map_err(str::to_string);
+                    .map_err(std::borrow::Cow::into_owned);
                 job.class_cache[class] = Some(r.is_ok());
                 if let Err(reason) = r {
                     note_class(ctx, class, false);
@@ -508,7 +508,7 @@ fn static_feasible(
         group
             .checks
             .check_node(ctx.table.node(idx))
-            .map_err(|r| StaticFail::Label(r.to_string()))?;
+            .map_err(|r| StaticFail::Label(r.into_owned()))?;
         return Ok(());
     }
     if group.class_cache.len() <= class {
@@ -521,7 +521,7 @@ fn static_feasible(
             let r = group
                 .checks
                 .check_node(ctx.table.node(idx))
-                .map_err(str::to_string);
+                .map_err(std::borrow::Cow::into_owned);
             group.class_cache[class] = Some(r.is_ok());
             note_class(ctx, class, job_ok && r.is_ok());
             r.map_err(StaticFail::Label)

@@ -10,6 +10,7 @@ mod canary;
 mod disconnect;
 mod drain;
 mod gc;
+mod host_networks;
 mod node_loss;
 mod periodic;
 mod reschedule;

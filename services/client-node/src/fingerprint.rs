@@ -40,6 +40,8 @@ pub struct HostFacts {
     pub hostname: String,
     /// The node's IP address.
     pub ip: IpAddr,
+    /// Every address of the node's interfaces, which named host networks resolve against.
+    pub interfaces: Vec<crate::host_network::InterfaceAddr>,
 }
 
 impl HostFacts {
@@ -93,6 +95,7 @@ impl HostFacts {
             os_version,
             hostname,
             ip: route_ip(probe),
+            interfaces: crate::host_network::probe_interfaces(),
         }
     }
 }
@@ -321,6 +324,7 @@ pub fn build_node(
                 )
             })
             .collect(),
+        host_networks: crate::host_network::resolve(&config.host_network, &facts.interfaces),
         ..Default::default()
     };
     node.set_status(NodeStatus::Ready);
@@ -378,6 +382,10 @@ mod tests {
             os_version: "12".into(),
             hostname: "box-a".into(),
             ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 5)),
+            interfaces: vec![crate::host_network::InterfaceAddr {
+                interface: "lo".into(),
+                ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            }],
         }
     }
 
@@ -514,5 +522,39 @@ mod tests {
         assert!(!f.kernel_name.is_empty());
         assert!(f.disk_free_bytes.is_some());
         assert_eq!(f.ip, IpAddr::V4(Ipv4Addr::LOCALHOST));
+    }
+
+    #[test]
+    fn host_networks_resolve_onto_the_node_and_change_its_class() {
+        let mut config = ClientConfig::default();
+        let drivers = BTreeMap::new();
+        let plain = build_node(&config, &facts(), "n", "", &drivers);
+        config.host_network.insert(
+            "lo".into(),
+            crate::config::HostNetworkConfig {
+                cidr: "127.0.0.0/8".into(),
+                reserved_ports: "22".into(),
+                ..Default::default()
+            },
+        );
+        config.host_network.insert(
+            "public".into(),
+            crate::config::HostNetworkConfig {
+                cidr: "203.0.113.0/24".into(),
+                ..Default::default()
+            },
+        );
+        let node = build_node(&config, &facts(), "n", "", &drivers);
+        assert_eq!(
+            node.host_networks,
+            vec![caravan_proto::NodeHostNetwork {
+                name: "lo".into(),
+                address: "127.0.0.1".into(),
+                interface: "lo".into(),
+                reserved_ports: "22".into(),
+                cidr: "127.0.0.0/8".into(),
+            }]
+        );
+        assert_ne!(node.computed_class, plain.computed_class);
     }
 }

@@ -22,6 +22,7 @@ mod fs;
 mod gateway;
 mod health;
 mod heartbeat_thread;
+mod host_network;
 mod identity_hook;
 mod lifecycle;
 mod live_allocs;

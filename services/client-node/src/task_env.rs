@@ -234,7 +234,9 @@ fn port_vars(vars: &mut BTreeMap<String, String>, port: &AllocatedPort, node_ip:
         port.host_ip.as_str()
     };
     let inner = if port.to > 0 { port.to } else { port.value };
+    // A port on a named host network carries that network's address.
     vars.insert(format!("NOMAD_IP_{label}"), ip.to_string());
+    vars.insert(format!("NOMAD_HOST_IP_{label}"), ip.to_string());
     vars.insert(format!("NOMAD_PORT_{label}"), inner.to_string());
     vars.insert(format!("NOMAD_HOST_PORT_{label}"), port.value.to_string());
     vars.insert(format!("NOMAD_ALLOC_PORT_{label}"), inner.to_string());
@@ -425,6 +427,9 @@ mod tests {
         assert_eq!(v["NOMAD_HOST_PORT_db"], "25000");
         assert_eq!(v["NOMAD_ADDR_db"], "10.0.0.9:5432");
         assert_eq!(v["NOMAD_HOST_ADDR_db"], "10.0.0.9:25000");
+        assert_eq!(v["NOMAD_IP_db"], "10.0.0.9");
+        assert_eq!(v["NOMAD_HOST_IP_db"], "10.0.0.9");
+        assert_eq!(v["NOMAD_HOST_IP_http-admin"], "10.0.0.5");
         // Group meta overrides job meta; both cases are set.
         assert_eq!(v["NOMAD_META_TIER"], "group");
         assert_eq!(v["NOMAD_META_tier"], "group");

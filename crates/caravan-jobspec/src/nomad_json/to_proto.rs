@@ -695,10 +695,6 @@ fn networks(
                     .map(|p| {
                         let label = p.label.unwrap_or_default();
                         let pbase = join(&nbase, &format!("port {label:?}"));
-                        // Nomad's API names the default host network on every port it returns.
-                        if let Some(h) = p.host_network.as_deref().filter(|h| *h != "default") {
-                            conv.unsupported("port", &pbase, "HostNetwork", Some(&Value::from(h)));
-                        }
                         if p.ignore_collision == Some(true) {
                             conv.unsupported(
                                 "port",

@@ -590,6 +590,23 @@ struct PortsSeen<'a> {
     statics: BTreeMap<(&'a str, u32), String>,
 }
 
+/// Whether a port's `host_network` is a plain name or a node target the
+/// scheduler resolves per node.
+fn valid_host_network(name: &str) -> bool {
+    if let Some(inner) = name.strip_prefix("${").and_then(|n| n.strip_suffix('}')) {
+        return matches!(
+            inner,
+            "node.unique.id" | "node.unique.name" | "node.datacenter" | "node.class" | "node.pool"
+        ) || ["attr.", "meta."]
+            .iter()
+            .any(|p| inner.strip_prefix(p).is_some_and(|k| !k.is_empty()));
+    }
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
 fn check_network<'a>(
     net: &'a NetworkResource,
     where_: String,
@@ -627,6 +644,22 @@ fn check_network<'a>(
         } else {
             labels.insert(&port.label, where_.clone());
         }
+        // "" and "default" both name the node's own network.
+        let network = if port.host_network.is_empty() {
+            "default"
+        } else {
+            port.host_network.as_str()
+        };
+        if !valid_host_network(network) {
+            e.on(
+                &pbase,
+                "host_network",
+                format!(
+                    "{network:?} is not a host network name (letters, digits, '_', '-', '.') \
+                     or a ${{node.*}}, ${{attr.*}} or ${{meta.*}} target"
+                ),
+            );
+        }
         if reserved {
             if !(1..=65535).contains(&port.value) {
                 e.on(
@@ -634,17 +667,14 @@ fn check_network<'a>(
                     "static",
                     format!("must be between 1 and 65535 (got {})", port.value),
                 );
-            } else if let Some(other) = statics.get(&(port.host_network.as_str(), port.value)) {
+            } else if let Some(other) = statics.get(&(network, port.value)) {
                 e.on(
                     &pbase,
                     "static",
                     format!("static port {} is already reserved by {other}", port.value),
                 );
             } else {
-                statics.insert(
-                    (&port.host_network, port.value),
-                    format!("port {:?}", port.label),
-                );
+                statics.insert((network, port.value), format!("port {:?}", port.label));
             }
         }
         if port.to > 65535 {

@@ -70,7 +70,6 @@ fn hcl_snippet(within: &str, hcl: &str) -> String {
             format!("{hcl} = \"abc\"")
         }
         ("group", "max_run_duration") => "max_run_duration = \"1h\"".into(),
-        ("port", "host_network") => "host_network = \"public\"".into(),
         (
             _,
             "prevent_reschedule_on_lost"
@@ -137,7 +136,7 @@ fn every_refused_block_and_argument_of_an_hcl_job_is_named() {
 fn json_value(within: &str, json_name: &str) -> Value {
     match json_name {
         "ConsulToken" | "VaultToken" | "ConsulNamespace" | "VaultNamespace" | "Kind" | "Device"
-        | "CIDR" | "IP" | "Hostname" | "HostNetwork" => json!("x"),
+        | "CIDR" | "IP" | "Hostname" => json!("x"),
         "PreventRescheduleOnLost"
         | "RenderTemplates"
         | "IgnoreCollision"

@@ -286,6 +286,70 @@ fn ports() {
 }
 
 #[test]
+fn ports_on_host_networks_are_accepted_and_their_names_checked() {
+    let hcl = r#"
+job "web" {
+  group "web" {
+    network {
+      port "http" {
+        host_network = "public"
+      }
+      port "admin" {
+        static       = 8080
+        host_network = "${meta.admin_net}"
+      }
+      port "peer" {
+        static       = 8080
+        host_network = "private"
+      }
+    }
+    task "app" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+"#;
+    let job = caravan_jobspec::parse_hcl(hcl, &ParseOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .job;
+    assert_eq!(errors(&job), Vec::<String>::new());
+    let ports = &job.task_groups[0].networks[0];
+    assert_eq!(ports.dynamic_ports[0].host_network, "public");
+    assert_eq!(ports.reserved_ports[0].host_network, "${meta.admin_net}");
+
+    let json = job_with(|j| {
+        j["TaskGroups"][0]["Networks"] = json!([{
+            "DynamicPorts": [{"Label": "http", "HostNetwork": "public"}],
+            "ReservedPorts": [
+                {"Label": "a", "Value": 80, "HostNetwork": "bad name"},
+                {"Label": "b", "Value": 81, "HostNetwork": "${env.X}"},
+                {"Label": "c", "Value": 82, "HostNetwork": ""},
+                {"Label": "d", "Value": 82, "HostNetwork": "default"}
+            ]
+        }]);
+    });
+    assert_eq!(
+        json.task_groups[0].networks[0].dynamic_ports[0].host_network,
+        "public"
+    );
+    assert_error(
+        &json,
+        r#"group "web": network[0]: port "a": host_network: "bad name" is not a host network name"#,
+    );
+    assert_error(
+        &json,
+        r#"group "web": network[0]: port "b": host_network: "${env.X}" is not a host network name"#,
+    );
+    // "" and "default" are one network: the same static port twice.
+    assert_error(
+        &json,
+        r#"group "web": network[0]: port "d": static: static port 82 is already reserved by port "c""#,
+    );
+    assert_eq!(errors(&json).len(), 3, "{:#?}", errors(&json));
+}
+
+#[test]
 fn policies() {
     let job = job_with(|j| {
         let g = &mut j["TaskGroups"][0];

@@ -37,6 +37,15 @@ pub fn compute_node_class(node: &Node) -> String {
             h.field(&[u8::from(v.read_only)]);
         }
     }
+    // So do host networks, by name; nodes without any keep their class.
+    if !node.host_networks.is_empty() {
+        h.field(b"host_networks");
+        let mut names: Vec<&str> = node.host_networks.iter().map(|n| n.name.as_str()).collect();
+        names.sort_unstable();
+        for name in names {
+            h.field(name.as_bytes());
+        }
+    }
     format!("v1:{:016x}", h.0)
 }
 

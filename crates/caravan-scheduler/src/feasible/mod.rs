@@ -7,9 +7,12 @@
 
 pub mod class;
 pub mod constraint;
+pub mod host_networks;
 pub mod host_volumes;
 pub mod target;
 pub mod version;
+
+use std::borrow::Cow;
 
 use caravan_proto::{Job, Node, TaskGroup};
 
@@ -96,6 +99,8 @@ pub struct Checks {
     /// Host volumes each allocation asks for under its own name (`per_alloc`):
     /// checked per placement, never cached per class.
     pub per_alloc_volumes: Vec<host_volumes::HostVolumeAsk>,
+    /// Ports naming a host network the node must have (groups only).
+    pub host_networks: Vec<host_networks::HostNetworkAsk>,
 }
 
 impl Checks {
@@ -123,6 +128,11 @@ impl Checks {
             }
         }
         (c.host_volumes, c.per_alloc_volumes) = host_volumes::asks(tg);
+        c.host_networks = host_networks::asks(tg);
+        c.escaped |= c
+            .host_networks
+            .iter()
+            .any(|n| target::is_unique(&n.network));
         Ok(c)
     }
 
@@ -146,15 +156,15 @@ impl Checks {
     }
 
     /// Runs the node-only checks; the error is the label of what failed.
-    pub fn check_node(&self, node: &Node) -> Result<(), &str> {
+    pub fn check_node(&self, node: &Node) -> Result<(), Cow<'_, str>> {
         for d in &self.drivers {
             if !has_driver(node, d) {
-                return Err("missing drivers");
+                return Err(Cow::Borrowed("missing drivers"));
             }
         }
         for k in &self.constraints {
             if !k.check(node) {
-                return Err(&k.label);
+                return Err(Cow::Borrowed(&k.label));
             }
         }
         if !self
@@ -162,7 +172,10 @@ impl Checks {
             .iter()
             .all(|v| host_volumes::node_has(node, &v.source, v.read_only))
         {
-            return Err(host_volumes::MISSING_HOST_VOLUMES);
+            return Err(Cow::Borrowed(host_volumes::MISSING_HOST_VOLUMES));
+        }
+        for n in &self.host_networks {
+            n.check(node)?;
         }
         Ok(())
     }

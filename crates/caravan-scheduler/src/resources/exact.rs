@@ -226,6 +226,17 @@ impl<'n, 'a> Holdings<'n, 'a> {
                     format_args!("port {port} is reserved by the node"),
                 ));
             }
+            if let Some(net) = self
+                .cap
+                .host_networks
+                .iter()
+                .find(|n| !ip.is_empty() && n.address == ip && n.reserved_ports.contains(port))
+            {
+                return Err(FitError::new(
+                    Exhausted::PortCollision,
+                    format_args!("port {port} is reserved on host network {:?}", net.name),
+                ));
+            }
             let holders = self.ports.entry(port).or_default();
             // An allocation that names no address holds the port on every address.
             if holders
@@ -545,5 +556,25 @@ mod tests {
         assert!(err.to_string().contains("gpu-0"), "{err}");
         let err = allocs_fit(&n, [&gpu("g", "gpu-7")]).unwrap_err();
         assert!(err.to_string().contains("not on the node"), "{err}");
+    }
+
+    #[test]
+    fn host_network_reserved_ports_bind_only_on_that_address() {
+        let mut n = node();
+        n.host_networks.push(caravan_proto::NodeHostNetwork {
+            name: "public".into(),
+            address: "203.0.113.5".into(),
+            interface: "eth1".into(),
+            reserved_ports: "8080".into(),
+            ..Default::default()
+        });
+        let on_public = with_port(alloc("a", 100, 100), 8080, "203.0.113.5");
+        let err = allocs_fit(&n, [&on_public]).unwrap_err();
+        assert_eq!(
+            err.detail,
+            "network: port collision: port 8080 is reserved on host network \"public\""
+        );
+        let elsewhere = with_port(alloc("b", 100, 100), 8080, "10.0.0.1");
+        assert_eq!(dimension(allocs_fit(&n, [&elsewhere])), "fits");
     }
 }

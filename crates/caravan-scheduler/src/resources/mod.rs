@@ -124,6 +124,31 @@ pub struct Capacity {
     pub reserved_ports: PortSet,
     /// Dynamic port range, inclusive.
     pub dynamic_range: (u32, u32),
+    /// The node's named host networks (empty for most nodes).
+    pub host_networks: Vec<NetworkCapacity>,
+}
+
+/// A named host network of a node: its address and the ports reserved on it.
+#[derive(Debug, Clone, Default)]
+pub struct NetworkCapacity {
+    /// The network's name.
+    pub name: String,
+    /// The node's address on it; ports asking for the network bind there.
+    pub address: String,
+    /// Ports reserved on this address only.
+    pub reserved_ports: PortSet,
+}
+
+impl Capacity {
+    /// The ports reserved on the network a port asking for `network` lands on:
+    /// that network's, or every network's when the name is resolved per node
+    /// (a `${meta.*}` target), which may only refuse more, never less.
+    pub fn network_reserved(&self, network: &str, port: u32) -> bool {
+        self.host_networks
+            .iter()
+            .filter(|n| network.contains("${") || n.name == network)
+            .any(|n| n.reserved_ports.contains(port))
+    }
 }
 
 impl Capacity {
@@ -167,6 +192,15 @@ impl Capacity {
                 PortSet::parse_lenient(&rsv.reserved_host_ports)
             },
             dynamic_range: (lo, hi.max(lo)),
+            host_networks: node
+                .host_networks
+                .iter()
+                .map(|n| NetworkCapacity {
+                    name: n.name.clone(),
+                    address: n.address.clone(),
+                    reserved_ports: PortSet::parse_lenient(&n.reserved_ports),
+                })
+                .collect(),
         }
     }
 }
@@ -203,6 +237,19 @@ pub struct GroupAsk {
     pub static_ports: Vec<(String, u32, u32)>,
     /// Labels of dynamic ports with their `to`.
     pub dynamic_ports: Vec<(String, u32)>,
+    /// Labels of the ports (static or dynamic) that name a host network, with
+    /// the name; empty unless the group uses host networks.
+    pub host_networks: Vec<(String, String)>,
+}
+
+impl GroupAsk {
+    /// The host network the port `label` asks for, if it names one.
+    pub fn network_of(&self, label: &str) -> Option<&str> {
+        self.host_networks
+            .iter()
+            .find(|(l, _)| l == label)
+            .map(|(_, n)| n.as_str())
+    }
 }
 
 impl GroupAsk {
@@ -246,6 +293,12 @@ impl GroupAsk {
             }
         }
         for n in networks {
+            for p in n.reserved_ports.iter().chain(n.dynamic_ports.iter()) {
+                if !crate::feasible::host_networks::is_default(&p.host_network) {
+                    ask.host_networks
+                        .push((p.label.clone(), p.host_network.clone()));
+                }
+            }
             for p in &n.reserved_ports {
                 ask.static_ports.push((p.label.clone(), p.value, p.to));
             }
@@ -326,11 +379,21 @@ pub fn fits(cap: &Capacity, used: &NodeUsage, ask: &GroupAsk) -> Result<(), Exha
     ports_fit(cap, used, ask)
 }
 
+/// Ports are compared by number whatever their address: a port on a host
+/// network and the same port on the node's own address count as one, which
+/// may refuse a fit the exact check would allow but never allows an
+/// over-commit. A group without host networks pays nothing for them.
 fn ports_fit(cap: &Capacity, used: &NodeUsage, ask: &GroupAsk) -> Result<(), Exhausted> {
-    for (i, (_, port, _)) in ask.static_ports.iter().enumerate() {
+    for (i, (label, port, _)) in ask.static_ports.iter().enumerate() {
         if used.ports.binary_search(port).is_ok()
             || cap.reserved_ports.contains(*port)
-            || ask.static_ports[..i].iter().any(|(_, p, _)| p == port)
+            || ask.static_ports[..i]
+                .iter()
+                .any(|(other, p, _)| p == port && same_address(cap, ask, label, other))
+            || (!ask.host_networks.is_empty()
+                && ask
+                    .network_of(label)
+                    .is_some_and(|n| cap.network_reserved(n, *port)))
         {
             return Err(Exhausted::ReservedPort);
         }
@@ -344,12 +407,51 @@ fn ports_fit(cap: &Capacity, used: &NodeUsage, ask: &GroupAsk) -> Result<(), Exh
                 .static_ports
                 .iter()
                 .filter(|(_, p, _)| (lo..=hi).contains(p))
-                .count() as u64;
+                .count() as u64
+            + network_reserved_in(cap, ask, lo, hi);
         if span.saturating_sub(taken) < ask.dynamic_ports.len() as u64 {
             return Err(Exhausted::DynamicPort);
         }
     }
     Ok(())
+}
+
+/// Whether two ports of one group land on the same address (or may: the
+/// node's own network covers every address, and a `${meta.*}` name or one
+/// the node lacks is taken to collide).
+fn same_address(cap: &Capacity, ask: &GroupAsk, a: &str, b: &str) -> bool {
+    if ask.host_networks.is_empty() {
+        return true;
+    }
+    let address = |label: &str| {
+        let name = ask.network_of(label)?;
+        cap.host_networks
+            .iter()
+            .find(|n| !name.contains("${") && n.name == name)
+            .map(|n| n.address.as_str())
+    };
+    match (address(a), address(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => true,
+    }
+}
+
+/// Dynamic-range ports reserved on the host networks the group's dynamic
+/// ports ask for (an overlap counts twice: it may only refuse more).
+fn network_reserved_in(cap: &Capacity, ask: &GroupAsk, lo: u32, hi: u32) -> u64 {
+    if ask.host_networks.is_empty() {
+        return 0;
+    }
+    cap.host_networks
+        .iter()
+        .filter(|n| {
+            ask.dynamic_ports.iter().any(|(label, _)| {
+                ask.network_of(label)
+                    .is_some_and(|want| want.contains("${") || want == n.name)
+            })
+        })
+        .map(|n| n.reserved_ports.count_in(lo, hi))
+        .sum()
 }
 
 /// Picks the cores for an ask that fits: the lowest free ids.

@@ -8,6 +8,7 @@ mod evals;
 mod feasibility;
 mod generic;
 mod harness;
+mod host_networks;
 mod host_volumes;
 mod preemption;
 mod properties;

@@ -82,6 +82,39 @@ pub fn validate(node: &Node) -> Result<()> {
             "a node can't register as down",
         ));
     }
+    validate_host_networks(node)
+}
+
+/// A node's host networks: named once each, on an IP address, with reserved
+/// ports that parse; the scheduler binds ports to these addresses.
+fn validate_host_networks(node: &Node) -> Result<()> {
+    for (i, n) in node.host_networks.iter().enumerate() {
+        let field = |f: &str| format!("node.host_networks[{i}].{f}");
+        if n.name.is_empty() || n.name == "default" {
+            return Err(GatewayError::field(
+                field("name"),
+                "a host network needs a name other than \"default\"",
+            ));
+        }
+        if node.host_networks[..i].iter().any(|o| o.name == n.name) {
+            return Err(GatewayError::field(
+                field("name"),
+                format!("host network {:?} is listed twice", n.name),
+            ));
+        }
+        if n.address.parse::<std::net::IpAddr>().is_err() {
+            return Err(GatewayError::field(
+                field("address"),
+                format!("{:?} is not an IP address", n.address),
+            ));
+        }
+        if caravan_scheduler::ports::PortSet::parse(&n.reserved_ports).is_err() {
+            return Err(GatewayError::field(
+                field("reserved_ports"),
+                "expected ports and ranges like 22,80,8000-8100",
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -316,6 +349,36 @@ mod tests {
             lease_secs(Duration::from_secs(10), Duration::from_secs(10)),
             20
         );
+    }
+
+    #[test]
+    fn host_networks_need_a_unique_name_an_address_and_valid_reserved_ports() {
+        let net = |name: &str, address: &str, reserved: &str| caravan_proto::NodeHostNetwork {
+            name: name.into(),
+            address: address.into(),
+            reserved_ports: reserved.into(),
+            ..Default::default()
+        };
+        let mut node = Node {
+            id: "n1".into(),
+            name: "one".into(),
+            datacenter: "dc1".into(),
+            host_networks: vec![net("lo", "127.0.0.1", "22"), net("v6", "::1", "")],
+            ..Default::default()
+        };
+        assert!(validate(&node).is_ok());
+        let field_of = |node: &Node| match validate(node) {
+            Err(GatewayError::InvalidField { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        node.host_networks.push(net("lo", "127.0.0.2", ""));
+        assert_eq!(field_of(&node), "node.host_networks[2].name");
+        node.host_networks[2] = net("x", "localhost", "");
+        assert_eq!(field_of(&node), "node.host_networks[2].address");
+        node.host_networks[2] = net("x", "10.0.0.1", "70000");
+        assert_eq!(field_of(&node), "node.host_networks[2].reserved_ports");
+        node.host_networks[2] = net("default", "10.0.0.1", "");
+        assert_eq!(field_of(&node), "node.host_networks[2].name");
     }
 
     #[test]

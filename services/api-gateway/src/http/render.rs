@@ -530,6 +530,30 @@ fn host_volumes(n: &Node) -> Value {
         .into()
 }
 
+/// Nomad's `Node.HostNetworks`: the client's named host networks (null when
+/// none); `Address` is Caravan's addition, the node's address on the network.
+fn host_networks(n: &Node) -> Value {
+    if n.host_networks.is_empty() {
+        return Value::Null;
+    }
+    n.host_networks
+        .iter()
+        .map(|h| {
+            (
+                h.name.clone(),
+                json!({
+                    "Name": h.name,
+                    "CIDR": h.cidr,
+                    "Interface": h.interface,
+                    "ReservedPorts": h.reserved_ports,
+                    "Address": h.address,
+                }),
+            )
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
 /// Nomad's `Node`.
 pub fn node(n: &Node) -> Value {
     json!({
@@ -555,6 +579,7 @@ pub fn node(n: &Node) -> Value {
         "Events": Value::Null,
         "Drivers": drivers(n),
         "HostVolumes": host_volumes(n),
+        "HostNetworks": host_networks(n),
         "LastDrain": last_drain(n),
         "CreateIndex": index(n.create_revision),
         "ModifyIndex": index(n.modify_revision),
@@ -736,6 +761,19 @@ mod tests {
         assert_eq!(
             node(&n)["HostVolumes"],
             json!({"data": {"Name": "data", "Path": "/srv/data", "ReadOnly": true, "ID": ""}})
+        );
+        assert_eq!(node(&n)["HostNetworks"], Value::Null);
+        n.host_networks.push(caravan_proto::NodeHostNetwork {
+            name: "lo".into(),
+            address: "127.0.0.1".into(),
+            interface: "lo".into(),
+            reserved_ports: "22".into(),
+            cidr: "127.0.0.0/8".into(),
+        });
+        assert_eq!(
+            node(&n)["HostNetworks"],
+            json!({"lo": {"Name": "lo", "CIDR": "127.0.0.0/8", "Interface": "lo",
+                "ReservedPorts": "22", "Address": "127.0.0.1"}})
         );
     }
 
