@@ -99,10 +99,8 @@ pub struct ClientConfig {
     /// Directories offered to jobs as host volumes, by name
     /// (`[host_volume.<name>]`, Nomad's `host_volume "<name>" { … }`).
     pub host_volume: BTreeMap<String, HostVolumeConfig>,
-<<<<<<< HEAD
     /// Limits on tasks' artifact downloads and unpacking (`[artifact]`).
     pub artifact: crate::artifact::ArtifactConfig,
-=======
     /// Named networks of the node that ports may ask for by name
     /// (`[host_network.<name>]`, Nomad's `host_network "<name>" { … }`).
     pub host_network: BTreeMap<String, HostNetworkConfig>,
@@ -119,7 +117,6 @@ pub struct HostNetworkConfig {
     pub interface: String,
     /// Ports reserved on this network's address only (`22,80,8000-8100`).
     pub reserved_ports: String,
->>>>>>> h-hostnet
 }
 
 /// A directory of the node that jobs may mount by name (`volume { type = "host" }`).
@@ -208,11 +205,8 @@ impl Default for ClientConfig {
             telemetry: TelemetryConfig::default(),
             tls: caravan_runtime::tls::TlsConfig::default(),
             host_volume: BTreeMap::new(),
-<<<<<<< HEAD
             artifact: crate::artifact::ArtifactConfig::default(),
-=======
             host_network: BTreeMap::new(),
->>>>>>> h-hostnet
         }
     }
 }
@@ -296,15 +290,12 @@ impl ClientConfig {
                 ));
             }
         }
-<<<<<<< HEAD
         self.artifact
             .limits()
             .map_err(|(field, why)| ClientError::invalid(field, why))?;
-=======
         for (name, n) in &self.host_network {
             crate::host_network::validate(name, n)?;
         }
->>>>>>> h-hostnet
         if caravan_scheduler::ports::PortSet::parse(&self.reserved.reserved_host_ports).is_err() {
             return Err(ClientError::invalid(
                 "reserved.reserved_host_ports",
