@@ -40,6 +40,8 @@ pub struct HostFacts {
     pub hostname: String,
     /// The node's IP address.
     pub ip: IpAddr,
+    /// Bridge networking works here (root, the CNI plugins installed).
+    pub bridge_network: bool,
 }
 
 impl HostFacts {
@@ -93,6 +95,9 @@ impl HostFacts {
             os_version,
             hostname,
             ip: route_ip(probe),
+            bridge_network: crate::network::bridge_available(Path::new(
+                crate::network::DEFAULT_PLUGIN_DIR,
+            )),
         }
     }
 }
@@ -296,7 +301,14 @@ pub fn build_node(
                     IpAddr::V6(ip) => format!("{ip}/128"),
                 },
                 mbits: config.network_speed_mbits,
-            }],
+            }]
+            .into_iter()
+            // Groups in bridge mode are placed only where it is.
+            .chain(facts.bridge_network.then(|| NodeNetwork {
+                mode: "bridge".into(),
+                ..Default::default()
+            }))
+            .collect(),
             ..Default::default()
         }),
         reserved: Some(NodeReservedResources {
@@ -378,6 +390,7 @@ mod tests {
             os_version: "12".into(),
             hostname: "box-a".into(),
             ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 5)),
+            bridge_network: false,
         }
     }
 
@@ -419,6 +432,19 @@ mod tests {
         assert_eq!(res.memory_mb, 4096);
         assert_eq!(res.disk_mb, 10240);
         assert_eq!(res.networks[0].ip, "10.0.0.5");
+        assert_eq!(res.networks.len(), 1, "no bridge network without the plugins");
+        let bridged = build_node(
+            &config,
+            &HostFacts {
+                bridge_network: true,
+                ..facts()
+            },
+            "id-1",
+            "10.0.0.5:4660",
+            &drivers,
+        );
+        let modes: Vec<&str> = bridged.resources.as_ref().unwrap().networks.iter().map(|n| n.mode.as_str()).collect();
+        assert_eq!(modes, ["host", "bridge"]);
         assert_eq!(node.name, "box-a");
         assert_eq!(node.datacenter, "dc2");
         assert_eq!(node.node_pool, "default");

@@ -9,12 +9,13 @@ use caravan_proto::{Task, TaskGroup, TaskState};
 use super::AllocRunner;
 use crate::driver::{HandleState, TaskHandle};
 use crate::lifecycle;
+use crate::network::GroupNetwork;
 use crate::state_dir::AllocRecord;
 use crate::task_runner::{KillRequest, event, events, push_event, states};
 
 impl AllocRunner {
     /// First start: dirs, payload, task states, then the tasks.
-    pub(super) fn setup(&mut self, group: &TaskGroup) {
+    pub(super) async fn setup(&mut self, group: &TaskGroup) {
         for task in &group.tasks {
             let mut state = TaskState {
                 state: states::PENDING.into(),
@@ -28,13 +29,7 @@ impl AllocRunner {
                 .insert(task.name.clone(), self.slot(state, task.leader));
         }
         if let Err(msg) = self.build_dirs(group) {
-            for slot in self.slots.values_mut() {
-                push_event(&mut slot.state, event(events::SETUP_FAILURE, msg.clone()));
-                slot.state.state = states::DEAD.into();
-                slot.state.failed = true;
-            }
-            self.persist();
-            self.report();
+            self.fail_setup(msg);
             return;
         }
         for slot in self.slots.values_mut() {
@@ -57,8 +52,59 @@ impl AllocRunner {
             self.report();
             return;
         }
+        if let Err(msg) = self.setup_network(group).await {
+            self.fail_setup(msg);
+            return;
+        }
         self.start_ready();
         self.settle_early_deaths();
+    }
+
+    /// Every task fails with a Setup Failure of `msg`; none runs.
+    fn fail_setup(&mut self, msg: String) {
+        for slot in self.slots.values_mut() {
+            push_event(&mut slot.state, event(events::SETUP_FAILURE, msg.clone()));
+            slot.state.state = states::DEAD.into();
+            slot.state.failed = true;
+        }
+        self.persist();
+        self.report();
+    }
+
+    /// Gives a `bridge` or `none` group its network namespace before any of
+    /// its tasks starts.
+    async fn setup_network(&self, group: &TaskGroup) -> Result<(), String> {
+        let Some(mode) = GroupNetwork::of(group) else {
+            return Ok(());
+        };
+        let Some(networks) = self.networks() else {
+            return Ok(());
+        };
+        if let Some(task) = group.tasks.iter().find(|t| t.driver == "docker") {
+            return Err(format!(
+                "failed to configure networking for alloc: task {:?}: docker tasks in a {} network group are not supported",
+                task.name,
+                group.networks.first().map(|n| n.mode.as_str()).unwrap_or_default()
+            ));
+        }
+        let ports = self
+            .alloc
+            .allocated_resources
+            .as_ref()
+            .and_then(|r| r.shared.as_ref())
+            .map(|s| s.ports.clone())
+            .unwrap_or_default();
+        let alloc_id = self.alloc.id.clone();
+        let made =
+            tokio::task::spawn_blocking(move || networks.setup(&alloc_id, mode, &ports)).await;
+        match made {
+            Ok(Ok(net)) => {
+                tracing::info!(alloc = %self.alloc.id, ip = %net.ip, "alloc network ready");
+                Ok(())
+            }
+            Ok(Err(e)) => Err(format!("failed to configure networking for alloc: {e}")),
+            Err(e) => Err(format!("failed to configure networking for alloc: {e}")),
+        }
     }
 
     /// Starts every task whose lifecycle phase allows it now.

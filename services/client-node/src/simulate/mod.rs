@@ -97,6 +97,7 @@ pub async fn simulated_agents(
             os_version: String::new(),
             hostname: name.clone(),
             ip,
+            bridge_network: false,
         };
         let node_config = ClientConfig {
             name: name.clone(),

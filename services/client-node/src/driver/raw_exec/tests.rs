@@ -57,6 +57,7 @@ fn spec(dir: &std::path::Path, script: &str) -> TaskSpec {
         user: String::new(),
         resources: None,
         volume_mounts: Vec::new(),
+        netns: None,
     }
 }
 

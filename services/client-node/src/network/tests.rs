@@ -1,0 +1,112 @@
+//! Attaching and detaching real namespaces with the installed CNI plugins
+//! (root only; skipped elsewhere).
+
+use super::*;
+
+fn ready() -> bool {
+    let ok = bridge_available(Path::new(DEFAULT_PLUGIN_DIR));
+    if !ok {
+        eprintln!("skipped: needs root and the CNI plugins in {DEFAULT_PLUGIN_DIR}");
+    }
+    ok
+}
+
+fn iptables_mentions(id: &str) -> usize {
+    let out = std::process::Command::new("iptables-save")
+        .output()
+        .expect("iptables-save");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(id))
+        .count()
+}
+
+#[test]
+fn a_bridge_alloc_gets_an_address_port_rules_and_leaves_nothing() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let networks = Networks::new(dir.path(), DEFAULT_PLUGIN_DIR);
+    let id = uuid::Uuid::new_v4().to_string();
+    let ports = [AllocatedPort {
+        label: "http".into(),
+        value: 28431,
+        to: 8080,
+        ..Default::default()
+    }];
+    let net = networks
+        .setup(&id, GroupNetwork::Bridge, &ports)
+        .expect("setup");
+    assert!(net.ip.starts_with("172.26."), "{net:?}");
+    assert_eq!(networks.load(&id), Some(net.clone()));
+    assert_eq!(networks.allocs(), vec![id.clone()]);
+    assert!(iptables_mentions(&id) > 0, "portmap and firewall rules name the alloc");
+    networks.teardown(&id).expect("teardown");
+    assert_eq!(iptables_mentions(&id), 0);
+    assert!(networks.allocs().is_empty());
+    assert_eq!(networks.load(&id), None);
+    networks.teardown(&id).expect("a second teardown is a no-op");
+}
+
+#[test]
+fn a_none_alloc_has_loopback_alone() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let networks = Networks::new(dir.path(), DEFAULT_PLUGIN_DIR);
+    let id = uuid::Uuid::new_v4().to_string();
+    let net = networks
+        .setup(&id, GroupNetwork::Isolated, &[])
+        .expect("setup");
+    assert_eq!(net.ip, "");
+    let (links, loopback_up) = in_netns(&net.netns, || {
+        let dev = std::fs::read_to_string("/proc/thread-self/net/dev").expect("net/dev");
+        let links: Vec<String> = dev
+            .lines()
+            .skip(2)
+            .filter_map(|l| l.split(':').next())
+            .map(|n| n.trim().to_string())
+            .collect();
+        // Sockets belong to their creator's namespace: this connects only
+        // when the namespace's loopback is up.
+        let up = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| std::net::TcpStream::connect(l.local_addr()?).map(|_| l))
+            .is_ok();
+        (links, up)
+    });
+    assert_eq!(links, ["lo"]);
+    assert!(loopback_up);
+    networks.teardown(&id).expect("teardown");
+    assert!(!net.netns.exists());
+}
+
+#[test]
+fn a_namespace_without_its_record_is_still_torn_down() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let networks = Networks::new(dir.path(), DEFAULT_PLUGIN_DIR);
+    let id = uuid::Uuid::new_v4().to_string();
+    networks
+        .setup(&id, GroupNetwork::Bridge, &[])
+        .expect("setup");
+    std::fs::remove_file(networks.record_path(&id)).expect("lose the record");
+    assert_eq!(networks.allocs(), vec![id.clone()]);
+    networks.teardown(&id).expect("teardown");
+    assert!(networks.allocs().is_empty());
+    assert_eq!(iptables_mentions(&id), 0);
+}
+
+/// Runs `f` on a thread inside the namespace at `path`.
+fn in_netns<T: Send + 'static>(path: &Path, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = path.to_path_buf();
+    std::thread::spawn(move || {
+        netns::enter(&path).expect("enter");
+        f()
+    })
+    .join()
+    .expect("join")
+}
