@@ -491,3 +491,97 @@ async fn a_client_killed_mid_alloc_cleans_up_after_its_restart() {
     second.terminate();
     scene.stop_fake.cancel();
 }
+
+#[tokio::test]
+async fn an_exec_task_runs_in_the_group_namespace() {
+    if !ready() {
+        return;
+    }
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_caravan-client-node"));
+    let fp = caravan_client_node::driver::Driver::fingerprint(
+        &caravan_client_node::driver::ExecDriver::new(bin, &Default::default()),
+    )
+    .await;
+    if !fp.detected() {
+        eprintln!("skipped: exec driver not detected here: {}", fp.description);
+        return;
+    }
+    let scene = Scene::new().await;
+    let mut conf = config(scene.gateway, scene.dir.path());
+    conf.drivers = vec!["exec".into()];
+    let shutdown = CancellationToken::new();
+    let client = start(conf, shutdown.clone()).await.unwrap();
+    let node_id = client.ready.node_ids[0].clone();
+    let mut t = sh_task(
+        "isolated",
+        "cat /proc/net/dev > /alloc/netdev; while true; do sleep 1; done",
+    );
+    t.driver = "exec".into();
+    let mut j = bridge_job("exec-bridge", false);
+    j.task_groups[0].tasks = vec![t];
+    let a = bridge_alloc(&j, free_port());
+    scene.fake.push(&node_id, vec![a.clone()], vec![j.clone()]);
+    scene.running(&a).await;
+    let netdev = scene.alloc_dir(&a).join("alloc/netdev");
+    until("the task listed its interfaces", WAIT, || {
+        std::fs::read_to_string(&netdev).is_ok_and(|s| s.contains("lo:"))
+    })
+    .await;
+    let seen = std::fs::read_to_string(&netdev).unwrap();
+    let links: Vec<&str> = seen
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next())
+        .map(str::trim)
+        .collect();
+    assert_eq!(links.len(), 2, "loopback and eth0 only: {seen}");
+    assert!(links.contains(&"eth0") && links.contains(&"lo"), "{seen}");
+    let veth = veth_of(&scene.netns(&a)).unwrap();
+    scene
+        .fake
+        .push(&node_id, vec![stopped(a.clone())], vec![j.clone()]);
+    until("complete after the stop", WAIT, || {
+        scene.fake.status(&a.id) == Some(AllocClientStatus::Complete)
+    })
+    .await;
+    scene.nothing_left(&a, &veth).await;
+    stop(client, shutdown).await;
+    scene.stop_fake.cancel();
+}
+
+#[tokio::test]
+async fn a_docker_task_in_a_bridge_group_fails_setup_and_never_runs_on_the_host() {
+    let scene = Scene::new().await;
+    let shutdown = CancellationToken::new();
+    let client = start(config(scene.gateway, scene.dir.path()), shutdown.clone())
+        .await
+        .unwrap();
+    let node_id = client.ready.node_ids[0].clone();
+    let mut j = bridge_job("docker-bridge", true);
+    j.task_groups[0].tasks[1].driver = "docker".into();
+    let a = bridge_alloc(&j, free_port());
+    scene.fake.push(&node_id, vec![a.clone()], vec![j.clone()]);
+    until("alloc failed", WAIT, || {
+        scene.fake.status(&a.id) == Some(AllocClientStatus::Failed)
+    })
+    .await;
+    let u = scene.fake.update(&a.id).unwrap();
+    for name in ["web", "fetch"] {
+        let state = &u.task_states[name];
+        let setup = state
+            .events
+            .iter()
+            .find(|e| e.r#type == "Setup Failure")
+            .unwrap_or_else(|| panic!("{name}: {state:?}"));
+        assert!(
+            setup
+                .message
+                .starts_with("failed to configure networking for alloc: task \"fetch\": docker tasks"),
+            "{setup:?}"
+        );
+        assert!(!state.events.iter().any(|e| e.r#type == "Started"), "{state:?}");
+    }
+    assert!(!scene.netns(&a).exists());
+    stop(client, shutdown).await;
+    scene.stop_fake.cancel();
+}
