@@ -376,6 +376,7 @@ impl RawExecDriver {
             env: env.process_env(),
             dir: work_dir(spec).unwrap_or_else(|_| dirs.task_dir.clone()),
             user,
+            netns: spec.netns.clone(),
         }))
     }
 
