@@ -432,7 +432,11 @@ mod tests {
         assert_eq!(res.memory_mb, 4096);
         assert_eq!(res.disk_mb, 10240);
         assert_eq!(res.networks[0].ip, "10.0.0.5");
-        assert_eq!(res.networks.len(), 1, "no bridge network without the plugins");
+        assert_eq!(
+            res.networks.len(),
+            1,
+            "no bridge network without the plugins"
+        );
         let bridged = build_node(
             &config,
             &HostFacts {
@@ -443,7 +447,14 @@ mod tests {
             "10.0.0.5:4660",
             &drivers,
         );
-        let modes: Vec<&str> = bridged.resources.as_ref().unwrap().networks.iter().map(|n| n.mode.as_str()).collect();
+        let modes: Vec<&str> = bridged
+            .resources
+            .as_ref()
+            .unwrap()
+            .networks
+            .iter()
+            .map(|n| n.mode.as_str())
+            .collect();
         assert_eq!(modes, ["host", "bridge"]);
         assert_eq!(node.name, "box-a");
         assert_eq!(node.datacenter, "dc2");

@@ -51,7 +51,9 @@ async fn sweep_networks(ctx: &NodeContext) {
             }
             match networks.teardown(&alloc) {
                 Ok(()) => tracing::info!(%alloc, "removed the network of a gone alloc"),
-                Err(e) => tracing::warn!(%alloc, error = %e, "cannot remove the network of a gone alloc"),
+                Err(e) => {
+                    tracing::warn!(%alloc, error = %e, "cannot remove the network of a gone alloc")
+                }
             }
         }
     })

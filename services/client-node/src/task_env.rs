@@ -260,7 +260,10 @@ fn port_vars(vars: &mut BTreeMap<String, String>, port: &AllocatedPort, node_ip:
     vars.insert(format!("NOMAD_HOST_PORT_{label}"), port.value.to_string());
     vars.insert(format!("NOMAD_ALLOC_PORT_{label}"), inner.to_string());
     vars.insert(format!("NOMAD_HOST_IP_{label}"), ip.to_string());
-    vars.insert(format!("NOMAD_ADDR_{label}"), join_host_port(ip, port.value));
+    vars.insert(
+        format!("NOMAD_ADDR_{label}"),
+        join_host_port(ip, port.value),
+    );
     vars.insert(
         format!("NOMAD_HOST_ADDR_{label}"),
         join_host_port(ip, port.value),

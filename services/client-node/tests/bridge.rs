@@ -15,11 +15,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use caravan_client_node::network::{DEFAULT_PLUGIN_DIR, Networks};
 use caravan_proto::{
     AllocClientStatus, AllocatedPort, AllocatedSharedResources, Allocation, Job, JobType,
     NetworkResource, Port,
 };
-use caravan_client_node::network::{DEFAULT_PLUGIN_DIR, Networks};
 use common::*;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -68,7 +68,9 @@ fn which(bin: &str) -> bool {
 /// Lines of `iptables-save` that name `id` (CNI tags its rules with the
 /// container id, the alloc's id here).
 fn rules_naming(id: &str) -> usize {
-    let out = std::process::Command::new("iptables-save").output().unwrap();
+    let out = std::process::Command::new("iptables-save")
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| l.contains(id))
@@ -97,7 +99,13 @@ fn veth_of(netns: &Path) -> Option<String> {
         .output()
         .ok()?;
     let line = String::from_utf8_lossy(&out.stdout).to_string();
-    let index = line.split("@if").nth(1)?.split(':').next()?.trim().to_string();
+    let index = line
+        .split("@if")
+        .nth(1)?
+        .split(':')
+        .next()?
+        .trim()
+        .to_string();
     let out = std::process::Command::new("ip")
         .args(["-o", "link"])
         .output()
@@ -118,7 +126,8 @@ fn get(addr: &str, path: &str) -> Option<String> {
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     let (head, body) = out.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.0 200").then(|| body.trim().to_string())
+    head.starts_with("HTTP/1.0 200")
+        .then(|| body.trim().to_string())
 }
 
 /// A host port nothing listens on.
@@ -321,7 +330,14 @@ impl Scene {
                 && !bridge_veths().iter().any(|v| v == veth)
         })
         .await;
-        assert!(!self.dir.path().join("netns").join(format!("{}.json", a.id)).exists());
+        assert!(
+            !self
+                .dir
+                .path()
+                .join("netns")
+                .join(format!("{}.json", a.id))
+                .exists()
+        );
         eprintln!(
             "after teardown of {}: netns file {}, veth {veth} present {}, iptables rules naming it {}",
             a.id,
@@ -346,7 +362,10 @@ async fn two_bridge_groups_bind_the_same_port_and_leave_nothing_behind() {
         .iter()
         .flat_map(|r| r.networks.iter().map(|n| n.mode.clone()))
         .collect();
-    assert!(modes.iter().any(|m| m == "bridge"), "fingerprinted: {modes:?}");
+    assert!(
+        modes.iter().any(|m| m == "bridge"),
+        "fingerprinted: {modes:?}"
+    );
 
     let (port_a, port_b) = (free_port(), free_port());
     let (job_a, job_b) = (bridge_job("web-a", true), bridge_job("web-b", false));
@@ -373,7 +392,10 @@ async fn two_bridge_groups_bind_the_same_port_and_leave_nothing_behind() {
     assert_eq!(get(&at(port_a), "/id.txt").unwrap(), a.name);
     assert_eq!(get(&at(port_b), "/id.txt").unwrap(), b.name);
     // Not on the host's own 8080: nothing leaked into the host namespace.
-    assert_ne!(get("127.0.0.1:8080", "/id.txt").as_deref(), Some(a.name.as_str()));
+    assert_ne!(
+        get("127.0.0.1:8080", "/id.txt").as_deref(),
+        Some(a.name.as_str())
+    );
 
     // The sibling task reached the web task over localhost.
     let sibling = scene.alloc_dir(&a).join("alloc/sibling");
@@ -446,7 +468,10 @@ async fn a_client_killed_mid_alloc_cleans_up_after_its_restart() {
     let node_id = scene.registered_node().await;
     let port = free_port();
     let (job_a, job_b) = (bridge_job("kept", false), bridge_job("gone", false));
-    let (a, b) = (bridge_alloc(&job_a, port), bridge_alloc(&job_b, free_port()));
+    let (a, b) = (
+        bridge_alloc(&job_a, port),
+        bridge_alloc(&job_b, free_port()),
+    );
     scene.fake.push(
         &node_id,
         vec![a.clone(), b.clone()],
@@ -469,7 +494,9 @@ async fn a_client_killed_mid_alloc_cleans_up_after_its_restart() {
         get(&format!("127.0.0.1:{port}"), "/id.txt").unwrap(),
         a.name
     );
-    scene.fake.push(&node_id, vec![a.clone()], vec![job_a.clone()]);
+    scene
+        .fake
+        .push(&node_id, vec![a.clone()], vec![job_a.clone()]);
     let second = scene.spawn_client();
     // b's namespace belongs to no alloc the client runs: swept.
     scene.nothing_left(&b, &veth_b).await;
@@ -574,12 +601,15 @@ async fn a_docker_task_in_a_bridge_group_fails_setup_and_never_runs_on_the_host(
             .find(|e| e.r#type == "Setup Failure")
             .unwrap_or_else(|| panic!("{name}: {state:?}"));
         assert!(
-            setup
-                .message
-                .starts_with("failed to configure networking for alloc: task \"fetch\": docker tasks"),
+            setup.message.starts_with(
+                "failed to configure networking for alloc: task \"fetch\": docker tasks"
+            ),
             "{setup:?}"
         );
-        assert!(!state.events.iter().any(|e| e.r#type == "Started"), "{state:?}");
+        assert!(
+            !state.events.iter().any(|e| e.r#type == "Started"),
+            "{state:?}"
+        );
     }
     assert!(!scene.netns(&a).exists());
     stop(client, shutdown).await;

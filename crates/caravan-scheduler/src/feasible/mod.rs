@@ -106,10 +106,17 @@ pub const MISSING_NETWORK: &str = "missing network";
 
 /// Whether `node` offers networking in `mode`.
 pub fn has_network_mode(node: &Node, mode: &str) -> bool {
-    node.resources.iter().flat_map(|r| r.networks.iter()).any(|n| {
-        let m = if n.mode.is_empty() { "host" } else { n.mode.as_str() };
-        m == mode
-    })
+    node.resources
+        .iter()
+        .flat_map(|r| r.networks.iter())
+        .any(|n| {
+            let m = if n.mode.is_empty() {
+                "host"
+            } else {
+                n.mode.as_str()
+            };
+            m == mode
+        })
 }
 
 impl Checks {

@@ -84,7 +84,11 @@ impl AllocRunner {
             return Err(format!(
                 "failed to configure networking for alloc: task {:?}: docker tasks in a {} network group are not supported",
                 task.name,
-                group.networks.first().map(|n| n.mode.as_str()).unwrap_or_default()
+                group
+                    .networks
+                    .first()
+                    .map(|n| n.mode.as_str())
+                    .unwrap_or_default()
             ));
         }
         let ports = self

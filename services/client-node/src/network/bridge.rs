@@ -60,9 +60,9 @@ pub fn port_mappings(ports: &[AllocatedPort]) -> Value {
         .filter(|p| p.value > 0)
         .flat_map(|p| {
             let inner = if p.to > 0 { p.to } else { p.value };
-            ["tcp", "udp"].map(|proto| {
-                json!({"hostPort": p.value, "containerPort": inner, "protocol": proto})
-            })
+            ["tcp", "udp"].map(
+                |proto| json!({"hostPort": p.value, "containerPort": inner, "protocol": proto}),
+            )
         })
         .collect();
     json!({ "portMappings": mappings })
@@ -103,7 +103,10 @@ mod tests {
         let m = port_mappings(&ports);
         let m = m["portMappings"].as_array().expect("list");
         assert_eq!(m.len(), 4);
-        assert_eq!(m[0], json!({"hostPort": 25000, "containerPort": 8080, "protocol": "tcp"}));
+        assert_eq!(
+            m[0],
+            json!({"hostPort": 25000, "containerPort": 8080, "protocol": "tcp"})
+        );
         assert_eq!(m[1]["protocol"], "udp");
         assert_eq!(m[2]["containerPort"], 9000);
     }

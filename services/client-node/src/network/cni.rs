@@ -147,7 +147,12 @@ impl CniRunner {
         Ok(Value::Object(conf))
     }
 
-    fn exec(&self, command: &'static str, conf: &Value, at: &Attachment) -> Result<Value, CniError> {
+    fn exec(
+        &self,
+        command: &'static str,
+        conf: &Value,
+        at: &Attachment,
+    ) -> Result<Value, CniError> {
         let plugin = conf
             .get("type")
             .and_then(Value::as_str)
@@ -234,7 +239,10 @@ mod tests {
         assert_eq!(conf["name"], "n");
         assert_eq!(conf["cniVersion"], "1.0.0");
         assert_eq!(conf["prevResult"], prev);
-        assert_eq!(conf["runtimeConfig"], json!({"portMappings": runtime["portMappings"]}));
+        assert_eq!(
+            conf["runtimeConfig"],
+            json!({"portMappings": runtime["portMappings"]})
+        );
         let plain = runner
             .plugin_conf(&list, &list["plugins"][1], &runtime, None)
             .expect("conf");

@@ -252,9 +252,7 @@ impl Networks {
 /// bridge config list installed in `plugin_dir`.
 pub fn bridge_available(plugin_dir: &Path) -> bool {
     nix::unistd::Uid::effective().is_root()
-        && bridge::PLUGINS
-            .iter()
-            .all(|p| plugin_dir.join(p).is_file())
+        && bridge::PLUGINS.iter().all(|p| plugin_dir.join(p).is_file())
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -41,12 +41,17 @@ fn a_bridge_alloc_gets_an_address_port_rules_and_leaves_nothing() {
     assert!(net.ip.starts_with("172.26."), "{net:?}");
     assert_eq!(networks.load(&id), Some(net.clone()));
     assert_eq!(networks.allocs(), vec![id.clone()]);
-    assert!(iptables_mentions(&id) > 0, "portmap and firewall rules name the alloc");
+    assert!(
+        iptables_mentions(&id) > 0,
+        "portmap and firewall rules name the alloc"
+    );
     networks.teardown(&id).expect("teardown");
     assert_eq!(iptables_mentions(&id), 0);
     assert!(networks.allocs().is_empty());
     assert_eq!(networks.load(&id), None);
-    networks.teardown(&id).expect("a second teardown is a no-op");
+    networks
+        .teardown(&id)
+        .expect("a second teardown is a no-op");
 }
 
 #[test]

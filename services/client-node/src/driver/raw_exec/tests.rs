@@ -609,12 +609,17 @@ async fn a_task_and_its_exec_commands_run_in_the_alloc_network_namespace() {
     let h = driver().start(s).await.unwrap();
     let alloc_dir = dir.path().join("allocs").join("a1").join("alloc");
     let netdev = alloc_dir.join("netdev");
-    caravan_testkit::wait::until("the task listed its interfaces", Duration::from_secs(10), || {
-        std::fs::read_to_string(&netdev).is_ok_and(|s| s.contains("lo:"))
-    })
+    caravan_testkit::wait::until(
+        "the task listed its interfaces",
+        Duration::from_secs(10),
+        || std::fs::read_to_string(&netdev).is_ok_and(|s| s.contains("lo:")),
+    )
     .await;
     // A new namespace has loopback alone; the host has more.
-    assert_eq!(interfaces(&std::fs::read_to_string(&netdev).unwrap()), ["lo"]);
+    assert_eq!(
+        interfaces(&std::fs::read_to_string(&netdev).unwrap()),
+        ["lo"]
+    );
     let env = std::fs::read_to_string(alloc_dir.join("env")).unwrap();
     assert!(!env.contains(super::super::supervisor::NETNS_ENV), "{env}");
     let (code, out, err) = exec_in(h.as_ref(), &["cat", "/proc/net/dev"], None).await;
