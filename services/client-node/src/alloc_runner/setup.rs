@@ -91,13 +91,7 @@ impl AllocRunner {
                     .unwrap_or_default()
             ));
         }
-        let ports = self
-            .alloc
-            .allocated_resources
-            .as_ref()
-            .and_then(|r| r.shared.as_ref())
-            .map(|s| s.ports.clone())
-            .unwrap_or_default();
+        let ports = self.group_ports();
         let alloc_id = self.alloc.id.clone();
         let made =
             tokio::task::spawn_blocking(move || networks.setup(&alloc_id, mode, &ports)).await;
@@ -149,6 +143,11 @@ impl AllocRunner {
     /// After a client restart: re-attach to live tasks, mark lost ones failed,
     /// restart nothing that might still run.
     pub(super) async fn restore(&mut self, group: &TaskGroup, rec: AllocRecord) {
+        let all_dead =
+            !rec.tasks.is_empty() && rec.tasks.values().all(|t| t.state.state == states::DEAD);
+        if !all_dead {
+            self.restore_network(group).await;
+        }
         for task in &group.tasks {
             let Some(tr) = rec.tasks.get(&task.name) else {
                 let mut state = TaskState {
@@ -207,6 +206,45 @@ impl AllocRunner {
         }
         self.start_ready();
         self.settle_early_deaths();
+    }
+
+    /// After a client restart: an alloc whose namespace is gone (the node
+    /// rebooted) gets a new one for the tasks still to start; what was
+    /// recorded of the old one is released first. A failure leaves the
+    /// tasks to fail when they start.
+    async fn restore_network(&self, group: &TaskGroup) {
+        let (Some(mode), Some(networks)) = (GroupNetwork::of(group), self.networks()) else {
+            return;
+        };
+        if self.alloc.is_server_terminal() || networks.load(&self.alloc.id).is_some() {
+            return;
+        }
+        let ports = self.group_ports();
+        let alloc_id = self.alloc.id.clone();
+        let made = tokio::task::spawn_blocking(move || {
+            networks.teardown(&alloc_id)?;
+            networks.setup(&alloc_id, mode, &ports)
+        })
+        .await;
+        match made {
+            Ok(Ok(net)) => {
+                tracing::info!(alloc = %self.alloc.id, ip = %net.ip, "alloc network made again")
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(alloc = %self.alloc.id, error = %e, "cannot make the alloc network again")
+            }
+            Err(e) => tracing::warn!(alloc = %self.alloc.id, error = %e, "alloc network"),
+        }
+    }
+
+    /// The ports of the group's network, as the servers allocated them.
+    fn group_ports(&self) -> Vec<caravan_proto::AllocatedPort> {
+        self.alloc
+            .allocated_resources
+            .as_ref()
+            .and_then(|r| r.shared.as_ref())
+            .map(|s| s.ports.clone())
+            .unwrap_or_default()
     }
 
     /// The run `state` names, found again by the driver that wrote it.

@@ -25,9 +25,14 @@ impl AllocRunner {
             .map(|d| d.task(&task.name))
             .transpose()
             .map_err(|e| e.to_string())?;
-        let network = GroupNetwork::of(group)
-            .and_then(|_| self.networks())
-            .and_then(|n| n.load(&self.alloc.id));
+        let network = match (GroupNetwork::of(group), self.networks()) {
+            (Some(_), Some(networks)) => Some(networks.load(&self.alloc.id).ok_or_else(|| {
+                // Never the host's network instead.
+                "failed to configure networking for alloc: its network namespace is gone"
+                    .to_string()
+            })?),
+            _ => None,
+        };
         let (env, resources) = if driver.wants_env() {
             let in_image = matches!(
                 driver.capabilities().fs_isolation,
