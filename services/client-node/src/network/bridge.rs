@@ -43,6 +43,47 @@ pub fn conflist() -> Value {
     })
 }
 
+/// Makes sure the administrators' chain accepts traffic forwarded to the
+/// alloc subnet on the bridge: where the FORWARD policy drops (as Docker
+/// sets it), connections from other hosts to a mapped port would be
+/// dropped after their DNAT. One rule for all allocs, kept across them.
+pub fn ensure_forwarding_rule() -> std::io::Result<()> {
+    let iptables = |args: &[&str]| {
+        std::process::Command::new("iptables")
+            .env(
+                "PATH",
+                "/usr/local/sbin:/usr/sbin:/sbin:/usr/local/bin:/usr/bin:/bin",
+            )
+            .args(["-w", "-t", "filter"])
+            .args(args)
+            .output()
+    };
+    // Exit status 1: the chain is there already.
+    let made = iptables(&["-N", ADMIN_CHAIN])?;
+    if !made.status.success() && made.status.code() != Some(1) {
+        return Err(std::io::Error::other(format!(
+            "iptables -N {ADMIN_CHAIN}: {}",
+            String::from_utf8_lossy(&made.stderr).trim()
+        )));
+    }
+    let rule = ["-o", BRIDGE_NAME, "-d", ALLOC_SUBNET, "-j", "ACCEPT"];
+    if iptables(&[&["-C", ADMIN_CHAIN][..], &rule[..]].concat())?
+        .status
+        .success()
+    {
+        return Ok(());
+    }
+    let added = iptables(&[&["-A", ADMIN_CHAIN][..], &rule[..]].concat())?;
+    if added.status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "iptables -A {ADMIN_CHAIN}: {}",
+            String::from_utf8_lossy(&added.stderr).trim()
+        )))
+    }
+}
+
 /// The config list of `mode = "none"`: a namespace with loopback alone.
 pub fn loopback_only() -> Value {
     json!({

@@ -118,6 +118,13 @@ impl Networks {
         ports: &[AllocatedPort],
     ) -> Result<AllocNetwork, NetworkError> {
         let _one = ATTACH.lock();
+        if mode == GroupNetwork::Bridge {
+            bridge::ensure_forwarding_rule().map_err(|source| NetworkError::Io {
+                what: "accept forwarding to the bridge in",
+                path: PathBuf::from(bridge::ADMIN_CHAIN),
+                source,
+            })?;
+        }
         let path = self.netns(alloc_id);
         netns::create(&path).map_err(|source| NetworkError::Io {
             what: "create network namespace",

@@ -45,6 +45,19 @@ fn a_bridge_alloc_gets_an_address_port_rules_and_leaves_nothing() {
         iptables_mentions(&id) > 0,
         "portmap and firewall rules name the alloc"
     );
+    let admin = std::process::Command::new("iptables")
+        .args(["-S", bridge::ADMIN_CHAIN])
+        .output()
+        .expect("iptables");
+    let admin = String::from_utf8_lossy(&admin.stdout);
+    assert_eq!(
+        admin
+            .lines()
+            .filter(|l| l.contains("-d 172.26.64.0/20 -o nomad -j ACCEPT"))
+            .count(),
+        1,
+        "forwarding to the bridge is accepted, once: {admin}"
+    );
     networks.teardown(&id).expect("teardown");
     assert_eq!(iptables_mentions(&id), 0);
     assert!(networks.allocs().is_empty());
