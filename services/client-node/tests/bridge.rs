@@ -615,3 +615,53 @@ async fn a_docker_task_in_a_bridge_group_fails_setup_and_never_runs_on_the_host(
     stop(client, shutdown).await;
     scene.stop_fake.cancel();
 }
+
+#[tokio::test]
+async fn a_none_group_has_loopback_alone() {
+    if !ready() {
+        return;
+    }
+    let scene = Scene::new().await;
+    let shutdown = CancellationToken::new();
+    let client = start(config(scene.gateway, scene.dir.path()), shutdown.clone())
+        .await
+        .unwrap();
+    let node_id = client.ready.node_ids[0].clone();
+    let mut j = job(
+        "isolated",
+        JobType::Service,
+        vec![sh_task(
+            "t",
+            "cat /proc/net/dev > $NOMAD_ALLOC_DIR/netdev; sleep 30",
+        )],
+    );
+    j.task_groups[0].networks = vec![NetworkResource {
+        mode: "none".into(),
+        ..Default::default()
+    }];
+    let a = alloc(&j, 0);
+    scene.fake.push(&node_id, vec![a.clone()], vec![j.clone()]);
+    scene.running(&a).await;
+    let netdev = scene.alloc_dir(&a).join("alloc/netdev");
+    until("the task listed its interfaces", WAIT, || {
+        std::fs::read_to_string(&netdev).is_ok_and(|s| s.contains("lo:"))
+    })
+    .await;
+    let seen = std::fs::read_to_string(&netdev).unwrap();
+    let links: Vec<&str> = seen
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next())
+        .map(str::trim)
+        .collect();
+    assert_eq!(links, ["lo"], "{seen}");
+    scene
+        .fake
+        .push(&node_id, vec![stopped(a.clone())], vec![j.clone()]);
+    until("the namespace is gone after the stop", WAIT, || {
+        !scene.netns(&a).exists()
+    })
+    .await;
+    stop(client, shutdown).await;
+    scene.stop_fake.cancel();
+}
