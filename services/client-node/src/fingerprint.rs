@@ -42,6 +42,8 @@ pub struct HostFacts {
     pub ip: IpAddr,
     /// Bridge networking works here (root, the CNI plugins installed).
     pub bridge_network: bool,
+    /// The CNI plugins installed, with their versions.
+    pub cni_plugins: BTreeMap<String, String>,
 }
 
 impl HostFacts {
@@ -96,6 +98,9 @@ impl HostFacts {
             hostname,
             ip: route_ip(probe),
             bridge_network: crate::network::bridge_available(Path::new(
+                crate::network::DEFAULT_PLUGIN_DIR,
+            )),
+            cni_plugins: crate::network::plugin_versions(Path::new(
                 crate::network::DEFAULT_PLUGIN_DIR,
             )),
         }
@@ -275,6 +280,9 @@ pub fn build_node(
         disk_mb.saturating_mul(1024 * 1024).to_string(),
     );
     attr("caravan.version", VERSION.to_string());
+    for (plugin, version) in &facts.cni_plugins {
+        attr(&format!("plugins.cni.version.{plugin}"), version.clone());
+    }
     let mut node = Node {
         id: node_id.to_string(),
         name,
@@ -391,6 +399,7 @@ mod tests {
             hostname: "box-a".into(),
             ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 5)),
             bridge_network: false,
+            cni_plugins: BTreeMap::from([("bridge".to_string(), "1.0.0".to_string())]),
         }
     }
 
@@ -462,6 +471,7 @@ mod tests {
         assert_eq!(node.reserved.as_ref().unwrap().cpu_mhz, 100);
         let a = &node.attributes;
         assert_eq!(a["kernel.name"], "linux");
+        assert_eq!(a["plugins.cni.version.bridge"], "1.0.0");
         assert_eq!(a["cpu.numcores"], "2");
         assert_eq!(a["cpu.frequency"], "2400");
         assert_eq!(a["cpu.totalcompute"], "4800");

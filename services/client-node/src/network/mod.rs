@@ -262,6 +262,56 @@ pub fn bridge_available(plugin_dir: &Path) -> bool {
         && bridge::PLUGINS.iter().all(|p| plugin_dir.join(p).is_file())
 }
 
+/// The version of every executable plugin in `plugin_dir`, as the plugin
+/// prints it when run without arguments (the first token that reads as a
+/// semantic version, `v` allowed), else `unknown`: the node's
+/// `plugins.cni.version.<name>` attributes.
+pub fn plugin_versions(plugin_dir: &Path) -> std::collections::BTreeMap<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(entries) = std::fs::read_dir(plugin_dir) else {
+        return Default::default();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let out = std::process::Command::new(e.path())
+                .env_clear()
+                .stdin(std::process::Stdio::null())
+                .output()
+                .ok();
+            let text = out
+                .map(|o| {
+                    format!(
+                        "{}{}",
+                        String::from_utf8_lossy(&o.stdout),
+                        String::from_utf8_lossy(&o.stderr)
+                    )
+                })
+                .unwrap_or_default();
+            Some((name, version_in(&text).unwrap_or("unknown").to_string()))
+        })
+        .collect()
+}
+
+/// The first whitespace-separated token of `text` that is a semantic
+/// version (`1.2.3`, `v1.2.3`, `1.2.3-rc1`).
+fn version_in(text: &str) -> Option<&str> {
+    text.split_whitespace().find(|t| {
+        let core = t.strip_prefix('v').unwrap_or(t);
+        let core = core.split(['-', '+']).next().unwrap_or_default();
+        let parts: Vec<&str> = core.split('.').collect();
+        (1..=3).contains(&parts.len())
+            && parts
+                .iter()
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, bytes)?;

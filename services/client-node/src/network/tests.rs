@@ -128,3 +128,24 @@ fn in_netns<T: Send + 'static>(path: &Path, f: impl FnOnce() -> T + Send + 'stat
     .join()
     .expect("join")
 }
+
+#[test]
+fn plugin_versions_read_as_the_plugins_print_them() {
+    assert_eq!(
+        version_in("CNI bridge plugin v1.1.1\nCNI protocol versions supported: 0.1.0, 1.0.0"),
+        Some("v1.1.1")
+    );
+    // A build without a version (Debian's): the first token that parses is
+    // the last protocol version, the others carry a comma.
+    assert_eq!(
+        version_in(
+            "CNI bridge plugin version unknown\nCNI protocol versions supported: 0.1.0, 1.0.0"
+        ),
+        Some("1.0.0")
+    );
+    assert_eq!(version_in("no version here"), None);
+    let found = plugin_versions(Path::new(DEFAULT_PLUGIN_DIR));
+    if !found.is_empty() {
+        assert!(found.contains_key("bridge"), "{found:?}");
+    }
+}
