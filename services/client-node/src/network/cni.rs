@@ -52,6 +52,9 @@ pub struct CniRunner {
     plugin_dir: PathBuf,
 }
 
+/// How long one plugin call may take.
+const PLUGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The PATH plugins run with: the firewall and portmap plugins call iptables.
 const PLUGIN_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -180,7 +183,23 @@ impl CniRunner {
         if let Some(mut stdin) = child.stdin.take() {
             stdin.write_all(&input).map_err(spawn_err)?;
         }
-        let out = child.wait_with_output().map_err(spawn_err)?;
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        // A hung plugin must not hold every alloc's networking up for good.
+        let out = match rx.recv_timeout(PLUGIN_TIMEOUT) {
+            Ok(out) => out.map_err(spawn_err)?,
+            Err(_) => {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                return Err(CniError::Plugin {
+                    plugin,
+                    command,
+                    message: format!("no answer within {}s", PLUGIN_TIMEOUT.as_secs()),
+                });
+            }
+        };
         if !out.status.success() {
             let message = match serde_json::from_slice::<Value>(&out.stdout) {
                 Ok(err) => {
