@@ -11,7 +11,8 @@ as_root() {
 # package is missing, and the Debian package that provides it. protoc alone is
 # not enough: Caravan's protos import Google's well-known types, which Debian
 # ships in libprotobuf-dev, not in protobuf-compiler. The fuzz targets' libFuzzer
-# (libfuzzer-sys) is C++.
+# (libfuzzer-sys) is C++. Bridge-mode groups are attached with Debian's CNI
+# plugins (/usr/lib/cni), whose firewall and portmap plugins call iptables.
 REQUIRED_PACKAGES=(
   "command -v protoc:protobuf-compiler"
   "test -f /usr/include/google/protobuf/struct.proto:libprotobuf-dev"
@@ -20,6 +21,8 @@ REQUIRED_PACKAGES=(
   "command -v python3:python3"
   "command -v cc:gcc"
   "command -v c++:g++"
+  "test -x /usr/lib/cni/bridge:containernetworking-plugins"
+  "command -v iptables-save:iptables"
 )
 
 # Installs whatever REQUIRED_PACKAGES finds missing, then checks again, so a

@@ -36,8 +36,7 @@ const fn r(
 const NO_CONSUL: &str = "Caravan has no Consul integration";
 const NO_VAULT: &str = "Caravan has no Vault integration";
 const NO_CSI: &str = "Caravan has no CSI plugins";
-const NO_CNI: &str =
-    "Caravan's networking has no CNI plugins, DNS settings or addresses of its own per alloc";
+const NO_CNI: &str = "Caravan's group networks (host, bridge, none) take no CNI networks of the job's own, DNS settings, hostnames or fixed addresses";
 
 /// Everything of Nomad's job specification Caravan refuses.
 pub const REFUSED: &[Refused] = &[

@@ -6,6 +6,7 @@
 //! (`cargo build --workspace --bins`; `scripts/test` does it).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod bridge;
 mod canary;
 mod disconnect;
 mod drain;

@@ -42,6 +42,10 @@ pub struct HostFacts {
     pub ip: IpAddr,
     /// Every address of the node's interfaces, which named host networks resolve against.
     pub interfaces: Vec<crate::host_network::InterfaceAddr>,
+    /// Bridge networking works here (root, the CNI plugins installed).
+    pub bridge_network: bool,
+    /// The CNI plugins installed, with their versions.
+    pub cni_plugins: BTreeMap<String, String>,
 }
 
 impl HostFacts {
@@ -96,6 +100,12 @@ impl HostFacts {
             hostname,
             ip: route_ip(probe),
             interfaces: crate::host_network::probe_interfaces(),
+            bridge_network: crate::network::bridge_available(Path::new(
+                crate::network::DEFAULT_PLUGIN_DIR,
+            )),
+            cni_plugins: crate::network::plugin_versions(Path::new(
+                crate::network::DEFAULT_PLUGIN_DIR,
+            )),
         }
     }
 }
@@ -273,6 +283,9 @@ pub fn build_node(
         disk_mb.saturating_mul(1024 * 1024).to_string(),
     );
     attr("caravan.version", VERSION.to_string());
+    for (plugin, version) in &facts.cni_plugins {
+        attr(&format!("plugins.cni.version.{plugin}"), version.clone());
+    }
     let mut node = Node {
         id: node_id.to_string(),
         name,
@@ -299,7 +312,14 @@ pub fn build_node(
                     IpAddr::V6(ip) => format!("{ip}/128"),
                 },
                 mbits: config.network_speed_mbits,
-            }],
+            }]
+            .into_iter()
+            // Groups in bridge mode are placed only where it is.
+            .chain(facts.bridge_network.then(|| NodeNetwork {
+                mode: "bridge".into(),
+                ..Default::default()
+            }))
+            .collect(),
             ..Default::default()
         }),
         reserved: Some(NodeReservedResources {
@@ -386,6 +406,8 @@ mod tests {
                 interface: "lo".into(),
                 ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             }],
+            bridge_network: false,
+            cni_plugins: BTreeMap::from([("bridge".to_string(), "1.0.0".to_string())]),
         }
     }
 
@@ -427,12 +449,37 @@ mod tests {
         assert_eq!(res.memory_mb, 4096);
         assert_eq!(res.disk_mb, 10240);
         assert_eq!(res.networks[0].ip, "10.0.0.5");
+        assert_eq!(
+            res.networks.len(),
+            1,
+            "no bridge network without the plugins"
+        );
+        let bridged = build_node(
+            &config,
+            &HostFacts {
+                bridge_network: true,
+                ..facts()
+            },
+            "id-1",
+            "10.0.0.5:4660",
+            &drivers,
+        );
+        let modes: Vec<&str> = bridged
+            .resources
+            .as_ref()
+            .unwrap()
+            .networks
+            .iter()
+            .map(|n| n.mode.as_str())
+            .collect();
+        assert_eq!(modes, ["host", "bridge"]);
         assert_eq!(node.name, "box-a");
         assert_eq!(node.datacenter, "dc2");
         assert_eq!(node.node_pool, "default");
         assert_eq!(node.reserved.as_ref().unwrap().cpu_mhz, 100);
         let a = &node.attributes;
         assert_eq!(a["kernel.name"], "linux");
+        assert_eq!(a["plugins.cni.version.bridge"], "1.0.0");
         assert_eq!(a["cpu.numcores"], "2");
         assert_eq!(a["cpu.frequency"], "2400");
         assert_eq!(a["cpu.totalcompute"], "4800");

@@ -29,6 +29,7 @@ mod live_allocs;
 mod log_rotate;
 mod logs;
 pub mod metrics;
+pub mod network;
 mod node_agent;
 mod node_allocs;
 pub mod node_api;

@@ -93,6 +93,7 @@ fn run(hook: Flaky, attempts: i32) -> Run {
             user: String::new(),
             resources: None,
             volume_mounts: Vec::new(),
+            netns: None,
         },
         kill_signal: Signal::SIGTERM,
         kill_timeout: Duration::from_secs(5),

@@ -59,6 +59,23 @@ impl TaskEnv {
         dirs: Option<&TaskDirs>,
         in_image: bool,
     ) -> TaskEnv {
+        Self::build_in(node, alloc, job, group, task, dirs, in_image, None)
+    }
+
+    /// As [`build`](Self::build), for a task in the alloc's own network
+    /// namespace at `alloc_ip` (bridge mode): each group port also gets
+    /// `NOMAD_ALLOC_IP_`, `NOMAD_ALLOC_ADDR_` and `NOMAD_ALLOC_INTERFACE_`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn build_in(
+        node: Arc<Node>,
+        alloc: &Allocation,
+        job: &Job,
+        group: &TaskGroup,
+        task: &Task,
+        dirs: Option<&TaskDirs>,
+        in_image: bool,
+        alloc_ip: Option<&str>,
+    ) -> TaskEnv {
         let mut vars = BTreeMap::new();
         let mut set = |k: &str, v: String| {
             vars.insert(k.to_string(), v);
@@ -148,6 +165,11 @@ impl TaskEnv {
         let task_ports = allocated.map(|r| r.ports.as_slice()).unwrap_or_default();
         for port in shared_ports.iter().chain(task_ports) {
             port_vars(&mut vars, port, &node_ip);
+        }
+        if let Some(ip) = alloc_ip.filter(|ip| !ip.is_empty()) {
+            for port in shared_ports {
+                alloc_network_vars(&mut vars, port, ip);
+            }
         }
         let mut meta: BTreeMap<&str, &str> = BTreeMap::new();
         for m in [&job.meta, &group.meta, &task.meta] {
@@ -240,10 +262,26 @@ fn port_vars(vars: &mut BTreeMap<String, String>, port: &AllocatedPort, node_ip:
     vars.insert(format!("NOMAD_PORT_{label}"), inner.to_string());
     vars.insert(format!("NOMAD_HOST_PORT_{label}"), port.value.to_string());
     vars.insert(format!("NOMAD_ALLOC_PORT_{label}"), inner.to_string());
-    vars.insert(format!("NOMAD_ADDR_{label}"), join_host_port(ip, inner));
+    vars.insert(format!("NOMAD_HOST_IP_{label}"), ip.to_string());
+    vars.insert(
+        format!("NOMAD_ADDR_{label}"),
+        join_host_port(ip, port.value),
+    );
     vars.insert(
         format!("NOMAD_HOST_ADDR_{label}"),
         join_host_port(ip, port.value),
+    );
+}
+
+/// A group port's address inside the alloc's network namespace.
+fn alloc_network_vars(vars: &mut BTreeMap<String, String>, port: &AllocatedPort, alloc_ip: &str) {
+    let label = &port.label;
+    let inner = if port.to > 0 { port.to } else { port.value };
+    vars.insert(format!("NOMAD_ALLOC_INTERFACE_{label}"), "eth0".to_string());
+    vars.insert(format!("NOMAD_ALLOC_IP_{label}"), alloc_ip.to_string());
+    vars.insert(
+        format!("NOMAD_ALLOC_ADDR_{label}"),
+        join_host_port(alloc_ip, inner),
     );
 }
 
@@ -414,6 +452,29 @@ mod tests {
     }
 
     #[test]
+    fn a_bridge_alloc_names_its_own_address_for_group_ports() {
+        let (alloc, job, group, task) = fixture();
+        let env = TaskEnv::build_in(
+            node(),
+            &alloc,
+            &job,
+            &group,
+            &task,
+            None,
+            false,
+            Some("172.26.64.9"),
+        );
+        let v = env.vars();
+        assert_eq!(v["NOMAD_ALLOC_IP_db"], "172.26.64.9");
+        assert_eq!(v["NOMAD_ALLOC_ADDR_db"], "172.26.64.9:5432");
+        assert_eq!(v["NOMAD_ALLOC_PORT_db"], "5432");
+        assert_eq!(v["NOMAD_ALLOC_INTERFACE_db"], "eth0");
+        assert_eq!(v["NOMAD_HOST_PORT_db"], "25000");
+        // A task's own (legacy) port is not the group's.
+        assert!(!v.contains_key("NOMAD_ALLOC_IP_http-admin"));
+    }
+
+    #[test]
     fn ports_and_meta() {
         let (alloc, job, group, task) = fixture();
         let env = TaskEnv::build(node(), &alloc, &job, &group, &task, None, false);
@@ -425,7 +486,10 @@ mod tests {
         assert_eq!(v["NOMAD_PORT_db"], "5432");
         assert_eq!(v["NOMAD_ALLOC_PORT_db"], "5432");
         assert_eq!(v["NOMAD_HOST_PORT_db"], "25000");
-        assert_eq!(v["NOMAD_ADDR_db"], "10.0.0.9:5432");
+        // As Nomad: the address is the host's, with the host port.
+        assert_eq!(v["NOMAD_ADDR_db"], "10.0.0.9:25000");
+        assert_eq!(v["NOMAD_HOST_IP_db"], "10.0.0.9");
+        assert!(!v.contains_key("NOMAD_ALLOC_IP_db"), "host networking");
         assert_eq!(v["NOMAD_HOST_ADDR_db"], "10.0.0.9:25000");
         assert_eq!(v["NOMAD_IP_db"], "10.0.0.9");
         assert_eq!(v["NOMAD_HOST_IP_db"], "10.0.0.9");

@@ -697,6 +697,7 @@ mod tests {
                 user: String::new(),
                 resources: None,
                 volume_mounts: Vec::new(),
+                netns: None,
             },
             kill_signal: Signal::SIGTERM,
             kill_timeout: Duration::from_secs(5),
@@ -778,6 +779,7 @@ mod tests {
             user: String::new(),
             resources: None,
             volume_mounts: Vec::new(),
+            netns: None,
         };
         let driver = Arc::new(Adopting::default());
         *driver.run.lock().unwrap() = Some(MockDriver::new().start(spec.clone()).await.unwrap());
@@ -862,6 +864,7 @@ mod tests {
                 user: String::new(),
                 resources: None,
                 volume_mounts: Vec::new(),
+                netns: None,
             },
             kill_signal: Signal::SIGTERM,
             kill_timeout: Duration::from_secs(5),

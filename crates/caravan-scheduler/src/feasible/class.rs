@@ -46,6 +46,19 @@ pub fn compute_node_class(node: &Node) -> String {
             h.field(name.as_bytes());
         }
     }
+    // So do network modes beyond the host's (bridge); without any the class
+    // is what it was.
+    let modes = node
+        .resources
+        .iter()
+        .flat_map(|r| r.networks.iter())
+        .filter(|n| !n.mode.is_empty() && n.mode != "host");
+    for (i, n) in modes.enumerate() {
+        if i == 0 {
+            h.field(b"network_modes");
+        }
+        h.field(n.mode.as_bytes());
+    }
     format!("v1:{:016x}", h.0)
 }
 

@@ -101,6 +101,27 @@ pub struct Checks {
     pub per_alloc_volumes: Vec<host_volumes::HostVolumeAsk>,
     /// Ports naming a host network the node must have (groups only).
     pub host_networks: Vec<host_networks::HostNetworkAsk>,
+    /// A network mode the node must offer (`bridge`); `None` for host
+    /// networking and `none`, which every node has.
+    pub network_mode: Option<String>,
+}
+
+/// The reason a node without the group's network mode is filtered.
+pub const MISSING_NETWORK: &str = "missing network";
+
+/// Whether `node` offers networking in `mode`.
+pub fn has_network_mode(node: &Node, mode: &str) -> bool {
+    node.resources
+        .iter()
+        .flat_map(|r| r.networks.iter())
+        .any(|n| {
+            let m = if n.mode.is_empty() {
+                "host"
+            } else {
+                n.mode.as_str()
+            };
+            m == mode
+        })
 }
 
 impl Checks {
@@ -133,6 +154,12 @@ impl Checks {
             .host_networks
             .iter()
             .any(|n| target::is_unique(&n.network));
+        c.network_mode = tg
+            .networks
+            .first()
+            .map(|n| n.mode.as_str())
+            .filter(|m| !matches!(*m, "" | "host" | "none"))
+            .map(str::to_string);
         Ok(c)
     }
 
@@ -176,6 +203,11 @@ impl Checks {
         }
         for n in &self.host_networks {
             n.check(node)?;
+        }
+        if let Some(mode) = &self.network_mode
+            && !has_network_mode(node, mode)
+        {
+            return Err(Cow::Borrowed(MISSING_NETWORK));
         }
         Ok(())
     }
@@ -260,5 +292,46 @@ mod tests {
         assert!(!has_driver(&n, "qemu"));
         n.attributes.insert("driver.raw_exec".into(), "1".into());
         assert!(has_driver(&n, "raw_exec"));
+    }
+
+    #[test]
+    fn a_bridge_group_needs_a_node_with_the_bridge_network() {
+        use caravan_proto::{NetworkResource, NodeNetwork, NodeResources, TaskGroup};
+        let group = |mode: &str| TaskGroup {
+            networks: vec![NetworkResource {
+                mode: mode.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let host_only = Node {
+            resources: Some(NodeResources {
+                networks: vec![NodeNetwork {
+                    mode: "host".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut bridged = host_only.clone();
+        if let Some(r) = bridged.resources.as_mut() {
+            r.networks.push(NodeNetwork {
+                mode: "bridge".into(),
+                ..Default::default()
+            });
+        }
+        let bridge = Checks::for_group(&group("bridge")).expect("checks");
+        assert_eq!(bridge.check_node(&host_only), Err(Cow::Borrowed(MISSING_NETWORK)));
+        assert_eq!(bridge.check_node(&bridged), Ok(()));
+        for mode in ["", "host", "none"] {
+            let c = Checks::for_group(&group(mode)).expect("checks");
+            assert_eq!(c.check_node(&host_only), Ok(()), "mode {mode:?}");
+        }
+        assert_ne!(
+            class::compute_node_class(&host_only),
+            class::compute_node_class(&bridged),
+            "the bridge network is part of the class"
+        );
     }
 }

@@ -29,6 +29,7 @@ use crate::driver::{Drivers, TaskHandle, parse_signal};
 use crate::health::HealthTracker;
 use crate::lifecycle::{self, Phase};
 use crate::live_allocs::{LiveAllocs, RestartTickets, TaskView};
+use crate::network::{self, Networks};
 use crate::prestart::{self, Prestart};
 use crate::restart::RestartTracker;
 use crate::shared_jobs::SharedJobs;
@@ -251,6 +252,37 @@ impl AllocRunner {
         AllocRunnerHandle { commands: tx, join }
     }
 
+    /// The node's alloc network namespaces; `None` on simulated nodes.
+    fn networks(&self) -> Option<Networks> {
+        if self.ctx.simulated {
+            return None;
+        }
+        let data_dir = self.ctx.data_dir.as_ref()?;
+        Some(Networks::new(data_dir, network::DEFAULT_PLUGIN_DIR))
+    }
+
+    /// Detaches and removes the alloc's network namespace, if it has one,
+    /// on a blocking thread (the plugins are processes); the returned task
+    /// ends when it is done.
+    fn teardown_network(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let networks = self.networks()?;
+        let alloc_id = self.alloc.id.clone();
+        Some(tokio::task::spawn_blocking(move || {
+            if let Err(e) = networks.teardown(&alloc_id) {
+                tracing::warn!(alloc = %alloc_id, error = %e, "cannot tear down alloc network");
+            }
+        }))
+    }
+
+    /// Once every task is dead and the servers want the alloc stopped, its
+    /// namespace goes: nothing will run in it again.
+    fn teardown_network_when_done(&self) {
+        let all_dead = self.slots.values().all(|s| s.state.state == states::DEAD);
+        if all_dead && self.alloc.is_server_terminal() {
+            drop(self.teardown_network());
+        }
+    }
+
     fn alloc_dir(&self) -> Option<AllocDir> {
         let data_dir = self.ctx.data_dir.as_ref()?;
         AllocDir::new(data_dir, &self.alloc.id).ok()
@@ -276,7 +308,7 @@ impl AllocRunner {
             }
             Some(group) => match recovered {
                 Some(rec) => self.restore(&group, rec).await,
-                None => self.setup(&group),
+                None => self.setup(&group).await,
             },
         }
         let stop_now = self.alloc.is_server_terminal();
@@ -347,6 +379,9 @@ impl AllocRunner {
         }
         self.ctx.live.remove(&self.alloc.id);
         if self.destroying {
+            if let Some(done) = self.teardown_network() {
+                let _ = done.await;
+            }
             if let Some(dir) = self.alloc_dir()
                 && let Err(e) = dir.destroy()
             {
@@ -603,6 +638,7 @@ impl AllocRunner {
         if dead {
             self.after_death(&u.task, failed, leader);
             self.stop_sidecars_after_main();
+            self.teardown_network_when_done();
         }
         self.start_ready();
         self.check_health();
@@ -743,6 +779,8 @@ impl AllocRunner {
             self.last_reported = None;
             self.report();
         }
+        // Its tasks may all have ended before the servers stopped it.
+        self.teardown_network_when_done();
     }
 
     fn begin_stop(&mut self, alloc: &Allocation) {

@@ -9,12 +9,13 @@ use caravan_proto::{Task, TaskGroup, TaskState};
 use super::AllocRunner;
 use crate::driver::{HandleState, TaskHandle};
 use crate::lifecycle;
+use crate::network::GroupNetwork;
 use crate::state_dir::AllocRecord;
 use crate::task_runner::{KillRequest, event, events, push_event, states};
 
 impl AllocRunner {
     /// First start: dirs, payload, task states, then the tasks.
-    pub(super) fn setup(&mut self, group: &TaskGroup) {
+    pub(super) async fn setup(&mut self, group: &TaskGroup) {
         for task in &group.tasks {
             let mut state = TaskState {
                 state: states::PENDING.into(),
@@ -28,13 +29,7 @@ impl AllocRunner {
                 .insert(task.name.clone(), self.slot(state, task.leader));
         }
         if let Err(msg) = self.build_dirs(group) {
-            for slot in self.slots.values_mut() {
-                push_event(&mut slot.state, event(events::SETUP_FAILURE, msg.clone()));
-                slot.state.state = states::DEAD.into();
-                slot.state.failed = true;
-            }
-            self.persist();
-            self.report();
+            self.fail_setup(msg);
             return;
         }
         for slot in self.slots.values_mut() {
@@ -57,8 +52,57 @@ impl AllocRunner {
             self.report();
             return;
         }
+        if let Err(msg) = self.setup_network(group).await {
+            self.fail_setup(msg);
+            return;
+        }
         self.start_ready();
         self.settle_early_deaths();
+    }
+
+    /// Every task fails with a Setup Failure of `msg`; none runs.
+    fn fail_setup(&mut self, msg: String) {
+        for slot in self.slots.values_mut() {
+            push_event(&mut slot.state, event(events::SETUP_FAILURE, msg.clone()));
+            slot.state.state = states::DEAD.into();
+            slot.state.failed = true;
+        }
+        self.persist();
+        self.report();
+    }
+
+    /// Gives a `bridge` or `none` group its network namespace before any of
+    /// its tasks starts.
+    async fn setup_network(&self, group: &TaskGroup) -> Result<(), String> {
+        let Some(mode) = GroupNetwork::of(group) else {
+            return Ok(());
+        };
+        let Some(networks) = self.networks() else {
+            return Ok(());
+        };
+        if let Some(task) = group.tasks.iter().find(|t| t.driver == "docker") {
+            return Err(format!(
+                "failed to configure networking for alloc: task {:?}: docker tasks in a {} network group are not supported",
+                task.name,
+                group
+                    .networks
+                    .first()
+                    .map(|n| n.mode.as_str())
+                    .unwrap_or_default()
+            ));
+        }
+        let ports = self.group_ports();
+        let alloc_id = self.alloc.id.clone();
+        let made =
+            tokio::task::spawn_blocking(move || networks.setup(&alloc_id, mode, &ports)).await;
+        match made {
+            Ok(Ok(net)) => {
+                tracing::info!(alloc = %self.alloc.id, ip = %net.ip, "alloc network ready");
+                Ok(())
+            }
+            Ok(Err(e)) => Err(format!("failed to configure networking for alloc: {e}")),
+            Err(e) => Err(format!("failed to configure networking for alloc: {e}")),
+        }
     }
 
     /// Starts every task whose lifecycle phase allows it now.
@@ -99,6 +143,11 @@ impl AllocRunner {
     /// After a client restart: re-attach to live tasks, mark lost ones failed,
     /// restart nothing that might still run.
     pub(super) async fn restore(&mut self, group: &TaskGroup, rec: AllocRecord) {
+        let all_dead =
+            !rec.tasks.is_empty() && rec.tasks.values().all(|t| t.state.state == states::DEAD);
+        if !all_dead {
+            self.restore_network(group).await;
+        }
         for task in &group.tasks {
             let Some(tr) = rec.tasks.get(&task.name) else {
                 let mut state = TaskState {
@@ -157,6 +206,45 @@ impl AllocRunner {
         }
         self.start_ready();
         self.settle_early_deaths();
+    }
+
+    /// After a client restart: an alloc whose namespace is gone (the node
+    /// rebooted) gets a new one for the tasks still to start; what was
+    /// recorded of the old one is released first. A failure leaves the
+    /// tasks to fail when they start.
+    async fn restore_network(&self, group: &TaskGroup) {
+        let (Some(mode), Some(networks)) = (GroupNetwork::of(group), self.networks()) else {
+            return;
+        };
+        if self.alloc.is_server_terminal() || networks.load(&self.alloc.id).is_some() {
+            return;
+        }
+        let ports = self.group_ports();
+        let alloc_id = self.alloc.id.clone();
+        let made = tokio::task::spawn_blocking(move || {
+            networks.teardown(&alloc_id)?;
+            networks.setup(&alloc_id, mode, &ports)
+        })
+        .await;
+        match made {
+            Ok(Ok(net)) => {
+                tracing::info!(alloc = %self.alloc.id, ip = %net.ip, "alloc network made again")
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(alloc = %self.alloc.id, error = %e, "cannot make the alloc network again")
+            }
+            Err(e) => tracing::warn!(alloc = %self.alloc.id, error = %e, "alloc network"),
+        }
+    }
+
+    /// The ports of the group's network, as the servers allocated them.
+    fn group_ports(&self) -> Vec<caravan_proto::AllocatedPort> {
+        self.alloc
+            .allocated_resources
+            .as_ref()
+            .and_then(|r| r.shared.as_ref())
+            .map(|s| s.ports.clone())
+            .unwrap_or_default()
     }
 
     /// The run `state` names, found again by the driver that wrote it.

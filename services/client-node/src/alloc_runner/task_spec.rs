@@ -8,6 +8,7 @@ use caravan_proto::{Node, Task, TaskGroup};
 
 use super::AllocRunner;
 use crate::driver::{Driver, FsIsolation, TaskConfig, TaskResources, TaskSpec, VolumeMountSpec};
+use crate::network::GroupNetwork;
 use crate::task_env::TaskEnv;
 
 impl AllocRunner {
@@ -24,12 +25,20 @@ impl AllocRunner {
             .map(|d| d.task(&task.name))
             .transpose()
             .map_err(|e| e.to_string())?;
+        let network = match (GroupNetwork::of(group), self.networks()) {
+            (Some(_), Some(networks)) => Some(networks.load(&self.alloc.id).ok_or_else(|| {
+                // Never the host's network instead.
+                "failed to configure networking for alloc: its network namespace is gone"
+                    .to_string()
+            })?),
+            _ => None,
+        };
         let (env, resources) = if driver.wants_env() {
             let in_image = matches!(
                 driver.capabilities().fs_isolation,
                 FsIsolation::Image | FsIsolation::Chroot
             );
-            let env = TaskEnv::build(
+            let env = TaskEnv::build_in(
                 self.ctx.node.clone(),
                 &self.alloc,
                 &self.job,
@@ -37,6 +46,7 @@ impl AllocRunner {
                 task,
                 dirs.as_ref(),
                 in_image,
+                network.as_ref().map(|n| n.ip.as_str()),
             );
             (Some(env), Some(Arc::new(self.task_resources(group, task))))
         } else {
@@ -59,6 +69,7 @@ impl AllocRunner {
             user: task.user.clone(),
             resources,
             volume_mounts,
+            netns: network.map(|n| n.netns),
         })
     }
 

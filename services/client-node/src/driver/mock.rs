@@ -320,6 +320,7 @@ mod tests {
             user: String::new(),
             resources: None,
             volume_mounts: Vec::new(),
+            netns: None,
         }
     }
 

@@ -91,6 +91,9 @@ pub struct TaskSpec {
     /// The node's host volumes the task mounts (its `volume_mount`s), for
     /// drivers whose [`Capabilities::mounts`] says they can.
     pub volume_mounts: Vec<VolumeMountSpec>,
+    /// The alloc's network namespace (a pinned nsfs file) the task runs in;
+    /// `None` for the host's network.
+    pub netns: Option<std::path::PathBuf>,
 }
 
 /// One host volume mounted into a task (Nomad's `MountConfig`).

@@ -322,6 +322,11 @@ fn default_signals_for_the_task() {
     }
 }
 
+/// The variable naming the network namespace (a pinned nsfs file) the
+/// supervisor enters before it starts the task; the task's environment
+/// never holds it.
+pub const NETNS_ENV: &str = "CARAVAN_TASK_NETNS";
+
 /// Runs the supervisor; returns the process's exit code.
 pub fn main(argv: &[OsString]) -> i32 {
     let args = match SupervisorArgs::parse(argv) {
@@ -331,6 +336,18 @@ pub fn main(argv: &[OsString]) -> i32 {
             return 2;
         }
     };
+    // Entered by the thread that starts the task, before anything else: its
+    // children are born in the alloc's network.
+    if let Some(netns) = std::env::var_os(NETNS_ENV)
+        && let Err(e) = crate::network::netns::enter(std::path::Path::new(&netns))
+    {
+        let _ = writeln!(
+            std::io::stdout(),
+            "error cannot enter the alloc's network namespace {}: {e}",
+            std::path::Path::new(&netns).display()
+        );
+        return 1;
+    }
     default_signals_for_the_task();
     // The client runs without transparent huge pages; the task gets the
     // host's policy.
@@ -414,6 +431,7 @@ pub fn main(argv: &[OsString]) -> i32 {
         }
     };
     let spawned = command
+        .env_remove(NETNS_ENV)
         .args(&args.args)
         .stdout(output())
         .stderr(output())

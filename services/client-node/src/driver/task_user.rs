@@ -279,8 +279,19 @@ pub fn exec_main(argv: &[OsString]) -> i32 {
         eprintln!("{e}");
         return 127;
     }
+    // A command run in a bridge-mode task's alloc network (see
+    // `supervisor::NETNS_ENV`): entered here, where nothing else runs yet.
+    if let Some(netns) = std::env::var_os(super::supervisor::NETNS_ENV)
+        && let Err(e) = crate::network::netns::enter(std::path::Path::new(&netns))
+    {
+        eprintln!("cannot enter the alloc's network namespace: {e}");
+        return 127;
+    }
     if credentials == KEEP_CREDENTIALS {
-        let err = Command::new(command).args(args).exec();
+        let err = Command::new(command)
+            .args(args)
+            .env_remove(super::supervisor::NETNS_ENV)
+            .exec();
         eprintln!("{}: {err}", command.to_string_lossy());
         return 127;
     }
@@ -323,7 +334,7 @@ pub fn exec_main(argv: &[OsString]) -> i32 {
         return fail(format!("cannot run the task as uid {}: {e}", creds.uid));
     }
     let mut task = Command::new(command);
-    task.args(args);
+    task.args(args).env_remove(super::supervisor::NETNS_ENV);
     if !stdio {
         task.stdin(std::process::Stdio::null());
     }

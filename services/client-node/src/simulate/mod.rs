@@ -98,6 +98,8 @@ pub async fn simulated_agents(
             hostname: name.clone(),
             ip,
             interfaces: Vec::new(),
+            bridge_network: false,
+            cni_plugins: Default::default(),
         };
         let node_config = ClientConfig {
             name: name.clone(),

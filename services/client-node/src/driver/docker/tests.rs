@@ -168,6 +168,7 @@ impl Fixture {
                 ..Default::default()
             })),
             volume_mounts: Vec::new(),
+            netns: None,
         }
     }
 }

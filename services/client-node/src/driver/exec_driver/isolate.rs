@@ -178,17 +178,21 @@ fn enter(init: &str, entry: &Entry, entry_json: &str) -> Result<i32, String> {
     })
 }
 
-/// The second step of [`ENTER_ARG`]: into the task's IPC and mount
-/// namespaces (and so its root), then the command as the task.
+/// The second step of [`ENTER_ARG`]: into the task's network (its alloc's,
+/// in bridge mode), IPC and mount namespaces (and so its root), then the
+/// command as the task.
 fn enter_task(init: &str, entry: &Entry) -> String {
     let open = |kind: &str| {
         let path = format!("/proc/{init}/ns/{kind}");
         std::fs::File::open(&path).map_err(|e| format!("open {path}: {e}"))
     };
-    let (ipc, mnt) = match (open("ipc"), open("mnt")) {
-        (Ok(i), Ok(m)) => (i, m),
-        (Err(e), _) | (_, Err(e)) => return e,
+    let (net, ipc, mnt) = match (open("net"), open("ipc"), open("mnt")) {
+        (Ok(n), Ok(i), Ok(m)) => (n, i, m),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e,
     };
+    if let Err(e) = nix::sched::setns(&net, CloneFlags::CLONE_NEWNET) {
+        return format!("setns net: {e}");
+    }
     if let Err(e) = nix::sched::setns(&ipc, CloneFlags::CLONE_NEWIPC) {
         return format!("setns ipc: {e}");
     }

@@ -116,6 +116,7 @@ fn spec_with(
         user: String::new(),
         resources: Some(Arc::new(res)),
         volume_mounts: Vec::new(),
+        netns: None,
     }
 }
 

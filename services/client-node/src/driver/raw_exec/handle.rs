@@ -41,6 +41,8 @@ pub(super) struct ExecContext {
     pub(super) dir: PathBuf,
     /// The task's user, if it names one.
     pub(super) user: Option<TaskUser>,
+    /// The alloc's network namespace the task runs in, if not the host's.
+    pub(super) netns: Option<PathBuf>,
 }
 
 /// A process started (or re-attached) by `raw_exec`.
@@ -185,9 +187,21 @@ async fn run_in_task(ctx: &ExecContext, request: ExecRequest) -> Result<i32, Dri
                 .arg(program);
             c
         }
+        // In the alloc's network namespace: the switch enters it first.
+        (None, false) if ctx.netns.is_some() => {
+            let mut c = tokio::process::Command::new(&ctx.switch);
+            c.arg(TASK_EXEC_ARG)
+                .arg(TASK_EXEC_STDIO)
+                .arg(KEEP_CREDENTIALS)
+                .arg(program);
+            c
+        }
         (None, false) => tokio::process::Command::new(program),
     };
     cmd.args(args).env_clear().env("PATH", DEFAULT_PATH);
+    if let Some(netns) = &ctx.netns {
+        cmd.env(super::super::supervisor::NETNS_ENV, netns);
+    }
     if let Some(user) = &ctx.user {
         cmd.env("HOME", &user.home).env("USER", &user.name);
     }

@@ -161,6 +161,11 @@ impl RawExecDriver {
         if let Some(user) = user {
             cmd.env("HOME", &user.home).env("USER", &user.name);
         }
+        if let Some(netns) = &spec.netns {
+            // The supervisor enters it before starting the task (the
+            // workspace allows no `pre_exec` here); the task never sees it.
+            cmd.env(super::supervisor::NETNS_ENV, netns);
+        }
         cmd.args(sup_args.to_args())
             .envs(env.process_env())
             .current_dir(work_dir(spec)?)
@@ -371,6 +376,7 @@ impl RawExecDriver {
             env: env.process_env(),
             dir: work_dir(spec).unwrap_or_else(|_| dirs.task_dir.clone()),
             user,
+            netns: spec.netns.clone(),
         }))
     }
 

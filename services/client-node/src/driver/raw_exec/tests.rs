@@ -57,6 +57,7 @@ fn spec(dir: &std::path::Path, script: &str) -> TaskSpec {
         user: String::new(),
         resources: None,
         volume_mounts: Vec::new(),
+        netns: None,
     }
 }
 
@@ -579,4 +580,51 @@ async fn exec_with_a_terminal_is_sized_and_gets_job_control() {
     assert!(lines[3].contains('s'), "{out:?}");
     drop(sizes);
     h.stop(Signal::SIGKILL, Duration::from_secs(5)).await;
+}
+
+/// The interfaces a `/proc/net/dev` listing names.
+fn interfaces(net_dev: &str) -> Vec<String> {
+    net_dev
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next())
+        .map(|n| n.trim().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_task_and_its_exec_commands_run_in_the_alloc_network_namespace() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let netns = dir.path().join("netns").join("a1");
+    crate::network::netns::create(&netns).unwrap();
+    let mut s = spec(
+        dir.path(),
+        "cat /proc/net/dev > $NOMAD_ALLOC_DIR/netdev; env > $NOMAD_ALLOC_DIR/env; sleep 30",
+    );
+    s.netns = Some(netns.clone());
+    let h = driver().start(s).await.unwrap();
+    let alloc_dir = dir.path().join("allocs").join("a1").join("alloc");
+    let netdev = alloc_dir.join("netdev");
+    caravan_testkit::wait::until(
+        "the task listed its interfaces",
+        Duration::from_secs(10),
+        || std::fs::read_to_string(&netdev).is_ok_and(|s| s.contains("lo:")),
+    )
+    .await;
+    // A new namespace has loopback alone; the host has more.
+    assert_eq!(
+        interfaces(&std::fs::read_to_string(&netdev).unwrap()),
+        ["lo"]
+    );
+    let env = std::fs::read_to_string(alloc_dir.join("env")).unwrap();
+    assert!(!env.contains(super::super::supervisor::NETNS_ENV), "{env}");
+    let (code, out, err) = exec_in(h.as_ref(), &["cat", "/proc/net/dev"], None).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(interfaces(&out), ["lo"]);
+    h.stop(Signal::SIGKILL, Duration::from_secs(5)).await;
+    crate::network::netns::remove(&netns).unwrap();
 }
