@@ -528,3 +528,45 @@ async fn a_script_template_change_runs_the_script_inside_the_running_task() {
     .await;
     assert_eq!(alloc.task_states["t"].restarts, 0, "{:?}", events(&alloc));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_file_fetched_as_an_artifact_is_rendered_from_its_source() {
+    let c = cluster("templates-source", &[]).await;
+    let dir = pid_dir(&c);
+    let _reaper = Reaper(dir.clone());
+    let http = c.http().unwrap();
+    put_var(&http, "nomad/jobs/fromfile", json!({ "who": "artifact" })).await;
+    // The template text ships as an artifact (a file on the node here); the
+    // artifact hook runs before the template hook, so `source` finds it.
+    let tpl = c.dir().join("greeting.tpl");
+    std::fs::write(
+        &tpl,
+        "[[ with nomadVar \"nomad/jobs/fromfile\" ]]hello from [[ .who ]][[ end ]]\n",
+    )
+    .unwrap();
+    let log = dir.join("fromfile.log");
+    let script = format!(
+        "echo $$ > {pids}/$NOMAD_ALLOC_ID.pid; cat local/greeting >> {log}; exec sleep 300",
+        pids = dir.display(),
+        log = log.display()
+    );
+    let mut job = jobs::service_job("fromfile", 1, jobs::raw_exec_task(&script));
+    set(
+        &mut job,
+        "/Job/TaskGroups/0/Tasks/0/Artifacts",
+        json!([{ "GetterSource": format!("file://{}", tpl.display()), "RelativeDest": "local/" }]),
+    );
+    set(
+        &mut job,
+        "/Job/TaskGroups/0/Tasks/0/Templates",
+        json!([{
+            "SourcePath": "local/greeting.tpl",
+            "DestPath": "local/greeting",
+            "LeftDelim": "[[",
+            "RightDelim": "]]",
+        }]),
+    );
+    register(&http, &job).await;
+    let text = wait_line(&log, "hello from artifact").await;
+    assert_eq!(text, "hello from artifact\n");
+}

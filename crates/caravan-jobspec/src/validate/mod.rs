@@ -558,12 +558,35 @@ fn escapes_task_dir(path: &str) -> bool {
 fn ports(tg: &TaskGroup, base: &str, e: &mut Errors) {
     let mut seen = PortsSeen::default();
     for (i, net) in tg.networks.iter().enumerate() {
-        check_network(
-            net,
-            crate::error::join_path(base, &format!("network[{i}]")),
-            &mut seen,
-            e,
-        );
+        let where_ = crate::error::join_path(base, &format!("network[{i}]"));
+        if net.mode.starts_with("cni/") {
+            e.on(
+                &where_,
+                "mode",
+                format!(
+                    "network mode {:?} is not supported by Caravan: it has no CNI networks of the operator's own",
+                    net.mode
+                ),
+            );
+        }
+        if matches!(net.mode.as_str(), "bridge" | "none") {
+            for (ti, task) in tg
+                .tasks
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.driver == "docker")
+            {
+                e.on(
+                    &task_base(base, task, ti),
+                    "driver",
+                    format!(
+                        "a docker task in a {:?} network is not supported by Caravan yet: its client has no pause container to share the group's network namespace",
+                        net.mode
+                    ),
+                );
+            }
+        }
+        check_network(net, where_, &mut seen, e);
     }
     for (ti, task) in tg.tasks.iter().enumerate() {
         let tbase = task_base(base, task, ti);

@@ -508,3 +508,32 @@ fn log_config_is_read_and_checked() {
             .disabled
     );
 }
+
+#[test]
+fn network_modes_the_client_cannot_honour_are_refused_at_submit() {
+    let cni = job_with(|j| {
+        j["TaskGroups"][0]["Networks"] = json!([{ "Mode": "cni/mynet" }]);
+    });
+    assert_error(
+        &cni,
+        r#"group "web": network[0]: mode: network mode "cni/mynet" is not supported by Caravan"#,
+    );
+    for mode in ["bridge", "none"] {
+        let docker = job_with(|j| {
+            j["TaskGroups"][0]["Networks"] = json!([{ "Mode": mode }]);
+            j["TaskGroups"][0]["Tasks"][0]["Driver"] = json!("docker");
+            j["TaskGroups"][0]["Tasks"][0]["Config"] = json!({ "image": "busybox:1" });
+        });
+        assert_error(
+            &docker,
+            &format!(
+                r#"group "web": task "app": driver: a docker task in a "{mode}" network is not supported by Caravan yet"#
+            ),
+        );
+        // raw_exec tasks run in the group's namespace.
+        let raw = job_with(|j| {
+            j["TaskGroups"][0]["Networks"] = json!([{ "Mode": mode }]);
+        });
+        assert!(errors(&raw).is_empty(), "{:?}", errors(&raw));
+    }
+}

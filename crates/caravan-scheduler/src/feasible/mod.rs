@@ -322,7 +322,10 @@ mod tests {
             });
         }
         let bridge = Checks::for_group(&group("bridge")).expect("checks");
-        assert_eq!(bridge.check_node(&host_only), Err(Cow::Borrowed(MISSING_NETWORK)));
+        assert_eq!(
+            bridge.check_node(&host_only),
+            Err(Cow::Borrowed(MISSING_NETWORK))
+        );
         assert_eq!(bridge.check_node(&bridged), Ok(()));
         for mode in ["", "host", "none"] {
             let c = Checks::for_group(&group(mode)).expect("checks");
