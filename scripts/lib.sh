@@ -23,6 +23,7 @@ REQUIRED_PACKAGES=(
   "command -v c++:g++"
   "test -x /usr/lib/cni/bridge:containernetworking-plugins"
   "command -v iptables-save:iptables"
+  "command -v ip:iproute2"
 )
 
 # Installs whatever REQUIRED_PACKAGES finds missing, then checks again, so a

@@ -1,5 +1,5 @@
 //! `network { mode = "bridge" }` under the real client binary, as root with
-//! the CNI plugins installed (skipped elsewhere): two groups both bind port
+//! the CNI plugins installed (failing elsewhere, naming what is missing): two groups both bind port
 //! 8080 in their own namespaces and are reached at their own host ports,
 //! sibling tasks reach each other over localhost, and neither a stop nor a
 //! client killed mid-alloc leaves a namespace, veth or iptables rule behind.
@@ -52,10 +52,12 @@ fn ready() -> bool {
         .iter()
         .all(|p| Path::new("/usr/lib/cni").join(p).is_file());
     let tools = which("python3") && which("iptables-save") && which("ip");
-    if !(root && plugins && tools) {
-        eprintln!("skipped: needs root, the CNI plugins in /usr/lib/cni, python3, iptables and ip");
-    }
-    root && plugins && tools
+    assert!(
+        root && plugins && tools,
+        "needs root, the CNI plugins in /usr/lib/cni, python3, iptables and ip \
+         (scripts/lib.sh installs them; CI runs as root)"
+    );
+    true
 }
 
 fn which(bin: &str) -> bool {
