@@ -12,6 +12,7 @@ mod disconnect;
 mod drain;
 mod gc;
 mod host_networks;
+mod identities;
 mod node_loss;
 mod periodic;
 mod reschedule;

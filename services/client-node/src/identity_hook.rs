@@ -9,10 +9,9 @@
 //! it does nothing.
 //!
 //! Identities with a `ttl` are signed again at half their life while the
-//! task runs: a file is rewritten in place, and `change_mode = "restart"`
-//! restarts the task (whose next start gets fresh tokens everywhere).
-//! `signal` is not sent (the hook has no way to the process): the file is
-//! still rewritten.
+//! task runs: a file is rewritten in place, then `change_mode = "restart"`
+//! restarts the task (whose next start gets fresh tokens everywhere) and
+//! `signal` sends the running task its `change_signal`.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -28,10 +27,12 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::Code;
 
+use crate::driver::parse_signal;
 use crate::driver::task_user;
 use crate::node_api::NodeApi;
 use crate::prestart::{HookFailure, PrestartCtx, PrestartHook};
 use crate::task_runner::TaskControl;
+use crate::template::change::{ChangedBy, FileChange, TemplateChange};
 
 /// The identity every task has.
 pub const DEFAULT_IDENTITY: &str = "default";
@@ -288,9 +289,31 @@ async fn renew(r: Renewal) {
             }
         }
         if r.identities.iter().any(|i| i.change_mode == "restart") {
-            let (reply, _) = tokio::sync::oneshot::channel();
-            let _ = r.control.send(TaskControl::Restart(reply));
+            let _ = r
+                .control
+                .send(TaskControl::FileChanged(Box::new(FileChange {
+                    by: ChangedBy::Identity,
+                    action: TemplateChange::Restart,
+                })));
             return;
+        }
+        let mut sent = Vec::new();
+        for identity in r.identities.iter().filter(|i| i.change_mode == "signal") {
+            match parse_signal(&identity.change_signal) {
+                Ok(signal) if !sent.contains(&signal) => {
+                    sent.push(signal);
+                    let _ = r
+                        .control
+                        .send(TaskControl::FileChanged(Box::new(FileChange {
+                            by: ChangedBy::Identity,
+                            action: TemplateChange::Signal(signal),
+                        })));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(alloc = %r.alloc_id, task = %r.task, identity = %identity.name, error = %e, "identity change_signal");
+                }
+            }
         }
         wait = renew_wait(&r.identities);
     }

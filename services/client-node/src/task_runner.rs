@@ -17,7 +17,7 @@ use tracing::Instrument;
 use crate::driver::{Driver, ExitResult, TaskHandle, TaskSpec};
 use crate::prestart::{HookFailure, Prestart};
 use crate::restart::{RestartDecision, RestartTracker};
-use crate::template::change::{Applied, TemplateChange};
+use crate::template::change::{Applied, FileChange};
 
 /// Task events kept per task, as Nomad keeps them.
 pub const MAX_EVENTS: usize = 10;
@@ -82,9 +82,10 @@ pub enum TaskControl {
     /// Nomad's check watcher does), the reason in the event. Ignored when
     /// no run is up.
     CheckRestart(Box<str>),
-    /// A template of the task re-rendered: its `change_mode` is applied to
-    /// the run. Ignored when no run is up: the next start renders anew.
-    TemplateChanged(Box<TemplateChange>),
+    /// A file of the task was rewritten (a template re-rendered, an
+    /// identity renewed): its `change_mode` is applied to the run. Ignored
+    /// when no run is up: the next start writes it anew.
+    FileChanged(Box<FileChange>),
 }
 
 /// A running task whose runner stepped aside: the run and the restart
@@ -202,7 +203,7 @@ enum Woken<T> {
     Restart(RestartReply),
     Park,
     CheckRestart(Box<str>),
-    Template(Box<TemplateChange>),
+    FileChanged(Box<FileChange>),
 }
 
 impl TaskRunner {
@@ -275,9 +276,9 @@ impl TaskRunner {
                         return Woken::CheckRestart(reason);
                     }
                 }
-                TaskControl::TemplateChanged(change) => {
+                TaskControl::FileChanged(change) => {
                     if handle.is_some() {
-                        return Woken::Template(change);
+                        return Woken::FileChanged(change);
                     }
                 }
                 TaskControl::Signaled(signal) => {
@@ -401,7 +402,7 @@ impl TaskRunner {
                         return;
                     }
                 }
-                Woken::Template(change) => match self.template_changed(&handle, *change).await {
+                Woken::FileChanged(change) => match self.file_changed(&handle, *change).await {
                     Applied::SameRun => recovered = Some(handle),
                     Applied::StartAgain => {}
                     Applied::Over => return,
@@ -520,9 +521,10 @@ impl TaskRunner {
                     .await
                 {
                     // (No run to park or check while waiting to start one.)
-                    Woken::Done(()) | Woken::Park | Woken::CheckRestart(_) | Woken::Template(_) => {
-                        true
-                    }
+                    Woken::Done(())
+                    | Woken::Park
+                    | Woken::CheckRestart(_)
+                    | Woken::FileChanged(_) => true,
                     // Asked to restart while waiting to: start now.
                     Woken::Restart(reply) => {
                         let _ = reply.send(Ok(()));

@@ -1,5 +1,6 @@
-//! A re-rendered template's `change_mode` applied to the task's run:
-//! restart it in place, send it a signal, or run a script inside it.
+//! A rewritten task file's `change_mode` applied to the task's run (a
+//! re-rendered template, a renewed identity token): restart it in place,
+//! send it a signal, or run a script inside it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +15,25 @@ use crate::task_runner::{TaskRunner, event, events, push_event};
 /// The event of a hook's message to the user (a change script's outcome).
 pub const TASK_HOOK_MESSAGE: &str = "Task hook message";
 
-/// What a template change asks of the run.
+/// What rewrote the task's file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangedBy {
+    /// A template re-rendered.
+    Template,
+    /// A workload identity's token was renewed.
+    Identity,
+}
+
+/// A task file rewritten, and what its `change_mode` asks of the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileChange {
+    /// What rewrote it.
+    pub by: ChangedBy,
+    /// What the run is asked.
+    pub action: TemplateChange,
+}
+
+/// What a change asks of the run.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TemplateChange {
     /// `change_mode = "restart"`.
@@ -40,20 +59,27 @@ pub enum Applied {
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl TaskRunner {
-    /// Applies a template's change to the run `handle`.
-    pub(crate) async fn template_changed(
+    /// Applies a file's change to the run `handle`.
+    pub(crate) async fn file_changed(
         &mut self,
         handle: &Arc<dyn TaskHandle>,
-        change: TemplateChange,
+        change: FileChange,
     ) -> Applied {
-        match change {
+        let (restart_msg, signal_msg) = match change.by {
+            ChangedBy::Template => (
+                "Template with change_mode restart re-rendered",
+                "Template re-rendered",
+            ),
+            ChangedBy::Identity => (
+                "Identity with change_mode restart renewed",
+                "Identity renewed",
+            ),
+        };
+        match change.action {
             TemplateChange::Restart => {
                 push_event(
                     &mut self.state,
-                    event(
-                        events::RESTART_SIGNALED,
-                        "Template with change_mode restart re-rendered",
-                    ),
+                    event(events::RESTART_SIGNALED, restart_msg),
                 );
                 self.send(Some(handle));
                 let stop = handle.stop(self.kill_signal, self.kill_timeout);
@@ -67,10 +93,7 @@ impl TaskRunner {
                 Applied::StartAgain
             }
             TemplateChange::Signal(signal) => {
-                push_event(
-                    &mut self.state,
-                    event(events::SIGNALING, "Template re-rendered"),
-                );
+                push_event(&mut self.state, event(events::SIGNALING, signal_msg));
                 self.send(Some(handle));
                 if let Err(e) = handle.signal(signal).await {
                     tracing::warn!(alloc = %self.spec.alloc_id, task = %self.name, error = %e.message,

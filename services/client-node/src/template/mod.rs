@@ -28,7 +28,7 @@ use crate::driver::parse_signal;
 use crate::node_api::NodeApi;
 use crate::prestart::{HookConfig, HookFailure, PrestartCtx, PrestartHook};
 use crate::task_runner::TaskControl;
-use change::TemplateChange;
+use change::{ChangedBy, FileChange, TemplateChange};
 use watch::Watcher;
 
 /// The event of a hook that failed.
@@ -397,7 +397,10 @@ async fn apply_changes(
         }
         for change in changes_of(&modes) {
             if control
-                .send(TaskControl::TemplateChanged(Box::new(change)))
+                .send(TaskControl::FileChanged(Box::new(FileChange {
+                    by: ChangedBy::Template,
+                    action: change,
+                })))
                 .is_err()
             {
                 return;
