@@ -6,31 +6,16 @@ use caravan_integration_tests::{Cluster, Progress, jobs, wait_for};
 use caravan_proto::Allocation;
 use serde_json::json;
 
-use crate::{Reaper, STEP, job_allocs, pid_dir, register, set, wait_running_version};
+use crate::{
+    Reaper, STEP, pid_dir, register, set, task_events, wait_running_version, wait_task_event,
+};
 
 fn events(alloc: &Allocation) -> Vec<(String, String)> {
-    alloc.task_states.get("t").map_or_else(Vec::new, |s| {
-        s.events
-            .iter()
-            .map(|e| (e.r#type.clone(), e.message.clone()))
-            .collect()
-    })
+    task_events(alloc, "t")
 }
 
 async fn wait_event(c: &Cluster, job_id: &str, kind: &str, message: &str) -> Allocation {
-    let want = (kind.to_string(), message.to_string());
-    wait_for(&format!("{job_id} to record {want:?}"), STEP, async || {
-        let allocs = job_allocs(&c.state, job_id).await?;
-        Ok(match allocs.as_slice() {
-            [a] if events(a).contains(&want) => Progress::Done(a.clone()),
-            _ => Progress::Waiting(format!(
-                "{:?}",
-                allocs.iter().map(events).collect::<Vec<_>>()
-            )),
-        })
-    })
-    .await
-    .unwrap()
+    wait_task_event(c, job_id, "t", kind, message).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -267,6 +267,47 @@ impl Drop for Reaper {
     }
 }
 
+/// The events of task `task` of `alloc`, as (type, message) pairs.
+pub fn task_events(alloc: &Allocation, task: &str) -> Vec<(String, String)> {
+    alloc.task_states.get(task).map_or_else(Vec::new, |s| {
+        s.events
+            .iter()
+            .map(|e| (e.r#type.clone(), e.message.clone()))
+            .collect()
+    })
+}
+
+/// Waits until the only alloc of `job_id` records the event
+/// `(kind, message)` for task `task`; returns the alloc.
+pub async fn wait_task_event(
+    c: &Cluster,
+    job_id: &str,
+    task: &str,
+    kind: &str,
+    message: &str,
+) -> Allocation {
+    let want = (kind.to_string(), message.to_string());
+    wait_for(
+        &format!("{job_id}'s task {task} to record {want:?}"),
+        STEP,
+        async || {
+            let allocs = job_allocs(&c.state, job_id).await?;
+            Ok(match allocs.as_slice() {
+                [a] if task_events(a, task).contains(&want) => Progress::Done(a.clone()),
+                _ => Progress::Waiting(format!(
+                    "{:?}",
+                    allocs
+                        .iter()
+                        .map(|a| task_events(a, task))
+                        .collect::<Vec<_>>()
+                )),
+            })
+        },
+    )
+    .await
+    .unwrap()
+}
+
 /// Sets `value` at `pointer` (a JSON pointer such as
 /// `/Job/TaskGroups/0/Update`) in `job`.
 pub fn set(job: &mut Value, pointer: &str, value: Value) {

@@ -10,7 +10,10 @@ use caravan_integration_tests::{Cluster, HttpApi, Progress, jobs, wait_for};
 use caravan_proto::{AllocClientStatus, Allocation};
 use serde_json::{Value, json};
 
-use crate::{Reaper, SECOND_NS, STEP, job_allocs, pid_dir, register, set, wait_running_version};
+use crate::{
+    Reaper, SECOND_NS, STEP, job_allocs, pid_dir, register, set, task_events, wait_running_version,
+    wait_task_event,
+};
 
 /// A control plane serving Variables and one raw_exec client with `extra`
 /// settings.
@@ -64,40 +67,14 @@ async fn wait_line(file: &Path, line: &str) -> String {
     .unwrap()
 }
 
-/// The task `t`'s event types of the job's only alloc.
+/// The events of task `t` of `alloc`.
 fn events(alloc: &Allocation) -> Vec<(String, String)> {
-    alloc
-        .task_states
-        .get("t")
-        .map(|s| {
-            s.events
-                .iter()
-                .map(|e| (e.r#type.clone(), e.message.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
+    task_events(alloc, "t")
 }
 
-/// Waits until the job's only alloc records the event `(kind, message)` for
-/// task `t`; returns the alloc.
+/// Waits until the job's only alloc records `(kind, message)` for task `t`.
 async fn wait_event(c: &Cluster, job_id: &str, kind: &str, message: &str) -> Allocation {
-    let want = (kind.to_string(), message.to_string());
-    wait_for(
-        &format!("{job_id}'s task to record {want:?}"),
-        STEP,
-        async || {
-            let allocs = job_allocs(&c.state, job_id).await?;
-            Ok(match allocs.as_slice() {
-                [a] if events(a).contains(&want) => Progress::Done(a.clone()),
-                _ => Progress::Waiting(format!(
-                    "{:?}",
-                    allocs.iter().map(events).collect::<Vec<_>>()
-                )),
-            })
-        },
-    )
-    .await
-    .unwrap()
+    wait_task_event(c, job_id, "t", kind, message).await
 }
 
 /// Waits for the job's alloc to have failed; returns it.
