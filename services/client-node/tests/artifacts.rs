@@ -17,7 +17,6 @@ use caravan_proto::{AllocClientStatus, Artifact, JobType};
 use common::*;
 use sha2::Digest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -84,15 +83,8 @@ fn artifact(source: String, checksum: String) -> Artifact {
 async fn raw_exec_task_reads_a_file_from_a_checksummed_tar_gz_artifact() {
     let archive = tar_gz("app/greeting.txt", b"hello from the artifact\n");
     let (base, hits) = serve(archive.clone()).await;
-    let stop_fake = CancellationToken::new();
-    let fake = FakeGateway::new(Duration::from_secs(5));
-    let addr = fake.serve(stop_fake.clone()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let shutdown = CancellationToken::new();
-    let client = start(config(addr, dir.path()), shutdown.clone())
-        .await
-        .unwrap();
-    let node_id = client.ready.node_ids[0].clone();
+    let scene = Scene::start().await;
+    let (fake, node_id, dir) = (&scene.fake, &scene.node_id, &scene.dir);
 
     let mut web = sh_task(
         "web",
@@ -104,7 +96,7 @@ async fn raw_exec_task_reads_a_file_from_a_checksummed_tar_gz_artifact() {
     )];
     let job = job("fetcher", JobType::Batch, vec![web]);
     let a = alloc(&job, 0);
-    fake.push(&node_id, vec![a.clone()], vec![job]);
+    fake.push(node_id, vec![a.clone()], vec![job]);
     until("alloc complete", WAIT, || {
         fake.status(&a.id) == Some(AllocClientStatus::Complete)
     })
@@ -128,23 +120,15 @@ async fn raw_exec_task_reads_a_file_from_a_checksummed_tar_gz_artifact() {
         "events: {kinds:?}"
     );
     assert_eq!(hits.load(Ordering::SeqCst), 1);
-    stop(client, shutdown).await;
-    stop_fake.cancel();
+    scene.stop().await;
 }
 
 #[tokio::test]
 async fn a_bad_artifact_checksum_fails_each_start_until_the_restart_policy_gives_up() {
     let archive = tar_gz("app/greeting.txt", b"tampered\n");
     let (base, hits) = serve(archive).await;
-    let stop_fake = CancellationToken::new();
-    let fake = FakeGateway::new(Duration::from_secs(5));
-    let addr = fake.serve(stop_fake.clone()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let shutdown = CancellationToken::new();
-    let client = start(config(addr, dir.path()), shutdown.clone())
-        .await
-        .unwrap();
-    let node_id = client.ready.node_ids[0].clone();
+    let scene = Scene::start().await;
+    let (fake, node_id, dir) = (&scene.fake, &scene.node_id, &scene.dir);
 
     let expected = sha256(b"what the job author built");
     let mut web = sh_task("web", "echo never > \"$NOMAD_ALLOC_DIR/ran\"");
@@ -155,7 +139,7 @@ async fn a_bad_artifact_checksum_fails_each_start_until_the_restart_policy_gives
     // The shared job builder's policy: 2 attempts, then fail.
     let job = job("tampered", JobType::Service, vec![web]);
     let a = alloc(&job, 0);
-    fake.push(&node_id, vec![a.clone()], vec![job]);
+    fake.push(node_id, vec![a.clone()], vec![job]);
     until("alloc failed", WAIT, || {
         fake.status(&a.id) == Some(AllocClientStatus::Failed)
     })
@@ -188,6 +172,5 @@ async fn a_bad_artifact_checksum_fails_each_start_until_the_restart_policy_gives
             .join("alloc/ran")
             .exists()
     );
-    stop(client, shutdown).await;
-    stop_fake.cancel();
+    scene.stop().await;
 }

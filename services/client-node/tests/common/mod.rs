@@ -295,6 +295,46 @@ pub async fn stop(client: Client, shutdown: CancellationToken) {
         .expect("client stops cleanly");
 }
 
+/// A real client node against a fresh fake gateway, with its data in a
+/// temporary dir: what most tests start with.
+pub struct Scene {
+    pub fake: FakeGateway,
+    pub client: Client,
+    pub node_id: String,
+    pub dir: tempfile::TempDir,
+    shutdown: CancellationToken,
+    stop_fake: CancellationToken,
+}
+
+impl Scene {
+    /// Starts the fake gateway (heartbeat TTL 5 s) and a client registered with it.
+    pub async fn start() -> Scene {
+        let stop_fake = CancellationToken::new();
+        let fake = FakeGateway::new(Duration::from_secs(5));
+        let addr = fake.serve(stop_fake.clone()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let shutdown = CancellationToken::new();
+        let client = start(config(addr, dir.path()), shutdown.clone())
+            .await
+            .unwrap();
+        let node_id = client.ready.node_ids[0].clone();
+        Scene {
+            fake,
+            client,
+            node_id,
+            dir,
+            shutdown,
+            stop_fake,
+        }
+    }
+
+    /// Stops the client, then the fake gateway.
+    pub async fn stop(self) {
+        stop(self.client, self.shutdown).await;
+        self.stop_fake.cancel();
+    }
+}
+
 pub fn s(v: &str) -> Value {
     Value {
         kind: Some(Kind::StringValue(v.to_string())),
