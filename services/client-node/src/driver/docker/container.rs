@@ -316,7 +316,17 @@ pub fn create_body(
                 .collect()
         })
         .unwrap_or_default();
-    let (exposed, bindings) = ports(task, &res)?;
+    // In a `bridge`/`none` group the task joins the namespace of the
+    // alloc's infra container, whose ports CNI maps: it publishes none.
+    let joined = spec
+        .netns
+        .is_some()
+        .then(|| format!("container:{}", super::infra::infra_name(&spec.alloc_id)));
+    let (exposed, bindings) = if joined.is_some() {
+        Default::default()
+    } else {
+        ports(task, &res)?
+    };
     let mut cmd: Vec<String> = Vec::new();
     if let Some(c) = &task.command {
         cmd.push(c.clone());
@@ -334,7 +344,7 @@ pub fn create_body(
     };
     let mut host = HostConfig {
         mounts: Some(mounts(task, spec, volumes_enabled)?),
-        network_mode: Some(task.network_mode.as_str().to_string()),
+        network_mode: Some(joined.unwrap_or_else(|| task.network_mode.as_str().to_string())),
         port_bindings: (!bindings.is_empty()).then_some(bindings),
         cpu_shares: Some(i64::from(res.cpu_mhz).max(MIN_CPU_SHARES)),
         init: task.init.then_some(true),
