@@ -323,6 +323,19 @@ pub fn create_body(
         .is_some()
         .then(|| format!("container:{}", super::infra::infra_name(&spec.alloc_id)));
     let (exposed, bindings) = if joined.is_some() {
+        // Docker refuses these in a namespace it does not own.
+        let conflicting = [
+            ("hostname", task.hostname.is_some()),
+            ("dns_servers", !task.dns_servers.is_empty()),
+            ("dns_search_domains", !task.dns_search_domains.is_empty()),
+            ("dns_options", !task.dns_options.is_empty()),
+            ("extra_hosts", !task.extra_hosts.is_empty()),
+        ];
+        if let Some((key, _)) = conflicting.iter().find(|(_, set)| *set) {
+            return Err(fatal(format!(
+                "config.{key}: cannot be set for a task in the group's bridge/none network (it shares the alloc's infra container's namespace)"
+            )));
+        }
         Default::default()
     } else {
         ports(task, &res)?
