@@ -611,10 +611,7 @@ fn containers_of(id: &str) -> Vec<String> {
 }
 
 /// A client running raw_exec and docker, with `infra_image`.
-async fn docker_client(
-    scene: &Scene,
-    infra_image: &str,
-) -> (Client, CancellationToken) {
+async fn docker_client(scene: &Scene, infra_image: &str) -> (Client, CancellationToken) {
     let mut conf = config(scene.gateway, scene.dir.path());
     conf.drivers = vec!["raw_exec".into(), "docker".into()];
     conf.plugin.docker.infra_image = infra_image.into();
@@ -726,7 +723,9 @@ async fn a_missing_infra_image_fails_setup_and_nothing_runs() {
             .find(|e| e.r#type == "Setup Failure")
             .unwrap_or_else(|| panic!("{name}: {state:?}"));
         assert!(
-            setup.message.contains("infra_image \"caravan/no-such-pause:0\" is not on this node"),
+            setup
+                .message
+                .contains("infra_image \"caravan/no-such-pause:0\" is not on this node"),
             "{setup:?}"
         );
         assert!(

@@ -243,7 +243,10 @@ pub trait Driver: Send + Sync + Debug {
     /// whose `/proc/<pid>/ns/net` is that namespace. Only drivers whose
     /// tasks join another container's namespace have one.
     async fn start_infra(&self, _alloc_id: &str) -> Result<u32, DriverError> {
-        Err(DriverError::unsupported(self.name(), "a network namespace holder"))
+        Err(DriverError::unsupported(
+            self.name(),
+            "a network namespace holder",
+        ))
     }
 
     /// Removes the container [`Driver::start_infra`] started for

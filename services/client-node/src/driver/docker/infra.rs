@@ -51,10 +51,9 @@ pub async fn require_image(docker: &bollard::Docker, image: &str) -> Result<(), 
 
 /// The pid of the running container `id`.
 pub async fn pid_of(docker: &bollard::Docker, id: &str) -> Result<u32, DriverError> {
-    let found = docker
-        .inspect_container(id, None)
-        .await
-        .map_err(|e| DriverError::recoverable(format!("Failed to inspect {id}: {}", message(&e))))?;
+    let found = docker.inspect_container(id, None).await.map_err(|e| {
+        DriverError::recoverable(format!("Failed to inspect {id}: {}", message(&e)))
+    })?;
     found
         .state
         .and_then(|s| s.pid)
