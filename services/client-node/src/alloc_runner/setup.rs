@@ -97,10 +97,10 @@ impl AllocRunner {
         let alloc_id = self.alloc.id.clone();
         let made =
             tokio::task::spawn_blocking(move || networks.setup(&alloc_id, mode, &ports, pid)).await;
-        if !matches!(made, Ok(Ok(_))) {
-            if let Some(driver) = &holder {
-                driver.remove_infra(&self.alloc.id).await;
-            }
+        if !matches!(made, Ok(Ok(_)))
+            && let Some(driver) = &holder
+        {
+            driver.remove_infra(&self.alloc.id).await;
         }
         match made {
             Ok(Ok(net)) => {
