@@ -128,7 +128,8 @@ fn get(addr: &str, path: &str) -> Option<String> {
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     let (head, body) = out.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.0 200")
+    // python's http.server answers HTTP/1.0, busybox's httpd HTTP/1.1.
+    (head.starts_with("HTTP/1.") && head.split(' ').nth(1) == Some("200"))
         .then(|| body.trim().to_string())
 }
 
@@ -220,6 +221,12 @@ impl Drop for Scene {
             }
             if let Err(e) = networks.teardown(&alloc) {
                 eprintln!("cleanup of {alloc}: {e}");
+            }
+            // The containers of a docker test's alloc (infra included).
+            for name in containers_of(&alloc) {
+                let _ = std::process::Command::new("docker")
+                    .args(["rm", "-f", &name])
+                    .output();
             }
         }
     }
@@ -578,16 +585,129 @@ async fn an_exec_task_runs_in_the_group_namespace() {
     scene.stop_fake.cancel();
 }
 
-#[tokio::test]
-async fn a_docker_task_in_a_bridge_group_fails_setup_and_never_runs_on_the_host() {
-    let scene = Scene::new().await;
+/// Serves `id.txt` (the alloc's name) on 8080 with busybox's httpd.
+const DOCKER_SERVE: &str = "mkdir -p /tmp/www && echo \"$NOMAD_ALLOC_NAME\" > /tmp/www/id.txt && \
+                            exec httpd -f -p 8080 -h /tmp/www";
+
+/// Containers on this host labelled for alloc `id` (none without docker).
+fn containers_of(id: &str) -> Vec<String> {
+    let Ok(out) = std::process::Command::new("docker")
+        .args([
+            "ps",
+            "-a",
+            "--format",
+            "{{.Names}}",
+            "--filter",
+            &format!("label=com.hashicorp.nomad.alloc_id={id}"),
+        ])
+        .output()
+    else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A client running raw_exec and docker, with `infra_image`.
+async fn docker_client(scene: &Scene, infra_image: &str) -> (Client, CancellationToken) {
+    let mut conf = config(scene.gateway, scene.dir.path());
+    conf.drivers = vec!["raw_exec".into(), "docker".into()];
+    conf.plugin.docker.infra_image = infra_image.into();
     let shutdown = CancellationToken::new();
-    let client = start(config(scene.gateway, scene.dir.path()), shutdown.clone())
-        .await
-        .unwrap();
+    let client = start(conf, shutdown.clone()).await.unwrap();
+    (client, shutdown)
+}
+
+/// A bridge job whose `web` task is a busybox:1 container serving 8080 and
+/// whose raw_exec `fetch` task reads it over localhost.
+fn docker_bridge_job(id: &str) -> Job {
+    let mut j = bridge_job(id, true);
+    j.task_groups[0].tasks[0] = task(
+        "web",
+        "docker",
+        vec![
+            ("image", s("busybox:1")),
+            ("command", s("sh")),
+            ("args", list(&["-c", DOCKER_SERVE])),
+        ],
+    );
+    j
+}
+
+#[tokio::test]
+async fn a_docker_task_in_a_bridge_group_shares_the_infra_containers_namespace() {
+    if !ready() {
+        return;
+    }
+    assert!(
+        which("docker"),
+        "needs docker and scripts/test-images (busybox:1, caravan/pause:1)"
+    );
+    let scene = Scene::new().await;
+    let (client, shutdown) = docker_client(&scene, "caravan/pause:1").await;
     let node_id = client.ready.node_ids[0].clone();
-    let mut j = bridge_job("docker-bridge", true);
-    j.task_groups[0].tasks[1].driver = "docker".into();
+    let port = free_port();
+    let j = docker_bridge_job("docker-bridge");
+    let a = bridge_alloc(&j, port);
+    scene.fake.push(&node_id, vec![a.clone()], vec![j.clone()]);
+    scene.running(&a).await;
+
+    // Reached at its host port, through the infra container's namespace.
+    let addr = format!("127.0.0.1:{port}");
+    until("the container answers on its host port", WAIT, || {
+        get(&addr, "/id.txt").is_some()
+    })
+    .await;
+    assert_eq!(get(&addr, "/id.txt").unwrap(), a.name);
+    let names = containers_of(&a.id);
+    assert!(
+        names.contains(&format!("nomad_init_{}", a.id)),
+        "the infra container is there: {names:?}"
+    );
+
+    // The raw_exec sibling reached the container over localhost.
+    let sibling = scene.alloc_dir(&a).join("alloc/sibling");
+    let fetched = caravan_testkit::wait::holds_within(WAIT, || {
+        std::future::ready(std::fs::read_to_string(&sibling).is_ok_and(|s| s.trim() == a.name))
+    })
+    .await;
+    assert!(
+        fetched,
+        "the sibling did not fetch over localhost: {:?}",
+        scene.fake.update(&a.id).map(|u| u.task_states)
+    );
+    let veth = veth_of(&scene.netns(&a)).unwrap();
+
+    scene
+        .fake
+        .push(&node_id, vec![stopped(a.clone())], vec![j.clone()]);
+    until("complete after the stop", WAIT, || {
+        scene.fake.status(&a.id) == Some(AllocClientStatus::Complete)
+    })
+    .await;
+    scene.nothing_left(&a, &veth).await;
+    until("no container of the alloc is left", WAIT, || {
+        !containers_of(&a.id)
+            .iter()
+            .any(|n| n.starts_with("nomad_init_"))
+    })
+    .await;
+    assert!(get(&addr, "/id.txt").is_none());
+    stop(client, shutdown).await;
+    scene.stop_fake.cancel();
+}
+
+#[tokio::test]
+async fn a_missing_infra_image_fails_setup_and_nothing_runs() {
+    if !ready() {
+        return;
+    }
+    let scene = Scene::new().await;
+    let (client, shutdown) = docker_client(&scene, "caravan/no-such-pause:0").await;
+    let node_id = client.ready.node_ids[0].clone();
+    let j = docker_bridge_job("docker-no-infra");
     let a = bridge_alloc(&j, free_port());
     scene.fake.push(&node_id, vec![a.clone()], vec![j.clone()]);
     until("alloc failed", WAIT, || {
@@ -603,9 +723,9 @@ async fn a_docker_task_in_a_bridge_group_fails_setup_and_never_runs_on_the_host(
             .find(|e| e.r#type == "Setup Failure")
             .unwrap_or_else(|| panic!("{name}: {state:?}"));
         assert!(
-            setup.message.starts_with(
-                "failed to configure networking for alloc: task \"fetch\": docker tasks"
-            ),
+            setup
+                .message
+                .contains("infra_image \"caravan/no-such-pause:0\" is not on this node"),
             "{setup:?}"
         );
         assert!(
@@ -614,6 +734,7 @@ async fn a_docker_task_in_a_bridge_group_fails_setup_and_never_runs_on_the_host(
         );
     }
     assert!(!scene.netns(&a).exists());
+    assert!(containers_of(&a.id).is_empty());
     stop(client, shutdown).await;
     scene.stop_fake.cancel();
 }

@@ -569,23 +569,6 @@ fn ports(tg: &TaskGroup, base: &str, e: &mut Errors) {
                 ),
             );
         }
-        if matches!(net.mode.as_str(), "bridge" | "none") {
-            for (ti, task) in tg
-                .tasks
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| t.driver == "docker")
-            {
-                e.on(
-                    &task_base(base, task, ti),
-                    "driver",
-                    format!(
-                        "a docker task in a {:?} network is not supported by Caravan yet: its client has no pause container to share the group's network namespace",
-                        net.mode
-                    ),
-                );
-            }
-        }
         check_network(net, where_, &mut seen, e);
     }
     for (ti, task) in tg.tasks.iter().enumerate() {

@@ -264,14 +264,34 @@ impl AllocRunner {
     /// Detaches and removes the alloc's network namespace, if it has one,
     /// on a blocking thread (the plugins are processes); the returned task
     /// ends when it is done.
+    /// The infra container of a group with docker tasks goes after the
+    /// plugins detached its namespace.
     fn teardown_network(&self) -> Option<tokio::task::JoinHandle<()>> {
         let networks = self.networks()?;
         let alloc_id = self.alloc.id.clone();
-        Some(tokio::task::spawn_blocking(move || {
-            if let Err(e) = networks.teardown(&alloc_id) {
-                tracing::warn!(alloc = %alloc_id, error = %e, "cannot tear down alloc network");
+        let holder = self.group.as_ref().and_then(|g| self.infra_driver(g));
+        Some(tokio::spawn(async move {
+            let id = alloc_id.clone();
+            let done = tokio::task::spawn_blocking(move || networks.teardown(&id)).await;
+            match done {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(alloc = %alloc_id, error = %e, "cannot tear down alloc network")
+                }
+                Err(e) => tracing::warn!(alloc = %alloc_id, error = %e, "alloc network teardown"),
+            }
+            if let Some(driver) = holder {
+                driver.remove_infra(&alloc_id).await;
             }
         }))
+    }
+
+    /// The driver whose infra container holds the namespace of `group`'s
+    /// alloc: docker, when a `bridge`/`none` group has a docker task.
+    fn infra_driver(&self, group: &TaskGroup) -> Option<Arc<dyn crate::driver::Driver>> {
+        network::GroupNetwork::of(group)?;
+        group.tasks.iter().find(|t| t.driver == "docker")?;
+        self.ctx.drivers.get("docker")
     }
 
     /// Once every task is dead and the servers want the alloc stopped, its

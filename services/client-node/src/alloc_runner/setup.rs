@@ -80,21 +80,28 @@ impl AllocRunner {
         let Some(networks) = self.networks() else {
             return Ok(());
         };
-        if let Some(task) = group.tasks.iter().find(|t| t.driver == "docker") {
-            return Err(format!(
-                "failed to configure networking for alloc: task {:?}: docker tasks in a {} network group are not supported",
-                task.name,
-                group
-                    .networks
-                    .first()
-                    .map(|n| n.mode.as_str())
-                    .unwrap_or_default()
-            ));
-        }
+        let holder = self.infra_driver(group);
+        let pid = match &holder {
+            Some(driver) => match driver.start_infra(&self.alloc.id).await {
+                Ok(pid) => Some(pid),
+                Err(e) => {
+                    return Err(format!(
+                        "failed to configure networking for alloc: {}",
+                        e.message
+                    ));
+                }
+            },
+            None => None,
+        };
         let ports = self.group_ports();
         let alloc_id = self.alloc.id.clone();
         let made =
-            tokio::task::spawn_blocking(move || networks.setup(&alloc_id, mode, &ports)).await;
+            tokio::task::spawn_blocking(move || networks.setup(&alloc_id, mode, &ports, pid)).await;
+        if !matches!(made, Ok(Ok(_)))
+            && let Some(driver) = &holder
+        {
+            driver.remove_infra(&self.alloc.id).await;
+        }
         match made {
             Ok(Ok(net)) => {
                 tracing::info!(alloc = %self.alloc.id, ip = %net.ip, "alloc network ready");
@@ -219,11 +226,25 @@ impl AllocRunner {
         if self.alloc.is_server_terminal() || networks.load(&self.alloc.id).is_some() {
             return;
         }
+        let holder = self.infra_driver(group);
+        if let Some(driver) = &holder {
+            driver.remove_infra(&self.alloc.id).await;
+        }
+        let pid = match &holder {
+            Some(driver) => match driver.start_infra(&self.alloc.id).await {
+                Ok(pid) => Some(pid),
+                Err(e) => {
+                    tracing::warn!(alloc = %self.alloc.id, error = %e.message, "cannot start the alloc's infra container");
+                    return;
+                }
+            },
+            None => None,
+        };
         let ports = self.group_ports();
         let alloc_id = self.alloc.id.clone();
         let made = tokio::task::spawn_blocking(move || {
             networks.teardown(&alloc_id)?;
-            networks.setup(&alloc_id, mode, &ports)
+            networks.setup(&alloc_id, mode, &ports, pid)
         })
         .await;
         match made {

@@ -237,6 +237,21 @@ pub trait Driver: Send + Sync + Debug {
     /// Removes what this driver left behind for allocs no longer on the
     /// node: `live` tells whether an alloc id still has a runner.
     async fn remove_orphans(&self, _live: &(dyn for<'a> Fn(&'a str) -> bool + Send + Sync)) {}
+
+    /// Starts the container that holds `alloc_id`'s network namespace (a
+    /// `bridge`/`none` group with tasks of this driver) and returns the pid
+    /// whose `/proc/<pid>/ns/net` is that namespace. Only drivers whose
+    /// tasks join another container's namespace have one.
+    async fn start_infra(&self, _alloc_id: &str) -> Result<u32, DriverError> {
+        Err(DriverError::unsupported(
+            self.name(),
+            "a network namespace holder",
+        ))
+    }
+
+    /// Removes the container [`Driver::start_infra`] started for
+    /// `alloc_id`; one that is gone already is fine.
+    async fn remove_infra(&self, _alloc_id: &str) {}
 }
 
 /// Parses a kill signal such as `SIGTERM`, `TERM` or `SIGINT`; empty means SIGTERM.

@@ -108,14 +108,16 @@ impl Networks {
         self.dir.join(format!("{alloc_id}.json"))
     }
 
-    /// Creates the alloc's namespace and attaches it; `ports` are the
-    /// group's ports to map (bridge mode). Anything half made is undone on
-    /// failure.
+    /// Creates the alloc's namespace (or, given `holder`, pins the
+    /// namespace of that process: the infra container of a group with
+    /// docker tasks) and attaches it; `ports` are the group's ports to map
+    /// (bridge mode). Anything half made is undone on failure.
     pub fn setup(
         &self,
         alloc_id: &str,
         mode: GroupNetwork,
         ports: &[AllocatedPort],
+        holder: Option<u32>,
     ) -> Result<AllocNetwork, NetworkError> {
         let _one = ATTACH.lock();
         if mode == GroupNetwork::Bridge {
@@ -126,7 +128,11 @@ impl Networks {
             })?;
         }
         let path = self.netns(alloc_id);
-        netns::create(&path).map_err(|source| NetworkError::Io {
+        match holder {
+            Some(pid) => netns::pin(pid, &path),
+            None => netns::create(&path),
+        }
+        .map_err(|source| NetworkError::Io {
             what: "create network namespace",
             path: path.clone(),
             source,

@@ -43,6 +43,30 @@ pub fn create(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Pins the network namespace of process `pid` (an alloc's infra
+/// container) at `path`: the pin keeps the namespace alive as long as a
+/// fresh one, whether or not the process still runs.
+pub fn pin(pid: u32, path: &Path) -> io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    File::create(path)?;
+    let own = format!("/proc/{pid}/ns/net");
+    let pinned = nix::mount::mount(
+        Some(own.as_str()),
+        path,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(io::Error::from);
+    if let Err(e) = pinned {
+        let _ = std::fs::remove_file(path);
+        return Err(e);
+    }
+    Ok(())
+}
+
 /// Whether `path` is a pinned namespace (a mount of nsfs), not a plain file.
 pub fn is_pinned(path: &Path) -> bool {
     nix::sys::statfs::statfs(path)

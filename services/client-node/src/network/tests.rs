@@ -37,7 +37,7 @@ fn a_bridge_alloc_gets_an_address_port_rules_and_leaves_nothing() {
         ..Default::default()
     }];
     let net = networks
-        .setup(&id, GroupNetwork::Bridge, &ports)
+        .setup(&id, GroupNetwork::Bridge, &ports, None)
         .expect("setup");
     assert!(net.ip.starts_with("172.26."), "{net:?}");
     assert_eq!(networks.load(&id), Some(net.clone()));
@@ -77,7 +77,7 @@ fn a_none_alloc_has_loopback_alone() {
     let networks = Networks::new(dir.path(), DEFAULT_PLUGIN_DIR);
     let id = uuid::Uuid::new_v4().to_string();
     let net = networks
-        .setup(&id, GroupNetwork::Isolated, &[])
+        .setup(&id, GroupNetwork::Isolated, &[], None)
         .expect("setup");
     assert_eq!(net.ip, "");
     let (links, loopback_up) = in_netns(&net.netns, || {
@@ -110,7 +110,7 @@ fn a_namespace_without_its_record_is_still_torn_down() {
     let networks = Networks::new(dir.path(), DEFAULT_PLUGIN_DIR);
     let id = uuid::Uuid::new_v4().to_string();
     networks
-        .setup(&id, GroupNetwork::Bridge, &[])
+        .setup(&id, GroupNetwork::Bridge, &[], None)
         .expect("setup");
     std::fs::remove_file(networks.record_path(&id)).expect("lose the record");
     assert_eq!(networks.allocs(), vec![id.clone()]);

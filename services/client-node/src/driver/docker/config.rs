@@ -6,6 +6,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// The default `infra_image`: built locally by `scripts/test-images`
+/// (busybox-static's `sleep`, sleeping forever).
+pub const DEFAULT_INFRA_IMAGE: &str = "caravan/pause:1";
+
 /// The docker driver's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -19,6 +23,9 @@ pub struct DockerConfig {
     /// How often the daemon is asked whether it is there, in milliseconds
     /// (Nomad's 30 s).
     pub fingerprint_interval_ms: u64,
+    /// The image of the container holding a `bridge`/`none` group's network
+    /// namespace; it must be present on the node (it is never pulled).
+    pub infra_image: String,
 }
 
 /// `volumes { enabled = … }`: whether tasks may mount host paths (`volumes`
@@ -60,6 +67,7 @@ impl Default for DockerConfig {
             volumes: VolumesConfig::default(),
             gc: GcConfig::default(),
             fingerprint_interval_ms: 30_000,
+            infra_image: DEFAULT_INFRA_IMAGE.into(),
         }
     }
 }
@@ -70,6 +78,9 @@ impl DockerConfig {
         self.socket()?;
         if self.fingerprint_interval_ms == 0 {
             return Err(("fingerprint_interval_ms".into(), "must be positive".into()));
+        }
+        if self.infra_image.trim().is_empty() {
+            return Err(("infra_image".into(), "must name an image".into()));
         }
         Ok(())
     }
@@ -115,5 +126,11 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(tcp.validate().unwrap_err().0, "endpoint");
+        assert_eq!(c.infra_image, DEFAULT_INFRA_IMAGE);
+        let no_infra = DockerConfig {
+            infra_image: " ".into(),
+            ..Default::default()
+        };
+        assert_eq!(no_infra.validate().unwrap_err().0, "infra_image");
     }
 }

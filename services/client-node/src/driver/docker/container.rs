@@ -316,7 +316,30 @@ pub fn create_body(
                 .collect()
         })
         .unwrap_or_default();
-    let (exposed, bindings) = ports(task, &res)?;
+    // In a `bridge`/`none` group the task joins the namespace of the
+    // alloc's infra container, whose ports CNI maps: it publishes none.
+    let joined = spec
+        .netns
+        .is_some()
+        .then(|| format!("container:{}", super::infra::infra_name(&spec.alloc_id)));
+    let (exposed, bindings) = if joined.is_some() {
+        // Docker refuses these in a namespace it does not own.
+        let conflicting = [
+            ("hostname", task.hostname.is_some()),
+            ("dns_servers", !task.dns_servers.is_empty()),
+            ("dns_search_domains", !task.dns_search_domains.is_empty()),
+            ("dns_options", !task.dns_options.is_empty()),
+            ("extra_hosts", !task.extra_hosts.is_empty()),
+        ];
+        if let Some((key, _)) = conflicting.iter().find(|(_, set)| *set) {
+            return Err(fatal(format!(
+                "config.{key}: cannot be set for a task in the group's bridge/none network (it shares the alloc's infra container's namespace)"
+            )));
+        }
+        Default::default()
+    } else {
+        ports(task, &res)?
+    };
     let mut cmd: Vec<String> = Vec::new();
     if let Some(c) = &task.command {
         cmd.push(c.clone());
@@ -334,7 +357,7 @@ pub fn create_body(
     };
     let mut host = HostConfig {
         mounts: Some(mounts(task, spec, volumes_enabled)?),
-        network_mode: Some(task.network_mode.as_str().to_string()),
+        network_mode: Some(joined.unwrap_or_else(|| task.network_mode.as_str().to_string())),
         port_bindings: (!bindings.is_empty()).then_some(bindings),
         cpu_shares: Some(i64::from(res.cpu_mhz).max(MIN_CPU_SHARES)),
         init: task.init.then_some(true),

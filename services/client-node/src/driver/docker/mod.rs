@@ -11,6 +11,7 @@ mod container;
 mod daemon;
 mod handle;
 mod image;
+mod infra;
 mod logs;
 mod stats;
 mod task_config;
@@ -369,6 +370,32 @@ impl Driver for DockerDriver {
         if let Some(image) = image_id.filter(|_| self.config.gc.image) {
             self.images
                 .release(docker, &image, self.config.image_delay());
+        }
+    }
+
+    async fn start_infra(&self, alloc_id: &str) -> Result<u32, DriverError> {
+        let docker = self.docker().await?;
+        let image = &self.config.infra_image;
+        infra::require_image(&docker, image).await?;
+        let name = infra::infra_name(alloc_id);
+        let body = infra::infra_body(image, alloc_id, &self.node);
+        let id = self.create(&docker, &name, body).await?;
+        let started = match docker.start_container(&id, None).await {
+            Ok(()) => infra::pid_of(&docker, &id).await,
+            Err(e) => Err(DriverError::recoverable(format!(
+                "Failed to start the infra container {name}: {}",
+                message(&e)
+            ))),
+        };
+        if started.is_err() {
+            remove(&docker, &id).await;
+        }
+        started
+    }
+
+    async fn remove_infra(&self, alloc_id: &str) {
+        if let Ok(docker) = self.daemon.client().await {
+            remove(&docker, &infra::infra_name(alloc_id)).await;
         }
     }
 
