@@ -5,6 +5,8 @@
 
 mod artifacts;
 mod driver_config;
+mod group_network;
+pub use group_network::check_hostname;
 pub use driver_config::LINUX_CAPABILITIES;
 mod identities;
 mod paths;
@@ -419,6 +421,7 @@ fn group(tg: &TaskGroup, base: &str, job_type: JobType, e: &mut Errors) {
     volumes::check(tg, base, job_type, e);
     services::check(tg, base, e);
     ports(tg, base, e);
+    group_network::check(tg, base, e);
 }
 
 fn task_base(group_base: &str, task: &Task, index: usize) -> String {

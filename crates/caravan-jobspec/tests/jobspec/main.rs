@@ -3,6 +3,7 @@
 mod diff;
 mod disconnect;
 mod hcl;
+mod group_network;
 mod hcl2;
 mod json;
 mod parity;
