@@ -6,8 +6,8 @@
 mod artifacts;
 mod driver_config;
 mod group_network;
-pub use group_network::check_hostname;
 pub use driver_config::LINUX_CAPABILITIES;
+pub use group_network::check_hostname;
 mod identities;
 mod paths;
 mod periodic;

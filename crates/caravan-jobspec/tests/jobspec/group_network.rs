@@ -2,7 +2,9 @@
 //! rendered back unchanged, validated naming the field, refused for tasks
 //! that cannot take them, and a change to them replaces the group's allocs.
 
-use caravan_jobspec::{JobspecError, ParseOptions, diff, parse_hcl, parse_json, render_json, validate};
+use caravan_jobspec::{
+    JobspecError, ParseOptions, diff, parse_hcl, parse_json, render_json, validate,
+};
 use serde_json::json;
 
 const JOB: &str = r#"
@@ -81,9 +83,14 @@ fn hostname_and_dns_are_read_and_rendered_back() {
 
 #[test]
 fn a_changed_hostname_or_dns_replaces_the_allocs() {
-    let old = parse_hcl(JOB, &ParseOptions::default()).expect("parses").job;
+    let old = parse_hcl(JOB, &ParseOptions::default())
+        .expect("parses")
+        .job;
     for (from, to) in [
-        ("hostname = \"web-${NOMAD_ALLOC_INDEX}\"", "hostname = \"web\""),
+        (
+            "hostname = \"web-${NOMAD_ALLOC_INDEX}\"",
+            "hostname = \"web\"",
+        ),
         ("options  = [\"ndots:2\"]", "options  = [\"ndots:3\"]"),
     ] {
         let new = parse_hcl(&patched(from, to), &ParseOptions::default())
@@ -106,7 +113,10 @@ fn a_changed_hostname_or_dns_replaces_the_allocs() {
 fn errors_name_the_field() {
     let cases = [
         (
-            ("hostname = \"web-${NOMAD_ALLOC_INDEX}\"", "hostname = \"web server\""),
+            (
+                "hostname = \"web-${NOMAD_ALLOC_INDEX}\"",
+                "hostname = \"web server\"",
+            ),
             "group \"web\": network[0]: hostname: Hostname is not a valid DNS name: ' ' in label \"web server\"",
         ),
         (
@@ -122,7 +132,10 @@ fn errors_name_the_field() {
             "group \"web\": network[0]: dns.options[0]: \"ndots: 2\" is not a resolver option",
         ),
         (
-            ("searches = [\"svc.example\"]", "searches = [\"svc.example\"]\n        domain = \"x\""),
+            (
+                "searches = [\"svc.example\"]",
+                "searches = [\"svc.example\"]\n        domain = \"x\"",
+            ),
             "domain: unsupported argument",
         ),
         (
@@ -130,17 +143,26 @@ fn errors_name_the_field() {
             "group \"web\": task \"server\": driver: \"raw_exec\" tasks run in the node's own file system, so the group network's hostname and dns cannot reach them",
         ),
         (
-            ("image       = \"busybox:1\"", "image       = \"busybox:1\"\n        hostname = \"p\""),
+            (
+                "image       = \"busybox:1\"",
+                "image       = \"busybox:1\"\n        hostname = \"p\"",
+            ),
             "group \"web\": task \"proxy\": config.hostname: cannot be set for a task that joins the group's bridge/none network",
         ),
         (
-            ("image       = \"busybox:1\"", "image       = \"busybox:1\"\n        network_mode = \"host\"\n        dns_servers = [\"10.0.0.1\"]"),
+            (
+                "image       = \"busybox:1\"",
+                "image       = \"busybox:1\"\n        network_mode = \"host\"\n        dns_servers = [\"10.0.0.1\"]",
+            ),
             "group \"web\": task \"proxy\": config.dns_servers: conflicts with the group network's dns block",
         ),
     ];
     for ((from, to), want) in cases {
         let errs = errors(&patched(from, to));
-        assert!(errs.iter().any(|e| e.contains(want)), "want {want:?} in {errs:?}");
+        assert!(
+            errs.iter().any(|e| e.contains(want)),
+            "want {want:?} in {errs:?}"
+        );
     }
     // A docker task with a network of its own may set its hostname.
     let own = patched(
@@ -166,7 +188,8 @@ job "j" {
 "#;
     let errs = errors(task_level);
     assert!(
-        errs.iter().any(|e| e.contains("resources.network[0]: hostname: is a group network setting")),
+        errs.iter()
+            .any(|e| e.contains("resources.network[0]: hostname: is a group network setting")),
         "{errs:?}"
     );
 }
@@ -179,7 +202,8 @@ fn json_dns_with_an_unknown_field_is_an_error_naming_it() {
     let body = serde_json::to_vec(&json!({ "Job": job })).expect("serializes");
     let err = parse_json(&body, &ParseOptions::default()).expect_err("refused");
     assert!(
-        err.to_string().contains("dns: Servrs: unknown field of a dns block"),
+        err.to_string()
+            .contains("dns: Servrs: unknown field of a dns block"),
         "{err}"
     );
 }

@@ -2,8 +2,8 @@
 
 mod diff;
 mod disconnect;
-mod hcl;
 mod group_network;
+mod hcl;
 mod hcl2;
 mod json;
 mod parity;

@@ -320,7 +320,12 @@ fn group_network_options(group: &TaskGroup, config: &Struct, path: &str, e: &mut
         .and_then(as_string)
         .is_some_and(|m| !m.is_empty());
     let joined = !own_mode && super::super::group_network::joined_by_docker(net);
-    for key in ["hostname", "dns_servers", "dns_search_domains", "dns_options"] {
+    for key in [
+        "hostname",
+        "dns_servers",
+        "dns_search_domains",
+        "dns_options",
+    ] {
         if !set(key) {
             continue;
         }
