@@ -9,6 +9,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "bridge/names.rs"]
+mod names;
 
 use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
