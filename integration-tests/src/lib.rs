@@ -7,6 +7,7 @@ pub mod cost;
 pub mod docker;
 pub mod etcd;
 pub mod etcd_cluster;
+pub mod etcd_traffic;
 pub mod http;
 pub mod jobs;
 pub mod overcommit;
