@@ -111,7 +111,7 @@ fn bind_source(
     Ok(task_dir.join(p))
 }
 
-fn bind(source: &Path, target: &str, read_only: bool) -> Mount {
+pub(super) fn bind(source: &Path, target: &str, read_only: bool) -> Mount {
     Mount {
         target: Some(target.to_string()),
         source: Some(source.display().to_string()),

@@ -4,8 +4,9 @@
 //! hostname (with the task's `extra_hosts`, which Docker refuses in a
 //! namespace it does not own).
 
-use bollard::models::{Mount, MountType};
+use bollard::models::Mount;
 
+use super::container::bind;
 use super::daemon::{message, not_found};
 use super::infra::infra_name;
 use super::task_config::DockerTask;
@@ -16,16 +17,6 @@ use crate::network::etc_files;
 /// is in a `bridge`/`none` group and wrote no `network_mode` of its own.
 pub fn joins_group(task: &DockerTask, spec: &TaskSpec) -> bool {
     spec.netns.is_some() && !task.own_network_mode
-}
-
-fn bind_file(source: &std::path::Path, target: &str, read_only: bool) -> Mount {
-    Mount {
-        target: Some(target.to_string()),
-        source: Some(source.display().to_string()),
-        typ: Some(MountType::BIND),
-        read_only: Some(read_only),
-        ..Default::default()
-    }
 }
 
 /// Checks that the infra container of a joining task's alloc runs (the
@@ -86,7 +77,7 @@ pub fn etc_mounts(
     };
     if let Some(dns) = &spec.group_net.dns {
         let path = etc_files::write_resolv_conf(task_dir, dns).map_err(|e| io("resolv.conf", e))?;
-        out.push(bind_file(&path, "/etc/resolv.conf", true));
+        out.push(bind(&path, "/etc/resolv.conf", true));
     }
     if joins_group(task, spec)
         && (spec.group_net.hostname.is_some() || !task.extra_hosts.is_empty())
@@ -102,7 +93,7 @@ pub fn etc_mounts(
             .map_err(|e| DriverError::fatal(format!("config.{e}")))?;
         let path = etc_files::write(task_dir, "hosts", &text).map_err(|e| io("hosts file", e))?;
         // Writable: a task may know better than the group's file.
-        out.push(bind_file(&path, "/etc/hosts", false));
+        out.push(bind(&path, "/etc/hosts", false));
     }
     Ok(out)
 }
