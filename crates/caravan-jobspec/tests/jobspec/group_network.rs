@@ -2,9 +2,7 @@
 //! rendered back unchanged, validated naming the field, refused for tasks
 //! that cannot take them, and a change to them replaces the group's allocs.
 
-use caravan_jobspec::{
-    JobspecError, ParseOptions, diff, parse_hcl, parse_json, render_json, validate,
-};
+use caravan_jobspec::{ParseOptions, diff, parse_hcl, parse_json, render_json, validate};
 use serde_json::json;
 
 const JOB: &str = r#"
@@ -39,16 +37,7 @@ job "shop" {
 }
 "#;
 
-fn errors(text: &str) -> Vec<String> {
-    match parse_hcl(text, &ParseOptions::default()) {
-        Ok(p) => match validate(&p.job) {
-            Ok(()) => Vec::new(),
-            Err(e) => e.messages(),
-        },
-        Err(JobspecError::Invalid(e)) => e.messages(),
-        Err(other) => vec![other.to_string()],
-    }
-}
+use super::hcl_errors as errors;
 
 /// `JOB` with `from` replaced by `to` (which must be there).
 fn patched(from: &str, to: &str) -> String {
