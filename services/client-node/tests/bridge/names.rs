@@ -105,10 +105,6 @@ async fn docker_tasks_share_the_infra_containers_hostname_and_one_of_their_own_s
     if !ready() {
         return;
     }
-    assert!(
-        which("docker"),
-        "needs docker and scripts/test-images (busybox:1, caravan/pause:1)"
-    );
     let scene = Scene::new().await;
     let (client, shutdown) = docker_client(&scene, "caravan/pause:1").await;
     let node_id = client.ready.node_ids[0].clone();
