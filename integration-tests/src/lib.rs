@@ -2,6 +2,7 @@
 //! real etcd, for the integration tests and the end-to-end benchmark.
 
 pub mod binaries;
+pub mod clock;
 pub mod cluster;
 pub mod cost;
 pub mod docker;
