@@ -9,6 +9,7 @@ pub mod bridge;
 pub mod cni;
 pub mod etc_files;
 pub mod netns;
+mod sweep;
 
 use std::path::{Path, PathBuf};
 
@@ -203,6 +204,11 @@ impl Networks {
         let pinned = netns::is_pinned(&path);
         let mut failed = None;
         if record.is_some() || pinned {
+            let ip = match &record {
+                Some(r) => r.network.ip.clone(),
+                None if pinned => sweep::address_in(&path, IFNAME).unwrap_or_default(),
+                None => String::new(),
+            };
             let (conflist, runtime, result) = match record {
                 Some(r) => (r.conflist, r.runtime, Some(r.result)),
                 None => (bridge::conflist(), Value::Object(Default::default()), None),
@@ -215,6 +221,17 @@ impl Networks {
             }
             if let Err(e) = self.cni.del(&conflist, &at, &runtime, result.as_ref()) {
                 failed = Some(NetworkError::from(e));
+            }
+            // What DEL could not find the address for (a teardown cut after
+            // the interface went) goes by its tag.
+            match sweep::sweep(alloc_id, &ip) {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::info!(alloc = %alloc_id, rules = n, "removed rules CNI left behind")
+                }
+                Err(e) => {
+                    tracing::warn!(alloc = %alloc_id, error = %e, "cannot sweep the alloc's iptables rules")
+                }
             }
         }
         netns::remove(&path).map_err(|source| NetworkError::Io {

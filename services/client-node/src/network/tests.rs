@@ -61,6 +61,7 @@ fn a_bridge_alloc_gets_an_address_port_rules_and_leaves_nothing() {
     );
     networks.teardown(&id).expect("teardown");
     assert_eq!(iptables_mentions(&id), 0);
+    assert_eq!(forward_rules_of(&net.ip), 0, "the firewall plugin's rules");
     assert!(networks.allocs().is_empty());
     assert_eq!(networks.load(&id), None);
     networks
@@ -109,14 +110,28 @@ fn a_namespace_without_its_record_is_still_torn_down() {
     let dir = tempfile::tempdir().expect("tempdir");
     let networks = Networks::new(dir.path(), DEFAULT_PLUGIN_DIR);
     let id = uuid::Uuid::new_v4().to_string();
-    networks
+    let net = networks
         .setup(&id, GroupNetwork::Bridge, &[], None)
         .expect("setup");
+    assert!(forward_rules_of(&net.ip) > 0, "the firewall plugin's rules");
     std::fs::remove_file(networks.record_path(&id)).expect("lose the record");
     assert_eq!(networks.allocs(), vec![id.clone()]);
     networks.teardown(&id).expect("teardown");
     assert!(networks.allocs().is_empty());
     assert_eq!(iptables_mentions(&id), 0);
+    assert_eq!(forward_rules_of(&net.ip), 0, "the firewall plugin's rules");
+}
+
+/// The firewall plugin's rules for `ip` (they name the address, not the alloc).
+fn forward_rules_of(ip: &str) -> usize {
+    let out = std::process::Command::new("iptables")
+        .args(["-S", "CNI-FORWARD"])
+        .output()
+        .expect("iptables");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(&format!(" {ip}/32 ")))
+        .count()
 }
 
 /// Runs `f` on a thread inside the namespace at `path`.
@@ -149,4 +164,43 @@ fn plugin_versions_read_as_the_plugins_print_them() {
     if !found.is_empty() {
         assert!(found.contains_key("bridge"), "{found:?}");
     }
+}
+
+#[test]
+fn a_teardown_cut_after_eth0_went_leaves_no_rule_on_the_next_try() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let networks = Networks::new(dir.path(), DEFAULT_PLUGIN_DIR);
+    let id = uuid::Uuid::new_v4().to_string();
+    let ports = [AllocatedPort {
+        label: "http".into(),
+        value: 28432,
+        to: 8080,
+        ..Default::default()
+    }];
+    let net = networks
+        .setup(&id, GroupNetwork::Bridge, &ports, None)
+        .expect("setup");
+    assert!(iptables_mentions(&id) > 0);
+    // A first teardown killed after the bridge plugin removed the alloc's
+    // interface: eth0 is gone, the rules and the record are still there.
+    let gone = std::process::Command::new("nsenter")
+        .arg(format!(
+            "--net={}",
+            dir.path().join("netns").join(&id).display()
+        ))
+        .args(["ip", "link", "del", "eth0"])
+        .output()
+        .expect("nsenter");
+    assert!(gone.status.success(), "{gone:?}");
+    let _ = networks.teardown(&id);
+    assert_eq!(
+        iptables_mentions(&id),
+        0,
+        "rules naming the alloc after teardown"
+    );
+    assert_eq!(forward_rules_of(&net.ip), 0, "the firewall plugin's rules");
+    assert!(networks.allocs().is_empty());
 }
