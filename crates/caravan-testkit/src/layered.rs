@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use caravan_store::{
     DeleteResult, KeyValue, LeaderInfo, LeaderKey, Lease, LeaseId, Range, RangeResult, Result,
-    Revision, Store, StoreMember, Txn, TxnResult, Watch,
+    Revision, Store, StoreAlarm, StoreMember, Txn, TxnResult, Watch,
 };
 
 /// What a test store does differently from the store under it. Each hook is
@@ -111,6 +111,9 @@ impl<L: StoreLayer> Store for Layered<L> {
     }
     async fn members(&self) -> Result<Vec<StoreMember>> {
         self.inner.members().await
+    }
+    async fn alarms(&self) -> Result<Vec<StoreAlarm>> {
+        self.inner.alarms().await
     }
     fn failovers(&self) -> u64 {
         self.inner.failovers()
