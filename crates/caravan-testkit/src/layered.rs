@@ -32,6 +32,10 @@ pub trait StoreLayer: Send + Sync + 'static {
     ) -> Result<Watch> {
         inner.watch(prefix, start_revision).await
     }
+    /// The store's alarms.
+    async fn alarms(&self, inner: &Arc<dyn Store>) -> Result<Vec<StoreAlarm>> {
+        inner.alarms().await
+    }
 }
 
 /// A store: `layer` over `inner`. Derefs to the layer, so a test reaches
@@ -113,7 +117,7 @@ impl<L: StoreLayer> Store for Layered<L> {
         self.inner.members().await
     }
     async fn alarms(&self) -> Result<Vec<StoreAlarm>> {
-        self.inner.alarms().await
+        self.layer.alarms(&self.inner).await
     }
     fn failovers(&self) -> u64 {
         self.inner.failovers()
