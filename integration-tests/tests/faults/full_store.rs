@@ -63,6 +63,21 @@ async fn one_round() -> Duration {
         .start_control_plane_with_variables()
         .await
         .expect("control plane");
+    // A standby beside each leader-elected service: one that deposed a
+    // leader unable to mark its key (no write lands) would leave nobody
+    // able to campaign until the store is freed.
+    cluster
+        .start_broker(&[])
+        .await
+        .expect("a standby eval-broker");
+    cluster
+        .start_applier(&[])
+        .await
+        .expect("a standby plan-applier");
+    cluster
+        .start_deployment_watcher(&[])
+        .await
+        .expect("a standby deployment-watcher");
     cluster
         .start_simulated_clients(NODES, &[])
         .await
@@ -78,6 +93,10 @@ async fn one_round() -> Duration {
     wait_placed(&cluster, "before").await;
     let broker = cluster.wait_leader(Service::EvalBroker).await.unwrap();
     let applier = cluster.wait_leader(Service::PlanApplier).await.unwrap();
+    let watcher = cluster
+        .wait_leader(Service::DeploymentWatcher)
+        .await
+        .unwrap();
 
     // The burst: writers re-register their job with fresh meta until the
     // store refuses. Every answer is a success or the full store's 507.
@@ -170,6 +189,15 @@ async fn one_round() -> Duration {
         Some(applier.clone()),
         "the plan-applier kept its leadership"
     );
+    assert_eq!(
+        cluster
+            .state
+            .leader(Service::DeploymentWatcher.name())
+            .await
+            .unwrap(),
+        Some(watcher.clone()),
+        "the deployment-watcher kept its leadership"
+    );
     let gateway_log = log_of(&cluster, "api-gateway-1");
     let warnings = gateway_log
         .lines()
@@ -181,7 +209,14 @@ async fn one_round() -> Duration {
         .filter(|l| l.contains("HTTP request failed") && l.contains("store full"))
         .count();
     assert_eq!(per_request, 0, "no warning per refused request");
-    for service in ["eval-broker-1", "plan-applier-1"] {
+    for service in [
+        "eval-broker-1",
+        "eval-broker-2",
+        "plan-applier-1",
+        "plan-applier-2",
+        "deployment-watcher-1",
+        "deployment-watcher-2",
+    ] {
         let log = log_of(&cluster, service);
         assert!(
             !log.contains("leadership lost"),
