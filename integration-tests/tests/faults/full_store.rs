@@ -100,7 +100,12 @@ async fn one_round() -> Duration {
 
     // The burst: writers re-register their job with fresh meta until the
     // store refuses. Every answer is a success or the full store's 507.
-    let refusals = burst(&http).await;
+    let filling = Instant::now();
+    let (accepted, refusals) = burst(&http).await;
+    eprintln!(
+        "filled: {accepted} registrations accepted in {:?} before the first refusal",
+        filling.elapsed()
+    );
     let refusal = refusals.first().expect("the burst met a full store");
     assert_store_full_message(&refusal.1);
     assert_eq!(
@@ -289,9 +294,9 @@ async fn register(http: &HttpApi, id: &str) -> anyhow::Result<String> {
 }
 
 /// Re-registers `burst-<w>` from each writer with a fresh `Meta` until the
-/// store refuses; returns every refusal (status, body). Fails on any answer
-/// other than 200 or 507, and when the store never fills.
-async fn burst(http: &HttpApi) -> Vec<(u16, String)> {
+/// store refuses; returns how many were accepted and every refusal (status,
+/// body). Fails on any answer other than 200 or 507.
+async fn burst(http: &HttpApi) -> (usize, Vec<(u16, String)>) {
     let filler = "x".repeat(META_BYTES);
     let writers = (0..BURST_WRITERS).map(|w| {
         let http = http.clone();
@@ -303,18 +308,19 @@ async fn burst(http: &HttpApi) -> Vec<(u16, String)> {
                 let reply = http.put_json("/v1/jobs", &job).await.unwrap();
                 match reply.status {
                     200 => continue,
-                    507 => return Some((reply.status, reply.text())),
+                    507 => return (i, Some((reply.status, reply.text()))),
                     other => panic!("burst-{w} #{i}: HTTP {other}: {}", reply.text()),
                 }
             }
-            None
+            (BURST_LIMIT / BURST_WRITERS, None)
         }
     });
-    futures::future::join_all(writers)
-        .await
-        .into_iter()
-        .flatten()
-        .collect()
+    let answers = futures::future::join_all(writers).await;
+    let accepted = answers.iter().map(|(n, _)| n).sum();
+    (
+        accepted,
+        answers.into_iter().filter_map(|(_, r)| r).collect(),
+    )
 }
 
 /// A new job over gRPC, while the store is full: the refusal.
