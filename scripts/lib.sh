@@ -13,6 +13,7 @@ as_root() {
 # ships in libprotobuf-dev, not in protobuf-compiler. The fuzz targets' libFuzzer
 # (libfuzzer-sys) is C++. Bridge-mode groups are attached with Debian's CNI
 # plugins (/usr/lib/cni), whose firewall and portmap plugins call iptables.
+# The fault bench steps one service's wall clock with libfaketime preloaded.
 REQUIRED_PACKAGES=(
   "command -v protoc:protobuf-compiler"
   "test -f /usr/include/google/protobuf/struct.proto:libprotobuf-dev"
@@ -24,6 +25,7 @@ REQUIRED_PACKAGES=(
   "test -x /usr/lib/cni/bridge:containernetworking-plugins"
   "command -v iptables-save:iptables"
   "command -v ip:iproute2"
+  "test -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1:libfaketime"
 )
 
 # Installs whatever REQUIRED_PACKAGES finds missing, then checks again, so a

@@ -170,6 +170,8 @@ pub struct Cluster {
     /// Whether client nodes send heartbeats to the gateways' `grpc_addr`
     /// rather than to their heartbeat listeners.
     heartbeats_on_grpc_addr: bool,
+    /// Environment variables for the next process started, taken by it.
+    next_env: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -246,6 +248,7 @@ impl Cluster {
             tls: None,
             store_tls,
             heartbeats_on_grpc_addr: false,
+            next_env: Vec::new(),
         };
         if tls {
             cluster.enable_tls().await?;
@@ -258,6 +261,14 @@ impl Cluster {
     /// of to the heartbeat listeners (for comparing the two).
     pub fn heartbeats_on_grpc_addr(&mut self) {
         self.heartbeats_on_grpc_addr = true;
+    }
+
+    /// The next process started (by any `start_*` call) runs with `env`
+    /// added to its environment, through its restarts too; the processes
+    /// after it do not. How one process is run under a stepped clock
+    /// ([`crate::clock::SteppedClock`]).
+    pub fn env_for_next_start(&mut self, env: Vec<(String, String)>) {
+        self.next_env = env;
     }
 
     /// The cluster's key prefix.
@@ -886,6 +897,7 @@ impl Cluster {
             .filter(|p| p.name.starts_with(service.name()))
             .count();
         let name = format!("{}-{ordinal}", service.name());
+        let env = std::mem::take(&mut self.next_env);
         for attempt in 1..=3 {
             let addrs = (0..ports)
                 .map(|_| process::free_addr())
@@ -914,10 +926,11 @@ impl Cluster {
                 args.push(format!("{k}={v}"));
             }
             let log = self.dir().join(format!("{name}.log"));
-            let mut process = ServiceProcess::spawn(
+            let mut process = ServiceProcess::spawn_with_env(
                 &name,
                 &binary,
                 &args,
+                &env,
                 addrs[0],
                 log.clone(),
                 Duration::from_secs(5),

@@ -2,11 +2,13 @@
 //! real etcd, for the integration tests and the end-to-end benchmark.
 
 pub mod binaries;
+pub mod clock;
 pub mod cluster;
 pub mod cost;
 pub mod docker;
 pub mod etcd;
 pub mod etcd_cluster;
+pub mod etcd_traffic;
 pub mod http;
 pub mod jobs;
 pub mod overcommit;

@@ -41,6 +41,8 @@ pub struct ServiceProcess {
     /// The binary and its arguments, to start it again.
     binary: PathBuf,
     args: Vec<String>,
+    /// Environment variables added to the harness's own, on every start.
+    env: Vec<(String, String)>,
 }
 
 impl ServiceProcess {
@@ -53,6 +55,21 @@ impl ServiceProcess {
         log: PathBuf,
         stop_grace: Duration,
     ) -> anyhow::Result<ServiceProcess> {
+        ServiceProcess::spawn_with_env(name, binary, args, &[], grpc, log, stop_grace)
+    }
+
+    /// [`ServiceProcess::spawn`] with `env` added to its environment, on
+    /// this start and every restart (a preloaded library that steps its
+    /// clock, for one).
+    pub fn spawn_with_env(
+        name: &str,
+        binary: &Path,
+        args: &[String],
+        env: &[(String, String)],
+        grpc: SocketAddr,
+        log: PathBuf,
+        stop_grace: Duration,
+    ) -> anyhow::Result<ServiceProcess> {
         let mut process = ServiceProcess {
             name: name.to_string(),
             grpc,
@@ -61,6 +78,7 @@ impl ServiceProcess {
             stop_grace,
             binary: binary.to_path_buf(),
             args: args.to_vec(),
+            env: env.to_vec(),
         };
         process.respawn()?;
         Ok(process)
@@ -75,6 +93,7 @@ impl ServiceProcess {
         let mut command = Command::new(&self.binary);
         command
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))

@@ -44,7 +44,7 @@ pub use error::{FieldError, FieldErrors, JobspecError};
 pub use hcl::eval::funcs::{REFUSED as REFUSED_HCL_FUNCTIONS, SUPPORTED as HCL_FUNCTIONS};
 pub use inputs::{JobSubmission, VAR_ENV_PREFIX, VarFile, VariableInputs, submission};
 pub use refused::{REFUSED, Refused};
-pub use validate::{LINUX_CAPABILITIES, VOLUME_TYPE_HOST, validate, warnings};
+pub use validate::{LINUX_CAPABILITIES, VOLUME_TYPE_HOST, check_hostname, validate, warnings};
 
 /// Default cap on a job body: far above any real job, well below Nomad's ~10 MB HTTP limit,
 /// and small enough that a job, its version and its eval fit one etcd transaction.

@@ -36,7 +36,7 @@ const fn r(
 const NO_CONSUL: &str = "Caravan has no Consul integration";
 const NO_VAULT: &str = "Caravan has no Vault integration";
 const NO_CSI: &str = "Caravan has no CSI plugins";
-const NO_CNI: &str = "Caravan's group networks (host, bridge, none) take no CNI networks of the job's own, DNS settings, hostnames or fixed addresses";
+const NO_CNI: &str = "Caravan's group networks (host, bridge, none) take no CNI networks of the job's own, devices or fixed addresses";
 
 /// Everything of Nomad's job specification Caravan refuses.
 pub const REFUSED: &[Refused] = &[
@@ -120,8 +120,6 @@ pub const REFUSED: &[Refused] = &[
     r("network", "Device", "device", NO_CNI),
     r("network", "CIDR", "cidr", NO_CNI),
     r("network", "IP", "ip", NO_CNI),
-    r("network", "Hostname", "hostname", NO_CNI),
-    r("network", "DNS", "dns", NO_CNI),
     r("network", "CNI", "cni", NO_CNI),
     r(
         "ephemeral_disk",

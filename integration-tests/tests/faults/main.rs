@@ -18,3 +18,5 @@ pub fn rounds() -> usize {
         .filter(|n: &usize| *n > 0)
         .unwrap_or(1)
 }
+
+mod clock;

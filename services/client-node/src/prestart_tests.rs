@@ -94,6 +94,7 @@ fn run(hook: Flaky, attempts: i32) -> Run {
             resources: None,
             volume_mounts: Vec::new(),
             netns: None,
+            group_net: Default::default(),
         },
         kill_signal: Signal::SIGTERM,
         kill_timeout: Duration::from_secs(5),

@@ -700,6 +700,7 @@ mod tests {
                 resources: None,
                 volume_mounts: Vec::new(),
                 netns: None,
+                group_net: Default::default(),
             },
             kill_signal: Signal::SIGTERM,
             kill_timeout: Duration::from_secs(5),
@@ -782,6 +783,7 @@ mod tests {
             resources: None,
             volume_mounts: Vec::new(),
             netns: None,
+            group_net: Default::default(),
         };
         let driver = Arc::new(Adopting::default());
         *driver.run.lock().unwrap() = Some(MockDriver::new().start(spec.clone()).await.unwrap());
@@ -867,6 +869,7 @@ mod tests {
                 resources: None,
                 volume_mounts: Vec::new(),
                 netns: None,
+                group_net: Default::default(),
             },
             kill_signal: Signal::SIGTERM,
             kill_timeout: Duration::from_secs(5),

@@ -9,6 +9,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "bridge/names.rs"]
+mod names;
 
 use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
@@ -612,6 +614,10 @@ fn containers_of(id: &str) -> Vec<String> {
 
 /// A client running raw_exec and docker, with `infra_image`.
 async fn docker_client(scene: &Scene, infra_image: &str) -> (Client, CancellationToken) {
+    assert!(
+        which("docker"),
+        "needs docker and scripts/test-images (busybox:1, caravan/pause:1)"
+    );
     let mut conf = config(scene.gateway, scene.dir.path());
     conf.drivers = vec!["raw_exec".into(), "docker".into()];
     conf.plugin.docker.infra_image = infra_image.into();
@@ -641,10 +647,6 @@ async fn a_docker_task_in_a_bridge_group_shares_the_infra_containers_namespace()
     if !ready() {
         return;
     }
-    assert!(
-        which("docker"),
-        "needs docker and scripts/test-images (busybox:1, caravan/pause:1)"
-    );
     let scene = Scene::new().await;
     let (client, shutdown) = docker_client(&scene, "caravan/pause:1").await;
     let node_id = client.ready.node_ids[0].clone();

@@ -4,9 +4,11 @@
 //! canaries itself. Pure: the caller passes the time in.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use caravan_model::{AllocExt, DeploymentStatusExt};
 use caravan_proto::{Allocation, Deployment, DeploymentState, DeploymentStatus};
+use tokio::time::Instant;
 
 /// Description of a deployment that runs.
 pub const DESC_RUNNING: &str = "Deployment is running";
@@ -198,11 +200,57 @@ pub struct Assessment {
     pub cutoff: Option<i64>,
 }
 
-/// Assesses `d` with the allocations of its job at `now_unix_ns`.
+/// A progress cutoff as a term times it: the wall-clock time the
+/// deployment's state gives, turned into a monotonic instant when the term
+/// first sees it, so a step of the watcher's wall clock (NTP correcting it
+/// by minutes) neither fails a deployment early nor lets it run on late.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimedCutoff {
+    /// The cutoff (unix ns).
+    pub unix_ns: i64,
+    /// When it passes on the monotonic clock.
+    pub at: Instant,
+}
+
+impl TimedCutoff {
+    /// The cutoff `unix_ns` seen when the wall clock read `now_unix_ns` and
+    /// the monotonic one `now`.
+    pub fn seen(unix_ns: i64, now_unix_ns: i64, now: Instant) -> TimedCutoff {
+        let wait = u64::try_from(unix_ns.saturating_sub(now_unix_ns)).unwrap_or(0);
+        TimedCutoff {
+            unix_ns,
+            at: now + Duration::from_nanos(wait),
+        }
+    }
+
+    /// Whether the cutoff `by` has passed at `now`: by this timing when it
+    /// is the cutoff timed, else by the wall clock read at `now_unix_ns`.
+    pub fn judge(timed: Option<TimedCutoff>, by: i64, now_unix_ns: i64, now: Instant) -> bool {
+        match timed {
+            Some(t) if t.unix_ns == by => t.at <= now,
+            _ => now_unix_ns >= by,
+        }
+    }
+}
+
+/// Assesses `d` with the allocations of its job at `now_unix_ns`, every
+/// cutoff judged by that wall-clock time (the tests' shorthand).
+#[cfg(test)]
 pub fn assess<'a>(
     d: &Deployment,
     allocs: impl IntoIterator<Item = &'a Allocation> + Clone,
     now_unix_ns: i64,
+) -> Assessment {
+    assess_judged(d, allocs, |by| now_unix_ns >= by)
+}
+
+/// Assesses `d` with the allocations of its job, `passed` telling whether a
+/// progress cutoff (unix ns) has passed: the term judges it on the
+/// monotonic clock ([`TimedCutoff`]).
+pub fn assess_judged<'a>(
+    d: &Deployment,
+    allocs: impl IntoIterator<Item = &'a Allocation> + Clone,
+    passed: impl Fn(i64) -> bool,
 ) -> Assessment {
     let health = group_health(d, allocs.clone());
     let mut next = d.clone();
@@ -226,7 +274,7 @@ pub fn assess<'a>(
     } else {
         progress_cutoff(&next, &health)
     };
-    let outcome = outcome(&next, allocs, &health, cutoff, now_unix_ns);
+    let outcome = outcome(&next, allocs, &health, cutoff.filter(|by| passed(*by)));
     Assessment {
         deployment: next,
         changed,
@@ -235,12 +283,12 @@ pub fn assess<'a>(
     }
 }
 
+/// `passed_cutoff` is the progress cutoff when it has passed.
 fn outcome<'a>(
     d: &Deployment,
     allocs: impl IntoIterator<Item = &'a Allocation>,
     health: &BTreeMap<String, GroupHealth>,
-    cutoff: Option<i64>,
-    now_unix_ns: i64,
+    passed_cutoff: Option<i64>,
 ) -> Outcome {
     if !d.status().is_followed() {
         return Outcome::Continue;
@@ -260,7 +308,7 @@ fn outcome<'a>(
     if d.status() != DeploymentStatus::Running {
         return Outcome::Continue;
     }
-    if cutoff.is_some_and(|by| now_unix_ns >= by) {
+    if passed_cutoff.is_some() {
         // As Nomad: auto-revert applies when a group that fell short of its
         // progress asks for it.
         let rollback = d.task_groups.iter().any(|(name, state)| {
@@ -397,6 +445,32 @@ mod tests {
         assert_eq!(h["web"].last_healthy_unix_ns, 120 * SEC);
         assert_eq!(h["api"].unhealthy, 1);
         assert_eq!(h["api"].healthy, 0);
+    }
+
+    #[test]
+    fn a_cutoff_is_timed_from_when_it_is_seen_and_wall_clock_steps_do_not_move_it() {
+        let t0 = Instant::now();
+        let secs = |n: u64| t0 + Duration::from_secs(n);
+        // Seen 100 s before it falls due, by the wall clock then.
+        let timed = Some(TimedCutoff::seen(200 * SEC, 100 * SEC, t0));
+        // 10 s later the wall clock stepped 5 minutes ahead: not passed.
+        assert!(!TimedCutoff::judge(timed, 200 * SEC, 410 * SEC, secs(10)));
+        // Then 10 minutes back: it still passes on time.
+        assert!(!TimedCutoff::judge(timed, 200 * SEC, -201 * SEC, secs(99)));
+        assert!(TimedCutoff::judge(timed, 200 * SEC, -200 * SEC, secs(100)));
+        // A cutoff the term has not timed yet is judged by the wall clock.
+        assert!(!TimedCutoff::judge(timed, 500 * SEC, 499 * SEC, secs(10)));
+        assert!(TimedCutoff::judge(None, 300 * SEC, 300 * SEC, t0));
+
+        // A deployment past its cutoff by a stepped wall clock runs on while
+        // the cutoff is judged not passed, and fails once it is.
+        let d = deployment(&[("web", 2, 0)]);
+        let placed = [alloc("a", "web", None, 0)];
+        let a = assess_judged(&d, &placed, |_| false);
+        assert_eq!(a.cutoff, Some(700 * SEC));
+        assert_eq!(a.outcome, Outcome::Continue);
+        let a = assess_judged(&a.deployment, &placed, |by| by == 700 * SEC);
+        assert!(matches!(a.outcome, Outcome::Fail { .. }), "{:?}", a.outcome);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::assess::{DESC_SUCCESSFUL, Outcome, assess, health, promoted};
+use crate::assess::{DESC_SUCCESSFUL, Outcome, TimedCutoff, assess_judged, health, promoted};
 use crate::config::DeploymentWatcherConfig;
 use crate::error::WatcherError;
 use crate::evals::{EvalBatcher, for_deployment};
@@ -45,8 +45,9 @@ pub struct TermState {
     pub active: BTreeSet<String>,
     /// Deployments to assess on the next step.
     pub dirty: BTreeSet<String>,
-    /// The earliest running progress deadline of each active deployment.
-    pub cutoffs: BTreeMap<String, i64>,
+    /// The earliest running progress deadline of each active deployment,
+    /// timed from when this term first saw it.
+    pub cutoffs: BTreeMap<String, TimedCutoff>,
     /// Evaluations waiting for their batch window.
     pub batcher: EvalBatcher,
     /// Job versions (namespace, job, version) to mark stable.
@@ -255,11 +256,7 @@ impl LeaderTerm {
     /// evaluation, the next progress deadline, or a retry.
     fn next_wake(&self) -> Option<Instant> {
         let state = self.state.lock();
-        let now_ns = now_unix_ns();
-        let deadline = state.cutoffs.values().min().map(|by| {
-            let wait = u64::try_from(by.saturating_sub(now_ns)).unwrap_or(0);
-            Instant::now() + Duration::from_nanos(wait)
-        });
+        let deadline = state.cutoffs.values().map(|c| c.at).min();
         [state.batcher.next_due(), deadline, state.retry_at]
             .into_iter()
             .flatten()
@@ -268,14 +265,14 @@ impl LeaderTerm {
 
     /// Assesses what changed or came due, then writes what is owed.
     async fn step(&self, snap: &Snapshot) -> Result<(), WatcherError> {
-        let now_ns = now_unix_ns();
+        let now = Instant::now();
         let dirty: Vec<String> = {
             let mut state = self.state.lock();
             state.retry_at = None;
             let due: Vec<String> = state
                 .cutoffs
                 .iter()
-                .filter(|(_, by)| **by <= now_ns)
+                .filter(|(_, by)| by.at <= now)
                 .map(|(id, _)| id.clone())
                 .collect();
             state.dirty.extend(due);
@@ -377,14 +374,25 @@ impl LeaderTerm {
             return Ok(None);
         };
         let now_ns = now_unix_ns();
+        let now = Instant::now();
         let allocs = allocs_of(snap, d);
-        let a = assess(d, allocs.iter().copied(), now_ns);
+        let timed = self.state.lock().cutoffs.get(id).copied();
+        let a = assess_judged(d, allocs.iter().copied(), |by| {
+            TimedCutoff::judge(timed, by, now_ns, now)
+        });
         {
             let mut state = self.state.lock();
             match a.cutoff {
-                Some(by) => state.cutoffs.insert(id.to_string(), by),
-                None => state.cutoffs.remove(id),
-            };
+                // A cutoff keeps the instant it was first timed at.
+                Some(by) if timed.is_some_and(|t| t.unix_ns == by) => {}
+                Some(by) => {
+                    let timed = TimedCutoff::seen(by, now_ns, now);
+                    state.cutoffs.insert(id.to_string(), timed);
+                }
+                None => {
+                    state.cutoffs.remove(id);
+                }
+            }
         }
         let read_at = d.modify_revision;
         let mut next = a.deployment;

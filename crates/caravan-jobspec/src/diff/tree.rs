@@ -355,9 +355,24 @@ fn network(net: &NetworkResource) -> Node {
         }
         n
     };
+    let dns = net.dns.as_ref().map(|d| {
+        let mut n = Node::default();
+        for (name, list) in [
+            ("Servers", &d.servers),
+            ("Searches", &d.searches),
+            ("Options", &d.options),
+        ] {
+            if !list.is_empty() {
+                n.field(name, list.join(","));
+            }
+        }
+        n
+    });
     let mut n = Node::default();
     n.field("MBits", net.mbits)
         .field("Mode", &net.mode)
+        .field("Hostname", &net.hostname)
+        .single("DNS", dns)
         .set(
             "Static Port",
             net.reserved_ports.iter().map(|p| port(p, true)).collect(),

@@ -71,6 +71,13 @@ pub(crate) const CHECK: &[Field] = &[
     Field("on_update", "OnUpdate", Str),
 ];
 
+/// A group network's `dns` block.
+pub(crate) const DNS: &[Field] = &[
+    Field("servers", "Servers", StrList),
+    Field("searches", "Searches", StrList),
+    Field("options", "Options", StrList),
+];
+
 pub(crate) const IDENTITY: &[Field] = &[
     Field("name", "Name", Str),
     Field("aud", "Audience", StrList),

@@ -208,11 +208,12 @@ pub(crate) fn decode_network<'a>(
         cidr: b.string("cidr", diag),
         ip: b.string("ip", diag),
         hostname: b.string("hostname", diag),
+        dns: schema::single(&mut b, "dns", schema::DNS, diag),
         reserved_ports: (!reserved.is_empty()).then_some(reserved),
         dynamic_ports: (!dynamic.is_empty()).then_some(dynamic),
         ..Default::default()
     };
-    b.finish(&[], &["dns", "cni"], diag);
+    b.finish(&[], &["cni"], diag);
     network
 }
 

@@ -226,6 +226,8 @@ fn networks(nets: &[NetworkResource]) -> Vec<ApiNetwork> {
             mbits: Some(i64::from(n.mbits)),
             reserved_ports: Some(ports(&n.reserved_ports, true)),
             dynamic_ports: Some(ports(&n.dynamic_ports, false)),
+            hostname: (!n.hostname.is_empty()).then(|| n.hostname.clone()),
+            dns: n.dns.as_ref().map(super::dns::dns_from_proto),
             ..Default::default()
         })
         .collect()

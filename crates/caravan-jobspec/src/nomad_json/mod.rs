@@ -1,6 +1,7 @@
 //! Nomad's JSON job format, both ways: `{"Job": {...}}` bodies in, `GET /v1/job/:id` out.
 
 mod artifacts;
+mod dns;
 mod fields;
 mod from_proto;
 mod identities;

@@ -680,13 +680,6 @@ fn networks(
         );
         conv.unsupported("network", &nbase, "CIDR", str_meaningful(&n.cidr).as_ref());
         conv.unsupported("network", &nbase, "IP", str_meaningful(&n.ip).as_ref());
-        conv.unsupported(
-            "network",
-            &nbase,
-            "Hostname",
-            str_meaningful(&n.hostname).as_ref(),
-        );
-        conv.unsupported("network", &nbase, "DNS", n.dns.as_ref());
         conv.unsupported("network", &nbase, "CNI", n.cni.as_ref());
         let ports =
             |list: Option<Vec<ApiPort>>, keep_value: bool, conv: &mut Conversion| -> Vec<Port> {
@@ -728,6 +721,8 @@ fn networks(
             mbits: conv.narrow(join(&nbase, "mbits"), n.mbits.unwrap_or(0)),
             reserved_ports,
             dynamic_ports,
+            hostname: n.hostname.unwrap_or_default(),
+            dns: super::dns::dns_to_proto(n.dns, &nbase, conv),
         });
     }
     out

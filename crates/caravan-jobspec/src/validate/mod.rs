@@ -5,7 +5,9 @@
 
 mod artifacts;
 mod driver_config;
+mod group_network;
 pub use driver_config::LINUX_CAPABILITIES;
+pub use group_network::check_hostname;
 mod identities;
 mod paths;
 mod periodic;
@@ -419,6 +421,7 @@ fn group(tg: &TaskGroup, base: &str, job_type: JobType, e: &mut Errors) {
     volumes::check(tg, base, job_type, e);
     services::check(tg, base, e);
     ports(tg, base, e);
+    group_network::check(tg, base, e);
 }
 
 fn task_base(group_base: &str, task: &Task, index: usize) -> String {

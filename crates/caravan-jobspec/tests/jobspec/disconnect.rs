@@ -2,7 +2,7 @@
 //! `stop_after_client_disconnect`): parsed from HCL and JSON with Nomad's
 //! defaults, validated with Nomad's messages, rendered back.
 
-use caravan_jobspec::{JobspecError, ParseOptions, Parsed, parse_hcl, parse_json, validate};
+use caravan_jobspec::{ParseOptions, Parsed, parse_hcl, parse_json, validate};
 use caravan_proto::DisconnectStrategy;
 use serde_json::json;
 
@@ -18,16 +18,7 @@ fn parse(text: &str) -> Parsed {
     parse_hcl(text, &ParseOptions::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn errors_of(text: &str) -> Vec<String> {
-    match parse_hcl(text, &ParseOptions::default()) {
-        Ok(p) => match validate(&p.job) {
-            Ok(()) => Vec::new(),
-            Err(errs) => errs.messages(),
-        },
-        Err(JobspecError::Invalid(errs)) => errs.messages(),
-        Err(other) => vec![other.to_string()],
-    }
-}
+use super::hcl_errors as errors_of;
 
 #[test]
 fn the_block_parses_with_nomads_defaults() {

@@ -3,8 +3,8 @@
 //! updates.
 
 use caravan_jobspec::{
-    FORCES_IN_PLACE_UPDATE, JobspecError, ParseOptions, diff, parse_hcl, parse_json, render_json,
-    validate, warnings,
+    FORCES_IN_PLACE_UPDATE, ParseOptions, diff, parse_hcl, parse_json, render_json, validate,
+    warnings,
 };
 use serde_json::json;
 
@@ -68,16 +68,7 @@ job "shop" {
 }
 "#;
 
-fn errors(text: &str) -> Vec<String> {
-    match parse_hcl(text, &ParseOptions::default()) {
-        Ok(p) => match validate(&p.job) {
-            Ok(()) => Vec::new(),
-            Err(e) => e.messages(),
-        },
-        Err(JobspecError::Invalid(e)) => e.messages(),
-        Err(other) => vec![other.to_string()],
-    }
-}
+use super::hcl_errors as errors;
 
 /// `JOB` with `from` replaced by `to` (which must be there).
 fn patched(from: &str, to: &str) -> String {

@@ -78,16 +78,7 @@ job "shop" {
 }
 "#;
 
-fn errors(text: &str) -> Vec<String> {
-    match parse_hcl(text, &ParseOptions::default()) {
-        Ok(p) => match validate(&p.job) {
-            Ok(()) => Vec::new(),
-            Err(e) => e.messages(),
-        },
-        Err(JobspecError::Invalid(e)) => e.messages(),
-        Err(other) => vec![other.to_string()],
-    }
-}
+use super::hcl_errors as errors;
 
 fn json_errors(job: serde_json::Value) -> Vec<String> {
     let body = serde_json::to_vec(&json!({ "Job": job })).expect("serializes");

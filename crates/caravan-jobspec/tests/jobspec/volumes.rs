@@ -2,7 +2,7 @@
 //! and JSON, validated with Nomad's texts, and rendered back unchanged.
 
 use caravan_jobspec::{
-    JobspecError, ParseOptions, hcl_to_nomad_json, parse_hcl, parse_json, render_json, validate,
+    ParseOptions, hcl_to_nomad_json, parse_hcl, parse_json, render_json, validate,
 };
 use serde_json::json;
 
@@ -40,16 +40,7 @@ job "db" {
 }
 "#;
 
-fn errors(text: &str) -> Vec<String> {
-    match parse_hcl(text, &ParseOptions::default()) {
-        Ok(p) => match validate(&p.job) {
-            Ok(()) => Vec::new(),
-            Err(e) => e.messages(),
-        },
-        Err(JobspecError::Invalid(e)) => e.messages(),
-        Err(other) => vec![other.to_string()],
-    }
-}
+use super::hcl_errors as errors;
 
 #[test]
 fn host_volumes_parse_validate_and_round_trip() {

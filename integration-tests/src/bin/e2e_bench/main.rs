@@ -175,6 +175,8 @@ pub struct Progress {
     pub registered: Option<Registered>,
     /// The processes' cost.
     pub meter: Option<Arc<CostMeter>>,
+    /// What the run cost etcd in requests and bytes.
+    pub etcd: Option<caravan_integration_tests::etcd_traffic::EtcdTraffic>,
     /// The state after the run.
     pub checks: Option<Checks>,
     /// The cluster's keys, when they live in an etcd that outlives the run.
@@ -336,6 +338,7 @@ fn compose(args: &Args, shared: &Shared, interrupted: bool) -> Report {
         eval_latency: latency(&mut observed),
         eval_latency_written: latency(&mut written),
         cost: p.meter.as_ref().and_then(|m| m.report(placements)),
+        etcd: p.etcd.clone(),
         checks: p.checks.clone(),
     }
 }

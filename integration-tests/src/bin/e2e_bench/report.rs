@@ -130,6 +130,9 @@ pub struct Report {
     pub eval_latency_written: Option<Latency>,
     /// CPU and memory per process.
     pub cost: Option<CostReport>,
+    /// etcd's requests and bytes, per placement (the bench's own watch of
+    /// every key is one of the watchers counted).
+    pub etcd: Option<caravan_integration_tests::etcd_traffic::EtcdTraffic>,
     /// The state in etcd after the run.
     pub checks: Option<Checks>,
 }
@@ -217,6 +220,9 @@ impl Report {
         }
         if let Some(cost) = &self.cost {
             print_cost(cost);
+        }
+        if let Some(etcd) = &self.etcd {
+            etcd.print();
         }
         if let Some(c) = &self.checks {
             print_checks(c);

@@ -15,6 +15,7 @@ use crate::meter::{BENCH, CostMeter};
 use crate::register::{self, Registered, Workload};
 use crate::watch::{self, Want};
 use crate::{Args, Shared};
+use caravan_integration_tests::etcd_traffic;
 
 /// How often every process's cost is read.
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
@@ -96,6 +97,16 @@ pub async fn run(args: Args, shared: Arc<Shared>) -> anyhow::Result<()> {
         service: args.service,
     };
     let mut registering = JoinSet::new();
+    // etcd's own counters of one member: a cluster's members each count
+    // their own share, which one reading would not add up.
+    let etcd_metrics = (endpoints.len() == 1).then(|| endpoints[0].clone());
+    let etcd_before = match &etcd_metrics {
+        Some(e) => etcd_traffic::read(e)
+            .await
+            .map_err(|err| eprintln!("e2e-bench: etcd's metrics: {err:#}"))
+            .ok(),
+        None => None,
+    };
     meter.mark_baseline();
     let t0 = Instant::now();
     shared.progress.lock().t0 = Some(t0);
@@ -111,6 +122,14 @@ pub async fn run(args: Args, shared: Arc<Shared>) -> anyhow::Result<()> {
     // The last reading, before anything else runs.
     meter.read_all();
     sampling.abort();
+    if let (Some(e), Some(before)) = (&etcd_metrics, &etcd_before) {
+        match etcd_traffic::read(e).await {
+            Ok(after) => {
+                shared.progress.lock().etcd = Some(after.since(before, args.want_allocs()));
+            }
+            Err(err) => eprintln!("e2e-bench: etcd's metrics: {err:#}"),
+        }
+    }
 
     let checks = Checks::read(&c.state, &endpoints, args.want_allocs()).await?;
     shared.progress.lock().checks = Some(checks);

@@ -81,18 +81,10 @@ impl AllocRunner {
             return Ok(());
         };
         let holder = self.infra_driver(group);
-        let pid = match &holder {
-            Some(driver) => match driver.start_infra(&self.alloc.id).await {
-                Ok(pid) => Some(pid),
-                Err(e) => {
-                    return Err(format!(
-                        "failed to configure networking for alloc: {}",
-                        e.message
-                    ));
-                }
-            },
-            None => None,
-        };
+        let pid = self
+            .start_holder(group, holder.as_deref())
+            .await
+            .map_err(|e| format!("failed to configure networking for alloc: {e}"))?;
         let ports = self.group_ports();
         let alloc_id = self.alloc.id.clone();
         let made =
@@ -230,15 +222,12 @@ impl AllocRunner {
         if let Some(driver) = &holder {
             driver.remove_infra(&self.alloc.id).await;
         }
-        let pid = match &holder {
-            Some(driver) => match driver.start_infra(&self.alloc.id).await {
-                Ok(pid) => Some(pid),
-                Err(e) => {
-                    tracing::warn!(alloc = %self.alloc.id, error = %e.message, "cannot start the alloc's infra container");
-                    return;
-                }
-            },
-            None => None,
+        let pid = match self.start_holder(group, holder.as_deref()).await {
+            Ok(pid) => pid,
+            Err(e) => {
+                tracing::warn!(alloc = %self.alloc.id, error = %e, "cannot start the alloc's infra container");
+                return;
+            }
         };
         let ports = self.group_ports();
         let alloc_id = self.alloc.id.clone();
@@ -256,6 +245,25 @@ impl AllocRunner {
             }
             Err(e) => tracing::warn!(alloc = %self.alloc.id, error = %e, "alloc network"),
         }
+    }
+
+    /// Starts the infra container holding the group's namespace, when the
+    /// group has a `holder` driver (docker tasks), under the group
+    /// network's hostname; its pid, whose namespace CNI attaches.
+    async fn start_holder(
+        &self,
+        group: &TaskGroup,
+        holder: Option<&dyn crate::driver::Driver>,
+    ) -> Result<Option<u32>, String> {
+        let Some(driver) = holder else {
+            return Ok(None);
+        };
+        let hostname = self.group_hostname(group)?;
+        driver
+            .start_infra(&self.alloc.id, hostname.as_deref())
+            .await
+            .map(Some)
+            .map_err(|e| e.message)
     }
 
     /// The ports of the group's network, as the servers allocated them.

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use caravan_proto::{Node, Task, TaskGroup};
 
 use super::AllocRunner;
-use crate::driver::{Driver, FsIsolation, TaskConfig, TaskResources, TaskSpec, VolumeMountSpec};
+use crate::driver::{
+    Driver, FsIsolation, GroupNetSettings, TaskConfig, TaskResources, TaskSpec, VolumeMountSpec,
+};
 use crate::network::GroupNetwork;
 use crate::task_env::TaskEnv;
 
@@ -32,6 +34,11 @@ impl AllocRunner {
                     .to_string()
             })?),
             _ => None,
+        };
+        let group_net = GroupNetSettings {
+            hostname: self.group_hostname(group)?,
+            ip: network.as_ref().map(|n| n.ip.clone()).unwrap_or_default(),
+            dns: group.networks.first().and_then(|n| n.dns.clone()),
         };
         let (env, resources) = if driver.wants_env() {
             let in_image = matches!(
@@ -70,7 +77,39 @@ impl AllocRunner {
             resources,
             volume_mounts,
             netns: network.map(|n| n.netns),
+            group_net,
         })
+    }
+
+    /// The hostname of a `bridge`/`none` group's namespace, interpolated
+    /// with the alloc's environment (as seen by the group's first task);
+    /// `Err` when what it interpolates to is no hostname.
+    pub(super) fn group_hostname(&self, group: &TaskGroup) -> Result<Option<String>, String> {
+        if GroupNetwork::of(group).is_none() {
+            return Ok(None);
+        }
+        let written = match group.networks.first() {
+            Some(n) if !n.hostname.is_empty() => &n.hostname,
+            _ => return Ok(None),
+        };
+        let name = match group.tasks.first() {
+            Some(task) if written.contains("${") => TaskEnv::build_in(
+                self.ctx.node.clone(),
+                &self.alloc,
+                &self.job,
+                group,
+                task,
+                None,
+                false,
+                None,
+            )
+            .interpolate(written),
+            _ => written.clone(),
+        };
+        caravan_jobspec::check_hostname(&name)
+            .map(|()| Some(name.clone()))
+            // Nomad's text, then why.
+            .map_err(|why| format!("network hostname {name:?} is not a valid DNS name: {why}"))
     }
 
     /// What the alloc gives `task`, as the servers allocated it (or as the

@@ -321,6 +321,7 @@ mod tests {
             resources: None,
             volume_mounts: Vec::new(),
             netns: None,
+            group_net: Default::default(),
         }
     }
 

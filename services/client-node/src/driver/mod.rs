@@ -94,6 +94,22 @@ pub struct TaskSpec {
     /// The alloc's network namespace (a pinned nsfs file) the task runs in;
     /// `None` for the host's network.
     pub netns: Option<std::path::PathBuf>,
+    /// What the group's network gives the task beyond its namespace.
+    pub group_net: GroupNetSettings,
+}
+
+/// The group network's hostname, the alloc's address in it and the group's
+/// `dns` block: what drivers whose tasks have a file system of their own
+/// write into the task's `/etc/hosts` and `/etc/resolv.conf` (and, for a
+/// hostname, the task's UTS namespace).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupNetSettings {
+    /// The hostname of a `bridge`/`none` group's namespace, interpolated.
+    pub hostname: Option<String>,
+    /// The alloc's address in the group's bridge network ("" otherwise).
+    pub ip: String,
+    /// The group's `dns` block.
+    pub dns: Option<caravan_proto::DnsConfig>,
 }
 
 /// One host volume mounted into a task (Nomad's `MountConfig`).
@@ -241,8 +257,13 @@ pub trait Driver: Send + Sync + Debug {
     /// Starts the container that holds `alloc_id`'s network namespace (a
     /// `bridge`/`none` group with tasks of this driver) and returns the pid
     /// whose `/proc/<pid>/ns/net` is that namespace. Only drivers whose
-    /// tasks join another container's namespace have one.
-    async fn start_infra(&self, _alloc_id: &str) -> Result<u32, DriverError> {
+    /// tasks join another container's namespace have one; `hostname` is the
+    /// namespace's (the group network's `hostname`).
+    async fn start_infra(
+        &self,
+        _alloc_id: &str,
+        _hostname: Option<&str>,
+    ) -> Result<u32, DriverError> {
         Err(DriverError::unsupported(
             self.name(),
             "a network namespace holder",

@@ -7,6 +7,7 @@
 
 pub mod bridge;
 pub mod cni;
+pub mod etc_files;
 pub mod netns;
 
 use std::path::{Path, PathBuf};

@@ -12,9 +12,10 @@ use caravan_state::{Snapshot, StateError, encode};
 use caravan_store::{Compare, CompareOp, Op};
 use tokio::time::Instant;
 
-use crate::drain::{self, completed, drain_done, forced_moves, to_migrate};
+use crate::drain::{self, ForceDeadline, completed, drain_done, forced_moves, to_migrate};
 use crate::error::BrokerError;
 use crate::evals::node_for_store;
+use crate::queues::Now;
 use crate::term::{LeaderTerm, now};
 use crate::writes::GuardedUnit;
 
@@ -28,8 +29,9 @@ const RETRY_DELAY: Duration = Duration::from_secs(1);
 pub struct DrainEnforcer {
     term: Arc<LeaderTerm>,
     seen: Snapshot,
-    /// Draining nodes and their force deadlines (Unix ns, 0 for none).
-    draining: BTreeMap<String, i64>,
+    /// Draining nodes and their force deadlines, timed from when this term
+    /// first saw each (`None` for none).
+    draining: BTreeMap<String, Option<ForceDeadline>>,
     /// Nodes to look at, and from when.
     pending: BTreeMap<String, Instant>,
     /// Nodes whose passed deadline this term has enforced; after that only
@@ -43,11 +45,12 @@ impl DrainEnforcer {
         let seen = term.informer.snapshot();
         let mut draining = BTreeMap::new();
         let mut pending = BTreeMap::new();
-        let at = Instant::now();
+        let clock = now();
         for node in seen.nodes() {
             if drain::drain_of(node).is_some() {
-                draining.insert(node.id.clone(), drain::force_deadline(node).unwrap_or(0));
-                pending.insert(node.id.clone(), at);
+                let deadline = drain::force_deadline(node).map(|d| ForceDeadline::seen(d, clock));
+                draining.insert(node.id.clone(), deadline);
+                pending.insert(node.id.clone(), clock.instant);
             }
         }
         DrainEnforcer {
@@ -88,11 +91,11 @@ impl DrainEnforcer {
         for due in self.pending.values() {
             at = at.min(*due);
         }
-        let clock = now();
         for (id, deadline) in &self.draining {
-            if *deadline > 0 && !self.enforced.contains(id) {
-                let wait = u64::try_from(deadline.saturating_sub(clock.unix_ns)).unwrap_or(0);
-                at = at.min(clock.instant + Duration::from_nanos(wait));
+            if let Some(deadline) = deadline
+                && !self.enforced.contains(id)
+            {
+                at = at.min(deadline.at);
             }
         }
         at
@@ -102,13 +105,20 @@ impl DrainEnforcer {
     fn catch_up(&mut self) {
         let next = self.term.informer.snapshot();
         let seen = std::mem::replace(&mut self.seen, next.clone());
-        let at = Instant::now();
+        let clock = now();
+        let at = clock.instant;
         let mut touched = BTreeSet::new();
         for change in next.node_changes_since(&seen) {
             match change.new() {
                 Some(node) if drain::drain_of(node).is_some() => {
-                    let deadline = drain::force_deadline(node).unwrap_or(0);
-                    if self.draining.insert(node.id.clone(), deadline) != Some(deadline) {
+                    let deadline = drain::force_deadline(node);
+                    let tracked = self.draining.get(&node.id).map(|d| d.map(|d| d.unix_ns));
+                    // A deadline keeps the instant it was first timed at:
+                    // re-timing it on every change of the node would let a
+                    // step of the wall clock move it.
+                    if tracked != Some(deadline) {
+                        let timed = deadline.map(|d| ForceDeadline::seen(d, clock));
+                        self.draining.insert(node.id.clone(), timed);
                         self.enforced.remove(&node.id);
                     }
                     touched.insert(node.id.clone());
@@ -137,6 +147,19 @@ impl DrainEnforcer {
         }
     }
 
+    /// Whether the node's force deadline has passed, as this term timed it;
+    /// a deadline the cache shows before [`DrainEnforcer::catch_up`] noted
+    /// it is timed from now.
+    fn deadline_passed(&self, node: &caravan_proto::Node, clock: Now) -> bool {
+        let Some(unix_ns) = drain::force_deadline(node) else {
+            return false;
+        };
+        match self.draining.get(&node.id).copied().flatten() {
+            Some(timed) if timed.unix_ns == unix_ns => timed.passed(clock),
+            _ => ForceDeadline::seen(unix_ns, clock).passed(clock),
+        }
+    }
+
     fn forget(&mut self, node_id: &str) {
         self.draining.remove(node_id);
         self.pending.remove(node_id);
@@ -154,7 +177,7 @@ impl DrainEnforcer {
             .map(|(id, _)| id.clone())
             .collect();
         for (id, deadline) in &self.draining {
-            if *deadline > 0 && *deadline <= clock.unix_ns && !self.enforced.contains(id) {
+            if deadline.is_some_and(|d| d.passed(clock)) && !self.enforced.contains(id) {
                 due.insert(id.clone());
             }
         }
@@ -188,10 +211,11 @@ impl DrainEnforcer {
         if drain::drain_of(&node).is_none() {
             return Ok(true);
         }
-        let now_ns = now().unix_ns;
+        let clock = now();
+        let now_ns = clock.unix_ns;
         let writer = &self.term.writer;
         let ks = writer.keyspace().clone();
-        if drain::past_deadline(&node, now_ns) {
+        if self.deadline_passed(&node, clock) {
             self.enforced.insert(node_id.to_string());
             let allocs = to_migrate(&snap, &node);
             if !allocs.is_empty() {

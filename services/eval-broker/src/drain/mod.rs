@@ -3,11 +3,18 @@
 //! `node-drain` eval per job, so the scheduler stops them regardless of
 //! `migrate.max_parallel`), and when a drain is complete. Pure functions of
 //! a snapshot and a clock; the [`enforcer`] runs them in the leader.
+//!
+//! A drain carries its deadline as a wall-clock time, written by the gateway
+//! that started it; the enforcer times it on the monotonic clock from the
+//! moment it first sees it ([`ForceDeadline`]), so a step of the broker's
+//! wall clock (NTP correcting it by minutes) neither forces a drain early
+//! nor holds it late.
 
 pub mod enforcer;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use caravan_model::{AllocExt, JobTypeExt, trigger};
 use caravan_proto::{
@@ -16,7 +23,10 @@ use caravan_proto::{
 };
 use caravan_state::Tables;
 
+use tokio::time::Instant;
+
 use crate::evals::node_eval;
+use crate::queues::Now;
 
 /// The drain of a node, if it drains.
 pub fn drain_of(node: &Node) -> Option<&DrainStrategy> {
@@ -31,9 +41,31 @@ pub fn force_deadline(node: &Node) -> Option<i64> {
         .filter(|at| *at > 0)
 }
 
-/// Whether the drain's force deadline has passed at `now_ns`.
-pub fn past_deadline(node: &Node, now_ns: i64) -> bool {
-    force_deadline(node).is_some_and(|at| at <= now_ns)
+/// A drain's force deadline as the enforcer times it: the wall-clock time
+/// the drain carries, turned into a monotonic instant when first seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ForceDeadline {
+    /// The deadline the drain carries (Unix ns).
+    pub unix_ns: i64,
+    /// When it passes on this process's monotonic clock.
+    pub at: Instant,
+}
+
+impl ForceDeadline {
+    /// The deadline `unix_ns` seen at `now`: as far ahead on the monotonic
+    /// clock as it is on the wall clock now (already passed when behind).
+    pub fn seen(unix_ns: i64, now: Now) -> ForceDeadline {
+        let wait = u64::try_from(unix_ns.saturating_sub(now.unix_ns)).unwrap_or(0);
+        ForceDeadline {
+            unix_ns,
+            at: now.instant + Duration::from_nanos(wait),
+        }
+    }
+
+    /// Whether it has passed at `now`: by the monotonic clock alone.
+    pub fn passed(&self, now: Now) -> bool {
+        self.at <= now.instant
+    }
 }
 
 fn is_system(snap: &Tables, alloc: &Allocation) -> bool {
@@ -179,10 +211,28 @@ mod tests {
 
     #[test]
     fn the_deadline_is_absolute_and_zero_means_none() {
-        assert!(!past_deadline(&draining(100 * SEC, false), 99 * SEC));
-        assert!(past_deadline(&draining(100 * SEC, false), 100 * SEC));
-        assert!(!past_deadline(&draining(0, false), i64::MAX));
+        assert_eq!(force_deadline(&draining(100 * SEC, false)), Some(100 * SEC));
+        assert_eq!(force_deadline(&draining(0, false)), None);
         assert_eq!(force_deadline(&node("n", NodeStatus::Ready, 0)), None);
+    }
+
+    #[test]
+    fn a_deadline_is_timed_from_when_it_is_seen_and_wall_clock_steps_do_not_move_it() {
+        let t0 = Instant::now();
+        let at = |secs: u64, unix_ns: i64| Now {
+            instant: t0 + Duration::from_secs(secs),
+            unix_ns,
+        };
+        // Seen 100 s before it falls due, by the wall clock then.
+        let d = ForceDeadline::seen(200 * SEC, at(0, 100 * SEC));
+        assert_eq!(d.at, t0 + Duration::from_secs(100));
+        // 10 s later the wall clock stepped 5 minutes ahead: not passed.
+        assert!(!d.passed(at(10, 410 * SEC)));
+        // 50 s later it stepped 5 minutes back: the deadline still falls on time.
+        assert!(!d.passed(at(99, -101 * SEC)));
+        assert!(d.passed(at(100, -100 * SEC)));
+        // A deadline already behind the wall clock when seen has passed.
+        assert!(ForceDeadline::seen(50 * SEC, at(0, 100 * SEC)).passed(at(0, 100 * SEC)));
     }
 
     #[test]

@@ -170,6 +170,7 @@ fn escapes(rel: &str) -> bool {
 /// What the schema cannot check.
 pub fn check_more(group: &TaskGroup, _task: &Task, config: &Struct, path: &str, e: &mut Errors) {
     let get = |k: &str| config.fields.get(k);
+    group_network_options(group, config, path, e);
     let labels = port_labels(group);
     if let Some(ports) = get("ports") {
         for (i, label) in as_strings(ports).iter().enumerate() {
@@ -296,6 +297,53 @@ pub fn check_more(group: &TaskGroup, _task: &Task, config: &Struct, path: &str, 
                     "expected \"soft\" or \"soft:hard\" numbers",
                 );
             }
+        }
+    }
+}
+
+/// The options that fight the group's network: a task that joins a
+/// `bridge`/`none` group network (no `network_mode` of its own) shares the
+/// infra container's namespace, where Docker refuses a hostname or DNS
+/// settings of the task's own; and the group's `dns` block writes the
+/// task's resolv.conf, which the driver's DNS options would also set.
+fn group_network_options(group: &TaskGroup, config: &Struct, path: &str, e: &mut Errors) {
+    let net = group.networks.first();
+    let set = |k: &str| {
+        config.fields.get(k).is_some_and(|v| match as_string(v) {
+            Some(s) => !s.is_empty(),
+            None => !as_strings(v).is_empty(),
+        })
+    };
+    let own_mode = config
+        .fields
+        .get("network_mode")
+        .and_then(as_string)
+        .is_some_and(|m| !m.is_empty());
+    let joined = !own_mode && super::super::group_network::joined_by_docker(net);
+    for key in [
+        "hostname",
+        "dns_servers",
+        "dns_search_domains",
+        "dns_options",
+    ] {
+        if !set(key) {
+            continue;
+        }
+        if joined {
+            e.at(
+                path,
+                key,
+                "cannot be set for a task that joins the group's bridge/none network \
+                 (it shares the alloc's infra container's namespace): \
+                 set the group network's hostname or dns block",
+            );
+        } else if key != "hostname" && net.is_some_and(|n| n.dns.is_some()) {
+            e.at(
+                path,
+                key,
+                "conflicts with the group network's dns block, which writes this task's \
+                 /etc/resolv.conf: set one or the other",
+            );
         }
     }
 }

@@ -207,6 +207,9 @@ fn allocated_resources(v: J<'_>) -> Option<AllocatedResources> {
                     mbits: n.u32("MBits"),
                     reserved_ports: n.list("ReservedPorts").into_iter().map(port).collect(),
                     dynamic_ports: n.list("DynamicPorts").into_iter().map(port).collect(),
+                    hostname: n.s("Hostname"),
+                    // Allocated networks carry no DNS settings to show.
+                    dns: None,
                 })
                 .collect(),
         }),

@@ -111,7 +111,7 @@ fn bind_source(
     Ok(task_dir.join(p))
 }
 
-fn bind(source: &Path, target: &str, read_only: bool) -> Mount {
+pub(super) fn bind(source: &Path, target: &str, read_only: bool) -> Mount {
     Mount {
         target: Some(target.to_string()),
         source: Some(source.display().to_string()),
@@ -316,20 +316,21 @@ pub fn create_body(
                 .collect()
         })
         .unwrap_or_default();
-    // In a `bridge`/`none` group the task joins the namespace of the
-    // alloc's infra container, whose ports CNI maps: it publishes none.
-    let joined = spec
-        .netns
-        .is_some()
+    // In a `bridge`/`none` group a task without a `network_mode` of its
+    // own joins the namespace of the alloc's infra container, whose ports
+    // CNI maps: it publishes none.
+    let joined = super::group_net::joins_group(task, spec)
         .then(|| format!("container:{}", super::infra::infra_name(&spec.alloc_id)));
-    let (exposed, bindings) = if joined.is_some() {
-        // Docker refuses these in a namespace it does not own.
+    let is_joined = joined.is_some();
+    let (exposed, bindings) = if is_joined {
+        // Docker refuses these in a namespace it does not own (the job's
+        // validation refuses them first); `extra_hosts` go into the hosts
+        // file the group's namespace gets (`group_net::etc_mounts`).
         let conflicting = [
             ("hostname", task.hostname.is_some()),
             ("dns_servers", !task.dns_servers.is_empty()),
             ("dns_search_domains", !task.dns_search_domains.is_empty()),
             ("dns_options", !task.dns_options.is_empty()),
-            ("extra_hosts", !task.extra_hosts.is_empty()),
         ];
         if let Some((key, _)) = conflicting.iter().find(|(_, set)| *set) {
             return Err(fatal(format!(
@@ -364,7 +365,11 @@ pub fn create_body(
         dns: nonempty(&task.dns_servers),
         dns_search: nonempty(&task.dns_search_domains),
         dns_options: nonempty(&task.dns_options),
-        extra_hosts: nonempty(&task.extra_hosts),
+        extra_hosts: if is_joined {
+            None
+        } else {
+            nonempty(&task.extra_hosts)
+        },
         group_add: nonempty(&task.group_add),
         oom_score_adj: task.oom_score_adj,
         pids_limit: task.pids_limit,

@@ -17,8 +17,14 @@ pub fn infra_name(alloc_id: &str) -> String {
 }
 
 /// The holder's create request: the image's own entrypoint, no network but
-/// loopback, labels naming the alloc and node (so the orphan sweep finds it).
-pub fn infra_body(image: &str, alloc_id: &str, node: &NodeLabels) -> ContainerCreateBody {
+/// loopback, the group network's hostname if it names one, labels naming
+/// the alloc and node (so the orphan sweep finds it).
+pub fn infra_body(
+    image: &str,
+    alloc_id: &str,
+    node: &NodeLabels,
+    hostname: Option<&str>,
+) -> ContainerCreateBody {
     let labels = HashMap::from([
         (labels::ALLOC_ID.to_string(), alloc_id.to_string()),
         (labels::NODE_ID.to_string(), node.id.clone()),
@@ -26,6 +32,8 @@ pub fn infra_body(image: &str, alloc_id: &str, node: &NodeLabels) -> ContainerCr
     ]);
     ContainerCreateBody {
         image: Some(image.to_string()),
+        // The namespace's hostname, which the tasks joining it share.
+        hostname: hostname.map(str::to_string),
         labels: Some(labels),
         host_config: Some(HostConfig {
             network_mode: Some("none".into()),
@@ -72,7 +80,8 @@ mod tests {
             id: "n1".into(),
             name: "node".into(),
         };
-        let body = infra_body("caravan/pause:1", "a1", &node);
+        let body = infra_body("caravan/pause:1", "a1", &node, Some("web-1"));
+        assert_eq!(body.hostname.as_deref(), Some("web-1"));
         assert_eq!(body.image.as_deref(), Some("caravan/pause:1"));
         assert_eq!(
             body.host_config.and_then(|h| h.network_mode).as_deref(),

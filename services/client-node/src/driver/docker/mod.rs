@@ -9,6 +9,7 @@
 mod config;
 mod container;
 mod daemon;
+mod group_net;
 mod handle;
 mod image;
 mod infra;
@@ -280,8 +281,17 @@ impl Driver for DockerDriver {
             return Err(DriverError::fatal("docker needs the task's environment"));
         };
         let task = DockerTask::parse(&spec.config, env)?;
-        let body = create_body(&task, &spec, &self.node, self.config.volumes.enabled)?;
+        let mut body = create_body(&task, &spec, &self.node, self.config.volumes.enabled)?;
         let docker = self.docker().await?;
+        let infra_hostname = if group_net::joins_group(&task, &spec) {
+            Some(group_net::infra_hostname(&docker, &spec.alloc_id).await?)
+        } else {
+            None
+        };
+        let etc = group_net::etc_mounts(&task, &spec, infra_hostname.as_deref())?;
+        if let Some(host) = body.host_config.as_mut() {
+            host.mounts.get_or_insert_with(Vec::new).extend(etc);
+        }
         let (image_id, pulled) =
             image::ensure(&docker, &task.image, task.force_pull, task.pull_timeout).await?;
         let name = container_name(&spec.task, &spec.alloc_id);
@@ -373,12 +383,16 @@ impl Driver for DockerDriver {
         }
     }
 
-    async fn start_infra(&self, alloc_id: &str) -> Result<u32, DriverError> {
+    async fn start_infra(
+        &self,
+        alloc_id: &str,
+        hostname: Option<&str>,
+    ) -> Result<u32, DriverError> {
         let docker = self.docker().await?;
         let image = &self.config.infra_image;
         infra::require_image(&docker, image).await?;
         let name = infra::infra_name(alloc_id);
-        let body = infra::infra_body(image, alloc_id, &self.node);
+        let body = infra::infra_body(image, alloc_id, &self.node, hostname);
         let id = self.create(&docker, &name, body).await?;
         let started = match docker.start_container(&id, None).await {
             Ok(()) => infra::pid_of(&docker, &id).await,

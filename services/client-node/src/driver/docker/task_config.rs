@@ -94,6 +94,9 @@ pub struct DockerTask {
     pub port_map: BTreeMap<String, u32>,
     /// `network_mode`.
     pub network_mode: NetworkMode,
+    /// Whether the job wrote a `network_mode`: a task of a `bridge`/`none`
+    /// group that did not joins the group's namespace.
+    pub own_network_mode: bool,
     /// `volumes`: `source:target[:mode]`.
     pub volumes: Vec<String>,
     /// `mount` and `mounts` blocks.
@@ -174,7 +177,9 @@ impl DockerTask {
         let image = s("image")?
             .filter(|i| !i.trim().is_empty())
             .ok_or_else(|| bad("image", "required"))?;
-        let network_mode = match s("network_mode")?.as_deref() {
+        let mode_written = s("network_mode")?;
+        let own_network_mode = mode_written.as_deref().is_some_and(|m| !m.is_empty());
+        let network_mode = match mode_written.as_deref() {
             None | Some("") | Some("bridge") | Some("default") => NetworkMode::Bridge,
             Some("host") => NetworkMode::Host,
             Some("none") => NetworkMode::None,
@@ -223,6 +228,7 @@ impl DockerTask {
             ports: list("ports")?,
             port_map,
             network_mode,
+            own_network_mode,
             volumes: list("volumes")?,
             mounts,
             cpu_hard_limit: config.boolean("cpu_hard_limit")?.unwrap_or(false),

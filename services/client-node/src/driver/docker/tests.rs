@@ -169,6 +169,7 @@ impl Fixture {
             })),
             volume_mounts: Vec::new(),
             netns: None,
+            group_net: Default::default(),
         }
     }
 }

@@ -106,6 +106,9 @@ pub struct IsolationSpec {
     /// Host volumes bound into the root: (host dir, path in the root, writable).
     #[serde(default)]
     pub volumes: Vec<(PathBuf, PathBuf, bool)>,
+    /// A UTS namespace of its own under this hostname (the group network's).
+    #[serde(default)]
+    pub hostname: Option<String>,
 }
 
 /// Where a volume mount's destination lands in a task's root: an absolute path
@@ -178,18 +181,22 @@ fn enter(init: &str, entry: &Entry, entry_json: &str) -> Result<i32, String> {
     })
 }
 
-/// The second step of [`ENTER_ARG`]: into the task's network (its alloc's,
-/// in bridge mode), IPC and mount namespaces (and so its root), then the
+/// The second step of [`ENTER_ARG`]: into the task's UTS, network (its
+/// alloc's, in bridge mode), IPC and mount namespaces (and so its root), then the
 /// command as the task.
 fn enter_task(init: &str, entry: &Entry) -> String {
     let open = |kind: &str| {
         let path = format!("/proc/{init}/ns/{kind}");
         std::fs::File::open(&path).map_err(|e| format!("open {path}: {e}"))
     };
-    let (net, ipc, mnt) = match (open("net"), open("ipc"), open("mnt")) {
-        (Ok(n), Ok(i), Ok(m)) => (n, i, m),
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e,
+    let (net, ipc, mnt, uts) = match (open("net"), open("ipc"), open("mnt"), open("uts")) {
+        (Ok(n), Ok(i), Ok(m), Ok(u)) => (n, i, m, u),
+        (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => return e,
     };
+    // The task's hostname (its own UTS namespace, or the node's).
+    if let Err(e) = nix::sched::setns(&uts, CloneFlags::CLONE_NEWUTS) {
+        return format!("setns uts: {e}");
+    }
     if let Err(e) = nix::sched::setns(&net, CloneFlags::CLONE_NEWNET) {
         return format!("setns net: {e}");
     }
@@ -281,7 +288,13 @@ fn isolate(spec: &IsolationSpec, spec_path: &str) -> Result<i32, String> {
     if spec.ipc_private {
         flags |= CloneFlags::CLONE_NEWIPC;
     }
+    if spec.hostname.is_some() {
+        flags |= CloneFlags::CLONE_NEWUTS;
+    }
     unshare(flags).map_err(|e| format!("unshare {flags:?}: {e}"))?;
+    if let Some(name) = &spec.hostname {
+        nix::unistd::sethostname(name).map_err(|e| format!("sethostname {name:?}: {e}"))?;
+    }
     let (report_read, report_write) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
     // The first process started after unsharing the PID namespace is its

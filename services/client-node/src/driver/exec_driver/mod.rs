@@ -30,6 +30,7 @@ use super::{
     Capabilities, Driver, DriverError, Fingerprint, FsIsolation, HandleState, Health,
     RawExecDriver, TaskConfig, TaskHandle, TaskSpec,
 };
+use crate::network::etc_files;
 use caps::CapSet;
 use cgroup::{Hierarchy, Limits};
 pub use config::ExecConfig;
@@ -263,8 +264,36 @@ impl ExecDriver {
                         })
                 })
                 .collect::<Result<_, _>>()?,
+            hostname: spec.group_net.hostname.clone(),
+        })
+        .and_then(|mut iso| {
+            iso.volumes.extend(etc_binds(spec, &dirs.task_dir)?);
+            Ok(iso)
         })
     }
+}
+
+/// The group network's files bound over the task's own (which its chroot
+/// takes from the node): the resolv.conf of the group's `dns` block, and a
+/// hosts file naming the alloc under the group's hostname.
+fn etc_binds(
+    spec: &TaskSpec,
+    task_dir: &Path,
+) -> Result<Vec<(PathBuf, PathBuf, bool)>, DriverError> {
+    let io = |what: &str, e: std::io::Error| {
+        DriverError::recoverable(format!("failed to write the task's {what}: {e}"))
+    };
+    let mut out = Vec::new();
+    if let Some(dns) = &spec.group_net.dns {
+        let path = etc_files::write_resolv_conf(task_dir, dns).map_err(|e| io("resolv.conf", e))?;
+        out.push((path, PathBuf::from("/etc/resolv.conf"), false));
+    }
+    if let Some(name) = &spec.group_net.hostname {
+        let text = etc_files::hosts(&spec.group_net.ip, name, &[]).map_err(DriverError::fatal)?;
+        let path = etc_files::write(task_dir, "hosts", &text).map_err(|e| io("hosts file", e))?;
+        out.push((path, PathBuf::from("/etc/hosts"), true));
+    }
+    Ok(out)
 }
 
 #[async_trait::async_trait]

@@ -117,6 +117,7 @@ fn spec_with(
         resources: Some(Arc::new(res)),
         volume_mounts: Vec::new(),
         netns: None,
+        group_net: Default::default(),
     }
 }
 

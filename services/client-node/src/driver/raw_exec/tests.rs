@@ -58,6 +58,7 @@ fn spec(dir: &std::path::Path, script: &str) -> TaskSpec {
         resources: None,
         volume_mounts: Vec::new(),
         netns: None,
+        group_net: Default::default(),
     }
 }
 
