@@ -23,6 +23,9 @@ use crate::wait::{Progress, wait_for};
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long etcd may take to stop on SIGTERM before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
+/// The backend quota Caravan's etcd runs with (8 GiB, etcd's largest
+/// advised), unless a test asks for a small one to fill it.
+pub const DEFAULT_QUOTA_BACKEND_BYTES: u64 = 8 * 1024 * 1024 * 1024;
 
 /// How one etcd member is started: its name, data dir, addresses and the
 /// cluster it belongs to.
@@ -42,6 +45,8 @@ pub(crate) struct Member {
     pub existing: bool,
     /// TLS on the client URL, with client certificates required.
     pub tls: Option<MemberTls>,
+    /// `--quota-backend-bytes`: past it etcd raises its NOSPACE alarm.
+    pub quota_backend_bytes: u64,
 }
 
 /// A member's TLS on its client URL: `https://`, its certificate, and the
@@ -88,7 +93,7 @@ impl Member {
             "--max-request-bytes",
             "33554432",
             "--quota-backend-bytes",
-            "8589934592",
+            &self.quota_backend_bytes.to_string(),
             "--logger",
             "zap",
         ]
@@ -162,6 +167,83 @@ pub async fn status(
     tokio::time::timeout(timeout, ask)
         .await
         .map_err(|_| anyhow::anyhow!("no answer within {timeout:?}"))?
+}
+
+/// The alarms etcd's members have raised and not disarmed, by kind
+/// (`NOSPACE`), from whichever of `endpoints` answers.
+pub async fn alarms(endpoints: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut client = etcd_client::Client::connect(endpoints, None).await?;
+    let reply = client
+        .alarm(
+            etcd_client::AlarmAction::Get,
+            etcd_client::AlarmType::None,
+            None,
+        )
+        .await?;
+    Ok(reply
+        .alarms()
+        .iter()
+        .map(|a| a.alarm().as_str_name().to_string())
+        .collect())
+}
+
+/// What [`free_space`] did: the backend's size before and after.
+#[derive(Clone, Copy, Debug)]
+pub struct FreedSpace {
+    /// The revision history was compacted to.
+    pub compacted_to: i64,
+    /// The largest member's backend before defragmenting, in bytes.
+    pub db_size_before: i64,
+    /// The largest member's backend after defragmenting, in bytes.
+    pub db_size_after: i64,
+}
+
+/// What an operator does about a full etcd: compacts the history up to the
+/// current revision, defragments every member (giving the freed pages back
+/// so the backend shrinks under its quota) and disarms every alarm.
+pub async fn free_space(endpoints: &[String]) -> anyhow::Result<FreedSpace> {
+    let mut client = etcd_client::Client::connect(endpoints, None).await?;
+    let status = client.status().await?;
+    let revision = status.header().map_or(0, |h| h.revision());
+    let mut db_size_before = 0;
+    let mut db_size_after = 0;
+    client
+        .compact(
+            revision,
+            Some(etcd_client::CompactionOptions::new().with_physical()),
+        )
+        .await?;
+    for endpoint in endpoints {
+        let mut member = etcd_client::Client::connect([endpoint.as_str()], None).await?;
+        db_size_before = db_size_before.max(member.status().await?.db_size());
+        member.defragment().await?;
+        db_size_after = db_size_after.max(member.status().await?.db_size());
+    }
+    // `etcdctl alarm disarm`: each alarm is disarmed for the member that
+    // raised it.
+    let raised = client
+        .alarm(
+            etcd_client::AlarmAction::Get,
+            etcd_client::AlarmType::None,
+            None,
+        )
+        .await?;
+    for alarm in raised.alarms() {
+        let mut options = etcd_client::AlarmOptions::new();
+        options.with_member(alarm.member_id());
+        client
+            .alarm(
+                etcd_client::AlarmAction::Deactivate,
+                alarm.alarm(),
+                Some(options),
+            )
+            .await?;
+    }
+    Ok(FreedSpace {
+        compacted_to: revision,
+        db_size_before,
+        db_size_after,
+    })
 }
 
 /// The files of an etcd that requires TLS with client certificates, made
@@ -244,16 +326,22 @@ impl EtcdProcess {
     /// Starts etcd and waits until it reports itself healthy; retries with
     /// other ports when another process took one first.
     pub async fn start() -> anyhow::Result<EtcdProcess> {
-        EtcdProcess::start_with(false).await
+        EtcdProcess::start_with(false, DEFAULT_QUOTA_BACKEND_BYTES).await
     }
 
     /// Starts etcd serving clients over TLS only, to holders of a client
     /// certificate signed by its CA (see [`EtcdTlsFiles`]).
     pub async fn start_tls() -> anyhow::Result<EtcdProcess> {
-        EtcdProcess::start_with(true).await
+        EtcdProcess::start_with(true, DEFAULT_QUOTA_BACKEND_BYTES).await
     }
 
-    async fn start_with(tls: bool) -> anyhow::Result<EtcdProcess> {
+    /// Starts etcd with a backend quota of `bytes`: a store a test can fill
+    /// until etcd raises its NOSPACE alarm (see [`free_space`]).
+    pub async fn start_with_quota(bytes: u64) -> anyhow::Result<EtcdProcess> {
+        EtcdProcess::start_with(false, bytes).await
+    }
+
+    async fn start_with(tls: bool, quota_backend_bytes: u64) -> anyhow::Result<EtcdProcess> {
         let dir = tempfile::Builder::new().prefix("caravan-etcd-").tempdir()?;
         let files = if tls {
             Some(EtcdTlsFiles::create(&dir.path().join("tls"))?)
@@ -281,6 +369,7 @@ impl EtcdProcess {
                 initial_cluster: format!("caravan-test=http://{peer}"),
                 existing: false,
                 tls: member_tls,
+                quota_backend_bytes,
             };
             let mut process = member.spawn(dir.path().join("etcd.log"))?;
             match wait_healthy(&mut process, member.health_addr()).await {

@@ -59,6 +59,7 @@ impl EtcdCluster {
                     initial_cluster: initial_cluster.clone(),
                     existing: false,
                     tls: None,
+                    quota_backend_bytes: etcd::DEFAULT_QUOTA_BACKEND_BYTES,
                 };
                 let process = member.spawn(log_of(dir.path(), i))?;
                 members.push(Running {

@@ -205,6 +205,28 @@ pub fn duplicated_allocs(allocs: &[Allocation]) -> Vec<String> {
     dups
 }
 
+/// Jobs whose current version has no evaluation: a registration writes the
+/// job, its version and its evaluation in one transaction, so a job without
+/// one was half-written. Named `namespace/id@job_modify_revision`.
+pub fn jobs_without_eval(jobs: &[Job], evals: &[Evaluation]) -> Vec<String> {
+    let registered: std::collections::HashSet<(&str, &str, i64)> = evals
+        .iter()
+        .map(|e| {
+            (
+                e.namespace.as_str(),
+                e.job_id.as_str(),
+                e.job_modify_revision,
+            )
+        })
+        .collect();
+    jobs.iter()
+        .filter(|j| {
+            !registered.contains(&(j.namespace.as_str(), j.id.as_str(), j.job_modify_revision))
+        })
+        .map(|j| format!("{}/{}@{}", j.namespace, j.id, j.job_modify_revision))
+        .collect()
+}
+
 /// The live allocations of each job.
 pub fn live_per_job(allocs: &[Allocation]) -> HashMap<String, usize> {
     let mut counts = HashMap::new();

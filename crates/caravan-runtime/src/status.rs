@@ -89,6 +89,9 @@ pub fn from_store(err: &StoreError) -> Status {
             Status::out_of_range(err.to_string())
         }
         StoreError::LeaseNotFound(_) => Status::not_found(err.to_string()),
+        // Not UNAVAILABLE: a full store stays full until an operator acts,
+        // and retrying callers would only add to the load.
+        StoreError::NoSpace(_) => Status::resource_exhausted(err.to_string()),
         StoreError::Internal(_) => Status::internal(err.to_string()),
     }
 }
@@ -152,6 +155,15 @@ mod tests {
             compact_revision: 5,
         };
         assert_eq!(from_store(&compacted).code(), Code::OutOfRange);
+        let full = from_store(&StoreError::NoSpace(
+            "etcdserver: mvcc: database space exceeded".into(),
+        ));
+        assert_eq!(full.code(), Code::ResourceExhausted);
+        assert!(
+            full.message().contains("alarm disarm"),
+            "{}",
+            full.message()
+        );
     }
 
     #[test]

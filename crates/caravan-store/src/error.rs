@@ -35,6 +35,15 @@ pub enum StoreError {
     /// A watch or stream ended because the store closed it.
     #[error("closed: {0}")]
     Closed(String),
+    /// The store is full: etcd reached its backend quota and raised its
+    /// NOSPACE alarm, so it refuses every write that adds data (reads and
+    /// deletes still work) until an operator frees space and disarms it.
+    #[error(
+        "store full: {0}; etcd refuses writes until an operator compacts its history, \
+         defragments it and disarms the NOSPACE alarm \
+         (etcdctl compact <revision>; etcdctl defrag; etcdctl alarm disarm)"
+    )]
+    NoSpace(String),
     /// Anything else the store reported.
     #[error("store error: {0}")]
     Internal(String),
@@ -44,6 +53,12 @@ impl StoreError {
     /// Whether retrying the same request later may succeed.
     pub fn is_retryable(&self) -> bool {
         matches!(self, StoreError::Unavailable(_) | StoreError::Closed(_))
+    }
+
+    /// Whether the store refused the write because it is full (see
+    /// [`StoreError::NoSpace`]).
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, StoreError::NoSpace(_))
     }
 }
 

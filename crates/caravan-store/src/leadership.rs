@@ -509,6 +509,12 @@ async fn mark_alive(
                 loss.fire("the leader key was deleted or replaced");
                 return;
             }
+            // A full store refuses the mark until it is freed; candidates
+            // leave the leader be meanwhile (see `depose_a_silent_leader`),
+            // and the alarm is reported where it is watched, not per mark.
+            Err(err) if err.is_no_space() => {
+                tracing::debug!(%err, "marking the leader key alive failed");
+            }
             Err(err) => tracing::warn!(%err, "marking the leader key alive failed"),
         }
     }
@@ -528,7 +534,9 @@ struct LeaderMark {
 /// reads that all succeeded: a frozen leader whose lease outlives it would
 /// otherwise hold the election past its TTL. Any failed read starts the
 /// count again, so a store that this candidate cannot reach either (an
-/// etcd election, a partition) never deposes a leader. A live leader that
+/// etcd election, a partition) never deposes a leader, and neither does a
+/// store with an alarm raised (a full etcd refuses the leader's marks and
+/// any new leader's writes alike). A live leader that
 /// is deposed by mistake only loses its term: every leader write is fenced.
 async fn depose_a_silent_leader(
     store: Arc<dyn Store>,
@@ -562,6 +570,15 @@ async fn depose_a_silent_leader(
                 if mark.seen.elapsed() < ttl {
                     continue;
                 }
+                if alarm_raised(&store, patience).await {
+                    // No write lands while etcd has an alarm raised (NOSPACE
+                    // refuses every put): the leader cannot mark its key, and
+                    // this candidate could not write as leader either.
+                    // Deposing it would leave the election to replicas that
+                    // can only fail to campaign until the store is freed.
+                    last = None;
+                    continue;
+                }
                 tracing::warn!(
                     leader = %String::from_utf8_lossy(&leader.value),
                     silent_for = ?mark.seen.elapsed(),
@@ -581,6 +598,16 @@ async fn depose_a_silent_leader(
                 });
             }
         }
+    }
+}
+
+/// Whether the store reports an alarm (etcd's NOSPACE or CORRUPT), under
+/// which it refuses writes. A store that does not answer counts as none:
+/// the reads before this one succeeded, so it is the leader that is silent.
+async fn alarm_raised(store: &Arc<dyn Store>, patience: Duration) -> bool {
+    match with_member_timeout(patience, store.alarms()).await {
+        Ok(alarms) => !alarms.is_empty(),
+        Err(_) => false,
     }
 }
 

@@ -88,6 +88,7 @@ fn error_kind(err: &StoreError) -> &'static str {
         StoreError::InvalidArgument(_) => "invalid_argument",
         StoreError::Unavailable(_) => "unavailable",
         StoreError::Closed(_) => "closed",
+        StoreError::NoSpace(_) => "no_space",
         StoreError::Internal(_) => "internal",
     }
 }

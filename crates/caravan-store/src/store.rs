@@ -9,7 +9,7 @@ use futures::Stream;
 use crate::error::Result;
 use crate::types::{
     DeleteResult, KeyValue, LeaderInfo, LeaderKey, Lease, LeaseId, Range, RangeResult, Revision,
-    StoreMember, Txn, TxnResult, WatchBatch,
+    StoreAlarm, StoreMember, Txn, TxnResult, WatchBatch,
 };
 
 /// The batches of a watch. After an `Err` (for example
@@ -102,6 +102,13 @@ pub trait Store: Send + Sync + 'static {
     /// The members of the cluster holding the store, ordered by id, with
     /// which one is the raft leader.
     async fn members(&self) -> Result<Vec<StoreMember>>;
+
+    /// The alarms the store's members have raised and not yet disarmed
+    /// (etcd's NOSPACE when it reached its quota). The embedded store has
+    /// no quota and raises none.
+    async fn alarms(&self) -> Result<Vec<StoreAlarm>> {
+        Ok(Vec::new())
+    }
 
     /// How many times this client has left a member that failed or did not
     /// answer for the next one. A long-lived request (a campaign) sent

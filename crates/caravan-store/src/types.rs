@@ -392,6 +392,22 @@ pub struct LeaderKey {
     pub lease: LeaseId,
 }
 
+/// An alarm a member of the store raised: while one is active the store
+/// refuses some requests (NOSPACE: every write that adds data).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreAlarm {
+    /// The member that raised it.
+    pub member_id: u64,
+    /// What it is, as etcd names it: `NOSPACE` or `CORRUPT`.
+    pub kind: String,
+}
+
+impl std::fmt::Display for StoreAlarm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} on member {:x}", self.kind, self.member_id)
+    }
+}
+
 /// One member of the cluster that holds the store (an etcd member; the
 /// embedded store is a cluster of one).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use caravan_store::{
     DeleteResult, KeyValue, LeaderInfo, LeaderKey, Lease, LeaseId, Range, RangeResult, Result,
-    Revision, Store, StoreMember, Txn, TxnResult, Watch,
+    Revision, Store, StoreAlarm, StoreMember, Txn, TxnResult, Watch,
 };
 
 /// What a test store does differently from the store under it. Each hook is
@@ -31,6 +31,10 @@ pub trait StoreLayer: Send + Sync + 'static {
         start_revision: Revision,
     ) -> Result<Watch> {
         inner.watch(prefix, start_revision).await
+    }
+    /// The store's alarms.
+    async fn alarms(&self, inner: &Arc<dyn Store>) -> Result<Vec<StoreAlarm>> {
+        inner.alarms().await
     }
 }
 
@@ -111,6 +115,9 @@ impl<L: StoreLayer> Store for Layered<L> {
     }
     async fn members(&self) -> Result<Vec<StoreMember>> {
         self.inner.members().await
+    }
+    async fn alarms(&self) -> Result<Vec<StoreAlarm>> {
+        self.layer.alarms(&self.inner).await
     }
     fn failovers(&self) -> u64 {
         self.inner.failovers()

@@ -77,6 +77,21 @@ impl GatewayError {
         )
     }
 
+    /// Whether the store refused a write because it is full (etcd's NOSPACE
+    /// alarm), here or in a peer that passed the refusal on.
+    pub fn is_store_full(&self) -> bool {
+        match self {
+            GatewayError::Store(err) | GatewayError::State(StateError::Store(err)) => {
+                err.is_no_space()
+            }
+            GatewayError::Upstream(status) => {
+                status.code() == Code::ResourceExhausted
+                    && status.message().starts_with("store full")
+            }
+            _ => false,
+        }
+    }
+
     /// The gRPC code of this error.
     pub fn code(&self) -> Code {
         match self {

@@ -36,6 +36,7 @@ mod scaling;
 mod search;
 mod service_registry;
 mod status;
+mod store_health;
 mod uncached;
 mod vars;
 
@@ -89,6 +90,7 @@ impl Service for ApiGatewayService {
         serving: Serving<Bound>,
     ) -> anyhow::Result<()> {
         metrics::register();
+        store_health::register();
         let variables_key = config.variables_key().map_err(anyhow::Error::msg)?;
         // Never plaintext when HTTPS was asked for: the process's TLS is
         // installed at start (`tls::install`) from this same section.
@@ -130,6 +132,7 @@ impl Service for ApiGatewayService {
             heartbeat: heartbeat_listener.as_ref().map(|((_, addr), _)| *addr),
         };
         let shutdown = serving.shutdown;
+        store_health::watch(store.clone(), shutdown.clone());
         let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone())
             .with_variables_key(variables_key)
             .with_heartbeats(heartbeats);

@@ -347,7 +347,13 @@ impl LeaderTerm {
             }
             Err(err) if err.is_deposed() => Err(err),
             Err(err) => {
-                tracing::warn!(deployment_id = %id, error = %err, "cannot update the deployment; retrying");
+                // A full store refuses every retry until an operator frees
+                // it; the gateway reports that once, not every pause.
+                if matches!(&err, WatcherError::Store(e) if e.is_no_space()) {
+                    tracing::debug!(deployment_id = %id, error = %err, "cannot update the deployment; retrying");
+                } else {
+                    tracing::warn!(deployment_id = %id, error = %err, "cannot update the deployment; retrying");
+                }
                 let mut state = self.state.lock();
                 state.dirty.insert(id.to_string());
                 state.retry_at = Some(Instant::now() + RETRY_PAUSE);

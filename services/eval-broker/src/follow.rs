@@ -400,7 +400,13 @@ impl Follower {
                 Err(err)
             }
             Err(err) => {
-                tracing::warn!(error = %err, write = effect.describe(), "broker write failed; retrying");
+                // A full store refuses every retry until an operator frees
+                // it; the gateway reports that once, not every retry.
+                if matches!(&err, BrokerError::Store(e) if e.is_no_space()) {
+                    tracing::debug!(error = %err, write = effect.describe(), "broker write failed; retrying");
+                } else {
+                    tracing::warn!(error = %err, write = effect.describe(), "broker write failed; retrying");
+                }
                 self.retries.push((Instant::now() + RETRY_DELAY, effect));
                 Ok(())
             }

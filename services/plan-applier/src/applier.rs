@@ -335,7 +335,13 @@ fn answer(
     let fell_short = !outcome.refused.is_empty() || outcome.error.is_some();
     let answer = match outcome.error.take() {
         Some(err) if outcome.revision == 0 => {
-            tracing::warn!(eval = %plan.eval_id, %err, "plan not committed");
+            // A full store refuses every plan until an operator frees it;
+            // the gateway reports that once, not per plan.
+            if matches!(&err, ApplierError::Store(e) if e.is_no_space()) {
+                tracing::debug!(eval = %plan.eval_id, %err, "plan not committed");
+            } else {
+                tracing::warn!(eval = %plan.eval_id, %err, "plan not committed");
+            }
             Err(err)
         }
         _ => {

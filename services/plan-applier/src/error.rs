@@ -68,6 +68,8 @@ impl ApplierError {
             LeadershipError::Deposed { .. } | LeadershipError::Lost(_) => {
                 ApplierError::NotCommitted
             }
+            // A full store refuses the write before applying any of it.
+            LeadershipError::Store(e) if e.is_no_space() => ApplierError::Store(e),
             LeadershipError::Store(e) => ApplierError::OutcomeUnknown(e.to_string()),
         }
     }
@@ -111,5 +113,19 @@ mod tests {
         assert!(marked(ApplierError::NotCommitted));
         assert!(!marked(ApplierError::OutcomeUnknown("timeout".into())));
         assert!(!marked(ApplierError::ShuttingDown));
+    }
+
+    #[test]
+    fn a_full_store_is_a_refusal_not_an_unknown_outcome() {
+        let full = StoreError::NoSpace("etcdserver: mvcc: database space exceeded".into());
+        let err = ApplierError::from_leadership(LeadershipError::Store(full));
+        assert!(matches!(err, ApplierError::Store(_)), "{err:?}");
+        let status = err.to_status();
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert!(
+            status.message().contains("alarm disarm"),
+            "{}",
+            status.message()
+        );
     }
 }

@@ -104,6 +104,12 @@ fn status_error(status: &tonic::Status, ctx: Context) -> StoreError {
             current: 0,
         };
     }
+    // etcd's NOSPACE refusal: RESOURCE_EXHAUSTED "etcdserver: mvcc:
+    // database space exceeded" (the same code also means "too many
+    // requests", which is not this).
+    if msg.contains("database space exceeded") {
+        return StoreError::NoSpace(msg.to_string());
+    }
     if msg.contains("too many operations")
         || msg.contains("request is too large")
         || msg.contains("larger than max")
@@ -307,5 +313,19 @@ mod tests {
             Context::default(),
         );
         assert!(matches!(other, StoreError::Internal(_)), "{other:?}");
+    }
+
+    #[test]
+    fn a_full_store_is_no_space_and_says_what_the_operator_does() {
+        let full = tonic::Status::resource_exhausted("etcdserver: mvcc: database space exceeded");
+        let err = status_error(&full, Context::default());
+        assert!(err.is_no_space(), "{err:?}");
+        let text = err.to_string();
+        for word in ["store full", "compact", "defrag", "alarm disarm"] {
+            assert!(text.contains(word), "{word} missing from {text}");
+        }
+        // The same code for a rate limit is not a full store.
+        let busy = tonic::Status::resource_exhausted("etcdserver: too many requests");
+        assert!(!status_error(&busy, Context::default()).is_no_space());
     }
 }

@@ -21,8 +21,8 @@ use crate::backoff::Backoff;
 use crate::error::{Result, StoreError};
 use crate::store::{Store, Watch};
 use crate::types::{
-    DeleteResult, LeaderInfo, LeaderKey, Lease, LeaseId, Range, RangeResult, Revision, StoreMember,
-    Txn, TxnResult,
+    DeleteResult, LeaderInfo, LeaderKey, Lease, LeaseId, Range, RangeResult, Revision, StoreAlarm,
+    StoreMember, Txn, TxnResult,
 };
 
 use self::convert::Context;
@@ -621,5 +621,26 @@ impl Store for EtcdStore {
             .collect();
         members.sort_by_key(|m| m.id);
         Ok(members)
+    }
+
+    async fn alarms(&self) -> Result<Vec<StoreAlarm>> {
+        let answer = self
+            .call("alarms", Context::default(), Retry::Always, |client| {
+                let mut maintenance = client.maintenance_client();
+                async move {
+                    maintenance
+                        .alarm(ec::AlarmAction::Get, ec::AlarmType::None, None)
+                        .await
+                }
+            })
+            .await?;
+        Ok(answer
+            .alarms()
+            .iter()
+            .map(|a| StoreAlarm {
+                member_id: a.member_id(),
+                kind: a.alarm().as_str_name().to_string(),
+            })
+            .collect())
     }
 }

@@ -33,6 +33,7 @@ macro_rules! leadership_cases {
             waiting_candidate_gives_up_when_its_lease_is_revoked,
             a_silent_leader_whose_lease_lives_on_is_deposed,
             a_live_leader_is_not_deposed_by_waiting_candidates,
+            a_silent_leader_is_not_deposed_while_the_store_has_an_alarm,
         );
     };
     (@cases #[$attr:meta] $backend:ident; $($case:ident),* $(,)?) => {
@@ -397,4 +398,69 @@ pub async fn a_live_leader_is_not_deposed_by_waiting_candidates(
     assert!(res.succeeded);
     leader.resign().await.unwrap();
     wins(second).await.resign().await.unwrap();
+}
+
+/// A store whose alarm is raised on demand, as a full etcd raises NOSPACE.
+struct Alarmed {
+    raised: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl caravan_testkit::layered::StoreLayer for Alarmed {
+    async fn alarms(
+        &self,
+        inner: &Arc<dyn Store>,
+    ) -> caravan_store::Result<Vec<caravan_store::StoreAlarm>> {
+        if self.raised.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(vec![caravan_store::StoreAlarm {
+                member_id: 1,
+                kind: "NOSPACE".into(),
+            }]);
+        }
+        inner.alarms().await
+    }
+}
+
+/// While the store has an alarm raised no leader can mark its key (a full
+/// etcd refuses the write), and a waiting candidate does not depose it for
+/// that: it could not write as leader either. Once the alarm is disarmed a
+/// leader that stays silent is deposed as usual.
+pub async fn a_silent_leader_is_not_deposed_while_the_store_has_an_alarm(
+    store: Arc<dyn Store>,
+    prefix: String,
+) {
+    let alarmed = caravan_testkit::layered::Layered::wrap(
+        store.clone(),
+        Alarmed {
+            raised: true.into(),
+        },
+    );
+    let layered: Arc<dyn Store> = alarmed.clone();
+    let name = election(&prefix);
+    let lease = store.lease_grant(2).await.unwrap();
+    store
+        .campaign(name.as_bytes(), b"silent:1", lease.id)
+        .await
+        .unwrap();
+    let renewals = tokio::spawn({
+        let store = store.clone();
+        async move {
+            loop {
+                let _renewed = store.lease_keep_alive(lease.id).await;
+                tokio::time::sleep(TTL / 4).await;
+            }
+        }
+    });
+    let candidate = spawn_candidate(&layered, &prefix, "b:1");
+    // Three TTLs without a mark: long enough to be deposed were the store
+    // without its alarm (see `a_silent_leader_whose_lease_lives_on_is_deposed`).
+    tokio::time::sleep(TTL * 3).await;
+    assert!(!candidate.is_finished(), "the silent leader was deposed");
+    assert!(store.lease_time_to_live(lease.id).await.unwrap().is_some());
+    alarmed
+        .raised
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let second = wins(candidate).await;
+    renewals.abort();
+    second.resign().await.unwrap();
 }

@@ -295,6 +295,8 @@ pub const RULES: &[Rule] = &[
     r("PUT", "/v1/system/gc", Need::Management),
     r("GET", "/v1/status/leader", Need::Public),
     r("GET", "/v1/status/peers", Need::Public),
+    // Load balancers and orchestrators probe it without a token, as Nomad allows.
+    r("GET", "/v1/agent/health", Need::Public),
     r("GET", "/v1/agent/self", Need::AgentRead),
     r("GET", "/v1/agent/members", Need::NodeRead),
     r("GET", "/v1/agent/servers", Need::AgentRead),

@@ -311,7 +311,12 @@ async fn commit(ctx: &WriterContext, mut batch: Vec<Request>) {
     for request in batch {
         let answer = match &outcome {
             Ok(revision) => Ok(*revision),
-            Err(message) => Err(GatewayError::Conflict(message.clone())),
+            // A full store is answered as such (RESOURCE_EXHAUSTED), not as
+            // a conflict: the client keeps its updates and sends them again.
+            Err(WriteError::Store(err)) if err.is_no_space() => {
+                Err(GatewayError::Store(err.clone()))
+            }
+            Err(err) => Err(GatewayError::Conflict(err.to_string())),
         };
         // A caller that stopped waiting loses nothing: the write stands.
         let _ = request.respond.send(answer);
@@ -347,7 +352,7 @@ fn merge(requests: impl Iterator<Item = Current>) -> Current {
 /// show yet) without reading the store; an attempt after a conflict, or one
 /// with an allocation the gateway does not know on its node, reads the
 /// stored values first.
-async fn write_merged(ctx: &WriterContext, current: &Current) -> Result<Revision, String> {
+async fn write_merged(ctx: &WriterContext, current: &Current) -> Result<Revision, WriteError> {
     for attempt in 0..ctx.attempts.max(1) {
         ctx.own.forget_seen(ctx.cache.revision());
         let snap = ctx.cache.snapshot();
@@ -359,7 +364,7 @@ async fn write_merged(ctx: &WriterContext, current: &Current) -> Result<Revision
             Some(known) => known,
             None => read_stored(ctx, current)
                 .await
-                .map_err(|err| format!("reading allocations: {err}"))?,
+                .map_err(|err| WriteError::Other(format!("reading allocations: {err}")))?,
         };
         if stored.iter().all(Option::is_none) {
             // Every allocation is gone (garbage collected): nothing to record.
@@ -374,11 +379,7 @@ async fn write_merged(ctx: &WriterContext, current: &Current) -> Result<Revision
             evals,
             written,
         } = build_batch(&ctx.keys, &snap, checked, now_unix_ns());
-        let result = ctx
-            .store
-            .txn(txn)
-            .await
-            .map_err(|err| format!("writing client updates: {err}"))?;
+        let result = ctx.store.txn(txn).await.map_err(WriteError::Store)?;
         if result.succeeded {
             if !evals.is_empty() {
                 tracing::info!(evals = evals.len(), "client updates created evaluations");
@@ -392,7 +393,20 @@ async fn write_merged(ctx: &WriterContext, current: &Current) -> Result<Revision
             "client updates conflicted; re-reading"
         );
     }
-    Err("allocations kept changing concurrently; send the update again".into())
+    Err(WriteError::Other(
+        "allocations kept changing concurrently; send the update again".into(),
+    ))
+}
+
+/// Why a batch of client updates was not written.
+#[derive(Debug, thiserror::Error)]
+enum WriteError {
+    /// The store refused the batch's transaction.
+    #[error("writing client updates: {0}")]
+    Store(caravan_store::StoreError),
+    /// Reading failed, or the batch kept conflicting.
+    #[error("{0}")]
+    Other(String),
 }
 
 #[cfg(test)]

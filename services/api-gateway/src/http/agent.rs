@@ -35,6 +35,35 @@ fn own_addresses(http: &Http) -> [String; 3] {
     ]
 }
 
+/// `GET /v1/agent/health[?type=server|client]`, in Nomad's shape:
+/// `{"server": {"ok": true, "message": "ok"}}`, answered 500 with the same
+/// body when a part asked for is not ok. A gateway is a server agent, never
+/// a client one; the server is healthy while the store answers and has no
+/// alarm raised (a full etcd names its NOSPACE alarm and what to do).
+pub(crate) async fn health(State(http): State<Http>, RawQuery(raw): RawQuery) -> ApiResult {
+    let types = values(raw.as_deref(), "type");
+    let want = |t: &str| types.is_empty() || types.iter().any(|v| v == t);
+    let part = |ok: bool, message: String| json!({"ok": ok, "message": message});
+    let mut body = serde_json::Map::new();
+    if want("client") && !types.is_empty() {
+        body.insert("client".into(), part(false, "client not enabled".into()));
+    }
+    if want("server") {
+        let server = match crate::store_health::check(&http.gw).await {
+            Ok(()) => part(true, "ok".into()),
+            Err(why) => part(false, why),
+        };
+        body.insert("server".into(), server);
+    }
+    let ok = body.values().all(|p| p["ok"] == json!(true));
+    let status = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    };
+    Ok((status, axum::Json(serde_json::Value::Object(body))).into_response())
+}
+
 /// `GET /v1/regions`: the one region this cluster is.
 pub(crate) async fn regions(State(http): State<Http>) -> ApiResult {
     Ok(axum::Json(json!([http.gw.config.region])).into_response())

@@ -175,6 +175,7 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
         .route("/v1/status/peers", get(cluster::peers))
         .route("/v1/agent/self", get(cluster::agent_self))
         .route("/v1/agent/members", get(cluster::members))
+        .route("/v1/agent/health", get(agent::health))
         .route(
             "/v1/agent/servers",
             get(agent::servers)
@@ -303,6 +304,11 @@ fn status_of(err: &GatewayError) -> StatusCode {
     if err.is_bad_input() {
         return StatusCode::BAD_REQUEST;
     }
+    // 507, not 503: a full store stays full until an operator compacts,
+    // defragments and disarms it, and 503 tells clients to simply retry.
+    if err.is_store_full() {
+        return StatusCode::INSUFFICIENT_STORAGE;
+    }
     match err.code() {
         Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => {
             StatusCode::BAD_REQUEST
@@ -318,7 +324,9 @@ fn status_of(err: &GatewayError) -> StatusCode {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = status_of(&self.0);
-        if status.is_server_error() {
+        // A full store is logged once, when its alarm is first seen
+        // (`store_health`), not once per refused request.
+        if status.is_server_error() && !self.0.is_store_full() {
             tracing::warn!(error = %self.0, "HTTP request failed");
         }
         (status, self.0.to_string()).into_response()
@@ -499,6 +507,12 @@ mod tests {
             (
                 GatewayError::Unavailable("x".into()),
                 StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            (
+                GatewayError::Store(caravan_store::StoreError::NoSpace(
+                    "etcdserver: mvcc: database space exceeded".into(),
+                )),
+                StatusCode::INSUFFICIENT_STORAGE,
             ),
         ];
         for (err, want) in cases {
