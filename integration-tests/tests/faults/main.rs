@@ -8,6 +8,8 @@
 //! --bins`; `scripts/test` does it).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod partitions;
+
 /// How many rounds of each fault to inject: 1 in CI, more by hand.
 pub fn rounds() -> usize {
     std::env::var("CARAVAN_FAULT_ROUNDS")
