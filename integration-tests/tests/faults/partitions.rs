@@ -608,8 +608,8 @@ enum MemberCut {
     Silenced,
 }
 
-/// An etcd member (the raft leader where it can be) cut off from the other
-/// two while every service keeps it among its endpoints: the others have or
+/// An etcd member cut off from the other two while every service keeps it
+/// among its endpoints: the others have or
 /// elect a leader, the cluster keeps placing work, and healed, the member
 /// catches up within [`CONVERGE`].
 async fn etcd_member_cut(how: MemberCut) {
@@ -633,15 +633,14 @@ async fn etcd_member_cut(how: MemberCut) {
         })
         .await
         .unwrap();
-        // Every service's store pins the first endpoint, member 0. A member
-        // that still hears the raft leader but is not heard keeps believing
-        // it is healthy while its state stands still, and a watch through it
-        // stalls without an error: nothing in Caravan notices that yet
-        // (docs/benchmarks.md, "Partitions", known gap). So the unheard
-        // member is the raft leader unless that is member 0, else member 1.
+        // Isolated: the raft leader, so the other two must elect one.
+        // Silenced: member 0, the one every service's store pins first. It
+        // still hears the leader, so it believes itself healthy while its
+        // state stands still: the services must notice their watches lag
+        // and move to another member.
         let victim = match how {
-            MemberCut::Silenced if raft_leader == 0 => 1,
-            _ => raft_leader,
+            MemberCut::Isolated => raft_leader,
+            MemberCut::Silenced => 0,
         };
         match how {
             MemberCut::Isolated => etcd.isolate(victim).unwrap(),
