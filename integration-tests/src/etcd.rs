@@ -39,6 +39,9 @@ pub(crate) struct Member {
     pub client: SocketAddr,
     /// The address the other members talk to.
     pub peer: SocketAddr,
+    /// The peer address the member advertises when it is not `peer`: a
+    /// cuttable link in front of it (see [`crate::FaultProxy`]).
+    pub advertise_peer: Option<SocketAddr>,
     /// `--initial-cluster`: every member as `name=http://peer`.
     pub initial_cluster: String,
     /// Whether the member rejoins a cluster that exists already.
@@ -71,6 +74,7 @@ impl Member {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let endpoint = format!("{scheme}://{}", self.client);
         let peer_url = format!("http://{}", self.peer);
+        let advertised_peer_url = format!("http://{}", self.advertise_peer.unwrap_or(self.peer));
         let mut args: Vec<String> = [
             "--name",
             &self.name,
@@ -83,7 +87,7 @@ impl Member {
             "--listen-peer-urls",
             &peer_url,
             "--initial-advertise-peer-urls",
-            &peer_url,
+            &advertised_peer_url,
             "--initial-cluster",
             &self.initial_cluster,
             "--initial-cluster-state",
@@ -366,6 +370,7 @@ impl EtcdProcess {
                 data_dir: dir.path().join("data"),
                 client,
                 peer,
+                advertise_peer: None,
                 initial_cluster: format!("caravan-test=http://{peer}"),
                 existing: false,
                 tls: member_tls,

@@ -2,6 +2,12 @@
 //! `etcd` process with its own data dir, for runs that take members away:
 //! killed, stopped (SIGSTOP, as behind a partition) and restarted with their
 //! data, while the others keep a quorum. Stopped and removed when dropped.
+//!
+//! Started with [`EtcdCluster::start_partitionable`], every member advertises
+//! its peer URL through a [`FaultProxy`] that knows each connection's sender
+//! (etcd names it in `X-PeerURLs`), so one member can be cut off from the
+//! others ([`EtcdCluster::isolate`]) or made unheard while it still hears
+//! them ([`EtcdCluster::silence`]), with its client URL left reachable.
 
 use std::path::Path;
 use std::time::Duration;
@@ -10,6 +16,7 @@ use nix::sys::signal::Signal;
 use tempfile::TempDir;
 
 use crate::etcd::{self, Member};
+use crate::fault_proxy::FaultProxy;
 use crate::process::{self, ServiceProcess};
 
 /// How long one member may take to answer its status.
@@ -27,6 +34,9 @@ struct Running {
 #[derive(Debug)]
 pub struct EtcdCluster {
     members: Vec<Running>,
+    /// The cuttable link in front of each member's peer port, by index
+    /// (empty unless started partitionable).
+    peer_links: Vec<FaultProxy>,
     // Dropped after the processes have stopped (see `Drop`).
     dir: TempDir,
 }
@@ -36,6 +46,16 @@ impl EtcdCluster {
     /// (the cluster has a leader); retries with other ports when another
     /// process took one first.
     pub async fn start(n: usize) -> anyhow::Result<EtcdCluster> {
+        EtcdCluster::start_with(n, false).await
+    }
+
+    /// [`EtcdCluster::start`] with a cuttable link in front of every
+    /// member's peer port, for partitions among members.
+    pub async fn start_partitionable(n: usize) -> anyhow::Result<EtcdCluster> {
+        EtcdCluster::start_with(n, true).await
+    }
+
+    async fn start_with(n: usize, links: bool) -> anyhow::Result<EtcdCluster> {
         anyhow::ensure!(n > 0, "an etcd cluster needs at least one member");
         for _ in 0..3 {
             let dir = tempfile::Builder::new()
@@ -45,8 +65,17 @@ impl EtcdCluster {
             for _ in 0..n {
                 addrs.push((process::free_addr()?, process::free_addr()?));
             }
+            let mut peer_links = Vec::new();
+            if links {
+                for (_, peer) in &addrs {
+                    peer_links.push(FaultProxy::start_sniffing(*peer, "X-PeerURLs").await?);
+                }
+            }
+            let advertised: Vec<_> = (0..n)
+                .map(|i| peer_links.get(i).map_or(addrs[i].1, FaultProxy::addr))
+                .collect();
             let initial_cluster = (0..n)
-                .map(|i| format!("etcd-{i}=http://{}", addrs[i].1))
+                .map(|i| format!("etcd-{i}=http://{}", advertised[i]))
                 .collect::<Vec<_>>()
                 .join(",");
             let mut members = Vec::with_capacity(n);
@@ -56,6 +85,7 @@ impl EtcdCluster {
                     data_dir: dir.path().join(format!("etcd-{i}")),
                     client,
                     peer,
+                    advertise_peer: links.then_some(advertised[i]),
                     initial_cluster: initial_cluster.clone(),
                     existing: false,
                     tls: None,
@@ -68,7 +98,11 @@ impl EtcdCluster {
                     paused: false,
                 });
             }
-            let mut cluster = EtcdCluster { members, dir };
+            let mut cluster = EtcdCluster {
+                members,
+                peer_links,
+                dir,
+            };
             match cluster.wait_all_healthy().await {
                 Ok(()) => {
                     for m in &mut cluster.members {
@@ -197,6 +231,79 @@ impl EtcdCluster {
         etcd::wait_healthy(process, client)
             .await
             .map_err(|err| err.context(format!("restarting etcd member {i}")))
+    }
+
+    /// Cuts member `i` off from every other member, both ways: the
+    /// connections they dial to it and those it dials to them are dropped
+    /// and new ones held. Its client URL still answers.
+    pub fn isolate(&self, i: usize) -> anyhow::Result<()> {
+        let me = self.peer_link(i)?;
+        me.cut();
+        let name = me.addr().to_string();
+        for (j, link) in self.peer_links.iter().enumerate() {
+            if j != i {
+                link.cut_sender(&name);
+            }
+        }
+        Ok(())
+    }
+
+    /// Cuts member `i` off one way: the others no longer hear it (what it
+    /// writes on their connections to it, and what it sends on its own
+    /// connections to them, is dropped) while it still hears them.
+    pub fn silence(&self, i: usize) -> anyhow::Result<()> {
+        let me = self.peer_link(i)?;
+        me.cut_replies();
+        let name = me.addr().to_string();
+        for (j, link) in self.peer_links.iter().enumerate() {
+            if j != i {
+                link.mute_sender(&name);
+            }
+        }
+        Ok(())
+    }
+
+    /// Lifts every cut among the members.
+    pub fn heal(&self) {
+        for link in &self.peer_links {
+            link.heal();
+        }
+    }
+
+    fn peer_link(&self, i: usize) -> anyhow::Result<&FaultProxy> {
+        self.peer_links.get(i).ok_or_else(|| {
+            anyhow::anyhow!("etcd member {i} has no peer link (start the cluster partitionable)")
+        })
+    }
+
+    /// Each member's applied raft index as it reports it (`None` for one
+    /// that does not answer within a short timeout), by index.
+    pub async fn raft_indexes(&self) -> Vec<Option<u64>> {
+        let mut out = Vec::with_capacity(self.len());
+        for endpoint in self.endpoints() {
+            let status = etcd::status(std::slice::from_ref(&endpoint), STATUS_TIMEOUT).await;
+            out.push(status.ok().map(|s| s.raft_index()));
+        }
+        out
+    }
+
+    /// Member `i`'s raft id, as it reports it.
+    pub async fn member_id(&self, i: usize) -> anyhow::Result<u64> {
+        let endpoint = self.endpoints().get(i).cloned();
+        let endpoint = endpoint.ok_or_else(|| anyhow::anyhow!("no etcd member {i}"))?;
+        let status = etcd::status(&[endpoint], STATUS_TIMEOUT).await?;
+        status
+            .header()
+            .map(|h| h.member_id())
+            .ok_or_else(|| anyhow::anyhow!("etcd member {i} named no id"))
+    }
+
+    /// The raft id of the leader member `i` follows, as it reports it
+    /// (`None` when it answers nothing or knows no leader).
+    pub async fn leader_seen_by(&self, i: usize) -> Option<u64> {
+        let endpoint = self.endpoints().get(i).cloned()?;
+        let status = etcd::status(&[endpoint], STATUS_TIMEOUT).await.ok()?;
+        Some(status.leader()).filter(|id| *id != 0)
     }
 
     /// The index of the member that is the raft leader now, as the members

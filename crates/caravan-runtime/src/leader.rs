@@ -69,8 +69,14 @@ pub async fn serve_as_leader<F, Fut>(
         let stop = shutdown.child_token();
         let lost = leadership.lost_signal();
         let stopper = stop.clone();
+        let gauge = service.to_string();
+        // The gauge drops the moment leadership is known lost, not when the
+        // work has wound down: a term's last commit may wait out a store
+        // timeout (fenced, so it cannot land), and a replica that knows it
+        // lost must not go on claiming to lead meanwhile.
         let relay = tokio::spawn(async move {
             lost.cancelled().await;
+            crate::metrics::leading(&gauge, false);
             stopper.cancel();
         });
         let leading = lead(leadership.clone(), stop.clone());
@@ -352,6 +358,67 @@ mod tests {
         })
         .await
         .is_ok()
+    }
+
+    /// `caravan_leader` of `service` in this process.
+    fn gauge(service: &str) -> i64 {
+        crate::metrics::leading_now(service)
+    }
+
+    #[tokio::test]
+    async fn a_leader_that_lost_its_lease_stops_claiming_to_lead_before_its_work_ends() {
+        // A service name of its own: the gauge is process-wide.
+        const SERVICE: &str = "gauge-test";
+        let store: Arc<dyn Store> = Arc::new(MemStore::new());
+        let shutdown = CancellationToken::new();
+        let terms = Arc::new(AtomicUsize::new(0));
+        let lead = {
+            let (store, shutdown, terms) = (store.clone(), shutdown.clone(), terms.clone());
+            tokio::spawn(async move {
+                serve_as_leader(
+                    store,
+                    "/g",
+                    SERVICE,
+                    "a:1",
+                    Duration::from_secs(2),
+                    shutdown,
+                    |_l, stop| {
+                        let terms = terms.clone();
+                        async move {
+                            terms.fetch_add(1, Ordering::SeqCst);
+                            stop.cancelled().await;
+                            // A last commit waiting out a store timeout.
+                            tokio::time::sleep(Duration::from_secs(3)).await;
+                        }
+                    },
+                )
+                .await;
+            })
+        };
+        assert!(until_leading(&terms, Duration::from_secs(2)).await, "leads");
+        assert_eq!(gauge(SERVICE), 1);
+        // The lease goes (as when etcd expired it behind a partition).
+        let election = caravan_store::election_name("/g", SERVICE);
+        let leader = store
+            .leader(election.as_bytes())
+            .await
+            .expect("store answers")
+            .expect("a leader");
+        store.lease_revoke(leader.lease).await.expect("revoked");
+        let lost = tokio::time::Instant::now();
+        tokio::time::timeout(Duration::from_secs(2), async {
+            while gauge(SERVICE) != 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the gauge drops within a renewal of the loss");
+        assert!(
+            lost.elapsed() < Duration::from_secs(3),
+            "dropped before the work wound down"
+        );
+        shutdown.cancel();
+        lead.await.expect("stops");
     }
 
     #[tokio::test]

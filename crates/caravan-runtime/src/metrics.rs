@@ -52,6 +52,12 @@ pub(crate) fn leading(service: &str, now: bool) {
         .set(i64::from(now));
 }
 
+/// `caravan_leader` of `service` in this process (for tests).
+#[cfg(test)]
+pub(crate) fn leading_now(service: &str) -> i64 {
+    LEADER.leading.with_label_values(&[service]).get()
+}
+
 /// `families` as a text exposition response.
 pub fn text_response(families: &[MetricFamily]) -> Response {
     let mut response = caravan_metrics::encode_text(families).into_response();

@@ -329,6 +329,7 @@ async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revis
         }
         opened_before = true;
         heard(&shared);
+        let mut staleness = Staleness::default();
         loop {
             let item = match tokio::time::timeout(config.quiet_probe, watch.stream.next()).await {
                 Ok(item) => item,
@@ -338,9 +339,22 @@ async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revis
                     // just have nothing to say: a member that loses its
                     // leader cancels its watches itself.
                     probe(&*watch.progress, config.quiet_probe).await;
+                    // A member that still hears its leader but is not heard
+                    // (a one-way partition) cancels nothing and answers
+                    // progress requests at a revision that stands still.
+                    if staleness.behind(&*store, config.quiet_probe).await {
+                        tracing::warn!(
+                            seen = staleness.seen,
+                            "the state watch stands behind the store; reconnecting"
+                        );
+                        break;
+                    }
                     continue;
                 }
             };
+            if let Some(Ok(batch)) = &item {
+                staleness.saw(batch.revision);
+            }
             match item {
                 Some(Ok(batch)) if batch.events.is_empty() => {
                     // A progress notification: proof the store is there,
@@ -376,6 +390,45 @@ async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revis
         }
         if !relist {
             tokio::time::sleep(backoff.next_delay()).await;
+        }
+    }
+}
+
+/// Whether a quiet watch's member stands behind the store: the revision a
+/// linearizable read found must show up in the watch (an event or a progress
+/// notification) within two quiet probes, or the watch is on a member whose
+/// state does not move.
+#[derive(Debug, Default)]
+struct Staleness {
+    /// The newest revision the watch has delivered.
+    seen: Revision,
+    /// A revision the store answered, and when.
+    target: Option<(Revision, Instant)>,
+}
+
+impl Staleness {
+    fn saw(&mut self, revision: Revision) {
+        self.seen = self.seen.max(revision);
+        if self.target.is_some_and(|(r, _)| self.seen >= r) {
+            self.target = None;
+        }
+    }
+
+    /// Called on each quiet probe: true once a revision the store answered
+    /// has gone undelivered for two probes. The read gives each member
+    /// `probe` to answer, so one that cannot serve it is left for the next.
+    async fn behind(&mut self, store: &dyn Store, probe: Duration) -> bool {
+        match self.target {
+            Some((_, since)) => since.elapsed() >= probe * 2,
+            None => {
+                let read = caravan_store::with_member_timeout(probe, store.current_revision());
+                if let Ok(Ok(revision)) = tokio::time::timeout(probe * 4, read).await
+                    && revision > self.seen
+                {
+                    self.target = Some((revision, Instant::now()));
+                }
+                false
+            }
         }
     }
 }

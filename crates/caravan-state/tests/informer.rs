@@ -12,7 +12,9 @@ use caravan_proto::{AllocClientStatus, Evaluation, SchedulerConfiguration};
 use caravan_state::{Informer, InformerConfig, Keyspace, Kind, StateError, encode};
 use caravan_store::{EtcdStore, MemStore, Op, Range, Store, Txn};
 
-use support::{alloc, delete_key, early_progress_store, faulty_store, job, node, put_alloc};
+use support::{
+    alloc, delete_key, early_progress_store, faulty_store, job, node, put_alloc, stale_member_store,
+};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -243,6 +245,23 @@ async fn reconnects_after_a_cut_without_relisting(store: Arc<dyn Store>, ks: Key
     let stats = informer.stats();
     assert!(stats.reconnects >= 1, "{stats:?}");
     assert_eq!(stats.relists, 0, "{stats:?}");
+}
+
+async fn a_watch_on_a_member_that_stands_still_moves_on(store: Arc<dyn Store>, ks: Keyspace) {
+    let stale = stale_member_store(Arc::clone(&store));
+    let config = InformerConfig {
+        quiet_probe: Duration::from_millis(100),
+        ..config()
+    };
+    let informer = Informer::start(stale.clone(), ks.clone(), config)
+        .await
+        .unwrap();
+    let rev = put_alloc(&*store, &ks, &alloc("a1", "n1", "web", 100, 10, 8080)).await;
+    // The first watch never delivers: only a new one brings the write.
+    let snap = informer.wait_for_revision(rev, WAIT).await.unwrap();
+    assert_eq!(ids(snap.allocs()), vec!["a1"]);
+    assert!(stale.watches_opened() >= 2);
+    assert!(informer.stats().reconnects >= 1, "{:?}", informer.stats());
 }
 
 async fn compaction_relists_and_drops_what_vanished(store: Arc<dyn Store>, ks: Keyspace) {
@@ -609,6 +628,7 @@ on_every_backend!(
     progress_ahead_of_events_is_not_trusted,
     starts_once_the_store_answers,
     reconnects_after_a_cut_without_relisting,
+    a_watch_on_a_member_that_stands_still_moves_on,
     compaction_relists_and_drops_what_vanished,
     list_pages_share_one_revision,
     list_pages_shrink_to_fit_the_reply_limit,

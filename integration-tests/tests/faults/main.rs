@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod full_store;
+mod partitions;
 
 /// How many rounds of each fault to inject: 1 in CI, more by hand.
 pub fn rounds() -> usize {

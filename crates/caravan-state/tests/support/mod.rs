@@ -288,3 +288,59 @@ impl StoreLayer for EarlyProgressLayer {
         })
     }
 }
+
+/// A store whose first watch is opened on a member that stands still: it
+/// delivers nothing and answers progress requests with nothing, as an etcd
+/// member that still hears its leader but is not heard. Later watches are
+/// the store's own.
+pub type StaleMemberStore = Layered<StaleMember>;
+
+/// The controls of a [`StaleMemberStore`].
+pub struct StaleMember {
+    opened: AtomicUsize,
+}
+
+impl StaleMember {
+    /// How many watches were opened.
+    pub fn watches_opened(&self) -> usize {
+        self.opened.load(Ordering::SeqCst)
+    }
+}
+
+/// `inner` whose first watch stands still.
+pub fn stale_member_store(inner: Arc<dyn Store>) -> Arc<StaleMemberStore> {
+    Layered::wrap(
+        inner,
+        StaleMember {
+            opened: AtomicUsize::new(0),
+        },
+    )
+}
+
+/// Progress requests a stale member takes and never answers.
+struct Unanswered;
+
+#[async_trait]
+impl WatchProgress for Unanswered {
+    async fn request_progress(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl StoreLayer for StaleMember {
+    async fn watch(
+        &self,
+        inner: &Arc<dyn Store>,
+        prefix: &[u8],
+        start_revision: Revision,
+    ) -> Result<Watch> {
+        if self.opened.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Ok(Watch {
+                stream: Box::pin(futures::stream::pending()),
+                progress: Arc::new(Unanswered),
+            });
+        }
+        inner.watch(prefix, start_revision).await
+    }
+}

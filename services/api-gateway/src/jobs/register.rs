@@ -242,8 +242,11 @@ pub(crate) async fn register_submitted(
             // A write sent without a read first fails outright through an
             // etcd leader election, where the store's read waits it out:
             // go the read's way. Should the write have landed after all,
-            // the next attempt finds the job as registered.
-            Err(err) if optimistic && err.is_retryable() => {
+            // the next attempt finds the job as registered. A gateway that
+            // has heard nothing from the store for a while is cut off from
+            // it, not in an election: the read would only wait out the same
+            // timeout again, so the caller hears at once.
+            Err(err) if optimistic && err.is_retryable() && gw.leader_contact().known => {
                 optimistic = false;
                 continue;
             }

@@ -83,7 +83,70 @@ async fn an_unavailable_store_sends_the_write_the_reads_way(backend: Backend) {
     gw.stop().await;
 }
 
+/// Watches that never open, as behind a partition: the gateway's cache
+/// hears nothing after its first list.
+struct NoWatches;
+
+#[async_trait]
+impl StoreLayer for NoWatches {
+    async fn watch(
+        &self,
+        _inner: &Arc<dyn Store>,
+        _prefix: &[u8],
+        _start_revision: caravan_store::Revision,
+    ) -> Result<caravan_store::Watch> {
+        Err(StoreError::Unavailable("watches cut by the test".into()))
+    }
+}
+
+async fn a_gateway_cut_off_from_the_store_refuses_a_write_without_a_second_try(backend: Backend) {
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let tried = Arc::clone(&attempts);
+    let faulty = FaultyStore::new(
+        backend.store().await,
+        Box::new(move |txn| {
+            let registers = txn.success.iter().any(|op| {
+                matches!(op, Op::Put { key, .. }
+                    if String::from_utf8_lossy(key).ends_with("/jobs/default/cut"))
+            });
+            registers.then(|| {
+                tried.fetch_add(1, Ordering::SeqCst);
+                Fault::Fail(StoreError::Unavailable("partitioned".into()))
+            })
+        }),
+    );
+    let store = Layered::wrap(faulty, NoWatches);
+    let gw = TestGateway::start_with(store, "register-cut-off", |_| {}).await;
+    // Its view goes stale: it stops claiming a known leader.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while gw
+        .http("GET", "/v1/jobs", b"")
+        .await
+        .header("X-Nomad-KnownLeader")
+        != Some("false")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the view never went stale"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let mut jobs = JobServiceClient::new(gw.channel().await);
+    let refused = jobs
+        .register_job(register(job("cut", 1)))
+        .await
+        .expect_err("the store is unavailable");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert_eq!(
+        attempts.load(Ordering::SeqCst),
+        1,
+        "one try, no read-and-retry"
+    );
+    gw.stop().await;
+}
+
 caravan_testkit::backend_cases!(backend => crate::register_reads;
     a_new_job_is_written_without_a_read,
-    an_unavailable_store_sends_the_write_the_reads_way
+    an_unavailable_store_sends_the_write_the_reads_way,
+    a_gateway_cut_off_from_the_store_refuses_a_write_without_a_second_try
 );
