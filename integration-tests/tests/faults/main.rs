@@ -8,6 +8,7 @@
 //! --bins`; `scripts/test` does it).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod disk;
 mod full_store;
 
 /// How many rounds of each fault to inject: 1 in CI, more by hand.
