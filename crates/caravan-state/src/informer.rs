@@ -359,6 +359,13 @@ async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revis
                             delivered = lag.delivered,
                             "the state watch lags the store; opening it again"
                         );
+                        // So that the watch opened next is not on the
+                        // same member again.
+                        watch.progress.abandon(&format!(
+                            "nothing at revision {} or later within {:?}",
+                            lag.behind.map_or(0, |(wanted, _)| wanted),
+                            config.stale_watch
+                        ));
                         shared
                             .counters
                             .stale_watches
