@@ -14,6 +14,8 @@ as_root() {
 # (libfuzzer-sys) is C++. Bridge-mode groups are attached with Debian's CNI
 # plugins (/usr/lib/cni), whose firewall and portmap plugins call iptables.
 # The fault bench steps one service's wall clock with libfaketime preloaded.
+# The fault bench freezes an etcd member's disk through a FUSE passthrough
+# mount served by bindfs (which brings fuse3's fusermount3 to unmount it).
 REQUIRED_PACKAGES=(
   "command -v protoc:protobuf-compiler"
   "test -f /usr/include/google/protobuf/struct.proto:libprotobuf-dev"
@@ -26,6 +28,7 @@ REQUIRED_PACKAGES=(
   "command -v iptables-save:iptables"
   "command -v ip:iproute2"
   "test -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1:libfaketime"
+  "command -v bindfs:bindfs"
 )
 
 # Installs whatever REQUIRED_PACKAGES finds missing, then checks again, so a

@@ -1,7 +1,9 @@
 //! A throwaway etcd cluster of several members on loopback, each its own
 //! `etcd` process with its own data dir, for runs that take members away:
 //! killed, stopped (SIGSTOP, as behind a partition) and restarted with their
-//! data, while the others keep a quorum. Stopped and removed when dropped.
+//! data, while the others keep a quorum; optionally with each member's data
+//! dir on a disk of its own that can be frozen or slowed ([`FuseDisk`]).
+//! Stopped and removed (disks unmounted) when dropped.
 //!
 //! Started with [`EtcdCluster::start_partitionable`], every member advertises
 //! its peer URL through a [`FaultProxy`] that knows each connection's sender
@@ -17,17 +19,33 @@ use tempfile::TempDir;
 
 use crate::etcd::{self, Member};
 use crate::fault_proxy::FaultProxy;
+use crate::fuse_disk::FuseDisk;
 use crate::process::{self, ServiceProcess};
 
 /// How long one member may take to answer its status.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long handing the leadership to a chosen member may take.
+const LEADER_MOVE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// One member: how it is started, and its process while it runs.
+/// How the members of an [`EtcdCluster`] are set up.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EtcdClusterOptions {
+    /// Each member's data dir on a FUSE disk of its own, so that one
+    /// member's disk can be frozen or slowed ([`EtcdCluster::freeze_disk`]).
+    pub fuse_disks: bool,
+    /// A cuttable link in front of every member's peer port
+    /// ([`EtcdCluster::isolate`], [`EtcdCluster::silence`]).
+    pub peer_links: bool,
+}
+
+/// One member: how it is started, its process while it runs, and its disk
+/// when on one of its own.
 #[derive(Debug)]
 struct Running {
     member: Member,
     process: Option<ServiceProcess>,
     paused: bool,
+    disk: Option<FuseDisk>,
 }
 
 /// An etcd cluster of `n` members, each on free loopback ports.
@@ -46,16 +64,25 @@ impl EtcdCluster {
     /// (the cluster has a leader); retries with other ports when another
     /// process took one first.
     pub async fn start(n: usize) -> anyhow::Result<EtcdCluster> {
-        EtcdCluster::start_with(n, false).await
+        EtcdCluster::start_with(n, EtcdClusterOptions::default()).await
     }
 
     /// [`EtcdCluster::start`] with a cuttable link in front of every
     /// member's peer port, for partitions among members.
     pub async fn start_partitionable(n: usize) -> anyhow::Result<EtcdCluster> {
-        EtcdCluster::start_with(n, true).await
+        EtcdCluster::start_with(
+            n,
+            EtcdClusterOptions {
+                peer_links: true,
+                ..Default::default()
+            },
+        )
+        .await
     }
 
-    async fn start_with(n: usize, links: bool) -> anyhow::Result<EtcdCluster> {
+    /// [`EtcdCluster::start`] with `options`.
+    pub async fn start_with(n: usize, options: EtcdClusterOptions) -> anyhow::Result<EtcdCluster> {
+        let links = options.peer_links;
         anyhow::ensure!(n > 0, "an etcd cluster needs at least one member");
         for _ in 0..3 {
             let dir = tempfile::Builder::new()
@@ -80,9 +107,22 @@ impl EtcdCluster {
                 .join(",");
             let mut members = Vec::with_capacity(n);
             for (i, (client, peer)) in addrs.into_iter().enumerate() {
+                let data_dir = dir.path().join(format!("etcd-{i}"));
+                // The backing dir and the daemon's log sit beside the
+                // mount, outside it: reading a log must not block on a
+                // frozen disk.
+                let disk = if options.fuse_disks {
+                    Some(FuseDisk::mount(
+                        &dir.path().join(format!("etcd-{i}.disk")),
+                        &data_dir,
+                        &dir.path().join(format!("etcd-{i}.bindfs.log")),
+                    )?)
+                } else {
+                    None
+                };
                 let member = Member {
                     name: format!("etcd-{i}"),
-                    data_dir: dir.path().join(format!("etcd-{i}")),
+                    data_dir,
                     client,
                     peer,
                     advertise_peer: links.then_some(advertised[i]),
@@ -96,6 +136,7 @@ impl EtcdCluster {
                     member,
                     process: Some(process),
                     paused: false,
+                    disk,
                 });
             }
             let mut cluster = EtcdCluster {
@@ -205,6 +246,30 @@ impl EtcdCluster {
         }
         m.paused = false;
         Ok(())
+    }
+
+    /// Freezes member `i`'s disk: its every read, write and fsync blocks
+    /// until [`EtcdCluster::thaw_disk`]. The process runs on, its network
+    /// answering, as on a machine whose disk stopped answering.
+    pub fn freeze_disk(&mut self, i: usize) -> anyhow::Result<()> {
+        self.disk_mut(i)?.freeze()
+    }
+
+    /// Makes member `i`'s disk slow: frozen for `frozen`, answering for
+    /// `running`, in turn, until [`EtcdCluster::thaw_disk`].
+    pub fn slow_disk(
+        &mut self,
+        i: usize,
+        frozen: Duration,
+        running: Duration,
+    ) -> anyhow::Result<()> {
+        self.disk_mut(i)?.stutter(frozen, running)
+    }
+
+    /// Thaws member `i`'s disk after [`EtcdCluster::freeze_disk`] or
+    /// [`EtcdCluster::slow_disk`].
+    pub fn thaw_disk(&mut self, i: usize) -> anyhow::Result<()> {
+        self.disk_mut(i)?.thaw()
     }
 
     /// Brings member `i` back: SIGCONT if it was paused, else starts it
@@ -327,6 +392,44 @@ impl EtcdCluster {
         None
     }
 
+    /// Hands the raft leadership to member `i` (etcd's MoveLeader, asked
+    /// of the current leader) and waits until it leads, so a test can
+    /// choose which member a fault hits as leader.
+    pub async fn move_leader(&mut self, i: usize) -> anyhow::Result<()> {
+        let endpoints = self.endpoints();
+        let target = endpoints
+            .get(i)
+            .ok_or_else(|| anyhow::anyhow!("no etcd member {i}"))?;
+        let status = etcd::status(std::slice::from_ref(target), STATUS_TIMEOUT).await?;
+        let target_id = status
+            .header()
+            .map(|h| h.member_id())
+            .ok_or_else(|| anyhow::anyhow!("etcd member {i} named no member id"))?;
+        let started = std::time::Instant::now();
+        loop {
+            match self.leader().await {
+                Some(leader) if leader == i => return Ok(()),
+                Some(leader) => {
+                    let ask = async {
+                        let mut client =
+                            etcd_client::Client::connect([endpoints[leader].as_str()], None)
+                                .await?;
+                        anyhow::Ok(client.move_leader(target_id).await?)
+                    };
+                    // A leadership that moved meanwhile fails the request:
+                    // ask again whoever leads now.
+                    let _ = tokio::time::timeout(LEADER_MOVE_TIMEOUT, ask).await;
+                }
+                None => {}
+            }
+            anyhow::ensure!(
+                started.elapsed() < LEADER_MOVE_TIMEOUT,
+                "etcd member {i} did not become leader within {LEADER_MOVE_TIMEOUT:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// The last `lines` lines of every member's log.
     pub fn logs(&self, lines: usize) -> String {
         (0..self.len())
@@ -346,6 +449,12 @@ impl EtcdCluster {
         self.members
             .get_mut(i)
             .ok_or_else(|| anyhow::anyhow!("no etcd member {i} (the cluster has {n})"))
+    }
+
+    fn disk_mut(&mut self, i: usize) -> anyhow::Result<&mut FuseDisk> {
+        self.member_mut(i)?.disk.as_mut().ok_or_else(|| {
+            anyhow::anyhow!("etcd member {i} has no disk of its own (start with fuse_disks)")
+        })
     }
 
     async fn wait_all_healthy(&mut self) -> anyhow::Result<()> {
@@ -373,12 +482,17 @@ impl EtcdCluster {
 impl Drop for EtcdCluster {
     fn drop(&mut self) {
         // Stop first: the temp dir is removed when the fields drop. A
-        // paused member would sit out the grace before its SIGKILL.
+        // paused member, or one whose disk is frozen, would sit out the
+        // grace before its SIGKILL. Its disk is unmounted once it stopped.
         for m in &mut self.members {
+            if let Some(disk) = m.disk.as_mut() {
+                let _ = disk.thaw();
+            }
             if let Some(mut p) = m.process.take() {
                 p.signal(Signal::SIGCONT);
                 p.stop();
             }
+            drop(m.disk.take());
         }
     }
 }

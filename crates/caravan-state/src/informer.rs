@@ -1,6 +1,7 @@
 //! The watch cache's I/O: list the prefix at one revision, watch from the
-//! next, re-list on compaction, reconnect on transient errors, and let
-//! readers take snapshots and wait for revisions meanwhile.
+//! next, re-list on compaction, reconnect on transient errors and on a watch
+//! that lags the store, and let readers take snapshots and wait for
+//! revisions meanwhile.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use caravan_store::{
     Backoff, EventKind, KeyValue, Range, Revision, Store, StoreError, WatchBatch, WatchProgress,
-    prefix_end,
+    prefix_end, with_member_timeout,
 };
 use futures::StreamExt;
 use parking_lot::{Mutex, RwLock};
@@ -44,6 +45,13 @@ pub struct InformerConfig {
     /// store for a progress notification, so [`Informer::last_contact`]
     /// stays truthful on a quiet store.
     pub quiet_probe: Duration,
+    /// How long a revision the store is known to have reached may stay
+    /// undelivered by a quiet watch (no event, no progress notification at
+    /// or past it) before the watch is taken for stuck and opened again.
+    /// An etcd member whose disk froze keeps its connections open and
+    /// answers nothing through raft, so its watches go silent for as long
+    /// as the disk stays frozen while the rest of the cluster carries on.
+    pub stale_watch: Duration,
     /// How much of each allocation the cache keeps.
     pub alloc_detail: AllocDetail,
     /// Where the stored metrics of each allocation applied are kept, for an
@@ -60,6 +68,7 @@ impl Default for InformerConfig {
             retry_max: Duration::from_secs(5),
             progress_interval: Duration::from_millis(100),
             quiet_probe: Duration::from_secs(2),
+            stale_watch: Duration::from_secs(4),
             alloc_detail: AllocDetail::Full,
             alloc_metrics: None,
         }
@@ -73,6 +82,9 @@ pub struct InformerStats {
     pub relists: u64,
     /// Watches opened after the first: each one follows a lost watch.
     pub reconnects: u64,
+    /// Watches abandoned for lagging the store (see
+    /// [`InformerConfig::stale_watch`]).
+    pub stale_watches: u64,
     /// Watch batches applied, progress notifications included.
     pub batches: u64,
     /// Keys or values skipped because they did not parse or decode.
@@ -83,6 +95,7 @@ pub struct InformerStats {
 struct Counters {
     relists: AtomicU64,
     reconnects: AtomicU64,
+    stale_watches: AtomicU64,
     batches: AtomicU64,
     decode_errors: AtomicU64,
 }
@@ -180,6 +193,7 @@ impl Informer {
         InformerStats {
             relists: c.relists.load(Ordering::Relaxed),
             reconnects: c.reconnects.load(Ordering::Relaxed),
+            stale_watches: c.stale_watches.load(Ordering::Relaxed),
             batches: c.batches.load(Ordering::Relaxed),
             decode_errors: c.decode_errors.load(Ordering::Relaxed),
         }
@@ -329,7 +343,7 @@ async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revis
         }
         opened_before = true;
         heard(&shared);
-        let mut staleness = Staleness::default();
+        let mut lag = Lag::new(from - 1);
         loop {
             let item = match tokio::time::timeout(config.quiet_probe, watch.stream.next()).await {
                 Ok(item) => item,
@@ -337,23 +351,36 @@ async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revis
                     // A silence the probe cannot break goes on the record
                     // (`last_contact`) rather than ending a watch that may
                     // just have nothing to say: a member that loses its
-                    // leader cancels its watches itself.
-                    probe(&*watch.progress, config.quiet_probe).await;
-                    // A member that still hears its leader but is not heard
-                    // (a one-way partition) cancels nothing and answers
-                    // progress requests at a revision that stands still.
-                    if staleness.behind(&*store, config.quiet_probe).await {
+                    // leader cancels its watches itself. A member whose
+                    // disk froze, or that hears its leader but is not heard
+                    // (a one-way partition), does not, so a silence that
+                    // outlasts a revision the store has reached ends the
+                    // watch.
+                    if lag.stuck(&*store, &config).await {
                         tracing::warn!(
-                            seen = staleness.seen,
-                            "the state watch stands behind the store; reconnecting"
+                            delivered = lag.delivered,
+                            "the state watch lags the store; opening it again"
                         );
+                        // So that the watch opened next is not on the
+                        // same member again.
+                        watch.progress.abandon(&format!(
+                            "nothing at revision {} or later within {:?}",
+                            lag.behind.map_or(0, |(wanted, _)| wanted),
+                            config.stale_watch
+                        ));
+                        shared
+                            .counters
+                            .stale_watches
+                            .fetch_add(1, Ordering::Relaxed);
+                        metrics::event(shared.keyspace.prefix(), "stale_watch");
                         break;
                     }
+                    probe(&*watch.progress, config.quiet_probe).await;
                     continue;
                 }
             };
             if let Some(Ok(batch)) = &item {
-                staleness.saw(batch.revision);
+                lag.delivered(batch.revision);
             }
             match item {
                 Some(Ok(batch)) if batch.events.is_empty() => {
@@ -394,42 +421,56 @@ async fn run(store: Arc<dyn Store>, shared: Arc<Shared>, tx: watch::Sender<Revis
     }
 }
 
-/// Whether a quiet watch's member stands behind the store: the revision a
-/// linearizable read found must show up in the watch (an event or a progress
-/// notification) within two quiet probes, or the watch is on a member whose
-/// state does not move.
-#[derive(Debug, Default)]
-struct Staleness {
-    /// The newest revision the watch has delivered.
-    seen: Revision,
-    /// A revision the store answered, and when.
-    target: Option<(Revision, Instant)>,
+/// How far one watch is known to lag the store: the newest revision it has
+/// vouched for (by an event or a progress notification) against a revision
+/// the store was read at while the watch was quiet.
+struct Lag {
+    delivered: Revision,
+    /// A revision the store reached that the watch has not delivered yet,
+    /// and since when that is known.
+    behind: Option<(Revision, Instant)>,
 }
 
-impl Staleness {
-    fn saw(&mut self, revision: Revision) {
-        self.seen = self.seen.max(revision);
-        if self.target.is_some_and(|(r, _)| self.seen >= r) {
-            self.target = None;
+impl Lag {
+    fn new(delivered: Revision) -> Lag {
+        Lag {
+            delivered,
+            behind: None,
         }
     }
 
-    /// Called on each quiet probe: true once a revision the store answered
-    /// has gone undelivered for two probes. The read gives each member
-    /// `probe` to answer, so one that cannot serve it is left for the next.
-    async fn behind(&mut self, store: &dyn Store, probe: Duration) -> bool {
-        match self.target {
-            Some((_, since)) => since.elapsed() >= probe * 2,
-            None => {
-                let read = caravan_store::with_member_timeout(probe, store.current_revision());
-                if let Ok(Ok(revision)) = tokio::time::timeout(probe * 4, read).await
-                    && revision > self.seen
-                {
-                    self.target = Some((revision, Instant::now()));
-                }
-                false
-            }
+    /// The watch delivered a batch at `revision`.
+    fn delivered(&mut self, revision: Revision) {
+        self.delivered = self.delivered.max(revision);
+        if self
+            .behind
+            .is_some_and(|(wanted, _)| self.delivered >= wanted)
+        {
+            self.behind = None;
         }
+    }
+
+    /// Whether the watch has left a revision the store reached undelivered
+    /// for [`InformerConfig::stale_watch`]. With no such revision pending,
+    /// reads the store's current one (the progress probe that follows lets
+    /// a healthy watch vouch for it); the member asked gets at most
+    /// [`InformerConfig::quiet_probe`] to answer before the read moves to
+    /// another, so a frozen member is left for one that answers and the
+    /// watch opened again lands there.
+    async fn stuck(&mut self, store: &dyn Store, config: &InformerConfig) -> bool {
+        if let Some((_, since)) = self.behind {
+            return since.elapsed() >= config.stale_watch;
+        }
+        let read = with_member_timeout(config.quiet_probe, store.current_revision());
+        match tokio::time::timeout(config.stale_watch, read).await {
+            Ok(Ok(revision)) if revision > self.delivered => {
+                self.behind = Some((revision, Instant::now()));
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => tracing::debug!(%err, "reading the store's revision failed"),
+            Err(_) => tracing::debug!("reading the store's revision timed out"),
+        }
+        false
     }
 }
 

@@ -264,6 +264,48 @@ async fn a_watch_on_a_member_that_stands_still_moves_on(store: Arc<dyn Store>, k
     assert!(informer.stats().reconnects >= 1, "{:?}", informer.stats());
 }
 
+/// A quiet watch on a healthy store is kept while the store's revision
+/// moves (writes outside the prefix); one that goes silent while the store
+/// moves on (an etcd member whose disk froze) is opened again, and the
+/// cache catches up without a re-list.
+async fn a_watch_that_lags_the_store_is_opened_again(store: Arc<dyn Store>, ks: Keyspace) {
+    let faulty = faulty_store(Arc::clone(&store));
+    let quick = InformerConfig {
+        quiet_probe: Duration::from_millis(200),
+        // Long enough that a progress answer slowed by a loaded machine
+        // does not pass for a stuck watch.
+        stale_watch: Duration::from_millis(1500),
+        ..config()
+    };
+    let informer = Informer::start(faulty.clone(), ks.clone(), quick)
+        .await
+        .unwrap();
+    let rev = put_alloc(&*store, &ks, &alloc("a1", "n1", "web", 100, 10, 8080)).await;
+    informer.wait_for_revision(rev, WAIT).await.unwrap();
+    let other = Keyspace::new(&format!("{}-elsewhere", ks.prefix()));
+    // Quiet for several stale periods by design: time is the property.
+    for i in 0..15 {
+        store
+            .put(&other.node(&format!("n{i}")), b"", 0)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let stats = informer.stats();
+    assert_eq!(
+        stats.stale_watches, 0,
+        "a healthy quiet watch was dropped: {stats:?}"
+    );
+    assert_eq!(stats.reconnects, 0, "{stats:?}");
+    faulty.silence_watches();
+    let rev = put_alloc(&*store, &ks, &alloc("a2", "n1", "web", 100, 10, 8081)).await;
+    let snap = informer.wait_for_revision(rev, WAIT).await.unwrap();
+    assert_eq!(ids(snap.allocs()), vec!["a1", "a2"]);
+    let stats = informer.stats();
+    assert!(stats.stale_watches >= 1, "{stats:?}");
+    assert_eq!(stats.relists, 0, "{stats:?}");
+}
+
 async fn compaction_relists_and_drops_what_vanished(store: Arc<dyn Store>, ks: Keyspace) {
     let faulty = faulty_store(Arc::clone(&store));
     for (id, n) in [("a1", "n1"), ("a2", "n1"), ("a3", "n2")] {
@@ -629,6 +671,7 @@ on_every_backend!(
     starts_once_the_store_answers,
     reconnects_after_a_cut_without_relisting,
     a_watch_on_a_member_that_stands_still_moves_on,
+    a_watch_that_lags_the_store_is_opened_again,
     compaction_relists_and_drops_what_vanished,
     list_pages_share_one_revision,
     list_pages_shrink_to_fit_the_reply_limit,

@@ -22,6 +22,14 @@ pub trait WatchProgress: Send + Sync {
     /// Requests an empty batch carrying the store's current revision once every
     /// earlier change has been delivered.
     async fn request_progress(&self) -> Result<()>;
+
+    /// Tells the store that its watcher gave this watch up for lagging the
+    /// store (silent while the store moves on, as on an etcd member whose
+    /// disk froze), so the requests and the watch opened next leave the
+    /// member it is on. A store without members has nothing to leave.
+    fn abandon(&self, why: &str) {
+        let _ = why;
+    }
 }
 
 /// A watch of a key prefix.

@@ -71,6 +71,27 @@ async fn a_member_that_never_answers_does_not_use_up_the_others_time() {
     holder.abort();
 }
 
+/// A watch its watcher gives up for lagging the store leaves its member:
+/// the store moves on to the next, so the watch opened again is elsewhere;
+/// giving up a watch on a member already left moves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_watch_leaves_its_member() {
+    // The test etcd twice: two members to move between.
+    let endpoint = caravan_testkit::etcd_endpoints()[0].clone();
+    let store = EtcdStore::connect(&[endpoint.clone(), endpoint])
+        .await
+        .unwrap();
+    let prefix = caravan_testkit::unique_prefix("abandoned-watch");
+    let first = store.watch(prefix.as_bytes(), 0).await.unwrap();
+    assert_eq!(store.failovers(), 0);
+    first.progress.abandon("silent in this test");
+    assert_eq!(store.failovers(), 1, "the store left the watch's member");
+    first.progress.abandon("silent in this test");
+    assert_eq!(store.failovers(), 1, "that member was left already");
+    let second = store.watch(prefix.as_bytes(), 0).await.unwrap();
+    second.progress.request_progress().await.unwrap();
+}
+
 #[tokio::test]
 async fn renewal_stream_notices_a_revoke_by_another_client() {
     let ours = store().await;

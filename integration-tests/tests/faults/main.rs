@@ -8,6 +8,7 @@
 //! --bins`; `scripts/test` does it).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod disk;
 mod full_store;
 mod partitions;
 

@@ -22,12 +22,14 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
 /// A store a test can cut every watch of (as a network failure would) and
-/// keep new ones from opening, or slip a write in between list pages.
+/// keep new ones from opening, silence the watches open (as a member whose
+/// disk froze does), or slip a write in between list pages.
 pub type FaultyStore = Layered<Faults>;
 
 /// The controls of a [`FaultyStore`].
 pub struct Faults {
     cut: watch::Sender<u64>,
+    silenced: watch::Sender<u64>,
     refusing: AtomicBool,
     failing_ranges: AtomicUsize,
     write_after_first_page: Mutex<Option<(Vec<u8>, Vec<u8>)>>,
@@ -42,6 +44,7 @@ pub fn faulty_store(inner: Arc<dyn Store>) -> Arc<FaultyStore> {
         inner,
         Faults {
             cut: watch::channel(0).0,
+            silenced: watch::channel(0).0,
             refusing: AtomicBool::new(false),
             failing_ranges: AtomicUsize::new(0),
             write_after_first_page: Mutex::new(None),
@@ -55,6 +58,13 @@ impl Faults {
     pub fn cut_watches(&self) {
         self.refusing.store(true, Ordering::SeqCst);
         self.cut.send_modify(|n| *n += 1);
+    }
+
+    /// Every watch open now stays open but delivers nothing more, neither
+    /// events nor progress notifications, as the watches on an etcd member
+    /// whose disk froze; watches opened later work.
+    pub fn silence_watches(&self) {
+        self.silenced.send_modify(|n| *n += 1);
     }
 
     /// Lets watches open again.
@@ -120,24 +130,31 @@ impl StoreLayer for Faults {
         // Subscribed before the check, so a cut landing while the watch
         // opens still ends it.
         let cut = self.cut.subscribe();
+        let mut silenced = self.silenced.subscribe();
+        silenced.mark_unchanged();
         if self.refusing.load(Ordering::SeqCst) {
             return Err(StoreError::Unavailable("watches cut by the test".into()));
         }
         let inner = inner.watch(prefix, start_revision).await?;
         let stream = futures::stream::unfold(
-            (inner.stream, cut, false),
-            |(mut stream, mut cut, done)| async move {
+            (inner.stream, cut, silenced, false),
+            |(mut stream, mut cut, mut silenced, done)| async move {
                 if done {
                     return None;
                 }
-                // Biased: once cut, no further batch gets through.
+                // Biased: once cut or silenced, no further batch gets through.
                 tokio::select! {
                     biased;
                     _ = cut.changed() => Some((
                         Err(StoreError::Unavailable("watch cut by the test".into())),
-                        (stream, cut, true),
+                        (stream, cut, silenced, true),
                     )),
-                    item = stream.next() => item.map(|item| (item, (stream, cut, false))),
+                    _ = silenced.changed() => {
+                        // Open, answering nothing, for good.
+                        futures::future::pending::<()>().await;
+                        None
+                    }
+                    item = stream.next() => item.map(|item| (item, (stream, cut, silenced, false))),
                 }
             },
         );

@@ -19,9 +19,10 @@ use super::convert::{self, Context};
 /// `watchBatchMaxRevs`) while still stamping it with its current revision.
 const ETCD_BATCH_MAX_REVS: usize = 1000;
 
-/// Progress requests for one etcd watch.
+/// Progress requests for one etcd watch, and leaving its member.
 struct EtcdProgress {
     requests: tokio::sync::Mutex<ec::WatchRequestSender>,
+    lost: OnLost,
 }
 
 #[async_trait]
@@ -34,11 +35,17 @@ impl WatchProgress for EtcdProgress {
             .await
             .map_err(|err| StoreError::Closed(format!("watch is gone: {err}")))
     }
+
+    fn abandon(&self, why: &str) {
+        (self.lost)(&StoreError::Unavailable(format!(
+            "the watch lags the store: {why}"
+        )));
+    }
 }
 
 /// Told when a watch fails with `Unavailable`, so the next request goes to
 /// another member.
-pub(super) type OnLost = Box<dyn Fn(&StoreError) + Send + Sync>;
+pub(super) type OnLost = Arc<dyn Fn(&StoreError) + Send + Sync>;
 
 struct Cursor {
     answers: ec::WatchResponseStream,
@@ -150,9 +157,10 @@ pub(super) async fn open(
         )));
     }
     let header = created.header().map_or(0, |h| h.revision());
+    let lost: OnLost = Arc::new(lost);
     let mut cursor = Cursor {
         answers,
-        lost: Box::new(lost),
+        lost: Arc::clone(&lost),
         next: if start > 0 { start } else { header + 1 },
         done: false,
     };
@@ -175,6 +183,7 @@ pub(super) async fn open(
         stream: Box::pin(stream),
         progress: Arc::new(EtcdProgress {
             requests: tokio::sync::Mutex::new(requests),
+            lost,
         }),
     })
 }
