@@ -1,6 +1,7 @@
 //! Caravan end to end: the real service binaries as child processes around a
 //! real etcd, for the integration tests and the end-to-end benchmark.
 
+pub mod batch_once;
 pub mod binaries;
 pub mod clock;
 pub mod cluster;

@@ -20,6 +20,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use caravan_integration_tests::batch_once;
 use caravan_integration_tests::state::{
     duplicated_allocs, eval_histogram, evals_settled, overcommitted_nodes,
 };
@@ -28,7 +29,7 @@ use caravan_integration_tests::{
     wait_for,
 };
 use caravan_model::AllocExt;
-use caravan_proto::AllocClientStatus;
+use caravan_proto::{AllocClientStatus, JobType};
 use caravan_store::EtcdStore;
 use tokio::task::JoinSet;
 
@@ -149,6 +150,7 @@ async fn run_round(fault: Fault, round: usize) {
     let trickle = Trickle::start(http.clone(), name.clone());
     // The trickle's pace is the property: registrations before the fault.
     tokio::time::sleep(TRICKLE_MARGIN).await;
+    let batch = batch_once::register(&http, "disk", 3).await.unwrap();
     match fault {
         Fault::FrozenFollower | Fault::FrozenLeader => etcd.freeze_disk(FROZEN).unwrap(),
         Fault::SlowLeader => etcd
@@ -228,6 +230,7 @@ async fn run_round(fault: Fault, round: usize) {
         "{name}: no registration succeeded: {registrations:#?}"
     );
     check_invariants(&mut c, &mut etcd, &name).await;
+    batch_once::assert_ran_once(&c.state, &batch, CONVERGED).await;
     c.shutdown();
 }
 
@@ -389,6 +392,8 @@ async fn wait_converged(c: &Cluster, since: Instant) -> anyhow::Result<Duration>
         let allocs = state.allocs().await?;
         let waiting: Vec<&str> = jobs
             .iter()
+            // Batch work ends; `batch_once` checks it ran once.
+            .filter(|job| job.r#type() != JobType::Batch)
             .filter(|job| {
                 let running = allocs
                     .iter()

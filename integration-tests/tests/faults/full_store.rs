@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use caravan_integration_tests::batch_once;
 use caravan_integration_tests::etcd::{self, EtcdProcess};
 use caravan_integration_tests::jobs::{eval_id, mock_task, service_job};
 use caravan_integration_tests::state::{
@@ -91,6 +92,9 @@ async fn one_round() -> Duration {
         .await
         .expect("a job before the fill");
     wait_placed(&cluster, "before").await;
+    // Batch work in flight as the store fills: it ends while writes are
+    // refused, and must still run exactly once.
+    let batch = batch_once::register(&http, "full", 3).await.unwrap();
     let broker = cluster.wait_leader(Service::EvalBroker).await.unwrap();
     let applier = cluster.wait_leader(Service::PlanApplier).await.unwrap();
     let watcher = cluster
@@ -293,6 +297,7 @@ async fn one_round() -> Duration {
     .unwrap();
     assert_eq!(cluster.exited(), Vec::<String>::new(), "no service died");
     check_whole(&cluster, "after recovery").await;
+    batch_once::assert_ran_once(&cluster.state, &batch, RECOVERY_LIMIT).await;
     recovered
 }
 

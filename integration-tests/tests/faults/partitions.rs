@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use caravan_integration_tests::batch_once;
 use caravan_integration_tests::state::{
     alloc_histogram, duplicated_allocs, eval_histogram, evals_settled, live_per_job,
     overcommitted_nodes,
@@ -195,6 +196,7 @@ async fn a_leader_cut_off_from_etcd_stops_leading_commits_nothing_and_is_replace
         let store = c.state.store().clone();
         let election = election_name(c.prefix(), Service::PlanApplier.name());
         let old_key = store.leader(election.as_bytes()).await.unwrap().unwrap();
+        let batch = batch_once::register(&http, "leader", 3).await.unwrap();
         let from = store.current_revision().await.unwrap() + 1;
         link.cut();
         let cut = Instant::now();
@@ -282,6 +284,7 @@ async fn a_leader_cut_off_from_etcd_stops_leading_commits_nothing_and_is_replace
             stale.is_empty(),
             "writes under the old leadership: {stale:#?}"
         );
+        batch_once::assert_ran_once(&c.state, &batch, SETTLE).await;
         none_exited(&mut c);
         // It knows it lost half a TTL after its last renewal; the poll and a
         // loaded machine add to that, never a whole TTL.
@@ -359,6 +362,7 @@ async fn a_gateway_cut_off_from_etcd_answers_no_store_and_recovers() {
         let mut want = register(&cut_api, "before", 0..4).await;
         settled(&c, &want).await;
 
+        let batch = batch_once::register(&cut_api, "gateway", 3).await.unwrap();
         link.cut();
         let cut = Instant::now();
         // Side by side: a write answers within the store's request timeout,
@@ -452,6 +456,7 @@ async fn a_gateway_cut_off_from_etcd_answers_no_store_and_recovers() {
         .await
         .unwrap();
         settled(&c, &want).await;
+        batch_once::assert_ran_once(&c.state, &batch, SETTLE).await;
         none_exited(&mut c);
         eprintln!(
             "partition gateway round {round}: write refused with 503 after {refused_after:?}, \
@@ -648,6 +653,7 @@ async fn etcd_member_cut(how: MemberCut) {
             MemberCut::Isolated => raft_leader,
             MemberCut::Silenced => 0,
         };
+        let batch = batch_once::register(&http, "member", 3).await.unwrap();
         match how {
             MemberCut::Isolated => etcd.isolate(victim).unwrap(),
             MemberCut::Silenced => etcd.silence(victim).unwrap(),
@@ -711,6 +717,7 @@ async fn etcd_member_cut(how: MemberCut) {
         .unwrap();
         want.extend(register(&http, "after", 0..3).await);
         settled(&c, &want).await;
+        batch_once::assert_ran_once(&c.state, &batch, SETTLE).await;
         none_exited(&mut c);
         assert!(
             (0..3).all(|i| etcd.is_up(i)),

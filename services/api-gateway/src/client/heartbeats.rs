@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use caravan_runtime::service::StoreAccess;
-use caravan_store::{LeaseId, Store, StoreError};
+use caravan_store::{LeaseId, Store, StoreError, with_member_timeout};
 use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
 
@@ -16,6 +16,13 @@ use crate::config::GatewayConfig;
 
 /// The OS thread's name, as `top -H` and profilers show it.
 const THREAD_NAME: &str = "caravan-heartbeats";
+
+/// How long one etcd member may take to renew a heartbeat's lease before
+/// the renewal moves on to another (doubled after each round of them all):
+/// a member whose disk froze keeps its connections and answers nothing,
+/// and a renewal that waited out the whole request timeout on it would let
+/// every node's lease expire on the members that carry on.
+const RENEWAL_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// How a gateway renews heartbeat leases; cheap to clone.
 #[derive(Clone)]
@@ -80,12 +87,14 @@ impl Heartbeats {
     /// Renews `lease`; returns its TTL in seconds.
     pub async fn renew(&self, lease: LeaseId) -> Result<i64, StoreError> {
         let Some(thread) = &self.thread else {
-            return self.store.lease_keep_alive(lease).await;
+            return with_member_timeout(RENEWAL_PATIENCE, self.store.lease_keep_alive(lease)).await;
         };
         let store = Arc::clone(&self.store);
         thread
             .runtime()
-            .spawn(async move { store.lease_keep_alive(lease).await })
+            .spawn(async move {
+                with_member_timeout(RENEWAL_PATIENCE, store.lease_keep_alive(lease)).await
+            })
             .await
             .unwrap_or_else(|err| {
                 Err(StoreError::Unavailable(format!(
