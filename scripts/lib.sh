@@ -105,7 +105,7 @@ start_etcd() {
   ETCD_PID=$!
   local i
   for i in $(seq 1 100); do
-    if curl -fsS "$ETCD_ENDPOINT/health" 2>/dev/null | grep -q '"health":"true"'; then
+    if curl -fsS "$ETCD_ENDPOINT/health" 2>/dev/null | grep '"health":"true"' >/dev/null; then
       echo "etcd ready at $ETCD_ENDPOINT (pid $ETCD_PID, dir $ETCD_DIR)" >&2
       return 0
     fi
@@ -171,10 +171,12 @@ ensure_image_packages() {
 # What the docker driver's tests need beyond REQUIRED_PACKAGES: the Docker
 # daemon, and the Debian packages scripts/test-images builds their images
 # from (busybox-static for busybox:1, redis-server for redis:7).
+# (The busybox check reads the whole list: `grep -q` would stop at the first
+# match and, under a caller's pipefail, fail the check on busybox's SIGPIPE.)
 TEST_IMAGE_PACKAGES=(
   "command -v docker:docker.io"
   "command -v ldd:libc-bin"
-  "test -x /bin/busybox && /bin/busybox --list | grep -qx httpd:busybox-static"
+  "test -x /bin/busybox && /bin/busybox --list | grep -x httpd >/dev/null:busybox-static"
   "command -v redis-server:redis-server"
 )
 
