@@ -225,8 +225,7 @@ pub fn classify(keys: &Keyspace, event: &caravan_store::Event) -> Option<Change>
             } else {
                 "NodeDeregistration"
             };
-            let node =
-                obj::<Node>(put, event).map(|n| Payload::Node(crate::client::identity::public(n)));
+            let node = obj::<Node>(put, event).map(|n| Payload::Node(crate::nodes::public(n)));
             Some(change("Node", kind, id, None, node))
         }
         StateKey::Service {

@@ -12,9 +12,6 @@ use caravan_store::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::client::feed::NodeAllocFeed;
-use crate::client::heartbeats::Heartbeats;
-use crate::client::status_writes::{StatusWrites, WriterContext};
 use crate::config::GatewayConfig;
 use crate::error::{GatewayError, Result};
 
@@ -48,20 +45,16 @@ pub struct Gateway {
     pub(crate) shutdown: CancellationToken,
     pub(crate) watcher: LeaderChannel,
     pub(crate) broker: LeaderChannel,
-    pub(crate) feed: Arc<NodeAllocFeed>,
-    pub(crate) status_writes: StatusWrites,
     /// Where job registrations commit, grouped.
     pub(crate) job_writes: GroupCommit<StoreError>,
     /// The key variables are sealed with; `None` when none is configured.
-    pub(crate) variables_key: Option<Arc<crate::vars::VariableKey>>,
+    pub(crate) variables_key: Option<Arc<crate::vars::seal::VariableKey>>,
     /// The ACL entries, when ACLs are enabled.
     pub(crate) acl: Option<Arc<crate::acl::AclCache>>,
     /// The workload identity signing keys, loaded on first use.
-    pub(crate) keyring: Arc<tokio::sync::OnceCell<Arc<crate::identity::Keyring>>>,
-    /// Where heartbeats renew their leases.
-    pub(crate) heartbeats: Heartbeats,
+    pub(crate) keyring: Arc<tokio::sync::OnceCell<Arc<crate::identity::keyring::Keyring>>>,
     /// The blocking queries waiting for a change.
-    pub(crate) waiting: Arc<crate::query::Waiting>,
+    pub(crate) waiting: Arc<crate::waiting::Waiting>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -76,7 +69,8 @@ impl std::fmt::Debug for Gateway {
 impl Gateway {
     /// A gateway over `store`, reading through `cache` (which must follow the
     /// same keyspace as `config.store.prefix`). Must be called inside a tokio
-    /// runtime: it starts the task that tells allocation streams of changes.
+    /// runtime: it starts the tasks that group job writes and follow the ACL
+    /// entries.
     pub fn new(
         store: Arc<dyn Store>,
         cache: Arc<Informer>,
@@ -86,21 +80,6 @@ impl Gateway {
         let keys = cache.keyspace().clone();
         let watcher = LeaderChannel::new(store.clone(), keys.prefix(), DEPLOYMENT_WATCHER);
         let broker = LeaderChannel::new(store.clone(), keys.prefix(), EVAL_BROKER);
-        let feed = Arc::new(NodeAllocFeed::default());
-        tokio::spawn(feed.clone().run(cache.clone(), shutdown.clone()));
-        let status_writes = StatusWrites::start(
-            WriterContext {
-                store: store.clone(),
-                keys: keys.clone(),
-                cache: cache.clone(),
-                attempts: config.write_attempts,
-                max_allocs: config.status_batch_max_allocs,
-                linger: Duration::from_millis(config.status_batch_linger_ms),
-                max_backlog: config.status_backlog_max_allocs,
-                own: Default::default(),
-            },
-            shutdown.clone(),
-        );
         let job_writes = {
             let store = store.clone();
             let commit: Committer<StoreError> = Arc::new(move |txn| {
@@ -125,7 +104,6 @@ impl Gateway {
         });
         Gateway {
             acl,
-            heartbeats: Heartbeats::shared(store.clone()),
             store,
             keys,
             cache,
@@ -133,8 +111,6 @@ impl Gateway {
             shutdown,
             watcher,
             broker,
-            feed,
-            status_writes,
             job_writes,
             variables_key: None,
             keyring: Arc::default(),
@@ -143,14 +119,11 @@ impl Gateway {
     }
 
     /// The gateway with `key` sealing its variables.
-    pub(crate) fn with_variables_key(mut self, key: Option<crate::vars::VariableKey>) -> Self {
+    pub(crate) fn with_variables_key(
+        mut self,
+        key: Option<crate::vars::seal::VariableKey>,
+    ) -> Self {
         self.variables_key = key.map(Arc::new);
-        self
-    }
-
-    /// The gateway with heartbeats renewing their leases through `heartbeats`.
-    pub(crate) fn with_heartbeats(mut self, heartbeats: Heartbeats) -> Self {
-        self.heartbeats = heartbeats;
         self
     }
 

@@ -39,6 +39,7 @@ mod status;
 mod store_health;
 mod uncached;
 mod vars;
+mod waiting;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -55,6 +56,7 @@ pub use client::heartbeats::GatewayStore;
 pub use config::GatewayConfig;
 pub use vars::VariableKey;
 
+use crate::client::NodeApi;
 use crate::gateway::Gateway;
 
 /// The addresses a running gateway listens on.
@@ -134,13 +136,13 @@ impl Service for ApiGatewayService {
         let shutdown = serving.shutdown;
         store_health::watch(store.clone(), shutdown.clone());
         let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone())
-            .with_variables_key(variables_key)
-            .with_heartbeats(heartbeats);
-        let grpc_router = grpc::routes(serving.router, &gw);
+            .with_variables_key(variables_key);
+        let node = NodeApi::new(gw.clone(), heartbeats);
+        let grpc_router = grpc::routes(serving.router, &gw, &node);
         let http_router = http::router(gw.clone(), bound);
         let https = caravan_runtime::tls::https().is_some();
         let heartbeat_serve = heartbeat_listener.map(|((listener, _), runtime)| {
-            grpc::heartbeats::serve(&gw, &runtime, listener, shutdown.clone())
+            grpc::heartbeats::serve(&node, &runtime, listener, shutdown.clone())
         });
         let heartbeat_serve = async move {
             match heartbeat_serve {

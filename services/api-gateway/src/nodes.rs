@@ -8,7 +8,6 @@ use caravan_proto::{
 use caravan_state::{Snapshot, encode};
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
-use crate::client::identity::public;
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
 use crate::node_fan_out;
@@ -21,6 +20,12 @@ pub struct NodeUpdated {
     pub eval_ids: Vec<String>,
     /// The revision of the write.
     pub revision: Revision,
+}
+
+/// `node` as the public APIs show it: without its secret's hash.
+pub fn public(mut node: Node) -> Node {
+    node.secret_hash.clear();
+    node
 }
 
 /// Every node whose id has the query's prefix.
@@ -369,4 +374,21 @@ pub(crate) async fn complete_drain_if_done(gw: &Gateway, node_id: &str) -> Resul
         }
     }
     Err(conflict(node_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_public_apis_never_show_a_nodes_secret() {
+        let node = Node {
+            id: "n1".into(),
+            secret_hash: "abc".into(),
+            ..Default::default()
+        };
+        let shown = public(node);
+        assert!(shown.secret_hash.is_empty());
+        assert_eq!(shown.id, "n1");
+    }
 }

@@ -11,7 +11,7 @@ use caravan_state::{Snapshot, StoredAlloc, StoredMetrics};
 use caravan_store::Revision;
 use parking_lot::Mutex;
 
-use crate::client::status_writes::Current;
+use crate::client::updates::Current;
 
 /// Allocations as the writer last wrote them, by id.
 #[derive(Debug, Default)]

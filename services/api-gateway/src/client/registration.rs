@@ -11,9 +11,9 @@ use caravan_state::encode;
 use caravan_store::{Compare, CompareOp, LeaseId, Op, Revision, StoreError, Txn};
 use rand::Rng;
 
+use crate::client::NodeApi;
 use crate::client::identity::Presented;
 use crate::error::{GatewayError, Result};
-use crate::gateway::Gateway;
 use crate::node_fan_out;
 
 /// The outcome of a registration.
@@ -161,7 +161,7 @@ fn as_registered(
 /// registration records the secret's hash; a later one with another secret
 /// is refused, checked against the version the transaction compares, so two
 /// callers racing for a new node id cannot both win.
-pub async fn register(gw: &Gateway, node: Node, secret: &str) -> Result<NodeRegistered> {
+pub async fn register(gw: &NodeApi, node: Node, secret: &str) -> Result<NodeRegistered> {
     validate(&node)?;
     let presented = Presented::new(secret)?;
     let secret_hash = presented.to_record()?.to_string();
@@ -251,7 +251,7 @@ pub async fn register(gw: &Gateway, node: Node, secret: &str) -> Result<NodeRegi
     )))
 }
 
-async fn revoke(gw: &Gateway, lease: LeaseId) {
+async fn revoke(gw: &NodeApi, lease: LeaseId) {
     match gw.store.lease_revoke(lease).await {
         Ok(()) | Err(StoreError::LeaseNotFound(_)) => {}
         Err(err) => tracing::warn!(%err, lease = format!("{lease:x}"), "revoking a lease failed"),
@@ -262,7 +262,7 @@ async fn revoke(gw: &Gateway, lease: LeaseId) {
 /// alive. NOT_FOUND tells the client to register again (unknown node,
 /// expired lease, or a node marked down); PERMISSION_DENIED, that the caller
 /// is not the node.
-pub async fn heartbeat(gw: &Gateway, node_id: &str, secret: &str) -> Result<Duration> {
+pub async fn heartbeat(gw: &NodeApi, node_id: &str, secret: &str) -> Result<Duration> {
     let (known, from_store) = super::identity::authenticate_read(gw, node_id, secret).await?;
     if known.status() == NodeStatus::Ready
         && let Some(ttl) = keep_alive(gw, known.heartbeat_lease_id).await?
@@ -298,7 +298,7 @@ pub async fn heartbeat(gw: &Gateway, node_id: &str, secret: &str) -> Result<Dura
 }
 
 /// Renews `lease`; `None` when it is gone.
-async fn keep_alive(gw: &Gateway, lease: LeaseId) -> Result<Option<Duration>> {
+async fn keep_alive(gw: &NodeApi, lease: LeaseId) -> Result<Option<Duration>> {
     if lease == 0 {
         return Ok(None);
     }

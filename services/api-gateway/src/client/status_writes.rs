@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use caravan_model::now_unix_ns;
-use caravan_proto::{AllocUpdate, Allocation};
+
 use caravan_state::{Informer, Keyspace, StoredAlloc};
 use caravan_store::{Revision, Store};
 use std::sync::Arc;
@@ -23,15 +23,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::own_writes::OwnWrites;
 use crate::client::registered;
-use crate::client::updates::{Batch, build_batch};
+use crate::client::updates::{Batch, Current, build_batch};
 use crate::error::{GatewayError, Result};
 
 /// Requests waiting for the writer; beyond this, callers wait to queue
 /// (the backlog bound, in updates, usually refuses them first).
 const QUEUE: usize = 4096;
-
-/// One node's updates with the allocations they apply to.
-pub(crate) type Current = Vec<(AllocUpdate, Option<Arc<Allocation>>)>;
 
 struct Request {
     current: Current,
@@ -411,7 +408,7 @@ enum WriteError {
 
 #[cfg(test)]
 mod tests {
-    use caravan_proto::AllocClientStatus;
+    use caravan_proto::{AllocClientStatus, AllocUpdate, Allocation};
 
     use super::*;
 

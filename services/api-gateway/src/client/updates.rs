@@ -17,11 +17,13 @@ use caravan_proto::{
 use caravan_state::{Keyspace, Snapshot, StoredAlloc, encode};
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
+use crate::client::NodeApi;
 use crate::client::registered;
-use crate::client::status_writes::Current;
 use crate::error::{GatewayError, Result};
 use crate::evals;
-use crate::gateway::Gateway;
+
+/// One node's updates with the allocations they apply to.
+pub(crate) type Current = Vec<(AllocUpdate, Option<Arc<Allocation>>)>;
 
 /// Checks a batch before anything is read or written.
 pub fn validate(node_id: &str, updates: &[AllocUpdate]) -> Result<()> {
@@ -269,7 +271,7 @@ fn failure_eval(job: &Job) -> Evaluation {
 /// Applies a node's batch of client updates; returns the revision of the
 /// last write (the cache's revision when there was nothing to write).
 pub async fn update_allocations(
-    gw: &Gateway,
+    gw: &NodeApi,
     node_id: &str,
     updates: Vec<AllocUpdate>,
 ) -> Result<Revision> {

@@ -14,9 +14,9 @@ use caravan_state::{Id, Snapshot};
 use caravan_store::Revision;
 use tokio::sync::mpsc;
 
+use crate::client::NodeApi;
 use crate::client::feed::NodeChanges;
 use crate::error::{GatewayError, Result};
-use crate::gateway::Gateway;
 
 /// The server-side part of an allocation a node acts on; a change of
 /// anything else (client status, task states, health) is the node's own.
@@ -143,7 +143,7 @@ const CATCH_UP: Duration = Duration::from_secs(15);
 /// time: the stream ends and the node asks again. A store whose history
 /// went back (a restore) never reaches R: the node's revision is from the
 /// lost history, and the current set is all there is.
-async fn first_snapshot(gw: &Gateway, node_id: &str, min_revision: Revision) -> Option<Snapshot> {
+async fn first_snapshot(gw: &NodeApi, node_id: &str, min_revision: Revision) -> Option<Snapshot> {
     if min_revision <= 0 {
         return Some(gw.cache.snapshot());
     }
@@ -167,7 +167,7 @@ async fn first_snapshot(gw: &Gateway, node_id: &str, min_revision: Revision) -> 
 /// `min_revision` 0 the set goes out at once; otherwise once this gateway's
 /// cache has reached `min_revision` (see [`first_snapshot`]).
 pub async fn stream_allocations(
-    gw: Gateway,
+    gw: NodeApi,
     node_id: String,
     min_revision: Revision,
     out: mpsc::Sender<NodeAllocations>,
@@ -207,7 +207,7 @@ pub async fn stream_allocations(
 /// The next ids that changed; `None` once the stream should end.
 async fn take(
     changes: &NodeChanges,
-    gw: &Gateway,
+    gw: &NodeApi,
     out: &mpsc::Sender<NodeAllocations>,
 ) -> Option<HashSet<Id>> {
     tokio::select! {

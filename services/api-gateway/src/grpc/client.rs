@@ -15,13 +15,12 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use crate::client::{identity, registration, updates, watch};
+use crate::client::{NodeApi, identity, registration, updates, watch};
 use crate::error::GatewayError;
-use crate::gateway::Gateway;
 
 /// The node-facing API.
 #[derive(Debug, Clone)]
-pub struct NodeClientApi(pub Gateway);
+pub struct NodeClientApi(pub NodeApi);
 
 /// The stream of a node's allocation sets.
 pub type AllocStream =

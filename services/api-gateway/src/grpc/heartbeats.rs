@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use super::client::{AllocStream, NodeClientApi};
-use crate::gateway::Gateway;
+use crate::client::NodeApi;
 
 /// `NodeClientService` with every method but `Heartbeat` refused.
 #[derive(Debug, Clone)]
@@ -76,13 +76,13 @@ impl NodeClientService for HeartbeatsOnly {
 /// until `shutdown`, with the same TLS, role check and drain as the main
 /// gRPC listener.
 pub(crate) fn serve(
-    gw: &Gateway,
+    node: &NodeApi,
     runtime: &Handle,
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> JoinHandle<anyhow::Result<()>> {
     let router = caravan_runtime::grpc::server().add_service(NodeClientServiceServer::new(
-        HeartbeatsOnly(NodeClientApi(gw.clone())),
+        HeartbeatsOnly(NodeClientApi(node.clone())),
     ));
     // A listener is polled by the reactor of the runtime it was registered
     // with: re-registered on the heartbeat thread's, so accepting a

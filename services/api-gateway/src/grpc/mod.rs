@@ -36,6 +36,7 @@ use services::ServiceRegistryApi;
 use vars::VariableApi;
 
 use crate::acl::ListScope;
+use crate::client::NodeApi;
 use crate::gateway::Gateway;
 use crate::query::Query;
 
@@ -67,8 +68,9 @@ pub(crate) const SERVICES: &[&str] = &[
 ];
 
 /// `router` with every gRPC service of the gateway added; every public one
-/// behind the ACL guard (which passes requests through when ACLs are off).
-pub(crate) fn routes(router: Router, gw: &Gateway) -> Router {
+/// behind the ACL guard (which passes requests through when ACLs are off),
+/// and the node-facing one over `node`.
+pub(crate) fn routes(router: Router, gw: &Gateway, node: &NodeApi) -> Router {
     let limit = gw.config.max_body_bytes;
     let cluster = ClusterApi(gw.clone());
     router
@@ -101,7 +103,7 @@ pub(crate) fn routes(router: Router, gw: &Gateway) -> Router {
         .add_service(Guarded::new(StatusServiceServer::new(cluster.clone()), gw))
         .add_service(Guarded::new(SystemServiceServer::new(cluster), gw))
         .add_service(
-            NodeClientServiceServer::new(NodeClientApi(gw.clone()))
+            NodeClientServiceServer::new(NodeClientApi(node.clone()))
                 .max_decoding_message_size(limit.max(16 * 1024 * 1024))
                 .max_encoding_message_size(usize::MAX),
         )
