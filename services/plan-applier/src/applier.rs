@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use caravan_model::now_unix_ns;
 use caravan_proto::{AllocList, Allocation, Plan, PlanResult};
@@ -26,10 +26,11 @@ use caravan_store::{
 use parking_lot::RwLock;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
+use tracing::{Instrument, Span};
 
 use crate::commit::{
-    CommitOutcome, Committer, Completion, PlanMarks, optimistic_layer, plan_changes, plan_commits,
+    Changes, CommitOutcome, Committer, Completion, PlanMarks, optimistic_layer, plan_changes,
+    plan_commits,
 };
 use crate::config::PlanApplierConfig;
 use crate::error::ApplierError;
@@ -358,6 +359,102 @@ fn answer(
     }
 }
 
+/// A plan verified, past the commits it must not overtake and not refused
+/// whole: what its commit needs.
+struct Cleared {
+    pending: PendingPlan,
+    plan: Arc<Plan>,
+    verdict: Verdict,
+    /// The view it commits against.
+    view: View,
+    changes: Changes,
+    timings: Timings,
+}
+
+/// Commits a cleared plan and answers its submitter.
+async fn commit_and_answer(
+    applier: Arc<PlanApplier>,
+    txns: GroupCommit<LeadershipError>,
+    cleared: Cleared,
+    marks: PlanMarks,
+    seq: u64,
+    now: i64,
+) -> CommitReport {
+    let Cleared {
+        pending,
+        plan,
+        verdict,
+        view,
+        changes,
+        timings,
+    } = cleared;
+    let committer = Committer {
+        store: applier.store.as_ref(),
+        txns: &txns,
+        keyspace: &applier.keyspace,
+        max_ops: applier.settings.txn_max_ops,
+        max_bytes: applier.settings.txn_max_bytes,
+        retries: applier.settings.conflict_retries,
+        now,
+        marks,
+    };
+    let committing = Instant::now();
+    let outcome = committer
+        .commit(&view, changes, plan.all_at_once, seq)
+        .await;
+    metrics::committed(committing.elapsed());
+    timings.log(&plan.eval_id, committing);
+    answer(
+        &applier,
+        &plan,
+        verdict.rejected,
+        view.revision(),
+        outcome,
+        pending,
+    )
+}
+
+/// How long a plan's stages took, for its timings line.
+#[derive(Clone, Copy, Debug)]
+struct Timings {
+    started: Instant,
+    /// Until the cache had caught up.
+    cache: Duration,
+    /// Until the plan was verified.
+    verified: Duration,
+}
+
+impl Timings {
+    fn start() -> Self {
+        Timings {
+            started: Instant::now(),
+            cache: Duration::ZERO,
+            verified: Duration::ZERO,
+        }
+    }
+
+    fn cache_ready(&mut self) {
+        self.cache = self.started.elapsed();
+    }
+
+    fn verified(&mut self) {
+        self.verified = self.started.elapsed();
+    }
+
+    /// Logs the stages of the plan of `eval`, whose commit started at
+    /// `committing` and just ended.
+    fn log(&self, eval: &str, committing: Instant) {
+        tracing::debug!(
+            eval = %eval,
+            cache_ms = self.cache.as_secs_f64() * 1e3,
+            verify_ms = (self.verified - self.cache).as_secs_f64() * 1e3,
+            queued_ms = (committing.duration_since(self.started) - self.verified).as_secs_f64() * 1e3,
+            commit_ms = committing.elapsed().as_secs_f64() * 1e3,
+            "plan timings"
+        );
+    }
+}
+
 /// One leadership term's pipeline.
 struct Pipeline {
     applier: Arc<PlanApplier>,
@@ -372,75 +469,139 @@ struct Pipeline {
 }
 
 impl Pipeline {
+    /// Takes one plan from verification to a commit under way (or to its
+    /// answer, when it is refused whole before committing).
     async fn handle(&mut self, pending: PendingPlan) {
         let plan = pending.plan.clone();
-        let applier = self.applier.clone();
-        let started = std::time::Instant::now();
+        let mut timings = Timings::start();
         self.reap().await;
         if let Err(err) = self.catch_up(plan.snapshot_revision).await {
             pending.respond(Err(err));
             return;
         }
-        let checked = started.elapsed();
-        let view = self.overlay.view(self.informer.snapshot());
+        timings.cache_ready();
+        let view = self.view();
+        let mut verdict = self.verify_in_span(&view, &plan, &pending.span).await;
+        timings.verified();
+        let jobs = plan_jobs(&view, &plan);
+        let unwaited = self
+            .wait_for_blocking_commits(&plan, &mut verdict, &view, &jobs)
+            .await;
+        let first_view = view.snapshot_revision();
+        let view = self.view();
+        if let Some(result) = self.refusal(&plan, &verdict, &view) {
+            self.applier.count(&result);
+            pending.respond(Ok(result));
+            return;
+        }
+        // Nothing settled and the cache where it was: the same view, so the
+        // changes already computed stand.
+        let changes = match unwaited {
+            Some(changes) if view.snapshot_revision() == first_view => changes,
+            _ => plan_changes(&plan, &verdict.accepted, &view),
+        };
+        let cleared = Cleared {
+            pending,
+            plan,
+            verdict,
+            view,
+            changes,
+            timings,
+        };
+        self.start_commit(cleared, jobs);
+    }
+
+    /// The cache plus the overlay of what is committing.
+    fn view(&mut self) -> View {
+        self.overlay.view(self.informer.snapshot())
+    }
+
+    /// Verifies `plan` on `view` in a `plan.verify` span under `parent`,
+    /// which records how many nodes were refused.
+    async fn verify_in_span(&self, view: &View, plan: &Arc<Plan>, parent: &Span) -> Verdict {
         let verifying = tracing::info_span!(
-            parent: &pending.span,
+            parent: parent,
             "plan.verify",
             eval = %plan.eval_id,
             rejected = tracing::field::Empty
         );
-        let mut verdict = self
-            .verify(&view, &plan)
-            .instrument(verifying.clone())
-            .await;
+        let verdict = self.verify(view, plan).instrument(verifying.clone()).await;
         verifying.record("rejected", verdict.rejected.len());
-        drop(verifying);
-        let verified = started.elapsed();
-        let jobs = plan_jobs(&view, &plan);
-        // Commits that touch what this plan touches (or free the room it
-        // was verified to fit in) must finish first; a commit that fell
-        // short means verifying again on what really committed.
+        verdict
+    }
+
+    /// Waits for the commits this plan must not overtake: those touching
+    /// what it touches or freeing the room it was verified to fit in, and
+    /// the oldest beyond the in-flight limit. A commit that fell short means
+    /// verifying again on what really committed. Returns the plan's changes
+    /// on `view` when nothing had to be waited for.
+    async fn wait_for_blocking_commits(
+        &mut self,
+        plan: &Arc<Plan>,
+        verdict: &mut Verdict,
+        view: &View,
+        jobs: &BTreeSet<(String, String)>,
+    ) -> Option<Changes> {
         let mut waited = false;
-        let unwaited = loop {
-            let changes = plan_changes(&plan, &verdict.accepted, &view);
-            let targets = changes.targets();
-            let placing = placing_nodes(&plan, &verdict);
-            let refused: HashSet<String> = verdict.rejected.keys().cloned().collect();
-            let limit = applier.settings.max_in_flight;
-            let mut waits = Vec::new();
-            for (i, f) in self.in_flight.iter().enumerate() {
-                let over = self.in_flight.len() - waits.len() > limit.saturating_sub(1);
-                if f.blocks(&jobs, &targets, &placing, &refused) || over {
-                    waits.push(i);
-                }
-            }
+        loop {
+            let changes = plan_changes(plan, &verdict.accepted, view);
+            let waits = self.blocking(plan, verdict, jobs, &changes.targets());
             if waits.is_empty() {
-                break (!waited).then_some(changes);
+                return (!waited).then_some(changes);
             }
             waited = true;
-            let mut fell_short = false;
-            for i in waits.into_iter().rev() {
-                let f = self.in_flight.remove(i);
-                fell_short |= self.settle(f).await;
+            if self.settle_at(waits).await {
+                let fresh = self.view();
+                *verdict = self.verify(&fresh, plan).await;
             }
-            if fell_short {
-                let fresh = self.overlay.view(self.informer.snapshot());
-                verdict = self.verify(&fresh, &plan).await;
+        }
+    }
+
+    /// The positions, ascending, of the commits in flight that a plan with
+    /// this verdict, these jobs and these targets must wait for.
+    fn blocking(
+        &self,
+        plan: &Plan,
+        verdict: &Verdict,
+        jobs: &BTreeSet<(String, String)>,
+        targets: &HashSet<Target>,
+    ) -> Vec<usize> {
+        let placing = placing_nodes(plan, verdict);
+        let refused: HashSet<String> = verdict.rejected.keys().cloned().collect();
+        let limit = self.applier.settings.max_in_flight;
+        let mut waits = Vec::new();
+        for (i, f) in self.in_flight.iter().enumerate() {
+            let over = self.in_flight.len() - waits.len() > limit.saturating_sub(1);
+            if f.blocks(jobs, targets, &placing, &refused) || over {
+                waits.push(i);
             }
-        };
-        let first_view = view.snapshot_revision();
-        let view = self.overlay.view(self.informer.snapshot());
-        if let Some((job, rev)) = stale_revision(&view, &plan) {
-            applier.counters.stale.fetch_add(1, Ordering::Relaxed);
+        }
+        waits
+    }
+
+    /// Settles the commits in flight at `positions` (ascending); returns
+    /// whether any fell short.
+    async fn settle_at(&mut self, positions: Vec<usize>) -> bool {
+        let mut fell_short = false;
+        for i in positions.into_iter().rev() {
+            let f = self.in_flight.remove(i);
+            fell_short |= self.settle(f).await;
+        }
+        fell_short
+    }
+
+    /// The answer to a plan refused whole before committing: one computed
+    /// before the last change to one of its jobs, or an all-at-once plan
+    /// with a node refused.
+    fn refusal(&self, plan: &Plan, verdict: &Verdict, view: &View) -> Option<PlanResult> {
+        if let Some((job, rev)) = stale_revision(view, plan) {
+            self.applier.counters.stale.fetch_add(1, Ordering::Relaxed);
             let reason = format!(
                 "plan is stale: job {job} changed at revision {rev}, after the snapshot the plan was computed at ({})",
                 plan.snapshot_revision
             );
             tracing::debug!(eval = %plan.eval_id, %reason);
-            let result = refused_result(&plan, &reason, rev.max(view.revision()));
-            applier.count(&result);
-            pending.respond(Ok(result));
-            return;
+            return Some(refused_result(plan, &reason, rev.max(view.revision())));
         }
         if plan.all_at_once && !verdict.rejected.is_empty() {
             let mut rejected = verdict.rejected.clone();
@@ -450,67 +611,37 @@ impl Pipeline {
                     "all-at-once plan: another node was refused".into(),
                 );
             }
-            let result = plan_result(&plan, rejected, &CommitOutcome::default(), view.revision());
-            applier.count(&result);
-            pending.respond(Ok(result));
-            return;
+            let outcome = CommitOutcome::default();
+            return Some(plan_result(plan, rejected, &outcome, view.revision()));
         }
+        None
+    }
+
+    /// Starts committing a cleared plan of `jobs` in the background, its
+    /// optimistic layer in the overlay meanwhile.
+    fn start_commit(&mut self, mut cleared: Cleared, jobs: BTreeSet<(String, String)>) {
         let now = now_unix_ns();
         self.next_seq += 1;
         let seq = self.next_seq;
-        // Nothing settled and the cache where it was: the same view, so the
-        // changes already computed stand.
-        let mut changes = match unwaited {
-            Some(changes) if view.snapshot_revision() == first_view => changes,
-            _ => plan_changes(&plan, &verdict.accepted, &view),
-        };
-        if verdict.rejected.is_empty() {
-            changes.completion = Completion::of(&plan);
+        if cleared.verdict.rejected.is_empty() {
+            cleared.changes.completion = Completion::of(&cleared.plan);
         }
-        let targets = changes.targets();
-        let layer = optimistic_layer(&changes, &view, seq, now);
+        let targets = cleared.changes.targets();
+        let layer = optimistic_layer(&cleared.changes, &cleared.view, seq, now);
         let frees = layer.freed_nodes();
-        let places = placing_nodes(&plan, &verdict);
+        let places = placing_nodes(&cleared.plan, &cleared.verdict);
         self.overlay.push_in_flight(layer);
-        let txns = self.txns.clone();
-        let rejected = verdict.rejected;
-        let marks = PlanMarks::of(&applier.keyspace, &jobs, &plan);
+        let marks = PlanMarks::of(&self.applier.keyspace, &jobs, &cleared.plan);
         let committing = tracing::info_span!(
-            parent: &pending.span,
+            parent: &cleared.pending.span,
             "plan.commit",
-            eval = %plan.eval_id,
+            eval = %cleared.plan.eval_id,
             seq,
-            nodes = verdict.accepted.len()
+            nodes = cleared.verdict.accepted.len()
         );
-        let task = tokio::spawn(
-            async move {
-                let committer = Committer {
-                    store: applier.store.as_ref(),
-                    txns: &txns,
-                    keyspace: &applier.keyspace,
-                    max_ops: applier.settings.txn_max_ops,
-                    max_bytes: applier.settings.txn_max_bytes,
-                    retries: applier.settings.conflict_retries,
-                    now,
-                    marks,
-                };
-                let committing = std::time::Instant::now();
-                let outcome = committer
-                    .commit(&view, changes, plan.all_at_once, seq)
-                    .await;
-                metrics::committed(committing.elapsed());
-                tracing::debug!(
-                    eval = %plan.eval_id,
-                    cache_ms = checked.as_secs_f64() * 1e3,
-                    verify_ms = (verified - checked).as_secs_f64() * 1e3,
-                    queued_ms = (committing.duration_since(started) - verified).as_secs_f64() * 1e3,
-                    commit_ms = committing.elapsed().as_secs_f64() * 1e3,
-                    "plan timings"
-                );
-                answer(&applier, &plan, rejected, view.revision(), outcome, pending)
-            }
-            .instrument(committing),
-        );
+        let (applier, txns) = (self.applier.clone(), self.txns.clone());
+        let commit = commit_and_answer(applier, txns, cleared, marks, seq, now);
+        let task = tokio::spawn(commit.instrument(committing));
         self.in_flight.push(InFlight {
             seq,
             task,

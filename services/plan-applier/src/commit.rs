@@ -18,7 +18,7 @@ mod read;
 mod txn;
 mod writes;
 
-pub(crate) use changes::{Completion, plan_changes};
+pub(crate) use changes::{Changes, Completion, plan_changes};
 pub(crate) use marks::PlanMarks;
 pub(crate) use outcome::CommitOutcome;
 pub(crate) use txn::{Committer, plan_commits};
