@@ -5,10 +5,10 @@
 //! in between. The plan's eval completion rides on the last transaction when
 //! nothing was refused, so a fully committed plan costs one write, not two.
 //!
-//! What to write is pure: [`changes`] turns a plan into changes per part,
-//! [`writes`] turns a part's changes and the current values into keys,
+//! What to write is pure: `changes` turns a plan into changes per part,
+//! `writes` turns a part's changes and the current values into keys,
 //! values and the revisions they must still be at. How to write is
-//! [`txn`]'s: batches, the fenced transaction, conflicts and retries.
+//! `txn`'s: batches, the fenced transaction, conflicts and retries.
 
 mod batches;
 mod changes;
