@@ -8,8 +8,11 @@ use caravan_proto::{
     AllocatedSharedResources, AllocatedTaskResources, Allocation, Evaluation, Node, NodeResources,
     NodeStatus, Plan, SchedulingEligibility,
 };
-use caravan_state::{Change, Id, Snapshot, Tables};
-use caravan_store::{Leadership, Revision, Store};
+use caravan_state::{Change, Id, Keyspace, Snapshot, Tables, encode};
+use caravan_store::{Leadership, MemStore, Revision, Store};
+
+use crate::error::ApplierError;
+use crate::tokens::TokenCheck;
 
 /// A ready, eligible node with four 1000 MHz cores and 4 GB.
 pub(crate) fn node(id: &str) -> Node {
@@ -173,4 +176,25 @@ pub(crate) async fn leader(store: &Arc<dyn Store>) -> Leadership {
     )
     .await
     .unwrap()
+}
+
+/// A token check that vouches for every delivery.
+pub(crate) struct AnyToken;
+
+#[async_trait::async_trait]
+impl TokenCheck for AnyToken {
+    async fn check(&self, _: &str, _: &str) -> Result<(), ApplierError> {
+        Ok(())
+    }
+}
+
+/// An embedded store holding node n1 under `/t`, and that keyspace.
+pub(crate) async fn store_with_n1() -> (Arc<dyn Store>, Keyspace) {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    let ks = Keyspace::new("/t");
+    store
+        .put(&ks.node("n1"), &encode(&node("n1")), 0)
+        .await
+        .unwrap();
+    (store, ks)
 }

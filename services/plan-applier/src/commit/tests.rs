@@ -5,10 +5,14 @@ use std::sync::Arc;
 
 use caravan_proto::{AllocClientStatus, AllocDesiredStatus, Allocation, Plan};
 use caravan_state::{Keyspace, decode, encode};
-use caravan_store::{Leadership, MemStore, Store};
+use caravan_store::{GroupCommit, GroupLimits, Leadership, LeadershipError, MemStore, Store};
 
+use super::batches::batches;
+use super::changes::Changes;
 use super::*;
+use crate::error::ApplierError;
 use crate::fixtures::{alloc, leader, node, place, plan, snapshot, snapshot_with_evals, stop};
+use crate::mutation::{Change, Target};
 use crate::overlay::View;
 
 const PREFIX: &str = "/t";
