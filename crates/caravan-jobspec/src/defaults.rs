@@ -67,17 +67,6 @@ pub const DEFAULT_TIME_ZONE: &str = "UTC";
 /// The only periodic spec type.
 pub const SPEC_TYPE_CRON: &str = "cron";
 
-/// The job type a Nomad `Type` string names, if any.
-pub fn parse_job_type(name: &str) -> Option<JobType> {
-    match name {
-        "service" => Some(JobType::Service),
-        "batch" => Some(JobType::Batch),
-        "system" => Some(JobType::System),
-        "sysbatch" => Some(JobType::Sysbatch),
-        _ => None,
-    }
-}
-
 /// The job type, treating an unset type as `service` as Nomad does.
 pub fn effective_type(t: JobType) -> JobType {
     if t == JobType::Unspecified {

@@ -31,7 +31,7 @@ pub use caravan_proto::Job;
 pub use defaults::{
     DEFAULT_CPU_MHZ, DEFAULT_DISK_MB, DEFAULT_KILL_TIMEOUT_NS, DEFAULT_MEMORY_MB,
     DEFAULT_NAMESPACE, DEFAULT_NODE_POOL, DEFAULT_PRIORITY, MAX_COUNT, SCALING_HORIZONTAL,
-    parse_job_type, scaling_policy_id,
+    scaling_policy_id,
 };
 pub use diff::{
     DiffType, FORCES_CREATE, FORCES_DESTROY, FORCES_DESTRUCTIVE_UPDATE, FORCES_IN_PLACE_UPDATE,

@@ -4,8 +4,9 @@
 //! - when a node takes placements;
 //! - which jobs are templates, how job types behave, the valid priorities,
 //!   and the status a job's allocations and evaluations give it;
-//! - how allocations are named, Nomad's name of every status, the
-//!   evaluation triggers and task states;
+//! - how allocations are named, Nomad's name of every status (both ways,
+//!   and as the API shows an unset one), the evaluation triggers and task
+//!   states;
 //! - whether a new job version needs new allocations ([`tasks_updated`]);
 //! - the ids of a node change's fanned-out evaluations ([`fan_out_eval_id`]);
 //! - the ids Caravan makes for allocations and evaluations ([`ordered_uuid`]);

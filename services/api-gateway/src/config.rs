@@ -1,6 +1,7 @@
 //! The gateway's configuration: listen addresses, heartbeat timing, request
-//! limits, blocking-query waits, and the shared `[store]` and `[telemetry]`
-//! sections.
+//! limits, blocking-query waits, the `acl` section, and the shared `[store]`
+//! and `[telemetry]` sections. Plain values only: the domain modules build
+//! their objects from them (`vars::VariableKey::configured`).
 
 use std::time::Duration;
 
@@ -84,7 +85,7 @@ pub struct GatewayConfig {
     /// default), that endpoint answers 404 and tokens carry no issuer.
     pub oidc_issuer: String,
     /// ACLs (`acl { enabled = true }`), off by default.
-    pub acl: crate::acl::AclConfig,
+    pub acl: AclConfig,
     /// The state store.
     pub store: StoreConfig,
     /// Logs and traces.
@@ -116,7 +117,7 @@ impl Default for GatewayConfig {
             variables_key: String::new(),
             variables_key_file: String::new(),
             oidc_issuer: String::new(),
-            acl: crate::acl::AclConfig::default(),
+            acl: AclConfig::default(),
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),
             tls: caravan_runtime::tls::TlsConfig::default(),
@@ -135,32 +136,6 @@ impl GatewayConfig {
         Duration::from_millis(self.min_heartbeat_ttl_ms)
     }
 
-    /// The variables key from `variables_key` or `variables_key_file`, if
-    /// either is set (both is an error).
-    pub fn variables_key(&self) -> Result<Option<crate::vars::VariableKey>, String> {
-        use crate::vars::VariableKey;
-        match (
-            self.variables_key.trim().is_empty(),
-            self.variables_key_file.is_empty(),
-        ) {
-            (true, true) => Ok(None),
-            (false, false) => {
-                Err("set one of variables_key and variables_key_file, not both".into())
-            }
-            (false, true) => VariableKey::from_base64(&self.variables_key, "variables_key")
-                .map(Some)
-                .map_err(|e| e.to_string()),
-            (true, false) => {
-                let file = &self.variables_key_file;
-                let text = std::fs::read_to_string(file)
-                    .map_err(|e| format!("variables_key_file {file}: {e}"))?;
-                VariableKey::from_base64(&text, &format!("variables_key_file {file}"))
-                    .map(Some)
-                    .map_err(|e| e.to_string())
-            }
-        }
-    }
-
     /// The longest wait of a blocking query.
     pub fn max_query_wait(&self) -> Duration {
         Duration::from_millis(self.max_query_wait_ms.max(1))
@@ -168,6 +143,17 @@ impl GatewayConfig {
 }
 
 caravan_runtime::service_config!(GatewayConfig, store);
+
+/// The `acl` section of the gateway's configuration (Nomad's agent
+/// `acl { enabled = true }`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AclConfig {
+    /// Enforce ACLs: every request needs a token allowed to make it (or the
+    /// `anonymous` policy's leave). Off, nothing is checked and the ACL
+    /// endpoints answer that ACLs are disabled.
+    pub enabled: bool,
+}
 
 /// Serializes a secret as `<redacted>` (empty stays empty, so an unset
 /// secret still reads as unset).
@@ -199,31 +185,25 @@ mod tests {
     }
 
     #[test]
-    fn the_variables_key_comes_from_one_place() {
+    fn the_variables_key_prints_redacted() {
         let mut config = GatewayConfig::default();
-        assert!(config.variables_key().unwrap().is_none());
-        let key = crate::vars::VariableKey::generate();
-        config.variables_key = key.clone();
-        let inline = config.variables_key().unwrap().unwrap();
+        let printed = serde_json::to_string(&config).unwrap();
+        assert!(printed.contains(r#""variables_key":"""#), "{printed}");
+        config.variables_key = "c2VjcmV0LWtleQ==".into();
         let printed = serde_json::to_string(&config).unwrap();
         assert!(
-            !printed.contains(&key) && printed.contains("<redacted>"),
+            !printed.contains(&config.variables_key) && printed.contains("<redacted>"),
             "{printed}"
         );
-        let dir = std::env::temp_dir().join(format!("caravan-vk-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("variables.key");
-        std::fs::write(&file, format!("{key}\n")).unwrap();
-        config.variables_key_file = file.display().to_string();
-        assert!(config.variables_key().unwrap_err().contains("not both"));
-        config.variables_key.clear();
-        let from_file = config.variables_key().unwrap().unwrap();
-        assert_eq!(from_file.id(), inline.id());
-        std::fs::write(&file, "short").unwrap();
-        let err = config.variables_key().unwrap_err();
-        assert!(err.contains("variables_key_file"), "{err}");
-        config.variables_key_file = dir.join("missing").display().to_string();
-        assert!(config.variables_key().unwrap_err().contains("missing"));
-        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn acl_is_a_section_of_its_own() {
+        let config: GatewayConfig = ConfigLoader::new(caravan_runtime::names::API_GATEWAY)
+            .set("acl.enabled", "true")
+            .load(&GatewayConfig::default())
+            .unwrap();
+        assert!(config.acl.enabled);
+        assert!(!GatewayConfig::default().acl.enabled);
     }
 }

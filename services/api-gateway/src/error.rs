@@ -125,12 +125,6 @@ impl From<JobspecError> for GatewayError {
     }
 }
 
-impl From<crate::vars::SealError> for GatewayError {
-    fn from(err: crate::vars::SealError) -> Self {
-        GatewayError::Keyring(err.to_string())
-    }
-}
-
 impl From<GatewayError> for Status {
     fn from(err: GatewayError) -> Status {
         match err {

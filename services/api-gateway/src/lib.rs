@@ -50,10 +50,9 @@ use caravan_runtime::service::{Service, Serving};
 use caravan_state::{AllocDetail, Informer, InformerConfig, Keyspace};
 use futures::future::BoxFuture;
 
-pub use acl::AclConfig;
 pub use acl::routes::{Need as AclNeed, RULES as ACL_ROUTES, Rule as AclRule};
 pub use client::heartbeats::GatewayStore;
-pub use config::GatewayConfig;
+pub use config::{AclConfig, GatewayConfig};
 pub use vars::VariableKey;
 
 use crate::client::NodeApi;
@@ -93,7 +92,9 @@ impl Service for ApiGatewayService {
     ) -> anyhow::Result<()> {
         metrics::register();
         store_health::register();
-        let variables_key = config.variables_key().map_err(anyhow::Error::msg)?;
+        let variables_key =
+            VariableKey::configured(&config.variables_key, &config.variables_key_file)
+                .map_err(anyhow::Error::msg)?;
         // Never plaintext when HTTPS was asked for: the process's TLS is
         // installed at start (`tls::install`) from this same section.
         anyhow::ensure!(

@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use caravan_metrics::{IntCounter, IntCounterVec, MetricFamily, Registry};
+use caravan_model::NomadName;
 use caravan_state::Snapshot;
-
-use crate::http::render::{client_status, deployment_status, eval_status, job_status, node_status};
 
 struct GatewayMetrics {
     evals_created: IntCounterVec,
@@ -70,7 +69,7 @@ pub(crate) fn cluster(snapshot: &Snapshot, waiting: i64) -> Vec<MetricFamily> {
         "caravan_nodes",
         "Client nodes by status, as the gateway's cache holds them.",
         "status",
-        count(&mut snapshot.nodes().map(|n| node_status(n.status()))),
+        count(&mut snapshot.nodes().map(|n| n.status().api_name())),
     );
     caravan_metrics::gauge_in(
         &scrape,
@@ -82,29 +81,25 @@ pub(crate) fn cluster(snapshot: &Snapshot, waiting: i64) -> Vec<MetricFamily> {
         "caravan_allocs",
         "Allocations by client status, as the gateway's cache holds them.",
         "client_status",
-        count(&mut snapshot.allocs().map(|a| client_status(a.client_status()))),
+        count(&mut snapshot.allocs().map(|a| a.client_status().api_name())),
     );
     by(
         "caravan_evals",
         "Evaluations by status, as the gateway's cache holds them.",
         "status",
-        count(&mut snapshot.evals().map(|e| eval_status(e.status()))),
+        count(&mut snapshot.evals().map(|e| e.status().api_name())),
     );
     by(
         "caravan_jobs",
         "Jobs by status, as the gateway's cache holds them.",
         "status",
-        count(&mut snapshot.jobs().map(|j| job_status(j))),
+        count(&mut snapshot.jobs().map(|j| j.status().api_name())),
     );
     by(
         "caravan_deployments",
         "Deployments by status, as the gateway's cache holds them.",
         "status",
-        count(
-            &mut snapshot
-                .deployments()
-                .map(|d| deployment_status(d.status())),
-        ),
+        count(&mut snapshot.deployments().map(|d| d.status().api_name())),
     );
     scrape.gather()
 }

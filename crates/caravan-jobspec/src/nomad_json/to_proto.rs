@@ -10,9 +10,10 @@ use super::policies::{
     fill_migrate, fill_reschedule, fill_update, merge_migrate, merge_reschedule, merge_restart,
     merge_update, update_is_empty, update_to_proto,
 };
-use crate::defaults::{self, parse_job_type};
+use crate::defaults;
 use crate::error::{FieldError, join_path as join};
 use base64::Engine as _;
+use caravan_model::NomadName;
 use caravan_proto::{
     Affinity, Constraint, EphemeralDisk, Job, JobStatus, JobType, LogConfig, NetworkResource,
     ParameterizedJobConfig, PeriodicConfig, Port, RequestedDevice, Resources, RestartPolicy,
@@ -98,7 +99,7 @@ fn str_meaningful(s: &Option<String>) -> Option<Value> {
 pub(crate) fn job_to_proto(api: ApiJob, conv: &mut Conversion) -> Job {
     let job_type = match api.r#type.as_deref() {
         None | Some("") => JobType::Service,
-        Some(t) => parse_job_type(t).unwrap_or_else(|| {
+        Some(t) => JobType::from_nomad_name(t).unwrap_or_else(|| {
             conv.err(
                 "type".into(),
                 format!("invalid job type {t:?}; must be one of service, batch, system, sysbatch"),
@@ -188,14 +189,11 @@ pub(crate) fn job_to_proto(api: ApiJob, conv: &mut Conversion) -> Job {
     };
     let status = match api.status.as_deref() {
         None | Some("") => JobStatus::Unspecified,
-        Some("pending") => JobStatus::Pending,
-        Some("running") => JobStatus::Running,
-        Some("dead") => JobStatus::Dead,
-        Some(other) => {
+        Some(name) => JobStatus::from_nomad_name(name).unwrap_or_else(|| {
             conv.warnings
-                .push(format!("job: unknown status {other:?} was ignored"));
+                .push(format!("job: unknown status {name:?} was ignored"));
             JobStatus::Unspecified
-        }
+        }),
     };
 
     let mut job = Job {

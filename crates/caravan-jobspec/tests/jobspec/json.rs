@@ -3,7 +3,7 @@
 use caravan_jobspec::{
     JobspecError, ParseOptions, Parsed, parse_hcl, parse_job, parse_json, render_json, validate,
 };
-use caravan_proto::JobType;
+use caravan_proto::{JobStatus, JobType};
 use serde_json::{Value, json};
 
 fn parse(v: &Value) -> Parsed {
@@ -433,6 +433,19 @@ fn unknown_fields_warn_with_their_path() {
         2,
         "register fields such as EnforceIndex are known: {:?}",
         p.warnings
+    );
+}
+
+#[test]
+fn a_jobs_status_reads_by_its_nomad_name() {
+    let p = parse(&json!({"Job": {"ID": "web", "Status": "dead", "TaskGroups": []}}));
+    assert_eq!(p.job.status(), JobStatus::Dead);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    let p = parse(&json!({"Job": {"ID": "web", "Status": "Dead", "TaskGroups": []}}));
+    assert_eq!(p.job.status(), JobStatus::Unspecified);
+    assert_eq!(
+        p.warnings,
+        ["job: unknown status \"Dead\" was ignored".to_string()]
     );
 }
 

@@ -18,22 +18,9 @@ pub mod store;
 pub mod volumes;
 pub mod workload;
 
-use serde::{Deserialize, Serialize};
-
 pub use check::Acl;
 pub use list::ListScope;
 pub use store::{AclCache, Caller};
-
-/// The `acl` section of the gateway's configuration (Nomad's agent
-/// `acl { enabled = true }`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct AclConfig {
-    /// Enforce ACLs: every request needs a token allowed to make it (or the
-    /// `anonymous` policy's leave). Off, nothing is checked and the ACL
-    /// endpoints answer that ACLs are disabled.
-    pub enabled: bool,
-}
 
 /// The token a request presents: `X-Nomad-Token`, else
 /// `Authorization: Bearer <secret>`; empty counts as none.

@@ -286,7 +286,7 @@ pub async fn heartbeat(gw: &NodeApi, node_id: &str, secret: &str) -> Result<Dura
     if node.status() != NodeStatus::Ready {
         return Err(GatewayError::NotFound(format!(
             "node {node_id} is {}; register again",
-            node_status_name(node.status())
+            node.status().api_name()
         )));
     }
     match keep_alive(gw, node.heartbeat_lease_id).await? {
@@ -313,15 +313,6 @@ async fn keep_alive(gw: &NodeApi, lease: LeaseId) -> Result<Option<Duration>> {
         Err(StoreError::LeaseNotFound(_)) => Ok(None),
         Err(err) => Err(err.into()),
     }
-}
-
-/// Nomad's name of a node status; unset reads as initializing.
-pub fn node_status_name(status: NodeStatus) -> &'static str {
-    match status {
-        NodeStatus::Unspecified => NodeStatus::Initializing,
-        s => s,
-    }
-    .nomad_name()
 }
 
 #[cfg(test)]

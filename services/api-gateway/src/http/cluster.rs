@@ -3,6 +3,7 @@
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query as QueryString, State};
+use caravan_model::NomadName;
 use caravan_proto::{
     DrainStrategy, SchedulingEligibility, WatcherAllocHealthRequest, WatcherFailRequest,
     WatcherPauseRequest, WatcherPromoteRequest,
@@ -184,14 +185,12 @@ pub(crate) async fn eligibility(
 ) -> ApiResult {
     let v: Value = decode(&body)?;
     let eligibility = match body_field(&v, "Eligibility").and_then(Value::as_str) {
-        Some("eligible") => SchedulingEligibility::Eligible,
-        Some("ineligible") => SchedulingEligibility::Ineligible,
-        Some(other) => {
-            return Err(ApiError::field(
+        Some(name) => SchedulingEligibility::from_nomad_name(name).ok_or_else(|| {
+            ApiError::field(
                 "Eligibility",
-                format!("invalid scheduling eligibility {other:?}"),
-            ));
-        }
+                format!("invalid scheduling eligibility {name:?}"),
+            )
+        })?,
         None => return Err(ApiError::field("Eligibility", "missing eligibility")),
     };
     let u = nodes::update_eligibility(&http.gw, &id, eligibility).await?;

@@ -7,9 +7,8 @@ use std::collections::BTreeMap;
 
 use caravan_model::{JobExt, NomadName};
 use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, AllocMetric, AllocatedPort, Allocation, Deployment,
-    DeploymentStatus, EvalStatus, Evaluation, Job, NetworkResource, Node, NodeStatus,
-    SchedulingEligibility, TaskGroupSummary, TaskState,
+    AllocMetric, AllocatedPort, Allocation, Deployment, Evaluation, Job, NetworkResource, Node,
+    TaskGroupSummary, TaskState,
 };
 use caravan_state::Snapshot;
 use serde_json::{Value, json};
@@ -56,55 +55,6 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     (y, m, d)
-}
-
-// The API never shows an empty status: an unset one reads as the status
-// Nomad gives a new object of its kind.
-
-/// Nomad's name of an eval status; unset reads as pending.
-pub fn eval_status(s: EvalStatus) -> &'static str {
-    match s {
-        EvalStatus::Unspecified => EvalStatus::Pending,
-        s => s,
-    }
-    .nomad_name()
-}
-
-/// Nomad's name of an allocation's desired status; unset reads as run.
-pub fn desired_status(s: AllocDesiredStatus) -> &'static str {
-    match s {
-        AllocDesiredStatus::Unspecified => AllocDesiredStatus::Run,
-        s => s,
-    }
-    .nomad_name()
-}
-
-/// Nomad's name of an allocation's client status; unset reads as pending.
-pub fn client_status(s: AllocClientStatus) -> &'static str {
-    match s {
-        AllocClientStatus::Unspecified => AllocClientStatus::Pending,
-        s => s,
-    }
-    .nomad_name()
-}
-
-/// Nomad's name of a node status.
-pub fn node_status(s: NodeStatus) -> &'static str {
-    crate::client::registration::node_status_name(s)
-}
-
-/// Nomad's name of a scheduling eligibility; unset reads as eligible.
-pub fn eligibility(s: SchedulingEligibility) -> &'static str {
-    s.nomad_name()
-}
-
-/// Nomad's name of a deployment status; unset reads as running.
-pub fn deployment_status(s: DeploymentStatus) -> &'static str {
-    match s {
-        DeploymentStatus::Unspecified => DeploymentStatus::Running,
-        s => s,
-    }
-    .nomad_name()
 }
 
 /// Nomad's `AllocMetric`.
@@ -155,7 +105,7 @@ pub fn evaluation(e: &Evaluation) -> Value {
         "NodeID": e.node_id,
         "NodeModifyIndex": index(e.node_modify_revision),
         "DeploymentID": e.deployment_id,
-        "Status": eval_status(e.status()),
+        "Status": e.status().api_name(),
         "StatusDescription": e.status_description,
         "Wait": 0,
         "WaitUntil": time(e.wait_until_unix_ns),
@@ -321,10 +271,10 @@ pub fn alloc_stub(snap: &Snapshot, a: &Allocation) -> Value {
         "JobVersion": a.job_version,
         "TaskGroup": a.task_group,
         "AllocatedResources": allocated_resources(a),
-        "DesiredStatus": desired_status(a.desired_status()),
+        "DesiredStatus": a.desired_status().api_name(),
         "DesiredDescription": a.desired_description,
         "DesiredTransition": desired_transition(a),
-        "ClientStatus": client_status(a.client_status()),
+        "ClientStatus": a.client_status().api_name(),
         "ClientDescription": a.client_description,
         "TaskStates": task_states(a),
         "DeploymentStatus": deployment_health(a),
@@ -357,10 +307,10 @@ pub fn allocation(snap: &Snapshot, a: &Allocation) -> Value {
         "TaskGroup": a.task_group,
         "AllocatedResources": allocated_resources(a),
         "Metrics": a.metrics.as_deref().map_or(Value::Null, alloc_metric),
-        "DesiredStatus": desired_status(a.desired_status()),
+        "DesiredStatus": a.desired_status().api_name(),
         "DesiredDescription": a.desired_description,
         "DesiredTransition": desired_transition(a),
-        "ClientStatus": client_status(a.client_status()),
+        "ClientStatus": a.client_status().api_name(),
         "ClientDescription": a.client_description,
         "TaskStates": task_states(a),
         "DeploymentID": a.deployment_id,
@@ -491,8 +441,8 @@ pub fn node_stub(n: &Node, fields: NodeStubFields) -> Value {
         "NodePool": n.node_pool,
         "Version": n.attributes.get("nomad.version").cloned().unwrap_or_default(),
         "Drain": n.drain_strategy.is_some(),
-        "SchedulingEligibility": eligibility(n.scheduling_eligibility()),
-        "Status": node_status(n.status()),
+        "SchedulingEligibility": n.scheduling_eligibility().api_name(),
+        "Status": n.status().api_name(),
         "StatusDescription": n.status_description,
         "Drivers": drivers(n),
         "LastDrain": last_drain(n),
@@ -572,8 +522,8 @@ pub fn node(n: &Node) -> Value {
         "DrainStrategy": drain_strategy(n),
         // Older Nomad clients read this flag rather than the strategy.
         "Drain": n.drain_strategy.is_some(),
-        "SchedulingEligibility": eligibility(n.scheduling_eligibility()),
-        "Status": node_status(n.status()),
+        "SchedulingEligibility": n.scheduling_eligibility().api_name(),
+        "Status": n.status().api_name(),
         "StatusDescription": n.status_description,
         "StatusUpdatedAt": n.status_updated_at_unix_ns / 1_000_000_000,
         "Events": Value::Null,
@@ -620,7 +570,7 @@ pub fn deployment(d: &Deployment) -> Value {
         "JobCreateIndex": index(d.job_create_revision),
         "IsMultiregion": false,
         "TaskGroups": groups,
-        "Status": deployment_status(d.status()),
+        "Status": d.status().api_name(),
         "StatusDescription": d.status_description,
         "EvalPriority": d.eval_priority,
         "CreateIndex": index(d.create_revision),
@@ -681,7 +631,7 @@ pub fn job_stub(snap: &Snapshot, job: &Job) -> Value {
         "Periodic": job.is_periodic(),
         "ParameterizedJob": job.parameterized.is_some(),
         "Stop": job.stop,
-        "Status": job_status(job),
+        "Status": job.status().api_name(),
         "StatusDescription": job.status_description,
         "JobSummary": job_summary(job, &groups),
         "CreateIndex": index(job.create_revision),
@@ -693,18 +643,12 @@ pub fn job_stub(snap: &Snapshot, job: &Job) -> Value {
     })
 }
 
-/// Nomad's name of a job's status; unset reads as pending.
-pub fn job_status(job: &Job) -> &'static str {
-    use caravan_proto::JobStatus;
-    match job.status() {
-        JobStatus::Unspecified => JobStatus::Pending,
-        s => s,
-    }
-    .nomad_name()
-}
-
 #[cfg(test)]
 mod tests {
+    use caravan_proto::{
+        AllocClientStatus, AllocDesiredStatus, DeploymentStatus, EvalStatus, NodeStatus,
+    };
+
     use super::*;
 
     #[test]
@@ -779,15 +723,22 @@ mod tests {
 
     #[test]
     fn unset_statuses_read_as_a_new_objects() {
-        assert_eq!(eval_status(EvalStatus::Unspecified), "pending");
-        assert_eq!(desired_status(AllocDesiredStatus::Unspecified), "run");
-        assert_eq!(client_status(AllocClientStatus::Unspecified), "pending");
-        assert_eq!(node_status(NodeStatus::Unspecified), "initializing");
-        assert_eq!(eligibility(SchedulingEligibility::Unspecified), "eligible");
-        assert_eq!(deployment_status(DeploymentStatus::Unspecified), "running");
-        assert_eq!(job_status(&Job::default()), "pending");
-        assert_eq!(eval_status(EvalStatus::Canceled), "canceled");
-        assert_eq!(client_status(AllocClientStatus::Lost), "lost");
-        assert_eq!(deployment_status(DeploymentStatus::Cancelled), "cancelled");
+        let snap = Snapshot::new(caravan_state::Tables::new());
+        assert_eq!(evaluation(&Evaluation::default())["Status"], "pending");
+        let a = Allocation::default();
+        for v in [alloc_stub(&snap, &a), allocation(&snap, &a)] {
+            assert_eq!(v["DesiredStatus"], "run");
+            assert_eq!(v["ClientStatus"], "pending");
+        }
+        let n = Node::default();
+        for v in [node_stub(&n, NodeStubFields::default()), node(&n)] {
+            assert_eq!(v["Status"], "initializing");
+            assert_eq!(v["SchedulingEligibility"], "eligible");
+        }
+        assert_eq!(deployment(&Deployment::default())["Status"], "running");
+        assert_eq!(job_stub(&snap, &Job::default())["Status"], "pending");
+        let mut d = Deployment::default();
+        d.set_status(DeploymentStatus::Cancelled);
+        assert_eq!(deployment(&d)["Status"], "cancelled");
     }
 }

@@ -28,7 +28,7 @@ use crate::query::{ALL_NAMESPACES, Query};
 use crate::uncached;
 
 pub use lock::LockOp;
-pub use seal::{SealError, VariableKey};
+pub use seal::VariableKey;
 
 /// The outcome of a check-and-set write or delete.
 #[derive(Debug, Clone, PartialEq)]

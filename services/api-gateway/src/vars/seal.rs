@@ -9,6 +9,8 @@ use base64::engine::general_purpose::STANDARD;
 use rand::Rng;
 use sha2::{Digest, Sha256};
 
+use crate::error::GatewayError;
+
 /// Bytes of a key.
 pub const KEY_BYTES: usize = 32;
 
@@ -53,6 +55,12 @@ pub enum SealError {
     },
 }
 
+impl From<SealError> for GatewayError {
+    fn from(err: SealError) -> Self {
+        GatewayError::Keyring(err.to_string())
+    }
+}
+
 /// The key variables are sealed with. Cheap to share behind an `Arc`.
 #[derive(Clone)]
 pub struct VariableKey {
@@ -93,6 +101,28 @@ impl VariableKey {
             .finalize();
         let id = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
         Ok(VariableKey { cipher, id })
+    }
+
+    /// The key the configuration names: `inline` (the gateway's
+    /// `variables_key`) or the contents of the file `file`
+    /// (`variables_key_file`), if either is set; both set is an error.
+    pub fn configured(inline: &str, file: &str) -> Result<Option<Self>, String> {
+        match (inline.trim().is_empty(), file.is_empty()) {
+            (true, true) => Ok(None),
+            (false, false) => {
+                Err("set one of variables_key and variables_key_file, not both".into())
+            }
+            (false, true) => VariableKey::from_base64(inline, "variables_key")
+                .map(Some)
+                .map_err(|e| e.to_string()),
+            (true, false) => {
+                let text = std::fs::read_to_string(file)
+                    .map_err(|e| format!("variables_key_file {file}: {e}"))?;
+                VariableKey::from_base64(&text, &format!("variables_key_file {file}"))
+                    .map(Some)
+                    .map_err(|e| e.to_string())
+            }
+        }
     }
 
     /// A fresh random key, in the base64 form [`VariableKey::from_base64`] reads.
@@ -218,6 +248,30 @@ mod tests {
         assert!(k.open("default", "a", k.id(), &sealed[..5]).is_err());
         // Two seals of the same items differ (fresh nonces).
         assert_ne!(k.seal("default", "a", b"x").unwrap(), sealed);
+    }
+
+    #[test]
+    fn the_configured_key_comes_from_one_place() {
+        assert!(VariableKey::configured("", "").unwrap().is_none());
+        assert!(VariableKey::configured(" \n", "").unwrap().is_none());
+        let key = VariableKey::generate();
+        let inline = VariableKey::configured(&key, "").unwrap().unwrap();
+        let dir = std::env::temp_dir().join(format!("caravan-vk-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("variables.key");
+        std::fs::write(&file, format!("{key}\n")).unwrap();
+        let path = file.display().to_string();
+        let err = VariableKey::configured(&key, &path).unwrap_err();
+        assert!(err.contains("not both"), "{err}");
+        let from_file = VariableKey::configured("", &path).unwrap().unwrap();
+        assert_eq!(from_file.id(), inline.id());
+        std::fs::write(&file, "short").unwrap();
+        let err = VariableKey::configured("", &path).unwrap_err();
+        assert!(err.contains("variables_key_file"), "{err}");
+        let missing = dir.join("missing").display().to_string();
+        let err = VariableKey::configured("", &missing).unwrap_err();
+        assert!(err.contains("missing"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

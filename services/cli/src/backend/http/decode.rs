@@ -6,17 +6,15 @@
 
 use std::collections::BTreeMap;
 
-use super::json::{J, named};
+use super::json::J;
 use caravan_proto::{
-    AclPolicy, AclToken, AllocClientStatus, AllocDeploymentStatus, AllocDesiredStatus,
-    AllocFileInfo, AllocMetric, AllocatedDevice, AllocatedPort, AllocatedResources,
-    AllocatedSharedResources, AllocatedTaskResources, Allocation, Deployment, DeploymentState,
-    DeploymentStatus, DesiredTransition, DesiredUpdates, DrainMetadata, DrainStrategy, DriverInfo,
-    EvalStatus, Evaluation, Job, JobStatus, JobType, NetworkResource, Node, NodeDevice,
-    NodeNetwork, NodeReservedResources, NodeResources, NodeScoreMeta, NodeStatus,
-    ParameterizedJobConfig, PeriodicConfig, PlanAnnotations, PlanJobResponse, Port,
-    RescheduleEvent, RescheduleTracker, SchedulingEligibility, TaskEvent, TaskGroupSummary,
-    TaskState, VariableDecrypted, VariableMetadata,
+    AclPolicy, AclToken, AllocDeploymentStatus, AllocFileInfo, AllocMetric, AllocatedDevice,
+    AllocatedPort, AllocatedResources, AllocatedSharedResources, AllocatedTaskResources,
+    Allocation, Deployment, DeploymentState, DesiredTransition, DesiredUpdates, DrainMetadata,
+    DrainStrategy, DriverInfo, Evaluation, Job, NetworkResource, Node, NodeDevice, NodeNetwork,
+    NodeReservedResources, NodeResources, NodeScoreMeta, ParameterizedJobConfig, PeriodicConfig,
+    PlanAnnotations, PlanJobResponse, Port, RescheduleEvent, RescheduleTracker, TaskEvent,
+    TaskGroupSummary, TaskState, VariableDecrypted, VariableMetadata,
 };
 
 /// Nomad's `Evaluation`.
@@ -62,17 +60,7 @@ pub fn evaluation(v: J<'_>) -> Evaluation {
         modify_revision: v.i("ModifyIndex"),
         ..Default::default()
     };
-    e.set_status(named(
-        &[
-            EvalStatus::Pending,
-            EvalStatus::Blocked,
-            EvalStatus::Complete,
-            EvalStatus::Failed,
-            EvalStatus::Canceled,
-        ],
-        &v.s("Status"),
-        EvalStatus::Unspecified,
-    ));
+    e.set_status(v.named("Status"));
     e
 }
 
@@ -277,27 +265,8 @@ pub fn allocation(v: J<'_>) -> Allocation {
     for (name, state) in v.entries("TaskStates") {
         a.task_states.insert(name, task_state(state));
     }
-    a.set_desired_status(named(
-        &[
-            AllocDesiredStatus::Run,
-            AllocDesiredStatus::Stop,
-            AllocDesiredStatus::Evict,
-        ],
-        &v.s("DesiredStatus"),
-        AllocDesiredStatus::Unspecified,
-    ));
-    a.set_client_status(named(
-        &[
-            AllocClientStatus::Pending,
-            AllocClientStatus::Running,
-            AllocClientStatus::Complete,
-            AllocClientStatus::Failed,
-            AllocClientStatus::Lost,
-            AllocClientStatus::Unknown,
-        ],
-        &v.s("ClientStatus"),
-        AllocClientStatus::Unspecified,
-    ));
+    a.set_desired_status(v.named("DesiredStatus"));
+    a.set_client_status(v.named("ClientStatus"));
     a
 }
 
@@ -414,24 +383,8 @@ pub fn node(v: J<'_>) -> Node {
             .entry("nomad.version".into())
             .or_insert(version);
     }
-    n.set_status(named(
-        &[
-            NodeStatus::Initializing,
-            NodeStatus::Ready,
-            NodeStatus::Down,
-            NodeStatus::Disconnected,
-        ],
-        &v.s("Status"),
-        NodeStatus::Unspecified,
-    ));
-    n.set_scheduling_eligibility(named(
-        &[
-            SchedulingEligibility::Eligible,
-            SchedulingEligibility::Ineligible,
-        ],
-        &v.s("SchedulingEligibility"),
-        SchedulingEligibility::Unspecified,
-    ));
+    n.set_status(v.named("Status"));
+    n.set_scheduling_eligibility(v.named("SchedulingEligibility"));
     n
 }
 
@@ -475,21 +428,7 @@ pub fn deployment(v: J<'_>) -> Deployment {
         modify_revision: v.i("ModifyIndex"),
         ..Default::default()
     };
-    d.set_status(named(
-        &[
-            DeploymentStatus::Running,
-            DeploymentStatus::Paused,
-            DeploymentStatus::Failed,
-            DeploymentStatus::Successful,
-            DeploymentStatus::Cancelled,
-            DeploymentStatus::Pending,
-            DeploymentStatus::Blocked,
-            DeploymentStatus::Unblocking,
-            DeploymentStatus::Initializing,
-        ],
-        &v.s("Status"),
-        DeploymentStatus::Unspecified,
-    ));
+    d.set_status(v.named("Status"));
     d
 }
 
@@ -512,20 +451,6 @@ pub fn group_summaries(v: J<'_>) -> BTreeMap<String, TaskGroupSummary> {
             )
         })
         .collect()
-}
-
-/// Nomad's `JobType` name.
-pub fn job_type(name: &str) -> JobType {
-    named(
-        &[
-            JobType::Service,
-            JobType::Batch,
-            JobType::System,
-            JobType::Sysbatch,
-        ],
-        name,
-        JobType::Unspecified,
-    )
 }
 
 /// Nomad's `JobListStub`, as far as a job list shows it.
@@ -555,12 +480,8 @@ pub fn job_stub(v: J<'_>) -> Job {
         meta: v.string_map("Meta"),
         ..Default::default()
     };
-    job.set_type(job_type(&v.s("Type")));
-    job.set_status(named(
-        &[JobStatus::Pending, JobStatus::Running, JobStatus::Dead],
-        &v.s("Status"),
-        JobStatus::Unspecified,
-    ));
+    job.set_type(v.named("Type"));
+    job.set_status(v.named("Status"));
     job
 }
 
@@ -681,6 +602,10 @@ pub fn acl_token(v: J<'_>) -> AclToken {
 
 #[cfg(test)]
 mod tests {
+    use caravan_proto::{
+        AllocClientStatus, AllocDesiredStatus, DeploymentStatus, EvalStatus, JobStatus, JobType,
+        NodeStatus, SchedulingEligibility,
+    };
     use serde_json::json;
 
     use super::*;

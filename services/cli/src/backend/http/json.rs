@@ -24,6 +24,16 @@ impl<'a> J<'a> {
         self.get(key).0.as_str().unwrap_or_default().to_string()
     }
 
+    /// A field holding Nomad's name of an `E`; unset when absent or of no
+    /// value.
+    pub fn named<E: NomadName + Default>(self, key: &str) -> E {
+        self.get(key)
+            .0
+            .as_str()
+            .and_then(E::from_nomad_name)
+            .unwrap_or_default()
+    }
+
     /// A boolean field.
     pub fn b(self, key: &str) -> bool {
         self.get(key).0.as_bool().unwrap_or(false)
@@ -133,14 +143,6 @@ pub fn go_time(text: &str) -> i64 {
         .ok()
         .and_then(|t| t.timestamp_nanos_opt())
         .unwrap_or(0)
-}
-
-/// The variant of `E` whose Nomad name is `name`, among `all`.
-pub fn named<E: NomadName + Copy>(all: &[E], name: &str, unset: E) -> E {
-    all.iter()
-        .copied()
-        .find(|e| !name.is_empty() && e.nomad_name() == name)
-        .unwrap_or(unset)
 }
 
 #[cfg(test)]

@@ -12,13 +12,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use base64::Engine;
 use caravan_client::Read;
+use caravan_model::NomadName;
 use caravan_proto::{
     AclPolicy, AclToken, AllocFileInfo, Allocation, DeleteVariableResponse, Deployment,
     DeploymentUpdateResponse, DeregisterJobResponse, DispatchJobRequest, DispatchJobResponse,
     DrainStrategy, Evaluation, ForcePeriodicJobResponse, Job, JobSummaryResponse, Node,
     NodeUpdateResponse, PlanJobResponse, PutVariableResponse, ReadAllocFileRequest,
-    ReadLogsRequest, RegisterJobResponse, StopAllocationResponse, ValidateJobResponse,
-    VariableDecrypted, VariableMetadata,
+    ReadLogsRequest, RegisterJobResponse, SchedulingEligibility, StopAllocationResponse,
+    ValidateJobResponse, VariableDecrypted, VariableMetadata,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -519,7 +520,12 @@ impl Backend for HttpBackend {
 
     async fn set_eligibility(&self, node_id: &str, eligible: bool) -> Result<NodeUpdateResponse> {
         let path = format!("/v1/node/{}/eligibility", escape_segment(node_id));
-        let eligibility = if eligible { "eligible" } else { "ineligible" };
+        let eligibility = if eligible {
+            SchedulingEligibility::Eligible
+        } else {
+            SchedulingEligibility::Ineligible
+        }
+        .nomad_name();
         let body = json!({"NodeID": node_id, "Eligibility": eligibility});
         Ok(Self::node_update(&self.put(&path, body).await?))
     }
