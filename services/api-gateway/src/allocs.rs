@@ -6,6 +6,7 @@ use caravan_proto::{Allocation, Job, JobType, QueryMeta};
 use caravan_state::{Keyspace, decode, encode};
 use caravan_store::{Compare, CompareOp, KeyValue, Op, OpResult, Revision, Store, Txn, TxnResult};
 
+use crate::cas;
 use crate::error::{GatewayError, Result};
 use crate::evals;
 use crate::gateway::Gateway;
@@ -98,9 +99,10 @@ pub async fn stop(gw: &Gateway, alloc_id: &str) -> Result<(String, Revision)> {
     if alloc_id.is_empty() {
         return Err(GatewayError::field("alloc_id", "missing allocation ID"));
     }
-    let key = gw.keys.alloc(alloc_id);
-    for _ in 0..gw.attempts() {
-        let Some(alloc) = gw.read::<Allocation>(&key).await? else {
+    let key = &gw.keys.alloc(alloc_id);
+    let conflict = || cas::kept_changing(format_args!("allocation {alloc_id}"));
+    cas::retry(gw, conflict, move |_| async move {
+        let Some(alloc) = gw.read::<Allocation>(key).await? else {
             return Err(GatewayError::NotFound(format!(
                 "alloc not found: {alloc_id}"
             )));
@@ -126,17 +128,14 @@ pub async fn stop(gw: &Gateway, alloc_id: &str) -> Result<(String, Revision)> {
             ))
             .and_then(Op::put(key.clone(), encode(&updated)))
             .and_then(Op::put(gw.keys.eval(&eval.id), encode(&eval)));
-        let result = gw.store.txn(txn).await?;
-        if result.succeeded {
-            gw.settle(result.revision).await;
-            tracing::info!(alloc = %alloc_id, eval = %eval.id, "allocation stop requested");
-            crate::metrics::eval_created(&eval.triggered_by);
-            return Ok((eval.id, result.revision));
-        }
-    }
-    Err(GatewayError::Conflict(format!(
-        "allocation {alloc_id} kept changing concurrently; try again"
-    )))
+        let Some(revision) = cas::commit(gw, txn).await? else {
+            return Ok(None);
+        };
+        tracing::info!(alloc = %alloc_id, eval = %eval.id, "allocation stop requested");
+        crate::metrics::eval_created(&eval.triggered_by);
+        Ok(Some((eval.id, revision)))
+    })
+    .await
 }
 
 /// Stand-in job for an allocation whose job is gone, so the evaluation still
