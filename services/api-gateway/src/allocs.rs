@@ -3,7 +3,7 @@
 
 use caravan_model::trigger;
 use caravan_proto::{Allocation, Job, JobType, QueryMeta};
-use caravan_state::{Keyspace, decode, encode};
+use caravan_state::{Keyspace, Snapshot, decode, encode};
 use caravan_store::{Compare, CompareOp, KeyValue, Op, OpResult, Revision, Store, Txn, TxnResult};
 
 use crate::cas;
@@ -14,13 +14,18 @@ use crate::query::{self, Query};
 
 /// Every allocation in the query's namespace whose id has its prefix.
 pub async fn list(gw: &Gateway, query: &Query) -> (Vec<Allocation>, QueryMeta) {
-    let snap = query::block(gw, query).await;
+    list_in(gw, &query::block(gw, query).await, query)
+}
+
+/// [`list`] from `snap`, for an answer that renders more of the same
+/// snapshot beside the allocations (its index and its data then agree).
+pub fn list_in(gw: &Gateway, snap: &Snapshot, query: &Query) -> (Vec<Allocation>, QueryMeta) {
     let allocs = snap
         .allocs()
         .filter(|a| query.matches_namespace(&a.namespace) && query.matches_prefix(&a.id))
         .map(|a| (**a).clone())
         .collect();
-    (allocs, query::meta(gw, &snap))
+    (allocs, query::meta(gw, snap))
 }
 
 /// One allocation, whole. The cache keeps allocations without their
