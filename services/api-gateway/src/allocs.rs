@@ -3,9 +3,10 @@
 
 use caravan_model::trigger;
 use caravan_proto::{Allocation, Job, JobType, QueryMeta};
-use caravan_state::{Keyspace, decode, encode};
+use caravan_state::{Keyspace, Snapshot, decode, encode};
 use caravan_store::{Compare, CompareOp, KeyValue, Op, OpResult, Revision, Store, Txn, TxnResult};
 
+use crate::cas;
 use crate::error::{GatewayError, Result};
 use crate::evals;
 use crate::gateway::Gateway;
@@ -13,13 +14,18 @@ use crate::query::{self, Query};
 
 /// Every allocation in the query's namespace whose id has its prefix.
 pub async fn list(gw: &Gateway, query: &Query) -> (Vec<Allocation>, QueryMeta) {
-    let snap = query::block(gw, query).await;
+    list_in(gw, &query::block(gw, query).await, query)
+}
+
+/// [`list`] from `snap`, for an answer that renders more of the same
+/// snapshot beside the allocations (its index and its data then agree).
+pub fn list_in(gw: &Gateway, snap: &Snapshot, query: &Query) -> (Vec<Allocation>, QueryMeta) {
     let allocs = snap
         .allocs()
         .filter(|a| query.matches_namespace(&a.namespace) && query.matches_prefix(&a.id))
         .map(|a| (**a).clone())
         .collect();
-    (allocs, query::meta(gw, &snap))
+    (allocs, query::meta(gw, snap))
 }
 
 /// One allocation, whole. The cache keeps allocations without their
@@ -98,9 +104,10 @@ pub async fn stop(gw: &Gateway, alloc_id: &str) -> Result<(String, Revision)> {
     if alloc_id.is_empty() {
         return Err(GatewayError::field("alloc_id", "missing allocation ID"));
     }
-    let key = gw.keys.alloc(alloc_id);
-    for _ in 0..gw.attempts() {
-        let Some(alloc) = gw.read::<Allocation>(&key).await? else {
+    let key = &gw.keys.alloc(alloc_id);
+    let conflict = || cas::kept_changing(format_args!("allocation {alloc_id}"));
+    cas::retry(gw, conflict, move |_| async move {
+        let Some(alloc) = gw.read::<Allocation>(key).await? else {
             return Err(GatewayError::NotFound(format!(
                 "alloc not found: {alloc_id}"
             )));
@@ -126,17 +133,14 @@ pub async fn stop(gw: &Gateway, alloc_id: &str) -> Result<(String, Revision)> {
             ))
             .and_then(Op::put(key.clone(), encode(&updated)))
             .and_then(Op::put(gw.keys.eval(&eval.id), encode(&eval)));
-        let result = gw.store.txn(txn).await?;
-        if result.succeeded {
-            gw.settle(result.revision).await;
-            tracing::info!(alloc = %alloc_id, eval = %eval.id, "allocation stop requested");
-            crate::metrics::eval_created(&eval.triggered_by);
-            return Ok((eval.id, result.revision));
-        }
-    }
-    Err(GatewayError::Conflict(format!(
-        "allocation {alloc_id} kept changing concurrently; try again"
-    )))
+        let Some(revision) = cas::commit(gw, txn).await? else {
+            return Ok(None);
+        };
+        tracing::info!(alloc = %alloc_id, eval = %eval.id, "allocation stop requested");
+        crate::metrics::eval_created(&eval.triggered_by);
+        Ok(Some((eval.id, revision)))
+    })
+    .await
 }
 
 /// Stand-in job for an allocation whose job is gone, so the evaluation still

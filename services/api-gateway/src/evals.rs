@@ -2,6 +2,7 @@
 
 use caravan_model::{NomadName, now_unix_ns};
 use caravan_proto::{Allocation, EvalStatus, Evaluation, Job, QueryMeta};
+use caravan_state::Snapshot;
 
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
@@ -57,7 +58,16 @@ pub async fn allocations(
     eval_id: &str,
     query: &Query,
 ) -> Result<(Vec<Allocation>, QueryMeta)> {
-    let snap = query::block(gw, query).await;
+    allocations_in(gw, &query::block(gw, query).await, eval_id)
+}
+
+/// [`allocations`] from `snap`, for an answer that renders more of the
+/// same snapshot beside them.
+pub fn allocations_in(
+    gw: &Gateway,
+    snap: &Snapshot,
+    eval_id: &str,
+) -> Result<(Vec<Allocation>, QueryMeta)> {
     let eval = snap
         .eval(eval_id)
         .ok_or_else(|| GatewayError::NotFound(format!("eval not found: {eval_id}")))?;
@@ -66,7 +76,7 @@ pub async fn allocations(
         .filter(|a| a.eval_id == eval_id)
         .map(|a| (**a).clone())
         .collect();
-    Ok((allocs, query::meta(gw, &snap)))
+    Ok((allocs, query::meta(gw, snap)))
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod acl;
 mod alloc_exec;
 mod allocs;
 mod broker;
+mod cas;
 mod client;
 mod client_fs;
 mod config;

@@ -8,6 +8,7 @@ use caravan_proto::{
 use caravan_state::{Snapshot, encode};
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
+use crate::cas;
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
 use crate::node_fan_out;
@@ -109,18 +110,11 @@ async fn write_node(
     for eval in evals {
         txn = txn.and_then(Op::put(gw.keys.eval(&eval.id), encode(eval)));
     }
-    let result = gw.store.txn(txn).await?;
-    if !result.succeeded {
-        return Ok(None);
-    }
-    gw.settle(result.revision).await;
-    Ok(Some(result.revision))
+    cas::commit(gw, txn).await
 }
 
 fn conflict(node_id: &str) -> GatewayError {
-    GatewayError::Conflict(format!(
-        "node {node_id} kept changing concurrently; try again"
-    ))
+    cas::kept_changing(format_args!("node {node_id}"))
 }
 
 /// Sets a node's scheduling eligibility. Becoming eligible creates
@@ -137,37 +131,43 @@ pub async fn update_eligibility(
             "must be \"eligible\" or \"ineligible\"",
         ));
     }
-    let key = gw.keys.node(node_id);
-    for _ in 0..gw.attempts() {
-        let Some(node) = gw.read::<Node>(&key).await? else {
-            return Err(GatewayError::NotFound(format!("node not found: {node_id}")));
-        };
-        if node.drain_strategy.is_some() && eligibility == SchedulingEligibility::Eligible {
-            return Err(GatewayError::FailedPrecondition(
-                "can not set node's scheduling eligibility to eligible while node is draining"
-                    .into(),
-            ));
-        }
-        let becomes_eligible = eligibility == SchedulingEligibility::Eligible
-            && node.scheduling_eligibility() != SchedulingEligibility::Eligible;
-        let mut updated = node.clone();
-        updated.set_scheduling_eligibility(eligibility);
-        let scope =
-            becomes_eligible.then(|| node_fan_out::scope(trigger::NODE_UPDATE, false, false));
-        let (evals, eval_ids) = node_fan_out::owed(
-            &gw.cache.snapshot(),
-            &node,
-            &mut updated,
-            scope,
-            write_node_room(gw),
-            now_unix_ns(),
-        );
-        if let Some(revision) = write_node(gw, &updated, node.modify_revision, &evals).await? {
+    let key = &gw.keys.node(node_id);
+    cas::retry(
+        gw,
+        || conflict(node_id),
+        move |_| async move {
+            let Some(node) = gw.read::<Node>(key).await? else {
+                return Err(GatewayError::NotFound(format!("node not found: {node_id}")));
+            };
+            if node.drain_strategy.is_some() && eligibility == SchedulingEligibility::Eligible {
+                return Err(GatewayError::FailedPrecondition(
+                    "can not set node's scheduling eligibility to eligible while node is draining"
+                        .into(),
+                ));
+            }
+            let becomes_eligible = eligibility == SchedulingEligibility::Eligible
+                && node.scheduling_eligibility() != SchedulingEligibility::Eligible;
+            let mut updated = node.clone();
+            updated.set_scheduling_eligibility(eligibility);
+            let scope =
+                becomes_eligible.then(|| node_fan_out::scope(trigger::NODE_UPDATE, false, false));
+            let (evals, eval_ids) = node_fan_out::owed(
+                &gw.cache.snapshot(),
+                &node,
+                &mut updated,
+                scope,
+                write_node_room(gw),
+                now_unix_ns(),
+            );
+            let Some(revision) = write_node(gw, &updated, node.modify_revision, &evals).await?
+            else {
+                return Ok(None);
+            };
             tracing::info!(node = %node_id, ?eligibility, revision, "node eligibility set");
-            return Ok(NodeUpdated { eval_ids, revision });
-        }
-    }
-    Err(conflict(node_id))
+            Ok(Some(NodeUpdated { eval_ids, revision }))
+        },
+    )
+    .await
 }
 
 /// Starts a drain (`strategy` set) or cancels one (`None`, optionally
@@ -180,9 +180,9 @@ pub async fn update_drain(
     mark_eligible: bool,
 ) -> Result<NodeUpdated> {
     require_node_id(node_id)?;
-    let key = gw.keys.node(node_id);
-    for _ in 0..gw.attempts() {
-        let Some(node) = gw.read::<Node>(&key).await? else {
+    let key = &gw.keys.node(node_id);
+    cas::retry(gw, || conflict(node_id), move |_| async move {
+        let Some(node) = gw.read::<Node>(key).await? else {
             return Err(GatewayError::NotFound(format!("node not found: {node_id}")));
         };
         let now = now_unix_ns();
@@ -226,18 +226,19 @@ pub async fn update_drain(
         };
         let (evals, eval_ids) =
             node_fan_out::owed(&snap, &node, &mut updated, scope, write_node_room(gw), now);
-        if let Some(revision) = write_node(gw, &updated, node.modify_revision, &evals).await? {
-            tracing::info!(node = %node_id, draining = strategy.is_some(), revision, "node drain updated");
-            // A node with nothing to move is drained at once.
-            let revision = if strategy.is_some() && complete_drain_if_done(gw, node_id).await? {
-                gw.cache.revision().max(revision)
-            } else {
-                revision
-            };
-            return Ok(NodeUpdated { eval_ids, revision });
-        }
-    }
-    Err(conflict(node_id))
+        let Some(revision) = write_node(gw, &updated, node.modify_revision, &evals).await? else {
+            return Ok(None);
+        };
+        tracing::info!(node = %node_id, draining = strategy.is_some(), revision, "node drain updated");
+        // A node with nothing to move is drained at once.
+        let revision = if strategy.is_some() && complete_drain_if_done(gw, node_id).await? {
+            gw.cache.revision().max(revision)
+        } else {
+            revision
+        };
+        Ok(Some(NodeUpdated { eval_ids, revision }))
+    })
+    .await
 }
 
 /// Creates `node-update` evaluations for the jobs with allocations on a
@@ -277,49 +278,55 @@ async fn put_evals(gw: &Gateway, evals: &[Evaluation]) -> Result<Revision> {
 /// scheduler then replaces them), and revokes its lease.
 pub async fn purge(gw: &Gateway, node_id: &str) -> Result<NodeUpdated> {
     require_node_id(node_id)?;
-    let key = gw.keys.node(node_id);
-    for _ in 0..gw.attempts() {
-        let Some(node) = gw.read::<Node>(&key).await? else {
-            return Err(GatewayError::NotFound(format!("node not found: {node_id}")));
-        };
-        let scope = node_fan_out::scope(trigger::NODE_UPDATE, true, false);
-        let mut evals = node_fan_out::node_evals(&gw.cache.snapshot(), &node, &scope);
-        // A purged node can't carry a fan-out: what does not fit its
-        // transaction is written first (evaluating a job once too often
-        // does no harm).
-        let room = gw.config.max_txn_ops.saturating_sub(2).max(1);
-        if evals.len() > room {
-            put_evals(gw, &evals[room..]).await?;
-            evals.truncate(room);
-        }
-        let mut txn = Txn::new()
-            .when(Compare::mod_revision(
-                key.clone(),
-                CompareOp::Equal,
-                node.modify_revision,
-            ))
-            .and_then(Op::delete(key.clone()))
-            .and_then(Op::delete(gw.keys.heartbeat(node_id)));
-        for eval in &evals {
-            txn = txn.and_then(Op::put(gw.keys.eval(&eval.id), encode(eval)));
-        }
-        let result = gw.store.txn(txn).await?;
-        if !result.succeeded {
-            continue;
-        }
-        if node.heartbeat_lease_id != 0
-            && let Err(err) = gw.store.lease_revoke(node.heartbeat_lease_id).await
-        {
-            tracing::debug!(%err, node = %node_id, "the purged node's lease was already gone");
-        }
-        gw.settle(result.revision).await;
-        tracing::info!(node = %node_id, evals = evals.len(), "node purged");
-        return Ok(NodeUpdated {
-            eval_ids: evals.into_iter().map(|e| e.id).collect(),
-            revision: result.revision,
-        });
-    }
-    Err(conflict(node_id))
+    let key = &gw.keys.node(node_id);
+    cas::retry(
+        gw,
+        || conflict(node_id),
+        move |_| async move {
+            let Some(node) = gw.read::<Node>(key).await? else {
+                return Err(GatewayError::NotFound(format!("node not found: {node_id}")));
+            };
+            let scope = node_fan_out::scope(trigger::NODE_UPDATE, true, false);
+            let mut evals = node_fan_out::node_evals(&gw.cache.snapshot(), &node, &scope);
+            // A purged node can't carry a fan-out: what does not fit its
+            // transaction is written first (evaluating a job once too often
+            // does no harm).
+            let room = gw.config.max_txn_ops.saturating_sub(2).max(1);
+            if evals.len() > room {
+                put_evals(gw, &evals[room..]).await?;
+                evals.truncate(room);
+            }
+            let mut txn = Txn::new()
+                .when(Compare::mod_revision(
+                    key.clone(),
+                    CompareOp::Equal,
+                    node.modify_revision,
+                ))
+                .and_then(Op::delete(key.clone()))
+                .and_then(Op::delete(gw.keys.heartbeat(node_id)));
+            for eval in &evals {
+                txn = txn.and_then(Op::put(gw.keys.eval(&eval.id), encode(eval)));
+            }
+            // Committed here rather than by `cas::commit`: the lease is revoked
+            // before the cache is waited for.
+            let result = gw.store.txn(txn).await?;
+            if !result.succeeded {
+                return Ok(None);
+            }
+            if node.heartbeat_lease_id != 0
+                && let Err(err) = gw.store.lease_revoke(node.heartbeat_lease_id).await
+            {
+                tracing::debug!(%err, node = %node_id, "the purged node's lease was already gone");
+            }
+            gw.settle(result.revision).await;
+            tracing::info!(node = %node_id, evals = evals.len(), "node purged");
+            Ok(Some(NodeUpdated {
+                eval_ids: evals.into_iter().map(|e| e.id).collect(),
+                revision: result.revision,
+            }))
+        },
+    )
+    .await
 }
 
 /// Whether an allocation still keeps a drain going: the client hasn't
@@ -342,38 +349,43 @@ fn keeps_drain_going(snap: &Snapshot, alloc: &Allocation, ignore_system: bool) -
 /// keeps it going: the strategy is cleared, the node stays ineligible, and
 /// `last_drain` says `complete`. Returns whether it did.
 pub(crate) async fn complete_drain_if_done(gw: &Gateway, node_id: &str) -> Result<bool> {
-    let key = gw.keys.node(node_id);
-    for _ in 0..gw.attempts() {
-        let Some(node) = gw.read::<Node>(&key).await? else {
-            return Ok(false);
-        };
-        let Some(drain) = node.drain_strategy else {
-            return Ok(false);
-        };
-        let snap = gw.cache.snapshot();
-        if snap
-            .allocs_by_node(node_id)
-            .any(|a| keeps_drain_going(&snap, a, drain.ignore_system_jobs))
-        {
-            return Ok(false);
-        }
-        let now = now_unix_ns();
-        let mut done = node.clone();
-        done.drain_strategy = None;
-        done.last_drain = Some(DrainMetadata {
-            started_at_unix_ns: drain.started_at_unix_ns,
-            updated_at_unix_ns: now,
-            status: "complete".into(),
-        });
-        if write_node(gw, &done, node.modify_revision, &[])
-            .await?
-            .is_some()
-        {
+    let key = &gw.keys.node(node_id);
+    cas::retry(
+        gw,
+        || conflict(node_id),
+        move |_| async move {
+            let Some(node) = gw.read::<Node>(key).await? else {
+                return Ok(Some(false));
+            };
+            let Some(drain) = node.drain_strategy else {
+                return Ok(Some(false));
+            };
+            let snap = gw.cache.snapshot();
+            if snap
+                .allocs_by_node(node_id)
+                .any(|a| keeps_drain_going(&snap, a, drain.ignore_system_jobs))
+            {
+                return Ok(Some(false));
+            }
+            let now = now_unix_ns();
+            let mut done = node.clone();
+            done.drain_strategy = None;
+            done.last_drain = Some(DrainMetadata {
+                started_at_unix_ns: drain.started_at_unix_ns,
+                updated_at_unix_ns: now,
+                status: "complete".into(),
+            });
+            if write_node(gw, &done, node.modify_revision, &[])
+                .await?
+                .is_none()
+            {
+                return Ok(None);
+            }
             tracing::info!(node = %node_id, "drain complete");
-            return Ok(true);
-        }
-    }
-    Err(conflict(node_id))
+            Ok(Some(true))
+        },
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -60,8 +60,10 @@ pub(crate) async fn eval_allocs(
     QueryString(p): QueryString<Params>,
 ) -> ApiResult {
     let q = query(&http, &p)?;
-    let (list, meta) = evals::allocations(&http.gw, &id, &q).await?;
-    let snap = http.gw.cache().snapshot();
+    // One snapshot for the allocations, their stubs' job types and the
+    // index, so the answer is the state at the index it reports.
+    let snap = crate::query::block(&http.gw, &q).await;
+    let (list, meta) = evals::allocations_in(&http.gw, &snap, &id)?;
     Ok(read_answer(
         &meta,
         Value::Array(list.iter().map(|a| render::alloc_stub(&snap, a)).collect()),
@@ -75,8 +77,9 @@ pub(crate) async fn allocs(
 ) -> ApiResult {
     let q = query(&http, &p)?;
     let options = PageOptions::read(&p)?;
-    let (list, meta) = allocs::list(&http.gw, &q).await;
-    let snap = http.gw.cache().snapshot();
+    // One snapshot for the allocations, their stubs and the index.
+    let snap = crate::query::block(&http.gw, &q).await;
+    let (list, meta) = allocs::list_in(&http.gw, &snap, &q);
     let page = paging::page(
         list,
         &options,

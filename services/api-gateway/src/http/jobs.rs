@@ -25,8 +25,10 @@ pub(crate) async fn list(
 ) -> ApiResult {
     let q = query(&http, &p)?;
     let options = PageOptions::read(&p)?;
-    let (jobs, meta) = reads::list(&http.gw, &q).await;
-    let snap = http.gw.cache().snapshot();
+    // One snapshot for the jobs, their stubs' summaries and the index, so
+    // the answer is the state at the index it reports.
+    let snap = crate::query::block(&http.gw, &q).await;
+    let (jobs, meta) = reads::list_in(&http.gw, &snap, &q);
     let page = paging::page(
         jobs,
         &options,
@@ -528,8 +530,10 @@ pub(crate) async fn allocations(
     QueryString(p): QueryString<Params>,
 ) -> ApiResult {
     let q = query(&http, &p)?;
-    let (allocs, meta) = reads::allocations(&http.gw, &id, &q).await?;
-    let snap = http.gw.cache().snapshot();
+    // One snapshot for the allocations, what their stubs look up and the
+    // index.
+    let snap = crate::query::block(&http.gw, &q).await;
+    let (allocs, meta) = reads::allocations_in(&http.gw, &snap, &id, &q);
     let stubs: Vec<Value> = allocs
         .iter()
         .map(|a| render::alloc_stub(&snap, a))

@@ -8,6 +8,7 @@ use caravan_proto::Job;
 use caravan_state::{as_spec, encode};
 use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
+use crate::cas;
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
 use crate::jobs::register::{Registered, register, register_with};
@@ -19,6 +20,10 @@ fn namespace_or_default(namespace: &str) -> &str {
     } else {
         namespace
     }
+}
+
+fn conflict(job_id: &str) -> GatewayError {
+    cas::kept_changing(format_args!("job {job_id}"))
 }
 
 async fn current(gw: &Gateway, namespace: &str, job_id: &str) -> Result<Job> {
@@ -72,42 +77,40 @@ pub async fn set_stability(
     stable: bool,
 ) -> Result<Revision> {
     let namespace = namespace_or_default(namespace);
-    let version_key = gw.keys.job_version(namespace, job_id, version);
-    let job_key = gw.keys.job(namespace, job_id);
-    for _ in 0..gw.attempts() {
-        let job = current(gw, namespace, job_id).await?;
-        let Some(mut at) = gw.read::<Job>(&version_key).await? else {
-            return Err(GatewayError::NotFound(format!(
-                "job {job_id} has no version {version}"
-            )));
-        };
-        let mut txn = Txn::new().when(Compare::mod_revision(
-            version_key.clone(),
-            CompareOp::Equal,
-            at.modify_revision,
-        ));
-        at.stable = stable;
-        txn = txn.and_then(Op::put(version_key.clone(), encode(&at)));
-        if job.version == version {
-            let mut updated = job.clone();
-            updated.stable = stable;
-            txn = txn
-                .when(Compare::mod_revision(
-                    job_key.clone(),
-                    CompareOp::Equal,
-                    job.modify_revision,
-                ))
-                .and_then(Op::put(job_key.clone(), encode(&updated)));
-        }
-        let result = gw.store.txn(txn).await?;
-        if result.succeeded {
-            gw.settle(result.revision).await;
-            return Ok(result.revision);
-        }
-    }
-    Err(GatewayError::Conflict(format!(
-        "job {job_id} kept changing concurrently; try again"
-    )))
+    let version_key = &gw.keys.job_version(namespace, job_id, version);
+    let job_key = &gw.keys.job(namespace, job_id);
+    cas::retry(
+        gw,
+        || conflict(job_id),
+        move |_| async move {
+            let job = current(gw, namespace, job_id).await?;
+            let Some(mut at) = gw.read::<Job>(version_key).await? else {
+                return Err(GatewayError::NotFound(format!(
+                    "job {job_id} has no version {version}"
+                )));
+            };
+            let mut txn = Txn::new().when(Compare::mod_revision(
+                version_key.clone(),
+                CompareOp::Equal,
+                at.modify_revision,
+            ));
+            at.stable = stable;
+            txn = txn.and_then(Op::put(version_key.clone(), encode(&at)));
+            if job.version == version {
+                let mut updated = job.clone();
+                updated.stable = stable;
+                txn = txn
+                    .when(Compare::mod_revision(
+                        job_key.clone(),
+                        CompareOp::Equal,
+                        job.modify_revision,
+                    ))
+                    .and_then(Op::put(job_key.clone(), encode(&updated)));
+            }
+            cas::commit(gw, txn).await
+        },
+    )
+    .await
 }
 
 /// Sets the count of one task group: a new version and a `job-scaling`
@@ -126,7 +129,7 @@ pub async fn scale(
         .ok()
         .filter(|c| *c >= 0)
         .ok_or_else(|| GatewayError::field("count", "must be between 0 and 50000"))?;
-    for _ in 0..gw.attempts() {
+    cas::retry(gw, || conflict(job_id), move |_| async move {
         let job = current(gw, namespace, job_id).await?;
         if let Some(wanted) = enforce_revision
             && wanted != job.job_modify_revision
@@ -177,13 +180,12 @@ pub async fn scale(
         )
         .await
         {
-            Err(GatewayError::FailedPrecondition(_)) => continue,
-            other => return other,
+            // The job changed since it was read: scale the newer one.
+            Err(GatewayError::FailedPrecondition(_)) => Ok(None),
+            other => other.map(Some),
         }
-    }
-    Err(GatewayError::Conflict(format!(
-        "job {job_id} kept changing concurrently; try again"
-    )))
+    })
+    .await
 }
 
 /// What a dispatch created.

@@ -28,13 +28,18 @@ pub fn with_status(snap: &Snapshot, job: &Job) -> Job {
 
 /// The jobs of the query's namespace whose id has its prefix.
 pub async fn list(gw: &Gateway, query: &Query) -> (Vec<Job>, QueryMeta) {
-    let snap = query::block(gw, query).await;
+    list_in(gw, &query::block(gw, query).await, query)
+}
+
+/// [`list`] from `snap`, for an answer that renders more of the same
+/// snapshot beside the jobs (its index and its data then agree).
+pub fn list_in(gw: &Gateway, snap: &Snapshot, query: &Query) -> (Vec<Job>, QueryMeta) {
     let jobs = snap
         .jobs()
         .filter(|j| query.matches_namespace(&j.namespace) && query.matches_prefix(&j.id))
-        .map(|j| with_status(&snap, j))
+        .map(|j| with_status(snap, j))
         .collect();
-    (jobs, query::meta(gw, &snap))
+    (jobs, query::meta(gw, snap))
 }
 
 fn find<'a>(snap: &'a Snapshot, query: &Query, job_id: &str) -> Result<&'a Job> {
@@ -70,12 +75,27 @@ pub async fn allocations(
     job_id: &str,
     query: &Query,
 ) -> Result<(Vec<Allocation>, QueryMeta)> {
-    let snap = query::block(gw, query).await;
+    Ok(allocations_in(
+        gw,
+        &query::block(gw, query).await,
+        job_id,
+        query,
+    ))
+}
+
+/// [`allocations`] from `snap`, for an answer that renders more of the
+/// same snapshot beside them.
+pub fn allocations_in(
+    gw: &Gateway,
+    snap: &Snapshot,
+    job_id: &str,
+    query: &Query,
+) -> (Vec<Allocation>, QueryMeta) {
     let allocs = snap
         .allocs_by_job(&query.namespace, job_id)
         .map(|a| (**a).clone())
         .collect();
-    Ok((allocs, query::meta(gw, &snap)))
+    (allocs, query::meta(gw, snap))
 }
 
 /// The evaluations of a job.

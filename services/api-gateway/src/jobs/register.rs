@@ -8,6 +8,7 @@ use caravan_proto::{AllocClientStatus, Evaluation, Job, JobSubmission};
 use caravan_state::{Keyspace, decode, encode, register_txn, versions_to_delete};
 use caravan_store::{Compare, CompareOp, Op, Range, Revision, Txn};
 
+use crate::cas;
 use crate::error::{GatewayError, Result};
 use crate::evals;
 use crate::gateway::Gateway;
@@ -191,106 +192,107 @@ pub(crate) async fn register_submitted(
         ));
     }
     check_node_pool(gw, &job).await?;
-    let job_key = gw.keys.job(&job.namespace, &job.id);
+    let job_key = &gw.keys.job(&job.namespace, &job.id);
     // A new job (the common case) is first tried against the cache's
     // view, which costs the store no read: the write is compared on the
     // job's key, so a cache that missed a change fails it and the next
     // attempt reads the store. A check-index register always reads the
-    // store, so it is never refused on a stale copy.
-    let mut optimistic = enforce_revision.is_none();
-    let mut tries = 0;
-    loop {
-        let existing: Option<Job> = if optimistic {
-            gw.cache
-                .snapshot()
-                .job(&job.namespace, &job.id)
-                .map(|cached| Job::clone(cached))
-        } else {
-            tries += 1;
-            if tries > gw.attempts() {
-                break;
-            }
-            // Read from the store, not the cache: the store retries a read
-            // on another member through an etcd leader election.
-            gw.read(&job_key).await?
-        };
-        if let Some(wanted) = enforce_revision {
-            check_enforced(existing.as_ref(), wanted)?;
-        }
-        let versions = if existing.is_some() {
-            read_versions(gw, &job.namespace, &job.id).await?
-        } else {
-            Vec::new()
-        };
-        let mut write =
-            build_register(&gw.keys, existing.as_ref(), job.clone(), &versions, trigger);
-        if let Some(guard) = crate::namespaces::register_guard(gw, &job.namespace) {
-            write.txn = write.txn.when(guard);
-        }
-        if write.changed {
-            write.txn = keep_submission(
-                &gw.keys,
-                write.txn,
-                &job,
-                existing.as_ref(),
-                &versions,
-                submission.as_ref(),
-            );
-        }
-        let result = match gw.job_writes.txn(write.txn).await {
-            Ok(result) => result,
-            // A write sent without a read first fails outright through an
-            // etcd leader election, where the store's read waits it out:
-            // go the read's way. Should the write have landed after all,
-            // the next attempt finds the job as registered. A gateway that
-            // has heard nothing from the store for a while is cut off from
-            // it, not in an election: the read would only wait out the same
-            // timeout again, so the caller hears at once.
-            Err(err) if optimistic && err.is_retryable() && gw.leader_contact().known => {
-                optimistic = false;
-                continue;
-            }
-            Err(err) => return Err(err.into()),
-        };
-        if !result.succeeded {
-            let object = format!("job {:?}", job.id);
-            crate::namespaces::check_exists(gw, &job.namespace, &object).await?;
-            optimistic = false;
-            if enforce_revision.is_some() {
-                return Err(GatewayError::FailedPrecondition(format!(
-                    "job {:?} changed concurrently; its job modify index no longer matches",
-                    job.id
-                )));
-            }
-            continue;
-        }
-        gw.settle(result.revision).await;
-        let job_modify_revision = match (&existing, write.changed) {
-            (Some(old), false) => old.job_modify_revision,
-            _ => result.revision,
-        };
-        tracing::info!(job = %job.id, namespace = %job.namespace, revision = result.revision,
-            changed = write.changed, "job registered");
-        if let Some(eval) = &write.eval {
-            crate::metrics::eval_created(&eval.triggered_by);
-        }
-        return Ok(Registered {
-            eval_id: write
-                .eval
-                .as_ref()
-                .map(|e| e.id.clone())
-                .unwrap_or_default(),
-            eval_create_revision: if write.eval.is_some() {
-                result.revision
+    // store, so it is never refused on a stale copy. The optimistic try
+    // comes on top of the gateway's attempts, which all read the store.
+    let optimistic_first = enforce_revision.is_none();
+    let attempts = gw.attempts().saturating_add(u32::from(optimistic_first));
+    let (job, warnings, submission) = (&job, &warnings, submission.as_ref());
+    cas::retry_times(
+        attempts,
+        || conflict(&job.id),
+        move |n| async move {
+            let optimistic = optimistic_first && n == 0;
+            let existing: Option<Job> = if optimistic {
+                gw.cache
+                    .snapshot()
+                    .job(&job.namespace, &job.id)
+                    .map(|cached| Job::clone(cached))
             } else {
-                0
-            },
-            job_modify_revision,
-            warnings,
-            revision: result.revision,
-        });
-    }
-    Err(conflict(&job.id))
+                // Read from the store, not the cache: the store retries a read
+                // on another member through an etcd leader election.
+                gw.read(job_key).await?
+            };
+            if let Some(wanted) = enforce_revision {
+                check_enforced(existing.as_ref(), wanted)?;
+            }
+            let versions = if existing.is_some() {
+                read_versions(gw, &job.namespace, &job.id).await?
+            } else {
+                Vec::new()
+            };
+            let mut write =
+                build_register(&gw.keys, existing.as_ref(), job.clone(), &versions, trigger);
+            if let Some(guard) = crate::namespaces::register_guard(gw, &job.namespace) {
+                write.txn = write.txn.when(guard);
+            }
+            if write.changed {
+                write.txn = keep_submission(
+                    &gw.keys,
+                    write.txn,
+                    job,
+                    existing.as_ref(),
+                    &versions,
+                    submission,
+                );
+            }
+            let result = match gw.job_writes.txn(write.txn).await {
+                Ok(result) => result,
+                // A write sent without a read first fails outright through an
+                // etcd leader election, where the store's read waits it out:
+                // go the read's way. Should the write have landed after all,
+                // the next attempt finds the job as registered. A gateway that
+                // has heard nothing from the store for a while is cut off from
+                // it, not in an election: the read would only wait out the same
+                // timeout again, so the caller hears at once.
+                Err(err) if optimistic && err.is_retryable() && gw.leader_contact().known => {
+                    return Ok(None);
+                }
+                Err(err) => return Err(err.into()),
+            };
+            if !result.succeeded {
+                let object = format!("job {:?}", job.id);
+                crate::namespaces::check_exists(gw, &job.namespace, &object).await?;
+                if enforce_revision.is_some() {
+                    return Err(GatewayError::FailedPrecondition(format!(
+                        "job {:?} changed concurrently; its job modify index no longer matches",
+                        job.id
+                    )));
+                }
+                return Ok(None);
+            }
+            gw.settle(result.revision).await;
+            let job_modify_revision = match (&existing, write.changed) {
+                (Some(old), false) => old.job_modify_revision,
+                _ => result.revision,
+            };
+            tracing::info!(job = %job.id, namespace = %job.namespace, revision = result.revision,
+                changed = write.changed, "job registered");
+            if let Some(eval) = &write.eval {
+                crate::metrics::eval_created(&eval.triggered_by);
+            }
+            Ok(Some(Registered {
+                eval_id: write
+                    .eval
+                    .as_ref()
+                    .map(|e| e.id.clone())
+                    .unwrap_or_default(),
+                eval_create_revision: if write.eval.is_some() {
+                    result.revision
+                } else {
+                    0
+                },
+                job_modify_revision,
+                warnings: warnings.clone(),
+                revision: result.revision,
+            }))
+        },
+    )
+    .await
 }
 
 /// Adds to a registration that makes a new version of `job` the write of
@@ -331,9 +333,7 @@ fn keep_submission(
 }
 
 fn conflict(job_id: &str) -> GatewayError {
-    GatewayError::Conflict(format!(
-        "job {job_id:?} kept changing concurrently; try again"
-    ))
+    cas::kept_changing(format_args!("job {job_id:?}"))
 }
 
 /// The (version, stable) pairs of a job's kept versions, from the store.
@@ -432,34 +432,36 @@ pub async fn deregister(
     if job_id.is_empty() {
         return Err(GatewayError::field("job_id", "missing job ID"));
     }
-    let job_key = gw.keys.job(namespace, job_id);
-    for _ in 0..gw.attempts() {
-        let Some(existing) = gw.read::<Job>(&job_key).await? else {
-            return Err(GatewayError::NotFound(format!("job not found: {job_id}")));
-        };
-        let versions = read_versions(gw, namespace, job_id).await?;
-        let (txn, eval) = build_deregister(&gw.keys, &existing, purge, &versions);
-        let result = gw.store.txn(txn).await?;
-        if !result.succeeded {
-            continue;
-        }
-        gw.settle(result.revision).await;
-        let job_modify_revision = if purge || !existing.stop {
-            result.revision
-        } else {
-            existing.job_modify_revision
-        };
-        tracing::info!(job = %job_id, namespace, purge, revision = result.revision, "job deregistered");
-        if let Some(eval) = &eval {
-            crate::metrics::eval_created(&eval.triggered_by);
-        }
-        return Ok(Deregistered {
-            eval_id: eval.as_ref().map(|e| e.id.clone()).unwrap_or_default(),
-            eval_create_revision: if eval.is_some() { result.revision } else { 0 },
-            job_modify_revision,
-        });
-    }
-    Err(conflict(job_id))
+    let job_key = &gw.keys.job(namespace, job_id);
+    cas::retry(
+        gw,
+        || conflict(job_id),
+        move |_| async move {
+            let Some(existing) = gw.read::<Job>(job_key).await? else {
+                return Err(GatewayError::NotFound(format!("job not found: {job_id}")));
+            };
+            let versions = read_versions(gw, namespace, job_id).await?;
+            let (txn, eval) = build_deregister(&gw.keys, &existing, purge, &versions);
+            let Some(revision) = cas::commit(gw, txn).await? else {
+                return Ok(None);
+            };
+            let job_modify_revision = if purge || !existing.stop {
+                revision
+            } else {
+                existing.job_modify_revision
+            };
+            tracing::info!(job = %job_id, namespace, purge, revision, "job deregistered");
+            if let Some(eval) = &eval {
+                crate::metrics::eval_created(&eval.triggered_by);
+            }
+            Ok(Some(Deregistered {
+                eval_id: eval.as_ref().map(|e| e.id.clone()).unwrap_or_default(),
+                eval_create_revision: if eval.is_some() { revision } else { 0 },
+                job_modify_revision,
+            }))
+        },
+    )
+    .await
 }
 
 /// Creates a new evaluation of a job (`job eval`); with `force_reschedule`,
@@ -475,74 +477,76 @@ pub async fn evaluate(
     } else {
         namespace
     };
-    let job_key = gw.keys.job(namespace, job_id);
-    for _ in 0..gw.attempts() {
-        let Some(job) = gw.read::<Job>(&job_key).await? else {
-            return Err(GatewayError::NotFound(format!("job not found: {job_id}")));
-        };
-        if job.is_periodic() {
-            return Err(GatewayError::FailedPrecondition(
-                "can't evaluate periodic job".into(),
-            ));
-        }
-        if job.is_template() {
-            return Err(GatewayError::FailedPrecondition(
-                "can't evaluate parameterized job".into(),
-            ));
-        }
-        let eval = evals::for_job(&job, trigger::JOB_REGISTER);
-        let mut txn = Txn::new()
-            .when(Compare::mod_revision(
-                job_key.clone(),
-                CompareOp::Equal,
-                job.modify_revision,
-            ))
-            .and_then(Op::put(gw.keys.eval(&eval.id), encode(&eval)));
-        if force_reschedule {
-            let snap = gw.cache.snapshot();
-            let failed = |a: &caravan_proto::Allocation| {
-                a.client_status() == AllocClientStatus::Failed && !not_wanted_running(a)
+    let job_key = &gw.keys.job(namespace, job_id);
+    cas::retry(
+        gw,
+        || conflict(job_id),
+        move |_| async move {
+            let Some(job) = gw.read::<Job>(job_key).await? else {
+                return Err(GatewayError::NotFound(format!("job not found: {job_id}")));
             };
-            let ids: Vec<&str> = snap
-                .allocs_by_job(namespace, job_id)
-                .filter(|a| failed(a))
-                .map(|a| a.id.as_str())
-                .collect();
-            // The cache's copies lack the placement metrics: rewrite the
-            // stored values.
-            let stored = crate::allocs::read_stored(
-                gw.store.as_ref(),
-                &gw.keys,
-                &ids,
-                gw.config.max_txn_ops,
-            )
-            .await?;
-            for mut updated in stored.into_iter().flatten().filter(|a| failed(a)) {
-                let key = gw.keys.alloc(&updated.id);
-                let read_at = updated.modify_revision;
-                updated
-                    .desired_transition
-                    .get_or_insert_with(Default::default)
-                    .force_reschedule = Some(true);
-                txn = txn
-                    .when(Compare::mod_revision(
-                        key.clone(),
-                        CompareOp::Equal,
-                        read_at,
-                    ))
-                    .and_then(Op::put(key, encode(&updated)));
+            if job.is_periodic() {
+                return Err(GatewayError::FailedPrecondition(
+                    "can't evaluate periodic job".into(),
+                ));
             }
-        }
-        let result = gw.store.txn(txn).await?;
-        if !result.succeeded {
-            // The cache may have been behind the allocations; let it catch up.
+            if job.is_template() {
+                return Err(GatewayError::FailedPrecondition(
+                    "can't evaluate parameterized job".into(),
+                ));
+            }
+            let eval = evals::for_job(&job, trigger::JOB_REGISTER);
+            let mut txn = Txn::new()
+                .when(Compare::mod_revision(
+                    job_key.clone(),
+                    CompareOp::Equal,
+                    job.modify_revision,
+                ))
+                .and_then(Op::put(gw.keys.eval(&eval.id), encode(&eval)));
+            if force_reschedule {
+                let snap = gw.cache.snapshot();
+                let failed = |a: &caravan_proto::Allocation| {
+                    a.client_status() == AllocClientStatus::Failed && !not_wanted_running(a)
+                };
+                let ids: Vec<&str> = snap
+                    .allocs_by_job(namespace, job_id)
+                    .filter(|a| failed(a))
+                    .map(|a| a.id.as_str())
+                    .collect();
+                // The cache's copies lack the placement metrics: rewrite the
+                // stored values.
+                let stored = crate::allocs::read_stored(
+                    gw.store.as_ref(),
+                    &gw.keys,
+                    &ids,
+                    gw.config.max_txn_ops,
+                )
+                .await?;
+                for mut updated in stored.into_iter().flatten().filter(|a| failed(a)) {
+                    let key = gw.keys.alloc(&updated.id);
+                    let read_at = updated.modify_revision;
+                    updated
+                        .desired_transition
+                        .get_or_insert_with(Default::default)
+                        .force_reschedule = Some(true);
+                    txn = txn
+                        .when(Compare::mod_revision(
+                            key.clone(),
+                            CompareOp::Equal,
+                            read_at,
+                        ))
+                        .and_then(Op::put(key, encode(&updated)));
+                }
+            }
+            // Committed here rather than by `cas::commit`: a lost compare
+            // waits for the cache too, which may have been behind the
+            // allocations the next attempt reads from it.
+            let result = gw.store.txn(txn).await?;
             gw.settle(result.revision).await;
-            continue;
-        }
-        gw.settle(result.revision).await;
-        return Ok((eval.id, result.revision));
-    }
-    Err(conflict(job_id))
+            Ok(result.succeeded.then_some((eval.id, result.revision)))
+        },
+    )
+    .await
 }
 
 /// Whether the servers want anything but for the allocation to run: stop,

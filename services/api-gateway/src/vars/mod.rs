@@ -207,13 +207,19 @@ pub async fn put(
     }
     .encode_to_vec();
     let sealed = seal_key.seal(namespace, path, &plain)?;
-    let key = gw.keys.var(namespace, path);
+    let key = &gw.keys.var(namespace, path);
     // Only into a namespace that exists; the write's compare on it keeps
     // one deleted meanwhile (its deletion checks for variables) from
     // getting a variable nobody can list.
     let object = format!("variable {path:?}");
     crate::namespaces::check_exists(gw, namespace, &object).await?;
-    for _ in 0..gw.attempts() {
+    let conflict = || {
+        GatewayError::Conflict(format!(
+            "variable {namespace}/{path} kept changing under this write; try again"
+        ))
+    };
+    let (items, op, object, sealed) = (&items, &op, &object, &sealed);
+    crate::cas::retry(gw, conflict, move |_| async move {
         // Read first only to keep the create time; the write below is
         // fenced on what was read, so a concurrent writer makes it retry
         // (or, with `cas`, lose) instead of being overwritten unseen.
@@ -229,11 +235,11 @@ pub async fn put(
                     Some(v) => conflict_view(seal_key, v)?,
                     None => absent_view(namespace, path),
                 };
-                return Ok(VarWrite {
+                return Ok(Some(VarWrite {
                     applied: false,
                     variable: Some(view),
                     revision: found.revision,
-                });
+                }));
             }
         }
         let now = caravan_model::now_unix_ns();
@@ -246,11 +252,11 @@ pub async fn put(
             }
             LockOp::Write { .. } => lock::shown(held, now),
             LockOp::Acquire { .. } if lock::keeps_out(held, now) => {
-                return Ok(VarWrite {
+                return Ok(Some(VarWrite {
                     applied: false,
                     variable: Some(absent_view(namespace, path)),
                     revision: found.revision,
-                });
+                }));
             }
             LockOp::Acquire { ttl_ns, delay_ns } => Some(lock::new_lock(*ttl_ns, *delay_ns, now)?),
             LockOp::Release { .. } | LockOp::Renew { .. } => {
@@ -292,7 +298,7 @@ pub async fn put(
         }
         let result = gw.store.txn(txn).await?;
         if !result.succeeded {
-            crate::namespaces::check_exists(gw, namespace, &object).await?;
+            crate::namespaces::check_exists(gw, namespace, object).await?;
         }
         if result.succeeded {
             let mut written = stored;
@@ -300,14 +306,14 @@ pub async fn put(
                 .as_ref()
                 .map_or(result.revision, |v| v.create_revision);
             written.modify_revision = result.revision;
-            return Ok(VarWrite {
+            return Ok(Some(VarWrite {
                 applied: true,
                 variable: Some(VariableDecrypted {
                     meta: Some(metadata(&written)),
                     items,
                 }),
                 revision: result.revision,
-            });
+            }));
         }
         if cas.is_some() {
             // The variable moved since the read that matched `cas`: lost.
@@ -316,16 +322,15 @@ pub async fn put(
                 Some(v) => conflict_view(seal_key, v)?,
                 None => absent_view(namespace, path),
             };
-            return Ok(VarWrite {
+            return Ok(Some(VarWrite {
                 applied: false,
                 variable: Some(view),
                 revision: result.revision,
-            });
+            }));
         }
-    }
-    Err(GatewayError::Conflict(format!(
-        "variable {namespace}/{path} kept changing under this write; try again"
-    )))
+        Ok(None)
+    })
+    .await
 }
 
 /// The variable an `or_else(get)` branch read, if any.
@@ -408,8 +413,13 @@ pub async fn update_lock(
 ) -> Result<(VariableMetadata, Revision)> {
     rules::check_namespace(namespace)?;
     rules::check_lookup_path(path)?;
-    let key = gw.keys.var(namespace, path);
-    for _ in 0..gw.attempts() {
+    let key = &gw.keys.var(namespace, path);
+    let conflict = || {
+        GatewayError::Conflict(format!(
+            "variable {namespace}/{path} kept changing under this lock update; try again"
+        ))
+    };
+    crate::cas::retry(gw, conflict, move |_| async move {
         let found = gw.store.range(Range::key(key.clone())).await?;
         let Some(mut current) = found.kvs.first().map(|kv| decode_var(gw, kv)).transpose()? else {
             return Err(GatewayError::NotFound("variable doesn't exist".into()));
@@ -459,10 +469,9 @@ pub async fn update_lock(
             .await?;
         if result.succeeded {
             current.modify_revision = result.revision;
-            return Ok((metadata(&current), result.revision));
+            return Ok(Some((metadata(&current), result.revision)));
         }
-    }
-    Err(GatewayError::Conflict(format!(
-        "variable {namespace}/{path} kept changing under this lock update; try again"
-    )))
+        Ok(None)
+    })
+    .await
 }
