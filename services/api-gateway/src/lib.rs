@@ -53,6 +53,7 @@ pub use acl::AclConfig;
 pub use acl::routes::{Need as AclNeed, RULES as ACL_ROUTES, Rule as AclRule};
 pub use client::heartbeats::GatewayStore;
 pub use config::GatewayConfig;
+pub use grpc::acl_guard::{METHODS as ACL_METHODS, MethodRule as AclMethod};
 pub use vars::VariableKey;
 
 use crate::gateway::Gateway;

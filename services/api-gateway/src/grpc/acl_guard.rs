@@ -69,10 +69,13 @@ fn job_ns(job: &Option<Job>) -> Target {
 /// One method's entry: its full path, what it needs, how to read the
 /// target from its message, and whether it lists objects of several
 /// namespaces (its answer then keeps to what the token may read).
-pub(crate) struct MethodRule {
+pub struct MethodRule {
+    /// The method's full path, e.g. `/caravan.v1.JobService/GetJob`.
     pub path: &'static str,
+    /// What a call needs.
     pub need: Need,
-    pub extract: Extract,
+    extract: Extract,
+    /// A list whose answer keeps to what the token may read.
     pub list: bool,
 }
 
@@ -110,7 +113,7 @@ const READ_JOB: Need = Need::Ns("read-job");
 const SUBMIT_JOB: Need = Need::Ns("submit-job");
 
 /// Every method of the guarded services and what it needs.
-pub(crate) const METHODS: &[MethodRule] = &[
+pub const METHODS: &[MethodRule] = &[
     m("/caravan.v1.JobService/RegisterJob", SUBMIT_JOB, |b| {
         Ok(job_ns(&RegisterJobRequest::decode(b)?.job))
     }),

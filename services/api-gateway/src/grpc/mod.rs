@@ -2,7 +2,7 @@
 //! messages and call the domain modules, and the router serving them all.
 
 mod acl;
-mod acl_guard;
+pub(crate) mod acl_guard;
 mod client;
 mod cluster;
 mod events;

@@ -115,7 +115,7 @@ fn read_only_allows(need: AclNeed, pattern: &str) -> bool {
 }
 
 /// The route's pattern with its parameters filled with names of nothing.
-fn concrete(pattern: &str) -> String {
+pub(crate) fn concrete(pattern: &str) -> String {
     pattern
         .replace("{id}", "no-such-thing")
         .replace("{alloc_id}", "00000000-0000-0000-0000-000000000000")
