@@ -20,8 +20,9 @@ use tonic::body::Body;
 use tonic::codegen::{BoxFuture, Context, Poll, Service, http};
 use tonic::server::NamedService;
 
+use crate::acl::need::Need;
+use crate::acl::ops::{self, Op};
 use crate::acl::owner::{Object, owner_namespace};
-use crate::acl::routes::Need;
 use crate::acl::store::ResolveError;
 use crate::acl::{Acl, ListScope, token_from_headers};
 use crate::gateway::Gateway;
@@ -66,35 +67,20 @@ fn job_ns(job: &Option<Job>) -> Target {
     ns(job.as_ref().map_or("", |j| j.namespace.as_str()))
 }
 
-/// One method's entry: its full path, what it needs, how to read the
-/// target from its message, and whether it lists objects of several
-/// namespaces (its answer then keeps to what the token may read).
+/// One method's entry: its full path, the operation it carries out
+/// (what it needs, and whether it lists objects of several namespaces,
+/// its answer then keeping to what the token may read), and how to read
+/// the target from its message.
 pub struct MethodRule {
     /// The method's full path, e.g. `/caravan.v1.JobService/GetJob`.
     pub path: &'static str,
-    /// What a call needs.
-    pub need: Need,
+    /// The operation.
+    pub op: Op,
     extract: Extract,
-    /// A list whose answer keeps to what the token may read.
-    pub list: bool,
 }
 
-const fn m(path: &'static str, need: Need, extract: Extract) -> MethodRule {
-    MethodRule {
-        path,
-        need,
-        extract,
-        list: false,
-    }
-}
-
-const fn list(path: &'static str, need: Need, extract: Extract) -> MethodRule {
-    MethodRule {
-        path,
-        need,
-        extract,
-        list: true,
-    }
+const fn m(path: &'static str, op: Op, extract: Extract) -> MethodRule {
+    MethodRule { path, op, extract }
 }
 
 impl MethodRule {
@@ -102,111 +88,131 @@ impl MethodRule {
     /// message; other requests pass the guard unread.
     fn reads_message(&self) -> bool {
         matches!(
-            self.need,
+            self.op.need,
             Need::Ns(_) | Need::Var(_) | Need::AnyRead | Need::ServiceRead
         )
     }
 }
 
-const LIST_JOBS: Need = Need::Ns("list-jobs");
-const READ_JOB: Need = Need::Ns("read-job");
-const SUBMIT_JOB: Need = Need::Ns("submit-job");
-
-/// Every method of the guarded services and what it needs.
+/// Every method of the guarded services and its operation.
 pub const METHODS: &[MethodRule] = &[
-    m("/caravan.v1.JobService/RegisterJob", SUBMIT_JOB, |b| {
-        Ok(job_ns(&RegisterJobRequest::decode(b)?.job))
-    }),
-    m("/caravan.v1.JobService/DeregisterJob", SUBMIT_JOB, |b| {
-        Ok(ns(&DeregisterJobRequest::decode(b)?.namespace))
-    }),
-    m("/caravan.v1.JobService/GetJob", READ_JOB, |b| {
+    m(
+        "/caravan.v1.JobService/RegisterJob",
+        ops::JOB_REGISTER,
+        |b| Ok(job_ns(&RegisterJobRequest::decode(b)?.job)),
+    ),
+    m(
+        "/caravan.v1.JobService/DeregisterJob",
+        ops::JOB_DEREGISTER,
+        |b| Ok(ns(&DeregisterJobRequest::decode(b)?.namespace)),
+    ),
+    m("/caravan.v1.JobService/GetJob", ops::JOB_READ, |b| {
         Ok(opts(&GetJobRequest::decode(b)?.options))
     }),
-    list("/caravan.v1.JobService/ListJobs", LIST_JOBS, |b| {
+    m("/caravan.v1.JobService/ListJobs", ops::JOB_LIST, |b| {
         Ok(opts(&ListJobsRequest::decode(b)?.options))
     }),
-    m("/caravan.v1.JobService/ValidateJob", READ_JOB, |b| {
-        Ok(job_ns(&ValidateJobRequest::decode(b)?.job))
-    }),
-    m("/caravan.v1.JobService/PlanJob", SUBMIT_JOB, |b| {
+    m(
+        "/caravan.v1.JobService/ValidateJob",
+        ops::JOB_VALIDATE,
+        |b| Ok(job_ns(&ValidateJobRequest::decode(b)?.job)),
+    ),
+    m("/caravan.v1.JobService/PlanJob", ops::JOB_PLAN, |b| {
         Ok(job_ns(&PlanJobRequest::decode(b)?.job))
     }),
-    m("/caravan.v1.JobService/EvaluateJob", SUBMIT_JOB, |b| {
-        Ok(ns(&EvaluateJobRequest::decode(b)?.namespace))
-    }),
-    m("/caravan.v1.JobService/ListJobVersions", READ_JOB, |b| {
-        Ok(opts(&ListJobVersionsRequest::decode(b)?.options))
-    }),
-    m("/caravan.v1.JobService/JobAllocations", READ_JOB, |b| {
-        Ok(opts(&JobAllocationsRequest::decode(b)?.options))
-    }),
-    m("/caravan.v1.JobService/JobEvaluations", READ_JOB, |b| {
-        Ok(opts(&JobEvaluationsRequest::decode(b)?.options))
-    }),
-    m("/caravan.v1.JobService/JobSummary", READ_JOB, |b| {
+    m(
+        "/caravan.v1.JobService/EvaluateJob",
+        ops::JOB_EVALUATE,
+        |b| Ok(ns(&EvaluateJobRequest::decode(b)?.namespace)),
+    ),
+    m(
+        "/caravan.v1.JobService/ListJobVersions",
+        ops::JOB_VERSIONS,
+        |b| Ok(opts(&ListJobVersionsRequest::decode(b)?.options)),
+    ),
+    m(
+        "/caravan.v1.JobService/JobAllocations",
+        ops::JOB_ALLOCATIONS,
+        |b| Ok(opts(&JobAllocationsRequest::decode(b)?.options)),
+    ),
+    m(
+        "/caravan.v1.JobService/JobEvaluations",
+        ops::JOB_EVALUATIONS,
+        |b| Ok(opts(&JobEvaluationsRequest::decode(b)?.options)),
+    ),
+    m("/caravan.v1.JobService/JobSummary", ops::JOB_SUMMARY, |b| {
         Ok(opts(&JobSummaryRequest::decode(b)?.options))
     }),
-    m("/caravan.v1.JobService/RevertJob", SUBMIT_JOB, |b| {
+    m("/caravan.v1.JobService/RevertJob", ops::JOB_REVERT, |b| {
         Ok(ns(&RevertJobRequest::decode(b)?.namespace))
     }),
-    m("/caravan.v1.JobService/SetJobStability", SUBMIT_JOB, |b| {
-        Ok(ns(&SetJobStabilityRequest::decode(b)?.namespace))
-    }),
     m(
-        "/caravan.v1.JobService/ScaleJob",
-        Need::Ns("scale-job"),
-        |b| Ok(ns(&ScaleJobRequest::decode(b)?.namespace)),
+        "/caravan.v1.JobService/SetJobStability",
+        ops::JOB_STABILITY,
+        |b| Ok(ns(&SetJobStabilityRequest::decode(b)?.namespace)),
     ),
+    m("/caravan.v1.JobService/ScaleJob", ops::JOB_SCALE, |b| {
+        Ok(ns(&ScaleJobRequest::decode(b)?.namespace))
+    }),
     m(
         "/caravan.v1.JobService/DispatchJob",
-        Need::Ns("dispatch-job"),
+        ops::JOB_DISPATCH,
         |b| Ok(ns(&DispatchJobRequest::decode(b)?.namespace)),
     ),
-    m("/caravan.v1.JobService/ForcePeriodicJob", SUBMIT_JOB, |b| {
-        Ok(ns(&ForcePeriodicJobRequest::decode(b)?.namespace))
-    }),
-    m("/caravan.v1.EvalService/GetEvaluation", READ_JOB, |b| {
-        let r = GetEvaluationRequest::decode(b)?;
-        Ok(object(Object::Eval(r.eval_id), &r.options))
-    }),
-    list("/caravan.v1.EvalService/ListEvaluations", READ_JOB, |b| {
-        Ok(opts(&ListEvaluationsRequest::decode(b)?.options))
-    }),
+    m(
+        "/caravan.v1.JobService/ForcePeriodicJob",
+        ops::JOB_PERIODIC_FORCE,
+        |b| Ok(ns(&ForcePeriodicJobRequest::decode(b)?.namespace)),
+    ),
+    m(
+        "/caravan.v1.EvalService/GetEvaluation",
+        ops::EVAL_READ,
+        |b| {
+            let r = GetEvaluationRequest::decode(b)?;
+            Ok(object(Object::Eval(r.eval_id), &r.options))
+        },
+    ),
+    m(
+        "/caravan.v1.EvalService/ListEvaluations",
+        ops::EVAL_LIST,
+        |b| Ok(opts(&ListEvaluationsRequest::decode(b)?.options)),
+    ),
     m(
         "/caravan.v1.EvalService/EvaluationAllocations",
-        READ_JOB,
+        ops::EVAL_ALLOCATIONS,
         |b| {
             let r = EvaluationAllocationsRequest::decode(b)?;
             Ok(object(Object::Eval(r.eval_id), &r.options))
         },
     ),
-    m("/caravan.v1.AllocService/GetAllocation", READ_JOB, |b| {
-        let r = GetAllocationRequest::decode(b)?;
-        Ok(object(Object::Alloc(r.alloc_id), &r.options))
-    }),
-    list("/caravan.v1.AllocService/ListAllocations", READ_JOB, |b| {
-        Ok(opts(&ListAllocationsRequest::decode(b)?.options))
-    }),
+    m(
+        "/caravan.v1.AllocService/GetAllocation",
+        ops::ALLOC_READ,
+        |b| {
+            let r = GetAllocationRequest::decode(b)?;
+            Ok(object(Object::Alloc(r.alloc_id), &r.options))
+        },
+    ),
+    m(
+        "/caravan.v1.AllocService/ListAllocations",
+        ops::ALLOC_LIST,
+        |b| Ok(opts(&ListAllocationsRequest::decode(b)?.options)),
+    ),
     m(
         "/caravan.v1.AllocService/StopAllocation",
-        Need::Ns("alloc-lifecycle"),
+        ops::ALLOC_STOP,
         |b| {
             let r = StopAllocationRequest::decode(b)?;
             Ok(object(Object::Alloc(r.alloc_id), &None))
         },
     ),
-    m(
-        "/caravan.v1.AllocService/ReadLogs",
-        Need::Ns("read-logs"),
-        |b| {
-            let r = ReadLogsRequest::decode(b)?;
-            Ok(object(Object::Alloc(r.alloc_id), &None))
-        },
-    ),
+    m("/caravan.v1.AllocService/ReadLogs", ops::ALLOC_LOGS, |b| {
+        let r = ReadLogsRequest::decode(b)?;
+        Ok(object(Object::Alloc(r.alloc_id), &None))
+    }),
     m(
         "/caravan.v1.AllocService/ListAllocFiles",
-        Need::Ns("read-fs"),
+        ops::ALLOC_FS_LIST,
         |b| {
             let r = AllocPathRequest::decode(b)?;
             Ok(object(Object::Alloc(r.alloc_id), &None))
@@ -214,7 +220,7 @@ pub const METHODS: &[MethodRule] = &[
     ),
     m(
         "/caravan.v1.AllocService/StatAllocFile",
-        Need::Ns("read-fs"),
+        ops::ALLOC_FS_STAT,
         |b| {
             let r = AllocPathRequest::decode(b)?;
             Ok(object(Object::Alloc(r.alloc_id), &None))
@@ -222,7 +228,7 @@ pub const METHODS: &[MethodRule] = &[
     ),
     m(
         "/caravan.v1.AllocService/ReadAllocFile",
-        Need::Ns("read-fs"),
+        ops::ALLOC_FS_READ,
         |b| {
             let r = ReadAllocFileRequest::decode(b)?;
             Ok(object(Object::Alloc(r.alloc_id), &None))
@@ -230,16 +236,20 @@ pub const METHODS: &[MethodRule] = &[
     ),
     m(
         "/caravan.v1.AllocService/GetHostStats",
-        Need::NodeRead,
+        ops::NODE_STATS,
         none,
     ),
-    m("/caravan.v1.AllocService/AllocStats", READ_JOB, |b| {
-        let r = AllocStatsRequest::decode(b)?;
-        Ok(object(Object::Alloc(r.alloc_id), &None))
-    }),
+    m(
+        "/caravan.v1.AllocService/AllocStats",
+        ops::ALLOC_STATS,
+        |b| {
+            let r = AllocStatsRequest::decode(b)?;
+            Ok(object(Object::Alloc(r.alloc_id), &None))
+        },
+    ),
     m(
         "/caravan.v1.AllocService/SignalAlloc",
-        Need::Ns("alloc-lifecycle"),
+        ops::ALLOC_SIGNAL,
         |b| {
             let r = SignalAllocRequest::decode(b)?;
             Ok(object(Object::Alloc(r.alloc_id), &None))
@@ -247,53 +257,53 @@ pub const METHODS: &[MethodRule] = &[
     ),
     m(
         "/caravan.v1.AllocService/RestartAlloc",
-        Need::Ns("alloc-lifecycle"),
+        ops::ALLOC_RESTART,
         |b| {
             let r = RestartAllocRequest::decode(b)?;
             Ok(object(Object::Alloc(r.alloc_id), &None))
         },
     ),
     // Nomad takes submit-job or gc-allocation; the table holds one.
-    m("/caravan.v1.AllocService/GcAlloc", SUBMIT_JOB, |b| {
+    m("/caravan.v1.AllocService/GcAlloc", ops::ALLOC_GC, |b| {
         let r = GcAllocRequest::decode(b)?;
         Ok(object(Object::Alloc(r.alloc_id), &None))
     }),
-    m("/caravan.v1.AllocService/GcNode", Need::NodeWrite, none),
-    m("/caravan.v1.NodeService/GetNode", Need::NodeRead, none),
-    m("/caravan.v1.NodeService/ListNodes", Need::NodeRead, none),
-    list(
+    m("/caravan.v1.AllocService/GcNode", ops::NODE_GC, none),
+    m("/caravan.v1.NodeService/GetNode", ops::NODE_READ, none),
+    m("/caravan.v1.NodeService/ListNodes", ops::NODE_LIST, none),
+    m(
         "/caravan.v1.NodeService/NodeAllocations",
-        Need::NodeRead,
+        ops::NODE_ALLOCATIONS,
         none,
     ),
     m(
         "/caravan.v1.NodeService/UpdateEligibility",
-        Need::NodeWrite,
+        ops::NODE_ELIGIBILITY,
         none,
     ),
-    m("/caravan.v1.NodeService/UpdateDrain", Need::NodeWrite, none),
+    m("/caravan.v1.NodeService/UpdateDrain", ops::NODE_DRAIN, none),
     m(
         "/caravan.v1.NodeService/EvaluateNode",
-        Need::NodeWrite,
+        ops::NODE_EVALUATE,
         none,
     ),
-    m("/caravan.v1.NodeService/PurgeNode", Need::NodeWrite, none),
+    m("/caravan.v1.NodeService/PurgeNode", ops::NODE_PURGE, none),
     m(
         "/caravan.v1.DeploymentService/GetDeployment",
-        READ_JOB,
+        ops::DEPLOYMENT_READ,
         |b| {
             let r = GetDeploymentRequest::decode(b)?;
             Ok(object(Object::Deployment(r.deployment_id), &r.options))
         },
     ),
-    list(
+    m(
         "/caravan.v1.DeploymentService/ListDeployments",
-        READ_JOB,
+        ops::DEPLOYMENT_LIST,
         |b| Ok(opts(&ListDeploymentsRequest::decode(b)?.options)),
     ),
     m(
         "/caravan.v1.DeploymentService/PromoteDeployment",
-        SUBMIT_JOB,
+        ops::DEPLOYMENT_PROMOTE,
         |b| {
             let r = PromoteDeploymentRequest::decode(b)?;
             Ok(object(Object::Deployment(r.deployment_id), &None))
@@ -301,7 +311,7 @@ pub const METHODS: &[MethodRule] = &[
     ),
     m(
         "/caravan.v1.DeploymentService/FailDeployment",
-        SUBMIT_JOB,
+        ops::DEPLOYMENT_FAIL,
         |b| {
             let r = FailDeploymentRequest::decode(b)?;
             Ok(object(Object::Deployment(r.deployment_id), &None))
@@ -309,7 +319,7 @@ pub const METHODS: &[MethodRule] = &[
     ),
     m(
         "/caravan.v1.DeploymentService/PauseDeployment",
-        SUBMIT_JOB,
+        ops::DEPLOYMENT_PAUSE,
         |b| {
             let r = PauseDeploymentRequest::decode(b)?;
             Ok(object(Object::Deployment(r.deployment_id), &None))
@@ -317,29 +327,33 @@ pub const METHODS: &[MethodRule] = &[
     ),
     m(
         "/caravan.v1.DeploymentService/SetAllocHealth",
-        SUBMIT_JOB,
+        ops::DEPLOYMENT_ALLOC_HEALTH,
         |b| {
             let r = SetAllocHealthRequest::decode(b)?;
             Ok(object(Object::Deployment(r.deployment_id), &None))
         },
     ),
-    m("/caravan.v1.StatusService/Leaders", Need::Public, none),
     m(
-        "/caravan.v1.SystemService/GarbageCollect",
-        Need::Management,
+        "/caravan.v1.StatusService/Leaders",
+        ops::STATUS_LEADER,
         none,
     ),
-    m("/caravan.v1.EventService/Stream", Need::AnyRead, |b| {
+    m(
+        "/caravan.v1.SystemService/GarbageCollect",
+        ops::SYSTEM_GC,
+        none,
+    ),
+    m("/caravan.v1.EventService/Stream", ops::EVENT_STREAM, |b| {
         Ok(ns(&EventStreamRequest::decode(b)?.namespace))
     }),
-    list(
+    m(
         "/caravan.v1.VariableService/ListVariables",
-        Need::Var("list"),
+        ops::VAR_LIST,
         |b| Ok(opts(&ListVariablesRequest::decode(b)?.options)),
     ),
     m(
         "/caravan.v1.VariableService/GetVariable",
-        Need::Var("read"),
+        ops::VAR_READ,
         |b| {
             let r = GetVariableRequest::decode(b)?;
             Ok(Target {
@@ -350,7 +364,7 @@ pub const METHODS: &[MethodRule] = &[
     ),
     m(
         "/caravan.v1.VariableService/PutVariable",
-        Need::Var("write"),
+        ops::VAR_WRITE,
         |b| {
             let r = PutVariableRequest::decode(b)?;
             Ok(Target {
@@ -361,7 +375,7 @@ pub const METHODS: &[MethodRule] = &[
     ),
     m(
         "/caravan.v1.VariableService/DeleteVariable",
-        Need::Var("destroy"),
+        ops::VAR_DELETE,
         |b| {
             let r = DeleteVariableRequest::decode(b)?;
             Ok(Target {
@@ -370,34 +384,58 @@ pub const METHODS: &[MethodRule] = &[
             })
         },
     ),
-    list(
+    m(
         "/caravan.v1.ServiceRegistryService/ListServices",
-        Need::ServiceRead,
+        ops::SERVICE_LIST,
         |b| Ok(opts(&ListServicesRequest::decode(b)?.options)),
     ),
     m(
         "/caravan.v1.ServiceRegistryService/GetService",
-        Need::ServiceRead,
+        ops::SERVICE_READ,
         |b| Ok(opts(&GetServiceRequest::decode(b)?.options)),
     ),
-    m("/caravan.v1.AclService/Bootstrap", Need::Public, none),
-    m("/caravan.v1.AclService/ListPolicies", Need::Token, none),
-    m("/caravan.v1.AclService/GetPolicy", Need::Token, none),
+    m("/caravan.v1.AclService/Bootstrap", ops::ACL_BOOTSTRAP, none),
+    m(
+        "/caravan.v1.AclService/ListPolicies",
+        ops::ACL_POLICY_LIST,
+        none,
+    ),
+    m(
+        "/caravan.v1.AclService/GetPolicy",
+        ops::ACL_POLICY_READ,
+        none,
+    ),
     m(
         "/caravan.v1.AclService/UpsertPolicy",
-        Need::Management,
+        ops::ACL_POLICY_WRITE,
         none,
     ),
     m(
         "/caravan.v1.AclService/DeletePolicy",
-        Need::Management,
+        ops::ACL_POLICY_DELETE,
         none,
     ),
-    m("/caravan.v1.AclService/ListTokens", Need::Management, none),
-    m("/caravan.v1.AclService/GetToken", Need::Token, none),
-    m("/caravan.v1.AclService/TokenSelf", Need::Token, none),
-    m("/caravan.v1.AclService/UpsertToken", Need::Management, none),
-    m("/caravan.v1.AclService/DeleteToken", Need::Management, none),
+    m(
+        "/caravan.v1.AclService/ListTokens",
+        ops::ACL_TOKEN_LIST,
+        none,
+    ),
+    m("/caravan.v1.AclService/GetToken", ops::ACL_TOKEN_READ, none),
+    m(
+        "/caravan.v1.AclService/TokenSelf",
+        ops::ACL_TOKEN_SELF,
+        none,
+    ),
+    m(
+        "/caravan.v1.AclService/UpsertToken",
+        ops::ACL_TOKEN_WRITE,
+        none,
+    ),
+    m(
+        "/caravan.v1.AclService/DeleteToken",
+        ops::ACL_TOKEN_DELETE,
+        none,
+    ),
 ];
 
 fn lookup(path: &str) -> Option<&'static MethodRule> {
@@ -433,13 +471,17 @@ fn allows(gw: &Gateway, acl: &Acl, rule: &MethodRule, body: &[u8]) -> Result<(),
     } else {
         target.namespace.as_str()
     };
-    if !rule.need.permits(acl, namespace, &target.path, rule.list) {
+    if !rule
+        .op
+        .need
+        .permits(acl, namespace, &target.path, rule.op.list)
+    {
         return denied();
     }
-    if let Need::Ns(_) = rule.need
+    if let Need::Ns(_) = rule.op.need
         && let Some(object) = &target.object
         && let Some(owner) = owner_namespace(&gw.cache.snapshot(), object)
-        && !rule.need.allowed(acl, &owner, &target.path)
+        && !rule.op.need.allowed(acl, &owner, &target.path)
     {
         return denied();
     }
@@ -516,7 +558,7 @@ where
                 }
                 Err(err) => return Ok(refuse(Status::permission_denied(err.message()))),
             };
-            if rule.need == Need::Token && caller.token.is_none() {
+            if rule.op.need == Need::Token && caller.token.is_none() {
                 return Ok(refuse(Status::permission_denied("Permission denied")));
             }
             let mut req = if rule.reads_message() {
@@ -544,10 +586,10 @@ where
                 }
                 req
             };
-            if rule.list && !caller.acl.is_management() {
+            if rule.op.list && !caller.acl.is_management() {
                 req.extensions_mut().insert(ListScope {
                     acl: caller.acl.clone(),
-                    need: rule.need,
+                    need: rule.op.need,
                 });
             }
             req.extensions_mut().insert(caller);

@@ -1,7 +1,9 @@
 //! ACL decisions on both transports, from one table test: every HTTP route
 //! and every gRPC method is called with no token, a read-only token and a
-//! management token; each is allowed or refused as its need says, and a
-//! gRPC method answers as the HTTP routes of the same operation do.
+//! management token; each is allowed or refused as its operation's need
+//! says, and a gRPC method answers as the HTTP routes of the same
+//! operation do (the pairing below is checked against the operations the
+//! two tables name).
 //! "Refused" is HTTP 403 or gRPC `PERMISSION_DENIED`, both saying
 //! "Permission denied"; any other answer (a 404, a validation error, a
 //! success) counts as allowed.
@@ -10,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_api_gateway::{ACL_METHODS, ACL_ROUTES, AclNeed};
+use caravan_api_gateway::{ACL_METHODS, ACL_ROUTES, AclNeed, AclOp, acl_ops};
 use caravan_store::MemStore;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -313,10 +315,10 @@ const TWINS: &[(&str, &[(&str, &str)])] = &[
     ),
 ];
 
-/// Methods that read one named policy or token: a client token is allowed
-/// only its own, so a read-only token naming nothing it holds is refused
-/// (by the handler, with the same words).
-const NAMED_ACL_READS: &[&str] = &["AclService/GetPolicy", "AclService/GetToken"];
+/// The operations that read one named policy or token: a client token is
+/// allowed only its own, so a read-only token naming nothing it holds is
+/// refused (by the handler, with the same words).
+const NAMED_ACL_READS: &[AclOp] = &[acl_ops::ACL_POLICY_READ, acl_ops::ACL_TOKEN_READ];
 
 /// Who calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -338,10 +340,10 @@ const NAMESPACE_READ: &[&str] = &[
     "read-scaling-policy",
 ];
 
-/// Whether `who` is allowed a call needing `need` (a list if `list`) in
-/// namespace `default`, on objects that do not exist; `named_acl_read`:
-/// it reads a policy or token by name.
-fn allowed(who: Who, need: AclNeed, list: bool, named_acl_read: bool) -> bool {
+/// Whether `who` is allowed operation `op` in namespace `default`, on
+/// objects that do not exist.
+fn allowed(who: Who, op: AclOp) -> bool {
+    let AclOp { need, list, .. } = op;
     // The list of node pools is anyone's, cut to what they may read.
     if need == AclNeed::Public || (list && matches!(need, AclNeed::NodePool(_))) {
         return true;
@@ -350,7 +352,7 @@ fn allowed(who: Who, need: AclNeed, list: bool, named_acl_read: bool) -> bool {
         Who::Anonymous => false,
         Who::Management => true,
         Who::Reader => match need {
-            AclNeed::Token => !named_acl_read,
+            AclNeed::Token => !NAMED_ACL_READS.contains(&op),
             AclNeed::Ns(cap) => NAMESPACE_READ.contains(&cap),
             AclNeed::NodeRead | AclNeed::AgentRead | AclNeed::OperatorRead => true,
             AclNeed::AnyRead | AclNeed::ServiceRead => true,
@@ -513,7 +515,8 @@ async fn both_transports_answer_every_operation_alike() {
     };
     let channel = gw.channel().await;
 
-    // The pairing names real entries, each method once.
+    // The pairing names real entries, each method once, and pairs each
+    // method with exactly the routes of its operation.
     let mut twin_of: HashMap<&str, &[(&str, &str)]> = HashMap::new();
     for (method, routes) in TWINS {
         let path = format!("/caravan.v1.{method}");
@@ -523,16 +526,35 @@ async fn both_transports_answer_every_operation_alike() {
             .unwrap_or_else(|| panic!("{path} is in no table"));
         assert!(twin_of.insert(rule.path, routes).is_none(), "{path} twice");
         for (verb, pattern) in *routes {
-            let route = ACL_ROUTES
-                .iter()
-                .find(|r| r.method == *verb && r.pattern == *pattern)
-                .unwrap_or_else(|| panic!("{verb} {pattern} is in no table"));
-            assert_eq!(
-                (route.need, route.list),
-                (rule.need, rule.list),
-                "{path} and {verb} {pattern} need the same"
+            assert!(
+                ACL_ROUTES
+                    .iter()
+                    .any(|r| r.method == *verb && r.pattern == *pattern),
+                "{verb} {pattern} is in no table"
             );
         }
+    }
+    for rule in ACL_METHODS {
+        let mut of_the_op: Vec<(&str, &str)> = ACL_ROUTES
+            .iter()
+            .filter(|r| r.op == rule.op)
+            .map(|r| (r.method, r.pattern))
+            .collect();
+        let mut paired = twin_of.get(rule.path).copied().unwrap_or_default().to_vec();
+        of_the_op.sort();
+        paired.sort();
+        assert_eq!(
+            of_the_op, paired,
+            "{}: the routes of {} and its twins here",
+            rule.path, rule.op.name
+        );
+    }
+    // An operation's name names one operation.
+    let mut by_name: HashMap<&str, AclOp> = HashMap::new();
+    let ops = ACL_ROUTES.iter().map(|r| r.op);
+    for op in ops.chain(ACL_METHODS.iter().map(|m| m.op)) {
+        let seen = *by_name.entry(op.name).or_insert(op);
+        assert_eq!(seen, op, "two operations named {}", op.name);
     }
 
     // Every HTTP route, as its need says.
@@ -540,10 +562,7 @@ async fn both_transports_answer_every_operation_alike() {
     for rule in ACL_ROUTES {
         for who in EVERYONE {
             let answer = call_http(&gw, rule.method, rule.pattern, tokens.of(who)).await;
-            // The routes needing only a token that name something are the
-            // reads of one policy or token.
-            let named = rule.pattern.contains('{');
-            let want = allowed(who, rule.need, rule.list, named);
+            let want = allowed(who, rule.op);
             check(
                 &format!("{} {}", rule.method, rule.pattern),
                 who,
@@ -557,11 +576,15 @@ async fn both_transports_answer_every_operation_alike() {
     // Every gRPC method, as its need says and as its HTTP twins answer.
     let mut twins_compared = 0;
     for rule in ACL_METHODS {
-        let short = rule.path.trim_start_matches("/caravan.v1.");
         for who in EVERYONE {
             let answer = call_grpc(&channel, rule.path, tokens.of(who)).await;
-            let want = allowed(who, rule.need, rule.list, NAMED_ACL_READS.contains(&short));
-            check(rule.path, who, &answer, want);
+            let want = allowed(who, rule.op);
+            check(
+                &format!("{} ({})", rule.path, rule.op.name),
+                who,
+                &answer,
+                want,
+            );
             for (verb, pattern) in twin_of.get(rule.path).copied().unwrap_or_default() {
                 let http = &http_answers[&(*verb, *pattern, who)];
                 assert_eq!(
