@@ -9,6 +9,7 @@ mod events;
 pub(crate) mod heartbeats;
 mod jobs;
 mod services;
+mod targets;
 mod vars;
 
 use caravan_proto::QueryOptions;
