@@ -51,9 +51,12 @@ use caravan_runtime::service::{Service, Serving};
 use caravan_state::{AllocDetail, Informer, InformerConfig, Keyspace};
 use futures::future::BoxFuture;
 
-pub use acl::routes::{Need as AclNeed, RULES as ACL_ROUTES, Rule as AclRule};
+pub use acl::need::Need as AclNeed;
+pub use acl::ops::{self as acl_ops, Op as AclOp};
+pub use acl::routes::{RULES as ACL_ROUTES, Rule as AclRule};
 pub use client::heartbeats::GatewayStore;
 pub use config::{AclConfig, GatewayConfig};
+pub use grpc::acl_guard::{METHODS as ACL_METHODS, MethodRule as AclMethod};
 pub use vars::VariableKey;
 
 use crate::client::NodeApi;

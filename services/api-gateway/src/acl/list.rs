@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::check::Acl;
-use super::routes::Need;
+use super::need::Need;
 
 /// What a list answer may show its caller.
 #[derive(Debug, Clone)]

@@ -1,7 +1,8 @@
 //! Nomad's ACL system: policies in Nomad's policy language ([`policy`]),
 //! compiled per token into the checks Nomad makes ([`check`]), tokens and
 //! policies in the store with a watched cache for per-request lookups
-//! ([`store`]), the table of what each HTTP route needs ([`routes`]), and
+//! ([`store`]), the one table of what each operation needs ([`ops`], in
+//! the terms of [`need`]) and the HTTP routes' operations ([`routes`]), and
 //! what both transports share: the token of a request's headers, the
 //! namespace an object named by id lives in ([`owner`]) and the cut of a
 //! list to what its caller may read ([`list`]), and workload identity tokens
@@ -11,6 +12,8 @@
 
 pub mod check;
 pub mod list;
+pub mod need;
+pub mod ops;
 pub mod owner;
 pub mod policy;
 pub mod routes;

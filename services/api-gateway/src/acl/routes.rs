@@ -1,149 +1,9 @@
-//! What each HTTP route needs when ACLs are on: one table of method, path
-//! pattern (as the router spells it) and [`Need`]. A route missing here is
-//! refused, so adding a route means adding its line.
+//! The HTTP routes and the operation each carries out: one table of
+//! method, path pattern (as the router spells it) and [`Op`] (whose need
+//! is written once, in [`super::ops`], for both transports). A route
+//! missing here is refused, so adding a route means adding its line.
 
-use super::check::{ALL_NAMESPACES, Acl};
-
-/// What a request must be allowed to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Need {
-    /// Nothing: Nomad answers without a token.
-    Public,
-    /// A token (not anonymous); the handler decides the rest.
-    Token,
-    /// A namespace capability in the request's namespace.
-    Ns(&'static str),
-    /// Any capability in the namespace the URL names
-    /// (`/v1/namespace/{name}`): Nomad's `AllowNamespace`.
-    NamespaceAny,
-    /// `node` read.
-    NodeRead,
-    /// `node` write.
-    NodeWrite,
-    /// `agent` read.
-    AgentRead,
-    /// `agent` write.
-    AgentWrite,
-    /// `operator` read.
-    OperatorRead,
-    /// `operator` write.
-    OperatorWrite,
-    /// A management token.
-    Management,
-    /// A variables capability (`list`, `read`, `write`, `destroy`) on the
-    /// URL's path (any path of the namespace for `list`).
-    Var(&'static str),
-    /// Some read in the namespace (any namespace for `*`), of its
-    /// variables, or of nodes; the event stream and search then answer
-    /// only what the token may read.
-    AnyRead,
-    /// A node pool capability (`read`, `write`, `delete`) on the pool the
-    /// URL names, or a written body names; a list of pools shows the pools
-    /// the token has it on (Nomad's `AllowNodePoolOperation`).
-    NodePool(&'static str),
-    /// `node` read and node pool `read` on the URL's pool: its nodes.
-    PoolNodes,
-    /// Node pool `read` on the URL's pool and `list-jobs` in the request's
-    /// namespace: its jobs, the list keeping to namespaces with `list-jobs`.
-    PoolJobs,
-    /// Reading registered services: `read-job` in the namespace, or any
-    /// workload identity (Nomad's `AllowServiceRegistrationReadList`), so
-    /// a task's templates find services with the task's own token.
-    ServiceRead,
-    /// `alloc-exec` in the alloc's namespace, as [`Need::Ns`]; but a
-    /// WebSocket that asks for the handshake (`?ws_handshake=true`) presents
-    /// its token in its first frame, so its handler decides.
-    Exec,
-}
-
-impl Need {
-    /// A short name (`ns:read-job`, `node:read`, ...), for tests and logs.
-    pub fn name(self) -> String {
-        match self {
-            Need::Public => "public".into(),
-            Need::Token => "token".into(),
-            Need::Ns(cap) => format!("ns:{cap}"),
-            Need::NamespaceAny => "ns:any".into(),
-            Need::NodeRead => "node:read".into(),
-            Need::NodeWrite => "node:write".into(),
-            Need::AgentRead => "agent:read".into(),
-            Need::AgentWrite => "agent:write".into(),
-            Need::OperatorRead => "operator:read".into(),
-            Need::OperatorWrite => "operator:write".into(),
-            Need::Management => "management".into(),
-            Need::Var(cap) => format!("var:{cap}"),
-            Need::AnyRead => "any-read".into(),
-            Need::Exec => "ns:alloc-exec".into(),
-            Need::ServiceRead => "service:read".into(),
-            Need::NodePool(cap) => format!("node_pool:{cap}"),
-            Need::PoolNodes => "node:read+node_pool:read".into(),
-            Need::PoolJobs => "node_pool:read+ns:list-jobs".into(),
-        }
-    }
-
-    /// Whether `acl` grants this need in namespace `ns` on `path` (the
-    /// variable's path, or the node pool's name). [`Need::Public`] and
-    /// [`Need::Token`] are decided by the caller.
-    pub fn allowed(self, acl: &Acl, ns: &str, path: &str) -> bool {
-        match self {
-            Need::Public | Need::Token => true,
-            Need::Ns(cap) => acl.allow_ns_op(ns, cap),
-            Need::NamespaceAny => acl.allow_namespace(ns),
-            Need::NodeRead => acl.allow_node_read(),
-            Need::NodeWrite => acl.allow_node_write(),
-            Need::AgentRead => acl.allow_agent_read(),
-            Need::AgentWrite => acl.allow_agent_write(),
-            Need::OperatorRead => acl.allow_operator_read(),
-            Need::OperatorWrite => acl.allow_operator_write(),
-            Need::Management => acl.is_management(),
-            Need::Var("list") => acl.allow_variable_search(ns),
-            Need::Var(cap) => acl.allow_variable_op(ns, path, cap),
-            Need::AnyRead => acl.allow_any_read(ns),
-            Need::Exec => acl.allow_ns_op(ns, crate::alloc_exec::ALLOC_EXEC),
-            Need::ServiceRead => acl.allow_service_read(ns),
-            Need::NodePool(cap) => acl.allow_node_pool_op(path, cap),
-            Need::PoolNodes => acl.allow_node_read() && acl.allow_node_pool_op(path, "read"),
-            Need::PoolJobs => {
-                acl.allow_node_pool_op(path, "read") && acl.allow_ns_op(ns, "list-jobs")
-            }
-        }
-    }
-
-    /// Whether `acl` may make a request needing this in `ns` (on `path`)
-    /// through either transport. Over every namespace (`*`) a namespace
-    /// capability is enough only for lists, whose answers are then cut to
-    /// what the token may read ([`Need::shows`]); elsewhere `*` takes a
-    /// management token.
-    pub fn permits(self, acl: &Acl, ns: &str, path: &str, list: bool) -> bool {
-        // The list of every pool is anyone's, cut to the pools they may see.
-        if list && matches!(self, Need::NodePool(_)) {
-            return true;
-        }
-        if ns == ALL_NAMESPACES
-            && !list
-            && matches!(self, Need::Ns(_) | Need::Exec)
-            && !acl.is_management()
-        {
-            return false;
-        }
-        self.allowed(acl, ns, path)
-    }
-
-    /// Whether a list needing this shows `acl` an item of namespace `ns`
-    /// (a variable at `path`, a node pool named `path`): the capability
-    /// granted there (for variables, `list` on the item's path; for node
-    /// lists, `read-job`).
-    pub fn shows(self, acl: &Acl, ns: &str, path: &str) -> bool {
-        match self {
-            Need::Var(_) => acl.allow_variable_op(ns, path, "list"),
-            Need::Ns(cap) => acl.allow_ns_op(ns, cap),
-            Need::NodePool(cap) => acl.allow_node_pool_op(path, cap),
-            Need::PoolJobs => acl.allow_ns_op(ns, "list-jobs"),
-            Need::ServiceRead => acl.allow_service_read(ns),
-            _ => acl.allow_ns_op(ns, "read-job"),
-        }
-    }
-}
+use super::ops::{self, Op};
 
 /// One route's entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,262 +12,261 @@ pub struct Rule {
     pub method: &'static str,
     /// The router's pattern, e.g. `/v1/job/{id}`.
     pub pattern: &'static str,
-    /// What the request needs.
-    pub need: Need,
-    /// A list whose items (JSON objects with `Namespace`) are filtered to
-    /// what the token may see, as Nomad's lists with `?namespace=*`.
-    pub list: bool,
+    /// The operation the route carries out: what it needs, and whether it
+    /// is a list filtered to what the token may see.
+    pub op: Op,
 }
 
-const fn r(method: &'static str, pattern: &'static str, need: Need) -> Rule {
+const fn r(method: &'static str, pattern: &'static str, op: Op) -> Rule {
     Rule {
         method,
         pattern,
-        need,
-        list: false,
+        op,
     }
 }
 
-const fn list(pattern: &'static str, need: Need) -> Rule {
-    Rule {
-        method: "GET",
-        pattern,
-        need,
-        list: true,
-    }
-}
-
-/// The namespace capabilities Nomad's job endpoints check.
-const LIST_JOBS: Need = Need::Ns("list-jobs");
-const READ_JOB: Need = Need::Ns("read-job");
-const SUBMIT_JOB: Need = Need::Ns("submit-job");
-
-/// Every route of the HTTP API and what it needs (a route registered for
+/// Every route of the HTTP API and its operation (a route registered for
 /// POST and PUT has both lines).
 pub const RULES: &[Rule] = &[
-    list("/v1/jobs", LIST_JOBS),
-    r("PUT", "/v1/jobs", SUBMIT_JOB),
-    r("POST", "/v1/jobs", SUBMIT_JOB),
-    r("POST", "/v1/jobs/parse", Need::Ns("parse-job")),
-    r("PUT", "/v1/jobs/parse", Need::Ns("parse-job")),
-    r("POST", "/v1/validate/job", READ_JOB),
-    r("PUT", "/v1/validate/job", READ_JOB),
-    r("GET", "/v1/job/{id}", READ_JOB),
-    r("GET", "/v1/job/{id}/submission", READ_JOB),
-    r("POST", "/v1/job/{id}", SUBMIT_JOB),
-    r("PUT", "/v1/job/{id}", SUBMIT_JOB),
-    r("DELETE", "/v1/job/{id}", SUBMIT_JOB),
-    r("POST", "/v1/job/{id}/plan", SUBMIT_JOB),
-    r("PUT", "/v1/job/{id}/plan", SUBMIT_JOB),
-    r("POST", "/v1/job/{id}/evaluate", SUBMIT_JOB),
-    r("PUT", "/v1/job/{id}/evaluate", SUBMIT_JOB),
-    r("GET", "/v1/job/{id}/versions", READ_JOB),
-    r("GET", "/v1/job/{id}/allocations", READ_JOB),
-    r("GET", "/v1/job/{id}/evaluations", READ_JOB),
-    r("GET", "/v1/job/{id}/summary", READ_JOB),
-    r("POST", "/v1/job/{id}/revert", SUBMIT_JOB),
-    r("PUT", "/v1/job/{id}/revert", SUBMIT_JOB),
-    r("POST", "/v1/job/{id}/stable", SUBMIT_JOB),
-    r("PUT", "/v1/job/{id}/stable", SUBMIT_JOB),
-    r("GET", "/v1/job/{id}/scale", Need::Ns("read-job-scaling")),
-    r("POST", "/v1/job/{id}/scale", Need::Ns("scale-job")),
-    r("PUT", "/v1/job/{id}/scale", Need::Ns("scale-job")),
-    r("POST", "/v1/job/{id}/dispatch", Need::Ns("dispatch-job")),
-    r("PUT", "/v1/job/{id}/dispatch", Need::Ns("dispatch-job")),
-    r("POST", "/v1/job/{id}/periodic/force", SUBMIT_JOB),
-    r("PUT", "/v1/job/{id}/periodic/force", SUBMIT_JOB),
-    r("GET", "/v1/job/{id}/deployments", READ_JOB),
-    r("GET", "/v1/job/{id}/deployment", READ_JOB),
-    list("/v1/evaluations", READ_JOB),
-    r("GET", "/v1/evaluation/{id}", READ_JOB),
-    r("GET", "/v1/evaluation/{id}/allocations", READ_JOB),
-    list("/v1/allocations", READ_JOB),
-    r("GET", "/v1/allocation/{id}", READ_JOB),
+    r("GET", "/v1/jobs", ops::JOB_LIST),
+    r("PUT", "/v1/jobs", ops::JOB_REGISTER),
+    r("POST", "/v1/jobs", ops::JOB_REGISTER),
+    r("POST", "/v1/jobs/parse", ops::JOB_PARSE),
+    r("PUT", "/v1/jobs/parse", ops::JOB_PARSE),
+    r("POST", "/v1/validate/job", ops::JOB_VALIDATE),
+    r("PUT", "/v1/validate/job", ops::JOB_VALIDATE),
+    r("GET", "/v1/job/{id}", ops::JOB_READ),
+    r("GET", "/v1/job/{id}/submission", ops::JOB_SUBMISSION),
+    r("POST", "/v1/job/{id}", ops::JOB_REGISTER),
+    r("PUT", "/v1/job/{id}", ops::JOB_REGISTER),
+    r("DELETE", "/v1/job/{id}", ops::JOB_DEREGISTER),
+    r("POST", "/v1/job/{id}/plan", ops::JOB_PLAN),
+    r("PUT", "/v1/job/{id}/plan", ops::JOB_PLAN),
+    r("POST", "/v1/job/{id}/evaluate", ops::JOB_EVALUATE),
+    r("PUT", "/v1/job/{id}/evaluate", ops::JOB_EVALUATE),
+    r("GET", "/v1/job/{id}/versions", ops::JOB_VERSIONS),
+    r("GET", "/v1/job/{id}/allocations", ops::JOB_ALLOCATIONS),
+    r("GET", "/v1/job/{id}/evaluations", ops::JOB_EVALUATIONS),
+    r("GET", "/v1/job/{id}/summary", ops::JOB_SUMMARY),
+    r("POST", "/v1/job/{id}/revert", ops::JOB_REVERT),
+    r("PUT", "/v1/job/{id}/revert", ops::JOB_REVERT),
+    r("POST", "/v1/job/{id}/stable", ops::JOB_STABILITY),
+    r("PUT", "/v1/job/{id}/stable", ops::JOB_STABILITY),
+    r("GET", "/v1/job/{id}/scale", ops::JOB_SCALE_STATUS),
+    r("POST", "/v1/job/{id}/scale", ops::JOB_SCALE),
+    r("PUT", "/v1/job/{id}/scale", ops::JOB_SCALE),
+    r("POST", "/v1/job/{id}/dispatch", ops::JOB_DISPATCH),
+    r("PUT", "/v1/job/{id}/dispatch", ops::JOB_DISPATCH),
     r(
         "POST",
-        "/v1/allocation/{id}/stop",
-        Need::Ns("alloc-lifecycle"),
+        "/v1/job/{id}/periodic/force",
+        ops::JOB_PERIODIC_FORCE,
     ),
     r(
         "PUT",
-        "/v1/allocation/{id}/stop",
-        Need::Ns("alloc-lifecycle"),
+        "/v1/job/{id}/periodic/force",
+        ops::JOB_PERIODIC_FORCE,
     ),
-    r("GET", "/v1/nodes", Need::NodeRead),
-    // Node pools, as Nomad's: a pool capability on the pool named (by the
-    // URL, or the body of a write to /v1/node/pools); the list shows the
-    // pools the token reads.
-    list("/v1/node/pools", Need::NodePool("read")),
-    r("PUT", "/v1/node/pools", Need::NodePool("write")),
-    r("POST", "/v1/node/pools", Need::NodePool("write")),
-    r("GET", "/v1/node/pool/{name}", Need::NodePool("read")),
-    r("PUT", "/v1/node/pool/{name}", Need::NodePool("write")),
-    r("POST", "/v1/node/pool/{name}", Need::NodePool("write")),
-    r("DELETE", "/v1/node/pool/{name}", Need::NodePool("delete")),
-    r("GET", "/v1/node/pool/{name}/nodes", Need::PoolNodes),
-    list("/v1/node/pool/{name}/jobs", Need::PoolJobs),
-    // Reads show what the token is granted anything in (the handlers
-    // filter); writes are a management token's, as Nomad's.
-    r("GET", "/v1/namespaces", Need::Public),
-    r("PUT", "/v1/namespace", Need::Management),
-    r("POST", "/v1/namespace", Need::Management),
-    r("*", "/v1/namespace/", Need::Public),
-    r("GET", "/v1/namespace/{name}", Need::NamespaceAny),
-    r("PUT", "/v1/namespace/{name}", Need::Management),
-    r("POST", "/v1/namespace/{name}", Need::Management),
-    r("DELETE", "/v1/namespace/{name}", Need::Management),
-    r("GET", "/v1/node/{id}", Need::NodeRead),
-    list("/v1/node/{id}/allocations", Need::NodeRead),
-    r("POST", "/v1/node/{id}/eligibility", Need::NodeWrite),
-    r("PUT", "/v1/node/{id}/eligibility", Need::NodeWrite),
-    r("POST", "/v1/node/{id}/drain", Need::NodeWrite),
-    r("PUT", "/v1/node/{id}/drain", Need::NodeWrite),
-    r("POST", "/v1/node/{id}/evaluate", Need::NodeWrite),
-    r("PUT", "/v1/node/{id}/evaluate", Need::NodeWrite),
-    r("POST", "/v1/node/{id}/purge", Need::NodeWrite),
-    r("PUT", "/v1/node/{id}/purge", Need::NodeWrite),
-    list("/v1/deployments", READ_JOB),
-    r("GET", "/v1/deployment/{id}", READ_JOB),
-    r("GET", "/v1/deployment/allocations/{id}", READ_JOB),
-    r("POST", "/v1/deployment/promote/{id}", SUBMIT_JOB),
-    r("PUT", "/v1/deployment/promote/{id}", SUBMIT_JOB),
-    r("POST", "/v1/deployment/fail/{id}", SUBMIT_JOB),
-    r("PUT", "/v1/deployment/fail/{id}", SUBMIT_JOB),
-    r("POST", "/v1/deployment/pause/{id}", SUBMIT_JOB),
-    r("PUT", "/v1/deployment/pause/{id}", SUBMIT_JOB),
-    r("POST", "/v1/deployment/allocation-health/{id}", SUBMIT_JOB),
-    r("PUT", "/v1/deployment/allocation-health/{id}", SUBMIT_JOB),
+    r("GET", "/v1/job/{id}/deployments", ops::JOB_DEPLOYMENTS),
+    r("GET", "/v1/job/{id}/deployment", ops::JOB_DEPLOYMENT),
+    r("GET", "/v1/evaluations", ops::EVAL_LIST),
+    r("GET", "/v1/evaluation/{id}", ops::EVAL_READ),
+    r(
+        "GET",
+        "/v1/evaluation/{id}/allocations",
+        ops::EVAL_ALLOCATIONS,
+    ),
+    r("GET", "/v1/allocations", ops::ALLOC_LIST),
+    r("GET", "/v1/allocation/{id}", ops::ALLOC_READ),
+    r("POST", "/v1/allocation/{id}/stop", ops::ALLOC_STOP),
+    r("PUT", "/v1/allocation/{id}/stop", ops::ALLOC_STOP),
+    r("GET", "/v1/nodes", ops::NODE_LIST),
+    r("GET", "/v1/node/pools", ops::NODE_POOL_LIST),
+    r("PUT", "/v1/node/pools", ops::NODE_POOL_WRITE),
+    r("POST", "/v1/node/pools", ops::NODE_POOL_WRITE),
+    r("GET", "/v1/node/pool/{name}", ops::NODE_POOL_READ),
+    r("PUT", "/v1/node/pool/{name}", ops::NODE_POOL_WRITE),
+    r("POST", "/v1/node/pool/{name}", ops::NODE_POOL_WRITE),
+    r("DELETE", "/v1/node/pool/{name}", ops::NODE_POOL_DELETE),
+    r("GET", "/v1/node/pool/{name}/nodes", ops::NODE_POOL_NODES),
+    r("GET", "/v1/node/pool/{name}/jobs", ops::NODE_POOL_JOBS),
+    r("GET", "/v1/namespaces", ops::NAMESPACE_LIST),
+    r("PUT", "/v1/namespace", ops::NAMESPACE_WRITE),
+    r("POST", "/v1/namespace", ops::NAMESPACE_WRITE),
+    r("*", "/v1/namespace/", ops::INCOMPLETE),
+    r("GET", "/v1/namespace/{name}", ops::NAMESPACE_READ),
+    r("PUT", "/v1/namespace/{name}", ops::NAMESPACE_WRITE),
+    r("POST", "/v1/namespace/{name}", ops::NAMESPACE_WRITE),
+    r("DELETE", "/v1/namespace/{name}", ops::NAMESPACE_DELETE),
+    r("GET", "/v1/node/{id}", ops::NODE_READ),
+    r("GET", "/v1/node/{id}/allocations", ops::NODE_ALLOCATIONS),
+    r("POST", "/v1/node/{id}/eligibility", ops::NODE_ELIGIBILITY),
+    r("PUT", "/v1/node/{id}/eligibility", ops::NODE_ELIGIBILITY),
+    r("POST", "/v1/node/{id}/drain", ops::NODE_DRAIN),
+    r("PUT", "/v1/node/{id}/drain", ops::NODE_DRAIN),
+    r("POST", "/v1/node/{id}/evaluate", ops::NODE_EVALUATE),
+    r("PUT", "/v1/node/{id}/evaluate", ops::NODE_EVALUATE),
+    r("POST", "/v1/node/{id}/purge", ops::NODE_PURGE),
+    r("PUT", "/v1/node/{id}/purge", ops::NODE_PURGE),
+    r("GET", "/v1/deployments", ops::DEPLOYMENT_LIST),
+    r("GET", "/v1/deployment/{id}", ops::DEPLOYMENT_READ),
+    r(
+        "GET",
+        "/v1/deployment/allocations/{id}",
+        ops::DEPLOYMENT_ALLOCATIONS,
+    ),
+    r(
+        "POST",
+        "/v1/deployment/promote/{id}",
+        ops::DEPLOYMENT_PROMOTE,
+    ),
+    r(
+        "PUT",
+        "/v1/deployment/promote/{id}",
+        ops::DEPLOYMENT_PROMOTE,
+    ),
+    r("POST", "/v1/deployment/fail/{id}", ops::DEPLOYMENT_FAIL),
+    r("PUT", "/v1/deployment/fail/{id}", ops::DEPLOYMENT_FAIL),
+    r("POST", "/v1/deployment/pause/{id}", ops::DEPLOYMENT_PAUSE),
+    r("PUT", "/v1/deployment/pause/{id}", ops::DEPLOYMENT_PAUSE),
+    r(
+        "POST",
+        "/v1/deployment/allocation-health/{id}",
+        ops::DEPLOYMENT_ALLOC_HEALTH,
+    ),
+    r(
+        "PUT",
+        "/v1/deployment/allocation-health/{id}",
+        ops::DEPLOYMENT_ALLOC_HEALTH,
+    ),
     r(
         "GET",
         "/v1/operator/scheduler/configuration",
-        Need::OperatorRead,
+        ops::SCHEDULER_CONFIG_READ,
     ),
     r(
         "PUT",
         "/v1/operator/scheduler/configuration",
-        Need::OperatorWrite,
+        ops::SCHEDULER_CONFIG_WRITE,
     ),
     r(
         "POST",
         "/v1/operator/scheduler/configuration",
-        Need::OperatorWrite,
+        ops::SCHEDULER_CONFIG_WRITE,
     ),
-    r("PUT", "/v1/system/gc", Need::Management),
-    r("GET", "/v1/status/leader", Need::Public),
-    r("GET", "/v1/status/peers", Need::Public),
-    // Load balancers and orchestrators probe it without a token, as Nomad allows.
-    r("GET", "/v1/agent/health", Need::Public),
-    r("GET", "/v1/agent/self", Need::AgentRead),
-    r("GET", "/v1/agent/members", Need::NodeRead),
-    r("GET", "/v1/agent/servers", Need::AgentRead),
-    r("PUT", "/v1/agent/servers", Need::AgentWrite),
-    r("POST", "/v1/agent/servers", Need::AgentWrite),
-    r("PUT", "/v1/agent/join", Need::AgentWrite),
-    r("POST", "/v1/agent/join", Need::AgentWrite),
-    r("PUT", "/v1/agent/force-leave", Need::AgentWrite),
-    r("POST", "/v1/agent/force-leave", Need::AgentWrite),
-    r("GET", "/v1/regions", Need::Public),
-    list("/v1/scaling/policies", Need::Ns("list-scaling-policies")),
+    r("PUT", "/v1/system/gc", ops::SYSTEM_GC),
+    r("GET", "/v1/status/leader", ops::STATUS_LEADER),
+    r("GET", "/v1/status/peers", ops::STATUS_PEERS),
+    r("GET", "/v1/agent/health", ops::AGENT_HEALTH),
+    r("GET", "/v1/agent/self", ops::AGENT_SELF),
+    r("GET", "/v1/agent/members", ops::AGENT_MEMBERS),
+    r("GET", "/v1/agent/servers", ops::AGENT_SERVERS_READ),
+    r("PUT", "/v1/agent/servers", ops::AGENT_SERVERS_WRITE),
+    r("POST", "/v1/agent/servers", ops::AGENT_SERVERS_WRITE),
+    r("PUT", "/v1/agent/join", ops::AGENT_JOIN),
+    r("POST", "/v1/agent/join", ops::AGENT_JOIN),
+    r("PUT", "/v1/agent/force-leave", ops::AGENT_FORCE_LEAVE),
+    r("POST", "/v1/agent/force-leave", ops::AGENT_FORCE_LEAVE),
+    r("GET", "/v1/regions", ops::REGIONS),
+    r("GET", "/v1/scaling/policies", ops::SCALING_POLICY_LIST),
+    r("GET", "/v1/scaling/policy/{id}", ops::SCALING_POLICY_READ),
+    r("GET", "/v1/search", ops::SEARCH),
+    r("POST", "/v1/search", ops::SEARCH),
+    r("PUT", "/v1/search", ops::SEARCH),
+    r("POST", "/v1/search/fuzzy", ops::SEARCH_FUZZY),
+    r("PUT", "/v1/search/fuzzy", ops::SEARCH_FUZZY),
     r(
         "GET",
-        "/v1/scaling/policy/{id}",
-        Need::Ns("read-scaling-policy"),
+        "/v1/operator/raft/configuration",
+        ops::RAFT_CONFIG_READ,
     ),
-    // Search keeps to what the token may read (see `crate::search`).
-    r("GET", "/v1/search", Need::AnyRead),
-    r("POST", "/v1/search", Need::AnyRead),
-    r("PUT", "/v1/search", Need::AnyRead),
-    r("POST", "/v1/search/fuzzy", Need::AnyRead),
-    r("PUT", "/v1/search/fuzzy", Need::AnyRead),
-    r("GET", "/v1/operator/raft/configuration", Need::OperatorRead),
+    r("GET", "/v1/client/fs/logs/{alloc_id}", ops::ALLOC_LOGS),
+    r("GET", "/v1/client/fs/ls/{alloc_id}", ops::ALLOC_FS_LIST),
+    r("GET", "/v1/client/fs/stat/{alloc_id}", ops::ALLOC_FS_STAT),
+    r("GET", "/v1/client/fs/cat/{alloc_id}", ops::ALLOC_FS_READ),
+    r("GET", "/v1/client/fs/readat/{alloc_id}", ops::ALLOC_FS_READ),
+    r("GET", "/v1/client/fs/stream/{alloc_id}", ops::ALLOC_FS_READ),
+    r("*", "/v1/client/fs/ls/", ops::INCOMPLETE),
+    r("*", "/v1/client/fs/stat/", ops::INCOMPLETE),
+    r("*", "/v1/client/fs/cat/", ops::INCOMPLETE),
+    r("*", "/v1/client/fs/readat/", ops::INCOMPLETE),
+    r("*", "/v1/client/fs/stream/", ops::INCOMPLETE),
+    r("GET", "/v1/client/stats", ops::NODE_STATS),
     r(
         "GET",
-        "/v1/client/fs/logs/{alloc_id}",
-        Need::Ns("read-logs"),
-    ),
-    r("GET", "/v1/client/fs/ls/{alloc_id}", Need::Ns("read-fs")),
-    r("GET", "/v1/client/fs/stat/{alloc_id}", Need::Ns("read-fs")),
-    r("GET", "/v1/client/fs/cat/{alloc_id}", Need::Ns("read-fs")),
-    r(
-        "GET",
-        "/v1/client/fs/readat/{alloc_id}",
-        Need::Ns("read-fs"),
+        "/v1/client/allocation/{alloc_id}/stats",
+        ops::ALLOC_STATS,
     ),
     r(
         "GET",
-        "/v1/client/fs/stream/{alloc_id}",
-        Need::Ns("read-fs"),
+        "/v1/client/allocation/{alloc_id}/checks",
+        ops::ALLOC_CHECKS,
     ),
-    // Without an alloc id these only answer 400.
-    r("*", "/v1/client/fs/ls/", Need::Public),
-    r("*", "/v1/client/fs/stat/", Need::Public),
-    r("*", "/v1/client/fs/cat/", Need::Public),
-    r("*", "/v1/client/fs/readat/", Need::Public),
-    r("*", "/v1/client/fs/stream/", Need::Public),
-    r("GET", "/v1/client/stats", Need::NodeRead),
-    r("GET", "/v1/client/allocation/{alloc_id}/stats", READ_JOB),
-    r("GET", "/v1/client/allocation/{alloc_id}/checks", READ_JOB),
     r(
         "POST",
         "/v1/client/allocation/{alloc_id}/signal",
-        Need::Ns("alloc-lifecycle"),
+        ops::ALLOC_SIGNAL,
     ),
     r(
         "PUT",
         "/v1/client/allocation/{alloc_id}/signal",
-        Need::Ns("alloc-lifecycle"),
+        ops::ALLOC_SIGNAL,
     ),
     r(
         "POST",
         "/v1/client/allocation/{alloc_id}/restart",
-        Need::Ns("alloc-lifecycle"),
+        ops::ALLOC_RESTART,
     ),
     r(
         "PUT",
         "/v1/client/allocation/{alloc_id}/restart",
-        Need::Ns("alloc-lifecycle"),
+        ops::ALLOC_RESTART,
     ),
-    r("GET", "/v1/client/allocation/{alloc_id}/exec", Need::Exec),
-    // Nomad takes submit-job or gc-allocation; the table holds one.
-    r("GET", "/v1/client/allocation/{alloc_id}/gc", SUBMIT_JOB),
-    r("POST", "/v1/client/allocation/{alloc_id}/gc", SUBMIT_JOB),
-    r("PUT", "/v1/client/allocation/{alloc_id}/gc", SUBMIT_JOB),
-    r("GET", "/v1/client/gc", Need::NodeWrite),
-    r("POST", "/v1/client/gc", Need::NodeWrite),
-    r("PUT", "/v1/client/gc", Need::NodeWrite),
-    r("GET", "/v1/event/stream", Need::AnyRead),
-    r("GET", "/v1/metrics", Need::Public),
-    // Workload identity verification keys and OIDC discovery: public.
-    r("GET", "/.well-known/jwks.json", Need::Public),
-    r("GET", "/.well-known/openid-configuration", Need::Public),
-    r("GET", "/metrics", Need::Public),
-    // Service discovery, as Nomad's: reading a service is reading jobs (or
-    // holding a workload identity); removing an instance takes submit-job.
-    list("/v1/services", Need::ServiceRead),
-    r("*", "/v1/service/", Need::Public),
-    r("GET", "/v1/service/{name}", Need::ServiceRead),
-    r("DELETE", "/v1/service/{name}/{id}", SUBMIT_JOB),
-    list("/v1/vars", Need::Var("list")),
-    r("*", "/v1/var/", Need::Public),
-    r("GET", "/v1/var/{*path}", Need::Var("read")),
-    r("PUT", "/v1/var/{*path}", Need::Var("write")),
-    r("POST", "/v1/var/{*path}", Need::Var("write")),
-    r("DELETE", "/v1/var/{*path}", Need::Var("destroy")),
-    r("POST", "/v1/acl/bootstrap", Need::Public),
-    r("PUT", "/v1/acl/bootstrap", Need::Public),
-    r("GET", "/v1/acl/policies", Need::Token),
-    r("GET", "/v1/acl/policy/{name}", Need::Token),
-    r("PUT", "/v1/acl/policy/{name}", Need::Management),
-    r("POST", "/v1/acl/policy/{name}", Need::Management),
-    r("DELETE", "/v1/acl/policy/{name}", Need::Management),
-    r("GET", "/v1/acl/tokens", Need::Management),
-    r("PUT", "/v1/acl/token", Need::Management),
-    r("POST", "/v1/acl/token", Need::Management),
-    r("GET", "/v1/acl/token/self", Need::Token),
-    r("GET", "/v1/acl/token/{accessor}", Need::Token),
-    r("PUT", "/v1/acl/token/{accessor}", Need::Management),
-    r("POST", "/v1/acl/token/{accessor}", Need::Management),
-    r("DELETE", "/v1/acl/token/{accessor}", Need::Management),
+    r(
+        "GET",
+        "/v1/client/allocation/{alloc_id}/exec",
+        ops::ALLOC_EXEC,
+    ),
+    r("GET", "/v1/client/allocation/{alloc_id}/gc", ops::ALLOC_GC),
+    r("POST", "/v1/client/allocation/{alloc_id}/gc", ops::ALLOC_GC),
+    r("PUT", "/v1/client/allocation/{alloc_id}/gc", ops::ALLOC_GC),
+    r("GET", "/v1/client/gc", ops::NODE_GC),
+    r("POST", "/v1/client/gc", ops::NODE_GC),
+    r("PUT", "/v1/client/gc", ops::NODE_GC),
+    r("GET", "/v1/event/stream", ops::EVENT_STREAM),
+    r("GET", "/v1/metrics", ops::METRICS),
+    r("GET", "/.well-known/jwks.json", ops::IDENTITY_KEYS),
+    r(
+        "GET",
+        "/.well-known/openid-configuration",
+        ops::IDENTITY_DISCOVERY,
+    ),
+    r("GET", "/metrics", ops::METRICS),
+    r("GET", "/v1/services", ops::SERVICE_LIST),
+    r("*", "/v1/service/", ops::INCOMPLETE),
+    r("GET", "/v1/service/{name}", ops::SERVICE_READ),
+    r("DELETE", "/v1/service/{name}/{id}", ops::SERVICE_DELETE),
+    r("GET", "/v1/vars", ops::VAR_LIST),
+    r("*", "/v1/var/", ops::INCOMPLETE),
+    r("GET", "/v1/var/{*path}", ops::VAR_READ),
+    r("PUT", "/v1/var/{*path}", ops::VAR_WRITE),
+    r("POST", "/v1/var/{*path}", ops::VAR_WRITE),
+    r("DELETE", "/v1/var/{*path}", ops::VAR_DELETE),
+    r("POST", "/v1/acl/bootstrap", ops::ACL_BOOTSTRAP),
+    r("PUT", "/v1/acl/bootstrap", ops::ACL_BOOTSTRAP),
+    r("GET", "/v1/acl/policies", ops::ACL_POLICY_LIST),
+    r("GET", "/v1/acl/policy/{name}", ops::ACL_POLICY_READ),
+    r("PUT", "/v1/acl/policy/{name}", ops::ACL_POLICY_WRITE),
+    r("POST", "/v1/acl/policy/{name}", ops::ACL_POLICY_WRITE),
+    r("DELETE", "/v1/acl/policy/{name}", ops::ACL_POLICY_DELETE),
+    r("GET", "/v1/acl/tokens", ops::ACL_TOKEN_LIST),
+    r("PUT", "/v1/acl/token", ops::ACL_TOKEN_WRITE),
+    r("POST", "/v1/acl/token", ops::ACL_TOKEN_WRITE),
+    r("GET", "/v1/acl/token/self", ops::ACL_TOKEN_SELF),
+    r("GET", "/v1/acl/token/{accessor}", ops::ACL_TOKEN_READ),
+    r("PUT", "/v1/acl/token/{accessor}", ops::ACL_TOKEN_WRITE),
+    r("POST", "/v1/acl/token/{accessor}", ops::ACL_TOKEN_WRITE),
+    r("DELETE", "/v1/acl/token/{accessor}", ops::ACL_TOKEN_DELETE),
 ];
 
 /// What a request to `pattern` with `method` needs: `Ok(None)` when the
@@ -508,26 +367,12 @@ mod tests {
     }
 
     #[test]
-    fn every_namespace_is_open_to_lists_and_cut_to_what_is_read() {
-        let policy = crate::acl::policy::parse(r#"namespace "a" { policy = "read" }"#).unwrap();
-        let acl = Acl::compile([&policy]);
-        let read_job = Need::Ns("read-job");
-        assert!(read_job.permits(&acl, "*", "", true));
-        assert!(!read_job.permits(&acl, "*", "", false));
-        assert!(read_job.permits(&Acl::management(), "*", "", false));
-        assert!(!read_job.permits(&Acl::default(), "*", "", true));
-        assert!(Need::AnyRead.permits(&acl, "*", "", false));
-        assert!(read_job.shows(&acl, "a", "") && !read_job.shows(&acl, "b", ""));
-        assert!(Need::NodeRead.shows(&acl, "a", "") && !Need::NodeRead.shows(&acl, "b", ""));
-    }
-
-    #[test]
     fn unknown_patterns_are_refused_and_other_methods_left_to_the_router() {
         assert_eq!(lookup("GET", "/v1/unheard-of"), Err(()));
         assert_eq!(lookup("DELETE", "/v1/jobs"), Ok(None));
         assert_eq!(
-            lookup("get", "/v1/jobs").unwrap().unwrap().need,
-            Need::Ns("list-jobs")
+            lookup("get", "/v1/jobs").unwrap().unwrap().op,
+            ops::JOB_LIST
         );
     }
 }

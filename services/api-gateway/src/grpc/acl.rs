@@ -1,6 +1,7 @@
 //! `AclService` over gRPC: the same bootstrap, policies and tokens as the
 //! HTTP `/v1/acl` endpoints, over [`crate::acl::store`]. The guard has
-//! already resolved the caller and checked what each method needs.
+//! already resolved the caller; each handler checks what its method needs
+//! with [`authorize`] first.
 
 use std::sync::Arc;
 
@@ -18,6 +19,7 @@ use crate::acl::store::{
 };
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
+use crate::grpc::acl_guard::authorize;
 
 /// The ACL API.
 #[derive(Debug, Clone)]
@@ -79,8 +81,9 @@ fn written(w: &TokenWritten) -> AclTokenResponse {
 impl AclService for AclApi {
     async fn bootstrap(
         &self,
-        _request: Request<AclBootstrapRequest>,
+        request: Request<AclBootstrapRequest>,
     ) -> Result<Response<AclTokenResponse>, Status> {
+        authorize(&self.0, &request)?;
         let cache = self.cache()?;
         let w = store::bootstrap(self.0.store.as_ref(), &self.0.keys, cache).await?;
         Ok(Response::new(written(&w)))
@@ -90,6 +93,7 @@ impl AclService for AclApi {
         &self,
         request: Request<ListAclPoliciesRequest>,
     ) -> Result<Response<ListAclPoliciesResponse>, Status> {
+        authorize(&self.0, &request)?;
         let cache = self.cache()?;
         let caller = caller(&request)?;
         let policies = cache
@@ -108,6 +112,7 @@ impl AclService for AclApi {
         &self,
         request: Request<GetAclPolicyRequest>,
     ) -> Result<Response<AclPolicyResponse>, Status> {
+        authorize(&self.0, &request)?;
         let cache = self.cache()?;
         let caller = caller(&request)?;
         let name = request.into_inner().name;
@@ -127,6 +132,7 @@ impl AclService for AclApi {
         &self,
         request: Request<UpsertAclPolicyRequest>,
     ) -> Result<Response<AclWriteResponse>, Status> {
+        authorize(&self.0, &request)?;
         let cache = self.cache()?;
         let p = request
             .into_inner()
@@ -146,6 +152,7 @@ impl AclService for AclApi {
         &self,
         request: Request<DeleteAclPolicyRequest>,
     ) -> Result<Response<AclWriteResponse>, Status> {
+        authorize(&self.0, &request)?;
         let cache = self.cache()?;
         let name = request.into_inner().name;
         let revision =
@@ -155,8 +162,9 @@ impl AclService for AclApi {
 
     async fn list_tokens(
         &self,
-        _request: Request<ListAclTokensRequest>,
+        request: Request<ListAclTokensRequest>,
     ) -> Result<Response<ListAclTokensResponse>, Status> {
+        authorize(&self.0, &request)?;
         let cache = self.cache()?;
         let tokens = cache.tokens().iter().map(|t| token(t, None)).collect();
         Ok(Response::new(ListAclTokensResponse {
@@ -169,6 +177,7 @@ impl AclService for AclApi {
         &self,
         request: Request<GetAclTokenRequest>,
     ) -> Result<Response<AclTokenResponse>, Status> {
+        authorize(&self.0, &request)?;
         let cache = self.cache()?;
         let caller = caller(&request)?;
         let accessor = request.into_inner().accessor_id;
@@ -190,6 +199,7 @@ impl AclService for AclApi {
         &self,
         request: Request<AclTokenSelfRequest>,
     ) -> Result<Response<AclTokenResponse>, Status> {
+        authorize(&self.0, &request)?;
         let cache = self.cache()?;
         let caller = caller(&request)?;
         let own = caller
@@ -206,6 +216,7 @@ impl AclService for AclApi {
         &self,
         request: Request<UpsertAclTokenRequest>,
     ) -> Result<Response<AclTokenResponse>, Status> {
+        authorize(&self.0, &request)?;
         let cache = self.cache()?;
         let t = request
             .into_inner()
@@ -233,6 +244,7 @@ impl AclService for AclApi {
         &self,
         request: Request<DeleteAclTokenRequest>,
     ) -> Result<Response<AclWriteResponse>, Status> {
+        authorize(&self.0, &request)?;
         let cache = self.cache()?;
         let accessor = request.into_inner().accessor_id;
         let revision =

@@ -1,444 +1,219 @@
-//! ACL enforcement on the public gRPC services: each is wrapped in
-//! [`Guarded`], which resolves the token in the metadata (`x-nomad-token`
-//! or `authorization: Bearer`), looks the method up in [`METHODS`] (a
-//! method missing there is refused), reads the namespace the request
-//! targets from its message when the method's [`Need`] depends on it (or
-//! the namespace of the allocation, evaluation or deployment it names),
-//! checks the need there, and hands the resolved
-//! [`Caller`](crate::acl::Caller) to the handler in the request's
-//! extensions, with a [`ListScope`] for list methods, whose handlers keep
-//! to what the token may read. The node-facing `NodeClientService` is not
-//! wrapped.
+//! ACL enforcement on the public gRPC services, in two halves. Each service
+//! is wrapped in [`Guarded`], a layer that resolves the token in the
+//! metadata (`x-nomad-token` or `authorization: Bearer`) into a
+//! [`Caller`], looks the method up in [`METHODS`] (a method missing there
+//! is refused) and hands both to the handler in the request's extensions,
+//! with a [`ListScope`] for list methods, whose handlers keep to what the
+//! token may read. It never reads the request's body. Each handler then
+//! calls [`authorize`] on the request tonic decoded: the method's
+//! operation's need is checked in the namespace its message targets
+//! ([`Targeted`]), or in that of the allocation, evaluation or deployment
+//! it names. A handler that answers without calling it is caught by the
+//! layer, which refuses the answer. The node-facing `NodeClientService`
+//! is not wrapped.
 
 use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use caravan_proto::*;
-use http_body_util::BodyExt;
-use prost::Message;
-use tonic::Status;
-use tonic::body::Body;
 use tonic::codegen::{BoxFuture, Context, Poll, Service, http};
 use tonic::server::NamedService;
+use tonic::{Request, Status, body::Body};
 
-use crate::acl::owner::{Object, owner_namespace};
-use crate::acl::routes::Need;
+use crate::acl::need::Need;
+use crate::acl::ops::{self, Op};
+use crate::acl::owner::owner_namespace;
 use crate::acl::store::ResolveError;
-use crate::acl::{Acl, ListScope, token_from_headers};
+use crate::acl::{Caller, ListScope, token_from_headers};
 use crate::gateway::Gateway;
+use crate::grpc::targets::Targeted;
 use crate::query::DEFAULT_NAMESPACE;
 
-/// What a request's message says it targets.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Target {
-    /// The namespace named (empty: the default).
-    pub namespace: String,
-    /// An object named by id, checked in its own namespace.
-    pub object: Option<Object>,
-    /// A variable path.
-    pub path: String,
-}
-
-type Extract = fn(&[u8]) -> Result<Target, prost::DecodeError>;
-
-fn none(_: &[u8]) -> Result<Target, prost::DecodeError> {
-    Ok(Target::default())
-}
-
-fn ns(namespace: &str) -> Target {
-    Target {
-        namespace: namespace.to_string(),
-        ..Target::default()
-    }
-}
-
-fn opts(options: &Option<QueryOptions>) -> Target {
-    ns(options.as_ref().map_or("", |o| o.namespace.as_str()))
-}
-
-fn object(object: Object, options: &Option<QueryOptions>) -> Target {
-    Target {
-        object: Some(object),
-        ..opts(options)
-    }
-}
-
-fn job_ns(job: &Option<Job>) -> Target {
-    ns(job.as_ref().map_or("", |j| j.namespace.as_str()))
-}
-
-/// One method's entry: its full path, what it needs, how to read the
-/// target from its message, and whether it lists objects of several
-/// namespaces (its answer then keeps to what the token may read).
-pub(crate) struct MethodRule {
+/// One method's entry: its full path and the operation it carries out
+/// (what it needs, and whether it lists objects of several namespaces,
+/// its answer then keeping to what the token may read).
+#[derive(Debug)]
+pub struct MethodRule {
+    /// The method's full path, e.g. `/caravan.v1.JobService/GetJob`.
     pub path: &'static str,
-    pub need: Need,
-    pub extract: Extract,
-    pub list: bool,
+    /// The operation.
+    pub op: Op,
 }
 
-const fn m(path: &'static str, need: Need, extract: Extract) -> MethodRule {
-    MethodRule {
-        path,
-        need,
-        extract,
-        list: false,
-    }
+const fn m(path: &'static str, op: Op) -> MethodRule {
+    MethodRule { path, op }
 }
 
-const fn list(path: &'static str, need: Need, extract: Extract) -> MethodRule {
-    MethodRule {
-        path,
-        need,
-        extract,
-        list: true,
-    }
-}
-
-impl MethodRule {
-    /// Whether checking this method reads the target from the request's
-    /// message; other requests pass the guard unread.
-    fn reads_message(&self) -> bool {
-        matches!(
-            self.need,
-            Need::Ns(_) | Need::Var(_) | Need::AnyRead | Need::ServiceRead
-        )
-    }
-}
-
-const LIST_JOBS: Need = Need::Ns("list-jobs");
-const READ_JOB: Need = Need::Ns("read-job");
-const SUBMIT_JOB: Need = Need::Ns("submit-job");
-
-/// Every method of the guarded services and what it needs.
-pub(crate) const METHODS: &[MethodRule] = &[
-    m("/caravan.v1.JobService/RegisterJob", SUBMIT_JOB, |b| {
-        Ok(job_ns(&RegisterJobRequest::decode(b)?.job))
-    }),
-    m("/caravan.v1.JobService/DeregisterJob", SUBMIT_JOB, |b| {
-        Ok(ns(&DeregisterJobRequest::decode(b)?.namespace))
-    }),
-    m("/caravan.v1.JobService/GetJob", READ_JOB, |b| {
-        Ok(opts(&GetJobRequest::decode(b)?.options))
-    }),
-    list("/caravan.v1.JobService/ListJobs", LIST_JOBS, |b| {
-        Ok(opts(&ListJobsRequest::decode(b)?.options))
-    }),
-    m("/caravan.v1.JobService/ValidateJob", READ_JOB, |b| {
-        Ok(job_ns(&ValidateJobRequest::decode(b)?.job))
-    }),
-    m("/caravan.v1.JobService/PlanJob", SUBMIT_JOB, |b| {
-        Ok(job_ns(&PlanJobRequest::decode(b)?.job))
-    }),
-    m("/caravan.v1.JobService/EvaluateJob", SUBMIT_JOB, |b| {
-        Ok(ns(&EvaluateJobRequest::decode(b)?.namespace))
-    }),
-    m("/caravan.v1.JobService/ListJobVersions", READ_JOB, |b| {
-        Ok(opts(&ListJobVersionsRequest::decode(b)?.options))
-    }),
-    m("/caravan.v1.JobService/JobAllocations", READ_JOB, |b| {
-        Ok(opts(&JobAllocationsRequest::decode(b)?.options))
-    }),
-    m("/caravan.v1.JobService/JobEvaluations", READ_JOB, |b| {
-        Ok(opts(&JobEvaluationsRequest::decode(b)?.options))
-    }),
-    m("/caravan.v1.JobService/JobSummary", READ_JOB, |b| {
-        Ok(opts(&JobSummaryRequest::decode(b)?.options))
-    }),
-    m("/caravan.v1.JobService/RevertJob", SUBMIT_JOB, |b| {
-        Ok(ns(&RevertJobRequest::decode(b)?.namespace))
-    }),
-    m("/caravan.v1.JobService/SetJobStability", SUBMIT_JOB, |b| {
-        Ok(ns(&SetJobStabilityRequest::decode(b)?.namespace))
-    }),
+/// Every method of the guarded services and its operation.
+pub const METHODS: &[MethodRule] = &[
+    m("/caravan.v1.JobService/RegisterJob", ops::JOB_REGISTER),
+    m("/caravan.v1.JobService/DeregisterJob", ops::JOB_DEREGISTER),
+    m("/caravan.v1.JobService/GetJob", ops::JOB_READ),
+    m("/caravan.v1.JobService/ListJobs", ops::JOB_LIST),
+    m("/caravan.v1.JobService/ValidateJob", ops::JOB_VALIDATE),
+    m("/caravan.v1.JobService/PlanJob", ops::JOB_PLAN),
+    m("/caravan.v1.JobService/EvaluateJob", ops::JOB_EVALUATE),
+    m("/caravan.v1.JobService/ListJobVersions", ops::JOB_VERSIONS),
     m(
-        "/caravan.v1.JobService/ScaleJob",
-        Need::Ns("scale-job"),
-        |b| Ok(ns(&ScaleJobRequest::decode(b)?.namespace)),
+        "/caravan.v1.JobService/JobAllocations",
+        ops::JOB_ALLOCATIONS,
     ),
     m(
-        "/caravan.v1.JobService/DispatchJob",
-        Need::Ns("dispatch-job"),
-        |b| Ok(ns(&DispatchJobRequest::decode(b)?.namespace)),
+        "/caravan.v1.JobService/JobEvaluations",
+        ops::JOB_EVALUATIONS,
     ),
-    m("/caravan.v1.JobService/ForcePeriodicJob", SUBMIT_JOB, |b| {
-        Ok(ns(&ForcePeriodicJobRequest::decode(b)?.namespace))
-    }),
-    m("/caravan.v1.EvalService/GetEvaluation", READ_JOB, |b| {
-        let r = GetEvaluationRequest::decode(b)?;
-        Ok(object(Object::Eval(r.eval_id), &r.options))
-    }),
-    list("/caravan.v1.EvalService/ListEvaluations", READ_JOB, |b| {
-        Ok(opts(&ListEvaluationsRequest::decode(b)?.options))
-    }),
+    m("/caravan.v1.JobService/JobSummary", ops::JOB_SUMMARY),
+    m("/caravan.v1.JobService/RevertJob", ops::JOB_REVERT),
+    m("/caravan.v1.JobService/SetJobStability", ops::JOB_STABILITY),
+    m("/caravan.v1.JobService/ScaleJob", ops::JOB_SCALE),
+    m("/caravan.v1.JobService/DispatchJob", ops::JOB_DISPATCH),
+    m(
+        "/caravan.v1.JobService/ForcePeriodicJob",
+        ops::JOB_PERIODIC_FORCE,
+    ),
+    m("/caravan.v1.EvalService/GetEvaluation", ops::EVAL_READ),
+    m("/caravan.v1.EvalService/ListEvaluations", ops::EVAL_LIST),
     m(
         "/caravan.v1.EvalService/EvaluationAllocations",
-        READ_JOB,
-        |b| {
-            let r = EvaluationAllocationsRequest::decode(b)?;
-            Ok(object(Object::Eval(r.eval_id), &r.options))
-        },
+        ops::EVAL_ALLOCATIONS,
     ),
-    m("/caravan.v1.AllocService/GetAllocation", READ_JOB, |b| {
-        let r = GetAllocationRequest::decode(b)?;
-        Ok(object(Object::Alloc(r.alloc_id), &r.options))
-    }),
-    list("/caravan.v1.AllocService/ListAllocations", READ_JOB, |b| {
-        Ok(opts(&ListAllocationsRequest::decode(b)?.options))
-    }),
-    m(
-        "/caravan.v1.AllocService/StopAllocation",
-        Need::Ns("alloc-lifecycle"),
-        |b| {
-            let r = StopAllocationRequest::decode(b)?;
-            Ok(object(Object::Alloc(r.alloc_id), &None))
-        },
-    ),
-    m(
-        "/caravan.v1.AllocService/ReadLogs",
-        Need::Ns("read-logs"),
-        |b| {
-            let r = ReadLogsRequest::decode(b)?;
-            Ok(object(Object::Alloc(r.alloc_id), &None))
-        },
-    ),
+    m("/caravan.v1.AllocService/GetAllocation", ops::ALLOC_READ),
+    m("/caravan.v1.AllocService/ListAllocations", ops::ALLOC_LIST),
+    m("/caravan.v1.AllocService/StopAllocation", ops::ALLOC_STOP),
+    m("/caravan.v1.AllocService/ReadLogs", ops::ALLOC_LOGS),
     m(
         "/caravan.v1.AllocService/ListAllocFiles",
-        Need::Ns("read-fs"),
-        |b| {
-            let r = AllocPathRequest::decode(b)?;
-            Ok(object(Object::Alloc(r.alloc_id), &None))
-        },
+        ops::ALLOC_FS_LIST,
     ),
+    m("/caravan.v1.AllocService/StatAllocFile", ops::ALLOC_FS_STAT),
+    m("/caravan.v1.AllocService/ReadAllocFile", ops::ALLOC_FS_READ),
+    m("/caravan.v1.AllocService/GetHostStats", ops::NODE_STATS),
+    m("/caravan.v1.AllocService/AllocStats", ops::ALLOC_STATS),
+    m("/caravan.v1.AllocService/SignalAlloc", ops::ALLOC_SIGNAL),
+    m("/caravan.v1.AllocService/RestartAlloc", ops::ALLOC_RESTART),
+    m("/caravan.v1.AllocService/GcAlloc", ops::ALLOC_GC),
+    m("/caravan.v1.AllocService/GcNode", ops::NODE_GC),
+    m("/caravan.v1.NodeService/GetNode", ops::NODE_READ),
+    m("/caravan.v1.NodeService/ListNodes", ops::NODE_LIST),
     m(
-        "/caravan.v1.AllocService/StatAllocFile",
-        Need::Ns("read-fs"),
-        |b| {
-            let r = AllocPathRequest::decode(b)?;
-            Ok(object(Object::Alloc(r.alloc_id), &None))
-        },
-    ),
-    m(
-        "/caravan.v1.AllocService/ReadAllocFile",
-        Need::Ns("read-fs"),
-        |b| {
-            let r = ReadAllocFileRequest::decode(b)?;
-            Ok(object(Object::Alloc(r.alloc_id), &None))
-        },
-    ),
-    m(
-        "/caravan.v1.AllocService/GetHostStats",
-        Need::NodeRead,
-        none,
-    ),
-    m("/caravan.v1.AllocService/AllocStats", READ_JOB, |b| {
-        let r = AllocStatsRequest::decode(b)?;
-        Ok(object(Object::Alloc(r.alloc_id), &None))
-    }),
-    m(
-        "/caravan.v1.AllocService/SignalAlloc",
-        Need::Ns("alloc-lifecycle"),
-        |b| {
-            let r = SignalAllocRequest::decode(b)?;
-            Ok(object(Object::Alloc(r.alloc_id), &None))
-        },
-    ),
-    m(
-        "/caravan.v1.AllocService/RestartAlloc",
-        Need::Ns("alloc-lifecycle"),
-        |b| {
-            let r = RestartAllocRequest::decode(b)?;
-            Ok(object(Object::Alloc(r.alloc_id), &None))
-        },
-    ),
-    // Nomad takes submit-job or gc-allocation; the table holds one.
-    m("/caravan.v1.AllocService/GcAlloc", SUBMIT_JOB, |b| {
-        let r = GcAllocRequest::decode(b)?;
-        Ok(object(Object::Alloc(r.alloc_id), &None))
-    }),
-    m("/caravan.v1.AllocService/GcNode", Need::NodeWrite, none),
-    m("/caravan.v1.NodeService/GetNode", Need::NodeRead, none),
-    m("/caravan.v1.NodeService/ListNodes", Need::NodeRead, none),
-    list(
         "/caravan.v1.NodeService/NodeAllocations",
-        Need::NodeRead,
-        none,
+        ops::NODE_ALLOCATIONS,
     ),
     m(
         "/caravan.v1.NodeService/UpdateEligibility",
-        Need::NodeWrite,
-        none,
+        ops::NODE_ELIGIBILITY,
     ),
-    m("/caravan.v1.NodeService/UpdateDrain", Need::NodeWrite, none),
-    m(
-        "/caravan.v1.NodeService/EvaluateNode",
-        Need::NodeWrite,
-        none,
-    ),
-    m("/caravan.v1.NodeService/PurgeNode", Need::NodeWrite, none),
+    m("/caravan.v1.NodeService/UpdateDrain", ops::NODE_DRAIN),
+    m("/caravan.v1.NodeService/EvaluateNode", ops::NODE_EVALUATE),
+    m("/caravan.v1.NodeService/PurgeNode", ops::NODE_PURGE),
     m(
         "/caravan.v1.DeploymentService/GetDeployment",
-        READ_JOB,
-        |b| {
-            let r = GetDeploymentRequest::decode(b)?;
-            Ok(object(Object::Deployment(r.deployment_id), &r.options))
-        },
+        ops::DEPLOYMENT_READ,
     ),
-    list(
+    m(
         "/caravan.v1.DeploymentService/ListDeployments",
-        READ_JOB,
-        |b| Ok(opts(&ListDeploymentsRequest::decode(b)?.options)),
+        ops::DEPLOYMENT_LIST,
     ),
     m(
         "/caravan.v1.DeploymentService/PromoteDeployment",
-        SUBMIT_JOB,
-        |b| {
-            let r = PromoteDeploymentRequest::decode(b)?;
-            Ok(object(Object::Deployment(r.deployment_id), &None))
-        },
+        ops::DEPLOYMENT_PROMOTE,
     ),
     m(
         "/caravan.v1.DeploymentService/FailDeployment",
-        SUBMIT_JOB,
-        |b| {
-            let r = FailDeploymentRequest::decode(b)?;
-            Ok(object(Object::Deployment(r.deployment_id), &None))
-        },
+        ops::DEPLOYMENT_FAIL,
     ),
     m(
         "/caravan.v1.DeploymentService/PauseDeployment",
-        SUBMIT_JOB,
-        |b| {
-            let r = PauseDeploymentRequest::decode(b)?;
-            Ok(object(Object::Deployment(r.deployment_id), &None))
-        },
+        ops::DEPLOYMENT_PAUSE,
     ),
     m(
         "/caravan.v1.DeploymentService/SetAllocHealth",
-        SUBMIT_JOB,
-        |b| {
-            let r = SetAllocHealthRequest::decode(b)?;
-            Ok(object(Object::Deployment(r.deployment_id), &None))
-        },
+        ops::DEPLOYMENT_ALLOC_HEALTH,
     ),
-    m("/caravan.v1.StatusService/Leaders", Need::Public, none),
-    m(
-        "/caravan.v1.SystemService/GarbageCollect",
-        Need::Management,
-        none,
-    ),
-    m("/caravan.v1.EventService/Stream", Need::AnyRead, |b| {
-        Ok(ns(&EventStreamRequest::decode(b)?.namespace))
-    }),
-    list(
-        "/caravan.v1.VariableService/ListVariables",
-        Need::Var("list"),
-        |b| Ok(opts(&ListVariablesRequest::decode(b)?.options)),
-    ),
-    m(
-        "/caravan.v1.VariableService/GetVariable",
-        Need::Var("read"),
-        |b| {
-            let r = GetVariableRequest::decode(b)?;
-            Ok(Target {
-                path: r.path,
-                ..opts(&r.options)
-            })
-        },
-    ),
-    m(
-        "/caravan.v1.VariableService/PutVariable",
-        Need::Var("write"),
-        |b| {
-            let r = PutVariableRequest::decode(b)?;
-            Ok(Target {
-                path: r.path,
-                ..ns(&r.namespace)
-            })
-        },
-    ),
+    m("/caravan.v1.StatusService/Leaders", ops::STATUS_LEADER),
+    m("/caravan.v1.SystemService/GarbageCollect", ops::SYSTEM_GC),
+    m("/caravan.v1.EventService/Stream", ops::EVENT_STREAM),
+    m("/caravan.v1.VariableService/ListVariables", ops::VAR_LIST),
+    m("/caravan.v1.VariableService/GetVariable", ops::VAR_READ),
+    m("/caravan.v1.VariableService/PutVariable", ops::VAR_WRITE),
     m(
         "/caravan.v1.VariableService/DeleteVariable",
-        Need::Var("destroy"),
-        |b| {
-            let r = DeleteVariableRequest::decode(b)?;
-            Ok(Target {
-                path: r.path,
-                ..ns(&r.namespace)
-            })
-        },
+        ops::VAR_DELETE,
     ),
-    list(
+    m(
         "/caravan.v1.ServiceRegistryService/ListServices",
-        Need::ServiceRead,
-        |b| Ok(opts(&ListServicesRequest::decode(b)?.options)),
+        ops::SERVICE_LIST,
     ),
     m(
         "/caravan.v1.ServiceRegistryService/GetService",
-        Need::ServiceRead,
-        |b| Ok(opts(&GetServiceRequest::decode(b)?.options)),
+        ops::SERVICE_READ,
     ),
-    m("/caravan.v1.AclService/Bootstrap", Need::Public, none),
-    m("/caravan.v1.AclService/ListPolicies", Need::Token, none),
-    m("/caravan.v1.AclService/GetPolicy", Need::Token, none),
-    m(
-        "/caravan.v1.AclService/UpsertPolicy",
-        Need::Management,
-        none,
-    ),
+    m("/caravan.v1.AclService/Bootstrap", ops::ACL_BOOTSTRAP),
+    m("/caravan.v1.AclService/ListPolicies", ops::ACL_POLICY_LIST),
+    m("/caravan.v1.AclService/GetPolicy", ops::ACL_POLICY_READ),
+    m("/caravan.v1.AclService/UpsertPolicy", ops::ACL_POLICY_WRITE),
     m(
         "/caravan.v1.AclService/DeletePolicy",
-        Need::Management,
-        none,
+        ops::ACL_POLICY_DELETE,
     ),
-    m("/caravan.v1.AclService/ListTokens", Need::Management, none),
-    m("/caravan.v1.AclService/GetToken", Need::Token, none),
-    m("/caravan.v1.AclService/TokenSelf", Need::Token, none),
-    m("/caravan.v1.AclService/UpsertToken", Need::Management, none),
-    m("/caravan.v1.AclService/DeleteToken", Need::Management, none),
+    m("/caravan.v1.AclService/ListTokens", ops::ACL_TOKEN_LIST),
+    m("/caravan.v1.AclService/GetToken", ops::ACL_TOKEN_READ),
+    m("/caravan.v1.AclService/TokenSelf", ops::ACL_TOKEN_SELF),
+    m("/caravan.v1.AclService/UpsertToken", ops::ACL_TOKEN_WRITE),
+    m("/caravan.v1.AclService/DeleteToken", ops::ACL_TOKEN_DELETE),
 ];
 
 fn lookup(path: &str) -> Option<&'static MethodRule> {
     METHODS.iter().find(|rule| rule.path == path)
 }
 
-/// The first message of a gRPC body (past its 5-byte frame header);
-/// `None` when compressed or cut short.
-fn first_message(body: &[u8]) -> Option<&[u8]> {
-    let (&flag, rest) = body.split_first()?;
-    if flag != 0 || rest.len() < 4 {
-        return None;
-    }
-    let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-    rest.get(4..4 + len)
+/// What the layer hands a guarded handler besides its [`Caller`]: the
+/// method's entry, and whether [`authorize`] has been called.
+#[derive(Debug, Clone)]
+struct Pending {
+    rule: &'static MethodRule,
+    checked: Arc<AtomicBool>,
 }
 
-/// Whether the caller's ACL allows `rule` for the request `body` (its
-/// first message is read only when [`MethodRule::reads_message`]).
-fn allows(gw: &Gateway, acl: &Acl, rule: &MethodRule, body: &[u8]) -> Result<(), Status> {
-    let denied = || Err(Status::permission_denied("Permission denied"));
-    let target = if rule.reads_message() {
-        let message = first_message(body).ok_or_else(|| {
-            Status::invalid_argument("the request message is missing or compressed")
-        })?;
-        (rule.extract)(message)
-            .map_err(|e| Status::invalid_argument(format!("request does not decode: {e}")))?
-    } else {
-        Target::default()
+fn denied() -> Status {
+    Status::permission_denied("Permission denied")
+}
+
+/// Whether the caller the guard resolved for `request` may make it: its
+/// method's need, checked where the decoded message says it targets.
+/// Every handler of a guarded service calls it first. With ACLs off
+/// everything is allowed; with them on, a request the guard did not see
+/// is refused.
+pub(crate) fn authorize<T: Targeted>(gw: &Gateway, request: &Request<T>) -> Result<(), Status> {
+    if gw.acl.is_none() {
+        return Ok(());
+    }
+    let extensions = request.extensions();
+    let (Some(pending), Some(caller)) = (extensions.get::<Pending>(), extensions.get::<Caller>())
+    else {
+        return Err(denied());
     };
+    pending.checked.store(true, Ordering::Release);
+    let need = pending.rule.op.need;
+    if need == Need::Token && caller.token.is_none() {
+        return Err(denied());
+    }
+    let target = request.get_ref().target();
     let namespace = if target.namespace.is_empty() {
         DEFAULT_NAMESPACE
     } else {
         target.namespace.as_str()
     };
-    if !rule.need.permits(acl, namespace, &target.path, rule.list) {
-        return denied();
+    let acl = &caller.acl;
+    if !need.permits(acl, namespace, &target.path, pending.rule.op.list) {
+        return Err(denied());
     }
-    if let Need::Ns(_) = rule.need
+    if let Need::Ns(_) = need
         && let Some(object) = &target.object
         && let Some(owner) = owner_namespace(&gw.cache.snapshot(), object)
-        && !rule.need.allowed(acl, &owner, &target.path)
+        && !need.allowed(acl, &owner, &target.path)
     {
-        return denied();
+        return Err(denied());
     }
     Ok(())
 }
@@ -469,6 +244,15 @@ fn refuse(status: Status) -> http::Response<Body> {
     status.into_http()
 }
 
+/// Whether `response` carries an answer (not an error status, which tonic
+/// sends in the headers of an answer with no body).
+fn answered(response: &http::Response<Body>) -> bool {
+    response
+        .headers()
+        .get("grpc-status")
+        .is_none_or(|status| status == "0")
+}
+
 impl<S> Service<http::Request<Body>> for Guarded<S>
 where
     S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
@@ -485,7 +269,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+    fn call(&mut self, mut req: http::Request<Body>) -> Self::Future {
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let gw = self.gw.clone();
@@ -498,7 +282,7 @@ where
                     method = req.uri().path(),
                     "gRPC method without an ACL entry refused"
                 );
-                return Ok(refuse(Status::permission_denied("Permission denied")));
+                return Ok(refuse(denied()));
             };
             if !cache.ready().await {
                 return Ok(refuse(Status::unavailable(
@@ -513,63 +297,34 @@ where
                 }
                 Err(err) => return Ok(refuse(Status::permission_denied(err.message()))),
             };
-            if rule.need == Need::Token && caller.token.is_none() {
-                return Ok(refuse(Status::permission_denied("Permission denied")));
-            }
-            let mut req = if rule.reads_message() {
-                let (parts, body) = req.into_parts();
-                // The request is read whole to find its target, within the
-                // largest message the gateway accepts.
-                let limit = gw.config.max_body_bytes.max(16 * 1024 * 1024);
-                let bytes = match http_body_util::Limited::new(body, limit).collect().await {
-                    Ok(collected) => collected.to_bytes(),
-                    Err(err) => {
-                        return Ok(refuse(Status::resource_exhausted(format!(
-                            "reading the request: {err}"
-                        ))));
-                    }
-                };
-                if let Err(status) = allows(&gw, &caller.acl, rule, &bytes) {
-                    return Ok(refuse(status));
-                }
-                http::Request::from_parts(parts, Body::new(http_body_util::Full::new(bytes)))
-            } else {
-                // Nothing to read: the body (a stream, perhaps large or
-                // still open) goes on untouched.
-                if let Err(status) = allows(&gw, &caller.acl, rule, &[]) {
-                    return Ok(refuse(status));
-                }
-                req
-            };
-            if rule.list && !caller.acl.is_management() {
+            if rule.op.list && !caller.acl.is_management() {
                 req.extensions_mut().insert(ListScope {
                     acl: caller.acl.clone(),
-                    need: rule.need,
+                    need: rule.op.need,
                 });
             }
+            let checked = Arc::new(AtomicBool::new(false));
             req.extensions_mut().insert(caller);
-            inner.call(req).await
+            req.extensions_mut().insert(Pending {
+                rule,
+                checked: checked.clone(),
+            });
+            let response = inner.call(req).await?;
+            if !checked.load(Ordering::Acquire) && answered(&response) {
+                tracing::error!(
+                    method = rule.path,
+                    "gRPC handler answered without authorizing its request; refused"
+                );
+                return Ok(refuse(denied()));
+            }
+            Ok(response)
         })
     }
-}
-
-/// The method table's paths, for the test that every method has one.
-#[cfg(test)]
-pub(crate) fn method_paths() -> Vec<&'static str> {
-    METHODS.iter().map(|m| m.path).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn frame(message: &impl Message) -> Vec<u8> {
-        let bytes = message.encode_to_vec();
-        let mut out = vec![0];
-        out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
-        out.extend_from_slice(&bytes);
-        out
-    }
 
     #[test]
     fn every_method_of_the_guarded_services_has_an_entry() {
@@ -592,7 +347,7 @@ mod tests {
             }
         }
         assert!(expected.len() > 40, "{expected:?}");
-        let paths = method_paths();
+        let paths: Vec<&str> = METHODS.iter().map(|m| m.path).collect();
         let missing: Vec<_> = expected
             .iter()
             .filter(|p| !paths.contains(&p.as_str()))
@@ -609,30 +364,8 @@ mod tests {
     }
 
     #[test]
-    fn targets_are_read_from_the_message() {
-        let rule = lookup("/caravan.v1.JobService/RegisterJob").unwrap();
-        let req = RegisterJobRequest {
-            job: Some(Job {
-                id: "x".into(),
-                namespace: "prod".into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let body = frame(&req);
-        let target = (rule.extract)(first_message(&body).unwrap()).unwrap();
-        assert_eq!(target.namespace, "prod");
-        let rule = lookup("/caravan.v1.VariableService/GetVariable").unwrap();
-        let req = GetVariableRequest {
-            path: "a/b".into(),
-            options: None,
-        };
-        let target = (rule.extract)(&req.encode_to_vec()).unwrap();
-        assert_eq!(
-            (target.namespace.as_str(), target.path.as_str()),
-            ("", "a/b")
-        );
-        assert!(first_message(&[1, 0, 0, 0, 0]).is_none(), "compressed");
-        assert!(first_message(&[0, 0, 0, 0, 9, 1]).is_none(), "cut short");
+    fn answers_and_error_statuses_are_told_apart() {
+        assert!(!answered(&refuse(denied())));
+        assert!(answered(&http::Response::new(Body::empty())));
     }
 }

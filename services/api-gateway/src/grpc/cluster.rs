@@ -31,6 +31,7 @@ use futures::Stream;
 use tonic::{Request, Response, Status};
 
 use crate::client_fs;
+use crate::grpc::acl_guard::authorize;
 
 use crate::acl::ListScope;
 use crate::deployments::Steer;
@@ -49,6 +50,7 @@ impl EvalService for ClusterApi {
         &self,
         request: Request<GetEvaluationRequest>,
     ) -> Result<Response<GetEvaluationResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let q = query(&self.0, req.options);
         let (eval, meta) = evals::get(&self.0, &req.eval_id, &q).await?;
@@ -62,6 +64,7 @@ impl EvalService for ClusterApi {
         &self,
         request: Request<ListEvaluationsRequest>,
     ) -> Result<Response<ListEvaluationsResponse>, Status> {
+        authorize(&self.0, &request)?;
         let scope = list_scope(&request);
         let q = query(&self.0, request.into_inner().options);
         let (mut evals, meta) = evals::list(&self.0, &q).await;
@@ -76,6 +79,7 @@ impl EvalService for ClusterApi {
         &self,
         request: Request<EvaluationAllocationsRequest>,
     ) -> Result<Response<ListAllocationsResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let q = query(&self.0, req.options);
         let (allocs, meta) = evals::allocations(&self.0, &req.eval_id, &q).await?;
@@ -98,6 +102,7 @@ impl AllocService for ClusterApi {
         &self,
         request: Request<GetAllocationRequest>,
     ) -> Result<Response<GetAllocationResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let q = query(&self.0, req.options);
         let (alloc, meta) = allocs::get(&self.0, &req.alloc_id, &q).await?;
@@ -111,6 +116,7 @@ impl AllocService for ClusterApi {
         &self,
         request: Request<ListAllocationsRequest>,
     ) -> Result<Response<ListAllocationsResponse>, Status> {
+        authorize(&self.0, &request)?;
         let scope = list_scope(&request);
         let q = query(&self.0, request.into_inner().options);
         let (mut allocs, meta) = allocs::list(&self.0, &q).await;
@@ -125,6 +131,7 @@ impl AllocService for ClusterApi {
         &self,
         request: Request<StopAllocationRequest>,
     ) -> Result<Response<StopAllocationResponse>, Status> {
+        authorize(&self.0, &request)?;
         let (eval_id, revision) = allocs::stop(&self.0, &request.into_inner().alloc_id).await?;
         Ok(Response::new(StopAllocationResponse { eval_id, revision }))
     }
@@ -135,6 +142,7 @@ impl AllocService for ClusterApi {
         &self,
         request: Request<ReadLogsRequest>,
     ) -> Result<Response<Self::ReadLogsStream>, Status> {
+        authorize(&self.0, &request)?;
         let stream = logs::read_logs(&self.0, request.into_inner()).await?;
         Ok(Response::new(Box::pin(stream)))
     }
@@ -143,6 +151,7 @@ impl AllocService for ClusterApi {
         &self,
         request: Request<AllocPathRequest>,
     ) -> Result<Response<ListAllocFilesResponse>, Status> {
+        authorize(&self.0, &request)?;
         Ok(Response::new(
             client_fs::list(&self.0, request.into_inner()).await?,
         ))
@@ -152,6 +161,7 @@ impl AllocService for ClusterApi {
         &self,
         request: Request<AllocPathRequest>,
     ) -> Result<Response<AllocFileInfo>, Status> {
+        authorize(&self.0, &request)?;
         Ok(Response::new(
             client_fs::stat(&self.0, request.into_inner()).await?,
         ))
@@ -163,6 +173,7 @@ impl AllocService for ClusterApi {
         &self,
         request: Request<ReadAllocFileRequest>,
     ) -> Result<Response<Self::ReadAllocFileStream>, Status> {
+        authorize(&self.0, &request)?;
         let stream = client_fs::read(&self.0, request.into_inner()).await?;
         Ok(Response::new(Box::pin(stream)))
     }
@@ -171,6 +182,7 @@ impl AllocService for ClusterApi {
         &self,
         request: Request<HostStatsRequest>,
     ) -> Result<Response<HostStats>, Status> {
+        authorize(&self.0, &request)?;
         let (_, stats) = client_fs::host_stats(&self.0, request.into_inner()).await?;
         Ok(Response::new(stats))
     }
@@ -179,6 +191,7 @@ impl AllocService for ClusterApi {
         &self,
         request: Request<AllocStatsRequest>,
     ) -> Result<Response<AllocResourceUsage>, Status> {
+        authorize(&self.0, &request)?;
         Ok(Response::new(
             client_fs::alloc_stats(&self.0, request.into_inner()).await?,
         ))
@@ -188,6 +201,7 @@ impl AllocService for ClusterApi {
         &self,
         request: Request<SignalAllocRequest>,
     ) -> Result<Response<AllocActionResponse>, Status> {
+        authorize(&self.0, &request)?;
         Ok(Response::new(
             client_fs::signal(&self.0, request.into_inner()).await?,
         ))
@@ -197,6 +211,7 @@ impl AllocService for ClusterApi {
         &self,
         request: Request<RestartAllocRequest>,
     ) -> Result<Response<AllocActionResponse>, Status> {
+        authorize(&self.0, &request)?;
         Ok(Response::new(
             client_fs::restart(&self.0, request.into_inner()).await?,
         ))
@@ -206,6 +221,7 @@ impl AllocService for ClusterApi {
         &self,
         request: Request<GcAllocRequest>,
     ) -> Result<Response<AllocActionResponse>, Status> {
+        authorize(&self.0, &request)?;
         Ok(Response::new(
             client_fs::gc_alloc(&self.0, request.into_inner()).await?,
         ))
@@ -215,6 +231,7 @@ impl AllocService for ClusterApi {
         &self,
         request: Request<GcNodeRequest>,
     ) -> Result<Response<GcNodeResponse>, Status> {
+        authorize(&self.0, &request)?;
         Ok(Response::new(
             client_fs::gc_node(&self.0, request.into_inner()).await?,
         ))
@@ -234,6 +251,7 @@ impl NodeService for ClusterApi {
         &self,
         request: Request<GetNodeRequest>,
     ) -> Result<Response<GetNodeResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let q = query(&self.0, req.options);
         let (node, meta) = nodes::get(&self.0, &req.node_id, &q).await?;
@@ -247,6 +265,7 @@ impl NodeService for ClusterApi {
         &self,
         request: Request<ListNodesRequest>,
     ) -> Result<Response<ListNodesResponse>, Status> {
+        authorize(&self.0, &request)?;
         let q = query(&self.0, request.into_inner().options);
         let (nodes, meta) = nodes::list(&self.0, &q).await;
         Ok(Response::new(ListNodesResponse {
@@ -259,6 +278,7 @@ impl NodeService for ClusterApi {
         &self,
         request: Request<NodeAllocationsRequest>,
     ) -> Result<Response<ListAllocationsResponse>, Status> {
+        authorize(&self.0, &request)?;
         let scope = list_scope(&request);
         let req = request.into_inner();
         let q = query(&self.0, req.options);
@@ -274,6 +294,7 @@ impl NodeService for ClusterApi {
         &self,
         request: Request<UpdateEligibilityRequest>,
     ) -> Result<Response<NodeUpdateResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let eligibility = req.eligibility();
         Ok(node_update(
@@ -285,6 +306,7 @@ impl NodeService for ClusterApi {
         &self,
         request: Request<UpdateDrainRequest>,
     ) -> Result<Response<NodeUpdateResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         Ok(node_update(
             nodes::update_drain(&self.0, &req.node_id, req.drain_strategy, req.mark_eligible)
@@ -296,6 +318,7 @@ impl NodeService for ClusterApi {
         &self,
         request: Request<EvaluateNodeRequest>,
     ) -> Result<Response<NodeUpdateResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         Ok(node_update(nodes::evaluate(&self.0, &req.node_id).await?))
     }
@@ -304,6 +327,7 @@ impl NodeService for ClusterApi {
         &self,
         request: Request<PurgeNodeRequest>,
     ) -> Result<Response<NodeUpdateResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         Ok(node_update(nodes::purge(&self.0, &req.node_id).await?))
     }
@@ -322,6 +346,7 @@ impl DeploymentService for ClusterApi {
         &self,
         request: Request<GetDeploymentRequest>,
     ) -> Result<Response<GetDeploymentResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let q = query(&self.0, req.options);
         let (deployment, meta) = deployments::get(&self.0, &req.deployment_id, &q).await?;
@@ -335,6 +360,7 @@ impl DeploymentService for ClusterApi {
         &self,
         request: Request<ListDeploymentsRequest>,
     ) -> Result<Response<ListDeploymentsResponse>, Status> {
+        authorize(&self.0, &request)?;
         let scope = list_scope(&request);
         let q = query(&self.0, request.into_inner().options);
         let (mut deployments, meta) = deployments::list(&self.0, &q).await;
@@ -349,6 +375,7 @@ impl DeploymentService for ClusterApi {
         &self,
         request: Request<PromoteDeploymentRequest>,
     ) -> Result<Response<DeploymentUpdateResponse>, Status> {
+        authorize(&self.0, &request)?;
         let r = request.into_inner();
         let steer = Steer::Promote(WatcherPromoteRequest {
             deployment_id: r.deployment_id,
@@ -362,6 +389,7 @@ impl DeploymentService for ClusterApi {
         &self,
         request: Request<FailDeploymentRequest>,
     ) -> Result<Response<DeploymentUpdateResponse>, Status> {
+        authorize(&self.0, &request)?;
         let r = request.into_inner();
         let steer = Steer::Fail(WatcherFailRequest {
             deployment_id: r.deployment_id,
@@ -373,6 +401,7 @@ impl DeploymentService for ClusterApi {
         &self,
         request: Request<PauseDeploymentRequest>,
     ) -> Result<Response<DeploymentUpdateResponse>, Status> {
+        authorize(&self.0, &request)?;
         let r = request.into_inner();
         let steer = Steer::Pause(WatcherPauseRequest {
             deployment_id: r.deployment_id,
@@ -385,6 +414,7 @@ impl DeploymentService for ClusterApi {
         &self,
         request: Request<SetAllocHealthRequest>,
     ) -> Result<Response<DeploymentUpdateResponse>, Status> {
+        authorize(&self.0, &request)?;
         let r = request.into_inner();
         let steer = Steer::AllocHealth(WatcherAllocHealthRequest {
             deployment_id: r.deployment_id,
@@ -399,8 +429,9 @@ impl DeploymentService for ClusterApi {
 impl StatusService for ClusterApi {
     async fn leaders(
         &self,
-        _request: Request<LeadersRequest>,
+        request: Request<LeadersRequest>,
     ) -> Result<Response<LeadersResponse>, Status> {
+        authorize(&self.0, &request)?;
         let (leaders, revision) = status::leaders(&self.0).await?;
         Ok(Response::new(LeadersResponse { leaders, revision }))
     }
@@ -410,8 +441,9 @@ impl StatusService for ClusterApi {
 impl SystemService for ClusterApi {
     async fn garbage_collect(
         &self,
-        _request: Request<GarbageCollectRequest>,
+        request: Request<GarbageCollectRequest>,
     ) -> Result<Response<GarbageCollectResponse>, Status> {
+        authorize(&self.0, &request)?;
         let c = crate::broker::garbage_collect(&self.0).await?;
         Ok(Response::new(GarbageCollectResponse {
             evals: c.evals,

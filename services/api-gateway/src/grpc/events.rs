@@ -12,6 +12,7 @@ use tonic::{Request, Response, Status};
 use crate::error::Result;
 use crate::events::{self, Change, Filter, Tick};
 use crate::gateway::Gateway;
+use crate::grpc::acl_guard::authorize;
 
 /// The event stream API.
 #[derive(Debug, Clone)]
@@ -85,6 +86,7 @@ impl EventService for EventApi {
         &self,
         request: Request<EventStreamRequest>,
     ) -> Result<Response<EventStream>, Status> {
+        authorize(&self.0, &request)?;
         let mut filter = filter(request.get_ref())?;
         filter.acl = request
             .extensions()

@@ -15,6 +15,7 @@ use tonic::{Request, Response, Status};
 use crate::acl::ListScope;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
+use crate::grpc::acl_guard::authorize;
 use crate::grpc::{list_scope, query};
 use crate::jobs::{lifecycle, plan, reads, register};
 
@@ -41,6 +42,7 @@ impl JobService for JobApi {
         &self,
         request: Request<RegisterJobRequest>,
     ) -> Result<Response<RegisterJobResponse>, Status> {
+        authorize(&self.0, &request)?;
         let caller = request.extensions().get::<crate::acl::Caller>().cloned();
         let req = request.into_inner();
         let job = req.job.ok_or_else(missing_job)?;
@@ -61,6 +63,7 @@ impl JobService for JobApi {
         &self,
         request: Request<DeregisterJobRequest>,
     ) -> Result<Response<DeregisterJobResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let r = register::deregister(&self.0, &req.namespace, &req.job_id, req.purge).await?;
         Ok(Response::new(DeregisterJobResponse {
@@ -74,6 +77,7 @@ impl JobService for JobApi {
         &self,
         request: Request<GetJobRequest>,
     ) -> Result<Response<GetJobResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let q = query(&self.0, req.options);
         let (job, meta) = reads::get(&self.0, &req.job_id, &q).await?;
@@ -87,6 +91,7 @@ impl JobService for JobApi {
         &self,
         request: Request<ListJobsRequest>,
     ) -> Result<Response<ListJobsResponse>, Status> {
+        authorize(&self.0, &request)?;
         let scope = list_scope(&request);
         let q = query(&self.0, request.into_inner().options);
         let (mut jobs, meta) = reads::list(&self.0, &q).await;
@@ -101,6 +106,7 @@ impl JobService for JobApi {
         &self,
         request: Request<ValidateJobRequest>,
     ) -> Result<Response<ValidateJobResponse>, Status> {
+        authorize(&self.0, &request)?;
         let job = request.into_inner().job.ok_or_else(missing_job)?;
         Ok(Response::new(
             match register::prepare(job, self.0.config.max_job_allocs) {
@@ -125,6 +131,7 @@ impl JobService for JobApi {
         &self,
         request: Request<PlanJobRequest>,
     ) -> Result<Response<PlanJobResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let job = req.job.ok_or_else(missing_job)?;
         let p = plan::plan(&self.0, job, req.diff).await?;
@@ -142,6 +149,7 @@ impl JobService for JobApi {
         &self,
         request: Request<EvaluateJobRequest>,
     ) -> Result<Response<EvaluateJobResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let (eval_id, revision) =
             register::evaluate(&self.0, &req.namespace, &req.job_id, req.force_reschedule).await?;
@@ -155,6 +163,7 @@ impl JobService for JobApi {
         &self,
         request: Request<ListJobVersionsRequest>,
     ) -> Result<Response<ListJobVersionsResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let q = query(&self.0, req.options);
         let (versions, meta) = reads::versions(&self.0, &req.job_id, &q).await?;
@@ -168,6 +177,7 @@ impl JobService for JobApi {
         &self,
         request: Request<JobAllocationsRequest>,
     ) -> Result<Response<ListAllocationsResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let q = query(&self.0, req.options);
         let (allocs, meta) = reads::allocations(&self.0, &req.job_id, &q).await?;
@@ -181,6 +191,7 @@ impl JobService for JobApi {
         &self,
         request: Request<JobEvaluationsRequest>,
     ) -> Result<Response<ListEvaluationsResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let q = query(&self.0, req.options);
         let (evals, meta) = reads::evaluations(&self.0, &req.job_id, &q).await?;
@@ -194,6 +205,7 @@ impl JobService for JobApi {
         &self,
         request: Request<JobSummaryRequest>,
     ) -> Result<Response<JobSummaryResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let q = query(&self.0, req.options);
         let (s, meta) = reads::summary(&self.0, &req.job_id, &q).await?;
@@ -209,6 +221,7 @@ impl JobService for JobApi {
         &self,
         request: Request<RevertJobRequest>,
     ) -> Result<Response<RegisterJobResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let prior = req.enforce_prior_version.then_some(req.prior_version);
         let r =
@@ -220,6 +233,7 @@ impl JobService for JobApi {
         &self,
         request: Request<SetJobStabilityRequest>,
     ) -> Result<Response<SetJobStabilityResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let revision = lifecycle::set_stability(
             &self.0,
@@ -236,6 +250,7 @@ impl JobService for JobApi {
         &self,
         request: Request<ScaleJobRequest>,
     ) -> Result<Response<RegisterJobResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let enforce = match req.job_modify_revision {
             0 => None,
@@ -262,6 +277,7 @@ impl JobService for JobApi {
         &self,
         request: Request<DispatchJobRequest>,
     ) -> Result<Response<DispatchJobResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let asked = lifecycle::DispatchRequest {
             payload: req.payload,
@@ -282,6 +298,7 @@ impl JobService for JobApi {
         &self,
         request: Request<ForcePeriodicJobRequest>,
     ) -> Result<Response<ForcePeriodicJobResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let l = crate::broker::force_periodic(&self.0, &req.namespace, &req.job_id).await?;
         Ok(Response::new(ForcePeriodicJobResponse {

@@ -2,13 +2,14 @@
 //! messages and call the domain modules, and the router serving them all.
 
 mod acl;
-mod acl_guard;
+pub(crate) mod acl_guard;
 mod client;
 mod cluster;
 mod events;
 pub(crate) mod heartbeats;
 mod jobs;
 mod services;
+mod targets;
 mod vars;
 
 use caravan_proto::QueryOptions;

@@ -10,6 +10,7 @@ use tonic::{Request, Response, Status};
 
 use crate::acl::ListScope;
 use crate::gateway::Gateway;
+use crate::grpc::acl_guard::authorize;
 use crate::grpc::{list_scope, query};
 use crate::service_registry;
 
@@ -23,6 +24,7 @@ impl ServiceRegistryService for ServiceRegistryApi {
         &self,
         request: Request<ListServicesRequest>,
     ) -> Result<Response<ListServicesResponse>, Status> {
+        authorize(&self.0, &request)?;
         let scope = list_scope(&request);
         let q = query(&self.0, request.into_inner().options);
         let (list, meta) = service_registry::list(&self.0, &q).await?;
@@ -51,6 +53,7 @@ impl ServiceRegistryService for ServiceRegistryApi {
         &self,
         request: Request<GetServiceRequest>,
     ) -> Result<Response<GetServiceResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         if req.name.is_empty() {
             return Err(Status::invalid_argument("name: a service name is required"));

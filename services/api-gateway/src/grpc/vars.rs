@@ -9,6 +9,7 @@ use tonic::{Request, Response, Status};
 
 use crate::acl::ListScope;
 use crate::gateway::Gateway;
+use crate::grpc::acl_guard::authorize;
 use crate::grpc::{list_scope, query};
 use crate::query::DEFAULT_NAMESPACE;
 use crate::vars;
@@ -31,6 +32,7 @@ impl VariableService for VariableApi {
         &self,
         request: Request<ListVariablesRequest>,
     ) -> Result<Response<ListVariablesResponse>, Status> {
+        authorize(&self.0, &request)?;
         let scope = list_scope(&request);
         let q = query(&self.0, request.into_inner().options);
         let (mut variables, meta) = vars::list(&self.0, &q).await?;
@@ -45,6 +47,7 @@ impl VariableService for VariableApi {
         &self,
         request: Request<GetVariableRequest>,
     ) -> Result<Response<GetVariableResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let q = query(&self.0, req.options);
         let (variable, meta) = vars::get(&self.0, &req.path, &q).await?;
@@ -58,6 +61,7 @@ impl VariableService for VariableApi {
         &self,
         request: Request<PutVariableRequest>,
     ) -> Result<Response<PutVariableResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let namespace = namespace_or_default(req.namespace);
         let w = vars::put(
@@ -80,6 +84,7 @@ impl VariableService for VariableApi {
         &self,
         request: Request<DeleteVariableRequest>,
     ) -> Result<Response<DeleteVariableResponse>, Status> {
+        authorize(&self.0, &request)?;
         let req = request.into_inner();
         let namespace = namespace_or_default(req.namespace);
         let w = vars::delete(&self.0, &namespace, &req.path, req.cas, None).await?;

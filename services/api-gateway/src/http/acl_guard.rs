@@ -12,8 +12,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use crate::acl::need::Need;
 use crate::acl::owner::{Object, owner_namespace};
-use crate::acl::routes::{self, Need, Rule};
+use crate::acl::routes::{self, Rule};
 use crate::acl::store::ResolveError;
 use crate::acl::{Acl, Caller, token_from_headers};
 use crate::gateway::Gateway;
@@ -108,9 +109,9 @@ fn filter_list(acl: &Acl, rule: &Rule, items: Vec<Value>) -> Vec<Value> {
     items
         .into_iter()
         .filter(|item| {
-            if let Need::NodePool(_) = rule.need {
+            if let Need::NodePool(_) = rule.op.need {
                 let name = item.get("Name").and_then(Value::as_str).unwrap_or_default();
-                return rule.need.shows(acl, "", name);
+                return rule.op.need.shows(acl, "", name);
             }
             // Scaling policies carry theirs in `Target`.
             let ns = item
@@ -121,7 +122,7 @@ fn filter_list(acl: &Acl, rule: &Rule, items: Vec<Value>) -> Vec<Value> {
                 return true;
             };
             let path = item.get("Path").and_then(Value::as_str).unwrap_or_default();
-            rule.need.shows(acl, ns, path)
+            rule.op.need.shows(acl, ns, path)
         })
         .collect()
 }
@@ -176,6 +177,7 @@ pub(crate) async fn guard(gw: Gateway, limit: usize, mut req: Request, next: Nex
             return permission_denied();
         }
     };
+    let need = rule.op.need;
     if !cache.ready().await {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -185,7 +187,7 @@ pub(crate) async fn guard(gw: Gateway, limit: usize, mut req: Request, next: Nex
     }
     // The token of an exec that asks for the handshake comes in its first
     // frame: its handler checks it there.
-    if rule.need == Need::Exec && crate::http::alloc_exec::wants_handshake(req.uri().query()) {
+    if need == Need::Exec && crate::http::alloc_exec::wants_handshake(req.uri().query()) {
         return next.run(req).await;
     }
     let secret = token_from_headers(req.headers());
@@ -198,11 +200,11 @@ pub(crate) async fn guard(gw: Gateway, limit: usize, mut req: Request, next: Nex
         Err(err) => return (StatusCode::FORBIDDEN, err.message()).into_response(),
     };
     let acl = caller.acl.clone();
-    if rule.need == Need::Token && caller.token.is_none() {
+    if need == Need::Token && caller.token.is_none() {
         return permission_denied();
     }
     // A namespace's own route is about the namespace it names.
-    let namespace = if rule.need == Need::NamespaceAny {
+    let namespace = if need == Need::NamespaceAny {
         path_param(&pattern, req.uri().path(), "{name}").unwrap_or_default()
     } else {
         request_namespace(req.uri().query())
@@ -210,12 +212,12 @@ pub(crate) async fn guard(gw: Gateway, limit: usize, mut req: Request, next: Nex
     let writes = matches!(*req.method(), Method::PUT | Method::POST);
     // What a variable or node pool need is checked on: the variable's path,
     // the pool the URL names, or else the pool a written body names.
-    let mut var_path = if about_a_pool(rule.need) {
+    let mut var_path = if about_a_pool(need) {
         path_param(&pattern, req.uri().path(), "{name}").unwrap_or_default()
     } else {
         variable_path(req.uri().path())
     };
-    if writes && about_a_pool(rule.need) && var_path.is_empty() {
+    if writes && about_a_pool(need) && var_path.is_empty() {
         let (parts, body) = req.into_parts();
         let bytes = match to_bytes(body, limit).await {
             Ok(bytes) => bytes,
@@ -224,24 +226,24 @@ pub(crate) async fn guard(gw: Gateway, limit: usize, mut req: Request, next: Nex
         var_path = body_name(&bytes);
         req = Request::from_parts(parts, Body::from(bytes));
     }
-    if !rule.need.permits(&acl, &namespace, &var_path, rule.list) {
+    if !need.permits(&acl, &namespace, &var_path, rule.op.list) {
         return permission_denied();
     }
-    if matches!(rule.need, Need::Ns(_) | Need::Exec)
+    if matches!(need, Need::Ns(_) | Need::Exec)
         && let Some(object) = named_object(&pattern, req.uri().path())
         && let Some(owner) = owner_namespace(&gw.cache.snapshot(), &object)
-        && !rule.need.allowed(&acl, &owner, &var_path)
+        && !need.allowed(&acl, &owner, &var_path)
     {
         return permission_denied();
     }
-    if writes && matches!(rule.need, Need::Ns(_) | Need::Var(_)) {
+    if writes && matches!(need, Need::Ns(_) | Need::Var(_)) {
         let (parts, body) = req.into_parts();
         let bytes = match to_bytes(body, limit).await {
             Ok(bytes) => bytes,
             Err(err) => return too_large(&err),
         };
         for ns in body_namespaces(&bytes) {
-            if !rule.need.allowed(&acl, &ns, &var_path) {
+            if !need.allowed(&acl, &ns, &var_path) {
                 return permission_denied();
             }
         }
@@ -249,7 +251,7 @@ pub(crate) async fn guard(gw: Gateway, limit: usize, mut req: Request, next: Nex
     }
     req.extensions_mut().insert(caller);
     let response = next.run(req).await;
-    if rule.list && !acl.is_management() {
+    if rule.op.list && !acl.is_management() {
         return filtered(&acl, rule, response).await;
     }
     response

@@ -115,7 +115,7 @@ fn read_only_allows(need: AclNeed, pattern: &str) -> bool {
 }
 
 /// The route's pattern with its parameters filled with names of nothing.
-fn concrete(pattern: &str) -> String {
+pub(crate) fn concrete(pattern: &str) -> String {
     pattern
         .replace("{id}", "no-such-thing")
         .replace("{alloc_id}", "00000000-0000-0000-0000-000000000000")
@@ -142,8 +142,8 @@ async fn every_route_obeys_the_acl_table() {
         // Bootstrapping again is refused whoever asks (checked below).
         let anonymous = call(&gw, None, method, &path, b"").await;
         // The list of node pools is anyone's, cut to what they may read.
-        let public = rule.need == AclNeed::Public
-            || (rule.list && matches!(rule.need, AclNeed::NodePool(_)));
+        let public = rule.op.need == AclNeed::Public
+            || (rule.op.list && matches!(rule.op.need, AclNeed::NodePool(_)));
         assert_eq!(
             anonymous.status == 403,
             !public,
@@ -156,7 +156,7 @@ async fn every_route_obeys_the_acl_table() {
             continue;
         }
         let read = call(&gw, Some(&reader), method, &path, b"").await;
-        let want = read_only_allows(rule.need, rule.pattern);
+        let want = read_only_allows(rule.op.need, rule.pattern);
         assert_eq!(
             read.status != 403,
             want,

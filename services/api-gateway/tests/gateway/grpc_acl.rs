@@ -1,6 +1,6 @@
 //! ACLs over gRPC: lists over every namespace (`namespace = "*"`) answer
-//! what the token may read, a token with no read is refused, and a method
-//! whose rule does not look at the message takes its body unread.
+//! what the token may read, a token with no read is refused, and the guard
+//! reads no request's body (a large one goes to the method unread).
 
 use std::sync::Arc;
 

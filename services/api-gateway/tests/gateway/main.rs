@@ -8,6 +8,7 @@ mod common;
 
 mod acl;
 mod acl_node_pools;
+mod acl_transports;
 mod broker;
 mod client_fs;
 mod conflicts;
