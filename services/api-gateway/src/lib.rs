@@ -8,70 +8,41 @@
 //! `vars`) hold the logic; `grpc` and `http` are thin transports over them.
 //! [`ApiGatewayService`] is how a process or `caravan dev` runs it.
 
-mod acl;
-mod alloc_exec;
-mod allocs;
-mod broker;
-mod cas;
-mod client;
-mod client_fs;
-mod config;
-mod deployments;
-mod error;
-mod evals;
-mod events;
-mod gateway;
-mod grpc;
-mod http;
-mod identity;
-mod jobs;
-mod logs;
-pub mod metrics;
-mod namespaces;
-mod node_fan_out;
-mod node_pools;
-mod nodes;
-mod operator;
-mod query;
-mod scaling;
-mod search;
-mod service_registry;
-mod status;
-mod store_health;
-mod uncached;
-mod vars;
-mod waiting;
+pub use caravan_gateway_core::metrics;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
 use caravan_runtime::names::API_GATEWAY;
 use caravan_runtime::service::{Service, Serving};
-use caravan_state::{AllocDetail, Informer, InformerConfig, Keyspace};
+use caravan_state::{Informer, Keyspace};
 use futures::future::BoxFuture;
 
-pub use acl::need::Need as AclNeed;
-pub use acl::ops::{self as acl_ops, Op as AclOp};
-pub use acl::routes::{RULES as ACL_ROUTES, Rule as AclRule};
-pub use client::heartbeats::GatewayStore;
-pub use config::{AclConfig, GatewayConfig};
-pub use grpc::acl_guard::{METHODS as ACL_METHODS, MethodRule as AclMethod};
-pub use vars::VariableKey;
+pub use caravan_gateway_core::Bound;
+pub use caravan_gateway_core::acl::need::Need as AclNeed;
+pub use caravan_gateway_core::acl::ops::{self as acl_ops, Op as AclOp};
+pub use caravan_gateway_core::config::{AclConfig, GatewayConfig};
+pub use caravan_gateway_core::vars::VariableKey;
+pub use caravan_gateway_grpc::acl_guard::{METHODS as ACL_METHODS, MethodRule as AclMethod};
+pub use caravan_gateway_http::acl_routes::{RULES as ACL_ROUTES, Rule as AclRule};
+pub use caravan_gateway_node::heartbeats::GatewayStore;
 
-use crate::client::NodeApi;
-use crate::gateway::Gateway;
+use caravan_gateway_core::gateway::Gateway;
+use caravan_gateway_core::store_health;
+use caravan_gateway_node::NodeApi;
 
-/// The addresses a running gateway listens on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bound {
-    /// The gRPC API.
-    pub grpc: SocketAddr,
-    /// The HTTP API.
-    pub http: SocketAddr,
-    /// The heartbeat listener, when `heartbeat_addr` asks for one.
-    pub heartbeat: Option<SocketAddr>,
-}
+/// Every gRPC service the gateway serves: the public ones and the
+/// node-facing one.
+const GRPC_SERVICES: [&str; caravan_gateway_grpc::SERVICES.len() + 1] = {
+    let public = caravan_gateway_grpc::SERVICES;
+    let mut all = [caravan_gateway_node::SERVICE; caravan_gateway_grpc::SERVICES.len() + 1];
+    let mut i = 0;
+    while i < public.len() {
+        all[i] = public[i];
+        i += 1;
+    }
+    all
+};
 
 /// The gateway as a service: the gRPC API on `grpc_addr` and the HTTP API
 /// on `http_addr`, over a watch cache of the store. Ready (with the
@@ -83,7 +54,7 @@ pub struct ApiGatewayService;
 impl Service for ApiGatewayService {
     const NAME: &'static str = API_GATEWAY;
     const LEADER_ELECTED: bool = false;
-    const GRPC_SERVICES: &'static [&'static str] = grpc::SERVICES;
+    const GRPC_SERVICES: &'static [&'static str] = &GRPC_SERVICES;
     type Config = GatewayConfig;
     type Store = GatewayStore;
     type Ready = Bound;
@@ -94,7 +65,7 @@ impl Service for ApiGatewayService {
         store: GatewayStore,
         serving: Serving<Bound>,
     ) -> anyhow::Result<()> {
-        metrics::register();
+        caravan_gateway_core::metrics::register();
         store_health::register();
         let variables_key =
             VariableKey::configured(&config.variables_key, &config.variables_key_file)
@@ -129,7 +100,7 @@ impl Service for ApiGatewayService {
         let cache = Informer::start(
             store.clone(),
             Keyspace::new(&config.store.prefix),
-            cache_config(),
+            caravan_gateway_core::cache_config(),
         )
         .await
         .context("starting the watch cache")?;
@@ -143,11 +114,17 @@ impl Service for ApiGatewayService {
         let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone())
             .with_variables_key(variables_key);
         let node = NodeApi::new(gw.clone(), heartbeats);
-        let grpc_router = grpc::routes(serving.router, &gw, &node);
-        let http_router = http::router(gw.clone(), bound);
+        let grpc_router =
+            caravan_gateway_node::routes(caravan_gateway_grpc::routes(serving.router, &gw), &node);
+        let http_router = caravan_gateway_http::router(gw.clone(), bound);
         let https = caravan_runtime::tls::https().is_some();
         let heartbeat_serve = heartbeat_listener.map(|((listener, _), runtime)| {
-            grpc::heartbeats::serve(&node, &runtime, listener, shutdown.clone())
+            caravan_gateway_node::heartbeat_listener::serve(
+                &node,
+                &runtime,
+                listener,
+                shutdown.clone(),
+            )
         });
         let heartbeat_serve = async move {
             match heartbeat_serve {
@@ -195,18 +172,5 @@ impl Service for ApiGatewayService {
         http_result.unwrap_or(Ok(())).context("serving HTTP")?;
         heartbeat_result?;
         Ok(())
-    }
-}
-
-/// The gateway's watch cache keeps allocations without their placement
-/// metrics: lists, client streams and status bookkeeping never read them,
-/// and the answers that show one whole allocation read it from the store.
-/// Beside it, the metrics as stored, undecoded: the status writer rewrites
-/// an allocation from the cache with them, without reading the store.
-pub(crate) fn cache_config() -> InformerConfig {
-    InformerConfig {
-        alloc_detail: AllocDetail::WithoutMetrics,
-        alloc_metrics: Some(Arc::new(caravan_state::StoredMetrics::default())),
-        ..InformerConfig::default()
     }
 }
