@@ -4,7 +4,7 @@
 #![no_main]
 
 // The gateway's own parameter parsing, compiled here without the server.
-#[path = "../../services/api-gateway/src/http/params.rs"]
+#[path = "../../services/api-gateway/http/src/params.rs"]
 #[allow(dead_code)]
 mod params;
 
