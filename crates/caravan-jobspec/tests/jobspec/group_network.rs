@@ -145,6 +145,13 @@ fn errors_name_the_field() {
             ),
             "group \"web\": task \"proxy\": config.dns_servers: conflicts with the group network's dns block",
         ),
+        (
+            (
+                "image       = \"busybox:1\"",
+                "image       = \"busybox:1\"\n        network_mode = \"host\"",
+            ),
+            "group \"web\": task \"proxy\": config.network_mode: keeps the task out of the group's bridge/none network, so the group network's hostname cannot reach it",
+        ),
     ];
     for ((from, to), want) in cases {
         let errs = errors(&patched(from, to));

@@ -319,7 +319,19 @@ fn group_network_options(group: &TaskGroup, config: &Struct, path: &str, e: &mut
         .get("network_mode")
         .and_then(as_string)
         .is_some_and(|m| !m.is_empty());
-    let joined = !own_mode && super::super::group_network::joined_by_docker(net);
+    let group_ns = super::super::group_network::joined_by_docker(net);
+    let joined = !own_mode && group_ns;
+    // A task of its own network keeps its own hostname: the group's would
+    // silently miss it unless it names one itself.
+    if own_mode && group_ns && net.is_some_and(|n| !n.hostname.is_empty()) && !set("hostname") {
+        e.at(
+            path,
+            "network_mode",
+            "keeps the task out of the group's bridge/none network, so the group network's \
+             hostname cannot reach it: leave network_mode unset to join the group's network, \
+             or set the task's own hostname",
+        );
+    }
     for key in [
         "hostname",
         "dns_servers",
