@@ -110,7 +110,6 @@ impl Service for ApiGatewayService {
             heartbeat: heartbeat_listener.as_ref().map(|((_, addr), _)| *addr),
         };
         let shutdown = serving.shutdown;
-        store_health::watch(store.clone(), shutdown.clone());
         let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone())
             .with_variables_key(variables_key);
         let node = NodeApi::new(gw.clone(), heartbeats);

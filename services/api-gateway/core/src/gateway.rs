@@ -60,6 +60,8 @@ pub struct Gateway {
     pub acl: Option<Arc<crate::acl::AclCache>>,
     /// The workload identity signing keys, loaded on first use.
     pub keyring: Arc<tokio::sync::OnceCell<Arc<crate::identity::keyring::Keyring>>>,
+    /// The store's alarms as last listed, for the health check.
+    pub alarms: Arc<crate::store_health::Alarms>,
     /// The blocking queries waiting for a change.
     pub waiting: Arc<crate::waiting::Waiting>,
 }
@@ -76,8 +78,8 @@ impl std::fmt::Debug for Gateway {
 impl Gateway {
     /// A gateway over `store`, reading through `cache` (which must follow the
     /// same keyspace as `config.store.prefix`). Must be called inside a tokio
-    /// runtime: it starts the tasks that group job writes and follow the ACL
-    /// entries.
+    /// runtime: it starts the tasks that group job writes, list the store's
+    /// alarms and follow the ACL entries.
     pub fn new(
         store: Arc<dyn Store>,
         cache: Arc<Informer>,
@@ -109,6 +111,8 @@ impl Gateway {
             );
             acl
         });
+        let alarms = Arc::<crate::store_health::Alarms>::default();
+        crate::store_health::watch(store.clone(), alarms.clone(), shutdown.clone());
         Gateway {
             acl,
             store,
@@ -121,6 +125,7 @@ impl Gateway {
             job_writes,
             variables_key: None,
             keyring: Arc::default(),
+            alarms,
             waiting: Arc::default(),
         }
     }

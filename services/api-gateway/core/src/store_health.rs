@@ -7,18 +7,42 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use caravan_metrics::IntGaugeVec;
 use caravan_store::{Store, StoreAlarm};
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::gateway::Gateway;
 
 /// How often the watch asks etcd for its alarms.
 const ALARM_POLL: Duration = Duration::from_secs(2);
-/// How long `/v1/agent/health` waits for etcd's alarm list.
+/// How long `/v1/agent/health` waits for etcd's alarm list when the watch
+/// has none to offer.
 const ALARM_TIMEOUT: Duration = Duration::from_secs(2);
+/// How old the watch's last list may be for the health check to answer
+/// from it: a few polls.
+const READING_FRESH: Duration = Duration::from_secs(3 * ALARM_POLL.as_secs());
+
+/// The alarm list the watch read last, shared with the health check so a
+/// probe of `/v1/agent/health` costs etcd nothing.
+#[derive(Debug, Default)]
+pub struct Alarms(Mutex<Option<(Instant, Vec<StoreAlarm>)>>);
+
+impl Alarms {
+    fn record(&self, alarms: Vec<StoreAlarm>) {
+        *self.0.lock() = Some((Instant::now(), alarms));
+    }
+
+    /// The last list, if it was read within `fresh`.
+    fn recent(&self, fresh: Duration) -> Option<Vec<StoreAlarm>> {
+        match &*self.0.lock() {
+            Some((at, alarms)) if at.elapsed() <= fresh => Some(alarms.clone()),
+            _ => None,
+        }
+    }
+}
 
 static ALARMS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     caravan_metrics::gauge_vec(
@@ -65,6 +89,15 @@ pub async fn check(gw: &Gateway) -> Result<(), String> {
             contact.last_contact_ms
         ));
     }
+    // The watch's list when fresh; else (before its first list, or while
+    // etcd does not answer it) etcd is asked now.
+    if let Some(alarms) = gw.alarms.recent(READING_FRESH) {
+        return if alarms.is_empty() {
+            Ok(())
+        } else {
+            Err(describe(&alarms))
+        };
+    }
     match tokio::time::timeout(ALARM_TIMEOUT, gw.store.alarms()).await {
         Ok(Ok(alarms)) if alarms.is_empty() => Ok(()),
         Ok(Ok(alarms)) => Err(describe(&alarms)),
@@ -75,9 +108,10 @@ pub async fn check(gw: &Gateway) -> Result<(), String> {
     }
 }
 
-/// Follows the store's alarms until `shutdown`: the gauge, and one warning
-/// when an alarm is first seen (one notice when it is disarmed).
-pub fn watch(store: Arc<dyn Store>, shutdown: CancellationToken) {
+/// Follows the store's alarms until `shutdown`: the gauge, the list the
+/// health check answers from (`reading`), and one warning when an alarm is
+/// first seen (one notice when it is disarmed).
+pub fn watch(store: Arc<dyn Store>, reading: Arc<Alarms>, shutdown: CancellationToken) {
     tokio::spawn(async move {
         let mut active: BTreeSet<(String, u64)> = BTreeSet::new();
         let mut kinds: BTreeSet<String> = BTreeSet::from(["NOSPACE".to_string()]);
@@ -105,6 +139,7 @@ pub fn watch(store: Arc<dyn Store>, shutdown: CancellationToken) {
                             .set(i64::try_from(n).unwrap_or(i64::MAX));
                     }
                     active = now;
+                    reading.record(alarms);
                 }
                 // An unreachable store is reported by the cache and the
                 // health check; the gauge keeps its last reading.
@@ -121,6 +156,20 @@ pub fn watch(store: Arc<dyn Store>, shutdown: CancellationToken) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_health_check_answers_from_a_fresh_reading_only() {
+        let alarms = Alarms::default();
+        assert_eq!(alarms.recent(READING_FRESH), None, "nothing read yet");
+        let nospace = StoreAlarm {
+            member_id: 1,
+            kind: "NOSPACE".into(),
+        };
+        alarms.record(vec![nospace.clone()]);
+        assert_eq!(alarms.recent(READING_FRESH), Some(vec![nospace]));
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(alarms.recent(Duration::from_millis(10)), None, "stale");
+    }
 
     #[test]
     fn a_nospace_alarm_names_the_member_and_the_remedy() {
