@@ -194,6 +194,19 @@ impl Gateway {
         }
     }
 
+    /// The store's part of the gateway's health: `Ok` or why not (no
+    /// leader, or an alarm raised).
+    pub async fn store_health(&self) -> std::result::Result<(), String> {
+        let contact = self.leader_contact();
+        if !contact.known {
+            return Err(format!(
+                "no leader: the store has not answered for {} ms",
+                contact.last_contact_ms
+            ));
+        }
+        crate::store_health::check_alarms(&self.alarms, self.store.as_ref()).await
+    }
+
     /// Waits (briefly, best effort) until the cache has applied `revision`,
     /// so the writer's next read through this gateway sees its write.
     pub async fn settle(&self, revision: Revision) {

@@ -14,8 +14,6 @@ use caravan_store::{Store, StoreAlarm};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::gateway::Gateway;
-
 /// How often the watch asks etcd for its alarms.
 const ALARM_POLL: Duration = Duration::from_secs(2);
 /// How long `/v1/agent/health` waits for etcd's alarm list when the watch
@@ -80,25 +78,17 @@ pub fn describe(alarms: &[StoreAlarm]) -> String {
         .join("; ")
 }
 
-/// The store's part of the gateway's health: `Ok` or why not.
-pub async fn check(gw: &Gateway) -> Result<(), String> {
-    let contact = gw.leader_contact();
-    if !contact.known {
-        return Err(format!(
-            "no leader: the store has not answered for {} ms",
-            contact.last_contact_ms
-        ));
-    }
-    // The watch's list when fresh; else (before its first list, or while
-    // etcd does not answer it) etcd is asked now.
-    if let Some(alarms) = gw.alarms.recent(READING_FRESH) {
+/// Whether the store has raised an alarm: `Ok` or which and what to do.
+/// From `alarms` when the watch read them lately, else from `store`.
+pub async fn check_alarms(alarms: &Alarms, store: &dyn Store) -> Result<(), String> {
+    if let Some(alarms) = alarms.recent(READING_FRESH) {
         return if alarms.is_empty() {
             Ok(())
         } else {
             Err(describe(&alarms))
         };
     }
-    match tokio::time::timeout(ALARM_TIMEOUT, gw.store.alarms()).await {
+    match tokio::time::timeout(ALARM_TIMEOUT, store.alarms()).await {
         Ok(Ok(alarms)) if alarms.is_empty() => Ok(()),
         Ok(Ok(alarms)) => Err(describe(&alarms)),
         Ok(Err(err)) => Err(format!("the store's alarms could not be read: {err}")),

@@ -49,7 +49,7 @@ pub(crate) async fn health(State(http): State<Http>, RawQuery(raw): RawQuery) ->
         body.insert("client".into(), part(false, "client not enabled".into()));
     }
     if want("server") {
-        let server = match caravan_gateway_core::store_health::check(&http.gw).await {
+        let server = match http.gw.store_health().await {
             Ok(()) => part(true, "ok".into()),
             Err(why) => part(false, why),
         };

@@ -13,6 +13,7 @@ use rand::Rng;
 
 use crate::NodeApi;
 use crate::identity::Presented;
+use caravan_gateway_core::cas;
 use caravan_gateway_core::error::{GatewayError, Result};
 use caravan_gateway_core::node_fan_out;
 
@@ -177,78 +178,88 @@ pub async fn register(gw: &NodeApi, node: Node, secret: &str) -> Result<NodeRegi
         .store
         .lease_grant(lease_secs(ttl, gw.config.heartbeat_grace()))
         .await?;
-    let key = gw.keys.node(&node.id);
-    for _ in 0..gw.attempts() {
-        let existing: Option<Node> = match gw.read(&key).await {
-            Ok(n) => n,
-            Err(err) => {
-                revoke(gw, lease.id).await;
-                return Err(err);
-            }
-        };
-        if let Some(old) = &existing
-            && let Err(err) = presented.verify(old)
-        {
-            revoke(gw, lease.id).await;
-            return Err(err);
-        }
-        let now = now_unix_ns();
-        let mut stored =
-            as_registered(node.clone(), existing.as_ref(), &secret_hash, lease.id, now);
-        let scope = node_fan_out::scope(trigger::NODE_UPDATE, false, false);
-        let evals = match &existing {
-            Some(old) if old.status() == NodeStatus::Ready => Vec::new(),
-            _ => node_fan_out::node_evals(&gw.cache.snapshot(), &stored, &scope),
-        };
-        // The node and its heartbeat key take two operations.
-        let room = gw.config.max_txn_ops.saturating_sub(2).max(1);
-        let (evals, _) = node_fan_out::fit(&mut stored, evals, scope, room, now);
-        let mut txn = Txn::new()
-            .when(match &existing {
-                Some(old) => {
-                    Compare::mod_revision(key.clone(), CompareOp::Equal, old.modify_revision)
-                }
-                None => Compare::absent(key.clone()),
-            })
-            .and_then(Op::put(key.clone(), encode(&stored)))
-            .and_then(Op::put_with_lease(
-                gw.keys.heartbeat(&node.id),
-                Vec::new(),
-                lease.id,
-            ));
-        for eval in &evals {
-            txn = txn.and_then(Op::put(gw.keys.eval(&eval.id), encode(eval)));
-        }
-        let result = match gw.store.txn(txn).await {
-            Ok(r) => r,
-            Err(err) => {
-                revoke(gw, lease.id).await;
-                return Err(err.into());
-            }
-        };
-        if !result.succeeded {
-            continue;
-        }
-        if let Some(old) = existing.as_ref().map(|n| n.heartbeat_lease_id)
-            && old != 0
-            && old != lease.id
-        {
-            // The heartbeat key now hangs on the new lease, so this deletes nothing.
-            revoke(gw, old).await;
-        }
-        gw.settle(result.revision).await;
-        tracing::info!(node = %node.id, name = %node.name, lease = format!("{:x}", lease.id),
-            ttl_ms = ttl.as_millis() as u64, evals = evals.len(), "node registered");
-        return Ok(NodeRegistered {
-            heartbeat_ttl: ttl,
-            revision: result.revision,
-        });
+    let lease = Lease { id: lease.id, ttl };
+    let written = cas::retry(
+        gw,
+        || {
+            GatewayError::Conflict(format!(
+                "node {} kept changing concurrently; register again",
+                node.id
+            ))
+        },
+        |_| register_once(gw, &node, &presented, &secret_hash, lease),
+    )
+    .await;
+    if written.is_err() {
+        // Nothing hangs on the new lease.
+        revoke(gw, lease.id).await;
     }
-    revoke(gw, lease.id).await;
-    Err(GatewayError::Conflict(format!(
-        "node {} kept changing concurrently; register again",
-        node.id
-    )))
+    written
+}
+
+/// The lease a registration puts the node's heartbeat key on.
+#[derive(Clone, Copy)]
+struct Lease {
+    id: LeaseId,
+    ttl: Duration,
+}
+
+/// One attempt at registering `node` on `lease`: `None` when the node
+/// changed since it was read.
+async fn register_once(
+    gw: &NodeApi,
+    node: &Node,
+    presented: &Presented,
+    secret_hash: &str,
+    lease: Lease,
+) -> Result<Option<NodeRegistered>> {
+    let key = gw.keys.node(&node.id);
+    let existing: Option<Node> = gw.read(&key).await?;
+    if let Some(old) = &existing {
+        presented.verify(old)?;
+    }
+    let now = now_unix_ns();
+    let mut stored = as_registered(node.clone(), existing.as_ref(), secret_hash, lease.id, now);
+    let scope = node_fan_out::scope(trigger::NODE_UPDATE, false, false);
+    let evals = match &existing {
+        Some(old) if old.status() == NodeStatus::Ready => Vec::new(),
+        _ => node_fan_out::node_evals(&gw.cache.snapshot(), &stored, &scope),
+    };
+    // The node and its heartbeat key take two operations.
+    let room = gw.config.max_txn_ops.saturating_sub(2).max(1);
+    let (evals, _) = node_fan_out::fit(&mut stored, evals, scope, room, now);
+    let mut txn = Txn::new()
+        .when(match &existing {
+            Some(old) => Compare::mod_revision(key.clone(), CompareOp::Equal, old.modify_revision),
+            None => Compare::absent(key.clone()),
+        })
+        .and_then(Op::put(key.clone(), encode(&stored)))
+        .and_then(Op::put_with_lease(
+            gw.keys.heartbeat(&node.id),
+            Vec::new(),
+            lease.id,
+        ));
+    for eval in &evals {
+        txn = txn.and_then(Op::put(gw.keys.eval(&eval.id), encode(eval)));
+    }
+    let result = gw.store.txn(txn).await?;
+    if !result.succeeded {
+        return Ok(None);
+    }
+    if let Some(old) = existing.as_ref().map(|n| n.heartbeat_lease_id)
+        && old != 0
+        && old != lease.id
+    {
+        // The heartbeat key now hangs on the new lease, so this deletes nothing.
+        revoke(gw, old).await;
+    }
+    gw.settle(result.revision).await;
+    tracing::info!(node = %node.id, name = %node.name, lease = format!("{:x}", lease.id),
+        ttl_ms = lease.ttl.as_millis() as u64, evals = evals.len(), "node registered");
+    Ok(Some(NodeRegistered {
+        heartbeat_ttl: lease.ttl,
+        revision: result.revision,
+    }))
 }
 
 async fn revoke(gw: &NodeApi, lease: LeaseId) {

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::check::Acl;
 use super::policy::{self, Policy};
+use crate::cas;
 use crate::error::{GatewayError, Result};
 
 /// `Type` of a token that may do anything.
@@ -625,56 +626,64 @@ pub async fn upsert_token(
             secret: Some(secret),
         });
     }
-    let key = keys.acl(&format!("token/{}", req.accessor_id));
-    for _ in 0..attempts.max(1) {
-        let Some(kv) = store.get(&key).await? else {
-            return Err(GatewayError::FailedPrecondition(format!(
-                "cannot find token {}",
+    let key = &keys.acl(&format!("token/{}", req.accessor_id));
+    let req = &req;
+    cas::retry_times(
+        attempts.max(1),
+        || {
+            GatewayError::Conflict(format!(
+                "token {} kept changing under this write; try again",
                 req.accessor_id
-            )));
-        };
-        let existing: StoredToken = serde_json::from_slice(&kv.value).map_err(|e| {
-            GatewayError::Upstream(tonic::Status::internal(format!(
-                "stored token {} does not decode: {e}",
-                req.accessor_id
-            )))
-        })?;
-        if existing.global != req.global {
-            return Err(GatewayError::field("Global", "cannot toggle global mode"));
-        }
-        let stored = StoredToken {
-            name: req.name.clone(),
-            token_type: req.token_type.clone(),
-            policies: req.policies.clone(),
-            ..existing
-        };
-        let result = store
-            .txn(
-                Txn::new()
-                    .when(Compare::mod_revision(
-                        key.clone(),
-                        CompareOp::Equal,
-                        kv.mod_revision,
-                    ))
-                    .and_then(Op::put(key.clone(), encode(&stored)?)),
-            )
-            .await?;
-        if result.succeeded {
+            ))
+        },
+        |_| async move {
+            let Some(kv) = store.get(key).await? else {
+                return Err(GatewayError::FailedPrecondition(format!(
+                    "cannot find token {}",
+                    req.accessor_id
+                )));
+            };
+            let existing: StoredToken = serde_json::from_slice(&kv.value).map_err(|e| {
+                GatewayError::Upstream(tonic::Status::internal(format!(
+                    "stored token {} does not decode: {e}",
+                    req.accessor_id
+                )))
+            })?;
+            if existing.global != req.global {
+                return Err(GatewayError::field("Global", "cannot toggle global mode"));
+            }
+            let stored = StoredToken {
+                name: req.name.clone(),
+                token_type: req.token_type.clone(),
+                policies: req.policies.clone(),
+                ..existing
+            };
+            let result = store
+                .txn(
+                    Txn::new()
+                        .when(Compare::mod_revision(
+                            key.clone(),
+                            CompareOp::Equal,
+                            kv.mod_revision,
+                        ))
+                        .and_then(Op::put(key.clone(), encode(&stored)?)),
+                )
+                .await?;
+            if !result.succeeded {
+                return Ok(None);
+            }
             cache.settle(result.revision).await;
-            return Ok(TokenWritten {
+            Ok(Some(TokenWritten {
                 token: TokenEntry {
                     stored,
                     create_index: kv.create_revision,
                     modify_index: result.revision,
                 },
                 secret: None,
-            });
-        }
-    }
-    Err(GatewayError::Conflict(format!(
-        "token {} kept changing under this write; try again",
-        req.accessor_id
-    )))
+            }))
+        },
+    )
+    .await
 }
 
 /// Deletes a token; one that does not exist is an error, as Nomad's.
