@@ -294,7 +294,15 @@ async fn a_run_the_client_never_recorded_is_adopted_once() {
 /// supervisor, still on its way.
 #[tokio::test]
 async fn a_start_racing_an_earlier_clients_supervisor_runs_the_task_once() {
-    for round in 0..5 {
+    // A start is cut at its first wait unless the supervisor answered before
+    // the start first looked (a busy machine runs the child first): such a
+    // round is the client dying just after the start instead, and must run
+    // the task once too, but five rounds must be the race itself.
+    let mut raced = 0;
+    for round in 0..50 {
+        if raced == 5 {
+            return;
+        }
         let dir = tempfile::tempdir().unwrap();
         let ran = dir.path().join("ran");
         let s = spec(
@@ -304,7 +312,8 @@ async fn a_start_racing_an_earlier_clients_supervisor_runs_the_task_once() {
         // The client dies once its supervisor is spawned, before the
         // handshake: the start is dropped at its first wait.
         let died = tokio::time::timeout(Duration::ZERO, driver().start(s.clone())).await;
-        assert!(died.is_err(), "the start was cut short");
+        raced += usize::from(died.is_err());
+        drop(died);
         // The next client, as its task runner does: adopt, else start.
         let h = match driver().adopt(&s).await {
             Some(h) => h,
@@ -314,6 +323,7 @@ async fn a_start_racing_an_earlier_clients_supervisor_runs_the_task_once() {
         let runs = std::fs::read_to_string(&ran).unwrap_or_default();
         assert_eq!(runs.lines().count(), 1, "round {round}: {runs:?}");
     }
+    panic!("only {raced} of 50 starts were cut before the supervisor answered");
 }
 
 #[tokio::test]
