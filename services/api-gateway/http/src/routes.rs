@@ -17,7 +17,8 @@ pub(crate) fn api() -> Router<Http> {
     Router::new()
         .merge(job_routes())
         .merge(job_actions())
-        .merge(evaluations_allocations_deployments())
+        .merge(evaluations_and_allocations())
+        .merge(deployments())
         .merge(nodes())
         .merge(operator_routes())
         .merge(agent_and_status())
@@ -90,9 +91,8 @@ fn job_actions() -> Router<Http> {
         )
 }
 
-/// Evaluations, allocations and deployments: reading them, stopping an
-/// allocation, and a deployment's promotion, failure, pause and health.
-fn evaluations_allocations_deployments() -> Router<Http> {
+/// Evaluations and allocations: reading them, and stopping an allocation.
+fn evaluations_and_allocations() -> Router<Http> {
     Router::new()
         .route("/v1/evaluations", get(cluster::evals))
         .route("/v1/evaluation/{id}", get(cluster::eval))
@@ -103,6 +103,12 @@ fn evaluations_allocations_deployments() -> Router<Http> {
             "/v1/allocation/{id}/stop",
             post(cluster::stop_alloc).put(cluster::stop_alloc),
         )
+}
+
+/// Deployments: reading them and their allocations, and a deployment's
+/// promotion, failure, pause and allocations' health.
+fn deployments() -> Router<Http> {
+    Router::new()
         .route("/v1/deployments", get(cluster::deployments))
         .route("/v1/deployment/{id}", get(cluster::deployment))
         .route(
