@@ -10,13 +10,16 @@
 
 pub use caravan_gateway_core::metrics;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
 use caravan_runtime::names::API_GATEWAY;
-use caravan_runtime::service::{Service, Serving};
+use caravan_runtime::service::{Readiness, Service, Serving};
 use caravan_state::{Informer, Keyspace};
 use futures::future::BoxFuture;
+use tokio::net::TcpListener;
+use tokio::runtime::Handle;
 
 pub use caravan_gateway_core::Bound;
 pub use caravan_gateway_core::acl::need::Need as AclNeed;
@@ -30,6 +33,7 @@ pub use caravan_gateway_node::heartbeats::GatewayStore;
 use caravan_gateway_core::gateway::Gateway;
 use caravan_gateway_core::store_health;
 use caravan_gateway_node::NodeApi;
+use caravan_gateway_node::heartbeats::Heartbeats;
 
 /// Every gRPC service the gateway serves: the public ones and the
 /// node-facing one.
@@ -65,38 +69,9 @@ impl Service for ApiGatewayService {
         store: GatewayStore,
         serving: Serving<Bound>,
     ) -> anyhow::Result<()> {
-        caravan_gateway_core::metrics::register();
-        store_health::register();
-        let variables_key =
-            VariableKey::configured(&config.variables_key, &config.variables_key_file)
-                .map_err(anyhow::Error::msg)?;
-        // Never plaintext when HTTPS was asked for: the process's TLS is
-        // installed at start (`tls::install`) from this same section.
-        anyhow::ensure!(
-            !config.tls.http || caravan_runtime::tls::https().is_some(),
-            "tls.http: set, but this process's TLS was installed without it"
-        );
-        let (http_listener, http_addr) = caravan_runtime::grpc::bind_http(&config.http_addr)
-            .await
-            .with_context(|| format!("binding http_addr {}", config.http_addr))?;
-        let GatewayStore {
-            store,
-            mut heartbeats,
-        } = store;
-        // The heartbeat listener and the runtime that serves it.
-        let heartbeat_listener = match config.heartbeat_addr.as_str() {
-            "" => None,
-            addr => {
-                let bound = caravan_runtime::grpc::bind(addr)
-                    .await
-                    .with_context(|| format!("binding heartbeat_addr {addr}"))?;
-                let runtime;
-                (heartbeats, runtime) = heartbeats
-                    .with_thread()
-                    .context("starting the heartbeat thread for heartbeat_addr")?;
-                Some((bound, runtime))
-            }
-        };
+        let variables_key = prepare(&config)?;
+        let GatewayStore { store, heartbeats } = store;
+        let listeners = Listeners::bind(&config, heartbeats).await?;
         let cache = Informer::start(
             store.clone(),
             Keyspace::new(&config.store.prefix),
@@ -104,72 +79,174 @@ impl Service for ApiGatewayService {
         )
         .await
         .context("starting the watch cache")?;
-        let bound = Bound {
-            grpc: serving.local_addr,
-            http: http_addr,
-            heartbeat: heartbeat_listener.as_ref().map(|((_, addr), _)| *addr),
-        };
+        let bound = listeners.bound(serving.local_addr);
         let shutdown = serving.shutdown;
         let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone())
             .with_variables_key(variables_key);
-        let node = NodeApi::new(gw.clone(), heartbeats);
+        let node = NodeApi::new(gw.clone(), listeners.heartbeats);
         let grpc_router =
             caravan_gateway_node::routes(caravan_gateway_grpc::routes(serving.router, &gw), &node);
         let http_router = caravan_gateway_http::router(gw.clone(), bound);
-        let https = caravan_runtime::tls::https().is_some();
-        let heartbeat_serve = heartbeat_listener.map(|((listener, _), runtime)| {
-            caravan_gateway_node::heartbeat_listener::serve(
-                &node,
-                &runtime,
-                listener,
-                shutdown.clone(),
-            )
-        });
-        let heartbeat_serve = async move {
-            match heartbeat_serve {
-                Some(serving) => serving
-                    .await
-                    .context("the heartbeat listener's thread stopped")?
-                    .context("serving heartbeats"),
-                None => Ok(()),
-            }
-        };
-        tracing::info!(grpc = %bound.grpc, http = %bound.http, heartbeat = ?bound.heartbeat, https, prefix = gw.keys().prefix(), "api-gateway serving");
-        serving.ready.report(bound);
+        let heartbeat_serve = serve_heartbeats(&node, listeners.heartbeat);
+        announce(&gw, bound, serving.ready);
         let grpc_serve =
             caravan_runtime::grpc::serve(grpc_router, serving.listener, shutdown.clone());
-        let stop = shutdown.clone().cancelled_owned();
-        // HTTPS with `tls.http`: the process's certificate, reloaded with it.
-        let http_serve: BoxFuture<'_, std::io::Result<()>> = match caravan_runtime::tls::https() {
-            Some(tls) => {
-                let listener =
-                    caravan_runtime::tls::TlsIncoming::new(http_listener, tls.https_config());
-                Box::pin(
-                    axum::serve(listener, http_router)
-                        .with_graceful_shutdown(stop)
-                        .into_future(),
-                )
-            }
-            None => Box::pin(
-                axum::serve(http_listener, http_router)
-                    .with_graceful_shutdown(stop)
-                    .into_future(),
-            ),
-        };
-        // Requests in flight (a write waiting on an unreachable etcd, a blocking
-        // query) get the same drain as gRPC's, then are dropped.
-        let http_name = format!("HTTP server on {http_addr}");
-        let http_serve = caravan_runtime::shutdown::within_grace(
-            &http_name,
-            http_serve,
-            &shutdown,
-            caravan_runtime::grpc::DRAIN_TIMEOUT,
-        );
+        let http_serve = serve_http(&gw, listeners.http, bound.http, http_router);
         let (grpc_result, http_result, heartbeat_result) =
             tokio::join!(grpc_serve, http_serve, heartbeat_serve);
         grpc_result.context("serving gRPC")?;
-        http_result.unwrap_or(Ok(())).context("serving HTTP")?;
-        heartbeat_result?;
-        Ok(())
+        http_result?;
+        heartbeat_result
+    }
+}
+
+/// Registers the gateway's metrics and reads its variables key, refusing
+/// to serve plaintext when HTTPS was asked for.
+fn prepare(config: &GatewayConfig) -> anyhow::Result<Option<VariableKey>> {
+    caravan_gateway_core::metrics::register();
+    store_health::register();
+    let variables_key = VariableKey::configured(&config.variables_key, &config.variables_key_file)
+        .map_err(anyhow::Error::msg)?;
+    // Never plaintext when HTTPS was asked for: the process's TLS is
+    // installed at start (`tls::install`) from this same section.
+    anyhow::ensure!(
+        !config.tls.http || caravan_runtime::tls::https().is_some(),
+        "tls.http: set, but this process's TLS was installed without it"
+    );
+    Ok(variables_key)
+}
+
+/// The listeners the gateway binds besides the bootstrap's gRPC one.
+struct Listeners {
+    /// The HTTP API's listener.
+    http: TcpListener,
+    /// Its address.
+    http_addr: SocketAddr,
+    /// The heartbeat listener, when `heartbeat_addr` is set.
+    heartbeat: Option<HeartbeatListener>,
+    /// Lease renewals, on the heartbeat thread when there is a heartbeat
+    /// listener.
+    heartbeats: Heartbeats,
+}
+
+/// The heartbeat listener and the runtime (its own thread) that serves it.
+struct HeartbeatListener {
+    listener: TcpListener,
+    addr: SocketAddr,
+    runtime: Handle,
+}
+
+impl Listeners {
+    /// Binds `http_addr`, then `heartbeat_addr` (when set) with the thread
+    /// that serves it and renews leases.
+    async fn bind(config: &GatewayConfig, mut heartbeats: Heartbeats) -> anyhow::Result<Self> {
+        let (http, http_addr) = caravan_runtime::grpc::bind_http(&config.http_addr)
+            .await
+            .with_context(|| format!("binding http_addr {}", config.http_addr))?;
+        let heartbeat = match config.heartbeat_addr.as_str() {
+            "" => None,
+            addr => {
+                let (listener, bound) = caravan_runtime::grpc::bind(addr)
+                    .await
+                    .with_context(|| format!("binding heartbeat_addr {addr}"))?;
+                let runtime;
+                (heartbeats, runtime) = heartbeats
+                    .with_thread()
+                    .context("starting the heartbeat thread for heartbeat_addr")?;
+                Some(HeartbeatListener {
+                    listener,
+                    addr: bound,
+                    runtime,
+                })
+            }
+        };
+        Ok(Listeners {
+            http,
+            http_addr,
+            heartbeat,
+            heartbeats,
+        })
+    }
+
+    /// The addresses bound, with the bootstrap's gRPC one.
+    fn bound(&self, grpc: SocketAddr) -> Bound {
+        Bound {
+            grpc,
+            http: self.http_addr,
+            heartbeat: self.heartbeat.as_ref().map(|h| h.addr),
+        }
+    }
+}
+
+/// Logs what the gateway serves where, and reports it ready with `bound`.
+fn announce(gw: &Gateway, bound: Bound, ready: Readiness<Bound>) {
+    let https = caravan_runtime::tls::https().is_some();
+    tracing::info!(grpc = %bound.grpc, http = %bound.http, heartbeat = ?bound.heartbeat, https, prefix = gw.keys().prefix(), "api-gateway serving");
+    ready.report(bound);
+}
+
+/// Serves heartbeats on the heartbeat listener's thread (started now) until
+/// the gateway shuts down; without a heartbeat listener, nothing.
+fn serve_heartbeats(
+    node: &NodeApi,
+    listener: Option<HeartbeatListener>,
+) -> impl Future<Output = anyhow::Result<()>> + use<> {
+    let serving = listener.map(|h| {
+        caravan_gateway_node::heartbeat_listener::serve(
+            node,
+            &h.runtime,
+            h.listener,
+            node.shutdown.clone(),
+        )
+    });
+    async move {
+        match serving {
+            Some(serving) => serving
+                .await
+                .context("the heartbeat listener's thread stopped")?
+                .context("serving heartbeats"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Serves the HTTP API until the gateway shuts down: HTTPS with `tls.http`
+/// (the process's certificate, reloaded with it). Requests in flight (a
+/// write waiting on an unreachable etcd, a blocking query) get the same
+/// drain as gRPC's, then are dropped.
+fn serve_http(
+    gw: &Gateway,
+    listener: TcpListener,
+    addr: SocketAddr,
+    router: axum::Router,
+) -> impl Future<Output = anyhow::Result<()>> + use<> {
+    let shutdown = gw.shutdown.clone();
+    let stop = shutdown.clone().cancelled_owned();
+    let serve: BoxFuture<'static, std::io::Result<()>> = match caravan_runtime::tls::https() {
+        Some(tls) => {
+            let listener = caravan_runtime::tls::TlsIncoming::new(listener, tls.https_config());
+            Box::pin(
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(stop)
+                    .into_future(),
+            )
+        }
+        None => Box::pin(
+            axum::serve(listener, router)
+                .with_graceful_shutdown(stop)
+                .into_future(),
+        ),
+    };
+    async move {
+        let name = format!("HTTP server on {addr}");
+        caravan_runtime::shutdown::within_grace(
+            &name,
+            serve,
+            &shutdown,
+            caravan_runtime::grpc::DRAIN_TIMEOUT,
+        )
+        .await
+        .unwrap_or(Ok(()))
+        .context("serving HTTP")
     }
 }

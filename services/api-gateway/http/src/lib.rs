@@ -21,6 +21,7 @@ mod operator;
 mod paging;
 pub mod params;
 pub mod render;
+mod routes;
 mod scaling;
 mod search;
 mod service_registry;
@@ -31,7 +32,6 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
 use caravan_jobspec::JobspecError;
 use caravan_proto::QueryMeta;
 use serde::de::DeserializeOwned;
@@ -67,164 +67,28 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
     let contact = gw.clone();
     let guarded = gw.acl.is_some().then(|| gw.clone());
     let state = Http { gw, bound };
-    let mut routes = Router::new()
-        .route(
-            "/v1/jobs",
-            get(jobs::list).put(jobs::register).post(jobs::register),
-        )
-        .route("/v1/jobs/parse", post(jobs::parse).put(jobs::parse))
-        .route("/v1/validate/job", post(jobs::validate).put(jobs::validate))
-        .route(
-            "/v1/job/{id}",
-            get(jobs::get)
-                .post(jobs::register_at)
-                .put(jobs::register_at)
-                .delete(jobs::deregister),
-        )
-        .route("/v1/job/{id}/plan", post(jobs::plan).put(jobs::plan))
-        .route(
-            "/v1/job/{id}/evaluate",
-            post(jobs::evaluate).put(jobs::evaluate),
-        )
-        .route("/v1/job/{id}/versions", get(jobs::versions))
-        .route("/v1/job/{id}/submission", get(jobs::submission))
-        .route("/v1/job/{id}/allocations", get(jobs::allocations))
-        .route("/v1/job/{id}/evaluations", get(jobs::evaluations))
-        .route("/v1/job/{id}/summary", get(jobs::summary))
-        .route(
-            "/v1/job/{id}/revert",
-            post(job_ops::revert).put(job_ops::revert),
-        )
-        .route(
-            "/v1/job/{id}/stable",
-            post(job_ops::stable).put(job_ops::stable),
-        )
-        .route(
-            "/v1/job/{id}/scale",
-            get(job_ops::scale_status)
-                .post(job_ops::scale)
-                .put(job_ops::scale),
-        )
-        .route(
-            "/v1/job/{id}/dispatch",
-            post(job_ops::dispatch).put(job_ops::dispatch),
-        )
-        .route(
-            "/v1/job/{id}/periodic/force",
-            post(job_ops::periodic_force).put(job_ops::periodic_force),
-        )
-        .route("/v1/job/{id}/deployments", get(jobs::deployments))
-        .route("/v1/job/{id}/deployment", get(jobs::latest_deployment))
-        .route("/v1/evaluations", get(cluster::evals))
-        .route("/v1/evaluation/{id}", get(cluster::eval))
-        .route("/v1/evaluation/{id}/allocations", get(cluster::eval_allocs))
-        .route("/v1/allocations", get(cluster::allocs))
-        .route("/v1/allocation/{id}", get(cluster::alloc))
-        .route(
-            "/v1/allocation/{id}/stop",
-            post(cluster::stop_alloc).put(cluster::stop_alloc),
-        )
-        .route("/v1/nodes", get(cluster::nodes))
-        .route("/v1/node/{id}", get(cluster::node))
-        .route("/v1/node/{id}/allocations", get(cluster::node_allocs))
-        .route(
-            "/v1/node/{id}/eligibility",
-            post(cluster::eligibility).put(cluster::eligibility),
-        )
-        .route(
-            "/v1/node/{id}/drain",
-            post(cluster::drain).put(cluster::drain),
-        )
-        .route(
-            "/v1/node/{id}/evaluate",
-            post(cluster::evaluate_node).put(cluster::evaluate_node),
-        )
-        .route(
-            "/v1/node/{id}/purge",
-            post(cluster::purge_node).put(cluster::purge_node),
-        )
-        .route("/v1/deployments", get(cluster::deployments))
-        .route("/v1/deployment/{id}", get(cluster::deployment))
-        .route(
-            "/v1/deployment/allocations/{id}",
-            get(cluster::deployment_allocs),
-        )
-        .route(
-            "/v1/deployment/promote/{id}",
-            post(cluster::promote).put(cluster::promote),
-        )
-        .route(
-            "/v1/deployment/fail/{id}",
-            post(cluster::fail).put(cluster::fail),
-        )
-        .route(
-            "/v1/deployment/pause/{id}",
-            post(cluster::pause).put(cluster::pause),
-        )
-        .route(
-            "/v1/deployment/allocation-health/{id}",
-            post(cluster::alloc_health).put(cluster::alloc_health),
-        )
-        .route(
-            "/v1/operator/scheduler/configuration",
-            get(operator::get_config)
-                .put(operator::set_config)
-                .post(operator::set_config),
-        )
-        .route("/v1/system/gc", put(operator::garbage_collect))
-        .route("/v1/status/leader", get(cluster::leader))
-        .route("/v1/status/peers", get(cluster::peers))
-        .route("/v1/agent/self", get(cluster::agent_self))
-        .route("/v1/agent/members", get(cluster::members))
-        .route("/v1/agent/health", get(agent::health))
-        .route(
-            "/v1/agent/servers",
-            get(agent::servers)
-                .put(agent::set_servers)
-                .post(agent::set_servers),
-        )
-        .route("/v1/agent/join", put(agent::join).post(agent::join))
-        .route(
-            "/v1/agent/force-leave",
-            put(agent::force_leave).post(agent::force_leave),
-        )
-        .route("/v1/regions", get(agent::regions))
-        .route("/v1/scaling/policies", get(scaling::list))
-        .route("/v1/scaling/policy/{id}", get(scaling::get))
-        .route(
-            "/v1/search",
-            get(search::prefix_get)
-                .post(search::prefix)
-                .put(search::prefix),
-        )
-        .route("/v1/search/fuzzy", post(search::fuzzy).put(search::fuzzy))
-        .route(
-            "/v1/operator/raft/configuration",
-            get(operator::raft_configuration),
-        )
-        .route("/v1/client/fs/logs/{alloc_id}", get(logs::logs))
-        .route("/v1/event/stream", get(events::stream))
-        .route("/v1/metrics", get(metrics::metrics))
-        .route("/metrics", get(metrics::prometheus))
-        .merge(vars::routes())
-        .merge(service_registry::routes())
-        .merge(namespaces::routes())
-        .merge(node_pools::routes())
-        .merge(client_fs::routes())
-        .merge(alloc_exec::routes())
-        .merge(acl::routes())
-        .merge(well_known::routes())
-        .fallback(not_found);
+    let mut api = routes::api().fallback(not_found);
     if let Some(gw) = guarded {
-        // Over every route above: each request is checked against the
-        // route's entry in the ACL table.
-        routes = routes.layer(axum::middleware::from_fn(move |req, next| {
-            acl_guard::guard(gw.clone(), limit, req, next)
-        }));
+        api = with_acl_guard(api, gw, limit);
     }
     // The web UI's files, and `/` redirected to it, outside the ACL layer:
     // they are public, as Nomad's are; the app's API calls carry the token.
-    routes = routes.merge(caravan_ui::routes());
+    let all = api.merge(caravan_ui::routes());
+    with_request_layers(all, limit, contact).with_state(state)
+}
+
+/// `routes` with each request checked against its route's entry in the ACL
+/// table (over every route, and the fallback, `routes` has so far).
+fn with_acl_guard(routes: Router<Http>, gw: Gateway, limit: usize) -> Router<Http> {
+    routes.layer(axum::middleware::from_fn(move |req, next| {
+        acl_guard::guard(gw.clone(), limit, req, next)
+    }))
+}
+
+/// `routes` under what wraps every request, innermost first: the body
+/// limit, the refusal of an announced oversize body, the leader headers and
+/// the request's span.
+fn with_request_layers(routes: Router<Http>, limit: usize, contact: Gateway) -> Router<Http> {
     routes
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn(move |req, next| {
@@ -234,7 +98,6 @@ pub fn router(gw: Gateway, bound: Bound) -> Router {
             leader_headers(contact.clone(), req, next)
         }))
         .layer(axum::middleware::from_fn(request_span))
-        .with_state(state)
 }
 
 /// Runs each request in an `http` span named by its method and route, the

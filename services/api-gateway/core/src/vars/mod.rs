@@ -11,6 +11,7 @@
 pub mod lock;
 pub mod rules;
 pub mod seal;
+mod write;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use crate::uncached;
 
 pub use lock::LockOp;
 pub use seal::VariableKey;
+pub use write::put;
 
 /// The outcome of a check-and-set write or delete.
 #[derive(Debug, Clone, PartialEq)]
@@ -177,160 +179,6 @@ pub async fn get(gw: &Gateway, path: &str, q: &Query) -> Result<(VariableDecrypt
         .ok_or_else(|| GatewayError::NotFound("variable not found".into()))?;
     let var = decrypt(key_of(gw)?, &decode_var(gw, kv)?)?;
     Ok((var, meta(gw, found.revision)))
-}
-
-/// Writes `items` at `namespace`/`path`. With `cas`, only if the variable's
-/// modify revision is `cas` (0: only if it does not exist); a lost
-/// check-and-set answers the current variable. Without, it overwrites,
-/// keeping the first write's create time.
-pub async fn put(
-    gw: &Gateway,
-    namespace: &str,
-    path: &str,
-    items: BTreeMap<String, String>,
-    cas: Option<Revision>,
-    op: LockOp,
-) -> Result<VarWrite> {
-    rules::check_namespace(namespace)?;
-    rules::check_path(path)?;
-    // A lock may be taken on a variable without items (they are kept).
-    let lock_only = matches!(op, LockOp::Acquire { .. }) && items.is_empty();
-    if !lock_only {
-        rules::check_items(&items)?;
-    }
-    if cas.is_some_and(|c| c < 0) {
-        return Err(GatewayError::field("cas", "must not be negative"));
-    }
-    let seal_key = key_of(gw)?;
-    let plain = VariableItems {
-        items: items.clone(),
-    }
-    .encode_to_vec();
-    let sealed = seal_key.seal(namespace, path, &plain)?;
-    let key = &gw.keys.var(namespace, path);
-    // Only into a namespace that exists; the write's compare on it keeps
-    // one deleted meanwhile (its deletion checks for variables) from
-    // getting a variable nobody can list.
-    let object = format!("variable {path:?}");
-    crate::namespaces::check_exists(gw, namespace, &object).await?;
-    let conflict = || {
-        GatewayError::Conflict(format!(
-            "variable {namespace}/{path} kept changing under this write; try again"
-        ))
-    };
-    let (items, op, object, sealed) = (&items, &op, &object, &sealed);
-    crate::cas::retry(gw, conflict, move |_| async move {
-        // Read first only to keep the create time; the write below is
-        // fenced on what was read, so a concurrent writer makes it retry
-        // (or, with `cas`, lose) instead of being overwritten unseen.
-        let found = gw.store.range(Range::key(key.clone())).await?;
-        let existing = found.kvs.first().map(|kv| decode_var(gw, kv)).transpose()?;
-        if let Some(cas) = cas {
-            let lost = match &existing {
-                None => cas != 0,
-                Some(v) => v.modify_revision != cas,
-            };
-            if lost {
-                let view = match &existing {
-                    Some(v) => conflict_view(seal_key, v)?,
-                    None => absent_view(namespace, path),
-                };
-                return Ok(Some(VarWrite {
-                    applied: false,
-                    variable: Some(view),
-                    revision: found.revision,
-                }));
-            }
-        }
-        let now = caravan_model::now_unix_ns();
-        let held = existing.as_ref().and_then(|v| v.lock.as_ref());
-        let lock = match &op {
-            LockOp::Write { id } if lock::refuses(held, id.as_deref(), now) => {
-                return Err(GatewayError::Conflict(
-                    "attempting to modify locked variable".into(),
-                ));
-            }
-            LockOp::Write { .. } => lock::shown(held, now),
-            LockOp::Acquire { .. } if lock::keeps_out(held, now) => {
-                return Ok(Some(VarWrite {
-                    applied: false,
-                    variable: Some(absent_view(namespace, path)),
-                    revision: found.revision,
-                }));
-            }
-            LockOp::Acquire { ttl_ns, delay_ns } => Some(lock::new_lock(*ttl_ns, *delay_ns, now)?),
-            LockOp::Release { .. } | LockOp::Renew { .. } => {
-                return Err(GatewayError::field(
-                    "lock",
-                    "a lock release or renewal does not write items",
-                ));
-            }
-        };
-        let (sealed_items, key_id, items) = match &existing {
-            Some(v) if lock_only => (
-                v.sealed_items.clone(),
-                v.key_id.clone(),
-                decrypt(seal_key, v)?.items,
-            ),
-            _ => (sealed.clone(), seal_key.id().to_string(), items.clone()),
-        };
-        let stored = Variable {
-            namespace: namespace.to_string(),
-            path: path.to_string(),
-            sealed_items,
-            key_id,
-            create_time: existing.as_ref().map_or(now, |v| v.create_time),
-            modify_time: now,
-            create_revision: 0,
-            modify_revision: 0,
-            lock,
-        };
-        let guard = match &existing {
-            Some(v) => Compare::mod_revision(key.clone(), CompareOp::Equal, v.modify_revision),
-            None => Compare::absent(key.clone()),
-        };
-        let mut txn = caravan_store::Txn::new()
-            .when(guard)
-            .and_then(Op::put(key.clone(), encode(&stored)))
-            .or_else(Op::get(key.clone()));
-        if let Some(exists) = crate::namespaces::register_guard(gw, namespace) {
-            txn = txn.when(exists);
-        }
-        let result = gw.store.txn(txn).await?;
-        if !result.succeeded {
-            crate::namespaces::check_exists(gw, namespace, object).await?;
-        }
-        if result.succeeded {
-            let mut written = stored;
-            written.create_revision = existing
-                .as_ref()
-                .map_or(result.revision, |v| v.create_revision);
-            written.modify_revision = result.revision;
-            return Ok(Some(VarWrite {
-                applied: true,
-                variable: Some(VariableDecrypted {
-                    meta: Some(metadata(&written)),
-                    items,
-                }),
-                revision: result.revision,
-            }));
-        }
-        if cas.is_some() {
-            // The variable moved since the read that matched `cas`: lost.
-            let current = current_of(gw, &result.results)?;
-            let view = match &current {
-                Some(v) => conflict_view(seal_key, v)?,
-                None => absent_view(namespace, path),
-            };
-            return Ok(Some(VarWrite {
-                applied: false,
-                variable: Some(view),
-                revision: result.revision,
-            }));
-        }
-        Ok(None)
-    })
-    .await
 }
 
 /// The variable an `or_else(get)` branch read, if any.
