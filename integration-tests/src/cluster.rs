@@ -315,6 +315,15 @@ impl Cluster {
             .collect()
     }
 
+    /// Every service process with a `/metrics` address the harness knows,
+    /// in start order, by name.
+    pub fn metrics_addrs(&self) -> Vec<(String, SocketAddr)> {
+        self.processes
+            .iter()
+            .filter_map(|p| p.metrics.map(|m| (p.name.clone(), m)))
+            .collect()
+    }
+
     /// Every service process still running, in start order, by name with
     /// its gRPC address.
     pub fn grpc_addrs(&mut self) -> Vec<(String, SocketAddr)> {
@@ -907,18 +916,32 @@ impl Cluster {
             .count();
         let name = format!("{}-{ordinal}", service.name());
         let env = std::mem::take(&mut self.next_env);
+        // Every process but a gateway (which serves `/metrics` on its HTTP
+        // address) gets a metrics listener the harness knows, unless the
+        // caller sets one.
+        let own_metrics =
+            service != Service::Gateway && !extra.iter().any(|(k, _)| *k == "metrics_addr");
         for attempt in 1..=3 {
             let addrs = (0..ports)
                 .map(|_| process::free_addr())
                 .collect::<anyhow::Result<Vec<_>>>()?;
+            let metrics = match service {
+                Service::Gateway => Some(addrs[1]),
+                _ if own_metrics => Some(process::free_addr()?),
+                _ => None,
+            };
             let mut merged: BTreeMap<String, String> = BTreeMap::new();
             let defaults = if self.test_timings {
                 service.test_settings()
             } else {
                 &[]
             };
+            let metrics_setting = metrics
+                .filter(|_| own_metrics)
+                .map(|a| ("metrics_addr".to_string(), a.to_string()));
             let layers = settings(&addrs)
                 .into_iter()
+                .chain(metrics_setting)
                 .chain(self.tls_settings(service))
                 .chain(
                     defaults
@@ -944,6 +967,7 @@ impl Cluster {
                 log.clone(),
                 Duration::from_secs(5),
             )?;
+            process.metrics = metrics;
             let listening = wait_listening(&mut process, &addrs).await;
             match listening {
                 Ok(()) => {

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::HttpApi;
+use crate::prom::{label, samples};
 use serde::Serialize;
 
 /// The counters read, each summed over its labels, with the name shown.
@@ -66,14 +67,7 @@ pub async fn read(endpoint: &str) -> anyhow::Result<EtcdReading> {
 /// The readings of a Prometheus text exposition.
 fn parse(text: &str) -> EtcdReading {
     let mut r = EtcdReading::default();
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some((series, value)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let Ok(value) = value.parse::<f64>() else {
-            continue;
-        };
-        let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+    for (name, labels, value) in samples(text) {
         if let Some((_, shown)) = COUNTERS.iter().find(|(n, _)| *n == name) {
             *r.counters.entry(shown.to_string()).or_default() += value;
         } else if name == "grpc_server_handled_total"
@@ -83,14 +77,6 @@ fn parse(text: &str) -> EtcdReading {
         }
     }
     r
-}
-
-/// The value of label `key` in `k="v",…}`.
-fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
-    labels
-        .trim_end_matches('}')
-        .split(',')
-        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix("=\"")?.strip_suffix('"'))
 }
 
 impl EtcdReading {

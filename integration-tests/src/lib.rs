@@ -16,6 +16,8 @@ pub mod http;
 pub mod jobs;
 pub mod overcommit;
 pub mod process;
+pub mod prom;
+pub mod service_traffic;
 pub mod state;
 pub mod tls;
 pub mod wait;

@@ -33,6 +33,8 @@ pub struct ServiceProcess {
     pub name: String,
     /// The gRPC address it was told to listen on.
     pub grpc: SocketAddr,
+    /// Where it serves `/metrics`, when the harness knows.
+    pub metrics: Option<SocketAddr>,
     /// Its stdout and stderr.
     pub log: PathBuf,
     child: Option<Child>,
@@ -73,6 +75,7 @@ impl ServiceProcess {
         let mut process = ServiceProcess {
             name: name.to_string(),
             grpc,
+            metrics: None,
             log,
             child: None,
             stop_grace,

@@ -24,8 +24,13 @@ use tower::layer::util::{Identity, Stack};
 /// and a stream that ignores the shutdown token for ever.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// A Caravan server's layers: the role check over the routes.
-pub type Layers = Stack<crate::tls::RoleCheckLayer, Identity>;
+/// A Caravan server's layers, outermost first: the role check, the answer
+/// INVALID_ARGUMENT to a body that does not decode, the traffic counters
+/// (calls the role check refused are not counted), over the routes.
+pub type Layers = Stack<
+    crate::traffic::TrafficLayer,
+    Stack<crate::decode_errors::DecodeErrorLayer, Stack<crate::tls::RoleCheckLayer, Identity>>,
+>;
 
 /// A router of a server built by [`server`].
 pub type Router = tonic::transport::server::Router<Layers>;
@@ -33,7 +38,9 @@ pub type Router = tonic::transport::server::Router<Layers>;
 /// A server builder with Caravan's settings: one span per request named after
 /// the gRPC method, continuing the caller's trace; with the process's TLS
 /// (see [`crate::tls::install`]) it requires client certificates and checks
-/// their roles.
+/// their roles; a request body that does not decode is answered
+/// INVALID_ARGUMENT ([`crate::decode_errors`]); every call and its bytes are
+/// counted by method ([`crate::traffic`]).
 pub fn server() -> Server<Layers> {
     // TLS is not tonic's here: [`serve`] accepts through the process's own
     // acceptor, whose certificate reloads.
@@ -51,6 +58,8 @@ pub fn server() -> Server<Layers> {
         .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_RESETS))
         .trace_fn(request_span)
         .layer(crate::tls::RoleCheckLayer::new(tls.map(|t| t.region())))
+        .layer(crate::decode_errors::DecodeErrorLayer)
+        .layer(crate::traffic::TrafficLayer)
 }
 
 /// HTTP/2 flow-control window of a whole connection, in bytes.

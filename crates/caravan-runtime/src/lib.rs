@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod config;
+pub mod decode_errors;
 pub mod grpc;
 pub mod huge_pages;
 pub mod leader;
@@ -20,6 +21,7 @@ pub mod telemetry;
 pub mod term;
 pub mod tls;
 pub mod trace;
+pub mod traffic;
 
 /// Pauses between attempts, for the services' retry loops.
 pub use caravan_store::Backoff;

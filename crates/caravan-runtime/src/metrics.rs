@@ -38,6 +38,7 @@ pub fn register() {
     LazyLock::force(&LEADER);
     caravan_store::metrics::register();
     caravan_state::metrics::register();
+    crate::traffic::register();
 }
 
 /// Records that this process started (`true`) or ended a term as `service`'s leader.

@@ -515,18 +515,23 @@ fn apply_batch(shared: &Shared, batch: WatchBatch) -> Revision {
     // with a later header revision than the events it carries.
     let mut revision = 0;
     let mut changes = Vec::with_capacity(batch.events.len());
+    let mut received = metrics::Received::default();
     for event in &batch.events {
         revision = revision.max(event.kv.mod_revision);
+        let bytes = event.kv.key.len() + event.kv.value.len();
         if shared.keyspace.is_progress_mark(&event.kv.key) {
+            received.add_progress(bytes);
             continue;
         }
         let key = match shared.keyspace.parse(&event.kv.key) {
             Ok(key) => key,
             Err(err) => {
+                received.add(None, bytes);
                 skipped(shared, &err);
                 continue;
             }
         };
+        received.add(Some(key.kind()), bytes);
         note_metrics(shared, &key, event.kind, &event.kv);
         match Change::from_event(&key, event.kind, &event.kv, shared.config.alloc_detail) {
             Ok(Some(change)) => changes.push((event.kv.mod_revision, change)),
@@ -539,6 +544,7 @@ fn apply_batch(shared: &Shared, batch: WatchBatch) -> Revision {
             }
         }
     }
+    metrics::received(shared.keyspace.prefix(), &received);
     let mut tables = shared.tables.write();
     let mut held = 0;
     let mut changes = changes.into_iter().peekable();

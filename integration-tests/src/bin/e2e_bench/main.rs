@@ -1,6 +1,7 @@
 //! The end-to-end benchmark: real service binaries on etcd (api-gateways, an
-//! eval-broker, a plan-applier, scheduler-workers, and a client-node
-//! simulating the nodes), job registrations over the HTTP API (a burst, or
+//! eval-broker, a plan-applier, scheduler-workers, a deployment-watcher, and
+//! a client-node simulating the nodes), each with the defaults a user gets
+//! unless a flag says otherwise, job registrations over the HTTP API (a burst, or
 //! an open loop at a fixed rate), and what a watch of the cluster's keys
 //! sees: stage times from the first register to every allocation running on
 //! its node, eval latency (an eval's create time to the moment the watch sees
@@ -79,10 +80,10 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     workers: usize,
     /// Async threads of every service process (`runtime.worker_threads`;
-    /// 0: each service's default, one per core). The whole stack shares
-    /// this machine's cores, where one each costs the least CPU per
-    /// placement (docs/benchmarks.md).
-    #[arg(long, default_value_t = 1)]
+    /// 0, the default: each service's own default, one per core, as a user
+    /// gets it). One each costs the least CPU per placement when the whole
+    /// stack shares one machine's cores (docs/benchmarks.md).
+    #[arg(long, default_value_t = 0)]
     worker_threads: usize,
     /// Give every group a `service` block (provider nomad, no check), which
     /// each running alloc registers: the cost of service discovery.
@@ -177,6 +178,8 @@ pub struct Progress {
     pub meter: Option<Arc<CostMeter>>,
     /// What the run cost etcd in requests and bytes.
     pub etcd: Option<caravan_integration_tests::etcd_traffic::EtcdTraffic>,
+    /// What each service process received and carried.
+    pub traffic: Option<caravan_integration_tests::service_traffic::ServiceTraffic>,
     /// The state after the run.
     pub checks: Option<Checks>,
     /// The cluster's keys, when they live in an etcd that outlives the run.
@@ -339,6 +342,7 @@ fn compose(args: &Args, shared: &Shared, interrupted: bool) -> Report {
         eval_latency_written: latency(&mut written),
         cost: p.meter.as_ref().and_then(|m| m.report(placements)),
         etcd: p.etcd.clone(),
+        traffic: p.traffic.clone(),
         checks: p.checks.clone(),
     }
 }

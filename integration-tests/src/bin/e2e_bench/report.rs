@@ -133,6 +133,8 @@ pub struct Report {
     /// etcd's requests and bytes, per placement (the bench's own watch of
     /// every key is one of the watchers counted).
     pub etcd: Option<caravan_integration_tests::etcd_traffic::EtcdTraffic>,
+    /// Each service process's watch events and gRPC traffic, per placement.
+    pub traffic: Option<caravan_integration_tests::service_traffic::ServiceTraffic>,
     /// The state in etcd after the run.
     pub checks: Option<Checks>,
 }
@@ -220,6 +222,9 @@ impl Report {
         }
         if let Some(cost) = &self.cost {
             print_cost(cost);
+        }
+        if let Some(traffic) = &self.traffic {
+            traffic.print();
         }
         if let Some(etcd) = &self.etcd {
             etcd.print();

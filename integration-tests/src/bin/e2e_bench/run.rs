@@ -16,6 +16,7 @@ use crate::register::{self, Registered, Workload};
 use crate::watch::{self, Want};
 use crate::{Args, Shared};
 use caravan_integration_tests::etcd_traffic;
+use caravan_integration_tests::service_traffic::{self, ServiceTraffic};
 
 /// How often every process's cost is read.
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
@@ -107,6 +108,8 @@ pub async fn run(args: Args, shared: Arc<Shared>) -> anyhow::Result<()> {
             .ok(),
         None => None,
     };
+    let metrics_addrs = c.metrics_addrs();
+    let traffic_before = service_traffic::read_all(&metrics_addrs).await;
     meter.mark_baseline();
     let t0 = Instant::now();
     shared.progress.lock().t0 = Some(t0);
@@ -122,6 +125,12 @@ pub async fn run(args: Args, shared: Arc<Shared>) -> anyhow::Result<()> {
     // The last reading, before anything else runs.
     meter.read_all();
     sampling.abort();
+    let traffic_after = service_traffic::read_all(&metrics_addrs).await;
+    shared.progress.lock().traffic = Some(ServiceTraffic::between(
+        &traffic_before,
+        &traffic_after,
+        args.want_allocs(),
+    ));
     if let (Some(e), Some(before)) = (&etcd_metrics, &etcd_before) {
         match etcd_traffic::read(e).await {
             Ok(after) => {
@@ -151,9 +160,9 @@ pub async fn run(args: Args, shared: Arc<Shared>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Starts the control plane: gateways, an eval-broker, a plan-applier and
-/// the scheduler-workers, each with the `common` settings, and waits for
-/// the two leaders.
+/// Starts the control plane: gateways, an eval-broker, a plan-applier, a
+/// deployment-watcher and the scheduler-workers, each with the `common`
+/// settings, and waits for the three leaders.
 async fn start_cluster(c: &mut Cluster, args: &Args, common: Settings<'_>) -> anyhow::Result<()> {
     if args.heartbeats_on_grpc_addr {
         c.heartbeats_on_grpc_addr();
@@ -175,6 +184,9 @@ async fn start_cluster(c: &mut Cluster, args: &Args, common: Settings<'_>) -> an
     );
     c.start_broker(&broker_settings).await?;
     c.start_applier(common).await?;
+    // Service jobs get deployments: without the watcher nothing moves their
+    // health, and its cost (it decodes every alloc change) goes uncounted.
+    c.start_deployment_watcher(common).await?;
     let workers = args.workers.to_string();
     let mut worker_settings = common.to_vec();
     if args.workers > 0 {
@@ -185,6 +197,7 @@ async fn start_cluster(c: &mut Cluster, args: &Args, common: Settings<'_>) -> an
     }
     c.wait_leader(Service::EvalBroker).await?;
     c.wait_leader(Service::PlanApplier).await?;
+    c.wait_leader(Service::DeploymentWatcher).await?;
     Ok(())
 }
 

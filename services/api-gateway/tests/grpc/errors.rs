@@ -40,3 +40,64 @@ pub async fn a_request_without_job_is_invalid_and_writes_nothing(backend: Backen
     let message = refused(backend, "grpc-invalid-none", RegisterJobRequest::default()).await;
     assert!(message.starts_with("job"), "{message}");
 }
+
+/// Sends `body` as it is, framed as one gRPC message, to `path`.
+async fn send_raw(gw: &TestGateway, path: &'static str, body: &'static [u8]) -> tonic::Status {
+    let mut grpc = tonic::client::Grpc::new(gw.channel().await);
+    grpc.ready().await.unwrap();
+    grpc.unary::<_, caravan_proto::RegisterJobResponse, _>(
+        tonic::Request::new(body),
+        tonic::codegen::http::uri::PathAndQuery::from_static(path),
+        Raw,
+    )
+    .await
+    .unwrap_err()
+}
+
+/// Writes a request's bytes as they are; reads answers as a registration's.
+struct Raw;
+
+impl tonic::codec::Codec for Raw {
+    type Encode = &'static [u8];
+    type Decode = caravan_proto::RegisterJobResponse;
+    type Encoder = Raw;
+    type Decoder = tonic_prost::ProstDecoder<caravan_proto::RegisterJobResponse>;
+
+    fn encoder(&mut self) -> Raw {
+        Raw
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        tonic_prost::ProstDecoder::default()
+    }
+}
+
+impl tonic::codec::Encoder for Raw {
+    type Item = &'static [u8];
+    type Error = tonic::Status;
+
+    fn encode(
+        &mut self,
+        item: &'static [u8],
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        use prost::bytes::BufMut;
+        dst.put_slice(item);
+        Ok(())
+    }
+}
+
+pub async fn a_body_that_does_not_decode_is_invalid_and_writes_nothing(backend: Backend) {
+    let gw = TestGateway::start(backend, "grpc-undecodable").await;
+    // Field 1 (the job, length-delimited) claiming 100 bytes where 3 follow.
+    let status = send_raw(
+        &gw,
+        "/caravan.v1.JobService/RegisterJob",
+        &[0x0a, 100, 1, 2, 3],
+    )
+    .await;
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().starts_with("request body"), "{status:?}");
+    assert_eq!(gw.key_count().await, 0);
+    gw.stop().await;
+}

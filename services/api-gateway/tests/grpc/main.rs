@@ -37,6 +37,7 @@ caravan_testkit::backend_cases!(backend => crate {
         a_negative_count_is_invalid_and_writes_nothing,
         zero_cpu_is_invalid_and_writes_nothing,
         a_request_without_job_is_invalid_and_writes_nothing,
+        a_body_that_does_not_decode_is_invalid_and_writes_nothing,
     },
     blocking {
         an_idle_blocking_read_times_out_at_the_same_revision,
