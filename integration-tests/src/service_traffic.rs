@@ -113,6 +113,10 @@ pub struct ServiceTraffic {
     pub processes: Vec<ProcessTraffic>,
     /// By method, busiest (in bytes) first.
     pub methods: Vec<MethodTraffic>,
+    /// What one watch receives by kind of key: (kind, events, bytes), from
+    /// the first process with a watch (every service watches the whole
+    /// keyspace, so each receives the same).
+    pub watch_kinds: Vec<(String, f64, f64)>,
 }
 
 impl ServiceTraffic {
@@ -127,6 +131,7 @@ impl ServiceTraffic {
         let empty = Reading::default();
         let mut methods: BTreeMap<String, MethodTraffic> = BTreeMap::new();
         let mut processes = Vec::new();
+        let mut watch_kinds = Vec::new();
         for (name, now) in after {
             let then = before
                 .iter()
@@ -136,12 +141,16 @@ impl ServiceTraffic {
                 name: name.clone(),
                 ..ProcessTraffic::default()
             };
+            let first_watch = watch_kinds.is_empty();
             for (kind, (events, bytes)) in &now.watch {
                 let (e0, b0) = then.watch.get(kind).copied().unwrap_or_default();
                 p.watch_events += per(events - e0);
                 p.watch_bytes += per(bytes - b0);
                 if kind == "allocs" {
                     p.watch_alloc_events += per(events - e0);
+                }
+                if first_watch && events > &e0 {
+                    watch_kinds.push((kind.clone(), per(events - e0), per(bytes - b0)));
                 }
             }
             for (method, (calls, received, sent)) in &now.grpc {
@@ -171,6 +180,7 @@ impl ServiceTraffic {
             placements,
             processes,
             methods,
+            watch_kinds,
         }
     }
 
@@ -198,6 +208,14 @@ impl ServiceTraffic {
                 p.grpc_received,
                 p.grpc_sent
             );
+        }
+        println!();
+        println!(
+            "{:<26}{:>12}{:>12}",
+            "one watch, per placement", "events", "bytes"
+        );
+        for (kind, events, bytes) in &self.watch_kinds {
+            println!("{kind:<26}{events:>12.3}{bytes:>12.0}");
         }
         println!();
         println!(
@@ -246,5 +264,9 @@ mod tests {
         assert_eq!(t.processes[1].grpc_calls, 3.0);
         assert_eq!(t.methods.len(), 1);
         assert_eq!(t.methods[0].calls, 5.0);
+        assert_eq!(
+            t.watch_kinds,
+            vec![("allocs".into(), 10.0, 1000.0), ("evals".into(), 5.0, 0.0)]
+        );
     }
 }

@@ -51,6 +51,49 @@ pub struct GroupHealth {
     pub last_healthy_unix_ns: i64,
 }
 
+/// Everything an assessment reads of one allocation ([`group_health`] and
+/// the failure check): two versions of an allocation with the same
+/// contribution assess alike, so a change between them (a client status
+/// from pending to running, new task states) needs no assessment.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Contribution<'a> {
+    deployment_id: &'a str,
+    task_group: &'a str,
+    placed_unix_ns: i64,
+    health: Option<bool>,
+    terminal: bool,
+    health_unix_ns: i64,
+}
+
+/// What `a` contributes to the assessment of its deployment.
+pub fn contribution(a: &Allocation) -> Contribution<'_> {
+    let health = health(a);
+    Contribution {
+        deployment_id: &a.deployment_id,
+        task_group: &a.task_group,
+        placed_unix_ns: placed_at(a),
+        health,
+        terminal: a.is_terminal(),
+        // Read only of a healthy allocation (when it turned healthy).
+        health_unix_ns: match health {
+            Some(true) => a
+                .deployment_status
+                .as_ref()
+                .map_or(0, |s| s.timestamp_unix_ns),
+            _ => 0,
+        },
+    }
+}
+
+/// When `a` was placed, as the progress deadline counts it.
+fn placed_at(a: &Allocation) -> i64 {
+    if a.create_time_unix_ns != 0 {
+        a.create_time_unix_ns
+    } else {
+        a.modify_time_unix_ns
+    }
+}
+
 /// The health of each group of `d` from the allocations placed for it
 /// (allocations of other deployments are ignored).
 pub fn group_health<'a>(
@@ -70,11 +113,7 @@ pub fn group_health<'a>(
             continue;
         };
         let g = out.entry(a.task_group.clone()).or_default();
-        let placed = if a.create_time_unix_ns != 0 {
-            a.create_time_unix_ns
-        } else {
-            a.modify_time_unix_ns
-        };
+        let placed = placed_at(a);
         if placed != 0 && (g.first_placed_unix_ns == 0 || placed < g.first_placed_unix_ns) {
             g.first_placed_unix_ns = placed;
         }
@@ -422,6 +461,39 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_change_the_assessment_does_not_read_contributes_alike() {
+        let d = deployment(&[("web", 2, 0)]);
+        let pending = Allocation {
+            client_status: AllocClientStatus::Pending as i32,
+            deployment_status: None,
+            ..alloc("a", "web", None, 0)
+        };
+        let mut running = pending.clone();
+        running.client_status = AllocClientStatus::Running as i32;
+        running.modify_time_unix_ns = 130 * SEC;
+        running.task_states.insert("t".into(), Default::default());
+        running.deployment_status = Some(AllocDeploymentStatus {
+            timestamp_unix_ns: 130 * SEC,
+            ..Default::default()
+        });
+        assert_eq!(contribution(&pending), contribution(&running));
+        assert_eq!(
+            assess_judged(&d, [&pending], |_| false),
+            assess_judged(&d, [&running], |_| false)
+        );
+        // Health, the end of a healthy allocation, or another deployment
+        // are read.
+        let healthy = alloc("a", "web", Some(true), 140 * SEC);
+        assert_ne!(contribution(&running), contribution(&healthy));
+        let mut finished = healthy.clone();
+        finished.client_status = AllocClientStatus::Complete as i32;
+        assert_ne!(contribution(&healthy), contribution(&finished));
+        let mut moved = running.clone();
+        moved.deployment_id = "d2".into();
+        assert_ne!(contribution(&running), contribution(&moved));
     }
 
     #[test]

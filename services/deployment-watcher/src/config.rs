@@ -30,6 +30,12 @@ pub struct DeploymentWatcherConfig {
     /// Attempts at a steering write when the deployment keeps changing
     /// under it.
     pub write_attempts: u32,
+    /// Least time between two assessments of a deployment prompted by
+    /// changes of its allocations, in milliseconds: each assessment reads
+    /// every allocation of the deployment. The first change after a quiet
+    /// interval is assessed at once; a change of the deployment itself
+    /// (an operator's pause, promotion or failure) is never held back.
+    pub assess_interval_ms: u64,
     /// The state store.
     pub store: StoreConfig,
     /// Logging and tracing.
@@ -47,6 +53,7 @@ impl Default for DeploymentWatcherConfig {
             leader_ttl_ms: 3_000,
             eval_batch_window_ms: 1_000,
             write_attempts: 5,
+            assess_interval_ms: 250,
             store: StoreConfig::default(),
             telemetry: TelemetryConfig::default(),
             tls: caravan_runtime::tls::TlsConfig::default(),
@@ -65,6 +72,12 @@ impl DeploymentWatcherConfig {
     /// The evaluation batching window.
     pub fn eval_batch_window(&self) -> Duration {
         Duration::from_millis(self.eval_batch_window_ms)
+    }
+
+    /// The least time between two assessments a deployment's allocations
+    /// prompt.
+    pub fn assess_interval(&self) -> Duration {
+        Duration::from_millis(self.assess_interval_ms)
     }
 
     /// Attempts at a contended write, at least one.

@@ -19,7 +19,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::assess::{DESC_SUCCESSFUL, Outcome, TimedCutoff, assess_judged, health, promoted};
+use crate::assess::{
+    DESC_SUCCESSFUL, Outcome, TimedCutoff, assess_judged, contribution, health, promoted,
+};
 use crate::config::DeploymentWatcherConfig;
 use crate::error::WatcherError;
 use crate::evals::{EvalBatcher, for_deployment};
@@ -45,6 +47,12 @@ pub struct TermState {
     pub active: BTreeSet<String>,
     /// Deployments to assess on the next step.
     pub dirty: BTreeSet<String>,
+    /// Deployments whose allocations changed, assessed once their
+    /// [`DeploymentWatcherConfig::assess_interval`] since the last
+    /// assessment has passed (see [`TermState::take_touched`]).
+    pub touched: BTreeSet<String>,
+    /// When each deployment was last assessed.
+    pub assessed: BTreeMap<String, Instant>,
     /// The earliest running progress deadline of each active deployment,
     /// timed from when this term first saw it.
     pub cutoffs: BTreeMap<String, TimedCutoff>,
@@ -132,6 +140,8 @@ impl LeaderTerm {
             state: Mutex::new(TermState {
                 active: BTreeSet::new(),
                 dirty: BTreeSet::new(),
+                touched: BTreeSet::new(),
+                assessed: BTreeMap::new(),
                 cutoffs: BTreeMap::new(),
                 batcher: EvalBatcher::new(window),
                 stable: BTreeSet::new(),
@@ -232,9 +242,18 @@ impl LeaderTerm {
             }
         }
         for change in snap.alloc_changes_since(prev) {
-            for a in [change.old(), change.new()].into_iter().flatten() {
-                if state.active.contains(&a.deployment_id) {
-                    state.dirty.insert(a.deployment_id.clone());
+            // A change no assessment reads (a client status from pending to
+            // running, new task states: most of what clients report) leaves
+            // the deployment's assessment as it was.
+            let assessed_alike = match (change.old(), change.new()) {
+                (Some(old), Some(new)) => contribution(old) == contribution(new),
+                _ => false,
+            };
+            if !assessed_alike {
+                for a in [change.old(), change.new()].into_iter().flatten() {
+                    if state.active.contains(&a.deployment_id) {
+                        state.touched.insert(a.deployment_id.clone());
+                    }
                 }
             }
             let Some(new) = change.new() else { continue };
@@ -257,7 +276,8 @@ impl LeaderTerm {
     fn next_wake(&self) -> Option<Instant> {
         let state = self.state.lock();
         let deadline = state.cutoffs.values().map(|c| c.at).min();
-        [state.batcher.next_due(), deadline, state.retry_at]
+        let touched = state.next_touched_due(self.config.assess_interval());
+        [state.batcher.next_due(), deadline, state.retry_at, touched]
             .into_iter()
             .flatten()
             .min()
@@ -276,7 +296,12 @@ impl LeaderTerm {
                 .map(|(id, _)| id.clone())
                 .collect();
             state.dirty.extend(due);
-            std::mem::take(&mut state.dirty).into_iter().collect()
+            state.take_touched(now, self.config.assess_interval());
+            let dirty = std::mem::take(&mut state.dirty);
+            for id in &dirty {
+                state.assessed.insert(id.clone(), now);
+            }
+            dirty.into_iter().collect()
         };
         futures::stream::iter(dirty.into_iter().map(Ok))
             .try_for_each_concurrent(WRITES_IN_FLIGHT, |id| async move {
@@ -557,10 +582,37 @@ impl LeaderTerm {
 }
 
 impl TermState {
+    /// Moves the deployments whose allocations changed into `dirty` once
+    /// `interval` has passed since their last assessment: a deployment
+    /// whose allocations change on every revision (a thousand of them
+    /// starting one node report at a time) is assessed at most once per
+    /// interval, each assessment a pass over all its allocations, instead
+    /// of once per revision. The first change after a quiet interval is
+    /// assessed at once.
+    pub fn take_touched(&mut self, now: Instant, interval: Duration) {
+        let assessed = &self.assessed;
+        let (ready, wait): (BTreeSet<String>, BTreeSet<String>) = std::mem::take(&mut self.touched)
+            .into_iter()
+            .partition(|id| assessed.get(id).is_none_or(|at| *at + interval <= now));
+        self.dirty.extend(ready);
+        self.touched = wait;
+    }
+
+    /// When the earliest deployment waiting in `touched` may be assessed.
+    pub fn next_touched_due(&self, interval: Duration) -> Option<Instant> {
+        self.touched
+            .iter()
+            .filter_map(|id| self.assessed.get(id))
+            .min()
+            .map(|at| *at + interval)
+    }
+
     /// Stops following a deployment.
     pub fn forget(&mut self, id: &str) {
         self.active.remove(id);
         self.dirty.remove(id);
+        self.touched.remove(id);
+        self.assessed.remove(id);
         self.cutoffs.remove(id);
         self.batcher.forget(id);
     }
@@ -576,5 +628,49 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> TermState {
+        TermState {
+            active: BTreeSet::new(),
+            dirty: BTreeSet::new(),
+            touched: BTreeSet::new(),
+            assessed: BTreeMap::new(),
+            cutoffs: BTreeMap::new(),
+            batcher: EvalBatcher::new(Duration::from_secs(1)),
+            stable: BTreeSet::new(),
+            retry_at: None,
+        }
+    }
+
+    #[test]
+    fn alloc_changes_are_assessed_at_once_then_at_most_once_per_interval() {
+        let interval = Duration::from_millis(250);
+        let t0 = Instant::now();
+        let mut s = state();
+        // Never assessed: at once.
+        s.touched.insert("d1".into());
+        s.take_touched(t0, interval);
+        assert!(s.dirty.contains("d1") && s.touched.is_empty());
+        s.dirty.clear();
+        s.assessed.insert("d1".into(), t0);
+        // Touched again within the interval: held, with a wake-up at its end.
+        s.touched.insert("d1".into());
+        s.take_touched(t0 + Duration::from_millis(100), interval);
+        assert!(s.dirty.is_empty() && s.touched.contains("d1"));
+        assert_eq!(s.next_touched_due(interval), Some(t0 + interval));
+        // Once the interval has passed: assessed.
+        s.take_touched(t0 + interval, interval);
+        assert!(s.dirty.contains("d1") && s.touched.is_empty());
+        assert_eq!(s.next_touched_due(interval), None);
+        // Forgetting a deployment drops what was held for it.
+        s.touched.insert("d1".into());
+        s.forget("d1");
+        assert!(s.touched.is_empty() && s.assessed.is_empty());
     }
 }
