@@ -343,6 +343,11 @@ fn compose(args: &Args, shared: &Shared, interrupted: bool) -> Report {
         cost: p.meter.as_ref().and_then(|m| m.report(placements)),
         etcd: p.etcd.clone(),
         traffic: p.traffic.clone(),
+        alloc_writes: s
+            .alloc_writes
+            .iter()
+            .map(|(what, n)| (what.clone(), *n as f64 / placements.max(1) as f64))
+            .collect(),
         checks: p.checks.clone(),
     }
 }

@@ -133,6 +133,9 @@ pub struct Report {
     /// etcd's requests and bytes, per placement (the bench's own watch of
     /// every key is one of the watchers counted).
     pub etcd: Option<caravan_integration_tests::etcd_traffic::EtcdTraffic>,
+    /// Writes of allocations the bench's watch saw, by what they carried
+    /// (`placed`, then the client status), per placement.
+    pub alloc_writes: Vec<(String, f64)>,
     /// Each service process's watch events and gRPC traffic, per placement.
     pub traffic: Option<caravan_integration_tests::service_traffic::ServiceTraffic>,
     /// The state in etcd after the run.
@@ -222,6 +225,13 @@ impl Report {
         }
         if let Some(cost) = &self.cost {
             print_cost(cost);
+        }
+        if !self.alloc_writes.is_empty() {
+            println!();
+            println!("{:<26}{:>12}", "alloc writes", "per placement");
+            for (what, per) in &self.alloc_writes {
+                println!("{what:<26}{per:>12.3}");
+            }
         }
         if let Some(traffic) = &self.traffic {
             traffic.print();

@@ -2,12 +2,12 @@
 //! (with their latency) and allocations placed and running, and the moment
 //! each stage is reached.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use caravan_model::{AllocExt, now_unix_ns, trigger};
+use caravan_model::{AllocExt, NomadName, now_unix_ns, trigger};
 use caravan_proto::{AllocClientStatus, Allocation, EvalStatus, Evaluation};
 use caravan_state::{AllocDetail, Keyspace, StateKey, decode, decode_alloc};
 use caravan_store::{EventKind, Store};
@@ -30,6 +30,10 @@ pub struct Seen {
     pub all_placed_at: Option<Instant>,
     /// When every allocation was running.
     pub all_running_at: Option<Instant>,
+    /// Writes of allocations by what they carried: `placed` (the first
+    /// write seen of an allocation), then the client status, with
+    /// `+healthy`/`+unhealthy` once the deployment health is set.
+    pub alloc_writes: BTreeMap<String, usize>,
 }
 
 impl Seen {
@@ -83,6 +87,17 @@ pub async fn watch(
                     // Statuses are all the bench reads: the lean decode keeps
                     // its own cost out of the measurement as far as it can.
                     let a: Allocation = decode_alloc(&ev.kv, AllocDetail::Scheduling)?;
+                    let what = if ev.kv.create_revision == ev.kv.mod_revision {
+                        "placed".to_string()
+                    } else {
+                        let health = match a.deployment_status.as_ref().and_then(|d| d.healthy) {
+                            Some(true) => "+healthy",
+                            Some(false) => "+unhealthy",
+                            None => "",
+                        };
+                        format!("{}{health}", a.client_status().api_name())
+                    };
+                    *seen.alloc_writes.entry(what).or_default() += 1;
                     if a.is_live() {
                         seen.placed.insert(a.id.clone());
                     }
