@@ -4,10 +4,8 @@
 //! INTERNAL. This layer answers it INVALID_ARGUMENT instead, naming the body,
 //! as every other bad input is answered.
 
-use std::task::{Context, Poll};
-
-use futures::future::BoxFuture;
 use tonic::codegen::http;
+use tower::util::MapResponseLayer;
 
 /// How tonic's protobuf codec begins the message of a request that does not
 /// decode (prost's `DecodeError`).
@@ -15,45 +13,19 @@ const DECODE_FAILED: &str = "failed to decode Protobuf message";
 
 /// A server layer turning tonic's INTERNAL for an undecodable request body
 /// into INVALID_ARGUMENT.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DecodeErrorLayer;
+pub type DecodeErrorLayer = MapResponseLayer<fn(Response) -> Response>;
 
-impl<S> tower::Layer<S> for DecodeErrorLayer {
-    type Service = DecodeErrors<S>;
-
-    fn layer(&self, inner: S) -> DecodeErrors<S> {
-        DecodeErrors { inner }
-    }
+/// The layer.
+pub fn layer() -> DecodeErrorLayer {
+    MapResponseLayer::new(rewrite as fn(Response) -> Response)
 }
 
-/// The service [`DecodeErrorLayer`] wraps around a server's routes.
-#[derive(Debug, Clone)]
-pub struct DecodeErrors<S> {
-    inner: S,
-}
-
-impl<S, B> tower::Service<http::Request<B>> for DecodeErrors<S>
-where
-    S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = BoxFuture<'static, Result<S::Response, S::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let answer = self.inner.call(req);
-        Box::pin(async move { Ok(rewrite(answer.await?)) })
-    }
-}
+/// A server's response.
+pub type Response = http::Response<tonic::body::Body>;
 
 /// `response`, or INVALID_ARGUMENT when it is tonic's trailers-only INTERNAL
 /// for a request that did not decode.
-fn rewrite(response: http::Response<tonic::body::Body>) -> http::Response<tonic::body::Body> {
+fn rewrite(response: Response) -> Response {
     match tonic::Status::from_header_map(response.headers()) {
         Some(status)
             if status.code() == tonic::Code::Internal
@@ -78,7 +50,7 @@ mod tests {
             let status = status.clone();
             async move { Ok::<_, std::convert::Infallible>(status.into_http()) }
         });
-        let mut service = tower::Layer::layer(&DecodeErrorLayer, inner);
+        let mut service = tower::Layer::layer(&layer(), inner);
         let response = tower::Service::call(&mut service, http::Request::new(()))
             .await
             .unwrap();

@@ -58,7 +58,7 @@ pub fn server() -> Server<Layers> {
         .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_RESETS))
         .trace_fn(request_span)
         .layer(crate::tls::RoleCheckLayer::new(tls.map(|t| t.region())))
-        .layer(crate::decode_errors::DecodeErrorLayer)
+        .layer(crate::decode_errors::layer())
         .layer(crate::traffic::TrafficLayer)
 }
 
