@@ -76,13 +76,17 @@ pub fn contribution(a: &Allocation) -> Contribution<'_> {
         terminal: a.is_terminal(),
         // Read only of a healthy allocation (when it turned healthy).
         health_unix_ns: match health {
-            Some(true) => a
-                .deployment_status
-                .as_ref()
-                .map_or(0, |s| s.timestamp_unix_ns),
+            Some(true) => health_set_at(a),
             _ => 0,
         },
     }
+}
+
+/// When `a`'s deployment health was last set (0: never).
+fn health_set_at(a: &Allocation) -> i64 {
+    a.deployment_status
+        .as_ref()
+        .map_or(0, |s| s.timestamp_unix_ns)
 }
 
 /// When `a` was placed, as the progress deadline counts it.
@@ -126,10 +130,7 @@ pub fn group_health<'a>(
                 if state.placed_canaries.contains(&a.id) {
                     g.healthy_canaries += 1;
                 }
-                let at = a
-                    .deployment_status
-                    .as_ref()
-                    .map_or(0, |s| s.timestamp_unix_ns);
+                let at = health_set_at(a);
                 g.last_healthy_unix_ns = g.last_healthy_unix_ns.max(at);
             }
             Some(false) => g.unhealthy += 1,

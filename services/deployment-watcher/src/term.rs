@@ -132,21 +132,12 @@ impl LeaderTerm {
         config: Arc<DeploymentWatcherConfig>,
         stop: CancellationToken,
     ) -> Arc<Self> {
-        let window = config.eval_batch_window();
+        let state = TermState::new(config.eval_batch_window());
         Arc::new(LeaderTerm {
             writer,
             informer,
             config,
-            state: Mutex::new(TermState {
-                active: BTreeSet::new(),
-                dirty: BTreeSet::new(),
-                touched: BTreeSet::new(),
-                assessed: BTreeMap::new(),
-                cutoffs: BTreeMap::new(),
-                batcher: EvalBatcher::new(window),
-                stable: BTreeSet::new(),
-                retry_at: None,
-            }),
+            state: Mutex::new(state),
             wake: Notify::new(),
             stop,
         })
@@ -582,6 +573,21 @@ impl LeaderTerm {
 }
 
 impl TermState {
+    /// A term's state before it is restored: nothing followed, evaluations
+    /// batched over `eval_window`.
+    pub fn new(eval_window: Duration) -> Self {
+        TermState {
+            active: BTreeSet::new(),
+            dirty: BTreeSet::new(),
+            touched: BTreeSet::new(),
+            assessed: BTreeMap::new(),
+            cutoffs: BTreeMap::new(),
+            batcher: EvalBatcher::new(eval_window),
+            stable: BTreeSet::new(),
+            retry_at: None,
+        }
+    }
+
     /// Moves the deployments whose allocations changed into `dirty` once
     /// `interval` has passed since their last assessment: a deployment
     /// whose allocations change on every revision (a thousand of them
@@ -635,24 +641,11 @@ async fn sleep_until(at: Option<Instant>) {
 mod tests {
     use super::*;
 
-    fn state() -> TermState {
-        TermState {
-            active: BTreeSet::new(),
-            dirty: BTreeSet::new(),
-            touched: BTreeSet::new(),
-            assessed: BTreeMap::new(),
-            cutoffs: BTreeMap::new(),
-            batcher: EvalBatcher::new(Duration::from_secs(1)),
-            stable: BTreeSet::new(),
-            retry_at: None,
-        }
-    }
-
     #[test]
     fn alloc_changes_are_assessed_at_once_then_at_most_once_per_interval() {
         let interval = Duration::from_millis(250);
         let t0 = Instant::now();
-        let mut s = state();
+        let mut s = TermState::new(Duration::from_secs(1));
         // Never assessed: at once.
         s.touched.insert("d1".into());
         s.take_touched(t0, interval);
