@@ -925,10 +925,15 @@ impl Cluster {
             let addrs = (0..ports)
                 .map(|_| process::free_addr())
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            let metrics = match service {
-                Service::Gateway => Some(addrs[1]),
-                _ if own_metrics => Some(process::free_addr()?),
-                _ => None,
+            let own = if own_metrics {
+                Some(process::free_addr()?)
+            } else {
+                None
+            };
+            let metrics = if service == Service::Gateway {
+                Some(addrs[1])
+            } else {
+                own
             };
             let mut merged: BTreeMap<String, String> = BTreeMap::new();
             let defaults = if self.test_timings {
@@ -936,9 +941,7 @@ impl Cluster {
             } else {
                 &[]
             };
-            let metrics_setting = metrics
-                .filter(|_| own_metrics)
-                .map(|a| ("metrics_addr".to_string(), a.to_string()));
+            let metrics_setting = own.map(|a| ("metrics_addr".to_string(), a.to_string()));
             let layers = settings(&addrs)
                 .into_iter()
                 .chain(metrics_setting)

@@ -81,8 +81,8 @@ pub struct Args {
     workers: usize,
     /// Async threads of every service process (`runtime.worker_threads`;
     /// 0, the default: each service's own default, one per core, as a user
-    /// gets it). One each costs the least CPU per placement when the whole
-    /// stack shares one machine's cores (docs/benchmarks.md).
+    /// gets it). Earlier runs of this bench used one each; on 2026-11-27 one
+    /// each was not the cheaper setting (docs/benchmarks.md).
     #[arg(long, default_value_t = 0)]
     worker_threads: usize,
     /// Give every group a `service` block (provider nomad, no check), which
@@ -346,7 +346,12 @@ fn compose(args: &Args, shared: &Shared, interrupted: bool) -> Report {
         alloc_writes: s
             .alloc_writes
             .iter()
-            .map(|(what, n)| (what.clone(), *n as f64 / placements.max(1) as f64))
+            .map(|((status, health), n)| {
+                (
+                    format!("{status}{health}"),
+                    *n as f64 / placements.max(1) as f64,
+                )
+            })
             .collect(),
         checks: p.checks.clone(),
     }

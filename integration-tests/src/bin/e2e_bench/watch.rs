@@ -30,10 +30,10 @@ pub struct Seen {
     pub all_placed_at: Option<Instant>,
     /// When every allocation was running.
     pub all_running_at: Option<Instant>,
-    /// Writes of allocations by what they carried: `placed` (the first
-    /// write seen of an allocation), then the client status, with
-    /// `+healthy`/`+unhealthy` once the deployment health is set.
-    pub alloc_writes: BTreeMap<String, usize>,
+    /// Writes of allocations by what they carried: (`placed`, "") for the
+    /// first write seen of an allocation, then (client status, "" or
+    /// `+healthy`/`+unhealthy` once the deployment health is set).
+    pub alloc_writes: BTreeMap<(&'static str, &'static str), usize>,
 }
 
 impl Seen {
@@ -88,14 +88,14 @@ pub async fn watch(
                     // its own cost out of the measurement as far as it can.
                     let a: Allocation = decode_alloc(&ev.kv, AllocDetail::Scheduling)?;
                     let what = if ev.kv.create_revision == ev.kv.mod_revision {
-                        "placed".to_string()
+                        ("placed", "")
                     } else {
                         let health = match a.deployment_status.as_ref().and_then(|d| d.healthy) {
                             Some(true) => "+healthy",
                             Some(false) => "+unhealthy",
                             None => "",
                         };
-                        format!("{}{health}", a.client_status().api_name())
+                        (a.client_status().api_name(), health)
                     };
                     *seen.alloc_writes.entry(what).or_default() += 1;
                     if a.is_live() {
