@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use caravan_proto::{Plan, PlanResult};
 use caravan_runtime::names::PLAN_APPLIER;
-use caravan_state::{AllocDetail, Informer, InformerConfig, Keyspace};
+use caravan_state::{Informer, Keyspace};
 use caravan_store::{GroupLimits, Leadership, Store, current_leader, election_name};
 use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
@@ -198,7 +198,10 @@ impl PlanApplier {
         let informer = match started {
             Ok(i) => i,
             Err(err) => {
-                tracing::warn!(%err, "cannot load the state; giving up this term");
+                tracing::warn!(
+                    err = format!("{err:#}"),
+                    "cannot load the state; giving up this term"
+                );
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                     _ = stop.cancelled() => {}
@@ -232,15 +235,18 @@ impl PlanApplier {
         tracing::info!("stopped applying plans");
     }
 
-    /// The cache, loaded on first use and kept for later terms.
-    async fn cache(&self) -> Result<Arc<Informer>, caravan_state::StateError> {
+    /// The cache, loaded on first use and kept for later terms: the lean
+    /// one, shared with the other services of this process that follow the
+    /// same prefix on the same store connection. Verification needs no
+    /// placement metrics nor the task states of running allocations, and a
+    /// commit reads the stored value of every allocation it rewrites.
+    async fn cache(&self) -> anyhow::Result<Arc<Informer>> {
         let mut cache = self.cache.lock().await;
         if let Some(informer) = cache.as_ref() {
             return Ok(informer.clone());
         }
-        let informer = Arc::new(
-            Informer::start(self.store.clone(), self.keyspace.clone(), cache_config()).await?,
-        );
+        let informer =
+            caravan_runtime::cache::start_lean(&self.store, self.keyspace.prefix()).await?;
         *cache = Some(informer.clone());
         Ok(informer)
     }
@@ -258,17 +264,6 @@ impl PlanApplier {
         if !result.rejected_nodes.is_empty() {
             c.partial.fetch_add(1, Ordering::Relaxed);
         }
-    }
-}
-
-/// The applier's watch cache keeps allocations as scheduling reads them:
-/// verification needs no placement metrics nor the task states of running
-/// allocations, and a commit reads the stored value of every allocation it
-/// rewrites.
-fn cache_config() -> InformerConfig {
-    InformerConfig {
-        alloc_detail: AllocDetail::Scheduling,
-        ..InformerConfig::default()
     }
 }
 

@@ -6,12 +6,12 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_state::{InformerConfig, Keyspace, encode};
+use caravan_state::{AllocDetail, InformerConfig, Keyspace, encode};
 use caravan_store::Store;
 
 use super::*;
 use crate::applier::in_flight::CommitReport;
-use crate::applier::{PlanApplier, Settings, cache_config};
+use crate::applier::{PlanApplier, Settings};
 use crate::commit::plan_commits;
 use crate::config::PlanApplierConfig;
 use crate::fixtures::{AnyToken, alloc, leader, place, plan, store_with_n1};
@@ -159,7 +159,12 @@ async fn the_lean_cache_never_thins_what_a_commit_writes() {
         .put(&ks.alloc("x"), &encode(&running), 0)
         .await
         .unwrap();
-    let mut pipeline = leading_pipeline(&store, &ks, cache_config(), 0).await;
+    // The lean cache the applier's term starts with.
+    let lean = InformerConfig {
+        alloc_detail: AllocDetail::Scheduling,
+        ..InformerConfig::default()
+    };
+    let mut pipeline = leading_pipeline(&store, &ks, lean, 0).await;
     let cached = pipeline.informer.snapshot().alloc("x").cloned().unwrap();
     assert!(cached.metrics.is_none() && cached.task_states.is_empty());
     let queue = PlanQueue::new();
