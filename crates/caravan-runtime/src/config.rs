@@ -35,6 +35,9 @@ pub struct ConfigLoader {
     list_keys: Vec<String>,
     overrides: Vec<(String, String)>,
     env: Option<Vec<(String, String)>>,
+    /// Layers over the file, under the environment, in order (sections
+    /// of a file that configures several services at once).
+    tables: Vec<serde_json::Value>,
 }
 
 impl ConfigLoader {
@@ -47,6 +50,7 @@ impl ConfigLoader {
             list_keys: Vec::new(),
             overrides: Vec::new(),
             env: None,
+            tables: Vec::new(),
         }
     }
 
@@ -58,6 +62,14 @@ impl ConfigLoader {
     /// Reads a TOML file; it must exist.
     pub fn file(mut self, path: Option<&Path>) -> Self {
         self.file = path.map(Path::to_path_buf);
+        self
+    }
+
+    /// A layer over the file and under the environment: keys and values
+    /// already read from somewhere else (`caravan server` gives each
+    /// service its table of the server's file this way).
+    pub fn table(mut self, table: serde_json::Value) -> Self {
+        self.tables.push(table);
         self
     }
 
@@ -139,6 +151,9 @@ impl ConfigLoader {
             }
             builder = builder
                 .add_source(config::File::from(path.as_path()).format(config::FileFormat::Toml));
+        }
+        for table in &self.tables {
+            builder = builder.add_source(config::Config::try_from(table).map_err(invalid)?);
         }
         let mut env = config::Environment::with_prefix(&self.env_prefix())
             .prefix_separator("__")
@@ -245,6 +260,24 @@ mod tests {
             .load(&defaults())
             .unwrap();
         assert_eq!(conf.store.endpoints, vec!["http://a:1", "http://b:2"]);
+    }
+
+    #[test]
+    fn tables_sit_over_the_file_and_under_the_environment() {
+        let conf: Conf = ConfigLoader::new("x")
+            .with_env(vec![("CARAVAN_X__WORKERS".to_string(), "7".to_string())])
+            .table(serde_json::json!({ "store": { "prefix": "/shared" }, "workers": 3 }))
+            .table(serde_json::json!({ "grpc_addr": "0.0.0.0:9" }))
+            .load(&defaults())
+            .unwrap();
+        assert_eq!(conf.store.prefix, "/shared");
+        assert_eq!(
+            conf.store.endpoints,
+            defaults().store.endpoints,
+            "a table merges"
+        );
+        assert_eq!(conf.grpc_addr, "0.0.0.0:9");
+        assert_eq!(conf.workers, 7, "env beats tables");
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod hcl_spec;
 mod lookup;
 mod monitor;
 mod placement;
+mod server;
 mod ui;
 mod views;
 

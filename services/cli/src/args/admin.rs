@@ -225,6 +225,33 @@ pub enum SnapshotCommand {
     },
 }
 
+/// `caravan server`.
+#[derive(Debug, Clone, Args)]
+pub struct ServerArgs {
+    /// TOML file: `[store]` (every service's default), `[telemetry]`,
+    /// `[tls]` and `[shutdown]` for the process, and a table per service
+    /// (`[eval-broker]`, `[plan-applier]`, `[deployment-watcher]`,
+    /// `[scheduler-worker]`) with the keys its own binary reads.
+    #[arg(long, short = 'c')]
+    pub config: Option<PathBuf>,
+    /// Override a key: `store.prefix=/x` for every service,
+    /// `eval-broker.grpc_addr=0.0.0.0:4650` for one (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// The services to run, comma-separated; all four when unset.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub services: Vec<String>,
+    /// Read and check the configuration, then exit: 0 when it is good, 2
+    /// naming what is wrong.
+    #[arg(long = "check-config")]
+    pub check_config: bool,
+    /// Nomad's `server members`, `join` and `force-leave`: refused with the
+    /// reason (Caravan's servers keep no gossip pool), never taken for a
+    /// request to start one.
+    #[arg(hide = true)]
+    pub verb: Option<String>,
+}
+
 /// `caravan dev`.
 #[derive(Debug, Clone, Args)]
 pub struct DevArgs {

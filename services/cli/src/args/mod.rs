@@ -10,8 +10,8 @@ mod tests;
 use clap::{Parser, Subcommand};
 
 pub use admin::{
-    DevArgs, NamespaceCommand, OperatorCommand, SchedulerCommand, SetConfigArgs, SnapshotCommand,
-    SystemCommand, VarCommand, VarLockArgs,
+    DevArgs, NamespaceCommand, OperatorCommand, SchedulerCommand, ServerArgs, SetConfigArgs,
+    SnapshotCommand, SystemCommand, VarCommand, VarLockArgs,
 };
 pub use cluster::{
     AllocCommand, DeploymentCommand, DrainArgs, EvalCommand, ExecArgs, NodeCommand,
@@ -91,6 +91,9 @@ pub enum Command {
     },
     /// Run every service and one client node in this process (development).
     Dev(DevArgs),
+    /// Run the eval-broker, plan-applier, deployment-watcher and
+    /// scheduler-worker in this process, sharing one watch of the store.
+    Server(ServerArgs),
     /// Make the agent CA and the certificates of servers, clients and the CLI.
     #[command(subcommand)]
     Tls(crate::commands::tls::TlsCommand),

@@ -55,6 +55,11 @@ pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
     if let Command::Dev(args) = cli.command {
         return crate::dev::run(args, ui).await;
     }
+    if let Command::Server(args) = cli.command {
+        // Boxed: its configurations and services would otherwise make every
+        // verb's future (and the stack of a test that awaits one) larger.
+        return Box::pin(crate::server::run(args, ui)).await;
+    }
     if let Command::Completions { shell } = cli.command {
         ui.output(completion::script(shell));
         return Ok(0);
@@ -87,7 +92,9 @@ pub async fn dispatch(cli: Cli, ui: &mut Ui) -> Result<u8, CliError> {
             id: Some(id),
             verbose,
         } => status::status(&api, ui, &id, verbose).await,
-        Command::Dev(_) | Command::Tls(_) | Command::Completions { .. } => Ok(0),
+        Command::Dev(_) | Command::Server(_) | Command::Tls(_) | Command::Completions { .. } => {
+            Ok(0)
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! port and still talking gRPC to the others.
 
 mod banner;
-mod tier;
+pub(crate) mod tier;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
