@@ -909,18 +909,132 @@ impl Cluster {
         settings: impl Fn(&[SocketAddr]) -> Vec<(String, String)>,
     ) -> anyhow::Result<(usize, Vec<SocketAddr>)> {
         let binary = binaries::binary(&self.bins, &service.binary())?;
-        let ordinal = 1 + self
-            .processes
-            .iter()
-            .filter(|p| p.name.starts_with(service.name()))
-            .count();
-        let name = format!("{}-{ordinal}", service.name());
-        let env = std::mem::take(&mut self.next_env);
+        let name = self.next_name(service.name());
         // Every process but a gateway (which serves `/metrics` on its HTTP
         // address) gets a metrics listener the harness knows, unless the
         // caller sets one.
         let own_metrics =
             service != Service::Gateway && !extra.iter().any(|(k, _)| *k == "metrics_addr");
+        let tls = self.tls_settings(service);
+        let defaults = self.defaults_with(service, extra);
+        self.spawn_listening(&name, &binary, ports, own_metrics, |addrs, own| {
+            let metrics = if service == Service::Gateway {
+                Some(addrs[1])
+            } else {
+                own
+            };
+            let metrics_setting = own.map(|a| ("metrics_addr".to_string(), a.to_string()));
+            let layers = settings(addrs)
+                .into_iter()
+                .chain(metrics_setting)
+                .chain(tls.iter().cloned())
+                .chain(defaults.iter().cloned());
+            (set_args(layers, ""), metrics)
+        })
+        .await
+    }
+
+    /// Starts `caravan server` running `services` in one process (each
+    /// with its test settings and its `extra`; `process` holds the
+    /// process's own `telemetry.*` and `shutdown.*`), sharing one store
+    /// connection and one watch cache; returns each one's gRPC address, in
+    /// the order given. The first one serves the process's `/metrics`.
+    pub async fn start_server(
+        &mut self,
+        services: &[Service],
+        process: Settings<'_>,
+        extra: &[(Service, Settings<'_>)],
+    ) -> anyhow::Result<Vec<SocketAddr>> {
+        anyhow::ensure!(
+            !services.is_empty(),
+            "caravan server runs at least one service"
+        );
+        let binary = binaries::binary(&self.bins, "caravan")?;
+        let name = self.next_name("server");
+        let tls = self.tls_settings(Service::EvalBroker);
+        let mut shared = self.store_settings();
+        shared.extend(tls);
+        shared.extend(process.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let none: Settings<'_> = &[];
+        let defaults: Vec<Vec<(String, String)>> = services
+            .iter()
+            .map(|service| {
+                let extra = extra
+                    .iter()
+                    .find(|(s, _)| s == service)
+                    .map_or(none, |e| e.1);
+                self.defaults_with(*service, extra)
+            })
+            .collect();
+        let (_, addrs) = self
+            .spawn_listening(&name, &binary, services.len(), true, |addrs, own| {
+                let mut args = vec!["server".to_string(), "--services".to_string()];
+                args.push(
+                    services
+                        .iter()
+                        .map(|s| s.name())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                );
+                args.extend(set_args(shared.iter().cloned(), ""));
+                for (i, service) in services.iter().enumerate() {
+                    let metrics = if i == 0 {
+                        own.map(|a| a.to_string())
+                    } else {
+                        None
+                    };
+                    let own = [
+                        ("grpc_addr".to_string(), addrs[i].to_string()),
+                        ("metrics_addr".to_string(), metrics.unwrap_or_default()),
+                    ];
+                    let layers = own.into_iter().chain(defaults[i].iter().cloned());
+                    args.extend(set_args(layers, &format!("{}.", service.name())));
+                }
+                (args, own)
+            })
+            .await?;
+        Ok(addrs)
+    }
+
+    /// The name of the next process of `kind`: `<kind>-<ordinal>`.
+    fn next_name(&self, kind: &str) -> String {
+        let ordinal = 1 + self
+            .processes
+            .iter()
+            .filter(|p| p.name.starts_with(kind))
+            .count();
+        format!("{kind}-{ordinal}")
+    }
+
+    /// `service`'s test settings (when the cluster has test timings), then
+    /// `extra`.
+    fn defaults_with(&self, service: Service, extra: Settings<'_>) -> Vec<(String, String)> {
+        let defaults = if self.test_timings {
+            service.test_settings()
+        } else {
+            &[]
+        };
+        defaults
+            .iter()
+            .chain(extra.iter())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Spawns `binary` as process `name` with the arguments `args_for`
+    /// makes of `ports` free addresses (and a free `/metrics` address when
+    /// `own_metrics`), which also names the `/metrics` address the harness
+    /// reads; waits until it listens on every one, trying again (three
+    /// times in all) when it lost a port to another process.
+    async fn spawn_listening(
+        &mut self,
+        name: &str,
+        binary: &Path,
+        ports: usize,
+        own_metrics: bool,
+        args_for: impl Fn(&[SocketAddr], Option<SocketAddr>) -> (Vec<String>, Option<SocketAddr>),
+    ) -> anyhow::Result<(usize, Vec<SocketAddr>)> {
+        let env = std::mem::take(&mut self.next_env);
         for attempt in 1..=3 {
             let addrs = (0..ports)
                 .map(|_| process::free_addr())
@@ -930,40 +1044,11 @@ impl Cluster {
             } else {
                 None
             };
-            let metrics = if service == Service::Gateway {
-                Some(addrs[1])
-            } else {
-                own
-            };
-            let mut merged: BTreeMap<String, String> = BTreeMap::new();
-            let defaults = if self.test_timings {
-                service.test_settings()
-            } else {
-                &[]
-            };
-            let metrics_setting = own.map(|a| ("metrics_addr".to_string(), a.to_string()));
-            let layers = settings(&addrs)
-                .into_iter()
-                .chain(metrics_setting)
-                .chain(self.tls_settings(service))
-                .chain(
-                    defaults
-                        .iter()
-                        .chain(extra.iter())
-                        .map(|(k, v)| (k.to_string(), v.to_string())),
-                );
-            for (k, v) in layers {
-                merged.insert(k, v);
-            }
-            let mut args = Vec::new();
-            for (k, v) in &merged {
-                args.push("--set".to_string());
-                args.push(format!("{k}={v}"));
-            }
+            let (args, metrics) = args_for(&addrs, own);
             let log = self.dir().join(format!("{name}.log"));
             let mut process = ServiceProcess::spawn_with_env(
-                &name,
-                &binary,
+                name,
+                binary,
                 &args,
                 &env,
                 addrs[0],
@@ -992,6 +1077,16 @@ impl Cluster {
         }
         anyhow::bail!("{name}: lost the race for free ports three times")
     }
+}
+
+/// `--set` arguments of `layers`, each key under `prefix`; a later
+/// setting of the same key wins.
+fn set_args(layers: impl IntoIterator<Item = (String, String)>, prefix: &str) -> Vec<String> {
+    let merged: BTreeMap<String, String> = layers.into_iter().collect();
+    merged
+        .into_iter()
+        .flat_map(|(k, v)| ["--set".to_string(), format!("{prefix}{k}={v}")])
+        .collect()
 }
 
 /// Waits until `process` accepts connections on every one of `addrs`;

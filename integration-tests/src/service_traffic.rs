@@ -22,6 +22,13 @@ pub struct Reading {
     grpc: BTreeMap<String, (f64, f64, f64)>,
 }
 
+impl Reading {
+    /// The watch events received of `kind` of key (`allocs`, `evals`, …).
+    pub fn watch_events(&self, kind: &str) -> f64 {
+        self.watch.get(kind).map_or(0.0, |(events, _)| *events)
+    }
+}
+
 /// Reads the `/metrics` of the process serving them at `addr`.
 pub async fn read(addr: SocketAddr) -> anyhow::Result<Reading> {
     let text = HttpApi::new(addr).get("/metrics").await?.text();

@@ -11,6 +11,7 @@ mod hcl2_vars;
 mod http_api;
 mod nomad_cli;
 mod raw_exec;
+mod server;
 mod traces;
 mod validation;
 mod workload_identity;

@@ -85,6 +85,12 @@ pub struct Args {
     /// each was not the cheaper setting (docs/benchmarks.md).
     #[arg(long, default_value_t = 0)]
     worker_threads: usize,
+    /// Run the eval-broker, plan-applier, deployment-watcher and one
+    /// scheduler-worker in one `caravan server` process (one store
+    /// connection, one watch cache) instead of a process each; further
+    /// worker replicas still run alone.
+    #[arg(long)]
+    server: bool,
     /// Give every group a `service` block (provider nomad, no check), which
     /// each running alloc registers: the cost of service discovery.
     #[arg(long)]

@@ -161,8 +161,9 @@ pub async fn run(args: Args, shared: Arc<Shared>) -> anyhow::Result<()> {
 }
 
 /// Starts the control plane: gateways, an eval-broker, a plan-applier, a
-/// deployment-watcher and the scheduler-workers, each with the `common`
-/// settings, and waits for the three leaders.
+/// deployment-watcher and the scheduler-workers (with `--server`, all but
+/// the gateways and extra workers in one `caravan server`), each with the
+/// `common` settings, and waits for the three leaders.
 async fn start_cluster(c: &mut Cluster, args: &Args, common: Settings<'_>) -> anyhow::Result<()> {
     if args.heartbeats_on_grpc_addr {
         c.heartbeats_on_grpc_addr();
@@ -182,23 +183,65 @@ async fn start_cluster(c: &mut Cluster, args: &Args, common: Settings<'_>) -> an
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str())),
     );
-    c.start_broker(&broker_settings).await?;
-    c.start_applier(common).await?;
-    // Service jobs get deployments: without the watcher nothing moves their
-    // health, and its cost (it decodes every alloc change) goes uncounted.
-    c.start_deployment_watcher(common).await?;
     let workers = args.workers.to_string();
     let mut worker_settings = common.to_vec();
     if args.workers > 0 {
         worker_settings.push(("workers", workers.as_str()));
     }
-    for _ in 0..args.worker_replicas.max(1) {
+    let mut replicas = args.worker_replicas.max(1);
+    if args.server {
+        // The process's own settings (its log filter) go to the process;
+        // each service keeps the rest of its own.
+        anyhow::ensure!(
+            args.worker_threads == 0,
+            "--server: caravan server runs on the CLI's runtime (one thread per core); \
+             --worker-threads does not apply"
+        );
+        let process = [("telemetry.log_filter", args.log_filter.as_str())];
+        let (broker, worker) = (
+            without_telemetry(&broker_settings),
+            without_telemetry(&worker_settings),
+        );
+        c.start_server(
+            &[
+                Service::EvalBroker,
+                Service::PlanApplier,
+                Service::DeploymentWatcher,
+                Service::SchedulerWorker,
+            ],
+            &process,
+            &[
+                (Service::EvalBroker, &broker),
+                (Service::SchedulerWorker, &worker),
+            ],
+        )
+        .await?;
+        replicas -= 1;
+    } else {
+        c.start_broker(&broker_settings).await?;
+        c.start_applier(common).await?;
+        // Service jobs get deployments: without the watcher nothing moves
+        // their health, and its cost (it decodes every alloc change) goes
+        // uncounted.
+        c.start_deployment_watcher(common).await?;
+    }
+    for _ in 0..replicas {
         c.start_worker(&worker_settings).await?;
     }
     c.wait_leader(Service::EvalBroker).await?;
     c.wait_leader(Service::PlanApplier).await?;
     c.wait_leader(Service::DeploymentWatcher).await?;
     Ok(())
+}
+
+/// `settings` but the process's own (`telemetry.*`), which a service in
+/// `caravan server` may not set for itself.
+fn without_telemetry<'s>(settings: &[(&'s str, &'s str)]) -> Vec<(&'s str, &'s str)> {
+    settings
+        .iter()
+        .filter(|(k, _)| !k.starts_with("telemetry."))
+        .copied()
+        .collect()
 }
 
 /// Waits until every registration is answered and the watch has seen every
