@@ -17,11 +17,12 @@ use parking_lot::Mutex;
 /// one prefix.
 type Key = (usize, String);
 
-/// The lean caches of this process, each behind a lock that makes a second
-/// service starting on the same key wait for the first one's list instead
-/// of listing again.
-static LEAN: LazyLock<Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Weak<Informer>>>>>> =
-    LazyLock::new(Default::default);
+/// One shared cache, behind a lock that makes a second service starting on
+/// the same key wait for the first one's list instead of listing again.
+type Slot = Arc<tokio::sync::Mutex<Weak<Informer>>>;
+
+/// The lean caches of this process.
+static LEAN: LazyLock<Mutex<HashMap<Key, Slot>>> = LazyLock::new(Default::default);
 
 /// Loads a watch cache of everything under `prefix`, keeping allocations in
 /// their lean copy: for the services that only read allocations (a rewrite
