@@ -159,6 +159,9 @@ pub struct Cluster {
     gateways: Vec<GatewayAddrs>,
     /// Real client nodes by node name: the index of their process.
     clients: BTreeMap<String, usize>,
+    /// `caravan server` processes by name: the services each runs, with
+    /// the gRPC address each listens on.
+    servers: BTreeMap<String, Vec<(Service, SocketAddr)>>,
     /// Whether `Service::test_settings` apply.
     test_timings: bool,
     /// The CA and certificates when processes run with `[tls]`.
@@ -242,6 +245,7 @@ impl Cluster {
             processes: Vec::new(),
             gateways: Vec::new(),
             clients: BTreeMap::new(),
+            servers: BTreeMap::new(),
             test_timings,
             tls: None,
             store_tls,
@@ -590,10 +594,35 @@ impl Cluster {
     /// The name of the process of `service` listening on `addr` (the
     /// address it campaigns with), e.g. to find a leader's process.
     pub fn process_at(&self, service: Service, addr: &str) -> Option<&str> {
-        self.processes
+        let alone = self
+            .processes
             .iter()
             .find(|p| p.name.starts_with(service.name()) && p.grpc.to_string() == addr)
-            .map(|p| p.name.as_str())
+            .map(|p| p.name.as_str());
+        alone.or_else(|| {
+            self.servers
+                .iter()
+                .find(|(_, runs)| {
+                    runs.iter()
+                        .any(|(s, a)| *s == service && a.to_string() == addr)
+                })
+                .map(|(name, _)| name.as_str())
+        })
+    }
+
+    /// Whether the process named `name` runs `service`: a replica of it
+    /// alone, or a `caravan server` with it among its services.
+    pub fn runs(&self, name: &str, service: Service) -> bool {
+        name.starts_with(service.name())
+            || self
+                .servers
+                .get(name)
+                .is_some_and(|runs| runs.iter().any(|(s, _)| *s == service))
+    }
+
+    /// Whether the process named `name` is a `caravan server`.
+    pub fn is_server(&self, name: &str) -> bool {
+        self.servers.contains_key(name)
     }
 
     /// Every process's name, running or not, in start order.
@@ -993,6 +1022,12 @@ impl Cluster {
                 (args, own)
             })
             .await?;
+        let runs = services
+            .iter()
+            .copied()
+            .zip(addrs.iter().copied())
+            .collect();
+        self.servers.insert(name, runs);
         Ok(addrs)
     }
 

@@ -313,9 +313,10 @@ impl<'a> Chaos<'a> {
     /// away: nothing could replace it before a replica came back, and the
     /// failover would time that return (a restart or the end of a freeze).
     fn has_standby(&self, cluster: &Cluster, service: Service, leader: &str) -> bool {
-        cluster.process_names().iter().any(|name| {
-            name.starts_with(service.name()) && name != leader && !self.busy.contains(name)
-        })
+        cluster
+            .process_names()
+            .iter()
+            .any(|name| cluster.runs(name, service) && name != leader && !self.busy.contains(name))
     }
 
     async fn kill_one(&mut self, cluster: &mut Cluster) {
@@ -334,7 +335,8 @@ impl<'a> Chaos<'a> {
                 Service::ClientNode,
             ]
             .iter()
-            .any(|s| name.starts_with(s.name()));
+            .any(|s| name.starts_with(s.name()))
+                || cluster.is_server(&name);
             if other {
                 candidates.push((name, None));
             }

@@ -46,6 +46,11 @@ pub struct Args {
     /// deployment-watchers, scheduler-workers).
     #[arg(long, default_value_t = 2)]
     replicas: usize,
+    /// Run each replica of the eval-broker, plan-applier,
+    /// deployment-watcher and scheduler-worker together as one `caravan
+    /// server` process (a kill or freeze then takes all four at once).
+    #[arg(long)]
+    server: bool,
     /// Real client nodes, running the batch jobs' `raw_exec` tasks.
     #[arg(long, default_value_t = 3)]
     real_clients: usize,

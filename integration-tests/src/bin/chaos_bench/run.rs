@@ -135,6 +135,16 @@ async fn start_services(c: &mut Cluster, args: &Args) -> anyhow::Result<()> {
         c.start_gateway(&log).await?;
     }
     for _ in 0..replicas {
+        if args.server {
+            let together = [
+                Service::EvalBroker,
+                Service::PlanApplier,
+                Service::DeploymentWatcher,
+                Service::SchedulerWorker,
+            ];
+            c.start_server(&together, &log, &[]).await?;
+            continue;
+        }
         c.start_broker(&log).await?;
         c.start_applier(&log).await?;
         c.start_deployment_watcher(&log).await?;
