@@ -46,19 +46,21 @@ pub async fn start_lean(store: &Arc<dyn Store>, prefix: &str) -> anyhow::Result<
     if let Some(shared) = slot.upgrade() {
         return Ok(shared);
     }
-    let informer = Informer::start(
-        Arc::clone(store),
-        keyspace,
-        InformerConfig {
-            alloc_detail: AllocDetail::Scheduling,
-            ..InformerConfig::default()
-        },
-    )
-    .await
-    .context("starting the watch cache")?;
+    let informer = Informer::start(Arc::clone(store), keyspace, lean_config())
+        .await
+        .context("starting the watch cache")?;
     let informer = Arc::new(informer);
     *slot = Arc::downgrade(&informer);
     Ok(informer)
+}
+
+/// The lean cache's configuration: allocations as scheduling reads them
+/// (no placement metrics, task states only once finished or stopping).
+pub fn lean_config() -> InformerConfig {
+    InformerConfig {
+        alloc_detail: AllocDetail::Scheduling,
+        ..InformerConfig::default()
+    }
 }
 
 /// Stops `cache` when this is the last handle on it; otherwise it runs

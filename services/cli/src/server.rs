@@ -105,7 +105,7 @@ impl Layers {
             layers.split_file(path)?;
         }
         for set in sets {
-            let (key, _) = set
+            let (key, value) = set
                 .split_once('=')
                 .with_context(|| format!("-set {set:?} is not of the form key=value"))?;
             let (head, rest) = key.trim().split_once('.').unwrap_or((key.trim(), ""));
@@ -113,7 +113,6 @@ impl Layers {
                 "store" => layers.store_sets.push(set.clone()),
                 "telemetry" | "tls" | "shutdown" => layers.process_sets.push(set.clone()),
                 service if SERVICES.contains(&service) && !rest.is_empty() => {
-                    let (_, value) = set.split_once('=').unwrap_or_default();
                     layers
                         .sets
                         .entry(service.to_string())
@@ -136,10 +135,7 @@ impl Layers {
     }
 
     fn split_file(&mut self, path: &Path) -> anyhow::Result<()> {
-        if !path.exists() {
-            bail!("configuration file {} not found", path.display());
-        }
-        // The file alone: each service reads its own environment later.
+        // The file alone (a missing one is the loader's error): each service reads its own environment later.
         let whole: Map<String, Value> = ConfigLoader::new("server")
             .file(Some(path))
             .with_env(Vec::new())

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use caravan_state::{AllocDetail, InformerConfig, Keyspace, encode};
+use caravan_state::{InformerConfig, Keyspace, encode};
 use caravan_store::Store;
 
 use super::*;
@@ -160,10 +160,7 @@ async fn the_lean_cache_never_thins_what_a_commit_writes() {
         .await
         .unwrap();
     // The lean cache the applier's term starts with.
-    let lean = InformerConfig {
-        alloc_detail: AllocDetail::Scheduling,
-        ..InformerConfig::default()
-    };
+    let lean = caravan_runtime::cache::lean_config();
     let mut pipeline = leading_pipeline(&store, &ks, lean, 0).await;
     let cached = pipeline.informer.snapshot().alloc("x").cloned().unwrap();
     assert!(cached.metrics.is_none() && cached.task_states.is_empty());
