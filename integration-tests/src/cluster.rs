@@ -9,6 +9,7 @@ use std::process::{ExitStatus, Output};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use caravan_proto::NodeStatus;
 use caravan_runtime::names;
 use caravan_runtime::tls::Role;
@@ -1029,6 +1030,35 @@ impl Cluster {
             .collect();
         self.servers.insert(name, runs);
         Ok(addrs)
+    }
+
+    /// `caravan server -health` asked about server process `name`'s
+    /// services, with the process's TLS settings: its output, and whether
+    /// it exited 0 (every service answered SERVING).
+    pub async fn server_health(&self, name: &str) -> anyhow::Result<(bool, String)> {
+        let runs = self
+            .servers
+            .get(name)
+            .with_context(|| format!("no server process {name}"))?;
+        let binary = binaries::binary(&self.bins, "caravan")?;
+        let names: Vec<&str> = runs.iter().map(|(s, _)| s.name()).collect();
+        let mut args = vec!["server".to_string(), "--health".to_string()];
+        args.extend(["--services".to_string(), names.join(",")]);
+        args.extend(set_args(self.tls_settings(Service::EvalBroker), ""));
+        for (service, addr) in runs {
+            let grpc = [("grpc_addr".to_string(), addr.to_string())];
+            args.extend(set_args(grpc, &format!("{}.", service.name())));
+        }
+        let out = tokio::process::Command::new(binary)
+            .args(&args)
+            .output()
+            .await?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok((out.status.success(), text))
     }
 
     /// The name of the next process of `kind`: `<kind>-<ordinal>`.

@@ -72,8 +72,18 @@ async fn server_processes_share_one_watch_and_fail_over_as_a_whole() {
         "one watch in the server process: {server} alloc events vs the gateway's {gateway}"
     );
 
+    // `caravan server -health` (the containers' healthcheck) finds every
+    // service of a live server SERVING, and fails once the process is gone.
+    let (healthy, said) = c.server_health("server-1").await.unwrap();
+    assert!(healthy, "{said}");
+    for service in ALL {
+        assert!(said.contains(&format!("{} at", service.name())), "{said}");
+    }
+
     let broker = c.wait_leader(Service::EvalBroker).await.unwrap();
     c.crash_named("server-1").unwrap();
+    let (healthy, said) = c.server_health("server-1").await.unwrap();
+    assert!(!healthy && said.contains("eval-broker"), "{said}");
     for service in [
         Service::EvalBroker,
         Service::PlanApplier,

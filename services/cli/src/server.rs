@@ -262,6 +262,31 @@ impl Configs {
         })
     }
 
+    /// The name and `grpc_addr` of each service to run.
+    fn grpc_addrs(&self) -> Vec<(&'static str, &str)> {
+        [
+            (
+                EvalBrokerService::NAME,
+                self.broker.as_ref().map(|c| c.grpc_addr()),
+            ),
+            (
+                PlanApplierService::NAME,
+                self.applier.as_ref().map(|c| c.grpc_addr()),
+            ),
+            (
+                DeploymentWatcherService::NAME,
+                self.watcher.as_ref().map(|c| c.grpc_addr()),
+            ),
+            (
+                SchedulerWorkerService::NAME,
+                self.worker.as_ref().map(|c| c.grpc_addr()),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(name, addr)| Some((name, addr?)))
+        .collect()
+    }
+
     /// The longest shutdown any of them needs.
     fn min_shutdown_deadline(&self) -> Duration {
         [
@@ -370,6 +395,40 @@ async fn start_all(
     Ok(true)
 }
 
+/// How long `-health` waits for each service.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// `caravan server -health`: asks every service to run whether it serves,
+/// all at once; 0 only when each answers SERVING.
+async fn health(configs: &Configs, ui: &mut Ui) -> u8 {
+    let asked = configs
+        .grpc_addrs()
+        .into_iter()
+        .map(|(_, grpc_addr)| async move {
+            let probe = caravan_runtime::service::HealthArgs {
+                addr: None,
+                service: String::new(),
+                timeout_ms: 0,
+            };
+            let addr = caravan_runtime::service::probe_addr(&probe, grpc_addr)?;
+            caravan_runtime::service::serving(&addr, "", HEALTH_TIMEOUT)
+                .await
+                .map(|()| addr)
+        });
+    let answers = futures::future::join_all(asked).await;
+    let mut failed = false;
+    for ((name, _), answer) in configs.grpc_addrs().into_iter().zip(answers) {
+        match answer {
+            Ok(addr) => ui.output(format!("{name} at {addr} is SERVING")),
+            Err(err) => {
+                failed = true;
+                ui.error(format!("{name}: {err:#}"));
+            }
+        }
+    }
+    u8::from(failed)
+}
+
 /// `caravan server`: reads and checks every configuration, then runs the
 /// services until a signal (exit 0) or until one of them fails (exit 1);
 /// a bad configuration exits 2 before anything starts.
@@ -397,6 +456,13 @@ pub async fn run(args: ServerArgs, ui: &mut Ui) -> Result<u8, CliError> {
     if args.check_config {
         ui.output("configuration is valid");
         return Ok(0);
+    }
+    if args.health {
+        if let Err(err) = caravan_runtime::tls::install(&process.tls) {
+            ui.error(format!("caravan server: tls: {err:#}"));
+            return Ok(2);
+        }
+        return Ok(health(&configs, ui).await);
     }
     // As every service binary does (see `caravan_runtime::huge_pages`).
     caravan_runtime::huge_pages::disable();

@@ -26,7 +26,7 @@ pub struct HealthArgs {
 }
 
 /// The address to probe: `--addr`, else `grpc_addr` with a reachable host.
-pub(super) fn probe_addr(args: &HealthArgs, grpc_addr: &str) -> anyhow::Result<String> {
+pub fn probe_addr(args: &HealthArgs, grpc_addr: &str) -> anyhow::Result<String> {
     if let Some(addr) = &args.addr {
         return Ok(addr.clone());
     }
@@ -71,6 +71,18 @@ pub(super) fn probe(name: &str, addr: &str, args: &HealthArgs) -> ExitCode {
             eprintln!("{name} health: {addr}: {err:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Asks the gRPC health service at `addr` about `service` (empty: the
+/// server as a whole), over TLS when the process installed it: `Ok` only
+/// when it answered SERVING, else what it answered or what went wrong.
+pub async fn serving(addr: &str, service: &str, timeout: Duration) -> anyhow::Result<()> {
+    let status = check(addr, service, timeout).await?;
+    if status == ServingStatus::Serving {
+        Ok(())
+    } else {
+        anyhow::bail!("{addr}: answered {}", status.as_str_name())
     }
 }
 

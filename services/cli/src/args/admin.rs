@@ -245,6 +245,12 @@ pub struct ServerArgs {
     /// naming what is wrong.
     #[arg(long = "check-config")]
     pub check_config: bool,
+    /// Ask each configured service of a running `caravan server` (at its
+    /// `grpc_addr`, 127.0.0.1 for an unspecified host) whether it serves:
+    /// 0 only when every one answers SERVING, 1 otherwise; for container
+    /// healthchecks and Kubernetes probes.
+    #[arg(long, conflicts_with = "check_config")]
+    pub health: bool,
     /// Nomad's `server members`, `join` and `force-leave`: refused with the
     /// reason (Caravan's servers keep no gossip pool), never taken for a
     /// request to start one.
