@@ -1,0 +1,46 @@
+//! The server layout: docker-compose.yml with docker/server.yml, the
+//! eval-broker, plan-applier, deployment-watcher and a scheduler-worker as
+//! two `caravan server` containers (health-checked by `caravan server
+//! -health`). It runs the first jobs, loses the container that leads, and
+//! the other takes every leadership over: a batch job still completes, the
+//! killed container comes back healthy, and the invariants hold.
+
+use caravan_integration_tests::HttpApi;
+
+use crate::stack::{
+    Layout, Stack, check_invariants, docker, first_jobs_still_run, kill_leader, run_batch,
+    run_first_jobs, wait_nodes,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Docker and the images of scripts/images: run by scripts/compose-test"]
+async fn the_server_layout_runs_jobs_and_survives_its_leader() {
+    let stack = Stack::up(Layout::Server).expect("compose up");
+    stack
+        .wait_healthy(&stack.every_service())
+        .await
+        .expect("the stack to come up healthy");
+    stack.step("every container healthy");
+    for gone in ["eval-broker-1", "plan-applier-1", "scheduler-worker"] {
+        let running = stack.containers(gone).unwrap();
+        assert!(running.is_empty(), "{gone} runs beside the servers: {running:?}");
+    }
+    let http = HttpApi::new(stack.http);
+    wait_nodes(&stack, &http, 102)
+        .await
+        .expect("two real and 100 simulated nodes");
+    run_first_jobs(&stack, &http).await.unwrap();
+
+    let (service, container) = kill_leader(&stack, "eval-broker").await.unwrap();
+    assert!(service.starts_with("server-"), "{service}");
+    run_batch(&stack, &http, "batch-server-killed")
+        .await
+        .unwrap();
+    docker(&["start", &container]).unwrap();
+    stack.wait_healthy(&[(service.as_str(), 1)]).await.unwrap();
+    stack.step(&format!("{service} back and healthy"));
+    run_batch(&stack, &http, "batch-server-back").await.unwrap();
+
+    first_jobs_still_run(&http).await.unwrap();
+    check_invariants(&stack).await.unwrap();
+}
