@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "helm" / "caravan"
 SCALED = CHART / "ci" / "scaled-external-etcd-values.yaml"
 TLS = CHART / "ci" / "tls-values.yaml"
+SERVER = CHART / "ci" / "server-values.yaml"
 KUBE_VERSION = "1.30.0"
 BINARIES = [
     "caravan-api-gateway",
@@ -39,6 +40,7 @@ BINARIES = [
     "caravan-plan-applier",
     "caravan-scheduler-worker",
     "caravan-deployment-watcher",
+    "caravan",
 ]
 SERVICES = {
     "api-gateway": False,
@@ -131,8 +133,15 @@ def etcd_tls_on(values: dict[str, Any] | None) -> bool:
     return bool(values and values.get("etcd", {}).get("tls", {}).get("enabled"))
 
 
+def server_values(tls: bool = False) -> dict[str, Any]:
+    values = yaml.safe_load(SERVER.read_text())
+    if tls:
+        values = {**tls_values(), **values}
+    return values
+
+
 def test_lints_clean_with_every_set_of_values():
-    for values in (None, scaled_values(), tls_values()):
+    for values in (None, scaled_values(), tls_values(), server_values(), server_values(tls=True)):
         report = helm.lint(str(CHART), values, strict=True, kube_version="v" + KUBE_VERSION)
         problems = [m for m in report["messages"] if m["severity"] >= 2]
         assert not problems and not report.get("errors"), report
@@ -231,8 +240,8 @@ def check_container(pod: dict[str, Any], container: dict[str, Any], configmaps, 
     the ConfigMap its mounts name) and --check-config; the completed process.
     An env value naming a file under a Secret mount gets the rendered
     Secret's file, and so does a path in the config file under one."""
-    binary = Path(container["image"].split("/")[-1].split(":")[0])
-    binary = bin_dir() / f"caravan-{binary}"
+    image = container["image"].split("/")[-1].split(":")[0]
+    binary = bin_dir() / ("caravan" if image == "cli" else f"caravan-{image}")
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     args = list(container.get("args", []))
     # Each file argument under a ConfigMap mount is replaced by the rendered file.
@@ -263,6 +272,10 @@ def check_container(pod: dict[str, Any], container: dict[str, Any], configmaps, 
     return subprocess.run(
         [str(binary), *args, "--check-config"], env=env, capture_output=True, text=True, timeout=30
     )
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
 
 
 def secret_paths(text: str, container, volumes, workdir: Path, secrets) -> str:
@@ -416,3 +429,71 @@ def test_the_schema_rejects_bad_values():
         with pytest.raises(helm.HelmValuesError) as err:
             chart.validate_schema(bad)
         assert named in str(err.value), (bad, str(err.value))
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_the_server_layout(tls, tmp_path, tls_secret):
+    """server.enabled: one Deployment of `caravan server` pods runs the
+    services it names, which lose their own Deployments, budgets and
+    autoscaler; their headless Services select the server pods; the pods
+    are probed by `caravan server -health`; and `caravan server` accepts the
+    rendered server.toml, args and environment (--check-config)."""
+    values = server_values(tls)
+    objects = render(values)
+    for obj in objects:
+        template = obj.pop("__template")
+        try:
+            kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+        except Exception as err:
+            pytest.fail(f"{template}: {obj['kind']} {obj['metadata']['name']}: {getattr(err, 'message', err)}")
+        obj["__template"] = template
+    in_server = values["server"]["services"]
+    deployments = of_kind(objects, "Deployment")
+    assert sorted(deployments) == ["caravan-api-gateway", "caravan-scheduler-worker", "caravan-server"]
+    pdbs = of_kind(objects, "PodDisruptionBudget")
+    assert "caravan-server" in pdbs and not any(f"caravan-{s}" in pdbs for s in in_server), sorted(pdbs)
+    assert pdbs["caravan-server"]["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "server"
+    services = of_kind(objects, "Service")
+    for svc in in_server:
+        spec = services[f"caravan-{svc}-headless"]["spec"]
+        assert spec["selector"]["app.kubernetes.io/component"] == "server", svc
+        assert spec["ports"][0]["targetPort"] == spec["ports"][0]["port"], svc
+    server = deployments["caravan-server"]["spec"]
+    assert server["replicas"] == values["server"]["replicaCount"]
+    pod = server["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == "caravan/cli:latest"
+    assert container["args"][:3] == ["server", "-c", "/etc/caravan/server.toml"]
+    for probe in ("readinessProbe", "livenessProbe"):
+        command = container[probe]["exec"]["command"]
+        assert command[:2] == ["caravan", "server"] and command[-1] == "-health", command
+    env = env_of(container)
+    ports = {p["containerPort"] for p in container["ports"]}
+    for svc in in_server:
+        port = next(p for s, p in (("eval-broker", 4650), ("plan-applier", 4651), ("deployment-watcher", 4653)) if s == svc)
+        assert env[f"CARAVAN_{svc.upper().replace('-', '_')}__ADVERTISE_ADDR"] == f"$(POD_IP):{port}"
+        assert port in ports, svc
+    configmaps = config_files(objects)
+    files = configmaps["caravan-config"]
+    assert "server.toml" in files and not any(f"{s}.toml" in files for s in in_server), sorted(files)
+    secrets = pod_secrets(objects, values, tls_secret)
+    done = check_container(pod, container, configmaps, tmp_path, secrets)
+    assert done.returncode == 0, done.stderr
+    assert "configuration is valid" in done.stdout, done.stdout
+    config = files["server.toml"]
+    assert "nack_timeout_ms = 90000" in config, config
+    assert ("[tls]" in config) == tls, config
+    # The worker kept apart is a Deployment of its own with its own file.
+    worker = deployments["caravan-scheduler-worker"]["spec"]["template"]["spec"]
+    done = check_container(worker, worker["containers"][0], configmaps, tmp_path, secrets)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["workers"] == 4
+
+
+def test_the_server_refuses_what_its_services_do_not_read(tmp_path, tls_secret):
+    values = server_values()
+    values["planApplier"] = {"config": {"no_such_key": 1}}
+    objects = render(values)
+    pod = of_kind(objects, "Deployment")["caravan-server"]["spec"]["template"]["spec"]
+    done = check_container(pod, pod["containers"][0], config_files(objects), tmp_path, {})
+    assert done.returncode == 2 and "plan-applier.no_such_key" in done.stderr, done.stderr

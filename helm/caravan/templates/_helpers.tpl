@@ -216,3 +216,59 @@ grpc:
   port: {{ .svc.grpcPort }}
 {{- end -}}
 {{- end -}}
+
+{{/*
+"true" when a service runs inside the server pods (server.enabled and its
+name in server.services) and so has no Deployment of its own.
+(dict "root" $ "svc" <caravan.services entry>)
+*/}}
+{{- define "caravan.inServer" -}}
+{{- $server := .root.Values.server | default dict -}}
+{{- if and $server.enabled (has .svc.name ($server.services | default list)) -}}
+true
+{{- else -}}
+false
+{{- end -}}
+{{- end -}}
+
+{{/*
+The server pods' configuration as a map: [store], [tls], [shutdown] and
+[telemetry] once for the process, as every service would get them, and a
+table per service it runs with its address, its metrics listener (only the
+first service's: every listener of the process serves its one registry) and
+its section's `config`, which wins.
+*/}}
+{{- define "caravan.serverConfig" -}}
+{{- $root := . -}}
+{{- $config := dict -}}
+{{- range $key, $svc := include "caravan.services" $root | fromYaml -}}
+{{- if eq (include "caravan.inServer" (dict "root" $root "svc" $svc)) "true" -}}
+{{- $full := include "caravan.serviceConfig" (dict "root" $root "key" $key "svc" $svc) | fromJson -}}
+{{- $metrics := "" -}}
+{{- if not (hasKey $config "store") -}}
+{{- $metrics = $full.metrics_addr -}}
+{{- range $section := list "store" "tls" "shutdown" "telemetry" -}}
+{{- if hasKey $full $section -}}
+{{- $_ := set $config $section (index $full $section) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $table := dict "grpc_addr" $full.grpc_addr "metrics_addr" $metrics -}}
+{{- $table = mergeOverwrite $table (deepCopy ((index $root.Values $key).config | default dict)) -}}
+{{- $_ := set $config $svc.name $table -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $config -}}
+{{- end -}}
+
+{{/*
+The server pods' probe: `caravan server -health` asks every service of the
+process (Kubernetes' gRPC probe asks one port), with the pod's certificate
+under TLS.
+*/}}
+{{- define "caravan.serverProbe" -}}
+exec:
+  command: ["caravan", "server", "-c", "/etc/caravan/server.toml", "-services", {{ join "," .Values.server.services | quote }}, "-health"]
+# The check gives up after 3 s.
+timeoutSeconds: 4
+{{- end -}}

@@ -23,7 +23,10 @@ async fn the_server_layout_runs_jobs_and_survives_its_leader() {
     stack.step("every container healthy");
     for gone in ["eval-broker-1", "plan-applier-1", "scheduler-worker"] {
         let running = stack.containers(gone).unwrap();
-        assert!(running.is_empty(), "{gone} runs beside the servers: {running:?}");
+        assert!(
+            running.is_empty(),
+            "{gone} runs beside the servers: {running:?}"
+        );
     }
     let http = HttpApi::new(stack.http);
     wait_nodes(&stack, &http, 102)

@@ -405,7 +405,6 @@ pub(crate) async fn run_batch(stack: &Stack, http: &HttpApi, id: &str) -> anyhow
     Ok(())
 }
 
-
 /// Waits until `count` nodes are ready.
 pub(crate) async fn wait_nodes(stack: &Stack, http: &HttpApi, count: usize) -> anyhow::Result<()> {
     wait_for(&format!("{count} ready nodes"), HEALTHY, async || {
@@ -428,7 +427,10 @@ pub(crate) async fn wait_nodes(stack: &Stack, http: &HttpApi, count: usize) -> a
 /// address names its compose service) and waits for another leader; the
 /// compose service and container killed.
 pub(crate) async fn kill_leader(stack: &Stack, service: &str) -> anyhow::Result<(String, String)> {
-    let state = stack.state().await.context("etcd through its published ports")?;
+    let state = stack
+        .state()
+        .await
+        .context("etcd through its published ports")?;
     let leader = state
         .leader(service)
         .await?
@@ -451,7 +453,10 @@ pub(crate) async fn kill_leader(stack: &Stack, service: &str) -> anyhow::Result<
 /// The invariants, read from etcd: every evaluation settles, no node is
 /// over-committed, no two live allocations share a name.
 pub(crate) async fn check_invariants(stack: &Stack) -> anyhow::Result<()> {
-    let state = stack.state().await.context("etcd through its published ports")?;
+    let state = stack
+        .state()
+        .await
+        .context("etcd through its published ports")?;
     let evals = wait_for("every eval to settle", JOB, async || {
         let evals = state.evals().await?;
         Ok(if evals_settled(&evals) {
