@@ -1,9 +1,12 @@
 //! What one active deployment needs, decided from its stored value and the
 //! allocations placed for it at one instant: the health counts and progress
 //! deadline to record, and whether it failed, succeeded or may promote its
-//! canaries itself. Pure: the caller passes the time in.
+//! canaries itself. Pure: the caller passes the time in. The allocations are
+//! read as [`Facts`]: what an assessment reads of each, which a term keeps
+//! per deployment as allocations change, so an assessment is a pass over
+//! small records, not over the cache's indexes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use caravan_model::{AllocExt, DeploymentStatusExt};
@@ -82,6 +85,47 @@ pub fn contribution(a: &Allocation) -> Contribution<'_> {
     }
 }
 
+/// What an assessment reads of one allocation of a deployment, owned: the
+/// [`Contribution`] without the deployment id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fact {
+    task_group: String,
+    placed_unix_ns: i64,
+    health: Option<bool>,
+    terminal: bool,
+    health_unix_ns: i64,
+}
+
+impl Fact {
+    /// What `a` contributes, kept.
+    pub fn of(a: &Allocation) -> Fact {
+        let c = contribution(a);
+        Fact {
+            task_group: c.task_group.to_string(),
+            placed_unix_ns: c.placed_unix_ns,
+            health: c.health,
+            terminal: c.terminal,
+            health_unix_ns: c.health_unix_ns,
+        }
+    }
+}
+
+/// The facts of one deployment's allocations, by allocation id.
+pub type Facts = HashMap<String, Fact>;
+
+/// The facts of the allocations of `allocs` placed for deployment
+/// `deployment_id` (the others are left out).
+pub fn facts_of<'a>(
+    deployment_id: &str,
+    allocs: impl IntoIterator<Item = &'a Allocation>,
+) -> Facts {
+    allocs
+        .into_iter()
+        .filter(|a| a.deployment_id == deployment_id)
+        .map(|a| (a.id.clone(), Fact::of(a)))
+        .collect()
+}
+
 /// When `a`'s deployment health was last set (0: never).
 fn health_set_at(a: &Allocation) -> i64 {
     a.deployment_status
@@ -98,40 +142,34 @@ fn placed_at(a: &Allocation) -> i64 {
     }
 }
 
-/// The health of each group of `d` from the allocations placed for it
-/// (allocations of other deployments are ignored).
-pub fn group_health<'a>(
-    d: &Deployment,
-    allocs: impl IntoIterator<Item = &'a Allocation>,
-) -> BTreeMap<String, GroupHealth> {
+/// The health of each group of `d` from the facts of its allocations.
+pub fn group_health(d: &Deployment, facts: &Facts) -> BTreeMap<String, GroupHealth> {
     let mut out: BTreeMap<String, GroupHealth> = d
         .task_groups
         .keys()
         .map(|g| (g.clone(), GroupHealth::default()))
         .collect();
-    for a in allocs {
-        if a.deployment_id != d.id {
-            continue;
-        }
-        let Some(state) = d.task_groups.get(&a.task_group) else {
+    for (id, f) in facts {
+        let Some(state) = d.task_groups.get(&f.task_group) else {
             continue;
         };
-        let g = out.entry(a.task_group.clone()).or_default();
-        let placed = placed_at(a);
+        let Some(g) = out.get_mut(&f.task_group) else {
+            continue;
+        };
+        let placed = f.placed_unix_ns;
         if placed != 0 && (g.first_placed_unix_ns == 0 || placed < g.first_placed_unix_ns) {
             g.first_placed_unix_ns = placed;
         }
-        match health(a) {
+        match f.health {
             Some(true) => {
                 g.healthy += 1;
-                if !a.is_terminal() {
+                if !f.terminal {
                     g.healthy_running += 1;
                 }
-                if state.placed_canaries.contains(&a.id) {
+                if state.placed_canaries.contains(id) {
                     g.healthy_canaries += 1;
                 }
-                let at = health_set_at(a);
-                g.last_healthy_unix_ns = g.last_healthy_unix_ns.max(at);
+                g.last_healthy_unix_ns = g.last_healthy_unix_ns.max(f.health_unix_ns);
             }
             Some(false) => g.unhealthy += 1,
             None => {}
@@ -278,21 +316,17 @@ impl TimedCutoff {
 #[cfg(test)]
 pub fn assess<'a>(
     d: &Deployment,
-    allocs: impl IntoIterator<Item = &'a Allocation> + Clone,
+    allocs: impl IntoIterator<Item = &'a Allocation>,
     now_unix_ns: i64,
 ) -> Assessment {
-    assess_judged(d, allocs, |by| now_unix_ns >= by)
+    assess_judged(d, &facts_of(&d.id, allocs), |by| now_unix_ns >= by)
 }
 
-/// Assesses `d` with the allocations of its job, `passed` telling whether a
-/// progress cutoff (unix ns) has passed: the term judges it on the
-/// monotonic clock ([`TimedCutoff`]).
-pub fn assess_judged<'a>(
-    d: &Deployment,
-    allocs: impl IntoIterator<Item = &'a Allocation> + Clone,
-    passed: impl Fn(i64) -> bool,
-) -> Assessment {
-    let health = group_health(d, allocs.clone());
+/// Assesses `d` with the facts of its allocations, `passed` telling
+/// whether a progress cutoff (unix ns) has passed: the term judges it on
+/// the monotonic clock ([`TimedCutoff`]).
+pub fn assess_judged(d: &Deployment, facts: &Facts, passed: impl Fn(i64) -> bool) -> Assessment {
+    let health = group_health(d, facts);
     let mut next = d.clone();
     for (name, state) in next.task_groups.iter_mut() {
         let h = health.get(name).copied().unwrap_or_default();
@@ -314,7 +348,7 @@ pub fn assess_judged<'a>(
     } else {
         progress_cutoff(&next, &health)
     };
-    let outcome = outcome(&next, allocs, &health, cutoff.filter(|by| passed(*by)));
+    let outcome = outcome(&next, facts, &health, cutoff.filter(|by| passed(*by)));
     Assessment {
         deployment: next,
         changed,
@@ -324,19 +358,19 @@ pub fn assess_judged<'a>(
 }
 
 /// `passed_cutoff` is the progress cutoff when it has passed.
-fn outcome<'a>(
+fn outcome(
     d: &Deployment,
-    allocs: impl IntoIterator<Item = &'a Allocation>,
+    facts: &Facts,
     health: &BTreeMap<String, GroupHealth>,
     passed_cutoff: Option<i64>,
 ) -> Outcome {
     if !d.status().is_followed() {
         return Outcome::Continue;
     }
-    let mut unhealthy_groups = allocs
-        .into_iter()
-        .filter(|a| a.deployment_id == d.id && health_is(a, false))
-        .filter_map(|a| d.task_groups.get(&a.task_group))
+    let mut unhealthy_groups = facts
+        .values()
+        .filter(|f| f.health == Some(false))
+        .filter_map(|f| d.task_groups.get(&f.task_group))
         .peekable();
     if unhealthy_groups.peek().is_some() {
         let rollback = unhealthy_groups.any(|s| s.auto_revert);
@@ -382,10 +416,6 @@ fn outcome<'a>(
         return Outcome::AutoPromote;
     }
     Outcome::Continue
-}
-
-fn health_is(a: &Allocation, healthy: bool) -> bool {
-    health(a) == Some(healthy)
 }
 
 /// Whether any group of `d` asks for auto-revert.
@@ -482,8 +512,8 @@ mod tests {
         });
         assert_eq!(contribution(&pending), contribution(&running));
         assert_eq!(
-            assess_judged(&d, [&pending], |_| false),
-            assess_judged(&d, [&running], |_| false)
+            assess_judged(&d, &facts_of(&d.id, [&pending]), |_| false),
+            assess_judged(&d, &facts_of(&d.id, [&running]), |_| false)
         );
         // Health, the end of a healthy allocation, or another deployment
         // are read.
@@ -511,7 +541,7 @@ mod tests {
             alloc("e", "api", Some(false), 105 * SEC),
             other,
         ];
-        let h = group_health(&d, &allocs);
+        let h = group_health(&d, &facts_of(&d.id, &allocs));
         assert_eq!(h["web"].healthy, 2);
         assert_eq!(h["web"].healthy_running, 1);
         assert_eq!(h["web"].unhealthy, 0);
@@ -539,10 +569,10 @@ mod tests {
         // the cutoff is judged not passed, and fails once it is.
         let d = deployment(&[("web", 2, 0)]);
         let placed = [alloc("a", "web", None, 0)];
-        let a = assess_judged(&d, &placed, |_| false);
+        let a = assess_judged(&d, &facts_of(&d.id, &placed), |_| false);
         assert_eq!(a.cutoff, Some(700 * SEC));
         assert_eq!(a.outcome, Outcome::Continue);
-        let a = assess_judged(&a.deployment, &placed, |by| by == 700 * SEC);
+        let a = assess_judged(&a.deployment, &facts_of(&d.id, &placed), |by| by == 700 * SEC);
         assert!(matches!(a.outcome, Outcome::Fail { .. }), "{:?}", a.outcome);
     }
 

@@ -5,7 +5,7 @@
 //! failure with auto-revert, success with stability, auto-promotion, the
 //! batched evaluations that roll the next batch).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +20,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::assess::{
-    DESC_SUCCESSFUL, Outcome, TimedCutoff, assess_judged, contribution, health, promoted,
+    DESC_SUCCESSFUL, Fact, Facts, Outcome, TimedCutoff, assess_judged, contribution, facts_of,
+    health, promoted,
 };
 use crate::config::DeploymentWatcherConfig;
 use crate::error::WatcherError;
@@ -45,6 +46,10 @@ const WRITES_IN_FLIGHT: usize = 32;
 pub struct TermState {
     /// Ids of the deployments still followed.
     pub active: BTreeSet<String>,
+    /// What an assessment reads of each allocation of each followed
+    /// deployment, kept in step with the snapshots the term observes: an
+    /// assessment reads these, not the cache's indexes.
+    pub facts: HashMap<String, Facts>,
     /// Deployments to assess on the next step.
     pub dirty: BTreeSet<String>,
     /// Deployments whose allocations changed, assessed once their
@@ -177,7 +182,7 @@ impl LeaderTerm {
         let mut state = self.state.lock();
         for d in snap.deployments() {
             if d.status().is_followed() {
-                state.active.insert(d.id.clone());
+                state.follow(snap, d);
                 state.dirty.insert(d.id.clone());
                 if missed_eval(snap, d) {
                     state.batcher.request(&d.id, now);
@@ -208,7 +213,7 @@ impl LeaderTerm {
         for change in snap.deployment_changes_since(prev) {
             match change.new() {
                 Some(d) if d.status().is_followed() => {
-                    state.active.insert(d.id.clone());
+                    state.follow(snap, d);
                     state.dirty.insert(d.id.clone());
                     if d.status() == DeploymentStatus::Paused {
                         state.batcher.forget(&d.id);
@@ -246,6 +251,7 @@ impl LeaderTerm {
                         state.touched.insert(a.deployment_id.clone());
                     }
                 }
+                state.note(change.old().map(|a| &**a), change.new().map(|a| &**a));
             }
             let Some(new) = change.new() else { continue };
             let turned_healthy = health(new) == Some(true)
@@ -391,11 +397,23 @@ impl LeaderTerm {
         };
         let now_ns = now_unix_ns();
         let now = Instant::now();
-        let allocs = allocs_of(snap, d);
-        let timed = self.state.lock().cutoffs.get(id).copied();
-        let a = assess_judged(d, allocs.iter().copied(), |by| {
-            TimedCutoff::judge(timed, by, now_ns, now)
-        });
+        let (a, timed) = {
+            let mut state = self.state.lock();
+            let timed = state.cutoffs.get(id).copied();
+            let judge = |by| TimedCutoff::judge(timed, by, now_ns, now);
+            let a = match state.facts.get(id) {
+                Some(facts) => assess_judged(d, facts, judge),
+                // Not followed through a snapshot yet (asked for by a
+                // steering write): its facts from this snapshot.
+                None => {
+                    let facts = facts_of(&d.id, allocs_of(snap, d));
+                    let a = assess_judged(d, &facts, judge);
+                    state.facts.insert(d.id.clone(), facts);
+                    a
+                }
+            };
+            (a, timed)
+        };
         {
             let mut state = self.state.lock();
             match a.cutoff {
@@ -578,6 +596,7 @@ impl TermState {
     pub fn new(eval_window: Duration) -> Self {
         TermState {
             active: BTreeSet::new(),
+            facts: HashMap::new(),
             dirty: BTreeSet::new(),
             touched: BTreeSet::new(),
             assessed: BTreeMap::new(),
@@ -585,6 +604,32 @@ impl TermState {
             batcher: EvalBatcher::new(eval_window),
             stable: BTreeSet::new(),
             retry_at: None,
+        }
+    }
+
+    /// Follows deployment `d` from `snap` on: its facts read from the
+    /// snapshot's allocations the first time, kept up to date by
+    /// [`TermState::note`] afterwards.
+    pub fn follow(&mut self, snap: &Snapshot, d: &Deployment) {
+        self.active.insert(d.id.clone());
+        if !self.facts.contains_key(&d.id) {
+            self.facts
+                .insert(d.id.clone(), facts_of(&d.id, allocs_of(snap, d)));
+        }
+    }
+
+    /// An allocation changed from `old` to `new` (either absent): the facts
+    /// of the followed deployments it left or joined follow it.
+    pub fn note(&mut self, old: Option<&Allocation>, new: Option<&Allocation>) {
+        if let Some(old) = old
+            && let Some(facts) = self.facts.get_mut(&old.deployment_id)
+        {
+            facts.remove(&old.id);
+        }
+        if let Some(new) = new
+            && let Some(facts) = self.facts.get_mut(&new.deployment_id)
+        {
+            facts.insert(new.id.clone(), Fact::of(new));
         }
     }
 
@@ -616,6 +661,7 @@ impl TermState {
     /// Stops following a deployment.
     pub fn forget(&mut self, id: &str) {
         self.active.remove(id);
+        self.facts.remove(id);
         self.dirty.remove(id);
         self.touched.remove(id);
         self.assessed.remove(id);
@@ -665,5 +711,101 @@ mod tests {
         s.touched.insert("d1".into());
         s.forget("d1");
         assert!(s.touched.is_empty() && s.assessed.is_empty());
+    }
+
+    /// The facts a term keeps through `follow` and `note` equal the facts
+    /// read afresh from each snapshot, whatever the allocations do:
+    /// placed, turning healthy or unhealthy, finishing, moving to another
+    /// deployment, deleted.
+    #[test]
+    fn kept_facts_equal_facts_read_afresh() {
+        use caravan_proto::{AllocDeploymentStatus, AllocDesiredStatus, DeploymentState};
+        use caravan_state::{Change, Id, Tables};
+
+        let deployments = ["d1", "d2"];
+        let mut tables = Tables::new();
+        for id in deployments {
+            let mut d = Deployment {
+                id: id.into(),
+                namespace: "default".into(),
+                job_id: "web".into(),
+                ..Default::default()
+            };
+            d.set_status(DeploymentStatus::Running);
+            d.task_groups.insert("g".into(), DeploymentState::default());
+            tables.apply(Change::Deployment {
+                id: Id::from(id),
+                deployment: Some(Arc::new(d)),
+            });
+        }
+        let mut state = TermState::new(Duration::from_secs(1));
+        let mut prev = Snapshot::new(tables.clone());
+        state.follow(&prev, prev.deployment("d1").unwrap());
+        // A small deterministic generator: the same run every time.
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut most_kept = 0;
+        for step in 0..400 {
+            let id = format!("a{}", next(12));
+            let change = match next(6) {
+                0 => None,
+                kind => {
+                    let mut a = Allocation {
+                        id: id.clone(),
+                        namespace: "default".into(),
+                        job_id: "web".into(),
+                        task_group: "g".into(),
+                        deployment_id: deployments[next(2) as usize].into(),
+                        create_time_unix_ns: 1 + next(5) as i64,
+                        ..Default::default()
+                    };
+                    a.set_desired_status(AllocDesiredStatus::Run);
+                    if kind >= 2 {
+                        a.deployment_status = Some(AllocDeploymentStatus {
+                            healthy: Some(kind != 5),
+                            timestamp_unix_ns: next(9) as i64,
+                            ..Default::default()
+                        });
+                    }
+                    if kind == 4 {
+                        a.set_desired_status(AllocDesiredStatus::Stop);
+                    }
+                    Some(Arc::new(a))
+                }
+            };
+            tables.apply(Change::Alloc {
+                id: Id::from(id.as_str()),
+                alloc: change,
+            });
+            tables.advance_to(step + 1);
+            let snap = Snapshot::new(tables.clone());
+            for c in snap.alloc_changes_since(&prev) {
+                state.note(c.old().map(|a| &**a), c.new().map(|a| &**a));
+            }
+            if step == 200 {
+                state.follow(&snap, snap.deployment("d2").unwrap());
+            }
+            for d in deployments {
+                if let Some(kept) = state.facts.get(d) {
+                    most_kept = most_kept.max(kept.len());
+                    let deployment = snap.deployment(d).unwrap();
+                    assert_eq!(
+                        kept,
+                        &facts_of(d, allocs_of(&snap, deployment)),
+                        "{d} after step {step}"
+                    );
+                }
+            }
+            prev = snap;
+        }
+        assert!(most_kept >= 4, "the run placed allocations: {most_kept}");
+        assert!(state.facts.contains_key("d2"));
+        state.forget("d1");
+        assert!(!state.facts.contains_key("d1"));
     }
 }
