@@ -67,6 +67,13 @@ impl Hash for Id {
     }
 }
 
+/// Sound: `Id`'s equality, order and hash are those of its `str`.
+impl std::borrow::Borrow<str> for Id {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
 impl Deref for Id {
     type Target = str;
     fn deref(&self) -> &str {

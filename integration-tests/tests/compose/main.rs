@@ -19,25 +19,15 @@
 mod server;
 mod stack;
 
-use caravan_integration_tests::HttpApi;
 use stack::{
-    ETCD, Layout, Stack, check_invariants, docker, first_jobs_still_run, kill_leader, run_batch,
-    run_first_jobs, wait_nodes,
+    ETCD, Layout, check_invariants, docker, first_jobs_still_run, kill_leader, run_batch,
+    run_first_jobs, up_and_ready,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Docker and the images of scripts/images: run by scripts/compose-test"]
 async fn the_compose_stack_runs_jobs_while_its_parts_die() {
-    let stack = Stack::up(Layout::Separate).expect("compose up");
-    stack
-        .wait_healthy(&stack.every_service())
-        .await
-        .expect("the stack to come up healthy");
-    stack.step("every container healthy");
-    let http = HttpApi::new(stack.http);
-    wait_nodes(&stack, &http, 102)
-        .await
-        .expect("two real and 100 simulated nodes");
+    let (stack, http) = up_and_ready(Layout::Separate).await.unwrap();
 
     // Nomad Variables work: the gateways share the stack's key.
     let var = serde_json::json!({"Items": {"greeting": "hello"}});

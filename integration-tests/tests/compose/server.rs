@@ -5,22 +5,15 @@
 //! the other takes every leadership over: a batch job still completes, the
 //! killed container comes back healthy, and the invariants hold.
 
-use caravan_integration_tests::HttpApi;
-
 use crate::stack::{
-    Layout, Stack, check_invariants, docker, first_jobs_still_run, kill_leader, run_batch,
-    run_first_jobs, wait_nodes,
+    Layout, check_invariants, docker, first_jobs_still_run, kill_leader, run_batch, run_first_jobs,
+    up_and_ready,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Docker and the images of scripts/images: run by scripts/compose-test"]
 async fn the_server_layout_runs_jobs_and_survives_its_leader() {
-    let stack = Stack::up(Layout::Server).expect("compose up");
-    stack
-        .wait_healthy(&stack.every_service())
-        .await
-        .expect("the stack to come up healthy");
-    stack.step("every container healthy");
+    let (stack, http) = up_and_ready(Layout::Server).await.unwrap();
     for gone in ["eval-broker-1", "plan-applier-1", "scheduler-worker"] {
         let running = stack.containers(gone).unwrap();
         assert!(
@@ -28,10 +21,6 @@ async fn the_server_layout_runs_jobs_and_survives_its_leader() {
             "{gone} runs beside the servers: {running:?}"
         );
     }
-    let http = HttpApi::new(stack.http);
-    wait_nodes(&stack, &http, 102)
-        .await
-        .expect("two real and 100 simulated nodes");
     run_first_jobs(&stack, &http).await.unwrap();
 
     let (service, container) = kill_leader(&stack, "eval-broker").await.unwrap();

@@ -405,6 +405,22 @@ pub(crate) async fn run_batch(stack: &Stack, http: &HttpApi, id: &str) -> anyhow
     Ok(())
 }
 
+/// `compose up` of `layout`, every container healthy and the 102 nodes
+/// (two real, 100 simulated) ready; the stack and its HTTP API.
+pub(crate) async fn up_and_ready(layout: Layout) -> anyhow::Result<(Stack, HttpApi)> {
+    let stack = Stack::up(layout).context("compose up")?;
+    stack
+        .wait_healthy(&stack.every_service())
+        .await
+        .context("the stack to come up healthy")?;
+    stack.step("every container healthy");
+    let http = HttpApi::new(stack.http);
+    wait_nodes(&stack, &http, 102)
+        .await
+        .context("two real and 100 simulated nodes")?;
+    Ok((stack, http))
+}
+
 /// Waits until `count` nodes are ready.
 pub(crate) async fn wait_nodes(stack: &Stack, http: &HttpApi, count: usize) -> anyhow::Result<()> {
     wait_for(&format!("{count} ready nodes"), HEALTHY, async || {

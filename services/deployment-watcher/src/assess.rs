@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use caravan_model::{AllocExt, DeploymentStatusExt};
 use caravan_proto::{Allocation, Deployment, DeploymentState, DeploymentStatus};
+use caravan_state::Id;
 use tokio::time::Instant;
 
 /// Description of a deployment that runs.
@@ -86,10 +87,12 @@ pub fn contribution(a: &Allocation) -> Contribution<'_> {
 }
 
 /// What an assessment reads of one allocation of a deployment, owned: the
-/// [`Contribution`] without the deployment id.
+/// [`Contribution`] without the deployment id. A term keeps one per
+/// allocation of every followed deployment (a million at C1M), so it holds
+/// no heap allocation of its own: ids and group names are inline [`Id`]s.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fact {
-    task_group: String,
+    task_group: Id,
     placed_unix_ns: i64,
     health: Option<bool>,
     terminal: bool,
@@ -101,7 +104,7 @@ impl Fact {
     pub fn of(a: &Allocation) -> Fact {
         let c = contribution(a);
         Fact {
-            task_group: c.task_group.to_string(),
+            task_group: Id::from(c.task_group),
             placed_unix_ns: c.placed_unix_ns,
             health: c.health,
             terminal: c.terminal,
@@ -111,7 +114,7 @@ impl Fact {
 }
 
 /// The facts of one deployment's allocations, by allocation id.
-pub type Facts = HashMap<String, Fact>;
+pub type Facts = HashMap<Id, Fact>;
 
 /// The facts of the allocations of `allocs` placed for deployment
 /// `deployment_id` (the others are left out).
@@ -122,7 +125,7 @@ pub fn facts_of<'a>(
     allocs
         .into_iter()
         .filter(|a| a.deployment_id == deployment_id)
-        .map(|a| (a.id.clone(), Fact::of(a)))
+        .map(|a| (Id::from(a.id.as_str()), Fact::of(a)))
         .collect()
 }
 
@@ -150,10 +153,10 @@ pub fn group_health(d: &Deployment, facts: &Facts) -> BTreeMap<String, GroupHeal
         .map(|g| (g.clone(), GroupHealth::default()))
         .collect();
     for (id, f) in facts {
-        let Some(state) = d.task_groups.get(&f.task_group) else {
+        let Some(state) = d.task_groups.get(f.task_group.as_str()) else {
             continue;
         };
-        let Some(g) = out.get_mut(&f.task_group) else {
+        let Some(g) = out.get_mut(f.task_group.as_str()) else {
             continue;
         };
         let placed = f.placed_unix_ns;
@@ -166,7 +169,7 @@ pub fn group_health(d: &Deployment, facts: &Facts) -> BTreeMap<String, GroupHeal
                 if !f.terminal {
                     g.healthy_running += 1;
                 }
-                if state.placed_canaries.contains(id) {
+                if state.placed_canaries.iter().any(|c| c == id.as_str()) {
                     g.healthy_canaries += 1;
                 }
                 g.last_healthy_unix_ns = g.last_healthy_unix_ns.max(f.health_unix_ns);
@@ -370,7 +373,7 @@ fn outcome(
     let mut unhealthy_groups = facts
         .values()
         .filter(|f| f.health == Some(false))
-        .filter_map(|f| d.task_groups.get(&f.task_group))
+        .filter_map(|f| d.task_groups.get(f.task_group.as_str()))
         .peekable();
     if unhealthy_groups.peek().is_some() {
         let rollback = unhealthy_groups.any(|s| s.auto_revert);
@@ -572,7 +575,9 @@ mod tests {
         let a = assess_judged(&d, &facts_of(&d.id, &placed), |_| false);
         assert_eq!(a.cutoff, Some(700 * SEC));
         assert_eq!(a.outcome, Outcome::Continue);
-        let a = assess_judged(&a.deployment, &facts_of(&d.id, &placed), |by| by == 700 * SEC);
+        let a = assess_judged(&a.deployment, &facts_of(&d.id, &placed), |by| {
+            by == 700 * SEC
+        });
         assert!(matches!(a.outcome, Outcome::Fail { .. }), "{:?}", a.outcome);
     }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use caravan_model::{AllocExt, DeploymentStatusExt, now_unix_ns};
 use caravan_proto::{Allocation, Deployment, DeploymentStatus, EvalStatus, Job};
-use caravan_state::{Informer, Snapshot, as_spec, register_txn};
+use caravan_state::{Id, Informer, Snapshot, as_spec, register_txn};
 use caravan_store::Revision;
 use futures::TryStreamExt;
 use parking_lot::Mutex;
@@ -624,12 +624,12 @@ impl TermState {
         if let Some(old) = old
             && let Some(facts) = self.facts.get_mut(&old.deployment_id)
         {
-            facts.remove(&old.id);
+            facts.remove(old.id.as_str());
         }
         if let Some(new) = new
             && let Some(facts) = self.facts.get_mut(&new.deployment_id)
         {
-            facts.insert(new.id.clone(), Fact::of(new));
+            facts.insert(Id::from(new.id.as_str()), Fact::of(new));
         }
     }
 
@@ -720,7 +720,7 @@ mod tests {
     #[test]
     fn kept_facts_equal_facts_read_afresh() {
         use caravan_proto::{AllocDeploymentStatus, AllocDesiredStatus, DeploymentState};
-        use caravan_state::{Change, Id, Tables};
+        use caravan_state::{Change, Tables};
 
         let deployments = ["d1", "d2"];
         let mut tables = Tables::new();
