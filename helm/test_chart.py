@@ -497,3 +497,15 @@ def test_the_server_refuses_what_its_services_do_not_read(tmp_path, tls_secret):
     pod = of_kind(objects, "Deployment")["caravan-server"]["spec"]["template"]["spec"]
     done = check_container(pod, pod["containers"][0], config_files(objects), tmp_path, {})
     assert done.returncode == 2 and "plan-applier.no_such_key" in done.stderr, done.stderr
+
+
+def test_the_server_layout_refuses_what_it_would_not_honour_and_passes_service_env():
+    values = server_values()
+    values["server"]["services"] = ["eval-broker", "scheduler-worker"]
+    values["schedulerWorker"]["autoscaling"] = {"enabled": True}
+    with pytest.raises(Exception, match="schedulerWorker.autoscaling.enabled"):
+        render(values)
+    values = server_values()
+    values["planApplier"] = {"extraEnv": [{"name": "CARAVAN_PLAN_APPLIER__TXN_MAX_OPS", "value": "7"}]}
+    pod = of_kind(render(values), "Deployment")["caravan-server"]["spec"]["template"]["spec"]
+    assert env_of(pod["containers"][0])["CARAVAN_PLAN_APPLIER__TXN_MAX_OPS"] == "7"

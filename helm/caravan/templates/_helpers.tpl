@@ -272,3 +272,36 @@ exec:
 # The check gives up after 3 s.
 timeoutSeconds: 4
 {{- end -}}
+
+{{/*
+The mounts and volumes of the tls and etcd.tls Secrets, for every Caravan
+pod that has them on.
+*/}}
+{{- define "caravan.tlsMounts" -}}
+{{- if eq (include "caravan.tls" .) "true" }}
+- name: tls
+  mountPath: {{ include "caravan.tlsDir" . }}
+  readOnly: true
+{{- end }}
+{{- if eq (include "caravan.etcdTls" .) "true" }}
+- name: etcd-tls
+  mountPath: {{ include "caravan.etcdTlsDir" . }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "caravan.tlsVolumes" -}}
+{{- if eq (include "caravan.tls" .) "true" }}
+- name: tls
+  secret:
+    secretName: {{ .Values.tls.secretName }}
+    # Keys readable by the pod's group (fsGroup) only.
+    defaultMode: 0440
+{{- end }}
+{{- if eq (include "caravan.etcdTls" .) "true" }}
+- name: etcd-tls
+  secret:
+    secretName: {{ .Values.etcd.tls.secretName }}
+    defaultMode: 0440
+{{- end }}
+{{- end -}}

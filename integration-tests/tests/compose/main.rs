@@ -46,9 +46,7 @@ async fn the_compose_stack_runs_jobs_while_its_parts_die() {
     run_batch(&stack, &http, "batch-broker-killed")
         .await
         .unwrap();
-    docker(&["start", &container]).unwrap();
-    stack.wait_healthy(&[(service.as_str(), 1)]).await.unwrap();
-    stack.step(&format!("{service} back and healthy"));
+    stack.restart(&service, &container).await.unwrap();
 
     // The etcd leader's container dies.
     let etcd_leader = stack.etcd_leader("etcd-1").unwrap();
@@ -56,12 +54,7 @@ async fn the_compose_stack_runs_jobs_while_its_parts_die() {
     docker(&["kill", &container]).unwrap();
     stack.step(&format!("killed the etcd leader {etcd_leader}"));
     run_batch(&stack, &http, "batch-etcd-killed").await.unwrap();
-    docker(&["start", &container]).unwrap();
-    stack
-        .wait_healthy(&[(etcd_leader.as_str(), 1)])
-        .await
-        .unwrap();
-    stack.step(&format!("{etcd_leader} back and healthy"));
+    stack.restart(&etcd_leader, &container).await.unwrap();
 
     // Workers scaled up, then down.
     for replicas in [5, 2] {

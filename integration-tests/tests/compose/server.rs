@@ -6,7 +6,7 @@
 //! killed container comes back healthy, and the invariants hold.
 
 use crate::stack::{
-    Layout, check_invariants, docker, first_jobs_still_run, kill_leader, run_batch, run_first_jobs,
+    Layout, check_invariants, first_jobs_still_run, kill_leader, run_batch, run_first_jobs,
     up_and_ready,
 };
 
@@ -28,9 +28,7 @@ async fn the_server_layout_runs_jobs_and_survives_its_leader() {
     run_batch(&stack, &http, "batch-server-killed")
         .await
         .unwrap();
-    docker(&["start", &container]).unwrap();
-    stack.wait_healthy(&[(service.as_str(), 1)]).await.unwrap();
-    stack.step(&format!("{service} back and healthy"));
+    stack.restart(&service, &container).await.unwrap();
     run_batch(&stack, &http, "batch-server-back").await.unwrap();
 
     first_jobs_still_run(&http).await.unwrap();

@@ -184,6 +184,15 @@ impl Stack {
         .await
     }
 
+    /// Starts a killed `container` of compose `service` again and waits
+    /// until it is healthy.
+    pub(crate) async fn restart(&self, service: &str, container: &str) -> anyhow::Result<()> {
+        docker(&["start", container])?;
+        self.wait_healthy(&[(service, 1)]).await?;
+        self.step(&format!("{service} back and healthy"));
+        Ok(())
+    }
+
     /// The whole stack at its starting size.
     pub(crate) fn every_service(&self) -> Vec<(&'static str, usize)> {
         let mut all: Vec<(&str, usize)> = ETCD.iter().map(|m| (*m, 1)).collect();

@@ -401,23 +401,16 @@ const HEALTH_TIMEOUT: Duration = Duration::from_secs(3);
 /// `caravan server -health`: asks every service to run whether it serves,
 /// all at once; 0 only when each answers SERVING.
 async fn health(configs: &Configs, ui: &mut Ui) -> u8 {
-    let asked = configs
-        .grpc_addrs()
-        .into_iter()
-        .map(|(_, grpc_addr)| async move {
-            let probe = caravan_runtime::service::HealthArgs {
-                addr: None,
-                service: String::new(),
-                timeout_ms: 0,
-            };
-            let addr = caravan_runtime::service::probe_addr(&probe, grpc_addr)?;
-            caravan_runtime::service::serving(&addr, "", HEALTH_TIMEOUT)
-                .await
-                .map(|()| addr)
-        });
+    let services = configs.grpc_addrs();
+    let asked = services.iter().map(|(_, grpc_addr)| async move {
+        let addr = caravan_runtime::service::reachable_addr(grpc_addr)?;
+        caravan_runtime::service::serving(&addr, "", HEALTH_TIMEOUT)
+            .await
+            .map(|()| addr)
+    });
     let answers = futures::future::join_all(asked).await;
     let mut failed = false;
-    for ((name, _), answer) in configs.grpc_addrs().into_iter().zip(answers) {
+    for ((name, _), answer) in services.iter().zip(answers) {
         match answer {
             Ok(addr) => ui.output(format!("{name} at {addr} is SERVING")),
             Err(err) => {
@@ -457,19 +450,15 @@ pub async fn run(args: ServerArgs, ui: &mut Ui) -> Result<u8, CliError> {
         ui.output("configuration is valid");
         return Ok(0);
     }
-    if args.health {
-        if let Err(err) = caravan_runtime::tls::install(&process.tls) {
-            ui.error(format!("caravan server: tls: {err:#}"));
-            return Ok(2);
-        }
-        return Ok(health(&configs, ui).await);
-    }
-    // As every service binary does (see `caravan_runtime::huge_pages`).
-    caravan_runtime::huge_pages::disable();
     if let Err(err) = caravan_runtime::tls::install(&process.tls) {
         ui.error(format!("caravan server: tls: {err:#}"));
         return Ok(2);
     }
+    if args.health {
+        return Ok(health(&configs, ui).await);
+    }
+    // As every service binary does (see `caravan_runtime::huge_pages`).
+    caravan_runtime::huge_pages::disable();
     let _telemetry = match telemetry::init("caravan-server", &process.telemetry) {
         Ok(guard) => guard,
         Err(err) => {

@@ -44,11 +44,10 @@ const WRITES_IN_FLIGHT: usize = 32;
 /// What a term keeps in memory, behind one lock.
 #[derive(Debug)]
 pub struct TermState {
-    /// Ids of the deployments still followed.
-    pub active: BTreeSet<String>,
-    /// What an assessment reads of each allocation of each followed
-    /// deployment, kept in step with the snapshots the term observes: an
-    /// assessment reads these, not the cache's indexes.
+    /// The deployments still followed, by id, each with what an assessment
+    /// reads of each of its allocations, kept in step with the snapshots
+    /// the term observes: an assessment reads these, not the cache's
+    /// indexes.
     pub facts: HashMap<String, Facts>,
     /// Deployments to assess on the next step.
     pub dirty: BTreeSet<String>,
@@ -198,7 +197,7 @@ impl LeaderTerm {
                     .insert((d.namespace.clone(), d.job_id.clone(), d.job_version));
             }
         }
-        tracing::info!(active = state.active.len(), "following deployments");
+        tracing::info!(active = state.facts.len(), "following deployments");
     }
 
     /// Notes what changed between two snapshots: deployments that started,
@@ -247,7 +246,7 @@ impl LeaderTerm {
             };
             if !assessed_alike {
                 for a in [change.old(), change.new()].into_iter().flatten() {
-                    if state.active.contains(&a.deployment_id) {
+                    if state.facts.contains_key(&a.deployment_id) {
                         state.touched.insert(a.deployment_id.clone());
                     }
                 }
@@ -401,18 +400,10 @@ impl LeaderTerm {
             let mut state = self.state.lock();
             let timed = state.cutoffs.get(id).copied();
             let judge = |by| TimedCutoff::judge(timed, by, now_ns, now);
-            let a = match state.facts.get(id) {
-                Some(facts) => assess_judged(d, facts, judge),
-                // Not followed through a snapshot yet (asked for by a
-                // steering write): its facts from this snapshot.
-                None => {
-                    let facts = facts_of(&d.id, allocs_of(snap, d));
-                    let a = assess_judged(d, &facts, judge);
-                    state.facts.insert(d.id.clone(), facts);
-                    a
-                }
-            };
-            (a, timed)
+            // Followed from this snapshot when a steering write asked for
+            // it before the term observed it.
+            state.follow(snap, d);
+            (assess_judged(d, &state.facts[id], judge), timed)
         };
         {
             let mut state = self.state.lock();
@@ -595,7 +586,6 @@ impl TermState {
     /// batched over `eval_window`.
     pub fn new(eval_window: Duration) -> Self {
         TermState {
-            active: BTreeSet::new(),
             facts: HashMap::new(),
             dirty: BTreeSet::new(),
             touched: BTreeSet::new(),
@@ -611,7 +601,6 @@ impl TermState {
     /// snapshot's allocations the first time, kept up to date by
     /// [`TermState::note`] afterwards.
     pub fn follow(&mut self, snap: &Snapshot, d: &Deployment) {
-        self.active.insert(d.id.clone());
         if !self.facts.contains_key(&d.id) {
             self.facts
                 .insert(d.id.clone(), facts_of(&d.id, allocs_of(snap, d)));
@@ -660,7 +649,6 @@ impl TermState {
 
     /// Stops following a deployment.
     pub fn forget(&mut self, id: &str) {
-        self.active.remove(id);
         self.facts.remove(id);
         self.dirty.remove(id);
         self.touched.remove(id);

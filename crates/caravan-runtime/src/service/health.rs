@@ -26,10 +26,16 @@ pub struct HealthArgs {
 }
 
 /// The address to probe: `--addr`, else `grpc_addr` with a reachable host.
-pub fn probe_addr(args: &HealthArgs, grpc_addr: &str) -> anyhow::Result<String> {
-    if let Some(addr) = &args.addr {
-        return Ok(addr.clone());
+pub(super) fn probe_addr(args: &HealthArgs, grpc_addr: &str) -> anyhow::Result<String> {
+    match &args.addr {
+        Some(addr) => Ok(addr.clone()),
+        None => reachable_addr(grpc_addr),
     }
+}
+
+/// The address a probe on this host dials for `grpc_addr`: 127.0.0.1 for
+/// an unspecified host (0.0.0.0, [::]); an error for a port picked at start.
+pub fn reachable_addr(grpc_addr: &str) -> anyhow::Result<String> {
     let bound: SocketAddr = grpc_addr.parse().map_err(|err| {
         anyhow::anyhow!("grpc_addr {grpc_addr:?} is not an address to probe ({err}); pass --addr")
     })?;

@@ -28,7 +28,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 pub use cached_leader::{Lead, LeaderParts, serve_cached_leader};
-pub use health::{HealthArgs, probe_addr, serving};
+pub use health::{HealthArgs, reachable_addr, serving};
 pub use launch::{Running, run, start, start_on};
 pub use process::{ServiceArgs, ServiceCommand, main, main_with};
 pub use threads::RuntimeConfig;
