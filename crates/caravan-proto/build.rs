@@ -18,6 +18,7 @@ const SMALL_MAPS: &[(&str, &str)] = &[
     ("Allocation", "task_states"),
     ("AllocatedResources", "tasks"),
     ("AllocUpdate", "task_states"),
+    ("AllocStatus", "task_states"),
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use caravan_model::AllocExt;
 use caravan_proto::{AllocClientStatus, Allocation, EvalStatus, Evaluation, Job, Node};
 use caravan_state::{Keyspace, Kind, StateObject, decode};
-use caravan_store::{Range, Store};
+use caravan_store::{KeyValue, Range, Store};
 
 pub use crate::overcommit::overcommitted_nodes;
 
@@ -48,30 +48,46 @@ impl ClusterState {
     /// Every object of one kind, read in pages of [`LIST_PAGE`] keys at one
     /// revision: a million allocations are more than one etcd reply may carry.
     pub async fn list<T: StateObject>(&self, kind: Kind) -> anyhow::Result<Vec<T>> {
+        let (kvs, _) = self.list_values(kind, 0).await?;
+        Ok(kvs.iter().map(decode::<T>).collect::<Result<_, _>>()?)
+    }
+
+    /// The stored values of one kind, in pages of [`LIST_PAGE`] keys at one
+    /// revision (`revision`, or the first page's when 0), with that
+    /// revision.
+    async fn list_values(&self, kind: Kind, revision: i64) -> anyhow::Result<(Vec<KeyValue>, i64)> {
         let mut range = self.keys.range_of(kind);
         range.limit = LIST_PAGE;
+        range.revision = revision;
         let mut out = Vec::new();
         loop {
             let res = self.store.range(range.clone()).await?;
-            for kv in &res.kvs {
-                out.push(decode::<T>(kv)?);
+            // Every page at the first one's revision.
+            if range.revision == 0 {
+                range.revision = res.revision;
             }
-            match res.kvs.last() {
-                Some(last) if res.more => {
-                    range.start = last.key.iter().copied().chain([0]).collect();
-                    // Every page at the first one's revision.
-                    if range.revision == 0 {
-                        range.revision = res.revision;
-                    }
-                }
-                _ => return Ok(out),
+            let more = res.more;
+            let next = res
+                .kvs
+                .last()
+                .map(|last| last.key.iter().copied().chain([0]).collect());
+            out.extend(res.kvs);
+            match next {
+                Some(start) if more => range.start = start,
+                _ => return Ok((out, range.revision)),
             }
         }
     }
 
-    /// Every allocation.
+    /// Every allocation, its record folded with its client's status.
     pub async fn allocs(&self) -> anyhow::Result<Vec<Allocation>> {
-        self.list(Kind::Allocs).await
+        let (records, revision) = self.list_values(Kind::Allocs, 0).await?;
+        let (statuses, _) = self.list_values(Kind::AllocStatus, revision).await?;
+        Ok(caravan_state::fold_listed(
+            &records,
+            &statuses,
+            caravan_state::AllocDetail::Full,
+        )?)
     }
 
     /// Every evaluation.

@@ -52,9 +52,17 @@ pub trait AllocExt {
     /// it failed and the servers have not stopped it. An evicted allocation
     /// still may be replaced, as in Nomad.
     fn is_reschedule_candidate(&self) -> bool;
+
+    /// Nomad's `ModifyIndex`: the revision of the last write of either of
+    /// its keys, the servers' record or the client's status.
+    fn modify_index(&self) -> i64;
 }
 
 impl AllocExt for Allocation {
+    fn modify_index(&self) -> i64 {
+        self.modify_revision.max(self.client_modify_revision)
+    }
+
     fn is_client_terminal(&self) -> bool {
         self.client_status().is_terminal()
     }

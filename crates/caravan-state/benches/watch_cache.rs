@@ -118,7 +118,6 @@ fn realistic_alloc(rng: &mut Pcg64, nodes: &[String], jobs: &[String]) -> Alloca
             healthy: Some(true),
             timestamp_unix_ns: now + 12_000_000_000,
             canary: false,
-            modify_revision: 0,
         }),
         desired_status: AllocDesiredStatus::Run as i32,
         client_status: AllocClientStatus::Running as i32,

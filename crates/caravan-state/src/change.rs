@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use caravan_proto::{
-    Allocation, Deployment, Evaluation, Job, Node, NodePool, SchedulerConfiguration,
+    AllocStatus, Allocation, Deployment, Evaluation, Job, Node, NodePool, SchedulerConfiguration,
 };
-use caravan_store::{EventKind, KeyValue};
+use caravan_store::{EventKind, KeyValue, Revision};
 
 use crate::codec::{AllocDetail, decode, decode_alloc};
 use crate::error::Result;
@@ -49,6 +49,16 @@ pub enum Change {
         id: Id,
         /// The alloc, or `None` once deleted.
         alloc: Option<Arc<Allocation>>,
+    },
+    /// The client's part of an allocation (its status key), folded into
+    /// the allocation where the tables hold it.
+    AllocStatus {
+        /// Alloc id.
+        id: Id,
+        /// The status, or `None` once deleted.
+        status: Option<Box<AllocStatus>>,
+        /// The status key's mod revision (0 once deleted).
+        revision: Revision,
     },
     /// A client node.
     Node {
@@ -124,6 +134,11 @@ impl Change {
                 id: Id::from(id.as_str()),
                 alloc: Some(Arc::new(decode_alloc(kv, detail)?)),
             },
+            StateKey::AllocStatus(id) => Change::AllocStatus {
+                id: Id::from(id.as_str()),
+                status: Some(Box::new(crate::alloc_status::decode_status(kv)?)),
+                revision: kv.mod_revision,
+            },
             StateKey::Node(id) => Change::Node {
                 id: Id::from(id.as_str()),
                 node: Some(Arc::new(decode(kv)?)),
@@ -182,6 +197,11 @@ impl Change {
             StateKey::Alloc(id) => Change::Alloc {
                 id: Id::from(id.as_str()),
                 alloc: None,
+            },
+            StateKey::AllocStatus(id) => Change::AllocStatus {
+                id: Id::from(id.as_str()),
+                status: None,
+                revision: 0,
             },
             StateKey::Node(id) => Change::Node {
                 id: Id::from(id.as_str()),

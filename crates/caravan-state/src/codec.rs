@@ -1,9 +1,6 @@
 //! Values as stored: prost bytes in, messages out with their revisions filled
 //! from the key's metadata (docs/state-layout.md, "Revisions").
 
-use std::borrow::Cow;
-use std::sync::Arc;
-
 use caravan_model::AllocExt;
 use caravan_proto::{
     Allocation, Deployment, Evaluation, Job, JobSubmission, Namespace, Node, NodePool,
@@ -57,6 +54,8 @@ impl StateObject for Allocation {
         if self.alloc_modify_revision == 0 {
             self.alloc_modify_revision = mod_revision;
         }
+        // Filled by the fold with its status key's, never stored.
+        self.client_modify_revision = 0;
     }
     fn modify_revision(&self) -> Revision {
         self.modify_revision
@@ -148,93 +147,6 @@ fn decode_without_metrics(bytes: &[u8]) -> std::result::Result<Allocation, prost
     decode_passing_metrics(bytes, |_| {})
 }
 
-/// A stored allocation for a rewrite that leaves its placement metrics as
-/// they are (a client's status): decoded without them, which are kept as the
-/// bytes they were stored as and appended to the rewritten value, so the
-/// bulk of the value is neither decoded nor encoded again.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct StoredAlloc {
-    /// Everything stored but the metrics, revisions filled from the key
-    /// (shared: a cache's copy stands in without a deep copy).
-    pub alloc: Arc<Allocation>,
-    /// The metrics field(s) exactly as stored: tag, length and body.
-    metrics: Vec<u8>,
-}
-
-impl StoredAlloc {
-    /// An allocation decoded without its metrics, and those metrics as
-    /// [`stored_metrics`] gives them: the stored value, rebuilt.
-    pub fn with_metrics(alloc: Arc<Allocation>, metrics: Vec<u8>) -> StoredAlloc {
-        StoredAlloc { alloc, metrics }
-    }
-
-    /// `next` (a changed copy of [`StoredAlloc::alloc`] without metrics of
-    /// its own) as it is stored once [`StoredAlloc::encode`]d: with these
-    /// metrics.
-    pub fn replaced(&self, next: Allocation) -> StoredAlloc {
-        StoredAlloc {
-            alloc: Arc::new(next),
-            metrics: self.metrics.clone(),
-        }
-    }
-
-    /// Decodes `kv`, setting the metrics aside undecoded.
-    pub fn decode(kv: &KeyValue) -> Result<StoredAlloc> {
-        let mut metrics = Vec::new();
-        let decoded = decode_passing_metrics(&kv.value, |field| metrics.extend_from_slice(field));
-        let alloc = Arc::new(filled(kv, decoded)?);
-        Ok(StoredAlloc { alloc, metrics })
-    }
-
-    /// The value to store for `next`, a changed copy of [`StoredAlloc::alloc`]
-    /// without metrics of its own, with the stored metrics. Protobuf fields
-    /// may come in any order, so the result decodes as `next` with them.
-    pub fn encode(&self, next: &Allocation) -> Vec<u8> {
-        debug_assert!(next.metrics.is_none(), "the stored metrics are kept");
-        let mut bytes = Vec::with_capacity(next.encoded_len() + self.metrics.len());
-        next.encode_raw(&mut bytes);
-        bytes.extend_from_slice(&self.metrics);
-        bytes
-    }
-}
-
-/// The metrics field(s) of a stored allocation exactly as stored (tag,
-/// length and body; empty for none), without decoding anything else: the
-/// value's own bytes when they are one field, as they are once written.
-pub fn stored_metrics(bytes: &[u8]) -> std::result::Result<Cow<'_, [u8]>, prost::DecodeError> {
-    use prost::encoding::{DecodeContext, decode_key, skip_field};
-    let mut metrics: Cow<'_, [u8]> = Cow::Borrowed(&[]);
-    let mut buf = bytes;
-    while !buf.is_empty() {
-        let field_start = bytes.len() - buf.len();
-        let (tag, wire_type) = decode_key(&mut buf)?;
-        skip_field(wire_type, tag, &mut buf, DecodeContext::default())?;
-        if tag == ALLOC_METRICS {
-            let field = &bytes[field_start..bytes.len() - buf.len()];
-            if metrics.is_empty() {
-                metrics = Cow::Borrowed(field);
-            } else {
-                metrics.to_mut().extend_from_slice(field);
-            }
-        }
-    }
-    Ok(metrics)
-}
-
-impl From<Allocation> for StoredAlloc {
-    /// An allocation as a rewrite would find it stored.
-    fn from(mut alloc: Allocation) -> Self {
-        let mut metrics = Vec::new();
-        if let Some(m) = alloc.metrics.take() {
-            prost::encoding::message::encode(ALLOC_METRICS, m.as_ref(), &mut metrics);
-        }
-        StoredAlloc {
-            alloc: Arc::new(alloc),
-            metrics,
-        }
-    }
-}
-
 /// Decodes field by field, handing each metrics field undecoded (tag,
 /// length and body) to `metrics`.
 fn decode_passing_metrics(
@@ -260,7 +172,7 @@ fn decode_passing_metrics(
 
 /// Whether a [`AllocDetail::Scheduling`] reader needs the task states: the
 /// scheduler reads them only of allocations no longer live.
-fn keeps_task_states(alloc: &Allocation) -> bool {
+pub(crate) fn keeps_task_states(alloc: &Allocation) -> bool {
     !alloc.is_live()
 }
 
@@ -458,52 +370,6 @@ mod tests {
             AllocDetail::WithoutMetrics,
         )
         .unwrap_err();
-        assert!(err.to_string().contains("/c/allocs/bad"), "{err}");
-    }
-
-    #[test]
-    fn a_status_rewrite_keeps_the_stored_metrics_without_decoding_them() {
-        let full = full_alloc();
-        let stored = StoredAlloc::decode(&kv("/c/allocs/a1", encode(&full), 4, 12)).unwrap();
-        assert!(stored.alloc.metrics.is_none());
-        let mut expected = full.clone();
-        expected.metrics = None;
-        expected.fill_revisions(4, 12);
-        assert_eq!(*stored.alloc, expected, "every other field is decoded");
-
-        let mut next = Allocation::clone(&stored.alloc);
-        next.set_client_status(caravan_proto::AllocClientStatus::Complete);
-        next.client_description = "done".into();
-        let rewritten = Allocation::decode(stored.encode(&next).as_slice()).unwrap();
-        let mut want = next.clone();
-        want.metrics = full.metrics.clone();
-        assert_eq!(rewritten, want, "the new fields and the old metrics");
-
-        // Rewritten again, from what the last rewrite stored.
-        let again = StoredAlloc::decode(&kv("/c/allocs/a1", stored.encode(&next), 4, 13)).unwrap();
-        let twice = Allocation::decode(again.encode(&again.alloc).as_slice()).unwrap();
-        assert_eq!(twice.metrics, full.metrics, "kept once, not doubled");
-        assert_eq!(
-            again.encode(&again.alloc).len(),
-            stored.encode(&next).len(),
-            "the value does not grow"
-        );
-
-        // Taken from an allocation in hand, the same value.
-        let mut held = full.clone();
-        held.fill_revisions(4, 12);
-        let from = StoredAlloc::from(held.clone());
-        assert_eq!(from, stored);
-        let decoded = Allocation::decode(from.encode(&from.alloc).as_slice()).unwrap();
-        assert_eq!(
-            decoded, held,
-            "the metrics go last, the message is the same"
-        );
-
-        // Without metrics, nothing is appended.
-        let bare = StoredAlloc::decode(&kv("/c/allocs/a1", encode(&expected), 4, 12)).unwrap();
-        assert_eq!(bare.encode(&bare.alloc), encode(&*bare.alloc));
-        let err = StoredAlloc::decode(&kv("/c/allocs/bad", vec![0xff, 0xff], 4, 12)).unwrap_err();
         assert!(err.to_string().contains("/c/allocs/bad"), "{err}");
     }
 

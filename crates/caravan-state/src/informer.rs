@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use caravan_store::{
-    Backoff, EventKind, KeyValue, Range, Revision, Store, StoreError, WatchBatch, WatchProgress,
-    prefix_end, with_member_timeout,
+    Backoff, Range, Revision, Store, StoreError, WatchBatch, WatchProgress, prefix_end,
+    with_member_timeout,
 };
 use futures::StreamExt;
 use parking_lot::{Mutex, RwLock};
@@ -25,7 +25,6 @@ use crate::keyspace::{Keyspace, Kind, StateKey};
 use crate::list_page::PageSize;
 use crate::metrics;
 use crate::snapshot::Snapshot;
-use crate::stored_metrics::StoredMetrics;
 use crate::tables::Tables;
 
 /// How the informer lists, retries and waits.
@@ -54,9 +53,6 @@ pub struct InformerConfig {
     pub stale_watch: Duration,
     /// How much of each allocation the cache keeps.
     pub alloc_detail: AllocDetail,
-    /// Where the stored metrics of each allocation applied are kept, for an
-    /// owner whose cache leaves them out but rewrites allocations whole.
-    pub alloc_metrics: Option<Arc<StoredMetrics>>,
 }
 
 impl Default for InformerConfig {
@@ -70,7 +66,6 @@ impl Default for InformerConfig {
             quiet_probe: Duration::from_secs(2),
             stale_watch: Duration::from_secs(4),
             alloc_detail: AllocDetail::Full,
-            alloc_metrics: None,
         }
     }
 }
@@ -141,10 +136,11 @@ impl Informer {
         keyspace: Keyspace,
         config: InformerConfig,
     ) -> Result<Informer> {
+        let tables = Tables::with_detail(config.alloc_detail);
         let shared = Arc::new(Shared {
             keyspace,
             config,
-            tables: RwLock::new(Tables::new()),
+            tables: RwLock::new(tables),
             heard: Mutex::new(Instant::now()),
             marked: AtomicI64::new(0),
             counters: Counters::default(),
@@ -169,12 +165,6 @@ impl Informer {
     /// A consistent view of everything at the latest applied revision.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot::new(self.shared.tables.read().clone())
-    }
-
-    /// The stored metrics of the cached allocations, when the
-    /// configuration keeps them (`alloc_metrics`).
-    pub fn stored_metrics(&self) -> Option<&Arc<StoredMetrics>> {
-        self.shared.config.alloc_metrics.as_ref()
     }
 
     /// The latest applied revision.
@@ -532,7 +522,6 @@ fn apply_batch(shared: &Shared, batch: WatchBatch) -> Revision {
             }
         };
         received.add(Some(key.kind()), bytes);
-        note_metrics(shared, &key, event.kind, &event.kv);
         match Change::from_event(&key, event.kind, &event.kv, shared.config.alloc_detail) {
             Ok(Some(change)) => changes.push((event.kv.mod_revision, change)),
             Ok(None) => {}
@@ -563,23 +552,6 @@ fn apply_batch(shared: &Shared, batch: WatchBatch) -> Revision {
     }
     tables.advance_to(revision);
     tables.revision()
-}
-
-/// Keeps an allocation's stored metrics (or forgets them once it is
-/// deleted) where the configuration says, if anywhere.
-fn note_metrics(shared: &Shared, key: &StateKey, kind: EventKind, kv: &KeyValue) {
-    let (StateKey::Alloc(id), Some(sink)) = (key, &shared.config.alloc_metrics) else {
-        return;
-    };
-    match kind {
-        EventKind::Delete => sink.delete(id),
-        // A value that does not decode is skipped (and counted) by the
-        // cache's own decode; the sink keeps no bytes for it.
-        EventKind::Put => match crate::codec::stored_metrics(&kv.value) {
-            Ok(metrics) => sink.put(id, kv.mod_revision, &metrics),
-            Err(_) => sink.delete(id),
-        },
-    }
 }
 
 fn skipped(shared: &Shared, err: &StateError) {
@@ -641,7 +613,6 @@ async fn list(store: &dyn Store, shared: &Shared) -> Result<Revision> {
                     }
                 };
                 if next.mod_revision_of(&key) != Some(kv.mod_revision) {
-                    note_metrics(shared, &key, EventKind::Put, kv);
                     match Change::put(&key, kv, shared.config.alloc_detail) {
                         Ok(change) => next.apply_all(change),
                         Err(err) => {
@@ -667,9 +638,6 @@ async fn list(store: &dyn Store, shared: &Shared) -> Result<Revision> {
     if check_vanished {
         for key in next.keys() {
             if !seen.contains(&key) {
-                if let (StateKey::Alloc(id), Some(sink)) = (&key, &shared.config.alloc_metrics) {
-                    sink.delete(id);
-                }
                 next.apply_all(Change::delete(&key));
             }
         }

@@ -22,6 +22,10 @@ pub enum Kind {
     Evals,
     /// `allocs/<alloc>`.
     Allocs,
+    /// `alloc_status/<alloc>`: the client's part of an allocation, folded
+    /// into it by every reader (listed after the allocations, so a list
+    /// meets each record before its status).
+    AllocStatus,
     /// `nodes/<node>`.
     Nodes,
     /// `heartbeats/<node>`: live while the node's lease lives.
@@ -59,11 +63,12 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in layout order.
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 17] = [
         Kind::Jobs,
         Kind::JobVersions,
         Kind::Evals,
         Kind::Allocs,
+        Kind::AllocStatus,
         Kind::Nodes,
         Kind::Heartbeats,
         Kind::Deployments,
@@ -85,6 +90,7 @@ impl Kind {
             Kind::JobVersions => "job_versions",
             Kind::Evals => "evals",
             Kind::Allocs => "allocs",
+            Kind::AllocStatus => "alloc_status",
             Kind::Nodes => "nodes",
             Kind::Heartbeats => "heartbeats",
             Kind::Deployments => "deployments",
@@ -108,6 +114,7 @@ impl Kind {
             | Kind::JobVersions
             | Kind::Evals
             | Kind::Allocs
+            | Kind::AllocStatus
             | Kind::Nodes
             | Kind::Heartbeats
             | Kind::Deployments
@@ -154,6 +161,8 @@ pub enum StateKey {
     Eval(String),
     /// An allocation.
     Alloc(String),
+    /// The client's part of an allocation.
+    AllocStatus(String),
     /// A client node.
     Node(String),
     /// A node's heartbeat key.
@@ -218,6 +227,7 @@ impl StateKey {
             StateKey::JobVersion { .. } => Kind::JobVersions,
             StateKey::Eval(_) => Kind::Evals,
             StateKey::Alloc(_) => Kind::Allocs,
+            StateKey::AllocStatus(_) => Kind::AllocStatus,
             StateKey::Node(_) => Kind::Nodes,
             StateKey::Heartbeat(_) => Kind::Heartbeats,
             StateKey::Deployment(_) => Kind::Deployments,
@@ -422,6 +432,11 @@ impl Keyspace {
         self.build(&["allocs", alloc_id])
     }
 
+    /// `alloc_status/<alloc>`.
+    pub fn alloc_status(&self, alloc_id: &str) -> Vec<u8> {
+        self.build(&["alloc_status", alloc_id])
+    }
+
     /// `nodes/<node>`.
     pub fn node(&self, node_id: &str) -> Vec<u8> {
         self.build(&["nodes", node_id])
@@ -471,6 +486,7 @@ impl Keyspace {
             } => self.job_version(namespace, id, *version),
             StateKey::Eval(id) => self.eval(id),
             StateKey::Alloc(id) => self.alloc(id),
+            StateKey::AllocStatus(id) => self.alloc_status(id),
             StateKey::Node(id) => self.node(id),
             StateKey::Heartbeat(id) => self.heartbeat(id),
             StateKey::Deployment(id) => self.deployment(id),
@@ -569,6 +585,7 @@ impl Keyspace {
             },
             Kind::Evals => StateKey::Eval(single()?),
             Kind::Allocs => StateKey::Alloc(single()?),
+            Kind::AllocStatus => StateKey::AllocStatus(single()?),
             Kind::Nodes => StateKey::Node(single()?),
             Kind::Heartbeats => StateKey::Heartbeat(single()?),
             Kind::Deployments => StateKey::Deployment(single()?),
@@ -699,6 +716,7 @@ mod tests {
                 version: u64::MAX,
             },
             StateKey::Eval("e".into()),
+            StateKey::AllocStatus("a".into()),
             StateKey::Alloc("a".into()),
             StateKey::Node("n".into()),
             StateKey::Heartbeat("n".into()),

@@ -3,6 +3,7 @@
 //! usage, O(1) snapshots, and the informer that keeps them in step with the
 //! store.
 
+mod alloc_status;
 mod change;
 mod codec;
 mod diff;
@@ -15,14 +16,15 @@ mod list_page;
 pub mod metrics;
 mod registration;
 mod snapshot;
-mod stored_metrics;
 mod tables;
 mod usage;
 
-pub use change::Change;
-pub use codec::{
-    AllocDetail, StateObject, StoredAlloc, decode, decode_alloc, encode, stored_metrics,
+pub use alloc_status::{
+    carry_client_part, client_part, client_part_differs, decode_status, delete_ops, fold,
+    fold_listed, follow_status, overlay, read_alloc, read_alloc_values, read_allocs, status_write,
 };
+pub use change::Change;
+pub use codec::{AllocDetail, StateObject, decode, decode_alloc, encode};
 pub use diff::ObjectChange;
 pub use error::{Result, StateError};
 pub use fan_out::node_change_jobs;
@@ -33,6 +35,5 @@ pub use registration::{
     KEPT_VERSIONS, RegisterTxn, as_spec, register_txn, spec_changed, versions_to_delete,
 };
 pub use snapshot::{OnNode, Snapshot};
-pub use stored_metrics::StoredMetrics;
 pub use tables::Tables;
 pub use usage::{NodeUsage, UsedPort};

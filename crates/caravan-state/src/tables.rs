@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use caravan_model::AllocExt;
 use caravan_proto::{
-    Allocation, Deployment, Evaluation, Job, Node, NodePool, SchedulerConfiguration,
+    AllocStatus, Allocation, Deployment, Evaluation, Job, Node, NodePool, SchedulerConfiguration,
 };
 use caravan_store::Revision;
 use imbl::{OrdMap, OrdSet};
 
+use crate::alloc_status::{carry_client_part, overlay};
 use crate::change::Change;
-use crate::codec::StateObject;
+use crate::codec::{AllocDetail, StateObject, keeps_task_states};
 use crate::index::{Id, JobMap, Shared, job_set_insert, job_set_remove};
 use crate::keyspace::StateKey;
 use crate::usage::{AllocUsage, NodeUsage};
@@ -49,12 +50,29 @@ pub struct Tables {
     pub(crate) scheduler_config: Option<Arc<SchedulerConfiguration>>,
     /// The node pools written as objects, by name.
     pub(crate) node_pools: OrdMap<Id, Arc<NodePool>>,
+    /// How much of an allocation the tables keep (task states of live
+    /// allocations are dropped for [`AllocDetail::Scheduling`] after every
+    /// fold of a status, as its decode drops them).
+    pub(crate) detail: AllocDetail,
+    /// Statuses that came before their allocation's record (a watch orders
+    /// events per key, not across the two keys of an allocation), with
+    /// their revisions: folded in when the record comes.
+    pub(crate) orphan_statuses: OrdMap<Id, (Arc<AllocStatus>, Revision)>,
 }
 
 impl Tables {
     /// Empty tables at revision 0.
     pub fn new() -> Self {
         Tables::default()
+    }
+
+    /// Empty tables keeping `detail` of each allocation; the changes
+    /// applied must be decoded with the same detail.
+    pub fn with_detail(detail: AllocDetail) -> Self {
+        Tables {
+            detail,
+            ..Tables::default()
+        }
     }
 
     /// Records that every change up to `revision` has been applied. The
@@ -84,7 +102,21 @@ impl Tables {
                     (&e.namespace, &e.job_id)
                 });
             }
-            Change::Alloc { id, alloc } => self.apply_alloc(id, alloc),
+            Change::Alloc { id, alloc } => {
+                let alloc = match alloc {
+                    Some(record) => Some(self.under_status(&id, record)),
+                    None => {
+                        self.orphan_statuses.remove(&id);
+                        None
+                    }
+                };
+                self.apply_alloc(id, alloc);
+            }
+            Change::AllocStatus {
+                id,
+                status,
+                revision,
+            } => self.apply_alloc_status(id, status, revision),
             Change::Node { id, node } => {
                 put_or_remove(&mut self.nodes, &id, node.as_ref());
             }
@@ -135,6 +167,84 @@ impl Tables {
                     self.job_versions.remove(ns, id);
                 }
             }
+        }
+    }
+
+    /// A new record of allocation `id`, with the client's part of the one
+    /// held laid over it when that came from a status key: the status is
+    /// the allocation's until it changes or goes.
+    fn under_status(&mut self, id: &Id, record: Arc<Allocation>) -> Arc<Allocation> {
+        if let Some(held) = self
+            .allocs
+            .get(id)
+            .filter(|a| a.0.client_modify_revision != 0)
+        {
+            let mut next = Arc::unwrap_or_clone(record);
+            // A lean copy held no task states while it ran; the servers'
+            // record carries the ones they read with the status, which a
+            // stop makes wanted.
+            let from_record = std::mem::take(&mut next.task_states);
+            carry_client_part(&mut next, &held.0);
+            if self.detail == AllocDetail::Scheduling && next.task_states.is_empty() {
+                next.task_states = from_record;
+            }
+            self.trim(&mut next);
+            return Arc::new(next);
+        }
+        let Some((status, revision)) = self.orphan_statuses.remove(id) else {
+            return record;
+        };
+        let mut next = Arc::unwrap_or_clone(record);
+        overlay(&mut next, &status);
+        next.client_modify_revision = revision;
+        self.trim(&mut next);
+        Arc::new(next)
+    }
+
+    /// Folds a status write (or delete) into the allocation held; a status
+    /// whose record is not held yet waits for it.
+    fn apply_alloc_status(&mut self, id: Id, status: Option<Box<AllocStatus>>, revision: Revision) {
+        let Some(held) = self.allocs.get(&id) else {
+            match status {
+                Some(status) => {
+                    let newer = self
+                        .orphan_statuses
+                        .get(&id)
+                        .is_none_or(|(_, held)| *held < revision);
+                    if newer {
+                        self.orphan_statuses
+                            .insert(id, (Arc::from(status), revision));
+                    }
+                }
+                None => {
+                    self.orphan_statuses.remove(&id);
+                }
+            }
+            return;
+        };
+        // A status the allocation already holds, or an older one delivered
+        // again: the newest status is the allocation's.
+        if status.is_some() && revision <= held.0.client_modify_revision {
+            return;
+        }
+        let mut next = Allocation::clone(&held.0);
+        match status {
+            Some(status) => {
+                overlay(&mut next, &status);
+                next.client_modify_revision = revision;
+            }
+            // Only the revision can go: the record's own copies of the
+            // client's fields were laid over when the status came.
+            None => next.client_modify_revision = 0,
+        }
+        self.trim(&mut next);
+        self.apply_alloc(id, Some(Arc::new(next)));
+    }
+
+    /// Drops what this table's detail leaves out of a folded allocation.
+    fn trim(&self, alloc: &mut Allocation) {
+        if self.detail == AllocDetail::Scheduling && !keeps_task_states(alloc) {
+            alloc.task_states = Default::default();
         }
     }
 
@@ -267,6 +377,11 @@ impl Tables {
                 .allocs
                 .get(&Id::from(id.as_str()))
                 .map(|a| a.0.modify_revision()),
+            StateKey::AllocStatus(id) => self
+                .allocs
+                .get(&Id::from(id.as_str()))
+                .map(|a| a.0.client_modify_revision)
+                .filter(|rev| *rev != 0),
             StateKey::Node(id) => self
                 .nodes
                 .get(&Id::from(id.as_str()))
@@ -312,6 +427,12 @@ impl Tables {
         }
         keys.extend(self.evals.keys().map(|id| StateKey::Eval(id.to_string())));
         keys.extend(self.allocs.keys().map(|id| StateKey::Alloc(id.to_string())));
+        keys.extend(
+            self.allocs
+                .iter()
+                .filter(|(_, a)| a.0.client_modify_revision != 0)
+                .map(|(id, _)| StateKey::AllocStatus(id.to_string())),
+        );
         keys.extend(self.nodes.keys().map(|id| StateKey::Node(id.to_string())));
         keys.extend(
             self.heartbeats

@@ -589,47 +589,6 @@ async fn metrics_follow_the_applied_revision(store: Arc<dyn Store>, ks: Keyspace
     informer.shutdown().await;
 }
 
-/// A cache that keeps allocations without metrics keeps their stored bytes
-/// beside, by revision: from the list, from the watch, and gone with the
-/// allocation.
-async fn stored_metrics_follow_the_allocations(store: Arc<dyn Store>, ks: Keyspace) {
-    let with_metrics = |id: &str, evaluated: u32| {
-        let mut a = alloc(id, "n1", "web", 100, 10, 20000);
-        a.metrics = Some(Box::new(caravan_proto::AllocMetric {
-            nodes_evaluated: evaluated,
-            ..Default::default()
-        }));
-        a
-    };
-    let listed = put_alloc(&*store, &ks, &with_metrics("a", 3)).await;
-    let cfg = InformerConfig {
-        alloc_detail: caravan_state::AllocDetail::WithoutMetrics,
-        alloc_metrics: Some(Arc::new(caravan_state::StoredMetrics::default())),
-        ..config()
-    };
-    let inf = Informer::start(store.clone(), ks.clone(), cfg)
-        .await
-        .unwrap();
-    let kept = Arc::clone(inf.stored_metrics().unwrap());
-    let bytes_of = |a: &caravan_proto::Allocation| {
-        caravan_state::stored_metrics(&encode(a))
-            .unwrap()
-            .into_owned()
-    };
-    assert_eq!(kept.at("a", listed), Some(bytes_of(&with_metrics("a", 3))));
-    assert!(inf.snapshot().alloc("a").unwrap().metrics.is_none());
-
-    let watched = put_alloc(&*store, &ks, &with_metrics("b", 9)).await;
-    inf.wait_for_revision(watched, WAIT).await.unwrap();
-    assert_eq!(kept.at("b", watched), Some(bytes_of(&with_metrics("b", 9))));
-    assert_eq!(kept.at("b", listed), None, "only at the revision stored");
-
-    let gone = delete_key(&*store, ks.alloc("a")).await;
-    inf.wait_for_revision(gone, WAIT).await.unwrap();
-    assert_eq!(kept.at("a", listed), None);
-    assert_eq!(kept.len(), 1);
-}
-
 macro_rules! on_every_backend {
     ($($name:ident),* $(,)?) => {
         mod mem {
@@ -679,5 +638,4 @@ on_every_backend!(
     bad_values_are_skipped_not_served,
     heartbeats_follow_their_lease,
     snapshots_never_split_a_transaction,
-    stored_metrics_follow_the_allocations,
 );

@@ -160,13 +160,12 @@ impl LeaderTerm {
             let now = now_unix_ns();
             let mut writes = Vec::with_capacity(marks.len());
             for (alloc_id, healthy) in &marks {
-                let alloc: Allocation = self
-                    .writer
-                    .read(&self.writer.keyspace().alloc(alloc_id))
-                    .await?
-                    .ok_or_else(|| WatcherError::NotFound(format!("unknown alloc {alloc_id:?}")))?;
-                let read_at = alloc.modify_revision;
-                writes.push((steer::set_health(&d, &alloc, *healthy, now)?, read_at));
+                let alloc: Allocation =
+                    self.writer.read_alloc(alloc_id).await?.ok_or_else(|| {
+                        WatcherError::NotFound(format!("unknown alloc {alloc_id:?}"))
+                    })?;
+                let marked = steer::set_health(&d, &alloc, *healthy, now)?;
+                writes.push((alloc, marked));
             }
             let snap = self.informer.snapshot();
             let eval = for_deployment(&d, &job_for(&snap, &d), now);

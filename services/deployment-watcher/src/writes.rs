@@ -7,7 +7,9 @@
 use std::sync::Arc;
 
 use caravan_proto::{Allocation, Deployment, Evaluation, Job};
-use caravan_state::{Keyspace, RegisterTxn, StateObject, decode, encode};
+use caravan_state::{
+    Keyspace, RegisterTxn, StateObject, decode, encode, follow_status, read_alloc,
+};
 use caravan_store::{Compare, CompareOp, Leadership, Op, Range, Revision, Store, Txn, TxnResult};
 
 use crate::error::WatcherError;
@@ -201,16 +203,18 @@ impl DeploymentWriter {
         Ok(Some((compares, ops)))
     }
 
-    /// Writes allocations (each read at its revision) with `eval`, in one
-    /// transaction.
+    /// Writes allocations (each the change of one read from the store,
+    /// `(as read, as written)`) with `eval`, in one transaction; an
+    /// allocation's status key too where the write changes what its client
+    /// reported.
     pub async fn put_allocs(
         &self,
-        allocs: &[(Allocation, Revision)],
+        allocs: &[(Allocation, Allocation)],
         eval: &Evaluation,
     ) -> Result<Commit, WatcherError> {
         let (absent, put_eval) = self.eval_ops(eval);
         let mut txn = Txn::new().when(absent).and_then(put_eval);
-        for (a, read_at) in allocs {
+        for (read, a) in allocs {
             let key = self.keyspace.alloc(&a.id);
             let mut stored = a.clone();
             stored.create_revision = 0;
@@ -219,12 +223,21 @@ impl DeploymentWriter {
                 .when(Compare::mod_revision(
                     key.clone(),
                     CompareOp::Equal,
-                    *read_at,
+                    read.modify_revision,
                 ))
                 .and_then(Op::put(key, encode(&stored)));
+            if let Some((compare, put)) = follow_status(&self.keyspace, read, a) {
+                txn = txn.when(compare).and_then(put);
+            }
         }
         let res = self.txn(txn).await?;
         Ok(Commit::of(&res))
+    }
+
+    /// Reads one allocation from the store (not the cache), folded from its
+    /// record and status: the base of a rewrite.
+    pub async fn read_alloc(&self, alloc_id: &str) -> Result<Option<Allocation>, WatcherError> {
+        Ok(read_alloc(self.store.as_ref(), &self.keyspace, alloc_id).await?)
     }
 
     /// Reads one object from the store (not the cache): the base of a

@@ -317,10 +317,10 @@ impl EvalWriter {
         self.read(&self.keyspace.eval(eval_id)).await
     }
 
-    /// Reads an alloc from the store, whole (the cache keeps it lean): the
-    /// base of a rewrite.
+    /// Reads an alloc from the store, whole and folded from its record and
+    /// status (the cache keeps it lean): the base of a rewrite.
     pub async fn read_alloc(&self, alloc_id: &str) -> Result<Option<Allocation>, BrokerError> {
-        self.read(&self.keyspace.alloc(alloc_id)).await
+        Ok(caravan_state::read_alloc(self.store.as_ref(), &self.keyspace, alloc_id).await?)
     }
 
     async fn read<T: StateObject>(&self, key: &[u8]) -> Result<Option<T>, BrokerError> {

@@ -90,7 +90,7 @@ impl StopSpec {
 
 /// Whether the servers may override the client's view of an allocation: only
 /// to declare it lost (node down) or unknown (node disconnected).
-fn server_client_status(status: i32) -> bool {
+pub(crate) fn server_client_status(status: i32) -> bool {
     status == AllocClientStatus::Lost as i32 || status == AllocClientStatus::Unknown as i32
 }
 

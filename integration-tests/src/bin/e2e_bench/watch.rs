@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use caravan_model::{AllocExt, NomadName, now_unix_ns, trigger};
 use caravan_proto::{AllocClientStatus, Allocation, EvalStatus, Evaluation};
-use caravan_state::{AllocDetail, Keyspace, StateKey, decode, decode_alloc};
+use caravan_state::{AllocDetail, Keyspace, StateKey, decode, decode_alloc, decode_status};
 use caravan_store::{EventKind, Store};
 use futures::StreamExt;
 use parking_lot::Mutex;
@@ -31,8 +31,9 @@ pub struct Seen {
     /// When every allocation was running.
     pub all_running_at: Option<Instant>,
     /// Writes of allocations by what they carried: (`placed`, "") for the
-    /// first write seen of an allocation, then (client status, "" or
-    /// `+healthy`/`+unhealthy` once the deployment health is set).
+    /// first write of an allocation's record, (`server`, "") for a later
+    /// one, and (client status, "" or `+healthy`/`+unhealthy` once the
+    /// deployment health is set) for each write of its client's status.
     pub alloc_writes: BTreeMap<(&'static str, &'static str), usize>,
 }
 
@@ -90,19 +91,29 @@ pub async fn watch(
                     let what = if ev.kv.create_revision == ev.kv.mod_revision {
                         ("placed", "")
                     } else {
-                        let health = match a.deployment_status.as_ref().and_then(|d| d.healthy) {
-                            Some(true) => "+healthy",
-                            Some(false) => "+unhealthy",
-                            None => "",
-                        };
-                        (a.client_status().api_name(), health)
+                        ("server", "")
                     };
                     *seen.alloc_writes.entry(what).or_default() += 1;
                     if a.is_live() {
-                        seen.placed.insert(a.id.clone());
+                        seen.placed.insert(a.id);
                     }
-                    if a.is_live() && a.client_status() == AllocClientStatus::Running {
-                        seen.running.insert(a.id);
+                }
+                Ok(StateKey::AllocStatus(id)) => {
+                    let s = decode_status(&ev.kv)?;
+                    let health = match s.deployment_healthy {
+                        Some(true) => "+healthy",
+                        Some(false) => "+unhealthy",
+                        None => "",
+                    };
+                    *seen
+                        .alloc_writes
+                        .entry((s.client_status().api_name(), health))
+                        .or_default() += 1;
+                    // The bench stops no allocation: one placed and running
+                    // on its node is live.
+                    if s.client_status() == AllocClientStatus::Running && seen.placed.contains(&id)
+                    {
+                        seen.running.insert(id);
                     }
                 }
                 _ => {}

@@ -1,10 +1,10 @@
 //! Allocations: reads, and an operator's stop (mark for migration plus an
 //! evaluation that replaces it, as Nomad's `alloc stop` does).
 
-use caravan_model::trigger;
+use caravan_model::{AllocExt, trigger};
 use caravan_proto::{Allocation, Job, JobType, QueryMeta};
-use caravan_state::{Keyspace, Snapshot, decode, encode};
-use caravan_store::{Compare, CompareOp, KeyValue, Op, OpResult, Revision, Store, Txn, TxnResult};
+use caravan_state::{Keyspace, Snapshot, encode};
+use caravan_store::{Compare, CompareOp, Op, Revision, Store, Txn};
 
 use crate::cas;
 use crate::error::{GatewayError, Result};
@@ -38,64 +38,23 @@ pub async fn get(gw: &Gateway, alloc_id: &str, query: &Query) -> Result<(Allocat
     if snap.alloc(alloc_id).is_none() {
         return Err(not_found());
     }
-    let alloc = gw
-        .read::<Allocation>(&gw.keys.alloc(alloc_id))
-        .await?
-        .ok_or_else(not_found)?;
+    let alloc = gw.read_alloc(alloc_id).await?.ok_or_else(not_found)?;
     let mut meta = query::meta(gw, &snap);
-    meta.revision = meta.revision.max(alloc.modify_revision);
+    meta.revision = meta.revision.max(alloc.modify_index());
     Ok((alloc, meta))
 }
 
-/// The stored values of allocations `ids`, in their order (`None` for one
-/// gone), read in transactions of at most `max_ops` gets: for answers and
-/// rewrites that need what the cache leaves out.
+/// The stored allocations `ids`, each folded from its record and status,
+/// in their order (`None` for one gone), read in transactions of at most
+/// `max_ops` gets: for answers and rewrites that need what the cache leaves
+/// out.
 pub async fn read_stored(
     store: &dyn Store,
     keys: &Keyspace,
     ids: &[&str],
     max_ops: usize,
 ) -> Result<Vec<Option<Allocation>>> {
-    read_stored_values(store, keys, ids, max_ops)
-        .await?
-        .iter()
-        .map(|kv| kv.as_ref().map(decode::<Allocation>).transpose())
-        .map(|read| read.map_err(Into::into))
-        .collect()
-}
-
-/// The stored keys and values of allocations `ids`, as
-/// [`read_stored`] reads them, undecoded.
-pub async fn read_stored_values(
-    store: &dyn Store,
-    keys: &Keyspace,
-    ids: &[&str],
-    max_ops: usize,
-) -> Result<Vec<Option<KeyValue>>> {
-    let mut out = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(max_ops.max(1)) {
-        let txn = chunk
-            .iter()
-            .fold(Txn::new(), |txn, id| txn.and_then(Op::get(keys.alloc(id))));
-        let result = store.txn(txn).await?;
-        out.extend(values_read(result, chunk.len()));
-    }
-    Ok(out)
-}
-
-/// The values a transaction of `count` gets read, in its order.
-fn values_read(result: TxnResult, count: usize) -> Vec<Option<KeyValue>> {
-    let mut out: Vec<Option<KeyValue>> = result
-        .results
-        .into_iter()
-        .take(count)
-        .map(|op| match op {
-            OpResult::Get(range) => range.kvs.into_iter().next(),
-            _ => None,
-        })
-        .collect();
-    out.resize(count, None);
-    out
+    Ok(caravan_state::read_allocs(store, keys, ids, max_ops).await?)
 }
 
 /// Stops one allocation: marks it to migrate and creates an `alloc-stop`
@@ -107,7 +66,7 @@ pub async fn stop(gw: &Gateway, alloc_id: &str) -> Result<(String, Revision)> {
     let key = &gw.keys.alloc(alloc_id);
     let conflict = || cas::kept_changing(format_args!("allocation {alloc_id}"));
     cas::retry(gw, conflict, move |_| async move {
-        let Some(alloc) = gw.read::<Allocation>(key).await? else {
+        let Some(alloc) = gw.read_alloc(alloc_id).await? else {
             return Err(GatewayError::NotFound(format!(
                 "alloc not found: {alloc_id}"
             )));

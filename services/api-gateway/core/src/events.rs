@@ -8,7 +8,11 @@ use std::time::Duration;
 
 use caravan_proto::event::Payload;
 use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node, ServiceRegistration};
-use caravan_state::{Keyspace, StateKey, StateObject, decode};
+use std::collections::HashMap;
+
+use caravan_state::{
+    Keyspace, Snapshot, StateKey, StateObject, carry_client_part, decode, decode_status, overlay,
+};
 use caravan_store::{EventKind, WatchBatch};
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -162,7 +166,11 @@ pub struct Change {
 /// One store change as a Nomad event, if it is on a published topic.
 /// Evaluations, allocations and deployments are only published while they
 /// exist; jobs and nodes also on deletion.
-pub fn classify(keys: &Keyspace, event: &caravan_store::Event) -> Option<Change> {
+pub fn classify(
+    keys: &Keyspace,
+    event: &caravan_store::Event,
+    allocs: &mut AllocFold<'_>,
+) -> Option<Change> {
     let key = keys.parse(&event.kv.key).ok()?;
     let put = event.kind == EventKind::Put;
     fn obj<T: StateObject>(put: bool, event: &caravan_store::Event) -> Option<T> {
@@ -201,7 +209,20 @@ pub fn classify(keys: &Keyspace, event: &caravan_store::Event) -> Option<Change>
             ))
         }
         StateKey::Alloc(id) => {
-            let alloc = obj::<Allocation>(put, event)?;
+            let alloc = allocs.record(put.then(|| decode::<Allocation>(&event.kv).ok())??);
+            let ns = alloc.namespace.clone();
+            let object = Some(Payload::Allocation(alloc));
+            Some(change(
+                "Allocation",
+                "AllocationUpdated",
+                id,
+                Some(ns),
+                object,
+            ))
+        }
+        StateKey::AllocStatus(id) => {
+            let status = put.then(|| decode_status(&event.kv).ok())??;
+            let alloc = allocs.status(&id, &status, revision)?;
             let ns = alloc.namespace.clone();
             let object = Some(Payload::Allocation(alloc));
             Some(change(
@@ -262,6 +283,55 @@ pub fn classify(keys: &Keyspace, event: &caravan_store::Event) -> Option<Change>
     }
 }
 
+/// Allocations as the stream shows them: an allocation's record and its
+/// client's status are two keys, and each event of either is published as
+/// the whole allocation, folded with the other key as last seen in the
+/// stream, else as the gateway's cache holds it (without placement metrics).
+pub struct AllocFold<'a> {
+    snap: &'a Snapshot,
+    seen: HashMap<String, Allocation>,
+}
+
+impl<'a> AllocFold<'a> {
+    /// Folds over the allocations of `snap`.
+    pub fn new(snap: &'a Snapshot) -> Self {
+        AllocFold {
+            snap,
+            seen: HashMap::new(),
+        }
+    }
+
+    fn held(&self, id: &str) -> Option<&Allocation> {
+        self.seen
+            .get(id)
+            .or_else(|| self.snap.alloc(id).map(|a| a.as_ref()))
+    }
+
+    /// A record event: the record, under the client's status last seen.
+    fn record(&mut self, mut record: Allocation) -> Allocation {
+        if let Some(held) = self.held(&record.id) {
+            carry_client_part(&mut record, held);
+        }
+        self.seen.insert(record.id.clone(), record.clone());
+        record
+    }
+
+    /// A status event: the allocation last seen, under this status; none
+    /// when the allocation is not known (gone already).
+    fn status(
+        &mut self,
+        id: &str,
+        status: &caravan_proto::AllocStatus,
+        revision: i64,
+    ) -> Option<Allocation> {
+        let mut alloc = self.held(id)?.clone();
+        overlay(&mut alloc, status);
+        alloc.client_modify_revision = revision;
+        self.seen.insert(id.to_owned(), alloc.clone());
+        Some(alloc)
+    }
+}
+
 /// The wanted changes of one revision.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RevisionEvents {
@@ -272,11 +342,17 @@ pub struct RevisionEvents {
 }
 
 /// The wanted changes of a watch batch, grouped by revision; revisions with
-/// nothing wanted are left out.
-pub fn group(keys: &Keyspace, filter: &Filter, batch: &WatchBatch) -> Vec<RevisionEvents> {
+/// nothing wanted are left out. Allocations are folded over `snap`.
+pub fn group(
+    keys: &Keyspace,
+    filter: &Filter,
+    batch: &WatchBatch,
+    snap: &Snapshot,
+) -> Vec<RevisionEvents> {
     let mut out: Vec<RevisionEvents> = Vec::new();
+    let mut allocs = AllocFold::new(snap);
     for event in &batch.events {
-        let Some(change) = classify(keys, event) else {
+        let Some(change) = classify(keys, event, &mut allocs) else {
             continue;
         };
         if !filter.wants_change(&change) {
@@ -312,8 +388,14 @@ pub async fn subscribe(gw: &Gateway, filter: Filter) -> Result<BoxStream<'static
         .watch(gw.keys().root(), filter.start_revision())
         .await?;
     let keys = gw.keys().clone();
+    let cache = std::sync::Arc::clone(&gw.cache);
     let events = watch.stream.map(move |batch| match batch {
-        Ok(batch) => Ok(Tick::Events(group(&keys, &filter, &batch))),
+        Ok(batch) => Ok(Tick::Events(group(
+            &keys,
+            &filter,
+            &batch,
+            &cache.snapshot(),
+        ))),
         Err(err) => Err(GatewayError::from(err)),
     });
     let heartbeats = futures::stream::unfold((), |()| async {
@@ -396,7 +478,12 @@ mod tests {
         let mut filter = Filter::default();
         filter.add_topic("topic", "Job:web").unwrap();
         filter.add_topic("topic", "Node").unwrap();
-        let revs = group(&keys, &filter, &batch);
+        let revs = group(
+            &keys,
+            &filter,
+            &batch,
+            &Snapshot::new(caravan_state::Tables::new()),
+        );
         assert_eq!(revs.len(), 2, "{revs:#?}");
         assert_eq!(revs[0].index, 5);
         assert_eq!(revs[0].changes[0].kind, "JobRegistered");
@@ -409,6 +496,68 @@ mod tests {
         assert_eq!(revs[1].index, 6);
         assert_eq!(revs[1].changes.len(), 1);
         assert_eq!(revs[1].changes[0].kind, "NodeDeregistration");
+    }
+
+    /// An allocation's record and its client's status are two keys; an
+    /// event of either is the whole allocation, the other key folded in
+    /// (from the cache, else from the batch itself).
+    #[test]
+    fn allocation_events_fold_the_record_and_the_status() {
+        use caravan_proto::{AllocClientStatus, AllocDesiredStatus};
+        use prost::Message;
+        let keys = Keyspace::new("/t");
+        let mut placed = Allocation {
+            id: "a1".into(),
+            namespace: "default".into(),
+            job_id: "web".into(),
+            ..Default::default()
+        };
+        placed.set_client_status(AllocClientStatus::Pending);
+        placed.set_desired_status(AllocDesiredStatus::Run);
+        let mut running = placed.clone();
+        running.set_client_status(AllocClientStatus::Running);
+        let status = caravan_state::client_part(&running).encode_to_vec();
+        let mut stopped = placed.clone();
+        stopped.set_desired_status(AllocDesiredStatus::Stop);
+        let batch = WatchBatch {
+            revision: 7,
+            events: vec![
+                put(keys.alloc("a1"), caravan_state::encode(&placed), 5),
+                put(keys.alloc_status("a1"), status, 6),
+                put(keys.alloc("a1"), caravan_state::encode(&stopped), 7),
+                put(keys.alloc_status("gone"), Vec::new(), 7),
+            ],
+        };
+        let mut filter = Filter::default();
+        filter.add_topic("topic", "Allocation").unwrap();
+        let revs = group(
+            &keys,
+            &filter,
+            &batch,
+            &Snapshot::new(caravan_state::Tables::new()),
+        );
+        let shown: Vec<(i64, AllocClientStatus, AllocDesiredStatus, i64)> = revs
+            .iter()
+            .flat_map(|r| &r.changes)
+            .map(|c| match &c.object {
+                Some(Payload::Allocation(a)) => (
+                    c.revision,
+                    a.client_status(),
+                    a.desired_status(),
+                    a.client_modify_revision,
+                ),
+                other => panic!("not an allocation: {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                (5, AllocClientStatus::Pending, AllocDesiredStatus::Run, 0),
+                (6, AllocClientStatus::Running, AllocDesiredStatus::Run, 6),
+                (7, AllocClientStatus::Running, AllocDesiredStatus::Stop, 6),
+            ],
+            "a status of an allocation not known is no event"
+        );
     }
 
     /// A service instance's put and delete are `ServiceRegistration` and
@@ -436,7 +585,12 @@ mod tests {
         let mut by_name = Filter::default();
         by_name.add_topic("topic", "Service:web").unwrap();
         by_name.set_namespace("prod");
-        let revs = group(&keys, &by_name, &batch);
+        let revs = group(
+            &keys,
+            &by_name,
+            &batch,
+            &Snapshot::new(caravan_state::Tables::new()),
+        );
         assert_eq!(revs.len(), 2, "{revs:#?}");
         let registered = &revs[0].changes[0];
         assert_eq!(registered.kind, "ServiceRegistration");
@@ -461,23 +615,51 @@ mod tests {
         by_job.add_topic("topic", "Service:shop").unwrap();
         by_job.set_namespace("prod");
         assert_eq!(
-            group(&keys, &by_job, &batch).len(),
+            group(
+                &keys,
+                &by_job,
+                &batch,
+                &Snapshot::new(caravan_state::Tables::new())
+            )
+            .len(),
             1,
             "the put names its job"
         );
         let mut other_name = Filter::default();
         other_name.add_topic("topic", "Service:api").unwrap();
         other_name.set_namespace("prod");
-        assert!(group(&keys, &other_name, &batch).is_empty());
+        assert!(
+            group(
+                &keys,
+                &other_name,
+                &batch,
+                &Snapshot::new(caravan_state::Tables::new())
+            )
+            .is_empty()
+        );
         let mut other_ns = Filter::default();
         other_ns.add_topic("topic", "Service").unwrap();
         assert!(
-            group(&keys, &other_ns, &batch).is_empty(),
+            group(
+                &keys,
+                &other_ns,
+                &batch,
+                &Snapshot::new(caravan_state::Tables::new())
+            )
+            .is_empty(),
             "the default namespace sees nothing of prod"
         );
         let mut jobs = Filter::default();
         jobs.add_topic("topic", "Job").unwrap();
         jobs.set_namespace("*");
-        assert!(group(&keys, &jobs, &batch).is_empty());
+        assert!(
+            group(
+                &keys,
+                &jobs,
+                &batch,
+                &Snapshot::new(caravan_state::Tables::new())
+            )
+            .is_empty()
+        );
     }
 }

@@ -146,6 +146,13 @@ impl Gateway {
         &self.keys
     }
 
+    /// Reads one allocation straight from the store (not the cache), folded
+    /// from its record and status keys, whole: for answers that show it and
+    /// writes that compare its revisions.
+    pub async fn read_alloc(&self, alloc_id: &str) -> Result<Option<caravan_proto::Allocation>> {
+        Ok(caravan_state::read_alloc(self.store.as_ref(), &self.keys, alloc_id).await?)
+    }
+
     /// Reads one object straight from the store (not the cache), for writes
     /// that compare its mod revision.
     pub async fn read<T: StateObject>(&self, key: &[u8]) -> Result<Option<T>> {

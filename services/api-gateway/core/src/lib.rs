@@ -39,7 +39,6 @@ pub mod vars;
 pub mod waiting;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use caravan_state::{AllocDetail, InformerConfig};
 
@@ -59,12 +58,11 @@ pub struct Bound {
 /// The gateway's watch cache keeps allocations without their placement
 /// metrics: lists, client streams and status bookkeeping never read them,
 /// and the answers that show one whole allocation read it from the store.
-/// Beside it, the metrics as stored, undecoded: the status writer rewrites
-/// an allocation from the cache with them, without reading the store.
+/// The status writer writes only an allocation's status key, so it needs
+/// nothing of the record the cache leaves out.
 pub fn cache_config() -> InformerConfig {
     InformerConfig {
         alloc_detail: AllocDetail::WithoutMetrics,
-        alloc_metrics: Some(Arc::new(caravan_state::StoredMetrics::default())),
         ..InformerConfig::default()
     }
 }

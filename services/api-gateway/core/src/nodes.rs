@@ -75,7 +75,7 @@ pub async fn allocations(
     let mut meta = query::meta(gw, &snap);
     meta.revision = allocs
         .iter()
-        .map(|a| a.modify_revision)
+        .map(caravan_model::AllocExt::modify_index)
         .fold(meta.revision, Revision::max);
     Ok((allocs, meta))
 }

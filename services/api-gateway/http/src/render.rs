@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use caravan_model::{JobExt, NomadName};
+use caravan_model::{AllocExt, JobExt, NomadName};
 use caravan_proto::{
     AllocMetric, AllocatedPort, Allocation, Deployment, Evaluation, Job, NetworkResource, Node,
     TaskGroupSummary, TaskState,
@@ -169,7 +169,7 @@ fn deployment_health(a: &Allocation) -> Value {
             "Healthy": d.healthy,
             "Timestamp": time(d.timestamp_unix_ns),
             "Canary": d.canary,
-            "ModifyIndex": index(d.modify_revision),
+            "ModifyIndex": index(a.client_modify_revision),
         }),
     }
 }
@@ -283,7 +283,7 @@ pub fn alloc_stub(snap: &Snapshot, a: &Allocation) -> Value {
         "PreemptedAllocations": a.preempted_allocations,
         "PreemptedByAllocation": a.preempted_by_allocation,
         "CreateIndex": index(a.create_revision),
-        "ModifyIndex": index(a.modify_revision),
+        "ModifyIndex": index(a.modify_index()),
         "CreateTime": a.create_time_unix_ns,
         "ModifyTime": a.modify_time_unix_ns,
     })
@@ -322,7 +322,7 @@ pub fn allocation(snap: &Snapshot, a: &Allocation) -> Value {
         "PreemptedAllocations": a.preempted_allocations,
         "PreemptedByAllocation": a.preempted_by_allocation,
         "CreateIndex": index(a.create_revision),
-        "ModifyIndex": index(a.modify_revision),
+        "ModifyIndex": index(a.modify_index()),
         "AllocModifyIndex": index(a.alloc_modify_revision),
         "CreateTime": a.create_time_unix_ns,
         "ModifyTime": a.modify_time_unix_ns,

@@ -6,27 +6,29 @@
 //! compared against the cache's older copy and conflict.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use caravan_state::{Snapshot, StoredAlloc, StoredMetrics};
+use caravan_proto::Allocation;
+use caravan_state::{Snapshot, carry_client_part};
 use caravan_store::Revision;
 use parking_lot::Mutex;
 
 use crate::updates::Current;
 
-/// Allocations as the writer last wrote them, by id.
+/// Allocations as the writer last wrote them (their status keys), by id.
 #[derive(Debug, Default)]
 pub(crate) struct OwnWrites {
-    written: Mutex<HashMap<String, StoredAlloc>>,
+    written: Mutex<HashMap<String, Arc<Allocation>>>,
 }
 
 impl OwnWrites {
     /// Records what a batch wrote at `revision`.
-    pub(crate) fn record(&self, written: Vec<StoredAlloc>, revision: Revision) {
+    pub(crate) fn record(&self, written: Vec<Arc<Allocation>>, revision: Revision) {
         let mut own = self.written.lock();
-        for mut stored in written {
+        for mut alloc in written {
             // Just built by the batch, so not shared: no copy is made.
-            std::sync::Arc::make_mut(&mut stored.alloc).modify_revision = revision;
-            own.insert(stored.alloc.id.clone(), stored);
+            Arc::make_mut(&mut alloc).client_modify_revision = revision;
+            own.insert(alloc.id.clone(), alloc);
         }
     }
 
@@ -34,22 +36,20 @@ impl OwnWrites {
     pub(crate) fn forget_seen(&self, revision: Revision) {
         self.written
             .lock()
-            .retain(|_, s| s.alloc.modify_revision > revision);
+            .retain(|_, a| a.client_modify_revision > revision);
     }
 
     /// The newest copy known of each allocation of `current`, in its order:
-    /// the cache's or the writer's own, whichever is later; `None` for an
-    /// update without an allocation (left alone, as the store's answer
-    /// would leave it). `None` in all when an allocation is known to
-    /// neither on the node it was checked against, or the cache's copy is
-    /// the newest and `metrics` has no bytes of its revision: the store
+    /// the cache's, with the writer's own status laid over it where that is
+    /// later; `None` for an update without an allocation (left alone, as the
+    /// store's answer would leave it). `None` in all when an allocation is
+    /// known to neither on the node it was checked against: the store
     /// decides then.
     pub(crate) fn newest(
         &self,
         snap: &Snapshot,
-        metrics: &StoredMetrics,
         current: &Current,
-    ) -> Option<Vec<Option<StoredAlloc>>> {
+    ) -> Option<Vec<Option<Arc<Allocation>>>> {
         let own = self.written.lock();
         let mut out = Vec::with_capacity(current.len());
         for (update, checked) in current {
@@ -62,14 +62,21 @@ impl OwnWrites {
                 .filter(|a| a.node_id == checked.node_id);
             let written = own
                 .get(&update.alloc_id)
-                .filter(|s| s.alloc.node_id == checked.node_id);
+                .filter(|w| w.node_id == checked.node_id);
             let newest = match (cached, written) {
-                (Some(c), Some(w)) if w.alloc.modify_revision > c.modify_revision => w.clone(),
-                (Some(c), _) => StoredAlloc::with_metrics(
-                    std::sync::Arc::clone(c),
-                    metrics.at(&update.alloc_id, c.modify_revision)?,
-                ),
-                (None, Some(w)) => w.clone(),
+                (Some(c), Some(w)) if w.client_modify_revision > c.client_modify_revision => {
+                    if w.modify_revision >= c.modify_revision {
+                        Arc::clone(w)
+                    } else {
+                        // The servers rewrote the record since: theirs, with
+                        // the status written after the cache's.
+                        let mut next = Allocation::clone(c);
+                        carry_client_part(&mut next, w);
+                        Arc::new(next)
+                    }
+                }
+                (Some(c), _) => Arc::clone(c),
+                (None, Some(w)) => Arc::clone(w),
                 (None, None) => return None,
             };
             out.push(Some(newest));
@@ -80,9 +87,7 @@ impl OwnWrites {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use caravan_proto::{AllocUpdate, Allocation};
+    use caravan_proto::AllocUpdate;
     use caravan_state::{Change, Id, Tables};
 
     use super::*;
@@ -122,25 +127,36 @@ mod tests {
     #[test]
     fn the_newest_copy_wins_and_a_shown_write_is_forgotten() {
         let own = OwnWrites::default();
-        let metrics = StoredMetrics::default();
-        metrics.put("a", 5, b"ma");
-        metrics.put("b", 5, b"mb");
         let snap = cache_of(&[alloc("a", "n1", 5), alloc("b", "n1", 5)]);
-        let from_cache = own.newest(&snap, &metrics, &current(&["a", "b"], "n1"));
+        let from_cache = own.newest(&snap, &current(&["a", "b"], "n1"));
         let from_cache = from_cache.expect("both known");
-        assert_eq!(from_cache[0].as_ref().unwrap().alloc.modify_revision, 5);
+        assert_eq!(from_cache[0].as_ref().unwrap().client_modify_revision, 0);
 
-        // The writer wrote `a` at 9; the cache still shows 5.
-        let written = from_cache[0]
-            .as_ref()
-            .unwrap()
-            .replaced(alloc("a", "n1", 5));
-        own.record(vec![written], 9);
-        let next = own
-            .newest(&snap, &metrics, &current(&["a", "b"], "n1"))
-            .unwrap();
-        assert_eq!(next[0].as_ref().unwrap().alloc.modify_revision, 9);
-        assert_eq!(next[1].as_ref().unwrap().alloc.modify_revision, 5);
+        // The writer wrote `a`'s status at 9; the cache does not show it.
+        let mut running = alloc("a", "n1", 5);
+        running.client_description = "running".into();
+        own.record(vec![Arc::new(running)], 9);
+        let next = own.newest(&snap, &current(&["a", "b"], "n1")).unwrap();
+        let a = next[0].as_ref().unwrap();
+        assert_eq!((a.modify_revision, a.client_modify_revision), (5, 9));
+        assert_eq!(a.client_description, "running");
+        assert_eq!(next[1].as_ref().unwrap().client_modify_revision, 0);
+
+        // The servers rewrote the record at 10 meanwhile: theirs, with the
+        // writer's status.
+        let mut stopped = alloc("a", "n1", 10);
+        stopped.desired_description = "stopped".into();
+        let snap = cache_of(&[stopped]);
+        let next = own.newest(&snap, &current(&["a"], "n1")).unwrap();
+        let a = next[0].as_ref().unwrap();
+        assert_eq!((a.modify_revision, a.client_modify_revision), (10, 9));
+        assert_eq!(
+            (
+                a.desired_description.as_str(),
+                a.client_description.as_str()
+            ),
+            ("stopped", "running")
+        );
         own.forget_seen(8);
         assert_eq!(own.written.lock().len(), 1, "not shown yet");
         own.forget_seen(9);
@@ -150,31 +166,14 @@ mod tests {
     #[test]
     fn the_store_decides_what_the_gateway_cannot() {
         let own = OwnWrites::default();
-        let metrics = StoredMetrics::default();
-        metrics.put("a", 4, b"ma");
         let snap = cache_of(&[alloc("a", "n1", 5)]);
-        // No metrics bytes of the cached revision.
-        assert!(
-            own.newest(&snap, &metrics, &current(&["a"], "n1"))
-                .is_none()
-        );
-        metrics.put("a", 5, b"ma");
-        assert!(
-            own.newest(&snap, &metrics, &current(&["a"], "n1"))
-                .is_some()
-        );
+        assert!(own.newest(&snap, &current(&["a"], "n1")).is_some());
         // Unknown, or known on another node.
-        assert!(
-            own.newest(&snap, &metrics, &current(&["x"], "n1"))
-                .is_none()
-        );
-        assert!(
-            own.newest(&snap, &metrics, &current(&["a"], "n2"))
-                .is_none()
-        );
+        assert!(own.newest(&snap, &current(&["x"], "n1")).is_none());
+        assert!(own.newest(&snap, &current(&["a"], "n2")).is_none());
         // An update without an allocation is left alone.
         let mut none = current(&["a"], "n1");
         none[0].1 = None;
-        assert_eq!(own.newest(&snap, &metrics, &none), Some(vec![None]));
+        assert_eq!(own.newest(&snap, &none), Some(vec![None]));
     }
 }

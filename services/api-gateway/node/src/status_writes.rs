@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use caravan_model::now_unix_ns;
 
-use caravan_state::{Informer, Keyspace, StoredAlloc};
+use caravan_proto::Allocation;
+use caravan_state::{AllocDetail, Informer, Keyspace, fold, read_alloc_values};
 use caravan_store::{Revision, Store};
 use std::sync::Arc;
 use std::time::Duration;
@@ -272,24 +273,23 @@ impl Request {
     }
 }
 
-/// The stored values of the callers' allocations, which the batch rewrites
-/// whole, after a conflict: another writer changed one the cache does not
-/// show yet. An allocation gone since, or no longer on the node it was
-/// checked against, is `None`: left alone.
-async fn read_stored(ctx: &WriterContext, current: &Current) -> Result<Vec<Option<StoredAlloc>>> {
+/// The stored allocations of the callers' updates, folded from their
+/// record and status keys, after a conflict: another writer changed one the
+/// cache does not show yet. An allocation gone since, or no longer on the
+/// node it was checked against, is `None`: left alone.
+async fn read_stored(
+    ctx: &WriterContext,
+    current: &Current,
+) -> Result<Vec<Option<Arc<Allocation>>>> {
     let ids: Vec<&str> = current.iter().map(|(u, _)| u.alloc_id.as_str()).collect();
-    let values = caravan_gateway_core::allocs::read_stored_values(
-        ctx.store.as_ref(),
-        &ctx.keys,
-        &ids,
-        ctx.max_allocs,
-    )
-    .await?;
+    let values = read_alloc_values(ctx.store.as_ref(), &ctx.keys, &ids, ctx.max_allocs).await?;
     let mut stored = Vec::with_capacity(values.len());
     for ((_, checked), value) in current.iter().zip(values) {
         let fresh = match (checked, value) {
-            (Some(checked), Some(kv)) => {
-                Some(StoredAlloc::decode(&kv)?).filter(|f| f.alloc.node_id == checked.node_id)
+            (Some(checked), Some((record, status))) => {
+                Some(fold(&record, status.as_ref(), AllocDetail::WithoutMetrics)?)
+                    .filter(|f| f.node_id == checked.node_id)
+                    .map(Arc::new)
             }
             _ => None,
         };
@@ -357,8 +357,8 @@ async fn write_merged(ctx: &WriterContext, current: &Current) -> Result<Revision
     for attempt in 0..ctx.attempts.max(1) {
         ctx.own.forget_seen(ctx.cache.revision());
         let snap = ctx.cache.snapshot();
-        let known = match ctx.cache.stored_metrics() {
-            Some(metrics) if attempt == 0 => ctx.own.newest(&snap, metrics, current),
+        let known = match attempt {
+            0 => ctx.own.newest(&snap, current),
             _ => None,
         };
         let stored = match known {
@@ -623,9 +623,9 @@ mod tests {
         }
     }
 
-    /// The cache holds the allocations a batch names (without metrics, with
-    /// their stored bytes beside): the batch is written with no read of the
-    /// store, and the value keeps its metrics.
+    /// The cache holds the allocations a batch names (without metrics): the
+    /// batch writes their status keys with no read of the store, and leaves
+    /// their records (metrics and all) as they were.
     #[tokio::test]
     async fn a_batch_the_cache_knows_is_written_without_a_read() {
         let reads = caravan_testkit::layered::Layered::wrap(
@@ -635,7 +635,7 @@ mod tests {
         let store: Arc<dyn Store> = reads.clone();
         let keys = Keyspace::new("/t");
         let allocs = [placed("a", 7), placed("b", 7)];
-        let (ctx, _) = writer_over(&store, &keys, &allocs, 1, 100).await;
+        let (ctx, placed_at) = writer_over(&store, &keys, &allocs, 1, 100).await;
         let snap = ctx.cache.snapshot();
         let current: Current = ["a", "b"]
             .into_iter()
@@ -651,10 +651,17 @@ mod tests {
         answer.await.unwrap().unwrap();
         assert_eq!(reads.0.load(Ordering::SeqCst), 0, "no read of the store");
         for a in &allocs {
-            let kv = store.get(&keys.alloc(&a.id)).await.unwrap().unwrap();
-            let now: Allocation = caravan_state::decode(&kv).unwrap();
+            let now = caravan_state::read_alloc(store.as_ref(), &keys, &a.id)
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(now.client_status(), AllocClientStatus::Running);
             assert_eq!(now.metrics, a.metrics, "the metrics as stored");
+            assert!(
+                now.modify_revision <= placed_at,
+                "the record is not rewritten"
+            );
+            assert!(now.client_modify_revision > placed_at);
         }
     }
 
@@ -680,8 +687,10 @@ mod tests {
             commit(&ctx, vec![request]).await;
             answer.await.unwrap().unwrap();
         }
-        let kv = store.get(&keys.alloc("a")).await.unwrap().unwrap();
-        let now: Allocation = caravan_state::decode(&kv).unwrap();
+        let now = caravan_state::read_alloc(store.as_ref(), &keys, "a")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(now.client_status(), AllocClientStatus::Complete);
         assert_eq!(now.metrics, alloc.metrics);
     }
@@ -743,11 +752,13 @@ mod tests {
         for call in calls {
             call.await.unwrap().expect("no batch conflicted");
         }
-        let kv = store.get(&keys.alloc("a0")).await.unwrap().unwrap();
-        assert_eq!(kv.version, 11, "a0 written ten times");
+        let kv = store.get(&keys.alloc_status("a0")).await.unwrap().unwrap();
+        assert_eq!(kv.version, 10, "a0's status written ten times");
         for id in &ids[1..11] {
+            let kv = store.get(&keys.alloc_status(id)).await.unwrap().unwrap();
+            assert_eq!(kv.version, 1, "{id}'s status written once");
             let kv = store.get(&keys.alloc(id)).await.unwrap().unwrap();
-            assert_eq!(kv.version, 2, "{id} written once");
+            assert_eq!(kv.version, 1, "{id}'s record never rewritten");
         }
         shutdown.cancel();
     }

@@ -14,8 +14,8 @@ use caravan_model::{AllocClientStatusExt, AllocExt, JobTypeExt, trigger};
 use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Evaluation, Job,
 };
-use caravan_state::{Keyspace, Snapshot, StoredAlloc, encode};
-use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
+use caravan_state::{Keyspace, Snapshot, encode, status_write};
+use caravan_store::{Op, Revision, Txn};
 
 use crate::NodeApi;
 use crate::registered;
@@ -172,22 +172,23 @@ impl<'a> Drains<'a> {
 }
 
 /// One batch's transaction, the evaluations it creates and the
-/// allocations it writes, as stored.
+/// allocations it writes, as a reader will fold them.
 pub(crate) struct Batch {
     pub(crate) txn: Txn,
     pub(crate) evals: Vec<Evaluation>,
-    pub(crate) written: Vec<StoredAlloc>,
+    pub(crate) written: Vec<Arc<Allocation>>,
 }
 
-/// The transaction of one batch: each present allocation compared and
-/// rewritten with its service instances put or deleted, one failure evaluation per job (or one drain evaluation when a
+/// The transaction of one batch: each present allocation compared on its
+/// record and status keys and its status key written (the record is the
+/// servers'), with its service instances put or deleted, one failure evaluation per job (or one drain evaluation when a
 /// running replacement lets a drain move on). The transaction has no
 /// failure branch: conflicts are rare, and reading every allocation back
 /// there would put each key into the store's log once more on every write.
 pub(crate) fn build_batch<'a>(
     keys: &Keyspace,
     snap: &Snapshot,
-    current: impl IntoIterator<Item = (&'a AllocUpdate, Option<&'a StoredAlloc>)>,
+    current: impl IntoIterator<Item = (&'a AllocUpdate, Option<&'a Arc<Allocation>>)>,
     now: i64,
 ) -> Batch {
     let mut txn = Txn::new();
@@ -196,9 +197,7 @@ pub(crate) fn build_batch<'a>(
     let mut drains = Drains::of(snap);
     let mut written = Vec::new();
     for (update, stored) in current {
-        let Some(stored) = stored else { continue };
-        let alloc = &stored.alloc;
-        let key = keys.alloc(&update.alloc_id);
+        let Some(alloc) = stored else { continue };
         if !may_report(alloc, update) {
             tracing::warn!(
                 alloc = %alloc.id,
@@ -241,17 +240,12 @@ pub(crate) fn build_batch<'a>(
                 .entry((job.namespace.clone(), job.id.clone()))
                 .or_insert_with(|| evals::for_job(job, trigger::NODE_DRAIN));
         }
-        txn = txn
-            .when(Compare::mod_revision(
-                key.clone(),
-                CompareOp::Equal,
-                alloc.modify_revision,
-            ))
-            .and_then(Op::put(key, stored.encode(&next)));
+        let ([record, status], put) = status_write(keys, alloc, &next);
+        txn = txn.when(record).when(status).and_then(put);
         for op in registered::ops(keys, snap, alloc, Some(&next), update) {
             txn = txn.and_then(op);
         }
-        written.push(stored.replaced(next));
+        written.push(Arc::new(next));
     }
     let evals: Vec<Evaluation> = failed_jobs.into_values().collect();
     for eval in &evals {
@@ -298,10 +292,7 @@ pub async fn update_allocations(
         // know yet is looked up in the store before it is taken for gone.
         for (update, alloc) in current.iter_mut() {
             if alloc.is_none() {
-                *alloc = gw
-                    .read(&gw.keys.alloc(&update.alloc_id))
-                    .await?
-                    .map(Arc::new);
+                *alloc = gw.read_alloc(&update.alloc_id).await?.map(Arc::new);
             }
         }
         // A node reports only its own allocations. The whole request is
@@ -368,14 +359,7 @@ mod tests {
         current: &[(AllocUpdate, Option<Arc<Allocation>>)],
         now: i64,
     ) -> Batch {
-        let stored: Vec<Option<StoredAlloc>> = current
-            .iter()
-            .map(|(_, a)| a.as_deref().cloned().map(StoredAlloc::from))
-            .collect();
-        let checked = current
-            .iter()
-            .map(|(u, _)| u)
-            .zip(stored.iter().map(Option::as_ref));
+        let checked = current.iter().map(|(u, a)| (u, a.as_ref()));
         build_batch(keys, snap, checked, now)
     }
 
@@ -589,7 +573,7 @@ mod tests {
         assert_eq!(batch.evals.len(), 1, "{:?}", batch.evals);
         assert_eq!(batch.evals[0].triggered_by, "reconnect");
         assert_eq!(batch.evals[0].related_alloc_ids, vec!["a1"]);
-        let written = &batch.written[0].alloc;
+        let written = &batch.written[0];
         assert_eq!(written.client_status(), AllocClientStatus::Running);
         assert_eq!(written.running_since_unix_ns, 42, "when its tasks started");
         assert_eq!(
@@ -687,8 +671,18 @@ mod tests {
         assert_eq!(evals[0].triggered_by, "alloc-failure");
         assert_eq!(evals[0].priority, 60);
         assert_eq!(evals[0].related_alloc_ids, vec!["a1", "a2"]);
-        assert_eq!(txn.compares.len(), 2);
-        assert_eq!(txn.success.len(), 3, "two allocs and one eval");
+        assert_eq!(txn.compares.len(), 4, "each alloc's record and status");
+        assert_eq!(txn.success.len(), 3, "two allocs' statuses and one eval");
+        let status_keys = [keys.alloc_status("a1"), keys.alloc_status("a2")];
+        let puts: Vec<&[u8]> = txn
+            .success
+            .iter()
+            .filter_map(|op| match op {
+                Op::Put { key, .. } => Some(key.as_slice()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(&puts[..2], &[&status_keys[0][..], &status_keys[1][..]]);
         assert!(txn.failure.is_empty(), "a conflict is read again apart");
     }
 }

@@ -153,7 +153,30 @@ impl TestGateway {
         self.store.range(self.keys.range()).await.unwrap().kvs.len()
     }
 
-    /// Decodes every object under `prefix`.
+    /// Every stored allocation, its record folded with its client's status.
+    pub async fn allocs(&self) -> Vec<caravan_proto::Allocation> {
+        use caravan_state::Kind;
+        let records = self
+            .store
+            .range(Range::prefix(self.keys.prefix_of(Kind::Allocs)))
+            .await
+            .unwrap();
+        let statuses = self
+            .store
+            .range(
+                Range::prefix(self.keys.prefix_of(Kind::AllocStatus)).at_revision(records.revision),
+            )
+            .await
+            .unwrap();
+        caravan_state::fold_listed(
+            &records.kvs,
+            &statuses.kvs,
+            caravan_state::AllocDetail::Full,
+        )
+        .unwrap()
+    }
+
+    /// Every object stored under `prefix`, decoded.
     pub async fn objects<T: StateObject>(&self, prefix: Vec<u8>) -> Vec<T> {
         let res = self.store.range(Range::prefix(prefix)).await.unwrap();
         res.kvs.iter().map(|kv| decode::<T>(kv).unwrap()).collect()

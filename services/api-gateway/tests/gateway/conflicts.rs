@@ -14,7 +14,7 @@ use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Job, RegisterJobRequest,
     RegisterNodeRequest, UpdateAllocationsRequest,
 };
-use caravan_state::{Kind, encode};
+use caravan_state::encode;
 use caravan_testkit::faults::{Fault, FaultyStore};
 use parking_lot::Mutex;
 use tonic::Code;
@@ -173,7 +173,7 @@ async fn alloc_updates_retry_on_conflict(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(*racer.races.lock(), 1);
-    let stored: Vec<Allocation> = gw.objects(gw.keys.prefix_of(Kind::Allocs)).await;
+    let stored: Vec<Allocation> = gw.allocs().await;
     assert_eq!(stored[0].client_status(), AllocClientStatus::Running);
     assert_eq!(stored[0].client_description, "Tasks are running");
     assert_eq!(

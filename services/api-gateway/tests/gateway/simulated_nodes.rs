@@ -93,7 +93,7 @@ pub async fn simulated_nodes_register_run_and_restart_with_their_own_secrets(bac
         .await
         .unwrap();
     eventually_some("the simulated node completes its alloc", WAIT, || async {
-        let stored: Vec<Allocation> = gw.objects(gw.keys.prefix_of(Kind::Allocs)).await;
+        let stored: Vec<Allocation> = gw.allocs().await;
         stored
             .iter()
             .any(|a| a.client_status() == AllocClientStatus::Complete)

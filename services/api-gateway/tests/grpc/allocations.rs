@@ -9,7 +9,7 @@ use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, NodeAllocations,
     RegisterNodeRequest, UpdateAllocationsRequest, WatchAllocationsRequest,
 };
-use caravan_state::{Kind, encode};
+use caravan_state::encode;
 use tonic::transport::Channel;
 use tonic::{Code, Streaming};
 
@@ -101,10 +101,7 @@ impl OnN1 {
 
     /// The one stored allocation.
     async fn stored_alloc(&self) -> Allocation {
-        self.gw
-            .objects::<Allocation>(self.gw.keys.prefix_of(Kind::Allocs))
-            .await
-            .remove(0)
+        self.gw.allocs().await.remove(0)
     }
 }
 
@@ -284,7 +281,10 @@ pub async fn a_failed_report_writes_an_alloc_failure_eval_in_the_same_txn(backen
         .expect("an alloc-failure eval");
     assert_eq!(failure.job_id, "web");
     assert_eq!(failure.related_alloc_ids, vec!["a1"]);
-    assert_eq!(failure.create_revision, alloc.modify_revision, "same txn");
+    assert_eq!(
+        failure.create_revision, alloc.client_modify_revision,
+        "same txn"
+    );
     n1.gw.stop().await;
 }
 

@@ -7,7 +7,7 @@ use caravan_proto::{
     AllocClientStatus, AllocUpdate, Allocation, GetNodeRequest, HeartbeatRequest, ListNodesRequest,
     Node, NodeStatus, RegisterNodeRequest, UpdateAllocationsRequest, WatchAllocationsRequest,
 };
-use caravan_state::{Kind, encode};
+use caravan_state::encode;
 use sha2::{Digest, Sha256};
 use tonic::transport::Channel;
 use tonic::{Code, Status};
@@ -76,9 +76,7 @@ fn assert_denied(status: &Status, node_id: &str) {
 }
 
 async fn stored_alloc(gw: &TestGateway) -> Allocation {
-    gw.objects::<Allocation>(gw.keys.prefix_of(Kind::Allocs))
-        .await
-        .remove(0)
+    gw.allocs().await.remove(0)
 }
 
 pub async fn a_node_id_is_not_registered_again_with_another_secret(backend: Backend) {

@@ -2,7 +2,7 @@
 //! an allocation.
 
 use caravan_proto::{AllocMetric, Allocation};
-use caravan_state::{Kind, encode};
+use caravan_state::encode;
 
 use crate::common::{Backend, TestGateway};
 use crate::fixtures::{node_running_web, placed};
@@ -22,7 +22,7 @@ pub async fn stopping_an_allocation_migrates_it_with_an_alloc_stop_eval(backend:
     let r = gw.http("POST", "/v1/allocation/a1/stop", b"").await;
     assert_eq!(r.status, 200, "{}", r.text());
     let eval_id = r.json()["EvalID"].as_str().unwrap().to_string();
-    let allocs: Vec<Allocation> = gw.objects(gw.keys.prefix_of(Kind::Allocs)).await;
+    let allocs: Vec<Allocation> = gw.allocs().await;
     assert_eq!(allocs[0].desired_transition.unwrap().migrate, Some(true));
     let stop_eval = gw
         .evals()

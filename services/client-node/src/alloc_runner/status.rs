@@ -170,7 +170,6 @@ pub(super) fn update_of(
             healthy: Some(healthy),
             timestamp_unix_ns: at,
             canary: alloc.deployment_status.as_ref().is_some_and(|d| d.canary),
-            modify_revision: 0,
         });
     }
     u

@@ -209,9 +209,21 @@ pub async fn manual_fail_and_alloc_health(store: Arc<dyn Store>) {
     let (a1, a2) = (alloc(&d, 0), alloc(&d, 1));
     w.put_alloc(&a1).await;
     w.put_alloc(&a2).await;
+    // a1's client reported it running (its status key), health not yet set.
+    let mut running = a1.clone();
+    running.set_client_status(caravan_proto::AllocClientStatus::Running);
+    store
+        .put(
+            &w.ks.alloc_status(&a1.id),
+            &caravan_state::encode(&caravan_state::client_part(&running)),
+            0,
+        )
+        .await
+        .unwrap();
     let mut watcher = start_leader(store.clone(), &w.prefix).await;
 
-    // Health set by hand counts as the client's would, with an eval.
+    // Health set by hand counts as the client's would, with an eval: on the
+    // client's status key, which is the allocation's once it exists.
     let marked = watcher
         .client
         .set_alloc_health(WatcherAllocHealthRequest {
@@ -222,8 +234,12 @@ pub async fn manual_fail_and_alloc_health(store: Arc<dyn Store>) {
         .await
         .expect("set health")
         .into_inner();
-    let a: Allocation = w.get(w.ks.alloc(&a1.id)).await.unwrap();
+    let a: Allocation = caravan_state::read_alloc(store.as_ref(), &w.ks, &a1.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(a.deployment_status.unwrap().healthy, Some(true));
+    assert_eq!(a.client_status(), caravan_proto::AllocClientStatus::Running);
     assert!(
         w.watcher_evals(&d.id)
             .await

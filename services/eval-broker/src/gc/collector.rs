@@ -166,7 +166,11 @@ fn deletes(ks: &Keyspace, object: &Doomed) -> GuardedUnit {
     };
     match object {
         Doomed::Eval(e) => guarded_delete(ks.eval(&e.id), e.modify_revision),
-        Doomed::Alloc(a) => guarded_delete(ks.alloc(&a.id), a.modify_revision),
+        Doomed::Alloc(a) => {
+            // Its record and its client's status go together, each as read.
+            guarded_delete(ks.alloc(&a.id), a.modify_revision);
+            guarded_delete(ks.alloc_status(&a.id), a.client_modify_revision);
+        }
         Doomed::Deployment(d) => guarded_delete(ks.deployment(&d.id), d.modify_revision),
         Doomed::Node(n) => {
             guarded_delete(ks.node(&n.id), n.modify_revision);

@@ -10,11 +10,14 @@ use caravan_proto::{AllocList, Allocation, Evaluation, Plan};
 use caravan_store::Revision;
 use prost::Message;
 
-use crate::mutation::{Change, StopSpec, Target};
+use crate::mutation::{Change, StopSpec, Target, server_client_status};
 use crate::overlay::View;
 
 /// Bytes a key and the txn framing add to a value, roughly.
 const KEY_OVERHEAD: usize = 160;
+/// Bytes of an allocation's status value, roughly (its task states can be
+/// more; the byte budget has room to spare).
+const STATUS_BYTES: usize = 512;
 
 /// The changes of one node (or, with `node` unset, of the plan as a whole:
 /// deployment and evals), committed together or not at all.
@@ -41,6 +44,18 @@ impl Part {
         self.ops += 2;
         self.bytes += bytes + KEY_OVERHEAD;
         self.changes.push((target, change));
+    }
+
+    /// Room for the status key of `alloc` beside its record, when the
+    /// plan sets a client status of an allocation whose client reported
+    /// one (its status key is written too: `caravan_state::follow_status`).
+    fn follow_status(&mut self, planned: &Allocation, current: Option<&Allocation>) {
+        if server_client_status(planned.client_status)
+            && current.is_some_and(|c| c.client_modify_revision != 0)
+        {
+            self.ops += 2;
+            self.bytes += STATUS_BYTES + KEY_OVERHEAD;
+        }
     }
 }
 
@@ -191,12 +206,14 @@ fn node_part(plan: &Plan, node: &str, view: &View, skipped: &mut HashSet<String>
         );
     }
     for a in allocs(plan.node_update.get(node)) {
-        let size = view.alloc(&a.id).map_or(1024, |c| c.encoded_len());
+        let current = view.alloc(&a.id);
+        let size = current.as_ref().map_or(1024, |c| c.encoded_len());
         part.push(
             Target::Alloc(a.id.clone()),
             Change::Stop(StopSpec::stop(a)),
             size,
         );
+        part.follow_status(a, current.as_deref());
     }
     for a in allocs(plan.node_preemptions.get(node)) {
         match view.alloc(&a.id) {
@@ -236,6 +253,7 @@ fn push_allocations<'a>(
                     Change::Update(Box::new(a.clone())),
                     size,
                 );
+                part.follow_status(a, Some(&current));
                 // An update that moves an allocation into a deployment (one
                 // updated in place for the deployment's version) is one of
                 // its placements.

@@ -157,6 +157,70 @@ async fn a_client_write_in_between_is_re_read_and_kept() {
     assert_eq!(a.client_status(), AllocClientStatus::Complete);
 }
 
+/// A plan that marks an allocation lost writes its client's status key
+/// too when its client reported one (the status is the allocation's there),
+/// compared on it: a report that lands in between is read again and the
+/// mark still holds.
+#[tokio::test]
+async fn a_lost_mark_follows_a_reported_status_through_a_report_in_between() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    let ks = Keyspace::new(PREFIX);
+    let l = grouped(leader(&store).await);
+    let a = alloc("a", "n1", 100, 64);
+    seed(&store, &a).await;
+    let mut running = a.clone();
+    running.set_client_status(AllocClientStatus::Running);
+    let put_status = |alloc: &Allocation| {
+        let store = Arc::clone(&store);
+        let (key, value) = (
+            ks.alloc_status("a"),
+            encode(&caravan_state::client_part(alloc)),
+        );
+        async move { store.put(&key, &value, 0).await.unwrap() }
+    };
+    put_status(&running).await;
+    let seen = caravan_state::read_alloc(store.as_ref(), &ks, "a")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(seen.client_modify_revision, 0);
+    let view = View::of(snapshot(
+        seen.client_modify_revision,
+        &[node("n1")],
+        &[seen],
+    ));
+    // The client reports again after the view was taken.
+    let mut again = running.clone();
+    again.client_description = "still running".into();
+    put_status(&again).await;
+    let mut p = plan(1);
+    stop(&mut p, "n1", "a");
+    p.node_update.get_mut("n1").unwrap().allocs[0].client_status = AllocClientStatus::Lost as i32;
+    let changes = plan_changes(&p, &accepted(&p), &view);
+    let outcome = committer(&store, &l, &ks, 100)
+        .commit(&view, changes, false, 1)
+        .await;
+    assert!(
+        outcome.error.is_none() && outcome.refused.is_empty(),
+        "{outcome:?}"
+    );
+    let now = caravan_state::read_alloc(store.as_ref(), &ks, "a")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(now.desired_status(), AllocDesiredStatus::Stop);
+    assert_eq!(now.client_status(), AllocClientStatus::Lost);
+    assert_eq!(now.client_description, "still running");
+    assert_eq!(
+        (now.modify_revision, now.client_modify_revision),
+        (outcome.revision, outcome.revision)
+    );
+    assert_eq!(
+        outcome.layer.allocs["a"].client_modify_revision,
+        outcome.revision
+    );
+}
+
 #[tokio::test]
 async fn a_placement_that_already_exists_refuses_only_its_node() {
     let store: Arc<dyn Store> = Arc::new(MemStore::new());

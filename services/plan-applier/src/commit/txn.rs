@@ -49,8 +49,13 @@ pub(super) fn txn_of<'a>(writes: impl IntoIterator<Item = &'a Write>) -> Txn {
             Expect::Absent => Compare::absent(w.key.clone()),
             Expect::Revision(rev) => Compare::mod_revision(w.key.clone(), CompareOp::Equal, rev),
         };
-        txn.when(guard)
-            .and_then(Op::put(w.key.clone(), w.value.encode()))
+        let txn = txn
+            .when(guard)
+            .and_then(Op::put(w.key.clone(), w.value.encode()));
+        match &w.follow {
+            Some((compare, put)) => txn.when(compare.clone()).and_then(put.clone()),
+            None => txn,
+        }
     })
 }
 

@@ -9,8 +9,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use caravan_proto::{Allocation, Deployment, Evaluation};
-use caravan_state::{Keyspace, encode};
+use caravan_state::{Keyspace, encode, follow_status};
 use caravan_store::Revision;
+use caravan_store::{Compare, Op};
 
 use super::changes::{Changes, Completion, Part};
 use crate::mutation::{Change, Target, apply_alloc, apply_deployment, apply_eval};
@@ -119,6 +120,9 @@ pub(super) struct Write {
     pub(super) value: Value,
     /// What the key must still be for the write to hold.
     pub(super) expect: Expect,
+    /// The compare and put of an allocation's status key, when the write
+    /// changes a client field of an allocation whose client reported one.
+    pub(super) follow: Option<(Compare, Op)>,
 }
 
 /// A part that cannot be applied any more.
@@ -193,11 +197,16 @@ fn write_of(
         (Target::Eval(_), _) | (_, None) => Expect::Absent,
         (_, Some((_, rev))) => Expect::Revision(*rev),
     };
+    let follow = match (stored.and_then(Stored::alloc), &value) {
+        (Some(before), Some(Value::Alloc(after))) => follow_status(keyspace, before, after),
+        _ => None,
+    };
     Ok(value.map(|value| Write {
         target: target.clone(),
         key: key_of(keyspace, target),
         value,
         expect,
+        follow,
     }))
 }
 
@@ -239,6 +248,7 @@ pub(super) fn completion_write(
         key: keyspace.eval(&eval.id),
         value: Value::Eval(Box::new(eval)),
         expect: Expect::Revision(completion.expect),
+        follow: None,
     })
 }
 
@@ -260,9 +270,13 @@ impl Settled {
 impl Write {
     /// The write as stored once committed at `rev`.
     pub(super) fn settle(self, rev: Revision) -> Settled {
+        let followed = self.follow.is_some();
         let value = match self.value {
             Value::Alloc(mut a) => {
                 settle_alloc(&mut a, rev);
+                if followed {
+                    a.client_modify_revision = rev;
+                }
                 Stored::Alloc(Arc::new(*a))
             }
             Value::Deployment(mut d) => {

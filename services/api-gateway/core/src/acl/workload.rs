@@ -9,8 +9,6 @@ use std::sync::Arc;
 
 use caravan_model::AllocExt;
 use caravan_proto::Allocation;
-use caravan_state::decode;
-use caravan_store::Range;
 
 use super::check::{Acl, WorkloadClaim};
 use super::store::{AclCache, Caller, ResolveError};
@@ -47,17 +45,10 @@ async fn alloc_of(gw: &Gateway, id: &str) -> Result<Option<Arc<Allocation>>, Res
         return Ok(Some(Arc::clone(alloc)));
     }
     let unavailable = |e: String| ResolveError::Unavailable(format!("reading the allocation: {e}"));
-    let listed = gw
-        .store
-        .range(Range::key(gw.keys.alloc(id)))
+    gw.read_alloc(id)
         .await
-        .map_err(|e| unavailable(e.to_string()))?;
-    match listed.kvs.first() {
-        Some(kv) => decode::<Allocation>(kv)
-            .map(|a| Some(Arc::new(a)))
-            .map_err(|e| unavailable(e.to_string())),
-        None => Ok(None),
-    }
+        .map(|a| a.map(Arc::new))
+        .map_err(|e| unavailable(e.to_string()))
 }
 
 async fn resolve_workload(gw: &Gateway, token: &str) -> Result<Caller, ResolveError> {

@@ -70,12 +70,9 @@ pub fn claims_for(
 }
 
 async fn stored_alloc(gw: &Gateway, alloc_id: &str) -> Result<Allocation> {
-    let listed = gw.store.range(Range::key(gw.keys.alloc(alloc_id))).await?;
-    let kv = listed
-        .kvs
-        .first()
-        .ok_or_else(|| GatewayError::NotFound(format!("alloc not found: {alloc_id}")))?;
-    Ok(decode(kv)?)
+    gw.read_alloc(alloc_id)
+        .await?
+        .ok_or_else(|| GatewayError::NotFound(format!("alloc not found: {alloc_id}")))
 }
 
 async fn job_of(gw: &Gateway, alloc: &Allocation) -> Result<Job> {

@@ -225,7 +225,6 @@ pub fn allocation(v: J<'_>) -> Allocation {
             healthy: deployment.ob("Healthy"),
             timestamp_unix_ns: deployment.time("Timestamp"),
             canary: deployment.b("Canary"),
-            modify_revision: deployment.i("ModifyIndex"),
         }),
         desired_description: v.s("DesiredDescription"),
         desired_transition: transition.is_object().then(|| DesiredTransition {

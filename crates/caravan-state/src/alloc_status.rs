@@ -1,0 +1,243 @@
+//! The client's part of an allocation, stored apart from the servers'
+//! record at `alloc_status/<id>`, and the one fold every reader uses to put
+//! the two together (docs/state-layout.md, "Allocation status").
+//!
+//! A node's report rewrites the small status value, not the whole
+//! allocation. Where a status key exists, its fields are the allocation's;
+//! the record's copies of them are what the servers last wrote. The fold is
+//! therefore a pure function of the two keys' current values, whatever
+//! order their writes arrive in or how often. A server that changes a
+//! client field of an allocation with a status key writes the status key
+//! too, compared on its revision ([`follow_status`]); a client's write
+//! compares both keys ([`status_write`]), so it is always made over the
+//! allocation as it stands.
+
+use caravan_proto::{AllocDeploymentStatus, AllocStatus, Allocation};
+use caravan_store::{Compare, CompareOp, KeyValue, Op, OpResult, Store, Txn};
+use prost::Message;
+
+use crate::codec::{AllocDetail, decode_alloc};
+use crate::error::{Result, StateError};
+use crate::keyspace::Keyspace;
+
+/// The client's part of `alloc`, as its status key stores it.
+pub fn client_part(alloc: &Allocation) -> AllocStatus {
+    let deployment = alloc.deployment_status.as_ref();
+    AllocStatus {
+        client_status: alloc.client_status,
+        client_description: alloc.client_description.clone(),
+        task_states: alloc.task_states.clone(),
+        running_since_unix_ns: alloc.running_since_unix_ns,
+        deployment_healthy: deployment.and_then(|d| d.healthy),
+        deployment_timestamp_unix_ns: deployment.map_or(0, |d| d.timestamp_unix_ns),
+        modify_time_unix_ns: alloc.modify_time_unix_ns,
+    }
+}
+
+/// Whether the client's parts of `a` and `b` differ in what a server may
+/// set (its status and description, task states, deployment health). The
+/// modify time is left out: every server write stamps it, and the status's
+/// stands where one exists.
+pub fn client_part_differs(a: &Allocation, b: &Allocation) -> bool {
+    let health = |x: &Allocation| {
+        x.deployment_status
+            .as_ref()
+            .map(|d| (d.healthy, d.timestamp_unix_ns))
+    };
+    a.client_status != b.client_status
+        || a.client_description != b.client_description
+        || a.task_states != b.task_states
+        || a.running_since_unix_ns != b.running_since_unix_ns
+        || health(a).unwrap_or_default() != health(b).unwrap_or_default()
+}
+
+/// Lays `status` over `alloc`: the client's fields become the status's
+/// (its task states are the whole set: a writer carries the ones before
+/// into a report without any). The canary flag stays the record's; a
+/// deployment status left with nothing set is none. The result depends
+/// only on the record's own fields and the status, never on an earlier
+/// status laid over the same copy.
+pub fn overlay(alloc: &mut Allocation, status: &AllocStatus) {
+    alloc.client_status = status.client_status;
+    alloc
+        .client_description
+        .clone_from(&status.client_description);
+    alloc.task_states.clone_from(&status.task_states);
+    alloc.running_since_unix_ns = status.running_since_unix_ns;
+    alloc.modify_time_unix_ns = status.modify_time_unix_ns;
+    let d = alloc
+        .deployment_status
+        .get_or_insert_with(AllocDeploymentStatus::default);
+    d.healthy = status.deployment_healthy;
+    d.timestamp_unix_ns = status.deployment_timestamp_unix_ns;
+    if *d == AllocDeploymentStatus::default() {
+        alloc.deployment_status = None;
+    }
+}
+
+/// Lays the client's part of `from` (an allocation already folded) over
+/// `record`, a newer record of the same allocation, keeping `from`'s status
+/// revision: what a cache does when a record changes under a status.
+pub fn carry_client_part(record: &mut Allocation, from: &Allocation) {
+    if from.client_modify_revision == 0 {
+        return;
+    }
+    overlay(record, &client_part(from));
+    record.client_modify_revision = from.client_modify_revision;
+}
+
+/// Decodes a stored status.
+pub fn decode_status(kv: &KeyValue) -> Result<AllocStatus> {
+    AllocStatus::decode(kv.value.as_slice()).map_err(|source| StateError::Decode {
+        key: String::from_utf8_lossy(&kv.key).into_owned(),
+        source,
+    })
+}
+
+/// An allocation as stored: its record (`record`, a stored `allocs/` value)
+/// folded with its status (`status`, the stored `alloc_status/` value, if
+/// any), keeping `detail` of it.
+pub fn fold(
+    record: &KeyValue,
+    status: Option<&KeyValue>,
+    detail: AllocDetail,
+) -> Result<Allocation> {
+    let mut alloc = decode_alloc(record, detail)?;
+    if let Some(kv) = status {
+        overlay(&mut alloc, &decode_status(kv)?);
+        alloc.client_modify_revision = kv.mod_revision;
+    }
+    Ok(alloc)
+}
+
+/// Allocations listed as their records (`records`, `allocs/` values) and
+/// statuses (`statuses`, `alloc_status/` values, read at the same
+/// revision), folded, keeping `detail`; a status without its record is
+/// left out.
+pub fn fold_listed(
+    records: &[KeyValue],
+    statuses: &[KeyValue],
+    detail: AllocDetail,
+) -> Result<Vec<Allocation>> {
+    let id_of = |kv: &KeyValue| {
+        kv.key
+            .rsplit(|b| *b == b'/')
+            .next()
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default()
+    };
+    let by_id: std::collections::HashMap<Vec<u8>, &KeyValue> =
+        statuses.iter().map(|kv| (id_of(kv), kv)).collect();
+    records
+        .iter()
+        .map(|kv| fold(kv, by_id.get(&id_of(kv)).copied(), detail))
+        .collect()
+}
+
+/// The compare and write a server's write of `next` over `before` (the
+/// allocation as read, folded) adds for the status key: none when the
+/// allocation has no status key (the record's client fields are then the
+/// allocation's) or `next` leaves the client's part as it was.
+pub fn follow_status(
+    keys: &Keyspace,
+    before: &Allocation,
+    next: &Allocation,
+) -> Option<(Compare, Op)> {
+    if before.client_modify_revision == 0 || !client_part_differs(before, next) {
+        return None;
+    }
+    Some(status_ops(keys, before, next))
+}
+
+/// The compares and write of a client's report `next` over `before` (the
+/// allocation as read, folded): both keys must still be where `before`
+/// found them, and the status key gets the client's part of `next`.
+pub fn status_write(keys: &Keyspace, before: &Allocation, next: &Allocation) -> ([Compare; 2], Op) {
+    let record = Compare::mod_revision(
+        keys.alloc(&before.id),
+        CompareOp::Equal,
+        before.modify_revision,
+    );
+    let (status, put) = status_ops(keys, before, next);
+    ([record, status], put)
+}
+
+fn status_ops(keys: &Keyspace, before: &Allocation, next: &Allocation) -> (Compare, Op) {
+    let key = keys.alloc_status(&before.id);
+    (
+        Compare::mod_revision(key.clone(), CompareOp::Equal, before.client_modify_revision),
+        Op::put(key, client_part(next).encode_to_vec()),
+    )
+}
+
+/// The deletes of an allocation's two keys (the status key may not exist).
+pub fn delete_ops(keys: &Keyspace, alloc_id: &str) -> [Op; 2] {
+    [
+        Op::delete(keys.alloc(alloc_id)),
+        Op::delete(keys.alloc_status(alloc_id)),
+    ]
+}
+
+/// Reads allocations `ids` from the store, each folded from its two keys
+/// at one revision, in transactions of at most `max_ops` gets; `None` for
+/// an allocation without a record. The stored values, for answers and
+/// rewrites that need what a cache leaves out.
+pub async fn read_allocs(
+    store: &dyn Store,
+    keys: &Keyspace,
+    ids: &[&str],
+    max_ops: usize,
+) -> Result<Vec<Option<Allocation>>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for pair in read_alloc_values(store, keys, ids, max_ops).await? {
+        out.push(match pair {
+            Some((record, status)) => Some(fold(&record, status.as_ref(), AllocDetail::Full)?),
+            None => None,
+        });
+    }
+    Ok(out)
+}
+
+/// Reads one allocation from the store, folded (see [`read_allocs`]).
+pub async fn read_alloc(
+    store: &dyn Store,
+    keys: &Keyspace,
+    alloc_id: &str,
+) -> Result<Option<Allocation>> {
+    Ok(read_allocs(store, keys, &[alloc_id], 2)
+        .await?
+        .pop()
+        .flatten())
+}
+
+/// The stored record and status of allocations `ids`, undecoded, as
+/// [`read_allocs`] reads them.
+pub async fn read_alloc_values(
+    store: &dyn Store,
+    keys: &Keyspace,
+    ids: &[&str],
+    max_ops: usize,
+) -> Result<Vec<Option<(KeyValue, Option<KeyValue>)>>> {
+    let per_txn = (max_ops / 2).max(1);
+    let mut out = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(per_txn) {
+        let txn = chunk.iter().fold(Txn::new(), |txn, id| {
+            txn.and_then(Op::get(keys.alloc(id)))
+                .and_then(Op::get(keys.alloc_status(id)))
+        });
+        let result = store.txn(txn).await?;
+        let mut read = result.results.into_iter().map(|op| match op {
+            OpResult::Get(range) => range.kvs.into_iter().next(),
+            _ => None,
+        });
+        for _ in chunk {
+            let record = read.next().flatten();
+            let status = read.next().flatten();
+            out.push(record.map(|r| (r, status)));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;
