@@ -7,10 +7,13 @@
 //! the record's copies of them are what the servers last wrote. The fold is
 //! therefore a pure function of the two keys' current values, whatever
 //! order their writes arrive in or how often. A server that changes a
-//! client field of an allocation with a status key writes the status key
-//! too, compared on its revision ([`follow_status`]); a client's write
-//! compares both keys ([`status_write`]), so it is always made over the
-//! allocation as it stands.
+//! client field writes the status key, compared on its revision
+//! ([`follow_status`]); a client's write compares the status key alone
+//! ([`status_write`]): every change of the client's part moves that key, so
+//! a report is always made over the client's part as it stands. The record
+//! is not compared: etcd reads a compared key's whole value, and comparing
+//! the record on every report cost about a fifth more CPU per placement
+//! across the pipeline (docs/benchmarks.md).
 
 use caravan_proto::{AllocDeploymentStatus, AllocStatus, Allocation};
 use caravan_store::{Compare, CompareOp, KeyValue, Op, OpResult, Store, Txn};
@@ -135,31 +138,23 @@ pub fn fold_listed(
 }
 
 /// The compare and write a server's write of `next` over `before` (the
-/// allocation as read, folded) adds for the status key: none when the
-/// allocation has no status key (the record's client fields are then the
-/// allocation's) or `next` leaves the client's part as it was.
+/// allocation as read, folded) adds for the status key: none when `next`
+/// leaves the client's part as it was. Written even where no client has
+/// reported yet, so a report racing the servers' change (a lost or unknown
+/// mark) conflicts on the status key and is read again.
 pub fn follow_status(
     keys: &Keyspace,
     before: &Allocation,
     next: &Allocation,
 ) -> Option<(Compare, Op)> {
-    if before.client_modify_revision == 0 || !client_part_differs(before, next) {
-        return None;
-    }
-    Some(status_ops(keys, before, next))
+    client_part_differs(before, next).then(|| status_ops(keys, before, next))
 }
 
-/// The compares and write of a client's report `next` over `before` (the
-/// allocation as read, folded): both keys must still be where `before`
-/// found them, and the status key gets the client's part of `next`.
-pub fn status_write(keys: &Keyspace, before: &Allocation, next: &Allocation) -> ([Compare; 2], Op) {
-    let record = Compare::mod_revision(
-        keys.alloc(&before.id),
-        CompareOp::Equal,
-        before.modify_revision,
-    );
-    let (status, put) = status_ops(keys, before, next);
-    ([record, status], put)
+/// The compare and write of a client's report `next` over `before` (the
+/// allocation as read, folded): the status key must still be where
+/// `before` found it, and gets the client's part of `next`.
+pub fn status_write(keys: &Keyspace, before: &Allocation, next: &Allocation) -> (Compare, Op) {
+    status_ops(keys, before, next)
 }
 
 fn status_ops(keys: &Keyspace, before: &Allocation, next: &Allocation) -> (Compare, Op) {

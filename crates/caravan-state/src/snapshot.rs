@@ -137,6 +137,16 @@ impl Tables {
         self.allocs.values().map(|s| &s.0)
     }
 
+    /// Status keys whose allocation's record the tables do not hold, with
+    /// their revisions. A watch delivers a record before any status of it,
+    /// so these are statuses left behind: a client's report that landed
+    /// just after its allocation was collected.
+    pub fn orphan_statuses(&self) -> impl Iterator<Item = (&str, Revision)> + '_ {
+        self.orphan_statuses
+            .iter()
+            .map(|(id, (_, revision))| (id.as_str(), *revision))
+    }
+
     /// Number of allocations.
     pub fn alloc_count(&self) -> usize {
         self.allocs.len()

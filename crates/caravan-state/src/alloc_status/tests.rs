@@ -125,15 +125,19 @@ fn the_fold_depends_on_the_record_and_the_status_alone() {
 }
 
 #[test]
-fn a_server_write_follows_the_status_only_where_one_exists_and_it_changed() {
+fn a_server_write_follows_the_status_only_where_it_changed_the_clients_part() {
     let keys = Keyspace::new(KEYS);
     let mut before = record("a", AllocDesiredStatus::Run, false);
     let mut stopped = before.clone();
     stopped.set_desired_status(AllocDesiredStatus::Stop);
     let mut lost = stopped.clone();
     lost.set_client_status(AllocClientStatus::Lost);
-    // No status key: the record carries the client's fields.
-    assert!(follow_status(&keys, &before, &lost).is_none());
+    // No status key yet: written, compared absent.
+    let (compare, _) = follow_status(&keys, &before, &lost).unwrap();
+    assert_eq!(
+        compare,
+        Compare::mod_revision(keys.alloc_status("a"), CompareOp::Equal, 0)
+    );
     before.client_modify_revision = 12;
     assert!(follow_status(&keys, &before, &stopped).is_none());
     let (compare, _) = follow_status(&keys, &before, &lost).unwrap();
@@ -157,7 +161,6 @@ struct Write {
 fn history(rng: &mut Pcg64, id: &str, rev: &mut i64) -> Vec<Write> {
     let mut out = Vec::new();
     let mut desired = AllocDesiredStatus::Run;
-    let mut has_status = false;
     *rev += 1;
     out.push(Write {
         rev: *rev,
@@ -179,14 +182,11 @@ fn history(rng: &mut Pcg64, id: &str, rev: &mut i64) -> Vec<Write> {
             rng.random_bool(0.7),
         );
         let write = match rng.random_range(0..3) {
-            0 => {
-                has_status = true;
-                Write {
-                    rev: *rev,
-                    record: None,
-                    status: Some(report),
-                }
-            }
+            0 => Write {
+                rev: *rev,
+                record: None,
+                status: Some(report),
+            },
             1 => {
                 desired = AllocDesiredStatus::Stop;
                 Write {
@@ -196,7 +196,7 @@ fn history(rng: &mut Pcg64, id: &str, rev: &mut i64) -> Vec<Write> {
                 }
             }
             _ => {
-                // A server marking it lost writes the status too if one exists.
+                // A server marking it lost writes the status too.
                 let mut lost = record(id, AllocDesiredStatus::Stop, canary);
                 lost.set_client_status(AllocClientStatus::Lost);
                 let mut s = client_part(&lost);
@@ -204,7 +204,7 @@ fn history(rng: &mut Pcg64, id: &str, rev: &mut i64) -> Vec<Write> {
                 Write {
                     rev: *rev,
                     record: Some(lost),
-                    status: has_status.then_some(s),
+                    status: Some(s),
                 }
             }
         };

@@ -208,22 +208,16 @@ pub fn classify(
                 object,
             ))
         }
-        StateKey::Alloc(id) => {
-            let alloc = allocs.record(put.then(|| decode::<Allocation>(&event.kv).ok())??);
+        StateKey::Alloc(_) | StateKey::AllocStatus(_) => {
+            let alloc = match &key {
+                StateKey::AllocStatus(id) => {
+                    let status = put.then(|| decode_status(&event.kv).ok())??;
+                    allocs.status(id, &status, revision)?
+                }
+                _ => allocs.record(put.then(|| decode::<Allocation>(&event.kv).ok())??),
+            };
             let ns = alloc.namespace.clone();
-            let object = Some(Payload::Allocation(alloc));
-            Some(change(
-                "Allocation",
-                "AllocationUpdated",
-                id,
-                Some(ns),
-                object,
-            ))
-        }
-        StateKey::AllocStatus(id) => {
-            let status = put.then(|| decode_status(&event.kv).ok())??;
-            let alloc = allocs.status(&id, &status, revision)?;
-            let ns = alloc.namespace.clone();
+            let id = alloc.id.clone();
             let object = Some(Payload::Allocation(alloc));
             Some(change(
                 "Allocation",

@@ -172,6 +172,7 @@ fn deletes(ks: &Keyspace, object: &Doomed) -> GuardedUnit {
             guarded_delete(ks.alloc_status(&a.id), a.client_modify_revision);
         }
         Doomed::Deployment(d) => guarded_delete(ks.deployment(&d.id), d.modify_revision),
+        Doomed::OrphanStatus(id, revision) => guarded_delete(ks.alloc_status(id), *revision),
         Doomed::Node(n) => {
             guarded_delete(ks.node(&n.id), n.modify_revision);
             unit.guards.push(Compare::absent(ks.heartbeat(&n.id)));

@@ -78,6 +78,9 @@ pub enum Doomed {
     Node(Arc<Node>),
     /// A deployment.
     Deployment(Arc<Deployment>),
+    /// A client's status key whose allocation is gone (a report that
+    /// landed just after the allocation was collected), at its revision.
+    OrphanStatus(String, i64),
 }
 
 /// Objects that go together, after the units named in `after` went.
@@ -113,7 +116,7 @@ impl GcCounts {
         for o in &unit.objects {
             match o {
                 Doomed::Eval(_) => self.evals += 1,
-                Doomed::Alloc(_) => self.allocs += 1,
+                Doomed::Alloc(_) | Doomed::OrphanStatus(..) => self.allocs += 1,
                 Doomed::Job(_) => self.jobs += 1,
                 Doomed::Node(_) => self.nodes += 1,
                 Doomed::Deployment(_) => self.deployments += 1,
@@ -410,6 +413,13 @@ pub fn select(snap: &Tables, cut: GcCutoffs, now_ns: i64) -> Vec<GcUnit> {
                 after: Vec::new(),
             });
         }
+    }
+
+    for (alloc_id, revision) in snap.orphan_statuses() {
+        units.push(GcUnit {
+            objects: vec![Doomed::OrphanStatus(alloc_id.to_owned(), revision)],
+            after: Vec::new(),
+        });
     }
 
     for node in snap.nodes() {

@@ -24,6 +24,7 @@ fn picked(w: &World, cut: GcCutoffs) -> BTreeMap<&'static str, Vec<String>> {
                 Doomed::Job(j) => ("jobs", j.id.clone()),
                 Doomed::Node(n) => ("nodes", n.id.clone()),
                 Doomed::Deployment(d) => ("deployments", d.id.clone()),
+                Doomed::OrphanStatus(id, _) => ("alloc_status", id.clone()),
             };
             out.entry(kind).or_default().push(id);
         }
@@ -402,4 +403,26 @@ fn the_newest_child_of_a_launching_parent_stays_as_its_record() {
             "hourly/periodic-200"
         ]))
     );
+}
+
+/// A client's report that landed just after its allocation was collected
+/// leaves a status key with no record; the next sweep deletes it.
+#[test]
+fn a_status_left_without_its_allocation_is_collected() {
+    let mut w = World::new();
+    running_service(&mut w, "web");
+    w.tables.apply(caravan_state::Change::AllocStatus {
+        id: "gone".into(),
+        status: Some(Box::default()),
+        revision: 9,
+    });
+    assert_eq!(
+        picked(&w, cutoffs()).get("alloc_status"),
+        Some(&ids(&["gone"]))
+    );
+    let unit = select(&w.tables, cutoffs(), NOW)
+        .into_iter()
+        .find(|u| matches!(u.objects[..], [Doomed::OrphanStatus(..)]))
+        .unwrap();
+    assert!(matches!(&unit.objects[0], Doomed::OrphanStatus(id, 9) if id == "gone"));
 }

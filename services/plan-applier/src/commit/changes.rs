@@ -47,12 +47,10 @@ impl Part {
     }
 
     /// Room for the status key of `alloc` beside its record, when the
-    /// plan sets a client status of an allocation whose client reported
-    /// one (its status key is written too: `caravan_state::follow_status`).
+    /// plan sets a client status (lost, unknown) of an allocation: its
+    /// status key is written too (`caravan_state::follow_status`).
     fn follow_status(&mut self, planned: &Allocation, current: Option<&Allocation>) {
-        if server_client_status(planned.client_status)
-            && current.is_some_and(|c| c.client_modify_revision != 0)
-        {
+        if server_client_status(planned.client_status) && current.is_some() {
             self.ops += 2;
             self.bytes += STATUS_BYTES + KEY_OVERHEAD;
         }
