@@ -84,6 +84,7 @@ impl ClusterState {
         let (records, revision) = self.list_values(Kind::Allocs, 0).await?;
         let (statuses, _) = self.list_values(Kind::AllocStatus, revision).await?;
         Ok(caravan_state::fold_listed(
+            &self.keys,
             &records,
             &statuses,
             caravan_state::AllocDetail::Full,

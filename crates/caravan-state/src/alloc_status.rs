@@ -16,12 +16,12 @@
 //! across the pipeline (docs/benchmarks.md).
 
 use caravan_proto::{AllocDeploymentStatus, AllocStatus, Allocation};
-use caravan_store::{Compare, CompareOp, KeyValue, Op, OpResult, Store, Txn};
+use caravan_store::{Compare, CompareOp, KeyValue, Op, OpResult, Revision, Store, Txn};
 use prost::Message;
 
 use crate::codec::{AllocDetail, decode_alloc};
 use crate::error::{Result, StateError};
-use crate::keyspace::Keyspace;
+use crate::keyspace::{Keyspace, StateKey};
 
 /// The client's part of `alloc`, as its status key stores it.
 pub fn client_part(alloc: &Allocation) -> AllocStatus {
@@ -78,15 +78,20 @@ pub fn overlay(alloc: &mut Allocation, status: &AllocStatus) {
     }
 }
 
+/// [`overlay`], and the status key's `revision` with it: an allocation
+/// folded with the status written at `revision`.
+pub fn lay_status(alloc: &mut Allocation, status: &AllocStatus, revision: Revision) {
+    overlay(alloc, status);
+    alloc.client_modify_revision = revision;
+}
+
 /// Lays the client's part of `from` (an allocation already folded) over
 /// `record`, a newer record of the same allocation, keeping `from`'s status
 /// revision: what a cache does when a record changes under a status.
 pub fn carry_client_part(record: &mut Allocation, from: &Allocation) {
-    if from.client_modify_revision == 0 {
-        return;
+    if from.client_modify_revision != 0 {
+        lay_status(record, &client_part(from), from.client_modify_revision);
     }
-    overlay(record, &client_part(from));
-    record.client_modify_revision = from.client_modify_revision;
 }
 
 /// Decodes a stored status.
@@ -107,33 +112,33 @@ pub fn fold(
 ) -> Result<Allocation> {
     let mut alloc = decode_alloc(record, detail)?;
     if let Some(kv) = status {
-        overlay(&mut alloc, &decode_status(kv)?);
-        alloc.client_modify_revision = kv.mod_revision;
+        lay_status(&mut alloc, &decode_status(kv)?, kv.mod_revision);
     }
     Ok(alloc)
 }
 
-/// Allocations listed as their records (`records`, `allocs/` values) and
-/// statuses (`statuses`, `alloc_status/` values, read at the same
-/// revision), folded, keeping `detail`; a status without its record is
+/// Allocations listed as their records (`records`, `allocs/` values under
+/// `keys`) and statuses (`statuses`, `alloc_status/` values, read at the
+/// same revision), folded, keeping `detail`; a status without its record is
 /// left out.
 pub fn fold_listed(
+    keys: &Keyspace,
     records: &[KeyValue],
     statuses: &[KeyValue],
     detail: AllocDetail,
 ) -> Result<Vec<Allocation>> {
-    let id_of = |kv: &KeyValue| {
-        kv.key
-            .rsplit(|b| *b == b'/')
-            .next()
-            .map(<[u8]>::to_vec)
-            .unwrap_or_default()
-    };
-    let by_id: std::collections::HashMap<Vec<u8>, &KeyValue> =
-        statuses.iter().map(|kv| (id_of(kv), kv)).collect();
+    let mut by_id = std::collections::HashMap::with_capacity(statuses.len());
+    for kv in statuses {
+        if let StateKey::AllocStatus(id) = keys.parse(&kv.key)? {
+            by_id.insert(id, kv);
+        }
+    }
     records
         .iter()
-        .map(|kv| fold(kv, by_id.get(&id_of(kv)).copied(), detail))
+        .map(|kv| match keys.parse(&kv.key)? {
+            StateKey::Alloc(id) => fold(kv, by_id.get(&id).copied(), detail),
+            _ => fold(kv, None, detail),
+        })
         .collect()
 }
 
@@ -147,30 +152,18 @@ pub fn follow_status(
     before: &Allocation,
     next: &Allocation,
 ) -> Option<(Compare, Op)> {
-    client_part_differs(before, next).then(|| status_ops(keys, before, next))
+    client_part_differs(before, next).then(|| status_write(keys, before, next))
 }
 
 /// The compare and write of a client's report `next` over `before` (the
 /// allocation as read, folded): the status key must still be where
 /// `before` found it, and gets the client's part of `next`.
 pub fn status_write(keys: &Keyspace, before: &Allocation, next: &Allocation) -> (Compare, Op) {
-    status_ops(keys, before, next)
-}
-
-fn status_ops(keys: &Keyspace, before: &Allocation, next: &Allocation) -> (Compare, Op) {
     let key = keys.alloc_status(&before.id);
     (
         Compare::mod_revision(key.clone(), CompareOp::Equal, before.client_modify_revision),
         Op::put(key, client_part(next).encode_to_vec()),
     )
-}
-
-/// The deletes of an allocation's two keys (the status key may not exist).
-pub fn delete_ops(keys: &Keyspace, alloc_id: &str) -> [Op; 2] {
-    [
-        Op::delete(keys.alloc(alloc_id)),
-        Op::delete(keys.alloc_status(alloc_id)),
-    ]
 }
 
 /// Reads allocations `ids` from the store, each folded from its two keys

@@ -20,8 +20,8 @@ mod tables;
 mod usage;
 
 pub use alloc_status::{
-    carry_client_part, client_part, client_part_differs, decode_status, delete_ops, fold,
-    fold_listed, follow_status, overlay, read_alloc, read_alloc_values, read_allocs, status_write,
+    carry_client_part, client_part, decode_status, fold, fold_listed, follow_status, lay_status,
+    overlay, read_alloc, read_alloc_values, read_allocs, status_write,
 };
 pub use change::Change;
 pub use codec::{AllocDetail, StateObject, decode, decode_alloc, encode};

@@ -10,7 +10,7 @@ use caravan_proto::{
 use caravan_store::Revision;
 use imbl::{OrdMap, OrdSet};
 
-use crate::alloc_status::{carry_client_part, overlay};
+use crate::alloc_status::{carry_client_part, lay_status};
 use crate::change::Change;
 use crate::codec::{AllocDetail, StateObject, keeps_task_states};
 use crate::index::{Id, JobMap, Shared, job_set_insert, job_set_remove};
@@ -195,8 +195,7 @@ impl Tables {
             return record;
         };
         let mut next = Arc::unwrap_or_clone(record);
-        overlay(&mut next, &status);
-        next.client_modify_revision = revision;
+        lay_status(&mut next, &status, revision);
         self.trim(&mut next);
         Arc::new(next)
     }
@@ -229,10 +228,7 @@ impl Tables {
         }
         let mut next = Allocation::clone(&held.0);
         match status {
-            Some(status) => {
-                overlay(&mut next, &status);
-                next.client_modify_revision = revision;
-            }
+            Some(status) => lay_status(&mut next, &status, revision),
             // Only the revision can go: the record's own copies of the
             // client's fields were laid over when the status came.
             None => next.client_modify_revision = 0,

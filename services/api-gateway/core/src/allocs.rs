@@ -3,8 +3,8 @@
 
 use caravan_model::{AllocExt, trigger};
 use caravan_proto::{Allocation, Job, JobType, QueryMeta};
-use caravan_state::{Keyspace, Snapshot, encode};
-use caravan_store::{Compare, CompareOp, Op, Revision, Store, Txn};
+use caravan_state::{Snapshot, encode};
+use caravan_store::{Compare, CompareOp, Op, Revision, Txn};
 
 use crate::cas;
 use crate::error::{GatewayError, Result};
@@ -42,19 +42,6 @@ pub async fn get(gw: &Gateway, alloc_id: &str, query: &Query) -> Result<(Allocat
     let mut meta = query::meta(gw, &snap);
     meta.revision = meta.revision.max(alloc.modify_index());
     Ok((alloc, meta))
-}
-
-/// The stored allocations `ids`, each folded from its record and status,
-/// in their order (`None` for one gone), read in transactions of at most
-/// `max_ops` gets: for answers and rewrites that need what the cache leaves
-/// out.
-pub async fn read_stored(
-    store: &dyn Store,
-    keys: &Keyspace,
-    ids: &[&str],
-    max_ops: usize,
-) -> Result<Vec<Option<Allocation>>> {
-    Ok(caravan_state::read_allocs(store, keys, ids, max_ops).await?)
 }
 
 /// Stops one allocation: marks it to migrate and creates an `alloc-stop`

@@ -11,7 +11,7 @@ use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node, ServiceRegist
 use std::collections::HashMap;
 
 use caravan_state::{
-    Keyspace, Snapshot, StateKey, StateObject, carry_client_part, decode, decode_status, overlay,
+    Keyspace, Snapshot, StateKey, StateObject, carry_client_part, decode, decode_status, lay_status,
 };
 use caravan_store::{EventKind, WatchBatch};
 use futures::StreamExt;
@@ -319,8 +319,7 @@ impl<'a> AllocFold<'a> {
         revision: i64,
     ) -> Option<Allocation> {
         let mut alloc = self.held(id)?.clone();
-        overlay(&mut alloc, status);
-        alloc.client_modify_revision = revision;
+        lay_status(&mut alloc, status, revision);
         self.seen.insert(id.to_owned(), alloc.clone());
         Some(alloc)
     }

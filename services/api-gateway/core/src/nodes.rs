@@ -67,7 +67,7 @@ pub async fn allocations(
         .map(|a| a.id.as_str())
         .collect();
     let allocs: Vec<Allocation> =
-        crate::allocs::read_stored(gw.store.as_ref(), &gw.keys, &ids, gw.config.max_txn_ops)
+        caravan_state::read_allocs(gw.store.as_ref(), &gw.keys, &ids, gw.config.max_txn_ops)
             .await?
             .into_iter()
             .flatten()

@@ -169,6 +169,7 @@ impl TestGateway {
             .await
             .unwrap();
         caravan_state::fold_listed(
+            &self.keys,
             &records.kvs,
             &statuses.kvs,
             caravan_state::AllocDetail::Full,

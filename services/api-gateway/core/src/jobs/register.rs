@@ -515,7 +515,7 @@ pub async fn evaluate(
                     .collect();
                 // The cache's copies lack the placement metrics: rewrite the
                 // stored values.
-                let stored = crate::allocs::read_stored(
+                let stored = caravan_state::read_allocs(
                     gw.store.as_ref(),
                     &gw.keys,
                     &ids,
