@@ -18,7 +18,8 @@ use crate::prom::{label, samples};
 pub struct Reading {
     /// Watch events and bytes, by kind of key.
     watch: BTreeMap<String, (f64, f64)>,
-    /// gRPC calls served, bytes received and sent, by method.
+    /// gRPC calls served, bytes received and sent, by method; calls made
+    /// to a service of the same process under `<method> (in process)`.
     grpc: BTreeMap<String, (f64, f64, f64)>,
 }
 
@@ -71,6 +72,15 @@ fn parse(text: &str) -> Reading {
                     "caravan_grpc_server_received_bytes_total" => slot.1 += value,
                     _ => slot.2 += value,
                 }
+            }
+            // Calls to a leader of the same process (`caravan server`):
+            // no bytes cross a wire, so only the calls are counted.
+            "caravan_grpc_local_calls_total" => {
+                let method = label(labels, "method").unwrap_or("?");
+                r.grpc
+                    .entry(format!("{method} (in process)"))
+                    .or_default()
+                    .0 += value;
             }
             _ => {}
         }
@@ -275,5 +285,15 @@ mod tests {
             t.watch_kinds,
             vec![("allocs".into(), 10.0, 1000.0), ("evals".into(), 5.0, 0.0)]
         );
+    }
+
+    #[test]
+    fn calls_within_a_process_are_a_method_of_their_own() {
+        let r = parse(
+            "caravan_grpc_server_calls_total{method=\"/a/B\"} 2\n\
+             caravan_grpc_local_calls_total{method=\"/a/B\"} 7\n",
+        );
+        assert_eq!(r.grpc.get("/a/B"), Some(&(2.0, 0.0, 0.0)));
+        assert_eq!(r.grpc.get("/a/B (in process)"), Some(&(7.0, 0.0, 0.0)));
     }
 }

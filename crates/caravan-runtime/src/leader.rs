@@ -12,11 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::grpc::Router;
+use crate::local::Transport;
 use caravan_store::{Leadership, LeadershipError, Store, current_leader, election_name};
 use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Channel;
 
 use crate::grpc;
 use crate::status::leader_hint;
@@ -178,13 +178,14 @@ where
     served
 }
 
-/// A gRPC channel to the current leader of a service, re-resolved when the
-/// leader changes.
+/// The way to the current leader of a service, re-resolved when the leader
+/// changes: a gRPC channel, or the service itself when the leader is a
+/// service of this process ([`crate::local`]).
 #[derive(Clone)]
 pub struct LeaderChannel {
     store: Arc<dyn Store>,
     election: String,
-    cached: Arc<Mutex<Option<(String, Channel)>>>,
+    cached: Arc<Mutex<Option<(String, Transport)>>>,
 }
 
 impl LeaderChannel {
@@ -197,8 +198,8 @@ impl LeaderChannel {
         }
     }
 
-    /// A channel to the leader: the cached one, or a fresh lookup.
-    pub async fn channel(&self) -> Result<Channel, tonic::Status> {
+    /// The way to the leader: the cached one, or a fresh lookup.
+    pub async fn channel(&self) -> Result<Transport, tonic::Status> {
         if let Some((_, ch)) = self.cached.lock().as_ref() {
             return Ok(ch.clone());
         }
@@ -232,9 +233,14 @@ impl LeaderChannel {
         }
     }
 
-    fn connect(&self, addr: String) -> Result<Channel, tonic::Status> {
-        let ch =
-            grpc::channel(&addr).map_err(|e| tonic::Status::unavailable(format!("{addr}: {e}")))?;
+    fn connect(&self, addr: String) -> Result<Transport, tonic::Status> {
+        let ch = match crate::local::lookup(&addr) {
+            Some(service) => Transport::Local(service),
+            None => Transport::Remote(
+                grpc::channel(&addr)
+                    .map_err(|e| tonic::Status::unavailable(format!("{addr}: {e}")))?,
+            ),
+        };
         *self.cached.lock() = Some((addr, ch.clone()));
         Ok(ch)
     }

@@ -11,6 +11,7 @@ pub mod decode_errors;
 pub mod grpc;
 pub mod huge_pages;
 pub mod leader;
+pub mod local;
 pub mod metrics;
 pub mod names;
 pub mod service;

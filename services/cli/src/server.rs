@@ -469,6 +469,9 @@ pub async fn run(args: ServerArgs, ui: &mut Ui) -> Result<u8, CliError> {
     let deadline = process.shutdown.at_least(configs.min_shutdown_deadline());
     let shutdown = caravan_runtime::shutdown::on_signals_with(&deadline)
         .map_err(|e| CliError::Usage(format!("caravan server: signal handlers: {e}")))?;
+    // A service calls a leader of this process directly, not through its
+    // port (`caravan_runtime::local`).
+    caravan_runtime::local::enable();
     let mut tiers = Tiers::default();
     let outcome = tokio::select! {
         started = start_all(&mut tiers, configs, &shutdown) => match started {

@@ -76,6 +76,7 @@ impl Service for DeploymentWatcherService {
             ttl,
             serving,
             |parts, router| {
+                let address = parts.advertise_addr.clone();
                 let watcher = Arc::new(DeploymentWatcher::new(
                     parts.store,
                     parts.cache,
@@ -86,6 +87,9 @@ impl Service for DeploymentWatcherService {
                 let grpc = DeploymentWatcherServiceServer::new(DeploymentWatcherGrpc::new(
                     Arc::clone(&watcher),
                 ));
+                parts
+                    .local
+                    .keep(caravan_runtime::local::register(&address, grpc.clone()));
                 (watcher, router.add_service(grpc))
             },
         )

@@ -75,6 +75,7 @@ impl Service for EvalBrokerService {
         let ttl = config.leader_ttl();
         let config = Arc::new(config);
         serve_cached_leader(EVAL_BROKER, store, prefix, ttl, serving, |parts, router| {
+            let address = parts.advertise_addr.clone();
             let broker = Arc::new(EvalBroker::new(
                 parts.store,
                 parts.cache,
@@ -83,6 +84,9 @@ impl Service for EvalBrokerService {
                 parts.advertise_addr,
             ));
             let grpc = EvalBrokerServiceServer::new(EvalBrokerGrpc::new(Arc::clone(&broker)));
+            parts
+                .local
+                .keep(caravan_runtime::local::register(&address, grpc.clone()));
             (broker, router.add_service(grpc))
         })
         .await

@@ -101,11 +101,11 @@ impl Service for PlanApplierService {
             tokens,
             Settings::from(&config),
         ));
-        let router = serving.router.add_service(
-            PlanApplierServiceServer::new(PlanApplierGrpc::new(applier.clone()))
-                .max_decoding_message_size(MAX_MESSAGE_BYTES)
-                .max_encoding_message_size(MAX_MESSAGE_BYTES),
-        );
+        let grpc = PlanApplierServiceServer::new(PlanApplierGrpc::new(applier.clone()))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let _direct = caravan_runtime::local::register(&serving.advertise_addr, grpc.clone());
+        let router = serving.router.add_service(grpc);
         let (local, address) = (serving.local_addr, serving.advertise_addr);
         tracing::info!(%local, %address, prefix, "plan-applier serving");
         serving.ready.report(());

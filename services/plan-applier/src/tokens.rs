@@ -13,10 +13,10 @@ use async_trait::async_trait;
 use caravan_proto::eval_broker_service_client::EvalBrokerServiceClient;
 use caravan_proto::{OutstandingResetRequest, OutstandingResetsRequest};
 use caravan_runtime::leader::LeaderChannel;
+use caravan_runtime::local::Transport;
 use caravan_runtime::status::leader_hint;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
-use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tracing::Instrument;
 
@@ -204,7 +204,7 @@ impl Inner {
     /// [`ATTEMPTS`] times.
     async fn call<T, F, Fut>(&self, call: F) -> Result<T, Called>
     where
-        F: Fn(EvalBrokerServiceClient<Channel>, Duration) -> Fut,
+        F: Fn(EvalBrokerServiceClient<Transport>, Duration) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
         let mut last = String::from("no attempt made");

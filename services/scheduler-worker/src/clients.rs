@@ -12,10 +12,10 @@ use caravan_proto::plan_applier_service_client::PlanApplierServiceClient;
 use caravan_proto::*;
 use caravan_runtime::Backoff;
 use caravan_runtime::leader::LeaderChannel;
+use caravan_runtime::local::Transport;
 use caravan_runtime::names::PLAN_APPLIER;
 use caravan_runtime::status::{is_not_leader, not_applied};
 use tokio::time::Instant;
-use tonic::transport::Channel;
 use tonic::{Code, Status};
 
 use crate::error::WorkerError;
@@ -86,7 +86,7 @@ impl BrokerClient {
     /// for up to the leader wait.
     async fn call<T, F, Fut>(&self, timeout: Duration, call: F) -> Result<T, WorkerError>
     where
-        F: Fn(EvalBrokerServiceClient<Channel>, Duration) -> Fut,
+        F: Fn(EvalBrokerServiceClient<Transport>, Duration) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
         let deadline = Instant::now() + self.leader_wait;

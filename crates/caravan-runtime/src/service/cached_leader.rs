@@ -35,6 +35,9 @@ pub struct LeaderParts {
     pub election: String,
     /// The address it names itself by.
     pub advertise_addr: String,
+    /// Keeps the service's registration for calls from this process
+    /// ([`crate::local::register`]) while it serves.
+    pub local: Arc<crate::local::Held>,
 }
 
 /// Serves service `name` under `prefix`: starts the lean watch cache, lets
@@ -55,11 +58,13 @@ pub async fn serve_cached_leader<L: Lead>(
     build: impl FnOnce(LeaderParts, Router) -> (Arc<L>, Router),
 ) -> anyhow::Result<()> {
     let cache = crate::cache::start_lean(&store, &prefix).await?;
+    let local = Arc::new(crate::local::Held::default());
     let parts = LeaderParts {
         store: Arc::clone(&store),
         cache: Arc::clone(&cache),
         election: election_name(&prefix, name),
         advertise_addr: serving.advertise_addr.clone(),
+        local: Arc::clone(&local),
     };
     let (state, router) = build(parts, serving.router);
     tracing::info!(local = %serving.local_addr, advertise = %serving.advertise_addr, prefix, "{name} listening");

@@ -7,7 +7,6 @@ use caravan_proto::{ForceGcRequest, ForceGcResponse, ForcePeriodicRequest, Force
 use caravan_runtime::grpc::propagate_trace;
 use caravan_runtime::status::leader_hint;
 use tonic::Code;
-use tonic::transport::Channel;
 
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
@@ -15,7 +14,7 @@ use crate::query::DEFAULT_NAMESPACE;
 
 type BrokerClient = EvalBrokerServiceClient<
     tonic::service::interceptor::InterceptedService<
-        Channel,
+        caravan_runtime::local::Transport,
         fn(tonic::Request<()>) -> std::result::Result<tonic::Request<()>, tonic::Status>,
     >,
 >;

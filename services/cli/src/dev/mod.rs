@@ -192,6 +192,8 @@ impl DevCluster {
         };
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create the data dir {}", data_dir.display()))?;
+        // Every service runs in this process: leaders are called directly.
+        caravan_runtime::local::enable();
         let mut tiers = Tiers::default();
         let addresses = match start_services(&mut tiers, &options, store, data_dir).await {
             Ok(addresses) => addresses,
