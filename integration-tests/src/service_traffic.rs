@@ -28,6 +28,13 @@ impl Reading {
     pub fn watch_events(&self, kind: &str) -> f64 {
         self.watch.get(kind).map_or(0.0, |(events, _)| *events)
     }
+
+    /// The gRPC calls of `method` (a path) this process served over the
+    /// network, and those it made to a service of its own directly.
+    pub fn grpc_calls(&self, method: &str) -> (f64, f64) {
+        let calls = |m: &str| self.grpc.get(m).map_or(0.0, |(calls, ..)| *calls);
+        (calls(method), calls(&format!("{method} (in process)")))
+    }
 }
 
 /// Reads the `/metrics` of the process serving them at `addr`.
@@ -295,5 +302,6 @@ mod tests {
         );
         assert_eq!(r.grpc.get("/a/B"), Some(&(2.0, 0.0, 0.0)));
         assert_eq!(r.grpc.get("/a/B (in process)"), Some(&(7.0, 0.0, 0.0)));
+        assert_eq!(r.grpc_calls("/a/B"), (2.0, 7.0));
     }
 }

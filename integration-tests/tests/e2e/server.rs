@@ -72,6 +72,30 @@ async fn server_processes_share_one_watch_and_fail_over_as_a_whole() {
         "one watch in the server process: {server} alloc events vs the gateway's {gateway}"
     );
 
+    // The worker beside the leaders called them directly; the other
+    // server's worker, whose leaders are in server-1, over the network.
+    const DEQUEUE: &str = "/caravan.v1.EvalBrokerService/Dequeue";
+    let calls = |name: &str| {
+        readings
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, r)| r.grpc_calls(DEQUEUE))
+            .unwrap_or_else(|| panic!("no metrics of {name}: {metrics:?}"))
+    };
+    let ((served, direct), (_, other_direct)) = (calls("server-1"), calls("server-2"));
+    assert!(
+        direct >= 1.0,
+        "server-1's worker dequeued in process: {direct}"
+    );
+    assert!(
+        served >= 1.0,
+        "server-2's worker dequeued from server-1 over the network: {served}"
+    );
+    assert_eq!(
+        other_direct, 0.0,
+        "server-2 leads nothing, so calls nothing directly"
+    );
+
     // `caravan server -health` (the containers' healthcheck) finds every
     // service of a live server SERVING, and fails once the process is gone.
     let (healthy, said) = c.server_health("server-1").await.unwrap();
@@ -94,4 +118,15 @@ async fn server_processes_share_one_watch_and_fail_over_as_a_whole() {
     }
     assert_ne!(c.wait_leader(Service::EvalBroker).await.unwrap(), broker);
     run_job(&c, "two", 3).await;
+    // Now server-2 leads, and its worker calls its own broker directly.
+    let readings = service_traffic::read_all(&c.metrics_addrs()).await;
+    let (_, direct) = readings
+        .iter()
+        .find(|(n, _)| n == "server-2")
+        .map(|(_, r)| r.grpc_calls(DEQUEUE))
+        .expect("server-2's metrics");
+    assert!(
+        direct >= 1.0,
+        "server-2's worker dequeued in process: {direct}"
+    );
 }
