@@ -70,7 +70,11 @@ impl Service for ApiGatewayService {
         serving: Serving<Bound>,
     ) -> anyhow::Result<()> {
         let variables_key = prepare(&config)?;
-        let GatewayStore { store, heartbeats } = store;
+        let GatewayStore {
+            store,
+            heartbeats,
+            job_writes,
+        } = store;
         let listeners = Listeners::bind(&config, heartbeats).await?;
         let cache = Informer::start(
             store.clone(),
@@ -82,7 +86,8 @@ impl Service for ApiGatewayService {
         let bound = listeners.bound(serving.local_addr);
         let shutdown = serving.shutdown;
         let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone())
-            .with_variables_key(variables_key);
+            .with_variables_key(variables_key)
+            .with_job_writes_on(job_writes);
         let node = NodeApi::new(gw.clone(), listeners.heartbeats);
         let grpc_router =
             caravan_gateway_node::routes(caravan_gateway_grpc::routes(serving.router, &gw), &node);

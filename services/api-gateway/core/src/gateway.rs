@@ -54,6 +54,9 @@ pub struct Gateway {
     pub broker: LeaderChannel,
     /// Where job registrations commit, grouped.
     pub job_writes: GroupCommit<StoreError>,
+    /// The thread and connection `job_writes` runs on, when it has its own:
+    /// held here so it lives as long as the gateway.
+    job_writes_lane: Option<crate::lane::Lane>,
     /// The key variables are sealed with; `None` when none is configured.
     pub variables_key: Option<Arc<crate::vars::seal::VariableKey>>,
     /// The ACL entries, when ACLs are enabled.
@@ -75,6 +78,26 @@ impl std::fmt::Debug for Gateway {
     }
 }
 
+/// The group committer of job registrations, over `store`, its tasks on the
+/// current runtime.
+fn start_job_writes(
+    store: Arc<dyn Store>,
+    config: &GatewayConfig,
+    shutdown: CancellationToken,
+) -> GroupCommit<StoreError> {
+    let commit: Committer<StoreError> = Arc::new(move |txn| {
+        let store = store.clone();
+        Box::pin(async move { store.txn(txn).await })
+    });
+    let limits = GroupLimits {
+        max_ops: config.max_txn_ops,
+        // What etcd takes by default (1.5 MiB) bounds the group.
+        max_bytes: 1536 * 1024,
+    };
+    let gone = || StoreError::Unavailable("the api-gateway is shutting down".into());
+    GroupCommit::start("job_writes", commit, limits, shutdown, gone).0
+}
+
 impl Gateway {
     /// A gateway over `store`, reading through `cache` (which must follow the
     /// same keyspace as `config.store.prefix`). Must be called inside a tokio
@@ -89,20 +112,7 @@ impl Gateway {
         let keys = cache.keyspace().clone();
         let watcher = LeaderChannel::new(store.clone(), keys.prefix(), DEPLOYMENT_WATCHER);
         let broker = LeaderChannel::new(store.clone(), keys.prefix(), EVAL_BROKER);
-        let job_writes = {
-            let store = store.clone();
-            let commit: Committer<StoreError> = Arc::new(move |txn| {
-                let store = store.clone();
-                Box::pin(async move { store.txn(txn).await })
-            });
-            let limits = GroupLimits {
-                max_ops: config.max_txn_ops,
-                // What etcd takes by default (1.5 MiB) bounds the group.
-                max_bytes: 1536 * 1024,
-            };
-            let gone = || StoreError::Unavailable("the api-gateway is shutting down".into());
-            GroupCommit::start("job_writes", commit, limits, shutdown.clone(), gone).0
-        };
+        let job_writes = start_job_writes(Arc::clone(&store), &config, shutdown.clone());
         let acl = config.acl.enabled.then(|| {
             let acl = crate::acl::AclCache::new();
             tokio::spawn(
@@ -123,6 +133,7 @@ impl Gateway {
             watcher,
             broker,
             job_writes,
+            job_writes_lane: None,
             variables_key: None,
             keyring: Arc::default(),
             alarms,
@@ -212,6 +223,22 @@ impl Gateway {
             ));
         }
         crate::store_health::check_alarms(&self.alarms, self.store.as_ref()).await
+    }
+
+    /// This gateway with job registrations committed on `lane` (its thread
+    /// and store connection, see [`crate::lane`]) rather than on the
+    /// caller's runtime and connection.
+    pub fn with_job_writes_on(mut self, lane: Option<crate::lane::Lane>) -> Self {
+        if let Some(lane) = lane {
+            let _on_lane = lane.handle().enter();
+            self.job_writes = start_job_writes(
+                Arc::clone(lane.store()),
+                &self.config,
+                self.shutdown.clone(),
+            );
+            self.job_writes_lane = Some(lane);
+        }
+        self
     }
 
     /// Waits (briefly, best effort) until the cache has applied `revision`,

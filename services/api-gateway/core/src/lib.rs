@@ -21,6 +21,7 @@ pub mod events;
 pub mod gateway;
 pub mod identity;
 pub mod jobs;
+pub mod lane;
 pub mod logs;
 pub mod metrics;
 pub mod namespaces;

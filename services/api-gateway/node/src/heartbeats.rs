@@ -1,18 +1,19 @@
-//! Where heartbeats renew their leases. On etcd, a thread of their own runs
-//! a runtime with a store connection of its own: a renewal waits neither
-//! for the gateway's runtime (busy with alloc streams, cache updates and
-//! status writes) nor behind the status writes' transactions and the
-//! watch's events on the shared connection. Nomad's rule: heartbeats never
-//! queue behind bulk traffic.
+//! Where heartbeats renew their leases. On etcd, a lane of their own (a
+//! thread running a runtime with a store connection of its own, see
+//! [`caravan_gateway_core::lane`]): a renewal waits neither for the
+//! gateway's runtime (busy with alloc streams, cache updates and status
+//! writes) nor behind the status writes' transactions and the watch's
+//! events on the shared connection. Nomad's rule: heartbeats never queue
+//! behind bulk traffic.
 
 use std::sync::Arc;
 
 use caravan_runtime::service::StoreAccess;
 use caravan_store::{LeaseId, Store, StoreError, with_member_timeout};
-use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
 
 use caravan_gateway_core::config::GatewayConfig;
+use caravan_gateway_core::lane::{Lane, ThreadRuntime};
 
 /// The OS thread's name, as `top -H` and profilers show it.
 const THREAD_NAME: &str = "caravan-heartbeats";
@@ -27,14 +28,15 @@ const RENEWAL_PATIENCE: std::time::Duration = std::time::Duration::from_millis(5
 /// How a gateway renews heartbeat leases; cheap to clone.
 #[derive(Clone)]
 pub struct Heartbeats {
+    /// Renewals without a lane of their own go here, on the caller's runtime.
     store: Arc<dyn Store>,
-    thread: Option<Arc<HeartbeatThread>>,
+    lane: Option<Lane>,
 }
 
 impl std::fmt::Debug for Heartbeats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Heartbeats")
-            .field("own_thread", &self.thread.is_some())
+            .field("own_thread", &self.lane.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -43,10 +45,7 @@ impl Heartbeats {
     /// Renewals on the caller's runtime over `store` (the embedded store,
     /// which has no connection to wait on).
     pub fn shared(store: Arc<dyn Store>) -> Self {
-        Heartbeats {
-            store,
-            thread: None,
-        }
+        Heartbeats { store, lane: None }
     }
 
     /// Renewals on a thread of their own, over a store connection that
@@ -57,41 +56,40 @@ impl Heartbeats {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Option<Arc<dyn Store>>> + Send + 'static,
     {
-        let thread = HeartbeatThread::start()?;
-        // Connected on the thread, so the connection's tasks run there.
-        let Ok(Some(store)) = thread.runtime().spawn(connect()).await else {
-            return Ok(None);
-        };
-        Ok(Some(Heartbeats {
-            store,
-            thread: Some(Arc::new(thread)),
-        }))
+        Ok(Lane::start(THREAD_NAME, connect)
+            .await?
+            .map(|lane| Heartbeats {
+                store: Arc::clone(lane.store()),
+                lane: Some(lane),
+            }))
     }
 
     /// These renewals with a thread of their own (started here when they
     /// have none, on the embedded store), and that thread's runtime, where
     /// the heartbeat listener is served.
     pub fn with_thread(self) -> std::io::Result<(Self, tokio::runtime::Handle)> {
-        let thread = match self.thread {
-            Some(thread) => thread,
-            None => Arc::new(HeartbeatThread::start()?),
+        let lane = match self.lane {
+            Some(lane) => lane,
+            None => Lane::on(
+                Arc::new(ThreadRuntime::start(THREAD_NAME)?),
+                Arc::clone(&self.store),
+            ),
         };
-        let runtime = thread.runtime().clone();
+        let runtime = lane.handle().clone();
         let heartbeats = Heartbeats {
             store: self.store,
-            thread: Some(thread),
+            lane: Some(lane),
         };
         Ok((heartbeats, runtime))
     }
 
     /// Renews `lease`; returns its TTL in seconds.
     pub async fn renew(&self, lease: LeaseId) -> Result<i64, StoreError> {
-        let Some(thread) = &self.thread else {
+        let Some(lane) = &self.lane else {
             return with_member_timeout(RENEWAL_PATIENCE, self.store.lease_keep_alive(lease)).await;
         };
-        let store = Arc::clone(&self.store);
-        thread
-            .runtime()
+        let store = Arc::clone(lane.store());
+        lane.handle()
             .spawn(async move {
                 with_member_timeout(RENEWAL_PATIENCE, store.lease_keep_alive(lease)).await
             })
@@ -104,48 +102,19 @@ impl Heartbeats {
     }
 }
 
-/// A one-thread runtime; stops (without waiting for its tasks) when dropped.
-struct HeartbeatThread {
-    runtime: Option<Runtime>,
-}
+/// The thread job registrations commit on.
+const JOB_WRITES_THREAD: &str = "caravan-job-writes";
 
-impl HeartbeatThread {
-    fn start() -> std::io::Result<Self> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name(THREAD_NAME)
-            .enable_all()
-            .build()?;
-        Ok(HeartbeatThread {
-            runtime: Some(runtime),
-        })
-    }
-
-    fn runtime(&self) -> &tokio::runtime::Handle {
-        match &self.runtime {
-            Some(runtime) => runtime.handle(),
-            None => unreachable!("the runtime is taken only by drop"),
-        }
-    }
-}
-
-impl Drop for HeartbeatThread {
-    fn drop(&mut self) {
-        // Dropped from async code, a runtime that waited for its tasks would
-        // block the caller; its tasks are renewals whose callers are gone.
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
-
-/// The gateway's store: the one it reads and writes, and where heartbeats
-/// renew their leases.
+/// The gateway's store: the one it reads and writes, where heartbeats
+/// renew their leases, and where job registrations commit.
 pub struct GatewayStore {
     /// Reads and writes.
     pub store: Arc<dyn Store>,
     /// Lease renewals.
     pub heartbeats: Heartbeats,
+    /// Job registrations' lane; `None`: they commit on the gateway's
+    /// runtime and connection.
+    pub job_writes: Option<Lane>,
 }
 
 impl From<Arc<dyn Store>> for GatewayStore {
@@ -155,6 +124,7 @@ impl From<Arc<dyn Store>> for GatewayStore {
         GatewayStore {
             heartbeats: Heartbeats::shared(Arc::clone(&store)),
             store,
+            job_writes: None,
         }
     }
 }
@@ -168,18 +138,32 @@ impl StoreAccess<GatewayConfig> for GatewayStore {
 
     async fn reach(config: &GatewayConfig, shutdown: &CancellationToken) -> Option<Self> {
         let store = config.store.connect_until(shutdown).await?;
-        let (store_config, stop) = (config.store.clone(), shutdown.clone());
-        let heartbeats =
-            Heartbeats::own_thread(|| async move { store_config.connect_until(&stop).await }).await;
-        match heartbeats {
-            Ok(Some(heartbeats)) => Some(GatewayStore { store, heartbeats }),
-            Ok(None) => None,
+        let connect = || {
+            let (store_config, stop) = (config.store.clone(), shutdown.clone());
+            || async move { store_config.connect_until(&stop).await }
+        };
+        let heartbeats = match Heartbeats::own_thread(connect()).await {
+            Ok(Some(heartbeats)) => heartbeats,
+            Ok(None) => return None,
             Err(err) => {
                 // Heartbeats still work, on the shared runtime and connection.
                 tracing::error!(%err, "cannot start the heartbeat thread; renewing leases on the shared runtime");
-                Some(GatewayStore::from(store))
+                Heartbeats::shared(Arc::clone(&store))
             }
-        }
+        };
+        let job_writes = match Lane::start(JOB_WRITES_THREAD, connect()).await {
+            Ok(Some(lane)) => Some(lane),
+            Ok(None) => return None,
+            Err(err) => {
+                tracing::error!(%err, "cannot start the job writes thread; registrations commit on the shared runtime");
+                None
+            }
+        };
+        Some(GatewayStore {
+            store,
+            heartbeats,
+            job_writes,
+        })
     }
 }
 
@@ -200,6 +184,49 @@ mod tests {
         )
     }
 
+    /// Keeps the one worker of the current runtime spinning until dropped.
+    struct BusyWorker(Arc<AtomicBool>);
+
+    impl BusyWorker {
+        fn start() -> Self {
+            let busy = Arc::new(AtomicBool::new(true));
+            let spinning = Arc::new(AtomicBool::new(false));
+            tokio::spawn({
+                let (busy, spinning) = (Arc::clone(&busy), Arc::clone(&spinning));
+                async move {
+                    spinning.store(true, Ordering::Relaxed);
+                    while busy.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                }
+            });
+            while !spinning.load(Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
+            BusyWorker(busy)
+        }
+    }
+
+    impl Drop for BusyWorker {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Runs `request` from a thread outside the runtime (whose timers and
+    /// connections the busy worker holds up) and waits up to 5 s for it.
+    fn from_outside<T: Send + 'static>(
+        request: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T, std::sync::mpsc::RecvTimeoutError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let runtime = tokio::runtime::Handle::current();
+        std::thread::spawn(move || {
+            let _in = runtime.enter();
+            let _ = tx.send(futures::executor::block_on(request));
+        });
+        rx.recv_timeout(Duration::from_secs(5))
+    }
+
     /// With every worker of the gateway's runtime busy (a burst of alloc
     /// streams, cache updates and status writes on a saturated machine), a
     /// renewal still reaches etcd and comes back: the heartbeat thread
@@ -215,31 +242,10 @@ mod tests {
             .unwrap();
         heartbeats.renew(lease.id).await.unwrap();
 
-        let busy = Arc::new(AtomicBool::new(true));
-        let spinning = Arc::new(AtomicBool::new(false));
-        tokio::spawn({
-            let (busy, spinning) = (Arc::clone(&busy), Arc::clone(&spinning));
-            async move {
-                spinning.store(true, Ordering::Relaxed);
-                while busy.load(Ordering::Relaxed) {
-                    std::hint::spin_loop();
-                }
-            }
-        });
-        while !spinning.load(Ordering::Relaxed) {
-            std::thread::yield_now();
-        }
-        // Renewed from a thread outside the runtime (whose timers and
-        // connections the busy worker holds up), waited for here.
-        let (tx, rx) = std::sync::mpsc::channel();
-        let runtime = tokio::runtime::Handle::current();
+        let busy = BusyWorker::start();
         let renewing = heartbeats.clone();
-        std::thread::spawn(move || {
-            let _in = runtime.enter();
-            let _ = tx.send(futures::executor::block_on(renewing.renew(lease.id)));
-        });
-        let renewed = rx.recv_timeout(Duration::from_secs(5));
-        busy.store(false, Ordering::Relaxed);
+        let renewed = from_outside(async move { renewing.renew(lease.id).await });
+        drop(busy);
         assert_eq!(
             renewed
                 .expect("no renewal within 5 s while the runtime was busy")
@@ -247,6 +253,50 @@ mod tests {
             30
         );
         shared.lease_revoke(lease.id).await.unwrap();
+    }
+
+    /// The same for a job registration's commit: on its lane, it reaches
+    /// etcd and is answered while the gateway's runtime is busy.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn job_writes_commit_while_the_gateway_runtime_is_busy() {
+        let shared = etcd().await;
+        let prefix = caravan_testkit::unique_prefix("job-writes-lane");
+        let cache = caravan_state::Informer::start(
+            Arc::clone(&shared),
+            caravan_state::Keyspace::new(&prefix),
+            caravan_gateway_core::cache_config(),
+        )
+        .await
+        .unwrap();
+        let lane = Lane::start(JOB_WRITES_THREAD, || async { Some(etcd().await) })
+            .await
+            .unwrap()
+            .unwrap();
+        let gw = caravan_gateway_core::Gateway::new(
+            Arc::clone(&shared),
+            Arc::new(cache),
+            GatewayConfig::default(),
+            CancellationToken::new(),
+        )
+        .with_job_writes_on(Some(lane));
+        let key = format!("{prefix}jobs/default/lane").into_bytes();
+
+        let busy = BusyWorker::start();
+        let writes = gw.job_writes.clone();
+        let put =
+            caravan_store::Txn::new().and_then(caravan_store::Op::put(key.clone(), b"x".to_vec()));
+        let committed = from_outside(async move { writes.txn(put).await });
+        drop(busy);
+        let committed = committed
+            .expect("no commit within 5 s while the runtime was busy")
+            .unwrap();
+        assert!(committed.succeeded);
+        let stored = shared.get(&key).await.unwrap().unwrap();
+        assert_eq!(stored.mod_revision, committed.revision);
+        shared
+            .delete(caravan_store::Range::prefix(prefix.as_bytes()))
+            .await
+            .unwrap();
     }
 
     #[tokio::test]
