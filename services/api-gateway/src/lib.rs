@@ -85,9 +85,8 @@ impl Service for ApiGatewayService {
         .context("starting the watch cache")?;
         let bound = listeners.bound(serving.local_addr);
         let shutdown = serving.shutdown;
-        let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone())
-            .with_variables_key(variables_key)
-            .with_job_writes_on(job_writes);
+        let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone(), job_writes)
+            .with_variables_key(variables_key);
         let node = NodeApi::new(gw.clone(), listeners.heartbeats);
         let grpc_router =
             caravan_gateway_node::routes(caravan_gateway_grpc::routes(serving.router, &gw), &node);

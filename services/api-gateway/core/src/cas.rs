@@ -89,7 +89,13 @@ mod tests {
             write_attempts: attempts,
             ..GatewayConfig::default()
         };
-        Gateway::new(store, Arc::new(cache), config, CancellationToken::new())
+        Gateway::new(
+            store,
+            Arc::new(cache),
+            config,
+            CancellationToken::new(),
+            None,
+        )
     }
 
     /// The counter's value and mod revision.

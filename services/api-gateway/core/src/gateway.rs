@@ -56,7 +56,7 @@ pub struct Gateway {
     pub job_writes: GroupCommit<StoreError>,
     /// The thread and connection `job_writes` runs on, when it has its own:
     /// held here so it lives as long as the gateway.
-    job_writes_lane: Option<crate::lane::Lane>,
+    _job_writes_lane: Option<crate::lane::Lane>,
     /// The key variables are sealed with; `None` when none is configured.
     pub variables_key: Option<Arc<crate::vars::seal::VariableKey>>,
     /// The ACL entries, when ACLs are enabled.
@@ -79,7 +79,7 @@ impl std::fmt::Debug for Gateway {
 }
 
 /// The group committer of job registrations, over `store`, its tasks on the
-/// current runtime.
+/// current runtime (`Gateway::new` enters the lane's first, when there is one).
 fn start_job_writes(
     store: Arc<dyn Store>,
     config: &GatewayConfig,
@@ -100,19 +100,28 @@ fn start_job_writes(
 
 impl Gateway {
     /// A gateway over `store`, reading through `cache` (which must follow the
-    /// same keyspace as `config.store.prefix`). Must be called inside a tokio
-    /// runtime: it starts the tasks that group job writes, list the store's
-    /// alarms and follow the ACL entries.
+    /// same keyspace as `config.store.prefix`). Job registrations commit on
+    /// `job_writes_lane` (its thread and store connection, see
+    /// [`crate::lane`]) when given, else on the caller's runtime and `store`.
+    /// Must be called inside a tokio runtime: it starts the tasks that group
+    /// job writes, list the store's alarms and follow the ACL entries.
     pub fn new(
         store: Arc<dyn Store>,
         cache: Arc<Informer>,
         config: GatewayConfig,
         shutdown: CancellationToken,
+        job_writes_lane: Option<crate::lane::Lane>,
     ) -> Self {
         let keys = cache.keyspace().clone();
         let watcher = LeaderChannel::new(store.clone(), keys.prefix(), DEPLOYMENT_WATCHER);
         let broker = LeaderChannel::new(store.clone(), keys.prefix(), EVAL_BROKER);
-        let job_writes = start_job_writes(Arc::clone(&store), &config, shutdown.clone());
+        let job_writes = match &job_writes_lane {
+            Some(lane) => {
+                let _on_lane = lane.handle().enter();
+                start_job_writes(Arc::clone(lane.store()), &config, shutdown.clone())
+            }
+            None => start_job_writes(Arc::clone(&store), &config, shutdown.clone()),
+        };
         let acl = config.acl.enabled.then(|| {
             let acl = crate::acl::AclCache::new();
             tokio::spawn(
@@ -133,7 +142,7 @@ impl Gateway {
             watcher,
             broker,
             job_writes,
-            job_writes_lane: None,
+            _job_writes_lane: job_writes_lane,
             variables_key: None,
             keyring: Arc::default(),
             alarms,
@@ -223,22 +232,6 @@ impl Gateway {
             ));
         }
         crate::store_health::check_alarms(&self.alarms, self.store.as_ref()).await
-    }
-
-    /// This gateway with job registrations committed on `lane` (its thread
-    /// and store connection, see [`crate::lane`]) rather than on the
-    /// caller's runtime and connection.
-    pub fn with_job_writes_on(mut self, lane: Option<crate::lane::Lane>) -> Self {
-        if let Some(lane) = lane {
-            let _on_lane = lane.handle().enter();
-            self.job_writes = start_job_writes(
-                Arc::clone(lane.store()),
-                &self.config,
-                self.shutdown.clone(),
-            );
-            self.job_writes_lane = Some(lane);
-        }
-        self
     }
 
     /// Waits (briefly, best effort) until the cache has applied `revision`,

@@ -27,16 +27,17 @@ const RENEWAL_PATIENCE: std::time::Duration = std::time::Duration::from_millis(5
 
 /// How a gateway renews heartbeat leases; cheap to clone.
 #[derive(Clone)]
-pub struct Heartbeats {
-    /// Renewals without a lane of their own go here, on the caller's runtime.
-    store: Arc<dyn Store>,
-    lane: Option<Lane>,
+pub enum Heartbeats {
+    /// On the caller's runtime, over this store.
+    Shared(Arc<dyn Store>),
+    /// On a lane of their own.
+    Lane(Lane),
 }
 
 impl std::fmt::Debug for Heartbeats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Heartbeats")
-            .field("own_thread", &self.lane.is_some())
+            .field("own_thread", &matches!(self, Heartbeats::Lane(_)))
             .finish_non_exhaustive()
     }
 }
@@ -45,7 +46,7 @@ impl Heartbeats {
     /// Renewals on the caller's runtime over `store` (the embedded store,
     /// which has no connection to wait on).
     pub fn shared(store: Arc<dyn Store>) -> Self {
-        Heartbeats { store, lane: None }
+        Heartbeats::Shared(store)
     }
 
     /// Renewals on a thread of their own, over a store connection that
@@ -58,35 +59,30 @@ impl Heartbeats {
     {
         Ok(Lane::start(THREAD_NAME, connect)
             .await?
-            .map(|lane| Heartbeats {
-                store: Arc::clone(lane.store()),
-                lane: Some(lane),
-            }))
+            .map(Heartbeats::Lane))
     }
 
     /// These renewals with a thread of their own (started here when they
     /// have none, on the embedded store), and that thread's runtime, where
     /// the heartbeat listener is served.
     pub fn with_thread(self) -> std::io::Result<(Self, tokio::runtime::Handle)> {
-        let lane = match self.lane {
-            Some(lane) => lane,
-            None => Lane::on(
-                Arc::new(ThreadRuntime::start(THREAD_NAME)?),
-                Arc::clone(&self.store),
-            ),
+        let lane = match self {
+            Heartbeats::Lane(lane) => lane,
+            Heartbeats::Shared(store) => {
+                Lane::on(Arc::new(ThreadRuntime::start(THREAD_NAME)?), store)
+            }
         };
         let runtime = lane.handle().clone();
-        let heartbeats = Heartbeats {
-            store: self.store,
-            lane: Some(lane),
-        };
-        Ok((heartbeats, runtime))
+        Ok((Heartbeats::Lane(lane), runtime))
     }
 
     /// Renews `lease`; returns its TTL in seconds.
     pub async fn renew(&self, lease: LeaseId) -> Result<i64, StoreError> {
-        let Some(lane) = &self.lane else {
-            return with_member_timeout(RENEWAL_PATIENCE, self.store.lease_keep_alive(lease)).await;
+        let lane = match self {
+            Heartbeats::Shared(store) => {
+                return with_member_timeout(RENEWAL_PATIENCE, store.lease_keep_alive(lease)).await;
+            }
+            Heartbeats::Lane(lane) => lane,
         };
         let store = Arc::clone(lane.store());
         lane.handle()
@@ -277,8 +273,8 @@ mod tests {
             Arc::new(cache),
             GatewayConfig::default(),
             CancellationToken::new(),
-        )
-        .with_job_writes_on(Some(lane));
+            Some(lane),
+        );
         let key = format!("{prefix}jobs/default/lane").into_bytes();
 
         let busy = BusyWorker::start();
