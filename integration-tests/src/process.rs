@@ -243,26 +243,44 @@ pub fn tail_file(path: &Path, lines: usize) -> String {
     }
 }
 
+/// The ports [`free_addr`] hands out: below Linux's default ephemeral range
+/// (32768-60999), from which the kernel picks the local port of every
+/// outgoing connection and of every `bind(0)`. A port from that range,
+/// free when asked, could be taken by a connection the next moment (an etcd
+/// member dialing its peers) before the service binds it.
+const HANDED_OUT: std::ops::Range<u16> = 20_000..32_768;
+
 /// A loopback address with a port nothing listens on right now, never
-/// handed out twice by this process. Another process may still take it
-/// before the service binds it; callers retry on "address in use".
+/// handed out twice by this process, and outside the kernel's ephemeral
+/// range ([`HANDED_OUT`]). Another test process may still take it before
+/// the service binds it; callers retry on "address in use"
+/// ([`lost_port_race`]).
 pub fn free_addr() -> anyhow::Result<SocketAddr> {
+    use rand::Rng;
     static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
-    for _ in 0..64 {
-        let addr = TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let mut rng = rand::rng();
+    for _ in 0..256 {
+        let port = rng.random_range(HANDED_OUT);
         let mut given = GIVEN
             .lock()
             .map_err(|_| anyhow::anyhow!("port set poisoned"))?;
-        if given.get_or_insert_with(HashSet::new).insert(addr.port()) {
-            return Ok(addr);
+        let given = given.get_or_insert_with(HashSet::new);
+        if given.contains(&port) {
+            continue;
+        }
+        if let Ok(listener) = TcpListener::bind(("127.0.0.1", port)) {
+            given.insert(port);
+            return Ok(listener.local_addr()?);
         }
     }
-    anyhow::bail!("no free loopback port found")
+    anyhow::bail!("no free loopback port found in {HANDED_OUT:?}")
 }
 
-/// Whether a log says the process could not bind its address.
+/// Whether a log says the process could not bind its address: Rust's
+/// "Address already in use", Go's "bind: address already in use".
 pub fn lost_port_race(log: &Path) -> bool {
-    std::fs::read_to_string(log).is_ok_and(|t| t.contains("Address already in use"))
+    std::fs::read_to_string(log)
+        .is_ok_and(|t| t.to_ascii_lowercase().contains("address already in use"))
 }
 
 /// Whether something accepts TCP connections on `addr`.
@@ -294,4 +312,34 @@ pub fn command_line(pid: i32) -> Option<String> {
         .map(|p| String::from_utf8_lossy(p).into_owned())
         .collect();
     Some(parts.join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_race_is_seen_in_rust_and_go_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        for (text, lost) in [
+            ("Error: Address already in use (os error 98)", true),
+            (
+                r#"{"msg":"discovery failed","error":"listen tcp 127.0.0.1:40681: bind: address already in use"}"#,
+                true,
+            ),
+            ("ready to serve client requests", false),
+        ] {
+            std::fs::write(&log, text).unwrap();
+            assert_eq!(lost_port_race(&log), lost, "{text}");
+        }
+    }
+
+    #[test]
+    fn free_ports_stay_out_of_the_ephemeral_range_and_are_not_repeated() {
+        let ports: Vec<u16> = (0..200).map(|_| free_addr().unwrap().port()).collect();
+        assert!(ports.iter().all(|p| HANDED_OUT.contains(p)), "{ports:?}");
+        let unique: HashSet<_> = ports.iter().collect();
+        assert_eq!(unique.len(), ports.len());
+    }
 }
