@@ -245,10 +245,12 @@ pub fn tail_file(path: &Path, lines: usize) -> String {
 
 /// The ports [`free_addr`] hands out: below Linux's default ephemeral range
 /// (32768-60999), from which the kernel picks the local port of every
-/// outgoing connection and of every `bind(0)`. A port from that range,
-/// free when asked, could be taken by a connection the next moment (an etcd
-/// member dialing its peers) before the service binds it.
-const HANDED_OUT: std::ops::Range<u16> = 20_000..32_768;
+/// outgoing connection and of every `bind(0)`, and below the default
+/// dynamic port range a client node gives tasks (20000-32000). A port from
+/// the ephemeral range, free when asked, could be taken by a connection the
+/// next moment (an etcd member dialing its peers) before the service binds
+/// it.
+const HANDED_OUT: std::ops::Range<u16> = 10_000..20_000;
 
 /// A loopback address with a port nothing listens on right now, never
 /// handed out twice by this process, and outside the kernel's ephemeral
