@@ -20,6 +20,7 @@ use caravan_state::{Informer, Keyspace};
 use futures::future::BoxFuture;
 use tokio::net::TcpListener;
 use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
 
 pub use caravan_gateway_core::Bound;
 pub use caravan_gateway_core::acl::need::Need as AclNeed;
@@ -31,7 +32,7 @@ pub use caravan_gateway_http::acl_routes::{RULES as ACL_ROUTES, Rule as AclRule}
 pub use caravan_gateway_node::heartbeats::GatewayStore;
 
 use caravan_gateway_core::gateway::Gateway;
-use caravan_gateway_core::lane::Lane;
+use caravan_gateway_core::lane::{Lane, ThreadRuntime};
 use caravan_gateway_core::store_health;
 use caravan_gateway_node::NodeApi;
 use caravan_gateway_node::heartbeats::Heartbeats;
@@ -230,10 +231,21 @@ fn serve_heartbeats(
     }
 }
 
+/// The threads the HTTP API is served on.
+const HTTP_THREAD: &str = "caravan-http";
+
 /// Serves the HTTP API until the gateway shuts down: HTTPS with `tls.http`
 /// (the process's certificate, reloaded with it). Requests in flight (a
 /// write waiting on an unreachable etcd, a blocking query) get the same
 /// drain as gRPC's, then are dropped.
+///
+/// On a runtime of its own (`caravan-http`, as many threads as the main
+/// runtime has), with the listener registered there: an operator's request
+/// (a `job run`, a blocking query, the UI) is polled in a queue of
+/// operators' requests, not behind thousands of nodes' alloc streams and
+/// status reports on a loaded machine, and each of its steps (reading the
+/// body, the commit's answer, the cache catching up, the response) waits
+/// for that queue only.
 fn serve_http(
     gw: &Gateway,
     listener: TcpListener,
@@ -241,6 +253,33 @@ fn serve_http(
     router: axum::Router,
 ) -> impl Future<Output = anyhow::Result<()>> + use<> {
     let shutdown = gw.shutdown.clone();
+    let workers = Handle::current().metrics().num_workers();
+    let thread = ThreadRuntime::with_workers(HTTP_THREAD, workers);
+    let listener = listener.into_std();
+    async move {
+        let thread = thread.with_context(|| format!("starting the {HTTP_THREAD} threads"))?;
+        let serving = thread.handle().spawn(async move {
+            // A listener is polled by the reactor of the runtime it was
+            // registered with: registered again on the HTTP threads'.
+            let listener = TcpListener::from_std(listener?)?;
+            serve_http_on(listener, addr, router, shutdown).await
+        });
+        let result = serving
+            .await
+            .with_context(|| format!("the {HTTP_THREAD} threads stopped"))?;
+        // Dropped only now: the threads run what `serving` awaited.
+        drop(thread);
+        result
+    }
+}
+
+/// [`serve_http`] on the runtime it is called from.
+async fn serve_http_on(
+    listener: TcpListener,
+    addr: SocketAddr,
+    router: axum::Router,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let stop = shutdown.clone().cancelled_owned();
     let serve: BoxFuture<'static, std::io::Result<()>> = match caravan_runtime::tls::https() {
         Some(tls) => {
@@ -257,16 +296,14 @@ fn serve_http(
                 .into_future(),
         ),
     };
-    async move {
-        let name = format!("HTTP server on {addr}");
-        caravan_runtime::shutdown::within_grace(
-            &name,
-            serve,
-            &shutdown,
-            caravan_runtime::grpc::DRAIN_TIMEOUT,
-        )
-        .await
-        .unwrap_or(Ok(()))
-        .context("serving HTTP")
-    }
+    let name = format!("HTTP server on {addr}");
+    caravan_runtime::shutdown::within_grace(
+        &name,
+        serve,
+        &shutdown,
+        caravan_runtime::grpc::DRAIN_TIMEOUT,
+    )
+    .await
+    .unwrap_or(Ok(()))
+    .context("serving HTTP")
 }

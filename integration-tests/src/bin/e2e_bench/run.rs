@@ -266,10 +266,15 @@ async fn wait_until_running(
         }
         while let Some(registered) = registering.try_join_next() {
             let registered = registered??;
+            // The latencies now too: a run stopped here (to measure
+            // registration alone) still has them.
+            let http = crate::report::Latency::of(&mut registered.took.clone());
             eprintln!(
-                "{} jobs registered in {:.2} s",
+                "{} jobs registered in {:.2} s (HTTP p50 {:.1} ms, p99 {:.1} ms)",
                 registered.took.len(),
-                registered.answered_in.as_secs_f64()
+                registered.answered_in.as_secs_f64(),
+                http.p50_ms,
+                http.p99_ms
             );
             shared.progress.lock().registered = Some(registered);
         }

@@ -15,8 +15,8 @@ use caravan_state::{Informer, InformerConfig, Keyspace, StateError};
 use caravan_store::Store;
 use tokio::runtime::{Handle, Runtime};
 
-/// A one-thread runtime named `name`; stops (without waiting for its tasks)
-/// when dropped.
+/// A runtime on threads of its own named `name` (one, unless asked for
+/// more); stops (without waiting for its tasks) when dropped.
 #[derive(Debug)]
 pub struct ThreadRuntime {
     runtime: Option<Runtime>,
@@ -25,8 +25,13 @@ pub struct ThreadRuntime {
 impl ThreadRuntime {
     /// Starts the thread.
     pub fn start(name: &'static str) -> std::io::Result<Self> {
+        Self::with_workers(name, 1)
+    }
+
+    /// A runtime of `workers` threads (at least one), each named `name`.
+    pub fn with_workers(name: &'static str, workers: usize) -> std::io::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+            .worker_threads(workers.max(1))
             .thread_name(name)
             .enable_all()
             .build()?;

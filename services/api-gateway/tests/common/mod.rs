@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use caravan_api_gateway::{ApiGatewayService, Bound, GatewayConfig, GatewayStore};
@@ -322,6 +323,50 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
         out.extend_from_slice(&data[start..(start + size).min(data.len())]);
         data = &data[(start + size + 2).min(data.len())..];
     }
+}
+
+/// The runtime threads of the tests' tokio runtime
+/// (`backend_cases!` runs each case on two).
+const RUNTIME_WORKERS: usize = 2;
+
+/// Takes every worker of the current runtime until the returned flag is
+/// cleared: a gateway saturated by alloc streams, cache updates and
+/// status writes.
+pub fn saturate_runtime() -> Arc<AtomicBool> {
+    let busy = Arc::new(AtomicBool::new(true));
+    let spinning = Arc::new(AtomicUsize::new(0));
+    for _ in 0..RUNTIME_WORKERS {
+        let (busy, spinning) = (Arc::clone(&busy), Arc::clone(&spinning));
+        tokio::spawn(async move {
+            spinning.fetch_add(1, Ordering::SeqCst);
+            while busy.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        });
+    }
+    while spinning.load(Ordering::SeqCst) < RUNTIME_WORKERS {
+        std::thread::yield_now();
+    }
+    busy
+}
+
+/// Sends one HTTP request to `addr` from a thread and runtime of its own
+/// (the test's may be saturated); its answer arrives on the returned channel.
+pub fn http_from_elsewhere(
+    addr: std::net::SocketAddr,
+    method: &'static str,
+    path: &'static str,
+    body: Vec<u8>,
+) -> std::sync::mpsc::Receiver<HttpAnswer> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _ = tx.send(runtime.block_on(http(addr, method, path, &body)));
+    });
+    rx
 }
 
 /// The secret the tests' node `node_id` registers and calls with.

@@ -1,8 +1,7 @@
 //! The heartbeat listener (`heartbeat_addr`): heartbeats only, answered by
 //! the heartbeat thread while the gateway's main runtime is busy.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use caravan_proto::node_client_service_client::NodeClientServiceClient;
@@ -10,12 +9,8 @@ use caravan_proto::{HeartbeatRequest, RegisterNodeRequest, WatchAllocationsReque
 use tonic::Code;
 use tonic::transport::Channel;
 
-use crate::common::{Backend, TestGateway, node_secret};
+use crate::common::{Backend, TestGateway, node_secret, saturate_runtime};
 use crate::fixtures::node;
-
-/// The runtime threads of the tests' tokio runtime
-/// (`backend_cases!` runs each case on two).
-const RUNTIME_WORKERS: usize = 2;
 
 async fn started(backend: Backend, name: &str) -> TestGateway {
     let gw = TestGateway::start_like_a_process(backend, name, |c| {
@@ -65,27 +60,6 @@ fn heartbeat_from_elsewhere(addr: std::net::SocketAddr) -> std::sync::mpsc::Rece
         let _ = tx.send(code);
     });
     rx
-}
-
-/// Takes every worker of the current runtime until the returned flag is
-/// cleared: a gateway saturated by alloc streams, cache updates and
-/// status writes.
-fn saturate_runtime() -> Arc<AtomicBool> {
-    let busy = Arc::new(AtomicBool::new(true));
-    let spinning = Arc::new(AtomicUsize::new(0));
-    for _ in 0..RUNTIME_WORKERS {
-        let (busy, spinning) = (Arc::clone(&busy), Arc::clone(&spinning));
-        tokio::spawn(async move {
-            spinning.fetch_add(1, Ordering::SeqCst);
-            while busy.load(Ordering::Relaxed) {
-                std::hint::spin_loop();
-            }
-        });
-    }
-    while spinning.load(Ordering::SeqCst) < RUNTIME_WORKERS {
-        std::thread::yield_now();
-    }
-    busy
 }
 
 /// With every worker of the gateway's runtime taken, a heartbeat sent to

@@ -12,6 +12,7 @@ mod fixtures;
 mod agent;
 mod allocations;
 mod blocking;
+mod busy_runtime;
 mod deployments;
 mod errors;
 mod jobs;
@@ -52,6 +53,9 @@ caravan_testkit::backend_cases!(backend => crate {
         a_10mb_job_is_refused_before_parsing_and_writes_nothing,
         a_non_numeric_index_is_400,
         an_unparseable_wait_is_400,
+    },
+    busy_runtime {
+        http_is_answered_while_the_gateway_runtime_is_busy,
     },
     blocking {
         an_idle_blocking_query_waits_out_its_wait_and_keeps_the_index,
