@@ -350,23 +350,32 @@ pub fn saturate_runtime() -> Arc<AtomicBool> {
     busy
 }
 
-/// Sends one HTTP request to `addr` from a thread and runtime of its own
-/// (the test's may be saturated); its answer arrives on the returned channel.
-pub fn http_from_elsewhere(
-    addr: std::net::SocketAddr,
-    method: &'static str,
-    path: &'static str,
-    body: Vec<u8>,
-) -> std::sync::mpsc::Receiver<HttpAnswer> {
+/// Runs `request` on a thread and runtime of its own (the test's may be
+/// saturated); its output arrives on the returned channel.
+pub fn from_elsewhere<T, F>(request: F) -> std::sync::mpsc::Receiver<T>
+where
+    T: Send + 'static,
+    F: Future<Output = T> + Send + 'static,
+{
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        let _ = tx.send(runtime.block_on(http(addr, method, path, &body)));
+        let _ = tx.send(runtime.block_on(request));
     });
     rx
+}
+
+/// Sends one HTTP request to `addr` [`from_elsewhere`].
+pub fn http_from_elsewhere(
+    addr: std::net::SocketAddr,
+    method: &'static str,
+    path: &'static str,
+    body: Vec<u8>,
+) -> std::sync::mpsc::Receiver<HttpAnswer> {
+    from_elsewhere(async move { http(addr, method, path, &body).await })
 }
 
 /// The secret the tests' node `node_id` registers and calls with.

@@ -9,7 +9,7 @@ use caravan_proto::{HeartbeatRequest, RegisterNodeRequest, WatchAllocationsReque
 use tonic::Code;
 use tonic::transport::Channel;
 
-use crate::common::{Backend, TestGateway, node_secret, saturate_runtime};
+use crate::common::{Backend, TestGateway, from_elsewhere, node_secret, saturate_runtime};
 use crate::fixtures::node;
 
 async fn started(backend: Backend, name: &str) -> TestGateway {
@@ -34,32 +34,23 @@ fn beat() -> HeartbeatRequest {
     }
 }
 
-/// Sends one heartbeat to `addr` from a thread and runtime of its own;
-/// its answer (the code, or OK) arrives on the returned channel.
+/// Sends one heartbeat to `addr` [`from_elsewhere`]; its answer (the
+/// code, or OK) arrives on the returned channel.
 fn heartbeat_from_elsewhere(addr: std::net::SocketAddr) -> std::sync::mpsc::Receiver<Code> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
+    from_elsewhere(async move {
+        let channel = Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
             .unwrap();
-        let code = runtime.block_on(async move {
-            let channel = Channel::from_shared(format!("http://{addr}"))
-                .unwrap()
-                .connect()
-                .await
-                .unwrap();
-            match NodeClientServiceClient::new(channel)
-                .heartbeat(beat())
-                .await
-            {
-                Ok(_) => Code::Ok,
-                Err(status) => status.code(),
-            }
-        });
-        let _ = tx.send(code);
-    });
-    rx
+        match NodeClientServiceClient::new(channel)
+            .heartbeat(beat())
+            .await
+        {
+            Ok(_) => Code::Ok,
+            Err(status) => status.code(),
+        }
+    })
 }
 
 /// With every worker of the gateway's runtime taken, a heartbeat sent to
