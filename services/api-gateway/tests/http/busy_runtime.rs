@@ -12,9 +12,9 @@ use crate::fixtures::{body, nomad_job};
 /// answered; on etcd, where the gateway runs as its process does (job
 /// writes on a lane of their own), so is a registration, after at most the
 /// settle wait (the cache it waits for follows the store on the main
-/// runtime), and once the burst ends the job reads back. On the embedded
-/// store the registration commits on the main runtime, so it waits for the
-/// burst.
+/// runtime), and once the burst ends the job reads back as soon as the
+/// cache has caught up. On the embedded store the registration commits on
+/// the main runtime, so it waits for the burst.
 pub async fn http_is_answered_while_the_gateway_runtime_is_busy(backend: Backend) {
     let gw = TestGateway::start_like_a_process(backend, "http-busy-runtime", |_| {}).await;
     let addr = gw.bound.http;
@@ -39,8 +39,18 @@ pub async fn http_is_answered_while_the_gateway_runtime_is_busy(backend: Backend
         let (status, text) =
             registered.expect("no registration within 5 s while the runtime was busy");
         assert_eq!(status, 200, "{text}");
-        let read = gw.http("GET", "/v1/job/busy", b"").await;
+        // Answered once the settle wait gave up, the write may not be in
+        // the cache yet; it is once the cache has caught up.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let read = loop {
+            let read = gw.http("GET", "/v1/job/busy", b"").await;
+            if read.status != 404 || tokio::time::Instant::now() > deadline {
+                break read;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
         assert_eq!(read.status, 200, "{}", read.text());
+        assert_eq!(read.json()["ID"], "busy");
     }
     gw.stop().await;
 }
