@@ -79,14 +79,12 @@ pub fn describe(alarms: &[StoreAlarm]) -> String {
 }
 
 /// Whether the store has raised an alarm: `Ok` or which and what to do.
-/// From `alarms` when the watch read them lately, else from `store`.
+/// From `alarms` when the watch read none lately, else from `store`: an
+/// alarm the reading holds is confirmed, so a disarm shows at once, not
+/// at the watch's next reading.
 pub async fn check_alarms(alarms: &Alarms, store: &dyn Store) -> Result<(), String> {
-    if let Some(alarms) = alarms.recent(READING_FRESH) {
-        return if alarms.is_empty() {
-            Ok(())
-        } else {
-            Err(describe(&alarms))
-        };
+    if alarms.recent(READING_FRESH).is_some_and(|a| a.is_empty()) {
+        return Ok(());
     }
     match tokio::time::timeout(ALARM_TIMEOUT, store.alarms()).await {
         Ok(Ok(alarms)) if alarms.is_empty() => Ok(()),
