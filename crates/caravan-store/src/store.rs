@@ -125,4 +125,14 @@ pub trait Store: Send + Sync + 'static {
     fn failovers(&self) -> u64 {
         0
     }
+
+    /// Another client of the same store with connections of its own, made
+    /// when first used (so their tasks run on the runtime that first uses
+    /// it, and its requests do not queue behind this client's), but the
+    /// same choice of member: a member either of them leaves (it failed,
+    /// or a watch found it lagging), both leave. `None` for a store without
+    /// connections (the embedded one), which is shared as it is.
+    fn with_own_connections(&self) -> Option<std::sync::Arc<dyn Store>> {
+        None
+    }
 }

@@ -3,7 +3,12 @@
 //! next. etcd-client's own balance over several endpoints keeps handing
 //! requests to a member that is down (each fails with a connect error), so
 //! failover is done here, the way etcd's own Go client pins an endpoint.
+//!
+//! Clients made with [`Members::sibling`] have connections of their own but
+//! share which member is pinned: a member one of them leaves, every one of
+//! them leaves, and each drops its connection to it.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use etcd_client as ec;
@@ -18,15 +23,24 @@ use super::tls::EtcdTls;
 /// member fails, so the next use starts from a fresh channel.
 struct Member {
     endpoint: String,
-    client: Mutex<Option<ec::Client>>,
+    /// The connection, and the member's failure count when it was made.
+    client: Mutex<Option<(u64, ec::Client)>>,
+}
+
+/// Which member is in use, shared by siblings.
+struct Choice {
+    pinned: AtomicUsize,
+    /// How many times the pinned member changed.
+    failovers: AtomicU64,
+    /// How many times each member was left: a connection made before the
+    /// member's last failure (by a sibling) is not used again.
+    failures: Vec<AtomicU64>,
 }
 
 /// The endpoints of one etcd cluster and which one is in use.
 pub(super) struct Members {
     members: Vec<Member>,
-    pinned: AtomicUsize,
-    /// How many times the pinned member changed.
-    failovers: AtomicU64,
+    choice: Arc<Choice>,
     options: ec::ConnectOptions,
     /// Read again for every connection, so rotated files are picked up.
     tls: Option<EtcdTls>,
@@ -44,10 +58,32 @@ impl Members {
                     client: Mutex::new(None),
                 })
                 .collect(),
-            pinned: AtomicUsize::new(0),
-            failovers: AtomicU64::new(0),
+            choice: Arc::new(Choice {
+                pinned: AtomicUsize::new(0),
+                failovers: AtomicU64::new(0),
+                failures: endpoints.iter().map(|_| AtomicU64::new(0)).collect(),
+            }),
             options,
             tls,
+        }
+    }
+
+    /// The same members with no connections yet, sharing this one's choice
+    /// of member. Each connection's tasks run on the runtime that first
+    /// uses it.
+    pub fn sibling(&self) -> Self {
+        Members {
+            members: self
+                .members
+                .iter()
+                .map(|member| Member {
+                    endpoint: member.endpoint.clone(),
+                    client: Mutex::new(None),
+                })
+                .collect(),
+            choice: Arc::clone(&self.choice),
+            options: self.options.clone(),
+            tls: self.tls.clone(),
         }
     }
 
@@ -72,12 +108,12 @@ impl Members {
 
     /// How many times the pinned member changed.
     pub fn failovers(&self) -> u64 {
-        self.failovers.load(Ordering::Acquire)
+        self.choice.failovers.load(Ordering::Acquire)
     }
 
     /// The pinned member's index.
     pub fn pinned_index(&self) -> usize {
-        self.pinned.load(Ordering::Acquire) % self.members.len()
+        self.choice.pinned.load(Ordering::Acquire) % self.members.len()
     }
 
     /// Member `index`'s client, connecting it if needed. Connecting is
@@ -87,8 +123,15 @@ impl Members {
     /// they are now.
     pub async fn client(&self, index: usize) -> Result<ec::Client> {
         let member = &self.members[index];
-        if let Some(client) = member.client.lock().clone() {
-            return Ok(client);
+        let failures = self.choice.failures[index].load(Ordering::Acquire);
+        {
+            let mut slot = member.client.lock();
+            match &*slot {
+                Some((made, client)) if *made == failures => return Ok(client.clone()),
+                // Made before a sibling left the member.
+                Some(_) => *slot = None,
+                None => {}
+            }
         }
         let options = match &self.tls {
             Some(tls) => self.options.clone().with_tls(tls.options()?),
@@ -98,19 +141,22 @@ impl Members {
             .await
             .map_err(|err| convert::error(err, Context::default()))?;
         let mut slot = member.client.lock();
-        Ok(slot.get_or_insert(client).clone())
+        Ok(slot.get_or_insert((failures, client)).1.clone())
     }
 
     /// Records that member `index` failed with `err`: if it is still the
-    /// pinned one, its connection is dropped and the next member pinned.
+    /// pinned one, its connections (this client's and its siblings') are
+    /// dropped and the next member pinned.
     pub fn failed(&self, index: usize, err: &StoreError) {
         let next = (index + 1) % self.members.len();
-        if self
+        let choice = &self.choice;
+        if choice
             .pinned
             .compare_exchange(index, next, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            self.failovers.fetch_add(1, Ordering::AcqRel);
+            choice.failures[index].fetch_add(1, Ordering::AcqRel);
+            choice.failovers.fetch_add(1, Ordering::AcqRel);
             self.members[index].client.lock().take();
             if self.members.len() > 1 {
                 tracing::warn!(

@@ -592,6 +592,15 @@ impl Store for EtcdStore {
         self.members.failovers()
     }
 
+    fn with_own_connections(&self) -> Option<Arc<dyn Store>> {
+        Some(Arc::new(EtcdStore {
+            members: Arc::new(self.members.sibling()),
+            keepalives: Arc::new(KeepAlives::default()),
+            request_timeout: self.request_timeout,
+            max_message_bytes: self.max_message_bytes,
+        }))
+    }
+
     async fn members(&self) -> Result<Vec<StoreMember>> {
         // Both answers come from the pinned member: its member list, and its
         // status naming the raft leader it follows (0 while there is none).

@@ -204,3 +204,29 @@ async fn a_lone_slow_member_is_waited_for_whatever_the_member_timeout() {
     let (answer, ()) = tokio::join!(read, thaw);
     answer.expect("the lone member's slow answer");
 }
+
+/// A client with connections of its own shares its parent's choice of
+/// member: when its watch finds the member silent and leaves it, the
+/// parent's next request goes to the next member at once, and it does not
+/// wait out the request timeout on the silent one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_a_sibling_leaves_is_left_by_both() {
+    let member = FreezableMember::start().await;
+    let store = store_through(&member).await;
+    let sibling = store
+        .with_own_connections()
+        .expect("an etcd store has connections");
+    let prefix = caravan_testkit::unique_prefix("sibling-leaves");
+    let watch = sibling.watch(prefix.as_bytes(), 0).await.unwrap();
+    assert_eq!(store.failovers(), 0, "both start on the proxy");
+    member.freeze();
+    watch.progress.abandon("silent in this test");
+    assert_eq!(store.failovers(), 1, "the parent counts the sibling's failover");
+    let read = tokio::time::timeout(Duration::from_secs(2), store.current_revision()).await;
+    read.expect("the parent stayed on the member its sibling left")
+        .unwrap();
+    // And the sibling's own next request goes there too.
+    let read = tokio::time::timeout(Duration::from_secs(2), sibling.current_revision()).await;
+    read.expect("the sibling stayed on the member it left")
+        .unwrap();
+}
