@@ -32,7 +32,7 @@ pub use caravan_gateway_http::acl_routes::{RULES as ACL_ROUTES, Rule as AclRule}
 pub use caravan_gateway_node::heartbeats::GatewayStore;
 
 use caravan_gateway_core::gateway::Gateway;
-use caravan_gateway_core::lane::ThreadRuntime;
+use caravan_gateway_core::lane::{Lane, ThreadRuntime};
 use caravan_gateway_core::store_health;
 use caravan_gateway_node::NodeApi;
 use caravan_gateway_node::heartbeats::Heartbeats;
@@ -76,15 +76,11 @@ impl Service for ApiGatewayService {
             store,
             heartbeats,
             job_writes,
+            watch_cache,
         } = store;
         let listeners = Listeners::bind(&config, heartbeats).await?;
-        let cache = Informer::start(
-            store.clone(),
-            Keyspace::new(&config.store.prefix),
-            caravan_gateway_core::cache_config(),
-        )
-        .await
-        .context("starting the watch cache")?;
+        // Kept until the gateway stops: the cache's task runs on its thread.
+        let (cache, _watch_cache_lane) = start_cache(&config, &store, watch_cache).await?;
         let bound = listeners.bound(serving.local_addr);
         let shutdown = serving.shutdown;
         let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone(), job_writes)
@@ -104,6 +100,25 @@ impl Service for ApiGatewayService {
         http_result?;
         heartbeat_result
     }
+}
+
+/// The gateway's watch cache of the store, following it on `lane` when
+/// there is one (its watch, decoding and applying then wait for neither the
+/// gateway's runtime nor the shared connection, so a registration's settle
+/// wait and the node feeds see a write as soon as the store sends it), and
+/// the lane, which must outlive the cache.
+async fn start_cache(
+    config: &GatewayConfig,
+    store: &Arc<dyn caravan_store::Store>,
+    lane: Option<Lane>,
+) -> anyhow::Result<(Informer, Option<Lane>)> {
+    let keyspace = Keyspace::new(&config.store.prefix);
+    let cache_config = caravan_gateway_core::cache_config();
+    let cache = match &lane {
+        None => Informer::start(Arc::clone(store), keyspace, cache_config).await,
+        Some(lane) => lane.informer(keyspace, cache_config).await,
+    };
+    Ok((cache.context("starting the watch cache")?, lane))
 }
 
 /// Registers the gateway's metrics and reads its variables key, refusing

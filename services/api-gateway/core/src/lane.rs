@@ -6,9 +6,12 @@
 //! transactions on the shared connection. Heartbeat renewals have one
 //! (Nomad's rule: heartbeats never queue behind bulk traffic), and so do
 //! job registrations: an operator's `job run` is not bulk traffic either.
+//! The watch cache has one too: what every request and node feed reads
+//! keeps up with the store however busy the runtime serving them is.
 
 use std::sync::Arc;
 
+use caravan_state::{Informer, InformerConfig, Keyspace, StateError};
 use caravan_store::Store;
 use tokio::runtime::{Handle, Runtime};
 
@@ -102,5 +105,20 @@ impl Lane {
     /// The store connection the thread drives.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// A watch cache of `keyspace` that follows the store on this lane: its
+    /// list, watch, decoding and applying run on the lane's thread and
+    /// connection. The lane must outlive it.
+    pub async fn informer(
+        &self,
+        keyspace: Keyspace,
+        config: InformerConfig,
+    ) -> caravan_state::Result<Informer> {
+        let store = Arc::clone(&self.store);
+        self.handle()
+            .spawn(Informer::start(store, keyspace, config))
+            .await
+            .map_err(|_| StateError::Closed)?
     }
 }

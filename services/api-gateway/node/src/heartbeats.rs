@@ -101,6 +101,9 @@ impl Heartbeats {
 /// The thread job registrations commit on.
 const JOB_WRITES_THREAD: &str = "caravan-job-writes";
 
+/// The thread the watch cache follows the store on.
+const WATCH_CACHE_THREAD: &str = "caravan-watch-cache";
+
 /// The gateway's store: the one it reads and writes, where heartbeats
 /// renew their leases, and where job registrations commit.
 pub struct GatewayStore {
@@ -111,6 +114,9 @@ pub struct GatewayStore {
     /// Job registrations' lane; `None`: they commit on the gateway's
     /// runtime and connection.
     pub job_writes: Option<Lane>,
+    /// The watch cache's lane: its watch, decoding and applying run there;
+    /// `None`: on the gateway's runtime and connection.
+    pub watch_cache: Option<Lane>,
 }
 
 impl From<Arc<dyn Store>> for GatewayStore {
@@ -121,6 +127,7 @@ impl From<Arc<dyn Store>> for GatewayStore {
             heartbeats: Heartbeats::shared(Arc::clone(&store)),
             store,
             job_writes: None,
+            watch_cache: None,
         }
     }
 }
@@ -147,7 +154,16 @@ impl StoreAccess<GatewayConfig> for GatewayStore {
                 Heartbeats::shared(Arc::clone(&store))
             }
         };
-        let job_writes = match Lane::start(JOB_WRITES_THREAD, connect()).await {
+        // The lanes' connections share the shared one's choice of member: a
+        // member the watch finds lagging (a frozen disk) or a request finds
+        // silent is left by every request of the gateway at once, rather
+        // than after a request timeout of each connection's own. Heartbeats
+        // keep their own choice: they leave a member after half a second.
+        let sibling = || {
+            let store = Arc::clone(&store);
+            || async move { Some(store.with_own_connections().unwrap_or(store)) }
+        };
+        let job_writes = match Lane::start(JOB_WRITES_THREAD, sibling()).await {
             Ok(Some(lane)) => Some(lane),
             Ok(None) => return None,
             Err(err) => {
@@ -155,10 +171,19 @@ impl StoreAccess<GatewayConfig> for GatewayStore {
                 None
             }
         };
+        let watch_cache = match Lane::start(WATCH_CACHE_THREAD, sibling()).await {
+            Ok(Some(lane)) => Some(lane),
+            Ok(None) => return None,
+            Err(err) => {
+                tracing::error!(%err, "cannot start the watch cache thread; the cache follows the store on the shared runtime");
+                None
+            }
+        };
         Some(GatewayStore {
             store,
             heartbeats,
             job_writes,
+            watch_cache,
         })
     }
 }
@@ -290,6 +315,64 @@ mod tests {
         let stored = shared.get(&key).await.unwrap().unwrap();
         assert_eq!(stored.mod_revision, committed.revision);
         shared
+            .delete(caravan_store::Range::prefix(prefix.as_bytes()))
+            .await
+            .unwrap();
+    }
+
+    /// The same for the watch cache: on its lane, it applies a write the
+    /// store sends while the gateway's runtime is busy, so a registration's
+    /// settle wait and the node feeds do not wait for the burst to end.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn the_watch_cache_keeps_up_while_the_gateway_runtime_is_busy() {
+        let prefix = caravan_testkit::unique_prefix("watch-cache-lane");
+        let lane = Lane::start(WATCH_CACHE_THREAD, || async { Some(etcd().await) })
+            .await
+            .unwrap()
+            .unwrap();
+        let cache = lane
+            .informer(
+                caravan_state::Keyspace::new(&prefix),
+                caravan_gateway_core::cache_config(),
+            )
+            .await
+            .unwrap();
+        // The write goes out from a lane of its own too: the test's busy
+        // runtime would hold up a connection it drives.
+        let writer = Lane::start("test-writer", || async { Some(etcd().await) })
+            .await
+            .unwrap()
+            .unwrap();
+        let (store, key) = (
+            Arc::clone(writer.store()),
+            format!("{prefix}jobs/default/cached").into_bytes(),
+        );
+        let job = prost::Message::encode_to_vec(&caravan_proto::Job {
+            id: "cached".into(),
+            namespace: "default".into(),
+            ..Default::default()
+        });
+
+        let busy = BusyWorker::start();
+        let put = writer
+            .handle()
+            .spawn(async move { store.put(&key, &job, 0).await });
+        let applied = from_outside(async move {
+            let revision = put.await.unwrap().unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_secs(4);
+            while cache.revision() < revision && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            (cache.revision(), revision)
+        });
+        drop(busy);
+        let (reached, written) = applied.expect("no answer within 5 s while the runtime was busy");
+        assert!(
+            reached >= written,
+            "the cache stayed at {reached} while the runtime was busy; the write is at {written}"
+        );
+        writer
+            .store()
             .delete(caravan_store::Range::prefix(prefix.as_bytes()))
             .await
             .unwrap();
