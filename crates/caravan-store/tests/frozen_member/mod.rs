@@ -221,7 +221,11 @@ async fn a_member_a_sibling_leaves_is_left_by_both() {
     assert_eq!(store.failovers(), 0, "both start on the proxy");
     member.freeze();
     watch.progress.abandon("silent in this test");
-    assert_eq!(store.failovers(), 1, "the parent counts the sibling's failover");
+    assert_eq!(
+        store.failovers(),
+        1,
+        "the parent counts the sibling's failover"
+    );
     let read = tokio::time::timeout(Duration::from_secs(2), store.current_revision()).await;
     read.expect("the parent stayed on the member its sibling left")
         .unwrap();

@@ -141,11 +141,20 @@ impl StoreAccess<GatewayConfig> for GatewayStore {
 
     async fn reach(config: &GatewayConfig, shutdown: &CancellationToken) -> Option<Self> {
         let store = config.store.connect_until(shutdown).await?;
-        let connect = || {
-            let (store_config, stop) = (config.store.clone(), shutdown.clone());
-            || async move { store_config.connect_until(&stop).await }
+        // Every lane's connection shares the shared one's choice of member:
+        // a member that any request finds silent, or the watch lagging, is
+        // left by every request of the gateway at once, rather than after a
+        // request timeout of each connection's own. Heartbeats need it most:
+        // an etcd 3.4 leader whose disk froze keeps answering lease renewals
+        // from memory after the others elected a new leader (etcd issue
+        // 15247), which expires the leases it was not told of; the status
+        // writes and the watch see that member stall and take the renewals
+        // with them when they leave.
+        let sibling = || {
+            let store = Arc::clone(&store);
+            || async move { Some(store.with_own_connections().unwrap_or(store)) }
         };
-        let heartbeats = match Heartbeats::own_thread(connect()).await {
+        let heartbeats = match Heartbeats::own_thread(sibling()).await {
             Ok(Some(heartbeats)) => heartbeats,
             Ok(None) => return None,
             Err(err) => {
@@ -153,15 +162,6 @@ impl StoreAccess<GatewayConfig> for GatewayStore {
                 tracing::error!(%err, "cannot start the heartbeat thread; renewing leases on the shared runtime");
                 Heartbeats::shared(Arc::clone(&store))
             }
-        };
-        // The lanes' connections share the shared one's choice of member: a
-        // member the watch finds lagging (a frozen disk) or a request finds
-        // silent is left by every request of the gateway at once, rather
-        // than after a request timeout of each connection's own. Heartbeats
-        // keep their own choice: they leave a member after half a second.
-        let sibling = || {
-            let store = Arc::clone(&store);
-            || async move { Some(store.with_own_connections().unwrap_or(store)) }
         };
         let job_writes = match Lane::start(JOB_WRITES_THREAD, sibling()).await {
             Ok(Some(lane)) => Some(lane),
