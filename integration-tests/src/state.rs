@@ -14,6 +14,35 @@ pub use crate::overcommit::overcommitted_nodes;
 /// Keys per page of [`ClusterState::list`]: about 10 MB of allocations.
 const LIST_PAGE: i64 = 10_000;
 
+/// How many times a list at one revision starts again at a newer one when
+/// compaction (the broker's, every `compaction_interval_ms`) removed its
+/// revision between two pages.
+const COMPACTED_RESTARTS: usize = 5;
+
+/// Runs `read` again, up to [`COMPACTED_RESTARTS`] times, while the store
+/// answers that the revision it reads at was compacted.
+async fn restarting_when_compacted<T, F, Fut>(read: F) -> anyhow::Result<T>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = anyhow::Result<T>>,
+{
+    let mut restarts = 0;
+    loop {
+        match read().await {
+            Err(err)
+                if restarts < COMPACTED_RESTARTS
+                    && matches!(
+                        err.downcast_ref::<caravan_store::StoreError>(),
+                        Some(caravan_store::StoreError::Compacted { .. })
+                    ) =>
+            {
+                restarts += 1;
+            }
+            answer => return answer,
+        }
+    }
+}
+
 /// The keys of one cluster (one prefix) in etcd.
 #[derive(Clone)]
 pub struct ClusterState {
@@ -48,7 +77,7 @@ impl ClusterState {
     /// Every object of one kind, read in pages of [`LIST_PAGE`] keys at one
     /// revision: a million allocations are more than one etcd reply may carry.
     pub async fn list<T: StateObject>(&self, kind: Kind) -> anyhow::Result<Vec<T>> {
-        let (kvs, _) = self.list_values(kind, 0).await?;
+        let (kvs, _) = restarting_when_compacted(|| self.list_values(kind, 0)).await?;
         Ok(kvs.iter().map(decode::<T>).collect::<Result<_, _>>()?)
     }
 
@@ -81,8 +110,12 @@ impl ClusterState {
 
     /// Every allocation, its record folded with its client's status.
     pub async fn allocs(&self) -> anyhow::Result<Vec<Allocation>> {
-        let (records, revision) = self.list_values(Kind::Allocs, 0).await?;
-        let (statuses, _) = self.list_values(Kind::AllocStatus, revision).await?;
+        let (records, statuses) = restarting_when_compacted(|| async {
+            let (records, revision) = self.list_values(Kind::Allocs, 0).await?;
+            let (statuses, _) = self.list_values(Kind::AllocStatus, revision).await?;
+            Ok((records, statuses))
+        })
+        .await?;
         Ok(caravan_state::fold_listed(
             &self.keys,
             &records,
@@ -288,6 +321,53 @@ mod tests {
             inner.put(&self.keys.alloc(&id), &[], 0).await?;
             Ok(res)
         }
+    }
+
+    /// Compacts the store up to its current revision after the first page
+    /// of the first list, as the broker's compaction may between two pages.
+    struct CompactsOnce {
+        compacted: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl StoreLayer for CompactsOnce {
+        async fn range(
+            &self,
+            inner: &Arc<dyn Store>,
+            range: Range,
+        ) -> caravan_store::Result<RangeResult> {
+            let res = inner.range(range).await?;
+            if self.compacted.fetch_add(1, Ordering::Relaxed) == 0 {
+                let put = inner.put(b"/list-test/other", b"x", 0).await?;
+                inner.compact(put).await?;
+            }
+            Ok(res)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_list_whose_revision_is_compacted_starts_again() {
+        let mem: Arc<dyn Store> = Arc::new(MemStore::new());
+        let keys = Keyspace::new("/list-test");
+        let n = LIST_PAGE as usize + 3;
+        for i in 0..n {
+            let alloc = Allocation {
+                id: format!("a{i:06}"),
+                ..Default::default()
+            };
+            mem.put(&keys.alloc(&alloc.id), &caravan_state::encode(&alloc), 0)
+                .await
+                .unwrap();
+        }
+        let layer = CompactsOnce {
+            compacted: AtomicUsize::new(0),
+        };
+        let state = ClusterState::new(Layered::wrap(mem, layer), keys);
+        let allocs = state
+            .allocs()
+            .await
+            .expect("listed again at a newer revision");
+        assert_eq!(allocs.len(), n);
     }
 
     #[tokio::test]
