@@ -323,6 +323,21 @@ mod tests {
         }
     }
 
+    /// An embedded store holding `n` allocations under `keys`.
+    async fn with_allocs(keys: &Keyspace, n: usize) -> Arc<dyn Store> {
+        let mem: Arc<dyn Store> = Arc::new(MemStore::new());
+        for i in 0..n {
+            let alloc = Allocation {
+                id: format!("a{i:06}"),
+                ..Default::default()
+            };
+            mem.put(&keys.alloc(&alloc.id), &caravan_state::encode(&alloc), 0)
+                .await
+                .unwrap();
+        }
+        mem
+    }
+
     /// Compacts the store up to its current revision after the first page
     /// of the first list, as the broker's compaction may between two pages.
     struct CompactsOnce {
@@ -347,18 +362,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_list_whose_revision_is_compacted_starts_again() {
-        let mem: Arc<dyn Store> = Arc::new(MemStore::new());
         let keys = Keyspace::new("/list-test");
         let n = LIST_PAGE as usize + 3;
-        for i in 0..n {
-            let alloc = Allocation {
-                id: format!("a{i:06}"),
-                ..Default::default()
-            };
-            mem.put(&keys.alloc(&alloc.id), &caravan_state::encode(&alloc), 0)
-                .await
-                .unwrap();
-        }
+        let mem = with_allocs(&keys, n).await;
         let layer = CompactsOnce {
             compacted: AtomicUsize::new(0),
         };
@@ -372,18 +378,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_list_longer_than_a_reply_comes_whole_once_and_at_one_revision() {
-        let mem: Arc<dyn Store> = Arc::new(MemStore::new());
         let keys = Keyspace::new("/list-test");
         let n = 2 * LIST_PAGE as usize + 7;
-        for i in 0..n {
-            let alloc = Allocation {
-                id: format!("a{i:06}"),
-                ..Default::default()
-            };
-            mem.put(&keys.alloc(&alloc.id), &caravan_state::encode(&alloc), 0)
-                .await
-                .unwrap();
-        }
+        let mem = with_allocs(&keys, n).await;
         let layer = PageLimit {
             keys: keys.clone(),
             writes: AtomicUsize::new(0),

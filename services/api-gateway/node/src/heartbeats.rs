@@ -163,28 +163,45 @@ impl StoreAccess<GatewayConfig> for GatewayStore {
                 Heartbeats::shared(Arc::clone(&store))
             }
         };
-        let job_writes = match Lane::start(JOB_WRITES_THREAD, sibling()).await {
-            Ok(Some(lane)) => Some(lane),
-            Ok(None) => return None,
-            Err(err) => {
-                tracing::error!(%err, "cannot start the job writes thread; registrations commit on the shared runtime");
-                None
-            }
-        };
-        let watch_cache = match Lane::start(WATCH_CACHE_THREAD, sibling()).await {
-            Ok(Some(lane)) => Some(lane),
-            Ok(None) => return None,
-            Err(err) => {
-                tracing::error!(%err, "cannot start the watch cache thread; the cache follows the store on the shared runtime");
-                None
-            }
-        };
+        let job_writes = optional_lane(
+            JOB_WRITES_THREAD,
+            sibling(),
+            "registrations commit on the shared runtime",
+        )
+        .await?;
+        let watch_cache = optional_lane(
+            WATCH_CACHE_THREAD,
+            sibling(),
+            "the cache follows the store on the shared runtime",
+        )
+        .await?;
         Some(GatewayStore {
             store,
             heartbeats,
             job_writes,
             watch_cache,
         })
+    }
+}
+
+/// A lane `name` over the connection `connect` makes: `Some(None)` when
+/// its thread cannot start (logged, with what runs `instead`), `None` when
+/// the gateway shuts down before the store answered.
+async fn optional_lane<F, Fut>(
+    name: &'static str,
+    connect: F,
+    instead: &str,
+) -> Option<Option<Lane>>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Option<Arc<dyn Store>>> + Send + 'static,
+{
+    match Lane::start(name, connect).await {
+        Ok(lane) => lane.map(Some),
+        Err(err) => {
+            tracing::error!(%err, thread = name, "cannot start the thread; {instead}");
+            Some(None)
+        }
     }
 }
 
