@@ -27,13 +27,22 @@ struct Member {
     client: Mutex<Option<(u64, ec::Client)>>,
 }
 
+impl Member {
+    /// `endpoint`, not connected yet.
+    fn new(endpoint: &str) -> Self {
+        Member {
+            endpoint: endpoint.to_string(),
+            client: Mutex::new(None),
+        }
+    }
+}
+
 /// Which member is in use, shared by siblings.
 struct Choice {
     pinned: AtomicUsize,
-    /// How many times the pinned member changed.
-    failovers: AtomicU64,
-    /// How many times each member was left: a connection made before the
-    /// member's last failure (by a sibling) is not used again.
+    /// How many times each member was left (their sum: how many times the
+    /// pinned member changed). A connection made before its member's last
+    /// failure (left by a sibling) is not used again.
     failures: Vec<AtomicU64>,
 }
 
@@ -51,16 +60,9 @@ impl Members {
     /// `options` and, when given, `tls`.
     pub fn new(endpoints: &[String], options: ec::ConnectOptions, tls: Option<EtcdTls>) -> Self {
         Members {
-            members: endpoints
-                .iter()
-                .map(|endpoint| Member {
-                    endpoint: endpoint.clone(),
-                    client: Mutex::new(None),
-                })
-                .collect(),
+            members: endpoints.iter().map(|e| Member::new(e)).collect(),
             choice: Arc::new(Choice {
                 pinned: AtomicUsize::new(0),
-                failovers: AtomicU64::new(0),
                 failures: endpoints.iter().map(|_| AtomicU64::new(0)).collect(),
             }),
             options,
@@ -76,10 +78,7 @@ impl Members {
             members: self
                 .members
                 .iter()
-                .map(|member| Member {
-                    endpoint: member.endpoint.clone(),
-                    client: Mutex::new(None),
-                })
+                .map(|m| Member::new(&m.endpoint))
                 .collect(),
             choice: Arc::clone(&self.choice),
             options: self.options.clone(),
@@ -108,7 +107,11 @@ impl Members {
 
     /// How many times the pinned member changed.
     pub fn failovers(&self) -> u64 {
-        self.choice.failovers.load(Ordering::Acquire)
+        self.choice
+            .failures
+            .iter()
+            .map(|f| f.load(Ordering::Acquire))
+            .sum()
     }
 
     /// The pinned member's index.
@@ -156,7 +159,6 @@ impl Members {
             .is_ok()
         {
             choice.failures[index].fetch_add(1, Ordering::AcqRel);
-            choice.failovers.fetch_add(1, Ordering::AcqRel);
             self.members[index].client.lock().take();
             if self.members.len() > 1 {
                 tracing::warn!(
