@@ -22,6 +22,7 @@ use prost::Message;
 use crate::codec::{AllocDetail, decode_alloc};
 use crate::error::{Result, StateError};
 use crate::keyspace::{Keyspace, StateKey};
+use crate::known_strings::{pack_status, unpack_status};
 
 /// The client's part of `alloc`, as its status key stores it.
 pub fn client_part(alloc: &Allocation) -> AllocStatus {
@@ -34,6 +35,7 @@ pub fn client_part(alloc: &Allocation) -> AllocStatus {
         deployment_healthy: deployment.and_then(|d| d.healthy),
         deployment_timestamp_unix_ns: deployment.map_or(0, |d| d.timestamp_unix_ns),
         modify_time_unix_ns: alloc.modify_time_unix_ns,
+        client_description_code: 0,
     }
 }
 
@@ -96,10 +98,13 @@ pub fn carry_client_part(record: &mut Allocation, from: &Allocation) {
 
 /// Decodes a stored status.
 pub fn decode_status(kv: &KeyValue) -> Result<AllocStatus> {
-    AllocStatus::decode(kv.value.as_slice()).map_err(|source| StateError::Decode {
-        key: String::from_utf8_lossy(&kv.key).into_owned(),
-        source,
-    })
+    let mut status =
+        AllocStatus::decode(kv.value.as_slice()).map_err(|source| StateError::Decode {
+            key: String::from_utf8_lossy(&kv.key).into_owned(),
+            source,
+        })?;
+    unpack_status(&mut status);
+    Ok(status)
 }
 
 /// An allocation as stored: its record (`record`, a stored `allocs/` value)
@@ -162,8 +167,15 @@ pub fn status_write(keys: &Keyspace, before: &Allocation, next: &Allocation) -> 
     let key = keys.alloc_status(&before.id);
     (
         Compare::mod_revision(key.clone(), CompareOp::Equal, before.client_modify_revision),
-        Op::put(key, client_part(next).encode_to_vec()),
+        Op::put(key, encode_status(client_part(next))),
     )
+}
+
+/// The bytes the store keeps for `status` (its known strings packed, see
+/// [`crate::known_strings`]).
+pub fn encode_status(mut status: AllocStatus) -> Vec<u8> {
+    pack_status(&mut status);
+    status.encode_to_vec()
 }
 
 /// Reads allocations `ids` from the store, each folded from its two keys

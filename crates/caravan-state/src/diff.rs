@@ -122,7 +122,7 @@ mod tests {
     use crate::codec::encode;
     use crate::keyspace::StateKey;
 
-    fn put<T: prost::Message>(tables: &mut Tables, key: StateKey, msg: &T, rev: i64) {
+    fn put<T: crate::StateObject>(tables: &mut Tables, key: StateKey, msg: &T, rev: i64) {
         let kv = KeyValue {
             key: Vec::new(),
             value: encode(msg),

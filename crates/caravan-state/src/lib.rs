@@ -12,6 +12,7 @@ mod fan_out;
 mod index;
 mod informer;
 mod keyspace;
+mod known_strings;
 mod list_page;
 pub mod metrics;
 mod registration;
@@ -20,8 +21,8 @@ mod tables;
 mod usage;
 
 pub use alloc_status::{
-    carry_client_part, client_part, decode_status, fold, fold_listed, follow_status, lay_status,
-    overlay, read_alloc, read_alloc_values, read_allocs, status_write,
+    carry_client_part, client_part, decode_status, encode_status, fold, fold_listed, follow_status,
+    lay_status, overlay, read_alloc, read_alloc_values, read_allocs, status_write,
 };
 pub use change::Change;
 pub use codec::{AllocDetail, StateObject, decode, decode_alloc, encode};

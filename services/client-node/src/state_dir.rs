@@ -130,6 +130,7 @@ impl From<&TaskStateRecord> for TaskState {
                     driver_error: e.driver_error.clone(),
                     restart_delay_ns: e.restart_delay_ns,
                     fails_task: e.fails_task,
+                    ..Default::default()
                 })
                 .collect(),
         }

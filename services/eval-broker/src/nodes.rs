@@ -189,7 +189,11 @@ mod tests {
         })
     }
 
-    fn put<T: prost::Message>(tables: &mut Tables, key: caravan_state::StateKey, msg: &T) {
+    fn put<T: caravan_state::StateObject>(
+        tables: &mut Tables,
+        key: caravan_state::StateKey,
+        msg: &T,
+    ) {
         let rev = 10;
         let kv = caravan_store::KeyValue {
             key: Vec::new(),

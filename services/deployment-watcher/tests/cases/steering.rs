@@ -215,7 +215,7 @@ pub async fn manual_fail_and_alloc_health(store: Arc<dyn Store>) {
     store
         .put(
             &w.ks.alloc_status(&a1.id),
-            &caravan_state::encode(&caravan_state::client_part(&running)),
+            &caravan_state::encode_status(caravan_state::client_part(&running)),
             0,
         )
         .await

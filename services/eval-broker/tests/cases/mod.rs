@@ -183,7 +183,11 @@ pub fn pending_eval(job: &str, kind: &str, priority: i32) -> Evaluation {
 }
 
 /// Writes a message at `key`; returns the revision.
-pub async fn put<T: prost::Message>(store: &Arc<dyn Store>, key: Vec<u8>, msg: &T) -> Revision {
+pub async fn put<T: caravan_state::StateObject>(
+    store: &Arc<dyn Store>,
+    key: Vec<u8>,
+    msg: &T,
+) -> Revision {
     store.put(&key, &encode(msg), 0).await.expect("put")
 }
 

@@ -174,7 +174,7 @@ async fn a_lost_mark_follows_a_reported_status_through_a_report_in_between() {
         let store = Arc::clone(&store);
         let (key, value) = (
             ks.alloc_status("a"),
-            encode(&caravan_state::client_part(alloc)),
+            caravan_state::encode_status(caravan_state::client_part(alloc)),
         );
         async move { store.put(&key, &value, 0).await.unwrap() }
     };

@@ -126,6 +126,7 @@ fn task_state(v: J<'_>) -> TaskState {
                 driver_error: e.s("DriverError"),
                 restart_delay_ns: e.i("StartDelay"),
                 fails_task: e.b("FailsTask"),
+                ..Default::default()
             })
             .collect(),
     }
