@@ -46,6 +46,25 @@ pub fn validate(node_id: &str, updates: &[AllocUpdate]) -> Result<()> {
             ));
         }
         registered::validate(i, u)?;
+        storage_only_codes(i, u)?;
+    }
+    Ok(())
+}
+
+/// Refuses the numbers the store keeps for well-known event strings
+/// (docs/state-layout.md, "Allocation status"): a client sends the strings.
+fn storage_only_codes(i: usize, u: &AllocUpdate) -> Result<()> {
+    for (task, state) in u.task_states.iter() {
+        for (j, e) in state.events.iter().enumerate() {
+            for (name, code) in [("type_code", e.type_code), ("message_code", e.message_code)] {
+                if code != 0 {
+                    return Err(GatewayError::field(
+                        format!("updates[{i}].task_states[{task}].events[{j}].{name}"),
+                        "is kept by the store only; send the string itself",
+                    ));
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -429,6 +448,27 @@ mod tests {
             "{err}"
         );
         assert!(validate("", &[]).is_err());
+        let mut coded = AllocUpdate {
+            alloc_id: "a".into(),
+            ..Default::default()
+        };
+        coded.set_client_status(AllocClientStatus::Running);
+        coded.task_states.insert(
+            "web".into(),
+            caravan_proto::TaskState {
+                events: vec![caravan_proto::TaskEvent {
+                    message_code: 3,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        );
+        let err = validate("n1", &[coded]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("updates[0].task_states[web].events[0].message_code"),
+            "{err}"
+        );
     }
 
     #[test]
