@@ -61,13 +61,14 @@ impl EvalBrokerService for EvalBrokerGrpc {
                     .into());
                 }
             }
+            crate::term::written("ack.written_revision", ack.written_revision)?;
         }
         let term = self.broker.term().await?;
         // The finished delivery first, so its room and its job's next eval
         // are free for this very poll; a refusal is told, not fatal.
         let ack_error = match &req.ack {
             Some(ack) => term
-                .ack(&ack.eval_id, &ack.token)
+                .ack(&ack.eval_id, &ack.token, ack.written_revision)
                 .err()
                 .map(|err| err.to_string())
                 .unwrap_or_default(),
@@ -105,13 +106,19 @@ impl EvalBrokerService for EvalBrokerGrpc {
 
     async fn ack(&self, request: Request<AckRequest>) -> Result<Response<AckResponse>, Status> {
         let req = request.into_inner();
-        self.broker.term().await?.ack(&req.eval_id, &req.token)?;
+        self.broker
+            .term()
+            .await?
+            .ack(&req.eval_id, &req.token, req.written_revision)?;
         Ok(Response::new(AckResponse {}))
     }
 
     async fn nack(&self, request: Request<NackRequest>) -> Result<Response<NackResponse>, Status> {
         let req = request.into_inner();
-        self.broker.term().await?.nack(&req.eval_id, &req.token)?;
+        self.broker
+            .term()
+            .await?
+            .nack(&req.eval_id, &req.token, req.written_revision)?;
         Ok(Response::new(NackResponse {}))
     }
 

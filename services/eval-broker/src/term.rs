@@ -137,6 +137,18 @@ fn require(field: &str, value: &str) -> Result<(), BrokerError> {
     Ok(())
 }
 
+/// A revision a worker reports its writes reached: 0 for none, never
+/// negative.
+pub(crate) fn written(field: &str, revision: Revision) -> Result<Revision, BrokerError> {
+    if revision < 0 {
+        return Err(BrokerError::InvalidArgument {
+            field: field.to_string(),
+            problem: format!("must not be negative, got {revision}"),
+        });
+    }
+    Ok(revision)
+}
+
 impl LeaderTerm {
     /// A term with empty queues; the follower restores them.
     pub fn new(
@@ -256,13 +268,14 @@ impl LeaderTerm {
         Some(Delivery { eval, ..delivery })
     }
 
-    /// The worker finished the eval.
-    pub fn ack(&self, eval_id: &str, token: &str) -> Result<(), BrokerError> {
+    /// The worker finished the eval; its writes reached `written`.
+    pub fn ack(&self, eval_id: &str, token: &str, written: Revision) -> Result<(), BrokerError> {
         require("eval_id", eval_id)?;
         require("token", token)?;
+        let written = self::written("written_revision", written)?;
         let released = {
             let mut state = self.state.lock();
-            let released = state.queues.ack(eval_id, token)?;
+            let released = state.queues.ack(eval_id, token, written)?;
             if let Some((since, scheduler)) = state.delivered_at.remove(eval_id) {
                 metrics::acked(&scheduler, since);
             }
@@ -273,15 +286,16 @@ impl LeaderTerm {
         Ok(())
     }
 
-    /// The worker gave the eval up.
-    pub fn nack(&self, eval_id: &str, token: &str) -> Result<(), BrokerError> {
+    /// The worker gave the eval up; its writes reached `written`.
+    pub fn nack(&self, eval_id: &str, token: &str, written: Revision) -> Result<(), BrokerError> {
         require("eval_id", eval_id)?;
         require("token", token)?;
+        let written = self::written("written_revision", written)?;
         let outcome = self
             .state
             .lock()
             .queues
-            .nack(eval_id, token, Instant::now())?;
+            .nack(eval_id, token, Instant::now(), written)?;
         self.nacked(eval_id, outcome);
         Ok(())
     }

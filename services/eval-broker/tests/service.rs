@@ -13,6 +13,7 @@ caravan_testkit::backend_cases!(store => crate::cases {
         outstanding_resets_answer_each_eval_on_its_own,
         worker_writes_need_the_live_token,
         ack_cancels_older_waiting_evals,
+        the_next_eval_of_a_job_waits_for_the_acked_writes,
         delivery_limit_fails_the_eval_with_a_follow_up,
         nack_timeout_redelivers_and_reset_extends_it,
         a_completed_but_unacked_eval_is_not_redelivered,

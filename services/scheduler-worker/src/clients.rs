@@ -36,6 +36,9 @@ pub struct Delivery {
     pub eval_id: String,
     /// The broker's token for this delivery.
     pub token: String,
+    /// The highest revision the delivery's writes committed at, 0 before
+    /// any: the broker holds the job's next delivery to it.
+    pub written_revision: i64,
 }
 
 /// Whether a status is a refusal by a replica that does not lead (or the
@@ -122,6 +125,7 @@ impl BrokerClient {
             ack: ack.map(|d| AckRequest {
                 eval_id: d.eval_id.clone(),
                 token: d.token.clone(),
+                written_revision: d.written_revision,
             }),
         };
         self.call(timeout + self.rpc_timeout, |mut c, t| {
@@ -133,10 +137,11 @@ impl BrokerClient {
     }
 
     /// Acknowledges a processed evaluation.
-    pub async fn ack(&self, eval_id: &str, token: &str) -> Result<(), WorkerError> {
+    pub async fn ack(&self, delivery: &Delivery) -> Result<(), WorkerError> {
         let req = AckRequest {
-            eval_id: eval_id.into(),
-            token: token.into(),
+            eval_id: delivery.eval_id.clone(),
+            token: delivery.token.clone(),
+            written_revision: delivery.written_revision,
         };
         self.call(self.rpc_timeout, |mut c, t| {
             let mut r = caravan_runtime::trace::request(req.clone());
@@ -148,10 +153,11 @@ impl BrokerClient {
     }
 
     /// Hands an evaluation back for redelivery.
-    pub async fn nack(&self, eval_id: &str, token: &str) -> Result<(), WorkerError> {
+    pub async fn nack(&self, delivery: &Delivery) -> Result<(), WorkerError> {
         let req = NackRequest {
-            eval_id: eval_id.into(),
-            token: token.into(),
+            eval_id: delivery.eval_id.clone(),
+            token: delivery.token.clone(),
+            written_revision: delivery.written_revision,
         };
         self.call(self.rpc_timeout, |mut c, t| {
             let mut r = caravan_runtime::trace::request(req.clone());

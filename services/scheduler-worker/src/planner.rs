@@ -51,6 +51,9 @@ pub struct Tally {
     pub preemptions: u64,
     /// Blocked evaluations created for what did not fit.
     pub blocked: u64,
+    /// The highest revision its plans and eval writes committed at (or,
+    /// after an unknown outcome, that the store had reached); 0 for none.
+    pub written_revision: i64,
 }
 
 impl Tally {
@@ -78,6 +81,11 @@ fn count(lists: &std::collections::BTreeMap<String, caravan_proto::AllocList>) -
 }
 
 impl WorkerPlanner {
+    /// Notes that a write committed at `revision`.
+    fn wrote(&mut self, revision: i64) {
+        self.tally.written_revision = self.tally.written_revision.max(revision);
+    }
+
     fn run<T>(
         &self,
         fut: impl std::future::Future<Output = Result<T, WorkerError>>,
@@ -183,7 +191,15 @@ impl Planner for WorkerPlanner {
                 eval.trace_context.clone_from(&context);
             }
         }
-        self.run(self.submit(plan))
+        let outcome = self.run(self.submit(plan))?;
+        let result = &outcome.result;
+        self.wrote(result.alloc_revision.max(result.eval_revision));
+        if let Some(refreshed) = &outcome.refreshed {
+            // After an unknown outcome the plan may have committed at any
+            // revision up to the one refreshed to.
+            self.wrote(refreshed.snapshot().revision());
+        }
+        Ok(outcome)
     }
 
     fn submit_plan_completing(
@@ -206,19 +222,22 @@ impl Planner for WorkerPlanner {
             self.tally.blocked += 1;
         }
         let eval = self.stamp(eval);
-        self.run(self.broker.create_eval(eval, &self.token))
-            .map(|_| ())
+        let revision = self.run(self.broker.create_eval(eval, &self.token))?;
+        self.wrote(revision);
+        Ok(())
     }
 
     fn update_eval(&mut self, eval: Evaluation) -> Result<(), PlannerError> {
         let eval = self.stamp(eval);
-        self.run(self.broker.update_eval(eval, &self.token))
-            .map(|_| ())
+        let revision = self.run(self.broker.update_eval(eval, &self.token))?;
+        self.wrote(revision);
+        Ok(())
     }
 
     fn reblock_eval(&mut self, eval: Evaluation) -> Result<(), PlannerError> {
         let eval = self.stamp(eval);
-        self.run(self.broker.reblock_eval(eval, &self.token))
-            .map(|_| ())
+        let revision = self.run(self.broker.reblock_eval(eval, &self.token))?;
+        self.wrote(revision);
+        Ok(())
     }
 }

@@ -204,20 +204,22 @@ impl WorkerPool {
             }
             pause = Duration::from_millis(20);
             let Some(eval) = resp.eval else { continue };
-            let delivery = Delivery {
+            let mut delivery = Delivery {
                 eval_id: eval.id.clone(),
                 token: resp.token,
+                written_revision: 0,
             };
-            if self.process(eval, &delivery, resp.wait_revision).await {
+            if self.process(eval, &mut delivery, resp.wait_revision).await {
                 finished = Some(delivery);
             }
         }
         self.ack_alone(finished, false).await;
     }
 
-    /// Processes one dequeued evaluation; true when it is to be acked,
-    /// false when it was nacked.
-    async fn process(&self, eval: Evaluation, delivery: &Delivery, wait_revision: i64) -> bool {
+    /// Processes one dequeued evaluation, noting in `delivery` the revision
+    /// its writes reached; true when it is to be acked, false when it was
+    /// nacked.
+    async fn process(&self, eval: Evaluation, delivery: &mut Delivery, wait_revision: i64) -> bool {
         let span = tracing::info_span!(
             "eval",
             id = %eval.id,
@@ -231,10 +233,11 @@ impl WorkerPool {
         );
         // The eval's trace: the request (or launch, or step) that created it.
         caravan_runtime::trace::follow(&span, &eval.trace_context);
-        let ok = self
+        let (ok, written) = self
             .schedule(eval, &delivery.token, wait_revision)
             .instrument(span)
             .await;
+        delivery.written_revision = written;
         if ok {
             self.counters.acked.fetch_add(1, Ordering::Relaxed);
         } else {
@@ -243,8 +246,9 @@ impl WorkerPool {
         ok
     }
 
-    /// Schedules one evaluation; true when it ran to the end.
-    async fn schedule(&self, eval: Evaluation, token: &str, wait_revision: i64) -> bool {
+    /// Schedules one evaluation: whether it ran to the end, and the highest
+    /// revision its writes committed at (0 for none).
+    async fn schedule(&self, eval: Evaluation, token: &str, wait_revision: i64) -> (bool, i64) {
         let started = tokio::time::Instant::now();
         let wanted = wait_revision.max(eval.modify_revision);
         let snapshot = match self
@@ -256,7 +260,7 @@ impl WorkerPool {
             Ok(s) => s,
             Err(err) => {
                 tracing::warn!(%err, "cache did not reach the eval's revision; nacking");
-                return false;
+                return (false, 0);
             }
         };
         metrics::cache_waited(started.elapsed());
@@ -275,7 +279,7 @@ impl WorkerPool {
         if share.is_none() {
             heartbeat.cancel();
             tracing::debug!("shutting down before the eval's share of the budget came; nacking");
-            return false;
+            return (false, 0);
         }
         metrics::budget_waited(budgeting.elapsed());
         let snapshot = self.informer.snapshot();
@@ -306,19 +310,19 @@ impl WorkerPool {
         .await;
         heartbeat.cancel();
         let scheduled = started.elapsed() - waited;
-        let ok = match ran {
+        let (ok, written) = match ran {
             Ok((Ok(()), tally)) => {
                 tally.record(&self.counters, &tracing::Span::current());
-                true
+                (true, tally.written_revision)
             }
             Ok((Err(err), tally)) => {
                 tally.record(&self.counters, &tracing::Span::current());
                 tracing::warn!(%err, "scheduling failed; nacking");
-                false
+                (false, tally.written_revision)
             }
             Err(err) => {
                 tracing::error!(%err, "the scheduler thread failed; nacking");
-                false
+                (false, 0)
             }
         };
         metrics::invoked(&scheduler, ok, scheduled);
@@ -328,15 +332,13 @@ impl WorkerPool {
             total_ms = started.elapsed().as_secs_f64() * 1e3,
             "eval timings"
         );
-        ok
+        (ok, written)
     }
 
     /// Hands a delivery back for redelivery.
     async fn nack(&self, delivery: &Delivery) {
         self.counters.nacked.fetch_add(1, Ordering::Relaxed);
-        let sent = self
-            .unless_aborted(self.broker.nack(&delivery.eval_id, &delivery.token))
-            .await;
+        let sent = self.unless_aborted(self.broker.nack(delivery)).await;
         match sent {
             Ok(()) => tracing::debug!(eval = %delivery.eval_id, "eval nacked"),
             Err(err) => {
@@ -350,10 +352,7 @@ impl WorkerPool {
     /// means that dequeue's ack had arrived.
     async fn ack_alone(&self, delivery: Option<Delivery>, maybe_sent: bool) {
         let Some(d) = delivery else { return };
-        match self
-            .unless_aborted(self.broker.ack(&d.eval_id, &d.token))
-            .await
-        {
+        match self.unless_aborted(self.broker.ack(&d)).await {
             Ok(()) => tracing::debug!(eval = %d.eval_id, "eval acked"),
             Err(WorkerError::Broker(status))
                 if maybe_sent

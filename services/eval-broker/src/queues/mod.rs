@@ -247,6 +247,12 @@ pub struct EvalQueues {
     /// Counts evals entering a ready queue, so callers wake pollers only
     /// when there is something new.
     readied: u64,
+    /// Per job, the highest revision an acked or nacked delivery of it
+    /// wrote at, while the broker's view may not have reached it: the job's
+    /// next delivery waits for it.
+    floors: HashMap<JobKey, Revision>,
+    /// The same floors by revision, to forget them once passed.
+    floors_by_revision: BTreeSet<(Revision, JobKey)>,
 }
 
 impl EvalQueues {
@@ -384,6 +390,7 @@ impl EvalQueues {
         wait_revision: Revision,
         mut is_pending: impl FnMut(&Evaluation) -> bool,
     ) -> Option<Delivery> {
+        self.forget_floors(wait_revision);
         loop {
             let scheduler = self.pick_scheduler(schedulers)?;
             let set = self.ready.get_mut(&scheduler)?;
@@ -399,6 +406,10 @@ impl EvalQueues {
                 self.drop_entry(&id);
                 continue;
             }
+            let wait_revision = match self.floors.get(&job_key(&entry.eval)) {
+                Some(floor) => wait_revision.max(*floor),
+                None => wait_revision,
+            };
             let token = uuid::Uuid::new_v4().to_string();
             let deadline = now + self.config.nack_timeout;
             let entry = self.entries.get_mut(&id)?;
@@ -482,22 +493,79 @@ impl EvalQueues {
     }
 
     /// The worker is done with the eval: frees its job, makes the newest
-    /// waiting eval of the job ready and drops the older ones.
-    pub fn ack(&mut self, eval_id: &str, token: &str) -> Result<Released, QueueError> {
+    /// waiting eval of the job ready and drops the older ones. The job's
+    /// next delivery waits for `written`, the revision the worker's writes
+    /// reached.
+    pub fn ack(
+        &mut self,
+        eval_id: &str,
+        token: &str,
+        written: Revision,
+    ) -> Result<Released, QueueError> {
         self.check_delivery(eval_id, token)?;
         let Some(entry) = self.remove_entry(eval_id) else {
             return Err(QueueError::NotOutstanding {
                 eval_id: eval_id.to_string(),
             });
         };
-        Ok(self.release(&job_key(&entry.eval), true))
+        let job = job_key(&entry.eval);
+        self.raise_floor(&job, written);
+        Ok(self.release(&job, true))
     }
 
     /// The worker gave the eval up: it is ready again after a backoff, or
-    /// fails past the delivery limit.
-    pub fn nack(&mut self, eval_id: &str, token: &str, now: Instant) -> Result<Nacked, QueueError> {
+    /// fails past the delivery limit. Its redelivery, or the job's next
+    /// eval, waits for `written` as after an ack.
+    pub fn nack(
+        &mut self,
+        eval_id: &str,
+        token: &str,
+        now: Instant,
+        written: Revision,
+    ) -> Result<Nacked, QueueError> {
         self.check_delivery(eval_id, token)?;
+        if let Some(entry) = self.entries.get(eval_id) {
+            let job = job_key(&entry.eval);
+            self.raise_floor(&job, written);
+        }
         Ok(self.nack_unchecked(eval_id, now))
+    }
+
+    /// The lowest wait revision of `job`'s next delivery becomes at least
+    /// `revision`.
+    fn raise_floor(&mut self, job: &JobKey, revision: Revision) {
+        if revision <= 0 {
+            return;
+        }
+        match self.floors.get_mut(job) {
+            Some(floor) if *floor >= revision => {}
+            Some(floor) => {
+                let old = std::mem::replace(floor, revision);
+                self.floors_by_revision.remove(&(old, job.clone()));
+                self.floors_by_revision.insert((revision, job.clone()));
+            }
+            None => {
+                self.floors.insert(job.clone(), revision);
+                self.floors_by_revision.insert((revision, job.clone()));
+            }
+        }
+    }
+
+    /// Drops the floors a delivery at `revision` already satisfies.
+    fn forget_floors(&mut self, revision: Revision) {
+        while let Some((floor, _)) = self.floors_by_revision.first()
+            && *floor <= revision
+        {
+            if let Some((_, job)) = self.floors_by_revision.pop_first() {
+                self.floors.remove(&job);
+            }
+        }
+    }
+
+    /// The floor of `job`'s next delivery, if one is held.
+    #[cfg(test)]
+    pub fn floor(&self, job: &JobKey) -> Option<Revision> {
+        self.floors.get(job).copied()
     }
 
     fn nack_unchecked(&mut self, eval_id: &str, now: Instant) -> Nacked {

@@ -138,7 +138,7 @@ fn one_eval_per_job_and_the_newest_waiting_wins_on_ack() {
         "web is held by its unacked eval"
     );
 
-    let released = q.ack("first", &d.token).expect("ack");
+    let released = q.ack("first", &d.token, 0).expect("ack");
     assert_eq!(released.promoted.as_deref(), Some("third"));
     let canceled: Vec<_> = released.canceled.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(canceled, ["second"]);
@@ -155,7 +155,7 @@ fn a_higher_priority_waiting_eval_beats_a_newer_one() {
     q.upsert(eval("urgent", "web", "service", 90, 2), now);
     q.upsert(eval("newest", "web", "service", 50, 3), now);
     let d = take(&mut q, now).expect("first");
-    let released = q.ack("first", &d.token).expect("ack");
+    let released = q.ack("first", &d.token, 0).expect("ack");
     assert_eq!(released.promoted.as_deref(), Some("urgent"));
     assert_eq!(released.canceled.len(), 1);
     assert_eq!(released.canceled[0].id, "newest");
@@ -170,7 +170,10 @@ fn nack_backs_off_then_fails_at_the_delivery_limit() {
 
     let d1 = take(&mut q, clock.at(0.0)).expect("first delivery");
     assert_eq!(d1.deliveries, 1);
-    match q.nack("e", &d1.token, clock.at(0.0).instant).expect("nack") {
+    match q
+        .nack("e", &d1.token, clock.at(0.0).instant, 0)
+        .expect("nack")
+    {
         Nacked::Requeued { delay } => assert_eq!(delay, Duration::from_secs(1)),
         other => panic!("unexpected {other:?}"),
     }
@@ -182,7 +185,10 @@ fn nack_backs_off_then_fails_at_the_delivery_limit() {
     assert_eq!((d2.eval.id.as_str(), d2.deliveries), ("e", 2));
     assert_ne!(d1.token, d2.token, "every delivery has a fresh token");
 
-    match q.nack("e", &d2.token, clock.at(1.0).instant).expect("nack") {
+    match q
+        .nack("e", &d2.token, clock.at(1.0).instant, 0)
+        .expect("nack")
+    {
         Nacked::Requeued { delay } => assert_eq!(delay, Duration::from_secs(20)),
         other => panic!("unexpected {other:?}"),
     }
@@ -193,7 +199,7 @@ fn nack_backs_off_then_fails_at_the_delivery_limit() {
     assert_eq!(d3.deliveries, 3);
 
     let failed = match q
-        .nack("e", &d3.token, clock.at(21.0).instant)
+        .nack("e", &d3.token, clock.at(21.0).instant, 0)
         .expect("nack")
     {
         Nacked::DeliveryLimit(eval) => eval,
@@ -237,7 +243,10 @@ fn nack_timeout_counts_as_a_nack_and_reset_restarts_it() {
     let expired = q.expire(clock.at(110.0).instant);
     assert_eq!(expired.timed_out, ["e"]);
     assert_eq!(q.stats().unacked, 0);
-    assert!(q.ack("e", &d.token).is_err(), "the timed-out token is dead");
+    assert!(
+        q.ack("e", &d.token, 0).is_err(),
+        "the timed-out token is dead"
+    );
     q.expire(clock.at(111.0).instant);
     let again = take(&mut q, clock.at(111.0)).expect("redelivered");
     assert_eq!(again.deliveries, 2);
@@ -277,16 +286,16 @@ fn tokens_are_checked() {
     q.upsert(eval("e", "web", "service", 50, 1), now);
     q.upsert(eval("f", "db", "service", 50, 2), now);
     assert!(matches!(
-        q.ack("e", "nope"),
+        q.ack("e", "nope", 0),
         Err(QueueError::NotOutstanding { .. })
     ));
     let d = take(&mut q, now).expect("delivery");
     assert!(matches!(
-        q.ack("e", "wrong"),
+        q.ack("e", "wrong", 0),
         Err(QueueError::TokenMismatch { .. })
     ));
     assert!(matches!(
-        q.nack("e", "wrong", now.instant),
+        q.nack("e", "wrong", now.instant, 0),
         Err(QueueError::TokenMismatch { .. })
     ));
     assert!(matches!(
@@ -294,18 +303,18 @@ fn tokens_are_checked() {
         Err(QueueError::TokenMismatch { .. })
     ));
     assert!(matches!(
-        q.ack("f", &d.token),
+        q.ack("f", &d.token, 0),
         Err(QueueError::NotOutstanding { .. })
     ));
     assert_eq!(q.outstanding("wrong").err(), Some(QueueError::UnknownToken));
     let (held, wait) = q.outstanding(&d.token).expect("outstanding");
     assert_eq!((held.id.as_str(), wait), ("e", 7));
-    q.ack("e", &d.token).expect("ack");
+    q.ack("e", &d.token, 0).expect("ack");
     assert_eq!(
         q.outstanding(&d.token).err(),
         Some(QueueError::UnknownToken)
     );
-    assert!(q.ack("e", &d.token).is_err(), "a token acks once");
+    assert!(q.ack("e", &d.token, 0).is_err(), "a token acks once");
 }
 
 #[test]
@@ -358,7 +367,7 @@ fn a_handed_out_eval_that_settles_is_never_redelivered() {
     assert_eq!(expired.canceled[0].id, "older");
     assert!(!q.contains("e"));
     assert_eq!(take_id(&mut q, clock.at(61.0)).as_deref(), Some("newer"));
-    assert!(q.ack("e", &d.token).is_err());
+    assert!(q.ack("e", &d.token, 0).is_err());
 }
 
 #[test]
@@ -369,7 +378,7 @@ fn a_settled_eval_nacked_is_released_like_an_ack() {
     let d = take(&mut q, clock.at(0.0)).expect("delivery");
     q.settle("e");
     assert!(matches!(
-        q.nack("e", &d.token, clock.at(1.0).instant),
+        q.nack("e", &d.token, clock.at(1.0).instant, 0),
         Ok(Nacked::Released(_))
     ));
     assert!(!q.contains("e"));
@@ -405,4 +414,88 @@ fn upsert_refreshes_a_tracked_eval() {
     assert_eq!(q.ready_len(), 2);
     let d = take(&mut q, now).expect("a");
     assert_eq!((d.eval.id.as_str(), d.eval.priority), ("a", 90));
+}
+
+#[test]
+fn the_next_eval_of_a_job_waits_for_what_the_acked_one_wrote() {
+    // The race the chaos run found: a register eval's plan commits at 782
+    // while the broker's view is at 781; the stop queued behind it must
+    // not be scheduled on a state without the allocations just placed.
+    let clock = Clock::new();
+    let mut q = EvalQueues::new(fast());
+    q.upsert(eval("register", "web", "service", 50, 500), clock.at(0.0));
+    let d = q
+        .dequeue(&all(), clock.at(0.0).instant, 509, |_| true)
+        .expect("register");
+    q.upsert(eval("stop", "web", "service", 50, 525), clock.at(0.0));
+    q.ack("register", &d.token, 783).expect("ack");
+    let next = q
+        .dequeue(&all(), clock.at(0.0).instant, 781, |_| true)
+        .expect("stop");
+    assert_eq!(next.eval.id, "stop");
+    assert_eq!(next.wait_revision, 783, "held to the acked writes");
+    assert_eq!(
+        q.outstanding(&next.token).map(|(_, r)| r).ok(),
+        Some(783),
+        "the eval writes of the delivery carry the same revision"
+    );
+}
+
+#[test]
+fn a_floor_holds_for_an_eval_the_broker_sees_after_the_ack() {
+    let clock = Clock::new();
+    let mut q = EvalQueues::new(fast());
+    q.upsert(eval("register", "web", "service", 50, 500), clock.at(0.0));
+    let d = take(&mut q, clock.at(0.0)).expect("register");
+    q.ack("register", &d.token, 900).expect("ack");
+    q.upsert(eval("stop", "web", "service", 50, 850), clock.at(0.0));
+    q.upsert(eval("other", "db", "service", 50, 860), clock.at(0.0));
+    let mut waits = std::collections::BTreeMap::new();
+    while let Some(d) = q.dequeue(&all(), clock.at(0.0).instant, 870, |_| true) {
+        waits.insert(d.eval.id.clone(), d.wait_revision);
+    }
+    assert_eq!(waits["stop"], 900);
+    assert_eq!(waits["other"], 870, "other jobs wait for no one's writes");
+}
+
+#[test]
+fn floors_are_forgotten_once_the_view_passes_them_and_never_lowered() {
+    let clock = Clock::new();
+    let mut q = EvalQueues::new(fast());
+    let job = ("default".to_string(), "web".to_string());
+    q.upsert(eval("a", "web", "service", 50, 1), clock.at(0.0));
+    let d = take(&mut q, clock.at(0.0)).expect("a");
+    q.ack("a", &d.token, 40).expect("ack");
+    q.upsert(eval("b", "web", "service", 50, 2), clock.at(0.0));
+    let d = q
+        .dequeue(&all(), clock.at(0.0).instant, 10, |_| true)
+        .expect("b");
+    assert_eq!(d.wait_revision, 40);
+    // An ack that wrote nothing, or wrote earlier, keeps the floor.
+    q.ack("b", &d.token, 0).expect("ack");
+    assert_eq!(q.floor(&job), Some(40));
+    q.upsert(eval("c", "web", "service", 50, 3), clock.at(0.0));
+    let d = q
+        .dequeue(&all(), clock.at(0.0).instant, 41, |_| true)
+        .expect("c");
+    assert_eq!(d.wait_revision, 41);
+    assert_eq!(q.floor(&job), None, "passed, so forgotten");
+    q.ack("c", &d.token, 0).expect("ack");
+    assert!(q.floors_by_revision.is_empty());
+}
+
+#[test]
+fn a_redelivery_after_a_nack_waits_for_what_the_nacked_delivery_wrote() {
+    let clock = Clock::new();
+    let mut q = EvalQueues::new(QueueConfig {
+        initial_nack_delay: Duration::ZERO,
+        ..fast()
+    });
+    q.upsert(eval("e", "web", "service", 50, 1), clock.at(0.0));
+    let d = take(&mut q, clock.at(0.0)).expect("first");
+    q.nack("e", &d.token, clock.at(0.0).instant, 55)
+        .expect("nack");
+    let again = take(&mut q, clock.at(0.0)).expect("again");
+    assert_eq!(again.eval.id, "e");
+    assert_eq!(again.wait_revision, 55);
 }

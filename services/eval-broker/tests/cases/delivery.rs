@@ -129,6 +129,7 @@ pub async fn a_dequeue_acks_the_delivery_it_carries(store: Arc<dyn Store>) {
     let ack = AckRequest {
         eval_id: got.id.clone(),
         token: token.clone(),
+        ..Default::default()
     };
     let poll = |ack: Option<AckRequest>| caravan_proto::DequeueRequest {
         schedulers: vec!["service".into()],
@@ -164,6 +165,7 @@ pub async fn a_dequeue_acks_the_delivery_it_carries(store: Arc<dyn Store>) {
         .dequeue(poll(Some(AckRequest {
             eval_id: String::new(),
             token,
+            ..Default::default()
         })))
         .await
         .expect_err("an ack without an eval id");
@@ -319,6 +321,7 @@ pub async fn worker_writes_need_the_live_token(store: Arc<dyn Store>) {
         .ack(caravan_proto::AckRequest {
             eval_id: eval.id.clone(),
             token: token.clone(),
+            ..Default::default()
         })
         .await
         .expect_err("a token acks once");
@@ -341,6 +344,81 @@ pub async fn worker_writes_need_the_live_token(store: Arc<dyn Store>) {
         }
     })
     .await;
+    broker.stop().await;
+}
+
+/// A job's next eval is handed out with a wait revision no lower than what
+/// the acked delivery wrote, whatever the broker's own view had reached; a
+/// negative revision is refused by field name on both ack paths.
+pub async fn the_next_eval_of_a_job_waits_for_the_acked_writes(store: Arc<dyn Store>) {
+    let (prefix, ks) = keyspace();
+    let first = pending_eval("web", "service", 50);
+    put_eval(&store, &ks, &first).await;
+    let mut broker = start_leader(store.clone(), &prefix).await;
+    let (got, token, _) = broker.take().await;
+    assert_eq!(got.id, first.id);
+    let next = pending_eval("web", "service", 50);
+    let at = put_eval(&store, &ks, &next).await;
+    eventually("the next to wait behind the first", PATIENCE, || {
+        let mut b = broker.client.clone();
+        async move {
+            b.stats(caravan_proto::BrokerStatsRequest {})
+                .await
+                .is_ok_and(|s| s.into_inner().total_pending_by_job == 1)
+        }
+    })
+    .await;
+
+    let refused = broker
+        .client
+        .ack(AckRequest {
+            eval_id: first.id.clone(),
+            token: token.clone(),
+            written_revision: -1,
+        })
+        .await
+        .expect_err("a negative revision");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(
+        refused.message().contains("written_revision"),
+        "{}",
+        refused.message()
+    );
+    let refused = broker
+        .client
+        .dequeue(caravan_proto::DequeueRequest {
+            schedulers: vec!["service".into()],
+            timeout_ns: 1,
+            ack: Some(AckRequest {
+                eval_id: first.id.clone(),
+                token: token.clone(),
+                written_revision: -5,
+            }),
+        })
+        .await
+        .expect_err("a negative revision with a dequeue");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(
+        refused.message().contains("ack.written_revision"),
+        "{}",
+        refused.message()
+    );
+
+    // Ahead of anything the broker has seen, as a plan the broker's watch
+    // has not yet delivered would be.
+    let written = at + 1_000;
+    broker
+        .client
+        .ack(AckRequest {
+            eval_id: first.id.clone(),
+            token,
+            written_revision: written,
+        })
+        .await
+        .expect("ack");
+    let (got, _, wait_revision) = broker.take().await;
+    assert_eq!(got.id, next.id);
+    assert_eq!(wait_revision, written);
     broker.stop().await;
 }
 
@@ -393,6 +471,7 @@ pub async fn delivery_limit_fails_the_eval_with_a_follow_up(store: Arc<dyn Store
             .nack(NackRequest {
                 eval_id: got.id.clone(),
                 token,
+                ..Default::default()
             })
             .await
             .expect("nack");

@@ -107,6 +107,7 @@ pub async fn a_crashed_leader_loses_nothing(store: Arc<dyn Store>) {
         .ack(caravan_proto::AckRequest {
             eval_id: handed_out.id.clone(),
             token: old_token,
+            ..Default::default()
         })
         .await
         .expect_err("the crashed leader's token is dead");

@@ -117,6 +117,7 @@ impl Broker {
             .ack(AckRequest {
                 eval_id: eval_id.into(),
                 token: token.into(),
+                ..Default::default()
             })
             .await
             .expect("ack");
