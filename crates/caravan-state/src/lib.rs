@@ -15,6 +15,7 @@ mod keyspace;
 mod known_strings;
 mod list_page;
 pub mod metrics;
+mod packed_ids;
 mod registration;
 mod snapshot;
 mod tables;
