@@ -347,6 +347,12 @@ pub async fn worker_writes_need_the_live_token(store: Arc<dyn Store>) {
     broker.stop().await;
 }
 
+/// `status` is an INVALID_ARGUMENT naming `field`.
+fn refuses_naming(status: &tonic::Status, field: &str) {
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains(field), "{}", status.message());
+}
+
 /// A job's next eval is handed out with a wait revision no lower than what
 /// the acked delivery wrote, whatever the broker's own view had reached; a
 /// negative revision is refused by field name on both ack paths.
@@ -378,12 +384,7 @@ pub async fn the_next_eval_of_a_job_waits_for_the_acked_writes(store: Arc<dyn St
         })
         .await
         .expect_err("a negative revision");
-    assert_eq!(refused.code(), Code::InvalidArgument);
-    assert!(
-        refused.message().contains("written_revision"),
-        "{}",
-        refused.message()
-    );
+    refuses_naming(&refused, "written_revision");
     let refused = broker
         .client
         .dequeue(caravan_proto::DequeueRequest {
@@ -397,12 +398,7 @@ pub async fn the_next_eval_of_a_job_waits_for_the_acked_writes(store: Arc<dyn St
         })
         .await
         .expect_err("a negative revision with a dequeue");
-    assert_eq!(refused.code(), Code::InvalidArgument);
-    assert!(
-        refused.message().contains("ack.written_revision"),
-        "{}",
-        refused.message()
-    );
+    refuses_naming(&refused, "ack.written_revision");
 
     // Ahead of anything the broker has seen, as a plan the broker's watch
     // has not yet delivered would be.
