@@ -75,15 +75,9 @@ pub async fn a_blocked_eval_unblocks_when_a_node_registers(store: Arc<dyn Store>
         .await
         .expect("update");
     broker.ack(&got.id, &token).await;
-    eventually("the blocked eval to be held", PATIENCE, || {
-        let mut b = broker.client.clone();
-        async move {
-            b.stats(caravan_proto::BrokerStatsRequest {})
-                .await
-                .is_ok_and(|s| s.into_inner().total_blocked == 1)
-        }
-    })
-    .await;
+    broker
+        .stats_become("the blocked eval to be held", |s| s.total_blocked == 1)
+        .await;
 
     // A node of a class the eval found ineligible changes nothing. Only a
     // wait shows "nothing": an unblock follows the node's write at once, so
@@ -228,18 +222,11 @@ pub async fn a_reblocked_eval_waits_for_capacity_again(store: Arc<dyn Store>) {
     assert_eq!(stored.status(), EvalStatus::Blocked);
     assert_eq!(stored.class_eligibility.get("tiny"), Some(&false));
     broker.ack(&got.id, &token).await;
-    eventually("the reblocked eval to be held", PATIENCE, || {
-        let mut b = broker.client.clone();
-        async move {
-            b.stats(caravan_proto::BrokerStatsRequest {})
-                .await
-                .is_ok_and(|s| {
-                    let s = s.into_inner();
-                    s.total_blocked == 1 && s.total_unacked == 0
-                })
-        }
-    })
-    .await;
+    broker
+        .stats_become("the reblocked eval to be held", |s| {
+            s.total_blocked == 1 && s.total_unacked == 0
+        })
+        .await;
     assert!(
         broker
             .dequeue(Duration::from_millis(200))

@@ -85,15 +85,9 @@ pub async fn dequeue_long_poll_times_out_empty_and_wakes_on_new_evals(store: Arc
             .into_inner()
     });
     // The write comes once the poll waits: it must wake it, not meet it.
-    eventually("the long poll to wait", PATIENCE, || {
-        let mut b = broker.client.clone();
-        async move {
-            b.stats(caravan_proto::BrokerStatsRequest {})
-                .await
-                .is_ok_and(|s| s.into_inner().dequeues_waiting == 1)
-        }
-    })
-    .await;
+    broker
+        .stats_become("the long poll to wait", |s| s.dequeues_waiting == 1)
+        .await;
     assert!(!poll.is_finished(), "the poll waits for an eval");
     let eval = pending_eval("report", "batch", 50);
     let written_at = tokio::time::Instant::now();
@@ -335,15 +329,9 @@ pub async fn worker_writes_need_the_live_token(store: Arc<dyn Store>) {
         .await
         .expect_err("an acked token writes nothing");
     assert_eq!(late.code(), Code::FailedPrecondition);
-    eventually("the blocked eval to be held", PATIENCE, || {
-        let mut b = broker.client.clone();
-        async move {
-            b.stats(caravan_proto::BrokerStatsRequest {})
-                .await
-                .is_ok_and(|s| s.into_inner().total_blocked == 1)
-        }
-    })
-    .await;
+    broker
+        .stats_become("the blocked eval to be held", |s| s.total_blocked == 1)
+        .await;
     broker.stop().await;
 }
 
@@ -365,15 +353,11 @@ pub async fn the_next_eval_of_a_job_waits_for_the_acked_writes(store: Arc<dyn St
     assert_eq!(got.id, first.id);
     let next = pending_eval("web", "service", 50);
     let at = put_eval(&store, &ks, &next).await;
-    eventually("the next to wait behind the first", PATIENCE, || {
-        let mut b = broker.client.clone();
-        async move {
-            b.stats(caravan_proto::BrokerStatsRequest {})
-                .await
-                .is_ok_and(|s| s.into_inner().total_pending_by_job == 1)
-        }
-    })
-    .await;
+    broker
+        .stats_become("the next to wait behind the first", |s| {
+            s.total_pending_by_job == 1
+        })
+        .await;
 
     let refused = broker
         .client
@@ -429,15 +413,11 @@ pub async fn ack_cancels_older_waiting_evals(store: Arc<dyn Store>) {
     let newer = pending_eval("web", "service", 50);
     put_eval(&store, &ks, &older).await;
     put_eval(&store, &ks, &newer).await;
-    eventually("both to wait behind the first", PATIENCE, || {
-        let mut b = broker.client.clone();
-        async move {
-            b.stats(caravan_proto::BrokerStatsRequest {})
-                .await
-                .is_ok_and(|s| s.into_inner().total_pending_by_job == 2)
-        }
-    })
-    .await;
+    broker
+        .stats_become("both to wait behind the first", |s| {
+            s.total_pending_by_job == 2
+        })
+        .await;
 
     broker.ack(&first.id, &token).await;
     let (next, _, _) = broker.take().await;
@@ -497,18 +477,11 @@ pub async fn delivery_limit_fails_the_eval_with_a_follow_up(store: Arc<dyn Store
         wait > 50_000_000_000 && wait <= 61_000_000_000,
         "follow-up waits about a minute, not {wait} ns"
     );
-    eventually("the follow-up to be delayed", PATIENCE, || {
-        let mut b = broker.client.clone();
-        async move {
-            b.stats(caravan_proto::BrokerStatsRequest {})
-                .await
-                .is_ok_and(|s| {
-                    let s = s.into_inner();
-                    s.total_waiting == 1 && s.total_unacked == 0
-                })
-        }
-    })
-    .await;
+    broker
+        .stats_become("the follow-up to be delayed", |s| {
+            s.total_waiting == 1 && s.total_unacked == 0
+        })
+        .await;
     broker.stop().await;
 }
 
@@ -609,15 +582,9 @@ pub async fn a_completed_but_unacked_eval_is_not_redelivered(store: Arc<dyn Stor
         .await
         .expect("update");
     // The worker crashes here, before acking.
-    eventually("the delivery to time out", PATIENCE, || {
-        let mut b = broker.client.clone();
-        async move {
-            b.stats(caravan_proto::BrokerStatsRequest {})
-                .await
-                .is_ok_and(|s| s.into_inner().total_unacked == 0)
-        }
-    })
-    .await;
+    broker
+        .stats_become("the delivery to time out", |s| s.total_unacked == 0)
+        .await;
     assert!(
         broker
             .dequeue(Duration::from_millis(500))

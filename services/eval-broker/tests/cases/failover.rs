@@ -81,15 +81,9 @@ pub async fn a_crashed_leader_loses_nothing(store: Arc<dyn Store>) {
     let (got, old_token, _) = leader.take().await;
     assert_eq!(got.id, handed_out.id);
     put_eval(&store, &ks, &queued).await;
-    eventually("the second eval to be queued", PATIENCE, || {
-        let mut b = leader.client.clone();
-        async move {
-            b.stats(BrokerStatsRequest {})
-                .await
-                .is_ok_and(|s| s.into_inner().total_ready == 1)
-        }
-    })
-    .await;
+    leader
+        .stats_become("the second eval to be queued", |s| s.total_ready == 1)
+        .await;
 
     leader.crash().await;
     standby.wait_leading().await;

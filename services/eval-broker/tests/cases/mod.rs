@@ -73,6 +73,20 @@ impl Broker {
             .into_inner()
     }
 
+    /// Waits until the broker's counts pass `test`.
+    pub async fn stats_become(&self, what: &str, test: impl Fn(&BrokerStatsResponse) -> bool) {
+        let test = &test;
+        eventually(what, PATIENCE, || {
+            let mut b = self.client.clone();
+            async move {
+                b.stats(BrokerStatsRequest {})
+                    .await
+                    .is_ok_and(|s| test(&s.into_inner()))
+            }
+        })
+        .await;
+    }
+
     /// Long-polls for an eval of any scheduler type.
     pub async fn dequeue(&mut self, timeout: Duration) -> DequeueResponse {
         self.client

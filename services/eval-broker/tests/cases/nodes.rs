@@ -119,15 +119,9 @@ pub async fn a_lost_heartbeat_marks_the_node_down_with_evals(store: Arc<dyn Stor
         assert_eq!(e.status(), EvalStatus::Pending);
         assert_eq!(e.create_revision, down.modify_revision, "one txn");
     }
-    eventually("the node-update evals to be ready", PATIENCE, || {
-        let mut b = broker.client.clone();
-        async move {
-            b.stats(caravan_proto::BrokerStatsRequest {})
-                .await
-                .is_ok_and(|s| s.into_inner().total_ready == 2)
-        }
-    })
-    .await;
+    broker
+        .stats_become("the node-update evals to be ready", |s| s.total_ready == 2)
+        .await;
     let (first, _, _) = broker.take().await;
     assert_eq!(first.job_id, "web", "the higher priority first");
     broker.stop().await;
