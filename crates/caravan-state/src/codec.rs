@@ -28,6 +28,11 @@ pub trait StateObject: Message + Default {
         self.encode_to_vec()
     }
 
+    /// Decodes the bytes the store keeps.
+    fn decode_stored(bytes: &[u8]) -> std::result::Result<Self, prost::DecodeError> {
+        Self::decode(bytes)
+    }
+
     /// Puts back, after decoding, what [`Self::stored_bytes`] left out.
     fn unpack_stored(&mut self) {}
 }
@@ -96,22 +101,23 @@ impl StateObject for Allocation {
         if let Some(ids) = &ids {
             prost::encoding::bytes::encode(packed_ids::PACKED_IDS, ids, &mut tail);
         }
-        if tail.is_empty() && self.packed_ids.is_empty() {
+        if tail.is_empty() {
             return bytes;
         }
         let ids = ids.unwrap_or_default();
-        let dropped = |tag: u32| {
-            tag == packed_ids::PACKED_IDS
-                || (tag == ALLOC_METRICS && metrics.is_some())
-                || packed_ids::drops(&ids, tag)
-        };
+        let dropped =
+            |tag: u32| (tag == ALLOC_METRICS && metrics.is_some()) || packed_ids::drops(&ids, tag);
         with_fields_replaced(&bytes, dropped, &tail).unwrap_or(bytes)
     }
 
-    /// Puts the packed ids back, then gives a stored score without a node
-    /// id the allocation's own node (no score is ever written without one).
+    /// Decodes field by field, putting the packed ids back.
+    fn decode_stored(bytes: &[u8]) -> std::result::Result<Self, prost::DecodeError> {
+        decode_alloc_fields(bytes, |_| false, |_, _| {})
+    }
+
+    /// Gives a stored score without a node id the allocation's own node (no
+    /// score is ever written without one).
     fn unpack_stored(&mut self) {
-        packed_ids::unpack(self);
         let Some(metrics) = self.metrics.as_deref_mut() else {
             return;
         };
@@ -227,28 +233,45 @@ fn shrink_maps(alloc: &mut Allocation) {
 
 /// Decodes field by field, skipping the placement metrics.
 fn decode_without_metrics(bytes: &[u8]) -> std::result::Result<Allocation, prost::DecodeError> {
-    decode_passing_metrics(bytes, |_| {})
+    decode_alloc_fields(bytes, |tag| tag == ALLOC_METRICS, |_, _| {})
 }
 
-/// Decodes field by field, handing each metrics field undecoded (tag,
-/// length and body) to `metrics`.
-fn decode_passing_metrics(
-    bytes: &[u8],
-    mut metrics: impl FnMut(&[u8]),
+/// Decodes a stored allocation field by field, leaving undecoded the
+/// fields `skip` names and handing each of them to `skipped` (its number
+/// and its whole encoding, tag and length included). The packed ids field
+/// is read here, and its ids put back once every field is in.
+fn decode_alloc_fields<'a>(
+    bytes: &'a [u8],
+    skip: impl Fn(u32) -> bool,
+    mut skipped: impl FnMut(u32, &'a [u8]),
 ) -> std::result::Result<Allocation, prost::DecodeError> {
-    use prost::encoding::{DecodeContext, decode_key, skip_field};
+    // prost's field-level decoding is what its generated code calls; it is
+    // public, if undocumented, API.
+    use prost::encoding::{DecodeContext, WireType, decode_key, decode_varint, skip_field};
     let mut alloc = Allocation::default();
+    let mut packed: Option<&'a [u8]> = None;
     let mut buf = bytes;
     while !buf.is_empty() {
         let field_start = bytes.len() - buf.len();
         let (tag, wire_type) = decode_key(&mut buf)?;
-        match tag {
-            ALLOC_METRICS => {
-                skip_field(wire_type, tag, &mut buf, DecodeContext::default())?;
-                metrics(&bytes[field_start..bytes.len() - buf.len()]);
-            }
-            _ => alloc.merge_field(tag, wire_type, &mut buf, DecodeContext::default())?,
+        if tag == packed_ids::PACKED_IDS && wire_type == WireType::LengthDelimited {
+            let before = buf;
+            skip_field(wire_type, tag, &mut buf, DecodeContext::default())?;
+            // The length, then the value: what the skip stepped over.
+            let mut value = &before[..before.len() - buf.len()];
+            decode_varint(&mut value)?;
+            packed = Some(value);
+            continue;
         }
+        if skip(tag) {
+            skip_field(wire_type, tag, &mut buf, DecodeContext::default())?;
+            skipped(tag, &bytes[field_start..bytes.len() - buf.len()]);
+        } else {
+            alloc.merge_field(tag, wire_type, &mut buf, DecodeContext::default())?;
+        }
+    }
+    if let Some(packed) = packed {
+        packed_ids::unpack(&mut alloc, packed);
     }
     Ok(alloc)
 }
@@ -263,24 +286,16 @@ pub(crate) fn keeps_task_states(alloc: &Allocation) -> bool {
 /// states aside until the statuses say whether they are wanted (fields may
 /// come in any order).
 fn decode_for_scheduling(bytes: &[u8]) -> std::result::Result<Allocation, prost::DecodeError> {
-    // prost's field-level decoding is what its generated code calls; it is
-    // public, if undocumented, API.
-    use prost::encoding::{DecodeContext, decode_key, skip_field};
-    let mut alloc = Allocation::default();
     let mut task_states: Vec<&[u8]> = Vec::new();
-    let mut buf = bytes;
-    while !buf.is_empty() {
-        let field_start = bytes.len() - buf.len();
-        let (tag, wire_type) = decode_key(&mut buf)?;
-        match tag {
-            ALLOC_METRICS => skip_field(wire_type, tag, &mut buf, DecodeContext::default())?,
-            ALLOC_TASK_STATES => {
-                skip_field(wire_type, tag, &mut buf, DecodeContext::default())?;
-                task_states.push(&bytes[field_start..bytes.len() - buf.len()]);
+    let mut alloc = decode_alloc_fields(
+        bytes,
+        |tag| tag == ALLOC_METRICS || tag == ALLOC_TASK_STATES,
+        |tag, field| {
+            if tag == ALLOC_TASK_STATES {
+                task_states.push(field);
             }
-            _ => alloc.merge_field(tag, wire_type, &mut buf, DecodeContext::default())?,
-        }
-    }
+        },
+    )?;
     if keeps_task_states(&alloc) {
         for field in task_states {
             alloc.merge(field)?;
@@ -291,7 +306,7 @@ fn decode_for_scheduling(bytes: &[u8]) -> std::result::Result<Allocation, prost:
 
 /// Decodes a stored value, filling its revisions from `kv`'s metadata.
 pub fn decode<T: StateObject>(kv: &KeyValue) -> Result<T> {
-    filled(kv, T::decode(kv.value.as_slice()))
+    filled(kv, T::decode_stored(kv.value.as_slice()))
 }
 
 /// `decoded` with its revisions filled from `kv`, or the error naming `kv`.
@@ -458,7 +473,6 @@ mod tests {
             assert_eq!(read.node_id, written.node_id, "{detail:?}");
             assert_eq!(read.eval_id, written.eval_id, "{detail:?}");
             assert_eq!(read.deployment_id, written.deployment_id, "{detail:?}");
-            assert!(read.packed_ids.is_empty(), "{detail:?}");
         }
 
         // Every field packs, in any mix with ids that do not.
@@ -487,14 +501,31 @@ mod tests {
         written.node_id = uuid.braced().to_string();
         written.eval_id = uuid.simple().to_string();
         written.deployment_id = format!(" {uuid}");
-        // Set by a sender, it is not what the store keeps.
-        written.packed_ids = vec![0xff; 5];
         let stored = encode(&written);
         let read: Allocation = decode(&kv("/c/allocs/x", stored, 2, 2)).unwrap();
         let mut expected = written.clone();
-        expected.packed_ids.clear();
         expected.fill_revisions(2, 2);
         assert_eq!(read, expected);
+    }
+
+    #[test]
+    fn a_damaged_packed_ids_field_is_an_error_or_a_short_read_never_a_panic() {
+        let mut written = full_alloc();
+        written.node_id = uuid::Uuid::new_v4().to_string();
+        let stored = encode(&written);
+        // The field's length claims more than is stored.
+        let mut cut = stored.clone();
+        cut.truncate(cut.len() - 3);
+        for detail in [AllocDetail::Full, AllocDetail::WithoutMetrics, AllocDetail::Scheduling] {
+            let err = decode_alloc(&kv("/c/allocs/cut", cut.clone(), 2, 2), detail).unwrap_err();
+            assert!(err.to_string().contains("/c/allocs/cut"), "{err}");
+        }
+        // A mask naming more ids than the value holds: those are left empty.
+        let mut short = written.encode_to_vec();
+        prost::encoding::bytes::encode(packed_ids::PACKED_IDS, &vec![0b11u8; 17], &mut short);
+        let read: Allocation = decode(&kv("/c/allocs/short", short, 2, 2)).unwrap();
+        assert_eq!(read.id.len(), 36, "the first id is read");
+        assert_eq!(read.node_id, written.node_id, "the second, absent, is kept");
     }
 
     #[test]

@@ -7,7 +7,8 @@
 use caravan_proto::Allocation;
 use uuid::Uuid;
 
-/// Field number of `Allocation.packed_ids` (alloc.proto).
+/// The stored form's field of packed ids (reserved in alloc.proto's
+/// `Allocation`).
 pub(crate) const PACKED_IDS: u32 = 38;
 
 /// An id field that may be packed: its field number, and the field read
@@ -70,12 +71,8 @@ pub(crate) fn drops(packed: &[u8], tag: u32) -> bool {
         .any(|(bit, f)| f.tag == tag && mask & (1 << bit) != 0)
 }
 
-/// Puts the packed ids back into their fields and clears `packed_ids`.
-pub(crate) fn unpack(alloc: &mut Allocation) {
-    if alloc.packed_ids.is_empty() {
-        return;
-    }
-    let packed = std::mem::take(&mut alloc.packed_ids);
+/// Puts the ids of a stored `packed_ids` value back into their fields.
+pub(crate) fn unpack(alloc: &mut Allocation, packed: &[u8]) {
     let Some((&mask, mut rest)) = packed.split_first() else {
         return;
     };
