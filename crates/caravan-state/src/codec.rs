@@ -516,7 +516,11 @@ mod tests {
         // The field's length claims more than is stored.
         let mut cut = stored.clone();
         cut.truncate(cut.len() - 3);
-        for detail in [AllocDetail::Full, AllocDetail::WithoutMetrics, AllocDetail::Scheduling] {
+        for detail in [
+            AllocDetail::Full,
+            AllocDetail::WithoutMetrics,
+            AllocDetail::Scheduling,
+        ] {
             let err = decode_alloc(&kv("/c/allocs/cut", cut.clone(), 2, 2), detail).unwrap_err();
             assert!(err.to_string().contains("/c/allocs/cut"), "{err}");
         }
