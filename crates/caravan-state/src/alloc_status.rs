@@ -23,6 +23,7 @@ use crate::codec::{AllocDetail, decode_alloc};
 use crate::error::{Result, StateError};
 use crate::keyspace::{Keyspace, StateKey};
 use crate::known_strings::{pack_status, unpack_status};
+use crate::relative_times::{pack_times, unpack_times};
 
 /// The client's part of `alloc`, as its status key stores it.
 pub fn client_part(alloc: &Allocation) -> AllocStatus {
@@ -36,6 +37,7 @@ pub fn client_part(alloc: &Allocation) -> AllocStatus {
         deployment_timestamp_unix_ns: deployment.map_or(0, |d| d.timestamp_unix_ns),
         modify_time_unix_ns: alloc.modify_time_unix_ns,
         client_description_code: 0,
+        times_relative: false,
     }
 }
 
@@ -104,6 +106,7 @@ pub fn decode_status(kv: &KeyValue) -> Result<AllocStatus> {
             source,
         })?;
     unpack_status(&mut status);
+    unpack_times(&mut status);
     Ok(status)
 }
 
@@ -172,9 +175,11 @@ pub fn status_write(keys: &Keyspace, before: &Allocation, next: &Allocation) -> 
 }
 
 /// The bytes the store keeps for `status` (its known strings packed, see
-/// [`crate::known_strings`]).
+/// [`crate::known_strings`], and its times relative, see
+/// [`crate::relative_times`]).
 pub fn encode_status(mut status: AllocStatus) -> Vec<u8> {
     pack_status(&mut status);
+    pack_times(&mut status);
     status.encode_to_vec()
 }
 

@@ -1,6 +1,6 @@
 //! Strings nearly every stored status repeats, stored as their place in a
-//! fixed list: the types and usual messages of task events, and the
-//! descriptions clients give an allocation's status. A running allocation's
+//! fixed list: the types and usual messages of task events, the
+//! descriptions clients give an allocation's status, and a task's state. A running allocation's
 //! status carries three events (`Received`, `Task Setup`, `Started`) whose
 //! types and messages are about 100 of its 210 bytes; stored by number they
 //! are a dozen. Every status a client reports is written once and read by
@@ -57,6 +57,10 @@ const KNOWN: &[&str] = &[
     "Failed tasks",
     "No tasks have started",
     "No tasks",
+    // A task's state.
+    "pending",
+    "running",
+    "dead",
 ];
 
 /// The number `s` is stored as; 0 when it is not in the list (or empty).
@@ -112,6 +116,7 @@ pub(crate) fn pack_status(status: &mut AllocStatus) {
         &mut status.client_description_code,
     );
     for state in status.task_states.values_mut() {
+        pack(&mut state.state, &mut state.state_code);
         state.events.iter_mut().for_each(pack_event);
     }
 }
@@ -123,6 +128,7 @@ pub(crate) fn unpack_status(status: &mut AllocStatus) {
         &mut status.client_description_code,
     );
     for state in status.task_states.values_mut() {
+        unpack(&mut state.state, &mut state.state_code);
         state.events.iter_mut().for_each(unpack_event);
     }
 }
@@ -199,6 +205,11 @@ mod tests {
             ("Custom", 0)
         );
         assert_eq!(stored.client_description, "");
+        let task = &stored.task_states["t"];
+        assert_eq!(
+            (task.state.as_str(), task.state_code),
+            ("", code_of("running"))
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod list_page;
 pub mod metrics;
 mod packed_ids;
 mod registration;
+mod relative_times;
 mod snapshot;
 mod tables;
 mod usage;

@@ -133,6 +133,7 @@ impl From<&TaskStateRecord> for TaskState {
                     ..Default::default()
                 })
                 .collect(),
+            ..Default::default()
         }
     }
 }

@@ -107,6 +107,69 @@ fn the_status_wins_where_it_exists_and_the_canary_flag_stays_the_records() {
     assert_eq!(client_part(&folded), s);
 }
 
+/// A running allocation's status as a client reports it: one task, its
+/// three events milliseconds apart, the report a little later.
+fn reported_running() -> AllocStatus {
+    let now = 1_795_849_817_989_526_586;
+    let started = now - 180_000_000;
+    let event = |kind: &str, message: &str, at: i64| caravan_proto::TaskEvent {
+        r#type: kind.into(),
+        message: message.into(),
+        time_unix_ns: at,
+        ..Default::default()
+    };
+    let mut s = AllocStatus {
+        client_description: "Tasks are running".into(),
+        running_since_unix_ns: started,
+        modify_time_unix_ns: now,
+        ..Default::default()
+    };
+    s.set_client_status(AllocClientStatus::Running);
+    s.task_states.insert(
+        "web".into(),
+        TaskState {
+            state: "running".into(),
+            started_at_unix_ns: started,
+            events: vec![
+                event("Received", "Task received by client", started - 4_000_000),
+                event("Task Setup", "Building Task Directory", started - 2_500_000),
+                event("Started", "Task started by client", started),
+            ],
+            ..Default::default()
+        },
+    );
+    s
+}
+
+#[test]
+fn a_reported_status_is_stored_in_a_third_of_its_bytes_and_read_back_whole() {
+    let keys = Keyspace::new(KEYS);
+    let written = reported_running();
+    let stored = encode_status(written.clone());
+    let read = decode_status(&kv(keys.alloc_status("a"), stored.clone(), 3)).unwrap();
+    assert_eq!(read, written);
+    // As written 212 bytes; its known strings by number 93; its times
+    // relative to the report's too, 70.
+    let plain = written.encode_to_vec().len();
+    let mut strings_only = written.clone();
+    crate::known_strings::pack_status(&mut strings_only);
+    let strings_only = strings_only.encode_to_vec().len();
+    assert!(
+        stored.len() * 3 <= plain && stored.len() + 20 <= strings_only,
+        "{} bytes stored against {plain} written, {strings_only} with known strings packed",
+        stored.len()
+    );
+    // The fold and a cache's change see the same allocation.
+    let a = record("a", AllocDesiredStatus::Run, false);
+    let folded = fold(
+        &kv(keys.alloc("a"), a.encode_to_vec(), 2),
+        Some(&kv(keys.alloc_status("a"), stored, 3)),
+        AllocDetail::Full,
+    )
+    .unwrap();
+    assert_eq!(client_part(&folded), written);
+}
+
 #[test]
 fn the_fold_depends_on_the_record_and_the_status_alone() {
     let plain = record("a", AllocDesiredStatus::Run, false);

@@ -51,10 +51,17 @@ pub fn validate(node_id: &str, updates: &[AllocUpdate]) -> Result<()> {
     Ok(())
 }
 
-/// Refuses the numbers the store keeps for well-known event strings
-/// (docs/state-layout.md, "Allocation status"): a client sends the strings.
+/// Refuses the numbers the store keeps for well-known strings (event types
+/// and messages, task states; docs/state-layout.md, "Allocation status"): a
+/// client sends the strings.
 fn storage_only_codes(i: usize, u: &AllocUpdate) -> Result<()> {
     for (task, state) in u.task_states.iter() {
+        if state.state_code != 0 {
+            return Err(GatewayError::field(
+                format!("updates[{i}].task_states[{task}].state_code"),
+                "is kept by the store only; send the string itself",
+            ));
+        }
         for (j, e) in state.events.iter().enumerate() {
             for (name, code) in [("type_code", e.type_code), ("message_code", e.message_code)] {
                 if code != 0 {
@@ -463,10 +470,17 @@ mod tests {
                 ..Default::default()
             },
         );
-        let err = validate("n1", &[coded]).unwrap_err();
+        let err = validate("n1", &[coded.clone()]).unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("updates[0].task_states[web].events[0].message_code"),
+            "{err}"
+        );
+        coded.task_states.get_mut("web").unwrap().state_code = 2;
+        let err = validate("n1", &[coded]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("updates[0].task_states[web].state_code"),
             "{err}"
         );
     }

@@ -129,6 +129,7 @@ fn task_state(v: J<'_>) -> TaskState {
                 ..Default::default()
             })
             .collect(),
+        ..Default::default()
     }
 }
 
