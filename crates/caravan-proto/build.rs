@@ -22,7 +22,9 @@ const SMALL_MAPS: &[(&str, &str)] = &[
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read when the script runs, not when it is compiled: checkouts that
+    // share a target directory share this script's binary.
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let dir = root.join("caravan/v1");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)?
         .filter_map(Result::ok)
