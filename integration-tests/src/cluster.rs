@@ -204,7 +204,16 @@ impl Cluster {
         test_timings: bool,
     ) -> anyhow::Result<Cluster> {
         let config = EtcdConfig::new(&etcd);
-        Cluster::on_store(name, config, Vec::new(), test_timings).await
+        Cluster::on_store(name, config, Vec::new(), test_timings, None).await
+    }
+
+    /// A cluster with the timings and the key prefix a user gets (`/caravan`),
+    /// on an etcd nothing else uses: a benchmark's own, whose bytes per key
+    /// are then what a user's cluster stores.
+    pub async fn on_own_etcd(name: &str, etcd: Vec<String>) -> anyhow::Result<Cluster> {
+        let config = EtcdConfig::new(&etcd);
+        let prefix = Keyspace::default().prefix().to_string();
+        Cluster::on_store(name, config, Vec::new(), false, Some(prefix)).await
     }
 
     /// A cluster on the etcd `etcd` started, with test timings: every
@@ -216,22 +225,25 @@ impl Cluster {
             etcd.etcd_config(),
             store_tls.unwrap_or_default(),
             true,
+            None,
         )
         .await
     }
 
-    /// A cluster on the etcd `config` reaches; `store_tls` are the
-    /// `store.*` TLS settings every service gets.
+    /// A cluster on the etcd `config` reaches, under `prefix` (a fresh one
+    /// of its own when `None`); `store_tls` are the `store.*` TLS settings
+    /// every service gets.
     async fn on_store(
         name: &str,
         config: EtcdConfig,
         store_tls: Vec<(String, String)>,
         test_timings: bool,
+        prefix: Option<String>,
     ) -> anyhow::Result<Cluster> {
         let tls = crate::tls::requested()?;
         let bins = binaries::bin_dir()?;
         binaries::check_all(&bins)?;
-        let prefix = caravan_testkit::unique_prefix(name);
+        let prefix = prefix.unwrap_or_else(|| caravan_testkit::unique_prefix(name));
         let etcd = config.endpoints.clone();
         let store: Arc<dyn Store> = Arc::new(EtcdStore::connect_with(config).await?);
         let dir = tempfile::Builder::new()

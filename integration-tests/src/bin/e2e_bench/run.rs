@@ -48,7 +48,14 @@ pub async fn run(args: Args, shared: Arc<Shared>) -> anyhow::Result<()> {
     };
     let etcd_pid = etcd.as_ref().and_then(EtcdProcess::pid).or(args.etcd_pid);
     let own_etcd = etcd.is_some();
-    let cluster = Cluster::on_etcd("e2e-bench", endpoints.clone(), false).await?;
+    // On its own etcd the bench stores under the prefix a user's cluster
+    // has, so etcd's bytes per key are a user's; a shared etcd needs a
+    // prefix of the run's own.
+    let cluster = if own_etcd {
+        Cluster::on_own_etcd("e2e-bench", endpoints.clone()).await?
+    } else {
+        Cluster::on_etcd("e2e-bench", endpoints.clone(), false).await?
+    };
     let mut harness = Harness { cluster, etcd };
     let c = &mut harness.cluster;
     if !own_etcd {
