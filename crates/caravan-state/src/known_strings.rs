@@ -1,9 +1,9 @@
 //! Strings nearly every stored status repeats, stored as their place in a
 //! fixed list: the types and usual messages of task events, the
-//! descriptions clients give an allocation's status, and a task's state. A running allocation's
-//! status carries three events (`Received`, `Task Setup`, `Started`) whose
-//! types and messages are about 100 of its 210 bytes; stored by number they
-//! are a dozen. Every status a client reports is written once and read by
+//! descriptions clients give an allocation's status, and a task's state. A
+//! running allocation's status carries three events (`Received`, `Task
+//! Setup`, `Started`) whose types and messages are about 100 of its 210
+//! bytes; stored by number they are a dozen. Every status a client reports is written once and read by
 //! every watcher of the store, so those bytes are paid in etcd's log, its
 //! database and each watch.
 //!
