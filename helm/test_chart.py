@@ -398,6 +398,14 @@ def test_the_bundled_etcd_requires_client_certificates_with_etcd_tls():
     assert env["ETCD_LISTEN_CLIENT_URLS"] == "http://0.0.0.0:2379" and "ETCD_CERT_FILE" not in env
 
 
+def test_the_bundled_etcd_keeps_etcd_35s_snapshot_count():
+    # etcd 3.4 keeps 100,000 raft entries in memory by default (docs/services.md).
+    for values, want in ((None, "10000"), ({"etcd": {"snapshotCount": 2500}}, "2500")):
+        etcd = of_kind(render(values), "StatefulSet")["caravan-etcd"]["spec"]["template"]["spec"]
+        env = {e["name"]: e.get("value") for e in etcd["containers"][0]["env"]}
+        assert env["ETCD_SNAPSHOT_COUNT"] == want
+
+
 def test_external_etcd_endpoints_must_match_etcd_tls():
     values = scaled_values()
     values["etcd"]["tls"] = {"enabled": True, "secretName": "etcd-client"}

@@ -85,8 +85,9 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
 
-# Starts etcd in its own temp dir on free loopback ports, with Caravan's raised
-# txn and request limits and a backend quota of ETCD_QUOTA_BYTES (default 8 GiB).
+# Starts etcd in its own temp dir on free loopback ports, with the settings
+# Caravan's deployments give it (docs/services.md, "etcd settings") and a backend
+# quota of ETCD_QUOTA_BYTES (default 8 GiB).
 # Sets ETCD_ENDPOINT, ETCD_PID and ETCD_DIR; stop it with stop_etcd.
 start_etcd() {
   ETCD_DIR=$(mktemp -d -t caravan-etcd.XXXXXX)
@@ -99,7 +100,7 @@ start_etcd() {
     --listen-peer-urls "http://127.0.0.1:${peer}" \
     --initial-advertise-peer-urls "http://127.0.0.1:${peer}" \
     --initial-cluster "caravan-test=http://127.0.0.1:${peer}" \
-    --max-txn-ops 10000 --max-request-bytes 33554432 \
+    --max-txn-ops 10000 --max-request-bytes 33554432 --snapshot-count 10000 \
     --quota-backend-bytes "${ETCD_QUOTA_BYTES:-8589934592}" \
     --logger zap --log-level error >"$ETCD_DIR/etcd.log" 2>&1 &
   ETCD_PID=$!

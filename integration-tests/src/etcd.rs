@@ -68,8 +68,9 @@ pub(crate) struct MemberTls {
 }
 
 impl Member {
-    /// Spawns etcd for this member, with Caravan's raised txn, request and
-    /// quota limits, its output appended to `log`.
+    /// Spawns etcd for this member with the settings Caravan's deployments
+    /// give it (docs/services.md, "etcd settings"), its output appended to
+    /// `log`.
     pub fn spawn(&self, log: PathBuf) -> anyhow::Result<ServiceProcess> {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let endpoint = format!("{scheme}://{}", self.client);
@@ -96,6 +97,9 @@ impl Member {
             "10000",
             "--max-request-bytes",
             "33554432",
+            // etcd 3.5's default; 3.4 keeps 100,000 raft entries in memory.
+            "--snapshot-count",
+            "10000",
             "--quota-backend-bytes",
             &self.quota_backend_bytes.to_string(),
             "--logger",
