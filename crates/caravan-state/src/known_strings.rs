@@ -3,9 +3,9 @@
 //! descriptions clients give an allocation's status, and a task's state. A
 //! running allocation's status carries three events (`Received`, `Task
 //! Setup`, `Started`) whose types and messages are about 100 of its 210
-//! bytes; stored by number they are a dozen. Every status a client reports is written once and read by
-//! every watcher of the store, so those bytes are paid in etcd's log, its
-//! database and each watch.
+//! bytes; stored by number they are a dozen. Every status a client reports
+//! is written once and read by every watcher of the store, so those bytes
+//! are paid in etcd's log, its database and each watch.
 //!
 //! [`pack_status`] runs where a status is encoded for the store, and
 //! [`unpack_status`] where one is decoded: nothing above the store sees a
