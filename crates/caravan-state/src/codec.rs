@@ -10,7 +10,7 @@ use caravan_store::{KeyValue, Revision};
 use prost::Message;
 
 use crate::error::{Result, StateError};
-use crate::packed_ids;
+use crate::{packed_ids, packed_names};
 
 /// A message stored as a value, whose revision fields come from the key.
 pub trait StateObject: Message + Default {
@@ -78,10 +78,12 @@ impl StateObject for Allocation {
     }
 
     /// Stored shorter, and read back whole: the ids that are canonical
-    /// UUIDs as 16 bytes each ([`crate::packed_ids`]), and the placement
-    /// metrics' score of the allocation's own node (the one score the
-    /// scheduler keeps) without its node id, which the record carries
-    /// already. A record of ~290 bytes loses about 120.
+    /// UUIDs as 16 bytes each ([`crate::packed_ids`]), a name of the form
+    /// `<job>.<group>[<index>]` and the `default` namespace as a number
+    /// ([`crate::packed_names`]), and the placement metrics' score of the
+    /// allocation's own node (the one score the scheduler keeps) without
+    /// its node id, which the record carries already. A record of ~290
+    /// bytes loses about 145.
     fn stored_bytes(&self) -> Vec<u8> {
         let bytes = self.encode_to_vec();
         let mut tail = Vec::new();
@@ -101,12 +103,20 @@ impl StateObject for Allocation {
         if let Some(ids) = &ids {
             prost::encoding::bytes::encode(packed_ids::PACKED_IDS, ids, &mut tail);
         }
+        let names = packed_names::packed(self);
+        if let Some(names) = &names {
+            prost::encoding::uint64::encode(packed_names::PACKED_NAMES, names, &mut tail);
+        }
         if tail.is_empty() {
             return bytes;
         }
         let ids = ids.unwrap_or_default();
-        let dropped =
-            |tag: u32| (tag == ALLOC_METRICS && metrics.is_some()) || packed_ids::drops(&ids, tag);
+        let names = names.unwrap_or_default();
+        let dropped = |tag: u32| {
+            (tag == ALLOC_METRICS && metrics.is_some())
+                || packed_ids::drops(&ids, tag)
+                || packed_names::drops(names, tag)
+        };
         with_fields_replaced(&bytes, dropped, &tail).unwrap_or(bytes)
     }
 
@@ -238,8 +248,9 @@ fn decode_without_metrics(bytes: &[u8]) -> std::result::Result<Allocation, prost
 
 /// Decodes a stored allocation field by field, leaving undecoded the
 /// fields `skip` names and handing each of them to `skipped` (its number
-/// and its whole encoding, tag and length included). The packed ids field
-/// is read here, and its ids put back once every field is in.
+/// and its whole encoding, tag and length included). The packed ids and
+/// names fields are read here, and what they hold put back once every
+/// field is in.
 fn decode_alloc_fields<'a>(
     bytes: &'a [u8],
     skip: impl Fn(u32) -> bool,
@@ -250,6 +261,7 @@ fn decode_alloc_fields<'a>(
     use prost::encoding::{DecodeContext, WireType, decode_key, decode_varint, skip_field};
     let mut alloc = Allocation::default();
     let mut packed: Option<&'a [u8]> = None;
+    let mut names: Option<u64> = None;
     let mut buf = bytes;
     while !buf.is_empty() {
         let field_start = bytes.len() - buf.len();
@@ -263,6 +275,10 @@ fn decode_alloc_fields<'a>(
             packed = Some(value);
             continue;
         }
+        if tag == packed_names::PACKED_NAMES && wire_type == WireType::Varint {
+            names = Some(decode_varint(&mut buf)?);
+            continue;
+        }
         if skip(tag) {
             skip_field(wire_type, tag, &mut buf, DecodeContext::default())?;
             skipped(tag, &bytes[field_start..bytes.len() - buf.len()]);
@@ -272,6 +288,9 @@ fn decode_alloc_fields<'a>(
     }
     if let Some(packed) = packed {
         packed_ids::unpack(&mut alloc, packed);
+    }
+    if let Some(names) = names {
+        packed_names::unpack(&mut alloc, names);
     }
     Ok(alloc)
 }
@@ -421,6 +440,52 @@ mod tests {
         // A record stored before (the node id written out) reads the same.
         let old: Allocation = decode(&kv("/c/allocs/a1", written.encode_to_vec(), 2, 2)).unwrap();
         assert_eq!(old, expected);
+    }
+
+    #[test]
+    fn a_derived_name_and_the_default_namespace_are_stored_as_a_number() {
+        let mut written = full_alloc();
+        written.task_group = "cache".into();
+        written.name = "web.cache[12]".into();
+        written.namespace = "default".into();
+        let stored = encode(&written);
+        let mut plain = written.clone();
+        plain.name.clear();
+        plain.namespace.clear();
+        // The name (15 bytes with its tag and length) and the namespace (9)
+        // become a field of 3 bytes.
+        assert_eq!(stored.len(), encode(&plain).len() + 3);
+        for detail in [
+            AllocDetail::Full,
+            AllocDetail::WithoutMetrics,
+            AllocDetail::Scheduling,
+        ] {
+            let read = decode_alloc(&kv("/c/allocs/a1", stored.clone(), 2, 2), detail).unwrap();
+            assert_eq!(
+                (read.name.as_str(), read.namespace.as_str()),
+                ("web.cache[12]", "default"),
+                "{detail:?}"
+            );
+        }
+        let read: Allocation = decode(&kv("/c/allocs/a1", stored, 2, 2)).unwrap();
+        let mut expected = written.clone();
+        expected.fill_revisions(2, 2);
+        assert_eq!(read, expected);
+
+        // The field may come first, before the job and group it names from.
+        let mut first = Vec::new();
+        prost::encoding::uint64::encode(packed_names::PACKED_NAMES, &((13 << 1) | 1), &mut first);
+        first.extend(plain.encode_to_vec());
+        let read: Allocation = decode(&kv("/c/allocs/a1", first, 2, 2)).unwrap();
+        assert_eq!(read.name, "web.cache[12]");
+
+        // A name of another form, in another namespace, is stored as written.
+        let mut odd = written.clone();
+        odd.name = "web.cache[012]".into();
+        odd.namespace = "prod".into();
+        assert_eq!(encode(&odd).len(), encode(&plain).len() + 16 + 6);
+        let read: Allocation = decode(&kv("/c/allocs/a1", encode(&odd), 2, 2)).unwrap();
+        assert_eq!((read.name, read.namespace), (odd.name, odd.namespace));
     }
 
     fn ids(a: &mut Allocation) -> [&mut String; 8] {

@@ -16,6 +16,7 @@ mod known_strings;
 mod list_page;
 pub mod metrics;
 mod packed_ids;
+mod packed_names;
 mod registration;
 mod relative_times;
 mod snapshot;
