@@ -5,6 +5,7 @@
 //! record) become one field of three or four bytes. Only a name that reads
 //! back exactly as written is packed; any other is stored as written.
 
+use caravan_model::{alloc_name, trailing_alloc_index};
 use caravan_proto::Allocation;
 
 /// The stored form's field of packed names (reserved in alloc.proto's
@@ -22,16 +23,12 @@ const DEFAULT_NAMESPACE: &str = "default";
 /// written).
 const DEFAULT_NAMESPACE_BIT: u64 = 1;
 
-/// The index of `alloc`'s name if the name is `<job>.<group>[<index>]`
-/// with `index` in canonical decimal, so that rebuilding it gives back the
-/// same string.
+/// The index of `alloc`'s name if the name is exactly what the scheduler
+/// names it ([`alloc_name`] of its job, group and that index), so that
+/// rebuilding it gives back the same string.
 fn name_index(alloc: &Allocation) -> Option<u32> {
-    let rest = alloc.name.strip_prefix(alloc.job_id.as_str())?;
-    let rest = rest.strip_prefix('.')?;
-    let rest = rest.strip_prefix(alloc.task_group.as_str())?;
-    let digits = rest.strip_prefix('[')?.strip_suffix(']')?;
-    let index: u32 = digits.parse().ok()?;
-    (index.to_string() == digits).then_some(index)
+    let index = trailing_alloc_index(&alloc.name)?;
+    (alloc_name(&alloc.job_id, &alloc.task_group, index) == alloc.name).then_some(index)
 }
 
 /// The `packed_names` value of `alloc`; `None` when neither its name nor its
@@ -60,7 +57,11 @@ pub(crate) fn unpack(alloc: &mut Allocation, packed: u64) {
         alloc.namespace = DEFAULT_NAMESPACE.to_string();
     }
     if let Some(index) = (packed >> 1).checked_sub(1) {
-        alloc.name = format!("{}.{}[{index}]", alloc.job_id, alloc.task_group);
+        alloc.name = match u32::try_from(index) {
+            Ok(index) => alloc_name(&alloc.job_id, &alloc.task_group, index),
+            // Never written (indexes are u32); read back as it says.
+            Err(_) => format!("{}.{}[{index}]", alloc.job_id, alloc.task_group),
+        };
     }
 }
 
