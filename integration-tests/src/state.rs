@@ -108,11 +108,12 @@ impl ClusterState {
         }
     }
 
-    /// Every allocation, its record folded with its client's status.
+    /// Every allocation, its record folded with its client's statuses.
     pub async fn allocs(&self) -> anyhow::Result<Vec<Allocation>> {
         let (records, statuses) = restarting_when_compacted(|| async {
             let (records, revision) = self.list_values(Kind::Allocs, 0).await?;
-            let (statuses, _) = self.list_values(Kind::AllocStatus, revision).await?;
+            let (mut statuses, _) = self.list_values(Kind::AllocStatus, revision).await?;
+            statuses.extend(self.list_values(Kind::JobStatus, revision).await?.0);
             Ok((records, statuses))
         })
         .await?;

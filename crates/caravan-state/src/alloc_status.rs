@@ -1,6 +1,7 @@
 //! The client's part of an allocation, stored apart from the servers'
-//! record at `alloc_status/<id>`, and the one fold every reader uses to put
-//! the two together (docs/state-layout.md, "Allocation status").
+//! record at `alloc_status/<id>` (and in its job's status batches, see
+//! [`crate::status_batch`]), and the one fold every reader uses to put them
+//! together (docs/state-layout.md, "Allocation status").
 //!
 //! A node's report rewrites the small status value, not the whole
 //! allocation. Where a status key exists, its fields are the allocation's;
@@ -15,8 +16,10 @@
 //! the record on every report cost about a fifth more CPU per placement
 //! across the pipeline (docs/benchmarks.md).
 
+use std::collections::HashMap;
+
 use caravan_proto::{AllocDeploymentStatus, AllocStatus, Allocation};
-use caravan_store::{Compare, CompareOp, KeyValue, Op, OpResult, Revision, Store, Txn};
+use caravan_store::{Compare, CompareOp, KeyValue, Op, Revision};
 use prost::Message;
 
 use crate::codec::{AllocDetail, decode_alloc};
@@ -24,6 +27,7 @@ use crate::error::{Result, StateError};
 use crate::keyspace::{Keyspace, StateKey};
 use crate::known_strings::{pack_status, unpack_status};
 use crate::relative_times::{pack_times, unpack_times};
+use crate::status_batch::{BatchEntry, decode_batch, outranks, rank};
 
 /// The client's part of `alloc`, as its status key stores it.
 pub fn client_part(alloc: &Allocation) -> AllocStatus {
@@ -105,9 +109,23 @@ pub fn decode_status(kv: &KeyValue) -> Result<AllocStatus> {
             key: String::from_utf8_lossy(&kv.key).into_owned(),
             source,
         })?;
-    unpack_status(&mut status);
-    unpack_times(&mut status);
+    unpack_stored_status(&mut status);
     Ok(status)
+}
+
+/// `status` as the store keeps it (its known strings packed, see
+/// [`crate::known_strings`], and its times relative, see
+/// [`crate::relative_times`]).
+pub(crate) fn pack_stored_status(mut status: AllocStatus) -> AllocStatus {
+    pack_status(&mut status);
+    pack_times(&mut status);
+    status
+}
+
+/// Reverses [`pack_stored_status`].
+pub(crate) fn unpack_stored_status(status: &mut AllocStatus) {
+    unpack_status(status);
+    unpack_times(status);
 }
 
 /// An allocation as stored: its record (`record`, a stored `allocs/` value)
@@ -118,33 +136,78 @@ pub fn fold(
     status: Option<&KeyValue>,
     detail: AllocDetail,
 ) -> Result<Allocation> {
+    fold_with(record, status, &[], detail)
+}
+
+/// [`fold`], with the allocation's statuses from its job's batches
+/// (`entries`, read at the same revision) among those it chooses from
+/// (see [`crate::status_batch`]).
+pub fn fold_with(
+    record: &KeyValue,
+    status: Option<&KeyValue>,
+    entries: &[BatchEntry],
+    detail: AllocDetail,
+) -> Result<Allocation> {
     let mut alloc = decode_alloc(record, detail)?;
-    if let Some(kv) = status {
-        lay_status(&mut alloc, &decode_status(kv)?, kv.mod_revision);
+    let own = match status {
+        Some(kv) => Some((decode_status(kv)?, kv.mod_revision)),
+        None => None,
+    };
+    let mut chosen: Option<(&AllocStatus, Revision)> = None;
+    let candidates = own
+        .as_ref()
+        .map(|(s, rev)| (s, *rev))
+        .into_iter()
+        .chain(entries.iter().map(|e| (&e.status, e.revision)));
+    for (s, rev) in candidates {
+        if outranks(
+            s.client_status(),
+            rev,
+            chosen.map(|(c, r)| rank(c.client_status(), r)),
+        ) {
+            chosen = Some((s, rev));
+        }
+    }
+    if let Some((s, rev)) = chosen {
+        lay_status(&mut alloc, s, rev);
     }
     Ok(alloc)
 }
 
 /// Allocations listed as their records (`records`, `allocs/` values under
-/// `keys`) and statuses (`statuses`, `alloc_status/` values, read at the
-/// same revision), folded, keeping `detail`; a status without its record is
-/// left out.
+/// `keys`) and statuses (`statuses`: `alloc_status/` values and
+/// `job_status/` batches, read at the same revision), folded, keeping
+/// `detail`; a status without its record is left out.
 pub fn fold_listed(
     keys: &Keyspace,
     records: &[KeyValue],
     statuses: &[KeyValue],
     detail: AllocDetail,
 ) -> Result<Vec<Allocation>> {
-    let mut by_id = std::collections::HashMap::with_capacity(statuses.len());
+    let mut by_id = HashMap::with_capacity(statuses.len());
+    let mut entries: HashMap<String, Vec<BatchEntry>> = HashMap::new();
     for kv in statuses {
-        if let StateKey::AllocStatus(id) = keys.parse(&kv.key)? {
-            by_id.insert(id, kv);
+        match keys.parse(&kv.key)? {
+            StateKey::AllocStatus(id) => {
+                by_id.insert(id, kv);
+            }
+            StateKey::JobStatus { .. } => {
+                for e in decode_batch(kv)? {
+                    entries.entry(e.alloc_id.clone()).or_default().push(e);
+                }
+            }
+            _ => {}
         }
     }
     records
         .iter()
         .map(|kv| match keys.parse(&kv.key)? {
-            StateKey::Alloc(id) => fold(kv, by_id.get(&id).copied(), detail),
+            StateKey::Alloc(id) => fold_with(
+                kv,
+                by_id.get(&id).copied(),
+                entries.get(&id).map_or(&[][..], Vec::as_slice),
+                detail,
+            ),
             _ => fold(kv, None, detail),
         })
         .collect()
@@ -174,74 +237,9 @@ pub fn status_write(keys: &Keyspace, before: &Allocation, next: &Allocation) -> 
     )
 }
 
-/// The bytes the store keeps for `status` (its known strings packed, see
-/// [`crate::known_strings`], and its times relative, see
-/// [`crate::relative_times`]).
-pub fn encode_status(mut status: AllocStatus) -> Vec<u8> {
-    pack_status(&mut status);
-    pack_times(&mut status);
-    status.encode_to_vec()
-}
-
-/// Reads allocations `ids` from the store, each folded from its two keys
-/// at one revision, in transactions of at most `max_ops` gets; `None` for
-/// an allocation without a record. The stored values, for answers and
-/// rewrites that need what a cache leaves out.
-pub async fn read_allocs(
-    store: &dyn Store,
-    keys: &Keyspace,
-    ids: &[&str],
-    max_ops: usize,
-) -> Result<Vec<Option<Allocation>>> {
-    let mut out = Vec::with_capacity(ids.len());
-    for pair in read_alloc_values(store, keys, ids, max_ops).await? {
-        out.push(match pair {
-            Some((record, status)) => Some(fold(&record, status.as_ref(), AllocDetail::Full)?),
-            None => None,
-        });
-    }
-    Ok(out)
-}
-
-/// Reads one allocation from the store, folded (see [`read_allocs`]).
-pub async fn read_alloc(
-    store: &dyn Store,
-    keys: &Keyspace,
-    alloc_id: &str,
-) -> Result<Option<Allocation>> {
-    Ok(read_allocs(store, keys, &[alloc_id], 2)
-        .await?
-        .pop()
-        .flatten())
-}
-
-/// The stored record and status of allocations `ids`, undecoded, as
-/// [`read_allocs`] reads them.
-pub async fn read_alloc_values(
-    store: &dyn Store,
-    keys: &Keyspace,
-    ids: &[&str],
-    max_ops: usize,
-) -> Result<Vec<Option<(KeyValue, Option<KeyValue>)>>> {
-    let per_txn = (max_ops / 2).max(1);
-    let mut out = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(per_txn) {
-        let txn = chunk.iter().fold(Txn::new(), |txn, id| {
-            txn.and_then(Op::get(keys.alloc(id)))
-                .and_then(Op::get(keys.alloc_status(id)))
-        });
-        let result = store.txn(txn).await?;
-        let mut read = result.results.into_iter().map(|op| match op {
-            OpResult::Get(range) => range.kvs.into_iter().next(),
-            _ => None,
-        });
-        for _ in chunk {
-            let record = read.next().flatten();
-            let status = read.next().flatten();
-            out.push(record.map(|r| (r, status)));
-        }
-    }
-    Ok(out)
+/// The bytes the store keeps for `status` (see [`pack_stored_status`]).
+pub fn encode_status(status: AllocStatus) -> Vec<u8> {
+    pack_stored_status(status).encode_to_vec()
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use crate::codec::{AllocDetail, decode, decode_alloc};
 use crate::error::Result;
 use crate::index::Id;
 use crate::keyspace::StateKey;
+use crate::status_batch::decode_batch;
 
 /// A write or delete of one object, decoded. `None` means deleted. The key,
 /// not the message, says which object it is.
@@ -59,6 +60,16 @@ pub enum Change {
         status: Option<Box<AllocStatus>>,
         /// The status key's mod revision (0 once deleted).
         revision: Revision,
+    },
+    /// A batch of client statuses of one job's allocations (a
+    /// `job_status/` key): each entry is folded into its allocation as a
+    /// status key's value is.
+    StatusBatch {
+        /// The batch's key.
+        batch: Arc<StateKey>,
+        /// Its entries (allocation id, status, the revision it was first
+        /// written at), or `None` once deleted.
+        entries: Option<Vec<(Id, Box<AllocStatus>, Revision)>>,
     },
     /// A client node.
     Node {
@@ -139,6 +150,21 @@ impl Change {
                 status: Some(Box::new(crate::alloc_status::decode_status(kv)?)),
                 revision: kv.mod_revision,
             },
+            StateKey::JobStatus { .. } => Change::StatusBatch {
+                batch: Arc::new(key.clone()),
+                entries: Some(
+                    decode_batch(kv)?
+                        .into_iter()
+                        .map(|e| {
+                            (
+                                Id::from(e.alloc_id.as_str()),
+                                Box::new(e.status),
+                                e.revision,
+                            )
+                        })
+                        .collect(),
+                ),
+            },
             StateKey::Node(id) => Change::Node {
                 id: Id::from(id.as_str()),
                 node: Some(Arc::new(decode(kv)?)),
@@ -202,6 +228,10 @@ impl Change {
                 id: Id::from(id.as_str()),
                 status: None,
                 revision: 0,
+            },
+            StateKey::JobStatus { .. } => Change::StatusBatch {
+                batch: Arc::new(key.clone()),
+                entries: None,
             },
             StateKey::Node(id) => Change::Node {
                 id: Id::from(id.as_str()),

@@ -26,6 +26,10 @@ pub enum Kind {
     /// into it by every reader (listed after the allocations, so a list
     /// meets each record before its status).
     AllocStatus,
+    /// `job_status/<ns>/<job>/<batch>`: client statuses of one job's
+    /// allocations written together, each folded like an `alloc_status/`
+    /// value (listed after those).
+    JobStatus,
     /// `nodes/<node>`.
     Nodes,
     /// `heartbeats/<node>`: live while the node's lease lives.
@@ -63,12 +67,13 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in layout order.
-    pub const ALL: [Kind; 17] = [
+    pub const ALL: [Kind; 18] = [
         Kind::Jobs,
         Kind::JobVersions,
         Kind::Evals,
         Kind::Allocs,
         Kind::AllocStatus,
+        Kind::JobStatus,
         Kind::Nodes,
         Kind::Heartbeats,
         Kind::Deployments,
@@ -91,6 +96,7 @@ impl Kind {
             Kind::Evals => "evals",
             Kind::Allocs => "allocs",
             Kind::AllocStatus => "alloc_status",
+            Kind::JobStatus => "job_status",
             Kind::Nodes => "nodes",
             Kind::Heartbeats => "heartbeats",
             Kind::Deployments => "deployments",
@@ -115,6 +121,7 @@ impl Kind {
             | Kind::Evals
             | Kind::Allocs
             | Kind::AllocStatus
+            | Kind::JobStatus
             | Kind::Nodes
             | Kind::Heartbeats
             | Kind::Deployments
@@ -163,6 +170,15 @@ pub enum StateKey {
     Alloc(String),
     /// The client's part of an allocation.
     AllocStatus(String),
+    /// A batch of client statuses of one job's allocations.
+    JobStatus {
+        /// Namespace.
+        namespace: String,
+        /// Job id.
+        id: String,
+        /// The batch's name, unique among the job's.
+        batch: String,
+    },
     /// A client node.
     Node(String),
     /// A node's heartbeat key.
@@ -228,6 +244,7 @@ impl StateKey {
             StateKey::Eval(_) => Kind::Evals,
             StateKey::Alloc(_) => Kind::Allocs,
             StateKey::AllocStatus(_) => Kind::AllocStatus,
+            StateKey::JobStatus { .. } => Kind::JobStatus,
             StateKey::Node(_) => Kind::Nodes,
             StateKey::Heartbeat(_) => Kind::Heartbeats,
             StateKey::Deployment(_) => Kind::Deployments,
@@ -437,6 +454,28 @@ impl Keyspace {
         self.build(&["alloc_status", alloc_id])
     }
 
+    /// `job_status/<ns>/<job>/<batch>`: a batch of client statuses of the
+    /// job's allocations.
+    pub fn job_status(&self, namespace: &str, job_id: &str, batch: &str) -> Vec<u8> {
+        self.build(&[
+            "job_status",
+            &encode_segment(namespace),
+            &encode_segment(job_id),
+            &encode_segment(batch),
+        ])
+    }
+
+    /// Prefix of every status batch of one job.
+    pub fn job_status_of(&self, namespace: &str, job_id: &str) -> Vec<u8> {
+        let mut key = self.build(&[
+            "job_status",
+            &encode_segment(namespace),
+            &encode_segment(job_id),
+        ]);
+        key.push(b'/');
+        key
+    }
+
     /// `nodes/<node>`.
     pub fn node(&self, node_id: &str) -> Vec<u8> {
         self.build(&["nodes", node_id])
@@ -487,6 +526,11 @@ impl Keyspace {
             StateKey::Eval(id) => self.eval(id),
             StateKey::Alloc(id) => self.alloc(id),
             StateKey::AllocStatus(id) => self.alloc_status(id),
+            StateKey::JobStatus {
+                namespace,
+                id,
+                batch,
+            } => self.job_status(namespace, id, batch),
             StateKey::Node(id) => self.node(id),
             StateKey::Heartbeat(id) => self.heartbeat(id),
             StateKey::Deployment(id) => self.deployment(id),
@@ -572,6 +616,14 @@ impl Keyspace {
                     namespace: decode_segment(key, ns)?,
                     id: decode_segment(key, id)?,
                     version: parse_version(key, version)?,
+                },
+                _ => return Err(StateError::key(key, "wrong number of segments")),
+            },
+            Kind::JobStatus => match parts.as_slice() {
+                [ns, id, batch] => StateKey::JobStatus {
+                    namespace: decode_segment(key, ns)?,
+                    id: decode_segment(key, id)?,
+                    batch: decode_segment(key, batch)?,
                 },
                 _ => return Err(StateError::key(key, "wrong number of segments")),
             },
@@ -687,6 +739,14 @@ mod tests {
             b"/t/x/job_versions/default/web/00000000000000000007"
         );
         assert_eq!(ks.alloc("a1"), b"/t/x/allocs/a1");
+        assert_eq!(
+            ks.job_status("default", "web/x", "b1"),
+            b"/t/x/job_status/default/web%2Fx/b1"
+        );
+        assert!(
+            ks.job_status("default", "web", "b1")
+                .starts_with(&ks.job_status_of("default", "web"))
+        );
         assert_eq!(ks.heartbeat("n1"), b"/t/x/heartbeats/n1");
         assert_eq!(ks.scheduler_config(), b"/t/x/scheduler_config");
         assert_eq!(ks.prefix_of(Kind::Allocs), b"/t/x/allocs/");
@@ -717,6 +777,11 @@ mod tests {
             },
             StateKey::Eval("e".into()),
             StateKey::AllocStatus("a".into()),
+            StateKey::JobStatus {
+                namespace: "default".into(),
+                id: "web/dispatch-1".into(),
+                batch: "0f3a".into(),
+            },
             StateKey::Alloc("a".into()),
             StateKey::Node("n".into()),
             StateKey::Heartbeat("n".into()),

@@ -17,15 +17,17 @@ mod list_page;
 pub mod metrics;
 mod packed_ids;
 mod packed_names;
+mod point_read;
 mod registration;
 mod relative_times;
 mod snapshot;
+pub mod status_batch;
 mod tables;
 mod usage;
 
 pub use alloc_status::{
-    carry_client_part, client_part, decode_status, encode_status, fold, fold_listed, follow_status,
-    lay_status, overlay, read_alloc, read_alloc_values, read_allocs, status_write,
+    carry_client_part, client_part, decode_status, encode_status, fold, fold_listed, fold_with,
+    follow_status, lay_status, overlay, status_write,
 };
 pub use change::Change;
 pub use codec::{AllocDetail, StateObject, decode, decode_alloc, encode};
@@ -35,6 +37,9 @@ pub use fan_out::node_change_jobs;
 pub use index::{Id, JobMap};
 pub use informer::{Informer, InformerConfig, InformerStats};
 pub use keyspace::{Keyspace, Kind, StateKey, encode_segment};
+pub use point_read::{
+    StoredAlloc, read_alloc, read_alloc_values, read_alloc_values_of_jobs, read_allocs,
+};
 pub use registration::{
     KEPT_VERSIONS, RegisterTxn, as_spec, register_txn, spec_changed, versions_to_delete,
 };

@@ -38,7 +38,7 @@ const FIELDS: [IdField; 8] = id_fields![
 ];
 
 /// The 16 bytes of `id` if it is a canonical UUID.
-fn canonical(id: &str) -> Option<[u8; 16]> {
+pub(crate) fn canonical(id: &str) -> Option<[u8; 16]> {
     if id.len() != uuid::fmt::Hyphenated::LENGTH {
         return None;
     }

@@ -15,6 +15,7 @@ use crate::change::Change;
 use crate::codec::{AllocDetail, StateObject, keeps_task_states};
 use crate::index::{Id, JobMap, Shared, job_set_insert, job_set_remove};
 use crate::keyspace::StateKey;
+use crate::status_batch::{outranks, rank};
 use crate::usage::{AllocUsage, NodeUsage};
 
 /// The allocations placed on one node, by id, and what the live ones hold.
@@ -58,6 +59,12 @@ pub struct Tables {
     /// events per key, not across the two keys of an allocation), with
     /// their revisions: folded in when the record comes.
     pub(crate) orphan_statuses: OrdMap<Id, (Arc<AllocStatus>, Revision)>,
+    /// The same for statuses from status batches, each with the batch it
+    /// came from: dropped with that batch (an allocation collected before
+    /// its batch was freed leaves its entries behind until then). All of
+    /// them, not the best alone: an entry moved to another batch is met
+    /// twice, and only the copy whose batch stays may be kept.
+    pub(crate) orphan_entries: OrdMap<Id, Vec<OrphanEntry>>,
 }
 
 impl Tables {
@@ -107,6 +114,7 @@ impl Tables {
                     Some(record) => Some(self.under_status(&id, record)),
                     None => {
                         self.orphan_statuses.remove(&id);
+                        self.orphan_entries.remove(&id);
                         None
                     }
                 };
@@ -117,6 +125,31 @@ impl Tables {
                 status,
                 revision,
             } => self.apply_alloc_status(id, status, revision),
+            Change::StatusBatch { batch, entries } => match entries {
+                Some(entries) => {
+                    for (id, status, revision) in entries {
+                        self.apply_batch_entry(id, status, revision, &batch);
+                    }
+                }
+                // What a freed batch held that was still chosen was moved
+                // first: only the entries of collected allocations go.
+                None => {
+                    let touched: Vec<Id> = self
+                        .orphan_entries
+                        .iter()
+                        .filter(|(_, entries)| entries.iter().any(|e| *e.batch == *batch))
+                        .map(|(id, _)| id.clone())
+                        .collect();
+                    for id in touched {
+                        if let Some(entries) = self.orphan_entries.get_mut(&id) {
+                            entries.retain(|e| *e.batch != *batch);
+                            if entries.is_empty() {
+                                self.orphan_entries.remove(&id);
+                            }
+                        }
+                    }
+                }
+            },
             Change::Node { id, node } => {
                 put_or_remove(&mut self.nodes, &id, node.as_ref());
             }
@@ -191,9 +224,39 @@ impl Tables {
             self.trim(&mut next);
             return Arc::new(next);
         }
-        let Some((status, revision)) = self.orphan_statuses.remove(id) else {
-            return record;
+        let own = self.orphan_statuses.remove(id);
+        let entry = self.orphan_entries.remove(id).and_then(|entries| {
+            entries
+                .into_iter()
+                .map(|e| (e.status, e.revision))
+                .reduce(|best, e| {
+                    if outranks(
+                        e.0.client_status(),
+                        e.1,
+                        Some(rank(best.0.client_status(), best.1)),
+                    ) {
+                        e
+                    } else {
+                        best
+                    }
+                })
+        });
+        let chosen = match (own, entry) {
+            (Some(a), Some(b)) => {
+                if outranks(
+                    b.0.client_status(),
+                    b.1,
+                    Some(rank(a.0.client_status(), a.1)),
+                ) {
+                    b
+                } else {
+                    a
+                }
+            }
+            (Some(one), None) | (None, Some(one)) => one,
+            (None, None) => return record,
         };
+        let (status, revision) = chosen;
         let mut next = Arc::unwrap_or_clone(record);
         lay_status(&mut next, &status, revision);
         self.trim(&mut next);
@@ -221,18 +284,52 @@ impl Tables {
             }
             return;
         };
-        // A status the allocation already holds, or an older one delivered
-        // again: the newest status is the allocation's.
-        if status.is_some() && revision <= held.0.client_modify_revision {
+        // A status key goes only with its record (the collector deletes
+        // both in one transaction), so its delete alone changes nothing
+        // held: a re-list that finds no status key of an allocation whose
+        // status came from a batch deletes it all the same.
+        let Some(status) = status else {
+            return;
+        };
+        // A status the allocation already holds, or one it outranks (an
+        // older one delivered again, or an unfinished one under a finished).
+        if !outranks(status.client_status(), revision, held_rank(&held.0)) {
             return;
         }
         let mut next = Allocation::clone(&held.0);
-        match status {
-            Some(status) => lay_status(&mut next, &status, revision),
-            // Only the revision can go: the record's own copies of the
-            // client's fields were laid over when the status came.
-            None => next.client_modify_revision = 0,
+        lay_status(&mut next, &status, revision);
+        self.trim(&mut next);
+        self.apply_alloc(id, Some(Arc::new(next)));
+    }
+
+    /// Folds an entry of status batch `batch` into the allocation held;
+    /// an entry whose record is not held waits for it with the batch named.
+    fn apply_batch_entry(
+        &mut self,
+        id: Id,
+        status: Box<AllocStatus>,
+        revision: Revision,
+        batch: &Arc<StateKey>,
+    ) {
+        let Some(held) = self.allocs.get(&id) else {
+            let entries = self.orphan_entries.entry(id).or_default();
+            if !entries
+                .iter()
+                .any(|e| e.revision == revision && *e.batch == **batch)
+            {
+                entries.push(OrphanEntry {
+                    status: Arc::from(status),
+                    revision,
+                    batch: Arc::clone(batch),
+                });
+            }
+            return;
+        };
+        if !outranks(status.client_status(), revision, held_rank(&held.0)) {
+            return;
         }
+        let mut next = Allocation::clone(&held.0);
+        lay_status(&mut next, &status, revision);
         self.trim(&mut next);
         self.apply_alloc(id, Some(Arc::new(next)));
     }
@@ -394,6 +491,7 @@ impl Tables {
                 .get(&Id::from(name.as_str()))
                 .map(|p| p.modify_revision()),
             StateKey::Heartbeat(_)
+            | StateKey::JobStatus { .. }
             | StateKey::Leader { .. }
             | StateKey::JobPlan { .. }
             | StateKey::Var { .. }
@@ -429,6 +527,15 @@ impl Tables {
                 .filter(|(_, a)| a.0.client_modify_revision != 0)
                 .map(|(id, _)| StateKey::AllocStatus(id.to_string())),
         );
+        // The batches the tables know of are those of their orphans: a
+        // re-list that no longer finds one drops what it left behind.
+        let batches: std::collections::HashSet<&StateKey> = self
+            .orphan_entries
+            .values()
+            .flatten()
+            .map(|e| &*e.batch)
+            .collect();
+        keys.extend(batches.into_iter().cloned());
         keys.extend(self.nodes.keys().map(|id| StateKey::Node(id.to_string())));
         keys.extend(
             self.heartbeats
@@ -450,6 +557,21 @@ impl Tables {
         );
         keys
     }
+}
+
+/// A status from a batch whose allocation's record the tables do not hold.
+#[derive(Clone, Debug)]
+pub(crate) struct OrphanEntry {
+    pub(crate) status: Arc<AllocStatus>,
+    pub(crate) revision: Revision,
+    pub(crate) batch: Arc<StateKey>,
+}
+
+/// The rank of the status `alloc` holds (see [`crate::status_batch`]);
+/// `None` when no status was folded into it.
+fn held_rank(alloc: &Allocation) -> Option<(bool, Revision)> {
+    (alloc.client_modify_revision != 0)
+        .then(|| rank(alloc.client_status(), alloc.client_modify_revision))
 }
 
 /// The (namespace, job id) an allocation is indexed under.

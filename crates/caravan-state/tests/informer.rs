@@ -589,6 +589,125 @@ async fn metrics_follow_the_applied_revision(store: Arc<dyn Store>, ks: Keyspace
     informer.shutdown().await;
 }
 
+fn status(client: AllocClientStatus, at: i64) -> caravan_proto::AllocStatus {
+    let mut s = caravan_proto::AllocStatus {
+        modify_time_unix_ns: at,
+        ..Default::default()
+    };
+    s.set_client_status(client);
+    s
+}
+
+/// Statuses in a job's status batches, beside an allocation's status key:
+/// the cache, a re-list and a point read all fold each allocation to the
+/// same status, a late report never takes a finished one back, and
+/// freeing a batch whose chosen entries moved changes nothing.
+async fn compaction_status_batches_fold_alike_everywhere(store: Arc<dyn Store>, ks: Keyspace) {
+    use AllocClientStatus::{Complete, Running};
+    use caravan_state::status_batch::encode_batch;
+    use caravan_state::{read_alloc_values_of_jobs, read_allocs};
+    let faulty = faulty_store(Arc::clone(&store));
+    for id in ["a1", "a2", "a3"] {
+        put_alloc(&*store, &ks, &alloc(id, "n1", "web", 100, 10, 8080)).await;
+    }
+    let informer = start(faulty.clone(), &ks).await;
+    let running = status(Running, 10);
+    let put_status = Op::put(
+        ks.alloc_status("a1"),
+        caravan_state::encode_status(running.clone()),
+    );
+    store.txn(Txn::new().and_then(put_status)).await.unwrap();
+    let done = status(Complete, 20);
+    let b1 = store
+        .put(
+            &ks.job_status("default", "web", "b1"),
+            &encode_batch([("a1", &done, 0), ("a2", &running, 0)]),
+            0,
+        )
+        .await
+        .unwrap();
+    // A report that a gateway held while a1 finished through another.
+    let late = status(Running, 30);
+    let rev = store
+        .put(
+            &ks.job_status("default", "web", "b2"),
+            &encode_batch([("a1", &late, 0)]),
+            0,
+        )
+        .await
+        .unwrap();
+    let record_status = alloc("a3", "n1", "web", 100, 10, 8080).client_status();
+    let expect = |allocs: Vec<caravan_proto::Allocation>| {
+        let got: Vec<(String, AllocClientStatus, i64)> = allocs
+            .into_iter()
+            .map(|a| (a.id.clone(), a.client_status(), a.client_modify_revision))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("a1".to_string(), Complete, b1),
+                ("a2".to_string(), Running, b1),
+                // The record's own, with no status of it stored.
+                ("a3".to_string(), record_status, 0),
+            ]
+        );
+    };
+    let snap = informer.wait_for_revision(rev, WAIT).await.unwrap();
+    expect(snap.allocs().map(|a| (**a).clone()).collect());
+    let read = read_allocs(&*store, &ks, &["a1", "a2", "a3", "gone"], 4)
+        .await
+        .unwrap();
+    assert!(read[3].is_none());
+    expect(read.into_iter().flatten().collect());
+    let with_jobs = [
+        ("a1", "default", "web"),
+        ("a2", "default", "web"),
+        ("a3", "default", "web"),
+    ];
+    let read = read_alloc_values_of_jobs(&*store, &ks, &with_jobs, 3)
+        .await
+        .unwrap();
+    expect(
+        read.into_iter()
+            .map(|s| s.unwrap().fold(caravan_state::AllocDetail::Full).unwrap())
+            .collect(),
+    );
+    // b1 freed: what it holds that is chosen moves to b3 first, with its
+    // revisions, in the same transaction.
+    let moved = encode_batch([("a1", &done, b1), ("a2", &running, b1)]);
+    let rev = store
+        .txn(
+            Txn::new()
+                .and_then(Op::put(ks.job_status("default", "web", "b3"), moved))
+                .and_then(Op::delete(ks.job_status("default", "web", "b1"))),
+        )
+        .await
+        .unwrap()
+        .revision;
+    let snap = informer.wait_for_revision(rev, WAIT).await.unwrap();
+    expect(snap.allocs().map(|a| (**a).clone()).collect());
+    let read = read_allocs(&*store, &ks, &["a1", "a2", "a3"], 9)
+        .await
+        .unwrap();
+    expect(read.into_iter().flatten().collect());
+    // A re-list of the same store folds the same.
+    faulty.cut_watches();
+    store
+        .put(&ks.node("n8"), &encode(&node("n8")), 0)
+        .await
+        .unwrap();
+    let last = store
+        .put(&ks.node("n9"), &encode(&node("n9")), 0)
+        .await
+        .unwrap();
+    // Compaction is global on etcd: compact only up to this test's own write.
+    store.compact(last).await.unwrap();
+    faulty.restore_watches();
+    let snap = informer.wait_for_revision(last, WAIT).await.unwrap();
+    expect(snap.allocs().map(|a| (**a).clone()).collect());
+    assert!(informer.stats().relists >= 1, "{:?}", informer.stats());
+}
+
 macro_rules! on_every_backend {
     ($($name:ident),* $(,)?) => {
         mod mem {
@@ -632,6 +751,7 @@ on_every_backend!(
     a_watch_on_a_member_that_stands_still_moves_on,
     a_watch_that_lags_the_store_is_opened_again,
     compaction_relists_and_drops_what_vanished,
+    compaction_status_batches_fold_alike_everywhere,
     list_pages_share_one_revision,
     list_pages_shrink_to_fit_the_reply_limit,
     a_list_reads_only_what_the_cache_holds,

@@ -5,10 +5,13 @@ use caravan_store::KeyValue;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
+use caravan_model::AllocClientStatusExt;
+
 use super::*;
 use crate::change::Change;
 use crate::index::Id;
 use crate::keyspace::StateKey;
+use crate::status_batch::{outranks, rank};
 use crate::tables::Tables;
 
 const KEYS: &str = "/t";
@@ -231,25 +234,41 @@ fn history(rng: &mut Pcg64, id: &str, rev: &mut i64) -> Vec<Write> {
         status: None,
     });
     let canary = out[0].record.as_ref().unwrap().deployment_status.is_some();
+    // Writers never take a finished allocation back (`may_report`; the
+    // servers mark only unfinished ones lost): once a status is finished,
+    // so is every later one.
+    let mut finished = false;
     for _ in 0..rng.random_range(0..12) {
         *rev += 1;
-        let client = [
-            AllocClientStatus::Running,
-            AllocClientStatus::Complete,
-            AllocClientStatus::Failed,
-        ][rng.random_range(0..3)];
+        let choices = if finished {
+            &[AllocClientStatus::Complete, AllocClientStatus::Failed][..]
+        } else {
+            &[
+                AllocClientStatus::Running,
+                AllocClientStatus::Complete,
+                AllocClientStatus::Failed,
+            ][..]
+        };
+        let client = choices[rng.random_range(0..choices.len())];
         let report = status(
             client,
             [None, Some(true), Some(false)][rng.random_range(0..3)],
             *rev * 10,
             rng.random_bool(0.7),
         );
-        let write = match rng.random_range(0..3) {
-            0 => Write {
-                rev: *rev,
-                record: None,
-                status: Some(report),
-            },
+        let kind = match rng.random_range(0..3) {
+            2 if finished => 0,
+            k => k,
+        };
+        let write = match kind {
+            0 => {
+                finished |= client.is_terminal();
+                Write {
+                    rev: *rev,
+                    record: None,
+                    status: Some(report),
+                }
+            }
             1 => {
                 desired = AllocDesiredStatus::Stop;
                 Write {
@@ -259,6 +278,7 @@ fn history(rng: &mut Pcg64, id: &str, rev: &mut i64) -> Vec<Write> {
                 }
             }
             _ => {
+                finished = true;
                 // A server marking it lost writes the status too.
                 let mut lost = record(id, AllocDesiredStatus::Stop, canary);
                 lost.set_client_status(AllocClientStatus::Lost);
@@ -433,4 +453,290 @@ fn a_scheduling_cache_keeps_task_states_only_of_finished_allocations() {
     ));
     assert_eq!(held(&tables).task_states["web"].state, "Failed");
     assert_eq!(held(&tables).client_status(), AllocClientStatus::Failed);
+}
+
+/// A batch of the model store in the test below: its name, revision and
+/// entries (allocation, status, the revision it was first written at).
+#[derive(Clone, Debug)]
+struct ModelBatch {
+    name: String,
+    rev: i64,
+    entries: Vec<(String, AllocStatus, i64)>,
+}
+
+fn batch_kv(keys: &Keyspace, b: &ModelBatch) -> KeyValue {
+    let stored = crate::status_batch::encode_batch(
+        b.entries
+            .iter()
+            .map(|(id, s, origin)| (id.as_str(), s, if *origin == b.rev { 0 } else { *origin })),
+    );
+    KeyValue {
+        create_revision: b.rev,
+        ..kv(keys.job_status("default", "web", &b.name), stored, b.rev)
+    }
+}
+
+fn batch_key(b: &ModelBatch) -> StateKey {
+    StateKey::JobStatus {
+        namespace: "default".into(),
+        id: "web".into(),
+        batch: b.name.clone(),
+    }
+}
+
+/// The status `id` folds to in the model store: its status key's and its
+/// batch entries', by the one rule.
+fn chosen(
+    id: &str,
+    status_key: &std::collections::HashMap<String, (AllocStatus, i64)>,
+    batches: &[ModelBatch],
+) -> Option<(AllocStatus, i64)> {
+    let mut best: Option<(AllocStatus, i64)> = status_key.get(id).cloned();
+    for (_, s, rev) in batches
+        .iter()
+        .flat_map(|b| &b.entries)
+        .filter(|(a, _, _)| a == id)
+    {
+        let held = best.as_ref().map(|(b, r)| rank(b.client_status(), *r));
+        if outranks(s.client_status(), *rev, held) {
+            best = Some((s.clone(), *rev));
+        }
+    }
+    best
+}
+
+/// Client statuses written to status batches as well as to status keys,
+/// batches freed by moving what is still chosen into a new batch, and every
+/// event delivered in any order that keeps each key's own (and any put
+/// again, as a re-list does): the tables fold each allocation to what a
+/// reader of the store finds at the end.
+#[test]
+fn any_interleaving_or_duplication_of_status_entries_folds_to_the_same_allocation() {
+    use std::collections::HashMap;
+    let keys = Keyspace::new(KEYS);
+    let mut rng = Pcg64::seed_from_u64(4646);
+    for round in 0..400 {
+        let mut rev = 0;
+        let ids: Vec<String> = (0..3).map(|i| format!("a{i}")).collect();
+        let mut writes: Vec<(String, Write)> = Vec::new();
+        for id in &ids {
+            for mut w in history(&mut rng, id, &mut rev) {
+                // Room between writes for the revisions of batch moves.
+                w.rev *= 10;
+                writes.push((id.clone(), w));
+            }
+        }
+        writes.sort_by_key(|(_, w)| w.rev);
+        // Each chain is one key's events, in that key's order.
+        let mut chains: Vec<Vec<Change>> = Vec::new();
+        let mut record_chains: HashMap<String, usize> = HashMap::new();
+        let mut batch_chains: HashMap<String, usize> = HashMap::new();
+        let mut status_key: HashMap<String, (AllocStatus, i64)> = HashMap::new();
+        let mut last_record: HashMap<String, (Allocation, i64)> = HashMap::new();
+        let mut live: Vec<ModelBatch> = Vec::new();
+        for (id, w) in &writes {
+            if let Some(r) = &w.record {
+                let chain = *record_chains.entry(id.clone()).or_insert_with(|| {
+                    chains.push(Vec::new());
+                    chains.len() - 1
+                });
+                chains[chain].push(record_change(&keys, r, w.rev));
+                last_record.insert(id.clone(), (r.clone(), w.rev));
+            }
+            if let Some(s) = &w.status {
+                // A server's mark goes to the status key; a client's report
+                // to the key or to a batch of its own.
+                if w.record.is_some() || rng.random_bool(0.4) {
+                    for _ in 0..1 + usize::from(rng.random_bool(0.3)) {
+                        chains.push(vec![status_change(id, s, w.rev)]);
+                    }
+                    status_key.insert(id.clone(), (s.clone(), w.rev));
+                } else {
+                    let b = ModelBatch {
+                        name: format!("b{}", w.rev),
+                        rev: w.rev,
+                        entries: vec![(id.clone(), s.clone(), w.rev)],
+                    };
+                    let put = Change::put(&batch_key(&b), &batch_kv(&keys, &b), AllocDetail::Full)
+                        .unwrap()
+                        .unwrap();
+                    let mut chain = vec![put.clone()];
+                    if rng.random_bool(0.3) {
+                        chain.push(put);
+                    }
+                    chains.push(chain);
+                    batch_chains.insert(b.name.clone(), chains.len() - 1);
+                    live.push(b);
+                }
+            }
+            // Now and then a late report of an allocation running lands in
+            // a batch (a gateway that held it while the allocation finished
+            // through another): it must not take a finished one back.
+            if rng.random_bool(0.15) {
+                let late = ModelBatch {
+                    name: format!("l{}", w.rev + 3),
+                    rev: w.rev + 3,
+                    entries: vec![(
+                        id.clone(),
+                        status(AllocClientStatus::Running, None, w.rev + 3, true),
+                        w.rev + 3,
+                    )],
+                };
+                let put = Change::put(
+                    &batch_key(&late),
+                    &batch_kv(&keys, &late),
+                    AllocDetail::Full,
+                )
+                .unwrap()
+                .unwrap();
+                chains.push(vec![put]);
+                batch_chains.insert(late.name.clone(), chains.len() - 1);
+                live.push(late);
+            }
+            // Now and then a writer frees some batches, moving what is
+            // still chosen from them into one new batch.
+            if !live.is_empty() && rng.random_bool(0.25) {
+                let at = w.rev + 5;
+                let mut freed = Vec::new();
+                let mut kept = Vec::new();
+                for b in std::mem::take(&mut live) {
+                    if rng.random_bool(0.5) {
+                        freed.push(b);
+                    } else {
+                        kept.push(b);
+                    }
+                }
+                let mut all: Vec<ModelBatch> = kept.clone();
+                all.extend(freed.iter().cloned());
+                let mut moved = ModelBatch {
+                    name: format!("c{at}"),
+                    rev: at,
+                    entries: Vec::new(),
+                };
+                for (id, s, origin) in freed.iter().flat_map(|b| &b.entries) {
+                    if chosen(id, &status_key, &all).is_some_and(|(_, r)| r == *origin) {
+                        moved.entries.push((id.clone(), s.clone(), *origin));
+                    }
+                }
+                if !moved.entries.is_empty() {
+                    let put = Change::put(
+                        &batch_key(&moved),
+                        &batch_kv(&keys, &moved),
+                        AllocDetail::Full,
+                    )
+                    .unwrap()
+                    .unwrap();
+                    chains.push(vec![put]);
+                    batch_chains.insert(moved.name.clone(), chains.len() - 1);
+                    kept.push(moved);
+                }
+                for b in &freed {
+                    let chain = batch_chains[&b.name];
+                    chains[chain].push(Change::delete(&batch_key(b)).unwrap());
+                }
+                live = kept;
+            }
+        }
+        let mut tables = Tables::new();
+        let mut cursors = vec![0usize; chains.len()];
+        loop {
+            let open: Vec<usize> = (0..chains.len())
+                .filter(|&i| cursors[i] < chains[i].len())
+                .collect();
+            if open.is_empty() {
+                break;
+            }
+            let i = open[rng.random_range(0..open.len())];
+            tables.apply(chains[i][cursors[i]].clone());
+            cursors[i] += 1;
+        }
+        for id in &ids {
+            let (r, rrev) = &last_record[id];
+            let rkv = kv(keys.alloc(id), r.encode_to_vec(), *rrev);
+            let skv = status_key
+                .get(id)
+                .map(|(s, rev)| kv(keys.alloc_status(id), encode_status(s.clone()), *rev));
+            let entries: Vec<BatchEntry> = live
+                .iter()
+                .flat_map(|b| crate::status_batch::decode_batch(&batch_kv(&keys, b)).unwrap())
+                .filter(|e| e.alloc_id == *id)
+                .collect();
+            let want = fold_with(&rkv, skv.as_ref(), &entries, AllocDetail::Full).unwrap();
+            let held = tables.allocs.get(&Id::from(id.as_str())).unwrap();
+            assert_eq!(*held.0, want, "round {round}, allocation {id}");
+        }
+        assert!(tables.orphan_statuses.is_empty(), "round {round}");
+        assert!(tables.orphan_entries.is_empty(), "round {round}");
+    }
+}
+
+#[test]
+fn an_entry_of_a_collected_allocation_waits_aside_and_goes_with_its_batch() {
+    let keys = Keyspace::new(KEYS);
+    let mut tables = Tables::new();
+    let b = ModelBatch {
+        name: "b9".into(),
+        rev: 9,
+        entries: vec![(
+            "gone".into(),
+            status(AllocClientStatus::Running, None, 90, true),
+            9,
+        )],
+    };
+    tables.apply(
+        Change::put(&batch_key(&b), &batch_kv(&keys, &b), AllocDetail::Full)
+            .unwrap()
+            .unwrap(),
+    );
+    assert!(tables.allocs.is_empty());
+    assert_eq!(tables.orphan_entries.len(), 1);
+    assert!(
+        tables.keys().contains(&batch_key(&b)),
+        "a re-list that no longer finds the batch drops it"
+    );
+    tables.apply(Change::delete(&batch_key(&b)).unwrap());
+    assert!(tables.orphan_entries.is_empty());
+}
+
+/// A point read of allocations of many jobs keeps every transaction within
+/// the store's limit of operations, counting each job's range of batches.
+#[tokio::test]
+async fn point_reads_stay_within_the_stores_limit_of_operations() {
+    use caravan_store::{MemStore, MemStoreConfig, Store};
+    let keys = Keyspace::new(KEYS);
+    let store = MemStore::with_config(MemStoreConfig {
+        max_txn_ops: 8,
+        ..Default::default()
+    });
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let id = format!("a{i}");
+        let mut r = record(&id, AllocDesiredStatus::Run, false);
+        r.job_id = format!("web-{i}");
+        store
+            .put(&keys.alloc(&id), &crate::codec::encode(&r), 0)
+            .await
+            .unwrap();
+        let done = status(AllocClientStatus::Complete, None, 10, false);
+        store
+            .put(
+                &keys.job_status("default", &r.job_id, "b1"),
+                &crate::status_batch::encode_batch([(id.as_str(), &done, 0)]),
+                0,
+            )
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    for max_ops in [1, 3, 4, 8] {
+        let read = crate::read_allocs(&store, &keys, &ids, max_ops)
+            .await
+            .unwrap();
+        assert!(
+            read.iter()
+                .all(|a| a.as_ref().unwrap().client_status() == AllocClientStatus::Complete),
+            "max_ops {max_ops}: {read:?}"
+        );
+    }
 }

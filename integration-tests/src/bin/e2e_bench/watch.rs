@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use caravan_model::{AllocExt, NomadName, now_unix_ns, trigger};
-use caravan_proto::{AllocClientStatus, Allocation, EvalStatus, Evaluation};
+use caravan_proto::{AllocClientStatus, AllocStatus, Allocation, EvalStatus, Evaluation};
+use caravan_state::status_batch::decode_batch;
 use caravan_state::{AllocDetail, Keyspace, StateKey, decode, decode_alloc, decode_status};
 use caravan_store::{EventKind, Store};
 use futures::StreamExt;
@@ -38,6 +39,24 @@ pub struct Seen {
 }
 
 impl Seen {
+    /// Counts a status written for allocation `id`, and whether it runs.
+    fn status_written(&mut self, id: String, s: &AllocStatus) {
+        let health = match s.deployment_healthy {
+            Some(true) => "+healthy",
+            Some(false) => "+unhealthy",
+            None => "",
+        };
+        *self
+            .alloc_writes
+            .entry((s.client_status().api_name(), health))
+            .or_default() += 1;
+        // The bench stops no allocation: one placed and running on its node
+        // is live.
+        if s.client_status() == AllocClientStatus::Running && self.placed.contains(&id) {
+            self.running.insert(id);
+        }
+    }
+
     /// Whether the run is over: every eval complete, every alloc running.
     pub fn finished(&self) -> bool {
         self.all_evals_at.is_some() && self.all_running_at.is_some()
@@ -100,20 +119,16 @@ pub async fn watch(
                 }
                 Ok(StateKey::AllocStatus(id)) => {
                     let s = decode_status(&ev.kv)?;
-                    let health = match s.deployment_healthy {
-                        Some(true) => "+healthy",
-                        Some(false) => "+unhealthy",
-                        None => "",
-                    };
-                    *seen
-                        .alloc_writes
-                        .entry((s.client_status().api_name(), health))
-                        .or_default() += 1;
-                    // The bench stops no allocation: one placed and running
-                    // on its node is live.
-                    if s.client_status() == AllocClientStatus::Running && seen.placed.contains(&id)
+                    seen.status_written(id, &s);
+                }
+                Ok(StateKey::JobStatus { .. }) => {
+                    // Entries moved from a freed batch were counted when
+                    // first written.
+                    for e in decode_batch(&ev.kv)?
+                        .into_iter()
+                        .filter(|e| e.revision == ev.kv.mod_revision)
                     {
-                        seen.running.insert(id);
+                        seen.status_written(e.alloc_id, &e.status);
                     }
                 }
                 _ => {}

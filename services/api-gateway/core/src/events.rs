@@ -10,6 +10,8 @@ use caravan_proto::event::Payload;
 use caravan_proto::{Allocation, Deployment, Evaluation, Job, Node, ServiceRegistration};
 use std::collections::HashMap;
 
+use caravan_model::AllocClientStatusExt;
+use caravan_state::status_batch::decode_batch;
 use caravan_state::{
     Keyspace, Snapshot, StateKey, StateObject, carry_client_part, decode, decode_status, lay_status,
 };
@@ -310,6 +312,22 @@ impl<'a> AllocFold<'a> {
         record
     }
 
+    /// An entry written with a status batch: as a status event, unless the
+    /// allocation's client is done with it and the entry says otherwise
+    /// (a late report, which no reader ever chooses).
+    fn entry(
+        &mut self,
+        id: &str,
+        status: &caravan_proto::AllocStatus,
+        revision: i64,
+    ) -> Option<Allocation> {
+        let held = self.held(id)?;
+        if held.client_status().is_terminal() && !status.client_status().is_terminal() {
+            return None;
+        }
+        self.status(id, status, revision)
+    }
+
     /// A status event: the allocation last seen, under this status; none
     /// when the allocation is not known (gone already).
     fn status(
@@ -345,21 +363,57 @@ pub fn group(
     let mut out: Vec<RevisionEvents> = Vec::new();
     let mut allocs = AllocFold::new(snap);
     for event in &batch.events {
-        let Some(change) = classify(keys, event, &mut allocs) else {
-            continue;
-        };
-        if !filter.wants_change(&change) {
-            continue;
-        }
-        match out.last_mut() {
-            Some(last) if last.index == change.revision => last.changes.push(change),
-            _ => out.push(RevisionEvents {
-                index: change.revision,
-                changes: vec![change],
-            }),
+        for change in classify_batch(keys, event, &mut allocs)
+            .into_iter()
+            .chain(classify(keys, event, &mut allocs))
+        {
+            if !filter.wants_change(&change) {
+                continue;
+            }
+            match out.last_mut() {
+                Some(last) if last.index == change.revision => last.changes.push(change),
+                _ => out.push(RevisionEvents {
+                    index: change.revision,
+                    changes: vec![change],
+                }),
+            }
         }
     }
     out
+}
+
+/// The allocation events of a status batch written (a `job_status/` key):
+/// one per entry written with it. Entries moved into it from a freed batch
+/// keep an earlier revision and change no allocation, so they publish
+/// nothing; neither does freeing a batch.
+pub fn classify_batch(
+    keys: &Keyspace,
+    event: &caravan_store::Event,
+    allocs: &mut AllocFold<'_>,
+) -> Vec<Change> {
+    if event.kind != EventKind::Put
+        || !matches!(keys.parse(&event.kv.key), Ok(StateKey::JobStatus { .. }))
+    {
+        return Vec::new();
+    }
+    let revision = event.kv.mod_revision;
+    let Ok(entries) = decode_batch(&event.kv) else {
+        return Vec::new();
+    };
+    entries
+        .into_iter()
+        .filter(|e| e.revision == revision)
+        .filter_map(|e| allocs.entry(&e.alloc_id, &e.status, revision))
+        .map(|alloc| Change {
+            topic: "Allocation",
+            kind: "AllocationUpdated",
+            key: alloc.id.clone(),
+            filter_keys: Vec::new(),
+            namespace: Some(alloc.namespace.clone()),
+            revision,
+            object: Some(Payload::Allocation(alloc)),
+        })
+        .collect()
 }
 
 /// What a subscription yields.
@@ -550,6 +604,94 @@ mod tests {
                 (7, AllocClientStatus::Running, AllocDesiredStatus::Stop, 6),
             ],
             "a status of an allocation not known is no event"
+        );
+    }
+
+    /// A status batch is an allocation event per entry written with it;
+    /// entries moved into it, late reports of finished allocations and
+    /// freeing a batch publish nothing.
+    #[test]
+    fn status_batches_are_allocation_events_of_their_new_entries() {
+        use caravan_proto::{AllocClientStatus, AllocDesiredStatus};
+        use caravan_state::status_batch::encode_batch;
+        let keys = Keyspace::new("/t");
+        let placed = |id: &str| {
+            let mut a = Allocation {
+                id: id.into(),
+                namespace: "default".into(),
+                job_id: "web".into(),
+                ..Default::default()
+            };
+            a.set_client_status(AllocClientStatus::Pending);
+            a.set_desired_status(AllocDesiredStatus::Run);
+            a
+        };
+        let with = |client| {
+            let mut a = placed("x");
+            a.set_client_status(client);
+            caravan_state::client_part(&a)
+        };
+        let running = with(AllocClientStatus::Running);
+        let complete = with(AllocClientStatus::Complete);
+        let b1 = keys.job_status("default", "web", "b1");
+        let batch = WatchBatch {
+            revision: 9,
+            events: vec![
+                put(keys.alloc("a1"), caravan_state::encode(&placed("a1")), 3),
+                put(keys.alloc("a2"), caravan_state::encode(&placed("a2")), 4),
+                put(
+                    b1.clone(),
+                    encode_batch([
+                        ("a1", &complete, 0),
+                        ("a2", &running, 0),
+                        ("gone", &running, 0),
+                    ]),
+                    6,
+                ),
+                // a1 finished: a late report of it running is no event.
+                put(
+                    keys.job_status("default", "web", "b2"),
+                    encode_batch([("a1", &running, 0)]),
+                    7,
+                ),
+                // b1 freed, a2's entry moved with its revision: no event.
+                put(
+                    keys.job_status("default", "web", "b3"),
+                    encode_batch([("a1", &complete, 6), ("a2", &running, 6)]),
+                    8,
+                ),
+                event(EventKind::Delete, b1, Vec::new(), 8),
+            ],
+        };
+        let mut filter = Filter::default();
+        filter.add_topic("topic", "Allocation").unwrap();
+        let revs = group(
+            &keys,
+            &filter,
+            &batch,
+            &Snapshot::new(caravan_state::Tables::new()),
+        );
+        let shown: Vec<(i64, String, AllocClientStatus, i64)> = revs
+            .iter()
+            .flat_map(|r| &r.changes)
+            .map(|c| match &c.object {
+                Some(Payload::Allocation(a)) => (
+                    c.revision,
+                    a.id.clone(),
+                    a.client_status(),
+                    a.client_modify_revision,
+                ),
+                other => panic!("not an allocation: {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                (3, "a1".to_string(), AllocClientStatus::Pending, 0),
+                (4, "a2".to_string(), AllocClientStatus::Pending, 0),
+                (6, "a1".to_string(), AllocClientStatus::Complete, 6),
+                (6, "a2".to_string(), AllocClientStatus::Running, 6),
+            ]
         );
     }
 

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use caravan_model::now_unix_ns;
 
 use caravan_proto::Allocation;
-use caravan_state::{AllocDetail, Informer, Keyspace, fold, read_alloc_values};
+use caravan_state::{AllocDetail, Informer, Keyspace, read_alloc_values_of_jobs};
 use caravan_store::{Revision, Store};
 use std::sync::Arc;
 use std::time::Duration;
@@ -281,17 +281,29 @@ async fn read_stored(
     ctx: &WriterContext,
     current: &Current,
 ) -> Result<Vec<Option<Arc<Allocation>>>> {
-    let ids: Vec<&str> = current.iter().map(|(u, _)| u.alloc_id.as_str()).collect();
-    let values = read_alloc_values(ctx.store.as_ref(), &ctx.keys, &ids, ctx.max_allocs).await?;
-    let mut stored = Vec::with_capacity(values.len());
-    for ((_, checked), value) in current.iter().zip(values) {
-        let fresh = match (checked, value) {
-            (Some(checked), Some((record, status))) => {
-                Some(fold(&record, status.as_ref(), AllocDetail::WithoutMetrics)?)
+    // Only allocations checked against a node are read: the others are
+    // left alone whatever the store holds. Their jobs are known.
+    let checked: Vec<(&str, &str, &str)> = current
+        .iter()
+        .filter_map(|(u, a)| {
+            a.as_ref()
+                .map(|a| (u.alloc_id.as_str(), a.namespace.as_str(), a.job_id.as_str()))
+        })
+        .collect();
+    let mut values =
+        read_alloc_values_of_jobs(ctx.store.as_ref(), &ctx.keys, &checked, ctx.max_allocs)
+            .await?
+            .into_iter();
+    let mut stored = Vec::with_capacity(current.len());
+    for (_, checked) in current {
+        let fresh = match checked {
+            Some(checked) => match values.next().flatten() {
+                Some(value) => Some(value.fold(AllocDetail::WithoutMetrics)?)
                     .filter(|f| f.node_id == checked.node_id)
-                    .map(Arc::new)
-            }
-            _ => None,
+                    .map(Arc::new),
+                None => None,
+            },
+            None => None,
         };
         stored.push(fresh);
     }

@@ -154,7 +154,8 @@ impl TestGateway {
         self.store.range(self.keys.range()).await.unwrap().kvs.len()
     }
 
-    /// Every stored allocation, its record folded with its client's status.
+    /// Every stored allocation, its record folded with its client's
+    /// statuses.
     pub async fn allocs(&self) -> Vec<caravan_proto::Allocation> {
         use caravan_state::Kind;
         let records = self
@@ -162,17 +163,19 @@ impl TestGateway {
             .range(Range::prefix(self.keys.prefix_of(Kind::Allocs)))
             .await
             .unwrap();
-        let statuses = self
-            .store
-            .range(
-                Range::prefix(self.keys.prefix_of(Kind::AllocStatus)).at_revision(records.revision),
-            )
-            .await
-            .unwrap();
+        let mut statuses = Vec::new();
+        for kind in [Kind::AllocStatus, Kind::JobStatus] {
+            let read = self
+                .store
+                .range(Range::prefix(self.keys.prefix_of(kind)).at_revision(records.revision))
+                .await
+                .unwrap();
+            statuses.extend(read.kvs);
+        }
         caravan_state::fold_listed(
             &self.keys,
             &records.kvs,
-            &statuses.kvs,
+            &statuses,
             caravan_state::AllocDetail::Full,
         )
         .unwrap()

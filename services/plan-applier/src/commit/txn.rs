@@ -128,7 +128,11 @@ impl Committer<'_> {
         if targets.is_empty() {
             return Ok(());
         }
-        let fresh = read_current(self.store, self.keyspace, &targets, self.max_ops)
+        let job_of = |id: &str| {
+            view.alloc(id)
+                .map(|a| (a.namespace.clone(), a.job_id.clone()))
+        };
+        let fresh = read_current(self.store, self.keyspace, &targets, &job_of, self.max_ops)
             .await
             .map_err(ApplierError::Store)?;
         let mut extra = HashMap::new();
@@ -299,7 +303,9 @@ impl Committer<'_> {
             conflicts,
             "commit conflict; re-reading"
         );
-        let fresh = read_current(self.store, self.keyspace, &targets, self.max_ops)
+        let known = &*currents;
+        let job_of = |id: &str| known.job_of(id);
+        let fresh = read_current(self.store, self.keyspace, &targets, &job_of, self.max_ops)
             .await
             .map_err(ApplierError::Store)?;
         currents.extend(fresh);

@@ -72,6 +72,14 @@ impl Currents {
             .clone()
     }
 
+    /// The (namespace, job id) of allocation `id`, if its value is known.
+    pub(super) fn job_of(&self, id: &str) -> Option<(String, String)> {
+        match self.known.get(&Target::Alloc(id.to_owned()))? {
+            Some((Stored::Alloc(a), _)) => Some((a.namespace.clone(), a.job_id.clone())),
+            _ => None,
+        }
+    }
+
     /// Records the current value of `target`.
     pub(super) fn set(&mut self, target: Target, current: Current) {
         self.known.insert(target, current);
