@@ -165,15 +165,15 @@ pub struct Change {
     pub object: Option<Payload>,
 }
 
-/// One store change as a Nomad event, if it is on a published topic.
-/// Evaluations, allocations and deployments are only published while they
-/// exist; jobs and nodes also on deletion.
-pub fn classify(
-    keys: &Keyspace,
+/// One store change (`event`, its key parsed) as a Nomad event, if it is
+/// on a published topic. Evaluations, allocations and deployments are only
+/// published while they exist; jobs and nodes also on deletion. A status
+/// batch is [`classify_batch`]'s.
+fn classify_key(
+    key: StateKey,
     event: &caravan_store::Event,
     allocs: &mut AllocFold<'_>,
 ) -> Option<Change> {
-    let key = keys.parse(&event.kv.key).ok()?;
     let put = event.kind == EventKind::Put;
     fn obj<T: StateObject>(put: bool, event: &caravan_store::Event) -> Option<T> {
         put.then(|| decode::<T>(&event.kv).ok()).flatten()
@@ -363,10 +363,12 @@ pub fn group(
     let mut out: Vec<RevisionEvents> = Vec::new();
     let mut allocs = AllocFold::new(snap);
     for event in &batch.events {
-        for change in classify_batch(keys, event, &mut allocs)
-            .into_iter()
-            .chain(classify(keys, event, &mut allocs))
-        {
+        let changes = match keys.parse(&event.kv.key) {
+            Ok(StateKey::JobStatus { .. }) => classify_batch(event, &mut allocs),
+            Ok(key) => classify_key(key, event, &mut allocs).into_iter().collect(),
+            Err(_) => Vec::new(),
+        };
+        for change in changes {
             if !filter.wants_change(&change) {
                 continue;
             }
@@ -382,18 +384,13 @@ pub fn group(
     out
 }
 
-/// The allocation events of a status batch written (a `job_status/` key):
+/// The allocation events of a status batch written (`event`, of a
+/// `job_status/` key):
 /// one per entry written with it. Entries moved into it from a freed batch
 /// keep an earlier revision and change no allocation, so they publish
 /// nothing; neither does freeing a batch.
-pub fn classify_batch(
-    keys: &Keyspace,
-    event: &caravan_store::Event,
-    allocs: &mut AllocFold<'_>,
-) -> Vec<Change> {
-    if event.kind != EventKind::Put
-        || !matches!(keys.parse(&event.kv.key), Ok(StateKey::JobStatus { .. }))
-    {
+fn classify_batch(event: &caravan_store::Event, allocs: &mut AllocFold<'_>) -> Vec<Change> {
+    if event.kind != EventKind::Put {
         return Vec::new();
     }
     let revision = event.kv.mod_revision;
@@ -545,6 +542,22 @@ mod tests {
         assert_eq!(revs[1].changes[0].kind, "NodeDeregistration");
     }
 
+    /// The allocations a batch publishes on the `Allocation` topic, with
+    /// the revision of each event.
+    fn allocation_events(keys: &Keyspace, batch: &WatchBatch) -> Vec<(i64, Allocation)> {
+        let mut filter = Filter::default();
+        filter.add_topic("topic", "Allocation").unwrap();
+        let snap = Snapshot::new(caravan_state::Tables::new());
+        group(keys, &filter, batch, &snap)
+            .iter()
+            .flat_map(|r| &r.changes)
+            .map(|c| match &c.object {
+                Some(Payload::Allocation(a)) => (c.revision, a.clone()),
+                other => panic!("not an allocation: {other:?}"),
+            })
+            .collect()
+    }
+
     /// An allocation's record and its client's status are two keys; an
     /// event of either is the whole allocation, the other key folded in
     /// (from the cache, else from the batch itself).
@@ -575,27 +588,14 @@ mod tests {
                 put(keys.alloc_status("gone"), Vec::new(), 7),
             ],
         };
-        let mut filter = Filter::default();
-        filter.add_topic("topic", "Allocation").unwrap();
-        let revs = group(
-            &keys,
-            &filter,
-            &batch,
-            &Snapshot::new(caravan_state::Tables::new()),
-        );
-        let shown: Vec<(i64, AllocClientStatus, AllocDesiredStatus, i64)> = revs
-            .iter()
-            .flat_map(|r| &r.changes)
-            .map(|c| match &c.object {
-                Some(Payload::Allocation(a)) => (
-                    c.revision,
-                    a.client_status(),
-                    a.desired_status(),
-                    a.client_modify_revision,
-                ),
-                other => panic!("not an allocation: {other:?}"),
-            })
-            .collect();
+        let shown: Vec<(i64, AllocClientStatus, AllocDesiredStatus, i64)> =
+            allocation_events(&keys, &batch)
+                .into_iter()
+                .map(|(rev, a)| {
+                    let shown = (a.client_status(), a.desired_status());
+                    (rev, shown.0, shown.1, a.client_modify_revision)
+                })
+                .collect();
         assert_eq!(
             shown,
             vec![
@@ -663,25 +663,15 @@ mod tests {
                 event(EventKind::Delete, b1, Vec::new(), 8),
             ],
         };
-        let mut filter = Filter::default();
-        filter.add_topic("topic", "Allocation").unwrap();
-        let revs = group(
-            &keys,
-            &filter,
-            &batch,
-            &Snapshot::new(caravan_state::Tables::new()),
-        );
-        let shown: Vec<(i64, String, AllocClientStatus, i64)> = revs
-            .iter()
-            .flat_map(|r| &r.changes)
-            .map(|c| match &c.object {
-                Some(Payload::Allocation(a)) => (
-                    c.revision,
+        let shown: Vec<(i64, String, AllocClientStatus, i64)> = allocation_events(&keys, &batch)
+            .into_iter()
+            .map(|(rev, a)| {
+                (
+                    rev,
                     a.id.clone(),
                     a.client_status(),
                     a.client_modify_revision,
-                ),
-                other => panic!("not an allocation: {other:?}"),
+                )
             })
             .collect();
         assert_eq!(
