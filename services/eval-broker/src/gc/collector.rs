@@ -185,6 +185,11 @@ fn deletes(ks: &Keyspace, object: &Doomed) -> GuardedUnit {
                 ks.job_versions_of(&j.namespace, &j.id),
             )));
             unit.ops.push(Op::delete(ks.job_plan(&j.namespace, &j.id)));
+            // Its allocations went in the pieces before (the job goes last),
+            // and with them whatever its status batches held.
+            unit.ops.push(Op::Delete(Range::prefix(
+                ks.job_status_of(&j.namespace, &j.id),
+            )));
         }
     }
     unit
@@ -226,8 +231,8 @@ mod tests {
         assert_eq!(small[0].guards.len(), 4);
         assert_eq!(
             small[0].ops.len(),
-            6,
-            "the job's versions and plan mark go with it"
+            7,
+            "the job's versions, plan mark and status batches go with it"
         );
 
         let big = pieces(&ks, &unit(9, true), 4);
@@ -240,6 +245,13 @@ mod tests {
                 .iter()
                 .any(|op| matches!(op, Op::Delete(r) if r.start == ks.job("default", "j"))),
             "the job goes in the last piece"
+        );
+        let batches = ks.job_status_of("default", "j");
+        assert!(
+            last.ops
+                .iter()
+                .any(|op| matches!(op, Op::Delete(r) if r.start == batches)),
+            "and its status batches with it, after its allocations"
         );
     }
 
