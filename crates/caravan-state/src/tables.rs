@@ -225,36 +225,13 @@ impl Tables {
             return Arc::new(next);
         }
         let own = self.orphan_statuses.remove(id);
-        let entry = self.orphan_entries.remove(id).and_then(|entries| {
-            entries
-                .into_iter()
-                .map(|e| (e.status, e.revision))
-                .reduce(|best, e| {
-                    if outranks(
-                        e.0.client_status(),
-                        e.1,
-                        Some(rank(best.0.client_status(), best.1)),
-                    ) {
-                        e
-                    } else {
-                        best
-                    }
-                })
-        });
-        let chosen = match (own, entry) {
-            (Some(a), Some(b)) => {
-                if outranks(
-                    b.0.client_status(),
-                    b.1,
-                    Some(rank(a.0.client_status(), a.1)),
-                ) {
-                    b
-                } else {
-                    a
-                }
-            }
-            (Some(one), None) | (None, Some(one)) => one,
-            (None, None) => return record,
+        let entries = self.orphan_entries.remove(id).unwrap_or_default();
+        let Some(chosen) = own
+            .into_iter()
+            .chain(entries.into_iter().map(|e| (e.status, e.revision)))
+            .reduce(higher)
+        else {
+            return record;
         };
         let (status, revision) = chosen;
         let mut next = Arc::unwrap_or_clone(record);
@@ -565,6 +542,22 @@ pub(crate) struct OrphanEntry {
     pub(crate) status: Arc<AllocStatus>,
     pub(crate) revision: Revision,
     pub(crate) batch: Arc<StateKey>,
+}
+
+/// Whichever of two statuses (with their revisions) outranks the other.
+fn higher(
+    a: (Arc<AllocStatus>, Revision),
+    b: (Arc<AllocStatus>, Revision),
+) -> (Arc<AllocStatus>, Revision) {
+    if outranks(
+        b.0.client_status(),
+        b.1,
+        Some(rank(a.0.client_status(), a.1)),
+    ) {
+        b
+    } else {
+        a
+    }
 }
 
 /// The rank of the status `alloc` holds (see [`crate::status_batch`]);
