@@ -27,7 +27,7 @@ use crate::error::{Result, StateError};
 use crate::keyspace::{Keyspace, StateKey};
 use crate::known_strings::{pack_status, unpack_status};
 use crate::relative_times::{pack_times, unpack_times};
-use crate::status_batch::{BatchEntry, decode_batch, outranks, rank};
+use crate::status_batch::{BatchEntry, decode_batch, highest};
 
 /// The client's part of `alloc`, as its status key stores it.
 pub fn client_part(alloc: &Allocation) -> AllocStatus {
@@ -153,22 +153,11 @@ pub fn fold_with(
         Some(kv) => Some((decode_status(kv)?, kv.mod_revision)),
         None => None,
     };
-    let mut chosen: Option<(&AllocStatus, Revision)> = None;
     let candidates = own
-        .as_ref()
+        .iter()
         .map(|(s, rev)| (s, *rev))
-        .into_iter()
         .chain(entries.iter().map(|e| (&e.status, e.revision)));
-    for (s, rev) in candidates {
-        if outranks(
-            s.client_status(),
-            rev,
-            chosen.map(|(c, r)| rank(c.client_status(), r)),
-        ) {
-            chosen = Some((s, rev));
-        }
-    }
-    if let Some((s, rev)) = chosen {
+    if let Some((s, rev)) = highest(candidates, |(s, rev)| (s.client_status(), *rev)) {
         lay_status(&mut alloc, s, rev);
     }
     Ok(alloc)

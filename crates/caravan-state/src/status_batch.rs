@@ -58,6 +58,23 @@ pub fn outranks(
     held.is_none_or(|held| rank(client_status, revision) > held)
 }
 
+/// The status among `candidates` that outranks every other (the first of
+/// equals), `of` giving each one's client status and revision.
+pub fn highest<T>(
+    candidates: impl IntoIterator<Item = T>,
+    of: impl Fn(&T) -> (AllocClientStatus, Revision),
+) -> Option<T> {
+    candidates.into_iter().reduce(|best, c| {
+        let (status, revision) = of(&c);
+        let (held, held_revision) = of(&best);
+        if outranks(status, revision, Some(rank(held, held_revision))) {
+            c
+        } else {
+            best
+        }
+    })
+}
+
 /// The stored bytes of a batch of `entries`: (allocation id, its status,
 /// the revision it was first written at, 0 for the batch's own).
 pub fn encode_batch<'a>(

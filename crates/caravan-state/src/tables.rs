@@ -15,7 +15,7 @@ use crate::change::Change;
 use crate::codec::{AllocDetail, StateObject, keeps_task_states};
 use crate::index::{Id, JobMap, Shared, job_set_insert, job_set_remove};
 use crate::keyspace::StateKey;
-use crate::status_batch::{outranks, rank};
+use crate::status_batch::{highest, outranks, rank};
 use crate::usage::{AllocUsage, NodeUsage};
 
 /// The allocations placed on one node, by id, and what the live ones hold.
@@ -226,11 +226,10 @@ impl Tables {
         }
         let own = self.orphan_statuses.remove(id);
         let entries = self.orphan_entries.remove(id).unwrap_or_default();
-        let Some(chosen) = own
+        let candidates = own
             .into_iter()
-            .chain(entries.into_iter().map(|e| (e.status, e.revision)))
-            .reduce(higher)
-        else {
+            .chain(entries.into_iter().map(|e| (e.status, e.revision)));
+        let Some(chosen) = highest(candidates, |(s, rev)| (s.client_status(), *rev)) else {
             return record;
         };
         let (status, revision) = chosen;
@@ -268,13 +267,19 @@ impl Tables {
         let Some(status) = status else {
             return;
         };
-        // A status the allocation already holds, or one it outranks (an
-        // older one delivered again, or an unfinished one under a finished).
-        if !outranks(status.client_status(), revision, held_rank(&held.0)) {
+        let held = Arc::clone(&held.0);
+        self.lay_over(id, &held, &status, revision);
+    }
+
+    /// Lays `status` over `held`, the allocation `id` the tables hold,
+    /// unless the status it holds outranks it (an older one delivered again,
+    /// or an unfinished one under a finished).
+    fn lay_over(&mut self, id: Id, held: &Allocation, status: &AllocStatus, revision: Revision) {
+        if !outranks(status.client_status(), revision, held_rank(held)) {
             return;
         }
-        let mut next = Allocation::clone(&held.0);
-        lay_status(&mut next, &status, revision);
+        let mut next = held.clone();
+        lay_status(&mut next, status, revision);
         self.trim(&mut next);
         self.apply_alloc(id, Some(Arc::new(next)));
     }
@@ -302,13 +307,8 @@ impl Tables {
             }
             return;
         };
-        if !outranks(status.client_status(), revision, held_rank(&held.0)) {
-            return;
-        }
-        let mut next = Allocation::clone(&held.0);
-        lay_status(&mut next, &status, revision);
-        self.trim(&mut next);
-        self.apply_alloc(id, Some(Arc::new(next)));
+        let held = Arc::clone(&held.0);
+        self.lay_over(id, &held, &status, revision);
     }
 
     /// Drops what this table's detail leaves out of a folded allocation.
@@ -542,22 +542,6 @@ pub(crate) struct OrphanEntry {
     pub(crate) status: Arc<AllocStatus>,
     pub(crate) revision: Revision,
     pub(crate) batch: Arc<StateKey>,
-}
-
-/// Whichever of two statuses (with their revisions) outranks the other.
-fn higher(
-    a: (Arc<AllocStatus>, Revision),
-    b: (Arc<AllocStatus>, Revision),
-) -> (Arc<AllocStatus>, Revision) {
-    if outranks(
-        b.0.client_status(),
-        b.1,
-        Some(rank(a.0.client_status(), a.1)),
-    ) {
-        b
-    } else {
-        a
-    }
 }
 
 /// The rank of the status `alloc` holds (see [`crate::status_batch`]);
