@@ -1,20 +1,21 @@
 //! The client's part of an allocation, stored apart from the servers'
-//! record at `alloc_status/<id>` (and in its job's status batches, see
-//! [`crate::status_batch`]), and the one fold every reader uses to put them
-//! together (docs/state-layout.md, "Allocation status").
+//! record: the servers' marks at `alloc_status/<id>`, clients' reports in
+//! their job's status batches (see [`crate::status_batch`]), and the one
+//! fold every reader uses to put them together (docs/state-layout.md,
+//! "Allocation status").
 //!
-//! A node's report rewrites the small status value, not the whole
-//! allocation. Where a status key exists, its fields are the allocation's;
-//! the record's copies of them are what the servers last wrote. The fold is
-//! therefore a pure function of the two keys' current values, whatever
-//! order their writes arrive in or how often. A server that changes a
-//! client field writes the status key, compared on its revision
-//! ([`follow_status`]); a client's write compares the status key alone
-//! ([`status_write`]): every change of the client's part moves that key, so
-//! a report is always made over the client's part as it stands. The record
-//! is not compared: etcd reads a compared key's whole value, and comparing
-//! the record on every report cost about a fifth more CPU per placement
-//! across the pipeline (docs/benchmarks.md).
+//! A node's report writes a small status value, not the whole allocation.
+//! The fold is a pure function of the keys' current values, whatever order
+//! their writes arrive in or how often: the status that outranks the others
+//! is the allocation's, and the record's copies of the client's fields are
+//! what the servers last wrote. A server that changes a client field writes
+//! the status key together with the record ([`follow_status`]), guarded by
+//! [`status_guard`]; a client's report goes to a batch and compares the
+//! status key alone, with the same guard, so a report is never made over a
+//! mark the servers set since it was checked. The record is not compared: etcd
+//! reads a compared key's whole value, and comparing the record on every
+//! report cost about a fifth more CPU per placement across the pipeline
+//! (docs/benchmarks.md).
 
 use std::collections::HashMap;
 
@@ -205,25 +206,37 @@ pub fn fold_listed(
 /// The compare and write a server's write of `next` over `before` (the
 /// allocation as read, folded) adds for the status key: none when `next`
 /// leaves the client's part as it was. Written even where no client has
-/// reported yet, so a report racing the servers' change (a lost or unknown
-/// mark) conflicts on the status key and is read again.
+/// reported yet, so a second server's mark racing this one conflicts on
+/// the status key and is read again.
 pub fn follow_status(
     keys: &Keyspace,
     before: &Allocation,
     next: &Allocation,
 ) -> Option<(Compare, Op)> {
-    client_part_differs(before, next).then(|| status_write(keys, before, next))
+    client_part_differs(before, next).then(|| {
+        (
+            status_guard(keys, before),
+            Op::put(
+                keys.alloc_status(&before.id),
+                encode_status(client_part(next)),
+            ),
+        )
+    })
 }
 
-/// The compare and write of a client's report `next` over `before` (the
-/// allocation as read, folded): the status key must still be where
-/// `before` found it, and gets the client's part of `next`.
-pub fn status_write(keys: &Keyspace, before: &Allocation, next: &Allocation) -> (Compare, Op) {
-    let key = keys.alloc_status(&before.id);
-    (
-        Compare::mod_revision(key.clone(), CompareOp::Equal, before.client_modify_revision),
-        Op::put(key, encode_status(client_part(next))),
-    )
+/// The compare that holds while the status key of `before` (an allocation
+/// as read, folded) is as the read found it: its mod revision is at most
+/// the newest revision the read folded, the record's or the chosen
+/// status's. A status key is written only with its record (or was the
+/// chosen status when a client wrote it), so every value a read saw is
+/// within that bound and every later write is beyond it; a missing key
+/// (mod revision 0) always is. Equality with the chosen status's revision
+/// would not do: a status from a batch may be chosen over a newer status
+/// key (a finished allocation under a later "unknown" mark), and such a
+/// guard would fail on every re-read.
+pub fn status_guard(keys: &Keyspace, before: &Allocation) -> Compare {
+    let seen = before.modify_revision.max(before.client_modify_revision);
+    Compare::mod_revision(keys.alloc_status(&before.id), CompareOp::Less, seen + 1)
 }
 
 /// The bytes the store keeps for `status` (see [`pack_stored_status`]).

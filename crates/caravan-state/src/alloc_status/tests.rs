@@ -198,18 +198,20 @@ fn a_server_write_follows_the_status_only_where_it_changed_the_clients_part() {
     stopped.set_desired_status(AllocDesiredStatus::Stop);
     let mut lost = stopped.clone();
     lost.set_client_status(AllocClientStatus::Lost);
-    // No status key yet: written, compared absent.
+    before.modify_revision = 10;
+    // No status key yet: written, guarded by what the read saw (a missing
+    // key's mod revision is 0).
     let (compare, _) = follow_status(&keys, &before, &lost).unwrap();
     assert_eq!(
         compare,
-        Compare::mod_revision(keys.alloc_status("a"), CompareOp::Equal, 0)
+        Compare::mod_revision(keys.alloc_status("a"), CompareOp::Less, 11)
     );
     before.client_modify_revision = 12;
     assert!(follow_status(&keys, &before, &stopped).is_none());
     let (compare, _) = follow_status(&keys, &before, &lost).unwrap();
     assert_eq!(
         compare,
-        Compare::mod_revision(keys.alloc_status("a"), CompareOp::Equal, 12)
+        Compare::mod_revision(keys.alloc_status("a"), CompareOp::Less, 13)
     );
 }
 
@@ -739,4 +741,69 @@ async fn point_reads_stay_within_the_stores_limit_of_operations() {
             "max_ops {max_ops}: {read:?}"
         );
     }
+}
+
+/// The guard of an allocation read holds while its status key stays as
+/// the read found it, even where a batch entry is chosen over a newer
+/// status key (a finished allocation under a later, stale "unknown" mark
+/// of the servers), and fails once the key is written again.
+#[tokio::test]
+async fn a_status_guard_holds_until_the_status_key_is_written_again() {
+    use caravan_store::{MemStore, Store, Txn};
+    let keys = Keyspace::new(KEYS);
+    let store = MemStore::default();
+    let r = record("a", AllocDesiredStatus::Run, false);
+    store
+        .put(&keys.alloc("a"), &crate::codec::encode(&r), 0)
+        .await
+        .unwrap();
+    let done = status(AllocClientStatus::Complete, None, 10, false);
+    let finished_at = store
+        .put(
+            &keys.job_status("default", "web", "b1"),
+            &crate::status_batch::encode_batch([("a", &done, 0)]),
+            0,
+        )
+        .await
+        .unwrap();
+    // A server's mark, checked before the batch was seen: with the record.
+    let unknown = status(AllocClientStatus::Unknown, None, 11, false);
+    let marked = store
+        .txn(
+            Txn::new()
+                .and_then(Op::put(keys.alloc("a"), crate::codec::encode(&r)))
+                .and_then(Op::put(keys.alloc_status("a"), encode_status(unknown))),
+        )
+        .await
+        .unwrap()
+        .revision;
+    let read = crate::read_alloc(&store, &keys, "a")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.client_status(), AllocClientStatus::Complete);
+    assert_eq!(read.client_modify_revision, finished_at);
+    assert!(finished_at < marked);
+    let guarded = |read: &Allocation| Txn::new().when(status_guard(&keys, read));
+    assert!(store.txn(guarded(&read)).await.unwrap().succeeded);
+    // An equality guard on the chosen status would never hold again.
+    let equal = Compare::mod_revision(keys.alloc_status("a"), CompareOp::Equal, finished_at);
+    assert!(!store.txn(Txn::new().when(equal)).await.unwrap().succeeded);
+    // Another mark: the guard of the earlier read fails, a new read's holds.
+    let lost = status(AllocClientStatus::Lost, None, 12, false);
+    store
+        .txn(
+            Txn::new()
+                .and_then(Op::put(keys.alloc("a"), crate::codec::encode(&r)))
+                .and_then(Op::put(keys.alloc_status("a"), encode_status(lost))),
+        )
+        .await
+        .unwrap();
+    assert!(!store.txn(guarded(&read)).await.unwrap().succeeded);
+    let again = crate::read_alloc(&store, &keys, "a")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.client_status(), AllocClientStatus::Lost);
+    assert!(store.txn(guarded(&again)).await.unwrap().succeeded);
 }

@@ -209,13 +209,19 @@ pub async fn manual_fail_and_alloc_health(store: Arc<dyn Store>) {
     let (a1, a2) = (alloc(&d, 0), alloc(&d, 1));
     w.put_alloc(&a1).await;
     w.put_alloc(&a2).await;
-    // a1's client reported it running (its status key), health not yet set.
+    // a1's client reported it running (in a status batch of its job, as a
+    // gateway writes it), health not yet set: the watcher's write of the
+    // status key is guarded by what it read, though no status key exists.
     let mut running = a1.clone();
     running.set_client_status(caravan_proto::AllocClientStatus::Running);
     store
         .put(
-            &w.ks.alloc_status(&a1.id),
-            &caravan_state::encode_status(caravan_state::client_part(&running)),
+            &w.ks.job_status(&a1.namespace, &a1.job_id, "b1"),
+            &caravan_state::status_batch::encode_batch([(
+                a1.id.as_str(),
+                &caravan_state::client_part(&running),
+                0,
+            )]),
             0,
         )
         .await

@@ -8,12 +8,12 @@
 
 use std::sync::Arc;
 
-use caravan_state::Keyspace;
+use caravan_state::{Keyspace, status_guard};
 use caravan_store::{Compare, CompareOp, Op, Range};
 use tokio::time::{Instant, MissedTickBehavior, interval_at};
 
 use crate::error::BrokerError;
-use crate::gc::{Doomed, GcCounts, GcCutoffs, GcUnit, registrations, select};
+use crate::gc::{Doomed, GcCounts, GcCutoffs, GcUnit, registrations, select, status_batches};
 use crate::term::{LeaderTerm, now};
 use crate::writes::GuardedUnit;
 
@@ -62,6 +62,7 @@ pub async fn sweep(term: &LeaderTerm, cut: GcCutoffs) -> Result<GcCounts, Broker
         let units = select(&term.informer.snapshot(), cut, now().unix_ns);
         let mut counts = delete(term, &units).await?;
         counts.registrations = registrations::collect(term).await?;
+        counts.status_batches = status_batches::free(term).await?;
         Ok(counts)
     }
     .await;
@@ -169,7 +170,7 @@ fn deletes(ks: &Keyspace, object: &Doomed) -> GuardedUnit {
         Doomed::Alloc(a) => {
             // Its record and its client's status go together, each as read.
             guarded_delete(ks.alloc(&a.id), a.modify_revision);
-            guarded_delete(ks.alloc_status(&a.id), a.client_modify_revision);
+            unit.push(status_guard(ks, a), Op::delete(ks.alloc_status(&a.id)));
         }
         Doomed::Deployment(d) => guarded_delete(ks.deployment(&d.id), d.modify_revision),
         Doomed::OrphanStatus(id, revision) => guarded_delete(ks.alloc_status(id), *revision),
