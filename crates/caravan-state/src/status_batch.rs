@@ -75,6 +75,11 @@ pub fn highest<T>(
     })
 }
 
+/// A new batch's name, never used before: a batch key is written once.
+pub fn new_batch_name() -> String {
+    Uuid::new_v4().simple().to_string()
+}
+
 /// The stored bytes of a batch of `entries`: (allocation id, its status,
 /// the revision it was first written at, 0 for the batch's own).
 pub fn encode_batch<'a>(
