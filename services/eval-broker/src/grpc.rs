@@ -232,6 +232,7 @@ impl EvalBrokerService for EvalBrokerGrpc {
             nodes: counts.nodes,
             deployments: counts.deployments,
             registrations: counts.registrations,
+            status_batches: counts.status_batches,
         }))
     }
 }

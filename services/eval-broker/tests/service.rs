@@ -47,6 +47,7 @@ caravan_testkit::backend_cases!(store => crate::cases {
     gc {
         force_gc_takes_terminal_objects_and_keeps_what_lives,
         a_sweep_removes_the_registrations_of_allocs_no_longer_live,
+        a_sweep_frees_superseded_status_batches_and_allocations_read_alike,
         instances_on_a_node_that_went_down_go_at_the_next_short_sweep,
         the_sweep_runs_on_its_interval_with_the_thresholds,
         the_leader_compacts_the_history_its_cache_has_seen,

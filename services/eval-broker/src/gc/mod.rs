@@ -5,6 +5,7 @@
 
 pub mod collector;
 pub mod registrations;
+pub mod status_batches;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -108,6 +109,8 @@ pub struct GcCounts {
     pub deployments: u64,
     /// Service registrations of allocations no longer live.
     pub registrations: u64,
+    /// Client status batches freed.
+    pub status_batches: u64,
 }
 
 impl GcCounts {

@@ -360,3 +360,97 @@ pub async fn the_leader_compacts_the_history_its_cache_has_seen(store: Arc<dyn S
     );
     broker.stop().await;
 }
+
+/// A sweep frees the batches of a job that has piled them up: the entries
+/// still chosen move (with their revisions) into one new batch, the dead
+/// ones (superseded, or of an allocation never stored) go, and every
+/// allocation reads the same before and after.
+pub async fn a_sweep_frees_superseded_status_batches_and_allocations_read_alike(
+    store: Arc<dyn Store>,
+) {
+    use caravan_state::status_batch::encode_batch;
+    let (prefix, ks) = keyspace();
+    let mut broker = start_leader(Arc::clone(&store), &prefix).await;
+    let now = now_unix_ns();
+    put_job(&store, &ks, &job("web", JobType::Service, false)).await;
+    let e = eval("web", "service", EvalStatus::Complete, now);
+    put_eval(&store, &ks, &e).await;
+    let r1 = alloc("web", &e.id, "n1", AllocClientStatus::Pending, now);
+    let r2 = alloc("web", &e.id, "n1", AllocClientStatus::Pending, now);
+    for a in [&r1, &r2] {
+        put(&store, ks.alloc(&a.id), a).await;
+    }
+    let reported = |a: &Allocation, status: AllocClientStatus| {
+        let mut next = a.clone();
+        next.set_client_status(status);
+        caravan_state::client_part(&next)
+    };
+    let (pending1, pending2) = (
+        reported(&r1, AllocClientStatus::Pending),
+        reported(&r2, AllocClientStatus::Pending),
+    );
+    let (running1, running2) = (
+        reported(&r1, AllocClientStatus::Running),
+        reported(&r2, AllocClientStatus::Running),
+    );
+    let never = uuid();
+    let batches: [Vec<(&str, &caravan_proto::AllocStatus, i64)>; 5] = [
+        vec![(&r1.id, &pending1, 0), (&r2.id, &pending2, 0)],
+        vec![(&r1.id, &running1, 0)],
+        vec![(&r2.id, &running2, 0)],
+        vec![(&never, &running2, 0)],
+        vec![(&r1.id, &running1, 0)],
+    ];
+    for (i, entries) in batches.into_iter().enumerate() {
+        let key = ks.job_status("default", "web", &format!("b{i}"));
+        store
+            .put(&key, &encode_batch(entries), 0)
+            .await
+            .expect("put batch");
+    }
+    let read = |id: String| {
+        let (store, ks) = (Arc::clone(&store), ks.clone());
+        async move {
+            let a = caravan_state::read_alloc(store.as_ref(), &ks, &id)
+                .await
+                .expect("read")
+                .expect("present");
+            (a.client_status(), a.client_modify_revision)
+        }
+    };
+    let before = (read(r1.id.clone()).await, read(r2.id.clone()).await);
+    assert_eq!(before.0.0, AllocClientStatus::Running);
+    assert_eq!(before.1.0, AllocClientStatus::Running);
+
+    let counts = broker
+        .client
+        .force_gc(ForceGcRequest {})
+        .await
+        .expect("force gc")
+        .into_inner();
+    // All but the newest batch (r1's last report, all of it chosen).
+    assert_eq!(counts.status_batches, 4, "{counts:?}");
+    let after = (read(r1.id.clone()).await, read(r2.id.clone()).await);
+    assert_eq!(before, after, "every allocation reads the same");
+    let left = store
+        .range(caravan_store::Range::prefix(
+            ks.job_status_of("default", "web"),
+        ))
+        .await
+        .expect("range");
+    assert_eq!(left.kvs.len(), 2, "the newest batch and the one moved into");
+    assert!(
+        left.kvs
+            .iter()
+            .any(|kv| kv.key == ks.job_status("default", "web", "b4"))
+    );
+
+    let again = broker
+        .client
+        .force_gc(ForceGcRequest {})
+        .await
+        .expect("force gc")
+        .into_inner();
+    assert_eq!(again.status_batches, 0, "two batches are few enough");
+    broker.stop().await;
+}
