@@ -152,12 +152,7 @@ pub async fn force_gc_takes_terminal_objects_and_keeps_what_lives(store: Arc<dyn
     );
     put(&store, ks.alloc(&stranded.id), &stranded).await;
 
-    let counts = broker
-        .client
-        .force_gc(ForceGcRequest {})
-        .await
-        .expect("force gc")
-        .into_inner();
+    let counts = force_gc(&mut broker).await;
     assert_eq!(
         (
             counts.jobs,
@@ -186,28 +181,53 @@ pub async fn force_gc_takes_terminal_objects_and_keeps_what_lives(store: Arc<dyn
     assert!(present(&store, ks.node("n-busy")).await);
 
     // Nothing left to take: a second forced sweep deletes nothing.
-    let again = broker
+    let again = force_gc(&mut broker).await;
+    assert_eq!(again, Default::default());
+    broker.stop().await;
+}
+
+/// A forced sweep's counts.
+async fn force_gc(broker: &mut Broker) -> caravan_proto::ForceGcResponse {
+    broker
         .client
         .force_gc(ForceGcRequest {})
         .await
         .expect("force gc")
-        .into_inner();
-    assert_eq!(again, Default::default());
-    broker.stop().await;
+        .into_inner()
+}
+
+/// A running service job `web` with one complete eval, and an alloc of it
+/// on `n1` in each of `statuses`, all stored.
+async fn web_with_allocs(
+    store: &Arc<dyn Store>,
+    ks: &Keyspace,
+    statuses: &[AllocClientStatus],
+) -> Vec<Allocation> {
+    let now = now_unix_ns();
+    put_job(store, ks, &job("web", JobType::Service, false)).await;
+    let e = eval("web", "service", EvalStatus::Complete, now);
+    put_eval(store, ks, &e).await;
+    let mut allocs = Vec::new();
+    for status in statuses {
+        let a = alloc("web", &e.id, "n1", *status, now);
+        put(store, ks.alloc(&a.id), &a).await;
+        allocs.push(a);
+    }
+    allocs
 }
 
 pub async fn a_sweep_removes_the_registrations_of_allocs_no_longer_live(store: Arc<dyn Store>) {
     let (prefix, ks) = keyspace();
     let mut broker = start_leader(Arc::clone(&store), &prefix).await;
-    let now = now_unix_ns();
-    put_job(&store, &ks, &job("web", JobType::Service, false)).await;
-    let e = eval("web", "service", EvalStatus::Complete, now);
-    put_eval(&store, &ks, &e).await;
-    let running = alloc("web", &e.id, "n1", AllocClientStatus::Running, now);
-    let done = alloc("web", &e.id, "n1", AllocClientStatus::Complete, now);
-    for a in [&running, &done] {
-        put(&store, ks.alloc(&a.id), a).await;
-    }
+    let allocs = web_with_allocs(
+        &store,
+        &ks,
+        &[AllocClientStatus::Running, AllocClientStatus::Complete],
+    )
+    .await;
+    let [running, done] = &allocs[..] else {
+        unreachable!()
+    };
     let register = |alloc_id: &str| ServiceRegistration {
         id: format!("_nomad-task-{alloc_id}-web-web-http"),
         service_name: "web".into(),
@@ -221,12 +241,7 @@ pub async fn a_sweep_removes_the_registrations_of_allocs_no_longer_live(store: A
         put(&store, ks.service("default", "web", &reg.id), reg).await;
     }
 
-    let counts = broker
-        .client
-        .force_gc(ForceGcRequest {})
-        .await
-        .expect("force gc")
-        .into_inner();
+    let counts = force_gc(&mut broker).await;
     assert_eq!(counts.registrations, 2, "{counts:?}");
     assert!(present(&store, ks.service("default", "web", &live.id)).await);
     for ghost in &ghosts {
@@ -371,15 +386,15 @@ pub async fn a_sweep_frees_superseded_status_batches_and_allocations_read_alike(
     use caravan_state::status_batch::encode_batch;
     let (prefix, ks) = keyspace();
     let mut broker = start_leader(Arc::clone(&store), &prefix).await;
-    let now = now_unix_ns();
-    put_job(&store, &ks, &job("web", JobType::Service, false)).await;
-    let e = eval("web", "service", EvalStatus::Complete, now);
-    put_eval(&store, &ks, &e).await;
-    let r1 = alloc("web", &e.id, "n1", AllocClientStatus::Pending, now);
-    let r2 = alloc("web", &e.id, "n1", AllocClientStatus::Pending, now);
-    for a in [&r1, &r2] {
-        put(&store, ks.alloc(&a.id), a).await;
-    }
+    let allocs = web_with_allocs(
+        &store,
+        &ks,
+        &[AllocClientStatus::Pending, AllocClientStatus::Pending],
+    )
+    .await;
+    let [r1, r2] = &allocs[..] else {
+        unreachable!()
+    };
     let reported = |a: &Allocation, status: AllocClientStatus| {
         let mut next = a.clone();
         next.set_client_status(status);
@@ -422,12 +437,7 @@ pub async fn a_sweep_frees_superseded_status_batches_and_allocations_read_alike(
     assert_eq!(before.0.0, AllocClientStatus::Running);
     assert_eq!(before.1.0, AllocClientStatus::Running);
 
-    let counts = broker
-        .client
-        .force_gc(ForceGcRequest {})
-        .await
-        .expect("force gc")
-        .into_inner();
+    let counts = force_gc(&mut broker).await;
     // All but the newest batch (r1's last report, all of it chosen).
     assert_eq!(counts.status_batches, 4, "{counts:?}");
     let after = (read(r1.id.clone()).await, read(r2.id.clone()).await);
@@ -445,12 +455,7 @@ pub async fn a_sweep_frees_superseded_status_batches_and_allocations_read_alike(
             .any(|kv| kv.key == ks.job_status("default", "web", "b4"))
     );
 
-    let again = broker
-        .client
-        .force_gc(ForceGcRequest {})
-        .await
-        .expect("force gc")
-        .into_inner();
+    let again = force_gc(&mut broker).await;
     assert_eq!(again.status_batches, 0, "two batches are few enough");
     broker.stop().await;
 }
