@@ -401,12 +401,12 @@ pub async fn a_sweep_frees_superseded_status_batches_and_allocations_read_alike(
         caravan_state::client_part(&next)
     };
     let (pending1, pending2) = (
-        reported(&r1, AllocClientStatus::Pending),
-        reported(&r2, AllocClientStatus::Pending),
+        reported(r1, AllocClientStatus::Pending),
+        reported(r2, AllocClientStatus::Pending),
     );
     let (running1, running2) = (
-        reported(&r1, AllocClientStatus::Running),
-        reported(&r2, AllocClientStatus::Running),
+        reported(r1, AllocClientStatus::Running),
+        reported(r2, AllocClientStatus::Running),
     );
     let never = uuid();
     let batches: [Vec<(&str, &caravan_proto::AllocStatus, i64)>; 5] = [
