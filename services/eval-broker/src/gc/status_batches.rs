@@ -193,12 +193,21 @@ pub async fn free(term: &LeaderTerm) -> Result<u64, BrokerError> {
         // A batch newer than the view may name an allocation the view does
         // not hold yet: it is left for a later sweep, and judging without
         // it only ever keeps an entry it would have superseded.
-        let batches = read
+        let batches = match read
             .kvs
             .iter()
             .filter(|kv| kv.mod_revision <= snapshot.revision())
             .map(StoredBatch::read)
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(batches) => batches,
+            // A batch this build cannot read is left whole, with its job's
+            // others: the rest of the sweep goes on.
+            Err(err) => {
+                tracing::warn!(%err, namespace, job = job_id, "a status batch could not be read; the job's batches stay");
+                continue;
+            }
+        };
         for free in plan(&snapshot, &batches, max_freed) {
             let new_key = ks.job_status(&namespace, &job_id, &new_batch_name());
             let (ok, _) = writer.write_units(&[free.unit(new_key)]).await?;

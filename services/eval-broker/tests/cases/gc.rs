@@ -423,6 +423,17 @@ pub async fn a_sweep_frees_superseded_status_batches_and_allocations_read_alike(
             .await
             .expect("put batch");
     }
+    // Another job's batches, one of which this build cannot read: they
+    // stay, and the sweep goes on with web's.
+    for i in 0..4 {
+        let key = ks.job_status("default", "other", &format!("b{i}"));
+        let value = if i == 0 {
+            b"\xff".to_vec()
+        } else {
+            encode_batch([(r1.id.as_str(), &running1, 0)])
+        };
+        store.put(&key, &value, 0).await.expect("put batch");
+    }
     let read = |id: String| {
         let (store, ks) = (Arc::clone(&store), ks.clone());
         async move {
@@ -449,6 +460,17 @@ pub async fn a_sweep_frees_superseded_status_batches_and_allocations_read_alike(
         .await
         .expect("range");
     assert_eq!(left.kvs.len(), 2, "the newest batch and the one moved into");
+    let other = store
+        .range(caravan_store::Range::prefix(
+            ks.job_status_of("default", "other"),
+        ))
+        .await
+        .expect("range");
+    assert_eq!(
+        other.kvs.len(),
+        4,
+        "a job with an unreadable batch keeps all"
+    );
     assert!(
         left.kvs
             .iter()
