@@ -1,19 +1,20 @@
 //! The client's part of an allocation, stored apart from the servers'
-//! record at `alloc_status/<id>` (and in its job's status batches, see
-//! [`crate::status_batch`]), and the one fold every reader uses to put them
-//! together (docs/state-layout.md, "Allocation status").
+//! record: the servers' marks at `alloc_status/<id>`, clients' reports in
+//! their job's status batches (see [`crate::status_batch`]), and the one
+//! fold every reader uses to put them together (docs/state-layout.md,
+//! "Allocation status").
 //!
 //! A node's report writes a small status value, not the whole allocation.
 //! The fold is a pure function of the keys' current values, whatever order
 //! their writes arrive in or how often: the status that outranks the others
 //! is the allocation's, and the record's copies of the client's fields are
 //! what the servers last wrote. A server that changes a client field writes
-//! the status key together with the record ([`follow_status`]); a client's
-//! report writes the status key alone ([`status_write`]). Both are guarded
-//! by [`status_guard`], so every change of the status key since the read
-//! fails the write. The record is not compared by a report: etcd reads a
-//! compared key's whole value, and comparing the record on every report
-//! cost about a fifth more CPU per placement across the pipeline
+//! the status key together with the record ([`follow_status`]), guarded by
+//! [`status_guard`]; a client's report goes to a batch and compares the
+//! status key alone, with the same guard, so a report is never made over a
+//! mark the servers set since it was checked. The record is not compared: etcd
+//! reads a compared key's whole value, and comparing the record on every
+//! report cost about a fifth more CPU per placement across the pipeline
 //! (docs/benchmarks.md).
 
 use std::collections::HashMap;
@@ -223,27 +224,13 @@ pub fn follow_status(
     })
 }
 
-/// The compare and write of a client's report `next` over `before` (the
-/// allocation as read, folded): the status key must still be as `before`
-/// found it ([`status_guard`]), and gets the client's part of `next`.
-pub fn status_write(keys: &Keyspace, before: &Allocation, next: &Allocation) -> (Compare, Op) {
-    (
-        status_guard(keys, before),
-        Op::put(
-            keys.alloc_status(&before.id),
-            encode_status(client_part(next)),
-        ),
-    )
-}
-
 /// The compare that holds while the status key of `before` (an allocation
 /// as read, folded) is as the read found it: its mod revision is at most
 /// the newest revision the read folded, the record's or the chosen
-/// status's. A server writes the status key only with its record, and a
-/// client's write of it is the chosen status (a finished one is never
-/// followed by an unfinished report), so every value a read saw is within
-/// that bound and every later write is beyond it; a missing key (mod
-/// revision 0) always is. Equality with the chosen status's revision
+/// status's. A status key is written only with its record (or was the
+/// chosen status when a client wrote it), so every value a read saw is
+/// within that bound and every later write is beyond it; a missing key
+/// (mod revision 0) always is. Equality with the chosen status's revision
 /// would not do: a status from a batch may be chosen over a newer status
 /// key (a finished allocation under a later "unknown" mark), and such a
 /// guard would fail on every re-read.

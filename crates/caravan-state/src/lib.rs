@@ -27,7 +27,7 @@ mod usage;
 
 pub use alloc_status::{
     carry_client_part, client_part, decode_status, encode_status, fold, fold_listed, fold_with,
-    follow_status, lay_status, overlay, status_guard, status_write,
+    follow_status, lay_status, overlay, status_guard,
 };
 pub use change::Change;
 pub use codec::{AllocDetail, StateObject, decode, decode_alloc, encode};

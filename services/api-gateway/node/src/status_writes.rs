@@ -5,9 +5,10 @@
 //! and written while the one before still commits, unless it names one of
 //! its allocations; never more than two at once. A batch rewrites the
 //! newest copy of each allocation the gateway knows, with no read of the
-//! store (see [`OwnWrites`]); each allocation is still compared on its mod
-//! revision and read from the store after a conflict, and every caller
-//! hears the outcome of the transaction that carried its updates.
+//! store (see [`OwnWrites`]), as one new status batch key per job; each
+//! allocation's status key is still compared, every allocation read from
+//! the store after a conflict, and every caller hears the outcome of the
+//! transaction that carried its updates.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -391,7 +392,13 @@ async fn write_merged(ctx: &WriterContext, current: &Current) -> Result<Revision
             txn,
             evals,
             written,
-        } = build_batch(&ctx.keys, &snap, checked, now_unix_ns());
+        } = build_batch(
+            &ctx.keys,
+            &snap,
+            checked,
+            &caravan_state::status_batch::new_batch_name(),
+            now_unix_ns(),
+        );
         let result = ctx.store.txn(txn).await.map_err(WriteError::Store)?;
         if result.succeeded {
             if !evals.is_empty() {
@@ -736,6 +743,8 @@ mod tests {
             .iter()
             .map(|id| Allocation {
                 id: id.clone(),
+                namespace: "default".into(),
+                job_id: "web".into(),
                 node_id: "n1".into(),
                 ..Default::default()
             })
@@ -764,11 +773,23 @@ mod tests {
         for call in calls {
             call.await.unwrap().expect("no batch conflicted");
         }
-        let kv = store.get(&keys.alloc_status("a0")).await.unwrap().unwrap();
-        assert_eq!(kv.version, 10, "a0's status written ten times");
+        // Every status went to a batch of the job; no status key was written.
+        let batches = store
+            .range(caravan_store::Range::prefix(
+                keys.job_status_of("default", "web"),
+            ))
+            .await
+            .unwrap();
+        let mut written: HashMap<String, usize> = HashMap::new();
+        for kv in &batches.kvs {
+            for e in caravan_state::status_batch::decode_batch(kv).unwrap() {
+                *written.entry(e.alloc_id).or_default() += 1;
+            }
+        }
+        assert_eq!(written["a0"], 10, "a0's status written ten times");
         for id in &ids[1..11] {
-            let kv = store.get(&keys.alloc_status(id)).await.unwrap().unwrap();
-            assert_eq!(kv.version, 1, "{id}'s status written once");
+            assert_eq!(written[id], 1, "{id}'s status written once");
+            assert!(store.get(&keys.alloc_status(id)).await.unwrap().is_none());
             let kv = store.get(&keys.alloc(id)).await.unwrap().unwrap();
             assert_eq!(kv.version, 1, "{id}'s record never rewritten");
         }

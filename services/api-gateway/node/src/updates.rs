@@ -1,7 +1,8 @@
 //! Client status updates of allocations: checked per node, then written by
 //! the gateway's [`StatusWrites`](crate::status_writes::StatusWrites)
-//! together with other nodes' updates, each allocation compared on its mod
-//! revision and re-read from the store and retried on conflict. An
+//! together with other nodes' updates as one status batch per job
+//! (`caravan_state::status_batch`), each allocation's status key compared
+//! so a mark the servers set since is re-read and the write retried. An
 //! allocation that turns failed (or, in a job whose allocations run until
 //! stopped, complete) while it should run gets an `alloc-failure` evaluation
 //! of its job in the same transaction, so its replacement never depends on
@@ -12,9 +13,10 @@ use std::sync::Arc;
 
 use caravan_model::{AllocClientStatusExt, AllocExt, JobTypeExt, trigger};
 use caravan_proto::{
-    AllocClientStatus, AllocDesiredStatus, AllocUpdate, Allocation, Evaluation, Job,
+    AllocClientStatus, AllocDesiredStatus, AllocStatus, AllocUpdate, Allocation, Evaluation, Job,
 };
-use caravan_state::{Keyspace, Snapshot, encode, status_write};
+use caravan_state::status_batch::encode_batch;
+use caravan_state::{Keyspace, Snapshot, client_part, encode, status_guard};
 use caravan_store::{Op, Revision, Txn};
 
 use crate::NodeApi;
@@ -206,18 +208,23 @@ pub(crate) struct Batch {
 }
 
 /// The transaction of one batch: each present allocation's status key
-/// compared and written (the record is the servers'), with its service
-/// instances put or deleted, one failure evaluation per job (or one drain evaluation when a
-/// running replacement lets a drain move on). The transaction has no
+/// compared ([`status_guard`]: no server marked it since it was checked;
+/// the record is the servers'), its status put in its job's status batch
+/// (one new key per job, named `batch`), its service instances put or
+/// deleted, and one failure evaluation per job (or one drain evaluation
+/// when a running replacement lets a drain move on). The transaction has no
 /// failure branch: conflicts are rare, and reading every allocation back
 /// there would put each key into the store's log once more on every write.
 pub(crate) fn build_batch<'a>(
     keys: &Keyspace,
     snap: &Snapshot,
     current: impl IntoIterator<Item = (&'a AllocUpdate, Option<&'a Arc<Allocation>>)>,
+    batch: &str,
     now: i64,
 ) -> Batch {
     let mut txn = Txn::new();
+    // Each job's statuses, in the order reported.
+    let mut statuses: BTreeMap<(&str, &str), Vec<(&str, AllocStatus)>> = BTreeMap::new();
     // One evaluation per job; a failure's wins over a drain's.
     let mut failed_jobs: BTreeMap<(String, String), Evaluation> = BTreeMap::new();
     let mut drains = Drains::of(snap);
@@ -266,12 +273,22 @@ pub(crate) fn build_batch<'a>(
                 .entry((job.namespace.clone(), job.id.clone()))
                 .or_insert_with(|| evals::for_job(job, trigger::NODE_DRAIN));
         }
-        let (status, put) = status_write(keys, alloc, &next);
-        txn = txn.when(status).and_then(put);
+        txn = txn.when(status_guard(keys, alloc));
+        statuses
+            .entry((&alloc.namespace, &alloc.job_id))
+            .or_default()
+            .push((&alloc.id, client_part(&next)));
         for op in registered::ops(keys, snap, alloc, Some(&next), update) {
             txn = txn.and_then(op);
         }
         written.push(Arc::new(next));
+    }
+    for ((namespace, job_id), entries) in statuses {
+        let entries = entries.iter().map(|(id, status)| (*id, status, 0));
+        txn = txn.and_then(Op::put(
+            keys.job_status(namespace, job_id, batch),
+            encode_batch(entries),
+        ));
     }
     let evals: Vec<Evaluation> = failed_jobs.into_values().collect();
     for eval in &evals {
@@ -386,7 +403,7 @@ mod tests {
         now: i64,
     ) -> Batch {
         let checked = current.iter().map(|(u, a)| (u, a.as_ref()));
-        build_batch(keys, snap, checked, now)
+        build_batch(keys, snap, checked, "b1", now)
     }
 
     fn alloc(id: &str) -> Allocation {
@@ -725,18 +742,37 @@ mod tests {
         assert_eq!(evals[0].triggered_by, "alloc-failure");
         assert_eq!(evals[0].priority, 60);
         assert_eq!(evals[0].related_alloc_ids, vec!["a1", "a2"]);
-        assert_eq!(txn.compares.len(), 2, "each alloc's status");
-        assert_eq!(txn.success.len(), 3, "two allocs' statuses and one eval");
-        let status_keys = [keys.alloc_status("a1"), keys.alloc_status("a2")];
-        let puts: Vec<&[u8]> = txn
-            .success
+        assert_eq!(txn.compares.len(), 2, "each alloc's status key");
+        assert_eq!(
+            txn.success.len(),
+            2,
+            "one batch of the job's statuses, one eval"
+        );
+        let Op::Put { key, value, .. } = &txn.success[0] else {
+            panic!("{:?}", txn.success[0]);
+        };
+        assert_eq!(key, &keys.job_status("default", "web", "b1"));
+        let stored = caravan_store::KeyValue {
+            key: key.clone(),
+            value: value.clone(),
+            create_revision: 9,
+            mod_revision: 9,
+            version: 1,
+            lease: 0,
+        };
+        let entries = caravan_state::status_batch::decode_batch(&stored).unwrap();
+        let reported: Vec<(&str, AllocClientStatus, Revision)> = entries
             .iter()
-            .filter_map(|op| match op {
-                Op::Put { key, .. } => Some(key.as_slice()),
-                _ => None,
-            })
+            .map(|e| (e.alloc_id.as_str(), e.status.client_status(), e.revision))
             .collect();
-        assert_eq!(&puts[..2], &[&status_keys[0][..], &status_keys[1][..]]);
+        assert_eq!(
+            reported,
+            [
+                ("a1", AllocClientStatus::Failed, 9),
+                ("a2", AllocClientStatus::Failed, 9)
+            ],
+            "each written at the batch's own revision"
+        );
         assert!(txn.failure.is_empty(), "a conflict is read again apart");
     }
 }
