@@ -64,7 +64,7 @@ impl StoredBatch {
 
 /// One freeing transaction of a job: the batches it deletes, each as read,
 /// and the entries it moves into a new batch.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Free {
     /// The batches deleted: key and the mod revision they were read at.
     pub freed: Vec<(Vec<u8>, Revision)>,
@@ -140,21 +140,12 @@ pub fn plan(tables: &Tables, batches: &[StoredBatch], max_freed: usize) -> Vec<F
         .collect();
     freed.sort_by_key(|b| batches[*b].mod_revision);
     let mut out: Vec<Free> = Vec::new();
-    let mut current = Free {
-        freed: Vec::new(),
-        moved: Vec::new(),
-    };
+    let mut current = Free::default();
     for b in freed {
         let full = current.freed.len() >= max_freed.max(1)
             || current.moved.len() + live[b].len() > MOVE_MAX;
         if full && !current.freed.is_empty() {
-            out.push(std::mem::replace(
-                &mut current,
-                Free {
-                    freed: Vec::new(),
-                    moved: Vec::new(),
-                },
-            ));
+            out.push(std::mem::take(&mut current));
         }
         current
             .freed
