@@ -77,6 +77,7 @@ impl Service for ApiGatewayService {
             heartbeats,
             job_writes,
             watch_cache,
+            registrations,
         } = store;
         let listeners = Listeners::bind(&config, heartbeats).await?;
         // Kept until the gateway stops: the cache's task runs on its thread.
@@ -85,7 +86,7 @@ impl Service for ApiGatewayService {
         let shutdown = serving.shutdown;
         let gw = Gateway::new(store, Arc::new(cache), config, shutdown.clone(), job_writes)
             .with_variables_key(variables_key);
-        let node = NodeApi::new(gw.clone(), listeners.heartbeats);
+        let node = NodeApi::new(gw.clone(), listeners.heartbeats).with_registrations(registrations);
         let grpc_router =
             caravan_gateway_node::routes(caravan_gateway_grpc::routes(serving.router, &gw), &node);
         let http_router = caravan_gateway_http::router(gw.clone(), bound);

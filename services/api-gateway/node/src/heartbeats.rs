@@ -101,6 +101,9 @@ impl Heartbeats {
 /// The thread job registrations commit on.
 const JOB_WRITES_THREAD: &str = "caravan-job-writes";
 
+/// The thread node registrations run on.
+const REGISTRATIONS_THREAD: &str = "caravan-node-registrations";
+
 /// The thread the watch cache follows the store on.
 const WATCH_CACHE_THREAD: &str = "caravan-watch-cache";
 
@@ -117,6 +120,9 @@ pub struct GatewayStore {
     /// The watch cache's lane: its watch, decoding and applying run there;
     /// `None`: on the gateway's runtime and connection.
     pub watch_cache: Option<Lane>,
+    /// Node registrations' lane (`NodeApi::with_registrations`); `None`:
+    /// they run on the gateway's runtime and connection.
+    pub registrations: Option<Lane>,
 }
 
 impl From<Arc<dyn Store>> for GatewayStore {
@@ -128,6 +134,7 @@ impl From<Arc<dyn Store>> for GatewayStore {
             store,
             job_writes: None,
             watch_cache: None,
+            registrations: None,
         }
     }
 }
@@ -175,11 +182,18 @@ impl StoreAccess<GatewayConfig> for GatewayStore {
             "the cache follows the store on the shared runtime",
         )
         .await?;
+        let registrations = optional_lane(
+            REGISTRATIONS_THREAD,
+            sibling(),
+            "node registrations run on the shared runtime",
+        )
+        .await?;
         Some(GatewayStore {
             store,
             heartbeats,
             job_writes,
             watch_cache,
+            registrations,
         })
     }
 }
@@ -393,6 +407,75 @@ mod tests {
             .delete(caravan_store::Range::prefix(prefix.as_bytes()))
             .await
             .unwrap();
+    }
+
+    /// The same for a node registration: on its lane (thread and
+    /// connection of its own, the cache on one too, as the gateway runs
+    /// them), it is written and answered while the gateway's runtime is
+    /// busy. On the shared runtime it would wait for the burst to end, and
+    /// a client that gave up would register again on a fresh lease.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn node_registrations_complete_while_the_gateway_runtime_is_busy() {
+        let prefix = caravan_testkit::unique_prefix("registrations-lane");
+        let keys = caravan_state::Keyspace::new(&prefix);
+        let lane = |name| Lane::start(name, || async { Some(etcd().await) });
+        let cache_lane = lane(WATCH_CACHE_THREAD).await.unwrap().unwrap();
+        let cache = cache_lane
+            .informer(keys.clone(), caravan_gateway_core::cache_config())
+            .await
+            .unwrap();
+        let registrations = lane(REGISTRATIONS_THREAD).await.unwrap().unwrap();
+        let shared = etcd().await;
+        let gw = caravan_gateway_core::Gateway::new(
+            Arc::clone(&shared),
+            Arc::new(cache),
+            GatewayConfig::default(),
+            CancellationToken::new(),
+            None,
+        );
+        let api = crate::NodeApi::new(gw, Heartbeats::shared(Arc::clone(&shared)))
+            .with_registrations(Some(registrations));
+        let node = caravan_proto::Node {
+            id: "n1".into(),
+            name: "n1".into(),
+            datacenter: "dc1".into(),
+            ..Default::default()
+        };
+
+        let busy = BusyWorker::start();
+        let registering = api.clone();
+        let registered =
+            from_outside(async move { registering.register(node, "s3cret".into()).await });
+        drop(busy);
+        let registered = registered
+            .expect("no registration within 5 s while the runtime was busy")
+            .unwrap();
+        let stored = shared.get(&keys.node("n1")).await.unwrap().unwrap();
+        assert_eq!(stored.mod_revision, registered.revision);
+        let heartbeat = shared.get(&keys.heartbeat("n1")).await.unwrap().unwrap();
+        assert_ne!(
+            heartbeat.lease, 0,
+            "the heartbeat key hangs on the node's lease"
+        );
+        shared.lease_revoke(heartbeat.lease).await.unwrap();
+        shared
+            .delete(caravan_store::Range::prefix(prefix.as_bytes()))
+            .await
+            .unwrap();
+    }
+
+    /// A registration whose caller left is cancelled on the lane, as it
+    /// would be on the caller's runtime.
+    #[tokio::test]
+    async fn a_registration_whose_caller_left_is_aborted() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = crate::AbortOnDrop(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            let _ = tx.send(());
+            Ok::<(), caravan_gateway_core::error::GatewayError>(())
+        }));
+        drop(task);
+        assert!(rx.await.is_err(), "the abandoned task ran on");
     }
 
     #[tokio::test]

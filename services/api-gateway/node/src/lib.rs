@@ -26,6 +26,7 @@ use heartbeats::Heartbeats;
 use status_writes::{StatusWrites, WriterContext};
 
 use caravan_gateway_core::gateway::Gateway;
+use caravan_gateway_core::lane::Lane;
 use caravan_proto::node_client_service_server::{self, NodeClientServiceServer};
 use caravan_runtime::grpc::Router;
 
@@ -38,6 +39,9 @@ pub struct NodeApi {
     pub(crate) feed: Arc<NodeAllocFeed>,
     pub(crate) status_writes: StatusWrites,
     pub(crate) heartbeats: Heartbeats,
+    /// Where node registrations run (see [`NodeApi::with_registrations`]);
+    /// `None`: on the caller's runtime, over the gateway's store.
+    registrations: Option<Lane>,
 }
 
 impl std::fmt::Debug for NodeApi {
@@ -74,7 +78,59 @@ impl NodeApi {
             feed,
             status_writes,
             heartbeats,
+            registrations: None,
         }
+    }
+
+    /// Runs node registrations on `lane` (its thread and store connection):
+    /// a registration is a node's first heartbeat, and like the later ones
+    /// it must not queue behind bulk traffic. On a saturated gateway, a
+    /// registration's four store round trips on the shared runtime and
+    /// connection took longer than the client waits; each retry granted
+    /// another lease while the node, never told, sent no heartbeat, until
+    /// its lease ran out and the node was marked down.
+    pub fn with_registrations(mut self, lane: Option<Lane>) -> Self {
+        self.registrations = lane;
+        self
+    }
+
+    /// Registers `node` ([`registration::register`]), on the registrations'
+    /// lane when there is one. A caller that stops waiting cancels its
+    /// registration there as it would here: a client that timed out sends
+    /// it again, and finishing the abandoned one only lengthens the queue.
+    pub(crate) async fn register(
+        &self,
+        node: caravan_proto::Node,
+        secret: String,
+    ) -> caravan_gateway_core::error::Result<registration::NodeRegistered> {
+        let Some(lane) = &self.registrations else {
+            return registration::register(self, self.gw.store.as_ref(), node, &secret).await;
+        };
+        let api = self.clone();
+        let store = Arc::clone(lane.store());
+        let task = AbortOnDrop(lane.handle().spawn(async move {
+            registration::register(&api, store.as_ref(), node, &secret).await
+        }));
+        task.join().await
+    }
+}
+
+/// A task aborted when its handle is dropped (its caller left).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> AbortOnDrop<caravan_gateway_core::error::Result<T>> {
+    async fn join(mut self) -> caravan_gateway_core::error::Result<T> {
+        (&mut self.0).await.unwrap_or_else(|err| {
+            Err(caravan_gateway_core::error::GatewayError::Unavailable(
+                format!("the registrations' thread dropped a registration: {err}"),
+            ))
+        })
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

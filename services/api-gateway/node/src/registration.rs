@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use caravan_model::{NomadName, now_unix_ns, trigger};
 use caravan_proto::{Node, NodeStatus, SchedulingEligibility};
-use caravan_state::encode;
-use caravan_store::{Compare, CompareOp, LeaseId, Op, Revision, StoreError, Txn};
+use caravan_state::{decode, encode};
+use caravan_store::{Compare, CompareOp, LeaseId, Op, Revision, Store, StoreError, Txn};
 use rand::Rng;
 
 use crate::NodeApi;
@@ -162,7 +162,14 @@ fn as_registered(
 /// registration records the secret's hash; a later one with another secret
 /// is refused, checked against the version the transaction compares, so two
 /// callers racing for a new node id cannot both win.
-pub async fn register(gw: &NodeApi, node: Node, secret: &str) -> Result<NodeRegistered> {
+/// Its store operations go to `store`: the gateway's, or the connection of
+/// the lane registrations run on.
+pub async fn register(
+    gw: &NodeApi,
+    store: &dyn Store,
+    node: Node,
+    secret: &str,
+) -> Result<NodeRegistered> {
     validate(&node)?;
     let presented = Presented::new(secret)?;
     let secret_hash = presented.to_record()?.to_string();
@@ -174,8 +181,7 @@ pub async fn register(gw: &NodeApi, node: Node, secret: &str) -> Result<NodeRegi
         gw.config.max_heartbeats_per_second,
         nodes,
     ));
-    let lease = gw
-        .store
+    let lease = store
         .lease_grant(lease_secs(ttl, gw.config.heartbeat_grace()))
         .await?;
     let lease = Lease { id: lease.id, ttl };
@@ -187,12 +193,12 @@ pub async fn register(gw: &NodeApi, node: Node, secret: &str) -> Result<NodeRegi
                 node.id
             ))
         },
-        |_| register_once(gw, &node, &presented, &secret_hash, lease),
+        |_| register_once(gw, store, &node, &presented, &secret_hash, lease),
     )
     .await;
     if written.is_err() {
         // Nothing hangs on the new lease.
-        revoke(gw, lease.id).await;
+        revoke(store, lease.id).await;
     }
     written
 }
@@ -208,13 +214,17 @@ struct Lease {
 /// changed since it was read.
 async fn register_once(
     gw: &NodeApi,
+    store: &dyn Store,
     node: &Node,
     presented: &Presented,
     secret_hash: &str,
     lease: Lease,
 ) -> Result<Option<NodeRegistered>> {
     let key = gw.keys.node(&node.id);
-    let existing: Option<Node> = gw.read(&key).await?;
+    let existing: Option<Node> = match store.get(&key).await? {
+        Some(kv) => Some(decode(&kv)?),
+        None => None,
+    };
     if let Some(old) = &existing {
         presented.verify(old)?;
     }
@@ -242,7 +252,7 @@ async fn register_once(
     for eval in &evals {
         txn = txn.and_then(Op::put(gw.keys.eval(&eval.id), encode(eval)));
     }
-    let result = gw.store.txn(txn).await?;
+    let result = store.txn(txn).await?;
     if !result.succeeded {
         return Ok(None);
     }
@@ -251,7 +261,7 @@ async fn register_once(
         && old != lease.id
     {
         // The heartbeat key now hangs on the new lease, so this deletes nothing.
-        revoke(gw, old).await;
+        revoke(store, old).await;
     }
     gw.settle(result.revision).await;
     tracing::info!(node = %node.id, name = %node.name, lease = format!("{:x}", lease.id),
@@ -262,8 +272,8 @@ async fn register_once(
     }))
 }
 
-async fn revoke(gw: &NodeApi, lease: LeaseId) {
-    match gw.store.lease_revoke(lease).await {
+async fn revoke(store: &dyn Store, lease: LeaseId) {
+    match store.lease_revoke(lease).await {
         Ok(()) | Err(StoreError::LeaseNotFound(_)) => {}
         Err(err) => tracing::warn!(%err, lease = format!("{lease:x}"), "revoking a lease failed"),
     }

@@ -40,7 +40,7 @@ impl NodeClientService for NodeClientApi {
         let node = req
             .node
             .ok_or_else(|| Status::from(GatewayError::field("node", "missing node")))?;
-        let r = registration::register(&self.0, node, &req.secret_id).await?;
+        let r = self.0.register(node, req.secret_id).await?;
         Ok(Response::new(RegisterNodeResponse {
             heartbeat_ttl_ns: duration_ns(r.heartbeat_ttl),
             revision: r.revision,
