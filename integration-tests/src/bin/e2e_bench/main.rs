@@ -10,6 +10,7 @@
 //! was replaced, over-committed or duplicated, or when interrupted.
 
 mod checks;
+mod log_digest;
 mod meter;
 mod register;
 mod report;

@@ -148,8 +148,12 @@ pub async fn run(args: Args, shared: Arc<Shared>) -> anyhow::Result<()> {
     }
 
     let checks = Checks::read(&c.state, &endpoints, args.want_allocs()).await?;
+    let failed = !checks.failures().is_empty();
     shared.progress.lock().checks = Some(checks);
     c.shutdown();
+    if failed {
+        eprint!("{}", crate::log_digest::digest(c.dir()));
+    }
     if args.keep {
         eprintln!(
             "kept prefix {} and logs in {}",
