@@ -176,10 +176,7 @@ impl Gateway {
     /// Reads one object straight from the store (not the cache), for writes
     /// that compare its mod revision.
     pub async fn read<T: StateObject>(&self, key: &[u8]) -> Result<Option<T>> {
-        match self.store.get(key).await? {
-            Some(kv) => Ok(Some(decode::<T>(&kv)?)),
-            None => Ok(None),
-        }
+        read_from(self.store.as_ref(), key).await
     }
 
     /// Deletes `key` only if it is still at `mod_revision` (as read), then
@@ -245,5 +242,14 @@ impl Gateway {
     /// How many times a compare-and-swap write is tried.
     pub fn attempts(&self) -> u32 {
         self.config.write_attempts.max(1)
+    }
+}
+
+/// Reads one object straight from `store` (the gateway's, or a lane's
+/// connection), for writes that compare its mod revision.
+pub async fn read_from<T: StateObject>(store: &dyn Store, key: &[u8]) -> Result<Option<T>> {
+    match store.get(key).await? {
+        Some(kv) => Ok(Some(decode::<T>(&kv)?)),
+        None => Ok(None),
     }
 }

@@ -469,7 +469,7 @@ mod tests {
     #[tokio::test]
     async fn a_registration_whose_caller_left_is_aborted() {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = crate::AbortOnDrop(tokio::spawn(async move {
+        let task = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(30)).await;
             let _ = tx.send(());
             Ok::<(), caravan_gateway_core::error::GatewayError>(())

@@ -29,6 +29,7 @@ use caravan_gateway_core::gateway::Gateway;
 use caravan_gateway_core::lane::Lane;
 use caravan_proto::node_client_service_server::{self, NodeClientServiceServer};
 use caravan_runtime::grpc::Router;
+use tokio_util::task::AbortOnDropHandle;
 
 /// The node-facing API: the domain core, the feed that tells allocation
 /// streams of changes, the batched status writer and where heartbeats renew
@@ -108,29 +109,15 @@ impl NodeApi {
         };
         let api = self.clone();
         let store = Arc::clone(lane.store());
-        let task = AbortOnDrop(lane.handle().spawn(async move {
+        // Aborted when dropped: a caller that left cancels its registration.
+        let task = AbortOnDropHandle::new(lane.handle().spawn(async move {
             registration::register(&api, store.as_ref(), node, &secret).await
         }));
-        task.join().await
-    }
-}
-
-/// A task aborted when its handle is dropped (its caller left).
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> AbortOnDrop<caravan_gateway_core::error::Result<T>> {
-    async fn join(mut self) -> caravan_gateway_core::error::Result<T> {
-        (&mut self.0).await.unwrap_or_else(|err| {
+        task.await.unwrap_or_else(|err| {
             Err(caravan_gateway_core::error::GatewayError::Unavailable(
                 format!("the registrations' thread dropped a registration: {err}"),
             ))
         })
-    }
-}
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

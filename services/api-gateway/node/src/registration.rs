@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use caravan_model::{NomadName, now_unix_ns, trigger};
 use caravan_proto::{Node, NodeStatus, SchedulingEligibility};
-use caravan_state::{decode, encode};
+use caravan_state::encode;
 use caravan_store::{Compare, CompareOp, LeaseId, Op, Revision, Store, StoreError, Txn};
 use rand::Rng;
 
@@ -15,6 +15,7 @@ use crate::NodeApi;
 use crate::identity::Presented;
 use caravan_gateway_core::cas;
 use caravan_gateway_core::error::{GatewayError, Result};
+use caravan_gateway_core::gateway::read_from;
 use caravan_gateway_core::node_fan_out;
 
 /// The outcome of a registration.
@@ -221,10 +222,7 @@ async fn register_once(
     lease: Lease,
 ) -> Result<Option<NodeRegistered>> {
     let key = gw.keys.node(&node.id);
-    let existing: Option<Node> = match store.get(&key).await? {
-        Some(kv) => Some(decode(&kv)?),
-        None => None,
-    };
+    let existing: Option<Node> = read_from(store, &key).await?;
     if let Some(old) = &existing {
         presented.verify(old)?;
     }
