@@ -9,34 +9,33 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use caravan_proto::Allocation;
-use caravan_state::{Snapshot, carry_client_part};
+use caravan_state::Snapshot;
 use caravan_store::Revision;
 use parking_lot::Mutex;
 
-use crate::updates::Current;
+use crate::updates::{Current, Written};
 
-/// Allocations as the writer last wrote them (their status keys), by id.
+/// The statuses the writer last wrote, each with the allocation it was
+/// checked against and the revision it was written at, by allocation id.
+/// The allocation as a reader folds it is built only when a batch needs it
+/// before the cache shows the write.
 #[derive(Debug, Default)]
 pub(crate) struct OwnWrites {
-    written: Mutex<HashMap<String, Arc<Allocation>>>,
+    written: Mutex<HashMap<String, (Written, Revision)>>,
 }
 
 impl OwnWrites {
     /// Records what a batch wrote at `revision`.
-    pub(crate) fn record(&self, written: Vec<Arc<Allocation>>, revision: Revision) {
+    pub(crate) fn record(&self, written: Vec<Written>, revision: Revision) {
         let mut own = self.written.lock();
-        for mut alloc in written {
-            // Just built by the batch, so not shared: no copy is made.
-            Arc::make_mut(&mut alloc).client_modify_revision = revision;
-            own.insert(alloc.id.clone(), alloc);
+        for w in written {
+            own.insert(w.base.id.clone(), (w, revision));
         }
     }
 
     /// Forgets the writes a cache at `revision` already shows.
     pub(crate) fn forget_seen(&self, revision: Revision) {
-        self.written
-            .lock()
-            .retain(|_, a| a.client_modify_revision > revision);
+        self.written.lock().retain(|_, (_, at)| *at > revision);
     }
 
     /// The newest copy known of each allocation of `current`, in its order:
@@ -62,21 +61,21 @@ impl OwnWrites {
                 .filter(|a| a.node_id == checked.node_id);
             let written = own
                 .get(&update.alloc_id)
-                .filter(|w| w.node_id == checked.node_id);
+                .filter(|(w, _)| w.base.node_id == checked.node_id);
             let newest = match (cached, written) {
-                (Some(c), Some(w)) if w.client_modify_revision > c.client_modify_revision => {
-                    if w.modify_revision >= c.modify_revision {
-                        Arc::clone(w)
+                (Some(c), Some((w, at))) if *at > c.client_modify_revision => {
+                    if w.base.modify_revision >= c.modify_revision {
+                        Arc::new(w.folded(*at))
                     } else {
                         // The servers rewrote the record since: theirs, with
                         // the status written after the cache's.
                         let mut next = Allocation::clone(c);
-                        carry_client_part(&mut next, w);
+                        caravan_state::lay_status(&mut next, &w.status, *at);
                         Arc::new(next)
                     }
                 }
                 (Some(c), _) => Arc::clone(c),
-                (None, Some(w)) => Arc::clone(w),
+                (None, Some((w, at))) => Arc::new(w.folded(*at)),
                 (None, None) => return None,
             };
             out.push(Some(newest));
@@ -87,7 +86,7 @@ impl OwnWrites {
 
 #[cfg(test)]
 mod tests {
-    use caravan_proto::AllocUpdate;
+    use caravan_proto::{AllocStatus, AllocUpdate};
     use caravan_state::{Change, Id, Tables};
 
     use super::*;
@@ -133,9 +132,14 @@ mod tests {
         assert_eq!(from_cache[0].as_ref().unwrap().client_modify_revision, 0);
 
         // The writer wrote `a`'s status at 9; the cache does not show it.
-        let mut running = alloc("a", "n1", 5);
-        running.client_description = "running".into();
-        own.record(vec![Arc::new(running)], 9);
+        let running = Written {
+            base: Arc::new(alloc("a", "n1", 5)),
+            status: AllocStatus {
+                client_description: "running".into(),
+                ..Default::default()
+            },
+        };
+        own.record(vec![running], 9);
         let next = own.newest(&snap, &current(&["a", "b"], "n1")).unwrap();
         let a = next[0].as_ref().unwrap();
         assert_eq!((a.modify_revision, a.client_modify_revision), (5, 9));

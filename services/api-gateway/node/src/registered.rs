@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use caravan_model::{AllocClientStatusExt, AllocExt};
-use caravan_proto::{AllocUpdate, Allocation, ServiceRegistration};
+use caravan_proto::{AllocClientStatus, AllocUpdate, Allocation, ServiceRegistration};
 use caravan_state::{Keyspace, Snapshot, encode};
 use caravan_store::Op;
 
@@ -107,8 +107,9 @@ pub(crate) fn fold_into(earlier: AllocUpdate, later: &mut AllocUpdate) {
     later.deregistered = deregistered.into_values().collect();
 }
 
-/// The writes of `update`'s instances for `alloc` as stored (`next` is it
-/// with the update applied, `None` when the report itself is dropped): each
+/// The writes of `update`'s instances for `alloc` as stored (`next` is its
+/// client status with the update applied, `None` when the report itself is
+/// dropped): each
 /// deregistered key deleted; each registration put at its key, filled from
 /// the allocation, unless the allocation is finished or told to stop (an
 /// instance of it would only be a ghost for the sweep to remove).
@@ -116,7 +117,7 @@ pub(crate) fn ops(
     keys: &Keyspace,
     snap: &Snapshot,
     alloc: &Allocation,
-    next: Option<&Allocation>,
+    next: Option<AllocClientStatus>,
     update: &AllocUpdate,
 ) -> Vec<Op> {
     let mut ops: Vec<Op> = update
@@ -124,8 +125,8 @@ pub(crate) fn ops(
         .iter()
         .map(|d| Op::delete(keys.service(&alloc.namespace, &d.service_name, &d.id)))
         .collect();
-    let live = next.is_some_and(|n| !alloc.is_terminal() && !n.client_status().is_terminal());
-    if !live {
+    let live = next.is_some_and(|n| !alloc.is_terminal() && !n.is_terminal());
+    if !live || update.registered.is_empty() {
         return ops;
     }
     let datacenter = snap
@@ -300,7 +301,7 @@ mod tests {
         let mut u = update(vec![forged]);
         u.deregistered = vec![instance("a1", "old", 1)];
         let alloc = stored_alloc(AllocClientStatus::Pending, AllocDesiredStatus::Run);
-        let ops = ops(&keys, &snap, &alloc, Some(&alloc), &u);
+        let ops = ops(&keys, &snap, &alloc, Some(alloc.client_status()), &u);
         assert_eq!(ops.len(), 2);
         assert_eq!(
             ops[0],
@@ -326,7 +327,7 @@ mod tests {
             (AllocClientStatus::Complete, AllocDesiredStatus::Run),
         ] {
             let done = stored_alloc(client, desired);
-            let ops = super::ops(&keys, &snap, &done, Some(&done), &u);
+            let ops = super::ops(&keys, &snap, &done, Some(done.client_status()), &u);
             assert_eq!(ops.len(), 1, "{client:?}/{desired:?}: only the delete");
             assert!(matches!(ops[0], Op::Delete(_)));
         }
@@ -334,7 +335,7 @@ mod tests {
         let mut complete = alloc.clone();
         complete.set_client_status(AllocClientStatus::Complete);
         assert_eq!(
-            super::ops(&keys, &snap, &alloc, Some(&complete), &u).len(),
+            super::ops(&keys, &snap, &alloc, Some(complete.client_status()), &u).len(),
             1
         );
         // A dropped report still deletes.

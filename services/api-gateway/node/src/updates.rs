@@ -16,7 +16,7 @@ use caravan_proto::{
     AllocClientStatus, AllocDesiredStatus, AllocStatus, AllocUpdate, Allocation, Evaluation, Job,
 };
 use caravan_state::status_batch::encode_batch;
-use caravan_state::{Keyspace, Snapshot, client_part, encode, status_guard};
+use caravan_state::{Keyspace, Snapshot, encode, lay_status, status_guard};
 use caravan_store::{Op, Revision, Txn};
 
 use crate::NodeApi;
@@ -78,33 +78,55 @@ fn storage_only_codes(i: usize, u: &AllocUpdate) -> Result<()> {
     Ok(())
 }
 
-/// `alloc` with the client's view from `update` applied.
-pub(crate) fn apply(alloc: &Allocation, update: &AllocUpdate, now: i64) -> Allocation {
-    let mut next = alloc.clone();
-    next.client_status = update.client_status;
-    next.client_description = update.client_description.clone();
-    if !update.task_states.is_empty() {
-        next.task_states = update.task_states.clone();
-        next.running_since_unix_ns = next
+/// The client's part of `alloc` once `update` is applied: what its job's
+/// status batch stores. Built from the update and the allocation's own
+/// client fields alone, without a copy of the allocation: a report changes
+/// only those.
+pub(crate) fn reported(alloc: &Allocation, update: &AllocUpdate, now: i64) -> AllocStatus {
+    let (task_states, running_since_unix_ns) = if update.task_states.is_empty() {
+        (alloc.task_states.clone(), alloc.running_since_unix_ns)
+    } else {
+        let started = update
             .task_states
             .values()
             .map(|t| t.started_at_unix_ns)
             .filter(|t| *t > 0)
             .min()
             .unwrap_or(0);
+        (update.task_states.clone(), started)
+    };
+    let held = alloc.deployment_status.as_ref();
+    // Canary is the servers' to set; health and its time are the client's.
+    let (deployment_healthy, deployment_timestamp_unix_ns) = match &update.deployment_status {
+        Some(reported) => (
+            reported.healthy,
+            if reported.timestamp_unix_ns != 0 {
+                reported.timestamp_unix_ns
+            } else {
+                now
+            },
+        ),
+        None => (
+            held.and_then(|d| d.healthy),
+            held.map_or(0, |d| d.timestamp_unix_ns),
+        ),
+    };
+    AllocStatus {
+        client_status: update.client_status,
+        client_description: update.client_description.clone(),
+        task_states,
+        running_since_unix_ns,
+        deployment_healthy,
+        deployment_timestamp_unix_ns,
+        modify_time_unix_ns: now,
+        client_description_code: 0,
+        times_relative: false,
     }
-    if let Some(reported) = &update.deployment_status {
-        let status = next.deployment_status.get_or_insert_with(Default::default);
-        // Canary is the servers' to set; health and its time are the client's.
-        status.healthy = reported.healthy;
-        status.timestamp_unix_ns = if reported.timestamp_unix_ns != 0 {
-            reported.timestamp_unix_ns
-        } else {
-            now
-        };
-    }
-    next.modify_time_unix_ns = now;
-    next
+}
+
+/// Whether `status` says the allocation is healthy in its deployment.
+fn healthy(status: &AllocStatus) -> bool {
+    status.deployment_healthy == Some(true)
 }
 
 /// Whether a client may report `update` for `alloc`: a finished allocation
@@ -123,7 +145,7 @@ pub(crate) fn may_report(alloc: &Allocation, update: &AllocUpdate) -> bool {
 /// stopped: service, system) complete. Nothing else would look at the job
 /// again, so the write carries an evaluation of it; a batch allocation that
 /// completes is done.
-fn needs_replacing(prev: &Allocation, next: &Allocation, job: &Job) -> bool {
+fn needs_replacing(prev: &Allocation, next: &AllocStatus, job: &Job) -> bool {
     if prev.desired_status() != AllocDesiredStatus::Run
         || next.client_status() == prev.client_status()
     {
@@ -140,7 +162,7 @@ fn needs_replacing(prev: &Allocation, next: &Allocation, job: &Job) -> bool {
 
 /// Whether `next` is the first report of an allocation the servers marked
 /// unknown (its node was disconnected) since its node came back.
-fn reconnected(prev: &Allocation, next: &Allocation) -> bool {
+fn reconnected(prev: &Allocation, next: &AllocStatus) -> bool {
     prev.client_status() == AllocClientStatus::Unknown
         && next.client_status() != AllocClientStatus::Unknown
 }
@@ -173,38 +195,54 @@ impl<'a> Drains<'a> {
     /// by its migrate strategy), so the job needs another evaluation to move
     /// the next batch (nothing else would wake it, as no process drives
     /// drains).
-    fn progressed(&mut self, prev: &Allocation, next: &Allocation) -> bool {
+    fn progressed(&mut self, prev: &Allocation, next: &AllocStatus) -> bool {
         if self.nodes.is_empty() {
             return false;
         }
-        let healthy = |a: &Allocation| {
-            a.deployment_status
-                .as_ref()
-                .is_some_and(|d| d.healthy == Some(true))
-        };
+        let was_healthy = prev
+            .deployment_status
+            .as_ref()
+            .is_some_and(|d| d.healthy == Some(true));
         let started = next.client_status() == AllocClientStatus::Running
             && prev.client_status() != AllocClientStatus::Running;
-        let turned_healthy = healthy(next) && !healthy(prev);
+        let turned_healthy = healthy(next) && !was_healthy;
         if !(started || turned_healthy) {
             return false;
         }
         let (snap, nodes) = (self.snap, &self.nodes);
         *self
             .jobs
-            .entry((next.namespace.clone(), next.job_id.clone()))
+            .entry((prev.namespace.clone(), prev.job_id.clone()))
             .or_insert_with(|| {
-                snap.allocs_by_job(&next.namespace, &next.job_id)
+                snap.allocs_by_job(&prev.namespace, &prev.job_id)
                     .any(|a| a.is_live() && nodes.contains(a.node_id.as_str()))
             })
     }
 }
 
-/// One batch's transaction, the evaluations it creates and the
-/// allocations it writes, as a reader will fold them.
+/// A status a batch writes, with the allocation it was checked against.
+#[derive(Clone, Debug)]
+pub(crate) struct Written {
+    pub(crate) base: Arc<Allocation>,
+    pub(crate) status: AllocStatus,
+}
+
+impl Written {
+    /// The allocation as a reader will fold it once the status is written
+    /// at `revision`.
+    pub(crate) fn folded(&self, revision: Revision) -> Allocation {
+        let mut alloc = Allocation::clone(&self.base);
+        lay_status(&mut alloc, &self.status, revision);
+        alloc
+    }
+}
+
+/// One batch's transaction, the evaluations it creates and the statuses it
+/// writes.
 pub(crate) struct Batch {
     pub(crate) txn: Txn,
     pub(crate) evals: Vec<Evaluation>,
-    pub(crate) written: Vec<Arc<Allocation>>,
+    pub(crate) written: Vec<Written>,
 }
 
 /// The transaction of one batch: each present allocation's status key
@@ -223,8 +261,8 @@ pub(crate) fn build_batch<'a>(
     now: i64,
 ) -> Batch {
     let mut txn = Txn::new();
-    // Each job's statuses, in the order reported.
-    let mut statuses: BTreeMap<(&str, &str), Vec<(&str, AllocStatus)>> = BTreeMap::new();
+    // Each job's statuses (their places in `written`), in the order reported.
+    let mut statuses: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
     // One evaluation per job; a failure's wins over a drain's.
     let mut failed_jobs: BTreeMap<(String, String), Evaluation> = BTreeMap::new();
     let mut drains = Drains::of(snap);
@@ -245,7 +283,7 @@ pub(crate) fn build_batch<'a>(
             }
             continue;
         }
-        let next = apply(alloc, update, now);
+        let next = reported(alloc, update, now);
         if let Some(job) = snap.job(&alloc.namespace, &alloc.job_id)
             && !job.stop
             && needs_replacing(alloc, &next, job)
@@ -274,17 +312,23 @@ pub(crate) fn build_batch<'a>(
                 .or_insert_with(|| evals::for_job(job, trigger::NODE_DRAIN));
         }
         txn = txn.when(status_guard(keys, alloc));
+        for op in registered::ops(keys, snap, alloc, Some(next.client_status()), update) {
+            txn = txn.and_then(op);
+        }
         statuses
             .entry((&alloc.namespace, &alloc.job_id))
             .or_default()
-            .push((&alloc.id, client_part(&next)));
-        for op in registered::ops(keys, snap, alloc, Some(&next), update) {
-            txn = txn.and_then(op);
-        }
-        written.push(Arc::new(next));
+            .push(written.len());
+        written.push(Written {
+            base: Arc::clone(alloc),
+            status: next,
+        });
     }
-    for ((namespace, job_id), entries) in statuses {
-        let entries = entries.iter().map(|(id, status)| (*id, status, 0));
+    for ((namespace, job_id), places) in statuses {
+        let entries = places.iter().map(|&i| {
+            let w: &Written = &written[i];
+            (w.base.id.as_str(), &w.status, 0)
+        });
         txn = txn.and_then(Op::put(
             keys.job_status(namespace, job_id, batch),
             encode_batch(entries),
@@ -445,7 +489,12 @@ mod tests {
                 ..Default::default()
             },
         );
-        let next = apply(&a, &update, 99);
+        let status = reported(&a, &update, 99);
+        let next = Written {
+            base: Arc::new(a),
+            status,
+        }
+        .folded(7);
         assert_eq!(next.client_description, "Tasks are running");
         assert_eq!(next.task_states["app"].state, "running");
         let ds = next.deployment_status.unwrap();
@@ -453,6 +502,45 @@ mod tests {
         assert!(ds.canary, "the server's canary flag stays");
         assert_eq!(ds.timestamp_unix_ns, 99);
         assert_eq!(next.modify_time_unix_ns, 99);
+        assert_eq!(next.client_modify_revision, 7);
+    }
+
+    /// A report without task states or health keeps the allocation's own,
+    /// as the status a reader folds.
+    #[test]
+    fn a_report_keeps_what_it_does_not_carry() {
+        let mut a = alloc("a1");
+        a.task_states.insert(
+            "app".into(),
+            TaskState {
+                state: "running".into(),
+                started_at_unix_ns: 40,
+                ..Default::default()
+            },
+        );
+        a.running_since_unix_ns = 40;
+        a.deployment_status = Some(AllocDeploymentStatus {
+            healthy: Some(true),
+            timestamp_unix_ns: 50,
+            canary: true,
+        });
+        let mut update = AllocUpdate {
+            alloc_id: "a1".into(),
+            client_description: "still running".into(),
+            ..Default::default()
+        };
+        update.set_client_status(AllocClientStatus::Running);
+        let status = reported(&a, &update, 99);
+        assert_eq!(status.task_states["app"].started_at_unix_ns, 40);
+        assert_eq!(status.running_since_unix_ns, 40);
+        assert_eq!(
+            (
+                status.deployment_healthy,
+                status.deployment_timestamp_unix_ns
+            ),
+            (Some(true), 50)
+        );
+        assert_eq!(status.modify_time_unix_ns, 99);
     }
 
     #[test]
@@ -644,7 +732,7 @@ mod tests {
         assert_eq!(batch.evals.len(), 1, "{:?}", batch.evals);
         assert_eq!(batch.evals[0].triggered_by, "reconnect");
         assert_eq!(batch.evals[0].related_alloc_ids, vec!["a1"]);
-        let written = &batch.written[0];
+        let written = &batch.written[0].folded(6);
         assert_eq!(written.client_status(), AllocClientStatus::Running);
         assert_eq!(written.running_since_unix_ns, 42, "when its tasks started");
         assert_eq!(
