@@ -210,6 +210,17 @@ impl LeaderChannel {
         self.connect(addr)
     }
 
+    /// The handler of type `H` of the leader, when the leader
+    /// [`Self::channel`] found is a service of this process that registered
+    /// one ([`crate::local::register_with_handler`]).
+    pub fn local_handler<H: std::any::Any + Clone>(&self) -> Option<H> {
+        let cached = self.cached.lock();
+        match cached.as_ref()? {
+            (addr, Transport::Local(_)) => crate::local::handler(addr),
+            (_, Transport::Remote(_)) => None,
+        }
+    }
+
     /// The leader's address, if one is known right now.
     pub fn cached_address(&self) -> Option<String> {
         self.cached.lock().as_ref().map(|(a, _)| a.clone())

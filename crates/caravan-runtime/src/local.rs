@@ -13,6 +13,12 @@
 //! separate processes, and tests that put a service behind a proxy or a
 //! fault, keep the network path.
 //!
+//! A service may register its handler too ([`register_with_handler`]): a
+//! caller that knows the handler's type then calls it with the request as
+//! it stands ([`handler`], [`call_handler`]), skipping the encoding and
+//! decoding of the message as well (the plan-applier's `SubmitPlan`, whose
+//! plans carry a thousand allocations at a time).
+//!
 //! What the direct path leaves out is the server's layers: the TLS role
 //! check (the caller is the process itself, which holds the server's
 //! identity), the INVALID_ARGUMENT answer to a body that does not decode
@@ -22,10 +28,12 @@
 //! is kept: a call that outlives it is answered DEADLINE_EXCEEDED, as the
 //! channel would answer it.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::LazyLock;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -50,7 +58,18 @@ static LOCAL_CALLS: LazyLock<caravan_metrics::IntCounterVec> = LazyLock::new(|| 
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-static REGISTRY: LazyLock<Mutex<HashMap<String, (u64, LocalService)>>> =
+/// A service's handler, as registered: downcast by callers that know its
+/// type (e.g. `Arc<dyn PlanApplierService>`).
+type Handler = Arc<dyn Any + Send + Sync>;
+
+/// What an address of this process serves.
+struct Entry {
+    id: u64,
+    service: LocalService,
+    handler: Option<Handler>,
+}
+
+static REGISTRY: LazyLock<Mutex<HashMap<String, Entry>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// Lets services of this process call each other directly from now on.
@@ -76,7 +95,7 @@ impl Drop for Registration {
         let mut registry = REGISTRY.lock();
         if registry
             .get(&self.address)
-            .is_some_and(|(id, _)| *id == self.id)
+            .is_some_and(|entry| entry.id == self.id)
         {
             registry.remove(&self.address);
         }
@@ -95,13 +114,41 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
+    insert(address, BoxCloneSyncService::new(service), None)
+}
+
+/// [`register`], with the handler behind `service`, which callers that
+/// know its type `H` may call directly ([`handler`]).
+pub fn register_with_handler<S, H>(address: &str, service: S, handler: H) -> Option<Registration>
+where
+    S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+    H: Any + Send + Sync,
+{
+    insert(
+        address,
+        BoxCloneSyncService::new(service),
+        Some(Arc::new(handler)),
+    )
+}
+
+fn insert(address: &str, service: LocalService, handler: Option<Handler>) -> Option<Registration> {
     if !enabled() || address.is_empty() {
         return None;
     }
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    REGISTRY
-        .lock()
-        .insert(address.to_string(), (id, BoxCloneSyncService::new(service)));
+    REGISTRY.lock().insert(
+        address.to_string(),
+        Entry {
+            id,
+            service,
+            handler,
+        },
+    );
     Some(Registration {
         address: address.to_string(),
         id,
@@ -125,7 +172,41 @@ pub fn lookup(address: &str) -> Option<LocalService> {
     if !enabled() {
         return None;
     }
-    REGISTRY.lock().get(address).map(|(_, s)| s.clone())
+    REGISTRY.lock().get(address).map(|e| e.service.clone())
+}
+
+/// The handler of type `H` registered at `address` in this process, if any.
+pub fn handler<H: Any + Clone>(address: &str) -> Option<H> {
+    if !enabled() {
+        return None;
+    }
+    REGISTRY
+        .lock()
+        .get(address)?
+        .handler
+        .as_ref()?
+        .downcast_ref::<H>()
+        .cloned()
+}
+
+/// Runs `call`, a call of `method` (its gRPC path) straight to a handler
+/// of this process, within `deadline` as a channel would: counted as a
+/// direct call, answered DEADLINE_EXCEEDED when it outlives it.
+pub async fn call_handler<T>(
+    method: &'static str,
+    deadline: Duration,
+    call: impl Future<Output = Result<T, tonic::Status>>,
+) -> Result<T, tonic::Status> {
+    LOCAL_CALLS.with_label_values(&[method]).inc();
+    tokio::time::timeout(deadline, call)
+        .await
+        .unwrap_or_else(|_| Err(deadline_exceeded(deadline)))
+}
+
+fn deadline_exceeded(deadline: Duration) -> tonic::Status {
+    tonic::Status::deadline_exceeded(format!(
+        "no answer within the call's deadline ({deadline:?})"
+    ))
 }
 
 /// The way to a leader: over the network, or straight to a service of this
@@ -180,11 +261,9 @@ impl Service<http::Request<Body>> for Transport {
                 let call = service.clone().oneshot(req);
                 Box::pin(async move {
                     let answered = match deadline {
-                        Some(d) => tokio::time::timeout(d, call).await.map_err(|_| {
-                            BoxError::from(tonic::Status::deadline_exceeded(format!(
-                                "no answer within the call's deadline ({d:?})"
-                            )))
-                        })?,
+                        Some(d) => tokio::time::timeout(d, call)
+                            .await
+                            .map_err(|_| BoxError::from(deadline_exceeded(d)))?,
                         None => call.await,
                     };
                     Ok(answered.unwrap_or_else(|never| match never {}))

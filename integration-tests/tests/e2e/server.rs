@@ -120,13 +120,20 @@ async fn server_processes_share_one_watch_and_fail_over_as_a_whole() {
     run_job(&c, "two", 3).await;
     // Now server-2 leads, and its worker calls its own broker directly.
     let readings = service_traffic::read_all(&c.metrics_addrs()).await;
-    let (_, direct) = readings
+    let server_2 = readings
         .iter()
         .find(|(n, _)| n == "server-2")
-        .map(|(_, r)| r.grpc_calls(DEQUEUE))
+        .map(|(_, r)| r)
         .expect("server-2's metrics");
+    let (_, direct) = server_2.grpc_calls(DEQUEUE);
     assert!(
         direct >= 1.0,
         "server-2's worker dequeued in process: {direct}"
+    );
+    // Its plans went to its own applier in process, none over its port.
+    let (served, handed) = server_2.grpc_calls("/caravan.v1.PlanApplierService/SubmitPlan");
+    assert!(
+        handed >= 1.0 && served == 0.0,
+        "server-2's worker planned in process: {handed} direct, {served} served"
     );
 }

@@ -104,7 +104,15 @@ impl Service for PlanApplierService {
         let grpc = PlanApplierServiceServer::new(PlanApplierGrpc::new(applier.clone()))
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        let _direct = caravan_runtime::local::register(&serving.advertise_addr, grpc.clone());
+        // Workers of this process hand plans to the handler as they stand,
+        // without encoding a thousand allocations to decode them again.
+        let handler: Arc<dyn plan_applier_service_server::PlanApplierService> =
+            Arc::new(PlanApplierGrpc::new(applier.clone()));
+        let _direct = caravan_runtime::local::register_with_handler(
+            &serving.advertise_addr,
+            grpc.clone(),
+            handler,
+        );
         let router = serving.router.add_service(grpc);
         let (local, address) = (serving.local_addr, serving.advertise_addr);
         tracing::info!(%local, %address, prefix, "plan-applier serving");

@@ -5,10 +5,12 @@
 //! resubmitted blindly.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use caravan_proto::eval_broker_service_client::EvalBrokerServiceClient;
 use caravan_proto::plan_applier_service_client::PlanApplierServiceClient;
+use caravan_proto::plan_applier_service_server::PlanApplierService;
 use caravan_proto::*;
 use caravan_runtime::Backoff;
 use caravan_runtime::leader::LeaderChannel;
@@ -23,6 +25,9 @@ use crate::error::WorkerError;
 /// The largest message exchanged with the applier: plans of thousands of
 /// allocations exceed tonic's default of 4 MiB.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// `SubmitPlan`'s gRPC path, as direct calls are counted by.
+const SUBMIT_PLAN: &str = "/caravan.v1.PlanApplierService/SubmitPlan";
 
 /// First pause before asking again.
 const BACKOFF_MIN: Duration = Duration::from_millis(20);
@@ -267,31 +272,20 @@ impl ApplierClient {
         let request = SubmitPlanRequest { plan: Some(plan) };
         loop {
             let status = match self.channel.channel().await {
-                Ok(ch) => {
-                    let mut client = PlanApplierServiceClient::new(ch)
-                        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-                        .max_encoding_message_size(MAX_MESSAGE_BYTES);
-                    let mut r = caravan_runtime::trace::request(request.clone());
-                    r.set_timeout(self.rpc_timeout);
-                    match client.submit_plan(r).await {
-                        Ok(resp) => {
-                            return Ok(Submitted::Result(Box::new(
-                                resp.into_inner().result.unwrap_or_default(),
-                            )));
+                Ok(ch) => match self.call(ch, &request).await {
+                    Ok(result) => return Ok(Submitted::Result(Box::new(result))),
+                    Err(status) => {
+                        self.channel.on_error(&status);
+                        if status.code() == Code::Unavailable
+                            && !refused_by_follower(&status)
+                            && !never_sent(&status)
+                            && !not_applied(&status)
+                        {
+                            return Ok(Submitted::Unknown(status));
                         }
-                        Err(status) => {
-                            self.channel.on_error(&status);
-                            if status.code() == Code::Unavailable
-                                && !refused_by_follower(&status)
-                                && !never_sent(&status)
-                                && !not_applied(&status)
-                            {
-                                return Ok(Submitted::Unknown(status));
-                            }
-                            status
-                        }
+                        status
                     }
-                }
+                },
                 Err(status) => status,
             };
             // Refusals that wrote nothing (a follower, a connection never
@@ -305,6 +299,32 @@ impl ApplierClient {
             }
             backoff.wait().await;
         }
+    }
+
+    /// One call of `SubmitPlan`: straight to the handler when the leader is
+    /// the applier of this process (the plan as it stands, not encoded and
+    /// decoded again), else through `ch`.
+    async fn call(&self, ch: Transport, request: &SubmitPlanRequest) -> Result<PlanResult, Status> {
+        let answer = match self.channel.local_handler::<Arc<dyn PlanApplierService>>() {
+            Some(applier) => {
+                let r = tonic::Request::new(request.clone());
+                caravan_runtime::local::call_handler(
+                    SUBMIT_PLAN,
+                    self.rpc_timeout,
+                    applier.submit_plan(r),
+                )
+                .await?
+            }
+            None => {
+                let mut client = PlanApplierServiceClient::new(ch)
+                    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                    .max_encoding_message_size(MAX_MESSAGE_BYTES);
+                let mut r = caravan_runtime::trace::request(request.clone());
+                r.set_timeout(self.rpc_timeout);
+                client.submit_plan(r).await?
+            }
+        };
+        Ok(answer.into_inner().result.unwrap_or_default())
     }
 
     /// Waits until an applier leader is known again (after a failure of
@@ -345,6 +365,92 @@ mod tests {
             "transport error"
         )));
         assert!(!refused_by_follower(&Status::failed_precondition("token")));
+    }
+
+    /// An applier answering with what it was handed; `over_port` tells the
+    /// path a call took.
+    struct Applier {
+        over_port: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl PlanApplierService for Applier {
+        async fn submit_plan(
+            &self,
+            request: tonic::Request<SubmitPlanRequest>,
+        ) -> Result<tonic::Response<SubmitPlanResponse>, Status> {
+            if self.over_port {
+                return Err(Status::internal("decoded from the port's body"));
+            }
+            let plan = request.into_inner().plan.unwrap_or_default();
+            Ok(tonic::Response::new(SubmitPlanResponse {
+                result: Some(PlanResult {
+                    rejected_nodes: vec![plan.eval_id],
+                    ..Default::default()
+                }),
+            }))
+        }
+    }
+
+    /// A worker whose applier leader is a handler of its own process hands
+    /// it the plan as built: the port's service (which would decode it) is
+    /// never called.
+    #[tokio::test]
+    async fn a_plan_for_an_applier_of_this_process_goes_to_its_handler() {
+        use caravan_proto::plan_applier_service_server::PlanApplierServiceServer;
+        use caravan_store::{MemStore, Store};
+        use tokio_util::sync::CancellationToken;
+
+        caravan_runtime::local::enable();
+        let store: Arc<dyn Store> = Arc::new(MemStore::new());
+        let address = "worker-test-applier:1";
+        let handler: Arc<dyn PlanApplierService> = Arc::new(Applier { over_port: false });
+        let _registered = caravan_runtime::local::register_with_handler(
+            address,
+            PlanApplierServiceServer::new(Applier { over_port: true }),
+            handler,
+        )
+        .expect("enabled");
+        let (stop, leads) = (
+            CancellationToken::new(),
+            Arc::new(tokio::sync::Notify::new()),
+        );
+        let leading = {
+            let (store, stop, leads) = (store.clone(), stop.clone(), leads.clone());
+            tokio::spawn(async move {
+                caravan_runtime::leader::serve_as_leader(
+                    store,
+                    "/w",
+                    PLAN_APPLIER,
+                    address,
+                    Duration::from_secs(5),
+                    stop,
+                    |_l, stop| {
+                        leads.notify_one();
+                        async move { stop.cancelled().await }
+                    },
+                )
+                .await
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(2), leads.notified())
+            .await
+            .expect("leads");
+        let client = ApplierClient::new(
+            LeaderChannel::new(store, "/w", PLAN_APPLIER),
+            Duration::from_secs(2),
+            Duration::from_secs(2),
+        );
+        let plan = Plan {
+            eval_id: "e1".into(),
+            ..Default::default()
+        };
+        match client.submit(plan).await.expect("answered") {
+            Submitted::Result(result) => assert_eq!(result.rejected_nodes, vec!["e1"]),
+            Submitted::Unknown(status) => panic!("not answered by the handler: {status:?}"),
+        }
+        stop.cancel();
+        leading.await.unwrap();
     }
 
     #[tokio::test]

@@ -28,13 +28,13 @@ fn check(service: &str) -> HealthCheckRequest {
     }
 }
 
-#[tokio::test]
-async fn a_leader_of_this_process_is_called_without_the_network() {
-    enable();
-    let store: Arc<dyn Store> = Arc::new(MemStore::new());
-    // No listener at this address: only the direct path can answer.
-    let address = "local-test-leader:1";
-    let registered = register(address, health("caravan.v1.Probe").await).expect("enabled");
+/// Campaigns as the leader of `service` under `/local` at `address` until
+/// the returned token is cancelled; returns once it leads.
+async fn lead(
+    store: &Arc<dyn Store>,
+    service: &'static str,
+    address: &'static str,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let stop = CancellationToken::new();
     let terms = Arc::new(AtomicUsize::new(0));
     let leading = {
@@ -43,7 +43,7 @@ async fn a_leader_of_this_process_is_called_without_the_network() {
             serve_as_leader(
                 store,
                 "/local",
-                "probe",
+                service,
                 address,
                 Duration::from_secs(5),
                 stop,
@@ -65,6 +65,17 @@ async fn a_leader_of_this_process_is_called_without_the_network() {
     })
     .await
     .expect("leads");
+    (stop, leading)
+}
+
+#[tokio::test]
+async fn a_leader_of_this_process_is_called_without_the_network() {
+    enable();
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    // No listener at this address: only the direct path can answer.
+    let address = "local-test-leader:1";
+    let registered = register(address, health("caravan.v1.Probe").await).expect("enabled");
+    let (stop, leading) = lead(&store, "probe", address).await;
 
     let channel = LeaderChannel::new(store.clone(), "/local", "probe");
     let transport = channel.channel().await.expect("leader known");
@@ -146,4 +157,59 @@ fn grpc_timeouts_are_read_in_every_unit() {
     assert_eq!(header("9x"), None);
     assert_eq!(header("m"), None);
     assert_eq!(grpc_timeout(&http::HeaderMap::new()), None);
+}
+
+/// A handler a service registered beside it: found by its type through the
+/// leader's channel, called with the request as it stands, counted, and held
+/// to the caller's deadline; a type it is not, or a remote leader, finds none.
+#[tokio::test]
+async fn a_registered_handler_is_called_with_the_request_as_it_stands() {
+    enable();
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    let address = "local-test-handler:1";
+    let handler: Arc<dyn Fn(u32) -> u32 + Send + Sync> = Arc::new(|n| n + 1);
+    let registered = register_with_handler(address, health("").await, handler).expect("enabled");
+    assert!(
+        handler_of_type::<Arc<String>>(address).is_none(),
+        "not that type"
+    );
+    let (stop, leading) = lead(&store, "handler", address).await;
+    let channel = LeaderChannel::new(store, "/local", "handler");
+    assert!(
+        channel
+            .local_handler::<Arc<dyn Fn(u32) -> u32 + Send + Sync>>()
+            .is_none(),
+        "not resolved yet"
+    );
+    assert!(channel.channel().await.expect("leader known").is_local());
+    let found = channel
+        .local_handler::<Arc<dyn Fn(u32) -> u32 + Send + Sync>>()
+        .expect("the leader's handler");
+    let before = LOCAL_CALLS.with_label_values(&["/test.Handler/Add"]).get();
+    let answer = call_handler("/test.Handler/Add", Duration::from_secs(1), async {
+        Ok::<_, tonic::Status>(found(41))
+    })
+    .await
+    .expect("answered");
+    assert_eq!(answer, 42);
+    assert_eq!(
+        LOCAL_CALLS.with_label_values(&["/test.Handler/Add"]).get(),
+        before + 1
+    );
+    let late = call_handler(
+        "/test.Handler/Add",
+        Duration::from_millis(20),
+        std::future::pending::<Result<u32, tonic::Status>>(),
+    )
+    .await
+    .expect_err("no answer");
+    assert_eq!(late.code(), Code::DeadlineExceeded, "{late:?}");
+    drop(registered);
+    assert!(handler_of_type::<Arc<dyn Fn(u32) -> u32 + Send + Sync>>(address).is_none());
+    stop.cancel();
+    leading.await.unwrap();
+}
+
+fn handler_of_type<H: Any + Clone>(address: &str) -> Option<H> {
+    handler::<H>(address)
 }
