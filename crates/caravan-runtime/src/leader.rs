@@ -212,7 +212,7 @@ impl LeaderChannel {
 
     /// The handler of type `H` of the leader, when the leader
     /// [`Self::channel`] found is a service of this process that registered
-    /// one ([`crate::local::register_with_handler`]).
+    /// one ([`crate::local::Registration::with_handler`]).
     pub fn local_handler<H: std::any::Any + Clone>(&self) -> Option<H> {
         let cached = self.cached.lock();
         match cached.as_ref()? {

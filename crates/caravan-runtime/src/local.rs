@@ -13,7 +13,7 @@
 //! separate processes, and tests that put a service behind a proxy or a
 //! fault, keep the network path.
 //!
-//! A service may register its handler too ([`register_with_handler`]): a
+//! A service may register its handler too ([`Registration::with_handler`]): a
 //! caller that knows the handler's type then calls it with the request as
 //! it stands ([`handler`], [`call_handler`]), skipping the encoding and
 //! decoding of the message as well (the plan-applier's `SubmitPlan`, whose
@@ -114,29 +114,6 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    insert(address, BoxCloneSyncService::new(service), None)
-}
-
-/// [`register`], with the handler behind `service`, which callers that
-/// know its type `H` may call directly ([`handler`]).
-pub fn register_with_handler<S, H>(address: &str, service: S, handler: H) -> Option<Registration>
-where
-    S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-    H: Any + Send + Sync,
-{
-    insert(
-        address,
-        BoxCloneSyncService::new(service),
-        Some(Arc::new(handler)),
-    )
-}
-
-fn insert(address: &str, service: LocalService, handler: Option<Handler>) -> Option<Registration> {
     if !enabled() || address.is_empty() {
         return None;
     }
@@ -145,14 +122,29 @@ fn insert(address: &str, service: LocalService, handler: Option<Handler>) -> Opt
         address.to_string(),
         Entry {
             id,
-            service,
-            handler,
+            service: BoxCloneSyncService::new(service),
+            handler: None,
         },
     );
     Some(Registration {
         address: address.to_string(),
         id,
     })
+}
+
+impl Registration {
+    /// Registers `handler`, the handler behind this registration's service,
+    /// which callers that know its type `H` may call directly ([`handler`]).
+    pub fn with_handler<H: Any + Send + Sync>(self, handler: H) -> Self {
+        if let Some(entry) = REGISTRY
+            .lock()
+            .get_mut(&self.address)
+            .filter(|entry| entry.id == self.id)
+        {
+            entry.handler = Some(Arc::new(handler));
+        }
+        self
+    }
 }
 
 /// Holds the registration of a service made where it cannot be kept (in a

@@ -108,11 +108,8 @@ impl Service for PlanApplierService {
         // without encoding a thousand allocations to decode them again.
         let handler: Arc<dyn plan_applier_service_server::PlanApplierService> =
             Arc::new(PlanApplierGrpc::new(applier.clone()));
-        let _direct = caravan_runtime::local::register_with_handler(
-            &serving.advertise_addr,
-            grpc.clone(),
-            handler,
-        );
+        let _direct = caravan_runtime::local::register(&serving.advertise_addr, grpc.clone())
+            .map(|r| r.with_handler(handler));
         let router = serving.router.add_service(grpc);
         let (local, address) = (serving.local_addr, serving.advertise_addr);
         tracing::info!(%local, %address, prefix, "plan-applier serving");

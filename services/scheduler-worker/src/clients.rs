@@ -405,12 +405,12 @@ mod tests {
         let store: Arc<dyn Store> = Arc::new(MemStore::new());
         let address = "worker-test-applier:1";
         let handler: Arc<dyn PlanApplierService> = Arc::new(Applier { over_port: false });
-        let _registered = caravan_runtime::local::register_with_handler(
+        let _registered = caravan_runtime::local::register(
             address,
             PlanApplierServiceServer::new(Applier { over_port: true }),
-            handler,
         )
-        .expect("enabled");
+        .expect("enabled")
+        .with_handler(handler);
         let (stop, leads) = (
             CancellationToken::new(),
             Arc::new(tokio::sync::Notify::new()),

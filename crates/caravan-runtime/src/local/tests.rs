@@ -168,7 +168,9 @@ async fn a_registered_handler_is_called_with_the_request_as_it_stands() {
     let store: Arc<dyn Store> = Arc::new(MemStore::new());
     let address = "local-test-handler:1";
     let handler: Arc<dyn Fn(u32) -> u32 + Send + Sync> = Arc::new(|n| n + 1);
-    let registered = register_with_handler(address, health("").await, handler).expect("enabled");
+    let registered = register(address, health("").await)
+        .expect("enabled")
+        .with_handler(handler);
     assert!(
         handler_of_type::<Arc<String>>(address).is_none(),
         "not that type"
