@@ -101,13 +101,14 @@ impl Service for PlanApplierService {
             tokens,
             Settings::from(&config),
         ));
-        let grpc = PlanApplierServiceServer::new(PlanApplierGrpc::new(applier.clone()))
+        let handler = Arc::new(PlanApplierGrpc::new(applier.clone()));
+        let grpc = PlanApplierServiceServer::from_arc(handler.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        // Workers of this process hand plans to the handler as they stand,
-        // without encoding a thousand allocations to decode them again.
-        let handler: Arc<dyn plan_applier_service_server::PlanApplierService> =
-            Arc::new(PlanApplierGrpc::new(applier.clone()));
+        // Workers of this process hand plans to the handler the port serves
+        // as they stand, without encoding a thousand allocations to decode
+        // them again.
+        let handler: Arc<dyn plan_applier_service_server::PlanApplierService> = handler;
         let _direct = caravan_runtime::local::register(&serving.advertise_addr, grpc.clone())
             .map(|r| r.with_handler(handler));
         let router = serving.router.add_service(grpc);

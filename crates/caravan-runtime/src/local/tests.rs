@@ -159,6 +159,9 @@ fn grpc_timeouts_are_read_in_every_unit() {
     assert_eq!(grpc_timeout(&http::HeaderMap::new()), None);
 }
 
+/// A handler as the tests register one.
+type AddOne = Arc<dyn Fn(u32) -> u32 + Send + Sync>;
+
 /// A handler a service registered beside it: found by its type through the
 /// leader's channel, called with the request as it stands, counted, and held
 /// to the caller's deadline; a type it is not, or a remote leader, finds none.
@@ -167,25 +170,20 @@ async fn a_registered_handler_is_called_with_the_request_as_it_stands() {
     enable();
     let store: Arc<dyn Store> = Arc::new(MemStore::new());
     let address = "local-test-handler:1";
-    let handler: Arc<dyn Fn(u32) -> u32 + Send + Sync> = Arc::new(|n| n + 1);
+    let add_one: AddOne = Arc::new(|n| n + 1);
     let registered = register(address, health("").await)
         .expect("enabled")
-        .with_handler(handler);
-    assert!(
-        handler_of_type::<Arc<String>>(address).is_none(),
-        "not that type"
-    );
+        .with_handler(add_one);
+    assert!(handler::<Arc<String>>(address).is_none(), "not that type");
     let (stop, leading) = lead(&store, "handler", address).await;
     let channel = LeaderChannel::new(store, "/local", "handler");
     assert!(
-        channel
-            .local_handler::<Arc<dyn Fn(u32) -> u32 + Send + Sync>>()
-            .is_none(),
+        channel.local_handler::<AddOne>().is_none(),
         "not resolved yet"
     );
     assert!(channel.channel().await.expect("leader known").is_local());
     let found = channel
-        .local_handler::<Arc<dyn Fn(u32) -> u32 + Send + Sync>>()
+        .local_handler::<AddOne>()
         .expect("the leader's handler");
     let before = LOCAL_CALLS.with_label_values(&["/test.Handler/Add"]).get();
     let answer = call_handler("/test.Handler/Add", Duration::from_secs(1), async {
@@ -207,11 +205,7 @@ async fn a_registered_handler_is_called_with_the_request_as_it_stands() {
     .expect_err("no answer");
     assert_eq!(late.code(), Code::DeadlineExceeded, "{late:?}");
     drop(registered);
-    assert!(handler_of_type::<Arc<dyn Fn(u32) -> u32 + Send + Sync>>(address).is_none());
+    assert!(handler::<AddOne>(address).is_none());
     stop.cancel();
     leading.await.unwrap();
-}
-
-fn handler_of_type<H: Any + Clone>(address: &str) -> Option<H> {
-    handler::<H>(address)
 }
