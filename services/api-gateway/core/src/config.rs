@@ -62,12 +62,20 @@ pub struct GatewayConfig {
     /// 0 writes at once whatever has arrived.
     pub status_batch_linger_ms: u64,
     /// Most client status updates waiting for the writer. A report that
-    /// would go beyond is refused at once (UNAVAILABLE) rather than queued:
-    /// its node keeps the newest state of each allocation and sends it
-    /// again after a backoff, so a backlog costs the nodes one state per
-    /// allocation instead of costing the gateway every report in flight and
-    /// every copy a timed-out caller sent again.
+    /// would go beyond waits for room (see `status_backlog_wait_ms`), then
+    /// is refused (UNAVAILABLE) rather than queued: its node keeps the
+    /// newest state of each allocation and sends it again after a backoff,
+    /// so a backlog costs the nodes one state per allocation instead of
+    /// costing the gateway every report in flight and every copy a
+    /// timed-out caller sent again.
     pub status_backlog_max_allocs: usize,
+    /// How long a client status report waits for room in a full backlog
+    /// before it is refused; 0 refuses it at once. A node sends one report
+    /// at a time, so a report that waits holds the node's newer states at
+    /// the node, merged one per allocation, where a refused one is sent,
+    /// decoded and refused again after each backoff. Keep it well under
+    /// the nodes' call timeout (10 s), which also covers the write.
+    pub status_backlog_wait_ms: u64,
     /// The key Nomad Variables are encrypted with: base64 of 32 random bytes
     /// (`caravan dev` makes one per data dir). Every replica needs the same
     /// key; without one (here or in `variables_key_file`) the variables API
@@ -114,6 +122,7 @@ impl Default for GatewayConfig {
             status_batch_max_allocs: 1000,
             status_batch_linger_ms: 50,
             status_backlog_max_allocs: 8000,
+            status_backlog_wait_ms: 3000,
             variables_key: String::new(),
             variables_key_file: String::new(),
             oidc_issuer: String::new(),

@@ -70,6 +70,7 @@ impl NodeApi {
                 max_allocs: config.status_batch_max_allocs,
                 linger: Duration::from_millis(config.status_batch_linger_ms),
                 max_backlog: config.status_backlog_max_allocs,
+                backlog_wait: Duration::from_millis(config.status_backlog_wait_ms),
                 own: Default::default(),
             },
             gw.shutdown.clone(),

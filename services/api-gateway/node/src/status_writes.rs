@@ -11,7 +11,6 @@
 //! transaction that carried its updates.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use caravan_model::now_unix_ns;
 
@@ -20,7 +19,7 @@ use caravan_state::{AllocDetail, Informer, Keyspace, read_alloc_values_of_jobs};
 use caravan_store::{Revision, Store};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::own_writes::OwnWrites;
@@ -29,12 +28,14 @@ use crate::updates::{Batch, Current, build_batch};
 use caravan_gateway_core::error::{GatewayError, Result};
 
 /// Requests waiting for the writer; beyond this, callers wait to queue
-/// (the backlog bound, in updates, usually refuses them first).
+/// (the backlog bound, in updates, usually holds them first).
 const QUEUE: usize = 4096;
 
 struct Request {
     current: Current,
     respond: oneshot::Sender<Result<Revision>>,
+    /// The backlog's room it holds, given back when the writer takes it.
+    room: usize,
 }
 
 /// What the writer needs from the gateway.
@@ -50,6 +51,9 @@ pub(crate) struct WriterContext {
     pub(crate) linger: Duration,
     /// Most updates waiting for the writer (see `status_backlog_max_allocs`).
     pub(crate) max_backlog: usize,
+    /// How long a report waits for room in a full backlog before it is
+    /// refused (see `status_backlog_wait_ms`).
+    pub(crate) backlog_wait: Duration,
     /// The writer's last writes, until the cache shows them.
     pub(crate) own: OwnWrites,
 }
@@ -61,44 +65,86 @@ pub struct StatusWrites {
     backlog: Backlog,
 }
 
-/// Updates sent to the writer and not yet taken by it.
+/// Updates sent to the writer and not yet taken by it, as room held in a
+/// semaphore of `max` permits, one per update. A report waits for room in
+/// the order reports came (the semaphore is fair); one larger than the
+/// whole backlog takes all of it, so no report is too big ever to be
+/// written.
 #[derive(Clone, Debug)]
 struct Backlog {
-    waiting: Arc<AtomicUsize>,
+    room: Arc<Semaphore>,
     max: usize,
+    wait: Duration,
 }
 
 impl Backlog {
-    /// Counts `n` more updates in, unless they would take the backlog beyond
-    /// its bound; an empty backlog takes any number, so no report is too
-    /// big ever to be written. Returns how many were waiting when refused.
-    fn admit(&self, n: usize) -> std::result::Result<(), usize> {
-        let mut waiting = self.waiting.load(Ordering::Relaxed);
-        loop {
-            self.room(waiting, n)?;
-            match self.waiting.compare_exchange_weak(
-                waiting,
-                waiting + n,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Ok(()),
-                Err(now) => waiting = now,
+    fn new(max: usize, wait: Duration) -> Self {
+        let max = max.clamp(1, u32::MAX as usize);
+        Backlog {
+            room: Arc::new(Semaphore::new(max)),
+            max,
+            wait,
+        }
+    }
+
+    /// Holds room for `n` more updates, waiting up to the backlog's wait
+    /// for it; `Err(waiting)`, the updates waiting then, if none came.
+    async fn admit(&self, n: usize) -> std::result::Result<Room, usize> {
+        let want = n.min(self.max);
+        let permits = u32::try_from(want).unwrap_or(u32::MAX);
+        let held = if self.wait.is_zero() {
+            self.room.try_acquire_many(permits).ok()
+        } else {
+            tokio::time::timeout(self.wait, self.room.acquire_many(permits))
+                .await
+                .ok()
+                .and_then(std::result::Result::ok)
+        };
+        match held {
+            Some(permit) => {
+                permit.forget();
+                Ok(Room {
+                    backlog: self.clone(),
+                    held: want,
+                })
             }
+            None => Err(self.waiting()),
         }
     }
 
-    /// Whether `n` more updates fit beside `waiting`; `Err(waiting)` if not.
-    fn room(&self, waiting: usize, n: usize) -> std::result::Result<(), usize> {
-        if waiting > 0 && waiting + n > self.max {
-            return Err(waiting);
-        }
-        Ok(())
+    /// Updates waiting for the writer now.
+    fn waiting(&self) -> usize {
+        self.max.saturating_sub(self.room.available_permits())
     }
 
-    /// `n` updates left the queue (taken by the writer, or never sent).
+    /// Gives back room for `n` updates (taken by the writer, or never sent).
     fn release(&self, n: usize) {
-        self.waiting.fetch_sub(n, Ordering::Relaxed);
+        if n > 0 {
+            self.room.add_permits(n);
+        }
+    }
+}
+
+/// Room held in the backlog for one node's report; what its writes do not
+/// take is given back when it is dropped.
+#[derive(Debug)]
+pub(crate) struct Room {
+    backlog: Backlog,
+    held: usize,
+}
+
+impl Room {
+    /// Up to `n` of the room held, for one request to the writer.
+    fn take(&mut self, n: usize) -> usize {
+        let taken = n.min(self.held);
+        self.held -= taken;
+        taken
+    }
+}
+
+impl Drop for Room {
+    fn drop(&mut self) {
+        self.backlog.release(self.held);
     }
 }
 
@@ -107,33 +153,37 @@ impl StatusWrites {
     /// drained of what was already sent.
     pub(crate) fn start(ctx: WriterContext, shutdown: CancellationToken) -> Self {
         let (queue, rx) = mpsc::channel(QUEUE);
-        let backlog = Backlog {
-            waiting: Arc::new(AtomicUsize::new(0)),
-            max: ctx.max_backlog.max(1),
-        };
+        let backlog = Backlog::new(ctx.max_backlog, ctx.backlog_wait);
         tokio::spawn(run(ctx, rx, backlog.clone(), shutdown));
         StatusWrites { queue, backlog }
     }
 
-    /// Writes `current` in the next batch; returns the batch's revision.
-    /// Refused at once (UNAVAILABLE, which nodes retry) when the backlog
-    /// is full.
-    pub(crate) async fn write(&self, current: Current) -> Result<Revision> {
-        let n = current.len();
-        self.backlog.admit(n).map_err(backlogged)?;
+    /// Holds room in the backlog for a report of `n` updates, before the
+    /// caller spends anything on them: waits for it while the backlog is
+    /// full, up to `status_backlog_wait_ms`, then refuses (UNAVAILABLE,
+    /// which nodes retry). A node sends one report at a time, so while its
+    /// report waits here its newer states gather at the node, one per
+    /// allocation, instead of its report being sent, decoded and refused
+    /// again and again.
+    pub(crate) async fn admit(&self, n: usize) -> Result<Room> {
+        self.backlog.admit(n).await.map_err(backlogged)
+    }
+
+    /// Writes `current` in the next batch, with room for it taken from
+    /// `room`; returns the batch's revision.
+    pub(crate) async fn write(&self, current: Current, room: &mut Room) -> Result<Revision> {
+        let room = room.take(current.len());
         let (respond, answer) = oneshot::channel();
-        if self.queue.send(Request { current, respond }).await.is_err() {
-            self.backlog.release(n);
+        let request = Request {
+            current,
+            respond,
+            room,
+        };
+        if self.queue.send(request).await.is_err() {
+            self.backlog.release(room);
             return Err(shutting_down());
         }
         answer.await.unwrap_or_else(|_| Err(shutting_down()))
-    }
-
-    /// Refuses `n` updates now if the backlog would not take them, before
-    /// the caller spends anything on them; [`StatusWrites::write`] decides.
-    pub(crate) fn check_room(&self, n: usize) -> Result<()> {
-        let waiting = self.backlog.waiting.load(Ordering::Relaxed);
-        self.backlog.room(waiting, n).map_err(backlogged)
     }
 }
 
@@ -169,10 +219,10 @@ async fn run(
                 _ = shutdown.cancelled() => break,
             },
         };
-        let (batch, size, next) = gather(first, &mut rx, max, ctx.linger, &shutdown).await;
+        let (batch, room, next) = gather(first, &mut rx, max, ctx.linger, &shutdown).await;
         carried = next;
         // Taken: room for the reports that arrive while this one commits.
-        backlog.release(size);
+        backlog.release(room);
         // A batch that names an allocation of the one committing waits for
         // it: it rewrites the value that commit writes.
         if let Some(p) = previous.take_if(|p| p.overlaps(&batch)) {
@@ -228,7 +278,7 @@ impl InFlight {
 /// instance an update registers or deregisters counting as one more, as it
 /// is one more operation of the transaction). A request that would
 /// overfill the batch comes back to start the next one. Returns the batch,
-/// its size in updates and that request.
+/// the backlog's room its requests hold and that request.
 async fn gather(
     first: Request,
     rx: &mut mpsc::Receiver<Request>,
@@ -237,7 +287,7 @@ async fn gather(
     shutdown: &CancellationToken,
 ) -> (Vec<Request>, usize, Option<Request>) {
     let deadline = tokio::time::Instant::now() + linger;
-    let mut size = first.current.len();
+    let mut room = first.room;
     let mut weight = first.weight();
     let mut batch = vec![first];
     while weight < max {
@@ -255,13 +305,13 @@ async fn gather(
             },
         };
         if weight + next.weight() > max {
-            return (batch, size, Some(next));
+            return (batch, room, Some(next));
         }
-        size += next.current.len();
+        room += next.room;
         weight += next.weight();
         batch.push(next);
     }
-    (batch, size, None)
+    (batch, room, None)
 }
 
 impl Request {
@@ -431,6 +481,8 @@ enum WriteError {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
     use caravan_proto::{AllocClientStatus, AllocUpdate, Allocation};
 
     use super::*;
@@ -448,36 +500,61 @@ mod tests {
         (u, Some(Arc::new(a)))
     }
 
-    #[test]
-    fn the_backlog_refuses_what_would_overfill_it_and_takes_any_report_when_empty() {
-        let backlog = Backlog {
-            waiting: Arc::new(AtomicUsize::new(0)),
-            max: 100,
-        };
-        assert_eq!(
-            backlog.admit(250),
-            Ok(()),
-            "an empty backlog takes any report"
-        );
-        assert_eq!(backlog.admit(1), Err(250));
-        backlog.release(250);
-        assert_eq!(backlog.admit(60), Ok(()));
-        assert_eq!(backlog.admit(40), Ok(()), "up to the bound");
-        assert_eq!(backlog.admit(1), Err(100));
-        backlog.release(60);
-        assert_eq!(backlog.admit(60), Ok(()));
-        // Refused, a node hears a code it retries, naming the backlog.
+    #[tokio::test(start_paused = true)]
+    async fn a_full_backlog_holds_a_report_until_room_comes_or_its_wait_is_over() {
+        let wait = Duration::from_secs(2);
+        let backlog = Backlog::new(100, wait);
+        let all = backlog
+            .admit(250)
+            .await
+            .expect("an empty backlog takes any report");
+        assert_eq!((all.held, backlog.waiting()), (100, 100), "all of it");
+
+        // Full: a report waits out its wait, then is refused naming the backlog.
+        let started = tokio::time::Instant::now();
+        assert_eq!(backlog.admit(1).await.unwrap_err(), 100);
+        assert_eq!(started.elapsed(), wait);
         let status: tonic::Status = backlogged(100).into();
-        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert_eq!(status.code(), tonic::Code::Unavailable, "nodes retry it");
         assert!(status.message().contains("100 client updates"), "{status}");
+
+        // Room that comes back while reports wait lets them in, first come
+        // first.
+        let first = tokio::spawn({
+            let b = backlog.clone();
+            async move { b.admit(60).await }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let second = tokio::spawn({
+            let b = backlog.clone();
+            async move { b.admit(40).await }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut all = all;
+        assert_eq!(all.take(30), 30, "a write takes part of the room held");
+        drop(all);
+        // 70 given back: the first report's 60 fit; the second, in line
+        // behind it, holds the other 10 while it waits for the rest.
+        let first = first.await.unwrap().expect("room for the first");
+        assert_eq!((first.held, backlog.waiting()), (60, 100));
+        backlog.release(30);
+        let second = second.await.unwrap().expect("room for the second");
+        assert_eq!((second.held, backlog.waiting()), (40, 100));
+        assert_eq!(started.elapsed(), wait + Duration::from_millis(510));
+
+        // Without a wait, a full backlog refuses at once.
+        let at_once = Backlog::new(10, Duration::ZERO);
+        let _held = at_once.admit(10).await.unwrap();
+        assert_eq!(at_once.admit(1).await.unwrap_err(), 10);
     }
 
     fn request(ids: &[&str]) -> Request {
-        let current = ids
+        let current: Current = ids
             .iter()
             .map(|id| update(id, AllocClientStatus::Running))
             .collect();
         Request {
+            room: current.len(),
             current,
             respond: oneshot::channel().0,
         }
@@ -504,10 +581,10 @@ mod tests {
         });
         let linger = Duration::from_secs(2);
         let started = std::time::Instant::now();
-        let (batch, size, next) = gather(request(&["a"]), &mut rx, 3, linger, &shutdown).await;
+        let (batch, room, next) = gather(request(&["a"]), &mut rx, 3, linger, &shutdown).await;
         late.await.unwrap();
         assert_eq!(ids(&batch), ["a", "b"], "the second report joined");
-        assert_eq!(size, 2);
+        assert_eq!(room, 2, "the room its two reports hold");
         let next = next.expect("the report that would overfill the batch comes back");
         assert_eq!(ids(&[next]), ["c", "d"]);
         assert!(
@@ -599,6 +676,7 @@ mod tests {
             max_allocs,
             linger: Duration::ZERO,
             max_backlog: 1_000,
+            backlog_wait: Duration::ZERO,
             own: OwnWrites::default(),
         };
         (ctx, stored)
@@ -666,7 +744,15 @@ mod tests {
             })
             .collect();
         let (respond, answer) = oneshot::channel();
-        commit(&ctx, vec![Request { current, respond }]).await;
+        commit(
+            &ctx,
+            vec![Request {
+                current,
+                respond,
+                room: 0,
+            }],
+        )
+        .await;
         answer.await.unwrap().unwrap();
         assert_eq!(reads.0.load(Ordering::SeqCst), 0, "no read of the store");
         for a in &allocs {
@@ -702,6 +788,7 @@ mod tests {
             let request = Request {
                 current: vec![(u, Some(Arc::clone(&cached)))],
                 respond,
+                room: 0,
             };
             commit(&ctx, vec![request]).await;
             answer.await.unwrap().unwrap();
@@ -765,9 +852,10 @@ mod tests {
                 let (u, _) = update(id, status);
                 let held = snap.alloc(id).cloned();
                 let writes = writes.clone();
-                calls.push(tokio::spawn(
-                    async move { writes.write(vec![(u, held)]).await },
-                ));
+                calls.push(tokio::spawn(async move {
+                    let mut room = writes.admit(1).await?;
+                    writes.write(vec![(u, held)], &mut room).await
+                }));
             }
         }
         for call in calls {
@@ -816,6 +904,7 @@ mod tests {
         let left = Request {
             current: current(AllocClientStatus::Pending),
             respond,
+            room: 0,
         };
         commit(&ctx, vec![left]).await;
         assert_eq!(store.current_revision().await.unwrap(), created);
@@ -824,6 +913,7 @@ mod tests {
         let waiting = Request {
             current: current(AllocClientStatus::Running),
             respond,
+            room: 0,
         };
         commit(&ctx, vec![waiting]).await;
         let revision = answer.await.unwrap().unwrap();

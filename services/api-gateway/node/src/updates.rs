@@ -357,7 +357,7 @@ pub async fn update_allocations(
     updates: Vec<AllocUpdate>,
 ) -> Result<Revision> {
     validate(node_id, &updates)?;
-    gw.status_writes.check_room(updates.len())?;
+    let mut room = gw.status_writes.admit(updates.len()).await?;
     let mut revision = gw.cache.revision();
     let per_write = gw.config.status_batch_max_allocs.max(1);
     let mut updates = updates.into_iter();
@@ -409,7 +409,7 @@ pub async fn update_allocations(
         }
         revision = gw
             .status_writes
-            .write(current)
+            .write(current, &mut room)
             .await
             .map_err(|err| match err {
                 GatewayError::Conflict(message) => {
