@@ -76,6 +76,18 @@ pub struct GatewayConfig {
     /// decoded and refused again after each backoff. Keep it well under
     /// the nodes' call timeout (10 s), which also covers the write.
     pub status_backlog_wait_ms: u64,
+    /// Most node registrations the gateway works on at once; 0: no limit.
+    /// A registration beyond waits for its turn up to `registration_wait_ms`
+    /// and is then refused (UNAVAILABLE), which nodes retry after a
+    /// jittered backoff. When thousands of nodes register at once (a
+    /// cluster's restart, a burst of new nodes), each registration admitted
+    /// finishes within the nodes' call timeout (10 s) instead of all of them
+    /// queueing past it, being sent again and granting a lease per try.
+    pub max_registrations_in_flight: usize,
+    /// How long a registration waits for its turn, in ms (see
+    /// `max_registrations_in_flight`); keep it well under the nodes' call
+    /// timeout (10 s), which also covers the registration's writes.
+    pub registration_wait_ms: u64,
     /// The key Nomad Variables are encrypted with: base64 of 32 random bytes
     /// (`caravan dev` makes one per data dir). Every replica needs the same
     /// key; without one (here or in `variables_key_file`) the variables API
@@ -123,6 +135,8 @@ impl Default for GatewayConfig {
             status_batch_linger_ms: 50,
             status_backlog_max_allocs: 8000,
             status_backlog_wait_ms: 3000,
+            max_registrations_in_flight: 32,
+            registration_wait_ms: 2000,
             variables_key: String::new(),
             variables_key_file: String::new(),
             oidc_issuer: String::new(),

@@ -12,6 +12,7 @@ pub mod identity;
 pub(crate) mod own_writes;
 pub(crate) mod registered;
 pub mod registration;
+pub(crate) mod registration_turns;
 pub mod service;
 pub mod status_writes;
 pub mod updates;
@@ -23,6 +24,7 @@ use std::time::Duration;
 
 use feed::NodeAllocFeed;
 use heartbeats::Heartbeats;
+use registration_turns::RegistrationTurns;
 use status_writes::{StatusWrites, WriterContext};
 
 use caravan_gateway_core::gateway::Gateway;
@@ -43,6 +45,8 @@ pub struct NodeApi {
     /// Where node registrations run (see [`NodeApi::with_registrations`]);
     /// `None`: on the caller's runtime, over the gateway's store.
     registrations: Option<Lane>,
+    /// Turns at registering (`max_registrations_in_flight`).
+    registration_turns: RegistrationTurns,
 }
 
 impl std::fmt::Debug for NodeApi {
@@ -75,12 +79,17 @@ impl NodeApi {
             },
             gw.shutdown.clone(),
         );
+        let registration_turns = RegistrationTurns::new(
+            config.max_registrations_in_flight,
+            Duration::from_millis(config.registration_wait_ms),
+        );
         NodeApi {
             gw,
             feed,
             status_writes,
             heartbeats,
             registrations: None,
+            registration_turns,
         }
     }
 
@@ -96,15 +105,18 @@ impl NodeApi {
         self
     }
 
-    /// Registers `node` ([`registration::register`]), on the registrations'
-    /// lane when there is one. A caller that stops waiting cancels its
-    /// registration there as it would here: a client that timed out sends
-    /// it again, and finishing the abandoned one only lengthens the queue.
+    /// Registers `node` ([`registration::register`]) in its turn (see
+    /// [`registration_turns`]), on the registrations' lane when there is
+    /// one. A caller that stops waiting cancels its registration there as
+    /// it would here, and gives back its turn: a client that timed out
+    /// sends it again, and finishing the abandoned one only lengthens the
+    /// queue.
     pub(crate) async fn register(
         &self,
         node: caravan_proto::Node,
         secret: String,
     ) -> caravan_gateway_core::error::Result<registration::NodeRegistered> {
+        let _turn = self.registration_turns.take().await?;
         let Some(lane) = &self.registrations else {
             return registration::register(self, self.gw.store.as_ref(), node, &secret).await;
         };
