@@ -34,6 +34,16 @@ use crate::heartbeat_thread::HeartbeatThread;
 /// Deadline of one unary call.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Deadline of one status report. A report the gateway admitted waits in
+/// its writer's backlog and is written whether or not the node still
+/// waits; a node that gave up at 10 s sent the same updates again, so a
+/// backlog past 10 s (a busy store, a starved machine) was written twice
+/// and grew with every resend. The gateway bounds the wait itself (room in
+/// its backlog, `status_backlog_wait_ms`); meanwhile the node's newer
+/// states gather at the node, merged one per allocation, and its
+/// heartbeats go their own way.
+const STATUS_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
 type Interceptor = fn(tonic::Request<()>) -> Result<tonic::Request<()>, Status>;
 /// A connection to one gateway, with trace propagation.
 pub type Conn = InterceptedService<Channel, Interceptor>;
@@ -218,8 +228,12 @@ impl Gateway {
     }
 
     fn request<T>(msg: T) -> tonic::Request<T> {
+        Self::request_within(msg, CALL_TIMEOUT)
+    }
+
+    fn request_within<T>(msg: T, timeout: Duration) -> tonic::Request<T> {
         let mut req = tonic::Request::new(msg);
-        req.set_timeout(CALL_TIMEOUT);
+        req.set_timeout(timeout);
         req
     }
 
@@ -267,7 +281,7 @@ impl Gateway {
         let encoded = Bytes::from(req.encode_to_vec());
         self.call("UpdateAllocations", |i| {
             let mut grpc = tonic::client::Grpc::new(self.conn(Lane::Bulk, i));
-            let mut req = Self::request(encoded.clone());
+            let mut req = Self::request_within(encoded.clone(), STATUS_CALL_TIMEOUT);
             req.extensions_mut().insert(GrpcMethod::new(
                 "caravan.v1.NodeClientService",
                 "UpdateAllocations",

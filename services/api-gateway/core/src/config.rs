@@ -74,7 +74,8 @@ pub struct GatewayConfig {
     /// at a time, so a report that waits holds the node's newer states at
     /// the node, merged one per allocation, where a refused one is sent,
     /// decoded and refused again after each backoff. Keep it well under
-    /// the nodes' call timeout (10 s), which also covers the write.
+    /// the deadline nodes give a status report (30 s), which also covers
+    /// the backlog ahead of it and the write.
     pub status_backlog_wait_ms: u64,
     /// Most node registrations the gateway works on at once; 0: no limit.
     /// A registration beyond waits for its turn up to `registration_wait_ms`
