@@ -15,13 +15,34 @@ use crate::config::ConfigLoader;
 /// Most async threads a service may ask for.
 const MAX_WORKER_THREADS: usize = 256;
 
+/// Highest `runtime.nice`: Linux's lowest priority.
+const MAX_NICE: i32 = 19;
+
 /// `runtime.worker_threads`, env `CARAVAN_<SERVICE>__RUNTIME__WORKER_THREADS`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RuntimeConfig {
     /// Threads of the async runtime; 0 means one per core the process may
     /// use (or `TOKIO_WORKER_THREADS` when that is set).
     pub worker_threads: usize,
+    /// How much lower than the process's own the CPU priority of the
+    /// runtime's threads (its async and blocking threads) is, in nice
+    /// steps; 0 leaves them at the process's. Threads a service starts of
+    /// its own (the client's and the api-gateway's heartbeat threads, the
+    /// gateway's registration and watch-cache lanes) keep the process's
+    /// priority: on a machine short of CPU, a heartbeat's few microseconds
+    /// are not shared out equally with the bulk work of every other
+    /// thread, which made heartbeats late enough to take nodes down.
+    pub nice: i32,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            worker_threads: 0,
+            nice: 10,
+        }
+    }
 }
 
 /// The section as the loader sees it.
@@ -49,6 +70,11 @@ impl RuntimeConfig {
             "runtime.worker_threads: {} is more than {MAX_WORKER_THREADS}; 0 means one per core",
             self.worker_threads
         );
+        anyhow::ensure!(
+            (0..=MAX_NICE).contains(&self.nice),
+            "runtime.nice: {} is not between 0 (the process's priority) and {MAX_NICE}",
+            self.nice
+        );
         Ok(())
     }
 
@@ -58,7 +84,24 @@ impl RuntimeConfig {
         if self.worker_threads > 0 {
             builder.worker_threads(self.worker_threads);
         }
+        if self.nice > 0 {
+            let nice = self.nice;
+            builder.on_thread_start(move || lower_priority(nice));
+        }
         builder.enable_all().build()
+    }
+}
+
+/// Lowers the calling thread's CPU priority by `by` nice steps (Linux
+/// gives each thread its own). Raising a priority needs a privilege;
+/// lowering one never does, so this fails only where the call is missing,
+/// and then the thread runs as before.
+fn lower_priority(by: i32) {
+    let thread = Some(rustix::thread::gettid());
+    let current = rustix::process::getpriority_process(thread).unwrap_or(0);
+    let lowered = current.saturating_add(by).min(MAX_NICE);
+    if let Err(err) = rustix::process::setpriority_process(thread, lowered) {
+        tracing::debug!(%err, "cannot lower the priority of a runtime thread");
     }
 }
 
@@ -81,8 +124,45 @@ mod tests {
         assert_eq!(one.worker_threads, 1);
         let runtime = one.build().unwrap();
         assert_eq!(runtime.metrics().num_workers(), 1);
-        let two = RuntimeConfig { worker_threads: 2 }.build().unwrap();
+        let two = RuntimeConfig {
+            worker_threads: 2,
+            ..Default::default()
+        }
+        .build()
+        .unwrap();
         assert_eq!(two.metrics().num_workers(), 2);
+    }
+
+    #[test]
+    fn the_runtime_threads_run_below_the_process_priority() {
+        let own = rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap();
+        let runtime = RuntimeConfig {
+            worker_threads: 1,
+            nice: 3,
+        }
+        .build()
+        .unwrap();
+        let on_worker = runtime.block_on(async {
+            tokio::spawn(async {
+                rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap()
+            })
+            .await
+            .unwrap()
+        });
+        assert_eq!(on_worker, (own + 3).min(MAX_NICE));
+        let on_blocking = runtime.block_on(async {
+            tokio::task::spawn_blocking(|| {
+                rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap()
+            })
+            .await
+            .unwrap()
+        });
+        assert_eq!(on_blocking, (own + 3).min(MAX_NICE));
+        // The caller's own thread is left as it was.
+        assert_eq!(
+            rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap(),
+            own
+        );
     }
 
     #[test]
@@ -92,6 +172,8 @@ mod tests {
             err.to_string().contains("runtime.worker_threads"),
             "{err:#}"
         );
+        let err = loaded(&[("CARAVAN_X__RUNTIME__NICE", "20")]).unwrap_err();
+        assert!(err.to_string().contains("runtime.nice"), "{err:#}");
         let err = loaded(&[("CARAVAN_X__RUNTIME__WORKER_THREADS", "many")]).unwrap_err();
         assert!(format!("{err:#}").contains("worker_threads"), "{err:#}");
     }
