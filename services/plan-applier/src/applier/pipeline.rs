@@ -54,7 +54,12 @@ impl Pipeline {
             overlay: Overlay::default(),
             in_flight: Vec::new(),
             next_seq: 0,
-            resync: false,
+            // A term starts on a cache that may not show the last commits of
+            // the term before it (this process's or another's): its overlay
+            // is gone, and a plan computed before those commits would pass
+            // the stale-plan check and place its allocations a second time.
+            // The first plan waits for the cache to reach the store.
+            resync: true,
         }
     }
 

@@ -181,3 +181,85 @@ async fn the_lean_cache_never_thins_what_a_commit_writes() {
     assert_eq!(now.metrics, running.metrics);
     assert_eq!(now.task_states, running.task_states);
 }
+
+/// Holds back the batches of every watch while held, as a watch of a busy
+/// store or a starved process delivers them late.
+#[derive(Default)]
+struct HeldWatch {
+    held: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+#[async_trait::async_trait]
+impl caravan_testkit::layered::StoreLayer for HeldWatch {
+    async fn watch(
+        &self,
+        inner: &Arc<dyn Store>,
+        prefix: &[u8],
+        start_revision: caravan_store::Revision,
+    ) -> caravan_store::Result<caravan_store::Watch> {
+        use futures::StreamExt;
+        let watch = inner.watch(prefix, start_revision).await?;
+        let held = self.held.subscribe();
+        let stream = watch.stream.then(move |batch| {
+            let mut held = held.clone();
+            async move {
+                let _ = held.wait_for(|h| !*h).await;
+                batch
+            }
+        });
+        Ok(caravan_store::Watch {
+            stream: Box::pin(stream),
+            progress: watch.progress,
+        })
+    }
+}
+
+/// A term starts on a cache that may not yet show what the term before it
+/// committed, and its overlay is new: its first plan waits for the cache to
+/// reach the store, so a plan computed before those commits is refused as
+/// stale instead of placing the same allocations a second time.
+#[tokio::test]
+async fn a_new_term_refuses_a_plan_older_than_the_last_term_s_commits() {
+    let (inner, ks) = store_with_n1().await;
+    let layered = caravan_testkit::layered::Layered::wrap(inner, HeldWatch::default());
+    let store: Arc<dyn Store> = layered.clone();
+    let Pipeline {
+        applier,
+        txns,
+        informer,
+        ..
+    } = leading_pipeline(&store, &ks, InformerConfig::default(), 0).await;
+    let mut pipeline = Pipeline::new(applier, txns, informer);
+    let computed_at = pipeline.informer.revision();
+    // What the last term placed for job web, committed after the worker
+    // took its snapshot; the cache does not show it yet.
+    layered.held.send_replace(true);
+    let placed = store
+        .put(&ks.alloc("x"), &encode(&alloc("x", "n1", 100, 64)), 0)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(pipeline.informer.revision() < placed, "the cache lags");
+    let release = tokio::spawn({
+        let layered = layered.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            layered.held.send_replace(false);
+        }
+    });
+    let queue = PlanQueue::new();
+    let mut again = plan(computed_at);
+    place(&mut again, alloc("y", "n1", 100, 64));
+    let answer = queue.push(again).unwrap();
+    pipeline.handle(queue.pop().await.unwrap()).await;
+    pipeline.finish().await;
+    let result = answer.await.unwrap().unwrap();
+    assert!(result.node_allocation.is_empty(), "{result:?}");
+    assert!(
+        result.rejection_reasons["n1"].contains("stale"),
+        "{result:?}"
+    );
+    assert!(result.refresh_revision >= placed, "{result:?}");
+    assert!(store.get(&ks.alloc("y")).await.unwrap().is_none());
+    release.await.unwrap();
+}
