@@ -36,8 +36,11 @@ fn a_burst_of_20_000_placements_on_2_000_nodes_loses_no_node_and_replaces_nothin
         .args(["--timeout-secs", "900"])
         // At the default heartbeat TTLs (the first nodes registered get the
         // shortest, 10 s): heartbeats run on threads of their own in the
-        // client process and the gateway, so a saturated machine does not
-        // make them late enough to take a node down.
+        // client process and the gateway, above the services' runtimes in
+        // CPU priority (runtime.nice), and registrations take turns at the
+        // gateway, so a saturated machine does not make them late enough
+        // to take a node down (docs/benchmarks.md, "Registrations take
+        // turns").
         .args(["--log-filter", "warn"])
         .arg("--json")
         .arg(&json)
