@@ -345,6 +345,18 @@ caravan_runtime::service_config!(ClientConfig;
             Duration::ZERO
         }
     }
+
+    /// A real node's tasks are its runtime's child processes and would
+    /// inherit a lowered priority: it keeps its own unless told otherwise.
+    /// Simulated nodes run only the mock driver, and thousands of them
+    /// heartbeat from one process.
+    fn default_runtime_nice(&self) -> i32 {
+        if self.simulate > 0 {
+            caravan_runtime::service::DEFAULT_NICE
+        } else {
+            0
+        }
+    }
 );
 
 /// Where heartbeats go, with the key that names them: `heartbeats` (each
@@ -383,6 +395,20 @@ mod tests {
     use caravan_runtime::config::ConfigLoader;
 
     use super::*;
+
+    #[test]
+    fn a_real_node_keeps_its_priority_for_its_tasks_and_a_simulation_lowers_it() {
+        use caravan_runtime::service::ServiceConfig;
+        assert_eq!(ClientConfig::default().default_runtime_nice(), 0);
+        let simulating = ClientConfig {
+            simulate: 2,
+            ..Default::default()
+        };
+        assert_eq!(
+            simulating.default_runtime_nice(),
+            caravan_runtime::service::DEFAULT_NICE
+        );
+    }
 
     #[test]
     fn defaults_are_valid() {

@@ -31,7 +31,7 @@ pub use cached_leader::{Lead, LeaderParts, serve_cached_leader};
 pub use health::{HealthArgs, reachable_addr, serving};
 pub use launch::{Running, run, start, start_on};
 pub use process::{ServiceArgs, ServiceCommand, main, main_with};
-pub use threads::RuntimeConfig;
+pub use threads::{DEFAULT_NICE, RuntimeConfig};
 
 use crate::store::StoreConfig;
 use crate::telemetry::TelemetryConfig;
@@ -90,6 +90,10 @@ pub trait ServiceConfig: Serialize + DeserializeOwned + Default + Send + Sync + 
     /// timeout) must not be cut short.
     fn min_shutdown_deadline(&self) -> Duration {
         Duration::ZERO
+    }
+    /// `runtime.nice` when the configuration sets none.
+    fn default_runtime_nice(&self) -> i32 {
+        threads::DEFAULT_NICE
     }
 }
 

@@ -176,7 +176,8 @@ fn load<S: Service>(
     config.validate()?;
     <S::Store as StoreAccess<S::Config>>::check(&config)?;
     let shutdown = shutdown.at_least(config.min_shutdown_deadline());
-    Ok((config, shutdown, RuntimeConfig::load(&loader)?))
+    let runtime = RuntimeConfig::load(&loader)?.with_default_nice(config.default_runtime_nice());
+    Ok((config, shutdown, runtime))
 }
 
 async fn serve_process<S: Service>(

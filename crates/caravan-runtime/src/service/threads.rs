@@ -18,8 +18,13 @@ const MAX_WORKER_THREADS: usize = 256;
 /// Highest `runtime.nice`: Linux's lowest priority.
 const MAX_NICE: i32 = 19;
 
+/// `runtime.nice` when neither the configuration nor the service's own
+/// default (see [`crate::service::ServiceConfig::default_runtime_nice`])
+/// says otherwise.
+pub const DEFAULT_NICE: i32 = 10;
+
 /// `runtime.worker_threads`, env `CARAVAN_<SERVICE>__RUNTIME__WORKER_THREADS`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RuntimeConfig {
     /// Threads of the async runtime; 0 means one per core the process may
@@ -33,16 +38,9 @@ pub struct RuntimeConfig {
     /// priority: on a machine short of CPU, a heartbeat's few microseconds
     /// are not shared out equally with the bulk work of every other
     /// thread, which made heartbeats late enough to take nodes down.
-    pub nice: i32,
-}
-
-impl Default for RuntimeConfig {
-    fn default() -> Self {
-        RuntimeConfig {
-            worker_threads: 0,
-            nice: 10,
-        }
-    }
+    /// Unset: the service's default (10, or 0 for a client node running
+    /// real tasks, whose processes would inherit it).
+    pub nice: Option<i32>,
 }
 
 /// The section as the loader sees it.
@@ -70,12 +68,19 @@ impl RuntimeConfig {
             "runtime.worker_threads: {} is more than {MAX_WORKER_THREADS}; 0 means one per core",
             self.worker_threads
         );
-        anyhow::ensure!(
-            (0..=MAX_NICE).contains(&self.nice),
-            "runtime.nice: {} is not between 0 (the process's priority) and {MAX_NICE}",
-            self.nice
-        );
+        if let Some(nice) = self.nice {
+            anyhow::ensure!(
+                (0..=MAX_NICE).contains(&nice),
+                "runtime.nice: {nice} is not between 0 (the process's priority) and {MAX_NICE}"
+            );
+        }
         Ok(())
+    }
+
+    /// This configuration with `nice` as `runtime.nice` where it sets none.
+    pub fn with_default_nice(mut self, nice: i32) -> Self {
+        self.nice.get_or_insert(nice);
+        self
     }
 
     /// The multi-threaded runtime this configuration asks for.
@@ -84,8 +89,8 @@ impl RuntimeConfig {
         if self.worker_threads > 0 {
             builder.worker_threads(self.worker_threads);
         }
-        if self.nice > 0 {
-            let nice = self.nice;
+        let nice = self.nice.unwrap_or(DEFAULT_NICE);
+        if nice > 0 {
             builder.on_thread_start(move || lower_priority(nice));
         }
         builder.enable_all().build()
@@ -101,7 +106,7 @@ fn lower_priority(by: i32) {
     let current = rustix::process::getpriority_process(thread).unwrap_or(0);
     let lowered = current.saturating_add(by).min(MAX_NICE);
     if let Err(err) = rustix::process::setpriority_process(thread, lowered) {
-        tracing::debug!(%err, "cannot lower the priority of a runtime thread");
+        tracing::warn!(%err, "runtime.nice: cannot lower the priority of a runtime thread");
     }
 }
 
@@ -138,7 +143,7 @@ mod tests {
         let own = rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap();
         let runtime = RuntimeConfig {
             worker_threads: 1,
-            nice: 3,
+            nice: Some(3),
         }
         .build()
         .unwrap();
