@@ -10,6 +10,7 @@ pub mod heartbeat_listener;
 pub mod heartbeats;
 pub mod identity;
 pub(crate) mod own_writes;
+pub(crate) mod permits;
 pub(crate) mod registered;
 pub mod registration;
 pub(crate) mod registration_turns;

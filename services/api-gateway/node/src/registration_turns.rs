@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use caravan_gateway_core::error::{GatewayError, Result};
 
@@ -53,17 +53,7 @@ impl RegistrationTurns {
         let Some(slots) = &self.slots else {
             return Ok(Turn { _permit: None });
         };
-        let permit = match Arc::clone(slots).try_acquire_owned() {
-            Ok(permit) => Some(permit),
-            Err(TryAcquireError::NoPermits) if !self.wait.is_zero() => {
-                tokio::time::timeout(self.wait, Arc::clone(slots).acquire_owned())
-                    .await
-                    .ok()
-                    .and_then(std::result::Result::ok)
-            }
-            Err(_) => None,
-        };
-        match permit {
+        match crate::permits::within(slots, 1, self.wait).await {
             Some(permit) => Ok(Turn {
                 _permit: Some(permit),
             }),

@@ -19,7 +19,7 @@ use caravan_state::{AllocDetail, Informer, Keyspace, read_alloc_values_of_jobs};
 use caravan_store::{Revision, Store};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Semaphore, TryAcquireError, mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::own_writes::OwnWrites;
@@ -92,19 +92,7 @@ impl Backlog {
     async fn admit(&self, n: usize) -> std::result::Result<Room, usize> {
         let want = n.min(self.max);
         let permits = u32::try_from(want).unwrap_or(u32::MAX);
-        // Room free and no one in line: taken without arming a timer, as
-        // nearly every report is.
-        let held = match self.room.try_acquire_many(permits) {
-            Ok(permit) => Some(permit),
-            Err(TryAcquireError::NoPermits) if !self.wait.is_zero() => {
-                tokio::time::timeout(self.wait, self.room.acquire_many(permits))
-                    .await
-                    .ok()
-                    .and_then(std::result::Result::ok)
-            }
-            Err(_) => None,
-        };
-        match held {
+        match crate::permits::within(&self.room, permits, self.wait).await {
             Some(permit) => {
                 permit.forget();
                 Ok(Room {
